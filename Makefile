@@ -1,0 +1,45 @@
+# Two entry points on a fresh clone (only Python >= 3.11 and make needed):
+#   make run   - create .venv, install trainvm, plan an example profile against the embedded catalog
+#   make test  - install with dev extras, run the whole test suite
+PYTHON ?= $(shell command -v python3.11 || command -v python3.12 || command -v python3.13 || command -v python3)
+VENV   := .venv
+BIN    := $(VENV)/bin
+PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
+EXAMPLE ?= profiles/examples/bert-finetune-t4.yaml
+PYTEST_ARGS ?=
+
+.PHONY: run test install install-dev validate-examples bench catalog golden clean
+
+$(BIN)/python:
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "trainvm needs Python >= 3.11; set PYTHON=/path/to/python3.11")'
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.installed: $(BIN)/python pyproject.toml
+	$(PIP) install -e .
+	@touch $@
+
+$(VENV)/.installed-dev: $(VENV)/.installed pyproject.toml
+	$(PIP) install -e '.[dev]'
+	@touch $@
+
+install: $(VENV)/.installed
+install-dev: $(VENV)/.installed-dev
+
+run: install
+	$(BIN)/trainvm validate profiles/base/*.yaml profiles/examples/*.yaml
+	@if $(BIN)/trainvm plan --help >/dev/null 2>&1; then $(BIN)/trainvm plan $(EXAMPLE); fi
+
+test: install-dev
+	$(BIN)/python -m pytest -n 2 $(PYTEST_ARGS)
+
+validate-examples: install
+	$(BIN)/trainvm validate profiles/base/*.yaml profiles/examples/*.yaml
+
+bench: install-dev
+	@for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+catalog: install
+	$(BIN)/python scripts/build_catalog.py
+
+clean:
+	rm -rf $(VENV) build dist .pytest_cache .hypothesis

@@ -1,0 +1,249 @@
+"""capture: turn a probe report of this workstation into a profile.
+
+``gpu:`` lists the cloud GPUs that run this machine's binaries at least as well. The rule is
+SASS binary compatibility: a cubin built for sm_XY runs on a GPU with the same major X and
+minor >= Y (sm_86 runs on 8.9, never on 9.0); a newer major would only run embedded PTX through
+the driver's JIT, which is slower at first start and not guaranteed to be in every wheel, so
+those GPUs are not listed. A candidate must also have at least the local GPU's VRAM (nominal).
+An RTX 4090 (8.9, 24 GiB) gives [L4, L40S]: not T4 (7.5), not A10G (8.6 < 8.9), not H100 (9.0).
+"""
+
+from __future__ import annotations
+
+import math
+import textwrap
+from collections.abc import Mapping, Sequence
+from datetime import date
+from io import StringIO
+from typing import Any
+
+from packaging.version import InvalidVersion, Version
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+
+from provisioner.probe.gpu import GpuSpec, canonical_gpu_name, cloud_gpus, gpu_spec, is_consumer, parse_cc
+from provisioner.probe.python_env import normalize_cudnn
+from provisioner.probe.report import major_minor
+
+SUPPORTED_OS = ("ubuntu-22.04", "ubuntu-24.04", "debian-12")
+# Oldest driver the cloud images' NVIDIA repositories still install for the supported OSes
+# (the CUDA 12.0 floor; compat-facts.yaml cuda_min_driver_linux "12.0" GA). Older drivers are
+# legacy branches (R470 and before) that trainvm cannot pin on a new VM.
+MIN_CLOUD_DRIVER = "525.60.13"
+# conda packages that every conda env has: not worth a warning.
+_CONDA_BASE = frozenset({
+    "python", "pip", "setuptools", "wheel", "openssl", "ca-certificates", "certifi", "tk", "xz", "zlib",
+    "ncurses", "readline", "sqlite", "bzip2", "tzdata", "ld_impl_linux-64", "libffi", "libgcc-ng",
+    "libstdcxx-ng", "libgomp", "libuuid", "libnsl", "libzlib", "libsqlite", "libxcrypt", "_libgcc_mutex",
+    "_openmp_mutex", "libgcc", "libstdcxx", "liblzma", "libmpdec", "libexpat", "python_abi", "zstd",
+})
+
+
+def nominal_memory_gib(name: str, memory_mib: int) -> int:
+    """Nominal VRAM of a GPU (what catalogs and profiles say): the table's value when the GPU is
+    known, else the reported usable memory rounded down to whole GiB."""
+    spec = gpu_spec(name, memory_mib)
+    if spec is not None:
+        return int(spec.vram_gib)
+    return int(math.floor(memory_mib / 1024))
+
+
+def compatible_cloud_gpus(cc: str, min_vram_gib: float, table: Mapping[str, GpuSpec] | None = None) -> list[str]:
+    """Cloud GPUs with the same major compute capability, minor >= ours, and >= min_vram_gib."""
+    major, minor = parse_cc(cc)
+    specs = (table if table is not None else cloud_gpus()).values()
+    chosen = [s for s in specs if s.cc[0] == major and s.cc[1] >= minor and s.vram_gib >= min_vram_gib]
+    return [s.name for s in sorted(chosen, key=lambda s: (s.cc, s.vram_gib, s.name))]
+
+
+def _gpu_requirements(gpus: Sequence[Mapping[str, Any]], warnings: list[str]) -> dict[str, Any]:
+    if not gpus:
+        warnings.append("no NVIDIA GPU found on this machine: the profile has no GPU requirement; "
+                        "add hardware.gpu or hardware.min_gpu_memory_gib by hand")
+        return {}
+    names = [str(g.get("name")) for g in gpus]
+    kinds = sorted({(n, str(g.get("compute_capability"))) for n, g in zip(names, gpus, strict=True)})
+    if len(kinds) > 1:
+        warnings.append("GPUs of different models (" + ", ".join(n for n, _ in kinds) + "): "
+                        "the profile asks for GPUs that can stand in for every one of them")
+    nominal = min(nominal_memory_gib(str(g.get("name")), int(g.get("memory_mib") or 0)) for g in gpus)
+    hardware: dict[str, Any] = {}
+    choices: list[str] | None = None
+    for name, cc in kinds:
+        if cc in ("None", ""):
+            warnings.append(f"compute capability of {name} unknown: gpu: not set, only min_gpu_memory_gib")
+            choices = []
+            break
+        these = compatible_cloud_gpus(cc, nominal)
+        choices = these if choices is None else [c for c in choices if c in these]
+    for name in sorted(set(names)):
+        if is_consumer(name):
+            warnings.append(f"{name} is a consumer GPU that no cloud rents; gpu: lists cloud GPUs that run "
+                            "the same binaries (same architecture major, equal or newer minor, as much VRAM)")
+        elif canonical_gpu_name(name) not in cloud_gpus():
+            warnings.append(f"{name} is not offered by the supported clouds; gpu: lists compatible ones")
+    if choices:
+        hardware["gpu"] = choices
+    elif choices is not None:
+        warnings.append("no cloud GPU has the same architecture major and as much VRAM as "
+                        + ", ".join(sorted(set(names))) + ": gpu: not set, only min_gpu_memory_gib")
+    hardware["gpu_count"] = len(gpus)
+    hardware["min_gpu_memory_gib"] = nominal
+    return hardware
+
+
+def _older(version: str, floor: str) -> bool:
+    try:
+        return Version(version) < Version(floor)
+    except InvalidVersion:
+        return False
+
+
+def _packages(report: Mapping[str, Any], warnings: list[str]) -> list[str]:
+    sources: Mapping[str, Any] = report.get("package_sources") or {}
+    pins: list[str] = []
+    editable, direct, conda = [], [], []
+    for name, version in sorted((report.get("packages") or {}).items()):
+        info = sources.get(name) or {}
+        if info.get("editable"):
+            editable.append(name)
+            continue
+        if info.get("conda_package") or info.get("installer") == "conda":
+            conda.append(name)
+        elif info.get("url") and not str(info.get("url")).startswith(("http://", "https://")) or info.get("vcs"):
+            direct.append(name)
+        pins.append(f"{name}=={version}")
+    if editable:
+        warnings.append("editable installs are not in the profile (no index has them; install them from your "
+                        "repository on the VM): " + ", ".join(editable))
+    if direct:
+        warnings.append("installed from a local path or VCS, so the pin may not resolve on the VM: " + ", ".join(direct))
+    if conda:
+        warnings.append("installed by conda; the VM installs with pip, where this exact version may not exist: "
+                        + ", ".join(conda))
+    conda_only = [n for n in sorted((_conda_packages(report)))
+                  if n not in _CONDA_BASE and not n.startswith(("lib", "_"))
+                  and n not in (report.get("packages") or {})
+                  and not any(v.get("conda_package") == n for v in sources.values())]
+    if conda_only:
+        shown = ", ".join(conda_only[:12]) + (f" and {len(conda_only) - 12} more" if len(conda_only) > 12 else "")
+        warnings.append(f"conda-only packages (no pip equivalent; not reproduced on the VM): {shown}")
+    return pins
+
+
+def _conda_packages(report: Mapping[str, Any]) -> Mapping[str, Any]:
+    return ((report.get("python_env") or {}).get("conda_packages")) or {}
+
+
+def _stack(report: Mapping[str, Any], warnings: list[str]) -> dict[str, Any]:
+    stack: dict[str, Any] = {}
+    os_info = report.get("os") or {}
+    os_name = f"{os_info.get('id')}-{os_info.get('version')}"
+    if os_name in SUPPORTED_OS:
+        stack["os"] = os_name
+    else:
+        warnings.append(f"this machine runs {os_name}, not a cloud image trainvm supports "
+                        f"({', '.join(SUPPORTED_OS)}): stack.os left to the default; glibc {os_info.get('glibc')}")
+    driver = report.get("driver")
+    if driver:
+        stack["driver"] = driver
+        if _older(str(driver), MIN_CLOUD_DRIVER):
+            warnings.append(f"driver {driver} is older than cloud images support ({MIN_CLOUD_DRIVER}, the CUDA 12 "
+                            "floor): pick a newer driver in stack.driver")
+    framework = report.get("framework") or None
+    cuda = major_minor((framework or {}).get("cuda") or report.get("cuda_runtime"))
+    toolkit = report.get("cuda_toolkit")
+    if cuda is None and toolkit and framework is None:
+        cuda = major_minor(toolkit)
+    if cuda:
+        stack["cuda"] = cuda
+    elif framework is not None:
+        warnings.append(f"{framework.get('name')} {framework.get('version')} is a CPU-only build: no stack.cuda")
+    if framework is None:
+        warnings.append("no framework (torch, tensorflow, jax) importable in the probed interpreter")
+    if toolkit:
+        stack["cuda_toolkit"] = True
+        if cuda and major_minor(toolkit) != cuda:
+            warnings.append(f"local nvcc is {toolkit} but the framework uses CUDA {cuda}: the VM gets toolkit {cuda}")
+    cudnn = normalize_cudnn((framework or {}).get("cudnn")) or report.get("cudnn")
+    if cudnn:
+        stack["cudnn"] = cudnn
+    if report.get("python"):
+        stack["python"] = report["python"]
+    stack["packages"] = _packages(report, warnings)
+    return stack
+
+
+def build_profile(report: Mapping[str, Any], name: str) -> tuple[dict[str, Any], str, list[str]]:
+    """(profile dict, comment block, warnings) from a probe report."""
+    warnings: list[str] = []
+    hardware = _gpu_requirements(report.get("gpus") or [], warnings)
+    cpus = (report.get("cpu") or {}).get("count")
+    if cpus:
+        hardware["min_vcpus"] = int(cpus)
+    if report.get("memory_gib"):
+        hardware["min_memory_gib"] = int(math.floor(float(report["memory_gib"])))
+    profile: dict[str, Any] = {"name": name, "hardware": hardware, "stack": _stack(report, warnings)}
+    return profile, comment_block(report, profile, warnings), warnings
+
+
+def comment_block(report: Mapping[str, Any], profile: Mapping[str, Any], warnings: Sequence[str],
+                  captured: date | None = None) -> str:
+    """What a cloud VM cannot copy exactly: the local GPU, BLAS, disk; and the gpu: rule."""
+    lines = ["Captured by `trainvm capture`" + (f" on {captured.isoformat()}" if captured else "") + "."]
+    gpus = report.get("gpus") or []
+    for gname in sorted({str(g.get("name")) for g in gpus}):
+        same = [g for g in gpus if g.get("name") == gname]
+        g = same[0]
+        lines.append(f"Local GPU: {len(same)} x {gname} (compute capability {g.get('compute_capability')}, "
+                     f"{g.get('memory_mib')} MiB), driver {report.get('driver')}, "
+                     f"driver CUDA {report.get('cuda_driver_max')}")
+    if not gpus:
+        lines.append("Local GPU: none")
+    chosen = (profile.get("hardware") or {}).get("gpu")
+    if chosen and gpus:
+        cc = gpus[0].get("compute_capability")
+        lines.append(f"gpu: cloud GPUs that run sm_{str(cc).replace('.', '')} binaries natively: same major "
+                     f"compute capability, minor >= local, VRAM >= {profile['hardware'].get('min_gpu_memory_gib')} GiB.")
+        lines.append("Newer architectures only run PTX through the driver's JIT and are not listed.")
+    blas = report.get("blas") or {}
+    lines.append(f"BLAS (numpy): {blas.get('name')} {blas.get('version') or ''}".rstrip() if blas else "BLAS: unknown")
+    disk = report.get("disk") or {}
+    lines.append(f"Disk: {disk.get('path')} on {disk.get('kind') or 'unknown'} storage, {disk.get('free_gib')} GiB free")
+    cpu = report.get("cpu") or {}
+    os_info = report.get("os") or {}
+    lines.append(f"CPU: {cpu.get('model')} ({cpu.get('count')} logical); RAM {report.get('memory_gib')} GiB; "
+                 f"OS {os_info.get('id')} {os_info.get('version')}, glibc {os_info.get('glibc')}")
+    if warnings:
+        lines.append("Not reproducible on the cloud:")
+        for w in warnings:
+            lines.extend(textwrap.wrap(w, 96, initial_indent="  - ", subsequent_indent="    "))
+    return "\n".join(lines)
+
+
+def _to_commented(value: Any, key: str | None = None) -> Any:
+    if isinstance(value, Mapping):
+        node = CommentedMap()
+        for k, v in value.items():
+            node[k] = _to_commented(v, k)
+        return node
+    if isinstance(value, list | tuple):
+        seq = CommentedSeq(_to_commented(v) for v in value)
+        if key == "gpu":
+            seq.fa.set_flow_style()
+        return seq
+    return value
+
+
+def to_yaml(profile: Mapping[str, Any], comment: str = "") -> str:
+    """The profile as YAML, with ``comment`` as a `#` block at the top."""
+    yaml = YAML()
+    yaml.default_flow_style = False
+    yaml.width = 4096
+    yaml.indent(mapping=2, sequence=4, offset=2)
+    doc = _to_commented(profile)
+    if comment:
+        doc.yaml_set_start_comment(comment)
+    out = StringIO()
+    yaml.dump(doc, out)
+    return out.getvalue()

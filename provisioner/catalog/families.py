@@ -1,0 +1,284 @@
+"""Machine-family facts the catalog converter and the planner rely on.
+
+Everything here is a documented cloud fact (source named next to it), not a price. The converter
+(scripts/build_catalog.py) uses these tables to fill the per-row columns ``family``,
+``disk_types``, ``local_nvme_max_gib`` and to correct/flag the snapshot; providers use the disk
+and image maps to translate trainvm's vocabulary into the cloud's.
+
+Vocabulary: a profile's boot disk type is one of ``standard | balanced | ssd``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Mapping
+
+DISK_TYPES: tuple[str, ...] = ("standard", "balanced", "ssd")
+CLOUDS: tuple[str, ...] = ("gcp", "azure", "aws")
+#: Clouds trainvm can create VMs on today. AWS offers are shown but marked "not provisionable yet".
+PROVISIONABLE_CLOUDS: frozenset[str] = frozenset({"gcp", "azure"})
+ARCHES: tuple[str, ...] = ("x86_64", "arm64")
+
+# --------------------------------------------------------------------------------------------
+# GPU names
+# --------------------------------------------------------------------------------------------
+#: trainvm canonical GPU name -> memory of ONE GPU in GiB, as the cloud sells it (nominal).
+#: AWS reports *usable* memory (22.35 GiB for a 24 GiB L4/A10G); the catalog stores the nominal
+#: figure so that ``min_gpu_memory_gib: 24`` means the same thing on every cloud.
+GPU_MEMORY_GIB: Mapping[str, float] = MappingProxyType({
+    "K80": 12, "M60": 8, "P4": 8, "P100": 16, "V100": 16, "V100-32GB": 32, "T4": 16, "T4G": 16,
+    "A10": 24, "A10G": 24, "L4": 24, "L40S": 48, "A100": 40, "A100-80GB": 80, "H100": 80,
+    "H200": 141, "B200": 180, "MI25": 16,
+})
+CANONICAL_GPUS: frozenset[str] = frozenset(GPU_MEMORY_GIB)
+
+#: Snapshot (SkyPilot) accelerator name -> trainvm canonical name. H100-MEGA is an H100 80GB on
+#: a3-megagpu-8g (the instance type keeps the distinction); "T4g" is the Graviton T4 of g5g.
+SOURCE_GPU_NAMES: Mapping[str, str] = MappingProxyType(
+    {**{n: n for n in GPU_MEMORY_GIB}, "H100-MEGA": "H100", "Radeon MI25": "MI25", "T4g": "T4G"}
+)
+
+
+def canonical_gpu(source_name: str) -> str:
+    try:
+        return SOURCE_GPU_NAMES[source_name]
+    except KeyError:
+        raise ValueError(f"unknown accelerator name {source_name!r} in catalog snapshot") from None
+
+
+# --------------------------------------------------------------------------------------------
+# Google Compute Engine
+# Sources: cloud.google.com/compute/docs/gpus (N1 GPU limits), .../accelerator-optimized-machines
+# (bundled GPUs, supported disk types, Local SSD per machine type), .../disks/local-ssd.
+# --------------------------------------------------------------------------------------------
+LOCAL_SSD_DISK_GIB = 375  # one GCE Local SSD disk
+
+
+@dataclass(frozen=True, slots=True)
+class GceFamily:
+    name: str  # machine-type prefix, e.g. "a3-highgpu"; "n1" for all N1 shapes
+    gpu_attach: str  # "attachable" (N1 + guestAccelerators) or "bundled"
+    #: profile disk type -> GCE disk type used for the boot disk
+    disk_map: Mapping[str, str]
+    note: str = ""
+
+    @property
+    def disk_types(self) -> tuple[str, ...]:
+        return tuple(t for t in DISK_TYPES if t in self.disk_map)
+
+
+_PD_ALL = MappingProxyType({"standard": "pd-standard", "balanced": "pd-balanced", "ssd": "pd-ssd"})
+_PD_NO_STD = MappingProxyType({"balanced": "pd-balanced", "ssd": "pd-ssd"})
+# Hyperdisk-only series: hyperdisk-balanced (SSD-backed, provisioned IOPS) satisfies both
+# "balanced" and "ssd"; there is no HDD-class boot disk, so "standard" is unavailable.
+_HD_ONLY = MappingProxyType({"balanced": "hyperdisk-balanced", "ssd": "hyperdisk-balanced"})
+
+GCE_FAMILIES: Mapping[str, GceFamily] = MappingProxyType({f.name: f for f in (
+    GceFamily("n1", "attachable", _PD_ALL, "N1 host + T4/V100/P100/P4 as guestAccelerators"),
+    GceFamily("a2-highgpu", "bundled", _PD_ALL, "A2 Standard (A100 40GB)"),
+    GceFamily("a2-megagpu", "bundled", _PD_ALL, "A2 Standard, 16x A100 40GB"),
+    GceFamily("a2-ultragpu", "bundled", _PD_NO_STD, "A2 Ultra (A100 80GB): no pd-standard"),
+    GceFamily("a3-highgpu", "bundled", _PD_NO_STD, "A3 High (H100): pd-balanced/pd-ssd/Hyperdisk"),
+    GceFamily("a3-megagpu", "bundled", _PD_NO_STD, "A3 Mega (H100): pd-balanced/pd-ssd/Hyperdisk"),
+    GceFamily("a3-edgegpu", "bundled", _PD_NO_STD, "A3 Edge (H100): pd-balanced/pd-ssd/Hyperdisk"),
+    GceFamily("a3-ultragpu", "bundled", _HD_ONLY, "A3 Ultra (H200): Hyperdisk only"),
+    GceFamily("a4-highgpu", "bundled", _HD_ONLY, "A4 (B200): Hyperdisk only"),
+    GceFamily("g2-standard", "bundled", _PD_NO_STD, "G2 (L4): no pd-standard"),
+)})
+
+
+def gce_family(machine_type: str) -> str:
+    """``n1-highmem-8`` -> ``n1``; ``a3-highgpu-8g`` -> ``a3-highgpu``."""
+    parts = machine_type.split("-")
+    return "n1" if parts[0] == "n1" else "-".join(parts[:2])
+
+
+def gce_disk_type(family: str, profile_disk_type: str) -> str | None:
+    """The GCE boot disk type for a profile disk type on that family (None: not available)."""
+    fam = GCE_FAMILIES.get(family)
+    return None if fam is None else fam.disk_map.get(profile_disk_type)
+
+
+#: Largest Local SSD capacity per machine type (GiB). Bundled series fix the number of disks per
+#: shape (A2 Ultra, A3, A4 attach them automatically; A2 Standard and G2 allow up to the figure).
+#: "-nolssd" shapes have none. N1 accepts up to 24 disks.
+GCE_LOCAL_SSD_GIB: Mapping[str, int] = MappingProxyType({
+    "a2-highgpu-1g": 8 * 375, "a2-highgpu-2g": 8 * 375, "a2-highgpu-4g": 8 * 375,
+    "a2-highgpu-8g": 8 * 375, "a2-megagpu-16g": 8 * 375,
+    "a2-ultragpu-1g": 375, "a2-ultragpu-2g": 750, "a2-ultragpu-4g": 1500, "a2-ultragpu-8g": 3000,
+    "a3-highgpu-1g": 750, "a3-highgpu-2g": 1500, "a3-highgpu-4g": 3000, "a3-highgpu-8g": 6000,
+    "a3-megagpu-8g": 6000, "a3-edgegpu-8g": 6000, "a3-edgegpu-8g-nolssd": 0,
+    "a3-ultragpu-8g": 12000, "a3-ultragpu-8g-nolssd": 0, "a4-highgpu-8g": 12000,
+    "g2-standard-4": 375, "g2-standard-8": 375, "g2-standard-12": 375, "g2-standard-16": 375,
+    "g2-standard-24": 750, "g2-standard-32": 375, "g2-standard-48": 1500, "g2-standard-96": 3000,
+})
+GCE_N1_LOCAL_SSD_GIB = 24 * LOCAL_SSD_DISK_GIB
+
+
+def gce_local_ssd_gib(machine_type: str) -> int:
+    if gce_family(machine_type) == "n1":
+        return GCE_N1_LOCAL_SSD_GIB
+    return GCE_LOCAL_SSD_GIB.get(machine_type, 0)
+
+
+#: N1 + attachable GPU: (gpu, count) -> (max vCPUs, max RAM GiB) of the host.
+N1_GPU_LIMITS: Mapping[tuple[str, int], tuple[int, int]] = MappingProxyType({
+    ("T4", 1): (48, 312), ("T4", 2): (48, 312), ("T4", 4): (96, 624),
+    ("V100", 1): (12, 78), ("V100", 2): (24, 156), ("V100", 4): (48, 312), ("V100", 8): (96, 624),
+    ("P100", 1): (16, 104), ("P100", 2): (32, 208), ("P100", 4): (96, 624),
+    ("P4", 1): (24, 156), ("P4", 2): (48, 312), ("P4", 4): (96, 624),
+})
+#: Zones with a lower limit than N1_GPU_LIMITS (GCE GPU docs, footnote on P100 x4).
+N1_GPU_ZONE_LIMITS: Mapping[tuple[str, int, str], tuple[int, int]] = MappingProxyType({
+    ("P100", 4, "us-east1-c"): (64, 208),
+    ("P100", 4, "europe-west1-b"): (64, 208),
+    ("P100", 4, "europe-west1-d"): (64, 208),
+})
+
+
+def n1_gpu_limits(gpu: str, count: int, zone: str | None = None) -> tuple[int, int] | None:
+    """Max (vCPUs, RAM GiB) of an N1 host carrying ``count`` ``gpu``s; None if not attachable."""
+    if zone is not None and (gpu, count, zone) in N1_GPU_ZONE_LIMITS:
+        return N1_GPU_ZONE_LIMITS[(gpu, count, zone)]
+    return N1_GPU_LIMITS.get((gpu, count))
+
+
+# --------------------------------------------------------------------------------------------
+# Azure
+# Sources: learn.microsoft.com/azure/virtual-machines/sizes/gpu-accelerated/* (GPU memory,
+# temp/NVMe storage), .../vm-naming-conventions ("s" = premium storage capable),
+# .../sizes/migration-guides/nc-series-retirement, nv-series-retirement,
+# ncv3-nc24rs-retirement, ncv3-nc6s-nc12s-nc24s-retirement.
+# --------------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class AzureSeries:
+    name: str
+    pattern: str  # regex over the size name
+    gpu_name: str
+    gpu_memory_gib: float  # per GPU (fractional sizes: the slice, see AZURE_FRACTIONAL)
+
+
+AZURE_SERIES: tuple[AzureSeries, ...] = (
+    AzureSeries("NCasT4_v3", r"^Standard_NC\d+as_T4_v3$", "T4", 16),
+    AzureSeries("NCv3", r"^Standard_NC\d+r?s_v3$", "V100", 16),
+    AzureSeries("NC", r"^Standard_NC\d+r?(_Promo)?$", "K80", 12),
+    AzureSeries("NDv2", r"^Standard_ND40rs_v2$", "V100-32GB", 32),
+    AzureSeries("NC_A100_v4", r"^Standard_NC\d+ads_A100_v4$", "A100-80GB", 80),
+    AzureSeries("ND_A100_v4", r"^Standard_ND96asr_v4$", "A100", 40),
+    AzureSeries("NDm_A100_v4", r"^Standard_ND96amsr_A100_v4$", "A100-80GB", 80),
+    AzureSeries("NCads_H100_v5", r"^Standard_NC\d+adis?_H100_v5$", "H100", 94),  # H100 NVL
+    AzureSeries("ND_H100_v5", r"^Standard_ND96isr_H100_v5$", "H100", 80),
+    AzureSeries("NV", r"^Standard_NV\d+(_Promo)?$", "M60", 8),
+    AzureSeries("NVv3", r"^Standard_NV\d+s_v3$", "M60", 8),
+    AzureSeries("NVv4", r"^Standard_NV\d+as_v4$", "MI25", 16),
+    AzureSeries("NVads_A10_v5", r"^Standard_NV\d+adm?s_A10_v5$", "A10", 24),
+)
+_AZURE_SERIES_RE = tuple((re.compile(s.pattern), s) for s in AZURE_SERIES)
+
+
+def azure_series(size: str) -> AzureSeries | None:
+    for rx, series in _AZURE_SERIES_RE:
+        if rx.match(size):
+            return series
+    return None
+
+
+#: Sizes that carry only a slice of one GPU (listed by the snapshot as 1 GPU): size -> fraction.
+AZURE_FRACTIONAL: Mapping[str, float] = MappingProxyType({
+    "Standard_NV4as_v4": 1 / 8, "Standard_NV8as_v4": 1 / 4, "Standard_NV16as_v4": 1 / 2,
+    "Standard_NV6ads_A10_v5": 1 / 6, "Standard_NV12ads_A10_v5": 1 / 3,
+    "Standard_NV18ads_A10_v5": 1 / 2,
+})
+#: Facts the snapshot gets wrong: size -> correct GPU count.
+AZURE_GPU_COUNT_FIXES: Mapping[str, int] = MappingProxyType({"Standard_ND96isr_H100_v5": 8})
+#: Retired sizes (VMs deallocated by Azure after the date): size regex -> (date, source page).
+AZURE_RETIRED: tuple[tuple[str, str, str], ...] = (
+    (r"^Standard_NC\d+r?(_Promo)?$", "2023-09-06", "migration-guides/nc-series-retirement"),
+    (r"^Standard_NV\d+(_Promo)?$", "2023-09-06", "migration-guides/nv-series-retirement"),
+    (r"^Standard_NC24rs_v3$", "2025-03-31", "ncv3-nc24rs-retirement"),
+    (r"^Standard_NC(6|12|24)s_v3$", "2025-09-30", "ncv3-nc6s-nc12s-nc24s-retirement"),
+)
+_AZURE_RETIRED_RE = tuple((re.compile(rx), d, src) for rx, d, src in AZURE_RETIRED)
+
+
+def azure_retirement(size: str) -> tuple[str, str] | None:
+    """(retirement date, source) when Azure has retired the size, else None."""
+    for rx, when, src in _AZURE_RETIRED_RE:
+        if rx.match(size):
+            return when, src
+    return None
+
+
+#: Local NVMe scratch per size (GiB, the size tables' temp/NVMe figure). Sizes whose only local
+#: storage is a small SCSI temp disk are absent (0): trainvm stages data only to NVMe.
+AZURE_LOCAL_NVME_GIB: Mapping[str, int] = MappingProxyType({
+    "Standard_NC24ads_A100_v4": 894, "Standard_NC48ads_A100_v4": 1788,
+    "Standard_NC96ads_A100_v4": 3576,
+    "Standard_NC40ads_H100_v5": 3576, "Standard_NC80adis_H100_v5": 7152,
+    "Standard_ND96asr_v4": 6000, "Standard_ND96amsr_A100_v4": 6400,
+    "Standard_ND96isr_H100_v5": 28000,
+})
+
+
+def azure_disk_types(size: str) -> tuple[str, ...]:
+    """Standard HDD and Standard SSD always; Premium SSD only on premium-capable ("s") sizes."""
+    m = re.match(r"^Standard_[A-Z]+\d+([a-z]*)", size)
+    premium = bool(m and "s" in m.group(1))
+    return DISK_TYPES if premium else ("standard", "balanced")
+
+
+AZURE_DISK_MAP: Mapping[str, str] = MappingProxyType(
+    {"standard": "Standard_LRS", "balanced": "StandardSSD_LRS", "ssd": "Premium_LRS"}
+)
+
+# --------------------------------------------------------------------------------------------
+# AWS (shown, not provisionable yet). Instance store NVMe per type, GB -> GiB (floor).
+# Source: docs.aws.amazon.com/ec2/latest/instancetypes/ac.html (instance store volumes).
+# --------------------------------------------------------------------------------------------
+_AWS_NVME_GB = {
+    "g4dn.xlarge": 125, "g4dn.2xlarge": 225, "g4dn.4xlarge": 225, "g4dn.8xlarge": 900,
+    "g4dn.12xlarge": 900, "g4dn.16xlarge": 900, "g4dn.metal": 1800,
+    "g5.xlarge": 250, "g5.2xlarge": 450, "g5.4xlarge": 600, "g5.8xlarge": 900,
+    "g5.12xlarge": 3800, "g5.16xlarge": 1900, "g5.24xlarge": 3800, "g5.48xlarge": 7600,
+    "g6.xlarge": 250, "g6.2xlarge": 450, "g6.4xlarge": 600, "g6.8xlarge": 900,
+    "g6.12xlarge": 3760, "g6.16xlarge": 1880, "g6.24xlarge": 3760, "g6.48xlarge": 7520,
+    "g6e.xlarge": 250, "g6e.2xlarge": 450, "g6e.4xlarge": 600, "g6e.8xlarge": 900,
+    "g6e.12xlarge": 3800, "g6e.16xlarge": 1900, "g6e.24xlarge": 3800, "g6e.48xlarge": 7600,
+    "p3dn.24xlarge": 1800, "p4d.24xlarge": 8000, "p4de.24xlarge": 8000,
+    "p5.4xlarge": 3840, "p5.48xlarge": 30720,
+}
+AWS_LOCAL_NVME_GIB: Mapping[str, int] = MappingProxyType(
+    {k: int(v * 1e9 // 2**30) for k, v in _AWS_NVME_GB.items()}
+)
+AWS_DISK_MAP: Mapping[str, str] = MappingProxyType(
+    {"standard": "standard", "balanced": "gp3", "ssd": "io2"}
+)
+
+# --------------------------------------------------------------------------------------------
+# OS images: (cloud, os) -> architectures with a published image, and the image reference the
+# provider resolves at plan time (GCE: project/family; Azure: publisher:offer:sku for Gen2, with
+# the Gen1 SKU after "|"; AWS: owner/name pattern).
+# --------------------------------------------------------------------------------------------
+OS_NAMES: tuple[str, ...] = ("ubuntu-22.04", "ubuntu-24.04", "debian-12")
+OS_IMAGES: Mapping[str, Mapping[str, frozenset[str]]] = MappingProxyType({
+    "gcp": MappingProxyType({o: frozenset({"x86_64"}) for o in OS_NAMES}),
+    "azure": MappingProxyType({o: frozenset({"x86_64"}) for o in OS_NAMES}),
+    "aws": MappingProxyType({o: frozenset({"x86_64", "arm64"}) for o in OS_NAMES}),
+})
+OS_IMAGE_REFS: Mapping[tuple[str, str], str] = MappingProxyType({
+    ("gcp", "ubuntu-22.04"): "ubuntu-os-cloud/ubuntu-2204-lts",
+    ("gcp", "ubuntu-24.04"): "ubuntu-os-cloud/ubuntu-2404-lts-amd64",
+    ("gcp", "debian-12"): "debian-cloud/debian-12",
+    ("azure", "ubuntu-22.04"): "Canonical:0001-com-ubuntu-server-jammy:22_04-lts-gen2|22_04-lts",
+    ("azure", "ubuntu-24.04"): "Canonical:ubuntu-24_04-lts:server|server-gen1",
+    ("azure", "debian-12"): "Debian:debian-12:12-gen2|12",
+    ("aws", "ubuntu-22.04"): "099720109477/ubuntu/images/hvm-ssd*/ubuntu-jammy-22.04-*",
+    ("aws", "ubuntu-24.04"): "099720109477/ubuntu/images/hvm-ssd-gp3/ubuntu-noble-24.04-*",
+    ("aws", "debian-12"): "136693071363/debian-12-*",
+})
+
+
+def os_image_available(cloud: str, os_name: str, arch: str = "x86_64") -> bool:
+    return arch in OS_IMAGES.get(cloud, {}).get(os_name, frozenset())

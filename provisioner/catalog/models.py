@@ -1,0 +1,144 @@
+"""Catalog data types. Plain slotted dataclasses (not pydantic): the planner walks up to a million
+offers, so construction and attribute access must be cheap."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import date
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from provisioner.errors import CatalogError
+
+__all__ = ["CatalogError", "Offer", "Catalog", "COLUMNS", "SCHEMA_VERSION", "EXCLUDING_FLAGS"]
+
+SCHEMA_VERSION = 1
+
+#: Column order of every catalog CSV file (and of Offer's fields).
+COLUMNS: tuple[str, ...] = (
+    "cloud", "instance_type", "family", "gpu_name", "gpu_count", "gpu_memory_gib", "vcpus",
+    "memory_gib", "region", "zone", "price_hourly", "spot_price_hourly", "gpu_attach",
+    "disk_types", "local_nvme_max_gib", "arch", "hyperv_gen", "provisionable", "flags",
+)
+
+#: Row flags that keep an offer out of plans, and the rejection reason they are counted under.
+#: Other flags are informational (the row stays plannable).
+EXCLUDING_FLAGS: Mapping[str, str] = MappingProxyType({
+    "suspect_price": "flagged_price",
+    "host_price_zero": "flagged_price",
+    "fractional_gpu": "fractional_gpu",
+    "retired_size": "retired",
+})
+
+
+@dataclass(frozen=True, slots=True)
+class Offer:
+    """One purchasable VM shape in one region/zone at one hourly price.
+
+    ``zone`` is None where the cloud's offer is regional (Azure). Prices are USD per hour for the
+    whole VM (GCE: host + GPUs). ``spot_price_hourly`` is None when unknown or unreliable.
+    """
+
+    cloud: str
+    instance_type: str
+    family: str
+    gpu_name: str
+    gpu_count: int
+    gpu_memory_gib: float
+    vcpus: float
+    memory_gib: float
+    region: str
+    zone: str | None
+    price_hourly: float
+    spot_price_hourly: float | None
+    gpu_attach: str  # "bundled" | "attachable"
+    disk_types: tuple[str, ...]  # subset of ("standard", "balanced", "ssd")
+    local_nvme_max_gib: int
+    arch: str  # "x86_64" | "arm64"
+    hyperv_gen: str = ""  # Azure Hyper-V generations supported: "1", "2", "1|2"; "" elsewhere
+    provisionable: bool = True
+    flags: tuple[str, ...] = ()
+
+    def price(self, spot: bool) -> float | None:
+        """The hourly price that applies: the spot price when ``spot`` (None if unavailable)."""
+        return self.spot_price_hourly if spot else self.price_hourly
+
+    @property
+    def location(self) -> str:
+        return self.zone or self.region
+
+    @property
+    def total_gpu_memory_gib(self) -> float:
+        return self.gpu_memory_gib * self.gpu_count
+
+    def excluded_by(self) -> str | None:
+        """The rejection reason of the first excluding flag, or None when the row is plannable."""
+        for f in self.flags:
+            reason = EXCLUDING_FLAGS.get(f)
+            if reason is not None:
+                return reason
+        return None
+
+    def key(self) -> tuple[str, str, str, str, str, int]:
+        """Identity of the offer inside a catalog (unique per row)."""
+        return (self.cloud, self.region, self.zone or "", self.instance_type, self.gpu_name,
+                self.gpu_count)
+
+    def to_json(self, spot: bool = False) -> dict[str, Any]:
+        """SPEC Offer shape; ``price_hourly`` is the price that applies."""
+        return {
+            "cloud": self.cloud,
+            "region": self.region,
+            "zone": self.zone,
+            "instance_type": self.instance_type,
+            "gpu_name": self.gpu_name,
+            "gpu_count": self.gpu_count,
+            "gpu_memory_gib": self.gpu_memory_gib,
+            "vcpus": _num(self.vcpus),
+            "memory_gib": _num(self.memory_gib),
+            "price_hourly": self.price(spot),
+            "spot": spot,
+        }
+
+    def describe(self, spot: bool = False) -> str:
+        """One line for humans: ``gcp us-central1-a a3-highgpu-1g (1x H100) $11.06/h``."""
+        p = self.price(spot)
+        price = "no spot price" if p is None else f"${p:.2f}/h{' spot' if spot else ''}"
+        return (f"{self.cloud} {self.location} {self.instance_type} "
+                f"({self.gpu_count}x {self.gpu_name}) {price}")
+
+
+def _num(x: float) -> float | int:
+    return int(x) if float(x).is_integer() else x
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """A loaded catalog: every offer plus where it came from."""
+
+    offers: tuple[Offer, ...]
+    source: str
+    date: date
+    schema_version: int
+    path: Path
+    provenance: Mapping[str, Any] = field(default_factory=dict)
+
+    def age_days(self, today: date) -> int:
+        return (today - self.date).days
+
+    def clouds(self) -> tuple[str, ...]:
+        return tuple(sorted({o.cloud for o in self.offers}))
+
+    def gpu_names(self) -> tuple[str, ...]:
+        return tuple(sorted({o.gpu_name for o in self.offers}))
+
+    def filter(self, *, cloud: str | None = None, gpu: str | None = None) -> tuple[Offer, ...]:
+        """Offers for ``catalog show --cloud C --gpu G`` (None = any)."""
+        return tuple(o for o in self.offers
+                     if (cloud is None or o.cloud == cloud) and (gpu is None or o.gpu_name == gpu))
+
+    def info(self) -> dict[str, Any]:
+        """``{source, date, schema_version, path}`` for JSON output."""
+        return {"source": self.source, "date": self.date.isoformat(),
+                "schema_version": self.schema_version, "path": str(self.path)}

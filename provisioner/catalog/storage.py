@@ -1,0 +1,227 @@
+"""Reading and writing catalog folders.
+
+A catalog folder holds ``catalog.json`` (schema version, column list, file list, provenance) and
+one CSV per cloud whose header equals the column list. The embedded snapshot lives in
+``provisioner/catalog/data/``; ``TRAINVM_CATALOG`` names another folder in the same format.
+Loading uses the csv module only (no pandas): the embedded data loads in a few tens of ms.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from dataclasses import replace
+from datetime import date
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from provisioner.catalog.families import ARCHES, CLOUDS, DISK_TYPES
+from provisioner.catalog.models import COLUMNS, SCHEMA_VERSION, Catalog, CatalogError, Offer
+
+ENV_VAR = "TRAINVM_CATALOG"
+MANIFEST = "catalog.json"
+EMBEDDED_DIR = Path(__file__).resolve().parent / "data"
+
+_CACHE: dict[tuple[Any, ...], Catalog] = {}
+
+
+def catalog_dir(folder: Path | str | None = None) -> tuple[Path, str]:
+    """The folder to read and where that choice came from (argument, env var or embedded)."""
+    if folder is not None:
+        return Path(folder), "argument"
+    env = os.environ.get(ENV_VAR, "").strip()
+    if env:
+        return Path(env).expanduser(), ENV_VAR
+    return EMBEDDED_DIR, "embedded"
+
+
+def load_catalog(folder: Path | str | None = None) -> Catalog:
+    """Load a catalog folder (default: ``$TRAINVM_CATALOG``, else the embedded snapshot).
+
+    Raises CatalogError (naming the file and line) for a missing folder or manifest, an
+    unsupported schema version, a column list that differs from this trainvm's, or a bad row.
+    Results are cached per folder and file modification times.
+    """
+    path, origin = catalog_dir(folder)
+    where = f" (from {ENV_VAR})" if origin == ENV_VAR else ""
+    if not path.is_dir():
+        raise CatalogError(f"catalog folder {path}{where} does not exist or is not a folder")
+    manifest_path = path / MANIFEST
+    if not manifest_path.is_file():
+        raise CatalogError(f"{manifest_path}{where}: missing; a catalog folder needs {MANIFEST} "
+                           f"(schema_version, columns, files, provenance) next to its CSV files")
+    manifest = _read_manifest(manifest_path)
+    files = [path / name for name in manifest["files"]]
+    try:
+        sig = tuple((str(p), p.stat().st_mtime_ns, p.stat().st_size)
+                    for p in [manifest_path, *files])
+    except FileNotFoundError as e:
+        raise CatalogError(f"{manifest_path}: lists {Path(e.filename).name}, which is missing") from None
+    key = (str(path.resolve()), sig)
+    cached = _CACHE.get(key)
+    if cached is not None:
+        return cached
+    offers: list[Offer] = []
+    interned: dict[str, Any] = {}
+    for f in files:
+        offers.extend(_read_csv(f, interned))
+    prov = manifest["provenance"]
+    catalog = Catalog(offers=tuple(offers), source=str(prov["source"]), date=prov["_date"],
+                      schema_version=manifest["schema_version"], path=path,
+                      provenance={k: v for k, v in prov.items() if k != "_date"})
+    _CACHE.clear()  # keep one catalog: the CLI loads one per process, tests switch folders
+    _CACHE[key] = catalog
+    return catalog
+
+
+def _read_manifest(p: Path) -> dict[str, Any]:
+    try:
+        m = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise CatalogError(f"{p}: not readable JSON ({e})") from None
+    if not isinstance(m, dict):
+        raise CatalogError(f"{p}: expected a JSON object")
+    version = m.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise CatalogError(f"{p}: schema_version {version!r} is not supported "
+                           f"(this trainvm reads schema_version {SCHEMA_VERSION})")
+    cols = m.get("columns")
+    if cols != list(COLUMNS):
+        raise CatalogError(f"{p}: columns differ from schema {SCHEMA_VERSION}: "
+                           f"{_col_diff(cols)}; expected {', '.join(COLUMNS)}")
+    files = m.get("files")
+    if not (isinstance(files, list) and files and all(isinstance(x, str) and "/" not in x
+                                                     and x.endswith(".csv") for x in files)):
+        raise CatalogError(f"{p}: 'files' must be a non-empty list of CSV file names in the folder")
+    prov = m.get("provenance")
+    if not isinstance(prov, dict) or not prov.get("source") or not prov.get("date"):
+        raise CatalogError(f"{p}: 'provenance' needs at least 'source' and 'date' (YYYY-MM-DD)")
+    try:
+        prov["_date"] = date.fromisoformat(str(prov["date"]))
+    except ValueError:
+        raise CatalogError(f"{p}: provenance.date {prov['date']!r} is not YYYY-MM-DD") from None
+    return m
+
+
+def _col_diff(cols: Any) -> str:
+    if not isinstance(cols, list):
+        return "'columns' is missing or not a list"
+    missing = [c for c in COLUMNS if c not in cols]
+    extra = [c for c in cols if c not in COLUMNS]
+    parts = ([f"missing {', '.join(missing)}"] if missing else []) + (
+        [f"unknown {', '.join(map(str, extra))}"] if extra else [])
+    return "; ".join(parts) or "same names in another order"
+
+
+def _read_csv(p: Path, interned: dict[str, Any]) -> list[Offer]:
+    try:
+        fh = p.open(newline="", encoding="utf-8")
+    except OSError as e:
+        raise CatalogError(f"{p}: cannot read ({e.strerror})") from None
+    out: list[Offer] = []
+    with fh:
+        reader = csv.reader(fh)
+        header = next(reader, None)
+        if header != list(COLUMNS):
+            raise CatalogError(f"{p}:1: header differs from the manifest's columns: "
+                               f"{_col_diff(header)}")
+        ncols = len(COLUMNS)
+        s = interned.setdefault
+        disks_ok = set(DISK_TYPES)
+        for lineno, row in enumerate(reader, start=2):
+            if len(row) != ncols:
+                raise CatalogError(f"{p}:{lineno}: {len(row)} fields, expected {ncols}")
+            (cloud, it, fam, gpu, gc, gm, vc, mem, region, zone, price, spot, attach, disks,
+             nvme, arch, hv, prov, flags) = row
+            try:
+                disk_t = interned.get("d:" + disks)
+                if disk_t is None:
+                    disk_t = tuple(disks.split("|")) if disks else ()
+                    if not set(disk_t) <= disks_ok:
+                        raise ValueError(f"disk_types {disks!r}: allowed {'|'.join(DISK_TYPES)}")
+                    interned["d:" + disks] = disk_t
+                flag_t = interned.get("f:" + flags)
+                if flag_t is None:
+                    flag_t = interned["f:" + flags] = tuple(flags.split(";")) if flags else ()
+                o = Offer(s(cloud, cloud), s(it, it), s(fam, fam), s(gpu, gpu), int(gc), float(gm),
+                          float(vc), float(mem), s(region, region), s(zone, zone) or None,
+                          float(price), float(spot) if spot else None, s(attach, attach), disk_t,
+                          int(nvme), s(arch, arch), s(hv, hv), prov == "1", flag_t)
+                if cloud not in CLOUDS:
+                    raise ValueError(f"cloud {cloud!r}: expected one of {', '.join(CLOUDS)}")
+                if not it or not gpu or not region:
+                    raise ValueError("instance_type, gpu_name and region must not be empty")
+                if o.gpu_count < 1 or o.gpu_memory_gib <= 0:
+                    raise ValueError("gpu_count must be >= 1 and gpu_memory_gib > 0 (GPU offers only)")
+                if not (o.price_hourly > 0) or (o.spot_price_hourly is not None
+                                                and not o.spot_price_hourly > 0):
+                    raise ValueError("prices must be > 0 (leave spot_price_hourly empty when unknown)")
+                if arch not in ARCHES or prov not in ("0", "1"):
+                    raise ValueError(f"arch must be {'/'.join(ARCHES)} and provisionable 0/1")
+            except ValueError as e:
+                raise CatalogError(f"{p}:{lineno}: {e}") from None
+            out.append(o)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Writing (used by scripts/build_catalog.py and by tests that build TRAINVM_CATALOG folders)
+# ---------------------------------------------------------------------------------------------
+def fmt_number(x: float | int | None) -> str:
+    if x is None:
+        return ""
+    if isinstance(x, bool):
+        return "1" if x else "0"
+    if float(x).is_integer():
+        return str(int(x))
+    return repr(round(float(x), 6))
+
+
+def offer_row(o: Offer) -> list[str]:
+    return [o.cloud, o.instance_type, o.family, o.gpu_name, str(o.gpu_count),
+            fmt_number(o.gpu_memory_gib), fmt_number(o.vcpus), fmt_number(o.memory_gib), o.region,
+            o.zone or "", fmt_number(o.price_hourly), fmt_number(o.spot_price_hourly),
+            o.gpu_attach, "|".join(o.disk_types), str(o.local_nvme_max_gib), o.arch,
+            o.hyperv_gen, "1" if o.provisionable else "0", ";".join(o.flags)]
+
+
+def sort_key(o: Offer) -> tuple[Any, ...]:
+    return (o.cloud, o.region, o.zone or "", o.instance_type, o.gpu_name, o.gpu_count)
+
+
+def write_catalog(folder: Path | str, offers: Iterable[Offer], *, source: str,
+                  catalog_date: date | str, extra_provenance: Mapping[str, Any] | None = None,
+                  stats: Mapping[str, Any] | None = None) -> list[Path]:
+    """Write ``offers`` as a catalog folder (one CSV per cloud, rows sorted). Deterministic."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    by_cloud: dict[str, list[Offer]] = {}
+    for o in offers:
+        by_cloud.setdefault(o.cloud, []).append(o)
+    names = [c for c in CLOUDS if c in by_cloud] + sorted(set(by_cloud) - set(CLOUDS))
+    written = []
+    for cloud in names:
+        p = folder / f"{cloud}.csv"
+        with p.open("w", newline="", encoding="utf-8") as fh:
+            w = csv.writer(fh, lineterminator="\n")
+            w.writerow(COLUMNS)
+            w.writerows(offer_row(o) for o in sorted(by_cloud[cloud], key=sort_key))
+        written.append(p)
+    d = catalog_date if isinstance(catalog_date, str) else catalog_date.isoformat()
+    manifest: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "columns": list(COLUMNS),
+        "files": [f"{c}.csv" for c in names],
+        "provenance": {"source": source, "date": d, **(extra_provenance or {})},
+    }
+    if stats is not None:
+        manifest["stats"] = stats
+    mp = folder / MANIFEST
+    mp.write_text(json.dumps(manifest, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+    return [mp, *written]
+
+
+def with_changes(o: Offer, **changes: Any) -> Offer:
+    """dataclasses.replace for Offer (kept here so tests and tools do not import dataclasses)."""
+    return replace(o, **changes)

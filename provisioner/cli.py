@@ -1,0 +1,92 @@
+"""The ``trainvm`` command line. Commands stay thin: they parse flags, call the stage that does the
+work, and print. Heavy modules (pydantic models, rich tables, cloud SDKs) are imported inside the
+commands so ``trainvm --help`` stays fast. Every ``TrainvmError`` becomes one readable paragraph
+on stderr and its exit code; ``--debug`` shows tracebacks."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+app = typer.Typer(
+    name="trainvm",
+    help="Reproducible cloud GPU training VMs from one pinned profile.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+catalog_app = typer.Typer(help="The offers the planner sees.", no_args_is_help=True)
+app.add_typer(catalog_app, name="catalog")
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
+ProfileArg = Annotated[Path, typer.Argument(help="Profile YAML file.", show_default=False)]
+
+
+@app.callback()
+def _root(
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks on errors.")] = False,
+) -> None:
+    if debug:
+        os.environ["TRAINVM_DEBUG"] = "1"
+
+
+@app.command()
+def validate(
+    profiles: Annotated[list[Path], typer.Argument(help="Profile YAML files.", show_default=False)],
+    json_out: JsonFlag = False,
+) -> None:
+    """Check profiles against the schema and the compatibility facts."""
+    from provisioner.commands.validate import run_validate
+
+    raise typer.Exit(run_validate(profiles, json_out))
+
+
+@app.command()
+def schema() -> None:
+    """Print the JSON Schema (2020-12) of the profile format, for editors."""
+    from provisioner.commands.validate import run_schema
+
+    run_schema()
+
+
+def main() -> None:
+    """Console-script entry point: run the app and map errors to exit codes."""
+    from provisioner.errors import TrainvmError
+
+    try:
+        rc = app(standalone_mode=False)
+        sys.exit(rc if isinstance(rc, int) else 0)
+    except TrainvmError as exc:
+        _fail(exc, exc.exit_code, getattr(exc, "hint", None))
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except (typer.Abort, KeyboardInterrupt):
+        sys.stderr.write("aborted\n")
+        sys.exit(130)
+    except Exception as exc:  # click usage errors and anything unexpected
+        show = getattr(exc, "show", None)
+        if callable(show) and hasattr(exc, "exit_code"):  # click (or typer's vendored click) error
+            show()
+            sys.exit(2 if type(exc).__name__ != "ClickException" else exc.exit_code)
+        _fail(exc, 1, "this is a bug in trainvm; rerun with --debug and report the traceback", internal=True)
+
+
+def _fail(exc: BaseException, code: int, hint: str | None, internal: bool = False) -> None:
+    if os.environ.get("TRAINVM_DEBUG"):
+        import traceback
+
+        traceback.print_exception(exc)
+    text = f"internal error: {type(exc).__name__}: {exc}" if internal else f"error: {exc}"
+    sys.stderr.write(text.rstrip() + "\n")
+    if hint:
+        sys.stderr.write(f"hint: {hint}\n")
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,76 @@
+"""``trainvm validate`` and ``trainvm schema``."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from provisioner.errors import InputError, ProfileError
+from provisioner.messages import Message
+from provisioner.output import emit_json, print_messages, stderr_console
+
+
+def validate_one(path: Path) -> tuple[dict[str, Any], int]:
+    """(SPEC validate result, exit code 0/1/2) for one profile."""
+    from provisioner.profile import load_profile
+
+    try:
+        loaded = load_profile(path)
+    except ProfileError as exc:
+        errors = [m for m in exc.messages if m.level == "error"]
+        warnings = [m for m in exc.messages if m.level == "warning"]
+        return _result(path, False, None, errors, warnings), 1
+    except InputError as exc:
+        return _result(path, False, None, [Message("", str(exc))], []), 2
+    return _result(path, True, loaded.hash, [], list(loaded.warnings)), 0
+
+
+def _result(path: Path, valid: bool, digest: str | None, errors: list[Message], warnings: list[Message]) -> dict[str, Any]:
+    return {
+        "file": str(path),
+        "valid": valid,
+        "hash": digest,
+        "errors": [m.to_json() for m in errors],
+        "warnings": [m.to_json() for m in warnings],
+    }
+
+
+def run_validate(paths: list[Path], json_out: bool) -> int:
+    results, code = [], 0
+    for path in paths:
+        result, rc = validate_one(path)
+        results.append(result)
+        code = max(code, rc)
+    if json_out:
+        emit_json({"results": results})
+        return code
+    err = stderr_console()
+    for result in results:
+        msgs = [Message(**m) for m in result["errors"] + result["warnings"]]
+        if result["valid"]:
+            n = len(result["warnings"])
+            print(f"{result['file']}: valid (hash {result['hash'][:16]}" + (f", {n} warning{'s' * (n != 1)})" if n else ")"))
+        else:
+            print(f"{result['file']}: invalid", file=sys.stderr)
+        print_messages(msgs)
+    del err
+    return code
+
+
+def profile_json_schema() -> dict[str, Any]:
+    from provisioner.profile.model import Profile
+
+    schema = Profile.model_json_schema(mode="validation")
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "https://trainvm.dev/schema/profile.json",
+        "title": "trainvm profile",
+        "description": "Hardware, an exactly pinned software stack and data for one training VM.",
+        **{k: v for k, v in schema.items() if k != "title"},
+    }
+
+
+def run_schema() -> None:
+    sys.stdout.write(json.dumps(profile_json_schema(), indent=2) + "\n")

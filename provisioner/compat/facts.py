@@ -1,0 +1,231 @@
+"""Typed, read-only view of the compatibility facts in ``provisioner/compat/data/*.yaml``.
+
+The YAML files are the single place to edit when a new driver, CUDA, torch, TensorFlow or JAX
+release appears; this module only parses them. Every table carries ``sources`` that messages cite.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from packaging.version import Version
+
+DATA_DIR = Path(__file__).with_name("data")
+
+
+def _load(name: str) -> dict[str, Any]:
+    from ruamel.yaml import YAML
+
+    folder = Path(os.environ.get("TRAINVM_FACTS_DIR") or DATA_DIR)
+    with (folder / f"{name}.yaml").open(encoding="utf-8") as fh:
+        data = YAML(typ="safe").load(fh)
+    return data
+
+
+def cc_tuple(cc: str) -> tuple[int, int]:
+    major, _, minor = cc.partition(".")
+    return int(major), int(minor or 0)
+
+
+def sm_to_cc(sm: int) -> tuple[int, int]:
+    return sm // 10, sm % 10
+
+
+@dataclass(frozen=True, slots=True)
+class GpuFact:
+    name: str
+    vendor: str
+    arch: str
+    memory_gib: float
+    cc: tuple[int, int] | None
+    last_branch: int | None
+    min_driver: str | None
+    modules: str | None
+    cloud: bool
+
+    @property
+    def cc_str(self) -> str | None:
+        return f"{self.cc[0]}.{self.cc[1]}" if self.cc else None
+
+
+@dataclass(frozen=True, slots=True)
+class CudaRelease:
+    version: str
+    min_driver: str
+    cc_min: tuple[int, int]
+    cc_max: tuple[int, int]
+
+
+@dataclass(frozen=True, slots=True)
+class ArchTarget:
+    sm: int
+    ptx: bool
+
+    @classmethod
+    def parse(cls, raw: int | str) -> ArchTarget:
+        text = str(raw)
+        return cls(int(text.split("+")[0]), text.endswith("+PTX"))
+
+
+@dataclass(frozen=True, slots=True)
+class TorchVariant:
+    name: str  # cu124
+    cuda: str  # 12.4
+    arch: tuple[ArchTarget, ...]
+    cudnn: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class TorchRelease:
+    version: str  # "2.4"
+    python: tuple[str, ...]
+    pypi_default: str
+    glibc: str
+    variants: dict[str, TorchVariant]
+
+
+@dataclass(frozen=True, slots=True)
+class TensorflowRelease:
+    version: str
+    python: tuple[str, ...]
+    cuda: str
+    cudnn: str
+    min_cc: tuple[int, int] | None
+    ptx: tuple[int, int] | None
+    glibc: str
+    and_cuda: bool
+
+
+@dataclass(frozen=True, slots=True)
+class JaxExtra:
+    name: str
+    cuda_major: str
+    min_cuda: str
+    min_driver: str
+    min_cc: tuple[int, int]
+    cudnn: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class OsImage:
+    name: str
+    glibc: str
+    nvidia_repo: str
+    images: dict[str, dict[str, str]]
+
+
+def variant_cuda(variant: str) -> str:
+    """``cu124`` -> ``12.4``; ``cu118`` -> ``11.8``; ``cu130`` -> ``13.0``."""
+    digits = variant[2:]
+    return f"{digits[:2]}.{digits[2:]}"
+
+
+@dataclass(frozen=True)
+class Facts:
+    gpus: dict[str, GpuFact]
+    gpu_aliases: dict[str, str]
+    gpu_sources: dict[str, str]
+    cuda_families: dict[str, str]
+    cuda_releases: dict[str, CudaRelease]
+    cuda_sources: dict[str, str]
+    torch: dict[str, TorchRelease]
+    torch_sources: dict[str, str]
+    tensorflow: dict[str, TensorflowRelease]
+    tf_sources: dict[str, str]
+    jax_extras: dict[str, JaxExtra]
+    jax_python_floor: tuple[tuple[str, str], ...]
+    jax_glibc: str
+    jax_sources: dict[str, str]
+    os_images: dict[str, OsImage]
+    os_sources: dict[str, str]
+
+    def canonical_gpu(self, name: str) -> str | None:
+        if name in self.gpus:
+            return name
+        return self.gpu_aliases.get(name)
+
+    def cloud_gpu_names(self) -> list[str]:
+        return [n for n, g in self.gpus.items() if g.cloud]
+
+    def cuda_family_floor(self, cuda: str) -> str | None:
+        return self.cuda_families.get(cuda.split(".")[0])
+
+    def torch_release(self, version: Version) -> TorchRelease | None:
+        return self.torch.get(f"{version.major}.{version.minor}")
+
+    def tf_release(self, version: Version) -> TensorflowRelease | None:
+        return self.tensorflow.get(f"{version.major}.{version.minor}")
+
+
+def _cc_or_none(raw: str | None) -> tuple[int, int] | None:
+    return cc_tuple(str(raw)) if raw else None
+
+
+@functools.cache
+def load_facts() -> Facts:
+    gpus_doc, cuda_doc, torch_doc = _load("gpus"), _load("cuda"), _load("torch")
+    tf_doc, jax_doc, os_doc = _load("tensorflow"), _load("jax"), _load("os")
+    gpus = {
+        name: GpuFact(
+            name=name,
+            vendor=g["vendor"],
+            arch=g["arch"],
+            memory_gib=float(g["memory_gib"]),
+            cc=_cc_or_none(g.get("cc")),
+            last_branch=g.get("last_branch"),
+            min_driver=g.get("min_driver"),
+            modules=g.get("modules"),
+            cloud=g.get("cloud", True),
+        )
+        for name, g in gpus_doc["gpus"].items()
+    }
+    releases = {
+        v: CudaRelease(v, r["min_driver"], cc_tuple(r["cc"][0]), cc_tuple(r["cc"][1]))
+        for v, r in cuda_doc["releases"].items()
+    }
+    torch = {}
+    for v, r in torch_doc["versions"].items():
+        variants = {
+            name: TorchVariant(
+                name, variant_cuda(name), tuple(ArchTarget.parse(a) for a in d["arch"]), d.get("cudnn")
+            )
+            for name, d in r["variants"].items()
+        }
+        torch[v] = TorchRelease(v, tuple(r["python"]), r["pypi_default"], r["glibc"], variants)
+    tf = {
+        v: TensorflowRelease(
+            v, tuple(r["python"]), r["cuda"], r["cudnn"], _cc_or_none(r.get("min_cc")),
+            _cc_or_none(r.get("ptx")), r["glibc"], bool(r.get("and_cuda")),
+        )
+        for v, r in tf_doc["versions"].items()
+    }
+    jax_extras = {
+        n: JaxExtra(n, e["cuda_major"], e["min_cuda"], e["min_driver"], cc_tuple(e["min_cc"]), tuple(e["cudnn"]))
+        for n, e in jax_doc["extras"].items()
+    }
+    os_images = {
+        n: OsImage(n, o["glibc"], o["nvidia_repo"], {k: o[k] for k in ("gcp", "azure") if k in o})
+        for n, o in os_doc["os"].items()
+    }
+    return Facts(
+        gpus=gpus,
+        gpu_aliases=dict(gpus_doc.get("aliases") or {}),
+        gpu_sources=gpus_doc["sources"],
+        cuda_families={k: v["floor"] for k, v in cuda_doc["families"].items()},
+        cuda_releases=releases,
+        cuda_sources=cuda_doc["sources"],
+        torch=torch,
+        torch_sources=torch_doc["sources"],
+        tensorflow=tf,
+        tf_sources=tf_doc["sources"],
+        jax_extras=jax_extras,
+        jax_python_floor=tuple((p["versions"], p["python_min"]) for p in jax_doc["python_floor"]),
+        jax_glibc=str(jax_doc["glibc"]),
+        jax_sources=jax_doc["sources"],
+        os_images=os_images,
+        os_sources=os_doc["sources"],
+    )

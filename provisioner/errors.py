@@ -1,0 +1,62 @@
+"""Error tree. The CLI maps each class to an exit code (SPEC: 1 = the answer is no,
+2 = usage or input error, 3 = cloud or credential error) and prints ``str(err)`` plus ``hint``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from provisioner.messages import Message
+
+
+class TrainvmError(Exception):
+    exit_code = 1
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.hint = hint
+
+
+class InputError(TrainvmError):
+    """Missing file, unparsable YAML, bad flag value: exit 2."""
+
+    exit_code = 2
+
+
+class ProfileError(TrainvmError):
+    """The profile is invalid (schema or compatibility): exit 1. Carries every message."""
+
+    exit_code = 1
+
+    def __init__(self, messages: Sequence[Message], *, hint: str | None = None) -> None:
+        self.messages = tuple(messages)
+        super().__init__("\n".join(m.render() for m in self.messages), hint=hint)
+
+
+class CatalogError(InputError):
+    """The catalog folder or one of its files is unusable."""
+
+
+class NoFeasibleOfferError(TrainvmError):
+    exit_code = 1
+
+
+class RenderError(TrainvmError):
+    exit_code = 1
+
+
+class CloudError(TrainvmError):
+    """A cloud API or credential problem: exit 3."""
+
+    exit_code = 3
+
+
+class CapacityExhaustedError(TrainvmError):
+    """Every offer was tried and none had capacity or quota: exit 1."""
+
+    exit_code = 1
+
+
+class DriftError(TrainvmError):
+    exit_code = 1

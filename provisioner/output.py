@@ -1,0 +1,40 @@
+"""Printing: JSON on stdout (one document, nothing else there), human text via rich, warnings and
+errors on stderr."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterable
+from typing import Any
+
+from provisioner.messages import Message
+
+
+def emit_json(doc: Any) -> None:
+    sys.stdout.write(json.dumps(doc, indent=2, sort_keys=False, default=str) + "\n")
+
+
+def stdout_console():  # noqa: ANN201 - rich is imported lazily
+    from rich.console import Console
+
+    return Console(highlight=False, soft_wrap=True)
+
+
+def stderr_console():  # noqa: ANN201
+    from rich.console import Console
+
+    return Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def print_messages(messages: Iterable[Message]) -> None:
+    err = stderr_console()
+    for m in messages:
+        style = "red" if m.level == "error" else "yellow"
+        err.print(f"[{style}]{m.level}[/{style}]: {m.render()}", markup=True, highlight=False)
+
+
+def escape(text: str) -> str:
+    from rich.markup import escape as _escape
+
+    return _escape(text)

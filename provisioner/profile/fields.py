@@ -1,0 +1,205 @@
+"""Field-level checks for profile values: names, exact versions, pins, GPU names, paths,
+data URLs and credential-looking strings. Each raises ``ValueError`` with a user-facing text;
+pydantic turns that into a located message."""
+
+from __future__ import annotations
+
+import difflib
+import ipaddress
+import re
+from urllib.parse import urlsplit
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from provisioner.compat.facts import load_facts
+
+NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,40}$")
+DRIVER_RE = re.compile(r"^\d{3}\.\d{2,3}(\.\d{2})?$")
+CUDA_RE = re.compile(r"^\d{2}\.\d$")
+PYTHON_RE = re.compile(r"^3\.\d{1,2}\.\d{1,2}$")
+CUDNN_RE = re.compile(r"^\d+(\.\d+){0,3}$")
+ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+SAFE_PATH_RE = re.compile(r"^/[A-Za-z0-9._/@+-]*$")
+REL_PATH_RE = re.compile(r"^[A-Za-z0-9._/@+-]+$")
+GLOB_RE = re.compile(r"^[a-z0-9*?\[\]-]{1,64}$")
+SECRET_REF_RE = re.compile(r"^secret://(gcp/[A-Za-z0-9_-]{1,255}|azure-keyvault/[A-Za-z0-9-]{3,24}/[A-Za-z0-9-]{1,127}|aws/[A-Za-z0-9/_+=.@-]{1,512})$")
+DATA_SCHEMES = ("gs", "az", "s3", "https")
+URL_SAFE_RE = re.compile(r"^[A-Za-z0-9._~:/?#\[\]@!$&'()*+,;=%-]+$")
+
+SECRET_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"\b(AKIA|ASIA)[0-9A-Z]{16}\b"), "an AWS access key id"),
+    (re.compile(r"(?<![A-Za-z0-9/+])(?=[A-Za-z0-9/+]{0,39}[A-Z])(?=[A-Za-z0-9/+]{0,39}[a-z])(?=[A-Za-z0-9/+]{0,39}[0-9/+])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])"), "an AWS secret access key"),
+    (re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----"), "a private key"),
+    (re.compile(r'"type"\s*:\s*"service_account"|"private_key(_id)?"\s*:'), "a GCP service-account key (JSON)"),
+    (re.compile(r"\bgh[pousr]_[A-Za-z0-9]{36,}\b|\bgithub_pat_[A-Za-z0-9_]{40,}"), "a GitHub token"),
+    (re.compile(r"\bhf_[A-Za-z0-9]{30,}\b"), "a Hugging Face token"),
+    (re.compile(r"\bsk-[A-Za-z0-9_-]{20,}"), "an API secret key"),
+    (re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}"), "a Slack token"),
+    (re.compile(r"\bAIza[0-9A-Za-z_-]{35}\b"), "a Google API key"),
+    (re.compile(r"\beyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}"), "a JWT bearer token"),
+    (re.compile(r"AccountKey=[A-Za-z0-9+/=]{20,}|SharedAccessSignature=|[?&]sig=[A-Za-z0-9%+/=]{20,}"), "an Azure storage key or SAS token"),
+    (re.compile(r"\bya29\.[A-Za-z0-9_-]{20,}"), "a Google OAuth access token"),
+)
+SECRET_KEY_RE = re.compile(r"(SECRET|PASSWORD|PASSWD|TOKEN|API_?KEY|PRIVATE_?KEY|CREDENTIAL)", re.I)
+SECRET_HINT = "put the secret in a secret manager and reference it as secret://gcp/NAME or secret://azure-keyvault/VAULT/NAME"
+
+
+def no_control_chars(value: str) -> str:
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise ValueError("must not contain control characters (newlines, tabs, NUL)")
+    return value
+
+
+def check_name(value: str) -> str:
+    if not NAME_RE.match(value):
+        raise ValueError(f"{value!r} is not a valid name: use [a-z][a-z0-9-]{{0,40}} (it becomes part of VM names and labels)")
+    if value.endswith("-"):
+        raise ValueError(f"{value!r} must not end with '-'")
+    return value
+
+
+def check_driver(value: str) -> str:
+    if not DRIVER_RE.match(value):
+        raise ValueError(f"{value!r} is not an exact NVIDIA driver version (expected e.g. 550.127.05 or 570.26)")
+    return value
+
+
+def check_cuda(value: str) -> str:
+    if not CUDA_RE.match(value):
+        raise ValueError(f"{value!r} is not a CUDA major.minor version (expected e.g. 12.4)")
+    return value
+
+
+def check_python(value: str) -> str:
+    if not PYTHON_RE.match(value):
+        raise ValueError(f"{value!r} is not an exact Python version (expected X.Y.Z, e.g. 3.11.9)")
+    return value
+
+
+def check_cudnn(value: str) -> str:
+    if not CUDNN_RE.match(value):
+        raise ValueError(f"{value!r} is not a cuDNN version (expected e.g. 9.1.0 or 9.1.0.70)")
+    return value
+
+
+def check_gpu_name(value: str) -> str:
+    facts = load_facts()
+    canonical = facts.canonical_gpu(value)
+    if canonical is None:
+        names = facts.cloud_gpu_names()
+        close = difflib.get_close_matches(value.upper(), [n.upper() for n in names], n=1, cutoff=0.5)
+        hint = ""
+        if close:
+            hint = f"; did you mean {next(n for n in names if n.upper() == close[0])}?"
+        raise ValueError(f"unknown GPU {value!r}{hint} (known: {', '.join(names)})")
+    if not facts.gpus[canonical].cloud:
+        raise ValueError(
+            f"{value} is a workstation GPU that no cloud rents; list the cloud GPUs that run the same "
+            "binaries (`trainvm capture` picks them by compute capability and memory)"
+        )
+    return canonical
+
+
+def check_package_pin(value: str) -> str:
+    try:
+        req = Requirement(value)
+    except InvalidRequirement as exc:
+        raise ValueError(f"{value!r} is not a valid requirement: {exc}") from None
+    if req.url:
+        raise ValueError(f"{value!r}: direct URLs are not allowed; pin name==version")
+    if req.marker is not None:
+        raise ValueError(f"{value!r}: environment markers are not allowed in a pinned stack")
+    specs = list(req.specifier)
+    if len(specs) != 1 or specs[0].operator != "==" or "*" in specs[0].version:
+        raise ValueError(f"{value!r} must be pinned exactly with == (e.g. {req.name}==1.2.3); ranges drift between machines")
+    try:
+        Version(specs[0].version)
+    except InvalidVersion:
+        raise ValueError(f"{value!r}: {specs[0].version!r} is not a valid version") from None
+    if not re.fullmatch(r"[A-Za-z0-9._\-\[\],=+!]+", value.replace(" ", "")):
+        raise ValueError(f"{value!r} contains characters that are not allowed in a pin")
+    return value
+
+
+def package_name(pin: str) -> str:
+    return canonicalize_name(Requirement(pin).name)
+
+
+def check_packages(values: list[str]) -> list[str]:
+    seen: dict[str, str] = {}
+    for pin in values:
+        name = package_name(pin)
+        if name in seen:
+            raise ValueError(f"{name} is pinned twice ({seen[name]!r} and {pin!r})")
+        seen[name] = pin
+    return values
+
+
+def check_abs_path(value: str) -> str:
+    if not SAFE_PATH_RE.match(value) or "/../" in value + "/" or value.endswith("/..") or "//" in value:
+        raise ValueError(f"{value!r} must be an absolute path of letters, digits and ._/@+- without '..'")
+    if value in ("/", "/etc", "/usr", "/boot", "/bin", "/sbin", "/lib", "/var", "/proc", "/sys", "/dev"):
+        raise ValueError(f"{value!r} is a system directory; use e.g. /mnt/data/NAME")
+    return value
+
+
+def check_rel_path(value: str) -> str:
+    if not REL_PATH_RE.match(value) or value.startswith("/") or ".." in value.split("/"):
+        raise ValueError(f"{value!r} must be a relative path (to the profile) without '..'")
+    return value
+
+
+def check_data_source(value: str) -> str:
+    parts = urlsplit(value)
+    if parts.scheme not in DATA_SCHEMES:
+        raise ValueError(f"{value!r}: data source must start with one of {', '.join(s + '://' for s in DATA_SCHEMES)}")
+    if not parts.netloc or not URL_SAFE_RE.match(value):
+        raise ValueError(f"{value!r} is not a valid {parts.scheme}:// URL (bucket/host missing or unsafe characters)")
+    if parts.username or parts.password or "sig=" in value or "AccountKey=" in value:
+        raise ValueError(f"{value!r} carries credentials; {SECRET_HINT}")
+    return value
+
+
+def check_region_glob(value: str) -> str:
+    if not GLOB_RE.match(value):
+        raise ValueError(f"{value!r} is not a region name or shell-style glob (e.g. us-central1, europe-*)")
+    return value
+
+
+def check_cidr(value: str) -> str:
+    try:
+        net = ipaddress.ip_network(value, strict=True)
+    except ValueError as exc:
+        raise ValueError(f"{value!r} is not a CIDR block ({exc})") from None
+    if net.prefixlen == 0:
+        raise ValueError(f"{value!r} would open SSH to the whole internet; give your address, e.g. 203.0.113.7/32")
+    return str(net)
+
+
+def looks_like_secret(key: str, value: str) -> str | None:
+    """Name what ``value`` looks like when it appears to be a credential; None otherwise."""
+    if value.startswith("secret://"):
+        return None
+    for pattern, what in SECRET_PATTERNS:
+        if pattern.search(value):
+            return what
+    if SECRET_KEY_RE.search(key) and len(value) >= 8 and not value.startswith("$"):
+        return f"a secret (the variable is named {key})"
+    return None
+
+
+def check_env(values: dict[str, str]) -> dict[str, str]:
+    for key, value in values.items():
+        if not ENV_KEY_RE.match(key):
+            raise ValueError(f"{key!r} is not a valid environment variable name")
+        if key.startswith("TRAINVM_"):
+            raise ValueError(f"{key!r}: the TRAINVM_ prefix is reserved")
+        no_control_chars(value)
+        if value.startswith("secret://") and not SECRET_REF_RE.match(value):
+            raise ValueError(f"{key}: {value!r} is not a valid secret reference ({SECRET_HINT})")
+        what = looks_like_secret(key, value)
+        if what:
+            raise ValueError(f"{key}: the value looks like {what}; secrets never go into a profile: {SECRET_HINT}")
+    return values

@@ -1,0 +1,177 @@
+"""``load_profile``: YAML (+ extends) -> validated, frozen ``Profile`` with located messages and
+its canonical hash. Schema problems and compatibility errors raise ``ProfileError``; warnings
+travel with the result."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from provisioner.errors import ProfileError
+from provisioner.messages import Message
+from provisioner.profile.source import Located, load_resolved
+
+HASH_EXCLUDE = {"extends"}
+
+
+@dataclass(frozen=True)
+class LoadedProfile:
+    profile: Any  # provisioner.profile.model.Profile (typed loosely to keep imports lazy)
+    path: Path
+    hash: str  # sha256 hex of the canonical JSON
+    warnings: tuple[Message, ...]
+    requirements_path: Path | None
+    files: tuple[str, ...]
+
+    @property
+    def short_hash(self) -> str:
+        return self.hash[:8]
+
+    @property
+    def label_hash(self) -> str:
+        return self.hash[:16]
+
+
+def _loc_path(loc: tuple[Any, ...]) -> tuple[tuple[str | int, ...], str]:
+    clean: list[str | int] = []
+    for part in loc:
+        if isinstance(part, str) and ("[" in part or part.startswith("function-")):
+            continue  # pydantic union-branch tags
+        clean.append(part)
+    text = ""
+    for part in clean:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return tuple(clean), text
+
+
+def _schema_messages(exc: ValidationError, doc: Located) -> list[Message]:
+    from provisioner.profile.model import Profile
+
+    out: list[Message] = []
+    seen: set[tuple[str, str]] = set()
+    for err in exc.errors(include_url=False):
+        path, text = _loc_path(tuple(err["loc"]))
+        kind = err["type"]
+        msg = str(err["msg"])
+        if msg.startswith("Value error, "):
+            msg = msg[len("Value error, "):]
+        if kind == "extra_forbidden":
+            msg = f"unknown key{_did_you_mean(Profile, path)}"
+        elif kind == "missing":
+            msg = "required field is missing"
+        elif kind in ("string_type", "int_type", "float_type", "bool_type", "dict_type", "list_type", "model_type", "model_attributes_type"):
+            msg = f"{msg} (got {type(err.get('input')).__name__}: {_short(err.get('input'))})"
+        if (text, msg) in seen:
+            continue
+        seen.add((text, msg))
+        file, line = doc.where(path)
+        out.append(Message(text, msg, file=file, line=line))
+    return out
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _did_you_mean(model: Any, path: tuple[str | int, ...]) -> str:
+    import difflib
+
+    from pydantic import BaseModel
+
+    current = model
+    for part in path[:-1]:
+        if isinstance(part, int):
+            continue
+        field = current.model_fields.get(part) if isinstance(current, type) and issubclass(current, BaseModel) else None
+        if field is None:
+            return ""
+        ann = field.annotation
+        inner = getattr(ann, "__args__", None)
+        candidates = [ann, *(inner or ())]
+        current = next((c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None)
+        if current is None:
+            return ""
+    if not (isinstance(current, type) and issubclass(current, BaseModel)):
+        return ""
+    allowed = list(current.model_fields)
+    close = difflib.get_close_matches(str(path[-1]), allowed, n=1)
+    return f"; did you mean {close[0]!r}?" if close else f" (allowed: {', '.join(allowed)})"
+
+
+def canonical_json(data: Any) -> str:
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def profile_hash(profile: Any, requirements_sha256: str | None = None) -> str:
+    """sha256 of the resolved profile's canonical JSON (defaults applied, ``extends`` dropped),
+    with the lock file's content hash in place of its path, so the hash changes only when what
+    gets installed changes."""
+    data = profile.model_dump(mode="json", exclude=HASH_EXCLUDE)
+    if requirements_sha256:
+        data["stack"]["requirements"] = f"sha256:{requirements_sha256}"
+    return hashlib.sha256(canonical_json(data).encode()).hexdigest()
+
+
+def _requirements(profile: Any, doc: Located) -> tuple[Path | None, str | None, list[Message]]:
+    rel = profile.stack.requirements
+    if rel is None:
+        return None, None, []
+    file, line = doc.where(("stack", "requirements"))
+    path = (Path(file).parent if file else Path.cwd()) / rel
+    try:
+        content = path.read_bytes()
+    except OSError:
+        return None, None, [Message("stack.requirements", f"lock file {rel} not found next to {file}", file=file, line=line)]
+    text = content.decode("utf-8", errors="replace")
+    reqs = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith(("#", "--hash", "\\"))]
+    if "--hash=sha256:" not in text:
+        return None, None, [Message("stack.requirements", f"{rel} has no --hash=sha256: entries; generate it with `uv pip compile --generate-hashes` or `pip-compile --generate-hashes`", file=file, line=line)]
+    bad = [ln.strip() for ln in reqs if "==" not in ln and not ln.lstrip().startswith("-")]
+    if bad:
+        return None, None, [Message("stack.requirements", f"{rel}: every requirement must be pinned with == ({bad[0]!r} is not)", file=file, line=line)]
+    return path, hashlib.sha256(content).hexdigest(), []
+
+
+def load_profile(path: str | Path, *, compat: bool = True) -> LoadedProfile:
+    """Load, resolve ``extends``, validate the schema and (by default) the compatibility rules."""
+    from provisioner.profile.model import Profile
+
+    path = Path(path)
+    doc = load_resolved(path)
+    try:
+        profile = Profile.model_validate(doc.data)
+    except ValidationError as exc:
+        raise ProfileError(_schema_messages(exc, doc)) from None
+    req_path, req_sha, req_errors = _requirements(profile, doc)
+    messages: list[Message] = list(req_errors)
+    if compat:
+        from provisioner.compat.rules import check_profile
+
+        for m in check_profile(profile):
+            file, line = doc.where(_split_path(m.path))
+            messages.append(m.located(file, line))
+    errors = [m for m in messages if m.level == "error"]
+    if errors:
+        raise ProfileError(messages)
+    return LoadedProfile(
+        profile=profile,
+        path=path,
+        hash=profile_hash(profile, req_sha),
+        warnings=tuple(messages),
+        requirements_path=req_path,
+        files=doc.files,
+    )
+
+
+def _split_path(text: str) -> tuple[str | int, ...]:
+    out: list[str | int] = []
+    for part in text.replace("]", "").replace("[", ".").split("."):
+        if part:
+            out.append(int(part) if part.isdigit() else part)
+    return tuple(out)

@@ -1,0 +1,134 @@
+"""The profile format (SPEC "Profile format"): pydantic v2, frozen, unknown keys are errors."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema, model_validator
+
+from provisioner.profile import fields as f
+
+OS_NAMES = ("ubuntu-22.04", "ubuntu-24.04", "debian-12")
+CLOUDS = ("gcp", "azure", "aws")
+DEFAULT_CLOUDS = ("gcp", "azure")
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", str_strip_whitespace=False, validate_default=True)
+
+
+SafeStr = Annotated[str, AfterValidator(f.no_control_chars)]
+
+
+def _gpu_name_schema() -> dict[str, object]:
+    from provisioner.compat.facts import load_facts
+
+    facts = load_facts()
+    names = facts.cloud_gpu_names() + [a for a, c in facts.gpu_aliases.items() if facts.gpus[c].cloud]
+    return {"type": "string", "enum": names, "description": "A GPU model as clouds sell it.", "examples": ["T4", "A100-80GB"]}
+
+
+GPU_NAME_SCHEMA = _gpu_name_schema()
+GpuName = Annotated[str, AfterValidator(f.check_gpu_name), WithJsonSchema(GPU_NAME_SCHEMA)]
+
+
+class BootDisk(Strict):
+    type: Literal["standard", "balanced", "ssd"] = Field(
+        "balanced", description="Boot disk class, mapped per cloud (GCE pd-standard/pd-balanced/pd-ssd or hyperdisk; Azure Standard_LRS/StandardSSD_LRS/Premium_LRS)."
+    )
+    size_gib: int = Field(200, ge=30, le=65536, description="Boot disk size in GiB (the OS, drivers, venv and caches live here).")
+
+
+class Hardware(Strict):
+    gpu: Annotated[
+        list[GpuName] | None,
+        BeforeValidator(lambda v: [v] if isinstance(v, str) else v),
+        WithJsonSchema({"anyOf": [GPU_NAME_SCHEMA, {"type": "array", "items": GPU_NAME_SCHEMA, "minItems": 1}, {"type": "null"}]}),
+    ] = Field(
+        None,
+        description="Acceptable GPU model(s). A name is exact: A100 is the 40 GB part. Omit to accept any GPU the stack runs on (optionally with min_gpu_memory_gib).",
+        examples=["T4", ["L4", "L40S"]],
+    )
+    gpu_count: int = Field(1, ge=1, le=16, description="GPUs per VM.")
+    min_gpu_memory_gib: float | None = Field(None, gt=0, le=1024, description="Minimum memory per GPU in GiB; may replace `gpu`.")
+    min_vcpus: int | None = Field(None, ge=1, le=1024, description="Minimum host vCPUs. Omitted: a per-GPU default (see `trainvm plan`), so GPUs are not starved.")
+    min_memory_gib: float | None = Field(None, gt=0, le=32768, description="Minimum host RAM in GiB. Omitted: a per-GPU default.")
+    boot_disk: BootDisk = Field(default_factory=BootDisk, description="Boot disk type and size.")
+    local_nvme_gib: int = Field(0, ge=0, le=65536, description="Local NVMe scratch for data staging in GiB; 0 = none.")
+
+    @model_validator(mode="after")
+    def _gpu_list(self) -> Hardware:
+        if self.gpu is not None:
+            if not self.gpu:
+                raise ValueError("gpu: an empty list accepts nothing; omit the key to accept any compatible GPU")
+            if len(set(self.gpu)) != len(self.gpu):
+                raise ValueError("gpu: the list names a GPU twice")
+        return self
+
+    def gpu_names(self) -> tuple[str, ...] | None:
+        return tuple(self.gpu) if self.gpu is not None else None
+
+
+class Placement(Strict):
+    clouds: list[Literal["gcp", "azure", "aws"]] = Field(
+        default_factory=lambda: list(DEFAULT_CLOUDS), min_length=1, description="Clouds to consider (default: every cloud trainvm can provision: gcp, azure)."
+    )
+    regions: list[Annotated[str, AfterValidator(f.check_region_glob)]] | None = Field(
+        None, description="Region allow-list; shell-style globs allowed.", examples=[["us-central1", "europe-*"]]
+    )
+    spot: bool = Field(False, description="Use spot/preemptible capacity (cheaper, may be reclaimed).")
+    max_price_per_hour: float | None = Field(None, gt=0, le=10000, description="Upper bound on the hourly price that applies (USD).")
+    ssh_from: Annotated[str, AfterValidator(f.check_cidr)] | None = Field(
+        None, description="The only source CIDR allowed to SSH in.", examples=["203.0.113.7/32"]
+    )
+
+
+class Stack(Strict):
+    os: Literal["ubuntu-22.04", "ubuntu-24.04", "debian-12"] = Field(description="OS image.")
+    driver: Annotated[str, AfterValidator(f.check_driver)] = Field(description="Exact NVIDIA driver version.", examples=["550.127.05"])
+    cuda: Annotated[str, AfterValidator(f.check_cuda)] | None = Field(
+        None, description="CUDA version the framework build targets (must equal the torch local label, or the CUDA of the TensorFlow/JAX wheels). Omitted: taken from the framework pin.", examples=["12.4"]
+    )
+    cuda_toolkit: bool = Field(False, description="Also install the CUDA toolkit (nvcc) of that version.")
+    cudnn: Annotated[str, AfterValidator(f.check_cudnn)] | None = Field(
+        None, description="cuDNN version; must match the framework's bundled cuDNN at the precision given.", examples=["9.1.0"]
+    )
+    python: Annotated[str, AfterValidator(f.check_python)] = Field(description="Exact Python version.", examples=["3.11.9"])
+    packages: Annotated[list[Annotated[str, AfterValidator(f.check_package_pin)]], AfterValidator(f.check_packages)] = Field(
+        default_factory=list, description="Exact pins (==) only; torch's local label (+cu124) selects its CUDA build.", examples=[["torch==2.4.1+cu124"]]
+    )
+    requirements: Annotated[str, AfterValidator(f.check_rel_path)] | None = Field(
+        None, description="Hashed lock file (pip --require-hashes format), relative to the profile."
+    )
+    env: Annotated[dict[str, str], AfterValidator(f.check_env)] = Field(
+        default_factory=dict,
+        description="Environment for training (written to /etc/trainvm/env). Secrets are references: secret://gcp/NAME, secret://azure-keyvault/VAULT/NAME.",
+        examples=[{"CUBLAS_WORKSPACE_CONFIG": ":4096:8", "PYTHONHASHSEED": "0"}],
+    )
+
+
+class DataItem(Strict):
+    source: Annotated[str, AfterValidator(f.check_data_source)] = Field(description="gs://, az://, s3:// or https:// URL.", examples=["gs://bucket/glue/"])
+    dest: Annotated[str, AfterValidator(f.check_abs_path)] = Field(description="Absolute path on the VM (on local NVMe when present).", examples=["/mnt/data/glue"])
+
+
+class Lifecycle(Strict):
+    idle_shutdown_minutes: int | None = Field(60, ge=5, le=10080, description="The in-VM watchdog powers off a VM idle this long (null = never).")
+    max_run_hours: float | None = Field(None, gt=0, le=720, description="Hard limit on run time, enforced by the cloud where supported (GCE maxRunDuration).")
+
+
+class Profile(Strict):
+    name: Annotated[str, AfterValidator(f.check_name)] = Field(description="Profile name: prefix of VM names and a label value.", examples=["bert-finetune"])
+    extends: str | None = Field(None, description="Parent profile: a path relative to this file or a name found on TRAINVM_PROFILE_PATH.")
+    hardware: Hardware = Field(default_factory=Hardware)
+    placement: Placement = Field(default_factory=Placement)
+    stack: Stack
+    data: list[DataItem] = Field(default_factory=list)
+    lifecycle: Lifecycle = Field(default_factory=Lifecycle)
+
+    @model_validator(mode="after")
+    def _cross_fields(self) -> Profile:
+        dests = [d.dest for d in self.data]
+        if len(set(dests)) != len(dests):
+            raise ValueError("data: two entries share one dest")
+        return self

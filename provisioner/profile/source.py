@@ -1,0 +1,203 @@
+"""Reading profile YAML with line numbers, and resolving ``extends:``.
+
+A profile is loaded with ruamel.yaml's round-trip loader so that every key keeps its line.
+``extends`` is resolved relative to the child file or on ``TRAINVM_PROFILE_PATH``; documents are
+deep-merged (child wins, lists replaced) and every resulting field remembers the file and line
+that set it, so errors point at the right place even across a profile repo.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from provisioner.errors import InputError, ProfileError
+from provisioner.messages import Message
+
+Path_ = tuple[str | int, ...]
+MAX_DEPTH = 16
+
+
+@dataclass
+class Located:
+    """Plain data plus ``{field path: (file, line)}`` for every key and list item in it."""
+
+    data: dict[str, Any]
+    lines: dict[Path_, tuple[str, int]] = field(default_factory=dict)
+    files: tuple[str, ...] = ()
+
+    def where(self, path: Path_) -> tuple[str | None, int | None]:
+        """The file and line of ``path``, or of its nearest ancestor that has one."""
+        p = tuple(path)
+        while p:
+            if p in self.lines:
+                return self.lines[p]
+            p = p[:-1]
+        return (self.files[-1] if self.files else None, 1)
+
+
+def _plain(node: Any, file: str, path: Path_, lines: dict[Path_, tuple[str, int]]) -> Any:
+    from ruamel.yaml.comments import CommentedMap, CommentedSeq
+
+    if isinstance(node, CommentedMap):
+        out: dict[str, Any] = {}
+        for key, value in node.items():
+            if not isinstance(key, str):
+                raise _located_input(file, _key_line(node, key), ".".join(map(str, path)), f"key {key!r} must be a string")
+            lines[path + (key,)] = (file, _key_line(node, key))
+            out[key] = _plain(value, file, path + (key,), lines)
+        return out
+    if isinstance(node, CommentedSeq):
+        items = []
+        for i, value in enumerate(node):
+            try:
+                lines[path + (i,)] = (file, node.lc.item(i)[0] + 1)
+            except (KeyError, AttributeError, TypeError):
+                pass
+            items.append(_plain(value, file, path + (i,), lines))
+        return items
+    if node is None or isinstance(node, (bool, int, float)):
+        return node
+    if isinstance(node, str):
+        return str(node)
+    # dates, timestamps and other YAML types are passed as their text so the model rejects them clearly
+    return str(node)
+
+
+def _key_line(node: Any, key: Any) -> int:
+    try:
+        return node.lc.key(key)[0] + 1
+    except (KeyError, AttributeError, TypeError):
+        return node.lc.line + 1
+
+
+def _located_input(file: str, line: int | None, path: str, msg: str) -> InputError:
+    where = f"{file}:{line}: " if line else f"{file}: "
+    return InputError(f"{where}{path + ': ' if path else ''}{msg}")
+
+
+def read_yaml(path: Path) -> Located:
+    """Parse one YAML file into plain data with line numbers. Unreadable or unparsable: exit 2."""
+    from ruamel.yaml import YAML
+    from ruamel.yaml.error import MarkedYAMLError, YAMLError
+
+    file = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"{file}: no such profile file") from None
+    except IsADirectoryError:
+        raise InputError(f"{file}: is a directory, not a profile file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{file}: cannot read: {exc}") from None
+    yaml = YAML(typ="rt")
+    yaml.allow_duplicate_keys = False
+    try:
+        doc = yaml.load(text)
+    except MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark else None
+        problem = " ".join(str(x) for x in (exc.context, exc.problem) if x).strip() or "invalid YAML"
+        raise _located_input(file, line, "", f"YAML syntax error: {problem}") from None
+    except YAMLError as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else "invalid YAML"
+        raise _located_input(file, None, "", f"YAML error: {first}") from None
+    except (ValueError, TypeError, RecursionError) as exc:
+        raise _located_input(file, None, "", f"YAML error: {exc}") from None
+    if doc is None:
+        raise _located_input(file, 1, "", "the file is empty; a profile is a YAML mapping")
+    from ruamel.yaml.comments import CommentedMap
+
+    if not isinstance(doc, CommentedMap):
+        raise _located_input(file, 1, "", f"a profile is a YAML mapping, not a {type(doc).__name__}")
+    lines: dict[Path_, tuple[str, int]] = {}
+    try:
+        data = _plain(doc, file, (), lines)
+    except RecursionError:
+        raise _located_input(file, None, "", "the document is nested too deeply") from None
+    return Located(data, lines, (file,))
+
+
+def search_path() -> list[Path]:
+    raw = os.environ.get("TRAINVM_PROFILE_PATH", "")
+    return [Path(p) for p in raw.split(os.pathsep) if p]
+
+
+def _candidates(ref: str, base_dir: Path) -> Iterator[Path]:
+    names = [ref] if ref.endswith((".yaml", ".yml")) else [ref + ".yaml", ref + ".yml", ref]
+    for folder in [base_dir, *search_path()]:
+        for n in names:
+            yield folder / n
+    from provisioner.resources import profiles_dir
+
+    for n in names:
+        yield profiles_dir() / n
+
+
+def resolve_ref(ref: str, child: Path) -> Path:
+    for cand in _candidates(ref, child.parent):
+        if cand.is_file():
+            return cand.resolve()
+    searched = [str(child.parent)] + [str(p) for p in search_path()]
+    raise LookupError(
+        f"parent profile {ref!r} not found (looked in {', '.join(searched)} and the bundled profiles; "
+        "set TRAINVM_PROFILE_PATH to your team's profile repo)"
+    )
+
+
+def merge(parent: Located, child: Located) -> Located:
+    """Deep merge: mappings merge key by key, the child wins, lists and scalars are replaced."""
+    lines = dict(parent.lines)
+
+    def walk(p: Any, c: Any, path: Path_) -> Any:
+        if isinstance(p, dict) and isinstance(c, dict):
+            out = dict(p)
+            for key, value in c.items():
+                out[key] = walk(p.get(key), value, path + (key,))
+                if path + (key,) in child.lines:
+                    lines[path + (key,)] = child.lines[path + (key,)]
+            return out
+        # replaced: drop the parent's locations under this path, take the child's
+        for k in [k for k in lines if k[: len(path)] == path and len(k) > len(path)]:
+            del lines[k]
+        lines.update({k: v for k, v in child.lines.items() if k[: len(path)] == path})
+        return c
+
+    data = walk(parent.data, child.data, ())
+    return Located(data, lines, parent.files + child.files)
+
+
+def load_resolved(path: Path) -> Located:
+    """Read ``path`` and every ancestor it extends; return the merged document."""
+    chain: list[Located] = []
+    seen: list[str] = []
+    current = path
+    while True:
+        key = str(current.resolve())
+        if key in seen:
+            cycle = " -> ".join(seen[seen.index(key):] + [key])
+            raise ProfileError([Message("extends", f"extends cycle: {cycle}", file=str(current), line=1)])
+        seen.append(key)
+        if len(seen) > MAX_DEPTH:
+            raise ProfileError([Message("extends", f"extends chain deeper than {MAX_DEPTH} levels", file=str(path))])
+        doc = read_yaml(current)
+        chain.append(doc)
+        ref = doc.data.get("extends")
+        if ref is None:
+            break
+        file, line = doc.where(("extends",))
+        if not isinstance(ref, str) or not ref.strip():
+            raise ProfileError([Message("extends", "must be a profile path or name", file=file, line=line)])
+        try:
+            current = resolve_ref(ref, current)
+        except LookupError as exc:
+            raise ProfileError([Message("extends", str(exc), file=file, line=line)]) from None
+    merged = chain[-1]
+    for doc in reversed(chain[:-1]):
+        merged = merge(merged, doc)
+    merged.data.pop("extends", None)
+    merged.data["extends"] = chain[0].data.get("extends")
+    return merged

@@ -1,0 +1,586 @@
+"""Loopback Google Compute Engine REST emulator for tests (stdlib http.server, plain http on 127.0.0.1).
+
+Point the real SDK at it:  compute_v1.InstancesClient(credentials=AnonymousCredentials(),
+client_options={"api_endpoint": emu.url}).  Request bodies and parameters are checked against Compute's
+discovery document (gce_validate.py); errors use Google's JSON error shape; operations advance on
+zoneOperations.get / wait.  Fault injection: `emu.inject(kind, zone=None, times=1, method=None, **params)`
+with a kind from HTTP_FAULTS, OP_FAULTS or "unreachable" (aggregatedList scope).
+"""
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import random
+import re
+import socket
+import threading
+import time
+import uuid
+import zlib
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from .gce_validate import ApiError, Discovery, check_instance, compile_filter, invalid, relative
+
+API = "https://www.googleapis.com/compute/v1/"
+DEFAULT_ZONES = ("us-central1-a", "us-central1-b", "us-central1-c", "us-east1-c", "us-east4-a", "us-west1-b",
+                 "europe-west4-a", "asia-east1-a")
+DEFAULT_IMAGES = {("ubuntu-os-cloud", "ubuntu-2204-lts"): "ubuntu-2204-jammy-v20261015",
+                  ("ubuntu-os-cloud", "ubuntu-2404-lts-amd64"): "ubuntu-2404-noble-amd64-v20261015",
+                  ("debian-cloud", "debian-12"): "debian-12-bookworm-v20261014"}
+ROUTES = ("compute.instances.insert", "compute.instances.list", "compute.instances.get", "compute.instances.delete",
+          "compute.instances.aggregatedList", "compute.instances.getSerialPortOutput",
+          "compute.instances.getGuestAttributes", "compute.zoneOperations.get", "compute.zoneOperations.wait",
+          "compute.images.getFromFamily", "compute.images.get")
+# kind: (HTTP status, reason, domain, message template, status)
+HTTP_FAULTS = {
+    "auth_401": (401, "required", "global", "Request is missing required authentication credential. Expected OAuth 2 "
+                 "access token, login cookie or other valid authentication credential.", "UNAUTHENTICATED"),
+    "permission_403": (403, "forbidden", "global", "Required 'compute.instances.create' permission for "
+                       "'projects/{project}/zones/{zone}/instances'", None),
+    "invalid_400": (400, "invalid", "global", "{message}", None),
+    "quota_403": (403, "quotaExceeded", "usageLimits", "{quota_message}", None),
+    "rate_429": (429, "rateLimitExceeded", "usageLimits", "Rate Limit Exceeded", "RESOURCE_EXHAUSTED"),
+    "unavailable_503": (503, "backendError", "global", "Internal error. Please try again or contact Google Support. "
+                        "(Code: '5C3A1B2D0E4F6')", None),
+}
+# kind: (operation error code, httpErrorStatusCode, httpErrorMessage) -- None: the operation never finishes
+OP_FAULTS = {
+    "stockout_op": ("ZONE_RESOURCE_POOL_EXHAUSTED", 503, "SERVICE UNAVAILABLE"),
+    "stockout_op_bare": ("ZONE_RESOURCE_POOL_EXHAUSTED", None, None),
+    "stockout_details": ("ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS", 503, "SERVICE UNAVAILABLE"),
+    "quota_op": ("QUOTA_EXCEEDED", 403, "FORBIDDEN"),
+    "quota_op_global": ("QUOTA_EXCEEDED", 403, "FORBIDDEN"),
+    "op_never_done": None,
+}
+FAULT_KINDS = set(HTTP_FAULTS) | set(OP_FAULTS) | {"unreachable"}
+
+
+@dataclass
+class Request:
+    method: str
+    path: str
+    query: dict
+    body: object
+    headers: dict
+    method_id: str | None = None
+
+
+@dataclass
+class Fault:
+    kind: str
+    zone: str | None
+    times: int | None  # None: forever
+    method: str
+    params: dict = field(default_factory=dict)
+
+    def matches(self, method_id: str, zone: str | None) -> bool:
+        return ((self.method == "*" or method_id == f"compute.{self.method}" or method_id.endswith("." + self.method))
+                and self.zone in (None, zone))
+
+
+def _now() -> str:
+    return datetime.now(timezone(timedelta(hours=-8))).isoformat(timespec="milliseconds")
+
+
+def _region(zone: str) -> str:
+    return zone.rsplit("-", 1)[0]
+
+
+def _quota_message(metric: str, region: str | None) -> str:
+    where = f"in region {region}" if region and metric != "GPUS_ALL_REGIONS" else "globally"
+    return f"Quota '{metric}' exceeded.  Limit: 0.0 {where}."
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def setup(self):
+        super().setup()
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def log_message(self, *args):
+        pass
+
+    def _handle(self):
+        self.server.emulator._dispatch(self)
+
+    do_GET = do_POST = do_DELETE = do_PUT = do_PATCH = _handle
+
+
+class GceEmulator:
+    """Compute Engine REST emulator. Use as a context manager or start()/stop(); state is per emulator."""
+
+    def __init__(self, *, polls_to_done: int = 1, initial_op_status: str = "RUNNING", strict: bool = True,
+                 require_auth: bool = False, zones=DEFAULT_ZONES, images: dict | None = None,
+                 networks=("default",), serial_buffer_bytes: int = 1 << 20, seed: int | None = None):
+        self.polls_to_done, self.initial_op_status, self.require_auth = polls_to_done, initial_op_status, require_auth
+        self.discovery = Discovery(reject_output_only=strict)
+        self.known_zones, self.networks, self.serial_buffer_bytes = list(zones), tuple(networks), serial_buffer_bytes
+        self.images = dict(DEFAULT_IMAGES if images is None else images)
+        self._rng = random.Random(seed)
+        self._lock = threading.RLock()
+        self._routes = []
+        for mid in ROUTES:
+            m = self.discovery.method(mid)
+            rx = re.sub(r"\\\{(\w+)\\\}", r"(?P<\1>[^/]+)", re.escape(m["flatPath"]))
+            self._routes.append((mid, m["httpMethod"], re.compile(rx)))
+        self._server = self._thread = None
+        self.reset()
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> "GceEmulator":
+        if self._server is None:
+            self._server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+            self._server.daemon_threads = True
+            self._server.emulator = self
+            self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
+                                            name="gce-emulator", daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._thread.join(timeout=5)
+            self._server = self._thread = None
+
+    def __enter__(self) -> "GceEmulator":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    @property
+    def url(self) -> str:
+        if self._server is None:
+            raise RuntimeError("GceEmulator is not started")
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def reset(self) -> None:
+        """Forget instances, operations, faults, console/guest data and recorded requests (server keeps running)."""
+        with self._lock:
+            self.instances: dict[tuple, dict] = {}
+            self.operations: dict[tuple, dict] = {}
+            self._op_state: dict[tuple, dict] = {}
+            self._request_ids: dict[tuple, tuple] = {}
+            self._serial: dict[tuple, dict] = {}
+            self._guest: dict[tuple, list] = {}
+            self.faults: list[Fault] = []
+            self.requests: list[Request] = []
+
+    # ------------------------------------------------------------------ test helpers
+    def inject(self, kind: str, zone: str | None = None, times: int | None = 1, method: str | None = None,
+               **params) -> Fault:
+        """Queue a fault. HTTP kinds and op kinds default to method 'insert'; 'unreachable' to 'aggregatedList'.
+        `method` is a discovery method name ('insert', 'instances.get', 'zoneOperations.wait', '*').
+        Params: quota_*: metric=, region=; invalid_400: message=; op kinds: message=."""
+        if kind not in FAULT_KINDS:
+            raise ValueError(f"unknown fault kind {kind!r}; known: {sorted(FAULT_KINDS)}")
+        if kind in OP_FAULTS and method not in (None, "insert"):
+            raise ValueError("operation faults apply to instances.insert only")
+        fault = Fault(kind, zone, times, method or ("aggregatedList" if kind == "unreachable" else "insert"), params)
+        with self._lock:
+            self.faults.append(fault)
+        return fault
+
+    def clear_faults(self) -> None:
+        with self._lock:
+            self.faults.clear()
+
+    def find(self, name: str, zone: str | None = None, project: str | None = None) -> tuple:
+        with self._lock:
+            keys = [k for k in self.instances if k[2] == name and zone in (None, k[1]) and project in (None, k[0])]
+        if len(keys) != 1:
+            raise KeyError(f"instance {name!r}: {len(keys)} matches")
+        return keys[0]
+
+    def instance(self, name: str, zone: str | None = None, project: str | None = None) -> dict | None:
+        try:
+            return copy.deepcopy(self.instances[self.find(name, zone, project)])
+        except KeyError:
+            return None
+
+    def set_status(self, name: str, status: str, zone: str | None = None, project: str | None = None) -> None:
+        with self._lock:
+            self.instances[self.find(name, zone, project)]["status"] = status
+
+    def append_serial(self, name: str, text: str, port: int = 1, zone: str | None = None,
+                      project: str | None = None) -> None:
+        with self._lock:
+            buf = self._serial.setdefault((*self.find(name, zone, project), port), {"data": b"", "offset": 0})
+            buf["data"] += text.encode()
+            drop = max(0, len(buf["data"]) - self.serial_buffer_bytes)
+            buf["data"], buf["offset"] = buf["data"][drop:], buf["offset"] + drop
+
+    def set_serial(self, name: str, text: str, port: int = 1, zone: str | None = None,
+                   project: str | None = None) -> None:
+        with self._lock:
+            self._serial.pop((*self.find(name, zone, project), port), None)
+            self.append_serial(name, text, port, zone, project)
+
+    def set_guest_attributes(self, name: str, values: dict[str, str], namespace: str = "trainvm",
+                             zone: str | None = None, project: str | None = None) -> None:
+        with self._lock:
+            entries = self._guest.setdefault(self.find(name, zone, project), [])
+            entries[:] = [e for e in entries if not (e["namespace"] == namespace and e["key"] in values)]
+            entries += [{"namespace": namespace, "key": k, "value": v} for k, v in values.items()]
+
+    def calls(self, method_id: str) -> list[Request]:
+        """Recorded requests for a discovery method id or its short form ('insert', 'zoneOperations.wait')."""
+        return [r for r in self.requests if r.method_id and (r.method_id == method_id or r.method_id.endswith("." + method_id))]
+
+    def sdk_clients(self, credentials=None):
+        """compute_v1 InstancesClient / ZoneOperationsClient / ImagesClient bound to this emulator."""
+        from types import SimpleNamespace
+        from google.auth.credentials import AnonymousCredentials
+        from google.cloud import compute_v1
+        kw = {"credentials": credentials or AnonymousCredentials(), "client_options": {"api_endpoint": self.url}}
+        return SimpleNamespace(instances=compute_v1.InstancesClient(**kw),
+                               zone_operations=compute_v1.ZoneOperationsClient(**kw),
+                               images=compute_v1.ImagesClient(**kw))
+
+    # ------------------------------------------------------------------ HTTP plumbing
+    def _dispatch(self, h: BaseHTTPRequestHandler) -> None:
+        url = urlsplit(h.path)
+        raw = h.rfile.read(int(h.headers.get("Content-Length") or 0))
+        query = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
+        try:
+            body = json.loads(raw) if raw.strip() else None
+        except ValueError:
+            body = ValueError(raw.decode(errors="replace"))
+        req = Request(h.command, url.path, query, body, {k.lower(): v for k, v in h.headers.items()})
+        with self._lock:
+            self.requests.append(req)
+        try:
+            status, payload = 200, self._route(req)
+        except ApiError as e:
+            status, payload = e.code, e.payload()
+        data = json.dumps(payload).encode()
+        h.send_response(status)
+        h.send_header("Content-Type", "application/json; charset=UTF-8")
+        h.send_header("Content-Length", str(len(data)))
+        h.end_headers()
+        h.wfile.write(data)
+
+    def _route(self, req: Request) -> dict:
+        rel = req.path[len("/compute/v1/"):] if req.path.startswith("/compute/v1/") else None
+        for mid, verb, rx in self._routes:
+            m = rx.fullmatch(rel or "") if rel is not None and verb == req.method else None
+            if m:
+                break
+        else:
+            raise ApiError(404, "notFound", f"The requested URL {req.method} {req.path} was not found on this server.")
+        req.method_id, params = mid, {k: unquote(v) for k, v in m.groupdict().items()}
+        if self.require_auth and not req.headers.get("authorization", "").startswith("Bearer "):
+            raise ApiError(*HTTP_FAULTS["auth_401"][:3], HTTP_FAULTS["auth_401"][4])
+        self._http_fault(mid, params)
+        errs = self.discovery.check_params(mid, params, req.query, extra={"returnPartialSuccess"})
+        if isinstance(req.body, ValueError):
+            errs.append(f"Invalid JSON payload received. {req.body}")
+        if errs:
+            raise invalid(errs)
+        with self._lock:
+            return getattr(self, "_" + mid.split(".", 1)[1].replace(".", "_"))(req, **params)
+
+    def _take_fault(self, kinds, method_id: str, zone: str | None) -> Fault | None:
+        with self._lock:
+            for f in self.faults:
+                if f.kind in kinds and f.matches(method_id, zone):
+                    if f.times is not None:
+                        f.times -= 1
+                        if f.times <= 0:
+                            self.faults.remove(f)
+                    return f
+        return None
+
+    def _http_fault(self, mid: str, params: dict) -> None:
+        f = self._take_fault(HTTP_FAULTS, mid, params.get("zone"))
+        if f:
+            code, reason, domain, msg, status = HTTP_FAULTS[f.kind]
+            zone = params.get("zone") or "us-central1-a"
+            fmt = {"project": params.get("project"), "zone": zone, "message": f.params.get(
+                "message", "Invalid value for field 'resource': ''. Injected invalid_400 fault."),
+                "quota_message": _quota_message(f.params.get("metric", "GPUS_ALL_REGIONS"),
+                                                f.params.get("region", _region(zone)))}
+            raise ApiError(code, reason, msg.format(**fmt), domain, status)
+
+    # ------------------------------------------------------------------ operations
+    def _new_op(self, project: str, zone: str, op_type: str, name: str, target_id: str, fault=None) -> dict:
+        op_name = f"operation-{int(time.time() * 1000)}-{self._rng.getrandbits(52):013x}-" \
+                  f"{self._rng.getrandbits(32):08x}-{self._rng.getrandbits(32):08x}"
+        zurl = f"{API}projects/{project}/zones/{zone}"
+        op = {"kind": "compute#operation", "id": str(self._rng.getrandbits(63)), "name": op_name, "zone": zurl,
+              "operationType": op_type, "targetLink": f"{zurl}/instances/{name}", "targetId": target_id,
+              "status": self.initial_op_status, "user": "emulator@example.iam.gserviceaccount.com", "progress": 0,
+              "insertTime": _now(), "startTime": _now(), "selfLink": f"{zurl}/operations/{op_name}"}
+        key = (project, zone, op_name)
+        self.operations[key] = op
+        self._op_state[key] = {"polls": 0, "fault": fault, "target": (project, zone, name)}
+        if self.polls_to_done <= 0:
+            self._finish(key)
+        return op
+
+    def _advance(self, key: tuple) -> dict:
+        st, op = self._op_state[key], self.operations[key]
+        if op["status"] != "DONE" and not (st["fault"] and st["fault"].kind == "op_never_done"):
+            st["polls"] += 1
+            if st["polls"] >= self.polls_to_done:
+                self._finish(key)
+            else:
+                op.update(status="RUNNING", progress=min(90, op["progress"] + 30))
+        return copy.deepcopy(op)
+
+    def _finish(self, key: tuple) -> None:
+        st, op = self._op_state[key], self.operations[key]
+        op.update(status="DONE", progress=100, endTime=_now())
+        target, fault = st["target"], st["fault"]
+        if fault:
+            code, http_code, http_msg = OP_FAULTS[fault.kind]
+            project, zone = target[0], target[1]
+            error = {"code": code, "message": fault.params.get("message") or (
+                f"The zone 'projects/{project}/zones/{zone}' does not have enough resources available to fulfill "
+                "the request.  Try a different zone, or try again later.")}
+            if code.endswith("_WITH_DETAILS"):
+                error["message"] = (f"The zone 'projects/{project}/zones/{zone}' does not have enough resources "
+                                    "available to fulfill the request.  '(resource type:compute)'.")
+                error["errorDetails"] = [{"localizedMessage": {"locale": "en-US", "message": error["message"]}}]
+            if code == "QUOTA_EXCEEDED":
+                glob = fault.kind == "quota_op_global"
+                metric = fault.params.get("metric", "GPUS_ALL_REGIONS" if glob else "NVIDIA_T4_GPUS")
+                region = None if glob else fault.params.get("region", _region(zone))
+                error["message"] = _quota_message(metric, region)
+                error["errorDetails"] = [{"quotaInfo": {
+                    "metricName": f"compute.googleapis.com/{metric.lower()}", "limit": 0.0,
+                    "limitName": f"{metric.replace('_', '-')}-per-project" + ("" if glob else "-region"),
+                    "dimensions": {} if glob else {"region": region}}}]
+            op["error"] = {"errors": [error]}
+            if http_code and not fault.params.get("bare"):
+                op.update(httpErrorStatusCode=http_code, httpErrorMessage=http_msg)
+        elif op["operationType"] == "insert" and target in self.instances:
+            inst = self.instances[target]
+            inst.update(status="RUNNING", lastStartTimestamp=_now(), cpuPlatform="Intel Cascade Lake")
+            for nic in inst["networkInterfaces"]:
+                for ac in nic.get("accessConfigs", []):
+                    ac["natIP"] = f"198.51.100.{self._rng.randrange(2, 254)}"
+        elif op["operationType"] == "delete":
+            self.instances.pop(target, None)
+            self._guest.pop(target, None)
+            for k in [k for k in self._serial if k[:3] == target]:
+                del self._serial[k]
+
+    def _zoneOperations_get(self, req, project, zone, operation):
+        if (project, zone, operation) not in self.operations:
+            raise ApiError(404, "notFound", f"The resource 'projects/{project}/zones/{zone}/operations/{operation}' was not found")
+        return self._advance((project, zone, operation))
+
+    _zoneOperations_wait = _zoneOperations_get
+
+    # ------------------------------------------------------------------ instances
+    def _lookup(self, project, zone, instance) -> tuple:
+        key = (project, zone, instance)
+        if key not in self.instances:
+            raise ApiError(404, "notFound", f"The resource 'projects/{project}/zones/{zone}/instances/{instance}' was not found")
+        return key
+
+    def _request_id(self, req, project) -> dict | None:
+        rid = req.query.get("requestId")
+        if rid is None:
+            return None
+        try:
+            if uuid.UUID(rid).int == 0:
+                raise ValueError
+        except ValueError:
+            raise invalid(f"Invalid value for field 'requestId': '{rid}'. The request ID must be a valid non-zero UUID.")
+        key = self._request_ids.get((project, rid))
+        return copy.deepcopy(self.operations[key]) if key else None
+
+    def _remember(self, req, project, op) -> dict:
+        if "requestId" in req.query:
+            self._request_ids[(project, req.query["requestId"])] = (project, op["zone"].rsplit("/", 1)[1], op["name"])
+        return copy.deepcopy(op)
+
+    def _instances_insert(self, req, project, zone):
+        if (dup := self._request_id(req, project)) is not None:
+            return dup
+        body = req.body
+        if not isinstance(body, dict):
+            raise invalid("Invalid value for field 'resource': ''. The request body must be an Instance object.")
+        errs = self.discovery.check_body("Instance", body, "compute.instances.insert")
+        if errs:
+            raise invalid(errs)
+        check_instance(body, project, zone, self.networks)
+        self._check_image(body)
+        key = (project, zone, body["name"])
+        if key in self.instances:
+            raise ApiError(409, "alreadyExists", f"The resource 'projects/{project}/zones/{zone}/instances/{body['name']}' already exists")
+        if zone not in self.known_zones:
+            self.known_zones.append(zone)
+        fault = self._take_fault(OP_FAULTS, "compute.instances.insert", zone)
+        inst_id = str(self._rng.getrandbits(63))
+        if fault is None or fault.kind == "op_never_done":
+            self.instances[key] = self._materialize(body, project, zone, inst_id)
+        return self._remember(req, project, self._new_op(project, zone, "insert", body["name"], inst_id, fault))
+
+    def _check_image(self, body: dict) -> None:
+        for d in body.get("disks") or []:
+            src = (d.get("initializeParams") or {}).get("sourceImage")
+            if src and not self._image_known(relative(src)):
+                raise ApiError(404, "notFound", f"The resource '{relative(src)}' was not found")
+
+    def _image_known(self, path: str) -> bool:
+        """projects/P/global/images/family/F for a known family, or an image name of a known family's series."""
+        m = re.fullmatch(r"projects/([^/]+)/global/images/(family/)?([^/]+)", path)
+        if not m:
+            return False
+        project, is_family, name = m.groups()
+        if is_family:
+            return (project, name) in self.images
+        return any(p == project and (name == n or re.fullmatch(re.escape(n.rsplit("-v", 1)[0]) + r"-v\d{8}", name))
+                   for (p, _), n in self.images.items())
+
+    def _materialize(self, body: dict, project: str, zone: str, inst_id: str) -> dict:
+        zurl, region = f"{API}projects/{project}/zones/{zone}", _region(zone)
+        name = body["name"]
+        inst = copy.deepcopy(body)
+        disks = []
+        for i, d in enumerate(body.get("disks") or []):
+            init = d.get("initializeParams") or {}
+            dname = init.get("diskName") or (name if d.get("boot") else f"{name}-{i}")
+            disks.append({"kind": "compute#attachedDisk", "type": d.get("type", "PERSISTENT"), "mode": d.get("mode", "READ_WRITE"),
+                          "source": d.get("source") or f"{zurl}/disks/{dname}", "deviceName": d.get("deviceName", dname),
+                          "index": i, "boot": bool(d.get("boot")), "autoDelete": bool(d.get("autoDelete")),
+                          "interface": d.get("interface", "SCSI"), "diskSizeGb": str(init.get("diskSizeGb", "10")),
+                          "architecture": "X86_64"})
+        nics = []
+        for i, n in enumerate(body.get("networkInterfaces") or []):
+            net = relative(n.get("network") or "global/networks/default").split("/")[-1]
+            nics.append({"kind": "compute#networkInterface", "name": f"nic{i}", "network": f"{API}projects/{project}/global/networks/{net}",
+                         "subnetwork": f"{API}projects/{project}/regions/{region}/subnetworks/{net}",
+                         "networkIP": f"10.128.0.{self._rng.randrange(2, 254)}", "stackType": "IPV4_ONLY",
+                         "fingerprint": "aGVsbG8xMjM=", "accessConfigs": [
+                             {"kind": "compute#accessConfig", "type": a.get("type", "ONE_TO_ONE_NAT"),
+                              "name": a.get("name", "External NAT"), "networkTier": a.get("networkTier", "PREMIUM")}
+                             for a in n.get("accessConfigs") or []]})
+        sched = {"onHostMaintenance": "MIGRATE", "automaticRestart": True, "preemptible": False,
+                 "provisioningModel": "STANDARD", **(body.get("scheduling") or {})}
+        if sched["provisioningModel"] == "SPOT":
+            sched.setdefault("automaticRestart", False)
+        for acc in inst.get("guestAccelerators") or []:
+            acc["acceleratorType"] = f"{zurl}/acceleratorTypes/{acc['acceleratorType'].rsplit('/', 1)[1]}"
+        inst.update(kind="compute#instance", id=inst_id, creationTimestamp=_now(), status="PROVISIONING",
+                    zone=zurl, machineType=f"{zurl}/machineTypes/{body['machineType'].rsplit('/', 1)[1]}",
+                    selfLink=f"{zurl}/instances/{name}", disks=disks, networkInterfaces=nics, scheduling=sched,
+                    metadata={"kind": "compute#metadata", "fingerprint": "ZmluZ2VycHJpbnQ=",
+                              "items": (body.get("metadata") or {}).get("items") or []},
+                    labels=dict(body.get("labels") or {}), labelFingerprint="bGFiZWxz", fingerprint="aW5zdGFuY2U=",
+                    cpuPlatform="Unknown CPU Platform", startRestricted=False,
+                    deletionProtection=bool(body.get("deletionProtection")), canIpForward=bool(body.get("canIpForward")),
+                    tags={"fingerprint": "dGFncw==", **(body.get("tags") or {})})
+        return inst
+
+    def _instances_get(self, req, project, zone, instance):
+        return copy.deepcopy(self.instances[self._lookup(project, zone, instance)])
+
+    def _instances_delete(self, req, project, zone, instance):
+        if (dup := self._request_id(req, project)) is not None:
+            return dup
+        key = self._lookup(project, zone, instance)
+        self.instances[key]["status"] = "STOPPING"
+        return self._remember(req, project, self._new_op(project, zone, "delete", instance, self.instances[key]["id"]))
+
+    def _page(self, req, items: list) -> tuple[list, str | None]:
+        try:
+            start = int(base64.urlsafe_b64decode(req.query["pageToken"]).decode()) if req.query.get("pageToken") else 0
+        except ValueError:
+            raise invalid(f"Invalid value for field 'pageToken': '{req.query['pageToken']}'. Invalid page token.")
+        size = int(req.query.get("maxResults", 500)) or 500
+        nxt = base64.urlsafe_b64encode(str(start + size).encode()).decode() if start + size < len(items) else None
+        return items[start:start + size], nxt
+
+    def _filtered(self, req, project, zone=None) -> list[dict]:
+        try:
+            pred = compile_filter(req.query.get("filter"))
+        except (ValueError, re.error) as e:
+            raise invalid(f"Invalid value for field 'filter': '{req.query.get('filter')}'. Invalid list filter expression ({e}).")
+        return [copy.deepcopy(v) for k, v in sorted(self.instances.items())
+                if k[0] == project and zone in (None, k[1]) and pred(v)]
+
+    def _instances_list(self, req, project, zone):
+        page, nxt = self._page(req, self._filtered(req, project, zone))
+        out = {"kind": "compute#instanceList", "id": f"projects/{project}/zones/{zone}/instances",
+               "selfLink": f"{API}projects/{project}/zones/{zone}/instances"}
+        return {**out, **({"items": page} if page else {}), **({"nextPageToken": nxt} if nxt else {})}
+
+    def _instances_aggregatedList(self, req, project):
+        page, nxt = self._page(req, self._filtered(req, project))
+        partial = req.query.get("returnPartialSuccess") == "true"
+        unreachable = [z for z in self.known_zones if self._take_fault({"unreachable"}, "compute.instances.aggregatedList", z)]
+        if unreachable and not partial:
+            raise ApiError(503, "backendError", f"Zone 'zones/{unreachable[0]}' is unreachable; retry with returnPartialSuccess=true.")
+        items = {}
+        for zone in self.known_zones:
+            scope = f"zones/{zone}"
+            insts = [i for i in page if i["zone"].endswith("/" + scope)]
+            if zone in unreachable:
+                items[scope] = {"warning": {"code": "UNREACHABLE", "message": f"Scope '{scope}' is unreachable.",
+                                            "data": [{"key": "scope", "value": scope}]}}
+            elif insts:
+                items[scope] = {"instances": insts}
+            else:
+                items[scope] = {"warning": {"code": "NO_RESULTS_ON_PAGE", "data": [{"key": "scope", "value": scope}],
+                                            "message": f"There are no results for scope '{scope}' on this page."}}
+        out = {"kind": "compute#instanceAggregatedList", "id": f"projects/{project}/aggregated/instances",
+               "items": items, "selfLink": f"{API}projects/{project}/aggregated/instances"}
+        if unreachable:
+            out["unreachables"] = [f"zones/{z}" for z in unreachable]
+        return {**out, **({"nextPageToken": nxt} if nxt else {})}
+
+    def _instances_getSerialPortOutput(self, req, project, zone, instance):
+        key = self._lookup(project, zone, instance)
+        port, start = int(req.query.get("port", 1)), int(req.query.get("start", 0))
+        buf = self._serial.get((*key, port), {"data": b"", "offset": 0})
+        end = buf["offset"] + len(buf["data"])
+        start = max(buf["offset"], end + start if start < 0 else min(start, end))
+        return {"kind": "compute#serialPortOutput", "contents": buf["data"][start - buf["offset"]:].decode(errors="replace"),
+                "start": str(start), "next": str(end),
+                "selfLink": f"{API}projects/{project}/zones/{zone}/instances/{instance}/serialPort?port={port}"}
+
+    def _instances_getGuestAttributes(self, req, project, zone, instance):
+        key = self._lookup(project, zone, instance)
+        items = (self.instances[key].get("metadata") or {}).get("items") or []
+        if not any(i.get("key") == "enable-guest-attributes" and str(i.get("value")).upper() == "TRUE" for i in items):
+            raise invalid("Guest attributes are not enabled for this instance: set metadata enable-guest-attributes=TRUE.")
+        out = {"kind": "compute#guestAttributes",
+               "selfLink": f"{API}projects/{project}/zones/{zone}/instances/{instance}/guestAttributes/"}
+        entries, var, qp = self._guest.get(key, []), req.query.get("variableKey"), req.query.get("queryPath")
+        found = [e for e in entries if var == f"{e['namespace']}/{e['key']}"] if var else [
+            e for e in entries if f"{e['namespace']}/{e['key']}".startswith(qp or "")]
+        if not found:
+            raise ApiError(404, "notFound", f"The resource 'projects/{project}/zones/{zone}/instances/{instance}"
+                                            f"/guestAttributes/{var or qp or ''}' was not found")
+        if var:
+            return {**out, "variableKey": var, "variableValue": found[0]["value"]}
+        return {**out, "queryPath": qp or "", "queryValue": {"items": found}}
+
+    # ------------------------------------------------------------------ images
+    def _image(self, project, name, family=None):
+        return {"kind": "compute#image", "id": str(zlib.crc32(f"{project}/{name}".encode()) * 1000003), "name": name,
+                "family": family or name.rsplit("-v", 1)[0], "status": "READY", "architecture": "X86_64",
+                "diskSizeGb": "10", "selfLink": f"{API}projects/{project}/global/images/{name}",
+                "creationTimestamp": "2026-10-15T09:00:00.000-07:00", "sourceType": "RAW"}
+
+    def _images_getFromFamily(self, req, project, family):
+        if (project, family) not in self.images:
+            raise ApiError(404, "notFound", f"The resource 'projects/{project}/global/images/family/{family}' was not found")
+        return self._image(project, self.images[(project, family)], family)
+
+    def _images_get(self, req, project, image):
+        for (p, fam), name in self.images.items():
+            if p == project and name == image:
+                return self._image(project, name, fam)
+        raise ApiError(404, "notFound", f"The resource 'projects/{project}/global/images/{image}' was not found")
