@@ -20,10 +20,19 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.scalarstring import DoubleQuotedScalarString
 
-from provisioner.probe.gpu import GpuSpec, canonical_gpu_name, cloud_gpus, gpu_spec, is_consumer, parse_cc
+from provisioner.probe.gpu import (
+    GpuSpec,
+    canonical_gpu_name,
+    cloud_gpus,
+    is_consumer,
+    nominal_memory_gib,
+    parse_cc,
+)
 from provisioner.probe.python_env import normalize_cudnn
 from provisioner.probe.report import major_minor
+from provisioner.verify.compare import framework_cuda
 
 SUPPORTED_OS = ("ubuntu-22.04", "ubuntu-24.04", "debian-12")
 # Oldest driver the cloud images' NVIDIA repositories still install for the supported OSes
@@ -37,15 +46,6 @@ _CONDA_BASE = frozenset({
     "libstdcxx-ng", "libgomp", "libuuid", "libnsl", "libzlib", "libsqlite", "libxcrypt", "_libgcc_mutex",
     "_openmp_mutex", "libgcc", "libstdcxx", "liblzma", "libmpdec", "libexpat", "python_abi", "zstd",
 })
-
-
-def nominal_memory_gib(name: str, memory_mib: int) -> int:
-    """Nominal VRAM of a GPU (what catalogs and profiles say): the table's value when the GPU is
-    known, else the reported usable memory rounded down to whole GiB."""
-    spec = gpu_spec(name, memory_mib)
-    if spec is not None:
-        return int(spec.vram_gib)
-    return int(math.floor(memory_mib / 1024))
 
 
 def compatible_cloud_gpus(cc: str, min_vram_gib: float, table: Mapping[str, GpuSpec] | None = None) -> list[str]:
@@ -151,10 +151,8 @@ def _stack(report: Mapping[str, Any], warnings: list[str]) -> dict[str, Any]:
             warnings.append(f"driver {driver} is older than cloud images support ({MIN_CLOUD_DRIVER}, the CUDA 12 "
                             "floor): pick a newer driver in stack.driver")
     framework = report.get("framework") or None
-    cuda = major_minor((framework or {}).get("cuda") or report.get("cuda_runtime"))
+    cuda = framework_cuda(report)
     toolkit = report.get("cuda_toolkit")
-    if cuda is None and toolkit and framework is None:
-        cuda = major_minor(toolkit)
     if cuda:
         stack["cuda"] = cuda
     elif framework is not None:
@@ -232,7 +230,12 @@ def _to_commented(value: Any, key: str | None = None) -> Any:
         if key == "gpu":
             seq.fa.set_flow_style()
         return seq
+    if key in _QUOTED and isinstance(value, str):
+        return DoubleQuotedScalarString(value)
     return value
+
+
+_QUOTED = frozenset({"driver", "cuda", "cudnn", "python"})
 
 
 def to_yaml(profile: Mapping[str, Any], comment: str = "") -> str:

@@ -168,7 +168,7 @@ AZURE_SERIES: tuple[AzureSeries, ...] = (
     AzureSeries("NC_A100_v4", r"^Standard_NC\d+ads_A100_v4$", "A100-80GB", 80),
     AzureSeries("ND_A100_v4", r"^Standard_ND96asr_v4$", "A100", 40),
     AzureSeries("NDm_A100_v4", r"^Standard_ND96amsr_A100_v4$", "A100-80GB", 80),
-    AzureSeries("NCads_H100_v5", r"^Standard_NC\d+adis?_H100_v5$", "H100", 94),  # H100 NVL
+    AzureSeries("NCads_H100_v5", r"^Standard_NC\d+adi?s_H100_v5$", "H100", 94),  # H100 NVL
     AzureSeries("ND_H100_v5", r"^Standard_ND96isr_H100_v5$", "H100", 80),
     AzureSeries("NV", r"^Standard_NV\d+(_Promo)?$", "M60", 8),
     AzureSeries("NVv3", r"^Standard_NV\d+s_v3$", "M60", 8),

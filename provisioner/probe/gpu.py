@@ -172,6 +172,15 @@ def gpu_spec(name: str, memory_mib: int | None = None) -> GpuSpec | None:
     return known_gpus().get(canonical_gpu_name(name, memory_mib))
 
 
+def nominal_memory_gib(name: str, memory_mib: int) -> int:
+    """Nominal VRAM of a GPU (what catalogs and profiles say): the table's value when the GPU is
+    known, else the reported usable memory rounded down to whole GiB."""
+    spec = gpu_spec(name, memory_mib)
+    if spec is not None:
+        return int(spec.vram_gib)
+    return int(memory_mib // 1024)
+
+
 def is_consumer(name: str) -> bool:
     spec = gpu_spec(name)
     if spec is not None:

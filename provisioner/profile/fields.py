@@ -89,10 +89,10 @@ def check_gpu_name(value: str) -> str:
     canonical = facts.canonical_gpu(value)
     if canonical is None:
         names = facts.cloud_gpu_names()
-        close = difflib.get_close_matches(value.upper(), [n.upper() for n in names], n=1, cutoff=0.5)
-        hint = ""
-        if close:
-            hint = f"; did you mean {next(n for n in names if n.upper() == close[0])}?"
+        upper = {n.upper(): n for n in names}
+        guess = value.upper().replace("O", "0").replace(" ", "-")
+        close = difflib.get_close_matches(guess, list(upper), n=2, cutoff=0.6)
+        hint = f"; did you mean {' or '.join(upper[c] for c in close)}?" if close else ""
         raise ValueError(f"unknown GPU {value!r}{hint} (known: {', '.join(names)})")
     if not facts.gpus[canonical].cloud:
         raise ValueError(

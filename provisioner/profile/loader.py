@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from provisioner.messages import Message
 from provisioner.profile.source import Located, load_resolved
 
 HASH_EXCLUDE = {"extends"}
+_UNION_TAG = re.compile(r"^(function-[a-z]+\[.*\]|[a-z]+\[.*\])$")
 
 
 @dataclass(frozen=True)
@@ -40,8 +42,8 @@ class LoadedProfile:
 def _loc_path(loc: tuple[Any, ...]) -> tuple[tuple[str | int, ...], str]:
     clean: list[str | int] = []
     for part in loc:
-        if isinstance(part, str) and ("[" in part or part.startswith("function-")):
-            continue  # pydantic union-branch tags
+        if isinstance(part, str) and _UNION_TAG.match(part):
+            continue  # pydantic union-branch tags such as "list[str]" or "function-after[...]"
         clean.append(part)
     text = ""
     for part in clean:
@@ -97,7 +99,7 @@ def _did_you_mean(model: Any, path: tuple[str | int, ...]) -> str:
         current = next((c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None)
         if current is None:
             return ""
-    if not (isinstance(current, type) and issubclass(current, BaseModel)):
+    if not path or not (isinstance(current, type) and issubclass(current, BaseModel)):
         return ""
     allowed = list(current.model_fields)
     close = difflib.get_close_matches(str(path[-1]), allowed, n=1)

@@ -7,7 +7,7 @@ Rules (field -> verdict):
 - ``status``: "ready" is ok; "failed:*" is drift; "running:*" or no report at all -> not-ready.
 - ``stack.driver``: exact string.  ``stack.python``: exact string.
 - ``stack.cuda``: major.minor of the CUDA the framework was built with (``framework.cuda``;
-  without a framework, the report's ``cuda_runtime``) equals major.minor of the pin.
+  without a framework, the report's ``cuda_runtime``, then nvcc's) equals major.minor of the pin.
 - ``stack.cudnn`` (when pinned): compared at the precision given ("9" = major, "9.1" = major.minor,
   "9.1.0" = three parts). The framework's cuDNN wins over the library; ints like 90100 -> 9.1.0.
 - ``stack.cuda_toolkit`` (when true): nvcc is present and its major.minor equals ``stack.cuda``.
@@ -131,7 +131,11 @@ def _package_ok(expected: str | None, observed: str | None) -> bool:
 
 
 def framework_cuda(report: Mapping[str, Any]) -> str | None:
-    return major_minor(_get(report, "framework", "cuda") or report.get("cuda_runtime"))
+    """CUDA in use: the framework's build; else the CUDA runtime wheel; with no framework at all,
+    the toolkit (nvcc). A CPU-only framework build means no CUDA."""
+    if report.get("framework"):
+        return major_minor(_get(report, "framework", "cuda") or report.get("cuda_runtime"))
+    return major_minor(report.get("cuda_runtime") or report.get("cuda_toolkit"))
 
 
 def report_cudnn(report: Mapping[str, Any]) -> str | None:

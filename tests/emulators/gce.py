@@ -17,15 +17,14 @@ import socket
 import threading
 import time
 import uuid
-import zlib
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from .gce_validate import ApiError, Discovery, check_instance, compile_filter, invalid, relative
+from .gce_validate import (API, HTTP_FAULTS, OP_FAULTS, ApiError, Discovery, check_instance, compile_filter,
+                           http_fault_error, image_known, image_resource, instance_resource, invalid, now, op_error,
+                           relative)
 
-API = "https://www.googleapis.com/compute/v1/"
 DEFAULT_ZONES = ("us-central1-a", "us-central1-b", "us-central1-c", "us-east1-c", "us-east4-a", "us-west1-b",
                  "europe-west4-a", "asia-east1-a")
 DEFAULT_IMAGES = {("ubuntu-os-cloud", "ubuntu-2204-lts"): "ubuntu-2204-jammy-v20261015",
@@ -35,28 +34,8 @@ ROUTES = ("compute.instances.insert", "compute.instances.list", "compute.instanc
           "compute.instances.aggregatedList", "compute.instances.getSerialPortOutput",
           "compute.instances.getGuestAttributes", "compute.zoneOperations.get", "compute.zoneOperations.wait",
           "compute.images.getFromFamily", "compute.images.get")
-# kind: (HTTP status, reason, domain, message template, status)
-HTTP_FAULTS = {
-    "auth_401": (401, "required", "global", "Request is missing required authentication credential. Expected OAuth 2 "
-                 "access token, login cookie or other valid authentication credential.", "UNAUTHENTICATED"),
-    "permission_403": (403, "forbidden", "global", "Required 'compute.instances.create' permission for "
-                       "'projects/{project}/zones/{zone}/instances'", None),
-    "invalid_400": (400, "invalid", "global", "{message}", None),
-    "quota_403": (403, "quotaExceeded", "usageLimits", "{quota_message}", None),
-    "rate_429": (429, "rateLimitExceeded", "usageLimits", "Rate Limit Exceeded", "RESOURCE_EXHAUSTED"),
-    "unavailable_503": (503, "backendError", "global", "Internal error. Please try again or contact Google Support. "
-                        "(Code: '5C3A1B2D0E4F6')", None),
-}
-# kind: (operation error code, httpErrorStatusCode, httpErrorMessage) -- None: the operation never finishes
-OP_FAULTS = {
-    "stockout_op": ("ZONE_RESOURCE_POOL_EXHAUSTED", 503, "SERVICE UNAVAILABLE"),
-    "stockout_op_bare": ("ZONE_RESOURCE_POOL_EXHAUSTED", None, None),
-    "stockout_details": ("ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS", 503, "SERVICE UNAVAILABLE"),
-    "quota_op": ("QUOTA_EXCEEDED", 403, "FORBIDDEN"),
-    "quota_op_global": ("QUOTA_EXCEEDED", 403, "FORBIDDEN"),
-    "op_never_done": None,
-}
 FAULT_KINDS = set(HTTP_FAULTS) | set(OP_FAULTS) | {"unreachable"}
+ZONE_NAME = re.compile(r"[a-z]+-[a-z]+[0-9]+-[a-z]")
 
 
 @dataclass
@@ -66,7 +45,8 @@ class Request:
     query: dict
     body: object
     headers: dict
-    method_id: str | None = None
+    method_id: str | None = None  # discovery method id, e.g. "compute.instances.insert"
+    status: int | None = None  # the HTTP status the emulator answered
 
 
 @dataclass
@@ -80,19 +60,6 @@ class Fault:
     def matches(self, method_id: str, zone: str | None) -> bool:
         return ((self.method == "*" or method_id == f"compute.{self.method}" or method_id.endswith("." + self.method))
                 and self.zone in (None, zone))
-
-
-def _now() -> str:
-    return datetime.now(timezone(timedelta(hours=-8))).isoformat(timespec="milliseconds")
-
-
-def _region(zone: str) -> str:
-    return zone.rsplit("-", 1)[0]
-
-
-def _quota_message(metric: str, region: str | None) -> str:
-    where = f"in region {region}" if region and metric != "GPUS_ALL_REGIONS" else "globally"
-    return f"Quota '{metric}' exceeded.  Limit: 0.0 {where}."
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -114,11 +81,11 @@ class _Handler(BaseHTTPRequestHandler):
 class GceEmulator:
     """Compute Engine REST emulator. Use as a context manager or start()/stop(); state is per emulator."""
 
-    def __init__(self, *, polls_to_done: int = 1, initial_op_status: str = "RUNNING", strict: bool = True,
+    def __init__(self, *, polls_to_done: int = 1, initial_op_status: str = "RUNNING", reject_output_only: bool = True,
                  require_auth: bool = False, zones=DEFAULT_ZONES, images: dict | None = None,
                  networks=("default",), serial_buffer_bytes: int = 1 << 20, seed: int | None = None):
         self.polls_to_done, self.initial_op_status, self.require_auth = polls_to_done, initial_op_status, require_auth
-        self.discovery = Discovery(reject_output_only=strict)
+        self.discovery = Discovery(reject_output_only=reject_output_only)
         self.known_zones, self.networks, self.serial_buffer_bytes = list(zones), tuple(networks), serial_buffer_bytes
         self.images = dict(DEFAULT_IMAGES if images is None else images)
         self._rng = random.Random(seed)
@@ -260,6 +227,7 @@ class GceEmulator:
             status, payload = 200, self._route(req)
         except ApiError as e:
             status, payload = e.code, e.payload()
+        req.status = status
         data = json.dumps(payload).encode()
         h.send_response(status)
         h.send_header("Content-Type", "application/json; charset=UTF-8")
@@ -279,6 +247,8 @@ class GceEmulator:
         if self.require_auth and not req.headers.get("authorization", "").startswith("Bearer "):
             raise ApiError(*HTTP_FAULTS["auth_401"][:3], HTTP_FAULTS["auth_401"][4])
         self._http_fault(mid, params)
+        if "zone" in params and not ZONE_NAME.fullmatch(params["zone"]):
+            raise invalid(f"Invalid value for field 'zone': '{params['zone']}'. Unknown zone.")
         errs = self.discovery.check_params(mid, params, req.query, extra={"returnPartialSuccess"})
         if isinstance(req.body, ValueError):
             errs.append(f"Invalid JSON payload received. {req.body}")
@@ -301,13 +271,7 @@ class GceEmulator:
     def _http_fault(self, mid: str, params: dict) -> None:
         f = self._take_fault(HTTP_FAULTS, mid, params.get("zone"))
         if f:
-            code, reason, domain, msg, status = HTTP_FAULTS[f.kind]
-            zone = params.get("zone") or "us-central1-a"
-            fmt = {"project": params.get("project"), "zone": zone, "message": f.params.get(
-                "message", "Invalid value for field 'resource': ''. Injected invalid_400 fault."),
-                "quota_message": _quota_message(f.params.get("metric", "GPUS_ALL_REGIONS"),
-                                                f.params.get("region", _region(zone)))}
-            raise ApiError(code, reason, msg.format(**fmt), domain, status)
+            raise http_fault_error(f.kind, f.params, params.get("project"), params.get("zone"))
 
     # ------------------------------------------------------------------ operations
     def _new_op(self, project: str, zone: str, op_type: str, name: str, target_id: str, fault=None) -> dict:
@@ -317,7 +281,7 @@ class GceEmulator:
         op = {"kind": "compute#operation", "id": str(self._rng.getrandbits(63)), "name": op_name, "zone": zurl,
               "operationType": op_type, "targetLink": f"{zurl}/instances/{name}", "targetId": target_id,
               "status": self.initial_op_status, "user": "emulator@example.iam.gserviceaccount.com", "progress": 0,
-              "insertTime": _now(), "startTime": _now(), "selfLink": f"{zurl}/operations/{op_name}"}
+              "insertTime": now(), "startTime": now(), "selfLink": f"{zurl}/operations/{op_name}"}
         key = (project, zone, op_name)
         self.operations[key] = op
         self._op_state[key] = {"polls": 0, "fault": fault, "target": (project, zone, name)}
@@ -337,33 +301,13 @@ class GceEmulator:
 
     def _finish(self, key: tuple) -> None:
         st, op = self._op_state[key], self.operations[key]
-        op.update(status="DONE", progress=100, endTime=_now())
+        op.update(status="DONE", progress=100, endTime=now())
         target, fault = st["target"], st["fault"]
         if fault:
-            code, http_code, http_msg = OP_FAULTS[fault.kind]
-            project, zone = target[0], target[1]
-            error = {"code": code, "message": fault.params.get("message") or (
-                f"The zone 'projects/{project}/zones/{zone}' does not have enough resources available to fulfill "
-                "the request.  Try a different zone, or try again later.")}
-            if code.endswith("_WITH_DETAILS"):
-                error["message"] = (f"The zone 'projects/{project}/zones/{zone}' does not have enough resources "
-                                    "available to fulfill the request.  '(resource type:compute)'.")
-                error["errorDetails"] = [{"localizedMessage": {"locale": "en-US", "message": error["message"]}}]
-            if code == "QUOTA_EXCEEDED":
-                glob = fault.kind == "quota_op_global"
-                metric = fault.params.get("metric", "GPUS_ALL_REGIONS" if glob else "NVIDIA_T4_GPUS")
-                region = None if glob else fault.params.get("region", _region(zone))
-                error["message"] = _quota_message(metric, region)
-                error["errorDetails"] = [{"quotaInfo": {
-                    "metricName": f"compute.googleapis.com/{metric.lower()}", "limit": 0.0,
-                    "limitName": f"{metric.replace('_', '-')}-per-project" + ("" if glob else "-region"),
-                    "dimensions": {} if glob else {"region": region}}}]
-            op["error"] = {"errors": [error]}
-            if http_code and not fault.params.get("bare"):
-                op.update(httpErrorStatusCode=http_code, httpErrorMessage=http_msg)
+            op.update(op_error(fault.kind, fault.params, target[0], target[1]))
         elif op["operationType"] == "insert" and target in self.instances:
             inst = self.instances[target]
-            inst.update(status="RUNNING", lastStartTimestamp=_now(), cpuPlatform="Intel Cascade Lake")
+            inst.update(status="RUNNING", lastStartTimestamp=now(), cpuPlatform="Intel Cascade Lake")
             for nic in inst["networkInterfaces"]:
                 for ac in nic.get("accessConfigs", []):
                     ac["natIP"] = f"198.51.100.{self._rng.randrange(2, 254)}"
@@ -423,65 +367,14 @@ class GceEmulator:
         fault = self._take_fault(OP_FAULTS, "compute.instances.insert", zone)
         inst_id = str(self._rng.getrandbits(63))
         if fault is None or fault.kind == "op_never_done":
-            self.instances[key] = self._materialize(body, project, zone, inst_id)
+            self.instances[key] = instance_resource(body, project, zone, inst_id, self._rng)
         return self._remember(req, project, self._new_op(project, zone, "insert", body["name"], inst_id, fault))
 
     def _check_image(self, body: dict) -> None:
         for d in body.get("disks") or []:
             src = (d.get("initializeParams") or {}).get("sourceImage")
-            if src and not self._image_known(relative(src)):
+            if src and not image_known(relative(src), self.images):
                 raise ApiError(404, "notFound", f"The resource '{relative(src)}' was not found")
-
-    def _image_known(self, path: str) -> bool:
-        """projects/P/global/images/family/F for a known family, or an image name of a known family's series."""
-        m = re.fullmatch(r"projects/([^/]+)/global/images/(family/)?([^/]+)", path)
-        if not m:
-            return False
-        project, is_family, name = m.groups()
-        if is_family:
-            return (project, name) in self.images
-        return any(p == project and (name == n or re.fullmatch(re.escape(n.rsplit("-v", 1)[0]) + r"-v\d{8}", name))
-                   for (p, _), n in self.images.items())
-
-    def _materialize(self, body: dict, project: str, zone: str, inst_id: str) -> dict:
-        zurl, region = f"{API}projects/{project}/zones/{zone}", _region(zone)
-        name = body["name"]
-        inst = copy.deepcopy(body)
-        disks = []
-        for i, d in enumerate(body.get("disks") or []):
-            init = d.get("initializeParams") or {}
-            dname = init.get("diskName") or (name if d.get("boot") else f"{name}-{i}")
-            disks.append({"kind": "compute#attachedDisk", "type": d.get("type", "PERSISTENT"), "mode": d.get("mode", "READ_WRITE"),
-                          "source": d.get("source") or f"{zurl}/disks/{dname}", "deviceName": d.get("deviceName", dname),
-                          "index": i, "boot": bool(d.get("boot")), "autoDelete": bool(d.get("autoDelete")),
-                          "interface": d.get("interface", "SCSI"), "diskSizeGb": str(init.get("diskSizeGb", "10")),
-                          "architecture": "X86_64"})
-        nics = []
-        for i, n in enumerate(body.get("networkInterfaces") or []):
-            net = relative(n.get("network") or "global/networks/default").split("/")[-1]
-            nics.append({"kind": "compute#networkInterface", "name": f"nic{i}", "network": f"{API}projects/{project}/global/networks/{net}",
-                         "subnetwork": f"{API}projects/{project}/regions/{region}/subnetworks/{net}",
-                         "networkIP": f"10.128.0.{self._rng.randrange(2, 254)}", "stackType": "IPV4_ONLY",
-                         "fingerprint": "aGVsbG8xMjM=", "accessConfigs": [
-                             {"kind": "compute#accessConfig", "type": a.get("type", "ONE_TO_ONE_NAT"),
-                              "name": a.get("name", "External NAT"), "networkTier": a.get("networkTier", "PREMIUM")}
-                             for a in n.get("accessConfigs") or []]})
-        sched = {"onHostMaintenance": "MIGRATE", "automaticRestart": True, "preemptible": False,
-                 "provisioningModel": "STANDARD", **(body.get("scheduling") or {})}
-        if sched["provisioningModel"] == "SPOT":
-            sched.setdefault("automaticRestart", False)
-        for acc in inst.get("guestAccelerators") or []:
-            acc["acceleratorType"] = f"{zurl}/acceleratorTypes/{acc['acceleratorType'].rsplit('/', 1)[1]}"
-        inst.update(kind="compute#instance", id=inst_id, creationTimestamp=_now(), status="PROVISIONING",
-                    zone=zurl, machineType=f"{zurl}/machineTypes/{body['machineType'].rsplit('/', 1)[1]}",
-                    selfLink=f"{zurl}/instances/{name}", disks=disks, networkInterfaces=nics, scheduling=sched,
-                    metadata={"kind": "compute#metadata", "fingerprint": "ZmluZ2VycHJpbnQ=",
-                              "items": (body.get("metadata") or {}).get("items") or []},
-                    labels=dict(body.get("labels") or {}), labelFingerprint="bGFiZWxz", fingerprint="aW5zdGFuY2U=",
-                    cpuPlatform="Unknown CPU Platform", startRestricted=False,
-                    deletionProtection=bool(body.get("deletionProtection")), canIpForward=bool(body.get("canIpForward")),
-                    tags={"fingerprint": "dGFncw==", **(body.get("tags") or {})})
-        return inst
 
     def _instances_get(self, req, project, zone, instance):
         return copy.deepcopy(self.instances[self._lookup(project, zone, instance)])
@@ -568,19 +461,13 @@ class GceEmulator:
         return {**out, "queryPath": qp or "", "queryValue": {"items": found}}
 
     # ------------------------------------------------------------------ images
-    def _image(self, project, name, family=None):
-        return {"kind": "compute#image", "id": str(zlib.crc32(f"{project}/{name}".encode()) * 1000003), "name": name,
-                "family": family or name.rsplit("-v", 1)[0], "status": "READY", "architecture": "X86_64",
-                "diskSizeGb": "10", "selfLink": f"{API}projects/{project}/global/images/{name}",
-                "creationTimestamp": "2026-10-15T09:00:00.000-07:00", "sourceType": "RAW"}
-
     def _images_getFromFamily(self, req, project, family):
         if (project, family) not in self.images:
             raise ApiError(404, "notFound", f"The resource 'projects/{project}/global/images/family/{family}' was not found")
-        return self._image(project, self.images[(project, family)], family)
+        return image_resource(project, self.images[(project, family)], family)
 
     def _images_get(self, req, project, image):
         for (p, fam), name in self.images.items():
             if p == project and name == image:
-                return self._image(project, name, fam)
+                return image_resource(project, name, fam)
         raise ApiError(404, "notFound", f"The resource 'projects/{project}/global/images/{image}' was not found")

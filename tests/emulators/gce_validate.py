@@ -8,14 +8,19 @@ Three layers, each raising or returning Google-style messages:
   labels, metadata sizes, GPU host maintenance, Spot scheduling).
 - `compile_filter`: the list-filter language (`labels.k = v`, `!=`, `:`, `:*`, `eq`/`ne` regex,
   parentheses, implicit or explicit AND, OR).
+- Wire shapes (pure functions): the fault catalog (HTTP_FAULTS, OP_FAULTS), failed-operation errors,
+  and the Instance / Image resources the emulator returns.
 """
 from __future__ import annotations
 
 import base64
 import binascii
+import copy
 import functools
 import json
 import re
+import zlib
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 DOC = Path(__file__).resolve().parents[1] / "fixtures" / "gce" / "compute.v1.json"
@@ -235,7 +240,13 @@ def check_instance(body: dict, project: str, zone: str, networks=("default",)) -
         bad("scheduling.automaticRestart", "true", "Preemptible instances cannot be automatically restarted.")
     if spot and ohm == "MIGRATE":
         bad("scheduling.onHostMaintenance", ohm, "Scheduling must have preemptible be false when OnHostMaintenance isn't TERMINATE.")
-    if sched.get("instanceTerminationAction") and not (spot or sched.get("maxRunDuration") or sched.get("terminationTime")):
+    mrd = sched.get("maxRunDuration")
+    if (mrd or sched.get("terminationTime")) and not sched.get("instanceTerminationAction"):
+        bad("scheduling.instanceTerminationAction", "", "instanceTerminationAction (STOP or DELETE) must be set "
+                                                        "when maxRunDuration or terminationTime is set.")
+    if mrd and not 30 <= int(mrd.get("seconds") or 0) <= 120 * 86400:
+        bad("scheduling.maxRunDuration.seconds", mrd.get("seconds"), "maxRunDuration must be between 30 s and 120 days.")
+    if sched.get("instanceTerminationAction") and not (spot or mrd or sched.get("terminationTime")):
         bad("scheduling.instanceTerminationAction", sched["instanceTerminationAction"],
             "instanceTerminationAction can only be set for SPOT instances or with maxRunDuration/terminationTime.")
 
@@ -396,3 +407,132 @@ def compile_filter(expr: str | None):
     if i != len(toks):
         raise ValueError("trailing tokens")
     return pred
+
+
+# ---------------------------------------------------------------------------------------------- wire shapes
+# What the emulator answers: the fault catalog and the resources it stores. Pure functions, no state.
+API = "https://www.googleapis.com/compute/v1/"
+# kind: (HTTP status, reason, domain, message template, status)
+HTTP_FAULTS = {
+    "auth_401": (401, "required", "global", "Request is missing required authentication credential. Expected OAuth 2 "
+                 "access token, login cookie or other valid authentication credential.", "UNAUTHENTICATED"),
+    "permission_403": (403, "forbidden", "global", "Required 'compute.instances.create' permission for "
+                       "'projects/{project}/zones/{zone}/instances'", None),
+    "invalid_400": (400, "invalid", "global", "{message}", None),
+    "quota_403": (403, "quotaExceeded", "usageLimits", "{quota_message}", None),
+    "rate_429": (429, "rateLimitExceeded", "usageLimits", "Rate Limit Exceeded", "RESOURCE_EXHAUSTED"),
+    "unavailable_503": (503, "backendError", "global", "Internal error. Please try again or contact Google Support. "
+                        "(Code: '5C3A1B2D0E4F6')", None),
+}
+# kind: (operation error code, httpErrorStatusCode, httpErrorMessage); None: the operation never finishes
+OP_FAULTS = {
+    "stockout_op": ("ZONE_RESOURCE_POOL_EXHAUSTED", 503, "SERVICE UNAVAILABLE"),
+    "stockout_op_bare": ("ZONE_RESOURCE_POOL_EXHAUSTED", None, None),
+    "stockout_details": ("ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS", 503, "SERVICE UNAVAILABLE"),
+    "quota_op": ("QUOTA_EXCEEDED", 403, "FORBIDDEN"),
+    "quota_op_global": ("QUOTA_EXCEEDED", 403, "FORBIDDEN"),
+    "op_never_done": None,
+}
+
+
+def now() -> str:
+    return datetime.now(timezone(timedelta(hours=-8))).isoformat(timespec="milliseconds")
+
+
+def region_of(zone: str) -> str:
+    return zone.rsplit("-", 1)[0]
+
+
+def quota_message(metric: str, region: str | None) -> str:
+    where = f"in region {region}" if region and metric != "GPUS_ALL_REGIONS" else "globally"
+    return f"Quota '{metric}' exceeded.  Limit: 0.0 {where}."
+
+
+def http_fault_error(kind: str, params: dict, project: str | None, zone: str | None) -> ApiError:
+    code, reason, domain, msg, status = HTTP_FAULTS[kind]
+    zone = zone or "us-central1-a"
+    text = msg.format(project=project, zone=zone,
+                      message=params.get("message", "Invalid value for field 'resource': ''. Injected invalid_400 fault."),
+                      quota_message=quota_message(params.get("metric", "GPUS_ALL_REGIONS"), params.get("region", region_of(zone))))
+    return ApiError(code, reason, text, domain, status)
+
+
+def op_error(kind: str, params: dict, project: str, zone: str) -> dict:
+    """The fields a failed operation gets once DONE: error.errors[] (+ httpError* unless bare)."""
+    code, http_code, http_msg = OP_FAULTS[kind]
+    where = f"The zone 'projects/{project}/zones/{zone}' does not have enough resources available to fulfill the request."
+    error = {"code": code, "message": f"{where}  Try a different zone, or try again later."}
+    if code.endswith("_WITH_DETAILS"):
+        error["message"] = f"{where}  '(resource type:compute)'."
+        error["errorDetails"] = [{"localizedMessage": {"locale": "en-US", "message": error["message"]}}]
+    if code == "QUOTA_EXCEEDED":
+        glob = kind == "quota_op_global"
+        metric = params.get("metric", "GPUS_ALL_REGIONS" if glob else "NVIDIA_T4_GPUS")
+        region = None if glob else params.get("region", region_of(zone))
+        error["message"] = quota_message(metric, region)
+        error["errorDetails"] = [{"quotaInfo": {
+            "metricName": f"compute.googleapis.com/{metric.lower()}", "limit": 0.0,
+            "limitName": f"{metric.replace('_', '-')}-per-project" + ("" if glob else "-region"),
+            "dimensions": {} if glob else {"region": region}}}]
+    if params.get("message"):
+        error["message"] = params["message"]
+    out = {"error": {"errors": [error]}}
+    if http_code and not params.get("bare"):
+        out.update(httpErrorStatusCode=http_code, httpErrorMessage=http_msg)
+    return out
+
+
+def instance_resource(body: dict, project: str, zone: str, inst_id: str, rng) -> dict:
+    """The Instance as instances.get returns it right after insert (status PROVISIONING, no natIP yet)."""
+    zurl, name = f"{API}projects/{project}/zones/{zone}", body["name"]
+    inst, disks, nics = copy.deepcopy(body), [], []
+    for i, d in enumerate(body.get("disks") or []):
+        init = d.get("initializeParams") or {}
+        dname = init.get("diskName") or (name if d.get("boot") else f"{name}-{i}")
+        disks.append({"kind": "compute#attachedDisk", "type": d.get("type", "PERSISTENT"), "mode": d.get("mode", "READ_WRITE"),
+                      "source": d.get("source") or f"{zurl}/disks/{dname}", "deviceName": d.get("deviceName", dname),
+                      "index": i, "boot": bool(d.get("boot")), "autoDelete": bool(d.get("autoDelete")),
+                      "interface": d.get("interface", "SCSI"), "diskSizeGb": str(init.get("diskSizeGb", "10")),
+                      "architecture": "X86_64"})
+    for i, n in enumerate(body.get("networkInterfaces") or []):
+        net = relative(n.get("network") or "global/networks/default").split("/")[-1]
+        nics.append({"kind": "compute#networkInterface", "name": f"nic{i}", "stackType": "IPV4_ONLY",
+                     "network": f"{API}projects/{project}/global/networks/{net}",
+                     "subnetwork": f"{API}projects/{project}/regions/{region_of(zone)}/subnetworks/{net}",
+                     "networkIP": f"10.128.0.{rng.randrange(2, 254)}", "fingerprint": "aGVsbG8xMjM=",
+                     "accessConfigs": [{"kind": "compute#accessConfig", "type": a.get("type", "ONE_TO_ONE_NAT"),
+                                        "name": a.get("name", "External NAT"), "networkTier": a.get("networkTier", "PREMIUM")}
+                                       for a in n.get("accessConfigs") or []]})
+    spot = (body.get("scheduling") or {}).get("provisioningModel") == "SPOT"
+    sched = {"onHostMaintenance": "TERMINATE" if spot else "MIGRATE", "automaticRestart": not spot,
+             "preemptible": False, "provisioningModel": "STANDARD", **(body.get("scheduling") or {})}
+    for acc in inst.get("guestAccelerators") or []:
+        acc["acceleratorType"] = f"{zurl}/acceleratorTypes/{acc['acceleratorType'].rsplit('/', 1)[1]}"
+    inst.update(kind="compute#instance", id=inst_id, creationTimestamp=now(), status="PROVISIONING", zone=zurl,
+                machineType=f"{zurl}/machineTypes/{body['machineType'].rsplit('/', 1)[1]}",
+                selfLink=f"{zurl}/instances/{name}", disks=disks, networkInterfaces=nics, scheduling=sched,
+                metadata={"kind": "compute#metadata", "fingerprint": "ZmluZ2VycHJpbnQ=",
+                          "items": (body.get("metadata") or {}).get("items") or []},
+                labels=dict(body.get("labels") or {}), labelFingerprint="bGFiZWxz", fingerprint="aW5zdGFuY2U=",
+                cpuPlatform="Unknown CPU Platform", startRestricted=False, satisfiesPzi=False,
+                deletionProtection=bool(body.get("deletionProtection")), canIpForward=bool(body.get("canIpForward")),
+                tags={"fingerprint": "dGFncw==", **(body.get("tags") or {})})
+    return inst
+
+
+def image_known(path: str, images: dict) -> bool:
+    """projects/P/global/images/family/F of a known family, or an image name in a known family's series."""
+    m = re.fullmatch(r"projects/([^/]+)/global/images/(family/)?([^/]+)", path)
+    if not m:
+        return False
+    project, is_family, name = m.groups()
+    if is_family:
+        return (project, name) in images
+    return any(p == project and (name == n or re.fullmatch(re.escape(n.rsplit("-v", 1)[0]) + r"-v\d{8}", name))
+               for (p, _), n in images.items())
+
+
+def image_resource(project: str, name: str, family: str) -> dict:
+    return {"kind": "compute#image", "id": str(zlib.crc32(f"{project}/{name}".encode()) * 1000003), "name": name,
+            "family": family, "status": "READY", "architecture": "X86_64", "diskSizeGb": "10", "sourceType": "RAW",
+            "selfLink": f"{API}projects/{project}/global/images/{name}", "creationTimestamp": "2026-10-15T09:00:00.000-07:00"}

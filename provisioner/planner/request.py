@@ -1,0 +1,112 @@
+"""What the planner is asked: a cloud-neutral, fully-defaulted description of the VM wanted.
+
+The CLI builds a PlanRequest from a profile (applying the documented per-GPU defaults for
+``min_vcpus`` / ``min_memory_gib``) and from the compat engine (``stack_excluded_gpus``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Iterable, Mapping
+
+from provisioner.catalog.families import CLOUDS, DISK_TYPES, PROVISIONABLE_CLOUDS
+
+#: Stable rejection reasons, in the order the planner tests them. Each rejected offer is counted
+#: once, under the first reason it fails.
+REASONS: tuple[str, ...] = (
+    "cloud",               # offer's cloud not in placement.clouds
+    "not_provisionable",   # trainvm cannot create VMs on that cloud yet (AWS)
+    "gpu_name",            # GPU model not among the accepted names
+    "gpu_memory",          # memory per GPU below min_gpu_memory_gib
+    "stack_incompatible",  # the pinned stack cannot run on that GPU (compat engine)
+    "gpu_count",           # GPU count differs from hardware.gpu_count
+    "vcpus",               # fewer vCPUs than min_vcpus
+    "memory",              # less RAM than min_memory_gib
+    "local_nvme",          # cannot have local_nvme_gib of local NVMe
+    "disk_type",           # boot disk type unavailable for that machine family / size
+    "os_image",            # no image of stack.os for that cloud/architecture
+    "region",              # region not matched by placement.regions
+    "retired",             # catalog flags the size as retired by the cloud
+    "fractional_gpu",      # size carries a slice of one GPU
+    "flagged_price",       # catalog price is unreliable (see catalog data/README.md)
+    "spot_unavailable",    # spot requested, offer has no (reliable) spot price
+    "max_price",           # price that applies above max_price_per_hour
+)
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    gpu_names: frozenset[str] | None = None
+    min_gpu_memory_gib: float | None = None
+    gpu_count: int = 1
+    min_vcpus: float = 0
+    min_memory_gib: float = 0
+    local_nvme_gib: int = 0
+    boot_disk_type: str = "balanced"
+    clouds: tuple[str, ...] = tuple(sorted(PROVISIONABLE_CLOUDS))
+    region_globs: tuple[str, ...] | None = None
+    spot: bool = False
+    max_price_per_hour: float | None = None
+    os: str = "ubuntu-22.04"
+    #: GPU name -> why the pinned stack cannot run there (empty: no restriction)
+    stack_excluded_gpus: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    include_unprovisionable: bool = False
+
+    def __post_init__(self) -> None:
+        put = object.__setattr__
+        if self.gpu_names is not None:
+            names = frozenset(self.gpu_names) if not isinstance(self.gpu_names, str) \
+                else frozenset({self.gpu_names})
+            if not names:
+                raise ValueError("gpu_names must not be empty (use None for any GPU)")
+            put(self, "gpu_names", names)
+        clouds = tuple(dict.fromkeys(self.clouds))
+        if not clouds or not set(clouds) <= set(CLOUDS):
+            raise ValueError(f"clouds must be a non-empty subset of {', '.join(CLOUDS)}")
+        put(self, "clouds", clouds)
+        if self.region_globs is not None:
+            globs = tuple(self.region_globs) if not isinstance(self.region_globs, str) \
+                else (self.region_globs,)
+            put(self, "region_globs", globs or None)
+        if self.gpu_count < 1:
+            raise ValueError("gpu_count must be >= 1")
+        if self.boot_disk_type not in DISK_TYPES:
+            raise ValueError(f"boot_disk_type must be one of {', '.join(DISK_TYPES)}")
+        for name in ("min_vcpus", "min_memory_gib", "local_nvme_gib"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0")
+        if self.max_price_per_hour is not None and self.max_price_per_hour <= 0:
+            raise ValueError("max_price_per_hour must be > 0")
+        put(self, "stack_excluded_gpus", MappingProxyType(dict(self.stack_excluded_gpus)))
+
+    def describe_gpu(self) -> str:
+        """``H100 x8`` / ``any GPU with >= 24 GiB x1`` for messages."""
+        what = "/".join(sorted(self.gpu_names)) if self.gpu_names else "any GPU"
+        if self.min_gpu_memory_gib:
+            what += f" with >= {self.min_gpu_memory_gib:g} GiB"
+        return f"{what} x{self.gpu_count}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "gpu_names": sorted(self.gpu_names) if self.gpu_names else None,
+            "min_gpu_memory_gib": self.min_gpu_memory_gib, "gpu_count": self.gpu_count,
+            "min_vcpus": self.min_vcpus, "min_memory_gib": self.min_memory_gib,
+            "local_nvme_gib": self.local_nvme_gib, "boot_disk_type": self.boot_disk_type,
+            "clouds": list(self.clouds),
+            "region_globs": list(self.region_globs) if self.region_globs else None,
+            "spot": self.spot, "max_price_per_hour": self.max_price_per_hour, "os": self.os,
+            "stack_excluded_gpus": dict(sorted(self.stack_excluded_gpus.items())),
+            "include_unprovisionable": self.include_unprovisionable,
+        }
+
+
+def request_with(req: PlanRequest, **changes: Any) -> PlanRequest:
+    """A copy of ``req`` with some fields changed (validated again)."""
+    data = {f: getattr(req, f) for f in req.__dataclass_fields__}
+    data.update(changes)
+    return PlanRequest(**data)
+
+
+def as_globs(regions: Iterable[str] | None) -> tuple[str, ...] | None:
+    return None if regions is None else tuple(regions)

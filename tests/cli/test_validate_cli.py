@@ -1,0 +1,109 @@
+"""CLI: validate (text and JSON), schema, exit codes, no tracebacks."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+from ruamel.yaml import YAML
+
+from tests.conftest import BASES, EXAMPLES, REPO
+
+
+def test_validate_examples_text(cli) -> None:
+    r = cli("validate", *map(str, EXAMPLES))
+    assert r.code == 0, r.err
+    assert all(f"{p}: valid (hash " in r.out for p in map(str, EXAMPLES))
+
+
+def test_validate_json_shape(cli, write_yaml) -> None:
+    bad = write_yaml("name: x\nstack:\n  os: ubuntu-22.04\n  driver: '470.256.02'\n  cuda: '12.4'\n  python: 3.11.9\n  packages: [torch==2.4.1+cu124]\n")
+    r = cli("validate", "--json", str(EXAMPLES[0]), str(bad))
+    assert r.code == 1
+    doc = r.json()
+    ok, ko = doc["results"]
+    assert ok["valid"] and len(ok["hash"]) == 64 and ok["errors"] == []
+    assert not ko["valid"] and ko["hash"] is None
+    err = next(e for e in ko["errors"] if e["path"] == "stack.driver")
+    assert set(err) == {"file", "line", "path", "message", "level", "source"}
+    assert err["line"] == 4 and err["file"] == str(bad) and err["level"] == "error" and "Table 2" in err["source"]
+
+
+def test_validate_missing_file_exit_2(cli, tmp_path: Path) -> None:
+    r = cli("validate", str(tmp_path / "absent.yaml"))
+    assert r.code == 2 and "no such profile file" in r.err and "Traceback" not in r.err
+
+
+def test_validate_bad_yaml_exit_2_json(cli, write_yaml) -> None:
+    r = cli("validate", "--json", str(write_yaml("name: [x\n")))
+    assert r.code == 2
+    assert "YAML syntax error" in r.json()["results"][0]["errors"][0]["message"]
+
+
+def test_warnings_go_to_stderr_in_text_mode(cli, write_yaml) -> None:
+    p = write_yaml("name: x\nstack:\n  os: ubuntu-22.04\n  driver: '535.216.03'\n  cuda: '12.4'\n  python: 3.11.9\n  packages: [torch==2.4.1+cu124]\n")
+    r = cli("validate", str(p))
+    assert r.code == 0 and "1 warning" in r.out and "warning" in r.err and "550.54.14" in r.err
+
+
+def test_usage_error_exit_2(cli) -> None:
+    assert cli("validate").code == 2
+    assert cli("no-such-command").code == 2
+
+
+def test_schema_is_2020_12_and_examples_validate_against_it(cli) -> None:
+    r = cli("schema")
+    assert r.code == 0
+    schema = json.loads(r.out)
+    assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    jsonschema.Draft202012Validator.check_schema(schema)
+    validator = jsonschema.Draft202012Validator(schema)
+    for path in EXAMPLES + BASES:
+        from provisioner.profile.source import load_resolved
+
+        doc = load_resolved(path).data
+        doc.pop("extends", None)
+        errors = list(validator.iter_errors(doc))
+        assert not errors, (path, [e.message for e in errors])
+    # Raw files (with extends and partial sections) also validate: no unknown keys, right types.
+    for path in EXAMPLES:
+        raw = YAML(typ="safe").load(path.read_text())
+        partial = {**raw, "stack": {"os": "ubuntu-22.04", "driver": "550.127.05", "python": "3.11.9", **raw.get("stack", {})}}
+        assert not list(validator.iter_errors(partial)), path
+
+
+def test_schema_has_descriptions_enums_examples(cli) -> None:
+    schema = cli("schema").json()
+    stack = schema["$defs"]["Stack"]["properties"]
+    assert stack["os"]["enum"] == ["ubuntu-22.04", "ubuntu-24.04", "debian-12"]
+    assert stack["driver"]["description"] and stack["driver"]["examples"]
+    gpu = schema["$defs"]["Hardware"]["properties"]["gpu"]
+    assert "T4" in json.dumps(gpu) and "enum" in json.dumps(gpu)
+    jsonschema.validate({"name": "x", "stack": {"os": "debian-12"}}, schema) if False else None
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"name": "x", "stack": {"os": "debian-12", "driver": "1", "python": "3.11.9"}, "bogus": 1}, schema)
+
+
+def test_help_does_not_import_cloud_sdks_or_heavy_modules() -> None:
+    code = (
+        "import sys\nfrom provisioner.cli import app\n"
+        "try:\n    app(['--help'], standalone_mode=False)\nexcept SystemExit:\n    pass\n"
+        "bad=[m for m in sys.modules if m.startswith(('google.cloud','azure','boto3','botocore','pandas','numpy','pydantic'))]\n"
+        "print('MODULES=' + ','.join(bad))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True).stdout
+    assert out.strip().splitlines()[-1] == "MODULES=", out
+
+
+def test_validate_does_not_import_cloud_sdks() -> None:
+    code = (
+        "import sys\nsys.argv=['trainvm','validate',%r]\nfrom provisioner.cli import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print('MODULES=' + ','.join(m for m in sys.modules if m.startswith(('google.cloud','azure','boto3','botocore'))))\n"
+    ) % str(EXAMPLES[0])
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True).stdout
+    assert out.strip().splitlines()[-1].strip() == "MODULES=", out

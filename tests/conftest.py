@@ -1,0 +1,82 @@
+"""Shared fixtures: writing profiles to disk and running the CLI in-process."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLES = sorted((REPO / "profiles" / "examples").glob("*.yaml"))
+BASES = sorted((REPO / "profiles" / "base").glob("*.yaml"))
+
+
+@dataclass
+class CliResult:
+    code: int
+    out: str
+    err: str
+
+    def json(self) -> Any:
+        import json
+
+        return json.loads(self.out)
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Callable[..., CliResult]:
+    """Run ``trainvm ARGS`` through the real entry point (error funnel included)."""
+    from provisioner.cli import main
+
+    def run(*args: str) -> CliResult:
+        monkeypatch.setattr(sys, "argv", ["trainvm", *args])
+        capsys.readouterr()
+        try:
+            main()
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        out, err = capsys.readouterr()
+        return CliResult(code, out, err)
+
+    return run
+
+
+STACK = {
+    "os": "ubuntu-22.04",
+    "driver": "550.127.05",
+    "cuda": "12.4",
+    "python": "3.11.9",
+    "packages": ["torch==2.4.1+cu124"],
+}
+
+
+def make_profile(hardware: dict[str, Any] | None = None, **stack: Any) -> dict[str, Any]:
+    doc: dict[str, Any] = {"name": "t", "stack": {**STACK, **stack}}
+    if hardware is not None:
+        doc["hardware"] = hardware
+    return doc
+
+
+@pytest.fixture
+def write_yaml(tmp_path: Path) -> Callable[..., Path]:
+    from io import StringIO
+
+    from ruamel.yaml import YAML
+
+    def write(doc: dict[str, Any] | str, name: str = "p.yaml", folder: Path | None = None) -> Path:
+        path = (folder or tmp_path) / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(doc, str):
+            path.write_text(doc)
+        else:
+            buf = StringIO()
+            YAML().dump(doc, buf)
+            path.write_text(buf.getvalue())
+        return path
+
+    return write
