@@ -1,0 +1,37 @@
+"""Cloud providers behind one small contract (``base.Provider``), loaded lazily by name so that
+``trainvm --help``, ``validate`` and ``plan`` never import a cloud SDK."""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from provisioner.providers.base import Provider
+
+PROVIDERS: dict[str, str] = {
+    "gcp": "provisioner.providers.gcp:GcpProvider",
+    "azure": "provisioner.providers.azure:AzureProvider",
+}
+
+_override: dict[str, Provider] = {}
+
+
+def get_provider(cloud: str) -> Provider:
+    """The provider for ``cloud`` (tests may install fakes with ``set_provider``)."""
+    if cloud in _override:
+        return _override[cloud]
+    from provisioner.errors import CloudError
+
+    target = PROVIDERS.get(cloud)
+    if target is None:
+        raise CloudError(f"trainvm cannot provision on {cloud!r} yet (supported: {', '.join(PROVIDERS)})")
+    module, _, cls = target.partition(":")
+    return getattr(importlib.import_module(module), cls)()
+
+
+def set_provider(cloud: str, provider: Provider | None) -> None:
+    if provider is None:
+        _override.pop(cloud, None)
+    else:
+        _override[cloud] = provider

@@ -1,0 +1,157 @@
+"""The provider contract and the records that cross it.
+
+A provider is thin: a pure request builder (``*_request.py``) plus SDK calls. It classifies every
+cloud error into one of the ``ProviderError`` subclasses below, which drive failover:
+capacity -> next zone, quota -> next region (or the next cloud), auth/validation -> stop.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from provisioner.catalog.models import Offer
+
+Outcome = Literal["created", "exists", "capacity", "quota", "quota-cloud", "retry-exhausted", "auth", "invalid", "error"]
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """Everything ``create`` needs; built by ``provision.launch_spec`` from the plan and the render."""
+
+    name: str
+    profile_name: str
+    profile_hash: str  # full sha256
+    profile_json: str  # the resolved profile, canonical JSON (stored on the VM)
+    labels: dict[str, str]
+    startup_script: str  # the script as it runs on the VM
+    user_data: str  # what the cloud receives (GCE: the script; Azure: cloud-init text)
+    os: str
+    boot_disk_type: str
+    boot_disk_gib: int
+    local_nvme_gib: int
+    spot: bool
+    max_price_per_hour: float | None
+    max_run_hours: float | None
+    ssh_from: str | None
+    data_sources: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class InstanceRecord:
+    """A trainvm VM as the cloud reports it (rebuilt from labels/tags; no local state)."""
+
+    name: str
+    cloud: str
+    region: str
+    zone: str | None
+    instance_type: str
+    state: str
+    profile: str | None
+    hash: str | None
+    price_hourly: float | None = None
+    created: str | None = None
+    ip: str | None = None
+    image: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name, "cloud": self.cloud, "region": self.region, "zone": self.zone,
+            "instance_type": self.instance_type, "state": self.state, "profile": self.profile,
+            "hash": self.hash, "price_hourly": self.price_hourly, "created": self.created,
+        }
+
+
+class ProviderError(Exception):
+    """A classified cloud failure. ``code`` is the cloud's own error code."""
+
+    outcome: Outcome = "error"
+
+    def __init__(self, message: str, *, code: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class CapacityError(ProviderError):
+    outcome = "capacity"
+
+
+class QuotaError(ProviderError):
+    """``scope`` says how far to skip: the region, or the whole cloud (e.g. GCE GPUS_ALL_REGIONS)."""
+
+    outcome = "quota"
+
+    def __init__(self, message: str, *, code: str | None = None, scope: Literal["region", "cloud"] = "region") -> None:
+        super().__init__(message, code=code)
+        self.scope = scope
+        if scope == "cloud":
+            self.outcome = "quota-cloud"
+
+
+class RetryExhaustedError(ProviderError):
+    """Rate limits / 5xx / a never-finishing operation, still failing after bounded retries."""
+
+    outcome = "retry-exhausted"
+
+
+class AuthError(ProviderError):
+    outcome = "auth"
+
+
+class InvalidRequestError(ProviderError):
+    outcome = "invalid"
+
+
+class ConflictError(ProviderError):
+    """A VM of that name exists with another profile hash."""
+
+    outcome = "invalid"
+
+
+class Provider(Protocol):
+    NAME: str
+
+    def find(self, name: str) -> InstanceRecord | None:
+        """The trainvm VM called ``name`` or None. Never raises for 'not found'."""
+
+    def create(self, spec: LaunchSpec, offer: Offer) -> InstanceRecord:
+        """Create the VM for ``offer`` and wait until it runs. Idempotent for the same spec (request ids,
+        deterministic names). On any failure, leaves nothing behind and raises a ``ProviderError``."""
+
+    def list(self) -> list[InstanceRecord]:
+        """Every VM labelled ``trainvm-managed=true`` that the credentials can see."""
+
+    def delete(self, name: str, *, wait: bool = True) -> bool:
+        """Delete the VM and everything created for it. False when it was already gone."""
+
+    def read_report(self, name: str) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+        """(the latest TRAINVM_REPORT found, the resolved profile stored on the VM)."""
+
+
+OWNER_RE = re.compile(r"[^a-z0-9_-]")
+
+
+def owner_label() -> str:
+    try:
+        user = getpass.getuser()
+    except Exception:  # noqa: BLE001 - no passwd entry in some containers
+        user = os.environ.get("USER", "unknown")
+    return OWNER_RE.sub("", user.lower())[:63] or "unknown"
+
+
+def vm_name(profile_name: str, profile_hash: str, override: str | None = None) -> str:
+    """``trainvm-<profile>-<first 8 hex of the hash>`` unless ``--name`` (SPEC "What up creates")."""
+    return override or f"trainvm-{profile_name}-{profile_hash[:8]}"
+
+
+def labels_for(profile_name: str, profile_hash: str) -> dict[str, str]:
+    return {
+        "trainvm-managed": "true",
+        "trainvm-profile": profile_name,
+        "trainvm-hash": profile_hash[:16],
+        "trainvm-owner": owner_label(),
+    }

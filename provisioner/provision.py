@@ -1,0 +1,122 @@
+"""``up``'s engine: walk the planned offers in failover order until one VM exists.
+
+Capacity errors move to the next offer (next zone); a regional quota error skips the rest of that
+region; a cloud-wide quota error skips the cloud; rate limits and 5xx are retried inside the
+provider and, when still failing, count as a failed attempt; auth and validation errors stop at
+once. Every attempt is reported through ``on_attempt`` and kept for the final error."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from provisioner.catalog.models import Offer
+from provisioner.errors import CapacityExhaustedError, CloudError
+from provisioner.providers.base import (
+    AuthError,
+    ConflictError,
+    InstanceRecord,
+    InvalidRequestError,
+    LaunchSpec,
+    Provider,
+    ProviderError,
+    QuotaError,
+)
+
+
+@dataclass(frozen=True)
+class Attempt:
+    cloud: str
+    region: str
+    zone: str | None
+    instance_type: str
+    outcome: str
+    error_code: str | None
+    message: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "cloud": self.cloud, "region": self.region, "zone": self.zone, "instance_type": self.instance_type,
+            "outcome": self.outcome, "error_code": self.error_code, "message": self.message,
+        }
+
+    def render(self) -> str:
+        where = self.zone or self.region
+        code = f" [{self.error_code}]" if self.error_code else ""
+        return f"{self.cloud} {where} {self.instance_type}: {self.outcome}{code} {self.message}".rstrip()
+
+
+class ProvisionError(CapacityExhaustedError):
+    def __init__(self, message: str, attempts: Sequence[Attempt], *, hint: str | None = None) -> None:
+        self.attempts = tuple(attempts)
+        lines = "\n".join(f"  {i}. {a.render()}" for i, a in enumerate(self.attempts, 1))
+        super().__init__(f"{message}\n{lines}" if lines else message, hint=hint)
+
+
+class ProvisionCloudError(CloudError):
+    def __init__(self, message: str, attempts: Sequence[Attempt], *, hint: str | None = None) -> None:
+        self.attempts = tuple(attempts)
+        lines = "\n".join(f"  {i}. {a.render()}" for i, a in enumerate(self.attempts, 1))
+        super().__init__(f"{message}\n{lines}" if lines else message, hint=hint)
+
+
+def _attempt(offer: Offer, outcome: str, code: str | None, message: str) -> Attempt:
+    return Attempt(offer.cloud, offer.region, offer.zone, offer.instance_type, outcome, code, message)
+
+
+def find_existing(name: str, clouds: Sequence[str], providers: Callable[[str], Provider], profile_hash: str) -> InstanceRecord | None:
+    """The VM already called ``name`` on any of ``clouds``; a different profile hash is a clear error."""
+    for cloud in dict.fromkeys(clouds):
+        record = providers(cloud).find(name)
+        if record is None:
+            continue
+        if record.hash and record.hash != profile_hash[: len(record.hash)]:
+            raise ConflictError(
+                f"a VM named {name} already exists on {cloud} ({record.zone or record.region}) for another version of the "
+                f"profile (hash {record.hash}, this one is {profile_hash[:16]}); run `trainvm down {name}` or pass --name"
+            )
+        return record
+    return None
+
+
+def provision(
+    offers: Sequence[Offer],
+    spec_for: Callable[[Offer], LaunchSpec],
+    providers: Callable[[str], Provider],
+    on_attempt: Callable[[Attempt], None] = lambda a: None,
+) -> tuple[InstanceRecord, list[Attempt]]:
+    attempts: list[Attempt] = []
+    skip_regions: set[tuple[str, str]] = set()
+    skip_clouds: set[str] = set()
+    for offer in offers:
+        if offer.cloud in skip_clouds or (offer.cloud, offer.region) in skip_regions:
+            continue
+        try:
+            record = providers(offer.cloud).create(spec_for(offer), offer)
+        except QuotaError as exc:
+            attempt = _attempt(offer, exc.outcome, exc.code, str(exc))
+            if exc.scope == "cloud":
+                skip_clouds.add(offer.cloud)
+            else:
+                skip_regions.add((offer.cloud, offer.region))
+        except (AuthError, InvalidRequestError) as exc:
+            attempt = _attempt(offer, exc.outcome, exc.code, str(exc))
+            attempts.append(attempt)
+            on_attempt(attempt)
+            hint = "check your credentials (gcloud auth application-default login / az login)" if isinstance(exc, AuthError) else None
+            raise ProvisionCloudError(f"{offer.cloud} refused the request; not trying other offers", attempts, hint=hint) from exc
+        except ProviderError as exc:
+            attempt = _attempt(offer, exc.outcome, exc.code, str(exc))
+        else:
+            attempt = _attempt(offer, "created", None, record.name)
+            attempts.append(attempt)
+            on_attempt(attempt)
+            return record, attempts
+        attempts.append(attempt)
+        on_attempt(attempt)
+    raise ProvisionError(
+        f"no VM could be created after {len(attempts)} attempt(s); nothing was left behind",
+        attempts,
+        hint="relax the profile (more regions, another GPU, spot) or try again later; `trainvm plan --explain` shows the options",
+    )

@@ -1,0 +1,102 @@
+"""The failover loop: capacity -> next zone, quota -> next region / cloud, auth stops."""
+
+from __future__ import annotations
+
+import pytest
+
+from provisioner.catalog.models import Offer
+from provisioner.errors import CloudError
+from provisioner.provision import ProvisionError, find_existing, provision
+from provisioner.providers.base import (
+    AuthError,
+    CapacityError,
+    ConflictError,
+    InstanceRecord,
+    LaunchSpec,
+    QuotaError,
+    RetryExhaustedError,
+    labels_for,
+    vm_name,
+)
+from tests.fakes import FakeProvider
+
+HASH = "ab" * 32
+
+
+def offer(cloud: str, region: str, zone: str | None, price: float = 1.0) -> Offer:
+    return Offer(cloud, "n1-standard-8", "n1", "T4", 1, 16.0, 8, 30, region, zone, price, None, "attachable", ("balanced",), 0, "x86_64")
+
+
+OFFERS = [
+    offer("gcp", "us-central1", "us-central1-a"),
+    offer("gcp", "us-central1", "us-central1-b"),
+    offer("gcp", "us-east1", "us-east1-c"),
+    offer("gcp", "us-east1", "us-east1-d"),
+    offer("azure", "eastus", None),
+]
+
+
+def spec(_: Offer) -> LaunchSpec:
+    return LaunchSpec(
+        name=vm_name("bert", HASH), profile_name="bert", profile_hash=HASH, profile_json="{}", labels=labels_for("bert", HASH),
+        startup_script="#!/bin/bash\n", user_data="#!/bin/bash\n", os="ubuntu-22.04", boot_disk_type="balanced",
+        boot_disk_gib=100, local_nvme_gib=0, spot=False, max_price_per_hour=None, max_run_hours=None, ssh_from=None,
+    )
+
+
+@pytest.fixture
+def clouds() -> dict[str, FakeProvider]:
+    return {"gcp": FakeProvider("gcp"), "azure": FakeProvider("azure")}
+
+
+def test_first_offer_wins(clouds) -> None:
+    record, attempts = provision(OFFERS, spec, clouds.__getitem__)
+    assert record.zone == "us-central1-a" and [a.outcome for a in attempts] == ["created"]
+    assert record.name == "trainvm-bert-abababab"
+
+
+def test_zone_then_region_then_cloud(clouds) -> None:
+    gcp = clouds["gcp"]
+    gcp.fail("us-central1-a", CapacityError("stockout", code="ZONE_RESOURCE_POOL_EXHAUSTED"))
+    gcp.fail("us-central1-b", QuotaError("Quota 'NVIDIA_T4_GPUS' exceeded", code="QUOTA_EXCEEDED"))
+    gcp.fail("us-east1-c", RetryExhaustedError("503 after 4 tries", code="503"))
+    gcp.fail("us-east1-d", QuotaError("GPUS_ALL_REGIONS", code="QUOTA_EXCEEDED", scope="cloud"))
+    seen = []
+    record, attempts = provision(OFFERS, spec, clouds.__getitem__, seen.append)
+    assert record.cloud == "azure"
+    assert [a.outcome for a in attempts] == ["capacity", "quota", "retry-exhausted", "quota-cloud", "created"]
+    assert seen == attempts
+
+
+def test_regional_quota_skips_rest_of_region(clouds) -> None:
+    clouds["gcp"].fail("us-central1-a", QuotaError("regional quota", code="QUOTA_EXCEEDED"))
+    record, attempts = provision(OFFERS, spec, clouds.__getitem__)
+    assert record.zone == "us-east1-c"
+    assert ("create", "us-central1-b") not in clouds["gcp"].calls
+
+
+def test_everything_exhausted_lists_attempts(clouds) -> None:
+    for o in OFFERS:
+        clouds[o.cloud].fail(o.location, CapacityError(f"no capacity in {o.location}", code="ZONE_RESOURCE_POOL_EXHAUSTED"))
+    with pytest.raises(ProvisionError) as info:
+        provision(OFFERS, spec, clouds.__getitem__)
+    assert len(info.value.attempts) == 5 and info.value.exit_code == 1
+    assert "us-east1-d" in str(info.value) and "nothing was left behind" in str(info.value)
+    assert not clouds["gcp"].vms and not clouds["azure"].vms
+
+
+def test_auth_error_stops_with_exit_3(clouds) -> None:
+    clouds["gcp"].fail("us-central1-a", AuthError("401 invalid credentials", code="401"))
+    with pytest.raises(CloudError) as info:
+        provision(OFFERS, spec, clouds.__getitem__)
+    assert info.value.exit_code == 3
+    assert clouds["gcp"].calls == [("create", "us-central1-a")]
+
+
+def test_find_existing_same_hash_and_conflict(clouds) -> None:
+    rec = InstanceRecord("trainvm-bert-abababab", "azure", "eastus", None, "Standard_NC4as_T4_v3", "RUNNING", "bert", HASH[:16])
+    clouds["azure"].vms[rec.name] = rec
+    assert find_existing(rec.name, ["gcp", "azure"], clouds.__getitem__, HASH) == rec
+    with pytest.raises(ConflictError):
+        find_existing(rec.name, ["gcp", "azure"], clouds.__getitem__, "cd" * 32)
+    assert find_existing("other", ["gcp", "azure"], clouds.__getitem__, HASH) is None
