@@ -8,14 +8,12 @@ with a kind from HTTP_FAULTS, OP_FAULTS or "unreachable" (aggregatedList scope).
 """
 from __future__ import annotations
 
-import base64
 import copy
 import json
 import random
 import re
 import socket
 import threading
-import time
 import uuid
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -23,7 +21,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from .gce_validate import (API, HTTP_FAULTS, OP_FAULTS, ApiError, Discovery, check_instance, compile_filter,
                            http_fault_error, image_known, image_resource, instance_resource, invalid, now, op_error,
-                           relative)
+                           operation_resource, paginate, relative, scoped_items)
 
 DEFAULT_ZONES = ("us-central1-a", "us-central1-b", "us-central1-c", "us-east1-c", "us-east4-a", "us-west1-b",
                  "europe-west4-a", "asia-east1-a")
@@ -42,9 +40,10 @@ ZONE_NAME = re.compile(r"[a-z]+-[a-z]+[0-9]+-[a-z]")
 class Request:
     method: str
     path: str
-    query: dict
-    body: object
-    headers: dict
+    query: dict  # last value per name, as strings
+    body: object  # parsed JSON, or None (no body or not JSON; see raw)
+    headers: dict  # lower-cased names
+    raw: bytes = b""
     method_id: str | None = None  # discovery method id, e.g. "compute.instances.insert"
     status: int | None = None  # the HTTP status the emulator answered
 
@@ -79,7 +78,15 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class GceEmulator:
-    """Compute Engine REST emulator. Use as a context manager or start()/stop(); state is per emulator."""
+    """Compute Engine REST emulator. Use as a context manager or start()/stop(); state is per emulator.
+
+    polls_to_done: zoneOperations get/wait calls until an operation is DONE (0: insert/delete answer DONE).
+    initial_op_status: status of the operation insert/delete return (RUNNING or PENDING).
+    reject_output_only: 400 for output-only fields (status, id, kind, ...) in request bodies.
+    require_auth: 401 unless a Bearer token is sent.  zones: scopes aggregatedList reports (inserted zones are
+    added).  images: {(image project, family): image name}.  networks: names accepted in networkInterfaces.
+    serial_buffer_bytes: console bytes kept (older output is discarded, as GCE keeps 1 MiB).
+    """
 
     def __init__(self, *, polls_to_done: int = 1, initial_op_status: str = "RUNNING", reject_output_only: bool = True,
                  require_auth: bool = False, zones=DEFAULT_ZONES, images: dict | None = None,
@@ -167,10 +174,12 @@ class GceEmulator:
         return keys[0]
 
     def instance(self, name: str, zone: str | None = None, project: str | None = None) -> dict | None:
-        try:
-            return copy.deepcopy(self.instances[self.find(name, zone, project)])
-        except KeyError:
-            return None
+        """A copy of the stored Instance (as instances.get returns it), or None."""
+        with self._lock:
+            try:
+                return copy.deepcopy(self.instances[self.find(name, zone, project)])
+            except KeyError:
+                return None
 
     def set_status(self, name: str, status: str, zone: str | None = None, project: str | None = None) -> None:
         with self._lock:
@@ -202,7 +211,7 @@ class GceEmulator:
         return [r for r in self.requests if r.method_id and (r.method_id == method_id or r.method_id.endswith("." + method_id))]
 
     def sdk_clients(self, credentials=None):
-        """compute_v1 InstancesClient / ZoneOperationsClient / ImagesClient bound to this emulator."""
+        """compute_v1 clients bound to this emulator: .instances, .zone_operations, .images (anonymous by default)."""
         from types import SimpleNamespace
         from google.auth.credentials import AnonymousCredentials
         from google.cloud import compute_v1
@@ -219,8 +228,8 @@ class GceEmulator:
         try:
             body = json.loads(raw) if raw.strip() else None
         except ValueError:
-            body = ValueError(raw.decode(errors="replace"))
-        req = Request(h.command, url.path, query, body, {k.lower(): v for k, v in h.headers.items()})
+            body = None
+        req = Request(h.command, url.path, query, body, {k.lower(): v for k, v in h.headers.items()}, raw)
         with self._lock:
             self.requests.append(req)
         try:
@@ -250,8 +259,8 @@ class GceEmulator:
         if "zone" in params and not ZONE_NAME.fullmatch(params["zone"]):
             raise invalid(f"Invalid value for field 'zone': '{params['zone']}'. Unknown zone.")
         errs = self.discovery.check_params(mid, params, req.query, extra={"returnPartialSuccess"})
-        if isinstance(req.body, ValueError):
-            errs.append(f"Invalid JSON payload received. {req.body}")
+        if req.body is None and req.raw.strip():
+            errs.append("Invalid JSON payload received. Unexpected token.")
         if errs:
             raise invalid(errs)
         with self._lock:
@@ -275,14 +284,8 @@ class GceEmulator:
 
     # ------------------------------------------------------------------ operations
     def _new_op(self, project: str, zone: str, op_type: str, name: str, target_id: str, fault=None) -> dict:
-        op_name = f"operation-{int(time.time() * 1000)}-{self._rng.getrandbits(52):013x}-" \
-                  f"{self._rng.getrandbits(32):08x}-{self._rng.getrandbits(32):08x}"
-        zurl = f"{API}projects/{project}/zones/{zone}"
-        op = {"kind": "compute#operation", "id": str(self._rng.getrandbits(63)), "name": op_name, "zone": zurl,
-              "operationType": op_type, "targetLink": f"{zurl}/instances/{name}", "targetId": target_id,
-              "status": self.initial_op_status, "user": "emulator@example.iam.gserviceaccount.com", "progress": 0,
-              "insertTime": now(), "startTime": now(), "selfLink": f"{zurl}/operations/{op_name}"}
-        key = (project, zone, op_name)
+        op = operation_resource(project, zone, op_type, name, target_id, self.initial_op_status, self._rng)
+        key = (project, zone, op["name"])
         self.operations[key] = op
         self._op_state[key] = {"polls": 0, "fault": fault, "target": (project, zone, name)}
         if self.polls_to_done <= 0:
@@ -388,12 +391,9 @@ class GceEmulator:
 
     def _page(self, req, items: list) -> tuple[list, str | None]:
         try:
-            start = int(base64.urlsafe_b64decode(req.query["pageToken"]).decode()) if req.query.get("pageToken") else 0
+            return paginate(items, req.query.get("pageToken"), int(req.query.get("maxResults", 500)))
         except ValueError:
             raise invalid(f"Invalid value for field 'pageToken': '{req.query['pageToken']}'. Invalid page token.")
-        size = int(req.query.get("maxResults", 500)) or 500
-        nxt = base64.urlsafe_b64encode(str(start + size).encode()).decode() if start + size < len(items) else None
-        return items[start:start + size], nxt
 
     def _filtered(self, req, project, zone=None) -> list[dict]:
         try:
@@ -415,18 +415,7 @@ class GceEmulator:
         unreachable = [z for z in self.known_zones if self._take_fault({"unreachable"}, "compute.instances.aggregatedList", z)]
         if unreachable and not partial:
             raise ApiError(503, "backendError", f"Zone 'zones/{unreachable[0]}' is unreachable; retry with returnPartialSuccess=true.")
-        items = {}
-        for zone in self.known_zones:
-            scope = f"zones/{zone}"
-            insts = [i for i in page if i["zone"].endswith("/" + scope)]
-            if zone in unreachable:
-                items[scope] = {"warning": {"code": "UNREACHABLE", "message": f"Scope '{scope}' is unreachable.",
-                                            "data": [{"key": "scope", "value": scope}]}}
-            elif insts:
-                items[scope] = {"instances": insts}
-            else:
-                items[scope] = {"warning": {"code": "NO_RESULTS_ON_PAGE", "data": [{"key": "scope", "value": scope}],
-                                            "message": f"There are no results for scope '{scope}' on this page."}}
+        items = scoped_items(self.known_zones, page, unreachable)
         out = {"kind": "compute#instanceAggregatedList", "id": f"projects/{project}/aggregated/instances",
                "items": items, "selfLink": f"{API}projects/{project}/aggregated/instances"}
         if unreachable:

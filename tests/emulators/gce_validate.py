@@ -9,12 +9,14 @@ Three layers, each raising or returning Google-style messages:
 - `compile_filter`: the list-filter language (`labels.k = v`, `!=`, `:`, `:*`, `eq`/`ne` regex,
   parentheses, implicit or explicit AND, OR).
 - Wire shapes (pure functions): the fault catalog (HTTP_FAULTS, OP_FAULTS), failed-operation errors,
-  and the Instance / Image resources the emulator returns.
+  the Operation / Instance / Image resources, pagination and aggregatedList scopes the emulator returns.
+  Error texts follow Google's documented/quoted messages; exact wording of the real API is approximated.
 """
 from __future__ import annotations
 
 import base64
 import binascii
+import time
 import copy
 import functools
 import json
@@ -536,3 +538,38 @@ def image_resource(project: str, name: str, family: str) -> dict:
     return {"kind": "compute#image", "id": str(zlib.crc32(f"{project}/{name}".encode()) * 1000003), "name": name,
             "family": family, "status": "READY", "architecture": "X86_64", "diskSizeGb": "10", "sourceType": "RAW",
             "selfLink": f"{API}projects/{project}/global/images/{name}", "creationTimestamp": "2026-10-15T09:00:00.000-07:00"}
+
+
+def operation_resource(project: str, zone: str, op_type: str, name: str, target_id: str, status: str, rng) -> dict:
+    op_name = (f"operation-{int(time.time() * 1000)}-{rng.getrandbits(52):013x}-"
+               f"{rng.getrandbits(32):08x}-{rng.getrandbits(32):08x}")
+    zurl = f"{API}projects/{project}/zones/{zone}"
+    return {"kind": "compute#operation", "id": str(rng.getrandbits(63)), "name": op_name, "zone": zurl,
+            "operationType": op_type, "targetLink": f"{zurl}/instances/{name}", "targetId": target_id,
+            "status": status, "user": "emulator@example.iam.gserviceaccount.com", "progress": 0,
+            "insertTime": now(), "startTime": now(), "selfLink": f"{zurl}/operations/{op_name}"}
+
+
+def paginate(items: list, token: str | None, max_results: int) -> tuple[list, str | None]:
+    """One page and the next pageToken (opaque offset); ValueError for a token this emulator did not issue."""
+    start = int(base64.urlsafe_b64decode(token.encode()).decode()) if token else 0
+    size = max_results or 500
+    nxt = base64.urlsafe_b64encode(str(start + size).encode()).decode() if start + size < len(items) else None
+    return items[start:start + size], nxt
+
+
+def scoped_items(zones, page: list, unreachable=()) -> dict:
+    """aggregatedList `items`: every zone scope, with its instances or a NO_RESULTS_ON_PAGE / UNREACHABLE warning."""
+    items = {}
+    for zone in zones:
+        scope = f"zones/{zone}"
+        insts = [i for i in page if i["zone"].endswith("/" + scope)]
+        if zone in unreachable:
+            items[scope] = {"warning": {"code": "UNREACHABLE", "message": f"Scope '{scope}' is unreachable.",
+                                        "data": [{"key": "scope", "value": scope}]}}
+        elif insts:
+            items[scope] = {"instances": insts}
+        else:
+            items[scope] = {"warning": {"code": "NO_RESULTS_ON_PAGE", "data": [{"key": "scope", "value": scope}],
+                                        "message": f"There are no results for scope '{scope}' on this page."}}
+    return items

@@ -372,6 +372,15 @@ def test_gce_rules_reject(emu, sdk, inst, needle):
     assert not emu.instances
 
 
+def test_max_run_duration_needs_termination_action(emu, sdk):
+    with pytest.raises(gexc.BadRequest, match="instanceTerminationAction"):
+        insert(sdk, t4(scheduling=compute_v1.Scheduling(on_host_maintenance="TERMINATE",
+                                                        max_run_duration=compute_v1.Duration(seconds=3600))))
+    ok = t4(scheduling=compute_v1.Scheduling(on_host_maintenance="TERMINATE", instance_termination_action="STOP",
+                                             max_run_duration=compute_v1.Duration(seconds=3600)))
+    assert wait(sdk, insert(sdk, ok)).error.errors == []
+
+
 def test_valid_variants_accepted(emu, sdk):
     spot = spot_a2(on_host_maintenance="TERMINATE", provisioning_model="SPOT", instance_termination_action="DELETE",
                    automatic_restart=False, max_run_duration=compute_v1.Duration(seconds=86400))
@@ -487,9 +496,18 @@ def test_wire_strictness(emu):
     assert status == 400 and "zone" in body["error"]["message"]
     status, body = get("/compute/v1/projects/p/nothing/here")
     assert status == 404 and body["error"]["errors"][0]["reason"] == "notFound"
+    status, body = get(f"/compute/v1/projects/{P}/zones/us-central1/instances")
+    assert status == 400 and "Unknown zone" in body["error"]["message"]
     status, body = get(f"/compute/v1/projects/{P}/zones/{Z}/instances")
     assert status == 200 and body["kind"] == "compute#instanceList" and "items" not in body
-    assert [(r.method, r.query) for r in emu.requests][:2] == [("GET", {"bogus": "1"}), ("GET", {"maxResults": "abc"})]
+    assert [(r.method, r.query, r.status) for r in emu.requests][:2] == [
+        ("GET", {"bogus": "1"}, 400), ("GET", {"maxResults": "abc"}, 400)]
+    req = urllib.request.Request(f"{emu.url}/compute/v1/projects/{P}/zones/{Z}/instances", data=b"{not json",
+                                 method="POST", headers={"Content-Type": "application/json"})
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(req, timeout=5)
+    assert e.value.code == 400 and "Invalid JSON payload" in json.load(e.value)["error"]["message"]
+    assert emu.requests[-1].body is None and emu.requests[-1].raw == b"{not json"
 
 
 class RefreshingToken(google.auth.credentials.Credentials):
@@ -532,6 +550,16 @@ def test_require_auth_and_bearer_token():
         img = emu.sdk_clients(credentials=google.oauth2.credentials.Credentials(token="fake")).images.get_from_family(
             project="debian-cloud", family="debian-12")
         assert img.name.startswith("debian-12-bookworm-v") and emu.requests[-1].headers["authorization"] == "Bearer fake"
+
+
+def test_pending_then_running_then_done(sdk):
+    with GceEmulator(polls_to_done=3, initial_op_status="PENDING") as emu:
+        c = emu.sdk_clients()
+        op = insert(c)
+        S = compute_v1.Operation.Status
+        seen = [op.status] + [c.zone_operations.get(project=P, zone=Z, operation=op.name).status for _ in range(3)]
+        assert seen == [S.PENDING, S.RUNNING, S.RUNNING, S.DONE]
+        assert emu.instance("t4-vm")["status"] == "RUNNING"
 
 
 def test_polls_to_done_zero_returns_done_insert(emu, sdk):
