@@ -54,6 +54,51 @@ def schema() -> None:
     run_schema()
 
 
+CloudOpt = Annotated[Optional[list[str]], typer.Option("--cloud", help="Only these clouds (repeatable): gcp, azure, aws.")]
+RegionOpt = Annotated[Optional[list[str]], typer.Option("--region", help="Only regions matching these globs (repeatable).")]
+
+
+@app.command()
+def plan(
+    profile: ProfileArg,
+    cloud: CloudOpt = None,
+    region: RegionOpt = None,
+    spot: Annotated[Optional[bool], typer.Option("--spot/--on-demand", help="Override placement.spot.", show_default=False)] = None,
+    top: Annotated[int, typer.Option("--top", min=1, help="Offers to show.")] = 5,
+    explain: Annotated[bool, typer.Option("--explain", help="Show why each near miss was rejected.")] = False,
+    show_script: Annotated[bool, typer.Option("--show-script", help="Also print the startup script for the chosen offer.")] = False,
+    json_out: JsonFlag = False,
+) -> None:
+    """Pick the cheapest feasible offer (offline, from the embedded catalog)."""
+    from provisioner.commands.plan import run_plan
+
+    _check_clouds(cloud)
+    raise typer.Exit(run_plan(profile, clouds=cloud, regions=region, spot=spot, top=top, explain=explain, show_script=show_script, json_out=json_out))
+
+
+@catalog_app.command("show")
+def catalog_show(
+    cloud: Annotated[Optional[str], typer.Option("--cloud", help="gcp, azure or aws.")] = None,
+    gpu: Annotated[Optional[str], typer.Option("--gpu", help="GPU name, e.g. H100.")] = None,
+    region: Annotated[Optional[str], typer.Option("--region", help="Region glob, e.g. europe-*.")] = None,
+    limit: Annotated[int, typer.Option("--limit", min=1, help="Rows to show (text mode).")] = 50,
+    json_out: JsonFlag = False,
+) -> None:
+    """Show the offers the planner sees, with the catalog's source and date."""
+    from provisioner.commands.plan import run_catalog_show
+
+    _check_clouds([cloud] if cloud else None)
+    raise typer.Exit(run_catalog_show(cloud=cloud, gpu=gpu, region=region, json_out=json_out, limit=limit))
+
+
+def _check_clouds(clouds: Optional[list[str]]) -> None:
+    bad = [c for c in clouds or [] if c not in ("gcp", "azure", "aws")]
+    if bad:
+        from provisioner.errors import InputError
+
+        raise InputError(f"--cloud: unknown cloud {bad[0]!r} (choose gcp, azure or aws)")
+
+
 def main() -> None:
     """Console-script entry point: run the app and map errors to exit codes."""
     from provisioner.errors import TrainvmError

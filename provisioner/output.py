@@ -18,13 +18,13 @@ def emit_json(doc: Any) -> None:
 def stdout_console():  # noqa: ANN201 - rich is imported lazily
     from rich.console import Console
 
-    return Console(highlight=False, soft_wrap=True)
+    return Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 160)
 
 
 def stderr_console():  # noqa: ANN201
     from rich.console import Console
 
-    return Console(stderr=True, highlight=False, soft_wrap=True)
+    return Console(stderr=True, highlight=False, soft_wrap=True, width=None if sys.stderr.isatty() else 160)
 
 
 def print_messages(messages: Iterable[Message]) -> None:

@@ -1,0 +1,173 @@
+"""``trainvm plan`` and ``trainvm catalog show``."""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from pathlib import Path
+from typing import Any
+
+from provisioner.output import emit_json, escape, print_messages, stderr_console, stdout_console
+from provisioner.planning import Overrides, make_plan
+from provisioner.profile import load_profile
+
+FAILOVER_SHOWN = 8
+
+
+def _money(x: float | None) -> str:
+    return "-" if x is None else (f"${x:,.2f}" if x >= 1 else f"${x:.4f}".rstrip("0"))
+
+
+def _script_for(loaded: Any, offer: Any) -> tuple[str | None, str | None]:
+    """(startup script, its sha256) for the chosen offer; (None, None) when rendering is unavailable."""
+    try:
+        from provisioner.render.script import render_for_offer
+    except ImportError:
+        return None, None
+    rendered = render_for_offer(loaded, offer)
+    return rendered.startup_sh, hashlib.sha256(rendered.startup_sh.encode()).hexdigest()
+
+
+def run_plan(
+    path: Path, *, clouds: list[str] | None, regions: list[str] | None, spot: bool | None, top: int,
+    explain: bool, show_script: bool, json_out: bool,
+) -> int:
+    loaded = load_profile(path)
+    plan, catalog, applied = make_plan(loaded, Overrides(tuple(clouds or ()) or None, tuple(regions or ()) or None, spot))
+    from provisioner.planner.explain import closest_offers, no_offer_message
+
+    script, script_sha = _script_for(loaded, plan.chosen) if plan.chosen is not None else (None, None)
+    warnings = [m.render() for m in loaded.warnings if m.level == "warning"] + list(plan.warnings)
+    hours = loaded.profile.lifecycle.max_run_hours
+    if json_out:
+        doc: dict[str, Any] = {"profile": loaded.profile.name, "hash": loaded.hash}
+        doc.update(plan.to_json(alternatives=max(top - 1, 0)))
+        doc["defaults"] = applied
+        doc["request"] = plan.request.to_json()
+        doc["estimate"] = _estimate(plan, hours)
+        doc["script_sha256"] = script_sha
+        if show_script:
+            doc["script"] = script
+        doc["warnings"] = warnings
+        if plan.chosen is None:
+            doc["suggestions"] = [
+                {"relax": list(r.reasons), "change": r.change, "offer": r.offer.to_json(plan.request.spot), "price_hourly": r.price_hourly}
+                for r in closest_offers(plan, catalog)
+            ]
+        emit_json(doc)
+        return 0 if plan.chosen else 1
+    print_messages(m for m in loaded.warnings if m.level == "warning")
+    err = stderr_console()
+    for w in plan.warnings:
+        err.print(f"[yellow]warning[/yellow]: {escape(w)}")
+    if plan.chosen is None:
+        err.print(f"[red]error[/red]: {escape(no_offer_message(plan, catalog))}")
+        _print_rejections(plan)
+        return 1
+    _print_plan(loaded, plan, applied, top, hours)
+    if explain:
+        _print_explain(plan)
+    if show_script and script is not None:
+        sys.stdout.write(script)
+    return 0
+
+
+def _estimate(plan: Any, hours: float | None) -> dict[str, Any] | None:
+    if plan.chosen is None:
+        return None
+    price = plan.price(plan.chosen)
+    return {"price_hourly": price, "hours": hours, "per_run": round(price * hours, 2) if hours else None}
+
+
+def _print_plan(loaded: Any, plan: Any, applied: dict[str, Any], top: int, hours: float | None) -> None:
+    from rich.table import Table
+
+    out = stdout_console()
+    req = plan.request
+    out.print(
+        f"[bold]{escape(loaded.profile.name)}[/bold] (hash {loaded.hash[:16]}): {escape(req.describe_gpu())}, "
+        f">= {req.min_vcpus:g} vCPUs, >= {req.min_memory_gib:g} GiB RAM, {req.boot_disk_type} boot disk"
+        + (f", {req.local_nvme_gib} GiB local NVMe" if req.local_nvme_gib else "")
+        + (", spot" if req.spot else "")
+    )
+    if applied:
+        out.print("defaults applied: " + ", ".join(f"{k}={v:g}" for k, v in applied.items()) + " (set them in hardware: to override)")
+    table = Table(show_edge=False, pad_edge=False)
+    for col, just in [("", "left"), ("cloud", "left"), ("region", "left"), ("zone", "left"), ("instance type", "left"),
+                      ("GPU", "left"), ("vCPU", "right"), ("RAM GiB", "right"), ("$/h", "right")] + ([("$/run", "right")] if hours else []):
+        table.add_column(col, justify=just)  # type: ignore[arg-type]
+    for i, o in enumerate(plan.ranked[:top]):
+        price = plan.price(o)
+        row = ["*" if i == 0 else str(i + 1), o.cloud, o.region, o.zone or "-", o.instance_type,
+               f"{o.gpu_count}x {o.gpu_name} {o.gpu_memory_gib:g}G", f"{o.vcpus:g}", f"{o.memory_gib:g}", _money(price)]
+        if hours:
+            row.append(_money(price * hours))
+        table.add_row(*row, style="bold green" if i == 0 else None)
+    out.print(table)
+    c = plan.chosen
+    price = plan.price(c)
+    est = f"estimated cost: {_money(price)}/h" + (f", {_money(price * hours)} for max_run_hours={hours:g}" if hours else f", {_money(price * 24)} per 24 h (no max_run_hours set)")
+    out.print(f"chosen: {c.cloud} {c.zone or c.region} {c.instance_type}; {est}")
+    if plan.failover:
+        shown = " -> ".join(f"{o.cloud}:{o.zone or o.region}/{o.instance_type}" for o in plan.failover[:FAILOVER_SHOWN])
+        more = f" (+{len(plan.failover) - FAILOVER_SHOWN} more)" if len(plan.failover) > FAILOVER_SHOWN else ""
+        out.print(f"failover: {shown}{more}")
+    _print_rejections(plan, out)
+    out.print(f"catalog: {escape(plan.catalog_source)} ({plan.catalog_date.isoformat()}, {plan.catalog_age_days} days old)")
+
+
+def _print_rejections(plan: Any, console: Any = None) -> None:
+    out = console or stderr_console()
+    parts = []
+    for cloud, reasons in sorted(plan.rejected.items()):
+        top = sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))
+        parts.append(f"{cloud}: " + ", ".join(f"{r} {n}" for r, n in top))
+    if parts:
+        out.print("rejected: " + "; ".join(parts))
+
+
+def _print_explain(plan: Any) -> None:
+    from provisioner.planner.explain import reason_text
+
+    out = stdout_console()
+    if not plan.near_misses:
+        out.print("near misses: none (every rejected offer fails two or more constraints)")
+        return
+    out.print("near misses (rejected by exactly one constraint):")
+    for nm in plan.near_misses:
+        o = nm.offer
+        out.print(f"  {o.cloud} {o.zone or o.region} {o.instance_type} {_money(plan.price(o))}/h: {nm.reason} - {escape(reason_text(nm.reason, o, plan.request))}")
+
+
+def run_catalog_show(*, cloud: str | None, gpu: str | None, region: str | None, json_out: bool, limit: int) -> int:
+    from fnmatch import fnmatchcase
+
+    from provisioner.catalog.storage import load_catalog
+
+    catalog = load_catalog()
+    offers = [
+        o for o in catalog.offers
+        if (cloud is None or o.cloud == cloud) and (gpu is None or o.gpu_name.lower() == gpu.lower())
+        and (region is None or fnmatchcase(o.region, region))
+    ]
+    offers.sort(key=lambda o: (o.price_hourly, o.cloud, o.region, o.zone or "", o.instance_type))
+    meta = {"source": catalog.source, "date": catalog.date.isoformat(), "schema_version": catalog.schema_version}
+    if json_out:
+        emit_json({"catalog": meta, "count": len(offers), "offers": [
+            {**o.to_json(False), "spot_price_hourly": o.spot_price_hourly, "provisionable": o.provisionable, "flags": list(o.flags)}
+            for o in offers]})
+        return 0
+    from rich.table import Table
+
+    out = stdout_console()
+    table = Table(show_edge=False, pad_edge=False)
+    for col in ("cloud", "region", "zone", "instance type", "GPU", "vCPU", "RAM GiB", "$/h", "spot $/h", "notes"):
+        table.add_column(col)
+    for o in offers[:limit]:
+        notes = ", ".join(list(o.flags) + ([] if o.provisionable else ["not provisionable yet"]))
+        table.add_row(o.cloud, o.region, o.zone or "-", o.instance_type, f"{o.gpu_count}x {o.gpu_name} {o.gpu_memory_gib:g}G",
+                      f"{o.vcpus:g}", f"{o.memory_gib:g}", _money(o.price_hourly), _money(o.spot_price_hourly), notes)
+    out.print(table)
+    more = f" (showing {limit}; --limit to see more)" if len(offers) > limit else ""
+    out.print(f"{len(offers)} offers{more}; catalog: {escape(catalog.source)} ({catalog.date.isoformat()})")
+    return 0

@@ -1,0 +1,103 @@
+"""From a loaded profile to a ``PlanRequest``, and from there to a ``Plan``.
+
+Host defaults (documented, shown by ``trainvm plan`` under "defaults"): when a profile omits
+``min_vcpus`` / ``min_memory_gib``, trainvm asks for enough host to keep the GPUs fed:
+
+* vCPUs: 4 per GPU with < 40 GiB of memory (T4, L4, A10, V100, P100, P4), 8 per GPU from 40 GiB
+  (A100, H100, H200, B200, L40S) - SkyPilot picks >= 4 vCPUs per T4 and >= 8 per V100 for the same
+  reason: data loaders and host-side augmentation starve a GPU long before it runs out of FLOPs;
+* RAM: 3.75 GiB per requested vCPU (the GCE "standard" ratio), and never less than the GPUs'
+  total memory, so a checkpoint or a pinned-memory batch of the full model fits on the host.
+
+The smallest GPU the profile accepts sets the numbers, so the defaults never exclude an offer that
+an explicit value would have allowed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date
+from typing import Any
+
+from provisioner.compat.facts import load_facts
+from provisioner.compat.rules import compatible_gpus
+from provisioner.profile import LoadedProfile
+
+VCPUS_PER_SMALL_GPU = 4
+VCPUS_PER_LARGE_GPU = 8
+LARGE_GPU_GIB = 40
+RAM_PER_VCPU_GIB = 3.75
+
+
+@dataclass(frozen=True)
+class Overrides:
+    clouds: tuple[str, ...] | None = None
+    regions: tuple[str, ...] | None = None
+    spot: bool | None = None
+
+
+def host_defaults(loaded: LoadedProfile, excluded: dict[str, str]) -> dict[str, Any]:
+    hw = loaded.profile.hardware
+    facts = load_facts()
+    names = hw.gpu_names() or [n for n in facts.cloud_gpu_names() if n not in excluded]
+    mems = [facts.gpus[n].memory_gib for n in names if facts.gpus[n].memory_gib >= (hw.min_gpu_memory_gib or 0)]
+    per_gpu_mem = min(mems) if mems else (hw.min_gpu_memory_gib or 16)
+    applied: dict[str, Any] = {}
+    vcpus = hw.min_vcpus
+    if vcpus is None:
+        vcpus = hw.gpu_count * (VCPUS_PER_LARGE_GPU if per_gpu_mem >= LARGE_GPU_GIB else VCPUS_PER_SMALL_GPU)
+        applied["min_vcpus"] = vcpus
+    memory = hw.min_memory_gib
+    if memory is None:
+        memory = max(round(vcpus * RAM_PER_VCPU_GIB, 2), per_gpu_mem * hw.gpu_count)
+        applied["min_memory_gib"] = memory
+    return {"min_vcpus": vcpus, "min_memory_gib": memory, "applied": applied}
+
+
+def build_request(loaded: LoadedProfile, overrides: Overrides | None = None):  # -> PlanRequest
+    from provisioner.planner.request import PlanRequest
+
+    ov = overrides or Overrides()
+    p = loaded.profile
+    excluded = {name: problems[0].message for name, problems in compatible_gpus(p.stack).items() if problems}
+    host = host_defaults(loaded, excluded)
+    request = PlanRequest(
+        gpu_names=frozenset(p.hardware.gpu_names()) if p.hardware.gpu is not None else None,
+        min_gpu_memory_gib=p.hardware.min_gpu_memory_gib,
+        gpu_count=p.hardware.gpu_count,
+        min_vcpus=host["min_vcpus"],
+        min_memory_gib=host["min_memory_gib"],
+        local_nvme_gib=p.hardware.local_nvme_gib,
+        boot_disk_type=p.hardware.boot_disk.type,
+        clouds=tuple(ov.clouds or p.placement.clouds),
+        region_globs=tuple(ov.regions) if ov.regions else (tuple(p.placement.regions) if p.placement.regions else None),
+        spot=p.placement.spot if ov.spot is None else ov.spot,
+        max_price_per_hour=p.placement.max_price_per_hour,
+        os=p.stack.os,
+        stack_excluded_gpus=excluded,
+    )
+    return request, host["applied"]
+
+
+def make_plan(loaded: LoadedProfile, overrides: Overrides | None = None, today: date | None = None):  # -> (Plan, Catalog, applied)
+    from provisioner.catalog.storage import load_catalog
+    from provisioner.planner.core import plan
+
+    request, applied = build_request(loaded, overrides)
+    catalog = load_catalog()
+    return plan(request, catalog, today or _today()), catalog, applied
+
+
+def _today() -> date:
+    """Today, or TRAINVM_TODAY (YYYY-MM-DD) so that golden outputs stay reproducible."""
+    import os
+
+    raw = os.environ.get("TRAINVM_TODAY")
+    if raw:
+        try:
+            return date.fromisoformat(raw)
+        except ValueError:
+            from provisioner.errors import InputError
+
+            raise InputError(f"TRAINVM_TODAY={raw!r} is not a date (YYYY-MM-DD)") from None
+    return date.today()

@@ -1,0 +1,110 @@
+"""CLI: plan (text, JSON, golden files, no feasible offer, flags) and catalog show."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import EXAMPLES
+
+GOLDEN = Path(__file__).with_name("golden")
+OFFER_KEYS = {"cloud", "region", "zone", "instance_type", "gpu_name", "gpu_count", "vcpus", "memory_gib", "gpu_memory_gib", "price_hourly", "spot"}
+
+
+@pytest.fixture(autouse=True)
+def _fixed_today(monkeypatch) -> None:
+    monkeypatch.setenv("TRAINVM_TODAY", "2026-11-22")
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
+def test_plan_json_golden(cli, path: Path) -> None:
+    r = cli("plan", str(path), "--json")
+    assert r.code == 0, r.err
+    doc = r.json()
+    assert set(doc) >= {"profile", "hash", "chosen", "alternatives", "failover", "rejected", "defaults", "catalog", "script_sha256"}
+    assert set(doc["chosen"]) == OFFER_KEYS
+    doc.pop("script_sha256")
+    doc["failover"] = doc["failover"][:10]
+    golden = GOLDEN / f"plan-{path.stem}.json"
+    if os.environ.get("TRAINVM_UPDATE_GOLDEN"):
+        golden.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    assert doc == json.loads(golden.read_text()), f"plan output changed; rerun with TRAINVM_UPDATE_GOLDEN=1 and review {golden}"
+
+
+def test_plan_text_shows_table_failover_rejections_cost(cli) -> None:
+    r = cli("plan", str(EXAMPLES[0]), "--top", "3")
+    assert r.code == 0, r.err
+    assert "n1-standard-8" in r.out and "chosen: gcp" in r.out
+    assert "failover:" in r.out and "rejected:" in r.out and "catalog:" in r.out
+    assert "estimated cost:" in r.out and "for max_run_hours=24" in r.out
+
+
+def test_plan_defaults_shown_when_host_size_omitted(cli, write_yaml) -> None:
+    p = write_yaml("name: d\nextends: base/torch-2.4-cu124\nhardware: {gpu: T4}\n")
+    doc = cli("plan", str(p), "--json").json()
+    assert doc["defaults"] == {"min_vcpus": 4, "min_memory_gib": 16.0}
+    assert doc["chosen"]["vcpus"] >= 4 and doc["chosen"]["memory_gib"] >= 15
+
+
+def test_plan_spot_flag_uses_spot_price(cli) -> None:
+    on_demand = cli("plan", str(EXAMPLES[0]), "--json").json()["chosen"]
+    spot = cli("plan", str(EXAMPLES[0]), "--json", "--spot").json()["chosen"]
+    assert spot["spot"] is True and spot["price_hourly"] < on_demand["price_hourly"]
+
+
+def test_plan_cloud_and_region_flags(cli) -> None:
+    doc = cli("plan", str(EXAMPLES[0]), "--json", "--cloud", "azure").json()
+    assert doc["chosen"]["cloud"] == "azure"
+    doc = cli("plan", str(EXAMPLES[0]), "--json", "--region", "europe-*").json()
+    assert doc["chosen"]["region"].startswith("europe-")
+
+
+def test_failover_order_same_region_then_other_regions_then_other_cloud(cli) -> None:
+    doc = cli("plan", str(EXAMPLES[0]), "--json", "--top", "2").json()
+    chosen, failover = doc["chosen"], doc["failover"]
+    regions = [o["region"] for o in failover]
+    clouds = [o["cloud"] for o in failover]
+    n_same = next((i for i, r in enumerate(regions) if r != chosen["region"]), len(regions))
+    assert all(r == chosen["region"] for r in regions[:n_same])
+    first_other_cloud = next((i for i, c in enumerate(clouds) if c != chosen["cloud"]), len(clouds))
+    assert all(c == chosen["cloud"] for c in clouds[:first_other_cloud])
+    assert all(c != chosen["cloud"] for c in clouds[first_other_cloud:])
+
+
+def test_no_feasible_offer_exit_1_with_nearest(cli, write_yaml) -> None:
+    p = write_yaml("name: h\nextends: base/torch-2.4-cu124\nhardware: {gpu: H100}\nplacement: {regions: ['europe-north9*']}\n")
+    r = cli("plan", str(p))
+    assert r.code == 1
+    assert "no feasible offer for H100 x1 in europe-north9*" in r.err and "nearest" in r.err and "$" in r.err
+    doc = cli("plan", str(p), "--json").json()
+    assert doc["chosen"] is None and doc["suggestions"] and doc["suggestions"][0]["price_hourly"] > 0
+
+
+def test_plan_explain_lists_near_misses(cli) -> None:
+    r = cli("plan", str(EXAMPLES[0]), "--explain")
+    assert r.code == 0 and "near misses" in r.out
+
+
+def test_plan_bad_inputs(cli, tmp_path: Path) -> None:
+    assert cli("plan", str(tmp_path / "missing.yaml")).code == 2
+    assert cli("plan", str(EXAMPLES[0]), "--cloud", "ibm").code == 2
+    assert cli("plan", str(EXAMPLES[0]), "--top", "0").code == 2
+
+
+def test_plan_invalid_profile_exit_1(cli, write_yaml) -> None:
+    p = write_yaml("name: k\nextends: base/torch-2.4-cu124\nhardware: {gpu: K80}\n")
+    r = cli("plan", str(p))
+    assert r.code == 1 and "R470" in r.err
+
+
+def test_catalog_show(cli) -> None:
+    r = cli("catalog", "show", "--gpu", "H100", "--cloud", "gcp", "--json")
+    assert r.code == 0
+    doc = r.json()
+    assert doc["count"] > 0 and all(o["gpu_name"] == "H100" and o["cloud"] == "gcp" for o in doc["offers"])
+    assert doc["catalog"]["date"] and doc["catalog"]["source"]
+    text = cli("catalog", "show", "--cloud", "aws", "--limit", "3")
+    assert "not provisionable yet" in text.out
