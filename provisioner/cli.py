@@ -91,6 +91,118 @@ def catalog_show(
     raise typer.Exit(run_catalog_show(cloud=cloud, gpu=gpu, region=region, json_out=json_out, limit=limit))
 
 
+NameArg = Annotated[str, typer.Argument(help="VM name.", show_default=False)]
+YesFlag = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
+
+
+@app.command()
+def render(
+    profile: ProfileArg,
+    cloud: Annotated[str, typer.Option("--cloud", help="gcp, azure or aws.")],
+    out: Annotated[Optional[Path], typer.Option("--out", help="Write startup.sh, user-data and request.json here.")] = None,
+    region: RegionOpt = None,
+    json_out: JsonFlag = False,
+) -> None:
+    """Write the startup script and the create-request body for the planned offer."""
+    from provisioner.commands.render import run_render
+
+    _check_clouds([cloud])
+    raise typer.Exit(run_render(profile, cloud=cloud, out=out, regions=region, json_out=json_out))
+
+
+@app.command()
+def up(
+    profile: ProfileArg,
+    name: Annotated[Optional[str], typer.Option("--name", help="VM name (default: trainvm-<profile>-<hash8>).")] = None,
+    yes: YesFlag = False,
+    wait_ready: Annotated[bool, typer.Option("--wait-ready", help="Also wait for the startup script's report and verify it.")] = False,
+    ready_timeout: Annotated[float, typer.Option("--ready-timeout", min=0, help="Seconds --wait-ready waits.")] = 3600,
+    cloud: CloudOpt = None,
+    region: RegionOpt = None,
+    spot: Annotated[Optional[bool], typer.Option("--spot/--on-demand", help="Override placement.spot.", show_default=False)] = None,
+    ssh_from: Annotated[Optional[str], typer.Option("--ssh-from", help="CIDR allowed to SSH in (overrides placement.ssh_from).")] = None,
+    json_out: JsonFlag = False,
+) -> None:
+    """Create the VM: plan, then try the offers in failover order until one runs."""
+    from provisioner.commands.cloud import run_up
+
+    _check_clouds(cloud)
+    raise typer.Exit(run_up(profile, name=name, yes=yes, wait_ready=wait_ready, clouds=cloud, regions=region, spot=spot,
+                            ssh_from=ssh_from, json_out=json_out, ready_timeout=ready_timeout))
+
+
+@app.command()
+def status(name: Annotated[Optional[str], typer.Argument(help="VM name (default: all).")] = None, json_out: JsonFlag = False) -> None:
+    """trainvm VMs with state, zone, type, price and cost so far (rebuilt from cloud labels)."""
+    from provisioner.commands.cloud import run_status
+
+    raise typer.Exit(run_status(name, json_out))
+
+
+@app.command("list")
+def list_(json_out: JsonFlag = False) -> None:
+    """All trainvm VMs on every cloud with credentials."""
+    from provisioner.commands.cloud import run_status
+
+    raise typer.Exit(run_status(None, json_out))
+
+
+@app.command()
+def down(
+    name: NameArg,
+    yes: YesFlag = False,
+    no_wait: Annotated[bool, typer.Option("--no-wait", help="Return once deletion has started.")] = False,
+    json_out: JsonFlag = False,
+) -> None:
+    """Delete the VM and everything created for it (idempotent)."""
+    from provisioner.commands.cloud import run_down
+
+    raise typer.Exit(run_down(name, yes=yes, wait=not no_wait, json_out=json_out))
+
+
+@app.command()
+def verify(
+    target: Annotated[str, typer.Argument(help="VM name, or with --local a profile file.", show_default=False)],
+    local: Annotated[bool, typer.Option("--local", help="Probe this machine instead of a VM; TARGET is a profile.")] = False,
+    python: Annotated[Optional[str], typer.Option("--python", help="With --local: the interpreter to inspect.")] = None,
+    json_out: JsonFlag = False,
+) -> None:
+    """Compare a VM's stack report (or this machine) field by field with the profile."""
+    if local:
+        from provisioner.commands.mirror import run_verify_local
+
+        raise typer.Exit(run_verify_local(Path(target), python=python, json_out=json_out))
+    from provisioner.commands.cloud import run_verify_remote
+
+    raise typer.Exit(run_verify_remote(target, json_out))
+
+
+@app.command()
+def capture(
+    out: Annotated[Optional[Path], typer.Option("-o", "--out", help="Write the profile here (default: stdout).")] = None,
+    name: Annotated[Optional[str], typer.Option("--name", help="Profile name.")] = None,
+    python: Annotated[Optional[str], typer.Option("--python", help="Interpreter whose packages to capture.")] = None,
+    data: Annotated[Optional[str], typer.Option("--data", help="Path of the training data (its disk is recorded).")] = None,
+    json_out: JsonFlag = False,
+) -> None:
+    """Probe this workstation and write a profile that reproduces it."""
+    from provisioner.commands.mirror import run_capture
+
+    raise typer.Exit(run_capture(out=out, name=name, python=python, data=data, json_out=json_out))
+
+
+@app.command()
+def diff(
+    a: Annotated[Path, typer.Argument(help="Profile (YAML) or report (JSON).", show_default=False)],
+    b: Annotated[Path, typer.Argument(help="Profile (YAML) or report (JSON).", show_default=False)],
+    json_out: JsonFlag = False,
+) -> None:
+    """Field-by-field difference of two profiles or reports (exit 1 when they differ)."""
+    from provisioner.commands.mirror import run_diff
+
+    raise typer.Exit(run_diff(a, b, json_out))
+
+
 def _check_clouds(clouds: Optional[list[str]]) -> None:
     bad = [c for c in clouds or [] if c not in ("gcp", "azure", "aws")]
     if bad:

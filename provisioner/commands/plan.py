@@ -21,10 +21,11 @@ def _money(x: float | None) -> str:
 def _script_for(loaded: Any, offer: Any) -> tuple[str | None, str | None]:
     """(startup script, its sha256) for the chosen offer; (None, None) when rendering is unavailable."""
     try:
-        from provisioner.render.script import render_for_offer
-    except ImportError:
+        from provisioner.launch import render_for_offer
+
+        rendered = render_for_offer(loaded, offer)
+    except ImportError:  # pragma: no cover - render package missing in a partial install
         return None, None
-    rendered = render_for_offer(loaded, offer)
     return rendered.startup_sh, hashlib.sha256(rendered.startup_sh.encode()).hexdigest()
 
 

@@ -1,0 +1,89 @@
+"""``capture``, ``verify --local`` and ``diff``: mirroring a workstation."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from provisioner.errors import InputError
+from provisioner.output import emit_json, escape, stderr_console, stdout_console
+
+
+def run_capture(*, out: Path | None, name: str | None, python: str | None, data: str | None, json_out: bool) -> int:
+    from provisioner.capture import build_profile, comment_block, to_yaml
+    from provisioner.probe.report import probe
+
+    if python is not None and not Path(python).exists():
+        raise InputError(f"--python: {python} does not exist")
+    if data is not None and not Path(data).exists():
+        raise InputError(f"--data: {data} does not exist")
+    report = probe(python=python, data_path=data or ".")
+    profile, _comment, warnings = build_profile(report, name or "workstation")
+    comment = comment_block(report, profile, warnings)
+    text = to_yaml(profile, comment)
+    err = stderr_console()
+    for w in warnings:
+        err.print(f"[yellow]warning[/yellow]: {escape(w)}")
+    if json_out:
+        emit_json(profile)
+    elif out is None:
+        import sys
+
+        sys.stdout.write(text)
+    if out is not None:
+        out.write_text(text, encoding="utf-8")
+        err.print(f"wrote {out}")
+    return 0
+
+
+def run_verify_local(path: Path, *, python: str | None, json_out: bool) -> int:
+    from provisioner.commands.cloud import _print_verify
+    from provisioner.probe.report import probe
+    from provisioner.profile import load_profile
+    from provisioner.verify.compare import compare
+
+    loaded = load_profile(path, compat=False)
+    profile = loaded.profile.model_dump(mode="json")
+    report = probe(python=python, data_dests=[d["dest"] for d in profile.get("data", [])])
+    return _print_verify(f"local:{path}", compare(profile, report), json_out)
+
+
+def load_any(path: Path) -> dict[str, Any]:
+    """A profile (YAML, with extends resolved), a report (JSON) or a profile as JSON."""
+    if path.suffix == ".json":
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise InputError(f"{path}: no such file") from None
+        except (OSError, ValueError) as exc:
+            raise InputError(f"{path}: not a JSON document ({exc})") from None
+        if not isinstance(doc, dict):
+            raise InputError(f"{path}: expected a JSON object (a profile or a report)")
+        return doc
+    from provisioner.profile import load_profile
+
+    return load_profile(path, compat=False).profile.model_dump(mode="json", exclude={"extends"})
+
+
+def run_diff(a: Path, b: Path, json_out: bool) -> int:
+    from provisioner.verify.diff import diff
+
+    differences = diff(load_any(a), load_any(b))
+    if json_out:
+        emit_json({"differences": differences})
+    else:
+        out = stdout_console()
+        if not differences:
+            out.print(f"{a} and {b}: no differences")
+        else:
+            from rich.table import Table
+
+            table = Table(show_edge=False, pad_edge=False)
+            table.add_column("field")
+            table.add_column(str(a))
+            table.add_column(str(b))
+            for d in differences:
+                table.add_row(escape(d["field"]), escape(json.dumps(d["a"])), escape(json.dumps(d["b"])))
+            out.print(table)
+    return 1 if differences else 0

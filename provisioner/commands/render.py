@@ -1,0 +1,72 @@
+"""``trainvm render``: the startup script, the user data and the create request for the planned offer."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from provisioner.errors import InputError, NoFeasibleOfferError
+from provisioner.output import emit_json, stderr_console
+
+
+def request_body(cloud: str, spec: Any, offer: Any) -> dict[str, Any]:
+    if cloud == "gcp":
+        from provisioner.providers.gcp_request import request_preview
+    elif cloud == "azure":
+        from provisioner.providers.azure_request import request_preview
+    else:
+        from provisioner.providers.aws_request import request_preview
+    return request_preview(spec, offer)
+
+
+def run_render(path: Path, *, cloud: str, out: Path | None, regions: list[str] | None, json_out: bool) -> int:
+    from provisioner.catalog.models import Offer
+    from provisioner.launch import launch_spec, render_for_offer
+    from provisioner.planner.explain import no_offer_message
+    from provisioner.planning import Overrides, build_request, make_plan
+    from provisioner.profile import load_profile
+
+    loaded = load_profile(path)
+    plan, catalog, _ = make_plan(loaded, Overrides((cloud,), tuple(regions or ()) or None, None))
+    offer: Offer | None = plan.chosen
+    if offer is None and cloud == "aws":  # AWS is not provisionable yet, but its script can be reviewed
+        from dataclasses import replace
+
+        from provisioner.planner.core import plan as plan_fn
+
+        request, _ = build_request(loaded, Overrides((cloud,), tuple(regions or ()) or None, None))
+        offer = plan_fn(replace(request, include_unprovisionable=True), catalog, plan.catalog_date).chosen
+    if offer is None:
+        raise NoFeasibleOfferError(no_offer_message(plan, catalog))
+    rendered = render_for_offer(loaded, offer)
+    spec = launch_spec(loaded, offer)
+    body = request_body(cloud, spec, offer)
+    user_data = rendered.user_data if isinstance(rendered.user_data, bytes) else rendered.user_data.encode()
+    files = {"startup.sh": rendered.startup_sh.encode(), "user-data": user_data, "request.json": (json.dumps(body, indent=2) + "\n").encode()}
+    summary = {
+        "profile": loaded.profile.name, "hash": loaded.hash, "cloud": cloud, "offer": offer.to_json(spec.spot),
+        "sizes": {name: len(data) for name, data in files.items()},
+        "script_sha256": hashlib.sha256(files["startup.sh"]).hexdigest(),
+    }
+    if out is not None:
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+            for name, data in files.items():
+                (out / name).write_bytes(data)
+        except OSError as exc:
+            raise InputError(f"--out {out}: {exc}") from None
+        summary["files"] = [str(out / n) for n in files]
+    if json_out:
+        if out is None:
+            summary["startup_sh"] = rendered.startup_sh
+            summary["request"] = body
+        emit_json(summary)
+    elif out is None:
+        sys.stdout.write(rendered.startup_sh)
+        stderr_console().print(f"# {cloud} {offer.zone or offer.region} {offer.instance_type}: script {summary['sizes']['startup.sh']} bytes, user data {summary['sizes']['user-data']} bytes (use --out DIR for request.json)")
+    else:
+        stderr_console().print("wrote " + ", ".join(summary["files"]))
+    return 0

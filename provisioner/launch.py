@@ -1,0 +1,47 @@
+"""From a plan's offer to what a provider receives: the rendered startup script for that offer's
+cloud and shape, and the ``LaunchSpec`` (names, labels, the resolved profile as JSON)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from provisioner.catalog.models import Offer
+from provisioner.profile import LoadedProfile
+from provisioner.profile.loader import canonical_json
+from provisioner.providers.base import LaunchSpec, labels_for, vm_name
+
+
+def render_for_offer(loaded: LoadedProfile, offer: Offer) -> Any:  # -> provisioner.render.script.RenderedScript
+    from provisioner.render.context import target_from_offer
+    from provisioner.render.script import render_script
+
+    return render_script(loaded, target_from_offer(offer))
+
+
+def resolved_profile_json(loaded: LoadedProfile) -> str:
+    data = loaded.profile.model_dump(mode="json", exclude={"extends"})
+    return canonical_json(data)
+
+
+def launch_spec(loaded: LoadedProfile, offer: Offer, *, name: str | None = None, spot: bool | None = None, ssh_from: str | None = None) -> LaunchSpec:
+    p = loaded.profile
+    rendered = render_for_offer(loaded, offer)
+    user_data = rendered.user_data if isinstance(rendered.user_data, str) else rendered.user_data.decode()
+    return LaunchSpec(
+        name=vm_name(p.name, loaded.hash, name),
+        profile_name=p.name,
+        profile_hash=loaded.hash,
+        profile_json=resolved_profile_json(loaded),
+        labels=labels_for(p.name, loaded.hash),
+        startup_script=rendered.startup_sh,
+        user_data=user_data,
+        os=p.stack.os,
+        boot_disk_type=p.hardware.boot_disk.type,
+        boot_disk_gib=p.hardware.boot_disk.size_gib,
+        local_nvme_gib=p.hardware.local_nvme_gib,
+        spot=p.placement.spot if spot is None else spot,
+        max_price_per_hour=p.placement.max_price_per_hour,
+        max_run_hours=p.lifecycle.max_run_hours,
+        ssh_from=ssh_from or p.placement.ssh_from,
+        data_sources=tuple(d.source for d in p.data),
+    )
