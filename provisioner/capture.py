@@ -17,6 +17,7 @@ from datetime import date
 from io import StringIO
 from typing import Any
 
+from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
@@ -30,11 +31,15 @@ from provisioner.probe.gpu import (
     nominal_memory_gib,
     parse_cc,
 )
-from provisioner.probe.python_env import normalize_cudnn
+from provisioner.probe.python_env import PYTORCH_INDEX, normalize_cudnn
 from provisioner.probe.report import major_minor
 from provisioner.verify.compare import framework_cuda
 
 SUPPORTED_OS = ("ubuntu-22.04", "ubuntu-24.04", "debian-12")
+OS_GLIBC = {"ubuntu-22.04": "2.35", "debian-12": "2.36", "ubuntu-24.04": "2.39"}
+# Used when this machine has no NVIDIA driver (stack.driver is required): the R580 LTSB release
+# of compat-facts.yaml (CUDA 13.0 "latest_update"); backward compatible with every CUDA 11.x-13.0 build.
+DEFAULT_DRIVER = "580.95.05"
 # Oldest driver the cloud images' NVIDIA repositories still install for the supported OSes
 # (the CUDA 12.0 floor; compat-facts.yaml cuda_min_driver_linux "12.0" GA). Older drivers are
 # legacy branches (R470 and before) that trainvm cannot pin on a new VM.
@@ -56,40 +61,62 @@ def compatible_cloud_gpus(cc: str, min_vram_gib: float, table: Mapping[str, GpuS
     return [s.name for s in sorted(chosen, key=lambda s: (s.cc, s.vram_gib, s.name))]
 
 
+def main_gpus(gpus: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The GPUs a profile mirrors: those of the model with the most memory (then the most units).
+    A display card beside the compute GPUs is not what training runs on."""
+    groups: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    for g in gpus:
+        groups.setdefault((str(g.get("name")), str(g.get("compute_capability"))), []).append(g)
+
+    def weight(key: tuple[str, str]) -> tuple[int, int]:
+        first = groups[key][0]
+        return nominal_memory_gib(key[0], int(first.get("memory_mib") or 0)), len(groups[key])
+
+    return groups[max(groups, key=weight)] if groups else []
+
+
 def _gpu_requirements(gpus: Sequence[Mapping[str, Any]], warnings: list[str]) -> dict[str, Any]:
     if not gpus:
         warnings.append("no NVIDIA GPU found on this machine: the profile has no GPU requirement; "
                         "add hardware.gpu or hardware.min_gpu_memory_gib by hand")
         return {}
-    names = [str(g.get("name")) for g in gpus]
-    kinds = sorted({(n, str(g.get("compute_capability"))) for n, g in zip(names, gpus, strict=True)})
-    if len(kinds) > 1:
-        warnings.append("GPUs of different models (" + ", ".join(n for n, _ in kinds) + "): "
-                        "the profile asks for GPUs that can stand in for every one of them")
-    nominal = min(nominal_memory_gib(str(g.get("name")), int(g.get("memory_mib") or 0)) for g in gpus)
+    chosen = main_gpus(gpus)
+    name, cc = str(chosen[0].get("name")), chosen[0].get("compute_capability")
+    others = sorted({str(g.get("name")) for g in gpus if g.get("name") != name})
+    if others:
+        warnings.append(f"GPUs of other models are not mirrored ({', '.join(others)}): the profile asks for "
+                        f"{len(chosen)} GPU(s) like the {name}")
+    nominal = nominal_memory_gib(name, int(chosen[0].get("memory_mib") or 0))
     hardware: dict[str, Any] = {}
-    choices: list[str] | None = None
-    for name, cc in kinds:
-        if cc in ("None", ""):
-            warnings.append(f"compute capability of {name} unknown: gpu: not set, only min_gpu_memory_gib")
-            choices = []
-            break
-        these = compatible_cloud_gpus(cc, nominal)
-        choices = these if choices is None else [c for c in choices if c in these]
-    for name in sorted(set(names)):
-        if is_consumer(name):
-            warnings.append(f"{name} is a consumer GPU that no cloud rents; gpu: lists cloud GPUs that run "
-                            "the same binaries (same architecture major, equal or newer minor, as much VRAM)")
-        elif canonical_gpu_name(name) not in cloud_gpus():
-            warnings.append(f"{name} is not offered by the supported clouds; gpu: lists compatible ones")
-    if choices:
-        hardware["gpu"] = choices
-    elif choices is not None:
-        warnings.append("no cloud GPU has the same architecture major and as much VRAM as "
-                        + ", ".join(sorted(set(names))) + ": gpu: not set, only min_gpu_memory_gib")
-    hardware["gpu_count"] = len(gpus)
+    if is_consumer(name):
+        warnings.append(f"{name} is a consumer GPU that no cloud rents; gpu: lists cloud GPUs that run "
+                        "the same binaries (same architecture major, equal or newer minor, as much VRAM)")
+    elif canonical_gpu_name(name, chosen[0].get("memory_mib")) not in cloud_gpus():
+        warnings.append(f"{name} is not offered by the supported clouds; gpu: lists compatible ones")
+    if not cc:
+        warnings.append(f"compute capability of {name} unknown: gpu: not set, only min_gpu_memory_gib")
+    else:
+        choices = compatible_cloud_gpus(str(cc), nominal)
+        if choices:
+            hardware["gpu"] = choices
+        else:
+            warnings.append(f"no cloud GPU has the same architecture major as {name} ({cc}) and {nominal} GiB: "
+                            "gpu: not set, only min_gpu_memory_gib")
+    hardware["gpu_count"] = len(chosen)
     hardware["min_gpu_memory_gib"] = nominal
     return hardware
+
+
+def closest_os(glibc: str | None) -> str:
+    """The supported OS image with the oldest glibc that is not older than ``glibc``."""
+    try:
+        local = Version(glibc) if glibc else None
+    except InvalidVersion:
+        local = None
+    for name, image_glibc in sorted(OS_GLIBC.items(), key=lambda kv: Version(kv[1])):
+        if local is None or Version(image_glibc) >= local:
+            return name
+    return max(OS_GLIBC, key=lambda n: Version(OS_GLIBC[n]))
 
 
 def _older(version: str, floor: str) -> bool:
@@ -100,30 +127,39 @@ def _older(version: str, floor: str) -> bool:
 
 
 def _packages(report: Mapping[str, Any], warnings: list[str]) -> list[str]:
-    sources: Mapping[str, Any] = report.get("package_sources") or {}
+    sources = {str(canonicalize_name(k)): v for k, v in (report.get("package_sources") or {}).items()}
     pins: list[str] = []
-    editable, direct, conda = [], [], []
-    for name, version in sorted((report.get("packages") or {}).items()):
+    editable, direct, conda, invalid = [], [], [], []
+    packages = {str(canonicalize_name(k)): str(v) for k, v in (report.get("packages") or {}).items()}
+    for name, version in sorted(packages.items()):
         info = sources.get(name) or {}
         if info.get("editable"):
             editable.append(name)
             continue
+        try:
+            Version(version)
+        except InvalidVersion:
+            invalid.append(f"{name} {version}")
+            continue
         if info.get("conda_package") or info.get("installer") == "conda":
             conda.append(name)
-        elif info.get("url") and not str(info.get("url")).startswith(("http://", "https://")) or info.get("vcs"):
-            direct.append(name)
+        elif info.get("vcs") or (info.get("url") and not str(info.get("url")).startswith(PYTORCH_INDEX)):
+            direct.append(f"{name} ({info.get('url')})")
         pins.append(f"{name}=={version}")
     if editable:
         warnings.append("editable installs are not in the profile (no index has them; install them from your "
                         "repository on the VM): " + ", ".join(editable))
+    if invalid:
+        warnings.append("versions that are not PEP 440 cannot be pinned and are left out: " + ", ".join(invalid))
     if direct:
-        warnings.append("installed from a local path or VCS, so the pin may not resolve on the VM: " + ", ".join(direct))
+        warnings.append("installed from a URL, local path or VCS, so the pin may not resolve from an index on the VM: "
+                        + ", ".join(direct))
     if conda:
         warnings.append("installed by conda; the VM installs with pip, where this exact version may not exist: "
                         + ", ".join(conda))
     conda_only = [n for n in sorted((_conda_packages(report)))
                   if n not in _CONDA_BASE and not n.startswith(("lib", "_"))
-                  and n not in (report.get("packages") or {})
+                  and canonicalize_name(n) not in packages
                   and not any(v.get("conda_package") == n for v in sources.values())]
     if conda_only:
         shown = ", ".join(conda_only[:12]) + (f" and {len(conda_only) - 12} more" if len(conda_only) > 12 else "")
@@ -142,14 +178,20 @@ def _stack(report: Mapping[str, Any], warnings: list[str]) -> dict[str, Any]:
     if os_name in SUPPORTED_OS:
         stack["os"] = os_name
     else:
-        warnings.append(f"this machine runs {os_name}, not a cloud image trainvm supports "
-                        f"({', '.join(SUPPORTED_OS)}): stack.os left to the default; glibc {os_info.get('glibc')}")
+        stack["os"] = closest_os(os_info.get("glibc"))
+        warnings.append(f"this machine runs {os_name} (glibc {os_info.get('glibc')}), not a cloud image trainvm "
+                        f"supports: stack.os is {stack['os']}, the oldest supported image whose glibc is at least "
+                        "as new (wheels built here need it)")
     driver = report.get("driver")
     if driver:
         stack["driver"] = driver
         if _older(str(driver), MIN_CLOUD_DRIVER):
             warnings.append(f"driver {driver} is older than cloud images support ({MIN_CLOUD_DRIVER}, the CUDA 12 "
                             "floor): pick a newer driver in stack.driver")
+    else:
+        stack["driver"] = DEFAULT_DRIVER
+        warnings.append(f"no NVIDIA driver on this machine: stack.driver is {DEFAULT_DRIVER} (R580 LTSB; runs every "
+                        "CUDA up to 13.0 and GPUs from Maxwell to Blackwell); change it if you need another")
     framework = report.get("framework") or None
     cuda = framework_cuda(report)
     toolkit = report.get("cuda_toolkit")
@@ -172,8 +214,9 @@ def _stack(report: Mapping[str, Any], warnings: list[str]) -> dict[str, Any]:
     return stack
 
 
-def build_profile(report: Mapping[str, Any], name: str) -> tuple[dict[str, Any], str, list[str]]:
-    """(profile dict, comment block, warnings) from a probe report."""
+def build_profile(report: Mapping[str, Any], name: str,
+                  captured: date | None = None) -> tuple[dict[str, Any], str, list[str]]:
+    """(profile dict, comment block, warnings) from a probe report; ``captured`` dates the comment."""
     warnings: list[str] = []
     hardware = _gpu_requirements(report.get("gpus") or [], warnings)
     cpus = (report.get("cpu") or {}).get("count")
@@ -182,7 +225,7 @@ def build_profile(report: Mapping[str, Any], name: str) -> tuple[dict[str, Any],
     if report.get("memory_gib"):
         hardware["min_memory_gib"] = int(math.floor(float(report["memory_gib"])))
     profile: dict[str, Any] = {"name": name, "hardware": hardware, "stack": _stack(report, warnings)}
-    return profile, comment_block(report, profile, warnings), warnings
+    return profile, comment_block(report, profile, warnings, captured), warnings
 
 
 def comment_block(report: Mapping[str, Any], profile: Mapping[str, Any], warnings: Sequence[str],
@@ -190,7 +233,7 @@ def comment_block(report: Mapping[str, Any], profile: Mapping[str, Any], warning
     """What a cloud VM cannot copy exactly: the local GPU, BLAS, disk; and the gpu: rule."""
     lines = ["Captured by `trainvm capture`" + (f" on {captured.isoformat()}" if captured else "") + "."]
     gpus = report.get("gpus") or []
-    for gname in sorted({str(g.get("name")) for g in gpus}):
+    for gname in sorted({str(g.get("name")) for g in gpus}):  # every local GPU, mirrored or not
         same = [g for g in gpus if g.get("name") == gname]
         g = same[0]
         lines.append(f"Local GPU: {len(same)} x {gname} (compute capability {g.get('compute_capability')}, "
@@ -200,7 +243,7 @@ def comment_block(report: Mapping[str, Any], profile: Mapping[str, Any], warning
         lines.append("Local GPU: none")
     chosen = (profile.get("hardware") or {}).get("gpu")
     if chosen and gpus:
-        cc = gpus[0].get("compute_capability")
+        cc = main_gpus(gpus)[0].get("compute_capability")
         lines.append(f"gpu: cloud GPUs that run sm_{str(cc).replace('.', '')} binaries natively: same major "
                      f"compute capability, minor >= local, VRAM >= {profile['hardware'].get('min_gpu_memory_gib')} GiB.")
         lines.append("Newer architectures only run PTX through the driver's JIT and are not listed.")

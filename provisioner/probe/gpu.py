@@ -56,29 +56,6 @@ class GpuProbe:
 
 # Source: /work/shared/data/compat-facts.yaml `gpu.entries` (NVIDIA CUDA GPU tables; VRAM from cloud
 # GPU tables). The compat engine will expose the same data; swap the body of cloud_gpus() then.
-_CLOUD_GPUS: Mapping[str, GpuSpec] = MappingProxyType(
-    {
-        s.name: s
-        for s in (
-            GpuSpec("K80", "3.7", 12),
-            GpuSpec("P4", "6.1", 8),
-            GpuSpec("P100", "6.0", 16),
-            GpuSpec("V100", "7.0", 16),
-            GpuSpec("V100-32GB", "7.0", 32),
-            GpuSpec("T4", "7.5", 16),
-            GpuSpec("A10", "8.6", 24),
-            GpuSpec("A10G", "8.6", 24),
-            GpuSpec("L4", "8.9", 24),
-            GpuSpec("A100", "8.0", 40),
-            GpuSpec("A100-80GB", "8.0", 80),
-            GpuSpec("H100", "9.0", 80),
-            GpuSpec("H200", "9.0", 141),
-            GpuSpec("L40S", "8.9", 48),
-            GpuSpec("B200", "10.0", 180),
-        )
-    }
-)
-
 # Workstation / consumer parts we recognise (never rented by the clouds trainvm supports).
 _LOCAL_GPUS: Mapping[str, GpuSpec] = MappingProxyType(
     {
@@ -103,8 +80,10 @@ _LOCAL_GPUS: Mapping[str, GpuSpec] = MappingProxyType(
 
 
 def cloud_gpus() -> Mapping[str, GpuSpec]:
-    """Canonical cloud GPU name -> spec. The single source for capture's `gpu:` list."""
-    return _CLOUD_GPUS
+    """Canonical cloud GPU name -> spec, from the compatibility facts (provisioner/compat/data/gpus.yaml)."""
+    from provisioner.compat.facts import load_facts
+
+    return {n: GpuSpec(n, g.cc_str, g.memory_gib) for n, g in load_facts().gpus.items() if g.cloud and g.cc_str}
 
 
 def known_gpus() -> Mapping[str, GpuSpec]:
@@ -120,6 +99,7 @@ def parse_cc(value: str) -> tuple[int, int]:
 # (regex on the name with "NVIDIA "/"Tesla " prefixes removed, canonical name or None = use memory)
 _NAME_RULES: tuple[tuple[str, str | None], ...] = (
     (r"^K80\b", "K80"),
+    (r"^M60\b", "M60"),
     (r"^P4\b", "P4"),
     (r"^P100\b", "P100"),
     (r"^V100S?\b.*32\s*GB", "V100-32GB"),

@@ -18,7 +18,7 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
-from provisioner.probe.gpu import CommandResult, run_command
+from provisioner.probe.gpu import CommandResult
 
 MARKER = "TRAINVM_PROBE="
 
@@ -49,7 +49,8 @@ if os.path.isdir(conda_meta):
             part = fn.replace("\\", "/").split("/")
             for seg in part:
                 if seg.endswith(".dist-info") or seg.endswith(".egg-info"):
-                    key = seg.rsplit("-", 1)[0].lower().replace("-", "_").replace(".", "_")
+                    stem = seg[: -len(".dist-info")] if seg.endswith(".dist-info") else seg[: -len(".egg-info")]
+                    key = stem.split("-", 1)[0].lower().replace(".", "_")
                     conda_dists[key] = name
     out["conda"] = {"packages": pkgs}
 seen = set()

@@ -71,6 +71,7 @@ def no_pynvml(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.parametrize(("smi_name", "memory", "canonical"), [
     ("Tesla T4", 15360, "T4"),
     ("Tesla K80", 11441, "K80"),
+    ("Tesla M60", 8129, "M60"),
     ("Tesla P4", 7611, "P4"),
     ("Tesla P100-PCIE-16GB", 16280, "P100"),
     ("Tesla V100-SXM2-16GB", 16384, "V100"),
@@ -124,7 +125,17 @@ def test_cloud_table_matches_compat_facts() -> None:
     assert table["L4"] == ("8.9", 24)
     assert table["A100-80GB"] == ("8.0", 80)
     assert table["B200"] == ("10.0", 180)
-    assert len(table) == 15
+    assert len(table) == 16
+
+
+def test_cloud_table_agrees_with_the_compat_facts() -> None:
+    """cloud_gpus() is the module's own table until the compat engine is its source; keep them equal."""
+    facts_mod = pytest.importorskip("provisioner.compat.facts")
+    facts = facts_mod.load_facts()
+    nvidia = {n: g for n, g in facts.gpus.items() if g.cloud and g.vendor == "nvidia"}
+    assert set(nvidia) == set(cloud_gpus())
+    for name, spec in cloud_gpus().items():
+        assert (spec.compute_capability, float(spec.vram_gib)) == (nvidia[name].cc_str, nvidia[name].memory_gib)
 
 
 def test_nominal_memory() -> None:

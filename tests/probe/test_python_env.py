@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from provisioner.probe.gpu import CommandResult
 from provisioner.probe.python_env import (
@@ -20,8 +22,6 @@ from provisioner.probe.python_env import (
     probe_python,
     run_script,
 )
-from hypothesis import given
-from hypothesis import strategies as st
 
 
 def make_env(root: Path) -> tuple[Path, Path]:
