@@ -15,6 +15,7 @@ from provisioner.catalog.models import Offer
 from provisioner.errors import CapacityExhaustedError, CloudError
 from provisioner.providers.base import (
     AuthError,
+    CapacityError,
     ConflictError,
     InstanceRecord,
     InvalidRequestError,
@@ -89,8 +90,11 @@ def provision(
     attempts: list[Attempt] = []
     skip_regions: set[tuple[str, str]] = set()
     skip_clouds: set[str] = set()
+    stocked_out: set[tuple[str, str, str]] = set()  # (cloud, zone or region, gpu): no need to ask again
     for offer in offers:
         if offer.cloud in skip_clouds or (offer.cloud, offer.region) in skip_regions:
+            continue
+        if (offer.cloud, offer.location, offer.gpu_name) in stocked_out:
             continue
         try:
             record = providers(offer.cloud).create(spec_for(offer), offer)
@@ -100,6 +104,9 @@ def provision(
                 skip_clouds.add(offer.cloud)
             else:
                 skip_regions.add((offer.cloud, offer.region))
+        except CapacityError as exc:
+            attempt = _attempt(offer, exc.outcome, exc.code, str(exc))
+            stocked_out.add((offer.cloud, offer.location, offer.gpu_name))
         except (AuthError, InvalidRequestError) as exc:
             attempt = _attempt(offer, exc.outcome, exc.code, str(exc))
             attempts.append(attempt)

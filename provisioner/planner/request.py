@@ -12,6 +12,9 @@ from typing import Any, Iterable, Mapping
 
 from provisioner.catalog.families import CLOUDS, DISK_TYPES, PROVISIONABLE_CLOUDS
 
+#: placement.clouds default: every cloud trainvm can provision, in this preference order (ties).
+DEFAULT_CLOUDS: tuple[str, ...] = tuple(c for c in CLOUDS if c in PROVISIONABLE_CLOUDS)
+
 #: Stable rejection reasons, in the order the planner tests them. Each rejected offer is counted
 #: once, under the first reason it fails.
 REASONS: tuple[str, ...] = (
@@ -44,7 +47,7 @@ class PlanRequest:
     min_memory_gib: float = 0
     local_nvme_gib: int = 0
     boot_disk_type: str = "balanced"
-    clouds: tuple[str, ...] = tuple(sorted(PROVISIONABLE_CLOUDS))
+    clouds: tuple[str, ...] = DEFAULT_CLOUDS
     region_globs: tuple[str, ...] | None = None
     spot: bool = False
     max_price_per_hour: float | None = None

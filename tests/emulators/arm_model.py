@@ -82,6 +82,12 @@ def rg_not_found(rg):
     return ArmError(404, "ResourceGroupNotFound", f"Resource group '{rg}' could not be found.")  # (*)
 
 
+def under(child, parent):
+    """True when `child` is `parent` or one of its sub-resources (case-insensitive ARM ids)."""
+    child, parent = child.lower(), parent.lower()
+    return child == parent or child.startswith(parent + "/")
+
+
 def parse_id(rid):
     """'/subscriptions/s/resourceGroups/rg/providers/NS/type/name[/child/cname]' -> (rg, type, name, child)."""
     m = re.fullmatch(r"/subscriptions/[^/]+/resourcegroups/([^/]+)/providers/([^/]+)/([^/]+)/([^/]+)"
@@ -245,10 +251,15 @@ class State:
             del self.res[key]
         self.groups.pop(rg.lower(), None)
 
-    def check_location(self, loc):
+    def check_location(self, loc, type_=None):
         if loc not in LOCATIONS:
-            raise ArmError(400, "LocationNotAvailableForResourceGroup", f"The provided location '{loc}' is not "
-                           f"available for resource group. List of available regions is '{','.join(sorted(LOCATIONS))}'.")
+            if type_ is None:
+                raise ArmError(400, "LocationNotAvailableForResourceGroup", f"The provided location '{loc}' is not "
+                               f"available for resource group. List of available regions is "
+                               f"'{','.join(sorted(LOCATIONS))}'.")  # (*)
+            raise ArmError(400, "LocationNotAvailableForResourceType", f"The provided location '{loc}' is not "
+                           f"available for resource type '{type_}'. List of available regions for the resource "
+                           f"type is '{','.join(sorted(LOCATIONS))}'.")
 
     # ------------------------------------------------------------------ generic resources
     def writable_group(self, rg):
@@ -301,7 +312,7 @@ class State:
         return target
 
     def delete_check(self, rec):
-        refs = [(i, via) for i, via in self.refs_to(rec["id"]) if not i.lower().startswith(rec["id"].lower())]
+        refs = [(i, via) for i, via in self.refs_to(rec["id"]) if not under(i, rec["id"])]
         if not refs:
             return
         users = ", ".join(i for i, _ in refs)
@@ -364,7 +375,7 @@ class State:
         loc = (body.get("location") or "").lower().replace(" ", "")
         if not loc:
             raise ArmError(400, "LocationRequired", "The location property is required for this definition.")
-        self.check_location(loc)
+        self.check_location(loc, type_)
         body["location"] = loc
         V.check_tags(body.get("tags"))
         old = self.get(rg, type_, name)
@@ -397,7 +408,7 @@ class State:
         if old:
             keep = {sn.get("name", "").lower() for sn in props.get("subnets") or []}
             for user, via in self.refs_to(rec["id"]):
-                sub = next(iter(r for r in self.res.values() if user.lower().startswith(r["id"].lower())), None)
+                sub = next(iter(r for r in self.res.values() if under(user, r["id"])), None)
                 for ipc in (sub["body"]["properties"].get("ipConfigurations") or []) if sub else []:
                     sid = ((ipc.get("properties") or {}).get("subnet") or {}).get("id", "")
                     if sid.lower().startswith(rec["id"].lower() + "/subnets/") and \
@@ -427,7 +438,7 @@ class State:
             self.check_ref(ip["subnet"]["id"], rec["id"], rec["location"], VNET_T)
             if ip.get("publicIPAddress"):
                 pip = self.check_ref(ip["publicIPAddress"]["id"], rec["id"], rec["location"], PIP_T)
-                users = [u for u, via in self.refs_to(pip["id"]) if not u.lower().startswith(rec["id"].lower())]
+                users = [u for u, via in self.refs_to(pip["id"]) if not under(u, rec["id"])]
                 if users:
                     raise ArmError(400, "PublicIPAddressInUse", f"Resource {pip['id']} is referenced by "
                                    f"{users[0]} and cannot be used by {rec['id']}.")
@@ -465,7 +476,9 @@ class State:
                 raise ArmError(400, "NicInUse", f"Network Interface {nic['id']} is used by existing resource "
                                f"{users[0]}. A network interface can be attached to one virtual machine only.")
             nics.append((nic["id"], (ref.get("properties") or {}).get("deleteOption", "Detach").lower() == "delete"))
-        managed = self._plan_managed_nics(rec, p["networkProfile"].get("networkInterfaceConfigurations") or [])
+        created = []   # VM-managed NIC/public IP records, stored only once the PUT is accepted
+        managed = self._plan_managed_nics(rec, p["networkProfile"].get("networkInterfaceConfigurations") or [],
+                                          created)
         f = self.take_fault("vm", *method_path, vm=(loc, size, zones))
         never, fail = False, None
         if f and f.kind == "sku_not_available_409":
@@ -488,6 +501,8 @@ class State:
         if f and f.kind in ("allocation_failed_lro", "zonal_allocation_failed_lro", "overconstrained_allocation_lro"):
             fail = {"code": f.code, "message": f.message or ALLOCATION_MESSAGES.get(f.code, f.code)}
         never = bool(f and f.kind == "lro_never_done")
+        for r in created:
+            self.res.setdefault(r["id"].lower(), r)
         ex = rec["extra"]
         ex.update(nics=nics + [(n, d) for n, d, _, _ in managed], pips=[(pp, d) for _, _, pp, d in managed if pp],
                   image_gen=gen, image=image, size=size)
@@ -511,7 +526,7 @@ class State:
             ex["disk"] = did
         return on_success, never, fail
 
-    def _plan_managed_nics(self, rec, cfgs):
+    def _plan_managed_nics(self, rec, cfgs, created):
         """networkInterfaceConfigurations: the VM creates (and later deletes) its own NIC and public IP."""
         out = []
         for cfg in cfgs:
@@ -537,7 +552,7 @@ class State:
                     pip_del = (pc.get("properties") or {}).get("deleteOption", "Detach").lower() == "delete"
                     prec = self.new_record(rec["rg"], PIP_T, pc["name"], pbody)
                     prec["state"], prec["extra"]["ip"] = "Succeeded", self.next_public_ip()
-                    self.res.setdefault(pip_id.lower(), prec)
+                    created.append(prec)
                     nic_ip["publicIPAddress"] = {"id": pip_id}
                 ipcs.append({"name": ipc["name"], "properties": nic_ip})
             nbody = {"location": rec["location"], "properties": {"ipConfigurations": ipcs}}
@@ -547,7 +562,7 @@ class State:
                 nbody["properties"]["enableAcceleratedNetworking"] = cp["enableAcceleratedNetworking"]
             nrec = self.new_record(rec["rg"], NIC_T, cfg["name"], nbody)
             nrec["state"] = "Succeeded"
-            self.res.setdefault(nrec["id"].lower(), nrec)
+            created.append(nrec)
             out.append((nrec["id"], cp.get("deleteOption", "Detach").lower() == "delete", pip_id, pip_del))
         return out
 
@@ -778,7 +793,8 @@ class State:
             raise ArmError(409, "OperationNotAllowed", f"Boot diagnostics is not enabled for virtual machine "
                            f"'{name}'. Enable diagnosticsProfile.bootDiagnostics.")
         url = f"{base}/bootdiagnostics/{rec['guid']}/{name}.%s?sv=2025-01-05&sr=b&sp=r&sig=emulated"
-        return {"consoleScreenshotBlobUri": url % "screenshot.bmp", "serialConsoleLogBlobUri": url % "serialconsole.log"}
+        return {"consoleScreenshotBlobUri": url % "screenshot.bmp",
+                "serialConsoleLogBlobUri": url % "serialconsole.log"}
 
     def serial_log(self, guid):
         rec = next((r for r in self.res.values() if r["type"] == VM_T and r["guid"] == guid), None)
