@@ -17,11 +17,17 @@ from packaging.version import Version
 DATA_DIR = Path(__file__).with_name("data")
 
 
+FILES = ("gpus", "cuda", "torch", "tensorflow", "jax", "os")
+
+
+def facts_dir() -> Path:
+    return Path(os.environ.get("TRAINVM_FACTS_DIR") or DATA_DIR)
+
+
 def _load(name: str) -> dict[str, Any]:
     from ruamel.yaml import YAML
 
-    folder = Path(os.environ.get("TRAINVM_FACTS_DIR") or DATA_DIR)
-    with (folder / f"{name}.yaml").open(encoding="utf-8") as fh:
+    with (facts_dir() / f"{name}.yaml").open(encoding="utf-8") as fh:
         data = YAML(typ="safe").load(fh)
     return data
 
@@ -167,6 +173,14 @@ def _cc_or_none(raw: str | None) -> tuple[int, int] | None:
 
 @functools.cache
 def load_facts() -> Facts:
+    """The facts, parsed once per process (and cached on disk by content hash)."""
+    from provisioner.cache import cached
+
+    folder = facts_dir()
+    return cached("facts", [folder / f"{n}.yaml" for n in FILES], _parse_facts)
+
+
+def _parse_facts() -> Facts:
     gpus_doc, cuda_doc, torch_doc = _load("gpus"), _load("cuda"), _load("torch")
     tf_doc, jax_doc, os_doc = _load("tensorflow"), _load("jax"), _load("os")
     gpus = {
