@@ -6,8 +6,11 @@ Host defaults (documented, shown by ``trainvm plan`` under "defaults"): when a p
 * vCPUs: 4 per GPU with < 40 GiB of memory (T4, L4, A10, V100, P100, P4), 8 per GPU from 40 GiB
   (A100, H100, H200, B200, L40S) - SkyPilot picks >= 4 vCPUs per T4 and >= 8 per V100 for the same
   reason: data loaders and host-side augmentation starve a GPU long before it runs out of FLOPs;
-* RAM: 3.75 GiB per requested vCPU (the GCE "standard" ratio), and never less than the GPUs'
-  total memory, so a checkpoint or a pinned-memory batch of the full model fits on the host.
+  at most 96 in all (the largest bundled 16-GPU hosts have 96, and bundled shapes come with hosts
+  the cloud already sized for their GPUs);
+* RAM: 3.75 GiB per requested vCPU (the GCE "standard" ratio), and at least 0.9x the GPUs' total
+  memory, so a checkpoint or a pinned-memory batch of the full model fits on the host (0.9, not
+  1.0: an n1-standard host has 15 GiB per 16 GiB T4, and that is enough).
 
 The smallest GPU the profile accepts sets the numbers, so the defaults never exclude an offer that
 an explicit value would have allowed.
@@ -26,7 +29,9 @@ from provisioner.profile import LoadedProfile
 VCPUS_PER_SMALL_GPU = 4
 VCPUS_PER_LARGE_GPU = 8
 LARGE_GPU_GIB = 40
+MAX_DEFAULT_VCPUS = 96
 RAM_PER_VCPU_GIB = 3.75
+RAM_PER_GPU_MEMORY = 0.9
 
 
 @dataclass(frozen=True)
@@ -45,11 +50,11 @@ def host_defaults(loaded: LoadedProfile, excluded: dict[str, str]) -> dict[str, 
     applied: dict[str, Any] = {}
     vcpus = hw.min_vcpus
     if vcpus is None:
-        vcpus = hw.gpu_count * (VCPUS_PER_LARGE_GPU if per_gpu_mem >= LARGE_GPU_GIB else VCPUS_PER_SMALL_GPU)
+        vcpus = min(hw.gpu_count * (VCPUS_PER_LARGE_GPU if per_gpu_mem >= LARGE_GPU_GIB else VCPUS_PER_SMALL_GPU), MAX_DEFAULT_VCPUS)
         applied["min_vcpus"] = vcpus
     memory = hw.min_memory_gib
     if memory is None:
-        memory = max(round(vcpus * RAM_PER_VCPU_GIB, 2), per_gpu_mem * hw.gpu_count)
+        memory = max(round(vcpus * RAM_PER_VCPU_GIB, 2), round(RAM_PER_GPU_MEMORY * per_gpu_mem * hw.gpu_count, 2))
         applied["min_memory_gib"] = memory
     return {"min_vcpus": vcpus, "min_memory_gib": memory, "applied": applied}
 

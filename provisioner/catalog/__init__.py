@@ -13,9 +13,15 @@ from provisioner.catalog.models import (
     CatalogError,
     Offer,
 )
-from provisioner.catalog.storage import ENV_VAR, EMBEDDED_DIR, load_catalog, write_catalog
+from provisioner.catalog.storage import (
+    EMBEDDED_DIR,
+    ENV_VAR,
+    load_catalog,
+    validate_offers,
+    write_catalog,
+)
 
 __all__ = [
     "COLUMNS", "EXCLUDING_FLAGS", "SCHEMA_VERSION", "Catalog", "CatalogError", "Offer",
-    "ENV_VAR", "EMBEDDED_DIR", "load_catalog", "write_catalog",
+    "ENV_VAR", "EMBEDDED_DIR", "load_catalog", "validate_offers", "write_catalog",
 ]

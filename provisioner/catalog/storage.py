@@ -57,17 +57,24 @@ def load_catalog(folder: Path | str | None = None) -> Catalog:
         sig = tuple((str(p), p.stat().st_mtime_ns, p.stat().st_size)
                     for p in [manifest_path, *files])
     except FileNotFoundError as e:
-        raise CatalogError(f"{manifest_path}: lists {Path(e.filename).name}, which is missing") from None
+        raise CatalogError(
+            f"{manifest_path}: lists {Path(e.filename).name}, which is missing") from None
     key = (str(path.resolve()), sig)
     cached = _CACHE.get(key)
     if cached is not None:
         return cached
-    offers: list[Offer] = []
-    interned: dict[str, Any] = {}
-    for f in files:
-        offers.extend(_read_csv(f, interned))
+    from provisioner.cache import cached as disk_cached
+
+    def parse() -> tuple[Offer, ...]:
+        offers: list[Offer] = []
+        interned: dict[str, Any] = {}
+        for f in files:
+            offers.extend(_read_csv(f, interned))
+        return tuple(offers)
+
+    offers = disk_cached("catalog", [manifest_path, *files], parse)
     prov = manifest["provenance"]
-    catalog = Catalog(offers=tuple(offers), source=str(prov["source"]), date=prov["_date"],
+    catalog = Catalog(offers=offers, source=str(prov["source"]), date=prov["_date"],
                       schema_version=manifest["schema_version"], path=path,
                       provenance={k: v for k, v in prov.items() if k != "_date"})
     _CACHE.clear()  # keep one catalog: the CLI loads one per process, tests switch folders
@@ -153,16 +160,55 @@ def _read_csv(p: Path, interned: dict[str, Any]) -> list[Offer]:
                 if not it or not gpu or not region:
                     raise ValueError("instance_type, gpu_name and region must not be empty")
                 if o.gpu_count < 1 or o.gpu_memory_gib <= 0:
-                    raise ValueError("gpu_count must be >= 1 and gpu_memory_gib > 0 (GPU offers only)")
+                    raise ValueError("gpu_count must be >= 1 and gpu_memory_gib > 0 "
+                                     "(GPU offers only)")
                 if not (o.price_hourly > 0) or (o.spot_price_hourly is not None
                                                 and not o.spot_price_hourly > 0):
-                    raise ValueError("prices must be > 0 (leave spot_price_hourly empty when unknown)")
+                    raise ValueError("prices must be > 0 "
+                                     "(leave spot_price_hourly empty when unknown)")
                 if arch not in ARCHES or prov not in ("0", "1"):
                     raise ValueError(f"arch must be {'/'.join(ARCHES)} and provisionable 0/1")
             except ValueError as e:
                 raise CatalogError(f"{p}:{lineno}: {e}") from None
             out.append(o)
     return out
+
+
+def validate_offers(offers: Iterable[Offer]) -> list[str]:
+    """Deeper consistency checks than loading does (for ``TRAINVM_CATALOG`` folders and tests):
+    canonical GPU names, unique offers, GCE zones inside their region, Azure offers regional, N1
+    hosts within GCE's per-GPU limits, disk types a GCE family supports. Returns problems."""
+    from provisioner.catalog import families as F
+
+    problems: list[str] = []
+    seen: set[tuple[Any, ...]] = set()
+    for o in offers:
+        where = f"{o.cloud} {o.instance_type} {o.zone or o.region}"
+        if o.key() in seen:
+            problems.append(f"{where}: duplicate offer")
+        seen.add(o.key())
+        if o.gpu_name not in F.CANONICAL_GPUS:
+            problems.append(f"{where}: unknown GPU name {o.gpu_name!r}")
+        if o.cloud == "gcp":
+            if not o.zone or not o.zone.startswith(o.region + "-"):
+                problems.append(f"{where}: zone {o.zone!r} is not in region {o.region}")
+            fam = F.GCE_FAMILIES.get(o.family)
+            if fam is None:
+                problems.append(f"{where}: unknown GCE family {o.family!r}")
+                continue
+            extra = sorted(set(o.disk_types) - set(fam.disk_types))
+            if extra:
+                problems.append(f"{where}: {o.family} has no {'/'.join(extra)} boot disk")
+            if fam.gpu_attach != o.gpu_attach:
+                problems.append(f"{where}: {o.family} GPUs are {fam.gpu_attach}")
+            if o.gpu_attach == "attachable":
+                lim = F.n1_gpu_limits(o.gpu_name, o.gpu_count, o.zone)
+                if lim is None or o.vcpus > lim[0] or o.memory_gib > lim[1]:
+                    problems.append(f"{where}: N1 host {o.vcpus:g} vCPUs/{o.memory_gib:g} GiB "
+                                    f"exceeds GCE's limit for {o.gpu_count}x {o.gpu_name}")
+        elif o.cloud == "azure" and o.zone is not None:
+            problems.append(f"{where}: Azure offers are regional (zone must be empty)")
+    return problems
 
 
 # ---------------------------------------------------------------------------------------------

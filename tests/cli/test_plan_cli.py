@@ -45,7 +45,7 @@ def test_plan_text_shows_table_failover_rejections_cost(cli) -> None:
 def test_plan_defaults_shown_when_host_size_omitted(cli, write_yaml) -> None:
     p = write_yaml("name: d\nextends: base/torch-2.4-cu124\nhardware: {gpu: T4}\n")
     doc = cli("plan", str(p), "--json").json()
-    assert doc["defaults"] == {"min_vcpus": 4, "min_memory_gib": 16.0}
+    assert doc["defaults"] == {"min_vcpus": 4, "min_memory_gib": 15.0}
     assert doc["chosen"]["vcpus"] >= 4 and doc["chosen"]["memory_gib"] >= 15
 
 

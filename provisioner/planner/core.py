@@ -1,0 +1,335 @@
+"""The planner: pure, deterministic, no SDK imports.
+
+``plan(request, catalog, today)`` walks every offer once, tests every constraint (so that it can
+count rejections and find offers that miss by exactly one constraint), ranks the feasible offers
+by the price that applies and derives the failover order.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+from datetime import date
+from fnmatch import fnmatchcase
+from itertools import groupby
+from operator import attrgetter
+from typing import Any, Iterable, NamedTuple
+
+from provisioner.catalog.families import GPU_MEMORY_GIB, OS_IMAGES
+from provisioner.catalog.models import EXCLUDING_FLAGS, Catalog, Offer
+from provisioner.planner.request import REASONS, PlanRequest
+
+#: A catalog older than this many days gets a warning in every plan.
+STALE_AFTER_DAYS = 90
+#: Near misses kept per reason (the cheapest ones).
+NEAR_MISSES_PER_REASON = 3
+
+_RANK = {r: i for i, r in enumerate(REASONS)}
+
+
+class NearMiss(NamedTuple):
+    """An offer rejected by exactly one reason (relaxing that constraint would admit it)."""
+
+    offer: Offer
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    request: PlanRequest
+    chosen: Offer | None
+    ranked: tuple[Offer, ...]  # every feasible offer, cheapest first (chosen = ranked[0])
+    failover: tuple[Offer, ...]  # after chosen: same region, then other regions, then clouds
+    rejected: dict[str, dict[str, int]]  # cloud -> reason -> count (first failing reason)
+    near_misses: tuple[NearMiss, ...]  # cheapest first
+    catalog_source: str
+    catalog_date: date
+    catalog_age_days: int
+    warnings: tuple[str, ...]
+    offers_considered: int = 0
+    cheaper_flagged: tuple[Offer, ...] = field(default=())
+
+    @property
+    def feasible(self) -> bool:
+        return self.chosen is not None
+
+    def price(self, offer: Offer) -> float:
+        """The price that applies to ``offer`` under this plan's request."""
+        p = offer.price(self.request.spot)
+        return offer.price_hourly if p is None else p
+
+    def to_json(self, *, alternatives: int = 10, failover: int | None = None) -> dict[str, Any]:
+        """The planner's part of the SPEC ``plan`` JSON document."""
+        spot = self.request.spot
+        fo = self.failover if failover is None else self.failover[:failover]
+        return {
+            "chosen": self.chosen.to_json(spot) if self.chosen else None,
+            "alternatives": [o.to_json(spot) for o in self.ranked[1:1 + alternatives]],
+            "failover": [o.to_json(spot) for o in fo],
+            "rejected": self.rejected,
+            "near_misses": [{**nm.offer.to_json(spot), "reason": nm.reason,
+                             "price_hourly": self.price(nm.offer)} for nm in self.near_misses],
+            "catalog": {"source": self.catalog_source, "date": self.catalog_date.isoformat(),
+                        "age_days": self.catalog_age_days},
+            "warnings": list(self.warnings),
+        }
+
+
+def _price_key(spot: bool):
+    if spot:
+        return lambda o: o.price_hourly if o.spot_price_hourly is None else o.spot_price_hourly
+    return lambda o: o.price_hourly
+
+
+def rank_key(request: PlanRequest):
+    """Sort key: price that applies, then the request's cloud order, region, zone, type, GPU."""
+    cloud_rank = {c: i for i, c in enumerate(request.clouds)}
+    n = len(cloud_rank)
+    if request.spot:
+        return lambda o: (o.spot_price_hourly if o.spot_price_hourly is not None
+                          else o.price_hourly, cloud_rank.get(o.cloud, n), o.region, o.zone or "",
+                          o.instance_type, o.gpu_name, o.gpu_count)
+    return lambda o: (o.price_hourly, cloud_rank.get(o.cloud, n), o.region, o.zone or "",
+                      o.instance_type, o.gpu_name, o.gpu_count)
+
+
+def _rank(feasible: list[Offer], req: PlanRequest) -> tuple[Offer, ...]:
+    """Same order as ``sorted(feasible, key=rank_key(req))``, faster: a C-level sort on the price
+    alone, then the full tie-break key only inside runs of equal prices."""
+    price = attrgetter("spot_price_hourly" if req.spot else "price_hourly")
+    feasible.sort(key=price)
+    cloud_rank = {c: i for i, c in enumerate(req.clouds)}
+    n = len(cloud_rank)
+
+    def tie(o: Offer) -> tuple[Any, ...]:
+        return (cloud_rank.get(o.cloud, n), o.region, o.zone or "", o.instance_type, o.gpu_name,
+                o.gpu_count)
+
+    out: list[Offer] = []
+    extend = out.extend
+    for _, group in groupby(feasible, key=price):
+        run = list(group)
+        if len(run) > 1:
+            run.sort(key=tie)
+        extend(run)
+    return tuple(out)
+
+
+class _Checker:
+    """Precomputed request state shared by the fast loop and ``diagnose``."""
+
+    def __init__(self, req: PlanRequest) -> None:
+        self.req = req
+        self.globs = req.region_globs
+        self.region_ok: dict[str, bool] = {}
+        self.zone_ok: dict[str, bool] = {}
+        self.os_arches = {c: imgs.get(req.os, frozenset()) for c, imgs in OS_IMAGES.items()}
+        self.flag_reasons: dict[tuple[str, ...], tuple[str, ...]] = {}
+
+    def region_match(self, region: str, zone: str | None) -> bool:
+        ok = self.region_ok.get(region)
+        if ok is None:
+            ok = self.region_ok[region] = any(fnmatchcase(region, g) for g in self.globs or ())
+        if ok or zone is None:
+            return ok
+        zok = self.zone_ok.get(zone)
+        if zok is None:
+            zok = self.zone_ok[zone] = any(fnmatchcase(zone, g) for g in self.globs or ())
+        return zok
+
+    def flag_reasons_of(self, flags: tuple[str, ...]) -> tuple[str, ...]:
+        """Distinct rejection reasons of a flags tuple, latest reason first."""
+        r = self.flag_reasons.get(flags)
+        if r is None:
+            found = {EXCLUDING_FLAGS[f] for f in flags if f in EXCLUDING_FLAGS}
+            r = self.flag_reasons[flags] = tuple(sorted(found, key=_RANK.__getitem__, reverse=True))
+        return r
+
+
+def diagnose(offer: Offer, request: PlanRequest,
+             _checker: _Checker | None = None) -> tuple[str, ...]:
+    """Every reason ``offer`` fails ``request``, in REASONS order (empty: feasible)."""
+    ck = _checker or _Checker(request)
+    req, o = request, offer
+    out = []
+    if o.cloud not in req.clouds:
+        out.append("cloud")
+    if not o.provisionable and not req.include_unprovisionable:
+        out.append("not_provisionable")
+    if req.gpu_names is not None and o.gpu_name not in req.gpu_names:
+        out.append("gpu_name")
+    if req.min_gpu_memory_gib is not None and o.gpu_memory_gib < req.min_gpu_memory_gib:
+        out.append("gpu_memory")
+    if o.gpu_name in req.stack_excluded_gpus:
+        out.append("stack_incompatible")
+    if o.gpu_count != req.gpu_count:
+        out.append("gpu_count")
+    if o.vcpus < req.min_vcpus:
+        out.append("vcpus")
+    if o.memory_gib < req.min_memory_gib:
+        out.append("memory")
+    if o.local_nvme_max_gib < req.local_nvme_gib:
+        out.append("local_nvme")
+    if req.boot_disk_type not in o.disk_types:
+        out.append("disk_type")
+    if o.arch not in ck.os_arches.get(o.cloud, ()):
+        out.append("os_image")
+    if req.region_globs is not None and not ck.region_match(o.region, o.zone):
+        out.append("region")
+    out.extend(reversed(ck.flag_reasons_of(o.flags)) if o.flags else ())
+    p = o.price(req.spot)
+    if p is None:
+        out.append("spot_unavailable")
+        p = o.price_hourly
+    if req.max_price_per_hour is not None and p > req.max_price_per_hour:
+        out.append("max_price")
+    return tuple(out)
+
+
+def plan(request: PlanRequest, catalog: Catalog, today: date) -> Plan:
+    """Choose the cheapest feasible offer of ``catalog`` for ``request``. Pure and deterministic:
+    the result depends only on the arguments (``today`` only feeds the catalog-age warning)."""
+    req = request
+    ck = _Checker(req)
+    clouds = frozenset(req.clouds)
+    allow_unprov = req.include_unprovisionable
+    names = req.gpu_names
+    min_gmem = req.min_gpu_memory_gib
+    stack_ex = dict(req.stack_excluded_gpus)
+    count, min_vc, min_ram = req.gpu_count, req.min_vcpus, req.min_memory_gib
+    nvme, disk = req.local_nvme_gib, req.boot_disk_type
+    os_arches = ck.os_arches
+    no_arch: frozenset[str] = frozenset()
+    globs = req.region_globs
+    region_ok, region_match = ck.region_ok, ck.region_match
+    flag_reasons = ck.flag_reasons_of
+    spot, maxp = req.spot, req.max_price_per_hour
+
+    feasible: list[Offer] = []
+    rejected: dict[str, dict[str, int]] = {}
+    near: dict[str, list[Offer]] = {}
+    for o in catalog.offers:
+        # Tested from the last reason to the first: `first` ends as the earliest failing reason.
+        n = 0
+        first = None
+        if spot:
+            p = o.spot_price_hourly
+            if p is None:
+                p = o.price_hourly
+                if maxp is not None and p > maxp:
+                    n, first = 1, "max_price"
+                n += 1
+                first = "spot_unavailable"
+            elif maxp is not None and p > maxp:
+                n, first = 1, "max_price"
+        elif maxp is not None and o.price_hourly > maxp:
+            n, first = 1, "max_price"
+        if o.flags:
+            for r in flag_reasons(o.flags):
+                n += 1
+                first = r
+        if globs is not None:
+            ok = region_ok.get(o.region)
+            if not ok and not region_match(o.region, o.zone):
+                n += 1
+                first = "region"
+        if o.arch not in os_arches.get(o.cloud, no_arch):
+            n += 1
+            first = "os_image"
+        if disk not in o.disk_types:
+            n += 1
+            first = "disk_type"
+        if o.local_nvme_max_gib < nvme:
+            n += 1
+            first = "local_nvme"
+        if o.memory_gib < min_ram:
+            n += 1
+            first = "memory"
+        if o.vcpus < min_vc:
+            n += 1
+            first = "vcpus"
+        if o.gpu_count != count:
+            n += 1
+            first = "gpu_count"
+        if stack_ex and o.gpu_name in stack_ex:
+            n += 1
+            first = "stack_incompatible"
+        if min_gmem is not None and o.gpu_memory_gib < min_gmem:
+            n += 1
+            first = "gpu_memory"
+        if names is not None and o.gpu_name not in names:
+            n += 1
+            first = "gpu_name"
+        if not o.provisionable and not allow_unprov:
+            n += 1
+            first = "not_provisionable"
+        if o.cloud not in clouds:
+            n += 1
+            first = "cloud"
+        if n == 0:
+            feasible.append(o)
+            continue
+        by_reason = rejected.get(o.cloud)
+        if by_reason is None:
+            by_reason = rejected[o.cloud] = {}
+        by_reason[first] = by_reason.get(first, 0) + 1
+        if n == 1:
+            lst = near.get(first)
+            if lst is None:
+                near[first] = [o]
+            else:
+                lst.append(o)
+
+    key = rank_key(req)
+    ranked = _rank(feasible, req)
+    chosen = ranked[0] if ranked else None
+    failover = failover_order(chosen, ranked[1:]) if chosen else ()
+    picked = []
+    for r, lst in near.items():
+        k = key
+        if r == "gpu_name" and names:
+            # Suggest GPUs closest in memory to the ones asked for (capped), then the cheapest.
+            want = min(GPU_MEMORY_GIB.get(g, 0.0) for g in names)
+            k = lambda o, want=want: (-min(o.gpu_memory_gib, want), key(o))  # noqa: E731
+        picked.extend(NearMiss(o, r) for o in heapq.nsmallest(NEAR_MISSES_PER_REASON, lst, key=k))
+    near_misses = tuple(sorted(picked, key=lambda nm: (key(nm.offer), _RANK[nm.reason])))
+    age = (today - catalog.date).days
+    warnings: list[str] = []
+    if age > STALE_AFTER_DAYS:
+        warnings.append(f"the offer catalog is {age} days old (snapshot of "
+                        f"{catalog.date.isoformat()}); prices and availability may have changed")
+    cheaper_flagged: tuple[Offer, ...] = ()
+    if chosen is not None:
+        price_of = _price_key(spot)
+        best = price_of(chosen)
+        if not chosen.provisionable:
+            warnings.append(f"{chosen.cloud} is not provisionable yet: `up` cannot create "
+                            f"{chosen.instance_type}")
+        cheaper_flagged = tuple(o for o in heapq.nsmallest(
+            NEAR_MISSES_PER_REASON, near.get("flagged_price", ()), key=key) if price_of(o) < best)
+        if cheaper_flagged:
+            o = cheaper_flagged[0]
+            warnings.append(
+                f"left out cheaper offers whose catalog price is unreliable, e.g. "
+                f"{o.describe(spot)} (flags: {', '.join(o.flags)}); see the catalog README")
+    return Plan(
+        request=req, chosen=chosen, ranked=ranked, failover=failover,
+        rejected={c: {r: rejected[c][r] for r in REASONS if r in rejected[c]}
+                  for c in sorted(rejected)},
+        near_misses=near_misses, catalog_source=catalog.source, catalog_date=catalog.date,
+        catalog_age_days=age, warnings=tuple(warnings), offers_considered=len(catalog.offers),
+        cheaper_flagged=cheaper_flagged)
+
+
+def failover_order(chosen: Offer, rest: Iterable[Offer]) -> tuple[Offer, ...]:
+    """``rest`` (already ranked) regrouped: same cloud and region first (other zones, other
+    types), then the same cloud's other regions, then the other clouds; rank order inside."""
+    same_region, same_cloud, other = [], [], []
+    for o in rest:
+        if o.cloud != chosen.cloud:
+            other.append(o)
+        elif o.region == chosen.region:
+            same_region.append(o)
+        else:
+            same_cloud.append(o)
+    return tuple(same_region + same_cloud + other)
