@@ -1,8 +1,8 @@
 """A small content-addressed cache for parsed data files (compatibility facts, the catalog).
 
 Parsing YAML/CSV costs tens of milliseconds per CLI run; unpickling the result costs about one.
-The key is the sha256 of the source files' bytes plus the code version, so editing a data file
-(or upgrading trainvm) simply misses the cache. Failures to read or write the cache are ignored:
+The key is the sha256 of the source files' bytes, of the module that defines the builder, and of
+the trainvm version, so editing a data file or the parsing code simply misses the cache. Failures to read or write the cache are ignored:
 the cache can only make things faster, never different. ``TRAINVM_NO_CACHE=1`` disables it."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import os
 import pickle
+import sys
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -30,8 +31,10 @@ def cached(namespace: str, sources: Sequence[Path], build: Callable[[], T]) -> T
     from provisioner import __version__
 
     digest = hashlib.sha256(f"{FORMAT}:{__version__}:{namespace}".encode())
+    module = sys.modules.get(build.__module__)
+    code_file = getattr(module, "__file__", None)
     try:
-        for src in sources:
+        for src in [*sources, *([Path(code_file)] if code_file else [])]:
             digest.update(str(src.name).encode())
             digest.update(src.read_bytes())
     except OSError:

@@ -213,6 +213,8 @@ def _check_clouds(clouds: Optional[list[str]]) -> None:
 
 def main() -> None:
     """Console-script entry point: run the app and map errors to exit codes."""
+    # trainvm uses no pydantic plugins; skipping their entry-point scan saves ~13 ms per command.
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     from provisioner.errors import TrainvmError
 
     try:

@@ -11,6 +11,14 @@ from typing import Any
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Keep the parsed-data cache of the test run out of the user's ~/.cache."""
+    import os
+    import tempfile
+
+    os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="trainvm-test-cache-")
 EXAMPLES = sorted((REPO / "profiles" / "examples").glob("*.yaml"))
 BASES = sorted((REPO / "profiles" / "base").glob("*.yaml"))
 
