@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from provisioner.catalog.models import Offer
+from provisioner.errors import CloudError
 
 Outcome = Literal["created", "exists", "capacity", "quota", "quota-cloud", "retry-exhausted", "auth", "invalid", "error"]
 
@@ -66,13 +67,13 @@ class InstanceRecord:
         }
 
 
-class ProviderError(Exception):
-    """A classified cloud failure. ``code`` is the cloud's own error code."""
+class ProviderError(CloudError):
+    """A classified cloud failure (exit 3 when it reaches the CLI). ``code`` is the cloud's own error code."""
 
     outcome: Outcome = "error"
 
-    def __init__(self, message: str, *, code: str | None = None) -> None:
-        super().__init__(message)
+    def __init__(self, message: str, *, code: str | None = None, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
         self.code = code
 
 
@@ -106,10 +107,10 @@ class InvalidRequestError(ProviderError):
     outcome = "invalid"
 
 
-class ConflictError(ProviderError):
-    """A VM of that name exists with another profile hash."""
+class ConflictError(InvalidRequestError):
+    """A VM of that name exists with another profile hash (or is not trainvm's): the answer is no, exit 1."""
 
-    outcome = "invalid"
+    exit_code = 1
 
 
 class Provider(Protocol):

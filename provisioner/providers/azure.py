@@ -1,0 +1,459 @@
+"""Azure provider (azure-mgmt-compute / -network / -resource, azure-identity).
+
+Thin on purpose: request bodies come from ``azure_request`` (pure), failures are classified by
+``azure_errors``; this module makes the SDK calls. The SDKs are imported on first use (cloud-sdks.md §5),
+so ``get_provider("azure")`` stays cheap until a cloud call is made.
+
+- Settings: ``AZURE_SUBSCRIPTION_ID`` (required: CloudError, exit 3, otherwise), credentials from
+  ``TRAINVM_AZURE_ACCESS_TOKEN`` (a static bearer token) or ``DefaultAzureCredential``;
+  ``TRAINVM_AZURE_ENDPOINT`` = another ARM base URL (https only: azure-core refuses bearer tokens over
+  http, trap A1; its CA from ``REQUESTS_CA_BUNDLE``); ``TRAINVM_AZURE_POLL_SECONDS`` (default 5) = the LRO
+  polling interval (ARM's default is 30 s, trap A2); ``TRAINVM_AZURE_OP_TIMEOUT`` (default 900) bounds every
+  wait; ``TRAINVM_RETRY_BASE_DELAY`` (default 0.8) = azure-core's retry backoff factor (429/5xx/connection
+  errors are retried by the SDK's RetryPolicy, honouring Retry-After, ``retry_total`` times).
+- Resource-provider auto-registration is off (trap A8): azure-mgmt clients hard-wire
+  ``ARMAutoResourceProviderRegistrationPolicy``, whose wait loop sleeps 10 s per poll with no upper bound.
+  The only public switch is the client's ``policies=`` keyword, so the clients get the generated default
+  list minus that policy (``_policies``). An unregistered namespace then fails fast as
+  ``MissingSubscriptionRegistration`` with the ``az provider register`` hint.
+- Create = resource group -> VNet + NSG (in parallel) -> VM (its NIC and public IP are VM-managed).
+  Idempotent: deterministic names; an existing VM with this profile hash is returned (waiting for it if a
+  killed ``up`` left it creating); a Failed leftover is deleted with its group and created again; another
+  hash -> ConflictError. Any failed attempt deletes its resource group and waits for that (so the next
+  region can reuse the name) before raising. An interrupted process (Ctrl-C) leaves the group to the re-run.
+- Long-running operations: ``poller.result(timeout)`` then ``poller.done()`` (``result`` returns quietly on
+  timeout). A failed VM operation's code comes from the exception, or from the instance view when the
+  operation was polled through ``provisioningState`` (no code in the exception).
+- The resolved profile lives in the VM's ``userData``; ``read_report`` runs ``RunShellScript`` (report
+  gzip'd + base64'd: Run Command keeps 4 KiB) and falls back to the boot-diagnostics serial log.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from provisioner.catalog.models import Offer
+from provisioner.errors import CloudError, InputError
+from provisioner.providers import azure_errors as errs
+from provisioner.providers import azure_request as R
+from provisioner.providers.base import ConflictError, InstanceRecord, LaunchSpec, ProviderError, RetryExhaustedError
+
+ARM_SCOPE = "https://management.azure.com/.default"
+MANAGED = "trainvm-managed"
+IN_FLIGHT = ("Creating", "Updating")
+RUN_COMMAND_TIMEOUT = 300.0
+SSH_KEY_FILES = ("~/.ssh/id_ed25519.pub", "~/.ssh/id_rsa.pub")
+_MISSING = object()
+
+
+class AzureCredentialsError(CloudError):
+    """No subscription, or an unusable endpoint (exit 3)."""
+
+
+class StaticTokenCredential:
+    """``TRAINVM_AZURE_ACCESS_TOKEN`` as an azure-core TokenCredential (never refreshes, never calls out)."""
+
+    def __init__(self, token: str, lifetime: int = 3600) -> None:
+        self.token, self.lifetime = token, lifetime
+
+    def get_token(self, *scopes: str, **kwargs: Any) -> Any:
+        from azure.core.credentials import AccessToken
+
+        return AccessToken(self.token, int(time.time()) + self.lifetime)
+
+    def get_token_info(self, *scopes: str, options: Any = None) -> Any:
+        from azure.core.credentials import AccessTokenInfo
+
+        return AccessTokenInfo(self.token, int(time.time()) + self.lifetime, token_type="Bearer")
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> StaticTokenCredential:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        pass
+
+
+def _env_float(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    try:
+        return float(raw) if raw not in (None, "") else default
+    except ValueError:
+        raise CloudError(f"{name}={raw!r} is not a number of seconds") from None
+
+
+def _policies(credential: Any, moniker: str, **kw: Any) -> list[Any]:
+    """The azure-mgmt client's default pipeline without ARMAutoResourceProviderRegistrationPolicy (A8)."""
+    from azure.core.pipeline import policies as p
+    from azure.mgmt.core.policies import ARMChallengeAuthenticationPolicy, ARMHttpLoggingPolicy
+
+    kw = dict(kw, sdk_moniker=moniker, user_agent="trainvm")
+    return [p.RequestIdPolicy(**kw), p.HeadersPolicy(**kw), p.UserAgentPolicy(**kw), p.ProxyPolicy(**kw),
+            p.ContentDecodePolicy(**kw), p.RedirectPolicy(**kw), p.RetryPolicy(**kw),
+            ARMChallengeAuthenticationPolicy(credential, ARM_SCOPE, **kw), p.CustomHookPolicy(**kw),
+            p.NetworkTraceLoggingPolicy(**kw), p.DistributedTracingPolicy(**kw), p.SensitiveHeaderCleanupPolicy(**kw),
+            ARMHttpLoggingPolicy(**kw)]
+
+
+def _wire(obj: Any) -> dict[str, Any]:
+    """A hybrid SDK model (or a plain dict) as its ARM JSON."""
+    if obj is None:
+        return {}
+    return obj.as_dict() if hasattr(obj, "as_dict") else dict(obj)
+
+
+def _props(res: dict[str, Any]) -> dict[str, Any]:
+    return res.get("properties") or {}
+
+
+class AzureProvider:
+    NAME = "azure"
+
+    def __init__(self, *, subscription_id: str | None = None, endpoint: str | None = None, credential: Any = None,
+                 poll_seconds: float | None = None, op_timeout: float | None = None, retry_total: int = 6,
+                 retry_backoff: float | None = None, ssh_public_key: str | None = None,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.subscription_id = subscription_id or os.environ.get("AZURE_SUBSCRIPTION_ID", "").strip()
+        if not self.subscription_id:
+            raise AzureCredentialsError("AZURE_SUBSCRIPTION_ID is not set",
+                                        hint="export AZURE_SUBSCRIPTION_ID=$(az account show --query id -o tsv)")
+        self.endpoint = (endpoint if endpoint is not None else os.environ.get("TRAINVM_AZURE_ENDPOINT", "")).rstrip("/")
+        if self.endpoint and not self.endpoint.startswith("https://"):
+            raise AzureCredentialsError(f"TRAINVM_AZURE_ENDPOINT={self.endpoint!r} must be an https:// URL "
+                                        "(Azure SDKs never send a bearer token over plain http)")
+        self._credential = credential
+        self.poll_seconds = poll_seconds if poll_seconds is not None else _env_float("TRAINVM_AZURE_POLL_SECONDS", 5.0)
+        self.op_timeout = op_timeout if op_timeout is not None else _env_float("TRAINVM_AZURE_OP_TIMEOUT", 900.0)
+        self.retry_total = retry_total
+        self.retry_backoff = retry_backoff if retry_backoff is not None else _env_float("TRAINVM_RETRY_BASE_DELAY", 0.8)
+        self._ssh_key_path = ssh_public_key
+        self._sleep = sleep
+        self._api: SimpleNamespace | None = None
+        self._images: dict[tuple[str, str, str, str], str] = {}
+
+    # ------------------------------------------------------------------ clients
+    def credential(self) -> Any:
+        if self._credential is None:
+            token = os.environ.get("TRAINVM_AZURE_ACCESS_TOKEN", "").strip()
+            if token:
+                self._credential = StaticTokenCredential(token)
+            else:
+                from azure.identity import DefaultAzureCredential
+
+                self._credential = DefaultAzureCredential()
+        return self._credential
+
+    def api(self) -> SimpleNamespace:
+        """The three management clients (built once, on first use)."""
+        if self._api is None:
+            import azure.mgmt.compute as compute
+            import azure.mgmt.network as network
+            import azure.mgmt.resource.resources as resources  # trap A6: not azure.mgmt.resource
+
+            cred = self.credential()
+            kw: dict[str, Any] = {"credential_scopes": [ARM_SCOPE], "polling_interval": self.poll_seconds,
+                                  "retry_total": self.retry_total, "retry_backoff_factor": self.retry_backoff}
+            if self.endpoint:
+                kw["base_url"] = self.endpoint
+            if os.environ.get("REQUESTS_CA_BUNDLE"):
+                kw["connection_verify"] = os.environ["REQUESTS_CA_BUNDLE"]
+
+            def client(module: Any, cls: str, moniker: str) -> Any:
+                version = getattr(module, "__version__", "")
+                return getattr(module, cls)(cred, self.subscription_id,
+                                            policies=_policies(cred, f"mgmt-{moniker}/{version}", **kw), **kw)
+
+            self._api = SimpleNamespace(resource=client(resources, "ResourceManagementClient", "resource"),
+                                        network=client(network, "NetworkManagementClient", "network"),
+                                        compute=client(compute, "ComputeManagementClient", "compute"))
+        return self._api
+
+    # ------------------------------------------------------------------ calls and waiting
+    def _call(self, fn: Callable[[], Any], *, missing: Any = _MISSING) -> Any:
+        """One SDK call (azure-core retries throttling/5xx itself); 404 -> ``missing`` when given."""
+        try:
+            return fn()
+        except Exception as exc:
+            if not errs.is_sdk_error(exc):
+                raise
+            f = errs.from_exception(exc)
+            if f.status == 404 and missing is not _MISSING:
+                return missing
+            raise errs.classify(f) from exc
+
+    def _wait(self, poller: Any, deadline: float, what: str) -> Any:
+        """The poller's result within the deadline; RetryExhaustedError when it is still running."""
+        result = self._call(lambda: poller.result(timeout=max(0.0, deadline - time.monotonic())))
+        if not poller.done():
+            raise RetryExhaustedError(f"{what} did not finish within {self.op_timeout:g} s (TRAINVM_AZURE_OP_TIMEOUT)",
+                                      code="OperationTimeout")
+        return result
+
+    def _get_vm(self, rg: str, name: str, expand: str | None = "instanceView") -> dict[str, Any] | None:
+        vm = self._call(lambda: self.api().compute.virtual_machines.get(rg, name, expand=expand), missing=None)
+        return None if vm is None else _wire(vm)
+
+    def _get_group(self, rg: str) -> dict[str, Any] | None:
+        g = self._call(lambda: self.api().resource.resource_groups.get(rg), missing=None)
+        return None if g is None else _wire(g)
+
+    def _ip(self, rg: str, name: str) -> str | None:
+        pip = self._call(lambda: self.api().network.public_ip_addresses.get(rg, R.names(name).pip), missing=None)
+        return _props(_wire(pip)).get("ipAddress") if pip is not None else None
+
+    # ------------------------------------------------------------------ building the request
+    def ssh_public_key(self) -> str:
+        """The admin user's key: $TRAINVM_SSH_PUBLIC_KEY (a path), else ~/.ssh/id_ed25519.pub or id_rsa.pub."""
+        configured = self._ssh_key_path or os.environ.get("TRAINVM_SSH_PUBLIC_KEY")
+        paths = [configured] if configured else list(SSH_KEY_FILES)
+        for raw in paths:
+            path = Path(raw).expanduser()
+            try:
+                key = path.read_text().strip()
+            except OSError:
+                if configured:
+                    raise InputError(f"TRAINVM_SSH_PUBLIC_KEY={configured}: cannot read the SSH public key") from None
+                continue
+            if not key.startswith(("ssh-rsa ", "ssh-ed25519 ", "ecdsa-sha2-nistp")):
+                raise InputError(f"{path} does not look like an OpenSSH public key (ssh-ed25519/ssh-rsa/ecdsa-...)")
+            return key.splitlines()[0]
+        raise InputError("no SSH public key found for the Azure VM's admin user (password login stays disabled)",
+                         hint="create one with `ssh-keygen -t ed25519`, or set TRAINVM_SSH_PUBLIC_KEY to a .pub file")
+
+    def resolve_image(self, location: str, image: R.ImageRef) -> R.ImageRef:
+        """``image`` pinned to the highest version published in ``location`` now (cached)."""
+        key = (location, image.publisher, image.offer, image.sku)
+        if key not in self._images:
+            found = self._call(lambda: self.api().compute.virtual_machine_images.list(
+                location, image.publisher, image.offer, image.sku), missing=[])
+
+            def order(v: str) -> tuple[Any, ...]:
+                return tuple((0, int(p)) if p.isdigit() else (1, p) for p in v.split("."))
+
+            versions = sorted((_wire(v).get("name") or "" for v in found), key=order)
+            if not versions or not versions[-1]:
+                raise errs.classify(errs.Failure(404, "PlatformImageNotFound",
+                                                 f"no version of image {image.urn} is published in {location}"))
+            self._images[key] = versions[-1]
+        return R.ImageRef(image.publisher, image.offer, image.sku, self._images[key])
+
+    # ------------------------------------------------------------------ the contract
+    def create(self, spec: LaunchSpec, offer: Offer) -> InstanceRecord:
+        if offer.cloud != self.NAME:
+            raise ProviderError(f"not an Azure offer: {offer.describe(spec.spot)}", code="NotAzure")
+        key = self.ssh_public_key()  # input problems surface before any cloud call
+        R.custom_data(spec), R.user_data(spec)
+        n, deadline = R.names(spec.name), time.monotonic() + self.op_timeout
+        notes = R.notes(spec, offer, self.subscription_id)
+        existing = self._get_vm(n.rg, spec.name)
+        if existing is not None:
+            adopted = self._adopt(existing, spec, notes, deadline)
+            if adopted is not None:
+                return adopted
+        self._prepare_group(n.rg, offer.region, deadline)
+        image = self.resolve_image(offer.region, R.image_for(spec.os, offer))
+        body = R.vm_body(spec, offer, subscription_id=self.subscription_id, image=image, ssh_public_key=key)
+        api = self.api()
+        try:
+            self._call(lambda: api.resource.resource_groups.create_or_update(n.rg, R.group_body(spec, offer.region)))
+            vnet = self._call(lambda: api.network.virtual_networks.begin_create_or_update(
+                n.rg, n.vnet, R.vnet_body(spec, offer.region)))
+            nsg = self._call(lambda: api.network.network_security_groups.begin_create_or_update(
+                n.rg, n.nsg, R.nsg_body(spec, offer.region)))
+            self._wait(vnet, deadline, f"virtual network {n.vnet}")
+            self._wait(nsg, deadline, f"network security group {n.nsg}")
+            vm = self._call(lambda: api.compute.virtual_machines.begin_create_or_update(n.rg, spec.name, body))
+            self._wait_vm(vm, n, deadline)
+            return self._record(self._get_vm(n.rg, spec.name) or {}, notes=notes)
+        except Exception as exc:
+            note = self._cleanup(n.rg, spec)
+            if note and isinstance(exc, ProviderError):
+                exc.args = (f"{exc}; {note}",)
+            raise
+
+    def _wait_vm(self, poller: Any, n: R.Names, deadline: float) -> None:
+        """Wait for the VM's creation; a failure without a code (provisioningState polling) takes the code
+        from the instance view."""
+        try:
+            self._wait(poller, deadline, f"virtual machine {n.vm}")
+        except ProviderError as exc:
+            if exc.code not in (None, "200"):
+                raise
+            view = self._call(lambda: self.api().compute.virtual_machines.instance_view(n.rg, n.vm), missing=None)
+            code, message = errs.code_from_statuses(_wire(view).get("statuses"))
+            if code is None:
+                raise
+            raise errs.classify(errs.Failure(200, code, message)) from exc
+
+    def _adopt(self, vm: dict[str, Any], spec: LaunchSpec, notes: list[str], deadline: float) -> InstanceRecord | None:
+        """A VM of that name exists: ours (same hash) is returned; a failed leftover is deleted (None)."""
+        n, tags = R.names(spec.name), vm.get("tags") or {}
+        if tags.get(MANAGED) != "true":
+            raise ConflictError(f"a VM named {spec.name} already exists in resource group {n.rg} and is not managed by "
+                                "trainvm; pass --name to choose another name")
+        if tags.get("trainvm-hash") != spec.labels.get("trainvm-hash"):
+            raise ConflictError(f"a VM named {spec.name} already exists ({vm.get('location')}) for another version of the "
+                                f"profile (hash {tags.get('trainvm-hash')}); run `trainvm down {spec.name}` or pass --name")
+        try:
+            while _props(vm).get("provisioningState") in IN_FLIGHT:  # a killed `up` left it creating
+                if time.monotonic() >= deadline:
+                    raise RetryExhaustedError(f"{spec.name} stayed {_props(vm).get('provisioningState')} for "
+                                              f"{self.op_timeout:g} s (TRAINVM_AZURE_OP_TIMEOUT)", code="OperationTimeout")
+                self._sleep(self.poll_seconds)
+                vm = self._get_vm(n.rg, spec.name) or {}
+        except ProviderError as exc:
+            note = self._cleanup(n.rg, spec)
+            if note:
+                exc.args = (f"{exc}; {note}",)
+            raise
+        if _props(vm).get("provisioningState") == "Succeeded":
+            return self._record(vm, notes=notes, existing=True)
+        self._delete_group(n.rg, wait=True)  # Failed/Canceled/gone: start again from nothing
+        return None
+
+    def _prepare_group(self, rg: str, location: str, deadline: float) -> None:
+        """Make room for the group: a trainvm leftover being deleted or in another region must be gone first."""
+        group = self._get_group(rg)
+        if group is None:
+            return
+        if (group.get("tags") or {}).get(MANAGED) != "true":
+            raise ConflictError(f"resource group {rg} exists and is not managed by trainvm; pass --name to choose "
+                                "another VM name")
+        state = _props(group).get("provisioningState")
+        if state != "Deleting" and group.get("location") == location:
+            return  # a leftover of an interrupted attempt here: the PUTs below update it in place
+        if state != "Deleting":
+            self._delete_group(rg, wait=True)
+        while self._get_group(rg) is not None:
+            if time.monotonic() >= deadline:
+                raise RetryExhaustedError(f"resource group {rg} is still being deleted", code="OperationTimeout")
+            self._sleep(self.poll_seconds)
+
+    def _cleanup(self, rg: str, spec: LaunchSpec) -> str | None:
+        """Delete what a failed attempt left (a group carrying this profile's hash); a note if that failed."""
+        try:
+            group = self._get_group(rg)
+            if group is None or (group.get("tags") or {}).get("trainvm-hash") != spec.labels.get("trainvm-hash"):
+                return None
+            self._delete_group(rg, wait=True)
+            return None
+        except ProviderError as exc:
+            return f"deleting resource group {rg} failed ({exc}); run `trainvm down {spec.name}`"
+
+    def _delete_group(self, rg: str, *, wait: bool) -> bool:
+        poller = self._call(lambda: self.api().resource.resource_groups.begin_delete(rg), missing=None)
+        if poller is None:
+            return False
+        if wait:
+            self._wait(poller, time.monotonic() + self.op_timeout, f"deleting resource group {rg}")
+        return True
+
+    def find(self, name: str) -> InstanceRecord | None:
+        n = R.names(name)
+        vm = self._get_vm(n.rg, name)
+        if vm is None or (vm.get("tags") or {}).get(MANAGED) != "true":
+            return None
+        return self._record(vm)
+
+    def list(self) -> list[InstanceRecord]:
+        api = self.api()
+        vms = [_wire(v) for v in self._call(lambda: list(api.compute.virtual_machines.list_all(status_only="true")))]
+        vms = [v for v in vms if (v.get("tags") or {}).get(MANAGED) == "true"]
+        ips: dict[str, str] = {}
+        if vms:
+            for pip in self._call(lambda: [_wire(p) for p in api.network.public_ip_addresses.list_all()]):
+                if _props(pip).get("ipAddress"):
+                    ips[(pip.get("id") or "").lower()] = _props(pip)["ipAddress"]
+        out = []
+        for vm in vms:
+            rg = (vm.get("id") or "").split("/")[4] if (vm.get("id") or "").count("/") > 4 else R.names(vm["name"]).rg
+            pip_id = R.resource_id(self.subscription_id, rg, f"{R.NET}/publicIPAddresses", R.names(vm["name"]).pip)
+            out.append(self._record(vm, ip=ips.get(pip_id.lower(), "")))
+        return sorted(out, key=lambda r: (r.name, r.region))
+
+    def delete(self, name: str, *, wait: bool = True) -> bool:
+        rg = R.names(name).rg
+        group = self._get_group(rg)
+        if group is None:
+            return False
+        if (group.get("tags") or {}).get(MANAGED) != "true":
+            raise ConflictError(f"resource group {rg} is not managed by trainvm (no {MANAGED}=true tag); not deleting it")
+        return self._delete_group(rg, wait=wait)
+
+    def read_report(self, name: str) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+        n = R.names(name)
+        vm = self._get_vm(n.rg, name, expand="userData")
+        if vm is None or (vm.get("tags") or {}).get(MANAGED) != "true":
+            return None, None
+        profile = R.decode_user_data(_props(vm).get("userData"))
+        return self._run_command_report(n) or self._serial_report(n), profile
+
+    def _run_command_report(self, n: R.Names) -> dict[str, Any] | None:
+        cmd = {"commandId": "RunShellScript", "script": list(R.REPORT_SCRIPT)}
+        deadline = time.monotonic() + min(self.op_timeout, RUN_COMMAND_TIMEOUT)
+        try:
+            poller = self._call(lambda: self.api().compute.virtual_machines.begin_run_command(n.rg, n.vm, cmd))
+            result = _wire(self._wait(poller, deadline, f"run command on {n.vm}"))
+        except ProviderError:  # not running, agent not ready, busy...: the serial log may still have it
+            return None
+        message = "".join((s.get("message") or "") for s in result.get("value") or [])
+        return R.decode_report(R.run_command_stdout(message))
+
+    def _serial_report(self, n: R.Names) -> dict[str, Any] | None:
+        try:
+            uris = _wire(self._call(lambda: self.api().compute.virtual_machines.retrieve_boot_diagnostics_data(
+                n.rg, n.vm, sas_uri_expiration_time_in_minutes=10)))
+        except ProviderError:
+            return None
+        url = uris.get("serialConsoleLogBlobUri")
+        if not url:
+            return None
+        import requests
+
+        try:  # a SAS URL: no bearer token (storage would reject it)
+            resp = requests.get(url, timeout=60, verify=os.environ.get("REQUESTS_CA_BUNDLE") or True)
+        except requests.RequestException:
+            return None
+        return R.last_serial_report(resp.text) if resp.status_code == 200 else None
+
+    def _record(self, vm: dict[str, Any], *, notes: list[str] | None = None, existing: bool = False,
+                ip: str | None = None) -> InstanceRecord:
+        props, tags, name = _props(vm), vm.get("tags") or {}, vm.get("name") or ""
+        rg = R.names(name).rg
+        if ip is None:
+            ip = self._ip(rg, name)
+        extra: dict[str, Any] = {"id": vm.get("id"), "vm_id": props.get("vmId"), "resource_group": rg,
+                                 "subscription": self.subscription_id, "owner": tags.get("trainvm-owner"),
+                                 "spot": props.get("priority") == "Spot", "admin_user": R.ADMIN_USER}
+        if ip:
+            extra["ssh"] = f"ssh {R.ADMIN_USER}@{ip}"
+        if notes:
+            extra["notes"] = list(notes)
+        if existing:
+            extra["existing"] = True
+        storage = props.get("storageProfile") or {}
+        return InstanceRecord(
+            name=name, cloud=self.NAME, region=vm.get("location") or "", zone=None,
+            instance_type=(props.get("hardwareProfile") or {}).get("vmSize") or "", state=vm_state(props),
+            profile=tags.get("trainvm-profile"), hash=tags.get("trainvm-hash"), price_hourly=None,
+            created=props.get("timeCreated"), ip=ip or None, image=R.image_urn(storage.get("imageReference")),
+            extra=extra)
+
+
+def vm_state(props: dict[str, Any]) -> str:
+    """RUNNING / STOPPED / DEALLOCATED... from the power state; the provisioning state while not Succeeded."""
+    prov = props.get("provisioningState") or "Unknown"
+    if prov != "Succeeded":
+        return {"Creating": "PROVISIONING", "Canceled": "FAILED"}.get(prov, prov.upper())
+    for st in (props.get("instanceView") or {}).get("statuses") or []:
+        code = st.get("code") or ""
+        if code.startswith("PowerState/"):
+            return code.split("/", 1)[1].upper()
+    return "SUCCEEDED"

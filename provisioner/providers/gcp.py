@@ -1,0 +1,414 @@
+"""Google Compute Engine provider (google-cloud-compute, REST transport).
+
+Thin on purpose: the request body comes from ``gcp_request`` (pure), failures are classified by
+``gcp_errors``; this module makes the SDK calls. ``compute_v1`` is imported on first use, so that
+``get_provider("gcp")`` stays cheap until a cloud call is made (cloud-sdks.md G5).
+
+- Credentials: ``google.auth.default()`` and ``GOOGLE_CLOUD_PROJECT``. ``TRAINVM_GCE_ENDPOINT`` sends
+  every client (the zone-operations client included) to another base URL with anonymous credentials
+  (no token leaves for a non-Google endpoint); the project then defaults to ``trainvm-test``.
+- Waiting: our own bounded loop over ``zoneOperations.wait`` (a server long-poll of at most ~2 min),
+  overall deadline ``TRAINVM_GCE_OP_TIMEOUT`` seconds (default 600). A finished operation's
+  ``error.errors`` is always inspected: ``ExtendedOperation.result()`` is never used (G1, G2).
+- Retries: 429, 5xx (not stock-outs) and connection errors are retried ``tries`` times with exponential
+  backoff and jitter (base ``TRAINVM_RETRY_BASE_DELAY`` seconds, default 1), then RetryExhaustedError.
+- Idempotency: ``create`` first looks for the VM in the offer's zone (same hash: returned as is, with
+  ``extra["existing"]``; another hash or not trainvm's: ConflictError). Every insert carries a requestId
+  derived from name + profile hash + zone, so a re-run of an interrupted ``up`` gets GCE's original
+  operation back instead of a second VM. A replayed operation that is stale (it failed, or its VM has
+  been deleted since) is detected and the insert re-sent with a new id derived from the old operation.
+- Failure: after any failed attempt (operation error, timeout, retries exhausted) the VM, if it exists
+  and carries this profile's hash, is deleted and the deletion awaited, so nothing keeps billing.
+  An interrupted process (Ctrl-C) leaves the VM to the re-run, which adopts it.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import os
+import random
+import re
+import time
+from collections.abc import Callable
+from types import SimpleNamespace
+from typing import Any
+
+from provisioner.catalog.models import Offer
+from provisioner.errors import CloudError
+from provisioner.providers import gcp_errors as errs
+from provisioner.providers.base import (
+    ConflictError,
+    InstanceRecord,
+    InvalidRequestError,
+    LaunchSpec,
+    ProviderError,
+    RetryExhaustedError,
+)
+from provisioner.providers.gcp_request import image_family, instance_body, request_id, ssh_notes
+
+COMPUTE_SCOPE = "https://www.googleapis.com/auth/compute"
+MANAGED_FILTER = "labels.trainvm-managed = true"
+IN_FLIGHT = ("PROVISIONING", "STAGING")
+HTTP_TIMEOUT = 60.0
+WAIT_HTTP_TIMEOUT = 150.0  # zoneOperations.wait answers within ~2 min
+REPORT_RE = re.compile(r"TRAINVM_REPORT=([A-Za-z0-9+/=_-]+)")
+MAX_SERIAL_PAGES = 64
+_MISSING = object()
+
+
+class GcpCredentialsError(CloudError):
+    """No usable credentials or project (exit 3)."""
+
+
+def _env_float(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    try:
+        return float(raw) if raw not in (None, "") else default
+    except ValueError:
+        raise CloudError(f"{name}={raw!r} is not a number of seconds") from None
+
+
+def _decode_report(text: str | None) -> dict[str, Any] | None:
+    """A report value: JSON, or base64 (standard or url-safe) of JSON; None when neither."""
+    if not text:
+        return None
+    text = text.strip()
+    candidates = [text] if text.startswith("{") else []
+    for decoder in (base64.b64decode, base64.urlsafe_b64decode):
+        try:
+            candidates.append(decoder(text + "=" * (-len(text) % 4)).decode())
+        except (binascii.Error, ValueError, UnicodeDecodeError):
+            pass
+    for c in candidates:
+        try:
+            value = json.loads(c)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            return value
+    return None
+
+
+class GcpProvider:
+    NAME = "gcp"
+
+    def __init__(self, *, project: str | None = None, endpoint: str | None = None, credentials: Any = None,
+                 op_timeout: float | None = None, retry_base_delay: float | None = None, tries: int = 4,
+                 poll_interval: float | None = None, sleep: Callable[[float], None] = time.sleep,
+                 rng: random.Random | None = None) -> None:
+        self.endpoint = (endpoint if endpoint is not None else os.environ.get("TRAINVM_GCE_ENDPOINT", "")).rstrip("/")
+        self._project, self._credentials = project, credentials
+        self.op_timeout = op_timeout if op_timeout is not None else _env_float("TRAINVM_GCE_OP_TIMEOUT", 600.0)
+        self.retry_base_delay = (retry_base_delay if retry_base_delay is not None
+                                 else _env_float("TRAINVM_RETRY_BASE_DELAY", 1.0))
+        self.poll_interval = poll_interval if poll_interval is not None else min(2.0, 2 * self.retry_base_delay)
+        self.tries = max(1, tries)
+        self._sleep, self._rng = sleep, rng or random.Random()
+        self._api: SimpleNamespace | None = None
+        self._images: dict[str, str] = {}
+        self._sent = False  # create(): an insert went out, so a failure must clean up
+        # Credentials are checked now (google.auth only, ~0.1 s), so that a cloud without them is skipped
+        # when the provider is built; compute_v1 (~1 s to import) waits for the first API call.
+        self._credentials, self.project = self._auth()
+
+    # ------------------------------------------------------------------ clients
+    def api(self) -> SimpleNamespace:
+        """The compute_v1 module, project and clients (built once, on first use)."""
+        if self._api is None:
+            from google.cloud import compute_v1
+
+            creds, project = self._credentials, self.project
+            kw: dict[str, Any] = {"credentials": creds}
+            if self.endpoint:
+                endpoint = self.endpoint if "://" in self.endpoint else f"https://{self.endpoint}"
+                kw["client_options"] = {"api_endpoint": endpoint}
+            self._api = SimpleNamespace(
+                v1=compute_v1, project=project, instances=compute_v1.InstancesClient(**kw),
+                zone_ops=compute_v1.ZoneOperationsClient(**kw), images=compute_v1.ImagesClient(**kw))
+        return self._api
+
+    def _auth(self) -> tuple[Any, str]:
+        project = self._project or os.environ.get("GOOGLE_CLOUD_PROJECT") or None
+        if self.endpoint:
+            from google.auth.credentials import AnonymousCredentials
+
+            return self._credentials or AnonymousCredentials(), project or "trainvm-test"
+        creds = self._credentials
+        if creds is None:
+            import google.auth
+            import google.auth.exceptions
+
+            try:
+                creds, default_project = google.auth.default(scopes=[COMPUTE_SCOPE])
+            except google.auth.exceptions.GoogleAuthError as exc:
+                raise GcpCredentialsError(
+                    f"no Google Cloud credentials found ({exc})",
+                    hint="run `gcloud auth application-default login`, or set GOOGLE_APPLICATION_CREDENTIALS "
+                         "to a service-account key file") from None
+            project = project or default_project
+        if not project:
+            raise GcpCredentialsError("no Google Cloud project is set",
+                                      hint="export GOOGLE_CLOUD_PROJECT=<project id> (or `gcloud config set project`)")
+        return creds, project
+
+    # ------------------------------------------------------------------ calls, retries, waiting
+    def _backoff(self, attempt: int) -> None:
+        delay = min(30.0, self.retry_base_delay * 2 ** (attempt - 1))
+        self._sleep(delay / 2 + self._rng.uniform(0, delay / 2))  # "equal jitter"
+
+    def _call(self, fn: Callable[[], Any], *, missing: Any = _MISSING, exists: Any = _MISSING) -> Any:
+        """Run one SDK call with bounded retries; 404 -> ``missing`` and 409 -> ``exists`` when given."""
+        for attempt in range(1, self.tries + 1):
+            try:
+                return fn()
+            except Exception as exc:  # noqa: BLE001 - classified below
+                f = errs.from_exception(exc)
+                if f.kind == "other":  # not a cloud answer: a bug, shown as such
+                    raise
+                if f.status == 404 and missing is not _MISSING:
+                    return missing
+                if f.status == 409 and exists is not _MISSING:
+                    return exists
+                if not errs.is_retryable(f) or attempt == self.tries:
+                    raise errs.classify(f, retried=attempt if errs.is_retryable(f) else 0) from exc
+                self._backoff(attempt)
+        raise AssertionError("unreachable")
+
+    def _wait(self, zone: str, op: Any, deadline: float) -> Any:
+        """Wait until ``op`` is DONE (bounded); the caller inspects ``op.error.errors``."""
+        api, failures = self.api(), 0
+        done = api.v1.Operation.Status.DONE
+        while op.status != done:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise RetryExhaustedError(f"operation {op.name} in {zone} did not finish within "
+                                          f"{self.op_timeout:g} s (TRAINVM_GCE_OP_TIMEOUT)", code="OPERATION_TIMEOUT")
+            started = time.monotonic()
+            try:
+                op = api.zone_ops.wait(project=api.project, zone=zone, operation=op.name, retry=None,
+                                       timeout=max(1.0, min(WAIT_HTTP_TIMEOUT, remaining + 5)))
+            except Exception as exc:  # noqa: BLE001
+                f, failures = errs.from_exception(exc), failures + 1
+                if not errs.is_retryable(f) or failures >= self.tries:
+                    raise errs.classify(f, retried=failures) from exc
+                self._backoff(failures)
+                continue
+            if op.status != done and time.monotonic() - started < 1.0:  # the server did not long-poll
+                self._sleep(max(0.0, min(self.poll_interval, deadline - time.monotonic())))
+        return op
+
+    def _get(self, zone: str, name: str) -> Any:
+        api = self.api()
+        return self._call(lambda: api.instances.get(project=api.project, zone=zone, instance=name, retry=None,
+                                                    timeout=HTTP_TIMEOUT), missing=None)
+
+    def _aggregated(self, flt: str) -> list[Any]:
+        api = self.api()
+        req = api.v1.AggregatedListInstancesRequest(project=api.project, filter=flt, max_results=500)
+        return self._call(lambda: [i for _, scoped in api.instances.aggregated_list(request=req, retry=None,
+                                                                                    timeout=HTTP_TIMEOUT)
+                                   for i in scoped.instances])
+
+    # ------------------------------------------------------------------ building the request
+    def resolve_image(self, os_name: str) -> str:
+        """The pinned image (``projects/P/global/images/NAME``) the OS's family points to now (cached)."""
+        if os_name not in self._images:
+            api, (project, family) = self.api(), image_family(os_name)
+            image = self._call(lambda: api.images.get_from_family(project=project, family=family, retry=None,
+                                                                  timeout=HTTP_TIMEOUT), missing=None)
+            if image is None:
+                raise InvalidRequestError(f"image family {project}/{family} for {os_name} was not found", code="IMAGE")
+            self._images[os_name] = f"projects/{project}/global/images/{image.name}"
+        return self._images[os_name]
+
+    def instance(self, spec: LaunchSpec, offer: Offer, image: str) -> Any:
+        """``compute_v1.Instance`` from the pure body (``from_json`` rejects unknown field names)."""
+        body = instance_body(spec, offer, image, self.project)
+        try:
+            return self.api().v1.Instance.from_json(json.dumps(body))
+        except Exception as exc:  # noqa: BLE001 - a bug in gcp_request, reported as such
+            raise InvalidRequestError(f"the GCE request body does not parse: {exc}", code="BODY") from exc
+
+    def submit(self, spec: LaunchSpec, offer: Offer, *, rid: str | None = None, image: str | None = None) -> Any:
+        """Send the insert (with retries) and return its Operation, or None when the name already exists (409).
+        ``create`` = check + submit + wait; tests call it alone to simulate an ``up`` killed after the insert."""
+        api, zone = self.api(), str(offer.zone)
+        req = api.v1.InsertInstanceRequest(project=api.project, zone=zone, request_id=rid or request_id(spec, zone),
+                                           instance_resource=self.instance(spec, offer, image or self.resolve_image(spec.os)))
+        self._sent = True
+        return self._call(lambda: api.instances.insert_unary(request=req, retry=None, timeout=HTTP_TIMEOUT), exists=None)
+
+    # ------------------------------------------------------------------ the contract
+    def create(self, spec: LaunchSpec, offer: Offer) -> InstanceRecord:
+        if offer.cloud != self.NAME or not offer.zone:
+            raise InvalidRequestError(f"not a zonal GCE offer: {offer.describe(spec.spot)}")
+        zone, rid, done = offer.zone, request_id(spec, offer.zone), self.api().v1.Operation.Status.DONE
+        deadline, self._sent = time.monotonic() + self.op_timeout, False
+        try:
+            existing = self._get(zone, spec.name)
+            if existing is not None:
+                return self._adopt(existing, spec, offer, deadline)
+            for _ in range(3):
+                op = self.submit(spec, offer, rid=rid)
+                if op is None:  # 409: created meanwhile (a concurrent or earlier `up`)
+                    found = self._get(zone, spec.name)
+                    if found is None:
+                        raise ProviderError(f"{spec.name} was reported to exist in {zone} but is gone", code="409")
+                    return self._adopt(found, spec, offer, deadline)
+                replayed = op.status == done  # GCE answered with the finished operation of an earlier request
+                op = self._wait(zone, op, deadline)
+                failure = errs.from_operation(op)
+                inst = None if failure else self._get(zone, spec.name)
+                if (failure and replayed) or (failure is None and inst is None):
+                    rid = request_id(spec, zone, salt=op.name)  # stale: that request's VM failed or was deleted
+                    continue
+                if failure:
+                    raise errs.classify(failure)
+                return self._record(self._until_running(inst, zone, deadline), notes=ssh_notes(spec, self.project))
+            raise ProviderError("GCE kept answering with operations of earlier requests", code="STALE_REQUEST_ID")
+        except ProviderError as exc:
+            note = self._cleanup(zone, spec) if self._sent else None
+            if note:
+                exc.args = (f"{exc}; {note}",)
+            raise
+
+    def _adopt(self, inst: Any, spec: LaunchSpec, offer: Offer, deadline: float) -> InstanceRecord:
+        """An instance of that name is already in the zone: ours (same hash) is returned, else ConflictError."""
+        labels, zone = dict(inst.labels), str(offer.zone)
+        if labels.get("trainvm-managed") != "true":
+            raise ConflictError(f"a VM named {spec.name} already exists in {zone} and is not managed by trainvm; "
+                                "pass --name to choose another name")
+        if labels.get("trainvm-hash") != spec.labels.get("trainvm-hash"):
+            raise ConflictError(f"a VM named {spec.name} already exists in {zone} for another version of the profile "
+                                f"(hash {labels.get('trainvm-hash')}); run `trainvm down {spec.name}` or pass --name")
+        if inst.status in IN_FLIGHT:  # an interrupted `up`: the same requestId gives back its operation
+            meta = {i.key: i.value for i in inst.metadata.items}
+            op = self.submit(spec, offer, image=meta.get("trainvm-image") or None)
+            if op is not None and op.status != self.api().v1.Operation.Status.DONE:  # the live operation: wait
+                failure = errs.from_operation(self._wait(zone, op, deadline))
+                if failure and "ALREADY_EXISTS" not in (failure.code or ""):
+                    raise errs.classify(failure)
+            inst = self._until_running(self._get(zone, spec.name) or inst, zone, deadline)
+        return self._record(inst, notes=ssh_notes(spec, self.project), existing=True)
+
+    def _until_running(self, inst: Any, zone: str, deadline: float) -> Any:
+        while inst.status in IN_FLIGHT and time.monotonic() < deadline:
+            self._sleep(max(0.0, min(self.poll_interval, deadline - time.monotonic())))
+            inst = self._get(zone, inst.name) or inst
+        return inst
+
+    def _cleanup(self, zone: str, spec: LaunchSpec) -> str | None:
+        """Delete what a failed attempt left (only a VM carrying this profile's hash); a note if that failed."""
+        try:
+            inst = self._get(zone, spec.name)
+            if inst is None or dict(inst.labels).get("trainvm-hash") != spec.labels.get("trainvm-hash"):
+                return None
+            self._delete(zone, spec.name, wait=True)
+            return None
+        except ProviderError as exc:
+            return f"cleaning up {spec.name} in {zone} failed ({exc}); run `trainvm down {spec.name}`"
+
+    def _delete(self, zone: str, name: str, *, wait: bool) -> bool:
+        api = self.api()
+        op = self._call(lambda: api.instances.delete_unary(project=api.project, zone=zone, instance=name, retry=None,
+                                                           timeout=HTTP_TIMEOUT), missing=None)
+        if op is None:
+            return False
+        if wait:
+            failure = errs.from_operation(self._wait(zone, op, time.monotonic() + self.op_timeout))
+            if failure and failure.status != 404:
+                raise errs.classify(failure)
+        return True
+
+    def _find_any(self, name: str) -> Any:
+        """The instance called ``name`` in any zone (a trainvm-managed one first), or None."""
+        found = self._aggregated(f'name = "{name}"')
+        found.sort(key=lambda i: dict(i.labels).get("trainvm-managed") != "true")
+        return found[0] if found else None
+
+    def find(self, name: str) -> InstanceRecord | None:
+        inst = self._find_any(name)
+        if inst is None or dict(inst.labels).get("trainvm-managed") != "true":
+            return None
+        return self._record(inst)
+
+    def list(self) -> list[InstanceRecord]:
+        return sorted((self._record(i) for i in self._aggregated(MANAGED_FILTER)), key=lambda r: (r.name, r.zone or ""))
+
+    def delete(self, name: str, *, wait: bool = True) -> bool:
+        inst = self._find_any(name)
+        if inst is None:
+            return False
+        zone = inst.zone.rsplit("/", 1)[-1]
+        if dict(inst.labels).get("trainvm-managed") != "true":
+            raise ConflictError(f"{name} in {zone} is not managed by trainvm (no trainvm-managed label); not deleting it")
+        return self._delete(zone, name, wait=wait)
+
+    def read_report(self, name: str) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+        inst = self._find_any(name)
+        if inst is None or dict(inst.labels).get("trainvm-managed") != "true":
+            return None, None
+        zone = inst.zone.rsplit("/", 1)[-1]
+        meta = {i.key: i.value for i in inst.metadata.items}
+        try:
+            profile = json.loads(meta["trainvm-profile"]) if meta.get("trainvm-profile") else None
+        except ValueError:
+            profile = None
+        return self._guest_report(zone, name) or self._serial_report(zone, name), profile
+
+    def _guest_report(self, zone: str, name: str) -> dict[str, Any] | None:
+        api = self.api()
+        req = api.v1.GetGuestAttributesInstanceRequest(project=api.project, zone=zone, instance=name,
+                                                       variable_key="trainvm/report")
+        try:
+            got = self._call(lambda: api.instances.get_guest_attributes(request=req, retry=None, timeout=HTTP_TIMEOUT),
+                             missing=None)
+        except ProviderError:  # not enabled (400), no permission (403): the console still has the report
+            return None
+        return _decode_report(got.variable_value) if got is not None else None
+
+    def _serial_report(self, zone: str, name: str) -> dict[str, Any] | None:
+        """The last decodable ``TRAINVM_REPORT=<base64>`` on serial port 1 (all pages of the buffer)."""
+        api, start, tail, last = self.api(), 0, "", None
+
+        def scan(text: str) -> None:
+            nonlocal last
+            for m in REPORT_RE.finditer(text):
+                last = _decode_report(m.group(1)) or last
+
+        for _ in range(MAX_SERIAL_PAGES):
+            req = api.v1.GetSerialPortOutputInstanceRequest(project=api.project, zone=zone, instance=name, port=1,
+                                                            start=start)
+            out = self._call(lambda: api.instances.get_serial_port_output(request=req, retry=None, timeout=HTTP_TIMEOUT),
+                             missing=None)
+            if out is None or not out.contents:
+                break
+            text = tail + out.contents
+            cut = text.rfind("\n") + 1
+            scan(text[:cut])
+            tail = text[cut:]
+            if int(out.next_ or 0) <= start:
+                break
+            start = int(out.next_)
+        scan(tail)
+        return last
+
+    def _record(self, inst: Any, *, notes: list[str] | None = None, existing: bool = False) -> InstanceRecord:
+        labels, zone = dict(inst.labels), inst.zone.rsplit("/", 1)[-1]
+        meta = {i.key: i.value for i in inst.metadata.items}
+        ip = next((ac.nat_i_p for nic in inst.network_interfaces for ac in nic.access_configs if ac.nat_i_p), None)
+        extra: dict[str, Any] = {"id": str(inst.id), "project": self.project, "owner": labels.get("trainvm-owner"),
+                                 "spot": inst.scheduling.provisioning_model == "SPOT",
+                                 "internal_ip": next((n.network_i_p for n in inst.network_interfaces if n.network_i_p), None)}
+        extra["ssh"] = f"gcloud compute ssh {inst.name} --zone {zone} --project {self.project}"
+        if notes:
+            extra["notes"] = list(notes)
+        if existing:
+            extra["existing"] = True
+        return InstanceRecord(
+            name=inst.name, cloud=self.NAME, region=zone.rsplit("-", 1)[0], zone=zone,
+            instance_type=inst.machine_type.rsplit("/", 1)[-1], state=inst.status, profile=labels.get("trainvm-profile"),
+            hash=labels.get("trainvm-hash"), price_hourly=None, created=inst.creation_timestamp or None, ip=ip,
+            image=meta.get("trainvm-image"), extra=extra)

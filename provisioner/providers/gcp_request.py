@@ -1,0 +1,211 @@
+"""The Compute Engine create request, as plain REST JSON (camelCase), built without any cloud SDK.
+
+``instance_body`` is what ``GcpProvider.create`` sends (turned into ``compute_v1.Instance`` with
+``Instance.from_json``, which also rejects unknown field names) and ``request_preview`` is what
+``trainvm render`` / ``plan`` show offline. Importing this module never imports ``google.*``.
+
+Decisions (SPEC "What `up` creates"):
+- GPUs: ``guestAccelerators`` only on N1 hosts; A2/A3/A4/G2 machine types bundle their GPUs.
+- ``scheduling``: ``onHostMaintenance=TERMINATE`` (GPU VMs cannot live-migrate) and
+  ``automaticRestart=false`` on every VM; spot -> ``provisioningModel=SPOT`` with
+  ``instanceTerminationAction=DELETE``. ``lifecycle.max_run_hours`` -> ``maxRunDuration`` with
+  ``instanceTerminationAction=DELETE`` for on-demand VMs too: STOP would keep the boot disk (billed)
+  and the instance record; DELETE leaves nothing burning money (the boot disk and local SSDs
+  auto-delete). Work that must survive belongs in a bucket, not on the VM.
+- Boot disk: the profile's ``standard|balanced|ssd`` mapped per machine family
+  (``catalog.families.gce_disk_type``: pd-*, or hyperdisk-balanced on Hyperdisk-only series), the image
+  pinned by name (``projects/P/global/images/NAME``, resolved from the family when ``up`` runs).
+- Local NVMe: ``local_nvme_gib`` -> ``ceil(gib / 375)`` SCRATCH NVMe local-ssd disks (rounded up to a
+  count the machine type accepts); series that come with fixed Local SSD (A2 Ultra, A3, A4) get none
+  added: theirs are attached by GCE.
+- Metadata: ``startup-script``, ``enable-guest-attributes=TRUE``, ``trainvm-profile`` (resolved profile
+  JSON, read back by ``verify``), ``trainvm-hash`` (full profile hash), ``trainvm-image`` (the pinned image).
+- Service account: the project's default one with the smallest scopes that work: logging.write and
+  monitoring.write always; devstorage.read_only when a data source is ``gs://``; cloud-platform only
+  when the profile references ``secret://gcp/...`` (Secret Manager has no narrower scope).
+- Network: the ``default`` network with one ONE_TO_ONE_NAT external address. With ``ssh_from`` the VM
+  gets the network tag ``trainvm-ssh``; trainvm does not create firewall rules: ``ssh_notes`` gives the
+  gcloud command that `up` prints (and that the record carries in ``extra["notes"]``).
+- Secure Boot is off explicitly: the startup script installs DKMS-built NVIDIA modules, which an
+  unenrolled MOK would make the kernel reject (startup-scripts.md §1.8). vTPM and integrity monitoring stay on.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from typing import Any
+
+from provisioner.catalog.families import LOCAL_SSD_DISK_GIB, gce_disk_type, gce_family, gce_local_ssd_gib
+from provisioner.catalog.models import Offer
+from provisioner.providers.base import InvalidRequestError, LaunchSpec
+
+#: trainvm GPU name -> GCE accelerator type attachable to N1 hosts.
+N1_ACCELERATORS = {"T4": "nvidia-tesla-t4", "V100": "nvidia-tesla-v100", "P100": "nvidia-tesla-p100",
+                   "P4": "nvidia-tesla-p4", "K80": "nvidia-tesla-k80"}
+#: Series whose machine types come with a fixed set of Local SSD disks that GCE attaches itself.
+BUNDLED_LOCAL_SSD = frozenset({"a2-ultragpu", "a3-highgpu", "a3-megagpu", "a3-edgegpu", "a3-ultragpu", "a4-highgpu"})
+#: Local SSD counts N1 accepts; A2 Standard needs at least as many disks as its shape's minimum.
+N1_LOCAL_SSD_COUNTS = (1, 2, 3, 4, 5, 6, 7, 8, 16, 24)
+A2_MIN_LOCAL_SSD = {"a2-highgpu-1g": 1, "a2-highgpu-2g": 2, "a2-highgpu-4g": 4, "a2-highgpu-8g": 8, "a2-megagpu-16g": 8}
+
+SCOPE_LOGGING = "https://www.googleapis.com/auth/logging.write"
+SCOPE_MONITORING = "https://www.googleapis.com/auth/monitoring.write"
+SCOPE_GCS_READ = "https://www.googleapis.com/auth/devstorage.read_only"
+SCOPE_CLOUD_PLATFORM = "https://www.googleapis.com/auth/cloud-platform"
+SSH_TAG = "trainvm-ssh"
+METADATA_VALUE_MAX = 256 * 1024  # bytes per metadata value
+METADATA_TOTAL_MAX = 512 * 1024  # bytes for all keys + values
+MAX_RUN_SECONDS = (30, 120 * 86400)  # what GCE accepts for maxRunDuration
+REQUEST_ID_NAMESPACE = uuid.UUID("5b0f7d1e-4c1a-5f3e-9a57-7a1f3c0e7d21")
+
+
+def image_family(os_name: str) -> tuple[str, str]:
+    """(image project, image family) of ``stack.os`` on GCE, from compat/data/os.yaml."""
+    from provisioner.compat.facts import load_facts
+
+    image = load_facts().os_images.get(os_name)
+    ref = image.images.get("gcp") if image is not None else None
+    if not ref:
+        raise InvalidRequestError(f"no GCE image is known for OS {os_name!r}")
+    return ref["project"], ref["family"]
+
+
+def family_url(os_name: str) -> str:
+    project, family = image_family(os_name)
+    return f"projects/{project}/global/images/family/{family}"
+
+
+def request_id(spec: LaunchSpec, zone: str, salt: str = "") -> str:
+    """The insert's requestId: the same VM in the same zone always sends the same one, so a re-run of an
+    interrupted ``up`` (or a retried insert) is de-duplicated by GCE instead of creating a second VM.
+    ``salt`` (the name of a replayed, stale operation) derives the next id when the old one is used up."""
+    return str(uuid.uuid5(REQUEST_ID_NAMESPACE, f"{spec.name}/{spec.profile_hash}/{zone}/{salt}"))
+
+
+def scopes_for(spec: LaunchSpec) -> list[str]:
+    scopes = [SCOPE_LOGGING, SCOPE_MONITORING]
+    if any(src.startswith("gs://") for src in spec.data_sources):
+        scopes.append(SCOPE_GCS_READ)
+    if "secret://gcp/" in spec.profile_json:
+        scopes.append(SCOPE_CLOUD_PLATFORM)
+    return scopes
+
+
+def ssh_notes(spec: LaunchSpec, project: str) -> list[str]:
+    """What `up` prints about SSH access (trainvm does not create firewall rules)."""
+    if not spec.ssh_from:
+        return []
+    rule = "trainvm-ssh-" + "".join(c if c.isalnum() else "-" for c in spec.ssh_from).strip("-")
+    return [
+        f"the VM has the network tag {SSH_TAG}; trainvm creates no firewall rule. Allow SSH from {spec.ssh_from} with:\n"
+        f"  gcloud compute firewall-rules create {rule} --project {project} --network default --direction INGRESS "
+        f"--action allow --rules tcp:22 --source-ranges {spec.ssh_from} --target-tags {SSH_TAG}\n"
+        "  (an auto-mode default network may also carry default-allow-ssh from 0.0.0.0/0; remove it to restrict SSH)"
+    ]
+
+
+def local_ssd_count(machine_type: str, gib: int) -> int:
+    """Local SSD disks to attach for ``gib`` of scratch (0 where the series brings its own)."""
+    if gib <= 0 or gce_family(machine_type) in BUNDLED_LOCAL_SSD:
+        return 0
+    if gib > gce_local_ssd_gib(machine_type):
+        raise InvalidRequestError(f"{machine_type} cannot have {gib} GiB of Local SSD "
+                                  f"(at most {gce_local_ssd_gib(machine_type)} GiB)")
+    count = math.ceil(gib / LOCAL_SSD_DISK_GIB)
+    if gce_family(machine_type) == "n1":
+        allowed: tuple[int, ...] = N1_LOCAL_SSD_COUNTS
+    elif machine_type in A2_MIN_LOCAL_SSD:  # A2 Standard takes 1, 2, 4 or 8 disks, at least its shape's minimum
+        allowed = tuple(n for n in (1, 2, 4, 8) if n >= A2_MIN_LOCAL_SSD[machine_type])
+    else:
+        return count
+    return next(n for n in allowed if n >= count)  # gib <= the maximum, so a count exists
+
+
+def _metadata(spec: LaunchSpec, image: str) -> dict[str, Any]:
+    items = [
+        {"key": "startup-script", "value": spec.user_data},
+        {"key": "enable-guest-attributes", "value": "TRUE"},
+        {"key": "trainvm-profile", "value": spec.profile_json},
+        {"key": "trainvm-hash", "value": spec.profile_hash},
+        {"key": "trainvm-image", "value": image},
+    ]
+    total = 0
+    for item in items:
+        size = len(item["value"].encode())
+        total += size + len(item["key"])
+        if size > METADATA_VALUE_MAX:
+            what = "the startup script" if item["key"] == "startup-script" else f"metadata {item['key']}"
+            raise InvalidRequestError(f"{what} is {size} bytes; GCE allows {METADATA_VALUE_MAX} bytes per metadata value",
+                                      code="METADATA_TOO_LARGE")
+    if total > METADATA_TOTAL_MAX:
+        raise InvalidRequestError(f"instance metadata totals {total} bytes; GCE allows {METADATA_TOTAL_MAX}",
+                                  code="METADATA_TOO_LARGE")
+    return {"items": items}
+
+
+def _scheduling(spec: LaunchSpec, offer: Offer) -> dict[str, Any]:
+    sched: dict[str, Any] = {"automaticRestart": False, "provisioningModel": "SPOT" if spec.spot else "STANDARD"}
+    if offer.gpu_count > 0:
+        sched["onHostMaintenance"] = "TERMINATE"
+    if spec.spot:
+        sched["instanceTerminationAction"] = "DELETE"
+    if spec.max_run_hours:
+        lo, hi = MAX_RUN_SECONDS
+        seconds = min(hi, max(lo, round(spec.max_run_hours * 3600)))
+        sched["maxRunDuration"] = {"seconds": str(seconds)}
+        sched["instanceTerminationAction"] = "DELETE"
+    return sched
+
+
+def _disks(spec: LaunchSpec, offer: Offer, zone: str, image: str) -> list[dict[str, Any]]:
+    family = gce_family(offer.instance_type)
+    disk_type = gce_disk_type(family, spec.boot_disk_type)
+    if disk_type is None:
+        raise InvalidRequestError(f"boot disk type {spec.boot_disk_type!r} is not available on {offer.instance_type}",
+                                  code="DISK_TYPE")
+    disks: list[dict[str, Any]] = [{
+        "boot": True, "autoDelete": True, "type": "PERSISTENT", "deviceName": "boot",
+        "initializeParams": {"sourceImage": image, "diskType": f"zones/{zone}/diskTypes/{disk_type}",
+                             "diskSizeGb": str(spec.boot_disk_gib), "labels": dict(spec.labels)},
+    }]
+    for _ in range(local_ssd_count(offer.instance_type, spec.local_nvme_gib)):
+        disks.append({"type": "SCRATCH", "interface": "NVME", "autoDelete": True,
+                      "initializeParams": {"diskType": f"zones/{zone}/diskTypes/local-ssd",
+                                           "diskSizeGb": str(LOCAL_SSD_DISK_GIB)}})
+    return disks
+
+
+def instance_body(spec: LaunchSpec, offer: Offer, image: str, project: str) -> dict[str, Any]:
+    """The ``instances.insert`` body (REST JSON; int64 values as strings, as the SDK sends them)."""
+    if offer.cloud != "gcp" or not offer.zone:
+        raise InvalidRequestError(f"not a zonal GCE offer: {offer.cloud} {offer.location} {offer.instance_type}")
+    zone = offer.zone
+    body: dict[str, Any] = {
+        "name": spec.name,
+        "description": f"trainvm: profile {spec.profile_name} (sha256 {spec.profile_hash[:16]})",
+        "machineType": f"zones/{zone}/machineTypes/{offer.instance_type}",
+    }
+    if gce_family(offer.instance_type) == "n1" and offer.gpu_count > 0:
+        accel = N1_ACCELERATORS.get(offer.gpu_name)
+        if accel is None:
+            raise InvalidRequestError(f"GPU {offer.gpu_name} cannot be attached to an N1 host", code="ACCELERATOR")
+        body["guestAccelerators"] = [{"acceleratorType": f"zones/{zone}/acceleratorTypes/{accel}",
+                                      "acceleratorCount": offer.gpu_count}]
+    body["scheduling"] = _scheduling(spec, offer)
+    body["disks"] = _disks(spec, offer, zone, image)
+    body["networkInterfaces"] = [{"network": f"projects/{project}/global/networks/default",
+                                  "accessConfigs": [{"name": "External NAT", "type": "ONE_TO_ONE_NAT"}]}]
+    body["serviceAccounts"] = [{"email": "default", "scopes": scopes_for(spec)}]
+    body["metadata"] = _metadata(spec, image)
+    body["labels"] = dict(spec.labels)
+    if spec.ssh_from:
+        body["tags"] = {"items": [SSH_TAG]}
+    body["shieldedInstanceConfig"] = {"enableSecureBoot": False, "enableVtpm": True, "enableIntegrityMonitoring": True}
+    return body
+
+
+def request_preview(spec: LaunchSpec, offer: Offer, project: str = "PROJECT") -> dict[str, Any]:
+    """The body ``up`` would send, offline: the image is shown as its family URL (``up`` pins the image
+    name the family points to when it runs, and records it in the ``trainvm-image`` metadata)."""
+    return instance_body(spec, offer, family_url(spec.os), project)

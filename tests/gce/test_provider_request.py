@@ -1,0 +1,229 @@
+"""The pure GCE request builder (gcp_request) and the error classifier (gcp_errors): no emulator."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pytest
+
+from provisioner.providers import gcp_errors as errs
+from provisioner.providers.base import (
+    AuthError,
+    CapacityError,
+    InvalidRequestError,
+    ProviderError,
+    QuotaError,
+    RetryExhaustedError,
+)
+from provisioner.providers.gcp_request import (
+    SCOPE_CLOUD_PLATFORM,
+    SCOPE_GCS_READ,
+    instance_body,
+    local_ssd_count,
+    request_id,
+    request_preview,
+    ssh_notes,
+)
+
+IMG = "projects/ubuntu-os-cloud/global/images/ubuntu-2204-jammy-v20261015"
+
+
+def meta(body: dict) -> dict:
+    return {i["key"]: i["value"] for i in body["metadata"]["items"]}
+
+
+def test_t4_body(spec, offer):
+    s = spec()
+    body = instance_body(s, offer(), IMG, "p")
+    assert body["machineType"] == "zones/us-central1-a/machineTypes/n1-standard-8"
+    assert body["guestAccelerators"] == [{"acceleratorType": "zones/us-central1-a/acceleratorTypes/nvidia-tesla-t4",
+                                          "acceleratorCount": 1}]
+    assert body["scheduling"] == {"automaticRestart": False, "provisioningModel": "STANDARD", "onHostMaintenance": "TERMINATE",
+                                  "instanceTerminationAction": "DELETE", "maxRunDuration": {"seconds": "86400"}}
+    boot = body["disks"][0]
+    assert boot["boot"] and boot["autoDelete"] and len(body["disks"]) == 1
+    assert boot["initializeParams"] == {"sourceImage": IMG, "diskType": "zones/us-central1-a/diskTypes/pd-balanced",
+                                       "diskSizeGb": "150", "labels": s.labels}
+    assert body["labels"] == s.labels and set(s.labels) == {"trainvm-managed", "trainvm-profile", "trainvm-hash", "trainvm-owner"}
+    m = meta(body)
+    assert m["startup-script"] == s.user_data and m["enable-guest-attributes"] == "TRUE"
+    assert json.loads(m["trainvm-profile"])["name"] == "bert-finetune" and m["trainvm-hash"] == s.profile_hash
+    assert m["trainvm-image"] == IMG
+    assert body["networkInterfaces"] == [{"network": "projects/p/global/networks/default",
+                                          "accessConfigs": [{"name": "External NAT", "type": "ONE_TO_ONE_NAT"}]}]
+    assert body["serviceAccounts"][0]["email"] == "default"
+    assert SCOPE_GCS_READ in body["serviceAccounts"][0]["scopes"]  # data from gs://
+    assert SCOPE_CLOUD_PLATFORM not in body["serviceAccounts"][0]["scopes"]
+    assert "tags" not in body and body["shieldedInstanceConfig"]["enableSecureBoot"] is False
+
+
+@pytest.mark.parametrize("gpu, accel", [("V100", "nvidia-tesla-v100"), ("P100", "nvidia-tesla-p100"), ("P4", "nvidia-tesla-p4")])
+def test_n1_accelerator_names(spec, offer, gpu, accel):
+    body = instance_body(spec(), offer(gpu=gpu, count=2), IMG, "p")
+    assert body["guestAccelerators"][0] == {"acceleratorType": f"zones/us-central1-a/acceleratorTypes/{accel}", "acceleratorCount": 2}
+
+
+def test_a2_bundles_gpus_and_spot(spec, offer):
+    body = instance_body(spec(spot=True, max_run_hours=None, data_sources=()), offer(instance_type="a2-highgpu-1g"), IMG, "p")
+    assert "guestAccelerators" not in body
+    assert body["scheduling"] == {"automaticRestart": False, "provisioningModel": "SPOT", "onHostMaintenance": "TERMINATE",
+                                  "instanceTerminationAction": "DELETE"}
+    assert body["serviceAccounts"][0]["scopes"] == ["https://www.googleapis.com/auth/logging.write",
+                                                    "https://www.googleapis.com/auth/monitoring.write"]
+
+
+def test_on_demand_without_max_run_has_no_termination_action(spec, offer):
+    sched = instance_body(spec(max_run_hours=None), offer(), IMG, "p")["scheduling"]
+    assert "instanceTerminationAction" not in sched and "maxRunDuration" not in sched
+    assert instance_body(spec(max_run_hours=0.001), offer(), IMG, "p")["scheduling"]["maxRunDuration"] == {"seconds": "30"}
+
+
+def test_disk_types_per_family(spec, offer):
+    a3 = instance_body(spec(boot_disk_type="ssd"), offer(instance_type="a3-highgpu-8g"), IMG, "p")
+    assert a3["disks"][0]["initializeParams"]["diskType"].endswith("/pd-ssd")
+    ultra = offer(instance_type="a3-highgpu-8g")
+    ultra = type(ultra)(**{**{f: getattr(ultra, f) for f in ultra.__slots__}, "instance_type": "a3-ultragpu-8g",
+                           "family": "a3-ultragpu"})
+    hd = instance_body(spec(boot_disk_type="balanced"), ultra, IMG, "p")
+    assert hd["disks"][0]["initializeParams"]["diskType"].endswith("/hyperdisk-balanced")
+    with pytest.raises(InvalidRequestError, match="standard"):
+        instance_body(spec(boot_disk_type="standard"), offer(instance_type="g2-standard-8"), IMG, "p")
+
+
+@pytest.mark.parametrize("machine, gib, count", [
+    ("n1-standard-8", 0, 0), ("n1-standard-8", 1, 1), ("n1-standard-8", 750, 2), ("n1-standard-8", 1000, 3),
+    ("n1-standard-8", 3001, 16), ("a2-highgpu-1g", 1000, 4), ("a2-highgpu-2g", 100, 2), ("a3-highgpu-8g", 2000, 0),
+    ("a3-ultragpu-8g", 500, 0), ("g2-standard-8", 375, 1),
+])
+def test_local_ssd_count(machine, gib, count):
+    assert local_ssd_count(machine, gib) == count
+
+
+def test_local_nvme_disks_and_limits(spec, offer):
+    disks = instance_body(spec(local_nvme_gib=700), offer(), IMG, "p")["disks"]
+    assert [d["type"] for d in disks] == ["PERSISTENT", "SCRATCH", "SCRATCH"]
+    assert disks[1] == {"type": "SCRATCH", "interface": "NVME", "autoDelete": True,
+                        "initializeParams": {"diskType": "zones/us-central1-a/diskTypes/local-ssd", "diskSizeGb": "375"}}
+    with pytest.raises(InvalidRequestError, match="Local SSD"):
+        instance_body(spec(local_nvme_gib=400), offer(instance_type="g2-standard-8"), IMG, "p")
+
+
+def test_ssh_from_tag_and_notes(spec, offer):
+    s = spec(ssh_from="203.0.113.7/32")
+    assert instance_body(s, offer(), IMG, "p")["tags"] == {"items": ["trainvm-ssh"]}
+    (note,) = ssh_notes(s, "my-proj")
+    assert "gcloud compute firewall-rules create trainvm-ssh-203-0-113-7-32 --project my-proj" in note
+    assert "--source-ranges 203.0.113.7/32 --target-tags trainvm-ssh" in note and "tcp:22" in note
+    assert ssh_notes(spec(), "p") == []
+
+
+def test_secret_reference_adds_cloud_platform_scope(spec, offer):
+    s = spec(profile_json='{"stack": {"env": {"HF_TOKEN": "secret://gcp/hf-token"}}}')
+    assert SCOPE_CLOUD_PLATFORM in instance_body(s, offer(), IMG, "p")["serviceAccounts"][0]["scopes"]
+
+
+def test_metadata_limits(spec, offer):
+    with pytest.raises(InvalidRequestError, match="262144 bytes per metadata value") as e:
+        instance_body(spec(user_data="x" * (256 * 1024 + 1)), offer(), IMG, "p")
+    assert e.value.code == "METADATA_TOO_LARGE"
+    with pytest.raises(InvalidRequestError, match="totals"):
+        instance_body(spec(user_data="x" * 262_144, profile_json="{" + " " * 262_142 + "}"), offer(), IMG, "p")
+
+
+def test_rejects_non_gce_offer(spec, offer):
+    o = offer()
+    with pytest.raises(InvalidRequestError):
+        instance_body(spec(), type(o)(**{**{f: getattr(o, f) for f in o.__slots__}, "zone": None}), IMG, "p")
+
+
+def test_request_preview_shows_family(spec, offer):
+    body = request_preview(spec(), offer())
+    assert body["disks"][0]["initializeParams"]["sourceImage"] == "projects/ubuntu-os-cloud/global/images/family/ubuntu-2204-lts"
+    assert body["networkInterfaces"][0]["network"] == "projects/PROJECT/global/networks/default"
+
+
+def test_body_parses_into_sdk_instance(spec, offer):
+    from google.cloud import compute_v1
+
+    body = instance_body(spec(local_nvme_gib=375, ssh_from="10.0.0.0/8"), offer(), IMG, "p")
+    inst = compute_v1.Instance.from_json(json.dumps(body))  # raises on an unknown field name
+    assert inst.scheduling.max_run_duration.seconds == 86400 and inst.disks[1].interface == "NVME"
+    with pytest.raises(Exception):
+        compute_v1.Instance.from_json(json.dumps({**body, "guestAccelerator": []}))
+
+
+def test_request_id_is_deterministic(spec):
+    s = spec()
+    assert request_id(s, "us-central1-a") == request_id(s, "us-central1-a")
+    assert request_id(s, "us-central1-a") != request_id(s, "us-central1-b")
+    assert request_id(s, "us-central1-a") != request_id(s, "us-central1-a", salt="operation-1")
+    assert request_id(s, "z") != request_id(spec(profile_hash="cd" * 32), "z")
+
+
+def test_builder_imports_no_cloud_sdk():
+    code = ("import sys, provisioner.providers.gcp_request, provisioner.providers.gcp; "
+            "bad = sorted(m for m in sys.modules if m.startswith(('google', 'azure', 'boto'))); assert not bad, bad")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# ---------------------------------------------------------------------------------------------- classification
+def op(code, message="", status=None, metric=None):
+    details = [SimpleNamespace(quota_info=SimpleNamespace(metric_name=metric))] if metric else []
+    return SimpleNamespace(error=SimpleNamespace(errors=[SimpleNamespace(code=code, message=message, error_details=details)]),
+                           http_error_status_code=status or 0)
+
+
+@pytest.mark.parametrize("operation, cls, code, scope", [
+    (op("ZONE_RESOURCE_POOL_EXHAUSTED", "The zone 'z' does not have enough resources", 503), CapacityError,
+     "ZONE_RESOURCE_POOL_EXHAUSTED", None),
+    (op("ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS"), CapacityError, "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS", None),
+    (op("QUOTA_EXCEEDED", "Quota 'NVIDIA_T4_GPUS' exceeded.  Limit: 0.0 in region us-central1.", 403,
+        "compute.googleapis.com/nvidia_t4_gpus"), QuotaError, "QUOTA_EXCEEDED:NVIDIA_T4_GPUS", "region"),
+    (op("QUOTA_EXCEEDED", "Quota 'GPUS_ALL_REGIONS' exceeded.  Limit: 0.0 globally.", 403), QuotaError,
+     "QUOTA_EXCEEDED:GPUS_ALL_REGIONS", "cloud"),
+    (op("RESOURCE_NOT_FOUND", "image gone"), InvalidRequestError, "RESOURCE_NOT_FOUND", None),
+    (op("INTERNAL_ERROR", "boom", 500), RetryExhaustedError, "500", None),
+    (op("SOMETHING_ELSE", "odd"), ProviderError, "SOMETHING_ELSE", None),
+])
+def test_classify_operation_errors(operation, cls, code, scope):
+    exc = errs.classify(errs.from_operation(operation))
+    assert type(exc) is cls and exc.code == code
+    if scope:
+        assert exc.scope == scope
+
+
+def http_exc(status, reason, message):
+    from google.api_core import exceptions as gexc
+
+    return gexc.from_http_status(status, f"POST http://x/compute/v1/projects/p/zones/z/instances: {message}",
+                                 errors=[{"reason": reason, "message": message}])
+
+
+@pytest.mark.parametrize("status, reason, message, cls, retry", [
+    (403, "quotaExceeded", "Quota 'NVIDIA_L4_GPUS' exceeded.  Limit: 0.0 in region us-central1.", QuotaError, False),
+    (429, "rateLimitExceeded", "Rate Limit Exceeded", RetryExhaustedError, True),
+    (403, "rateLimitExceeded", "Rate Limit Exceeded", RetryExhaustedError, True),
+    (503, "backendError", "Internal error", RetryExhaustedError, True),
+    (503, "resourcePoolExhausted", "The zone 'z' does not have enough resources available", CapacityError, False),
+    (401, "required", "Request is missing required authentication credential", AuthError, False),
+    (403, "forbidden", "Required 'compute.instances.create' permission", AuthError, False),
+    (400, "invalid", "Invalid value for field 'resource.name'", InvalidRequestError, False),
+])
+def test_classify_http_errors(status, reason, message, cls, retry):
+    f = errs.from_exception(http_exc(status, reason, message))
+    assert errs.is_retryable(f) is retry
+    exc = errs.classify(f)
+    assert type(exc) is cls and not str(exc).startswith("POST ")
+
+
+def test_classify_auth_and_network_exceptions():
+    import google.auth.exceptions
+    import requests
+
+    f = errs.from_exception(google.auth.exceptions.RefreshError("token expired"))
+    assert f.kind == "auth" and isinstance(errs.classify(f), AuthError)
+    f = errs.from_exception(requests.exceptions.ConnectionError("reset"))
+    assert errs.is_retryable(f) and isinstance(errs.classify(f, retried=4), RetryExhaustedError)
