@@ -246,6 +246,16 @@ def _locate(name: str) -> tuple[InstanceRecord, Provider] | None:
 def run_down(name: str, *, yes: bool, wait: bool, json_out: bool) -> int:
     located = _locate(name)
     if located is None:
+        # The VM is gone (deleted, or a spot VM evicted), but what was created for it may remain
+        # (Azure: the resource group with its VNet/NSG). delete() is idempotent and cleans that up.
+        providers, _ = _providers(list(PROVIDERS))
+        cleaned = [cloud for cloud, provider in providers.items() if provider.delete(name, wait=wait)]
+        if cleaned:
+            if json_out:
+                emit_json({"name": name, "cloud": cleaned[0], "deleted": True, "already_gone": True, "waited": wait})
+            else:
+                stdout_console().print(f"{name}: VM already gone; removed what was left on {', '.join(cleaned)}")
+            return 0
         if json_out:
             emit_json({"name": name, "deleted": False, "already_gone": True})
         else:

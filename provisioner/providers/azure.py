@@ -4,18 +4,9 @@ Thin on purpose: request bodies come from ``azure_request`` (pure), failures are
 ``azure_errors``; this module makes the SDK calls. The SDKs are imported on first use (cloud-sdks.md §5),
 so ``get_provider("azure")`` stays cheap until a cloud call is made.
 
-- Settings: ``AZURE_SUBSCRIPTION_ID`` (required: CloudError, exit 3, otherwise), credentials from
-  ``TRAINVM_AZURE_ACCESS_TOKEN`` (a static bearer token) or ``DefaultAzureCredential``;
-  ``TRAINVM_AZURE_ENDPOINT`` = another ARM base URL (https only: azure-core refuses bearer tokens over
-  http, trap A1; its CA from ``REQUESTS_CA_BUNDLE``); ``TRAINVM_AZURE_POLL_SECONDS`` (default 5) = the LRO
-  polling interval (ARM's default is 30 s, trap A2); ``TRAINVM_AZURE_OP_TIMEOUT`` (default 900) bounds every
-  wait; ``TRAINVM_RETRY_BASE_DELAY`` (default 0.8) = azure-core's retry backoff factor (429/5xx/connection
-  errors are retried by the SDK's RetryPolicy, honouring Retry-After, ``retry_total`` times).
-- Resource-provider auto-registration is off (trap A8): azure-mgmt clients hard-wire
-  ``ARMAutoResourceProviderRegistrationPolicy``, whose wait loop sleeps 10 s per poll with no upper bound.
-  The only public switch is the client's ``policies=`` keyword, so the clients get the generated default
-  list minus that policy (``_policies``). An unregistered namespace then fails fast as
-  ``MissingSubscriptionRegistration`` with the ``az provider register`` hint.
+- Settings, credentials and clients: ``azure_clients`` (AZURE_SUBSCRIPTION_ID, TRAINVM_AZURE_ACCESS_TOKEN or
+  DefaultAzureCredential, TRAINVM_AZURE_ENDPOINT, TRAINVM_AZURE_POLL_SECONDS, TRAINVM_RETRY_BASE_DELAY;
+  resource-provider auto-registration off). ``TRAINVM_AZURE_OP_TIMEOUT`` (default 900 s) bounds every wait.
 - Create = resource group -> VNet + NSG (in parallel) -> VM (its NIC and public IP are VM-managed).
   Idempotent: deterministic names; an existing VM with this profile hash is returned (waiting for it if a
   killed ``up`` left it creating); a Failed leftover is deleted with its group and created again; another
@@ -38,68 +29,19 @@ from types import SimpleNamespace
 from typing import Any
 
 from provisioner.catalog.models import Offer
-from provisioner.errors import CloudError, InputError
+from provisioner.errors import InputError
 from provisioner.providers import azure_errors as errs
 from provisioner.providers import azure_request as R
+from provisioner.providers.azure_clients import AzureCredentialsError, Settings, default_credential, make_clients
 from provisioner.providers.base import ConflictError, InstanceRecord, LaunchSpec, ProviderError, RetryExhaustedError
 
-ARM_SCOPE = "https://management.azure.com/.default"
+__all__ = ["AzureProvider", "AzureCredentialsError", "vm_state"]
+
 MANAGED = "trainvm-managed"
 IN_FLIGHT = ("Creating", "Updating")
 RUN_COMMAND_TIMEOUT = 300.0
 SSH_KEY_FILES = ("~/.ssh/id_ed25519.pub", "~/.ssh/id_rsa.pub")
 _MISSING = object()
-
-
-class AzureCredentialsError(CloudError):
-    """No subscription, or an unusable endpoint (exit 3)."""
-
-
-class StaticTokenCredential:
-    """``TRAINVM_AZURE_ACCESS_TOKEN`` as an azure-core TokenCredential (never refreshes, never calls out)."""
-
-    def __init__(self, token: str, lifetime: int = 3600) -> None:
-        self.token, self.lifetime = token, lifetime
-
-    def get_token(self, *scopes: str, **kwargs: Any) -> Any:
-        from azure.core.credentials import AccessToken
-
-        return AccessToken(self.token, int(time.time()) + self.lifetime)
-
-    def get_token_info(self, *scopes: str, options: Any = None) -> Any:
-        from azure.core.credentials import AccessTokenInfo
-
-        return AccessTokenInfo(self.token, int(time.time()) + self.lifetime, token_type="Bearer")
-
-    def close(self) -> None:
-        pass
-
-    def __enter__(self) -> StaticTokenCredential:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        pass
-
-
-def _env_float(name: str, default: float) -> float:
-    raw = os.environ.get(name)
-    try:
-        return float(raw) if raw not in (None, "") else default
-    except ValueError:
-        raise CloudError(f"{name}={raw!r} is not a number of seconds") from None
-
-
-def _policies(credential: Any, moniker: str, **kw: Any) -> list[Any]:
-    """The azure-mgmt client's default pipeline without ARMAutoResourceProviderRegistrationPolicy (A8)."""
-    from azure.core.pipeline import policies as p
-    from azure.mgmt.core.policies import ARMChallengeAuthenticationPolicy, ARMHttpLoggingPolicy
-
-    kw = dict(kw, sdk_moniker=moniker, user_agent="trainvm")
-    return [p.RequestIdPolicy(**kw), p.HeadersPolicy(**kw), p.UserAgentPolicy(**kw), p.ProxyPolicy(**kw),
-            p.ContentDecodePolicy(**kw), p.RedirectPolicy(**kw), p.RetryPolicy(**kw),
-            ARMChallengeAuthenticationPolicy(credential, ARM_SCOPE, **kw), p.CustomHookPolicy(**kw),
-            p.NetworkTraceLoggingPolicy(**kw), p.DistributedTracingPolicy(**kw), p.SensitiveHeaderCleanupPolicy(**kw),
-            ARMHttpLoggingPolicy(**kw)]
 
 
 def _wire(obj: Any) -> dict[str, Any]:
@@ -113,6 +55,12 @@ def _props(res: dict[str, Any]) -> dict[str, Any]:
     return res.get("properties") or {}
 
 
+def _group_of(vm: dict[str, Any]) -> str:
+    """The VM's resource group, from its id (``/subscriptions/S/resourceGroups/RG/...``)."""
+    parts = (vm.get("id") or "").split("/")
+    return parts[4] if len(parts) > 4 and parts[3].lower() == "resourcegroups" else R.names(vm.get("name") or "").rg
+
+
 class AzureProvider:
     NAME = "azure"
 
@@ -120,59 +68,18 @@ class AzureProvider:
                  poll_seconds: float | None = None, op_timeout: float | None = None, retry_total: int = 6,
                  retry_backoff: float | None = None, ssh_public_key: str | None = None,
                  sleep: Callable[[float], None] = time.sleep) -> None:
-        self.subscription_id = subscription_id or os.environ.get("AZURE_SUBSCRIPTION_ID", "").strip()
-        if not self.subscription_id:
-            raise AzureCredentialsError("AZURE_SUBSCRIPTION_ID is not set",
-                                        hint="export AZURE_SUBSCRIPTION_ID=$(az account show --query id -o tsv)")
-        self.endpoint = (endpoint if endpoint is not None else os.environ.get("TRAINVM_AZURE_ENDPOINT", "")).rstrip("/")
-        if self.endpoint and not self.endpoint.startswith("https://"):
-            raise AzureCredentialsError(f"TRAINVM_AZURE_ENDPOINT={self.endpoint!r} must be an https:// URL "
-                                        "(Azure SDKs never send a bearer token over plain http)")
-        self._credential = credential
-        self.poll_seconds = poll_seconds if poll_seconds is not None else _env_float("TRAINVM_AZURE_POLL_SECONDS", 5.0)
-        self.op_timeout = op_timeout if op_timeout is not None else _env_float("TRAINVM_AZURE_OP_TIMEOUT", 900.0)
-        self.retry_total = retry_total
-        self.retry_backoff = retry_backoff if retry_backoff is not None else _env_float("TRAINVM_RETRY_BASE_DELAY", 0.8)
-        self._ssh_key_path = ssh_public_key
-        self._sleep = sleep
+        self.settings = Settings.from_env(subscription_id=subscription_id, endpoint=endpoint, poll_seconds=poll_seconds,
+                                          op_timeout=op_timeout, retry_total=retry_total, retry_backoff=retry_backoff)
+        self.subscription_id, self.poll_seconds = self.settings.subscription_id, self.settings.poll_seconds
+        self.op_timeout = self.settings.op_timeout
+        self._credential, self._ssh_key_path, self._sleep = credential, ssh_public_key, sleep
         self._api: SimpleNamespace | None = None
         self._images: dict[tuple[str, str, str, str], str] = {}
 
-    # ------------------------------------------------------------------ clients
-    def credential(self) -> Any:
-        if self._credential is None:
-            token = os.environ.get("TRAINVM_AZURE_ACCESS_TOKEN", "").strip()
-            if token:
-                self._credential = StaticTokenCredential(token)
-            else:
-                from azure.identity import DefaultAzureCredential
-
-                self._credential = DefaultAzureCredential()
-        return self._credential
-
     def api(self) -> SimpleNamespace:
-        """The three management clients (built once, on first use)."""
+        """The three management clients (built once, on first use: the SDK imports happen here)."""
         if self._api is None:
-            import azure.mgmt.compute as compute
-            import azure.mgmt.network as network
-            import azure.mgmt.resource.resources as resources  # trap A6: not azure.mgmt.resource
-
-            cred = self.credential()
-            kw: dict[str, Any] = {"credential_scopes": [ARM_SCOPE], "polling_interval": self.poll_seconds,
-                                  "retry_total": self.retry_total, "retry_backoff_factor": self.retry_backoff}
-            if self.endpoint:
-                kw["base_url"] = self.endpoint
-            if os.environ.get("REQUESTS_CA_BUNDLE"):
-                kw["connection_verify"] = os.environ["REQUESTS_CA_BUNDLE"]
-
-            def client(module: Any, cls: str, moniker: str) -> Any:
-                version = getattr(module, "__version__", "")
-                return getattr(module, cls)(cred, self.subscription_id,
-                                            policies=_policies(cred, f"mgmt-{moniker}/{version}", **kw), **kw)
-
-            self._api = SimpleNamespace(resource=client(resources, "ResourceManagementClient", "resource"),
-                                        network=client(network, "NetworkManagementClient", "network"),
-                                        compute=client(compute, "ComputeManagementClient", "compute"))
+            self._api = make_clients(self.settings, self._credential or default_credential())
         return self._api
 
     # ------------------------------------------------------------------ calls and waiting
@@ -238,9 +145,9 @@ class AzureProvider:
                 return tuple((0, int(p)) if p.isdigit() else (1, p) for p in v.split("."))
 
             versions = sorted((_wire(v).get("name") or "" for v in found), key=order)
-            if not versions or not versions[-1]:
-                raise errs.classify(errs.Failure(404, "PlatformImageNotFound",
-                                                 f"no version of image {image.urn} is published in {location}"))
+            if not versions or not versions[-1]:  # another region may have it: not a reason to stop failover
+                raise ProviderError(f"no version of image {image.urn} is published in {location}",
+                                    code="PlatformImageNotFound")
             self._images[key] = versions[-1]
         return R.ImageRef(image.publisher, image.offer, image.sku, self._images[key])
 
@@ -249,7 +156,8 @@ class AzureProvider:
         if offer.cloud != self.NAME:
             raise ProviderError(f"not an Azure offer: {offer.describe(spec.spot)}", code="NotAzure")
         key = self.ssh_public_key()  # input problems surface before any cloud call
-        R.custom_data(spec), R.user_data(spec)
+        R.custom_data(spec)
+        R.user_data(spec)
         n, deadline = R.names(spec.name), time.monotonic() + self.op_timeout
         notes = R.notes(spec, offer, self.subscription_id)
         existing = self._get_vm(n.rg, spec.name)
@@ -373,8 +281,7 @@ class AzureProvider:
                     ips[(pip.get("id") or "").lower()] = _props(pip)["ipAddress"]
         out = []
         for vm in vms:
-            rg = (vm.get("id") or "").split("/")[4] if (vm.get("id") or "").count("/") > 4 else R.names(vm["name"]).rg
-            pip_id = R.resource_id(self.subscription_id, rg, f"{R.NET}/publicIPAddresses", R.names(vm["name"]).pip)
+            pip_id = R.resource_id(self.subscription_id, _group_of(vm), f"{R.NET}/publicIPAddresses", R.names(vm["name"]).pip)
             out.append(self._record(vm, ip=ips.get(pip_id.lower(), "")))
         return sorted(out, key=lambda r: (r.name, r.region))
 
@@ -425,8 +332,7 @@ class AzureProvider:
 
     def _record(self, vm: dict[str, Any], *, notes: list[str] | None = None, existing: bool = False,
                 ip: str | None = None) -> InstanceRecord:
-        props, tags, name = _props(vm), vm.get("tags") or {}, vm.get("name") or ""
-        rg = R.names(name).rg
+        props, tags, name, rg = _props(vm), vm.get("tags") or {}, vm.get("name") or "", _group_of(vm)
         if ip is None:
             ip = self._ip(rg, name)
         extra: dict[str, Any] = {"id": vm.get("id"), "vm_id": props.get("vmId"), "resource_group": rg,

@@ -95,6 +95,7 @@ def _short(message: str) -> str:
     text = " ".join(message.split())
     text = re.sub(r"^\((\w+)\) ", "", text)
     text = re.sub(r" Code: \w+ Message: .*$", "", text)
+    text = re.sub(r"/subscriptions/[^\s']+/providers/[^\s']+/([^/\s']+)", r"\1", text)  # resource ids -> names
     return text if len(text) <= 400 else text[:397] + "..."
 
 
@@ -110,7 +111,9 @@ def classify(f: Failure) -> ProviderError:
     """The ``ProviderError`` for a failure (the SDK's own retries are already spent)."""
     message = _short(f.message)
     if f.kind == "auth" or f.code in AUTH_CODES or (f.status in (401, 403) and f.code not in NEXT_OFFER_CODES):
-        return AuthError(f"Azure refused the credentials or the permission: {message}", code=f.code or str(f.status))
+        return AuthError(f"Azure refused the credentials or the permission: {message}", code=f.code or str(f.status),
+                         hint="run `az login` (or set TRAINVM_AZURE_ACCESS_TOKEN) and check AZURE_SUBSCRIPTION_ID and "
+                              "your role on the subscription")
     if f.code in CAPACITY_CODES:
         return CapacityError(message, code=f.code)
     if is_quota(f):
@@ -120,7 +123,8 @@ def classify(f: Failure) -> ProviderError:
         return RetryExhaustedError(f"{what} after the SDK's retries: {message}", code=f.code or str(f.status))
     if f.code == "MissingSubscriptionRegistration":
         return InvalidRequestError(f"{message} (register it once with `az provider register --namespace "
-                                   "Microsoft.Compute` / `Microsoft.Network`)", code=f.code)
+                                   "Microsoft.Compute` / `Microsoft.Network`)", code=f.code,
+                                   hint="trainvm does not register resource providers itself")
     if f.code in NEXT_OFFER_CODES:
         return ProviderError(message, code=f.code)
     if f.status in (400, 404, 409) or (f.code and f.code.startswith("Invalid")):

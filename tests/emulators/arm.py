@@ -12,8 +12,9 @@ otherwise: Retry-After: 0 counts as absent), credential_scopes=["https://managem
 
 Modelled: resource groups (PUT/GET/HEAD/PATCH/DELETE with a 202 + Location LRO that deletes everything in the
 group, list with $filter on tags), generic resource lists, Microsoft.Network virtualNetworks (+subnets GET),
-networkSecurityGroups, publicIPAddresses, networkInterfaces, Microsoft.Compute virtualMachines (PUT, GET with
-$expand=instanceView, DELETE, lists by group/subscription/location, instanceView, runCommand, start/powerOff/
+networkSecurityGroups, publicIPAddresses, networkInterfaces (each also listed subscription-wide), Microsoft.Compute
+virtualMachines (PUT, GET with $expand=instanceView or $expand=userData, DELETE, lists by group/subscription
+(statusOnly=true adds the instance view)/location, instanceView, runCommand, start/powerOff/
 deallocate/restart, retrieveBootDiagnosticsData + the SAS blob it points at), disks (created with a VM),
 platform image versions (list/get), provider register. LROs: Azure-AsyncOperation (default) or provisioningState
 in the body (lro_style="body"); deletes answer 202 + Location (+ Azure-AsyncOperation for resources).

@@ -208,7 +208,10 @@ class ArmRouter:
     def _provider(self, method, s, ls, q, api, path):
         st = self.state
         if ls == ["microsoft.compute", "virtualmachines"] and method == "GET":
-            return self._page([st.render(r) for r in st.of_type(VM_T)], q, path)
+            expand = "instanceView" if (q.get("statusOnly") or "").lower() == "true" else ""
+            return self._page([st.render(r, expand) for r in st.of_type(VM_T)], q, path)
+        if len(ls) == 2 and method == "GET" and TYPES.get(ls[1], "").lower() == f"{ls[0]}/{ls[1]}":
+            return self._page([st.render(r) for r in st.of_type(TYPES[ls[1]])], q, path)   # subscription-wide list
         if len(ls) == 4 and ls[0] == "microsoft.compute" and ls[1] == "locations" and ls[3] == "virtualmachines":
             return self._page([st.render(r) for r in st.of_type(VM_T)
                                if r["location"] == ls[2]], q, path)

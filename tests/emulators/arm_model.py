@@ -687,7 +687,8 @@ class State:
         ex = rec["extra"]
         for k in ("customData", "adminPassword"):
             (props.get("osProfile") or {}).pop(k, None)
-        props.pop("userData", None)
+        if "userdata" not in (expand or "").lower():   # ARM returns userData only with $expand=userData
+            props.pop("userData", None)
         props.update(vmId=rec["guid"], timeCreated=rec["created"])
         osd = props["storageProfile"].setdefault("osDisk", {"createOption": "FromImage"})
         osd.update(name=ex["disk_name"], osType="Linux")

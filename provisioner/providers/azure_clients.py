@@ -1,0 +1,140 @@
+"""Azure settings, credentials and management clients for ``AzureProvider`` (SDKs imported on first use).
+
+- ``AZURE_SUBSCRIPTION_ID`` is required (``AzureCredentialsError``, a CloudError: exit 3).
+- Credentials: ``TRAINVM_AZURE_ACCESS_TOKEN`` (a static bearer token, ``StaticTokenCredential``) or
+  ``azure.identity.DefaultAzureCredential``.
+- ``TRAINVM_AZURE_ENDPOINT``: another ARM base URL (an emulator in tests). https only: azure-core refuses
+  bearer tokens over http (trap A1). The token scope stays ``https://management.azure.com/.default``; the CA
+  comes from ``REQUESTS_CA_BUNDLE`` (passed on as ``connection_verify`` when set).
+- ``polling_interval``: ``TRAINVM_AZURE_POLL_SECONDS`` (default 5; ARM's own default is 30 s, trap A2).
+- Retries: azure-core's RetryPolicy (429/5xx/connection errors, honours Retry-After), ``retry_total`` times,
+  backoff factor ``TRAINVM_RETRY_BASE_DELAY`` (default 0.8, the SDK's).
+- Resource-provider auto-registration is OFF (trap A8). The generated clients hard-wire
+  ``ARMAutoResourceProviderRegistrationPolicy``; when ARM answers 409 ``MissingSubscriptionRegistration``
+  it POSTs ``/register`` and then polls with ``time.sleep(10)`` in a ``while True`` loop, no upper bound
+  (azure-mgmt-core 1.6). The only public switch is the clients' ``policies=`` keyword, so each client gets
+  the generated default list minus that policy (``policies()``). An unregistered namespace then fails at
+  once as ``MissingSubscriptionRegistration`` with the ``az provider register`` hint (azure_errors).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import Any
+
+from provisioner.errors import CloudError
+
+ARM_SCOPE = "https://management.azure.com/.default"
+
+
+class AzureCredentialsError(CloudError):
+    """No subscription, or an unusable endpoint (exit 3)."""
+
+
+class StaticTokenCredential:
+    """``TRAINVM_AZURE_ACCESS_TOKEN`` as an azure-core TokenCredential (never refreshes, never calls out)."""
+
+    def __init__(self, token: str, lifetime: int = 3600) -> None:
+        self.token, self.lifetime = token, lifetime
+
+    def get_token(self, *scopes: str, **kwargs: Any) -> Any:
+        from azure.core.credentials import AccessToken
+
+        return AccessToken(self.token, int(time.time()) + self.lifetime)
+
+    def get_token_info(self, *scopes: str, options: Any = None) -> Any:  # azure-core >= 1.31 prefers this
+        from azure.core.credentials import AccessTokenInfo
+
+        return AccessTokenInfo(self.token, int(time.time()) + self.lifetime, token_type="Bearer")
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> StaticTokenCredential:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        pass
+
+
+def env_float(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    try:
+        return float(raw) if raw not in (None, "") else default
+    except ValueError:
+        raise CloudError(f"{name}={raw!r} is not a number of seconds") from None
+
+
+@dataclass(frozen=True)
+class Settings:
+    subscription_id: str
+    endpoint: str  # "" = public Azure
+    poll_seconds: float
+    op_timeout: float
+    retry_total: int
+    retry_backoff: float
+
+    @classmethod
+    def from_env(cls, *, subscription_id: str | None = None, endpoint: str | None = None, poll_seconds: float | None = None,
+                 op_timeout: float | None = None, retry_total: int = 6, retry_backoff: float | None = None) -> Settings:
+        sub = subscription_id or os.environ.get("AZURE_SUBSCRIPTION_ID", "").strip()
+        if not sub:
+            raise AzureCredentialsError("AZURE_SUBSCRIPTION_ID is not set",
+                                        hint="export AZURE_SUBSCRIPTION_ID=$(az account show --query id -o tsv) "
+                                             "after `az login`")
+        url = (endpoint if endpoint is not None else os.environ.get("TRAINVM_AZURE_ENDPOINT", "")).strip().rstrip("/")
+        if url and not url.startswith("https://"):
+            raise AzureCredentialsError(f"TRAINVM_AZURE_ENDPOINT={url!r} must be an https:// URL "
+                                        "(the Azure SDKs never send a bearer token over plain http)")
+        return cls(sub, url,
+                   poll_seconds if poll_seconds is not None else env_float("TRAINVM_AZURE_POLL_SECONDS", 5.0),
+                   op_timeout if op_timeout is not None else env_float("TRAINVM_AZURE_OP_TIMEOUT", 900.0),
+                   retry_total,
+                   retry_backoff if retry_backoff is not None else env_float("TRAINVM_RETRY_BASE_DELAY", 0.8))
+
+
+def default_credential() -> Any:
+    token = os.environ.get("TRAINVM_AZURE_ACCESS_TOKEN", "").strip()
+    if token:
+        return StaticTokenCredential(token)
+    from azure.identity import DefaultAzureCredential
+
+    return DefaultAzureCredential()
+
+
+def policies(credential: Any, moniker: str, **kw: Any) -> list[Any]:
+    """The generated clients' default pipeline, in their order, without the auto-registration policy (A8)."""
+    from azure.core.pipeline import policies as p
+    from azure.mgmt.core.policies import ARMChallengeAuthenticationPolicy, ARMHttpLoggingPolicy
+
+    kw = dict(kw, sdk_moniker=moniker, user_agent="trainvm")
+    return [p.RequestIdPolicy(**kw), p.HeadersPolicy(**kw), p.UserAgentPolicy(**kw), p.ProxyPolicy(**kw),
+            p.ContentDecodePolicy(**kw), p.RedirectPolicy(**kw), p.RetryPolicy(**kw),
+            ARMChallengeAuthenticationPolicy(credential, ARM_SCOPE, **kw), p.CustomHookPolicy(**kw),
+            p.NetworkTraceLoggingPolicy(**kw), p.DistributedTracingPolicy(**kw), p.SensitiveHeaderCleanupPolicy(**kw),
+            ARMHttpLoggingPolicy(**kw)]
+
+
+def make_clients(settings: Settings, credential: Any) -> SimpleNamespace:
+    """``.resource`` / ``.network`` / ``.compute`` management clients sharing one credential."""
+    import azure.mgmt.compute as compute
+    import azure.mgmt.network as network
+    import azure.mgmt.resource.resources as resources  # trap A6: `from azure.mgmt.resource import ...` fails in v26
+
+    kw: dict[str, Any] = {"credential_scopes": [ARM_SCOPE], "polling_interval": settings.poll_seconds,
+                          "retry_total": settings.retry_total, "retry_backoff_factor": settings.retry_backoff}
+    if settings.endpoint:
+        kw["base_url"] = settings.endpoint
+    if os.environ.get("REQUESTS_CA_BUNDLE"):
+        kw["connection_verify"] = os.environ["REQUESTS_CA_BUNDLE"]
+
+    def client(module: Any, cls: str, moniker: str) -> Any:
+        pipeline = policies(credential, f"mgmt-{moniker}/{getattr(module, '__version__', '')}", **kw)
+        return getattr(module, cls)(credential, settings.subscription_id, policies=pipeline, **kw)
+
+    return SimpleNamespace(resource=client(resources, "ResourceManagementClient", "resource"),
+                           network=client(network, "NetworkManagementClient", "network"),
+                           compute=client(compute, "ComputeManagementClient", "compute"))
