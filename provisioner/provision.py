@@ -107,6 +107,8 @@ def provision(
         except CapacityError as exc:
             attempt = _attempt(offer, exc.outcome, exc.code, str(exc))
             stocked_out.add((offer.cloud, offer.location, offer.gpu_name))
+        except ConflictError:
+            raise  # a VM of that name belongs to something else: never fail over into a duplicate
         except (AuthError, InvalidRequestError) as exc:
             attempt = _attempt(offer, exc.outcome, exc.code, str(exc))
             attempts.append(attempt)
