@@ -26,7 +26,6 @@ def resolved_profile_json(loaded: LoadedProfile) -> str:
 def launch_spec(loaded: LoadedProfile, offer: Offer, *, name: str | None = None, spot: bool | None = None, ssh_from: str | None = None) -> LaunchSpec:
     p = loaded.profile
     rendered = render_for_offer(loaded, offer)
-    user_data = rendered.user_data if isinstance(rendered.user_data, str) else rendered.user_data.decode()
     return LaunchSpec(
         name=vm_name(p.name, loaded.hash, name),
         profile_name=p.name,
@@ -34,7 +33,7 @@ def launch_spec(loaded: LoadedProfile, offer: Offer, *, name: str | None = None,
         profile_json=resolved_profile_json(loaded),
         labels=labels_for(p.name, loaded.hash),
         startup_script=rendered.startup_sh,
-        user_data=user_data,
+        user_data=rendered.user_data,  # str (GCE script, Azure cloud-init) or bytes (AWS gzip)
         os=p.stack.os,
         boot_disk_type=p.hardware.boot_disk.type,
         boot_disk_gib=p.hardware.boot_disk.size_gib,

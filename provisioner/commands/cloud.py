@@ -107,10 +107,12 @@ def run_up(path: Path, *, name: str | None, yes: bool, wait_ready: bool, clouds:
     record, attempts = provision(offers, spec_for, providers.__getitem__, on_attempt)
     if record.price_hourly is None:
         record = _with_price(record, plan.price(next(o for o in offers if o.location == (record.zone or record.region))))
-    code = _report_up(record, attempts, json_out and not wait_ready)
     if wait_ready:
-        return _wait_ready(providers[record.cloud], record, ready_timeout, json_out)
-    return code
+        up_doc = _up_doc(record, attempts, exists=False)
+        if not json_out:
+            _report_up(record, attempts, False)
+        return _wait_ready(providers[record.cloud], record, ready_timeout, json_out, up_doc)
+    return _report_up(record, attempts, json_out)
 
 
 def _with_price(record: InstanceRecord, price: float) -> InstanceRecord:
@@ -123,14 +125,18 @@ def _ssh(record: InstanceRecord) -> str | None:
     return record.extra.get("ssh") or (f"ssh {record.ip}" if record.ip else None)
 
 
+def _up_doc(record: InstanceRecord, attempts: list[Any], exists: bool) -> dict[str, Any]:
+    return {
+        "name": record.name, "cloud": record.cloud, "region": record.region, "zone": record.zone,
+        "instance_type": record.instance_type, "price_hourly": record.price_hourly, "state": record.state,
+        "ip": record.ip, "ssh": _ssh(record), "image": record.image, "existing": exists,
+        "attempts": [a.to_json() for a in attempts], "notes": record.extra.get("notes", []),
+    }
+
+
 def _report_up(record: InstanceRecord, attempts: list[Any], json_out: bool, exists: bool = False) -> int:
     if json_out:
-        emit_json({
-            "name": record.name, "cloud": record.cloud, "region": record.region, "zone": record.zone,
-            "instance_type": record.instance_type, "price_hourly": record.price_hourly, "state": record.state,
-            "ip": record.ip, "ssh": _ssh(record), "image": record.image, "existing": exists,
-            "attempts": [a.to_json() for a in attempts], "notes": record.extra.get("notes", []),
-        })
+        emit_json(_up_doc(record, attempts, exists))
         return 0
     out = stdout_console()
     price = f"${record.price_hourly:.2f}/h" if record.price_hourly is not None else "price unknown"
@@ -150,7 +156,7 @@ def _cred_hint() -> str:
     return "GCE: set GOOGLE_CLOUD_PROJECT and run `gcloud auth application-default login`; Azure: set AZURE_SUBSCRIPTION_ID and run `az login`"
 
 
-def _wait_ready(provider: Provider, record: InstanceRecord, timeout: float, json_out: bool) -> int:
+def _wait_ready(provider: Provider, record: InstanceRecord, timeout: float, json_out: bool, up_doc: dict[str, Any]) -> int:
     from provisioner.verify.compare import compare
 
     err = stderr_console()
@@ -169,6 +175,9 @@ def _wait_ready(provider: Provider, record: InstanceRecord, timeout: float, json
             break
         time.sleep(interval)
     result = compare(profile or {}, report)
+    if json_out:
+        emit_json({**up_doc, "verify": result.as_dict(record.name), "status": result.status})
+        return 0 if result.status == "match" else 1
     return _print_verify(record.name, result, json_out)
 
 

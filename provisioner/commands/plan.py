@@ -37,7 +37,8 @@ def run_plan(
     plan, catalog, applied = make_plan(loaded, Overrides(tuple(clouds or ()) or None, tuple(regions or ()) or None, spot))
     from provisioner.planner.explain import closest_offers, no_offer_message
 
-    script, script_sha = _script_for(loaded, plan.chosen) if plan.chosen is not None else (None, None)
+    need_script = plan.chosen is not None and (json_out or show_script)  # rendering costs ~40 ms: only when shown
+    script, script_sha = _script_for(loaded, plan.chosen) if need_script else (None, None)
     warnings = [m.render() for m in loaded.warnings if m.level == "warning"] + list(plan.warnings)
     hours = loaded.profile.lifecycle.max_run_hours
     if json_out:

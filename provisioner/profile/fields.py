@@ -42,6 +42,21 @@ SECRET_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"AccountKey=[A-Za-z0-9+/=]{20,}|SharedAccessSignature=|[?&]sig=[A-Za-z0-9%+/=]{20,}"), "an Azure storage key or SAS token"),
     (re.compile(r"\bya29\.[A-Za-z0-9_-]{20,}"), "a Google OAuth access token"),
 )
+# Variables that make a shell or interpreter run code when /etc/trainvm/env is sourced.
+DANGEROUS_ENV_KEYS = frozenset({
+    "BASH_ENV", "ENV", "PROMPT_COMMAND", "PS0", "PS1", "PS2", "PS3", "PS4", "SHELLOPTS", "BASHOPTS", "IFS",
+    "LD_PRELOAD", "LD_AUDIT", "LD_LIBRARY_PATH", "PYTHONSTARTUP", "PYTHONPATH", "PERL5OPT", "NODE_OPTIONS", "PATH", "HOME",
+})
+MAX_ENV_VALUE = 4096
+# Data may not be staged over the system or over trainvm's own files.
+RESERVED_DIRS = ("/etc", "/usr", "/boot", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/sys", "/dev", "/run",
+                 "/var/lib", "/var/log", "/var/cache", "/opt/trainvm", "/root", "/tmp")
+BUCKET_RES = {
+    "gs": re.compile(r"^[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]$"),
+    "s3": re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$"),
+    "az": re.compile(r"^[a-z0-9]{3,24}$"),
+}
+AZ_CONTAINER_RE = re.compile(r"^(?!.*--)[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$")
 SECRET_KEY_RE = re.compile(r"(SECRET|PASSWORD|PASSWD|TOKEN|API_?KEY|PRIVATE_?KEY|CREDENTIAL)", re.I)
 SECRET_HINT = "put the secret in a secret manager and reference it as secret://gcp/NAME or secret://azure-keyvault/VAULT/NAME"
 
@@ -140,8 +155,8 @@ def check_packages(values: list[str]) -> list[str]:
 def check_abs_path(value: str) -> str:
     if not SAFE_PATH_RE.match(value) or "/../" in value + "/" or value.endswith("/..") or "//" in value:
         raise ValueError(f"{value!r} must be an absolute path of letters, digits and ._/@+- without '..'")
-    if value in ("/", "/etc", "/usr", "/boot", "/bin", "/sbin", "/lib", "/var", "/proc", "/sys", "/dev"):
-        raise ValueError(f"{value!r} is a system directory; use e.g. /mnt/data/NAME")
+    if value in ("/", "/var", "/mnt", "/home", "/opt") or any(value == d or value.startswith(d + "/") for d in RESERVED_DIRS):
+        raise ValueError(f"{value!r} is (inside) a system or trainvm directory; use e.g. /mnt/data/NAME")
     return value
 
 
@@ -159,6 +174,16 @@ def check_data_source(value: str) -> str:
         raise ValueError(f"{value!r} is not a valid {parts.scheme}:// URL (bucket/host missing or unsafe characters)")
     if parts.username or parts.password or "sig=" in value or "AccountKey=" in value:
         raise ValueError(f"{value!r} carries credentials; {SECRET_HINT}")
+    bucket_re = BUCKET_RES.get(parts.scheme)
+    if bucket_re is not None and not bucket_re.match(parts.netloc):
+        what = "storage account" if parts.scheme == "az" else "bucket"
+        raise ValueError(f"{value!r}: {parts.netloc!r} is not a valid {what} name")
+    if parts.scheme == "az":
+        container = parts.path.lstrip("/").split("/")[0]
+        if not AZ_CONTAINER_RE.match(container):
+            raise ValueError(f"{value!r}: az:// URLs are az://ACCOUNT/CONTAINER/PATH; {container!r} is not a valid container name")
+    if parts.scheme in ("gs", "s3", "az") and any(c in value for c in "*?[]"):
+        raise ValueError(f"{value!r}: wildcards are not supported; name a prefix (a folder) instead")
     return value
 
 
@@ -196,7 +221,12 @@ def check_env(values: dict[str, str]) -> dict[str, str]:
             raise ValueError(f"{key!r} is not a valid environment variable name")
         if key.startswith("TRAINVM_"):
             raise ValueError(f"{key!r}: the TRAINVM_ prefix is reserved")
-        no_control_chars(value)
+        if key in DANGEROUS_ENV_KEYS or key.startswith("BASH_FUNC_"):
+            raise ValueError(f"{key!r} would change how shells or interpreters start on the VM; it cannot be set from a profile")
+        if not value.isprintable():
+            raise ValueError(f"{key}: the value must be printable text (no control, line-separator or bidi characters)")
+        if len(value) > MAX_ENV_VALUE:
+            raise ValueError(f"{key}: the value is longer than {MAX_ENV_VALUE} characters")
         if value.startswith("secret://") and not SECRET_REF_RE.match(value):
             raise ValueError(f"{key}: {value!r} is not a valid secret reference ({SECRET_HINT})")
         what = looks_like_secret(key, value)

@@ -18,6 +18,7 @@ from provisioner.messages import Message
 from provisioner.profile.source import Located, load_resolved
 
 HASH_EXCLUDE = {"extends"}
+MAX_LOCK_BYTES = 200_000
 _UNION_TAG = re.compile(r"^(function-[a-z]+\[.*\]|[a-z]+\[.*\])$")
 
 
@@ -130,7 +131,14 @@ def _requirements(profile: Any, doc: Located) -> tuple[Path | None, str | None, 
         content = path.read_bytes()
     except OSError:
         return None, None, [Message("stack.requirements", f"lock file {rel} not found next to {file}", file=file, line=line)]
-    text = content.decode("utf-8", errors="replace")
+    if len(content) > MAX_LOCK_BYTES:
+        return None, None, [Message("stack.requirements", f"{rel} is {len(content)} bytes; a lock file over {MAX_LOCK_BYTES} bytes does not fit in cloud user data", file=file, line=line)]
+    try:
+        text = content.decode("utf-8")
+    except UnicodeDecodeError:
+        return None, None, [Message("stack.requirements", f"{rel} is not UTF-8 text", file=file, line=line)]
+    if "\x00" in text or any(not (c.isprintable() or c in "\n\r\t") for c in text):
+        return None, None, [Message("stack.requirements", f"{rel} contains control characters", file=file, line=line)]
     reqs = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith(("#", "--hash", "\\"))]
     if "--hash=sha256:" not in text:
         return None, None, [Message("stack.requirements", f"{rel} has no --hash=sha256: entries; generate it with `uv pip compile --generate-hashes` or `pip-compile --generate-hashes`", file=file, line=line)]

@@ -29,7 +29,7 @@ class LaunchSpec:
     profile_json: str  # the resolved profile, canonical JSON (stored on the VM)
     labels: dict[str, str]
     startup_script: str  # the script as it runs on the VM
-    user_data: str  # what the cloud receives (GCE: the script; Azure: cloud-init text)
+    user_data: str | bytes  # what the cloud receives before base64 (GCE: the script; Azure: cloud-init; AWS: gzip bytes)
     os: str
     boot_disk_type: str
     boot_disk_gib: int

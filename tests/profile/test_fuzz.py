@@ -30,7 +30,7 @@ VALID = make_profile(
     env={"PYTHONHASHSEED": "0"},
 )
 VALID["placement"] = {"clouds": ["gcp"], "regions": ["us-*"], "spot": False, "max_price_per_hour": 2.0, "ssh_from": "203.0.113.7/32"}
-VALID["data"] = [{"source": "gs://b/p/", "dest": "/mnt/data/x"}]
+VALID["data"] = [{"source": "gs://bkt/p/", "dest": "/mnt/data/x"}]
 VALID["lifecycle"] = {"idle_shutdown_minutes": 60, "max_run_hours": 24}
 
 

@@ -175,3 +175,45 @@ def test_unparsable_yaml_is_input_error_with_line(write_yaml, text: str, fragmen
 def test_missing_file_is_input_error(tmp_path: Path) -> None:
     with pytest.raises(InputError):
         load_profile(tmp_path / "nope.yaml")
+
+
+@pytest.mark.parametrize(
+    "env,fragment",
+    [
+        ('{BASH_ENV: "/tmp/x"}', "cannot be set from a profile"),
+        ('{LD_PRELOAD: "/tmp/x.so"}', "cannot be set from a profile"),
+        ('{BASH_FUNC_x: "() { id; }"}', "cannot be set from a profile"),
+        ('{A: "x\\u2028y"}', "printable"),
+        ('{A: "a\\u202eb"}', "printable"),
+    ],
+)
+def test_env_that_could_run_code_is_rejected(write_yaml, env: str, fragment: str) -> None:
+    path = write_yaml(BASE.replace('env: {PYTHONHASHSEED: "0"}', f"env: {env}"))
+    assert any(fragment in e for e in errors_of(path)), errors_of(path)
+
+
+@pytest.mark.parametrize(
+    "data,fragment",
+    [
+        ("{source: 'gs://bkt/x/', dest: /opt/trainvm/venv}", "system or trainvm directory"),
+        ("{source: 'gs://bkt/x/', dest: /etc/cron.d}", "system or trainvm directory"),
+        ("{source: 'az://Bad_Account/c/p', dest: /mnt/data/x}", "not a valid storage account"),
+        ("{source: 'az://account/Bad--c/p', dest: /mnt/data/x}", "container"),
+        ("{source: 'gs://bucket/*.tfrecord', dest: /mnt/data/x}", "wildcards"),
+        ("{source: 's3://B/x', dest: /mnt/data/x}", "not a valid bucket"),
+    ],
+)
+def test_data_entries_checked(write_yaml, data: str, fragment: str) -> None:
+    path = write_yaml(BASE + f"data:\n  - {data}\n")
+    assert any(fragment in e for e in errors_of(path)), errors_of(path)
+
+
+def test_lock_file_limits(write_yaml, tmp_path: Path) -> None:
+    path = write_yaml(BASE.replace("  env:", "  requirements: requirements.lock\n  env:"))
+    lock = tmp_path / "requirements.lock"
+    lock.write_bytes(b"numpy==2.0.1 --hash=sha256:" + b"a" * 64 + b"\n\x00")
+    assert any("control characters" in e for e in errors_of(path))
+    lock.write_bytes(b"\xff\xfe numpy==1 --hash=sha256:")
+    assert any("not UTF-8" in e for e in errors_of(path))
+    lock.write_text("numpy==2.0.1 --hash=sha256:" + "a" * 64 + "\n" + "# pad\n" * 40000)
+    assert any("does not fit" in e for e in errors_of(path))

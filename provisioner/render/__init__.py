@@ -1,0 +1,23 @@
+"""Startup scripts: rendering the templates for a profile on a machine (SPEC "Startup script
+contract"; ../shared/knowledge/startup-scripts.md section 9).
+
+    from provisioner.render import RenderTarget, render_script
+    rendered = render_script(loaded_profile, RenderTarget("gcp", "n1-standard-8", "T4", 1, "us-central1", "us-central1-a"))
+    rendered.startup_sh, rendered.user_data, rendered.sizes
+"""
+
+from provisioner.render.context import RenderTarget, ScriptContext, build_context, is_nvswitch_shape, target_from_offer
+from provisioner.render.script import RenderedScript, render_script
+from provisioner.render.shell import shq, template_env
+
+__all__ = [
+    "RenderTarget",
+    "RenderedScript",
+    "ScriptContext",
+    "build_context",
+    "is_nvswitch_shape",
+    "render_script",
+    "shq",
+    "target_from_offer",
+    "template_env",
+]

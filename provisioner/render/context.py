@@ -1,0 +1,373 @@
+"""What a startup script is rendered from: the machine (``RenderTarget``) and every value the
+templates use, precomputed in Python (``ScriptContext``). Templates hold no logic about versions,
+package names or URLs; they only quote these values (``| shq``) and branch on them."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import posixpath
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+from provisioner.compat.facts import Facts, load_facts
+from provisioner.compat.stack import frameworks
+from provisioner.errors import RenderError
+
+CLOUDS = ("gcp", "azure", "aws")
+
+# cuda-keyring_1.1-1_all.deb per NVIDIA repository (x86_64). Sources: NVIDIA repo Packages files;
+# GoogleCloudPlatform/compute-gpu-installation linux/cuda_installer/config.py NVIDIA_KEYRING_SHA256_SUMS.
+KEYRING_SHA256 = {
+    "ubuntu2204": "d93190d50b98ad4699ff40f4f7af50f16a76dac3bb8da1eaaf366d47898ff8df",
+    "ubuntu2404": "d2a6b11c096396d868758b86dab1823b25e14d70333f1dfa74da5ddaf6a06dba",
+    "debian12": "e7f219eab6fe4819cdb5c15b98233dc3420302d9c00883219cd3d896857cf48d",
+}
+
+# uv, pinned by version and by the sha256 of its PyPI wheel (PyPI JSON API `digests.sha256`,
+# checked against a download on 2026-11-22). The uv release bundles the list of Python builds it
+# can install (python-build-standalone, each download verified by uv against its own sha256).
+UV_VERSION = "0.13.9"
+UV_WHEEL_URL = (
+    "https://files.pythonhosted.org/packages/3d/aa/26d64642d808de4a652579ef950d7cd2d37f080a8babf9c67c6b75fc4c3f/"
+    "uv-0.13.9-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl"
+)
+UV_WHEEL_SHA256 = "d7f459fe4fd247d830351c75686d3996ace3c6f3f728eb0e85a30b7ada0cef19"
+
+PYPI_INDEX = "https://pypi.org/simple"
+TORCH_INDEX = "https://download.pytorch.org/whl/{label}"
+MAX_REBOOTS = 2
+NOMINAL_TOLERANCE = 0.92  # nvidia-smi reports 2-7% under the nominal size (same as verify.compare)
+NVSWITCH_GPUS = frozenset({"A100", "A100-80GB", "H100", "H200", "B200"})
+_NVSWITCH_SHAPES = {
+    "gcp": re.compile(r"^(a2-highgpu-8g|a2-megagpu-16g|a2-ultragpu-8g|a3-[a-z]+-8g|a4-highgpu-8g)$"),
+    "azure": re.compile(r"^standard_nd96", re.I),
+    "aws": re.compile(r"^(p4de?\.24xlarge|p5(e|en)?\.48xlarge|p6-b200\.48xlarge)$"),
+}
+# Shallow folders that must not become the local-NVMe mount point (it would hide their content).
+_NO_MOUNT = {"/", "/mnt", "/data", "/home", "/opt", "/srv", "/tmp", "/root", "/media", "/run"}
+# Data must not land in system or trainvm folders (staging would overwrite them).
+_NO_DATA_UNDER = ("/etc", "/usr", "/boot", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/proc", "/sys", "/dev",
+                  "/run", "/var/lib", "/var/log", "/var/cache", "/opt/trainvm")
+# /etc/trainvm/env is read by login shells (profile.d) and jobs: variables that make a shell or
+# the loader run their value are refused, so no profile string ever executes there either.
+UNSAFE_ENV_KEYS = frozenset({"BASH_ENV", "ENV", "PROMPT_COMMAND", "PS0", "PS1", "PS2", "PS3", "PS4", "SHELLOPTS",
+                             "BASHOPTS", "IFS", "LD_PRELOAD", "LD_AUDIT", "PYTHONSTARTUP", "PERL5OPT", "NODE_OPTIONS"})
+_AZ_ACCOUNT = re.compile(r"^[a-z0-9]{3,24}$")
+
+
+def is_nvswitch_shape(cloud: str, instance_type: str, gpu_name: str, gpu_count: int) -> bool:
+    """8-GPU (and 16-GPU) HGX shapes whose GPUs talk through NVSwitch: they need fabric manager."""
+    pattern = _NVSWITCH_SHAPES.get(cloud)
+    return bool(pattern and gpu_count >= 8 and gpu_name in NVSWITCH_GPUS and pattern.match(instance_type))
+
+
+@dataclass(frozen=True)
+class RenderTarget:
+    """The machine the script is rendered for (normally the planner's chosen offer)."""
+
+    cloud: str  # gcp | azure | aws
+    instance_type: str
+    gpu_name: str  # canonical profile name (T4, A100-80GB, ...)
+    gpu_count: int
+    region: str
+    zone: str | None = None
+    local_nvme_gib: int = 0  # local NVMe the shape has (0 = none)
+    nvswitch: bool | None = None  # None: derived from the shape (is_nvswitch_shape)
+
+    def __post_init__(self) -> None:
+        if self.cloud not in CLOUDS:
+            raise RenderError(f"unknown cloud {self.cloud!r}; expected one of {', '.join(CLOUDS)}")
+        if not isinstance(self.gpu_count, int) or self.gpu_count < 1:
+            raise RenderError(f"gpu_count must be a positive integer, got {self.gpu_count!r}")
+        if self.nvswitch is None:
+            object.__setattr__(self, "nvswitch", is_nvswitch_shape(self.cloud, self.instance_type, self.gpu_name, self.gpu_count))
+
+
+def target_from_offer(offer: Any) -> RenderTarget:
+    """The RenderTarget of a catalog ``Offer`` (provisioner.catalog.models)."""
+    if getattr(offer, "arch", "x86_64") != "x86_64":
+        raise RenderError(f"{offer.instance_type} is {offer.arch}; trainvm's startup script supports x86_64 only (cuda-keyring checksums)")
+    return RenderTarget(
+        cloud=offer.cloud,
+        instance_type=offer.instance_type,
+        gpu_name=offer.gpu_name,
+        gpu_count=int(offer.gpu_count),
+        region=offer.region,
+        zone=offer.zone,
+        local_nvme_gib=int(getattr(offer, "local_nvme_max_gib", 0) or 0),
+    )
+
+
+@dataclass(frozen=True)
+class DataPlan:
+    source: str  # the profile's URL
+    dest: str  # the profile's absolute path
+    stage: str  # where the copy lands (dest, or a folder on local NVMe that dest links to)
+    copy_source: str  # what the copy tool gets (az:// becomes the blob https URL)
+    file_name: str  # https:// only: the file name under stage
+
+
+@dataclass(frozen=True)
+class ScriptContext:
+    """Every value a template may use. Strings reach the script only through ``| shq``."""
+
+    profile_name: str
+    profile_hash: str
+    cloud: str
+    instance_type: str
+    region: str
+    zone: str
+    os_name: str
+    os_family: str  # ubuntu | debian
+    nvidia_repo: str  # ubuntu2204 | ubuntu2404 | debian12
+    keyring_sha256: str
+    driver: str
+    driver_branch: int
+    modules: str  # open | proprietary
+    driver_pkg: str  # nvidia-open | cuda-drivers
+    nvswitch: bool
+    fabricmanager_pkg: str  # "" without NVSwitch
+    kernel_headers_meta: tuple[str, ...]
+    kernel_hold: tuple[str, ...]
+    gpu_name: str
+    gpu_count: int
+    cuda: str  # major.minor the framework targets ("" when unknown)
+    cuda_toolkit: bool
+    toolkit_pkg: str  # cuda-toolkit-12-4 ("" unless cuda_toolkit)
+    cudnn_pkg: str  # libcudnn9-cuda-12 ("" unless the toolkit and a cuDNN are requested)
+    cudnn_dev_pkg: str
+    cudnn_prefix: str  # version prefix to resolve with apt-cache madison ("9.1.0.")
+    cudnn_contains: str  # cuDNN 8 only: "+cuda12." must appear in the version
+    python: str
+    uv_version: str
+    uv_url: str
+    uv_sha256: str
+    packages: tuple[str, ...]
+    pypi_index: str
+    torch_index: str  # "" when every pin comes from PyPI
+    lock_text: str  # "" without stack.requirements
+    lock_sha256: str
+    packages_fingerprint: str
+    data: tuple[DataPlan, ...]
+    nvme: str  # none | optional | required
+    scratch: str  # local NVMe mount point ("" without NVMe)
+    idle_minutes: int  # 0 = no watchdog
+    max_reboots: int
+    expected_json: str  # the manifest the on-VM helper checks against (ASCII JSON)
+
+
+def _gpu_expectation(facts: Facts, name: str, count: int) -> dict[str, Any]:
+    gpu = facts.gpus[name]
+    base = re.sub(r"-\d+GB$", "", name)
+    siblings = sorted(g.memory_gib for n, g in facts.gpus.items() if re.sub(r"-\d+GB$", "", n) == base and g.cloud)
+    bigger = [m for m in siblings if m > gpu.memory_gib]
+    max_mib = int((gpu.memory_gib + bigger[0]) / 2 * 1024) if bigger else None
+    return {
+        "name": name,
+        "count": count,
+        "name_regex": rf"(?<![A-Za-z0-9]){re.escape(base)}(?![A-Za-z0-9])",
+        "min_memory_mib": int(gpu.memory_gib * 1024 * NOMINAL_TOLERANCE),
+        "max_memory_mib": max_mib,
+        "compute_capability": gpu.cc_str,
+    }
+
+
+def _kernel_packages(os_family: str, cloud: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(headers metapackages to install, kernel metapackages to hold) for the cloud's kernel."""
+    if os_family == "debian":
+        return ("linux-headers-cloud-amd64",), ("linux-image-cloud-amd64", "linux-headers-cloud-amd64")
+    flavour = {"gcp": "gcp", "azure": "azure", "aws": "aws"}[cloud]
+    return (f"linux-headers-{flavour}",), (f"linux-{flavour}", f"linux-image-{flavour}", f"linux-headers-{flavour}")
+
+
+def _torch_index(pins: tuple[str, ...]) -> str:
+    labels = set()
+    for pin in pins:
+        req = Requirement(pin)
+        local = Version(next(iter(req.specifier)).version).local
+        if local and re.fullmatch(r"cu\d{3}|cpu|rocm\d+(\.\d+)*|xpu", local):
+            labels.add(local)
+    if len(labels) > 1:
+        raise RenderError(f"the pins mix PyTorch builds ({', '.join(sorted(labels))}); one index URL cannot serve them")
+    return TORCH_INDEX.format(label=labels.pop()) if labels else ""
+
+
+def _scratch_mount(dests: list[str]) -> str:
+    parents = [posixpath.dirname(d) for d in dests]
+    if parents:
+        common = posixpath.commonpath(parents)
+        if common not in _NO_MOUNT and common.count("/") >= 2:
+            return common
+    return "/mnt/trainvm"
+
+
+def check_renderable(profile: Any) -> None:
+    """Values that quote safely but must still not reach a VM (see UNSAFE_ENV_KEYS, _NO_DATA_UNDER,
+    the az:// account). ``validate`` should refuse them too (fields.py); here they stop the render."""
+    for key in profile.stack.env:
+        if key in UNSAFE_ENV_KEYS or key.startswith("BASH_FUNC_"):
+            raise RenderError(f"stack.env.{key}: shells or the dynamic loader execute this variable's value; it cannot be set by a profile")
+    for i, item in enumerate(profile.data):
+        if any(item.dest == d or item.dest.startswith(d + "/") for d in _NO_DATA_UNDER):
+            raise RenderError(f"data[{i}].dest: {item.dest} is inside a system or trainvm folder; stage data under e.g. /mnt/data")
+        if item.source.startswith("az://") and not _AZ_ACCOUNT.match(item.source[len("az://"):].split("/", 1)[0]):
+            raise RenderError(f"data[{i}].source: {item.source!r}: the storage account must be 3-24 lowercase letters and digits")
+
+
+def _data_plans(profile: Any, scratch: str) -> tuple[DataPlan, ...]:
+    plans = []
+    for i, item in enumerate(profile.data):
+        stage = item.dest
+        if scratch and not (item.dest + "/").startswith(scratch + "/"):
+            stage = f"{scratch}/data{i}"
+        copy_source = item.source
+        if item.source.startswith("az://"):
+            account, _, rest = item.source[len("az://"):].partition("/")
+            copy_source = f"https://{account}.blob.core.windows.net/{rest}"
+            if copy_source.endswith("/"):
+                copy_source += "*"
+        name = ""
+        if item.source.startswith("https://"):
+            last = item.source.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1]
+            name = last if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,200}", last) else "download"
+        plans.append(DataPlan(item.source, item.dest, stage, copy_source, name))
+    return tuple(plans)
+
+
+def _normal_version(text: str) -> str:
+    try:
+        return str(Version(text))
+    except ValueError:
+        return text
+
+
+def build_context(loaded: Any, target: RenderTarget, facts: Facts | None = None) -> ScriptContext:
+    """All values of the script for ``loaded`` (a LoadedProfile) on ``target``."""
+    facts = facts or load_facts()
+    profile = loaded.profile
+    stack = profile.stack
+    check_renderable(profile)
+    gpu = facts.gpus.get(facts.canonical_gpu(target.gpu_name) or "")
+    if gpu is None or gpu.vendor != "nvidia" or not gpu.modules:
+        raise RenderError(f"cannot render a CUDA startup script for GPU {target.gpu_name!r} (not an NVIDIA data-center GPU)")
+    os_image = facts.os_images[stack.os]
+    repo = os_image.nvidia_repo
+    if repo not in KEYRING_SHA256:
+        raise RenderError(f"no cuda-keyring checksum for NVIDIA repository {repo!r}")
+    os_family = stack.os.split("-")[0]
+    branch = int(stack.driver.split(".")[0])
+    headers_meta, kernel_hold = _kernel_packages(os_family, target.cloud)
+    fws = frameworks(list(stack.packages), facts)
+    fw = fws[0] if fws else None
+    cuda = stack.cuda or (fw.cuda if fw and fw.cuda else "")
+    toolkit_pkg = cudnn_pkg = cudnn_dev = cudnn_prefix = cudnn_contains = ""
+    if stack.cuda_toolkit:
+        if not cuda:
+            raise RenderError("stack.cuda_toolkit is true but no CUDA version is known; set stack.cuda")
+        toolkit_pkg = "cuda-toolkit-" + cuda.replace(".", "-")
+        if stack.cudnn:
+            major = stack.cudnn.split(".")[0]
+            cuda_major = cuda.split(".")[0]
+            cudnn_prefix = stack.cudnn + "."
+            if int(major) >= 9:
+                cudnn_pkg, cudnn_dev = f"libcudnn{major}-cuda-{cuda_major}", f"libcudnn{major}-dev-cuda-{cuda_major}"
+            else:
+                cudnn_pkg, cudnn_dev, cudnn_contains = f"libcudnn{major}", f"libcudnn{major}-dev", f"+cuda{cuda_major}."
+    pins = tuple(stack.packages)
+    lock_text = lock_sha = ""
+    if loaded.requirements_path is not None:
+        raw = Path(loaded.requirements_path).read_bytes()
+        try:
+            lock_text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise RenderError(f"{loaded.requirements_path}: the lock file is not UTF-8 text") from None
+        if "\x00" in lock_text:
+            raise RenderError(f"{loaded.requirements_path}: the lock file contains NUL bytes")
+        lock_sha = hashlib.sha256(raw).hexdigest()
+    torch_index = _torch_index(pins)
+    nvme_required = profile.hardware.local_nvme_gib > 0
+    nvme = "required" if nvme_required else ("optional" if target.local_nvme_gib > 0 else "none")
+    dests = [d.dest for d in profile.data]
+    scratch = _scratch_mount(dests) if nvme != "none" else ""
+    data = _data_plans(profile, scratch)
+    fingerprint = hashlib.sha256(json.dumps([pins, lock_sha, torch_index, stack.python]).encode()).hexdigest()
+    expected_fw = None
+    if fw is not None:
+        expected_fw = {
+            "name": fw.name,
+            "version": _normal_version(str(fw.version)),
+            "cuda": cuda or None,
+            "cudnn": stack.cudnn,
+        }
+    if nvme != "none":
+        disk_path = scratch
+    else:
+        disk_path = posixpath.dirname(dests[0]) if dests else "/"
+    expected = {
+        "schema": 1,
+        "profile": profile.name,
+        "hash": loaded.hash,
+        "cloud": target.cloud,
+        "driver": stack.driver,
+        "gpu": _gpu_expectation(facts, gpu.name, target.gpu_count),
+        "python": stack.python,
+        "packages": {str(canonicalize_name(Requirement(p).name)): _normal_version(next(iter(Requirement(p).specifier)).version) for p in pins},
+        "framework": expected_fw,
+        "cuda_toolkit": cuda if stack.cuda_toolkit else None,
+        "env": dict(stack.env),
+        "data": [{"dest": d.dest, "stage": d.stage} for d in data],
+        "disk_path": disk_path,
+        "nvme": nvme,
+    }
+    return ScriptContext(
+        profile_name=profile.name,
+        profile_hash=loaded.hash,
+        cloud=target.cloud,
+        instance_type=target.instance_type,
+        region=target.region,
+        zone=target.zone or "",
+        os_name=stack.os,
+        os_family=os_family,
+        nvidia_repo=repo,
+        keyring_sha256=KEYRING_SHA256[repo],
+        driver=stack.driver,
+        driver_branch=branch,
+        modules=gpu.modules,
+        driver_pkg="nvidia-open" if gpu.modules == "open" else "cuda-drivers",
+        nvswitch=bool(target.nvswitch),
+        fabricmanager_pkg=("nvidia-fabricmanager" if branch >= 580 else f"nvidia-fabricmanager-{branch}") if target.nvswitch else "",
+        kernel_headers_meta=headers_meta,
+        kernel_hold=kernel_hold,
+        gpu_name=gpu.name,
+        gpu_count=target.gpu_count,
+        cuda=cuda,
+        cuda_toolkit=bool(stack.cuda_toolkit),
+        toolkit_pkg=toolkit_pkg,
+        cudnn_pkg=cudnn_pkg,
+        cudnn_dev_pkg=cudnn_dev,
+        cudnn_prefix=cudnn_prefix,
+        cudnn_contains=cudnn_contains,
+        python=stack.python,
+        uv_version=UV_VERSION,
+        uv_url=UV_WHEEL_URL,
+        uv_sha256=UV_WHEEL_SHA256,
+        packages=pins,
+        pypi_index=PYPI_INDEX,
+        torch_index=torch_index,
+        lock_text=lock_text,
+        lock_sha256=lock_sha,
+        packages_fingerprint=fingerprint,
+        data=data,
+        nvme=nvme,
+        scratch=scratch,
+        idle_minutes=int(profile.lifecycle.idle_shutdown_minutes or 0),
+        max_reboots=MAX_REBOOTS,
+        expected_json=json.dumps(expected, sort_keys=True, ensure_ascii=True, separators=(",", ":")),
+    )

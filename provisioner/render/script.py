@@ -1,0 +1,190 @@
+"""``render_script``: the startup script for one profile on one machine, wrapped in what the
+cloud's entry point receives, with the platform size limits checked at render time.
+
+- GCE: the ``startup-script`` metadata value is the script itself (<= 256 KiB per value).
+- Azure: ``customData`` is a cloud-init document that writes the script and runs it once; it is
+  base64-encoded by the API caller and must stay <= 87,380 base64 characters (64 KiB raw). The
+  script is embedded as a YAML literal block, or gzip+base64 (``encoding: gz+b64``) when needed.
+- AWS: user data is <= 16,384 bytes raw. The script itself when it fits, else the gzipped script
+  (cloud-init decompresses gzip user data), else a small bootstrap that downloads the script
+  from ``script_url`` and checks its sha256.
+Past a limit: ``RenderError`` naming the sizes.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import hashlib
+import re
+import textwrap
+from dataclasses import dataclass, field
+from typing import Any
+
+from provisioner.errors import RenderError
+from provisioner.render.context import RenderTarget, ScriptContext, build_context
+from provisioner.render.shell import template_env
+
+GCE_VALUE_LIMIT = 262_144  # bytes per metadata value
+AZURE_CUSTOM_DATA_LIMIT = 87_380  # base64 characters (64 KiB raw)
+AWS_USER_DATA_LIMIT = 16_384  # bytes, raw (before base64)
+SCRIPT_PATH = "/usr/local/sbin/trainvm-provision"
+
+
+@dataclass(frozen=True)
+class RenderedScript:
+    cloud: str
+    startup_sh: str  # the script as it runs on the VM (render --out: startup.sh)
+    # Exactly what the cloud receives before any base64 (render --out: user-data). bytes only for
+    # AWS gzip user data (entry "aws-gzip"); text otherwise.
+    user_data: str | bytes
+    # How the create request carries user_data: "plain" (GCE metadata value, as is) or
+    # "base64" (Azure customData and the raw EC2 API; boto3's run_instances encodes it itself).
+    user_data_encoding: str
+    sizes: dict[str, int] = field(default_factory=dict)
+    script_sha256: str = ""
+    entry: str = ""  # gce-startup-script | azure-cloud-init[-gzip] | aws-script | aws-gzip | aws-bootstrap
+
+    def request_value(self) -> str:
+        """The string that goes into the create request's field (base64 where the API wants it)."""
+        data = self.user_data.encode("utf-8") if isinstance(self.user_data, str) else self.user_data
+        if self.user_data_encoding == "base64":
+            return base64.b64encode(data).decode("ascii")
+        return data.decode("utf-8")
+
+
+def _gzip(data: bytes) -> bytes:
+    return gzip.compress(data, compresslevel=9, mtime=0)
+
+
+def _b64_lines(data: bytes) -> str:
+    return "\n".join(textwrap.wrap(base64.b64encode(data).decode("ascii"), 76))
+
+
+_HEREDOC = re.compile(r"<<-?\s*(['\"]?)(TRAINVM_[A-Z_]+)\1")
+_COMPACT_FROM = "# ---- paths:"
+
+
+def compact_script(script: str) -> str:
+    """The same program without comment-only and blank lines (used for AWS user data, which has
+    16 KB). Only after the rendered configuration (whose quoted values may span lines), never
+    inside heredocs except the Python helper's full-line comments."""
+    out: list[str] = []
+    delim: str | None = None
+    started = False
+    for i, line in enumerate(script.split("\n")):
+        stripped = line.strip()
+        if delim is not None:
+            if line == delim:
+                delim = None
+            elif delim.endswith("_PY") and (not stripped or stripped.startswith("#")):
+                continue
+            out.append(line)
+            continue
+        started = started or line.startswith(_COMPACT_FROM)
+        if started and i > 0 and (not stripped or (stripped.startswith("#") and not stripped.startswith("#!"))):
+            continue
+        out.append(line)
+        m = _HEREDOC.search(line)
+        if m:
+            delim = m.group(2)
+    return "\n".join(out)
+
+
+def _render_startup(ctx: ScriptContext) -> str:
+    text = template_env().get_template("startup.sh.j2").render(ctx=ctx)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise RenderError(f"the script would contain a character that is not valid UTF-8 text ({exc.reason})") from None
+    return text
+
+
+def _azure(script: str, ctx: ScriptContext) -> tuple[str, str, dict[str, int]]:
+    from ruamel.yaml import YAML
+
+    env = template_env()
+    tmpl = env.get_template("entry/azure-cloud-init.yaml.j2")
+    plain = tmpl.render(ctx=ctx, script=script, encoding="", path=SCRIPT_PATH)
+    # A literal block only for printable ASCII: cloud-init's YAML 1.1 parser treats U+0085,
+    # U+2028 and U+2029 as line breaks and rejects other non-printable characters.
+    ok = all(c in "\t\n" or " " <= c <= "~" for c in script)
+    if ok:
+        try:
+            ok = YAML(typ="safe").load(plain)["write_files"][0]["content"] == script
+        except Exception:
+            ok = False
+    b64_len = len(base64.b64encode(plain.encode("utf-8")))
+    if ok and b64_len <= AZURE_CUSTOM_DATA_LIMIT:
+        return plain, "azure-cloud-init", {"custom_data_base64": b64_len}
+    packed = _b64_lines(_gzip(script.encode("utf-8")))
+    doc_text = tmpl.render(ctx=ctx, script=packed, encoding="gz+b64", path=SCRIPT_PATH)
+    b64_len_gz = len(base64.b64encode(doc_text.encode("utf-8")))
+    if b64_len_gz > AZURE_CUSTOM_DATA_LIMIT:
+        raise RenderError(
+            f"Azure customData would be {b64_len_gz:,} base64 characters even with gzip (limit {AZURE_CUSTOM_DATA_LIMIT:,}); "
+            f"the startup script is {len(script.encode()):,} bytes. Shorten the profile's lock file or package list."
+        )
+    return doc_text, "azure-cloud-init-gzip", {"custom_data_base64": b64_len_gz, "custom_data_plain_base64": b64_len}
+
+
+def _aws(script: str, ctx: ScriptContext, script_url: str | None) -> tuple[str | bytes, str, dict[str, int]]:
+    raw = script.encode("utf-8")
+    if len(raw) <= AWS_USER_DATA_LIMIT:
+        return script, "aws-script", {}
+    # cloud-init decompresses gzip user data itself ("typically useful because user-data is
+    # limited to ~16384 bytes"), so gzip costs no bootstrap and no base64 inflation.
+    packed = _gzip(raw)
+    if len(packed) <= AWS_USER_DATA_LIMIT:
+        return packed, "aws-gzip", {"payload_gzip": len(packed)}
+    if script_url:
+        boot = template_env().get_template("entry/aws-bootstrap.sh.j2").render(
+            ctx=ctx, script_url=script_url, script_sha256=hashlib.sha256(raw).hexdigest()
+        )
+        return boot, "aws-bootstrap", {"payload_gzip": len(packed)}
+    raise RenderError(
+        f"AWS user data would be {len(packed):,} bytes even gzipped (limit {AWS_USER_DATA_LIMIT:,} raw; the startup script is "
+        f"{len(raw):,} bytes). Shorten the profile's lock file or package list, or host the script and render with script_url "
+        "(the bootstrap downloads it and checks its sha256)."
+    )
+
+
+def render_script(loaded: Any, target: RenderTarget, *, script_url: str | None = None, facts: Any = None,
+                  compact: bool | None = None) -> RenderedScript:
+    """Render the startup script of ``loaded`` (a LoadedProfile) for ``target``.
+
+    ``script_url`` (AWS only): an https URL (e.g. a presigned S3 URL) where the caller will host
+    ``startup_sh`` when even the gzipped script exceeds 16 KB; user data is then a bootstrap that
+    downloads it and checks its sha256. ``compact`` drops comments and blank lines from the
+    script; by default only where the full script would not fit (AWS)."""
+    ctx = build_context(loaded, target, facts)
+    script = _render_startup(ctx)
+    if compact or (compact is None and target.cloud == "aws" and len(_gzip(script.encode("utf-8"))) > AWS_USER_DATA_LIMIT):
+        script = compact_script(script)
+    raw_len = len(script.encode("utf-8"))
+    sizes: dict[str, int] = {"startup_sh": raw_len}
+    if target.cloud == "gcp":
+        if raw_len > GCE_VALUE_LIMIT:
+            raise RenderError(
+                f"the startup script is {raw_len:,} bytes; a GCE metadata value holds at most {GCE_VALUE_LIMIT:,}. "
+                "Shorten the profile's lock file or package list."
+            )
+        user_data, entry, extra, encoding, limit = script, "gce-startup-script", {}, "plain", GCE_VALUE_LIMIT
+    elif target.cloud == "azure":
+        user_data, entry, extra = _azure(script, ctx)
+        encoding, limit = "base64", AZURE_CUSTOM_DATA_LIMIT
+    else:
+        user_data, entry, extra = _aws(script, ctx, script_url)
+        encoding, limit = "base64", AWS_USER_DATA_LIMIT
+    sizes.update(extra)
+    sizes["user_data"] = len(user_data.encode("utf-8") if isinstance(user_data, str) else user_data)
+    sizes["limit"] = limit
+    return RenderedScript(
+        cloud=target.cloud,
+        startup_sh=script,
+        user_data=user_data,
+        user_data_encoding=encoding,
+        sizes=sizes,
+        script_sha256=hashlib.sha256(script.encode("utf-8")).hexdigest(),
+        entry=entry,
+    )

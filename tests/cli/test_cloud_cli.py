@@ -1,0 +1,143 @@
+"""CLI: up / status / list / down / verify NAME against fake providers (the real providers are
+tested through their SDKs against loopback emulators in tests/gce and tests/azure)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from provisioner.providers import set_provider
+from provisioner.providers.base import CapacityError, InstanceRecord
+from tests.conftest import EXAMPLES, REPO
+from tests.fakes import FakeProvider
+
+T4 = str(REPO / "profiles" / "examples" / "bert-finetune-t4.yaml")
+REPORT = json.loads((REPO / "tests" / "fixtures" / "probe" / "report-vm-t4.json").read_text())
+
+
+@pytest.fixture
+def clouds(monkeypatch):
+    monkeypatch.setenv("TRAINVM_TODAY", "2026-11-22")
+    monkeypatch.setenv("TRAINVM_READY_POLL_SECONDS", "0")
+    fakes = {"gcp": FakeProvider("gcp"), "azure": FakeProvider("azure")}
+    for cloud, fake in fakes.items():
+        set_provider(cloud, fake)
+    yield fakes
+    for cloud in fakes:
+        set_provider(cloud, None)
+
+
+def test_up_creates_on_cheapest_offer_and_prints_json(cli, clouds) -> None:
+    r = cli("up", T4, "--yes", "--json")
+    assert r.code == 0, r.err
+    doc = r.json()
+    assert doc["name"].startswith("trainvm-bert-finetune-") and len(doc["name"]) == len("trainvm-bert-finetune-") + 8
+    assert doc["cloud"] == "gcp" and doc["zone"] == "us-central1-a" and doc["instance_type"] == "n1-standard-8"
+    assert doc["price_hourly"] == pytest.approx(0.73) and doc["state"] == "RUNNING" and doc["ip"]
+    assert [a["outcome"] for a in doc["attempts"]] == ["created"]
+    stored = clouds["gcp"].profiles[doc["name"]]
+    assert stored["name"] == "bert-finetune" and stored["stack"]["driver"] == "550.127.05"
+
+
+def test_up_fails_over_and_prints_each_attempt(cli, clouds) -> None:
+    clouds["gcp"].fail("us-central1-a", CapacityError("ZONE_RESOURCE_POOL_EXHAUSTED", code="ZONE_RESOURCE_POOL_EXHAUSTED"))
+    r = cli("up", T4, "--yes")
+    assert r.code == 0, r.err
+    assert "attempt: gcp us-central1-a n1-standard-8: capacity" in r.err
+    assert "created" in r.err and "us-central1-b" in r.out
+
+
+def test_up_everything_exhausted_exit_1_lists_attempts(cli, clouds) -> None:
+    for fake in clouds.values():
+        fake.create = lambda spec, offer, _f=fake: (_ for _ in ()).throw(CapacityError(f"stockout {offer.location}", code="ZONE_RESOURCE_POOL_EXHAUSTED"))
+    r = cli("up", T4, "--yes", "--region", "us-central1", "--region", "eastus")
+    assert r.code == 1
+    assert "no VM could be created" in r.err and "1. gcp us-central1-a" in r.err
+    assert not clouds["gcp"].vms and not clouds["azure"].vms
+
+
+def test_up_twice_reports_existing_vm(cli, clouds) -> None:
+    first = cli("up", T4, "--yes", "--json").json()
+    second = cli("up", T4, "--yes", "--json")
+    assert second.code == 0 and second.json()["existing"] is True and second.json()["name"] == first["name"]
+    assert len(clouds["gcp"].vms) == 1
+
+
+def test_up_same_name_other_hash_is_an_error(cli, clouds) -> None:
+    cli("up", T4, "--yes", "--name", "shared-box")
+    r = cli("up", str(EXAMPLES[1]), "--yes", "--name", "shared-box")
+    assert r.code == 1 and "another version of the profile" in r.err
+
+
+def test_up_needs_yes_when_not_interactive(cli, clouds) -> None:
+    r = cli("up", T4)
+    assert r.code == 2 and "--yes" in r.err and not clouds["gcp"].vms
+
+
+def test_up_bad_name_and_cidr(cli, clouds) -> None:
+    assert cli("up", T4, "--yes", "--name", "Bad_Name").code == 2
+    assert cli("up", T4, "--yes", "--ssh-from", "0.0.0.0/0").code == 2
+
+
+def test_status_and_list(cli, clouds) -> None:
+    clouds["azure"].vms["trainvm-x-1"] = InstanceRecord("trainvm-x-1", "azure", "eastus", None, "Standard_NC4as_T4_v3", "running", "x", "abc", None, "2026-11-21T00:00:00Z")
+    cli("up", T4, "--yes")
+    doc = cli("list", "--json").json()
+    assert {v["cloud"] for v in doc["vms"]} == {"gcp", "azure"} and doc["skipped"] == []
+    azure = next(v for v in doc["vms"] if v["cloud"] == "azure")
+    assert azure["price_hourly"] and azure["price_hourly"] > 0  # filled in from the catalog
+    one = cli("status", "trainvm-x-1", "--json").json()
+    assert [v["name"] for v in one["vms"]] == ["trainvm-x-1"] and one["vms"][0]["cost_so_far"] > 0
+    assert cli("status", "nope", "--json").code == 1
+    text = cli("list")
+    assert "trainvm-x-1" in text.out and "cost so far" in text.out
+
+
+def test_down_is_idempotent(cli, clouds) -> None:
+    name = cli("up", T4, "--yes", "--json").json()["name"]
+    first = cli("down", name, "--yes", "--json")
+    assert first.code == 0 and first.json()["deleted"] is True
+    second = cli("down", name, "--yes", "--json")
+    assert second.code == 0 and second.json()["already_gone"] is True
+
+
+def test_verify_remote_match_drift_not_ready(cli, clouds) -> None:
+    name = cli("up", T4, "--yes", "--json").json()["name"]
+    nr = cli("verify", name, "--json")
+    assert nr.code == 1 and nr.json()["status"] == "not-ready"
+    report = dict(REPORT, packages={**REPORT["packages"], "datasets": "2.21.0", "accelerate": "0.34.2"})
+    report["cpu"] = {"model": "x", "count": 8}
+    clouds["gcp"].reports[name] = report
+    ok = cli("verify", name, "--json")
+    assert ok.json()["status"] == "match", [f for f in ok.json()["fields"] if not f["ok"]]
+    assert ok.code == 0
+    clouds["gcp"].reports[name] = dict(report, driver="535.216.03", packages={**report["packages"], "torch": "2.4.1+cu121"})
+    drift = cli("verify", name)
+    assert drift.code == 1 and "DRIFT" in drift.out and "535.216.03" in drift.out and "2.4.1+cu121" in drift.out
+
+
+def test_up_wait_ready_verifies(cli, clouds) -> None:
+    fake = clouds["gcp"]
+    original = fake.create
+
+    def create(spec, offer):
+        rec = original(spec, offer)
+        fake.reports[spec.name] = dict(REPORT, packages={**REPORT["packages"], "datasets": "2.21.0", "accelerate": "0.34.2"})
+        return rec
+
+    fake.create = create
+    r = cli("up", T4, "--yes", "--wait-ready", "--json")
+    assert r.code == 0, r.out + r.err
+    assert r.json()["status"] == "match"
+
+
+def test_cloud_without_credentials_is_skipped(cli, monkeypatch) -> None:
+    from provisioner.errors import CloudError
+
+    monkeypatch.setattr("provisioner.commands.cloud.get_provider", lambda c: (_ for _ in ()).throw(CloudError(f"no credentials for {c}")))
+    doc = cli("list", "--json")
+    assert doc.code == 0 and {s["cloud"] for s in doc.json()["skipped"]} == {"gcp", "azure"}
+    r = cli("up", T4, "--yes")
+    assert r.code == 3 and "no cloud with usable credentials" in r.err
