@@ -1,0 +1,113 @@
+"""The real CLI, the real SDKs, the loopback emulators: up -> list -> verify -> down, on GCE and Azure.
+Nothing here fakes the provider; only the VM's startup script is simulated by planting its report."""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from tests.emulators.arm import ArmEmulator  # noqa: E402
+from tests.emulators.gce import GceEmulator  # noqa: E402
+
+T4 = str(REPO / "profiles" / "examples" / "bert-finetune-t4.yaml")
+REPORT = json.loads((REPO / "tests" / "fixtures" / "probe" / "report-vm-t4.json").read_text())
+REPORT["packages"].update({"datasets": "2.21.0", "accelerate": "0.34.2"})
+SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHtrainvmTestKeyOnlyForTheEmulator0000000 tester@example"
+
+
+@pytest.fixture
+def env(monkeypatch, tmp_path):
+    monkeypatch.setenv("TRAINVM_TODAY", "2026-11-22")
+    monkeypatch.setenv("TRAINVM_RETRY_BASE_DELAY", "0")
+    monkeypatch.setenv("TRAINVM_READY_POLL_SECONDS", "0")
+    for var in ("TRAINVM_GCE_ENDPOINT", "GOOGLE_CLOUD_PROJECT", "AZURE_SUBSCRIPTION_ID", "TRAINVM_AZURE_ENDPOINT", "TRAINVM_AZURE_ACCESS_TOKEN"):
+        monkeypatch.delenv(var, raising=False)
+    key = tmp_path / "id.pub"
+    key.write_text(SSH_KEY + "\n")
+    monkeypatch.setenv("TRAINVM_SSH_PUBLIC_KEY", str(key))
+    return monkeypatch
+
+
+def test_gce_lifecycle(cli, env) -> None:
+    with GceEmulator() as emu:
+        env.setenv("TRAINVM_GCE_ENDPOINT", emu.url)
+        env.setenv("GOOGLE_CLOUD_PROJECT", "e2e-proj")
+        up = cli("up", T4, "--yes", "--json", "--cloud", "gcp")
+        assert up.code == 0, up.err
+        doc = up.json()
+        name = doc["name"]
+        assert doc["zone"] == "us-central1-a" and doc["state"] == "RUNNING" and doc["image"]
+        inst = emu.instance(name)
+        assert inst["labels"]["trainvm-hash"] == doc["name"].split("-")[-1] + inst["labels"]["trainvm-hash"][8:]
+        keys = {i["key"] for i in inst["metadata"]["items"]}
+        assert {"startup-script", "enable-guest-attributes", "trainvm-profile"} <= keys
+        script = next(i["value"] for i in inst["metadata"]["items"] if i["key"] == "startup-script")
+        assert script.startswith("#!") and "TRAINVM_STATUS" in script
+
+        listed = cli("list", "--json").json()
+        assert [v["name"] for v in listed["vms"]] == [name]
+        assert any(s["cloud"] == "azure" for s in listed["skipped"])  # no Azure credentials: skipped, not fatal
+
+        assert cli("verify", name, "--json").json()["status"] == "not-ready"
+        line = "TRAINVM_REPORT=" + base64.b64encode(json.dumps(REPORT).encode()).decode()
+        emu.set_serial(name, f"boot...\nTRAINVM_STATUS=ready\n{line}\n")
+        verified = cli("verify", name, "--json")
+        assert verified.json()["status"] == "match", [f for f in verified.json()["fields"] if not f["ok"]]
+        emu.set_serial(name, "TRAINVM_REPORT=" + base64.b64encode(json.dumps(dict(REPORT, driver="535.216.03")).encode()).decode() + "\n")
+        drift = cli("verify", name)
+        assert drift.code == 1 and "535.216.03" in drift.out
+
+        again = cli("up", T4, "--yes", "--json", "--cloud", "gcp")
+        assert again.json()["existing"] is True and len(emu.calls("insert")) == 1
+
+        assert cli("down", name, "--yes", "--json").json()["deleted"] is True
+        assert emu.instance(name) is None
+        assert cli("down", name, "--yes", "--json").json()["already_gone"] is True
+
+
+def test_gce_failover_printed_and_nothing_left(cli, env) -> None:
+    with GceEmulator() as emu:
+        env.setenv("TRAINVM_GCE_ENDPOINT", emu.url)
+        env.setenv("GOOGLE_CLOUD_PROJECT", "e2e-proj")
+        emu.inject("stockout_op", zone="us-central1-a")
+        emu.inject("stockout_op_bare", zone="us-central1-b")
+        up = cli("up", T4, "--yes", "--cloud", "gcp")
+        assert up.code == 0, up.err
+        assert "us-central1-a n1-standard-8: capacity [ZONE_RESOURCE_POOL_EXHAUSTED]" in up.err
+        assert "us-central1-b n1-standard-8: capacity" in up.err
+        assert len([r for r in emu.requests if r.method == "POST" and r.path.endswith("/instances")]) >= 3
+        survivors = [k for k in emu.instances]
+        assert len(survivors) == 1 and survivors[0][1] == "us-central1-c"
+
+
+def test_azure_lifecycle(cli, env) -> None:
+    with ArmEmulator() as emu:
+        for k, v in emu.env().items():
+            env.setenv(k, v)
+        env.setenv("TRAINVM_AZURE_POLL_SECONDS", "0")
+        try:
+            up = cli("up", T4, "--yes", "--json", "--cloud", "azure")
+            assert up.code == 0, up.err
+            name = up.json()["name"]
+            group = f"trainvm-{name}"
+            assert group in [g.lower() for g in emu.resource_groups()] or group in emu.resource_groups()
+            report = base64.b64encode(gzip.compress(json.dumps(REPORT).encode())).decode()
+            emu.set_run_command_output(group, name, stdout=report)
+            verified = cli("verify", name, "--json")
+            assert verified.code == 0 and verified.json()["status"] == "match", verified.out
+            listed = cli("list", "--json").json()
+            assert [v["name"] for v in listed["vms"]] == [name]
+            assert cli("down", name, "--yes", "--json").json()["deleted"] is True
+            assert emu.resource_groups() == [] or all(not g.lower().startswith("trainvm-") for g in emu.resource_groups())
+            assert cli("down", name, "--yes", "--json").code == 0
+        finally:
+            emu.finish_operations(stuck=True)
