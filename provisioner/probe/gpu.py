@@ -182,10 +182,12 @@ class CommandResult:
 Runner = Callable[[Sequence[str]], CommandResult]
 
 
-def run_command(argv: Sequence[str], timeout: float = 30.0) -> CommandResult:
+def run_command(argv: Sequence[str], timeout: float = 30.0, *, cwd: str | None = None,
+                env: dict[str, str] | None = None) -> CommandResult:
     """Run a command; a missing program is rc 127, a timeout rc 124. Never raises."""
     try:
-        done = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, check=False)
+        done = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, check=False,
+                              cwd=cwd, env=env)
     except FileNotFoundError:
         return CommandResult(127, "", f"{argv[0]}: not found")
     except subprocess.TimeoutExpired:

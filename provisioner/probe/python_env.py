@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -18,7 +17,7 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
-from provisioner.probe.gpu import CommandResult
+from provisioner.probe.gpu import CommandResult, run_command
 
 MARKER = "TRAINVM_PROBE="
 
@@ -205,17 +204,9 @@ class PythonEnv:
 
 
 def run_script(argv: Sequence[str], timeout: float) -> CommandResult:
+    """Run the probe interpreter quietly (frameworks log on import), from / so the cwd shadows nothing."""
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONWARNINGS="ignore")
-    try:
-        done = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout,
-                              check=False, cwd="/", env=env)
-    except FileNotFoundError:
-        return CommandResult(127, "", f"{argv[0]}: not found")
-    except subprocess.TimeoutExpired:
-        return CommandResult(124, "", f"{argv[0]}: timed out after {timeout:.0f}s")
-    except OSError as exc:
-        return CommandResult(126, "", f"{argv[0]}: {exc}")
-    return CommandResult(done.returncode, done.stdout, done.stderr)
+    return run_command(argv, timeout, cwd="/", env=env)
 
 
 def _payload(done: CommandResult) -> dict[str, Any] | None:
