@@ -26,7 +26,7 @@ def request_preview(spec: LaunchSpec, offer: Offer) -> dict[str, Any]:
         "MinCount": 1,
         "MaxCount": 1,
         "Placement": {"AvailabilityZoneId": offer.zone} if offer.zone else {},
-        "UserData": base64.b64encode(spec.user_data.encode()).decode(),
+        "UserData": base64.b64encode(spec.user_data if isinstance(spec.user_data, bytes) else spec.user_data.encode()).decode(),
         "BlockDeviceMappings": [{"DeviceName": "/dev/sda1", "Ebs": {"VolumeSize": spec.boot_disk_gib, "VolumeType": VOLUME_TYPES[spec.boot_disk_type], "DeleteOnTermination": True}}],
         "InstanceInitiatedShutdownBehavior": "terminate",
         "MetadataOptions": {"HttpTokens": "required"},
