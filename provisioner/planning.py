@@ -106,3 +106,22 @@ def _today() -> date:
 
             raise InputError(f"TRAINVM_TODAY={raw!r} is not a date (YYYY-MM-DD)") from None
     return date.today()
+
+
+def region_warnings(request: Any, catalog: Any) -> list[str]:
+    """Region globs that exclude a whole allowed cloud are almost always a naming slip
+    (GCE says us-central1, Azure says eastus): say so instead of silently planning without it."""
+    from fnmatch import fnmatchcase
+
+    if not request.region_globs:
+        return []
+    regions: dict[str, set[str]] = {}
+    for offer in catalog.offers:
+        regions.setdefault(offer.cloud, set()).add(offer.region)
+    out = []
+    for cloud in request.clouds:
+        names = regions.get(cloud, set())
+        if names and not any(fnmatchcase(r, g) for r in names for g in request.region_globs):
+            examples = ", ".join(sorted(names)[:3])
+            out.append(f"placement.regions ({', '.join(request.region_globs)}) matches no {cloud} region, so {cloud} is never used; {cloud} names regions like {examples}")
+    return out

@@ -39,7 +39,10 @@ def run_plan(
 
     need_script = plan.chosen is not None and (json_out or show_script)  # rendering costs ~40 ms: only when shown
     script, script_sha = _script_for(loaded, plan.chosen) if need_script else (None, None)
-    warnings = [m.render() for m in loaded.warnings if m.level == "warning"] + list(plan.warnings)
+    from provisioner.planning import region_warnings
+
+    extra = region_warnings(plan.request, catalog)
+    warnings = [m.render() for m in loaded.warnings if m.level == "warning"] + list(plan.warnings) + extra
     hours = loaded.profile.lifecycle.max_run_hours
     if json_out:
         doc: dict[str, Any] = {"profile": loaded.profile.name, "hash": loaded.hash}
@@ -60,7 +63,7 @@ def run_plan(
         return 0 if plan.chosen else 1
     print_messages(m for m in loaded.warnings if m.level == "warning")
     err = stderr_console()
-    for w in plan.warnings:
+    for w in [*plan.warnings, *extra]:
         err.print(f"[yellow]warning[/yellow]: {escape(w)}")
     if plan.chosen is None:
         err.print(f"[red]error[/red]: {escape(no_offer_message(plan, catalog))}")

@@ -108,3 +108,13 @@ def test_catalog_show(cli) -> None:
     assert doc["catalog"]["date"] and doc["catalog"]["source"]
     text = cli("catalog", "show", "--cloud", "aws", "--limit", "3")
     assert "not provisionable yet" in text.out
+
+
+def test_region_glob_that_excludes_a_whole_cloud_warns(cli, write_yaml) -> None:
+    p = write_yaml("name: r\nextends: base/torch-2.4-cu124\nhardware: {gpu: T4}\nplacement: {regions: ['us-*']}\n")
+    r = cli("plan", str(p))
+    assert r.code == 0 and "matches no azure region" in r.err and "eastus" in r.err
+    doc = cli("plan", str(p), "--json").json()
+    assert any("matches no azure region" in w for w in doc["warnings"])
+    ok = write_yaml("name: r\nextends: base/torch-2.4-cu124\nhardware: {gpu: T4}\nplacement: {regions: ['us-*', '*us']}\n", "ok.yaml")
+    assert "matches no" not in cli("plan", str(ok)).err
