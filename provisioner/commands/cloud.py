@@ -64,6 +64,7 @@ def run_up(path: Path, *, name: str | None, yes: bool, wait_ready: bool, clouds:
     from provisioner.profile.fields import check_cidr
     from provisioner.provision import find_existing, provision
 
+    poll = _env_seconds("TRAINVM_READY_POLL_SECONDS", 15.0)  # checked before anything is created
     if name is not None and not NAME_RE.match(name):
         raise InputError(f"--name: {name!r} is not a valid VM name (lowercase letters, digits and '-', at most 63, starting with a letter)")
     if ssh_from is not None:
@@ -111,7 +112,7 @@ def run_up(path: Path, *, name: str | None, yes: bool, wait_ready: bool, clouds:
         up_doc = _up_doc(record, attempts, exists=False)
         if not json_out:
             _report_up(record, attempts, False)
-        return _wait_ready(providers[record.cloud], record, ready_timeout, json_out, up_doc)
+        return _wait_ready(providers[record.cloud], record, ready_timeout, json_out, up_doc, poll)
     return _report_up(record, attempts, json_out)
 
 
@@ -156,13 +157,12 @@ def _cred_hint() -> str:
     return "GCE: set GOOGLE_CLOUD_PROJECT and run `gcloud auth application-default login`; Azure: set AZURE_SUBSCRIPTION_ID and run `az login`"
 
 
-def _wait_ready(provider: Provider, record: InstanceRecord, timeout: float, json_out: bool, up_doc: dict[str, Any]) -> int:
+def _wait_ready(provider: Provider, record: InstanceRecord, timeout: float, json_out: bool, up_doc: dict[str, Any], interval: float) -> int:
     from provisioner.verify.compare import compare
 
     err = stderr_console()
     deadline = time.monotonic() + timeout
     last = None
-    interval = float(__import__("os").environ.get("TRAINVM_READY_POLL_SECONDS", "15"))
     while True:
         report, profile = provider.read_report(record.name)
         status = (report or {}).get("status", "waiting for the startup script")
@@ -179,6 +179,21 @@ def _wait_ready(provider: Provider, record: InstanceRecord, timeout: float, json
         emit_json({**up_doc, "verify": result.as_dict(record.name), "status": result.status})
         return 0 if result.status == "match" else 1
     return _print_verify(record.name, result, json_out)
+
+
+def _env_seconds(name: str, default: float) -> float:
+    import os
+
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise InputError(f"{name}={raw!r} is not a number of seconds") from None
+    if value < 0:
+        raise InputError(f"{name}={raw!r} must not be negative")
+    return value
 
 
 def _print_verify(target: str, result: Any, json_out: bool) -> int:

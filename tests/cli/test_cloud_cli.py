@@ -141,3 +141,10 @@ def test_cloud_without_credentials_is_skipped(cli, monkeypatch) -> None:
     assert doc.code == 0 and {s["cloud"] for s in doc.json()["skipped"]} == {"gcp", "azure"}
     r = cli("up", T4, "--yes")
     assert r.code == 3 and "no cloud with usable credentials" in r.err
+
+
+def test_bad_poll_interval_is_an_input_error(cli, clouds, monkeypatch) -> None:
+    monkeypatch.setenv("TRAINVM_READY_POLL_SECONDS", "soon")
+    r = cli("up", T4, "--yes", "--wait-ready")
+    assert r.code == 2 and "TRAINVM_READY_POLL_SECONDS" in r.err and "Traceback" not in r.err
+    assert not clouds["gcp"].vms and not clouds["azure"].vms  # refused before anything was created
