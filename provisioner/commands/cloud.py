@@ -105,7 +105,15 @@ def run_up(path: Path, *, name: str | None, yes: bool, wait_ready: bool, clouds:
         style = "green" if attempt.outcome == "created" else "yellow"
         err.print(f"attempt: [{style}]{escape(attempt.render())}[/{style}]")
 
-    record, attempts = provision(offers, spec_for, providers.__getitem__, on_attempt)
+    try:
+        record, attempts = provision(offers, spec_for, providers.__getitem__, on_attempt)
+    except KeyboardInterrupt:
+        from provisioner.errors import TrainvmError
+
+        raise TrainvmError(
+            f"interrupted while creating {vm}; a VM may be half-created",
+            hint=f"run the same `trainvm up` again (it finds or finishes the same VM, never a second one), or `trainvm down {vm} --yes`",
+        ) from None
     if record.price_hourly is None:
         record = _with_price(record, plan.price(next(o for o in offers if o.location == (record.zone or record.region))))
     if wait_ready:
