@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import functools
 import os
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from packaging.version import Version
 
@@ -41,8 +40,7 @@ def sm_to_cc(sm: int) -> tuple[int, int]:
     return sm // 10, sm % 10
 
 
-@dataclass(frozen=True, slots=True)
-class GpuFact:
+class GpuFact(NamedTuple):
     name: str
     vendor: str
     arch: str
@@ -58,16 +56,14 @@ class GpuFact:
         return f"{self.cc[0]}.{self.cc[1]}" if self.cc else None
 
 
-@dataclass(frozen=True, slots=True)
-class CudaRelease:
+class CudaRelease(NamedTuple):
     version: str
     min_driver: str
     cc_min: tuple[int, int]
     cc_max: tuple[int, int]
 
 
-@dataclass(frozen=True, slots=True)
-class ArchTarget:
+class ArchTarget(NamedTuple):
     sm: int
     ptx: bool
 
@@ -77,16 +73,14 @@ class ArchTarget:
         return cls(int(text.split("+")[0]), text.endswith("+PTX"))
 
 
-@dataclass(frozen=True, slots=True)
-class TorchVariant:
+class TorchVariant(NamedTuple):
     name: str  # cu124
     cuda: str  # 12.4
     arch: tuple[ArchTarget, ...]
     cudnn: str | None
 
 
-@dataclass(frozen=True, slots=True)
-class TorchRelease:
+class TorchRelease(NamedTuple):
     version: str  # "2.4"
     python: tuple[str, ...]
     pypi_default: str
@@ -94,8 +88,7 @@ class TorchRelease:
     variants: dict[str, TorchVariant]
 
 
-@dataclass(frozen=True, slots=True)
-class TensorflowRelease:
+class TensorflowRelease(NamedTuple):
     version: str
     python: tuple[str, ...]
     cuda: str
@@ -106,8 +99,7 @@ class TensorflowRelease:
     and_cuda: bool
 
 
-@dataclass(frozen=True, slots=True)
-class JaxExtra:
+class JaxExtra(NamedTuple):
     name: str
     cuda_major: str
     min_cuda: str
@@ -116,8 +108,7 @@ class JaxExtra:
     cudnn: tuple[str, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class OsImage:
+class OsImage(NamedTuple):
     name: str
     glibc: str
     nvidia_repo: str
@@ -130,8 +121,7 @@ def variant_cuda(variant: str) -> str:
     return f"{digits[:2]}.{digits[2:]}"
 
 
-@dataclass(frozen=True)
-class Facts:
+class Facts(NamedTuple):
     gpus: dict[str, GpuFact]
     gpu_aliases: dict[str, str]
     gpu_sources: dict[str, str]

@@ -18,7 +18,9 @@ virtualMachines (PUT, GET with $expand=instanceView or $expand=userData, DELETE,
 deallocate/restart, retrieveBootDiagnosticsData + the SAS blob it points at), disks (created with a VM),
 platform image versions (list/get), provider register. LROs: Azure-AsyncOperation (default) or provisioningState
 in the body (lro_style="body"); deletes answer 202 + Location (+ Azure-AsyncOperation for resources).
-Validation: arm_validate.py. State, references, faults, error texts: arm_model.py. HTTP routing: arm_http.py.
+Validation: arm_validate.py (schemas: arm_schemas.py, semantic checks: arm_checks.py). State and references:
+arm_state.py (PUT: arm_put.py, GET rendering: arm_render.py, VM actions: arm_vm_actions.py, LROs: arm_lro.py).
+Faults and error texts: arm_faults.py. Resource types, regions, images: arm_catalog.py. HTTP routing: arm_http.py.
 
 What the SDK raises for each fault (observed, tests/azure/test_emulator.py; classify by e.error.code, never by
 class or status):
@@ -46,7 +48,9 @@ from dataclasses import dataclass, field
 from http.server import ThreadingHTTPServer
 
 from .arm_http import ArmRouter, Handler
-from .arm_model import KINDS, VM_T, Fault, State
+from .arm_catalog import VM_T
+from .arm_faults import KINDS, Fault
+from .arm_state import State
 from .arm_validate import ArmError
 
 DEFAULT_SUBSCRIPTION = "00000000-0000-0000-0000-000000000000"

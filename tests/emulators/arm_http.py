@@ -11,8 +11,11 @@ import uuid
 from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
-from .arm_model import DISK_T, TYPES, VM_T, http_fault_error, not_found
-from .arm_validate import RESOURCE_GROUP, ArmError, check_tags, validate
+from .arm_catalog import DISK_T, TYPES, VM_T
+from .arm_checks import check_tags
+from .arm_faults import http_fault_error, not_found
+from .arm_schemas import RESOURCE_GROUP
+from .arm_validate import ArmError, validate
 
 KEPT_HEADERS = ("authorization", "content-type", "accept", "user-agent", "x-ms-client-request-id")
 _WWW_AUTH = ('Bearer authorization_uri="https://login.microsoftonline.com/common", error="invalid_token", '
