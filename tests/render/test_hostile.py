@@ -189,8 +189,9 @@ def test_fixed_payloads_execute_without_running_anything(make_harness, tmp_path,
 def test_hostile_render_runs_end_to_end_without_the_payload(tmp_path_factory, prof, cloud):
     folder = tmp_path_factory.mktemp("hostile")
     lp = _valid({**prof, "hardware": {**prof["hardware"], "local_nvme_gib": 0}}, folder)
-    if lp is None or not H.Harness.available():
-        return
+    assume(lp is not None)  # the 4 examples are all profiles that survive validation
+    if not H.Harness.available():
+        pytest.skip("the stub harness needs bash and flock")
     h = H.Harness(folder, S.render(lp, cloud).startup_sh, cloud=cloud)
     run = h.run()
     assert run.status == "ready", run.output[-2000:]
