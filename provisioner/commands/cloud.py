@@ -79,6 +79,10 @@ def run_up(path: Path, *, name: str | None, yes: bool, wait_ready: bool, clouds:
     offers = [o for o in (plan.chosen, *plan.failover) if o.provisionable]
     providers, skipped = _providers([o.cloud for o in offers])
     err = stderr_console()
+    warnings = [m.render() for m in loaded.warnings if m.level == "warning"] + list(plan.warnings)
+    if not json_out:
+        for w in warnings:
+            err.print(f"[yellow]warning[/yellow]: {escape(w)}")
     for s in skipped:
         err.print(f"[yellow]note[/yellow]: skipping {s['cloud']}: {escape(s['reason'])}")
     offers = [o for o in offers if o.cloud in providers]
@@ -88,7 +92,7 @@ def run_up(path: Path, *, name: str | None, yes: bool, wait_ready: bool, clouds:
     existing = find_existing(vm, list(providers), providers.__getitem__, loaded.hash)
     if existing is not None:
         err.print(f"{vm} already exists on {existing.cloud} ({existing.zone or existing.region}) for this profile; not creating another")
-        return _report_up(existing, [], json_out, exists=True)
+        return _report_up(existing, [], json_out, exists=True, warnings=warnings)
     first = offers[0]
     if not yes:
         if not sys.stdin.isatty():
@@ -117,11 +121,11 @@ def run_up(path: Path, *, name: str | None, yes: bool, wait_ready: bool, clouds:
     if record.price_hourly is None:
         record = _with_price(record, plan.price(next(o for o in offers if o.location == (record.zone or record.region))))
     if wait_ready:
-        up_doc = _up_doc(record, attempts, exists=False)
+        up_doc = _up_doc(record, attempts, exists=False, warnings=warnings)
         if not json_out:
             _report_up(record, attempts, False)
         return _wait_ready(providers[record.cloud], record, ready_timeout, json_out, up_doc, poll)
-    return _report_up(record, attempts, json_out)
+    return _report_up(record, attempts, json_out, warnings=warnings)
 
 
 def _with_price(record: InstanceRecord, price: float) -> InstanceRecord:
@@ -134,18 +138,20 @@ def _ssh(record: InstanceRecord) -> str | None:
     return record.extra.get("ssh") or (f"ssh {record.ip}" if record.ip else None)
 
 
-def _up_doc(record: InstanceRecord, attempts: list[Any], exists: bool) -> dict[str, Any]:
+def _up_doc(record: InstanceRecord, attempts: list[Any], exists: bool, warnings: list[str]) -> dict[str, Any]:
     return {
         "name": record.name, "cloud": record.cloud, "region": record.region, "zone": record.zone,
         "instance_type": record.instance_type, "price_hourly": record.price_hourly, "state": record.state,
         "ip": record.ip, "ssh": _ssh(record), "image": record.image, "existing": exists,
         "attempts": [a.to_json() for a in attempts], "notes": record.extra.get("notes", []),
+        "warnings": list(warnings),
     }
 
 
-def _report_up(record: InstanceRecord, attempts: list[Any], json_out: bool, exists: bool = False) -> int:
+def _report_up(record: InstanceRecord, attempts: list[Any], json_out: bool, exists: bool = False,
+               warnings: list[str] | None = None) -> int:
     if json_out:
-        emit_json(_up_doc(record, attempts, exists))
+        emit_json(_up_doc(record, attempts, exists, warnings or []))
         return 0
     out = stdout_console()
     price = f"${record.price_hourly:.2f}/h" if record.price_hourly is not None else "price unknown"

@@ -148,3 +148,11 @@ def test_bad_poll_interval_is_an_input_error(cli, clouds, monkeypatch) -> None:
     r = cli("up", T4, "--yes", "--wait-ready")
     assert r.code == 2 and "TRAINVM_READY_POLL_SECONDS" in r.err and "Traceback" not in r.err
     assert not clouds["gcp"].vms and not clouds["azure"].vms  # refused before anything was created
+
+
+def test_up_reports_profile_warnings(cli, clouds, write_yaml) -> None:
+    p = write_yaml("name: w\nextends: base/torch-2.4-cu124\nhardware: {gpu: T4}\nstack: {driver: '535.216.03'}\n")
+    doc = cli("up", str(p), "--yes", "--json").json()
+    assert any("550.54.14" in w for w in doc["warnings"])
+    r = cli("up", str(p), "--yes", "--name", "w-text")
+    assert "warning" in r.err and "550.54.14" in r.err
