@@ -9,7 +9,7 @@ from typing import Any
 
 from provisioner.errors import InputError, ProfileError
 from provisioner.messages import Message
-from provisioner.output import emit_json, print_messages, stderr_console
+from provisioner.output import emit_json, print_messages
 
 
 def validate_one(path: Path) -> tuple[dict[str, Any], int]:
@@ -46,7 +46,6 @@ def run_validate(paths: list[Path], json_out: bool) -> int:
     if json_out:
         emit_json({"results": results})
         return code
-    err = stderr_console()
     for result in results:
         msgs = [Message(**m) for m in result["errors"] + result["warnings"]]
         if result["valid"]:
@@ -55,7 +54,6 @@ def run_validate(paths: list[Path], json_out: bool) -> int:
         else:
             print(f"{result['file']}: invalid", file=sys.stderr)
         print_messages(msgs)
-    del err
     return code
 
 
