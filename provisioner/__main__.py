@@ -1,3 +1,3 @@
-from provisioner.cli import main
+from provisioner.cli import entry
 
-main()
+entry()

@@ -107,3 +107,13 @@ def test_validate_does_not_import_cloud_sdks() -> None:
     ) % str(EXAMPLES[0])
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True).stdout
     assert out.strip().splitlines()[-1].strip() == "MODULES=", out
+
+
+def test_console_entry_exit_codes_and_output_survive_fast_exit(tmp_path: Path) -> None:
+    """`entry()` skips interpreter teardown (os._exit): output must still be complete, codes right."""
+    run = lambda *a: subprocess.run([sys.executable, "-m", "provisioner", *a], capture_output=True, text=True, cwd=REPO)  # noqa: E731
+    assert run("validate", str(tmp_path / "missing.yaml")).returncode == 2
+    ok = run("plan", str(EXAMPLES[0]), "--json")
+    assert ok.returncode == 0 and json.loads(ok.stdout)["chosen"]["gpu_name"] == "T4"
+    big = run("catalog", "show", "--json")
+    assert big.returncode == 0 and len(json.loads(big.stdout)["offers"]) > 5000
