@@ -1,5 +1,9 @@
 """AWS: the RunInstances request trainvm would send (preview only; no AWS provider yet).
-Pure: no boto3 import."""
+Pure: no boto3 import.
+
+The preview is the EC2 *wire* request, like the GCE and Azure bodies: ``UserData`` is base64 there.
+boto3 base64-encodes ``UserData`` itself, so a provider must pass the raw bytes to
+``run_instances`` (tests/aws checks both against moto's server)."""
 
 from __future__ import annotations
 
