@@ -149,6 +149,18 @@ def allowed_gpus(hardware: Mapping[str, Any]) -> list[str] | None:
     return [gpu] if isinstance(gpu, str) else [str(g) for g in gpu]
 
 
+def _framework_cuda_of_pins(packages: Iterable[str]) -> str | None:
+    """The CUDA the pinned framework build targets (torch +cu124 -> 12.4), as `validate` derives it
+    when a profile leaves stack.cuda out."""
+    from provisioner.compat.facts import load_facts
+    from provisioner.compat.stack import frameworks
+
+    try:
+        return next((fw.cuda for fw in frameworks(list(packages), load_facts()) if fw.cuda), None)
+    except Exception:  # noqa: BLE001 - a report-only diff may carry pins the facts cannot parse
+        return None
+
+
 def _stack_fields(stack: Mapping[str, Any], report: Mapping[str, Any]) -> Iterable[FieldResult]:
     if stack.get("os"):
         os_id, os_ver = _get(report, "os", "id"), _get(report, "os", "version")
@@ -157,7 +169,7 @@ def _stack_fields(stack: Mapping[str, Any], report: Mapping[str, Any]) -> Iterab
     if stack.get("driver"):
         yield FieldResult("stack.driver", stack["driver"], report.get("driver"),
                           str(stack["driver"]) == report.get("driver"))
-    cuda = stack.get("cuda")
+    cuda = stack.get("cuda") or _framework_cuda_of_pins(stack.get("packages") or [])
     if cuda:
         observed_cuda = framework_cuda(report)
         yield FieldResult("stack.cuda", cuda, observed_cuda, major_minor(str(cuda)) == observed_cuda)
