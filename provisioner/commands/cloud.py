@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from provisioner.envvars import env_seconds
 from provisioner.errors import CloudError, InputError, NoFeasibleOfferError
 from provisioner.output import emit_json, escape, stderr_console, stdout_console
 from provisioner.providers import PROVIDERS, get_provider
@@ -64,7 +65,7 @@ def run_up(path: Path, *, name: str | None, yes: bool, wait_ready: bool, clouds:
     from provisioner.profile.fields import check_cidr
     from provisioner.provision import find_existing, provision
 
-    poll = _env_seconds("TRAINVM_READY_POLL_SECONDS", 15.0)  # checked before anything is created
+    poll = env_seconds("TRAINVM_READY_POLL_SECONDS", 15.0)  # checked before anything is created
     if name is not None and not NAME_RE.match(name):
         raise InputError(f"--name: {name!r} is not a valid VM name (lowercase letters, digits and '-', at most 63, starting with a letter)")
     if ssh_from is not None:
@@ -193,21 +194,6 @@ def _wait_ready(provider: Provider, record: InstanceRecord, timeout: float, json
         emit_json({**up_doc, "verify": result.as_dict(record.name), "status": result.status})
         return 0 if result.status == "match" else 1
     return _print_verify(record.name, result, json_out)
-
-
-def _env_seconds(name: str, default: float) -> float:
-    import os
-
-    raw = os.environ.get(name)
-    if raw is None:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise InputError(f"{name}={raw!r} is not a number of seconds") from None
-    if value < 0:
-        raise InputError(f"{name}={raw!r} must not be negative")
-    return value
 
 
 def _print_verify(target: str, result: Any, json_out: bool) -> int:

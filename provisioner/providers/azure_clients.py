@@ -26,6 +26,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from provisioner.errors import CloudError
+from provisioner.envvars import env_seconds
 
 ARM_SCOPE = "https://management.azure.com/.default"
 
@@ -60,12 +61,6 @@ class StaticTokenCredential:
         pass
 
 
-def env_float(name: str, default: float) -> float:
-    raw = os.environ.get(name)
-    try:
-        return float(raw) if raw not in (None, "") else default
-    except ValueError:
-        raise CloudError(f"{name}={raw!r} is not a number of seconds") from None
 
 
 @dataclass(frozen=True)
@@ -90,10 +85,10 @@ class Settings:
             raise AzureCredentialsError(f"TRAINVM_AZURE_ENDPOINT={url!r} must be an https:// URL "
                                         "(the Azure SDKs never send a bearer token over plain http)")
         return cls(sub, url,
-                   poll_seconds if poll_seconds is not None else env_float("TRAINVM_AZURE_POLL_SECONDS", 5.0),
-                   op_timeout if op_timeout is not None else env_float("TRAINVM_AZURE_OP_TIMEOUT", 900.0),
+                   poll_seconds if poll_seconds is not None else env_seconds("TRAINVM_AZURE_POLL_SECONDS", 5.0),
+                   op_timeout if op_timeout is not None else env_seconds("TRAINVM_AZURE_OP_TIMEOUT", 900.0),
                    retry_total,
-                   retry_backoff if retry_backoff is not None else env_float("TRAINVM_RETRY_BASE_DELAY", 0.8))
+                   retry_backoff if retry_backoff is not None else env_seconds("TRAINVM_RETRY_BASE_DELAY", 0.8))
 
 
 def default_credential() -> Any:

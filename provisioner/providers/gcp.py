@@ -37,6 +37,7 @@ from typing import Any
 
 from provisioner.catalog.models import Offer
 from provisioner.errors import CloudError
+from provisioner.envvars import env_seconds
 from provisioner.providers import gcp_errors as errs
 from provisioner.providers.base import (
     ConflictError,
@@ -62,12 +63,6 @@ class GcpCredentialsError(CloudError):
     """No usable credentials or project (exit 3)."""
 
 
-def _env_float(name: str, default: float) -> float:
-    raw = os.environ.get(name)
-    try:
-        return float(raw) if raw not in (None, "") else default
-    except ValueError:
-        raise CloudError(f"{name}={raw!r} is not a number of seconds") from None
 
 
 def _decode_report(text: str | None) -> dict[str, Any] | None:
@@ -100,9 +95,9 @@ class GcpProvider:
                  rng: random.Random | None = None) -> None:
         self.endpoint = (endpoint if endpoint is not None else os.environ.get("TRAINVM_GCE_ENDPOINT", "")).rstrip("/")
         self._project, self._credentials = project, credentials
-        self.op_timeout = op_timeout if op_timeout is not None else _env_float("TRAINVM_GCE_OP_TIMEOUT", 600.0)
+        self.op_timeout = op_timeout if op_timeout is not None else env_seconds("TRAINVM_GCE_OP_TIMEOUT", 600.0)
         self.retry_base_delay = (retry_base_delay if retry_base_delay is not None
-                                 else _env_float("TRAINVM_RETRY_BASE_DELAY", 1.0))
+                                 else env_seconds("TRAINVM_RETRY_BASE_DELAY", 1.0))
         self.poll_interval = poll_interval if poll_interval is not None else min(2.0, 2 * self.retry_base_delay)
         self.tries = max(1, tries)
         self._sleep, self._rng = sleep, rng or random.Random()
