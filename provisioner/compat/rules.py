@@ -28,6 +28,7 @@ RULES = {
     "gpu-min-driver": "the GPU's own minimum driver is met (e.g. HGX B200 >= 570.133.20)",
     "driver-cuda-floor": "driver >= the CUDA family floor (minor-version compatibility)",
     "driver-toolkit-min": "driver >= the toolkit release's own minimum (warning)",
+    "driver-known": "the driver branch is not newer than every branch in the facts (warning: facts may be stale)",
     "framework-known": "the framework release is in the facts (warning otherwise)",
     "framework-build-exists": "the pinned build (+cuXYZ local label) exists for that release",
     "framework-covers-gpu": "the framework build has SASS for the GPU's major or PTX it can JIT",
@@ -122,6 +123,9 @@ def _stack_rules(ctx: StackContext) -> list[Message]:
         elif ctx.driver < _v(facts.cuda_releases[cuda].min_driver):
             need = facts.cuda_releases[cuda].min_driver
             out.append(Message("stack.driver", f"{stack.driver} is older than {need}, the driver of CUDA {cuda} GA; it runs through minor-version compatibility with a limited feature set (no PTX from newer toolkits)", level="warning", source=csrc["table3"]))
+    newest = max(_branch(r.min_driver) for r in facts.cuda_releases.values())
+    if _branch(stack.driver) > newest:
+        out.append(Message("stack.driver", f"R{_branch(stack.driver)} is newer than every driver branch in trainvm's facts (newest: R{newest}); GPU-support checks assume it behaves like R{newest} (update provisioner/compat/data/cuda.yaml)", level="warning", source=csrc["table3"]))
     if not ctx.frameworks:
         out.append(Message("stack.packages", "no CUDA framework (torch, tensorflow, jax) is pinned; only driver and CUDA checks apply", level="warning"))
     majors: dict[str, Framework] = {}

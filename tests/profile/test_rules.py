@@ -58,7 +58,7 @@ def test_rule_valid_and_invalid(rule: str, valid: dict[str, Any], invalid: dict[
 
 
 def test_every_rule_has_a_case_or_a_dedicated_test() -> None:
-    covered = {c[0] for c in CASES} | {"driver-toolkit-min", "framework-known", "wheel-glibc"}
+    covered = {c[0] for c in CASES} | {"driver-toolkit-min", "framework-known", "wheel-glibc", "driver-known"}
     assert covered == set(RULES)
 
 
@@ -146,3 +146,10 @@ def test_messages_cite_sources() -> None:
         for m in check_profile(Profile.model_validate(invalid)):
             if m.level == "error" and m.path != "hardware":
                 assert m.source or "one VM gets one CUDA major" in m.message, m
+
+
+def test_driver_newer_than_the_facts_is_a_warning() -> None:
+    doc = make_profile({"gpu": "L4"}, driver="610.10.01", cuda="13.0", packages=["torch==2.11.0+cu130"], python="3.12.7")
+    assert msgs(doc) == []
+    assert any("newer than every driver branch" in w and "R595" in w for w in msgs(doc, "warning"))
+    assert not any("newer than every" in w for w in msgs(make_profile({"gpu": "T4"}), "warning"))
