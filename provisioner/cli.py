@@ -121,6 +121,7 @@ def up(
     region: RegionOpt = None,
     spot: Annotated[Optional[bool], typer.Option("--spot/--on-demand", help="Override placement.spot.", show_default=False)] = None,
     ssh_from: Annotated[Optional[str], typer.Option("--ssh-from", help="CIDR allowed to SSH in (overrides placement.ssh_from).")] = None,
+    max_attempts: Annotated[int, typer.Option("--max-attempts", min=1, help="Give up after this many create attempts.")] = 30,
     json_out: JsonFlag = False,
 ) -> None:
     """Create the VM: plan, then try the offers in failover order until one runs."""
@@ -128,7 +129,7 @@ def up(
 
     _check_clouds(cloud)
     raise typer.Exit(run_up(profile, name=name, yes=yes, wait_ready=wait_ready, clouds=cloud, regions=region, spot=spot,
-                            ssh_from=ssh_from, json_out=json_out, ready_timeout=ready_timeout))
+                            ssh_from=ssh_from, json_out=json_out, ready_timeout=ready_timeout, max_attempts=max_attempts))
 
 
 @app.command()

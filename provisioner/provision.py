@@ -86,12 +86,18 @@ def provision(
     spec_for: Callable[[Offer], LaunchSpec],
     providers: Callable[[str], Provider],
     on_attempt: Callable[[Attempt], None] = lambda a: None,
+    max_attempts: int | None = None,
 ) -> tuple[InstanceRecord, list[Attempt]]:
     attempts: list[Attempt] = []
     skip_regions: set[tuple[str, str]] = set()
     skip_clouds: set[str] = set()
     stocked_out: set[tuple[str, str, str]] = set()  # (cloud, zone or region, gpu): no need to ask again
     for offer in offers:
+        if max_attempts is not None and len(attempts) >= max_attempts:
+            raise ProvisionError(
+                f"gave up after {len(attempts)} attempt(s) (--max-attempts); nothing was left behind", attempts,
+                hint="raise --max-attempts, or relax the profile; `trainvm plan` lists the remaining offers",
+            )
         if offer.cloud in skip_clouds or (offer.cloud, offer.region) in skip_regions:
             continue
         if (offer.cloud, offer.location, offer.gpu_name) in stocked_out:

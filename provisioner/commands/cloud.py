@@ -57,7 +57,7 @@ def _uptime_hours(created: str | None) -> float | None:
 
 
 def run_up(path: Path, *, name: str | None, yes: bool, wait_ready: bool, clouds: list[str] | None, regions: list[str] | None,
-           spot: bool | None, ssh_from: str | None, json_out: bool, ready_timeout: float) -> int:
+           spot: bool | None, ssh_from: str | None, json_out: bool, ready_timeout: float, max_attempts: int | None = 30) -> int:
     from provisioner.launch import launch_spec
     from provisioner.planner.explain import no_offer_message
     from provisioner.planning import Overrides, make_plan
@@ -111,7 +111,7 @@ def run_up(path: Path, *, name: str | None, yes: bool, wait_ready: bool, clouds:
         err.print(f"attempt: [{style}]{escape(attempt.render())}[/{style}]")
 
     try:
-        record, attempts = provision(offers, spec_for, providers.__getitem__, on_attempt)
+        record, attempts = provision(offers, spec_for, providers.__getitem__, on_attempt, max_attempts=max_attempts)
     except KeyboardInterrupt:
         from provisioner.errors import TrainvmError
 

@@ -156,3 +156,11 @@ def test_up_reports_profile_warnings(cli, clouds, write_yaml) -> None:
     assert any("550.54.14" in w for w in doc["warnings"])
     r = cli("up", str(p), "--yes", "--name", "w-text")
     assert "warning" in r.err and "550.54.14" in r.err
+
+
+def test_up_max_attempts_flag(cli, clouds) -> None:
+    for fake in clouds.values():
+        fake.create = lambda spec, offer: (_ for _ in ()).throw(CapacityError(f"stockout {offer.location}", code="ZONE_RESOURCE_POOL_EXHAUSTED"))
+    r = cli("up", T4, "--yes", "--max-attempts", "3")
+    assert r.code == 1 and "gave up after 3 attempt(s)" in r.err
+    assert cli("up", T4, "--yes", "--max-attempts", "0").code == 2

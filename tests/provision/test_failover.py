@@ -100,3 +100,11 @@ def test_find_existing_same_hash_and_conflict(clouds) -> None:
     with pytest.raises(ConflictError):
         find_existing(rec.name, ["gcp", "azure"], clouds.__getitem__, "cd" * 32)
     assert find_existing("other", ["gcp", "azure"], clouds.__getitem__, HASH) is None
+
+
+def test_max_attempts_bounds_the_walk(clouds) -> None:
+    for o in OFFERS:
+        clouds[o.cloud].fail(o.location, CapacityError("stockout", code="ZONE_RESOURCE_POOL_EXHAUSTED"))
+    with pytest.raises(ProvisionError) as info:
+        provision(OFFERS, spec, clouds.__getitem__, max_attempts=2)
+    assert len(info.value.attempts) == 2 and "--max-attempts" in str(info.value)
