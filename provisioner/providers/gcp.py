@@ -5,11 +5,12 @@ Thin on purpose: the request body comes from ``gcp_request`` (pure), failures ar
 ``get_provider("gcp")`` stays cheap until a cloud call is made (cloud-sdks.md G5).
 
 - Credentials: ``google.auth.default()`` and ``GOOGLE_CLOUD_PROJECT``. ``TRAINVM_GCE_ENDPOINT`` sends
-  every client (the zone-operations client included) to another base URL with anonymous credentials
-  (no token leaves for a non-Google endpoint); the project then defaults to ``trainvm-test``.
-- Waiting: our own bounded loop over ``zoneOperations.wait`` (a server long-poll of at most ~2 min),
-  overall deadline ``TRAINVM_GCE_OP_TIMEOUT`` seconds (default 600). A finished operation's
-  ``error.errors`` is always inspected: ``ExtendedOperation.result()`` is never used (G1, G2).
+  every client (the zone- and global-operations clients included) to another base URL with anonymous
+  credentials (no token leaves for a non-Google endpoint); the project then defaults to ``trainvm-test``.
+- Waiting: our own bounded loop over ``zoneOperations.wait`` (``globalOperations.wait`` for firewall
+  rules; a server long-poll of at most ~2 min), overall deadline ``TRAINVM_GCE_OP_TIMEOUT`` seconds
+  (default 600). A finished operation's ``error.errors`` is always inspected: ``ExtendedOperation.result()``
+  is never used (G1, G2).
 - Retries: 429, 5xx (not stock-outs) and connection errors are retried ``tries`` times with exponential
   backoff and jitter (base ``TRAINVM_RETRY_BASE_DELAY`` seconds, default 1), then RetryExhaustedError.
 - Idempotency: ``create`` first looks for the VM in the offer's zone (same hash: returned as is, with
@@ -17,19 +18,19 @@ Thin on purpose: the request body comes from ``gcp_request`` (pure), failures ar
   derived from name + profile hash + zone, so a re-run of an interrupted ``up`` gets GCE's original
   operation back instead of a second VM. A replayed operation that is stale (it failed, or its VM has
   been deleted since) is detected and the insert re-sent with a new id derived from the old operation.
+- SSH: with ``ssh_from`` two VPC firewall rules (``gcp_firewall``) are made to exist before the instance
+  insert, so the VM is never reachable through default-allow-ssh; ``down`` deletes them after the VM.
 - Failure: after any failed attempt (operation error, timeout, retries exhausted) the VM, if it exists
-  and carries this profile's hash, is deleted and the deletion awaited, so nothing keeps billing.
+  and carries this profile's hash, is deleted and the deletion awaited, so nothing keeps billing; then
+  the firewall rules the attempt created (never while the VM still exists).
   An interrupted process (Ctrl-C) leaves the VM to the re-run, which adopts it.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 import os
 import random
-import re
 import time
 from collections.abc import Callable
 from types import SimpleNamespace
@@ -47,43 +48,20 @@ from provisioner.providers.base import (
     ProviderError,
     RetryExhaustedError,
 )
-from provisioner.providers.gcp_request import image_family, instance_body, request_id, ssh_notes
+from provisioner.providers.gcp_firewall import SshFirewall
+from provisioner.providers.gcp_report import guest_report, serial_report
+from provisioner.providers.gcp_request import image_family, instance_body, request_id, ssh_notes, ssh_tag
 
 COMPUTE_SCOPE = "https://www.googleapis.com/auth/compute"
 MANAGED_FILTER = "labels.trainvm-managed = true"
 IN_FLIGHT = ("PROVISIONING", "STAGING")
 HTTP_TIMEOUT = 60.0
 WAIT_HTTP_TIMEOUT = 150.0  # zoneOperations.wait answers within ~2 min
-REPORT_RE = re.compile(r"TRAINVM_REPORT=([A-Za-z0-9+/=_-]+)")
-MAX_SERIAL_PAGES = 64
 _MISSING = object()
 
 
 class GcpCredentialsError(CloudError):
     """No usable credentials or project (exit 3)."""
-
-
-
-
-def _decode_report(text: str | None) -> dict[str, Any] | None:
-    """A report value: JSON, or base64 (standard or url-safe) of JSON; None when neither."""
-    if not text:
-        return None
-    text = text.strip()
-    candidates = [text] if text.startswith("{") else []
-    for decoder in (base64.b64decode, base64.urlsafe_b64decode):
-        try:
-            candidates.append(decoder(text + "=" * (-len(text) % 4)).decode())
-        except (binascii.Error, ValueError, UnicodeDecodeError):
-            pass
-    for c in candidates:
-        try:
-            value = json.loads(c)
-        except ValueError:
-            continue
-        if isinstance(value, dict):
-            return value
-    return None
 
 
 class GcpProvider:
@@ -104,6 +82,7 @@ class GcpProvider:
         self._api: SimpleNamespace | None = None
         self._images: dict[str, str] = {}
         self._sent = False  # create(): an insert went out, so a failure must clean up
+        self._fw = SshFirewall(self)
         # Credentials are checked now (google.auth only, ~0.1 s), so that a cloud without them is skipped
         # when the provider is built; compute_v1 (~1 s to import) waits for the first API call.
         self._credentials, self.project = self._auth()
@@ -121,7 +100,8 @@ class GcpProvider:
                 kw["client_options"] = {"api_endpoint": endpoint}
             self._api = SimpleNamespace(
                 v1=compute_v1, project=project, instances=compute_v1.InstancesClient(**kw),
-                zone_ops=compute_v1.ZoneOperationsClient(**kw), images=compute_v1.ImagesClient(**kw))
+                zone_ops=compute_v1.ZoneOperationsClient(**kw), images=compute_v1.ImagesClient(**kw),
+                firewalls=compute_v1.FirewallsClient(**kw), global_ops=compute_v1.GlobalOperationsClient(**kw))
         return self._api
 
     def _auth(self) -> tuple[Any, str]:
@@ -171,19 +151,22 @@ class GcpProvider:
                 self._backoff(attempt)
         raise AssertionError("unreachable")
 
-    def _wait(self, zone: str, op: Any, deadline: float) -> Any:
-        """Wait until ``op`` is DONE (bounded); the caller inspects ``op.error.errors``."""
+    def _wait(self, zone: str | None, op: Any, deadline: float) -> Any:
+        """Wait until ``op`` (zonal, or global when ``zone`` is None) is DONE (bounded); the caller inspects
+        ``op.error.errors``."""
         api, failures = self.api(), 0
         done = api.v1.Operation.Status.DONE
+        scope = {"zone": zone} if zone else {}
+        waiter = api.zone_ops.wait if zone else api.global_ops.wait
         while op.status != done:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise RetryExhaustedError(f"operation {op.name} in {zone} did not finish within "
+                raise RetryExhaustedError(f"operation {op.name} in {zone or 'global'} did not finish within "
                                           f"{self.op_timeout:g} s (TRAINVM_GCE_OP_TIMEOUT)", code="OPERATION_TIMEOUT")
             started = time.monotonic()
             try:
-                op = api.zone_ops.wait(project=api.project, zone=zone, operation=op.name, retry=None,
-                                       timeout=max(1.0, min(WAIT_HTTP_TIMEOUT, remaining + 5)))
+                op = waiter(project=api.project, operation=op.name, retry=None,
+                            timeout=max(1.0, min(WAIT_HTTP_TIMEOUT, remaining + 5)), **scope)
             except Exception as exc:  # noqa: BLE001
                 f, failures = errs.from_exception(exc), failures + 1
                 if not errs.is_retryable(f) or failures >= self.tries:
@@ -241,10 +224,14 @@ class GcpProvider:
             raise InvalidRequestError(f"not a zonal GCE offer: {offer.describe(spec.spot)}")
         zone, rid, done = offer.zone, request_id(spec, offer.zone), self.api().v1.Operation.Status.DONE
         deadline, self._sent = time.monotonic() + self.op_timeout, False
+        self._fw.start()
         try:
             existing = self._get(zone, spec.name)
             if existing is not None:
                 return self._adopt(existing, spec, offer, deadline)
+            if spec.ssh_from:  # the body is built (and checked) first: a request that cannot work creates no rules
+                self.instance(spec, offer, self.resolve_image(spec.os))
+                self._fw.ensure(spec, deadline)
             for _ in range(3):
                 op = self.submit(spec, offer, rid=rid)
                 if op is None:  # 409: created meanwhile (a concurrent or earlier `up`)
@@ -261,12 +248,12 @@ class GcpProvider:
                     continue
                 if failure:
                     raise errs.classify(failure)
-                return self._record(self._until_running(inst, zone, deadline), notes=ssh_notes(spec, self.project))
+                return self._record(self._until_running(inst, zone, deadline), notes=ssh_notes(spec))
             raise ProviderError("GCE kept answering with operations of earlier requests", code="STALE_REQUEST_ID")
         except ProviderError as exc:
-            note = self._cleanup(zone, spec) if self._sent else None
-            if note:
-                exc.args = (f"{exc}; {note}",)
+            notes = [self._cleanup(zone, spec) if self._sent else None, self._fw.cleanup(spec, zone)]
+            if any(notes):
+                exc.args = ("; ".join([str(exc), *filter(None, notes)]),)
             raise
 
     def _adopt(self, inst: Any, spec: LaunchSpec, offer: Offer, deadline: float) -> InstanceRecord:
@@ -278,6 +265,9 @@ class GcpProvider:
         if labels.get("trainvm-hash") != spec.labels.get("trainvm-hash"):
             raise ConflictError(f"a VM named {spec.name} already exists in {zone} for another version of the profile "
                                 f"(hash {labels.get('trainvm-hash')}); run `trainvm down {spec.name}` or pass --name")
+        tagged = ssh_tag(spec.name) in inst.tags.items
+        if tagged and spec.ssh_from:  # converge the rules (missing: created; another --ssh-from: updated)
+            self._fw.ensure(spec, deadline)
         if inst.status in IN_FLIGHT:  # an interrupted `up`: the same requestId gives back its operation
             meta = {i.key: i.value for i in inst.metadata.items}
             op = self.submit(spec, offer, image=meta.get("trainvm-image") or None)
@@ -286,7 +276,7 @@ class GcpProvider:
                 if failure and "ALREADY_EXISTS" not in (failure.code or ""):
                     raise errs.classify(failure)
             inst = self._until_running(self._get(zone, spec.name) or inst, zone, deadline)
-        return self._record(inst, notes=ssh_notes(spec, self.project), existing=True)
+        return self._record(inst, notes=ssh_notes(spec, tagged), existing=True)
 
     def _until_running(self, inst: Any, zone: str, deadline: float) -> Any:
         while inst.status in IN_FLIGHT and time.monotonic() < deadline:
@@ -333,13 +323,18 @@ class GcpProvider:
         return sorted((self._record(i) for i in self._aggregated(MANAGED_FILTER)), key=lambda r: (r.name, r.zone or ""))
 
     def delete(self, name: str, *, wait: bool = True) -> bool:
+        """The VM, then its SSH firewall rules (after it is gone, so its deny rule protects it to the end; with
+        ``wait=False`` they are deleted while it shuts down). No VM: leftover rules only."""
         inst = self._find_any(name)
         if inst is None:
-            return False
+            return self._fw.delete(name, wait=wait)
         zone = inst.zone.rsplit("/", 1)[-1]
         if dict(inst.labels).get("trainvm-managed") != "true":
             raise ConflictError(f"{name} in {zone} is not managed by trainvm (no trainvm-managed label); not deleting it")
-        return self._delete(zone, name, wait=wait)
+        deleted = self._delete(zone, name, wait=wait)
+        if ssh_tag(name) in inst.tags.items:
+            self._fw.delete(name, wait=wait)
+        return deleted
 
     def read_report(self, name: str) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
         inst = self._find_any(name)
@@ -351,44 +346,7 @@ class GcpProvider:
             profile = json.loads(meta["trainvm-profile"]) if meta.get("trainvm-profile") else None
         except ValueError:
             profile = None
-        return self._guest_report(zone, name) or self._serial_report(zone, name), profile
-
-    def _guest_report(self, zone: str, name: str) -> dict[str, Any] | None:
-        api = self.api()
-        req = api.v1.GetGuestAttributesInstanceRequest(project=api.project, zone=zone, instance=name,
-                                                       variable_key="trainvm/report")
-        try:
-            got = self._call(lambda: api.instances.get_guest_attributes(request=req, retry=None, timeout=HTTP_TIMEOUT),
-                             missing=None)
-        except ProviderError:  # not enabled (400), no permission (403): the console still has the report
-            return None
-        return _decode_report(got.variable_value) if got is not None else None
-
-    def _serial_report(self, zone: str, name: str) -> dict[str, Any] | None:
-        """The last decodable ``TRAINVM_REPORT=<base64>`` on serial port 1 (all pages of the buffer)."""
-        api, start, tail, last = self.api(), 0, "", None
-
-        def scan(text: str) -> None:
-            nonlocal last
-            for m in REPORT_RE.finditer(text):
-                last = _decode_report(m.group(1)) or last
-
-        for _ in range(MAX_SERIAL_PAGES):
-            req = api.v1.GetSerialPortOutputInstanceRequest(project=api.project, zone=zone, instance=name, port=1,
-                                                            start=start)
-            out = self._call(lambda: api.instances.get_serial_port_output(request=req, retry=None, timeout=HTTP_TIMEOUT),
-                             missing=None)
-            if out is None or not out.contents:
-                break
-            text = tail + out.contents
-            cut = text.rfind("\n") + 1
-            scan(text[:cut])
-            tail = text[cut:]
-            if int(out.next_ or 0) <= start:
-                break
-            start = int(out.next_)
-        scan(tail)
-        return last
+        return guest_report(self, zone, name) or serial_report(self, zone, name), profile
 
     def _record(self, inst: Any, *, notes: list[str] | None = None, existing: bool = False) -> InstanceRecord:
         labels, zone = dict(inst.labels), inst.zone.rsplit("/", 1)[-1]

@@ -23,15 +23,25 @@ Decisions (SPEC "What `up` creates"):
 - Service account: the project's default one with the smallest scopes that work: logging.write and
   monitoring.write always; devstorage.read_only when a data source is ``gs://``; cloud-platform only
   when the profile references ``secret://gcp/...`` (Secret Manager has no narrower scope).
-- Network: the ``default`` network with one ONE_TO_ONE_NAT external address. With ``ssh_from`` the VM
-  gets the network tag ``trainvm-ssh``; trainvm does not create firewall rules: ``ssh_notes`` gives the
-  gcloud command that `up` prints (and that the record carries in ``extra["notes"]``).
+- Network: the ``default`` network with one ONE_TO_ONE_NAT external address (IPv4 only).
+- SSH (SPEC: ``ssh_from`` is the only source allowed to SSH in): on a default network, the project's
+  ``default-allow-ssh`` rule (priority 65534) lets tcp:22 in from 0.0.0.0/0 to every instance. With
+  ``ssh_from`` the VM gets its own network tag (``ssh_tag``: ``<vm>-ssh``) and two VPC firewall rules
+  target that tag (``firewall_bodies``): ``<vm>-ssh-allow`` allows tcp:22 from exactly ``ssh_from`` at
+  priority 900, ``<vm>-ssh-deny`` denies tcp:22 from 0.0.0.0/0 at priority 910. Lower numbers win, so
+  the allow beats the deny and the deny beats default-allow-ssh (and any other allow rule numbered
+  above 910, e.g. one for IAP's 35.235.240.0/20). The deny names IPv4 only: GCE rejects a rule that mixes
+  IPv4 and IPv6 ranges, and the VM has no IPv6 address (IPV4_ONLY on the default network), so there is
+  no IPv6 path to close. Names longer than 63 characters are cut and made unique with a hash of the VM
+  name. Without ``ssh_from`` nothing is created and the project's firewall decides (``ssh_notes`` says so).
 - Secure Boot is off explicitly: the startup script installs DKMS-built NVIDIA modules, which an
   unenrolled MOK would make the kernel reject (startup-scripts.md §1.8). vTPM and integrity monitoring stay on.
 """
 
 from __future__ import annotations
 
+import hashlib
+import ipaddress
 import math
 import uuid
 from typing import Any
@@ -53,7 +63,9 @@ SCOPE_LOGGING = "https://www.googleapis.com/auth/logging.write"
 SCOPE_MONITORING = "https://www.googleapis.com/auth/monitoring.write"
 SCOPE_GCS_READ = "https://www.googleapis.com/auth/devstorage.read_only"
 SCOPE_CLOUD_PLATFORM = "https://www.googleapis.com/auth/cloud-platform"
-SSH_TAG = "trainvm-ssh"
+SSH_ALLOW_PRIORITY, SSH_DENY_PRIORITY = 900, 910  # both ahead of default-allow-ssh (65534)
+DEFAULT_ALLOW_SSH_PRIORITY = 65534
+GCE_NAME_MAX = 63  # names and network tags: [a-z]([-a-z0-9]{0,61}[a-z0-9])?
 METADATA_VALUE_MAX = 256 * 1024  # bytes per metadata value
 METADATA_TOTAL_MAX = 512 * 1024  # bytes for all keys + values
 MAX_RUN_SECONDS = (30, 120 * 86400)  # what GCE accepts for maxRunDuration
@@ -92,17 +104,90 @@ def scopes_for(spec: LaunchSpec) -> list[str]:
     return scopes
 
 
-def ssh_notes(spec: LaunchSpec, project: str) -> list[str]:
-    """What `up` prints about SSH access (trainvm does not create firewall rules)."""
+def network_url(project: str) -> str:
+    return f"projects/{project}/global/networks/default"
+
+
+def fit_name(base: str, suffix: str) -> str:
+    """``base + suffix`` when it fits GCE's 63 characters; else base cut short + 8 hex of its sha256 + suffix."""
+    if len(base) + len(suffix) <= GCE_NAME_MAX:
+        return base + suffix
+    digest = hashlib.sha256(base.encode()).hexdigest()[:8]
+    return f"{base[:GCE_NAME_MAX - len(suffix) - 9].rstrip('-')}-{digest}{suffix}"
+
+
+def ssh_tag(vm: str) -> str:
+    """The network tag that the VM's SSH firewall rules target (one per VM)."""
+    return fit_name(vm, "-ssh")
+
+
+def ssh_rule_names(vm: str) -> tuple[str, str]:
+    """(allow rule, deny rule) names of a VM: deterministic, so a re-run and ``down`` find them."""
+    return fit_name(vm, "-ssh-allow"), fit_name(vm, "-ssh-deny")
+
+
+def firewall_bodies(spec: LaunchSpec, project: str) -> list[dict[str, Any]]:
+    """The two ``firewalls.insert`` bodies (REST JSON) that make ``ssh_from`` the only SSH source; [] without it."""
     if not spec.ssh_from:
         return []
-    rule = "trainvm-ssh-" + "".join(c if c.isalnum() else "-" for c in spec.ssh_from).strip("-")
+    allow, deny = ssh_rule_names(spec.name)
+    owner = f"VM {spec.name} (profile {spec.profile_name}, sha256 {spec.profile_hash[:16]})"
+    common = {"network": network_url(project), "direction": "INGRESS", "targetTags": [ssh_tag(spec.name)]}
+    ssh = [{"IPProtocol": "tcp", "ports": ["22"]}]
     return [
-        f"the VM has the network tag {SSH_TAG}; trainvm creates no firewall rule. Allow SSH from {spec.ssh_from} with:\n"
-        f"  gcloud compute firewall-rules create {rule} --project {project} --network default --direction INGRESS "
-        f"--action allow --rules tcp:22 --source-ranges {spec.ssh_from} --target-tags {SSH_TAG}\n"
-        "  (an auto-mode default network may also carry default-allow-ssh from 0.0.0.0/0; remove it to restrict SSH)"
+        {"name": allow, "description": f"trainvm: SSH to {owner} only from {spec.ssh_from}", **common,
+         "priority": SSH_ALLOW_PRIORITY, "sourceRanges": [spec.ssh_from], "allowed": ssh},
+        {"name": deny, "description": f"trainvm: no SSH to {owner} from elsewhere", **common,
+         "priority": SSH_DENY_PRIORITY, "sourceRanges": ["0.0.0.0/0"], "denied": ssh},
     ]
+
+
+def firewall_shape(rule: dict[str, Any]) -> dict[str, Any]:
+    """What decides whether a stored rule (REST JSON, as GET returns it) is the one ``firewall_bodies`` wants:
+    the fields trainvm sets, with the defaults GCE fills in and the network as a relative path."""
+    net = str(rule.get("network") or "global/networks/default")
+    net = net[net.index("projects/"):] if "projects/" in net else net
+
+    def entries(key: str) -> list[tuple[str, tuple[str, ...]]]:
+        return sorted((str(e.get("IPProtocol", "")).lower(), tuple(e.get("ports") or ())) for e in rule.get(key) or ())
+
+    return {"name": rule.get("name"), "description": rule.get("description") or "", "network": net,
+            "direction": rule.get("direction") or "INGRESS", "priority": int(rule.get("priority", 1000)),
+            "sourceRanges": sorted(rule.get("sourceRanges") or ()), "targetTags": sorted(rule.get("targetTags") or ()),
+            "allowed": entries("allowed"), "denied": entries("denied"), "disabled": bool(rule.get("disabled")),
+            "other": sorted(k for k in ("sourceTags", "sourceServiceAccounts", "targetServiceAccounts", "destinationRanges")
+                            if rule.get(k))}
+
+
+def is_trainvm_rule(rule: dict[str, Any], vm: str) -> bool:
+    """A rule that trainvm created for ``vm`` (so a re-run may update it and ``down`` may delete it)."""
+    return (str(rule.get("description") or "").startswith("trainvm:") and f"VM {vm} " in str(rule.get("description"))
+            and list(rule.get("targetTags") or ()) == [ssh_tag(vm)])
+
+
+def ssh_notes(spec: LaunchSpec, tagged: bool | None = None) -> list[str]:
+    """What `up` prints about SSH access. ``tagged``: whether the VM carries its SSH tag (default: a new VM
+    carries it exactly when ``ssh_from`` is set); an adopted VM created otherwise gets its own note."""
+    tagged = bool(spec.ssh_from) if tagged is None else tagged
+    allow, deny = ssh_rule_names(spec.name)
+    if tagged and spec.ssh_from:
+        note = (f"SSH (tcp:22) is allowed only from {spec.ssh_from}: firewall rules {allow} (allow, priority "
+                f"{SSH_ALLOW_PRIORITY}) and {deny} (deny from 0.0.0.0/0, priority {SSH_DENY_PRIORITY}) target the "
+                f"VM's network tag {ssh_tag(spec.name)} ahead of default-allow-ssh ({DEFAULT_ALLOW_SSH_PRIORITY}); "
+                f"`trainvm down {spec.name}` deletes them")
+        if ipaddress.ip_network(spec.ssh_from, strict=False).version == 6:
+            note += "; the VM has only an IPv4 address, so SSH from an IPv6 range cannot reach it"
+        return [note]
+    if tagged:
+        return [f"SSH to this VM is restricted by the firewall rules {allow} and {deny} created with it "
+                f"(`trainvm down {spec.name}` deletes them)"]
+    if spec.ssh_from:
+        return [f"{spec.name} already existed without trainvm's SSH firewall rules, so ssh_from {spec.ssh_from} is "
+                "not applied: the project's firewall governs SSH (default-allow-ssh allows 0.0.0.0/0 on the default "
+                f"network); run `trainvm down {spec.name}` and `up` again to restrict it"]
+    return ["SSH is governed by the project's firewall: on the default network, default-allow-ssh allows tcp:22 "
+            "from any address (0.0.0.0/0). To allow only your address, pass --ssh-from CIDR (e.g. 203.0.113.7/32) "
+            "or set placement.ssh_from"]
 
 
 def local_ssd_count(machine_type: str, gib: int) -> int:
@@ -194,13 +279,13 @@ def instance_body(spec: LaunchSpec, offer: Offer, image: str, project: str) -> d
                                       "acceleratorCount": offer.gpu_count}]
     body["scheduling"] = _scheduling(spec, offer)
     body["disks"] = _disks(spec, offer, zone, image)
-    body["networkInterfaces"] = [{"network": f"projects/{project}/global/networks/default",
+    body["networkInterfaces"] = [{"network": network_url(project),
                                   "accessConfigs": [{"name": "External NAT", "type": "ONE_TO_ONE_NAT"}]}]
     body["serviceAccounts"] = [{"email": "default", "scopes": scopes_for(spec)}]
     body["metadata"] = _metadata(spec, image)
     body["labels"] = dict(spec.labels)
     if spec.ssh_from:
-        body["tags"] = {"items": [SSH_TAG]}
+        body["tags"] = {"items": [ssh_tag(spec.name)]}
     body["shieldedInstanceConfig"] = {"enableSecureBoot": False, "enableVtpm": True, "enableIntegrityMonitoring": True}
     return body
 

@@ -3,9 +3,11 @@
 Point the real SDK at it:  compute_v1.InstancesClient(credentials=AnonymousCredentials(),
 client_options={"api_endpoint": emu.url}).  Request bodies and parameters are checked against Compute's
 discovery document (gce_validate.py); errors use Google's JSON error shape; operations advance on
-zoneOperations.get / wait.  Fault injection: `emu.inject(kind, zone=None, times=1, method=None, **params)`
-with a kind from HTTP_FAULTS, OP_FAULTS or "unreachable" (aggregatedList scope).  The Compute methods it
-serves (operations, instances, images) are in gce_methods.py.
+zoneOperations.get / wait (globalOperations for firewall rules).  Fault injection:
+`emu.inject(kind, zone=None, times=1, method=None, **params)` with a kind from HTTP_FAULTS, OP_FAULTS or
+"unreachable" (aggregatedList scope).  The Compute methods it serves are in gce_methods.py (zone operations,
+instances, images) and gce_firewalls.py (global firewall rules and global operations, with the default
+network's rules and `ingress_decision` to evaluate them).
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from .gce_faults import HTTP_FAULTS, OP_FAULTS, http_fault_error
+from .gce_firewalls import FirewallsMixin
 from .gce_methods import ComputeMethodsMixin
 from .gce_validate import ApiError, Discovery, invalid
 
@@ -31,7 +34,10 @@ DEFAULT_IMAGES = {("ubuntu-os-cloud", "ubuntu-2204-lts"): "ubuntu-2204-jammy-v20
 ROUTES = ("compute.instances.insert", "compute.instances.list", "compute.instances.get", "compute.instances.delete",
           "compute.instances.aggregatedList", "compute.instances.getSerialPortOutput",
           "compute.instances.getGuestAttributes", "compute.zoneOperations.get", "compute.zoneOperations.wait",
-          "compute.images.getFromFamily", "compute.images.get")
+          "compute.images.getFromFamily", "compute.images.get", "compute.firewalls.insert", "compute.firewalls.get",
+          "compute.firewalls.list", "compute.firewalls.update", "compute.firewalls.delete",
+          "compute.globalOperations.get", "compute.globalOperations.wait")
+OP_FAULT_METHODS = (None, "insert", "instances.insert", "firewalls.insert")
 FAULT_KINDS = set(HTTP_FAULTS) | set(OP_FAULTS) | {"unreachable"}
 ZONE_NAME = re.compile(r"[a-z]+-[a-z]+[0-9]+-[a-z]")
 
@@ -77,7 +83,7 @@ class _Handler(BaseHTTPRequestHandler):
     do_GET = do_POST = do_DELETE = do_PUT = do_PATCH = _handle
 
 
-class GceEmulator(ComputeMethodsMixin):
+class GceEmulator(FirewallsMixin, ComputeMethodsMixin):
     """Compute Engine REST emulator. Use as a context manager or start()/stop(); state is per emulator.
 
     polls_to_done: zoneOperations get/wait calls until an operation is DONE (0: insert/delete answer DONE).
@@ -86,15 +92,18 @@ class GceEmulator(ComputeMethodsMixin):
     require_auth: 401 unless a Bearer token is sent.  zones: scopes aggregatedList reports (inserted zones are
     added).  images: {(image project, family): image name}.  networks: names accepted in networkInterfaces.
     serial_buffer_bytes: console bytes kept (older output is discarded, as GCE keeps 1 MiB).
+    default_firewalls: every project's default network starts with GCE's default rules (default-allow-ssh, ...).
     """
 
     def __init__(self, *, polls_to_done: int = 1, initial_op_status: str = "RUNNING", reject_output_only: bool = True,
                  require_auth: bool = False, zones=DEFAULT_ZONES, images: dict | None = None,
-                 networks=("default",), serial_buffer_bytes: int = 1 << 20, seed: int | None = None):
+                 networks=("default",), serial_buffer_bytes: int = 1 << 20, seed: int | None = None,
+                 default_firewalls: bool = True):
         self.polls_to_done, self.initial_op_status, self.require_auth = polls_to_done, initial_op_status, require_auth
         self.discovery = Discovery(reject_output_only=reject_output_only)
         self.known_zones, self.networks, self.serial_buffer_bytes = list(zones), tuple(networks), serial_buffer_bytes
         self.images = dict(DEFAULT_IMAGES if images is None else images)
+        self.default_firewalls = default_firewalls
         self._rng = random.Random(seed)
         self._lock = threading.RLock()
         self._routes = []
@@ -136,9 +145,12 @@ class GceEmulator(ComputeMethodsMixin):
         return f"http://127.0.0.1:{self._server.server_address[1]}"
 
     def reset(self) -> None:
-        """Forget instances, operations, faults, console/guest data and recorded requests (server keeps running)."""
+        """Forget instances, firewall rules, operations, faults, console/guest data and recorded requests (server
+        keeps running)."""
         with self._lock:
             self.instances: dict[tuple, dict] = {}
+            self.firewalls: dict[tuple, dict] = {}  # (project, name) -> Firewall
+            self._fw_projects: set[str] = set()  # projects whose default rules exist
             self.operations: dict[tuple, dict] = {}
             self._op_state: dict[tuple, dict] = {}
             self._request_ids: dict[tuple, tuple] = {}
@@ -150,14 +162,17 @@ class GceEmulator(ComputeMethodsMixin):
     # ------------------------------------------------------------------ test helpers
     def inject(self, kind: str, zone: str | None = None, times: int | None = 1, method: str | None = None,
                **params) -> Fault:
-        """Queue a fault. HTTP kinds and op kinds default to method 'insert'; 'unreachable' to 'aggregatedList'.
-        `method` is a discovery method name ('insert', 'instances.get', 'zoneOperations.wait', '*').
+        """Queue a fault. HTTP kinds and op kinds default to method 'instances.insert'; 'unreachable' to
+        'aggregatedList'. `method` is a discovery method name, qualified ('firewalls.insert', 'instances.get',
+        'zoneOperations.wait') or short ('insert': every resource's insert), or '*'. Operation faults apply to
+        instances.insert and firewalls.insert. A fault with a zone never matches a global method (firewalls).
         Params: quota_*: metric=, region=; invalid_400: message=; op kinds: message=."""
         if kind not in FAULT_KINDS:
             raise ValueError(f"unknown fault kind {kind!r}; known: {sorted(FAULT_KINDS)}")
-        if kind in OP_FAULTS and method not in (None, "insert"):
-            raise ValueError("operation faults apply to instances.insert only")
-        fault = Fault(kind, zone, times, method or ("aggregatedList" if kind == "unreachable" else "insert"), params)
+        if kind in OP_FAULTS and method not in OP_FAULT_METHODS:
+            raise ValueError("operation faults apply to instances.insert and firewalls.insert only")
+        fault = Fault(kind, zone, times, method or ("aggregatedList" if kind == "unreachable" else "instances.insert"),
+                      params)
         with self._lock:
             self.faults.append(fault)
         return fault
@@ -211,14 +226,16 @@ class GceEmulator(ComputeMethodsMixin):
         return [r for r in self.requests if r.method_id and (r.method_id == method_id or r.method_id.endswith("." + method_id))]
 
     def sdk_clients(self, credentials=None):
-        """compute_v1 clients bound to this emulator: .instances, .zone_operations, .images (anonymous by default)."""
+        """compute_v1 clients bound to this emulator: .instances, .zone_operations, .images, .firewalls,
+        .global_operations (anonymous by default)."""
         from types import SimpleNamespace
         from google.auth.credentials import AnonymousCredentials
         from google.cloud import compute_v1
         kw = {"credentials": credentials or AnonymousCredentials(), "client_options": {"api_endpoint": self.url}}
         return SimpleNamespace(instances=compute_v1.InstancesClient(**kw),
                                zone_operations=compute_v1.ZoneOperationsClient(**kw),
-                               images=compute_v1.ImagesClient(**kw))
+                               images=compute_v1.ImagesClient(**kw), firewalls=compute_v1.FirewallsClient(**kw),
+                               global_operations=compute_v1.GlobalOperationsClient(**kw))
 
     # ------------------------------------------------------------------ HTTP plumbing
     def _dispatch(self, h: BaseHTTPRequestHandler) -> None:
@@ -280,4 +297,4 @@ class GceEmulator(ComputeMethodsMixin):
     def _http_fault(self, mid: str, params: dict) -> None:
         f = self._take_fault(HTTP_FAULTS, mid, params.get("zone"))
         if f:
-            raise http_fault_error(f.kind, f.params, params.get("project"), params.get("zone"))
+            raise http_fault_error(f.kind, f.params, params.get("project"), params.get("zone"), mid)

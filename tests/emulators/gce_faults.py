@@ -9,8 +9,7 @@ from .gce_validate import ApiError
 HTTP_FAULTS = {
     "auth_401": (401, "required", "global", "Request is missing required authentication credential. Expected OAuth 2 "
                  "access token, login cookie or other valid authentication credential.", "UNAUTHENTICATED"),
-    "permission_403": (403, "forbidden", "global", "Required 'compute.instances.create' permission for "
-                       "'projects/{project}/zones/{zone}/instances'", None),
+    "permission_403": (403, "forbidden", "global", "Required '{permission}' permission for '{resource}'", None),
     "invalid_400": (400, "invalid", "global", "{message}", None),
     "quota_403": (403, "quotaExceeded", "usageLimits", "{quota_message}", None),
     "rate_429": (429, "rateLimitExceeded", "usageLimits", "Rate Limit Exceeded", "RESOURCE_EXHAUSTED"),
@@ -33,17 +32,22 @@ def quota_message(metric: str, region: str | None) -> str:
     return f"Quota '{metric}' exceeded.  Limit: 0.0 {where}."
 
 
-def http_fault_error(kind: str, params: dict, project: str | None, zone: str | None) -> ApiError:
+def http_fault_error(kind: str, params: dict, project: str | None, zone: str | None,
+                     method_id: str = "compute.instances.insert") -> ApiError:
     code, reason, domain, msg, status = HTTP_FAULTS[kind]
-    zone = zone or "us-central1-a"
-    text = msg.format(project=project, zone=zone,
+    _, collection, verb = method_id.split(".")
+    permission = f"compute.{collection}.{ {'insert': 'create', 'aggregatedList': 'list'}.get(verb, verb)}"
+    resource = f"projects/{project}/zones/{zone}/{collection}" if zone else f"projects/{project}/global/{collection}"
+    region = params.get("region", region_of(zone) if zone else None)  # a global method: a project-wide quota
+    text = msg.format(project=project, permission=permission, resource=resource,
                       message=params.get("message", "Invalid value for field 'resource': ''. Injected invalid_400 fault."),
-                      quota_message=quota_message(params.get("metric", "GPUS_ALL_REGIONS"), params.get("region", region_of(zone))))
+                      quota_message=quota_message(params.get("metric", "GPUS_ALL_REGIONS"), region))
     return ApiError(code, reason, text, domain, status)
 
 
-def op_error(kind: str, params: dict, project: str, zone: str) -> dict:
-    """The fields a failed operation gets once DONE: error.errors[] (+ httpError* unless bare)."""
+def op_error(kind: str, params: dict, project: str, zone: str | None) -> dict:
+    """The fields a failed operation gets once DONE: error.errors[] (+ httpError* unless bare). ``zone`` is None
+    for a global operation (a firewall rule): a regional quota kind then reads as the project-wide one."""
     code, http_code, http_msg = OP_FAULTS[kind]
     where = f"The zone 'projects/{project}/zones/{zone}' does not have enough resources available to fulfill the request."
     error = {"code": code, "message": f"{where}  Try a different zone, or try again later."}
@@ -51,7 +55,7 @@ def op_error(kind: str, params: dict, project: str, zone: str) -> dict:
         error["message"] = f"{where}  '(resource type:compute)'."
         error["errorDetails"] = [{"localizedMessage": {"locale": "en-US", "message": error["message"]}}]
     if code == "QUOTA_EXCEEDED":
-        glob = kind == "quota_op_global"
+        glob = kind == "quota_op_global" or zone is None
         metric = params.get("metric", "GPUS_ALL_REGIONS" if glob else "NVIDIA_T4_GPUS")
         region = None if glob else params.get("region", region_of(zone))
         error["message"] = quota_message(metric, region)

@@ -37,6 +37,7 @@ DISK_TYPES = {"pd-standard", "pd-balanced", "pd-ssd", "pd-extreme", "hyperdisk-b
               "hyperdisk-throughput", "hyperdisk-ml", "local-ssd"}
 LABEL_KEY = re.compile(r"[a-z][a-z0-9_-]{0,62}")
 LABEL_VALUE = re.compile(r"[a-z0-9_-]{0,63}")
+NETWORK_TAG = re.compile(r"[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?")
 METADATA_VALUE_MAX = 256 * 1024
 METADATA_TOTAL_MAX = 512 * 1024
 
@@ -260,6 +261,10 @@ def check_instance(body: dict, project: str, zone: str, networks=("default",)) -
         if not isinstance(v, str) or not LABEL_VALUE.fullmatch(v):
             bad("labels", v, f"Label value '{v}' violates format constraints. The value can only contain lowercase "
                              "letters, numeric characters, underscores and dashes. The value can be at most 63 characters long.")
+
+    for i, tag in enumerate((body.get("tags") or {}).get("items") or []):
+        if not isinstance(tag, str) or not NETWORK_TAG.fullmatch(tag):
+            bad(f"tags.items[{i}]", tag, f"Network tags must be a match of regex '{NETWORK_TAG.pattern}' (1-63 characters).")
 
     items = (body.get("metadata") or {}).get("items") or []
     seen, total = set(), 0

@@ -53,7 +53,9 @@ def test_t4_happy_path_wire_body(gce, provider, spec, offer):
         s.name, "gcp", "us-central1-a", "us-central1", "n1-standard-8", "RUNNING")
     assert rec.profile == "bert-finetune" and rec.hash == s.profile_hash[:16] and rec.image == PINNED
     assert rec.ip.startswith("198.51.100.") and rec.created and rec.price_hourly is None
-    assert "existing" not in rec.extra and "notes" not in rec.extra
+    assert "existing" not in rec.extra
+    (note,) = rec.extra["notes"]  # no ssh_from: no firewall rule, and `up` says who can SSH in
+    assert "default-allow-ssh" in note and "--ssh-from CIDR" in note
     assert rec.extra["ssh"] == f"gcloud compute ssh {s.name} --zone us-central1-a --project test-proj"
     assert gce.instance(s.name)["status"] == "RUNNING"
 
@@ -71,10 +73,11 @@ def test_spot_with_local_nvme_and_ssh_tag(gce, provider, spec, offer):
     rec = provider.create(s, offer())
     body = gce.calls("instances.insert")[0].body
     assert body["scheduling"]["provisioningModel"] == "SPOT" and body["scheduling"]["instanceTerminationAction"] == "DELETE"
-    assert body["scheduling"]["automaticRestart"] is False and body["tags"] == {"items": ["trainvm-ssh"]}
+    assert body["scheduling"]["automaticRestart"] is False and body["tags"] == {"items": [f"{s.name}-ssh"]}
     stored = gce.instance(s.name)
     assert [(d["type"], d["interface"]) for d in stored["disks"]] == [("PERSISTENT", "SCSI"), ("SCRATCH", "NVME"), ("SCRATCH", "NVME")]
-    assert rec.extra["spot"] is True and "gcloud compute firewall-rules create" in rec.extra["notes"][0]
+    assert rec.extra["spot"] is True and "allowed only from 203.0.113.7/32" in rec.extra["notes"][0]
+    assert "gcloud compute firewall-rules create" not in rec.extra["notes"][0]
 
 
 def test_image_is_resolved_once_per_provider(gce, provider, spec, offer):

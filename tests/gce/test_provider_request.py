@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -21,11 +22,16 @@ from provisioner.providers.base import (
 from provisioner.providers.gcp_request import (
     SCOPE_CLOUD_PLATFORM,
     SCOPE_GCS_READ,
+    firewall_bodies,
+    firewall_shape,
     instance_body,
+    is_trainvm_rule,
     local_ssd_count,
     request_id,
     request_preview,
     ssh_notes,
+    ssh_rule_names,
+    ssh_tag,
 )
 
 IMG = "projects/ubuntu-os-cloud/global/images/ubuntu-2204-jammy-v20261015"
@@ -113,11 +119,56 @@ def test_local_nvme_disks_and_limits(spec, offer):
 
 def test_ssh_from_tag_and_notes(spec, offer):
     s = spec(ssh_from="203.0.113.7/32")
-    assert instance_body(s, offer(), IMG, "p")["tags"] == {"items": ["trainvm-ssh"]}
-    (note,) = ssh_notes(s, "my-proj")
-    assert "gcloud compute firewall-rules create trainvm-ssh-203-0-113-7-32 --project my-proj" in note
-    assert "--source-ranges 203.0.113.7/32 --target-tags trainvm-ssh" in note and "tcp:22" in note
-    assert ssh_notes(spec(), "p") == []
+    assert instance_body(s, offer(), IMG, "p")["tags"] == {"items": [f"{s.name}-ssh"]}
+    assert "tags" not in instance_body(spec(), offer(), IMG, "p")
+    (note,) = ssh_notes(s)
+    assert f"{s.name}-ssh-allow (allow, priority 900)" in note and f"{s.name}-ssh-deny (deny from 0.0.0.0/0, priority 910)" in note
+    assert "only from 203.0.113.7/32" in note and "gcloud" not in note
+    (note,) = ssh_notes(spec())
+    assert "governed by the project's firewall" in note and "default-allow-ssh" in note and "--ssh-from CIDR" in note
+    assert "not applied" in ssh_notes(s, tagged=False)[0] and "restricted" in ssh_notes(spec(), tagged=True)[0]
+    assert "IPv6" in ssh_notes(spec(ssh_from="2001:db8::/32"))[0]
+
+
+def test_firewall_bodies(spec):
+    s = spec(ssh_from="203.0.113.7/32")
+    allow, deny = firewall_bodies(s, "my-proj")
+    common = {"network": "projects/my-proj/global/networks/default", "direction": "INGRESS", "targetTags": [f"{s.name}-ssh"]}
+    assert allow == {"name": f"{s.name}-ssh-allow", **common, "priority": 900, "sourceRanges": ["203.0.113.7/32"],
+                     "allowed": [{"IPProtocol": "tcp", "ports": ["22"]}], "description": allow["description"]}
+    assert deny == {"name": f"{s.name}-ssh-deny", **common, "priority": 910, "sourceRanges": ["0.0.0.0/0"],
+                    "denied": [{"IPProtocol": "tcp", "ports": ["22"]}], "description": deny["description"]}
+    for body in (allow, deny):
+        assert body["description"].startswith("trainvm:") and s.profile_hash[:16] in body["description"]
+        assert is_trainvm_rule(body, s.name) and not is_trainvm_rule(body, "other-vm")
+    assert firewall_bodies(spec(), "p") == []
+
+
+def test_firewall_shape_ignores_server_defaults(spec):
+    from google.cloud import compute_v1
+
+    s = spec(ssh_from="203.0.113.7/32")
+    for body in firewall_bodies(s, "p"):
+        compute_v1.Firewall.from_json(json.dumps(body))  # raises on an unknown field name
+        stored = {**body, "network": "https://www.googleapis.com/compute/v1/projects/p/global/networks/default",
+                  "kind": "compute#firewall", "id": "1", "disabled": False, "logConfig": {"enable": False},
+                  "sourceTags": [], "destinationRanges": []}
+        assert firewall_shape(stored) == firewall_shape(body)
+        assert firewall_shape({**stored, "sourceRanges": ["198.51.100.0/24"]}) != firewall_shape(body)
+        assert firewall_shape({**stored, "priority": 1000}) != firewall_shape(body)
+        assert firewall_shape({**stored, "sourceTags": ["x"]}) != firewall_shape(body)
+
+
+@pytest.mark.parametrize("vm", ["trainvm-bert-finetune-da801425", "a" * 63, "x" + "-" * 50 + "y" * 12, "vm"])
+def test_rule_and_tag_names_fit_gce(vm):
+    allow, deny = ssh_rule_names(vm)
+    names = [allow, deny, ssh_tag(vm)]
+    assert all(len(n) <= 63 and re.fullmatch(r"[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?", n) for n in names), names
+    assert len(set(names)) == 3 and ssh_rule_names(vm) == (allow, deny)  # deterministic
+    if len(vm) <= 53:
+        assert (allow, deny) == (f"{vm}-ssh-allow", f"{vm}-ssh-deny")
+    else:
+        assert ssh_rule_names(vm[:-1] + "z") != (allow, deny)  # cut short, but still one per VM
 
 
 def test_secret_reference_adds_cloud_platform_scope(spec, offer):
