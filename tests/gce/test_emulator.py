@@ -35,16 +35,13 @@ FAST = polling.DEFAULT_POLLING.with_delay(initial=0.001, maximum=0.01).with_time
 
 
 @pytest.fixture(scope="module")
-def server():
-    with GceEmulator(seed=1) as emu:
-        yield emu
+def server(gce_server):  # the session emulator of tests/gce/conftest.py
+    return gce_server
 
 
 @pytest.fixture
-def emu(server):
-    server.reset()
-    server.polls_to_done = 1
-    yield server
+def emu(gce):  # reset for every test by conftest's `gce`
+    return gce
 
 
 @pytest.fixture(scope="module")

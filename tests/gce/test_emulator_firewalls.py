@@ -30,16 +30,13 @@ RULE = {"name": "vm-ssh-allow", "network": f"projects/{P}/global/networks/defaul
 
 
 @pytest.fixture(scope="module")
-def server():
-    with GceEmulator(seed=3) as emu:
-        yield emu
+def server(gce_server):  # the session emulator of tests/gce/conftest.py
+    return gce_server
 
 
 @pytest.fixture
-def emu(server):
-    server.reset()
-    server.polls_to_done = 1
-    yield server
+def emu(gce):  # reset for every test by conftest's `gce`
+    return gce
 
 
 @pytest.fixture(scope="module")
