@@ -256,10 +256,14 @@ def run_status(name: str | None, json_out: bool) -> int:
     return 0
 
 
-def _locate(name: str) -> tuple[InstanceRecord, Provider] | None:
+def _credentialed() -> dict[str, Provider]:
     providers, _ = _providers(list(PROVIDERS))
     if not providers:
         raise CloudError("no cloud credentials found", hint=_cred_hint())
+    return providers
+
+
+def _locate(name: str, providers: dict[str, Provider]) -> tuple[InstanceRecord, Provider] | None:
     for provider in providers.values():
         record = provider.find(name)
         if record is not None:
@@ -268,11 +272,11 @@ def _locate(name: str) -> tuple[InstanceRecord, Provider] | None:
 
 
 def run_down(name: str, *, yes: bool, wait: bool, json_out: bool) -> int:
-    located = _locate(name)
+    providers = _credentialed()
+    located = _locate(name, providers)
     if located is None:
         # The VM is gone (deleted, or a spot VM evicted), but what was created for it may remain
         # (Azure: the resource group with its VNet/NSG). delete() is idempotent and cleans that up.
-        providers, _ = _providers(list(PROVIDERS))
         cleaned = [cloud for cloud, provider in providers.items() if provider.delete(name, wait=wait)]
         if cleaned:
             if json_out:
@@ -304,7 +308,7 @@ def run_down(name: str, *, yes: bool, wait: bool, json_out: bool) -> int:
 def run_verify_remote(name: str, json_out: bool) -> int:
     from provisioner.verify.compare import compare
 
-    located = _locate(name)
+    located = _locate(name, _credentialed())
     if located is None:
         raise CloudError(f"no trainvm VM named {name} on any cloud with credentials")
     record, provider = located

@@ -40,6 +40,18 @@ def gce(gce_server):
     gce_server.reset()
 
 
+@pytest.fixture(scope="module")
+def server(gce_server):
+    """The emulator under its short name, for the emulator's own tests."""
+    return gce_server
+
+
+@pytest.fixture
+def emu(gce):
+    """The emulator, reset for this test."""
+    return gce
+
+
 @pytest.fixture
 def make_provider(gce) -> Callable[..., Any]:
     from provisioner.providers.gcp import GcpProvider

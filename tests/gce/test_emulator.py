@@ -35,16 +35,6 @@ FAST = polling.DEFAULT_POLLING.with_delay(initial=0.001, maximum=0.01).with_time
 
 
 @pytest.fixture(scope="module")
-def server(gce_server):  # the session emulator of tests/gce/conftest.py
-    return gce_server
-
-
-@pytest.fixture
-def emu(gce):  # reset for every test by conftest's `gce`
-    return gce
-
-
-@pytest.fixture(scope="module")
 def sdk(server):
     clients = server.sdk_clients()
     # G1: ExtendedOperation.result() polls through a ZoneOperationsClient built without client_options;

@@ -30,16 +30,6 @@ RULE = {"name": "vm-ssh-allow", "network": f"projects/{P}/global/networks/defaul
 
 
 @pytest.fixture(scope="module")
-def server(gce_server):  # the session emulator of tests/gce/conftest.py
-    return gce_server
-
-
-@pytest.fixture
-def emu(gce):  # reset for every test by conftest's `gce`
-    return gce
-
-
-@pytest.fixture(scope="module")
 def sdk(server):
     return server.sdk_clients()
 
