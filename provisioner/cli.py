@@ -125,7 +125,7 @@ def up(
     json_out: JsonFlag = False,
 ) -> None:
     """Create the VM: plan, then try the offers in failover order until one runs."""
-    from provisioner.commands.cloud import run_up
+    from provisioner.commands.up import run_up
 
     _check_clouds(cloud)
     raise typer.Exit(run_up(profile, name=name, yes=yes, wait_ready=wait_ready, clouds=cloud, regions=region, spot=spot,
@@ -135,7 +135,7 @@ def up(
 @app.command()
 def status(name: Annotated[Optional[str], typer.Argument(help="VM name (default: all).")] = None, json_out: JsonFlag = False) -> None:
     """trainvm VMs with state, zone, type, price and cost so far (rebuilt from cloud labels)."""
-    from provisioner.commands.cloud import run_status
+    from provisioner.commands.status import run_status
 
     raise typer.Exit(run_status(name, json_out))
 
@@ -143,7 +143,7 @@ def status(name: Annotated[Optional[str], typer.Argument(help="VM name (default:
 @app.command("list")
 def list_(json_out: JsonFlag = False) -> None:
     """All trainvm VMs on every cloud with credentials."""
-    from provisioner.commands.cloud import run_status
+    from provisioner.commands.status import run_status
 
     raise typer.Exit(run_status(None, json_out))
 
@@ -156,7 +156,7 @@ def down(
     json_out: JsonFlag = False,
 ) -> None:
     """Delete the VM and everything created for it (idempotent)."""
-    from provisioner.commands.cloud import run_down
+    from provisioner.commands.down import run_down
 
     raise typer.Exit(run_down(name, yes=yes, wait=not no_wait, json_out=json_out))
 
@@ -173,7 +173,7 @@ def verify(
         from provisioner.commands.mirror import run_verify_local
 
         raise typer.Exit(run_verify_local(Path(target), python=python, json_out=json_out))
-    from provisioner.commands.cloud import run_verify_remote
+    from provisioner.commands.verify import run_verify_remote
 
     raise typer.Exit(run_verify_remote(target, json_out))
 

@@ -38,7 +38,7 @@ def run_capture(*, out: Path | None, name: str | None, python: str | None, data:
 
 
 def run_verify_local(path: Path, *, python: str | None, json_out: bool) -> int:
-    from provisioner.commands.cloud import _print_verify
+    from provisioner.commands.verify import _print_verify
     from provisioner.probe.report import probe
     from provisioner.profile import load_profile
     from provisioner.verify.compare import compare

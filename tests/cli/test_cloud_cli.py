@@ -136,7 +136,7 @@ def test_up_wait_ready_verifies(cli, clouds) -> None:
 def test_cloud_without_credentials_is_skipped(cli, monkeypatch) -> None:
     from provisioner.errors import CloudError
 
-    monkeypatch.setattr("provisioner.commands.cloud.get_provider", lambda c: (_ for _ in ()).throw(CloudError(f"no credentials for {c}")))
+    monkeypatch.setattr("provisioner.commands.clouds.get_provider", lambda c: (_ for _ in ()).throw(CloudError(f"no credentials for {c}")))
     doc = cli("list", "--json")
     assert doc.code == 0 and {s["cloud"] for s in doc.json()["skipped"]} == {"gcp", "azure"}
     r = cli("up", T4, "--yes")

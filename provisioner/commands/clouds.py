@@ -1,0 +1,57 @@
+"""What the cloud commands share: the providers that have credentials, and finding a VM by name on them.
+Cloud-neutral: every cloud call goes through ``providers.get_provider``."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from provisioner.errors import CloudError
+from provisioner.providers import PROVIDERS, get_provider
+from provisioner.providers.base import InstanceRecord, Provider
+
+NAME_RE = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
+def _providers(clouds: list[str]) -> tuple[dict[str, Provider], list[dict[str, str]]]:
+    """Providers for the clouds that have credentials; the others are skipped with a reason."""
+    ready, skipped = {}, []
+    for cloud in dict.fromkeys(clouds):
+        if cloud not in PROVIDERS:
+            skipped.append({"cloud": cloud, "reason": "trainvm cannot provision on this cloud yet"})
+            continue
+        try:
+            ready[cloud] = get_provider(cloud)
+        except CloudError as exc:
+            skipped.append({"cloud": cloud, "reason": str(exc)})
+    return ready, skipped
+
+
+def _cred_hint() -> str:
+    return "GCE: set GOOGLE_CLOUD_PROJECT and run `gcloud auth application-default login`; Azure: set AZURE_SUBSCRIPTION_ID and run `az login`"
+
+
+def _credentialed() -> dict[str, Provider]:
+    providers, _ = _providers(list(PROVIDERS))
+    if not providers:
+        raise CloudError("no cloud credentials found", hint=_cred_hint())
+    return providers
+
+
+def _locate(name: str, providers: dict[str, Provider]) -> tuple[InstanceRecord, Provider] | None:
+    for provider in providers.values():
+        record = provider.find(name)
+        if record is not None:
+            return record, provider
+    return None
+
+
+def _all_records(cloud_filter: Callable[[str], bool] = lambda c: True) -> tuple[list[tuple[InstanceRecord, Provider]], list[dict[str, str]]]:
+    providers, skipped = _providers([c for c in PROVIDERS if cloud_filter(c)])
+    found = []
+    for cloud, provider in providers.items():
+        try:
+            found.extend((r, provider) for r in provider.list())
+        except CloudError as exc:
+            skipped.append({"cloud": cloud, "reason": str(exc)})
+    return found, skipped

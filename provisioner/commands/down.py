@@ -1,0 +1,43 @@
+"""``trainvm down``: delete a VM and everything created for it (idempotent)."""
+
+from __future__ import annotations
+
+import sys
+
+from provisioner.commands.clouds import _credentialed, _locate
+from provisioner.errors import InputError
+from provisioner.output import emit_json, stdout_console
+
+
+def run_down(name: str, *, yes: bool, wait: bool, json_out: bool) -> int:
+    providers = _credentialed()
+    located = _locate(name, providers)
+    if located is None:
+        # The VM is gone (deleted, or a spot VM evicted), but what was created for it may remain
+        # (Azure: the resource group with its VNet/NSG). delete() is idempotent and cleans that up.
+        cleaned = [cloud for cloud, provider in providers.items() if provider.delete(name, wait=wait)]
+        if cleaned:
+            if json_out:
+                emit_json({"name": name, "cloud": cleaned[0], "deleted": True, "already_gone": True, "waited": wait})
+            else:
+                stdout_console().print(f"{name}: VM already gone; removed what was left on {', '.join(cleaned)}")
+            return 0
+        if json_out:
+            emit_json({"name": name, "deleted": False, "already_gone": True})
+        else:
+            stdout_console().print(f"{name}: already gone")
+        return 0
+    record, provider = located
+    if not yes:
+        if not sys.stdin.isatty():
+            raise InputError(f"`down` would delete {name} on {record.cloud}; pass --yes to confirm when not running interactively")
+        import typer
+
+        if not typer.confirm(f"Delete {name} ({record.cloud} {record.zone or record.region}) and everything created for it?"):
+            return 1
+    deleted = provider.delete(name, wait=wait)
+    if json_out:
+        emit_json({"name": name, "cloud": record.cloud, "deleted": deleted, "already_gone": not deleted, "waited": wait})
+    else:
+        stdout_console().print(f"{name}: {'deleted' if deleted else 'already gone'}" + ("" if wait or not deleted else " (deletion in progress)"))
+    return 0

@@ -1,0 +1,151 @@
+"""``trainvm up``: plan, try the offers in failover order, optionally wait for the startup script's report."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from provisioner.commands.clouds import NAME_RE, _cred_hint, _providers
+from provisioner.commands.verify import _print_verify
+from provisioner.envvars import env_seconds
+from provisioner.errors import CloudError, InputError, NoFeasibleOfferError
+from provisioner.output import emit_json, escape, stderr_console, stdout_console
+from provisioner.providers.base import InstanceRecord, Provider
+
+
+def run_up(path: Path, *, name: str | None, yes: bool, wait_ready: bool, clouds: list[str] | None, regions: list[str] | None,
+           spot: bool | None, ssh_from: str | None, json_out: bool, ready_timeout: float, max_attempts: int | None = 30) -> int:
+    from provisioner.launch import launch_spec
+    from provisioner.planner.explain import no_offer_message
+    from provisioner.planning import Overrides, make_plan
+    from provisioner.profile import load_profile
+    from provisioner.profile.fields import check_cidr
+    from provisioner.provision import find_existing, provision
+
+    poll = env_seconds("TRAINVM_READY_POLL_SECONDS", 15.0)  # checked before anything is created
+    if name is not None and not NAME_RE.match(name):
+        raise InputError(f"--name: {name!r} is not a valid VM name (lowercase letters, digits and '-', at most 63, starting with a letter)")
+    if ssh_from is not None:
+        try:
+            ssh_from = check_cidr(ssh_from)
+        except ValueError as exc:
+            raise InputError(f"--ssh-from: {exc}") from None
+    loaded = load_profile(path)
+    plan, catalog, _ = make_plan(loaded, Overrides(tuple(clouds or ()) or None, tuple(regions or ()) or None, spot))
+    if plan.chosen is None:
+        raise NoFeasibleOfferError(no_offer_message(plan, catalog))
+    offers = [o for o in (plan.chosen, *plan.failover) if o.provisionable]
+    providers, skipped = _providers([o.cloud for o in offers])
+    err = stderr_console()
+    warnings = [m.render() for m in loaded.warnings if m.level == "warning"] + list(plan.warnings)
+    if not json_out:
+        for w in warnings:
+            err.print(f"[yellow]warning[/yellow]: {escape(w)}")
+    for s in skipped:
+        err.print(f"[yellow]note[/yellow]: skipping {s['cloud']}: {escape(s['reason'])}")
+    offers = [o for o in offers if o.cloud in providers]
+    if not offers:
+        raise CloudError("no cloud with usable credentials among the planned offers", hint=_cred_hint())
+    vm = launch_spec(loaded, offers[0], name=name, spot=spot, ssh_from=ssh_from).name
+    existing = find_existing(vm, list(providers), providers.__getitem__, loaded.hash)
+    if existing is not None:
+        err.print(f"{vm} already exists on {existing.cloud} ({existing.zone or existing.region}) for this profile; not creating another")
+        return _report_up(existing, [], json_out, exists=True, warnings=warnings)
+    first = offers[0]
+    if not yes:
+        if not sys.stdin.isatty():
+            raise InputError(f"`up` would create {vm} ({first.instance_type} in {first.zone or first.region}, ${plan.price(first):.2f}/h); pass --yes to confirm when not running interactively")
+        import typer
+
+        if not typer.confirm(f"Create {vm}: {first.cloud} {first.instance_type} in {first.zone or first.region} at ${plan.price(first):.2f}/h?"):
+            return 1
+
+    def spec_for(offer: Any) -> Any:
+        return launch_spec(loaded, offer, name=name, spot=spot, ssh_from=ssh_from)
+
+    def on_attempt(attempt: Any) -> None:
+        style = "green" if attempt.outcome == "created" else "yellow"
+        err.print(f"attempt: [{style}]{escape(attempt.render())}[/{style}]")
+
+    try:
+        record, attempts = provision(offers, spec_for, providers.__getitem__, on_attempt, max_attempts=max_attempts)
+    except KeyboardInterrupt:
+        from provisioner.errors import TrainvmError
+
+        raise TrainvmError(
+            f"interrupted while creating {vm}; a VM may be half-created",
+            hint=f"run the same `trainvm up` again (it finds or finishes the same VM, never a second one), or `trainvm down {vm} --yes`",
+        ) from None
+    if record.price_hourly is None:
+        record = _with_price(record, plan.price(next(o for o in offers if o.location == (record.zone or record.region))))
+    if wait_ready:
+        up_doc = _up_doc(record, attempts, exists=False, warnings=warnings)
+        if not json_out:
+            _report_up(record, attempts, False)
+        return _wait_ready(providers[record.cloud], record, ready_timeout, json_out, up_doc, poll)
+    return _report_up(record, attempts, json_out, warnings=warnings)
+
+
+def _with_price(record: InstanceRecord, price: float) -> InstanceRecord:
+    from dataclasses import replace
+
+    return replace(record, price_hourly=price)
+
+
+def _ssh(record: InstanceRecord) -> str | None:
+    return record.extra.get("ssh") or (f"ssh {record.ip}" if record.ip else None)
+
+
+def _up_doc(record: InstanceRecord, attempts: list[Any], exists: bool, warnings: list[str]) -> dict[str, Any]:
+    return {
+        "name": record.name, "cloud": record.cloud, "region": record.region, "zone": record.zone,
+        "instance_type": record.instance_type, "price_hourly": record.price_hourly, "state": record.state,
+        "ip": record.ip, "ssh": _ssh(record), "image": record.image, "existing": exists,
+        "attempts": [a.to_json() for a in attempts], "notes": record.extra.get("notes", []),
+        "warnings": list(warnings),
+    }
+
+
+def _report_up(record: InstanceRecord, attempts: list[Any], json_out: bool, exists: bool = False,
+               warnings: list[str] | None = None) -> int:
+    if json_out:
+        emit_json(_up_doc(record, attempts, exists, warnings or []))
+        return 0
+    out = stdout_console()
+    price = f"${record.price_hourly:.2f}/h" if record.price_hourly is not None else "price unknown"
+    out.print(f"[bold]{record.name}[/bold]: {record.cloud} {record.zone or record.region} {record.instance_type} {price} {record.state}")
+    if record.image:
+        out.print(f"image: {record.image}")
+    if record.ip:
+        out.print(f"ip: {record.ip}")
+    if _ssh(record):
+        out.print(f"ssh: {escape(_ssh(record) or '')}")
+    for note in record.extra.get("notes", []):
+        out.print(f"note: {escape(note)}")
+    return 0
+
+
+def _wait_ready(provider: Provider, record: InstanceRecord, timeout: float, json_out: bool, up_doc: dict[str, Any], interval: float) -> int:
+    from provisioner.verify.compare import compare
+
+    err = stderr_console()
+    deadline = time.monotonic() + timeout
+    last = None
+    while True:
+        report, profile = provider.read_report(record.name)
+        status = (report or {}).get("status", "waiting for the startup script")
+        if status != last:
+            err.print(f"startup: {escape(str(status))}")
+            last = status
+        if report and not str(status).startswith("running"):
+            break
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(interval)
+    result = compare(profile or {}, report)
+    if json_out:
+        emit_json({**up_doc, "verify": result.as_dict(record.name), "status": result.status})
+        return 0 if result.status == "match" else 1
+    return _print_verify(record.name, result, json_out)
