@@ -25,6 +25,8 @@ app.add_typer(catalog_app, name="catalog")
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
 ProfileArg = Annotated[Path, typer.Argument(help="Profile YAML file.", show_default=False)]
+DataOpt = Annotated[Optional[str], typer.Option("--data", help="Path of the training data (disk and loader blocks read it).")]
+BudgetOpt = Annotated[float, typer.Option("--budget", min=1, help="Seconds the perf probe aims to spend.")]
 
 
 @app.callback()
@@ -166,9 +168,16 @@ def verify(
     target: Annotated[str, typer.Argument(help="VM name, or with --local a profile file.", show_default=False)],
     local: Annotated[bool, typer.Option("--local", help="Probe this machine instead of a VM; TARGET is a profile.")] = False,
     python: Annotated[Optional[str], typer.Option("--python", help="With --local: the interpreter to inspect.")] = None,
+    perf: Annotated[bool, typer.Option("--perf", help="Compare performance with the profile's perf baseline (PROFILE.perf.json) instead.")] = False,
+    data: DataOpt = None,
+    budget: BudgetOpt = 30.0,
     json_out: JsonFlag = False,
 ) -> None:
     """Compare a VM's stack report (or this machine) field by field with the profile."""
+    if perf:
+        from provisioner.commands.perf import verify_perf
+
+        raise typer.Exit(verify_perf(target, local=local, python=python, data=data, json_out=json_out, budget=budget))
     if local:
         from provisioner.commands.mirror import run_verify_local
 
@@ -184,12 +193,53 @@ def capture(
     name: Annotated[Optional[str], typer.Option("--name", help="Profile name.")] = None,
     python: Annotated[Optional[str], typer.Option("--python", help="Interpreter whose packages to capture.")] = None,
     data: Annotated[Optional[str], typer.Option("--data", help="Path of the training data (its disk is recorded).")] = None,
+    perf: Annotated[bool, typer.Option("--perf", help="Also record the perf baseline beside -o (PROFILE.perf.json).")] = False,
+    budget: BudgetOpt = 30.0,
     json_out: JsonFlag = False,
 ) -> None:
     """Probe this workstation and write a profile that reproduces it."""
     from provisioner.commands.mirror import run_capture
 
-    raise typer.Exit(run_capture(out=out, name=name, python=python, data=data, json_out=json_out))
+    if perf and out is None:
+        from provisioner.errors import InputError
+
+        raise InputError("capture --perf: also give -o PROFILE.yaml; the perf baseline is written beside it as PROFILE.perf.json")
+    rc = run_capture(out=out, name=name, python=python, data=data, json_out=json_out)
+    if perf:
+        from provisioner.commands.perf import capture_baseline
+
+        capture_baseline(out, python, data, budget)
+    raise typer.Exit(rc)
+
+
+# ---- performance: probe --perf, parity (provisioner/commands/perf.py) ----
+
+
+@app.command()
+def probe(
+    perf: Annotated[bool, typer.Option("--perf", help="Run the performance probe (blocks 0-7) instead of the stack probe.")] = False,
+    python: Annotated[Optional[str], typer.Option("--python", help="Interpreter to run under (default: trainvm's own).")] = None,
+    data: DataOpt = None,
+    out: Annotated[Optional[Path], typer.Option("-o", "--out", help="Also write the JSON result here.")] = None,
+    budget: BudgetOpt = 30.0,
+    json_out: JsonFlag = False,
+) -> None:
+    """Probe this machine: the stack report (JSON), or with --perf its measured performance."""
+    from provisioner.commands.perf import run_probe
+
+    raise typer.Exit(run_probe(perf=perf, python=python, data=data, json_out=json_out, out=out, budget=budget))
+
+
+@app.command()
+def parity(
+    a: Annotated[Path, typer.Argument(help="Reference perf result (JSON), e.g. the workstation's.", show_default=False)],
+    b: Annotated[Path, typer.Argument(help="Perf result to judge (JSON), e.g. the VM's.", show_default=False)],
+    json_out: JsonFlag = False,
+) -> None:
+    """Per-metric match/worse/better of B against A, with the likely cause of each slowdown (exit 1 when worse)."""
+    from provisioner.commands.perf import run_parity
+
+    raise typer.Exit(run_parity(a, b, json_out))
 
 
 @app.command()

@@ -1,0 +1,195 @@
+"""``probe --perf``, ``parity``, ``capture --perf`` and ``verify --local --perf``.
+
+The probe runs in the profile's interpreter (``--python``; default: the one running trainvm) as
+``python -c 'from provisioner.perfprobe.runner import main; main()'`` with this checkout's
+directory first on ``sys.path``; it prints one ``TRAINVM_PERF=`` line. The perf baseline of a
+profile ``NAME.yaml`` lives beside it as ``NAME.perf.json`` (``capture --perf`` writes it).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from provisioner.errors import InputError, TrainvmError
+from provisioner.output import emit_json, escape, stderr_console, stdout_console
+
+ROOT = Path(__file__).resolve().parents[2]  # the directory holding the provisioner package
+BOOT = "import sys; sys.path.insert(0, sys.argv.pop(1)); from provisioner.perfprobe.runner import main; main()"
+
+
+class ProbeError(TrainvmError):
+    exit_code = 1
+
+
+def baseline_path(profile: Path) -> Path:
+    """``profiles/ws.yaml`` -> ``profiles/ws.perf.json``."""
+    return profile.with_name(profile.stem + ".perf.json")
+
+
+def run_perf_probe(python: str | None, data: str | None, budget: float, blocks: list[str] | None = None) -> dict[str, Any]:
+    from provisioner.verify.perfdoc import validate_doc
+    from provisioner.verify.perfspec import annotate
+
+    exe = python or sys.executable
+    if python is not None and not Path(python).exists():
+        raise InputError(f"--python: {python} does not exist")
+    if data is not None and not Path(data).exists():
+        raise InputError(f"--data: {data} does not exist")
+    argv = [exe, "-c", BOOT, str(ROOT), "--budget", str(budget)]
+    if data:
+        argv += ["--data", data]
+    if blocks:
+        argv += ["--blocks", ",".join(blocks)]
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=budget * 4 + 120, check=False)
+    except subprocess.TimeoutExpired:
+        raise ProbeError(f"the perf probe ran past {budget * 4 + 120:.0f} s and was stopped") from None
+    except OSError as exc:
+        raise InputError(f"cannot run {exe}: {exc.strerror or exc}") from None
+    line = next((ln for ln in reversed(done.stdout.splitlines()) if ln.startswith("TRAINVM_PERF=")), None)
+    if done.returncode != 0 or line is None:
+        tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+        raise ProbeError(f"the perf probe failed under {exe} (rc {done.returncode}): " + " | ".join(tail))
+    doc = json.loads(line.partition("=")[2])
+    validate_doc(doc, f"perf probe under {exe}")
+    return annotate(doc)
+
+
+def _fmt(v: float | None) -> str:
+    if v is None:
+        return "-"
+    return f"{v:,.3g}" if abs(v) < 100 else f"{v:,.0f}"
+
+
+def print_perf(doc: dict[str, Any]) -> None:
+    out = stdout_console()
+    host = doc["context"].get("host") or {}
+    fs = host.get("data_fs") or {}
+    out.print(f"perf probe ({doc['schema']}), python {doc['python'].get('version')} at {escape(str(doc['python'].get('executable')))}, "
+              f"{doc['elapsed_s']} s of a {doc['budget_s']:g} s budget")
+    out.print(f"  CPUs {host.get('cpu_count')} (affinity {host.get('affinity')}, cgroup quota {host.get('cgroup_cpu_quota') or 'none'}), "
+              f"governor {','.join(host.get('governors') or []) or 'n/a'}, /dev/shm {host.get('shm_gib')} GiB, "
+              f"thread env {host.get('thread_env') or 'none'}")
+    out.print(f"  data path {escape(str(fs.get('path')))}: {fs.get('fstype')} at {escape(str(fs.get('mount_point')))}"
+              f"{' (network)' if fs.get('network') else ''}")
+    for key in ("gpu", "torch", "blas"):
+        part = doc["context"].get(key) or {}
+        if part.get("status") == "skipped":
+            out.print(f"  {key}: skipped: {escape(str(part.get('reason')))}")
+    for g in (doc["context"].get("gpu") or {}).get("gpus") or []:
+        out.print(f"  GPU {g['index']} {escape(g['name'])}: SM {g.get('sm_clock_mhz')}/{g.get('sm_clock_max_mhz')} MHz, "
+                  f"power limit {g.get('power_limit_w')} W (default {g.get('power_default_limit_w')}), "
+                  f"PCIe gen {g.get('pcie_gen')}/{g.get('pcie_gen_max')} x{g.get('pcie_width')}/x{g.get('pcie_width_max')}, "
+                  f"throttle {g.get('throttle_reasons')}, ECC {g.get('ecc')}, MIG {g.get('mig')}, persistence {g.get('persistence')}")
+    for lib in (doc["context"].get("blas") or {}).get("libraries") or []:
+        out.print(f"  {lib.get('user_api')}: {lib.get('internal_api')} {lib.get('version')}, {lib.get('num_threads')} threads")
+    from rich.table import Table
+
+    table = Table(show_edge=False, pad_edge=False)
+    for col in ("block", "metric", "median", "unit", "cv", "n", "note"):
+        table.add_column(col, justify="right" if col in ("median", "cv", "n") else "left")
+    for name, blk in doc["blocks"].items():
+        if blk["status"] != "ok":
+            table.add_row(name, f"[dim]{blk['status']}: {escape(str(blk.get('reason')))}[/dim]", "", "", "", "", "")
+            continue
+        for m, v in blk["metrics"].items():
+            note = []
+            if v.get("efficiency") is not None:
+                note.append(f"{v['efficiency']:.0%} of {v['spec']['figure']:g} ({escape(v['spec']['variant'])})")
+            for k in ("tool", "workers", "threads", "processes"):
+                if v.get(k) is not None:
+                    note.append(f"{k} {v[k]}")
+            table.add_row(name, m, _fmt(v["median"]), v["unit"], f"{v['cv']:.1%}", str(len(v["repeats"])), ", ".join(note))
+    out.print(table)
+
+
+def run_probe(*, perf: bool, python: str | None, data: str | None, json_out: bool, out: Path | None, budget: float) -> int:
+    if not perf:
+        from provisioner.probe.report import probe
+
+        emit_json(probe(python=python, data_path=data or "."))
+        return 0
+    doc = run_perf_probe(python, data, budget)
+    if out is not None:
+        out.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+        stderr_console().print(f"wrote {escape(str(out))}")
+    if json_out:
+        emit_json(doc)
+    else:
+        print_perf(doc)
+    return 0
+
+
+def print_parity(label_a: str, label_b: str, verdicts: list[Any], json_out: bool) -> None:
+    from provisioner.verify.parity import any_worse
+
+    if json_out:
+        emit_json({"a": label_a, "b": label_b, "worse": any_worse(verdicts), "metrics": [v.as_dict() for v in verdicts]})
+        return
+    from rich.table import Table
+
+    out = stdout_console()
+    table = Table(show_edge=False, pad_edge=False, title=f"A = {escape(label_a)}   B = {escape(label_b)}")
+    for col in ("metric", "A", "B", "B/A", "tol", "verdict"):
+        table.add_column(col, justify="left" if col in ("metric", "verdict") else "right")
+    style = {"worse": "red", "better": "green", "match": "", "missing": "dim", "not-comparable": "yellow"}
+    for v in verdicts:
+        ratio = "-" if v.ratio is None else f"{v.ratio:.2f}" + (" eff" if v.basis == "efficiency" else "")
+        s = style[v.verdict]
+        table.add_row(v.metric, _fmt(v.a), _fmt(v.b), ratio, f"±{v.tolerance:.0%}", f"[{s}]{v.verdict}[/{s}]" if s else v.verdict)
+    out.print(table)
+    for v in verdicts:
+        if v.note and v.verdict != "missing":
+            out.print(f"  {v.metric}: {escape(v.note)}")
+        for c in v.causes:
+            out.print(f"  [red]{v.metric}[/red]: likely cause: {escape(c.cause)}")
+            if c.fix:
+                out.print(f"      fix: {escape(c.fix)}")
+    out.print("B is slower than A" if any_worse(verdicts) else "no metric is worse on B")
+
+
+def run_parity(a: Path, b: Path, json_out: bool) -> int:
+    from provisioner.verify.parity import any_worse, compare
+    from provisioner.verify.perfdoc import load_perf
+
+    verdicts = compare(load_perf(a), load_perf(b))
+    print_parity(str(a), str(b), verdicts, json_out)
+    return 1 if any_worse(verdicts) else 0
+
+
+def capture_baseline(profile_out: Path | None, python: str | None, data: str | None, budget: float) -> Path:
+    if profile_out is None:
+        raise InputError("capture --perf: also give -o PROFILE.yaml; the perf baseline is written beside it as PROFILE.perf.json")
+    doc = run_perf_probe(python, data, budget)
+    path = baseline_path(profile_out)
+    path.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    stderr_console().print(f"wrote perf baseline {escape(str(path))}")
+    return path
+
+
+def verify_local_perf(profile: Path, python: str | None, data: str | None, json_out: bool, budget: float) -> int:
+    from provisioner.verify.parity import any_worse, compare
+    from provisioner.verify.perfdoc import load_perf
+
+    base = baseline_path(profile)
+    if not base.exists():
+        raise InputError(f"verify --perf: no perf baseline {base} (record one with `trainvm capture --perf -o {profile}` "
+                         f"or `trainvm probe --perf -o {base}`)")
+    verdicts = compare(load_perf(base), run_perf_probe(python, data, budget))
+    print_parity(str(base), "this machine", verdicts, json_out)
+    return 1 if any_worse(verdicts) else 0
+
+
+def verify_perf(target: str, *, local: bool, python: str | None, data: str | None, json_out: bool, budget: float) -> int:
+    if local:
+        return verify_local_perf(Path(target), python, data, json_out, budget)
+    # The VM side (the startup script running the probe and shipping the result with report.json)
+    # is not built yet: say so instead of pretending.
+    raise InputError(f"verify {target} --perf: VMs do not run the perf probe yet. On the VM run "
+                     "`trainvm probe --perf -o vm.perf.json` (or copy provisioner/perfprobe/ there and run "
+                     "`python3 -c 'from provisioner.perfprobe.runner import main; main()'`), then "
+                     "`trainvm parity PROFILE.perf.json vm.perf.json`")
