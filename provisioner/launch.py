@@ -26,21 +26,25 @@ def resolved_profile_json(loaded: LoadedProfile) -> str:
 def launch_spec(loaded: LoadedProfile, offer: Offer, *, name: str | None = None, spot: bool | None = None, ssh_from: str | None = None) -> LaunchSpec:
     p = loaded.profile
     rendered = render_for_offer(loaded, offer)
+    spot = p.placement.spot if spot is None else spot
+    price = offer.price(spot)
+    price = offer.price_hourly if price is None else price
     return LaunchSpec(
         name=vm_name(p.name, loaded.hash, name),
         profile_name=p.name,
         profile_hash=loaded.hash,
         profile_json=resolved_profile_json(loaded),
-        labels=labels_for(p.name, loaded.hash),
+        labels=labels_for(p.name, loaded.hash, price),
         startup_script=rendered.startup_sh,
         user_data=rendered.user_data,  # str (GCE script, Azure cloud-init) or bytes (AWS gzip)
         os=p.stack.os,
         boot_disk_type=p.hardware.boot_disk.type,
         boot_disk_gib=p.hardware.boot_disk.size_gib,
         local_nvme_gib=p.hardware.local_nvme_gib,
-        spot=p.placement.spot if spot is None else spot,
+        spot=spot,
         max_price_per_hour=p.placement.max_price_per_hour,
         max_run_hours=p.lifecycle.max_run_hours,
         ssh_from=ssh_from or p.placement.ssh_from,
         data_sources=tuple(d.source for d in p.data),
+        price_hourly=price,
     )

@@ -78,6 +78,7 @@ def build_request(loaded: LoadedProfile, overrides: Overrides | None = None):  #
         region_globs=tuple(ov.regions) if ov.regions else (tuple(p.placement.regions) if p.placement.regions else None),
         spot=p.placement.spot if ov.spot is None else ov.spot,
         max_price_per_hour=p.placement.max_price_per_hour,
+        max_failover_premium=p.placement.max_failover_premium,
         os=p.stack.os,
         stack_excluded_gpus=excluded,
     )

@@ -1,5 +1,9 @@
 """``up``'s engine: walk the planned offers in failover order until one VM exists.
 
+The offers come from the plan's failover order (same GPU model and count, priced within the plan's
+failover bound); ``provision`` also refuses, without asking the cloud, any offer above ``bound``. It
+returns a ``Provisioned``: the record, the offer that was created and the price that applies to it.
+
 Capacity errors move to the next offer (next zone); a regional quota error skips the rest of that
 region; a cloud-wide quota error skips the cloud; rate limits and 5xx are retried inside the
 provider and, when still failing, count as a failed attempt; auth and validation errors stop at
@@ -8,7 +12,7 @@ once. Every attempt is reported through ``on_attempt`` and kept for the final er
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from provisioner.catalog.models import Offer
@@ -35,17 +39,31 @@ class Attempt:
     outcome: str
     error_code: str | None
     message: str
+    price_hourly: float | None = None  # the price that applies to the offer tried
 
     def to_json(self) -> dict[str, Any]:
         return {
             "cloud": self.cloud, "region": self.region, "zone": self.zone, "instance_type": self.instance_type,
-            "outcome": self.outcome, "error_code": self.error_code, "message": self.message,
+            "price_hourly": self.price_hourly, "outcome": self.outcome, "error_code": self.error_code,
+            "message": self.message,
         }
 
     def render(self) -> str:
         where = self.zone or self.region
         code = f" [{self.error_code}]" if self.error_code else ""
-        return f"{self.cloud} {where} {self.instance_type}: {self.outcome}{code} {self.message}".rstrip()
+        price = f" (${self.price_hourly:.3f}/h)" if self.price_hourly is not None else ""
+        return f"{self.cloud} {where} {self.instance_type}: {self.outcome}{code} {self.message}".rstrip() + price
+
+
+@dataclass(frozen=True)
+class Provisioned:
+    """What ``provision`` created: the VM, the offer it was created from, the hourly price that applies
+    (the spot price for spot VMs; the record carries the same price) and every attempt, in order."""
+
+    record: InstanceRecord
+    offer: Offer
+    price_hourly: float
+    attempts: tuple[Attempt, ...]
 
 
 class ProvisionError(CapacityExhaustedError):
@@ -62,8 +80,12 @@ class ProvisionCloudError(CloudError):
         super().__init__(f"{message}\n{lines}" if lines else message, hint=hint)
 
 
-def _attempt(offer: Offer, outcome: str, code: str | None, message: str) -> Attempt:
-    return Attempt(offer.cloud, offer.region, offer.zone, offer.instance_type, outcome, code, message)
+def _attempt(offer: Offer, outcome: str, code: str | None, message: str, price: float | None = None) -> Attempt:
+    return Attempt(offer.cloud, offer.region, offer.zone, offer.instance_type, outcome, code, message, price)
+
+
+def _on_demand(offer: Offer) -> float:
+    return offer.price_hourly
 
 
 def find_existing(name: str, clouds: Sequence[str], providers: Callable[[str], Provider], profile_hash: str) -> InstanceRecord | None:
@@ -87,7 +109,12 @@ def provision(
     providers: Callable[[str], Provider],
     on_attempt: Callable[[Attempt], None] = lambda a: None,
     max_attempts: int | None = None,
-) -> tuple[InstanceRecord, list[Attempt]]:
+    *,
+    price_of: Callable[[Offer], float] = _on_demand,
+    bound: float | None = None,
+) -> Provisioned:
+    """Try ``offers`` in order; ``price_of`` is the price that applies (the plan's), ``bound`` the most
+    any attempt may cost per hour (offers above it are never tried)."""
     attempts: list[Attempt] = []
     skip_regions: set[tuple[str, str]] = set()
     skip_clouds: set[str] = set()
@@ -102,36 +129,41 @@ def provision(
             continue
         if (offer.cloud, offer.location, offer.gpu_name) in stocked_out:
             continue
+        price = price_of(offer)
+        if bound is not None and price > bound:
+            continue
         try:
             record = providers(offer.cloud).create(spec_for(offer), offer)
         except QuotaError as exc:
-            attempt = _attempt(offer, exc.outcome, exc.code, str(exc))
+            attempt = _attempt(offer, exc.outcome, exc.code, str(exc), price)
             if exc.scope == "cloud":
                 skip_clouds.add(offer.cloud)
             else:
                 skip_regions.add((offer.cloud, offer.region))
         except CapacityError as exc:
-            attempt = _attempt(offer, exc.outcome, exc.code, str(exc))
+            attempt = _attempt(offer, exc.outcome, exc.code, str(exc), price)
             stocked_out.add((offer.cloud, offer.location, offer.gpu_name))
         except ConflictError:
             raise  # a VM of that name belongs to something else: never fail over into a duplicate
         except (AuthError, InvalidRequestError) as exc:
-            attempt = _attempt(offer, exc.outcome, exc.code, str(exc))
+            attempt = _attempt(offer, exc.outcome, exc.code, str(exc), price)
             attempts.append(attempt)
             on_attempt(attempt)
             hint = "check your credentials (gcloud auth application-default login / az login)" if isinstance(exc, AuthError) else None
             raise ProvisionCloudError(f"{offer.cloud} refused the request; not trying other offers", attempts, hint=hint) from exc
         except ProviderError as exc:
-            attempt = _attempt(offer, exc.outcome, exc.code, str(exc))
+            attempt = _attempt(offer, exc.outcome, exc.code, str(exc), price)
         else:
-            attempt = _attempt(offer, "created", None, record.name)
+            attempt = _attempt(offer, "created", None, record.name, price)
             attempts.append(attempt)
             on_attempt(attempt)
-            return record, attempts
+            return Provisioned(replace(record, price_hourly=price), offer, price, tuple(attempts))
         attempts.append(attempt)
         on_attempt(attempt)
+    within = f" within the failover bound of ${bound:.3f}/h" if bound is not None else ""
     raise ProvisionError(
-        f"no VM could be created after {len(attempts)} attempt(s); nothing was left behind",
+        f"no VM could be created{within} after {len(attempts)} attempt(s); nothing was left behind",
         attempts,
-        hint="relax the profile (more regions, another GPU, spot) or try again later; `trainvm plan --explain` shows the options",
+        hint="try again later, or relax the profile (more regions, placement.max_failover_premium or max_price_per_hour, spot); "
+             "`trainvm plan` shows the bound and the failover order",
     )

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from provisioner.catalog.models import Offer
-from provisioner.providers.base import InstanceRecord, LaunchSpec, ProviderError
+from provisioner.providers.base import InstanceRecord, LaunchSpec, ProviderError, price_from_labels
 
 
 @dataclass
@@ -35,7 +35,7 @@ class FakeProvider:
         record = InstanceRecord(
             name=spec.name, cloud=offer.cloud, region=offer.region, zone=offer.zone,
             instance_type=offer.instance_type, state="RUNNING", profile=spec.profile_name,
-            hash=spec.labels["trainvm-hash"], price_hourly=offer.price(spec.spot), created="2026-11-22T00:00:00Z",
+            hash=spec.labels["trainvm-hash"], price_hourly=price_from_labels(spec.labels), created="2026-11-22T00:00:00Z",
             ip="203.0.113.10",
         )
         self.vms[spec.name] = record

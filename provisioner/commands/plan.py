@@ -117,8 +117,20 @@ def _print_plan(loaded: Any, plan: Any, applied: dict[str, Any], top: int, hours
         shown = " -> ".join(f"{o.cloud}:{o.zone or o.region}/{o.instance_type}" for o in plan.failover[:FAILOVER_SHOWN])
         more = f" (+{len(plan.failover) - FAILOVER_SHOWN} more)" if len(plan.failover) > FAILOVER_SHOWN else ""
         out.print(f"failover: {shown}{more}")
+    else:
+        out.print(f"failover: none (no other {c.gpu_count}x {c.gpu_name} offer within the bound); a stock-out stops `up`")
+    out.print(bound_line(plan))
     _print_rejections(plan, out)
     out.print(f"catalog: {escape(plan.catalog_source)} ({plan.catalog_date.isoformat()}, {plan.catalog_age_days} days old)")
+
+
+def bound_line(plan: Any) -> str:
+    """``failover bound: $0.68/h (chosen +25%, placement.max_failover_premium); worst case $0.54/h``."""
+    b = plan.bound_json()
+    why = ("placement.max_price_per_hour" if b["premium"] is None
+           else f"chosen {_money(plan.price(plan.chosen))}/h +{b['premium'] * 100:g}%, placement.max_failover_premium")
+    return (f"failover bound: {_money(b['price_hourly'])}/h ({why}); worst-case failover price "
+            f"{_money(b['worst_case_price_hourly'])}/h, same GPU model and count only")
 
 
 def _print_rejections(plan: Any, console: Any = None) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from provisioner.commands.clouds import NAME_RE, _cred_hint, _providers
+from provisioner.providers import PROVIDERS
 from provisioner.commands.verify import _print_verify
 from provisioner.envvars import env_seconds
 from provisioner.errors import CloudError, InputError, NoFeasibleOfferError
@@ -22,6 +23,7 @@ def run_up(path: Path, *, name: str | None, yes: bool, wait_ready: bool, clouds:
     from provisioner.planning import Overrides, make_plan
     from provisioner.profile import load_profile
     from provisioner.profile.fields import check_cidr
+    from provisioner.commands.up_summary import summary_lines, up_summary
     from provisioner.provision import find_existing, provision
 
     poll = env_seconds("TRAINVM_READY_POLL_SECONDS", 15.0)  # checked before anything is created
@@ -37,14 +39,17 @@ def run_up(path: Path, *, name: str | None, yes: bool, wait_ready: bool, clouds:
     if plan.chosen is None:
         raise NoFeasibleOfferError(no_offer_message(plan, catalog))
     offers = [o for o in (plan.chosen, *plan.failover) if o.provisionable]
-    providers, skipped = _providers([o.cloud for o in offers])
+    planned_clouds = list(dict.fromkeys(o.cloud for o in offers))
+    # Every cloud with credentials, not only the planned ones: one VM per name across clouds.
+    providers, skipped = _providers([*planned_clouds, *PROVIDERS])
     err = stderr_console()
     warnings = [m.render() for m in loaded.warnings if m.level == "warning"] + list(plan.warnings)
     if not json_out:
         for w in warnings:
             err.print(f"[yellow]warning[/yellow]: {escape(w)}")
     for s in skipped:
-        err.print(f"[yellow]note[/yellow]: skipping {s['cloud']}: {escape(s['reason'])}")
+        if s["cloud"] in planned_clouds:
+            err.print(f"[yellow]note[/yellow]: skipping {s['cloud']}: {escape(s['reason'])}")
     offers = [o for o in offers if o.cloud in providers]
     if not offers:
         raise CloudError("no cloud with usable credentials among the planned offers", hint=_cred_hint())
@@ -54,12 +59,17 @@ def run_up(path: Path, *, name: str | None, yes: bool, wait_ready: bool, clouds:
         err.print(f"{vm} already exists on {existing.cloud} ({existing.zone or existing.region}) for this profile; not creating another")
         return _report_up(existing, [], json_out, exists=True, warnings=warnings)
     first = offers[0]
+    use_spot = plan.request.spot
+    summary = up_summary(loaded, plan, first, spot=use_spot, ssh_from=ssh_from)
     if not yes:
         if not sys.stdin.isatty():
-            raise InputError(f"`up` would create {vm} ({first.instance_type} in {first.zone or first.region}, ${plan.price(first):.2f}/h); pass --yes to confirm when not running interactively")
+            raise InputError(f"`up` would create {vm} ({first.instance_type} in {first.zone or first.region}, ${plan.price(first):.2f}/h, "
+                             f"failover at most ${plan.failover_bound:.2f}/h); pass --yes to confirm when not running interactively")
         import typer
 
-        if not typer.confirm(f"Create {vm}: {first.cloud} {first.instance_type} in {first.zone or first.region} at ${plan.price(first):.2f}/h?"):
+        for line in summary_lines(summary):
+            err.print(escape(line))
+        if not typer.confirm(f"Create {vm}?"):
             return 1
 
     def spec_for(offer: Any) -> Any:
@@ -70,7 +80,8 @@ def run_up(path: Path, *, name: str | None, yes: bool, wait_ready: bool, clouds:
         err.print(f"attempt: [{style}]{escape(attempt.render())}[/{style}]")
 
     try:
-        record, attempts = provision(offers, spec_for, providers.__getitem__, on_attempt, max_attempts=max_attempts)
+        result = provision(offers, spec_for, providers.__getitem__, on_attempt, max_attempts=max_attempts,
+                           price_of=plan.price, bound=plan.failover_bound)
     except KeyboardInterrupt:
         from provisioner.errors import TrainvmError
 
@@ -78,40 +89,34 @@ def run_up(path: Path, *, name: str | None, yes: bool, wait_ready: bool, clouds:
             f"interrupted while creating {vm}; a VM may be half-created",
             hint=f"run the same `trainvm up` again (it finds or finishes the same VM, never a second one), or `trainvm down {vm} --yes`",
         ) from None
-    if record.price_hourly is None:
-        record = _with_price(record, plan.price(next(o for o in offers if o.location == (record.zone or record.region))))
+    record, attempts = result.record, list(result.attempts)
     if wait_ready:
-        up_doc = _up_doc(record, attempts, exists=False, warnings=warnings)
+        up_doc = _up_doc(record, attempts, exists=False, warnings=warnings, summary=summary)
         if not json_out:
             _report_up(record, attempts, False)
         return _wait_ready(providers[record.cloud], record, ready_timeout, json_out, up_doc, poll)
-    return _report_up(record, attempts, json_out, warnings=warnings)
-
-
-def _with_price(record: InstanceRecord, price: float) -> InstanceRecord:
-    from dataclasses import replace
-
-    return replace(record, price_hourly=price)
+    return _report_up(record, attempts, json_out, warnings=warnings, summary=summary)
 
 
 def _ssh(record: InstanceRecord) -> str | None:
     return record.extra.get("ssh") or (f"ssh {record.ip}" if record.ip else None)
 
 
-def _up_doc(record: InstanceRecord, attempts: list[Any], exists: bool, warnings: list[str]) -> dict[str, Any]:
+def _up_doc(record: InstanceRecord, attempts: list[Any], exists: bool, warnings: list[str],
+            summary: dict[str, Any] | None = None) -> dict[str, Any]:
     return {
         "name": record.name, "cloud": record.cloud, "region": record.region, "zone": record.zone,
         "instance_type": record.instance_type, "price_hourly": record.price_hourly, "state": record.state,
         "ip": record.ip, "ssh": _ssh(record), "image": record.image, "existing": exists,
         "attempts": [a.to_json() for a in attempts], "notes": record.extra.get("notes", []),
-        "warnings": list(warnings),
+        "warnings": list(warnings), "summary": summary,
     }
 
 
 def _report_up(record: InstanceRecord, attempts: list[Any], json_out: bool, exists: bool = False,
-               warnings: list[str] | None = None) -> int:
+               warnings: list[str] | None = None, summary: dict[str, Any] | None = None) -> int:
     if json_out:
-        emit_json(_up_doc(record, attempts, exists, warnings or []))
+        emit_json(_up_doc(record, attempts, exists, warnings or [], summary))
         return 0
     out = stdout_console()
     price = f"${record.price_hourly:.2f}/h" if record.price_hourly is not None else "price unknown"

@@ -39,7 +39,7 @@ class Plan:
     request: PlanRequest
     chosen: Offer | None
     ranked: tuple[Offer, ...]  # every feasible offer, cheapest first (chosen = ranked[0])
-    failover: tuple[Offer, ...]  # after chosen: same region, then other regions, then clouds
+    failover: tuple[Offer, ...]  # after chosen, same GPU model/count within failover_bound (failover_order)
     rejected: dict[str, dict[str, int]]  # cloud -> reason -> count (first failing reason)
     near_misses: tuple[NearMiss, ...]  # cheapest first
     catalog_source: str
@@ -48,6 +48,23 @@ class Plan:
     warnings: tuple[str, ...]
     offers_considered: int = 0
     cheaper_flagged: tuple[Offer, ...] = field(default=())
+    failover_bound: float | None = None  # no failover offer costs more per hour (None: nothing chosen)
+
+    @property
+    def failover_worst_case(self) -> float | None:
+        """The dearest price that failover may end up paying (the chosen price when there is no failover)."""
+        if self.chosen is None:
+            return None
+        return max(self.price(o) for o in (self.chosen, *self.failover))
+
+    def bound_json(self) -> dict[str, Any] | None:
+        if self.chosen is None:
+            return None
+        by_cap = self.request.max_price_per_hour is not None
+        return {"price_hourly": self.failover_bound,
+                "basis": "placement.max_price_per_hour" if by_cap else "placement.max_failover_premium",
+                "premium": None if by_cap else self.request.max_failover_premium,
+                "worst_case_price_hourly": self.failover_worst_case}
 
     @property
     def feasible(self) -> bool:
@@ -66,6 +83,7 @@ class Plan:
             "chosen": self.chosen.to_json(spot) if self.chosen else None,
             "alternatives": [o.to_json(spot) for o in self.ranked[1:1 + alternatives]],
             "failover": [o.to_json(spot) for o in fo],
+            "failover_bound": self.bound_json(),
             "rejected": self.rejected,
             "near_misses": [{**nm.offer.to_json(spot), "reason": nm.reason,
                              "price_hourly": self.price(nm.offer)} for nm in self.near_misses],
@@ -283,7 +301,8 @@ def plan(request: PlanRequest, catalog: Catalog, today: date) -> Plan:
     key = rank_key(req)
     ranked = _rank(feasible, req)
     chosen = ranked[0] if ranked else None
-    failover = failover_order(chosen, ranked[1:]) if chosen else ()
+    bound = failover_bound(req, _price_key(spot)(chosen)) if chosen else None
+    failover = failover_order(chosen, ranked[1:], bound, _price_key(spot)) if chosen else ()
     picked = []
     for r, lst in near.items():
         k = key
@@ -318,18 +337,35 @@ def plan(request: PlanRequest, catalog: Catalog, today: date) -> Plan:
                   for c in sorted(rejected)},
         near_misses=near_misses, catalog_source=catalog.source, catalog_date=catalog.date,
         catalog_age_days=age, warnings=tuple(warnings), offers_considered=len(catalog.offers),
-        cheaper_flagged=cheaper_flagged)
+        cheaper_flagged=cheaper_flagged, failover_bound=bound)
 
 
-def failover_order(chosen: Offer, rest: Iterable[Offer]) -> tuple[Offer, ...]:
-    """``rest`` (already ranked) regrouped: same cloud and region first (other zones, other
-    types), then the same cloud's other regions, then the other clouds; rank order inside."""
-    same_region, same_cloud, other = [], [], []
+def failover_bound(request: PlanRequest, chosen_price: float) -> float:
+    """The most failover may pay per hour: ``max_price_per_hour`` when set, else the chosen price plus
+    ``max_failover_premium`` (default 25 %)."""
+    if request.max_price_per_hour is not None:
+        return request.max_price_per_hour
+    return round(chosen_price * (1 + request.max_failover_premium), 6)
+
+
+def failover_order(chosen: Offer, rest: Iterable[Offer], bound: float | None = None,
+                   price: Any = attrgetter("price_hourly")) -> tuple[Offer, ...]:
+    """What ``up`` tries after ``chosen`` when it is stocked out: only offers with the same GPU model
+    and count priced at most ``bound`` (None: no price bound), in this order (rank order inside each
+    group): the same instance type in other zones of the region, the same instance type in the
+    cloud's other regions, equivalent shapes (other instance types) in the same region, then in
+    other regions, then the other clouds. Never another GPU, never a dearer offer than the bound."""
+    groups: tuple[list[Offer], ...] = ([], [], [], [], [])
     for o in rest:
+        if o.gpu_name != chosen.gpu_name or o.gpu_count != chosen.gpu_count:
+            continue
+        if bound is not None and price(o) > bound:
+            continue
         if o.cloud != chosen.cloud:
-            other.append(o)
-        elif o.region == chosen.region:
-            same_region.append(o)
+            g = 4
+        elif o.instance_type == chosen.instance_type:
+            g = 0 if o.region == chosen.region else 1
         else:
-            same_cloud.append(o)
-    return tuple(same_region + same_cloud + other)
+            g = 2 if o.region == chosen.region else 3
+        groups[g].append(o)
+    return tuple(o for g in groups for o in g)

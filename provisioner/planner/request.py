@@ -51,6 +51,8 @@ class PlanRequest:
     region_globs: tuple[str, ...] | None = None
     spot: bool = False
     max_price_per_hour: float | None = None
+    #: failover may pay at most the chosen price x (1 + this) when max_price_per_hour is unset
+    max_failover_premium: float = 0.25
     os: str = "ubuntu-22.04"
     #: GPU name -> why the pinned stack cannot run there (empty: no restriction)
     stack_excluded_gpus: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
@@ -81,6 +83,8 @@ class PlanRequest:
                 raise ValueError(f"{name} must be >= 0")
         if self.max_price_per_hour is not None and self.max_price_per_hour <= 0:
             raise ValueError("max_price_per_hour must be > 0")
+        if self.max_failover_premium < 0:
+            raise ValueError("max_failover_premium must be >= 0")
         put(self, "stack_excluded_gpus", MappingProxyType(dict(self.stack_excluded_gpus)))
 
     def describe_gpu(self) -> str:
@@ -98,7 +102,8 @@ class PlanRequest:
             "local_nvme_gib": self.local_nvme_gib, "boot_disk_type": self.boot_disk_type,
             "clouds": list(self.clouds),
             "region_globs": list(self.region_globs) if self.region_globs else None,
-            "spot": self.spot, "max_price_per_hour": self.max_price_per_hour, "os": self.os,
+            "spot": self.spot, "max_price_per_hour": self.max_price_per_hour,
+            "max_failover_premium": self.max_failover_premium, "os": self.os,
             "stack_excluded_gpus": dict(sorted(self.stack_excluded_gpus.items())),
             "include_unprovisionable": self.include_unprovisionable,
         }

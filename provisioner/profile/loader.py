@@ -17,7 +17,9 @@ from provisioner.errors import ProfileError
 from provisioner.messages import Message
 from provisioner.profile.source import Located, load_resolved
 
-HASH_EXCLUDE = {"extends"}
+#: Left out of the profile hash (the VM's identity): ``extends`` (resolved away) and how far `up` may fail
+#: over (a policy of `up`, not a property of the VM; leaving it out keeps existing VMs' names stable).
+HASH_EXCLUDE: dict[str, Any] = {"extends": True, "placement": {"max_failover_premium"}}
 MAX_LOCK_BYTES = 200_000
 _UNION_TAG = re.compile(r"^(function-[a-z]+\[.*\]|[a-z]+\[.*\])$")
 

@@ -78,6 +78,10 @@ class Placement(Strict):
     )
     spot: bool = Field(False, description="Use spot/preemptible capacity (cheaper, may be reclaimed).")
     max_price_per_hour: float | None = Field(None, gt=0, le=10000, description="Upper bound on the hourly price that applies (USD).")
+    max_failover_premium: float = Field(
+        0.25, ge=0, le=10,
+        description="When the chosen offer is stocked out, `up` fails over only to the same GPU model and count priced at most the chosen price x (1 + this); max_price_per_hour, when set, is the bound instead.",
+    )
     ssh_from: Annotated[str, AfterValidator(f.check_cidr)] | None = Field(
         None, description="The only source CIDR allowed to SSH in.", examples=["203.0.113.7/32"]
     )

@@ -33,7 +33,14 @@ from provisioner.errors import InputError
 from provisioner.providers import azure_errors as errs
 from provisioner.providers import azure_request as R
 from provisioner.providers.azure_clients import AzureCredentialsError, Settings, default_credential, make_clients
-from provisioner.providers.base import ConflictError, InstanceRecord, LaunchSpec, ProviderError, RetryExhaustedError
+from provisioner.providers.base import (
+    ConflictError,
+    InstanceRecord,
+    LaunchSpec,
+    ProviderError,
+    RetryExhaustedError,
+    price_from_labels,
+)
 
 __all__ = ["AzureProvider", "AzureCredentialsError", "vm_state"]
 
@@ -348,7 +355,7 @@ class AzureProvider:
         return InstanceRecord(
             name=name, cloud=self.NAME, region=vm.get("location") or "", zone=None,
             instance_type=(props.get("hardwareProfile") or {}).get("vmSize") or "", state=vm_state(props),
-            profile=tags.get("trainvm-profile"), hash=tags.get("trainvm-hash"), price_hourly=None,
+            profile=tags.get("trainvm-profile"), hash=tags.get("trainvm-hash"), price_hourly=price_from_labels(tags),
             created=props.get("timeCreated"), ip=ip or None, image=R.image_urn(storage.get("imageReference")),
             extra=extra)
 

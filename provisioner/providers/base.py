@@ -39,6 +39,7 @@ class LaunchSpec:
     max_run_hours: float | None
     ssh_from: str | None
     data_sources: tuple[str, ...] = ()
+    price_hourly: float | None = None  # the price that applies to the offer (spot price for spot VMs); also in labels
 
 
 @dataclass(frozen=True)
@@ -149,10 +150,30 @@ def vm_name(profile_name: str, profile_hash: str, override: str | None = None) -
     return override or f"trainvm-{profile_name}-{profile_hash[:8]}"
 
 
-def labels_for(profile_name: str, profile_hash: str) -> dict[str, str]:
-    return {
+#: Label/tag holding the hourly price recorded at create time, in micro-USD with a "u" suffix
+#: ("526000u" = $0.526/h): GCE label values allow only [a-z0-9_-], so no dot and no "$".
+PRICE_LABEL = "trainvm-price"
+
+
+def price_label(price: float) -> str:
+    return f"{round(price * 1_000_000)}u"
+
+
+def price_from_labels(labels: dict[str, str] | None) -> float | None:
+    """The price recorded by ``price_label`` (None when absent or malformed: a VM of an older trainvm)."""
+    raw = (labels or {}).get(PRICE_LABEL, "")
+    if not re.fullmatch(r"[0-9]{1,12}u", raw):
+        return None
+    return int(raw[:-1]) / 1_000_000
+
+
+def labels_for(profile_name: str, profile_hash: str, price_hourly: float | None = None) -> dict[str, str]:
+    labels = {
         "trainvm-managed": "true",
         "trainvm-profile": profile_name,
         "trainvm-hash": profile_hash[:16],
         "trainvm-owner": owner_label(),
     }
+    if price_hourly is not None:
+        labels[PRICE_LABEL] = price_label(price_hourly)
+    return labels

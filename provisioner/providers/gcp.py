@@ -47,6 +47,7 @@ from provisioner.providers.base import (
     LaunchSpec,
     ProviderError,
     RetryExhaustedError,
+    price_from_labels,
 )
 from provisioner.providers.gcp_firewall import SshFirewall
 from provisioner.providers.gcp_report import guest_report, serial_report
@@ -363,5 +364,5 @@ class GcpProvider:
         return InstanceRecord(
             name=inst.name, cloud=self.NAME, region=zone.rsplit("-", 1)[0], zone=zone,
             instance_type=inst.machine_type.rsplit("/", 1)[-1], state=inst.status, profile=labels.get("trainvm-profile"),
-            hash=labels.get("trainvm-hash"), price_hourly=None, created=inst.creation_timestamp or None, ip=ip,
+            hash=labels.get("trainvm-hash"), price_hourly=price_from_labels(labels), created=inst.creation_timestamp or None, ip=ip,
             image=meta.get("trainvm-image"), extra=extra)

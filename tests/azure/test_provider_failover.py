@@ -16,7 +16,8 @@ T4 = "Standard_NC4as_T4_v3"
 
 
 def run(provider, spec, offers, log=None):
-    return provision(offers, lambda o: spec, lambda cloud: provider, (log if log is not None else []).append)
+    result = provision(offers, lambda o: spec, lambda cloud: provider, (log if log is not None else []).append)
+    return result.record, list(result.attempts)
 
 
 def test_capacity_failover_region_to_region(emu, provider, t4_spec, offers):

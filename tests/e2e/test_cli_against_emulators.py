@@ -9,8 +9,6 @@ import json
 import sys
 from pathlib import Path
 
-import pytest
-
 REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
@@ -21,20 +19,6 @@ from tests.emulators.gce import GceEmulator  # noqa: E402
 T4 = str(REPO / "profiles" / "examples" / "bert-finetune-t4.yaml")
 REPORT = json.loads((REPO / "tests" / "fixtures" / "probe" / "report-vm-t4.json").read_text())
 REPORT["packages"].update({"datasets": "2.21.0", "accelerate": "0.34.2"})
-SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHtrainvmTestKeyOnlyForTheEmulator0000000 tester@example"
-
-
-@pytest.fixture
-def env(monkeypatch, tmp_path):
-    monkeypatch.setenv("TRAINVM_TODAY", "2026-11-22")
-    monkeypatch.setenv("TRAINVM_RETRY_BASE_DELAY", "0")
-    monkeypatch.setenv("TRAINVM_READY_POLL_SECONDS", "0")
-    for var in ("TRAINVM_GCE_ENDPOINT", "GOOGLE_CLOUD_PROJECT", "AZURE_SUBSCRIPTION_ID", "TRAINVM_AZURE_ENDPOINT", "TRAINVM_AZURE_ACCESS_TOKEN"):
-        monkeypatch.delenv(var, raising=False)
-    key = tmp_path / "id.pub"
-    key.write_text(SSH_KEY + "\n")
-    monkeypatch.setenv("TRAINVM_SSH_PUBLIC_KEY", str(key))
-    return monkeypatch
 
 
 def test_gce_lifecycle(cli, env) -> None:

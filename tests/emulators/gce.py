@@ -62,9 +62,12 @@ class Fault:
     method: str
     params: dict = field(default_factory=dict)
 
-    def matches(self, method_id: str, zone: str | None) -> bool:
+    def matches(self, method_id: str, zone: str | None, accelerator: str | None = None) -> bool:
+        """``params['accelerator']`` (e.g. 'nvidia-tesla-t4') narrows a fault to inserts of that GPU: real stock-outs
+        are per resource in a zone, so a T4 stock-out leaves an L4 in the same zone creatable."""
+        want = self.params.get("accelerator")
         return ((self.method == "*" or method_id == f"compute.{self.method}" or method_id.endswith("." + self.method))
-                and self.zone in (None, zone))
+                and self.zone in (None, zone) and (want is None or want == accelerator))
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -166,7 +169,8 @@ class GceEmulator(FirewallsMixin, ComputeMethodsMixin):
         'aggregatedList'. `method` is a discovery method name, qualified ('firewalls.insert', 'instances.get',
         'zoneOperations.wait') or short ('insert': every resource's insert), or '*'. Operation faults apply to
         instances.insert and firewalls.insert. A fault with a zone never matches a global method (firewalls).
-        Params: quota_*: metric=, region=; invalid_400: message=; op kinds: message=."""
+        Params: quota_*: metric=, region=; invalid_400: message=; op kinds: message=, accelerator= (only inserts
+        of that GPU type, e.g. 'nvidia-tesla-t4')."""
         if kind not in FAULT_KINDS:
             raise ValueError(f"unknown fault kind {kind!r}; known: {sorted(FAULT_KINDS)}")
         if kind in OP_FAULTS and method not in OP_FAULT_METHODS:
@@ -283,10 +287,10 @@ class GceEmulator(FirewallsMixin, ComputeMethodsMixin):
         with self._lock:
             return getattr(self, "_" + mid.split(".", 1)[1].replace(".", "_"))(req, **params)
 
-    def _take_fault(self, kinds, method_id: str, zone: str | None) -> Fault | None:
+    def _take_fault(self, kinds, method_id: str, zone: str | None, accelerator: str | None = None) -> Fault | None:
         with self._lock:
             for f in self.faults:
-                if f.kind in kinds and f.matches(method_id, zone):
+                if f.kind in kinds and f.matches(method_id, zone, accelerator):
                     if f.times is not None:
                         f.times -= 1
                         if f.times <= 0:

@@ -102,7 +102,9 @@ class ComputeMethodsMixin:
             raise ApiError(409, "alreadyExists", f"The resource 'projects/{project}/zones/{zone}/instances/{body['name']}' already exists")
         if zone not in self.known_zones:
             self.known_zones.append(zone)
-        fault = self._take_fault(OP_FAULTS, "compute.instances.insert", zone)
+        accels = body.get("guestAccelerators") or [{}]
+        gpu = str(accels[0].get("acceleratorType", "")).rsplit("/", 1)[-1] or None
+        fault = self._take_fault(OP_FAULTS, "compute.instances.insert", zone, gpu)
         inst_id = str(self._rng.getrandbits(63))
         if fault is None or fault.kind == "op_never_done":
             self.instances[key] = instance_resource(body, project, zone, inst_id, self._rng)

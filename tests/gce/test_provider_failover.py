@@ -14,7 +14,7 @@ def run(provider, spec, offers, others=None):
     seen = []
     clouds = {"gcp": provider, **(others or {})}
     result = provision(offers, lambda o: spec(), clouds.__getitem__, seen.append)
-    return result, seen
+    return (result.record, list(result.attempts)), seen
 
 
 def test_zone_then_zone_then_region(gce, provider, spec, offer):

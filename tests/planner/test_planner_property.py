@@ -131,7 +131,10 @@ def test_chosen_is_feasible_and_cheapest(scenario):
     assert price(p.chosen) == min(price(o) for o in feasible)
     assert [price(o) for o in p.ranked] == sorted(price(o) for o in p.ranked)
     assert list(p.ranked) == sorted(feasible, key=rank_key(req))  # documented tie-break
-    assert set(map(id, p.failover)) == set(map(id, p.ranked[1:]))
+    bound = req.max_price_per_hour if req.max_price_per_hour is not None else price(p.chosen) * 1.25
+    eligible = [o for o in p.ranked[1:] if (o.gpu_name, o.gpu_count) == (p.chosen.gpu_name, p.chosen.gpu_count)
+                and price(o) <= bound + 1e-9]
+    assert set(map(id, p.failover)) == set(map(id, eligible)) and len(p.failover) == len(eligible)
     assert p.to_json()["chosen"]["price_hourly"] == price(p.chosen)
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import random
 from datetime import date, timedelta
 
+import pytest
+
 from planner_synth import CATALOG_DATE, TODAY, catalog, offer
 from provisioner.planner import (
     NEAR_MISSES_PER_REASON,
@@ -56,25 +58,47 @@ def test_result_independent_of_catalog_order():
         assert p.near_misses == base.near_misses and p.rejected == base.rejected
 
 
-def test_failover_zones_then_regions_then_other_cloud():
+def test_failover_same_type_zones_then_regions_then_equivalent_shapes_then_clouds():
     chosen = offer(instance_type="a", region="us-central1", zone="us-central1-a", price_hourly=1.0)
     same_zone_other_type = offer(instance_type="b", region="us-central1", zone="us-central1-a",
-                                 price_hourly=1.5)
+                                 price_hourly=1.15)
     other_zone = offer(instance_type="a", region="us-central1", zone="us-central1-b",
-                       price_hourly=1.4)
+                       price_hourly=1.2)
     cheap_other_region = offer(instance_type="a", region="us-east1", zone="us-east1-b",
                                price_hourly=1.1)
     other_region = offer(instance_type="a", region="europe-west4", zone="europe-west4-a",
-                         price_hourly=1.3)
+                         price_hourly=1.2)
+    other_type_other_region = offer(instance_type="c", region="us-east1", zone="us-east1-b",
+                                    price_hourly=1.01)
     other_cloud = offer(instance_type="nc", cloud="azure", region="eastus", zone=None,
                         price_hourly=1.05)
     offers = [other_cloud, other_region, cheap_other_region, other_zone, same_zone_other_type,
-              chosen]
+              other_type_other_region, chosen]
     p = plan(PlanRequest(), catalog(offers), TODAY)
-    assert p.chosen == chosen
-    assert p.failover == (other_zone, same_zone_other_type, cheap_other_region, other_region,
-                          other_cloud)
-    assert [o.instance_type for o in p.ranked] == ["a", "nc", "a", "a", "a", "b"]
+    assert p.chosen == chosen and p.failover_bound == 1.25
+    assert p.failover == (other_zone, cheap_other_region, other_region, same_zone_other_type,
+                          other_type_other_region, other_cloud)
+    assert p.failover_worst_case == 1.2
+
+
+def test_failover_never_changes_gpu_and_never_exceeds_the_bound():
+    chosen = offer(instance_type="t4", price_hourly=0.53)
+    dearer_same = offer(instance_type="t4", zone="us-central1-b", price_hourly=0.67)
+    within = offer(instance_type="t4", region="us-east1", zone="us-east1-b", price_hourly=0.66)
+    other_gpu = offer(instance_type="a10", gpu_name="A10", gpu_memory_gib=24, price_hourly=0.6)
+    two_gpus = offer(instance_type="t4x2", gpu_count=2, price_hourly=0.6)
+    offers = [chosen, dearer_same, within, other_gpu, two_gpus]
+    p = plan(PlanRequest(gpu_count=1), catalog(offers), TODAY)
+    assert p.failover_bound == pytest.approx(0.6625) and p.failover == (within,)
+    assert other_gpu in p.ranked  # still a feasible alternative to plan, never a failover target
+    p = plan(PlanRequest(max_failover_premium=0.5), catalog(offers), TODAY)
+    assert p.failover == (dearer_same, within)
+    capped = plan(PlanRequest(max_price_per_hour=0.7, max_failover_premium=0), catalog(offers), TODAY)
+    assert capped.failover_bound == 0.7 and capped.failover == (dearer_same, within)
+    assert capped.bound_json() == {"price_hourly": 0.7, "basis": "placement.max_price_per_hour", "premium": None,
+                                   "worst_case_price_hourly": 0.67}
+    none = plan(PlanRequest(max_failover_premium=0), catalog([chosen, within]), TODAY)
+    assert none.failover == () and none.failover_worst_case == 0.53
 
 
 def test_no_offer_means_empty_plan():
@@ -175,8 +199,8 @@ def test_gpu_name_near_miss_prefers_comparable_memory():
 
 def test_plan_json_shape():
     a = offer(instance_type="a", price_hourly=1.0)
-    b = offer(instance_type="b", price_hourly=2.0, region="us-east1", zone="us-east1-b")
-    z = offer(instance_type="z", cloud="azure", region="eastus", zone=None, price_hourly=3.0)
+    b = offer(instance_type="b", price_hourly=1.1, region="us-east1", zone="us-east1-b")
+    z = offer(instance_type="z", cloud="azure", region="eastus", zone=None, price_hourly=1.2)
     p = plan(PlanRequest(), catalog([a, b, z]), TODAY)
     js = p.to_json(alternatives=1)
     assert set(js) >= {"chosen", "alternatives", "failover", "rejected", "catalog", "warnings"}
@@ -186,6 +210,8 @@ def test_plan_json_shape():
     assert [x["instance_type"] for x in js["alternatives"]] == ["b"]
     assert js["failover"][-1]["zone"] is None
     assert js["catalog"]["date"] == "2026-09-23"
+    assert js["failover_bound"] == {"price_hourly": 1.25, "basis": "placement.max_failover_premium",
+                                    "premium": 0.25, "worst_case_price_hourly": 1.2}
 
 
 def test_plan_is_pure_given_today():

@@ -50,7 +50,8 @@ def clouds() -> dict[str, FakeProvider]:
 
 
 def test_first_offer_wins(clouds) -> None:
-    record, attempts = provision(OFFERS, spec, clouds.__getitem__)
+    result = provision(OFFERS, spec, clouds.__getitem__)
+    record, attempts = result.record, list(result.attempts)
     assert record.zone == "us-central1-a" and [a.outcome for a in attempts] == ["created"]
     assert record.name == "trainvm-bert-abababab"
 
@@ -62,7 +63,8 @@ def test_zone_then_region_then_cloud(clouds) -> None:
     gcp.fail("us-east1-c", RetryExhaustedError("503 after 4 tries", code="503"))
     gcp.fail("us-east1-d", QuotaError("GPUS_ALL_REGIONS", code="QUOTA_EXCEEDED", scope="cloud"))
     seen = []
-    record, attempts = provision(OFFERS, spec, clouds.__getitem__, seen.append)
+    result = provision(OFFERS, spec, clouds.__getitem__, seen.append)
+    record, attempts = result.record, list(result.attempts)
     assert record.cloud == "azure"
     assert [a.outcome for a in attempts] == ["capacity", "quota", "retry-exhausted", "quota-cloud", "created"]
     assert seen == attempts
@@ -70,7 +72,8 @@ def test_zone_then_region_then_cloud(clouds) -> None:
 
 def test_regional_quota_skips_rest_of_region(clouds) -> None:
     clouds["gcp"].fail("us-central1-a", QuotaError("regional quota", code="QUOTA_EXCEEDED"))
-    record, attempts = provision(OFFERS, spec, clouds.__getitem__)
+    result = provision(OFFERS, spec, clouds.__getitem__)
+    record, attempts = result.record, list(result.attempts)
     assert record.zone == "us-east1-c"
     assert ("create", "us-central1-b") not in clouds["gcp"].calls
 
@@ -108,3 +111,26 @@ def test_max_attempts_bounds_the_walk(clouds) -> None:
     with pytest.raises(ProvisionError) as info:
         provision(OFFERS, spec, clouds.__getitem__, max_attempts=2)
     assert len(info.value.attempts) == 2 and "--max-attempts" in str(info.value)
+
+
+def test_returns_the_offer_it_created_and_its_price(clouds) -> None:
+    offers = [offer("gcp", "us-central1", "us-central1-a", 0.5), offer("gcp", "us-east1", "us-east1-c", 0.6)]
+    clouds["gcp"].fail("us-central1-a", CapacityError("stockout", code="ZONE_RESOURCE_POOL_EXHAUSTED"))
+    result = provision(offers, spec, clouds.__getitem__, price_of=lambda o: o.price_hourly * 0.4)
+    assert result.offer is offers[1] and result.price_hourly == pytest.approx(0.24)
+    assert result.record.price_hourly == pytest.approx(0.24) and result.record.zone == "us-east1-c"
+    assert [a.price_hourly for a in result.attempts] == [pytest.approx(0.2), pytest.approx(0.24)]
+    assert "($0.240/h)" in result.attempts[1].render()
+
+
+def test_offers_above_the_bound_are_never_tried(clouds) -> None:
+    offers = [offer("gcp", "us-central1", "us-central1-a", 0.5), offer("gcp", "us-east1", "us-east1-c", 0.9),
+              offer("azure", "eastus", None, 0.6)]
+    clouds["gcp"].fail("us-central1-a", CapacityError("stockout", code="ZONE_RESOURCE_POOL_EXHAUSTED"))
+    clouds["azure"].fail("eastus", CapacityError("SkuNotAvailable", code="SkuNotAvailable"))
+    with pytest.raises(ProvisionError) as err:
+        provision(offers, spec, clouds.__getitem__, bound=0.65)
+    assert [(a.cloud, a.zone or a.region) for a in err.value.attempts] == [("gcp", "us-central1-a"), ("azure", "eastus")]
+    assert str(err.value).startswith("no VM could be created within the failover bound of $0.650/h after 2 attempt(s)")
+    assert ("create", "us-east1-c") not in clouds["gcp"].calls
+    assert not clouds["gcp"].vms and not clouds["azure"].vms

@@ -1,0 +1,51 @@
+"""What ``up`` shows before it asks (and puts under ``summary`` in ``up --json``): the chosen price, the
+worst-case failover price and its bound, the cost of a full run, what the lifecycle settings do, who can
+reach SSH and where the data comes from. Cloud-neutral: per-cloud facts come from providers.registry."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from provisioner.providers.registry import ssh_exposure
+
+
+def up_summary(loaded: Any, plan: Any, first: Any, *, spot: bool, ssh_from: str | None) -> dict[str, Any]:
+    p = loaded.profile
+    lc = p.lifecycle
+    price = plan.price(first)
+    worst = plan.failover_worst_case
+    hours = lc.max_run_hours
+    lifecycle = {"idle_shutdown_minutes": lc.idle_shutdown_minutes, "max_run_hours": hours}
+    for key in ("on_idle", "on_max_run"):  # lifecycle actions, where the profile model has them
+        if hasattr(lc, key):
+            lifecycle[key] = getattr(lc, key)
+    return {
+        "cloud": first.cloud, "location": first.location, "instance_type": first.instance_type,
+        "gpu": f"{first.gpu_count}x {first.gpu_name}", "spot": spot,
+        "price_hourly": price,
+        "failover_bound_hourly": plan.failover_bound,
+        "worst_case_price_hourly": worst,
+        "run_cost": None if hours is None else round(price * hours, 2),
+        "worst_case_run_cost": None if hours is None or worst is None else round(worst * hours, 2),
+        "lifecycle": lifecycle,
+        "ssh": ssh_exposure(first.cloud, ssh_from or p.placement.ssh_from),
+        "data_sources": [d.source for d in p.data],
+    }
+
+
+def summary_lines(s: dict[str, Any]) -> list[str]:
+    lc = s["lifecycle"]
+    spot = " (spot: may be reclaimed)" if s["spot"] else ""
+    lines = [f"{s['cloud']} {s['instance_type']} ({s['gpu']}) in {s['location']} at ${s['price_hourly']:.3f}/h{spot}",
+             f"failover: same GPU only, at most ${s['failover_bound_hourly']:.3f}/h; worst case ${s['worst_case_price_hourly']:.3f}/h"]
+    if lc["max_run_hours"] is None:
+        lines.append(f"run length: no max_run_hours; ${s['price_hourly'] * 24:.2f} per 24 h until you run `trainvm down`")
+    else:
+        lines.append(f"run length: max_run_hours={lc['max_run_hours']:g} -> ${s['run_cost']:.2f} "
+                     f"(worst case ${s['worst_case_run_cost']:.2f})")
+    idle = "never" if lc["idle_shutdown_minutes"] is None else f"after {lc['idle_shutdown_minutes']} idle minutes"
+    actions = "".join(f", {k}={lc[k]}" for k in ("on_idle", "on_max_run") if k in lc)
+    lines.append(f"lifecycle: idle shutdown {idle}{actions}")
+    lines.append(f"ssh: {s['ssh']}")
+    lines.append("data: " + (", ".join(s["data_sources"]) if s["data_sources"] else "none"))
+    return lines

@@ -1,0 +1,96 @@
+"""Issue 10: what `up` shows and records about money before and after it creates (fake providers; the
+real ones are driven through their SDKs in tests/e2e/test_failover_bound.py)."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from provisioner.providers import set_provider
+from provisioner.providers.base import CapacityError
+from tests.conftest import REPO
+from tests.fakes import FakeProvider
+
+T4 = str(REPO / "profiles" / "examples" / "bert-finetune-t4.yaml")
+
+
+@pytest.fixture
+def clouds(monkeypatch):
+    monkeypatch.setenv("TRAINVM_TODAY", "2026-11-22")
+    fakes = {"gcp": FakeProvider("gcp"), "azure": FakeProvider("azure")}
+    for cloud, fake in fakes.items():
+        set_provider(cloud, fake)
+    yield fakes
+    for cloud in fakes:
+        set_provider(cloud, None)
+
+
+def test_up_json_summary_has_prices_run_cost_lifecycle_ssh_and_data(cli, clouds) -> None:
+    doc = cli("up", T4, "--yes", "--json").json()
+    s = doc["summary"]
+    assert (s["cloud"], s["instance_type"], s["gpu"], s["spot"]) == ("gcp", "n1-standard-8", "1x T4", False)
+    assert s["price_hourly"] == 0.73 and s["failover_bound_hourly"] == 1.5  # placement.max_price_per_hour
+    assert 0.73 <= s["worst_case_price_hourly"] <= 1.5
+    assert s["run_cost"] == pytest.approx(0.73 * 24) and s["worst_case_run_cost"] == round(s["worst_case_price_hourly"] * 24, 2)
+    assert s["lifecycle"]["idle_shutdown_minutes"] == 60 and s["lifecycle"]["max_run_hours"] == 24
+    assert s["ssh"].startswith("open to any address")
+    assert s["data_sources"] == ["gs://example-ml-data/glue/"]
+    assert doc["price_hourly"] == 0.73
+
+
+def test_up_json_reports_the_created_offers_price_after_failover(cli, clouds) -> None:
+    for zone in ("us-central1-a", "us-central1-b", "us-central1-c", "us-central1-f"):
+        clouds["gcp"].fail(zone, *[CapacityError("stockout", code="ZONE_RESOURCE_POOL_EXHAUSTED")] * 10)
+    doc = cli("up", T4, "--yes", "--json", "--cloud", "gcp").json()
+    assert doc["region"] != "us-central1" and doc["instance_type"] == "n1-standard-8"
+    created = doc["attempts"][-1]
+    assert created["outcome"] == "created" and doc["price_hourly"] == created["price_hourly"]
+    vm = clouds["gcp"].vms[doc["name"]]
+    assert vm.price_hourly == doc["price_hourly"]
+
+
+def test_up_spot_records_the_spot_price(cli, clouds) -> None:
+    doc = cli("up", T4, "--yes", "--json", "--spot").json()
+    assert doc["summary"]["spot"] is True and doc["price_hourly"] == doc["summary"]["price_hourly"] < 0.73
+    listed = cli("list", "--json").json()["vms"]
+    assert [v["price_hourly"] for v in listed] == [doc["price_hourly"]]
+
+
+def test_confirmation_shows_the_summary_before_asking(cli, clouds, monkeypatch) -> None:
+    import typer
+
+    asked = []
+    monkeypatch.setattr(sys.stdin, "isatty", lambda: True)
+    monkeypatch.setattr(typer, "confirm", lambda text, **kw: asked.append(text) or False)
+    r = cli("up", T4)
+    assert r.code == 1 and len(asked) == 1 and not clouds["gcp"].vms
+    for expected in ("gcp n1-standard-8 (1x T4) in us-central1-a at $0.730/h",
+                     "failover: same GPU only, at most $1.500/h; worst case $",
+                     "run length: max_run_hours=24 -> $17.52", "lifecycle: idle shutdown after 60 idle minutes",
+                     "ssh: open to any address", "data: gs://example-ml-data/glue/"):
+        assert expected in r.err
+
+
+def test_up_finds_the_name_on_a_cloud_outside_the_plan(cli, clouds) -> None:
+    first = cli("up", T4, "--yes", "--json", "--cloud", "gcp").json()
+    again = cli("up", T4, "--yes", "--json", "--cloud", "azure")
+    assert again.code == 0, again.err
+    assert again.json()["existing"] is True and again.json()["cloud"] == "gcp"
+    assert list(clouds["gcp"].vms) == [first["name"]] and not clouds["azure"].vms
+
+
+def test_plan_text_shows_the_bound_and_worst_case(cli, write_yaml) -> None:
+    r = cli("plan", T4)
+    assert r.code == 0, r.err
+    assert "failover bound: $1.50/h (placement.max_price_per_hour); worst-case failover price $" in r.out
+    p = write_yaml("name: d\nextends: base/torch-2.4-cu124\nhardware: {gpu: T4, min_vcpus: 4, min_memory_gib: 15}\n"
+                   "placement: {clouds: [gcp], max_failover_premium: 0.1}\n")
+    doc = cli("plan", str(p), "--json").json()
+    assert doc["failover_bound"] == {"price_hourly": 0.594, "basis": "placement.max_failover_premium", "premium": 0.1,
+                                     "worst_case_price_hourly": max(o["price_hourly"] for o in [doc["chosen"], *doc["failover"]])}
+    assert all(o["price_hourly"] <= 0.594 and o["gpu_name"] == "T4" for o in doc["failover"])
+    assert "failover bound: $0.594/h (chosen $0.54/h +10%, placement.max_failover_premium)" in cli("plan", str(p)).out
+    bad = write_yaml("name: d\nextends: base/torch-2.4-cu124\nplacement: {max_failover_premium: -1}\n", name="bad.yaml")
+    r = cli("validate", str(bad))
+    assert r.code == 1 and "bad.yaml:3: placement.max_failover_premium: Input should be greater than or equal to 0" in r.err
