@@ -47,4 +47,6 @@ def launch_spec(loaded: LoadedProfile, offer: Offer, *, name: str | None = None,
         ssh_from=ssh_from or p.placement.ssh_from,
         data_sources=tuple(d.source for d in p.data),
         price_hourly=price,
+        on_idle=p.lifecycle.on_idle,
+        on_max_run=p.lifecycle.on_max_run,
     )

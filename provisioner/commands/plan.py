@@ -10,6 +10,8 @@ from typing import Any
 from provisioner.output import emit_json, escape, print_messages, stderr_console, stdout_console
 from provisioner.planning import Overrides, make_plan
 from provisioner.profile import load_profile
+from provisioner.providers.lifecycle import summary as lifecycle_summary
+from provisioner.providers.lifecycle import summary_lines as lifecycle_lines
 
 FAILOVER_SHOWN = 8
 
@@ -50,6 +52,7 @@ def run_plan(
         doc["defaults"] = applied
         doc["request"] = plan.request.to_json()
         doc["estimate"] = _estimate(plan, hours)
+        doc["lifecycle"] = lifecycle_summary(loaded.profile.lifecycle, plan.chosen.cloud if plan.chosen else None)
         doc["script_sha256"] = script_sha
         if show_script:
             doc["script"] = script
@@ -113,6 +116,8 @@ def _print_plan(loaded: Any, plan: Any, applied: dict[str, Any], top: int, hours
     price = plan.price(c)
     est = f"estimated cost: {_money(price)}/h" + (f", {_money(price * hours)} for max_run_hours={hours:g}" if hours else f", {_money(price * 24)} per 24 h (no max_run_hours set)")
     out.print(f"chosen: {c.cloud} {c.zone or c.region} {c.instance_type}; {est}")
+    for i, line in enumerate(lifecycle_lines(loaded.profile.lifecycle, c.cloud)):
+        out.print(("lifecycle: " if i == 0 else "  ") + escape(line))
     if plan.failover:
         shown = " -> ".join(f"{o.cloud}:{o.zone or o.region}/{o.instance_type}" for o in plan.failover[:FAILOVER_SHOWN])
         more = f" (+{len(plan.failover) - FAILOVER_SHOWN} more)" if len(plan.failover) > FAILOVER_SHOWN else ""

@@ -116,9 +116,18 @@ class DataItem(Strict):
     dest: Annotated[str, AfterValidator(f.check_abs_path)] = Field(description="Absolute path on the VM (on local NVMe when present).", examples=["/mnt/data/glue"])
 
 
+LIFECYCLE_ACTIONS = {
+    "stop": "compute billing ends; the VM, its disks and their data stay (disks keep billing; local NVMe/scratch is lost)",
+    "delete": "the VM and its disks are deleted: billing ends and nothing stays",
+}
+LifecycleAction = Literal["stop", "delete"]
+
+
 class Lifecycle(Strict):
-    idle_shutdown_minutes: int | None = Field(60, ge=5, le=10080, description="The in-VM watchdog powers off a VM idle this long (null = never).")
-    max_run_hours: float | None = Field(None, gt=0, le=720, description="Hard limit on run time, enforced by the cloud where supported (GCE maxRunDuration).")
+    idle_shutdown_minutes: int | None = Field(60, ge=5, le=10080, description="The in-VM watchdog acts (see on_idle) on a VM idle this long (null = never).")
+    max_run_hours: float | None = Field(None, gt=0, le=720, description="Hard limit on run time (GCE maxRunDuration; a timer on the VM elsewhere); see on_max_run.")
+    on_idle: LifecycleAction = Field("stop", description="What idle shutdown does. stop: " + LIFECYCLE_ACTIONS["stop"] + ". delete: " + LIFECYCLE_ACTIONS["delete"] + ".")
+    on_max_run: LifecycleAction = Field("stop", description="What reaching max_run_hours does: stop or delete, as for on_idle.")
 
 
 class Profile(Strict):

@@ -20,6 +20,9 @@ AMI_PARAMETERS = {
     "debian-12": "/aws/service/debian/release/bookworm/latest/amd64",
 }
 VOLUME_TYPES = {"standard": "st1", "balanced": "gp3", "ssd": "io2"}
+#: lifecycle.on_idle -> InstanceInitiatedShutdownBehavior: what a shutdown from inside the VM does
+#: (the idle watchdog; the max-run timer calls the EC2 API for on_max_run and falls back to a shutdown).
+SHUTDOWN_BEHAVIOR = {"stop": "stop", "delete": "terminate"}
 
 
 def request_preview(spec: LaunchSpec, offer: Offer) -> dict[str, Any]:
@@ -32,7 +35,7 @@ def request_preview(spec: LaunchSpec, offer: Offer) -> dict[str, Any]:
         "Placement": {"AvailabilityZoneId": offer.zone} if offer.zone else {},
         "UserData": base64.b64encode(spec.user_data if isinstance(spec.user_data, bytes) else spec.user_data.encode()).decode(),
         "BlockDeviceMappings": [{"DeviceName": "/dev/sda1", "Ebs": {"VolumeSize": spec.boot_disk_gib, "VolumeType": VOLUME_TYPES[spec.boot_disk_type], "DeleteOnTermination": True}}],
-        "InstanceInitiatedShutdownBehavior": "terminate",
+        "InstanceInitiatedShutdownBehavior": SHUTDOWN_BEHAVIOR[spec.on_idle],
         "MetadataOptions": {"HttpTokens": "required"},
         "TagSpecifications": [{"ResourceType": "instance", "Tags": tags}, {"ResourceType": "volume", "Tags": tags}],
         "ClientToken": spec.name + "-" + spec.profile_hash[:16],

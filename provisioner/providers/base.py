@@ -40,6 +40,8 @@ class LaunchSpec:
     ssh_from: str | None
     data_sources: tuple[str, ...] = ()
     price_hourly: float | None = None  # the price that applies to the offer (spot price for spot VMs); also in labels
+    on_idle: str = "stop"  # lifecycle.on_idle: stop | delete
+    on_max_run: str = "stop"  # lifecycle.on_max_run: stop | delete
 
 
 @dataclass(frozen=True)

@@ -7,11 +7,13 @@
 Decisions (SPEC "What `up` creates"):
 - GPUs: ``guestAccelerators`` only on N1 hosts; A2/A3/A4/G2 machine types bundle their GPUs.
 - ``scheduling``: ``onHostMaintenance=TERMINATE`` (GPU VMs cannot live-migrate) and
-  ``automaticRestart=false`` on every VM; spot -> ``provisioningModel=SPOT`` with
-  ``instanceTerminationAction=DELETE``. ``lifecycle.max_run_hours`` -> ``maxRunDuration`` with
-  ``instanceTerminationAction=DELETE`` for on-demand VMs too: STOP would keep the boot disk (billed)
-  and the instance record; DELETE leaves nothing burning money (the boot disk and local SSDs
-  auto-delete). Work that must survive belongs in a bucket, not on the VM.
+  ``automaticRestart=false`` on every VM; spot -> ``provisioningModel=SPOT``.
+  ``lifecycle.max_run_hours`` -> ``maxRunDuration``; ``instanceTerminationAction`` follows
+  ``lifecycle.on_max_run`` (stop -> STOP: compute billing ends, the boot disk and its data stay and
+  bill; delete -> DELETE: the VM, boot disk and local SSDs are deleted). GCE has one
+  ``instanceTerminationAction`` for both maxRunDuration and spot preemption, so on spot VMs a
+  preemption does what ``on_max_run`` says too (decision: the default keeps the disk: a reclaimed spot
+  VM is stopped, not deleted, and ``trainvm start`` resumes it). Local SSD data is lost either way.
 - Boot disk: the profile's ``standard|balanced|ssd`` mapped per machine family
   (``catalog.families.gce_disk_type``: pd-*, or hyperdisk-balanced on Hyperdisk-only series), the image
   pinned by name (``projects/P/global/images/NAME``, resolved from the family when ``up`` runs).
@@ -68,6 +70,7 @@ DEFAULT_ALLOW_SSH_PRIORITY = 65534
 GCE_NAME_MAX = 63  # names and network tags: [a-z]([-a-z0-9]{0,61}[a-z0-9])?
 METADATA_VALUE_MAX = 256 * 1024  # bytes per metadata value
 METADATA_TOTAL_MAX = 512 * 1024  # bytes for all keys + values
+TERMINATION_ACTION = {"stop": "STOP", "delete": "DELETE"}  # lifecycle.on_max_run -> scheduling.instanceTerminationAction
 MAX_RUN_SECONDS = (30, 120 * 86400)  # what GCE accepts for maxRunDuration
 REQUEST_ID_NAMESPACE = uuid.UUID("5b0f7d1e-4c1a-5f3e-9a57-7a1f3c0e7d21")
 
@@ -233,13 +236,12 @@ def _scheduling(spec: LaunchSpec, offer: Offer) -> dict[str, Any]:
     sched: dict[str, Any] = {"automaticRestart": False, "provisioningModel": "SPOT" if spec.spot else "STANDARD"}
     if offer.gpu_count > 0:
         sched["onHostMaintenance"] = "TERMINATE"
-    if spec.spot:
-        sched["instanceTerminationAction"] = "DELETE"
+    if spec.spot or spec.max_run_hours:  # one field serves both preemption and maxRunDuration
+        sched["instanceTerminationAction"] = TERMINATION_ACTION[spec.on_max_run]
     if spec.max_run_hours:
         lo, hi = MAX_RUN_SECONDS
         seconds = min(hi, max(lo, round(spec.max_run_hours * 3600)))
         sched["maxRunDuration"] = {"seconds": str(seconds)}
-        sched["instanceTerminationAction"] = "DELETE"
     return sched
 
 

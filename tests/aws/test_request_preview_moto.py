@@ -61,3 +61,33 @@ def test_preview_is_a_valid_run_instances_request(ec2, monkeypatch, spot: bool) 
     assert base64.b64decode(user_data) == raw and len(raw) <= 16_384
     if spot:
         assert inst.get("InstanceLifecycle") == "spot" or body["InstanceMarketOptions"]["MarketType"] == "spot"
+
+
+@pytest.mark.parametrize("on_idle, behavior", [("stop", "stop"), ("delete", "terminate")])
+def test_shutdown_behavior_follows_on_idle(ec2, monkeypatch, on_idle: str, behavior: str) -> None:
+    """issue 10: the request used to say `terminate` always, so an idle shutdown deleted the instance.
+    InstanceInitiatedShutdownBehavior follows lifecycle.on_idle, as moto's server records it."""
+    monkeypatch.setenv("TRAINVM_TODAY", "2026-11-22")
+    import datetime
+    from dataclasses import replace
+
+    from provisioner.catalog.storage import load_catalog
+    from provisioner.launch import launch_spec
+    from provisioner.planner.core import plan
+    from provisioner.planning import Overrides, build_request
+    from provisioner.profile import load_profile
+    from provisioner.providers.aws_request import request_preview
+
+    loaded = load_profile(REPO / "profiles" / "examples" / "bert-finetune-t4.yaml")
+    request, _ = build_request(loaded, Overrides(("aws",), ("us-east-1",), False))
+    offer = plan(replace(request, include_unprovisionable=True), load_catalog(), datetime.date(2026, 11, 22)).chosen
+    assert offer is not None
+    spec = replace(launch_spec(loaded, offer), on_idle=on_idle)
+    body = request_preview(spec, offer)
+    assert body["InstanceInitiatedShutdownBehavior"] == behavior
+    body["ImageId"] = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    body.pop("Placement")
+    body["UserData"] = base64.b64decode(body["UserData"])
+    inst = ec2.run_instances(**body)["Instances"][0]
+    got = ec2.describe_instance_attribute(InstanceId=inst["InstanceId"], Attribute="instanceInitiatedShutdownBehavior")
+    assert got["InstanceInitiatedShutdownBehavior"]["Value"] == behavior

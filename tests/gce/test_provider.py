@@ -39,7 +39,7 @@ def test_t4_happy_path_wire_body(gce, provider, spec, offer):
     assert body["guestAccelerators"] == [{"acceleratorType": "zones/us-central1-a/acceleratorTypes/nvidia-tesla-t4",
                                           "acceleratorCount": 1}]
     assert body["scheduling"] == {"provisioningModel": "STANDARD", "onHostMaintenance": "TERMINATE", "automaticRestart": False,
-                                  "instanceTerminationAction": "DELETE", "maxRunDuration": {"seconds": "86400"}}
+                                  "instanceTerminationAction": "STOP", "maxRunDuration": {"seconds": "86400"}}
     assert body["labels"] == s.labels and body["labels"]["trainvm-hash"] == s.profile_hash[:16]
     assert set(metadata(body)) == {"startup-script", "enable-guest-attributes", "trainvm-profile", "trainvm-hash", "trainvm-image"}
     assert metadata(body)["enable-guest-attributes"] == "TRUE" and metadata(body)["startup-script"] == s.user_data
@@ -72,7 +72,7 @@ def test_spot_with_local_nvme_and_ssh_tag(gce, provider, spec, offer):
     s = spec(spot=True, local_nvme_gib=700, ssh_from="203.0.113.7/32")
     rec = provider.create(s, offer())
     body = gce.calls("instances.insert")[0].body
-    assert body["scheduling"]["provisioningModel"] == "SPOT" and body["scheduling"]["instanceTerminationAction"] == "DELETE"
+    assert body["scheduling"]["provisioningModel"] == "SPOT" and body["scheduling"]["instanceTerminationAction"] == "STOP"
     assert body["scheduling"]["automaticRestart"] is False and body["tags"] == {"items": [f"{s.name}-ssh"]}
     stored = gce.instance(s.name)
     assert [(d["type"], d["interface"]) for d in stored["disks"]] == [("PERSISTENT", "SCSI"), ("SCRATCH", "NVME"), ("SCRATCH", "NVME")]
@@ -335,3 +335,15 @@ def test_read_report_prefers_guest_attribute(gce, provider, spec, offer):
 
 def test_read_report_unknown_vm(gce, provider):
     assert provider.read_report("trainvm-nope-00000000") == (None, None)
+
+
+# ---------------------------------------------------------------------------------------------- lifecycle
+@pytest.mark.parametrize("spot", [False, True])
+@pytest.mark.parametrize("on_max_run, action", [("stop", "STOP"), ("delete", "DELETE")])
+def test_termination_action_follows_on_max_run(gce, provider, spec, offer, spot, on_max_run, action):
+    """issue 10: maxRunDuration used to DELETE every VM (and its boot disk), on-demand ones included.
+    What the emulator recorded on the wire follows lifecycle.on_max_run; spot preemption shares the field."""
+    provider.create(spec(spot=spot, on_max_run=on_max_run, max_run_hours=2), offer())
+    sched = gce.calls("instances.insert")[0].body["scheduling"]
+    assert sched["instanceTerminationAction"] == action and sched["maxRunDuration"] == {"seconds": "7200"}
+    assert gce.instance(spec().name)["scheduling"]["instanceTerminationAction"] == action

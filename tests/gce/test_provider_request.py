@@ -48,7 +48,7 @@ def test_t4_body(spec, offer):
     assert body["guestAccelerators"] == [{"acceleratorType": "zones/us-central1-a/acceleratorTypes/nvidia-tesla-t4",
                                           "acceleratorCount": 1}]
     assert body["scheduling"] == {"automaticRestart": False, "provisioningModel": "STANDARD", "onHostMaintenance": "TERMINATE",
-                                  "instanceTerminationAction": "DELETE", "maxRunDuration": {"seconds": "86400"}}
+                                  "instanceTerminationAction": "STOP", "maxRunDuration": {"seconds": "86400"}}
     boot = body["disks"][0]
     assert boot["boot"] and boot["autoDelete"] and len(body["disks"]) == 1
     assert boot["initializeParams"] == {"sourceImage": IMG, "diskType": "zones/us-central1-a/diskTypes/pd-balanced",
@@ -76,7 +76,7 @@ def test_a2_bundles_gpus_and_spot(spec, offer):
     body = instance_body(spec(spot=True, max_run_hours=None, data_sources=()), offer(instance_type="a2-highgpu-1g"), IMG, "p")
     assert "guestAccelerators" not in body
     assert body["scheduling"] == {"automaticRestart": False, "provisioningModel": "SPOT", "onHostMaintenance": "TERMINATE",
-                                  "instanceTerminationAction": "DELETE"}
+                                  "instanceTerminationAction": "STOP"}
     assert body["serviceAccounts"][0]["scopes"] == ["https://www.googleapis.com/auth/logging.write",
                                                     "https://www.googleapis.com/auth/monitoring.write"]
 

@@ -12,7 +12,7 @@ export PATH="$PATH:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 # ---- rendered configuration: every value below went through the shq quoting filter ----
 TV_PROFILE='bert-finetune'
-TV_HASH='da8014252312432093fd7e6f5584f08397ccc23a30109f63aef362b705d1d51c'
+TV_HASH='8e6b75dc3316d4dc813d4abe1c94392c0a81828f91b31bc24f06bc7e3a02ae33'
 TV_CLOUD='gcp'
 TV_INSTANCE_TYPE='n1-standard-8'
 TV_REGION='us-central1'
@@ -52,7 +52,7 @@ TV_NVME='none'
 TV_SCRATCH=''
 TV_IDLE_MINUTES=60
 TV_MAX_REBOOTS=2
-TV_EXPECTED='{"cloud":"gcp","cuda_toolkit":null,"data":[{"dest":"/mnt/data/glue","stage":"/mnt/data/glue"}],"disk_path":"/mnt/data","driver":"550.127.05","env":{"CUBLAS_WORKSPACE_CONFIG":":4096:8","PYTHONHASHSEED":"0"},"framework":{"cuda":"12.4","cudnn":"9.1.0","name":"torch","version":"2.4.1+cu124"},"gpu":{"compute_capability":"7.5","count":1,"max_memory_mib":null,"min_memory_mib":15073,"name":"T4","name_regex":"(?<![A-Za-z0-9])T4(?![A-Za-z0-9])"},"hash":"da8014252312432093fd7e6f5584f08397ccc23a30109f63aef362b705d1d51c","nvme":"none","packages":{"accelerate":"0.34.2","datasets":"2.21.0","torch":"2.4.1+cu124","transformers":"4.44.2"},"profile":"bert-finetune","python":"3.11.9","schema":1}'
+TV_EXPECTED='{"cloud":"gcp","cuda_toolkit":null,"data":[{"dest":"/mnt/data/glue","stage":"/mnt/data/glue"}],"disk_path":"/mnt/data","driver":"550.127.05","env":{"CUBLAS_WORKSPACE_CONFIG":":4096:8","PYTHONHASHSEED":"0"},"framework":{"cuda":"12.4","cudnn":"9.1.0","name":"torch","version":"2.4.1+cu124"},"gpu":{"compute_capability":"7.5","count":1,"max_memory_mib":null,"min_memory_mib":15073,"name":"T4","name_regex":"(?<![A-Za-z0-9])T4(?![A-Za-z0-9])"},"hash":"8e6b75dc3316d4dc813d4abe1c94392c0a81828f91b31bc24f06bc7e3a02ae33","nvme":"none","packages":{"accelerate":"0.34.2","datasets":"2.21.0","torch":"2.4.1+cu124","transformers":"4.44.2"},"profile":"bert-finetune","python":"3.11.9","schema":1}'
 TV_LOCK=''
 
 # ---- paths: everything the script writes or reads lives under ${TRAINVM_ROOT:-} ----
