@@ -47,6 +47,7 @@ def launch_spec(loaded: LoadedProfile, offer: Offer, *, name: str | None = None,
         ssh_from=ssh_from or p.placement.ssh_from,
         data_sources=tuple(d.source for d in p.data),
         price_hourly=price,
+        idle_shutdown_minutes=p.lifecycle.idle_shutdown_minutes,
         on_idle=p.lifecycle.on_idle,
         on_max_run=p.lifecycle.on_max_run,
     )

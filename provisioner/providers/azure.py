@@ -7,7 +7,8 @@ so ``get_provider("azure")`` stays cheap until a cloud call is made.
 - Settings, credentials and clients: ``azure_clients`` (AZURE_SUBSCRIPTION_ID, TRAINVM_AZURE_ACCESS_TOKEN or
   DefaultAzureCredential, TRAINVM_AZURE_ENDPOINT, TRAINVM_AZURE_POLL_SECONDS, TRAINVM_RETRY_BASE_DELAY;
   resource-provider auto-registration off). ``TRAINVM_AZURE_OP_TIMEOUT`` (default 900 s) bounds every wait.
-- Create = resource group -> VNet + NSG (in parallel) -> VM (its NIC and public IP are VM-managed).
+- Create = resource group -> VNet + NSG (in parallel) -> VM (its NIC and public IP are VM-managed) -> the
+  role assignment of the VM's identity when it must stop/delete itself (``azure_roles``).
   Idempotent: deterministic names; an existing VM with this profile hash is returned (waiting for it if a
   killed ``up`` left it creating); a Failed leftover is deleted with its group and created again; another
   hash -> ConflictError. Any failed attempt deletes its resource group and waits for that (so the next
@@ -33,6 +34,7 @@ from provisioner.errors import InputError
 from provisioner.providers import azure_errors as errs
 from provisioner.providers import azure_request as R
 from provisioner.providers.azure_clients import AzureCredentialsError, Settings, default_credential, make_clients
+from provisioner.providers.azure_roles import grant_lifecycle_role
 from provisioner.providers.base import (
     ConflictError,
     InstanceRecord,
@@ -86,7 +88,8 @@ class AzureProvider:
     def api(self) -> SimpleNamespace:
         """The three management clients (built once, on first use: the SDK imports happen here)."""
         if self._api is None:
-            self._api = make_clients(self.settings, self._credential or default_credential())
+            self._credential = self._credential or default_credential()
+            self._api = make_clients(self.settings, self._credential)
         return self._api
 
     # ------------------------------------------------------------------ calls and waiting
@@ -186,7 +189,9 @@ class AzureProvider:
             self._wait(nsg, deadline, f"network security group {n.nsg}")
             vm = self._call(lambda: api.compute.virtual_machines.begin_create_or_update(n.rg, spec.name, body))
             self._wait_vm(vm, n, deadline)
-            return self._record(self._get_vm(n.rg, spec.name) or {}, notes=notes)
+            created = self._get_vm(n.rg, spec.name) or {}
+            grant_lifecycle_role(self, spec, created)  # needs the identity ARM gave the VM
+            return self._record(created, notes=notes)
         except Exception as exc:
             note = self._cleanup(n.rg, spec)
             if note and isinstance(exc, ProviderError):
@@ -229,6 +234,7 @@ class AzureProvider:
                 exc.args = (f"{exc}; {note}",)
             raise
         if _props(vm).get("provisioningState") == "Succeeded":
+            grant_lifecycle_role(self, spec, vm)  # a killed `up` may have stopped before it
             return self._record(vm, notes=notes, existing=True)
         self._delete_group(n.rg, wait=True)  # Failed/Canceled/gone: start again from nothing
         return None

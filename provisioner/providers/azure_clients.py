@@ -133,3 +133,17 @@ def make_clients(settings: Settings, credential: Any) -> SimpleNamespace:
     return SimpleNamespace(resource=client(resources, "ResourceManagementClient", "resource"),
                            network=client(network, "NetworkManagementClient", "network"),
                            compute=client(compute, "ComputeManagementClient", "compute"))
+
+
+def make_authorization_client(settings: Settings, credential: Any) -> Any:
+    """azure-mgmt-authorization's client (role assignments), imported only when a VM needs one."""
+    import azure.mgmt.authorization as authorization
+
+    kw: dict[str, Any] = {"credential_scopes": [ARM_SCOPE], "polling_interval": settings.poll_seconds,
+                          "retry_total": settings.retry_total, "retry_backoff_factor": settings.retry_backoff}
+    if settings.endpoint:
+        kw["base_url"] = settings.endpoint
+    if os.environ.get("REQUESTS_CA_BUNDLE"):
+        kw["connection_verify"] = os.environ["REQUESTS_CA_BUNDLE"]
+    pipeline = policies(credential, f"mgmt-authorization/{getattr(authorization, '__version__', '')}", **kw)
+    return authorization.AuthorizationManagementClient(credential, settings.subscription_id, policies=pipeline, **kw)

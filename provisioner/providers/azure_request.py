@@ -31,6 +31,16 @@ Decisions (SPEC "What `up` creates"):
 - Spot: ``priority: Spot``, ``evictionPolicy: Delete``, ``billingProfile.maxPrice`` =
   ``placement.max_price_per_hour`` (-1 = up to the on-demand price when none).
 - Boot diagnostics on (managed storage): the serial log is ``verify``'s fallback for the report.
+- Lifecycle (issue 10): every VM gets a system-assigned managed identity (``identity.type:
+  SystemAssigned``). When the VM must stop or delete itself (idle shutdown or ``max_run_hours``), ``up``
+  gives that identity a role assignment scoped to the VM's own resource group, created after the VM (it
+  needs the identity's principal id) and removed with the group by ``down``. The role is the least built-in
+  one that can do what ``lifecycle.on_idle`` / ``on_max_run`` ask (Azure has no built-in deallocate-only
+  role): stop -> Virtual Machine Contributor (``.../deallocate/action``); delete -> Contributor (deleting
+  the resource group, as ``down`` does, so nothing stays: VM Contributor cannot delete the group nor the
+  public IP). The on-VM ``trainvm-lifecycle`` gets an IMDS token for that identity and calls ARM: a
+  shutdown from inside the guest would leave the VM "Stopped" and still billed. ``max_run_hours`` is a
+  systemd timer on the VM (Azure has no run limit of its own).
 """
 
 from __future__ import annotations
@@ -62,6 +72,11 @@ REPORT_SCRIPT = [f'f="{REPORT_PATH}"; if [ -s "$f" ]; then gzip -9c "$f" | base6
 TRUSTED_LAUNCH_UNSUPPORTED = (r"^Standard_ND96a(m)?s(r)?(_A100)?_v4$", r"^Standard_ND40rs_v2$",
                               r"^Standard_NV\d+as_v4$", r"^Standard_N[CV]\d+r?(_Promo)?$")
 NET, COMPUTE = "Microsoft.Network", "Microsoft.Compute"
+AUTHZ = "Microsoft.Authorization"
+#: built-in role definition ids (the same GUID in every subscription and cloud)
+ROLES = {"Virtual Machine Contributor": "9980e02c-c2be-4d73-94e8-173b1dc7cf3c",
+         "Contributor": "b24988ac-6180-42a0-ab88-20f7382dd24c"}
+LIFECYCLE_ROLE = {"stop": "Virtual Machine Contributor", "delete": "Contributor"}  # the least that can
 
 
 @dataclass(frozen=True)
@@ -231,7 +246,36 @@ def vm_body(spec: LaunchSpec, offer: Offer, *, subscription_id: str, image: Imag
     if spec.spot:
         props.update(priority="Spot", evictionPolicy="Delete",
                      billingProfile={"maxPrice": spec.max_price_per_hour if spec.max_price_per_hour else -1})
-    return {"location": offer.region, "tags": tags(spec), "properties": props}
+    return {"location": offer.region, "tags": tags(spec), "identity": {"type": "SystemAssigned"}, "properties": props}
+
+
+def lifecycle_role(spec: LaunchSpec) -> str | None:
+    """The built-in role the VM's identity needs on its resource group, or None when it never acts on itself."""
+    actions = ([spec.on_idle] if spec.idle_shutdown_minutes else []) + ([spec.on_max_run] if spec.max_run_hours else [])
+    if not actions:
+        return None
+    return LIFECYCLE_ROLE["delete" if "delete" in actions else "stop"]
+
+
+def role_assignment_name(spec: LaunchSpec, role: str) -> str:
+    """Deterministic GUID (role assignment names must be GUIDs): a re-run finds the same assignment."""
+    import uuid
+
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"trainvm:{spec.name}:{names(spec.name).rg}:{ROLES[role]}"))
+
+
+def role_assignment_scope(subscription_id: str, spec: LaunchSpec) -> str:
+    return f"/subscriptions/{subscription_id}/resourceGroups/{names(spec.name).rg}"
+
+
+def role_assignment_body(subscription_id: str, role: str, principal_id: str, spec: LaunchSpec) -> dict[str, Any]:
+    """The roleAssignments PUT body. principalType is set: a just-created identity may not have replicated
+    yet, and ARM then answers PrincipalNotFound unless it is told the principal's type."""
+    return {"properties": {
+        "roleDefinitionId": f"/subscriptions/{subscription_id}/providers/{AUTHZ}/roleDefinitions/{ROLES[role]}",
+        "principalId": principal_id, "principalType": "ServicePrincipal",
+        "description": f"trainvm: lets {spec.name} {'delete' if role == 'Contributor' else 'deallocate'} itself "
+                       "(lifecycle.on_idle / on_max_run)"}}
 
 
 def notes(spec: LaunchSpec, offer: Offer, subscription_id: str | None = None) -> list[str]:
@@ -247,9 +291,10 @@ def notes(spec: LaunchSpec, offer: Offer, subscription_id: str | None = None) ->
     _, disk_note = disk_type(spec, offer.instance_type)
     if disk_note:
         out.append(disk_note)
-    if spec.max_run_hours:
-        out.append(f"Azure has no cloud-enforced run limit: lifecycle.max_run_hours ({spec.max_run_hours:g} h) is not "
-                   f"enforced by Azure; `trainvm down {spec.name}` when done")
+    role = lifecycle_role(spec)
+    if role:
+        out.append(f"the VM's managed identity holds {role} on {n.rg} only, so that its idle watchdog / max-run timer "
+                   "can deallocate (or delete) it through Azure Resource Manager")
     return out
 
 
@@ -258,13 +303,19 @@ def request_preview(spec: LaunchSpec, offer: Offer, subscription_id: str = "SUBS
     "latest (pinned at up)": ``up`` resolves it to the newest exact version and records it."""
     n, loc = names(spec.name), offer.region
     image = replace(image_for(spec.os, offer), version=PREVIEW_VERSION)
-    return {
+    out: dict[str, Any] = {
         "Microsoft.Resources/resourceGroups": {"name": n.rg, "body": group_body(spec, loc)},
         f"{NET}/virtualNetworks": {"name": n.vnet, "body": vnet_body(spec, loc)},
         f"{NET}/networkSecurityGroups": {"name": n.nsg, "body": nsg_body(spec, loc)},
         f"{COMPUTE}/virtualMachines": {"name": n.vm, "body": vm_body(
             spec, offer, subscription_id=subscription_id, image=image, ssh_public_key=PREVIEW_SSH_KEY)},
     }
+    role = lifecycle_role(spec)
+    if role:
+        out[f"{AUTHZ}/roleAssignments"] = {
+            "name": role_assignment_name(spec, role), "scope": role_assignment_scope(subscription_id, spec),
+            "body": role_assignment_body(subscription_id, role, "<the VM's identity.principalId, after create>", spec)}
+    return out
 
 
 # ---------------------------------------------------------------------------------------------- reading back

@@ -40,6 +40,7 @@ class LaunchSpec:
     ssh_from: str | None
     data_sources: tuple[str, ...] = ()
     price_hourly: float | None = None  # the price that applies to the offer (spot price for spot VMs); also in labels
+    idle_shutdown_minutes: int | None = None  # lifecycle.idle_shutdown_minutes (None: no idle watchdog)
     on_idle: str = "stop"  # lifecycle.on_idle: stop | delete
     on_max_run: str = "stop"  # lifecycle.on_max_run: stop | delete
 

@@ -24,7 +24,10 @@ Decisions (SPEC "What `up` creates"):
   JSON, read back by ``verify``), ``trainvm-hash`` (full profile hash), ``trainvm-image`` (the pinned image).
 - Service account: the project's default one with the smallest scopes that work: logging.write and
   monitoring.write always; devstorage.read_only when a data source is ``gs://``; cloud-platform only
-  when the profile references ``secret://gcp/...`` (Secret Manager has no narrower scope).
+  when the profile references ``secret://gcp/...`` (Secret Manager has no narrower scope); compute
+  when ``lifecycle.on_idle`` is delete (the idle watchdog calls instances.delete on its own VM; the
+  service account also needs compute.instances.delete, which the default one has through Editor).
+  ``on_idle: stop`` needs no scope: a shutdown from inside the guest leaves the instance TERMINATED.
 - Network: the ``default`` network with one ONE_TO_ONE_NAT external address (IPv4 only).
 - SSH (SPEC: ``ssh_from`` is the only source allowed to SSH in): on a default network, the project's
   ``default-allow-ssh`` rule (priority 65534) lets tcp:22 in from 0.0.0.0/0 to every instance. With
@@ -65,6 +68,7 @@ SCOPE_LOGGING = "https://www.googleapis.com/auth/logging.write"
 SCOPE_MONITORING = "https://www.googleapis.com/auth/monitoring.write"
 SCOPE_GCS_READ = "https://www.googleapis.com/auth/devstorage.read_only"
 SCOPE_CLOUD_PLATFORM = "https://www.googleapis.com/auth/cloud-platform"
+SCOPE_COMPUTE = "https://www.googleapis.com/auth/compute"  # on_idle: delete (the VM deletes itself)
 SSH_ALLOW_PRIORITY, SSH_DENY_PRIORITY = 900, 910  # both ahead of default-allow-ssh (65534)
 DEFAULT_ALLOW_SSH_PRIORITY = 65534
 GCE_NAME_MAX = 63  # names and network tags: [a-z]([-a-z0-9]{0,61}[a-z0-9])?
@@ -104,6 +108,8 @@ def scopes_for(spec: LaunchSpec) -> list[str]:
         scopes.append(SCOPE_GCS_READ)
     if "secret://gcp/" in spec.profile_json:
         scopes.append(SCOPE_CLOUD_PLATFORM)
+    if spec.on_idle == "delete" and SCOPE_CLOUD_PLATFORM not in scopes:
+        scopes.append(SCOPE_COMPUTE)
     return scopes
 
 

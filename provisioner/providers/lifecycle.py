@@ -38,6 +38,26 @@ KEPT_BILLING: dict[str, str] = {
     "aws": "the EBS root volume keeps billing",
 }
 
+#: clouds that enforce lifecycle.max_run_hours themselves (GCE scheduling.maxRunDuration); elsewhere a
+#: systemd timer on the VM (OnBootSec: the limit counts from each boot, as GCE counts from each start).
+CLOUD_ENFORCES_MAX_RUN = frozenset({"gcp"})
+
+#: what a shutdown from inside the guest does: GCE stops the instance; AWS does what
+#: InstanceInitiatedShutdownBehavior (from on_idle) says; Azure keeps the VM allocated and billed.
+GUEST_SHUTDOWN = {"gcp": lambda on_idle: "stop", "aws": lambda on_idle: on_idle, "azure": lambda on_idle: "keep-billing"}
+
+
+def on_vm_max_run_seconds(cloud: str, hours: float | None) -> int:
+    """Seconds for the VM's own max-run timer: 0 without a limit or where the cloud enforces it."""
+    if not hours or cloud in CLOUD_ENFORCES_MAX_RUN:
+        return 0
+    return max(60, round(hours * 3600))
+
+
+def guest_shutdown_does(cloud: str, on_idle: str) -> str:
+    return GUEST_SHUTDOWN[cloud](on_idle)
+
+
 SCRATCH_LOST = "local NVMe/scratch data is lost (re-staged on start)"
 
 def effect(cloud: str, action: str) -> dict[str, str]:

@@ -19,6 +19,7 @@ from packaging.version import Version
 from provisioner.compat.facts import Facts, load_facts
 from provisioner.compat.stack import frameworks
 from provisioner.errors import RenderError
+from provisioner.providers.lifecycle import guest_shutdown_does, on_vm_max_run_seconds
 
 CLOUDS = ("gcp", "azure", "aws")
 
@@ -159,6 +160,10 @@ class ScriptContext:
     nvme: str  # none | optional | required
     scratch: str  # local NVMe mount point ("" without NVMe)
     idle_minutes: int  # 0 = no watchdog
+    on_idle: str  # lifecycle.on_idle: stop | delete
+    on_max_run: str  # lifecycle.on_max_run: stop | delete
+    max_run_seconds: int  # the on-VM max-run timer (0: none, or the cloud enforces it itself)
+    shutdown_does: str  # what a shutdown from inside the guest does on this cloud: stop | delete | keep-billing
     max_reboots: int
     expected_json: str  # the manifest the on-VM helper checks against (ASCII JSON)
 
@@ -368,6 +373,10 @@ def build_context(loaded: Any, target: RenderTarget, facts: Facts | None = None)
         nvme=nvme,
         scratch=scratch,
         idle_minutes=int(profile.lifecycle.idle_shutdown_minutes or 0),
+        on_idle=profile.lifecycle.on_idle,
+        on_max_run=profile.lifecycle.on_max_run,
+        max_run_seconds=on_vm_max_run_seconds(target.cloud, profile.lifecycle.max_run_hours),
+        shutdown_does=guest_shutdown_does(target.cloud, profile.lifecycle.on_idle),
         max_reboots=MAX_REBOOTS,
         expected_json=json.dumps(expected, sort_keys=True, ensure_ascii=True, separators=(",", ":")),
     )

@@ -68,7 +68,8 @@ _COMPACT_FROM = "# ---- paths:"
 def compact_script(script: str) -> str:
     """The same program without comment-only and blank lines (used for AWS user data, which has
     16 KB). Only after the rendered configuration (whose quoted values may span lines), never
-    inside heredocs except the Python helper's full-line comments."""
+    inside heredocs except full-line comments of the Python helper and of the verbatim shell programs
+    (heredoc delimiters ending in _PY / _SH)."""
     out: list[str] = []
     delim: str | None = None
     started = False
@@ -77,8 +78,8 @@ def compact_script(script: str) -> str:
         if delim is not None:
             if line == delim:
                 delim = None
-            elif delim.endswith("_PY") and (not stripped or stripped.startswith("#")):
-                continue
+            elif delim.endswith(("_PY", "_SH")) and (not stripped or (stripped.startswith("#") and not stripped.startswith("#!"))):
+                continue  # full-line comments of the Python helper and of the verbatim shell programs
             out.append(line)
             continue
         started = started or line.startswith(_COMPACT_FROM)

@@ -29,7 +29,11 @@ def test_importing_the_request_module_imports_no_sdk():
 def test_request_preview_for_render(t4_spec, t4):
     preview = R.request_preview(t4_spec, t4)
     assert list(preview) == ["Microsoft.Resources/resourceGroups", "Microsoft.Network/virtualNetworks",
-                             "Microsoft.Network/networkSecurityGroups", "Microsoft.Compute/virtualMachines"]
+                             "Microsoft.Network/networkSecurityGroups", "Microsoft.Compute/virtualMachines",
+                             "Microsoft.Authorization/roleAssignments"]  # the example sets max_run_hours
+    role = preview["Microsoft.Authorization/roleAssignments"]
+    assert role["scope"] == f"/subscriptions/SUBSCRIPTION/resourceGroups/trainvm-{t4_spec.name}"
+    assert role["body"]["properties"]["roleDefinitionId"].endswith("/roleDefinitions/" + R.ROLES["Virtual Machine Contributor"])
     vm = preview["Microsoft.Compute/virtualMachines"]
     assert vm["name"] == t4_spec.name and preview["Microsoft.Resources/resourceGroups"]["name"] == f"trainvm-{t4_spec.name}"
     assert vm["body"]["properties"]["storageProfile"]["imageReference"]["version"] == "latest (pinned at up)"

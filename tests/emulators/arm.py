@@ -16,7 +16,8 @@ networkSecurityGroups, publicIPAddresses, networkInterfaces (each also listed su
 virtualMachines (PUT, GET with $expand=instanceView or $expand=userData, DELETE, lists by group/subscription
 (statusOnly=true adds the instance view)/location, instanceView, runCommand, start/powerOff/
 deallocate/restart, retrieveBootDiagnosticsData + the SAS blob it points at), disks (created with a VM),
-platform image versions (list/get), provider register. LROs: Azure-AsyncOperation (default) or provisioningState
+platform image versions (list/get), provider register, system-assigned VM identities and
+Microsoft.Authorization/roleAssignments at resource-group scope (arm_roles.py: what is and is not modelled). LROs: Azure-AsyncOperation (default) or provisioningState
 in the body (lro_style="body"); deletes answer 202 + Location (+ Azure-AsyncOperation for resources).
 Validation: arm_validate.py (schemas: arm_schemas.py, semantic checks: arm_checks.py). State and references:
 arm_state.py (PUT: arm_put.py, GET rendering: arm_render.py, VM actions: arm_vm_actions.py, LROs: arm_lro.py).

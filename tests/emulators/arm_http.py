@@ -121,6 +121,10 @@ class ArmRouter:
         if ls[0] == "resourcegroups" and len(s) == 3 and ls[2] == "resources" and method == "GET":
             self.state.group(s[1])
             return self._page(self._generic(self.state.list_resources(rg=s[1], flt=q.get("$filter"))), q, path)
+        if ls[0] == "resourcegroups" and len(s) in (5, 6) and ls[2:5] == ["providers", "microsoft.authorization",
+                                                                           "roleassignments"]:
+            status, out = self.state.role_assignment(method, s[1], s[5] if len(s) == 6 else None, body, api)
+            return status, {}, out
         if ls[0] == "resourcegroups" and len(s) >= 5 and ls[2] == "providers":
             return self._resource(method, s[1], s[3], s[4:], q, body, rec, api, mp)
         if ls[0] == "providers" and len(s) >= 2:

@@ -100,6 +100,7 @@ class PutMixin:
         body, name = rec["body"], rec["name"]
         p = body["properties"]
         C.check_vm(body, name)
+        self.give_identity(rec, old)
         size, zones, loc = p["hardwareProfile"]["vmSize"], body.get("zones") or [], rec["location"]
         osp = p.get("osProfile") or {}
         if old:

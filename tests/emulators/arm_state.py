@@ -21,11 +21,12 @@ from .arm_faults import rg_not_found
 from .arm_lro import LroMixin
 from .arm_put import PutMixin
 from .arm_render import RenderMixin
+from .arm_roles import RolesMixin
 from .arm_validate import ArmError
 from .arm_vm_actions import VmActionsMixin
 
 
-class State(LroMixin, PutMixin, RenderMixin, VmActionsMixin):
+class State(LroMixin, PutMixin, RenderMixin, VmActionsMixin, RolesMixin):
     """Everything the emulator knows. All methods run under ArmEmulator's lock."""
 
     def __init__(self, sub):
@@ -34,6 +35,7 @@ class State(LroMixin, PutMixin, RenderMixin, VmActionsMixin):
         self.run_output, self.serial_logs, self.run_commands = {}, {}, []
         self._ip = itertools.count(10)
         self.images = copy.deepcopy(IMAGES)
+        self.principals, self.role_assignments = {}, {}
 
     # ------------------------------------------------------------------ inspection (also exposed by ArmEmulator)
     def resources_in(self, rg):
@@ -101,7 +103,10 @@ class State(LroMixin, PutMixin, RenderMixin, VmActionsMixin):
 
     def delete_group_now(self, rg):
         for key in [k for k, r in self.res.items() if r["rg"] == rg.lower()]:
+            if self.res[key]["type"] == VM_T:
+                self.drop_identity(self.res[key])
             del self.res[key]
+        self.drop_role_assignments(self.groups.get(rg.lower(), {}).get("name", rg))
         self.groups.pop(rg.lower(), None)
 
     def check_location(self, loc, type_=None):
@@ -193,6 +198,7 @@ class State(LroMixin, PutMixin, RenderMixin, VmActionsMixin):
         extra = rec["extra"]
         if rec["type"] != VM_T:
             return
+        self.drop_identity(rec)
         if extra.get("disk") and extra.get("disk_delete"):
             self.res.pop(extra["disk"].lower(), None)
         for rid, delete in extra.get("nics", []) + extra.get("pips", []):

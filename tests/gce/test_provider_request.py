@@ -278,3 +278,10 @@ def test_classify_auth_and_network_exceptions():
     assert f.kind == "auth" and isinstance(errs.classify(f), AuthError)
     f = errs.from_exception(requests.exceptions.ConnectionError("reset"))
     assert errs.is_retryable(f) and isinstance(errs.classify(f, retried=4), RetryExhaustedError)
+
+
+def test_compute_scope_only_when_the_vm_deletes_itself(spec, offer):
+    from provisioner.providers.gcp_request import SCOPE_COMPUTE
+
+    assert SCOPE_COMPUTE not in instance_body(spec(), offer(), IMG, "p")["serviceAccounts"][0]["scopes"]
+    assert SCOPE_COMPUTE in instance_body(spec(on_idle="delete"), offer(), IMG, "p")["serviceAccounts"][0]["scopes"]

@@ -43,7 +43,7 @@ def test_every_rendered_variant_is_shellcheck_clean(tmp_path):
     lp = S.loaded(S.LARGEST_PROFILE)
     boot = render_script(lp, S.target_for("aws", lp), script_url="https://example-bucket.s3.amazonaws.com/trainvm/startup.sh?X-Amz-Signature=abc", compact=False)
     (tmp_path / "aws-bootstrap.sh").write_text(boot.user_data)
-    files += [tmp_path / "aws-bootstrap.sh", S.REPO / "templates/files/trainvm-idle-watchdog.sh"]
+    files += [tmp_path / "aws-bootstrap.sh"] + sorted((S.REPO / "templates/files").glob("trainvm-*.sh"))
     assert len(files) >= 18
     findings = S.shellcheck(files)
     assert findings == {}, "\n".join(f"{k}:\n{v}" for k, v in findings.items())

@@ -2,7 +2,7 @@
 
 Each scenario of ISSUE 4 is one test: happy path (per cloud and OS), driver mismatch, Secure
 Boot, second run, bounded reboots, dpkg lock, stop/start re-staging, NVSwitch + RAID0, toolkit
-and hashed lock, the idle watchdog."""
+and hashed lock. The idle watchdog and the lifecycle scripts: test_stub_lifecycle.py."""
 
 from __future__ import annotations
 
@@ -97,7 +97,7 @@ def test_happy_path_gcp_ends_ready_with_a_correct_report(make_harness):
     assert 'CUBLAS_WORKSPACE_CONFIG=":4096:8"' in env and 'PYTHONHASHSEED="0"' in env
     assert "trainvm-env" in h.path("/opt/trainvm/venv/bin/activate").read_text()
     assert "EnvironmentFile=/etc/trainvm/env" in h.path("/usr/local/bin/trainvm-run").read_text()
-    assert h.path("/etc/trainvm/watchdog.conf").read_text() == "IDLE_MINUTES=60\n"
+    assert h.path("/etc/trainvm/watchdog.conf").read_text() == "IDLE_MINUTES=60\nON_IDLE=stop\nON_MAX_RUN=stop\nSHUTDOWN_DOES=stop\n"
     assert "systemctl enable --now trainvm-idle.timer" in systemctl
     assert h.path("/usr/local/sbin/trainvm-provision").read_text() == h.script.read_text()
     assert not h.path("/etc/systemd/system/trainvm-provision.service").exists()  # GCE re-runs the script itself
@@ -301,28 +301,6 @@ def test_cuda_toolkit_cudnn_and_hashed_lock(make_harness, tmp_path):
     assert "--require-hashes -r " in pip and "torch==" not in pip
     assert h.path("/var/lib/trainvm/requirements.lock").read_bytes() == lock.read_bytes()
     assert run.report["cuda_toolkit"] == "12.4.131" and run.report["packages"]["numpy"] == "1.26.4"
-
-
-# ---------------------------------------------------------------------------- lifecycle
-def test_idle_watchdog_powers_off_only_after_idle_minutes(make_harness):
-    h = make_harness(script())
-    assert do(h).status == "ready"
-    wd = h.path("/usr/local/sbin/trainvm-idle-watchdog")
-    since = h.path("/var/lib/trainvm/idle-since")
-    # busy: GPU in use, an SSH login, a trainvm job
-    for knob in ({"STUB_GPU_UTIL": "87"}, {"STUB_WHO": "alice pts/0 2026-11-22 10:00 (203.0.113.7)"},
-                 {"STUB_ACTIVE_JOBS": "trainvm-job-20261122-100000.service"}):
-        h.state.joinpath("calls.log").unlink(missing_ok=True)
-        assert h.run_file(wd, **knob).returncode == 0
-        assert not since.exists()
-        assert "poweroff" not in h.state.joinpath("calls.log").read_text()
-    # idle: the clock starts; 61 minutes later the VM powers off
-    assert h.run_file(wd).returncode == 0 and since.exists()
-    assert "poweroff" not in h.state.joinpath("calls.log").read_text()
-    since.write_text(str(int(since.read_text()) - 61 * 60) + "\n")
-    out = h.run_file(wd)
-    assert "powering off" in out.stdout
-    assert "systemctl\tpoweroff" in h.state.joinpath("calls.log").read_text()
 
 
 def test_changed_profile_on_a_provisioned_vm_is_refused(make_harness):

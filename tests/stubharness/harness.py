@@ -103,6 +103,9 @@ class Harness:
         (proc / "cpuinfo").write_text("".join(f"processor\t: {i}\nmodel name\t: Intel(R) Xeon(R) CPU @ 2.20GHz\n\n" for i in range(8)))
         (proc / "meminfo").write_text("MemTotal:       32873236 kB\nMemFree:        30000000 kB\n")
         (self.root / "var/run").mkdir(parents=True)
+        (proc / "sys/kernel/random").mkdir(parents=True)
+        self.boots = 0
+        self._new_boot_id()
         # What the cloud image has installed (dpkg database of the fake machine).
         kver = self.knobs["STUB_KERNEL"]
         flavour = kver.rsplit("-", 1)[-1]
@@ -185,6 +188,13 @@ class Harness:
         shutil.rmtree(self.root / "proc/driver", ignore_errors=True)
         shutil.rmtree(self.root / "var/run", ignore_errors=True)
         (self.root / "var/run").mkdir(parents=True)
+        shutil.rmtree(self.root / "run", ignore_errors=True)  # tmpfs
+        self._new_boot_id()
+
+    def _new_boot_id(self) -> None:
+        """/proc/sys/kernel/random/boot_id: a new random UUID at every boot."""
+        self.boots += 1
+        (self.root / "proc/sys/kernel/random/boot_id").write_text(f"00000000-0000-4000-8000-{self.boots:012d}\n")
 
     def stop_start(self, stages: tuple[str, ...] = ()) -> None:
         """Stop/start: also local NVMe comes back blank (no filesystem, no RAID, no data)."""
@@ -196,6 +206,14 @@ class Harness:
             if target.is_dir():
                 shutil.rmtree(target)
                 target.mkdir()
+
+    def process(self, pid: int, comm: str, fds: tuple[str, ...] = ()) -> None:
+        """A running process of the fake machine: /proc/PID/comm and fd links (e.g. /dev/nvidia0)."""
+        d = self.root / f"proc/{pid}"
+        (d / "fd").mkdir(parents=True, exist_ok=True)
+        (d / "comm").write_text(comm + "\n")
+        for i, target in enumerate(fds, start=3):
+            (d / f"fd/{i}").symlink_to(target)
 
     def hold_dpkg_lock(self) -> None:
         (self.state / "dpkg.lock").write_text("4242\n")

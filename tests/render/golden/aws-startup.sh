@@ -51,6 +51,10 @@ TV_DATA_NAME=( '' )
 TV_NVME='optional'
 TV_SCRATCH='/mnt/data'
 TV_IDLE_MINUTES=60
+TV_ON_IDLE='stop'
+TV_ON_MAX_RUN='stop'
+TV_MAX_RUN_SECONDS=86400
+TV_SHUTDOWN_DOES='stop'
 TV_MAX_REBOOTS=2
 TV_EXPECTED='{"cloud":"aws","cuda_toolkit":null,"data":[{"dest":"/mnt/data/glue","stage":"/mnt/data/glue"}],"disk_path":"/mnt/data","driver":"550.127.05","env":{"CUBLAS_WORKSPACE_CONFIG":":4096:8","PYTHONHASHSEED":"0"},"framework":{"cuda":"12.4","cudnn":"9.1.0","name":"torch","version":"2.4.1+cu124"},"gpu":{"compute_capability":"7.5","count":1,"max_memory_mib":null,"min_memory_mib":15073,"name":"T4","name_regex":"(?<![A-Za-z0-9])T4(?![A-Za-z0-9])"},"hash":"8e6b75dc3316d4dc813d4abe1c94392c0a81828f91b31bc24f06bc7e3a02ae33","nvme":"optional","packages":{"accelerate":"0.34.2","datasets":"2.21.0","torch":"2.4.1+cu124","transformers":"4.44.2"},"profile":"bert-finetune","python":"3.11.9","schema":1}'
 TV_LOCK=''
@@ -199,6 +203,7 @@ tv_os_release() {  # "ID VERSION_ID" of the running image, read without executin
 }
 tv_write_helper() {  # the on-VM helper (GPU gate, stack check, env file, report); stdlib Python
   cat >"$TV_HELPER.tmp" <<'TRAINVM_HELPER_PY'
+#!/usr/bin/env python3
 import json
 import os
 import re
@@ -860,51 +865,85 @@ phase_data() {
   for i in "${!TV_DATA_SRC[@]}"; do tv_stage "$i"; done
 }
 phase_watchdog() {
-  if [ "$TV_IDLE_MINUTES" -eq 0 ]; then
-    systemctl disable --now trainvm-idle.timer >/dev/null 2>&1 || true
+  if [ "$TV_IDLE_MINUTES" -eq 0 ]; then systemctl disable --now trainvm-idle.timer >/dev/null 2>&1 || true; fi
+  if [ "$TV_MAX_RUN_SECONDS" -eq 0 ]; then systemctl disable --now trainvm-max-run.timer >/dev/null 2>&1 || true; fi
+  if [ "$TV_IDLE_MINUTES$TV_MAX_RUN_SECONDS" = 00 ]; then
     TV_PHASE_RESULT=skipped
     return 0
   fi
   TV_CHANGED=0
-  printf 'IDLE_MINUTES=%d\n' "$TV_IDLE_MINUTES" | tv_write_file "$TV_ETC/watchdog.conf" 0644
-  tv_write_file "$TV_ROOT/usr/local/sbin/trainvm-idle-watchdog" 0755 <<'TRAINVM_WATCHDOG'
+  printf 'IDLE_MINUTES=%d\nON_IDLE=%s\nON_MAX_RUN=%s\nSHUTDOWN_DOES=%s\n' \
+    "$TV_IDLE_MINUTES" "$TV_ON_IDLE" "$TV_ON_MAX_RUN" "$TV_SHUTDOWN_DOES" | tv_write_file "$TV_ETC/watchdog.conf" 0644
+  tv_write_file "$TV_ROOT/usr/local/sbin/trainvm-lifecycle" 0755 <<'TRAINVM_LIFECYCLE_SH'
 #!/bin/bash
-# trainvm idle watchdog (installed by the trainvm startup script; run every minute by
-# trainvm-idle.timer). Powers the VM off once it has been idle for IDLE_MINUTES: no GPU
-# utilisation, no SSH session, no running trainvm job and no provisioning run.
+set -euo pipefail
+case ${1:-} in
+  stop) api=stop-instances ;;
+  delete) api=terminate-instances ;;
+  *) exit 2 ;;
+esac
+m=http://169.254.169.254/latest
+t=$(curl -fsS -m 10 -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 60' $m/api/token || true)
+get() { curl -fsS -m 10 -H "X-aws-ec2-metadata-token: $t" "$m/meta-data/$1" || true; }
+echo "trainvm: ${2:-}: aws ec2 $api"
+if aws ec2 $api --region "$(get placement/region)" --instance-ids "$(get instance-id)" >/dev/null; then exit 0; fi
+grep -qx "SHUTDOWN_DOES=\(stop\|$1\)" "${TRAINVM_ROOT:-}/etc/trainvm/watchdog.conf"
+echo "trainvm: the EC2 call failed: shutting down (InstanceInitiatedShutdownBehavior)"
+systemctl poweroff
+TRAINVM_LIFECYCLE_SH
+  local enable=()
+  if [ "$TV_IDLE_MINUTES" -gt 0 ]; then
+    enable+=(trainvm-idle.timer)
+    tv_write_file "$TV_ROOT/usr/local/sbin/trainvm-idle-watchdog" 0755 <<'TRAINVM_WATCHDOG_SH'
+#!/bin/bash
 set -euo pipefail
 ROOT="${TRAINVM_ROOT:-}"
-STATE="$ROOT/var/lib/trainvm"
-minutes=$(sed -n 's/^IDLE_MINUTES=\([0-9][0-9]*\)$/\1/p' "$ROOT/etc/trainvm/watchdog.conf" 2>/dev/null || true)
-if [ -z "$minutes" ] || [ "$minutes" -eq 0 ]; then exit 0; fi
-busy=""
-gpu=$(nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader,nounits 2>/dev/null |
-  awk '$1 + 0 > 0 {n++} END {print n + 0}' || true)
-if [ "${gpu:-0}" -gt 0 ]; then busy="gpu utilisation"; fi
-if [ -z "$busy" ] && [ -n "$(who 2>/dev/null || true)" ]; then busy="login session"; fi
-if [ -z "$busy" ] && command -v ss >/dev/null 2>&1 &&
-  [ -n "$(ss -Htn state established '( sport = :22 )' 2>/dev/null || true)" ]; then
-  busy="ssh connection"
-fi
-if [ -z "$busy" ] &&
-  [ -n "$(systemctl list-units --no-legend --plain --state=active 'trainvm-job-*' 2>/dev/null || true)" ]; then
-  busy="trainvm job"
-fi
-if [ -z "$busy" ] && [ -e "$STATE/lock" ] && ! flock -n "$STATE/lock" true; then busy="provisioning"; fi
+conf="$ROOT/etc/trainvm/watchdog.conf"
+minutes=$(sed -n 's/^IDLE_MINUTES=\([0-9]*\)$/\1/p' "$conf" 2>/dev/null || true)
+action=$(sed -n 's/^ON_IDLE=\([a-z]*\)$/\1/p' "$conf" 2>/dev/null || true)
+if [ "${minutes:-0}" -eq 0 ]; then exit 0; fi
+busy() {
+  local f
+  nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader,nounits 2>/dev/null |
+    awk '$1 + 0 >= 5 {b = 1} END {exit !b}' && return
+  for f in "$ROOT"/proc/[0-9]*/fd/*; do
+    case $(readlink "$f" 2>/dev/null) in
+      /dev/nvidia[0-9]* | /dev/nvidia-uvm*) ;;
+      *) continue ;;
+    esac
+    case $(cat "${f%/fd/*}/comm" 2>/dev/null) in
+      nvidia-persiste* | nv-hostengine | nvidia-smi) ;;
+      *) return 0 ;;
+    esac
+  done
+  for f in "$ROOT"/proc/[0-9]*/comm; do
+    case $(cat "$f" 2>/dev/null) in tmux* | screen | SCREEN) return 0 ;; esac
+  done
+  [ -n "$(who 2>/dev/null)" ] && return
+  [ -n "$(ss -Htn state established '( sport = :22 )' 2>/dev/null)" ] && return
+  [ -n "$(systemctl list-units --no-legend --plain --state=active 'trainvm-job-*' 2>/dev/null)" ] && return
+  awk '{exit !($2 + 0 >= 1)}' "$ROOT/proc/loadavg" 2>/dev/null && return
+  [ -e "$ROOT/var/lib/trainvm/lock" ] && ! flock -n "$ROOT/var/lib/trainvm/lock" true
+}
+run="$ROOT/run/trainvm"
+mkdir -p "$run"
+boot=$(cat "$ROOT/proc/sys/kernel/random/boot_id" 2>/dev/null || echo unknown)
 now=$(date +%s)
-if [ -n "$busy" ]; then
-  rm -f "$STATE/idle-since"
+if busy; then
+  rm -f "$run/idle-since"
   exit 0
 fi
-if [ ! -s "$STATE/idle-since" ]; then printf '%s\n' "$now" >"$STATE/idle-since"; fi
-since=$(<"$STATE/idle-since")
-if [ $((now - since)) -ge $((minutes * 60)) ]; then
-  echo "trainvm: idle for $(((now - since) / 60)) minutes (limit $minutes): powering off"
-  rm -f "$STATE/idle-since"
-  systemctl poweroff
+read -r was since 2>/dev/null <"$run/idle-since" || true
+if [ "${was:-}" != "$boot" ] || ! [[ ${since:-} =~ ^[0-9]+$ ]]; then
+  echo "$boot $now" >"$run/idle-since"
+  exit 0
 fi
-TRAINVM_WATCHDOG
-  tv_write_file "$TV_ROOT/etc/systemd/system/trainvm-idle.service" 0644 <<'TRAINVM_UNIT'
+if [ $((now - since)) -ge $((minutes * 60)) ]; then
+  echo "trainvm: idle for $(((now - since) / 60)) minutes (limit $minutes): ${action:-stop}"
+  "$ROOT/usr/local/sbin/trainvm-lifecycle" "${action:-stop}" idle
+fi
+TRAINVM_WATCHDOG_SH
+    tv_write_file "$TV_ROOT/etc/systemd/system/trainvm-idle.service" 0644 <<'TRAINVM_UNIT'
 [Unit]
 Description=trainvm idle watchdog (one check)
 
@@ -912,7 +951,7 @@ Description=trainvm idle watchdog (one check)
 Type=oneshot
 ExecStart=/usr/local/sbin/trainvm-idle-watchdog
 TRAINVM_UNIT
-  tv_write_file "$TV_ROOT/etc/systemd/system/trainvm-idle.timer" 0644 <<'TRAINVM_UNIT'
+    tv_write_file "$TV_ROOT/etc/systemd/system/trainvm-idle.timer" 0644 <<'TRAINVM_UNIT'
 [Unit]
 Description=trainvm idle watchdog, every minute
 
@@ -923,10 +962,18 @@ OnUnitActiveSec=1min
 [Install]
 WantedBy=timers.target
 TRAINVM_UNIT
+  fi
+  if [ "$TV_MAX_RUN_SECONDS" -gt 0 ]; then
+    enable+=(trainvm-max-run.timer)
+    printf '[Service]\nType=oneshot\nExecStart=/usr/local/sbin/trainvm-lifecycle %s max-run\nRestart=on-failure\nRestartSec=60\n' \
+      "$TV_ON_MAX_RUN" | tv_write_file "$TV_ROOT/etc/systemd/system/trainvm-max-run.service" 0644
+    printf '[Timer]\nOnBootSec=%ds\nAccuracySec=1min\n\n[Install]\nWantedBy=timers.target\n' \
+      "$TV_MAX_RUN_SECONDS" | tv_write_file "$TV_ROOT/etc/systemd/system/trainvm-max-run.timer" 0644
+  fi
   if [ "$TV_CHANGED" = 1 ]; then
     tv_installing
     systemctl daemon-reload
-    systemctl enable --now trainvm-idle.timer
+    systemctl enable --now "${enable[@]}"
   fi
 }
 tv_report() {  # tv_report STATUS

@@ -51,6 +51,10 @@ TV_DATA_NAME=( '' )
 TV_NVME='none'
 TV_SCRATCH=''
 TV_IDLE_MINUTES=60
+TV_ON_IDLE='stop'
+TV_ON_MAX_RUN='stop'
+TV_MAX_RUN_SECONDS=0
+TV_SHUTDOWN_DOES='stop'
 TV_MAX_REBOOTS=2
 TV_EXPECTED='{"cloud":"gcp","cuda_toolkit":null,"data":[{"dest":"/mnt/data/glue","stage":"/mnt/data/glue"}],"disk_path":"/mnt/data","driver":"550.127.05","env":{"CUBLAS_WORKSPACE_CONFIG":":4096:8","PYTHONHASHSEED":"0"},"framework":{"cuda":"12.4","cudnn":"9.1.0","name":"torch","version":"2.4.1+cu124"},"gpu":{"compute_capability":"7.5","count":1,"max_memory_mib":null,"min_memory_mib":15073,"name":"T4","name_regex":"(?<![A-Za-z0-9])T4(?![A-Za-z0-9])"},"hash":"8e6b75dc3316d4dc813d4abe1c94392c0a81828f91b31bc24f06bc7e3a02ae33","nvme":"none","packages":{"accelerate":"0.34.2","datasets":"2.21.0","torch":"2.4.1+cu124","transformers":"4.44.2"},"profile":"bert-finetune","python":"3.11.9","schema":1}'
 TV_LOCK=''
@@ -937,54 +941,127 @@ phase_data() {
   if [ "$TV_NVME" != none ]; then tv_nvme_mount; fi
   for i in "${!TV_DATA_SRC[@]}"; do tv_stage "$i"; done
 }
-# ---- phase 8: lifecycle: the idle watchdog powers the VM off after TV_IDLE_MINUTES without
-# GPU utilisation, SSH sessions or trainvm jobs (a timer runs it every minute) ----
+# ---- phase 8: lifecycle. trainvm-lifecycle ACTION EVENT stops (or deletes) the VM the way this
+# cloud bills for it (see the file). The idle watchdog runs it with TV_ON_IDLE after TV_IDLE_MINUTES
+# without GPU use, sessions, jobs or CPU load (a timer checks every minute); where the cloud does not
+# enforce max_run_hours itself, a timer runs it with TV_ON_MAX_RUN TV_MAX_RUN_SECONDS after boot ----
 phase_watchdog() {
-  if [ "$TV_IDLE_MINUTES" -eq 0 ]; then
-    systemctl disable --now trainvm-idle.timer >/dev/null 2>&1 || true
+  if [ "$TV_IDLE_MINUTES" -eq 0 ]; then systemctl disable --now trainvm-idle.timer >/dev/null 2>&1 || true; fi
+  if [ "$TV_MAX_RUN_SECONDS" -eq 0 ]; then systemctl disable --now trainvm-max-run.timer >/dev/null 2>&1 || true; fi
+  if [ "$TV_IDLE_MINUTES$TV_MAX_RUN_SECONDS" = 00 ]; then
     TV_PHASE_RESULT=skipped
     return 0
   fi
   TV_CHANGED=0
-  printf 'IDLE_MINUTES=%d\n' "$TV_IDLE_MINUTES" | tv_write_file "$TV_ETC/watchdog.conf" 0644
-  tv_write_file "$TV_ROOT/usr/local/sbin/trainvm-idle-watchdog" 0755 <<'TRAINVM_WATCHDOG'
+  printf 'IDLE_MINUTES=%d\nON_IDLE=%s\nON_MAX_RUN=%s\nSHUTDOWN_DOES=%s\n' \
+    "$TV_IDLE_MINUTES" "$TV_ON_IDLE" "$TV_ON_MAX_RUN" "$TV_SHUTDOWN_DOES" | tv_write_file "$TV_ETC/watchdog.conf" 0644
+  tv_write_file "$TV_ROOT/usr/local/sbin/trainvm-lifecycle" 0755 <<'TRAINVM_LIFECYCLE_SH'
+#!/bin/bash
+# trainvm-lifecycle ACTION EVENT on Compute Engine (installed by the trainvm startup script; run by
+# the idle watchdog). ACTION is lifecycle.on_idle: stop | delete.
+#   stop: a shutdown from inside the guest leaves a GCE instance TERMINATED (stopped): compute
+#         billing ends, the boot disk and its data stay (and bill); local SSD data is lost.
+#   delete: instances.delete through the Compute API with the VM's own service-account token
+#         (the instance has the compute scope only when on_idle is delete): the VM and its disks go.
+# max_run_hours needs no timer here: GCE enforces scheduling.maxRunDuration itself.
+set -euo pipefail
+action=${1:?usage: trainvm-lifecycle stop|delete EVENT}
+event=${2:-manual}
+md=http://metadata.google.internal/computeMetadata/v1
+get() { curl -fsS --max-time 10 -H 'Metadata-Flavor: Google' "$md/$1"; }
+case $action in
+  stop)
+    echo "trainvm: $event: stopping the VM (compute billing ends; the boot disk stays)"
+    systemctl poweroff
+    ;;
+  delete)
+    token=$(get instance/service-accounts/default/token | sed -n 's/.*"access_token" *: *"\([^"]*\)".*/\1/p')
+    if [ -z "$token" ]; then
+      echo "trainvm: $event: no service-account token from the metadata server; not deleting" >&2
+      exit 1
+    fi
+    project=$(get project/project-id)
+    zone=$(get instance/zone)
+    name=$(get instance/name)
+    echo "trainvm: $event: deleting the VM and its disks (instances.delete)"
+    curl -fsS --max-time 60 -X DELETE -H "Authorization: Bearer $token" \
+      "https://compute.googleapis.com/compute/v1/projects/$project/zones/${zone##*/}/instances/$name" >/dev/null
+    ;;
+  *)
+    echo "trainvm-lifecycle: unknown action $action (stop or delete)" >&2
+    exit 2
+    ;;
+esac
+TRAINVM_LIFECYCLE_SH
+  local enable=()
+  if [ "$TV_IDLE_MINUTES" -gt 0 ]; then
+    enable+=(trainvm-idle.timer)
+    tv_write_file "$TV_ROOT/usr/local/sbin/trainvm-idle-watchdog" 0755 <<'TRAINVM_WATCHDOG_SH'
 #!/bin/bash
 # trainvm idle watchdog (installed by the trainvm startup script; run every minute by
-# trainvm-idle.timer). Powers the VM off once it has been idle for IDLE_MINUTES: no GPU
-# utilisation, no SSH session, no running trainvm job and no provisioning run.
+# trainvm-idle.timer). Once the VM has been idle for IDLE_MINUTES it runs
+# `trainvm-lifecycle ON_IDLE idle`, which stops (or deletes) the VM the way its cloud stops billing
+# (never a bare poweroff where that keeps billing). Busy (any one resets the idle clock):
+#   - a GPU at 5 % utilisation or more (nvidia-smi)
+#   - a process holding /dev/nvidia* (other than nvidia-persistenced, DCGM's nv-hostengine, nvidia-smi)
+#   - a tmux or screen server, a login session (who), an established SSH connection on port 22
+#   - an active trainvm-run job (trainvm-job-* units)
+#   - sustained CPU load: 5-minute load average >= 1.0 (one vCPU's worth of work, whatever the VM's
+#     size: a single-threaded nohup/Docker/Jupyter job in a CPU-only phase counts; a threshold
+#     scaled by vCPUs would call that job idle on a 200-vCPU VM)
+#   - a provisioning run holding /var/lib/trainvm/lock
+# The idle clock lives under /run (emptied at every boot) and is keyed to the boot id, so a clock
+# left by a previous boot (stop/start) never counts. If the action fails, the next check retries.
 set -euo pipefail
 ROOT="${TRAINVM_ROOT:-}"
-STATE="$ROOT/var/lib/trainvm"
-minutes=$(sed -n 's/^IDLE_MINUTES=\([0-9][0-9]*\)$/\1/p' "$ROOT/etc/trainvm/watchdog.conf" 2>/dev/null || true)
-if [ -z "$minutes" ] || [ "$minutes" -eq 0 ]; then exit 0; fi
-busy=""
-gpu=$(nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader,nounits 2>/dev/null |
-  awk '$1 + 0 > 0 {n++} END {print n + 0}' || true)
-if [ "${gpu:-0}" -gt 0 ]; then busy="gpu utilisation"; fi
-if [ -z "$busy" ] && [ -n "$(who 2>/dev/null || true)" ]; then busy="login session"; fi
-if [ -z "$busy" ] && command -v ss >/dev/null 2>&1 &&
-  [ -n "$(ss -Htn state established '( sport = :22 )' 2>/dev/null || true)" ]; then
-  busy="ssh connection"
-fi
-if [ -z "$busy" ] &&
-  [ -n "$(systemctl list-units --no-legend --plain --state=active 'trainvm-job-*' 2>/dev/null || true)" ]; then
-  busy="trainvm job"
-fi
-if [ -z "$busy" ] && [ -e "$STATE/lock" ] && ! flock -n "$STATE/lock" true; then busy="provisioning"; fi
+conf="$ROOT/etc/trainvm/watchdog.conf"
+minutes=$(sed -n 's/^IDLE_MINUTES=\([0-9]*\)$/\1/p' "$conf" 2>/dev/null || true)
+action=$(sed -n 's/^ON_IDLE=\([a-z]*\)$/\1/p' "$conf" 2>/dev/null || true)
+if [ "${minutes:-0}" -eq 0 ]; then exit 0; fi
+
+busy() {
+  local f
+  nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader,nounits 2>/dev/null |
+    awk '$1 + 0 >= 5 {b = 1} END {exit !b}' && return
+  for f in "$ROOT"/proc/[0-9]*/fd/*; do
+    case $(readlink "$f" 2>/dev/null) in
+      /dev/nvidia[0-9]* | /dev/nvidia-uvm*) ;;
+      *) continue ;;
+    esac
+    case $(cat "${f%/fd/*}/comm" 2>/dev/null) in
+      nvidia-persiste* | nv-hostengine | nvidia-smi) ;;
+      *) return 0 ;;
+    esac
+  done
+  for f in "$ROOT"/proc/[0-9]*/comm; do
+    case $(cat "$f" 2>/dev/null) in tmux* | screen | SCREEN) return 0 ;; esac
+  done
+  [ -n "$(who 2>/dev/null)" ] && return
+  [ -n "$(ss -Htn state established '( sport = :22 )' 2>/dev/null)" ] && return
+  [ -n "$(systemctl list-units --no-legend --plain --state=active 'trainvm-job-*' 2>/dev/null)" ] && return
+  awk '{exit !($2 + 0 >= 1)}' "$ROOT/proc/loadavg" 2>/dev/null && return
+  [ -e "$ROOT/var/lib/trainvm/lock" ] && ! flock -n "$ROOT/var/lib/trainvm/lock" true
+}
+
+run="$ROOT/run/trainvm"
+mkdir -p "$run"
+boot=$(cat "$ROOT/proc/sys/kernel/random/boot_id" 2>/dev/null || echo unknown)
 now=$(date +%s)
-if [ -n "$busy" ]; then
-  rm -f "$STATE/idle-since"
+if busy; then
+  rm -f "$run/idle-since"
   exit 0
 fi
-if [ ! -s "$STATE/idle-since" ]; then printf '%s\n' "$now" >"$STATE/idle-since"; fi
-since=$(<"$STATE/idle-since")
-if [ $((now - since)) -ge $((minutes * 60)) ]; then
-  echo "trainvm: idle for $(((now - since) / 60)) minutes (limit $minutes): powering off"
-  rm -f "$STATE/idle-since"
-  systemctl poweroff
+read -r was since 2>/dev/null <"$run/idle-since" || true
+if [ "${was:-}" != "$boot" ] || ! [[ ${since:-} =~ ^[0-9]+$ ]]; then
+  echo "$boot $now" >"$run/idle-since"
+  exit 0
 fi
-TRAINVM_WATCHDOG
-  tv_write_file "$TV_ROOT/etc/systemd/system/trainvm-idle.service" 0644 <<'TRAINVM_UNIT'
+if [ $((now - since)) -ge $((minutes * 60)) ]; then
+  echo "trainvm: idle for $(((now - since) / 60)) minutes (limit $minutes): ${action:-stop}"
+  "$ROOT/usr/local/sbin/trainvm-lifecycle" "${action:-stop}" idle
+fi
+TRAINVM_WATCHDOG_SH
+    tv_write_file "$TV_ROOT/etc/systemd/system/trainvm-idle.service" 0644 <<'TRAINVM_UNIT'
 [Unit]
 Description=trainvm idle watchdog (one check)
 
@@ -992,7 +1069,7 @@ Description=trainvm idle watchdog (one check)
 Type=oneshot
 ExecStart=/usr/local/sbin/trainvm-idle-watchdog
 TRAINVM_UNIT
-  tv_write_file "$TV_ROOT/etc/systemd/system/trainvm-idle.timer" 0644 <<'TRAINVM_UNIT'
+    tv_write_file "$TV_ROOT/etc/systemd/system/trainvm-idle.timer" 0644 <<'TRAINVM_UNIT'
 [Unit]
 Description=trainvm idle watchdog, every minute
 
@@ -1003,10 +1080,18 @@ OnUnitActiveSec=1min
 [Install]
 WantedBy=timers.target
 TRAINVM_UNIT
+  fi
+  if [ "$TV_MAX_RUN_SECONDS" -gt 0 ]; then
+    enable+=(trainvm-max-run.timer)
+    printf '[Service]\nType=oneshot\nExecStart=/usr/local/sbin/trainvm-lifecycle %s max-run\nRestart=on-failure\nRestartSec=60\n' \
+      "$TV_ON_MAX_RUN" | tv_write_file "$TV_ROOT/etc/systemd/system/trainvm-max-run.service" 0644
+    printf '[Timer]\nOnBootSec=%ds\nAccuracySec=1min\n\n[Install]\nWantedBy=timers.target\n' \
+      "$TV_MAX_RUN_SECONDS" | tv_write_file "$TV_ROOT/etc/systemd/system/trainvm-max-run.timer" 0644
+  fi
   if [ "$TV_CHANGED" = 1 ]; then
     tv_installing
     systemctl daemon-reload
-    systemctl enable --now trainvm-idle.timer
+    systemctl enable --now "${enable[@]}"
   fi
 }
 # ---- phase 9: report (/var/lib/trainvm/report.json, printed once per run as TRAINVM_REPORT) ----

@@ -1,0 +1,117 @@
+"""issue 10, Azure: the VM gets a system-assigned identity, and (when it must stop or delete itself) a role
+assignment on its own resource group, created after the VM through azure-mgmt-authorization against the ARM
+emulator and removed with the group; the role follows lifecycle.on_idle / on_max_run."""
+
+from __future__ import annotations
+
+import pytest
+
+from provisioner.providers.azure_request import ROLES, names
+from provisioner.providers.base import AuthError
+
+SUB = "00000000-0000-0000-0000-000000000000"
+
+
+def role_puts(emu):
+    return emu.calls("PUT", r"/providers/Microsoft\.Authorization/roleAssignments/[^/]+$")
+
+
+@pytest.mark.parametrize("idle, on_idle, hours, on_max_run, role", [
+    (60, "stop", None, "stop", "Virtual Machine Contributor"),
+    (60, "stop", 24, "stop", "Virtual Machine Contributor"),
+    (60, "delete", None, "stop", "Contributor"),
+    (None, "stop", 5, "delete", "Contributor"),
+    (60, "stop", 5, "delete", "Contributor"),
+])
+def test_identity_and_role_assignment_per_setting(emu, provider, t4_spec, t4, idle, on_idle, hours, on_max_run, role):
+    spec = t4_spec.__class__(**{**t4_spec.__dict__, "idle_shutdown_minutes": idle, "on_idle": on_idle,
+                                "max_run_hours": hours, "on_max_run": on_max_run})
+    n = names(spec.name)
+    rec = provider.create(spec, t4)
+    vm_req = emu.calls("PUT", rf"/virtualMachines/{n.vm}$")[0]
+    assert vm_req.body["identity"] == {"type": "SystemAssigned"}
+    (put,) = role_puts(emu)
+    assert put.path.startswith(f"/subscriptions/{SUB}/resourceGroups/{n.rg}/providers/Microsoft.Authorization/")
+    assert put.status == 201
+    vm_now = emu.state.get(n.rg, "Microsoft.Compute/virtualMachines", n.vm)
+    principal = vm_now["body"]["identity"]["principalId"]
+    props = put.body["properties"]
+    assert props == {
+        "roleDefinitionId": f"/subscriptions/{SUB}/providers/Microsoft.Authorization/roleDefinitions/{ROLES[role]}",
+        "principalId": principal, "principalType": "ServicePrincipal", "description": props["description"]}
+    # created after the VM: it names the identity ARM gave the VM
+    order = [r.path for r in emu.requests if r.method == "PUT"]
+    assert order.index(vm_req.path) < order.index(put.path)
+    assert any(role in note for note in rec.extra["notes"])
+    # down removes it with the group
+    assert provider.delete(spec.name)
+    assert emu.state.role_assignments == {}
+
+
+def test_no_role_when_the_vm_never_acts_on_itself(emu, provider, t4_spec, t4):
+    spec = t4_spec.__class__(**{**t4_spec.__dict__, "idle_shutdown_minutes": None, "max_run_hours": None})
+    provider.create(spec, t4)
+    assert role_puts(emu) == []
+    assert emu.calls("PUT", r"/virtualMachines/")[0].body["identity"] == {"type": "SystemAssigned"}
+
+
+def test_rerun_finds_the_assignment_done(emu, provider, t4_spec, t4):
+    spec = t4_spec.__class__(**{**t4_spec.__dict__, "idle_shutdown_minutes": 60})
+    provider.create(spec, t4)
+    rec = provider.create(spec, t4)  # the same spec again: the VM exists, the assignment too
+    assert rec.extra.get("existing") and [r.status for r in role_puts(emu)] == [201, 409]
+    assert len(emu.state.role_assignments) == 1
+
+
+def test_caller_without_role_assignment_rights_leaves_nothing_billing(emu, provider, t4_spec, t4):
+    """A VM that cannot deallocate itself would bill until someone notices: up fails and deletes the group."""
+    spec = t4_spec.__class__(**{**t4_spec.__dict__, "idle_shutdown_minutes": 60})
+    emu.state.deny_role_assignments = True
+    with pytest.raises(AuthError) as info:
+        provider.create(spec, t4)
+    assert "Owner, User Access Administrator" in (info.value.hint or "")
+    assert names(spec.name).rg not in emu.resource_groups()
+
+
+def test_emulator_rejects_what_arm_rejects(emu, provider, t4_spec, t4):
+    from azure.core.exceptions import HttpResponseError, ResourceExistsError
+
+    from provisioner.providers.azure_clients import make_authorization_client
+
+    spec = t4_spec.__class__(**{**t4_spec.__dict__, "idle_shutdown_minutes": None, "max_run_hours": None})
+    provider.create(spec, t4)
+    provider.api()
+    client = make_authorization_client(provider.settings, provider._credential)
+    scope = f"/subscriptions/{SUB}/resourceGroups/{names(spec.name).rg}"
+    principal = emu.state.get(names(spec.name).rg, "Microsoft.Compute/virtualMachines", spec.name)["body"]["identity"]["principalId"]
+    role = f"/subscriptions/{SUB}/providers/Microsoft.Authorization/roleDefinitions/{ROLES['Contributor']}"
+
+    def put(name, **props):
+        return client.role_assignments.create(scope, name, {"properties": {"roleDefinitionId": role, "principalId": principal,
+                                                                           "principalType": "ServicePrincipal", **props}})
+
+    with pytest.raises(HttpResponseError) as e:
+        put("not-a-guid")
+    assert e.value.error.code == "InvalidRoleAssignmentId"
+    with pytest.raises(HttpResponseError) as e:
+        put("11111111-1111-4111-8111-111111111111", roleDefinitionId=role[:-4] + "0000")
+    assert e.value.error.code == "RoleDefinitionDoesNotExist"
+    with pytest.raises(HttpResponseError) as e:
+        put("11111111-1111-4111-8111-111111111111", principalId="22222222-2222-4222-8222-222222222222")
+    assert e.value.error.code == "PrincipalNotFound"
+    with pytest.raises(HttpResponseError) as e:
+        put("11111111-1111-4111-8111-111111111111", principalType="User")
+    assert e.value.error.code == "UnmatchedPrincipalType"
+    assert put("11111111-1111-4111-8111-111111111111").principal_id == principal
+    with pytest.raises(ResourceExistsError) as e:
+        put("33333333-3333-4333-8333-333333333333")
+    assert e.value.error.code == "RoleAssignmentExists"
+    listed = list(client.role_assignments.list_for_scope(scope))
+    assert [a.name for a in listed] == ["11111111-1111-4111-8111-111111111111"]
+    # a fresh identity without principalType: replication delay
+    emu.state.principals[principal]["misses"] = 1
+    client.role_assignments.delete(scope, "11111111-1111-4111-8111-111111111111")
+    with pytest.raises(HttpResponseError) as e:
+        client.role_assignments.create(scope, "44444444-4444-4444-8444-444444444444",
+                                       {"properties": {"roleDefinitionId": role, "principalId": principal}})
+    assert e.value.error.code == "PrincipalNotFound"

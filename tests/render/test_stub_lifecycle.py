@@ -1,0 +1,248 @@
+"""The lifecycle programs the rendered script installs, run under the stub harness: the idle
+watchdog (what counts as busy, the idle clock keyed to the boot), ``trainvm-lifecycle`` per cloud
+(what idle and max-run call: Azure deallocates/deletes through ARM with an IMDS token, AWS calls
+EC2 stop/terminate, GCE stops from the guest or deletes through the Compute API) and the max-run
+timer on clouds that do not enforce max_run_hours themselves (issue 10)."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import re
+import subprocess
+
+import pytest
+import trainvm_render_support as S
+
+from provisioner.profile.loader import profile_hash
+
+WD = "/usr/local/sbin/trainvm-idle-watchdog"
+LC = "/usr/local/sbin/trainvm-lifecycle"
+AZ_VM = "/subscriptions/sub-1/resourceGroups/trainvm-vm/providers/Microsoft.Compute/virtualMachines/vm"
+
+
+@functools.cache
+def script(cloud: str, **lifecycle) -> str:
+    lp = S.loaded(S.GOLDEN_PROFILE)
+    lc = lp.profile.lifecycle.model_copy(update=lifecycle)
+    profile = lp.profile.model_copy(update={"lifecycle": lc})
+    return S.render(dataclasses.replace(lp, profile=profile, hash=profile_hash(profile)), cloud).startup_sh
+
+
+def provisioned(make_harness, cloud: str, **lifecycle):
+    h = make_harness(script(cloud, **lifecycle), cloud=cloud)
+    run = h.run()
+    assert run.status == "ready", run.output[-3000:]
+    return h
+
+
+def calls(h) -> str:
+    log = h.state / "calls.log"
+    return log.read_text() if log.exists() else ""
+
+
+def check(h, **knobs):
+    (h.state / "calls.log").unlink(missing_ok=True)
+    out = h.run_file(h.path(WD), **knobs)
+    return out, calls(h)
+
+
+def age_idle_clock(h, minutes: int) -> None:
+    f = h.path("/run/trainvm/idle-since")
+    boot, since = f.read_text().split()
+    f.write_text(f"{boot} {int(since) - minutes * 60}\n")
+
+
+def go_idle(h, minutes: int = 61):
+    """Start the idle clock, move it back ``minutes``, check again."""
+    out, log = check(h)
+    assert out.returncode == 0 and h.path("/run/trainvm/idle-since").exists(), out.stdout
+    assert "trainvm-lifecycle" not in out.stdout and "poweroff" not in log
+    age_idle_clock(h, minutes)
+    return check(h)
+
+
+# ---------------------------------------------------------------------------- busy signals
+BUSY = {
+    "gpu utilisation": ({"STUB_GPU_UTIL": "87"}, None),
+    "login session": ({"STUB_WHO": "alice pts/0 2026-11-22 10:00 (203.0.113.7)"}, None),
+    "ssh connection": ({"STUB_SS": "0 0 10.0.0.4:22 203.0.113.7:50522"}, None),
+    "trainvm job": ({"STUB_ACTIVE_JOBS": "trainvm-job-20261122-100000.service"}, None),
+    "tmux session": ({}, ("tmux: server", ())),
+    "screen session": ({}, ("SCREEN", ())),
+    "process on the GPU": ({}, ("python", ("/dev/nvidia0", "/dev/nvidiactl"))),
+    "cpu load": ({}, "loadavg"),
+}
+
+
+@pytest.mark.parametrize("what", sorted(BUSY))
+def test_busy_resets_the_idle_clock_and_keeps_the_vm(make_harness, what):
+    h = provisioned(make_harness, "azure")
+    check(h)
+    age_idle_clock(h, 61)  # the idle clock has run out...
+    knobs, machine = BUSY[what]  # ...but now the VM is busy
+    if machine == "loadavg":
+        h.path("/proc/loadavg").write_text("1.45 1.20 0.90 2/311 4242\n")
+    elif machine:
+        h.process(4242, machine[0], machine[1])
+    out, log = check(h, **knobs)
+    assert out.returncode == 0, out.stdout
+    assert "deallocate" not in log and "poweroff" not in log, (what, log)
+    assert not h.path("/run/trainvm/idle-since").exists()
+
+
+def test_idle_signals_are_not_busy(make_harness):
+    """nvidia-persistenced holds /dev/nvidia* on every GPU VM; a low load average and idle GPUs are idle."""
+    h = provisioned(make_harness, "azure")
+    h.process(900, "nvidia-persiste", ("/dev/nvidia0", "/dev/nvidiactl"))
+    h.process(901, "bash", ("/dev/null",))
+    h.path("/proc/loadavg").write_text("0.31 0.40 0.35 1/290 4242\n")
+    out, log = go_idle(h)
+    assert "idle for 61 minutes" in out.stdout and f"{AZ_VM}/deallocate" in log
+
+
+# ---------------------------------------------------------------------------- the idle clock
+def test_stale_idle_clock_from_a_previous_boot_does_not_shut_down(make_harness):
+    """issue 10: after stop/start a leftover idle-since powered the VM off at the first check."""
+    h = provisioned(make_harness, "azure")
+    check(h)
+    age_idle_clock(h, 600)  # idle for hours before the stop...
+    stale = h.path("/run/trainvm/idle-since").read_text()
+    h.stop_start()
+    h.path("/run/trainvm").mkdir(parents=True)  # even if /run survived, the boot id differs
+    h.path("/run/trainvm/idle-since").write_text(stale)
+    h.path("/var/lib/trainvm/idle-since").write_text("1000000000\n")  # where older watchdogs kept it
+    out, log = check(h)
+    assert out.returncode == 0 and "trainvm-lifecycle" not in out.stdout
+    assert "deallocate" not in log and "poweroff" not in log
+    boot, since = h.path("/run/trainvm/idle-since").read_text().split()
+    assert boot == h.path("/proc/sys/kernel/random/boot_id").read_text().strip() and boot not in stale
+
+
+def test_idle_clock_survives_checks_and_acts_once_past_the_limit(make_harness):
+    h = provisioned(make_harness, "azure", idle_shutdown_minutes=30)
+    check(h)
+    age_idle_clock(h, 29)
+    out, log = check(h)
+    assert "deallocate" not in log
+    age_idle_clock(h, 2)
+    out, log = check(h)
+    assert "idle for 31 minutes (limit 30): stop" in out.stdout and "deallocate" in log
+
+
+# ---------------------------------------------------------------------------- per cloud: idle
+def curl_calls(log: str) -> list[str]:
+    return [line for line in log.splitlines() if line.startswith("curl\t")]
+
+
+@pytest.mark.parametrize("on_idle, method, url", [
+    ("stop", "POST", f"https://management.azure.com{AZ_VM}/deallocate?api-version=2024-07-01"),
+    ("delete", "DELETE", "https://management.azure.com/subscriptions/sub-1/resourceGroups/trainvm-vm?api-version=2021-04-01"),
+])
+def test_azure_idle_calls_arm_with_the_managed_identity_never_poweroff(make_harness, on_idle, method, url):
+    """issue 10: `systemctl poweroff` leaves an Azure VM Stopped and billed; deallocate through ARM."""
+    h = provisioned(make_harness, "azure", on_idle=on_idle)
+    out, log = go_idle(h)
+    assert out.returncode == 0, out.stdout
+    assert "poweroff" not in log
+    curls = curl_calls(log)
+    imds = [c for c in curls if "169.254.169.254/metadata" in c]
+    assert any("identity/oauth2/token" in c and "resource=https%3A%2F%2Fmanagement.azure.com%2F" in c and "Metadata:true" in c
+               for c in imds), curls
+    (api,) = [c.split("\t") for c in curls if c.split("\t")[-1].startswith("https://management.azure.com/")]
+    assert api[api.index("-X") + 1] == method and api[-1] == url and "Authorization: Bearer stub-token" in api
+    assert "stub-token" not in out.stdout  # the token is never printed
+
+
+@pytest.mark.parametrize("on_idle, api", [("stop", "stop-instances"), ("delete", "terminate-instances")])
+def test_aws_idle_calls_ec2_never_poweroff(make_harness, on_idle, api):
+    h = provisioned(make_harness, "aws", on_idle=on_idle)
+    out, log = go_idle(h)
+    assert out.returncode == 0, out.stdout
+    assert f"aws\tec2\t{api}\t--region\tus-east-1\t--instance-ids\ti-0123456789abcdef0" in log
+    assert "poweroff" not in log
+    assert any("X-aws-ec2-metadata-token: stub-imds-token" in c for c in curl_calls(log))  # IMDSv2
+
+
+def test_aws_without_ec2_permission_falls_back_to_the_shutdown_behaviour_only_when_safe(make_harness):
+    # on_idle stop: the instance's shutdown behaviour is stop, so a shutdown never loses more than asked
+    h = provisioned(make_harness, "aws", on_idle="stop", on_max_run="delete", max_run_hours=2)
+    r = h.run_file(h.path(LC), STUB_AWS_EC2_FAIL="1")
+    assert r.returncode == 2 and "poweroff" not in calls(h)  # no action given: nothing happens
+    for action in ("stop", "delete"):
+        (h.state / "calls.log").unlink(missing_ok=True)
+        r = subprocess.run(["bash", str(h.path(LC)), action, "max-run"], env=h.env(STUB_AWS_EC2_FAIL="1"),
+                                         capture_output=True, text=True)
+        assert r.returncode == 0 and "systemctl\tpoweroff" in calls(h), (action, r.stdout, r.stderr)
+
+
+def test_aws_without_ec2_permission_never_terminates_what_should_stop(make_harness):
+    """on_idle delete sets the shutdown behaviour to terminate; max-run says stop: no shutdown, retried later."""
+    h = provisioned(make_harness, "aws", on_idle="delete", on_max_run="stop", max_run_hours=2)
+    (h.state / "calls.log").unlink(missing_ok=True)
+    r = subprocess.run(["bash", str(h.path(LC)), "stop", "max-run"], env=h.env(STUB_AWS_EC2_FAIL="1"),
+                                     capture_output=True, text=True)
+    assert r.returncode != 0 and "poweroff" not in calls(h)
+
+
+@pytest.mark.parametrize("on_idle", ["stop", "delete"])
+def test_gce_idle(make_harness, on_idle):
+    """GCE: a guest shutdown leaves the instance TERMINATED (stopped, compute not billed); delete goes
+    through instances.delete with the VM's own token."""
+    h = provisioned(make_harness, "gcp", on_idle=on_idle)
+    out, log = go_idle(h)
+    assert out.returncode == 0, out.stdout
+    if on_idle == "stop":
+        assert "systemctl\tpoweroff" in log and "compute.googleapis.com" not in log
+    else:
+        (api,) = [c.split("\t") for c in curl_calls(log) if "compute.googleapis.com" in c]
+        assert api[-1] == "https://compute.googleapis.com/compute/v1/projects/test-proj/zones/us-central1-a/instances/trainvm-vm"
+        assert api[api.index("-X") + 1] == "DELETE" and "poweroff" not in log
+
+
+def test_failed_call_keeps_the_clock_and_retries(make_harness):
+    h = provisioned(make_harness, "azure")
+    check(h)
+    age_idle_clock(h, 61)
+    out, log = check(h, STUB_CURL_FAIL="management.azure.com")
+    assert out.returncode != 0 and "poweroff" not in log
+    out, log = check(h)
+    assert out.returncode == 0 and "deallocate" in log
+
+
+# ---------------------------------------------------------------------------- max run
+def unit(h, name: str) -> str:
+    return h.path(f"/etc/systemd/system/{name}").read_text()
+
+
+@pytest.mark.parametrize("cloud", ["azure", "aws"])
+@pytest.mark.parametrize("on_max_run", ["stop", "delete"])
+def test_max_run_timer_where_the_cloud_does_not_enforce_it(make_harness, cloud, on_max_run):
+    h = provisioned(make_harness, cloud, max_run_hours=2.5, on_max_run=on_max_run)
+    assert "OnBootSec=9000s" in unit(h, "trainvm-max-run.timer")
+    service = unit(h, "trainvm-max-run.service")
+    m = re.search(r"^ExecStart=(\S+) (.+)$", service, re.M)
+    assert m and m.group(1) == LC and m.group(2) == f"{on_max_run} max-run" and "Restart=on-failure" in service
+    run_log = calls(h)
+    assert re.search(r"systemctl\tenable\t--now\ttrainvm-idle.timer\ttrainvm-max-run.timer", run_log), run_log
+    (h.state / "calls.log").unlink(missing_ok=True)
+    r = subprocess.run(["bash", str(h.path(LC)), *m.group(2).split()], env=h.env(), capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    log = calls(h)
+    assert "poweroff" not in log
+    if cloud == "azure":
+        assert ("/deallocate?" in log) == (on_max_run == "stop") and ("resourceGroups/trainvm-vm?api-version" in log) == (on_max_run == "delete")
+    else:
+        assert ("stop-instances" in log) == (on_max_run == "stop") and ("terminate-instances" in log) == (on_max_run == "delete")
+
+
+def test_gce_enforces_max_run_itself_no_timer(make_harness):
+    h = provisioned(make_harness, "gcp", max_run_hours=2.5)
+    assert not h.path("/etc/systemd/system/trainvm-max-run.timer").exists()
+
+
+def test_no_idle_shutdown_still_installs_the_max_run_timer(make_harness):
+    h = provisioned(make_harness, "azure", idle_shutdown_minutes=None, max_run_hours=1)
+    assert h.path("/etc/systemd/system/trainvm-max-run.timer").exists()
+    assert not h.path(WD).exists()
+    assert "systemctl\tdisable\t--now\ttrainvm-idle.timer" in calls(h)
