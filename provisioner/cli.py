@@ -98,6 +98,23 @@ YesFlag = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confi
 
 
 @app.command()
+def lock(
+    profile: ProfileArg,
+    upgrade: Annotated[bool, typer.Option("--upgrade", help="Re-resolve every package and move team sources to their refs' current commits.")] = False,
+    check: Annotated[bool, typer.Option("--check", help="Write nothing; exit 1 when the lock is missing or no longer matches the profile (for CI).")] = False,
+    frozen: Annotated[bool, typer.Option("--frozen", help="Never fetch team sources; fail when the lock and the cache disagree (for CI).")] = False,
+    index_url: Annotated[Optional[str], typer.Option("--index-url", help="PyPI-compatible index to resolve from (default https://pypi.org/simple).")] = None,
+    torch_index_url: Annotated[Optional[str], typer.Option("--torch-index-url", help="Index for the PyTorch CUDA build (default https://download.pytorch.org/whl/<variant>).")] = None,
+    json_out: JsonFlag = False,
+) -> None:
+    """Pin the profile's whole Python closure for its target VM, with hashes, in NAME.lock."""
+    from provisioner.commands.lock import run_lock
+
+    raise typer.Exit(run_lock(profile, upgrade=upgrade, check=check, frozen=frozen, index_url=index_url,
+                              torch_index_url=torch_index_url, json_out=json_out))
+
+
+@app.command()
 def render(
     profile: ProfileArg,
     cloud: Annotated[str, typer.Option("--cloud", help="gcp, azure or aws.")],

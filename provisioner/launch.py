@@ -19,7 +19,15 @@ def render_for_offer(loaded: LoadedProfile, offer: Offer) -> Any:  # -> provisio
 
 
 def resolved_profile_json(loaded: LoadedProfile) -> str:
+    """The resolved profile stored on the VM; with a lock, also the team source commits it was built
+    from and every locked package (so ``verify`` judges the whole closure)."""
     data = loaded.profile.model_dump(mode="json", exclude={"extends"})
+    if loaded.sources:
+        data["sources"] = [s.record() for s in loaded.sources]
+    if loaded.lock is not None and loaded.lock_path is not None:
+        from provisioner.lock.model import file_sha256
+
+        data["lock"] = {"sha256": file_sha256(loaded.lock_path), "packages": loaded.lock.versions()}
     return canonical_json(data)
 
 

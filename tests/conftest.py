@@ -19,6 +19,8 @@ def pytest_configure(config: pytest.Config) -> None:
     import tempfile
 
     os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="trainvm-test-cache-")
+    # `capture -o` also locks against PyPI; the suite stays offline (tests/lock turn it back on)
+    os.environ["TRAINVM_CAPTURE_LOCK"] = "0"
 EXAMPLES = sorted((REPO / "profiles" / "examples").glob("*.yaml"))
 BASES = sorted((REPO / "profiles" / "base").glob("*.yaml"))
 

@@ -34,6 +34,9 @@ def run_capture(*, out: Path | None, name: str | None, python: str | None, data:
     if out is not None:
         out.write_text(text, encoding="utf-8")
         err.print(f"wrote {out}")
+        from provisioner.commands.lock import lock_captured
+
+        lock_captured(out, err)
     return 0
 
 
@@ -45,6 +48,8 @@ def run_verify_local(path: Path, *, python: str | None, json_out: bool) -> int:
 
     loaded = load_profile(path, compat=False)
     profile = loaded.profile.model_dump(mode="json")
+    if loaded.lock is not None:
+        profile["lock"] = {"packages": loaded.lock.versions()}
     # data destinations are where the VM stages data; a workstation keeps its data elsewhere, so
     # staging is judged on VMs only (their report lists it)
     report = probe(python=python)

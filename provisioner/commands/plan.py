@@ -36,6 +36,9 @@ def run_plan(
     explain: bool, show_script: bool, json_out: bool,
 ) -> int:
     loaded = load_profile(path)
+    from provisioner.lock.gate import lock_gate
+
+    lock_notes = lock_gate(loaded)
     plan, catalog, applied = make_plan(loaded, Overrides(tuple(clouds or ()) or None, tuple(regions or ()) or None, spot))
     from provisioner.planner.explain import closest_offers, no_offer_message
 
@@ -43,7 +46,7 @@ def run_plan(
     script, script_sha = _script_for(loaded, plan.chosen) if need_script else (None, None)
     from provisioner.planning import region_warnings
 
-    extra = region_warnings(plan.request, catalog)
+    extra = region_warnings(plan.request, catalog) + lock_notes
     warnings = [m.render() for m in loaded.warnings if m.level == "warning"] + list(plan.warnings) + extra
     hours = loaded.profile.lifecycle.max_run_hours
     if json_out:

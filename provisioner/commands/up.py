@@ -35,6 +35,9 @@ def run_up(path: Path, *, name: str | None, yes: bool, wait_ready: bool, clouds:
         except ValueError as exc:
             raise InputError(f"--ssh-from: {exc}") from None
     loaded = load_profile(path)
+    from provisioner.lock.gate import lock_gate
+
+    lock_notes = lock_gate(loaded)
     plan, catalog, _ = make_plan(loaded, Overrides(tuple(clouds or ()) or None, tuple(regions or ()) or None, spot))
     if plan.chosen is None:
         raise NoFeasibleOfferError(no_offer_message(plan, catalog))
@@ -43,7 +46,7 @@ def run_up(path: Path, *, name: str | None, yes: bool, wait_ready: bool, clouds:
     # Every cloud with credentials, not only the planned ones: one VM per name across clouds.
     providers, skipped = _providers([*planned_clouds, *PROVIDERS])
     err = stderr_console()
-    warnings = [m.render() for m in loaded.warnings if m.level == "warning"] + list(plan.warnings)
+    warnings = [m.render() for m in loaded.warnings if m.level == "warning"] + list(plan.warnings) + lock_notes
     if not json_out:
         for w in warnings:
             err.print(f"[yellow]warning[/yellow]: {escape(w)}")

@@ -32,6 +32,10 @@ class LoadedProfile:
     warnings: tuple[Message, ...]
     requirements_path: Path | None
     files: tuple[str, ...]
+    lock: Any = None  # provisioner.lock.model.LockFile when NAME.lock exists next to the profile
+    lock_path: Path | None = None
+    lock_state: str = "none"  # none | fresh | stale (the profile changed since `trainvm lock`)
+    sources: tuple[Any, ...] = ()  # provisioner.lock.sources.UsedSource: team sources the profile extends
 
     @property
     def short_hash(self) -> str:
@@ -113,13 +117,15 @@ def canonical_json(data: Any) -> str:
     return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def profile_hash(profile: Any, requirements_sha256: str | None = None) -> str:
+def profile_hash(profile: Any, requirements_sha256: str | None = None, lock_sha256: str | None = None) -> str:
     """sha256 of the resolved profile's canonical JSON (defaults applied, ``extends`` dropped),
     with the lock file's content hash in place of its path, so the hash changes only when what
-    gets installed changes."""
+    gets installed changes. A ``trainvm lock`` file (NAME.lock) is covered the same way."""
     data = profile.model_dump(mode="json", exclude=HASH_EXCLUDE)
     if requirements_sha256:
         data["stack"]["requirements"] = f"sha256:{requirements_sha256}"
+    if lock_sha256:
+        data["lock"] = f"sha256:{lock_sha256}"
     return hashlib.sha256(canonical_json(data).encode()).hexdigest()
 
 
@@ -150,18 +156,39 @@ def _requirements(profile: Any, doc: Located) -> tuple[Path | None, str | None, 
     return path, hashlib.sha256(content).hexdigest(), []
 
 
-def load_profile(path: str | Path, *, compat: bool = True) -> LoadedProfile:
+def load_profile(path: str | Path, *, compat: bool = True, upgrade: bool = False, frozen: bool | None = None,
+                 refresh: bool = False) -> LoadedProfile:
     """Load, resolve ``extends``, validate the schema and (by default) the compatibility rules."""
     from provisioner.profile.model import Profile
 
+    from provisioner.lock import lock_path_for
+    from provisioner.lock.sources import SourceResolver
+
     path = Path(path)
-    doc = load_resolved(path)
+    lock_path = lock_path_for(path)
+    lock = None
+    if lock_path.is_file():
+        from provisioner.lock.model import read_lock
+
+        lock = read_lock(lock_path)
+    resolver = SourceResolver.for_profile(path, lock, upgrade=upgrade, frozen=frozen, refresh=refresh)
+    doc = load_resolved(path, resolver)
+    resolver.finish(doc.files)
     try:
         profile = Profile.model_validate(doc.data)
     except ValidationError as exc:
         raise ProfileError(_schema_messages(exc, doc)) from None
     req_path, req_sha, req_errors = _requirements(profile, doc)
-    messages: list[Message] = list(req_errors)
+    messages: list[Message] = list(req_errors) + list(resolver.messages)
+    lock_state, lock_sha = "none", None
+    if lock is not None:
+        from provisioner.lock.model import file_sha256, inputs_sha256
+
+        if req_path is not None:
+            file, line = doc.where(("stack", "requirements"))
+            messages.append(Message("stack.requirements", f"both a hand-written lock ({profile.stack.requirements}) and {lock_path.name} exist; remove one", file=file, line=line))
+        lock_sha = file_sha256(lock_path)
+        lock_state = "fresh" if lock.inputs_sha256 == inputs_sha256(profile, resolver.inputs()) else "stale"
     if compat:
         from provisioner.compat.rules import check_profile
 
@@ -174,10 +201,14 @@ def load_profile(path: str | Path, *, compat: bool = True) -> LoadedProfile:
     return LoadedProfile(
         profile=profile,
         path=path,
-        hash=profile_hash(profile, req_sha),
+        hash=profile_hash(profile, req_sha, lock_sha),
         warnings=tuple(messages),
         requirements_path=req_path,
         files=doc.files,
+        lock=lock,
+        lock_path=lock_path if lock is not None else None,
+        lock_state=lock_state,
+        sources=tuple(resolver.used),
     )
 
 

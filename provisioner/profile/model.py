@@ -132,7 +132,7 @@ class Lifecycle(Strict):
 
 class Profile(Strict):
     name: Annotated[str, AfterValidator(f.check_name)] = Field(description="Profile name: prefix of VM names and a label value.", examples=["bert-finetune"])
-    extends: str | None = Field(None, description="Parent profile: a path relative to this file or a name found on TRAINVM_PROFILE_PATH.")
+    extends: str | None = Field(None, description="Parent profile: a path relative to this file, a name found on TRAINVM_PROFILE_PATH, or SOURCE:path through a team source declared in trainvm.yaml.")
     hardware: Hardware = Field(default_factory=Hardware)
     placement: Placement = Field(default_factory=Placement)
     stack: Stack

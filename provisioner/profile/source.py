@@ -170,8 +170,9 @@ def merge(parent: Located, child: Located) -> Located:
     return Located(data, lines, parent.files + child.files)
 
 
-def load_resolved(path: Path) -> Located:
-    """Read ``path`` and every ancestor it extends; return the merged document."""
+def load_resolved(path: Path, sources: Any = None) -> Located:
+    """Read ``path`` and every ancestor it extends; return the merged document. ``sources`` (a
+    ``provisioner.lock.sources.SourceResolver``) resolves ``NAME:path`` refs through team sources."""
     chain: list[Located] = []
     seen: list[str] = []
     current = path
@@ -192,7 +193,8 @@ def load_resolved(path: Path) -> Located:
         if not isinstance(ref, str) or not ref.strip():
             raise ProfileError([Message("extends", "must be a profile path or name", file=file, line=line)])
         try:
-            current = resolve_ref(ref, current)
+            via_source = sources.resolve(ref, file, line) if sources is not None else None
+            current = via_source if via_source is not None else resolve_ref(ref, current)
         except LookupError as exc:
             raise ProfileError([Message("extends", str(exc), file=file, line=line)]) from None
     merged = chain[-1]

@@ -296,6 +296,11 @@ def build_context(loaded: Any, target: RenderTarget, facts: Facts | None = None)
         if "\x00" in lock_text:
             raise RenderError(f"{loaded.requirements_path}: the lock file contains NUL bytes")
         lock_sha = hashlib.sha256(raw).hexdigest()
+    elif loaded.lock is not None:
+        if loaded.lock_state != "fresh":
+            raise RenderError(f"{loaded.lock_path} is stale (the profile changed since it was written); run `trainvm lock {loaded.path}`")
+        lock_text = loaded.lock.requirements_text()
+        lock_sha = hashlib.sha256(lock_text.encode()).hexdigest()
     torch_index = _torch_index(pins)
     nvme_required = profile.hardware.local_nvme_gib > 0
     nvme = "required" if nvme_required else ("optional" if target.local_nvme_gib > 0 else "none")
@@ -323,7 +328,9 @@ def build_context(loaded: Any, target: RenderTarget, facts: Facts | None = None)
         "driver": stack.driver,
         "gpu": _gpu_expectation(facts, gpu.name, target.gpu_count),
         "python": stack.python,
-        "packages": {str(canonicalize_name(Requirement(p).name)): _normal_version(next(iter(Requirement(p).specifier)).version) for p in pins},
+        # with a trainvm lock the VM's stack check covers the whole closure, not only the top-level pins
+        "packages": {**({str(canonicalize_name(n)): _normal_version(v) for n, v in loaded.lock.versions().items()} if loaded.lock is not None else {}),
+                     **{str(canonicalize_name(Requirement(p).name)): _normal_version(next(iter(Requirement(p).specifier)).version) for p in pins}},
         "framework": expected_fw,
         "cuda_toolkit": cuda if stack.cuda_toolkit else None,
         "env": dict(stack.env),

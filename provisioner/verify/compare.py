@@ -14,6 +14,8 @@ Rules (field -> verdict):
 - ``stack.os`` (when set): "<id>-<version>" of the report.
 - ``stack.packages.<name>``: exact version including the local label (+cu124); names are
   canonicalised (PEP 503); a missing package is drift.
+- ``lock.packages.<name>``: when the stored profile carries its lock (``trainvm lock``), every other
+  package of the locked closure, judged the same way.
 - GPUs: the machine must have at least ``gpu_count`` GPUs (more is fine: a workstation with two
   GPUs runs a one-GPU profile); the best ``gpu_count`` of them must each be in ``hardware.gpu`` (when
   given) and have at least ``min_gpu_memory_gib``. nvidia-smi reports usable memory, 2-7% under the
@@ -191,6 +193,18 @@ def _stack_fields(stack: Mapping[str, Any], report: Mapping[str, Any]) -> Iterab
         yield FieldResult(f"stack.packages.{name}", expected, observed, _package_ok(expected, observed))
 
 
+def _lock_fields(lock: Mapping[str, Any], stack: Mapping[str, Any], report: Mapping[str, Any]) -> Iterable[FieldResult]:
+    """Every package of the lock's closure (the stored profile's ``lock.packages``) that is not a top-level pin."""
+    pinned = {parse_pin(str(p))[0] for p in stack.get("packages") or []}
+    observed_pkgs = {str(canonicalize_name(k)): v for k, v in (report.get("packages") or {}).items()}
+    for raw, expected in sorted((lock.get("packages") or {}).items()):
+        name = str(canonicalize_name(raw))
+        if name in pinned:
+            continue
+        observed = observed_pkgs.get(name)
+        yield FieldResult(f"lock.packages.{name}", expected, observed, _package_ok(str(expected), observed))
+
+
 def _gpu_fields(hardware: Mapping[str, Any], report: Mapping[str, Any]) -> Iterable[FieldResult]:
     allowed = allowed_gpus(hardware)
     min_mem = hardware.get("min_gpu_memory_gib")
@@ -242,7 +256,7 @@ def compare(profile: Mapping[str, Any], report: Mapping[str, Any] | None) -> Ver
         return VerifyResult("not-ready", (status_field,))
     hardware = profile.get("hardware") or {}
     stack = profile.get("stack") or {}
-    fields = [status_field, *_stack_fields(stack, report), *_gpu_fields(hardware, report),
+    fields = [status_field, *_stack_fields(stack, report), *_lock_fields(profile.get("lock") or {}, stack, report), *_gpu_fields(hardware, report),
               *_host_fields(hardware, report)]
     for entry in report.get("data") or []:
         dest, state = entry.get("dest"), entry.get("status")

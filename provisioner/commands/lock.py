@@ -1,0 +1,143 @@
+"""``trainvm lock PROFILE [--upgrade] [--check] [--frozen]``: write, refresh or check NAME.lock."""
+
+from __future__ import annotations
+
+import difflib
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from provisioner.errors import InputError
+from provisioner.output import emit_json, escape, print_messages, stderr_console, stdout_console
+
+
+def build_lock(loaded: Any, *, pypi_index: str, torch_index: str | None) -> Any:
+    """Resolve the loaded profile's closure for its target and return the ``LockFile``."""
+    from provisioner import __version__
+    from provisioner.compat.facts import load_facts
+    from provisioner.lock.model import LOCK_VERSION, LockedSource, LockFile, LockTarget, inputs_sha256
+    from provisioner.lock.resolve import resolve
+    from provisioner.lock.sources import sources_inputs
+    from provisioner.lock.target import TORCH_INDEX, glibc_of, torch_label
+
+    stack = loaded.profile.stack
+    label = torch_label(stack.packages)
+    torch_url = (torch_index or TORCH_INDEX.format(label=label)) if label else ""
+    res = resolve(list(stack.packages), python=stack.python, os_name=stack.os, pypi_index=pypi_index, torch_index=torch_url)
+    image = load_facts().os_images[stack.os]
+    sources = tuple(LockedSource(name=u.name, url=u.url, ref=u.ref, commit=u.commit, files=dict(sorted(u.files.items()))) for u in loaded.sources)
+    return LockFile(
+        lock_version=LOCK_VERSION,
+        generated_by=f"trainvm {__version__}",
+        inputs_sha256=inputs_sha256(loaded.profile, sources_inputs(loaded.sources)),
+        target=LockTarget(python=stack.python, python_platform=res.platform, os=stack.os, glibc=glibc_of(stack.os)),
+        indexes={"pypi": pypi_index, "torch": torch_url},
+        uv_version=res.uv_version,
+        driver={"version": stack.driver, "apt_version": f"{stack.driver}-*", "nvidia_repo": image.nvidia_repo},
+        images={cloud: dict(ref) for cloud, ref in sorted(image.images.items())},
+        sources=sources,
+        packages=res.packages,
+    )
+
+
+def profile_diff(old: Any, new: Any) -> list[str]:
+    """Unified diff of two merged profiles (canonical, defaults applied)."""
+    a = json.dumps(old.model_dump(mode="json", exclude={"extends"}), indent=2, sort_keys=True).splitlines()
+    b = json.dumps(new.model_dump(mode="json", exclude={"extends"}), indent=2, sort_keys=True).splitlines()
+    return list(difflib.unified_diff(a, b, "merged profile (lock)", "merged profile (upgraded)", lineterm="", n=1))
+
+
+def package_changes(old: Any, new: Any) -> list[str]:
+    before = old.versions() if old is not None else {}
+    after = new.versions()
+    out = []
+    for name in sorted(set(before) | set(after)):
+        a, b = before.get(name), after.get(name)
+        if a != b:
+            out.append(f"{name}: {a or '-'} -> {b or '-'}")
+    return out
+
+
+def run_lock(path: Path, *, upgrade: bool, check: bool, frozen: bool, index_url: str | None, torch_index_url: str | None, json_out: bool) -> int:
+    from provisioner.lock import lock_path_for
+    from provisioner.lock.model import dumps
+    from provisioner.lock.target import PYPI_INDEX
+    from provisioner.profile import load_profile
+
+    if check and upgrade:
+        raise InputError("--check and --upgrade exclude each other")
+    err, out = stderr_console(), stdout_console()
+    lock_path = lock_path_for(path)
+    if check:
+        loaded = load_profile(path, frozen=frozen)
+        print_messages(m for m in loaded.warnings if m.level == "warning")
+        state = loaded.lock_state
+        if json_out:
+            emit_json({"profile": str(path), "lock": str(lock_path), "state": state})
+        else:
+            text = {"none": f"{lock_path} does not exist; run `trainvm lock {path}`",
+                    "stale": f"{lock_path} is stale: the profile (pins, Python, OS, driver or team sources) changed since it was written; run `trainvm lock {path}`",
+                    "fresh": f"{lock_path} matches the profile"}[state]
+            (out if state == "fresh" else err).print(escape(text))
+        return 0 if state == "fresh" else 1
+    started = time.monotonic()
+    old = load_profile(path, frozen=frozen) if upgrade and lock_path.is_file() else None
+    loaded = load_profile(path, upgrade=upgrade, frozen=frozen, refresh=not frozen)
+    if loaded.requirements_path is not None:
+        raise InputError(f"{path}: stack.requirements names a hand-written lock; remove it to let `trainvm lock` write {lock_path.name}")
+    if not json_out:
+        print_messages(m for m in loaded.warnings if m.level == "warning")
+    if loaded.lock_state == "fresh" and not upgrade:
+        doc = {"profile": str(path), "lock": str(lock_path), "state": "fresh", "written": False, "packages": len(loaded.lock.packages)}
+        emit_json(doc) if json_out else out.print(f"{escape(str(lock_path))} is up to date ({len(loaded.lock.packages)} packages); `--upgrade` re-resolves")
+        return 0
+    if frozen:
+        err.print(f"[red]error[/red]: frozen: {escape(str(lock_path))} {'is stale' if loaded.lock is not None else 'does not exist'} and --frozen writes nothing")
+        return 1
+    import os
+
+    lock = build_lock(loaded, pypi_index=index_url or os.environ.get("TRAINVM_INDEX_URL") or PYPI_INDEX, torch_index=torch_index_url)
+    lock_path.write_text(dumps(lock), encoding="utf-8")
+    elapsed = time.monotonic() - started
+    diff = profile_diff(old.profile, loaded.profile) if old is not None else []
+    changes = package_changes(loaded.lock, lock)
+    if json_out:
+        emit_json({"profile": str(path), "lock": str(lock_path), "state": "fresh", "written": True, "packages": len(lock.packages),
+                   "bytes": lock.total_size(), "sources": [s.model_dump() for s in lock.sources], "profile_diff": diff,
+                   "package_changes": changes, "seconds": round(elapsed, 2)})
+        return 0
+    for line in diff:
+        out.print(escape(line), highlight=False)
+    for line in changes:
+        out.print(f"  {escape(line)}", highlight=False)
+    for s in lock.sources:
+        out.print(f"source {escape(s.name)}: {escape(s.url)} {escape(s.ref)} = {s.commit} ({len(s.files)} file(s))", highlight=False)
+    mib = lock.total_size() / 2**20
+    out.print(f"wrote {escape(str(lock_path))}: {len(lock.packages)} packages, {mib:,.1f} MiB of wheels, "
+              f"Python {lock.target.python} on {lock.target.python_platform}, uv {lock.uv_version} ({elapsed:.1f}s)", highlight=False)
+    return 0
+
+
+def lock_captured(profile_path: Path, err: Any) -> None:
+    """``capture -o FILE`` also writes FILE's lock: the workstation's installed set (every package is
+    pinned in the captured profile) resolved for the target. A failure is a warning, not an error:
+    the profile is still useful, and `trainvm lock` says the same thing again."""
+    from provisioner.errors import TrainvmError
+    from provisioner.lock import lock_path_for
+    from provisioner.lock.model import dumps
+    from provisioner.lock.target import PYPI_INDEX
+    from provisioner.profile import load_profile
+
+    import os
+
+    if os.environ.get("TRAINVM_CAPTURE_LOCK", "1") == "0":
+        return
+    try:
+        loaded = load_profile(profile_path, compat=False)
+        lock = build_lock(loaded, pypi_index=os.environ.get("TRAINVM_INDEX_URL") or PYPI_INDEX, torch_index=None)
+    except TrainvmError as exc:
+        err.print(f"[yellow]warning[/yellow]: no lock written for {escape(str(profile_path))}: {escape(str(exc))}")
+        return
+    lock_path_for(profile_path).write_text(dumps(lock), encoding="utf-8")
+    err.print(f"wrote {escape(str(lock_path_for(profile_path)))} ({len(lock.packages)} packages)")

@@ -1,0 +1,27 @@
+"""What ``plan`` and ``up`` say about a profile's lock: a warning without one, a refusal when stale."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from provisioner.errors import TrainvmError
+
+
+class StaleLockError(TrainvmError):
+    exit_code = 1
+
+
+def lock_gate(loaded: Any) -> list[str]:
+    """Warnings to show; raises ``StaleLockError`` when NAME.lock no longer matches the profile."""
+    from provisioner.lock import lock_path_for
+
+    if loaded.lock_state == "stale":
+        raise StaleLockError(
+            f"{loaded.lock_path} is stale: the profile's pins, Python, OS, driver or team sources changed since it was written",
+            hint=f"run `trainvm lock {loaded.path}` (or `--upgrade` to move everything to the newest versions)",
+        )
+    out = [f"{s.shadowed_by} (TRAINVM_PROFILE_PATH) shadows team source {s.name} at {s.commit[:12]}" for s in loaded.sources if s.shadowed_by]
+    if loaded.lock_state == "none" and loaded.requirements_path is None and loaded.profile.stack.packages:
+        out.append(f"no lock file {lock_path_for(loaded.path).name} next to the profile: only the top-level pins are exact, their "
+                   "dependencies float from one VM to the next; run `trainvm lock PROFILE`")
+    return out

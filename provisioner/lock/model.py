@@ -1,0 +1,140 @@
+"""The lock file format (version 1): one JSON document next to the profile (``NAME.lock``).
+
+Keys (README "Lock file format" is the reference):
+- ``lock_version``: 1. A reader refuses any other number.
+- ``inputs_sha256``: sha256 of the profile facts the lock was made from (``lock_inputs``). When the
+  profile's pins, Python, OS, driver or its team sources change, the lock is *stale*.
+- ``target``: the VM the closure is for (Python version, uv's ``--python-platform``, OS, glibc).
+- ``indexes``: the PyPI index and the CUDA variant's torch index ("" without one).
+- ``uv_version``, ``generated_by``.
+- ``driver``: the exact NVIDIA driver version and the apt version pattern the startup script pins.
+- ``images``: the OS image reference per cloud (GCE project/family, Azure URN).
+- ``sources``: per team source the URL, the ref asked for, the commit it resolved to and the
+  sha256 of every file used from it.
+- ``packages``: every distribution of the closure with its version and the one wheel for the
+  target: file name, URL, sha256, size.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from provisioner.errors import InputError
+
+LOCK_VERSION = 1
+MAX_LOCK_FILE_BYTES = 2_000_000
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class LockedWheel(_Strict):
+    name: str
+    version: str
+    filename: str
+    url: str
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    size: int | None = None
+
+
+class LockedSource(_Strict):
+    name: str
+    url: str
+    ref: str
+    commit: str = Field(pattern=r"^[0-9a-f]{40}$")
+    files: dict[str, str] = Field(default_factory=dict)  # path in the repo -> sha256
+
+
+class LockTarget(_Strict):
+    python: str
+    python_platform: str
+    os: str
+    glibc: str
+
+
+class LockFile(_Strict):
+    lock_version: Literal[1]
+    generated_by: str
+    inputs_sha256: str
+    target: LockTarget
+    indexes: dict[str, str]
+    uv_version: str
+    driver: dict[str, str]
+    images: dict[str, dict[str, str]]
+    sources: tuple[LockedSource, ...] = ()
+    packages: tuple[LockedWheel, ...]
+
+    def requirements_text(self) -> str:
+        """The closure in pip's ``--require-hashes`` format, each wheel by URL, as the VM installs it."""
+        lines = [f"# trainvm lock v{self.lock_version} for python {self.target.python} on {self.target.python_platform}"]
+        for p in sorted(self.packages, key=lambda w: w.name):
+            lines.append(f"{p.name} @ {p.url} \\\n    --hash=sha256:{p.sha256}")
+        return "\n".join(lines) + "\n"
+
+    def versions(self) -> dict[str, str]:
+        return {p.name: p.version for p in self.packages}
+
+    def total_size(self) -> int:
+        return sum(p.size or 0 for p in self.packages)
+
+
+def dumps(lock: LockFile) -> str:
+    return json.dumps(lock.model_dump(mode="json"), indent=2, sort_keys=False, ensure_ascii=False) + "\n"
+
+
+def read_lock(path: Path) -> LockFile:
+    """Parse a lock file; unreadable, too big, malformed or another version: exit 2."""
+    try:
+        with path.open("rb") as fh:
+            raw = fh.read(MAX_LOCK_FILE_BYTES + 1)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read the lock file: {exc.strerror or exc}") from None
+    if len(raw) > MAX_LOCK_FILE_BYTES:
+        raise InputError(f"{path}: the lock file is over {MAX_LOCK_FILE_BYTES} bytes")
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"{path}: not a trainvm lock file (JSON): {exc}") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: not a trainvm lock file (a JSON object is expected)")
+    if data.get("lock_version") != LOCK_VERSION:
+        raise InputError(f"{path}: lock_version {data.get('lock_version')!r} is not supported (this trainvm reads {LOCK_VERSION}); run `trainvm lock` again")
+    try:
+        return LockFile.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise InputError(f"{path}: {where}: {first['msg']}") from None
+
+
+def file_sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def lock_inputs(profile: Any, sources: dict[str, dict[str, str]] | None = None) -> dict[str, Any]:
+    """What a lock is made from: the target and the top-level pins (not env, hardware, data...)."""
+    from provisioner.lock.target import python_platform, torch_label
+
+    stack = profile.stack
+    return {
+        "lock_version": LOCK_VERSION,
+        "python": stack.python,
+        "os": stack.os,
+        "platform": python_platform(stack.os),
+        "driver": stack.driver,
+        "packages": sorted(stack.packages),
+        "torch_variant": torch_label(stack.packages),
+        "sources": sources or {},
+    }
+
+
+def inputs_sha256(profile: Any, sources: dict[str, dict[str, str]] | None = None) -> str:
+    from provisioner.profile.loader import canonical_json
+
+    return hashlib.sha256(canonical_json(lock_inputs(profile, sources)).encode()).hexdigest()

@@ -1,0 +1,139 @@
+"""Resolve a profile's pins to the full closure for its target VM with ``uv pip compile``.
+
+uv runs on this machine but resolves for the VM: ``--python-version`` (the profile's exact Python),
+``--python-platform x86_64-manylinux_2_NN`` (glibc of the OS image), ``--only-binary :all:`` (the
+VM never builds from source, so a package without a wheel for the target fails here, named) and
+``--generate-hashes``. The input is a throwaway ``pyproject.toml`` whose ``[tool.uv.sources]`` sends
+only the pins with a PyTorch local label (``torch==2.4.1+cu124``) to the CUDA variant's index,
+declared ``explicit``: nothing else (numpy, jinja2, ...) can come from the PyTorch index; its NVIDIA
+wheels are the ``nvidia-*`` packages torch pins, resolved from PyPI where the same files live.
+The pylock.toml (PEP 751) uv writes lists every wheel of each version; the lock keeps the one wheel
+the target installs (best tag), with its URL, sha256 and size.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tempfile
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+from packaging.utils import canonicalize_name
+
+from provisioner.errors import TrainvmError
+from provisioner.lock.model import LockedWheel
+from provisioner.lock.target import best_wheel, python_platform, target_tags, torch_routed
+
+UV_TIMEOUT_S = 900.0
+_NO_WHEEL = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+?) has no (usable wheels|wheels with a matching [^,;]*|wheels? (?:for|compatible)[^,;]*)")
+_NOT_FOUND = re.compile(r"Because ([A-Za-z0-9][A-Za-z0-9._-]*) was not found in the package registry")
+
+
+class LockError(TrainvmError):
+    """The closure cannot be resolved for the target (no wheel, unknown package, index unreachable): exit 1."""
+
+    exit_code = 1
+
+
+@dataclass(frozen=True)
+class Resolution:
+    packages: tuple[LockedWheel, ...]
+    platform: str
+    uv_version: str
+
+
+def uv_bin() -> str:
+    """The uv binary shipped by the ``uv`` wheel trainvm depends on."""
+    try:
+        from uv import find_uv_bin
+    except ImportError:  # pragma: no cover - uv is a dependency
+        raise LockError("the `uv` package is not installed; `pip install uv` (trainvm depends on it)") from None
+    try:
+        return find_uv_bin()
+    except FileNotFoundError:
+        raise LockError("the `uv` package is installed but its binary is missing; reinstall it with `pip install --force-reinstall uv`") from None
+
+
+def uv_version(uv: str | None = None) -> str:
+    from provisioner.probe.gpu import run_command
+
+    done = run_command([uv or uv_bin(), "--version"], 30)
+    if done.returncode != 0:
+        raise LockError(f"`uv --version` failed: {(done.stderr or done.stdout).strip()[:300]}")
+    parts = done.stdout.split()
+    return parts[1] if len(parts) > 1 else done.stdout.strip()
+
+
+def _input_pyproject(pins: list[str], torch_index: str) -> str:
+    routed = torch_routed(pins) if torch_index else []
+    lines = [
+        "[project]",
+        'name = "trainvm-lock-input"',
+        'version = "0"',
+        f"dependencies = {json.dumps(sorted(pins))}",
+    ]
+    if routed:
+        lines += ["", "[[tool.uv.index]]", 'name = "pytorch"', f"url = {json.dumps(torch_index)}", "explicit = true", "", "[tool.uv.sources]"]
+        lines += [f'{json.dumps(name)} = {{ index = "pytorch" }}' for name in routed]
+    return "\n".join(lines) + "\n"
+
+
+def _explain(stderr: str, python: str, platform: str) -> str:
+    target = f"Python {python} on {platform}"
+    m = _NO_WHEEL.search(stderr)
+    if m:
+        return f"{m.group(1)}=={m.group(2)} has no wheel for the target ({target}); the VM never builds from source. Pin a version with a wheel or drop the package."
+    m = _NOT_FOUND.search(stderr)
+    if m:
+        return f"{m.group(1)} was not found on the package index"
+    text = " ".join(ln.strip() for ln in stderr.splitlines() if ln.strip())
+    return f"uv could not resolve the closure for {target}: {text[:1200]}"
+
+
+def _wheels(doc: dict, python: str, os_name: str, platform: str) -> tuple[LockedWheel, ...]:
+    tags = target_tags(python, os_name)
+    out = []
+    for pkg in doc.get("packages", []):
+        name, version = str(canonicalize_name(pkg["name"])), str(pkg.get("version", ""))
+        wheels = pkg.get("wheels") or []
+        names = [unquote(Path(urlparse(w.get("url", "")).path).name) or str(w.get("name", "")) for w in wheels]
+        pick = best_wheel(names, tags)
+        if pick is None:
+            raise LockError(f"{name}=={version} has no wheel for the target (Python {python} on {platform}); the VM never builds from source")
+        w = wheels[pick]
+        sha = (w.get("hashes") or {}).get("sha256")
+        if not sha:
+            raise LockError(f"{name}=={version}: the index gave no sha256 for {names[pick]}")
+        out.append(LockedWheel(name=name, version=version, filename=names[pick], url=w["url"], sha256=sha, size=w.get("size")))
+    return tuple(sorted(out, key=lambda p: p.name))
+
+
+def resolve(pins: list[str], *, python: str, os_name: str, pypi_index: str, torch_index: str) -> Resolution:
+    """Run ``uv pip compile`` for the target; the closure with one hashed wheel per package."""
+    from provisioner.probe.gpu import run_command
+
+    if not pins:
+        return Resolution((), python_platform(os_name), uv_version())
+    uv = uv_bin()
+    platform = python_platform(os_name)
+    with tempfile.TemporaryDirectory(prefix="trainvm-lock-") as tmp:
+        (Path(tmp) / "pyproject.toml").write_text(_input_pyproject(pins, torch_index), encoding="utf-8")
+        argv = [uv, "pip", "compile", "pyproject.toml", "--python-version", python, "--python-platform", platform,
+                "--generate-hashes", "--only-binary", ":all:", "--format", "pylock.toml", "-o", "pylock.toml",
+                "--no-config", "--index-url", pypi_index, "--quiet", "--no-progress", "--color", "never"]
+        done = run_command(argv, UV_TIMEOUT_S, cwd=tmp, env=_uv_env())
+        if done.returncode != 0:
+            raise LockError(_explain(done.stderr or done.stdout, python, platform))
+        doc = tomllib.loads((Path(tmp) / "pylock.toml").read_text(encoding="utf-8"))
+    return Resolution(_wheels(doc, python, os_name, platform), platform, uv_version(uv))
+
+
+def _uv_env() -> dict[str, str]:
+    import os
+
+    # the user's uv/pip settings must not change what the VM gets; uv's cache stays (it makes `lock` fast)
+    drop = ("UV_INDEX", "UV_INDEX_URL", "UV_EXTRA_INDEX_URL", "UV_FIND_LINKS", "UV_CONSTRAINT", "UV_OVERRIDE", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL")
+    return {k: v for k, v in os.environ.items() if k not in drop}
