@@ -3,7 +3,8 @@
 uv runs on this machine but resolves for the VM: ``--python-version`` (the profile's exact Python),
 ``--python-platform x86_64-manylinux_2_NN`` (glibc of the OS image), ``--only-binary :all:`` (the
 VM never builds from source, so a package without a wheel for the target fails here, named) and
-``--generate-hashes``. The input is a throwaway ``pyproject.toml`` whose ``[tool.uv.sources]`` sends
+``--generate-hashes``. uv runs on trainvm's own interpreter (``--python``, never downloading
+one): ``--python-version`` alone makes uv look for, and fetch, that exact CPython. The input is a throwaway ``pyproject.toml`` whose ``[tool.uv.sources]`` sends
 only the pins with a PyTorch local label (``torch==2.4.1+cu124``) to the CUDA variant's index,
 declared ``explicit``: nothing else (numpy, jinja2, ...) can come from the PyTorch index; its NVIDIA
 wheels are the ``nvidia-*`` packages torch pins, resolved from PyPI where the same files live.
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import tempfile
 import tomllib
 from dataclasses import dataclass
@@ -123,7 +125,7 @@ def resolve(pins: list[str], *, python: str, os_name: str, pypi_index: str, torc
         (Path(tmp) / "pyproject.toml").write_text(_input_pyproject(pins, torch_index), encoding="utf-8")
         argv = [uv, "pip", "compile", "pyproject.toml", "--python-version", python, "--python-platform", platform,
                 "--generate-hashes", "--only-binary", ":all:", "--format", "pylock.toml", "-o", "pylock.toml",
-                "--no-config", "--index-url", pypi_index, "--quiet", "--no-progress", "--color", "never"]
+                "--no-config", "--python", sys.executable, "--no-python-downloads", "--index-url", pypi_index, "--quiet", "--no-progress", "--color", "never"]
         done = run_command(argv, UV_TIMEOUT_S, cwd=tmp, env=_uv_env())
         if done.returncode != 0:
             raise LockError(_explain(done.stderr or done.stdout, python, platform))
