@@ -16,8 +16,9 @@ def lock_gate(loaded: Any) -> list[str]:
     from provisioner.lock import lock_path_for
 
     if loaded.lock_state == "stale":
+        why = "".join(f"\n  {m.render()}" for m in loaded.warnings if m.path == "extends")  # a source that moved under the lock
         raise StaleLockError(
-            f"{loaded.lock_path} is stale: the profile's pins, Python, OS, driver or team sources changed since it was written",
+            f"{loaded.lock_path} is stale: the profile's pins, Python, OS, driver or team sources changed since it was written{why}",
             hint=f"run `trainvm lock {loaded.path}` (or `--upgrade` to move everything to the newest versions)",
         )
     out = [f"{s.shadowed_by} (TRAINVM_PROFILE_PATH) shadows team source {s.name} at {s.commit[:12]}" for s in loaded.sources if s.shadowed_by]

@@ -31,6 +31,8 @@ from provisioner.lock.target import best_wheel, python_platform, target_tags, to
 
 UV_TIMEOUT_S = 900.0
 _NO_WHEEL = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+?) has no (usable wheels|wheels with a matching [^,;]*|wheels? (?:for|compatible)[^,;]*)")
+_ALL_NO_WHEEL = re.compile(r"all versions of ([A-Za-z0-9][A-Za-z0-9._-]*) have no (?:usable )?wheels")
+_WHEELS_REQUIRED = re.compile(r"Wheels are required for `([^`]+)`")
 _NOT_FOUND = re.compile(r"Because ([A-Za-z0-9][A-Za-z0-9._-]*) was not found in the package registry")
 
 
@@ -85,9 +87,19 @@ def _input_pyproject(pins: list[str], torch_index: str) -> str:
 
 def _explain(stderr: str, python: str, platform: str) -> str:
     target = f"Python {python} on {platform}"
-    m = _NO_WHEEL.search(stderr)
-    if m:
-        return f"{m.group(1)}=={m.group(2)} has no wheel for the target ({target}); the VM never builds from source. Pin a version with a wheel or drop the package."
+    text = " ".join(stderr.split())
+    m = _NO_WHEEL.search(text)
+    name = f"{m.group(1)}=={m.group(2)}" if m else None
+    if name is None:
+        m = _ALL_NO_WHEEL.search(text) or _WHEELS_REQUIRED.search(text)
+        name = m.group(1) if m else None
+    if name:
+        bare = name.split("==")[0]
+        parent = (re.search(rf"([A-Za-z0-9][A-Za-z0-9._-]*==\S+) depends on {re.escape(bare)}\b", text)
+                  or re.search(rf"all versions of ([A-Za-z0-9][A-Za-z0-9._-]*) depend on {re.escape(bare)}\b", text))
+        via = f" (required by {parent.group(1)})" if parent and not parent.group(1).startswith("trainvm-lock-input") else ""
+        return (f"{name}{via} has no wheel for the target ({target}); the VM never builds from source. "
+                "Pin a version with a wheel or drop the package.")
     m = _NOT_FOUND.search(stderr)
     if m:
         return f"{m.group(1)} was not found on the package index"
