@@ -94,6 +94,7 @@ class SourceResolver:
         self.messages: list[Message] = []
         self._commits: dict[str, str] = {}
         self._used: dict[str, UsedSource] = {}
+        self._labels: dict[str, Path] = {}
 
     @classmethod
     def for_profile(cls, profile: Path, lock: Any, *, upgrade: bool = False, frozen: bool | None = None, refresh: bool = False) -> SourceResolver:
@@ -176,6 +177,16 @@ class SourceResolver:
         self._commits[decl.name] = commit
         return commit
 
+    def label(self, path: Path) -> str | None:
+        """How messages name a file read from a source's tree: ``team@1c7f5440e031:base/x.yaml``."""
+        p = path.resolve()
+        for used in self._used.values():
+            if used.shadowed_by is None and p.is_relative_to(used.tree.resolve()):
+                label = f"{used.name}@{used.commit[:12]}:{p.relative_to(used.tree.resolve()).as_posix()}"
+                self._labels[label] = p
+                return label
+        return None
+
     def finish(self, files: tuple[str, ...]) -> None:
         """Record the sha256 of every file read from each source's tree."""
         for used in self._used.values():
@@ -183,7 +194,7 @@ class SourceResolver:
                 continue
             root = used.tree.resolve()
             for f in files:
-                p = Path(f).resolve()
+                p = self._labels.get(f) or Path(f).resolve()
                 if p.is_relative_to(root):
                     used.files[p.relative_to(root).as_posix()] = hashlib.sha256(p.read_bytes()).hexdigest()
 

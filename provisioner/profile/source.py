@@ -79,12 +79,13 @@ def _located_input(file: str, line: int | None, path: str, msg: str) -> InputErr
     return InputError(f"{where}{path + ': ' if path else ''}{msg}")
 
 
-def read_yaml(path: Path) -> Located:
-    """Parse one YAML file into plain data with line numbers. Unreadable or unparsable: exit 2."""
+def read_yaml(path: Path, label: str | None = None) -> Located:
+    """Parse one YAML file into plain data with line numbers. Unreadable or unparsable: exit 2.
+    ``label`` names the file in messages (a team source file: ``team@1c7f5440e031:base/x.yaml``)."""
     from ruamel.yaml import YAML
     from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
-    file = str(path)
+    file = label or str(path)
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -184,7 +185,7 @@ def load_resolved(path: Path, sources: Any = None) -> Located:
         seen.append(key)
         if len(seen) > MAX_DEPTH:
             raise ProfileError([Message("extends", f"extends chain deeper than {MAX_DEPTH} levels", file=str(path))])
-        doc = read_yaml(current)
+        doc = read_yaml(current, sources.label(current) if sources is not None else None)
         chain.append(doc)
         ref = doc.data.get("extends")
         if ref is None:
