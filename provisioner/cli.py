@@ -180,6 +180,36 @@ def down(
     raise typer.Exit(run_down(name, yes=yes, wait=not no_wait, json_out=json_out))
 
 
+OneCloudOpt = Annotated[Optional[str], typer.Option("--cloud", help="Only look on this cloud (gcp, azure).", show_default=False)]
+
+
+@app.command()
+def stop(
+    name: NameArg,
+    cloud: OneCloudOpt = None,
+    yes: YesFlag = False,
+    no_wait: Annotated[bool, typer.Option("--no-wait", help="Return once stopping has started.")] = False,
+    json_out: JsonFlag = False,
+) -> None:
+    """Stop the VM: compute billing ends, its disks and their data stay (and bill); `start` resumes it."""
+    from provisioner.commands.power import run_stop
+
+    raise typer.Exit(run_stop(name, cloud=cloud, yes=yes, wait=not no_wait, json_out=json_out))
+
+
+@app.command()
+def start(
+    name: NameArg,
+    cloud: OneCloudOpt = None,
+    no_wait: Annotated[bool, typer.Option("--no-wait", help="Return once starting has begun.")] = False,
+    json_out: JsonFlag = False,
+) -> None:
+    """Start a stopped VM; its startup script re-verifies the stack (nothing is reinstalled)."""
+    from provisioner.commands.power import run_start
+
+    raise typer.Exit(run_start(name, cloud=cloud, wait=not no_wait, json_out=json_out))
+
+
 @app.command()
 def verify(
     target: Annotated[str, typer.Argument(help="VM name, or with --local a profile file.", show_default=False)],

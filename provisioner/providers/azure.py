@@ -307,6 +307,16 @@ class AzureProvider:
             raise ConflictError(f"resource group {rg} is not managed by trainvm (no {MANAGED}=true tag); not deleting it")
         return self._delete_group(rg, wait=wait)
 
+    def stop(self, name: str, *, wait: bool = True) -> InstanceRecord | None:
+        from provisioner.providers.azure_power import power
+
+        return power(self, name, "stop", wait=wait)
+
+    def start(self, name: str, *, wait: bool = True) -> InstanceRecord | None:
+        from provisioner.providers.azure_power import power
+
+        return power(self, name, "start", wait=wait)
+
     def read_report(self, name: str) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
         n = R.names(name)
         vm = self._get_vm(n.rg, name, expand="userData")

@@ -133,6 +133,12 @@ class Provider(Protocol):
     def delete(self, name: str, *, wait: bool = True) -> bool:
         """Delete the VM and everything created for it. False when it was already gone."""
 
+    def stop(self, name: str, *, wait: bool = True) -> InstanceRecord | None:
+        """Stop the VM so compute billing ends (GCE stop; Azure deallocate); disks stay. None when not found."""
+
+    def start(self, name: str, *, wait: bool = True) -> InstanceRecord | None:
+        """Start a stopped VM (its startup script re-verifies the stack). None when not found."""
+
     def read_report(self, name: str) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
         """(the latest TRAINVM_REPORT found, the resolved profile stored on the VM)."""
 

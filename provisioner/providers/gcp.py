@@ -337,6 +337,16 @@ class GcpProvider:
             self._fw.delete(name, wait=wait)
         return deleted
 
+    def stop(self, name: str, *, wait: bool = True) -> InstanceRecord | None:
+        from provisioner.providers.gcp_power import power
+
+        return power(self, name, "stop", wait=wait)
+
+    def start(self, name: str, *, wait: bool = True) -> InstanceRecord | None:
+        from provisioner.providers.gcp_power import power
+
+        return power(self, name, "start", wait=wait)
+
     def read_report(self, name: str) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
         inst = self._find_any(name)
         if inst is None or dict(inst.labels).get("trainvm-managed") != "true":

@@ -6,7 +6,7 @@ discovery document (gce_validate.py); errors use Google's JSON error shape; oper
 zoneOperations.get / wait (globalOperations for firewall rules).  Fault injection:
 `emu.inject(kind, zone=None, times=1, method=None, **params)` with a kind from HTTP_FAULTS, OP_FAULTS or
 "unreachable" (aggregatedList scope).  The Compute methods it serves are in gce_methods.py (zone operations,
-instances, images) and gce_firewalls.py (global firewall rules and global operations, with the default
+instances, images), gce_power.py (instances.stop/start) and gce_firewalls.py (global firewall rules and global operations, with the default
 network's rules and `ingress_decision` to evaluate them).
 """
 from __future__ import annotations
@@ -24,6 +24,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from .gce_faults import HTTP_FAULTS, OP_FAULTS, http_fault_error
 from .gce_firewalls import FirewallsMixin
 from .gce_methods import ComputeMethodsMixin
+from .gce_power import PowerMethodsMixin
 from .gce_validate import ApiError, Discovery, invalid
 
 DEFAULT_ZONES = ("us-central1-a", "us-central1-b", "us-central1-c", "us-east1-c", "us-east4-a", "us-west1-b",
@@ -36,7 +37,8 @@ ROUTES = ("compute.instances.insert", "compute.instances.list", "compute.instanc
           "compute.instances.getGuestAttributes", "compute.zoneOperations.get", "compute.zoneOperations.wait",
           "compute.images.getFromFamily", "compute.images.get", "compute.firewalls.insert", "compute.firewalls.get",
           "compute.firewalls.list", "compute.firewalls.update", "compute.firewalls.delete",
-          "compute.globalOperations.get", "compute.globalOperations.wait")
+          "compute.globalOperations.get", "compute.globalOperations.wait", "compute.instances.stop",
+          "compute.instances.start")
 OP_FAULT_METHODS = (None, "insert", "instances.insert", "firewalls.insert")
 FAULT_KINDS = set(HTTP_FAULTS) | set(OP_FAULTS) | {"unreachable"}
 ZONE_NAME = re.compile(r"[a-z]+-[a-z]+[0-9]+-[a-z]")
@@ -86,7 +88,7 @@ class _Handler(BaseHTTPRequestHandler):
     do_GET = do_POST = do_DELETE = do_PUT = do_PATCH = _handle
 
 
-class GceEmulator(FirewallsMixin, ComputeMethodsMixin):
+class GceEmulator(FirewallsMixin, ComputeMethodsMixin, PowerMethodsMixin):
     """Compute Engine REST emulator. Use as a context manager or start()/stop(); state is per emulator.
 
     polls_to_done: zoneOperations get/wait calls until an operation is DONE (0: insert/delete answer DONE).

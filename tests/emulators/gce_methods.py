@@ -49,6 +49,8 @@ class ComputeMethodsMixin:
             for nic in inst["networkInterfaces"]:
                 for ac in nic.get("accessConfigs", []):
                     ac["natIP"] = f"198.51.100.{self._rng.randrange(2, 254)}"
+        elif op["operationType"] in ("stop", "start"):
+            self._finish_power(op["operationType"], target)
         elif op["operationType"] == "delete":
             self.instances.pop(target, None)
             self._guest.pop(target, None)

@@ -63,3 +63,17 @@ def test_plan_shows_lifecycle_text_and_json(cli, write_yaml, monkeypatch) -> Non
     lc = doc["lifecycle"]
     assert (lc["on_idle"], lc["on_max_run"], lc["idle_shutdown_minutes"], lc["max_run_hours"]) == ("delete", "stop", 30, 5)
     assert "deallocated" in lc["on_max_run_effect"] and "all lost" in lc["on_idle_effect"]
+
+
+def test_readme_has_the_cost_and_kept_table() -> None:
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = text.split("### What it costs and what is kept", 1)[1].split("\n### ", 1)[0]
+    rows = [line.split("|")[1:4] for line in section.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    seen = {(c.strip().split()[0], e.strip().split(",")[0]) for c, e, _ in rows}
+    for cloud in ("GCE", "Azure"):
+        for event in ("idle", "max-run", "`trainvm stop`", "`trainvm down`"):
+            assert any(c == cloud and e.startswith(event) for c, e in seen), (cloud, event)
+    assert {("AWS", "idle"), ("AWS", "max-run")} <= seen
+    assert "lost on every stop on every cloud" in section and "≥ 5 %" in section and "load average is ≥ 1.0" in section

@@ -246,3 +246,18 @@ def test_no_idle_shutdown_still_installs_the_max_run_timer(make_harness):
     assert h.path("/etc/systemd/system/trainvm-max-run.timer").exists()
     assert not h.path(WD).exists()
     assert "systemctl\tdisable\t--now\ttrainvm-idle.timer" in calls(h)
+
+
+# ---------------------------------------------------------------------------- trainvm start
+@pytest.mark.parametrize("cloud", ["azure", "aws"])
+def test_start_reruns_the_script_from_the_installed_unit_and_reinstalls_nothing(make_harness, cloud):
+    """`trainvm start` on Azure/AWS: custom/user data does not run again, the enabled trainvm-provision.service
+    does (ExecStart is where cloud-init / the bootstrap put the script); it re-verifies, installs nothing."""
+    h = provisioned(make_harness, cloud)
+    unit_text = unit(h, "trainvm-provision.service")
+    assert "ExecStart=/usr/local/sbin/trainvm-provision\n" in unit_text and "WantedBy=multi-user.target" in unit_text
+    assert "systemctl\tenable\ttrainvm-provision.service" in calls(h)
+    h.stop_start()
+    again = h.run()
+    assert again.status == "ready" and again.installs() == [], again.output[-2000:]
+    assert not h.path("/run/trainvm/idle-since").exists()  # a new boot starts with no idle clock

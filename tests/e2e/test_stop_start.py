@@ -1,0 +1,104 @@
+"""issue 10: `trainvm stop` / `trainvm start` through the real CLI and SDKs against the emulators: GCE
+instances.stop/start (TERMINATED, disks kept), Azure deallocate/start (PowerState/deallocated, never a
+billed "Stopped"); the text says what keeps billing; `stop` asks unless --yes."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from tests.emulators.arm import ArmEmulator  # noqa: E402
+from tests.emulators.gce import GceEmulator  # noqa: E402
+
+T4 = str(REPO / "profiles" / "examples" / "bert-finetune-t4.yaml")
+
+
+def test_gce_stop_start(cli, env, write_yaml) -> None:
+    with GceEmulator() as emu:
+        env.setenv("TRAINVM_GCE_ENDPOINT", emu.url)
+        env.setenv("GOOGLE_CLOUD_PROJECT", "e2e-proj")
+        up = cli("up", T4, "--yes", "--json", "--cloud", "gcp")
+        assert up.code == 0, up.err
+        name = up.json()["name"]
+        assert cli("stop", name).code == 2  # not a terminal and no --yes: refuses, exit 2
+        assert emu.instance(name)["status"] == "RUNNING"
+
+        stopped = cli("stop", name, "--yes", "--json")
+        assert stopped.code == 0, stopped.err
+        doc = stopped.json()
+        assert doc["stopped"] is True and doc["state"] == "TERMINATED" and doc["was"] == "RUNNING"
+        assert "boot disk keeps billing" in doc["keeps_billing"]
+        inst = emu.instance(name)
+        assert inst["status"] == "TERMINATED" and inst["disks"][0]["boot"]  # the disk stays
+        (call,) = emu.calls("instances.stop")
+        assert call.query.get("discardLocalSsd") == "true"
+        assert cli("list", "--json").json()["vms"][0]["state"] == "TERMINATED"
+
+        text = cli("stop", name, "--yes")  # already stopped: fine, says so
+        assert text.code == 0 and "terminated" in text.out and "boot disk keeps billing" in text.out
+
+        started = cli("start", name, "--json")
+        assert started.code == 0, started.err
+        assert started.json()["state"] == "RUNNING" and started.json()["ip"]
+        inst = emu.instance(name)
+        assert inst["status"] == "RUNNING"
+        # the startup script is still the instance's metadata: GCE runs it on this boot (re-verifies)
+        assert any(i["key"] == "startup-script" for i in inst["metadata"]["items"])
+        assert cli("start", "trainvm-nope", "--json").code == 1
+
+
+def test_gce_stop_needs_discard_for_local_ssd(env) -> None:
+    """The emulator refuses what GCE refuses: stopping a VM with Local SSD without discardLocalSsd=true."""
+    from google.api_core import exceptions
+    from google.cloud import compute_v1
+
+    with GceEmulator() as emu:
+        c = emu.sdk_clients()
+        body = {"name": "vm-ssd", "machineType": "zones/us-central1-a/machineTypes/n1-standard-8",
+                "disks": [{"boot": True, "autoDelete": True, "initializeParams": {
+                    "sourceImage": "projects/ubuntu-os-cloud/global/images/family/ubuntu-2204-lts"}},
+                          {"type": "SCRATCH", "interface": "NVME", "autoDelete": True,
+                           "initializeParams": {"diskType": "zones/us-central1-a/diskTypes/local-ssd"}}],
+                "networkInterfaces": [{"network": "global/networks/default"}]}
+        def done(op):
+            c.zone_operations.wait(project="p", zone="us-central1-a", operation=op.name)
+
+        done(c.instances.insert_unary(project="p", zone="us-central1-a", instance_resource=compute_v1.Instance.from_json(
+            __import__("json").dumps(body))))
+        with pytest.raises(exceptions.BadRequest):
+            c.instances.stop_unary(project="p", zone="us-central1-a", instance="vm-ssd")
+        done(c.instances.stop_unary(request=compute_v1.StopInstanceRequest(project="p", zone="us-central1-a",
+                                                                           instance="vm-ssd", discard_local_ssd=True)))
+        assert emu.instance("vm-ssd")["status"] == "TERMINATED"
+
+
+def test_azure_stop_is_deallocate(cli, env) -> None:
+    with ArmEmulator() as emu:
+        for k, v in emu.env().items():
+            env.setenv(k, v)
+        env.setenv("TRAINVM_AZURE_POLL_SECONDS", "0")
+        try:
+            up = cli("up", T4, "--yes", "--json", "--cloud", "azure")
+            assert up.code == 0, up.err
+            name = up.json()["name"]
+            stopped = cli("stop", name, "--yes", "--json", "--cloud", "azure")
+            assert stopped.code == 0, stopped.err
+            doc = stopped.json()
+            assert doc["state"] == "DEALLOCATED" and "public IP keep billing" in doc["keeps_billing"]
+            posts = [r.path.rsplit("/", 1)[-1] for r in emu.requests if r.method == "POST" and "/virtualMachines/" in r.path]
+            assert posts == ["deallocate"]  # never powerOff: a powered-off VM still bills compute
+            group = f"trainvm-{name}"
+            assert any("/disks/" in r for r in emu.resources_in(group))  # the OS disk stays
+            text = cli("start", name, "--cloud", "azure")
+            assert text.code == 0 and "running" in text.out and "re-verifies" in text.out
+            posts = [r.path.rsplit("/", 1)[-1] for r in emu.requests if r.method == "POST" and "/virtualMachines/" in r.path]
+            assert posts == ["deallocate", "start"]
+            assert cli("list", "--json").json()["vms"][0]["state"] == "RUNNING"
+        finally:
+            emu.finish_operations(stuck=True)
