@@ -36,7 +36,8 @@ _REF = re.compile(rf"^({_NAME}):(.+)$")
 class SourceDecl(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
     name: str = Field(pattern=rf"^{_NAME}$", description="Name used in `extends: NAME:path`.")
-    url: str = Field(min_length=1, max_length=2000, description="git URL (https://, ssh://, file://, or a path).")
+    url: str = Field(min_length=1, max_length=2000, pattern=r"^(https://|ssh://|git@|file://|/)[^\s]*$",
+                     description="git URL (https://, ssh://, git@host:path, file:// or an absolute path).")
     ref: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9][A-Za-z0-9._/+-]*$", description="Tag, branch or commit.")
 
 

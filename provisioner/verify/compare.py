@@ -14,6 +14,7 @@ Rules (field -> verdict):
 - ``stack.os`` (when set): "<id>-<version>" of the report.
 - ``stack.packages.<name>``: exact version including the local label (+cu124); names are
   canonicalised (PEP 503); a missing package is drift.
+- ``source.<name>``: the team source commit the VM's profile was built from (shown, always ok).
 - ``lock.packages.<name>``: when the stored profile carries its lock (``trainvm lock``), every other
   package of the locked closure, judged the same way.
 - GPUs: the machine must have at least ``gpu_count`` GPUs (more is fine: a workstation with two
@@ -256,7 +257,10 @@ def compare(profile: Mapping[str, Any], report: Mapping[str, Any] | None) -> Ver
         return VerifyResult("not-ready", (status_field,))
     hardware = profile.get("hardware") or {}
     stack = profile.get("stack") or {}
-    fields = [status_field, *_stack_fields(stack, report), *_lock_fields(profile.get("lock") or {}, stack, report), *_gpu_fields(hardware, report),
+    # which commit of each team source the VM was built from (informational: always ok)
+    sources = [FieldResult(f"source.{s.get('name')}", f"{s.get('url')} {s.get('ref')}", s.get("commit"), True)
+               for s in profile.get("sources") or [] if isinstance(s, Mapping)]
+    fields = [status_field, *sources, *_stack_fields(stack, report), *_lock_fields(profile.get("lock") or {}, stack, report), *_gpu_fields(hardware, report),
               *_host_fields(hardware, report)]
     for entry in report.get("data") or []:
         dest, state = entry.get("dest"), entry.get("status")

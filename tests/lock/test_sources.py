@@ -79,6 +79,10 @@ def test_lock_records_the_source_commit_and_file_hashes(team, lock_cli, cli) -> 
 
     stored = json.loads(resolved_profile_json(load_profile(team["child"])))
     assert stored["sources"] == [{"name": "team", "url": team["repo"].as_uri(), "ref": "v1", "commit": team["v1"]}]
+    from provisioner.verify.compare import compare
+
+    rows = {f.field: f.observed for f in compare(stored, {"status": "ready"}).fields}
+    assert rows["source.team"] == team["v1"]  # verify says which commit of the team's base the VM runs
     assert cli("lock", str(team["child"]), "--check").code == 0
 
 
@@ -162,3 +166,10 @@ def test_an_undeclared_source_is_a_located_error(tmp_path, cli, write_yaml) -> N
     path = write_yaml(CHILD.replace("team:", "other:"), name="job.yaml")
     r = cli("validate", str(path))
     assert r.code == 1 and "source 'other' is not declared" in r.err and "job.yaml:2" in r.err
+
+
+@pytest.mark.parametrize("url", ["ext::sh -c touch% /tmp/pwned", "--upload-pack=touch /tmp/x", "relative/path"])
+def test_a_source_url_git_would_run_or_misread_is_refused(tmp_path, cli, write_yaml, url) -> None:
+    (tmp_path / "trainvm.yaml").write_text(f"sources:\n  - name: team\n    url: '{url}'\n    ref: v1\n")
+    r = cli("validate", str(write_yaml(CHILD, name="job.yaml")))
+    assert r.code == 2 and "trainvm.yaml:3: sources.0.url" in r.err
