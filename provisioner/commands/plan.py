@@ -119,7 +119,7 @@ def _print_plan(loaded: Any, plan: Any, applied: dict[str, Any], top: int, hours
     price = plan.price(c)
     est = f"estimated cost: {_money(price)}/h" + (f", {_money(price * hours)} for max_run_hours={hours:g}" if hours else f", {_money(price * 24)} per 24 h (no max_run_hours set)")
     out.print(f"chosen: {c.cloud} {c.zone or c.region} {c.instance_type}; {est}")
-    for i, line in enumerate(lifecycle_lines(loaded.profile.lifecycle, c.cloud)):
+    for i, line in enumerate(lifecycle_lines(loaded.profile.lifecycle, c.cloud, spot=req.spot)):
         out.print(("lifecycle: " if i == 0 else "  ") + escape(line))
     if plan.failover:
         shown = " -> ".join(f"{o.cloud}:{o.zone or o.region}/{o.instance_type}" for o in plan.failover[:FAILOVER_SHOWN])

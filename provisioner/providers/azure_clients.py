@@ -113,18 +113,24 @@ def policies(credential: Any, moniker: str, **kw: Any) -> list[Any]:
             ARMHttpLoggingPolicy(**kw)]
 
 
-def make_clients(settings: Settings, credential: Any) -> SimpleNamespace:
-    """``.resource`` / ``.network`` / ``.compute`` management clients sharing one credential."""
-    import azure.mgmt.compute as compute
-    import azure.mgmt.network as network
-    import azure.mgmt.resource.resources as resources  # trap A6: `from azure.mgmt.resource import ...` fails in v26
-
+def _client_kwargs(settings: Settings) -> dict[str, Any]:
+    """What every management client gets: scope, polling, retries, endpoint and CA bundle."""
     kw: dict[str, Any] = {"credential_scopes": [ARM_SCOPE], "polling_interval": settings.poll_seconds,
                           "retry_total": settings.retry_total, "retry_backoff_factor": settings.retry_backoff}
     if settings.endpoint:
         kw["base_url"] = settings.endpoint
     if os.environ.get("REQUESTS_CA_BUNDLE"):
         kw["connection_verify"] = os.environ["REQUESTS_CA_BUNDLE"]
+    return kw
+
+
+def make_clients(settings: Settings, credential: Any) -> SimpleNamespace:
+    """``.resource`` / ``.network`` / ``.compute`` management clients sharing one credential."""
+    import azure.mgmt.compute as compute
+    import azure.mgmt.network as network
+    import azure.mgmt.resource.resources as resources  # trap A6: `from azure.mgmt.resource import ...` fails in v26
+
+    kw = _client_kwargs(settings)
 
     def client(module: Any, cls: str, moniker: str) -> Any:
         pipeline = policies(credential, f"mgmt-{moniker}/{getattr(module, '__version__', '')}", **kw)
@@ -139,11 +145,6 @@ def make_authorization_client(settings: Settings, credential: Any) -> Any:
     """azure-mgmt-authorization's client (role assignments), imported only when a VM needs one."""
     import azure.mgmt.authorization as authorization
 
-    kw: dict[str, Any] = {"credential_scopes": [ARM_SCOPE], "polling_interval": settings.poll_seconds,
-                          "retry_total": settings.retry_total, "retry_backoff_factor": settings.retry_backoff}
-    if settings.endpoint:
-        kw["base_url"] = settings.endpoint
-    if os.environ.get("REQUESTS_CA_BUNDLE"):
-        kw["connection_verify"] = os.environ["REQUESTS_CA_BUNDLE"]
+    kw = _client_kwargs(settings)
     pipeline = policies(credential, f"mgmt-authorization/{getattr(authorization, '__version__', '')}", **kw)
     return authorization.AuthorizationManagementClient(credential, settings.subscription_id, policies=pipeline, **kw)

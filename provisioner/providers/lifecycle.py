@@ -93,7 +93,19 @@ def summary(lifecycle: Any, cloud: str | None) -> dict[str, Any]:
     }
 
 
-def summary_lines(lifecycle: Any, cloud: str | None) -> list[str]:
+#: what reclaiming a spot VM does, per cloud (GCE: the one instanceTerminationAction that on_max_run sets)
+SPOT_RECLAIM = {
+    "gcp": lambda lc: f"a preempted spot VM is {'deleted' if lc.on_max_run == 'delete' else 'stopped (disk kept)'}, as on_max_run says",
+    "azure": lambda lc: "an evicted spot VM is deleted with its disk (evictionPolicy Delete)",
+    "aws": lambda lc: "a reclaimed spot instance is terminated",
+}
+
+
+def spot_line(lifecycle: Any, cloud: str | None) -> str | None:
+    return SPOT_RECLAIM[cloud](lifecycle) if cloud in SPOT_RECLAIM else None
+
+
+def summary_lines(lifecycle: Any, cloud: str | None, *, spot: bool = False) -> list[str]:
     """Human lines for `plan` / `up`: the settings, then what each action used does on ``cloud``."""
     s = summary(lifecycle, cloud)
     idle = (f"idle {s['idle_shutdown_minutes']} min -> {s['on_idle']}" if s["idle_shutdown_minutes"]
@@ -103,4 +115,6 @@ def summary_lines(lifecycle: Any, cloud: str | None) -> list[str]:
     for key, on in (("idle_shutdown_minutes", "on_idle"), ("max_run_hours", "on_max_run")):
         if s[key] and s[on] not in used:
             used.append(s[on])
-    return [f"{idle}; {run}"] + [f"{a}{' on ' + cloud if cloud else ''}: {describe(cloud, a)}" for a in used]
+    lines = [f"{idle}; {run}"] + [f"{a}{' on ' + cloud if cloud else ''}: {describe(cloud, a)}" for a in used]
+    reclaim = spot_line(lifecycle, cloud) if spot else None
+    return lines + ([f"spot: {reclaim}"] if reclaim else [])

@@ -77,3 +77,13 @@ def test_readme_has_the_cost_and_kept_table() -> None:
             assert any(c == cloud and e.startswith(event) for c, e in seen), (cloud, event)
     assert {("AWS", "idle"), ("AWS", "max-run")} <= seen
     assert "lost on every stop on every cloud" in section and "≥ 5 %" in section and "load average is ≥ 1.0" in section
+
+
+@pytest.mark.parametrize("on_max_run, says", [("stop", "stopped (disk kept)"), ("delete", "deleted")])
+def test_plan_says_what_spot_preemption_does_on_gce(cli, write_yaml, monkeypatch, on_max_run, says) -> None:
+    monkeypatch.setenv("TRAINVM_TODAY", "2026-11-22")
+    p = write_yaml(BASE + f"lifecycle: {{on_max_run: {on_max_run}}}\n")
+    r = cli("plan", str(p), "--cloud", "gcp", "--spot")
+    assert r.code == 0, r.err
+    assert f"spot: a preempted spot VM is {says}, as on_max_run says" in r.out
+    assert "spot:" not in cli("plan", str(p), "--cloud", "gcp").out
