@@ -148,6 +148,7 @@ def resolve(pins: list[str], *, python: str, os_name: str, pypi_index: str, torc
 def _uv_env() -> dict[str, str]:
     import os
 
-    # the user's uv/pip settings must not change what the VM gets; uv's cache stays (it makes `lock` fast)
-    drop = ("UV_INDEX", "UV_INDEX_URL", "UV_EXTRA_INDEX_URL", "UV_FIND_LINKS", "UV_CONSTRAINT", "UV_OVERRIDE", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL")
-    return {k: v for k, v in os.environ.items() if k not in drop}
+    # the user's uv/pip settings (indexes, prerelease, exclude-newer, constraints...) must not change
+    # what the VM gets; only uv's cache location and transport settings pass through
+    keep = {"UV_CACHE_DIR", "UV_NO_CACHE", "UV_HTTP_TIMEOUT", "UV_NATIVE_TLS", "UV_CONCURRENT_DOWNLOADS", "UV_OFFLINE"}
+    return {k: v for k, v in os.environ.items() if not k.startswith(("UV_", "PIP_")) or k in keep}

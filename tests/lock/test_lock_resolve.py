@@ -123,3 +123,11 @@ def test_upgrade_prints_package_changes(write_yaml, lock_cli, indexes, profile_d
     path.with_suffix(".lock").write_text(json.dumps(doc))
     r = lock_cli(path, "--upgrade")
     assert r.code == 0 and "beta: 1.0 -> 1.2" in r.out
+
+
+def test_the_users_uv_settings_do_not_change_the_closure(write_yaml, lock_cli, profile_doc, monkeypatch) -> None:
+    monkeypatch.setenv("UV_RESOLUTION", "lowest")
+    monkeypatch.setenv("UV_CONSTRAINT", "/nonexistent/constraints.txt")
+    path = write_yaml(profile_doc(["alpha==1.0"]))
+    assert lock_cli(path).code == 0
+    assert read_lock(path.with_suffix(".lock")).versions()["beta"] == "1.2"
