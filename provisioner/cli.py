@@ -215,7 +215,8 @@ def verify(
     target: Annotated[str, typer.Argument(help="VM name, or with --local a profile file.", show_default=False)],
     local: Annotated[bool, typer.Option("--local", help="Probe this machine instead of a VM; TARGET is a profile.")] = False,
     python: Annotated[Optional[str], typer.Option("--python", help="With --local: the interpreter to inspect.")] = None,
-    perf: Annotated[bool, typer.Option("--perf", help="Compare performance with the profile's perf baseline (PROFILE.perf.json) instead.")] = False,
+    perf: Annotated[bool, typer.Option("--perf", help="Compare performance with the perf baseline (PROFILE.perf.json) instead.")] = False,
+    baseline: Annotated[Optional[Path], typer.Option("--baseline", help="With --perf on a VM: PROFILE.yaml or a perf result JSON.")] = None,
     data: DataOpt = None,
     budget: BudgetOpt = 30.0,
     json_out: JsonFlag = False,
@@ -224,7 +225,8 @@ def verify(
     if perf:
         from provisioner.commands.perf import verify_perf
 
-        raise typer.Exit(verify_perf(target, local=local, python=python, data=data, json_out=json_out, budget=budget))
+        raise typer.Exit(verify_perf(target, local=local, python=python, data=data, json_out=json_out, budget=budget,
+                                     baseline=baseline))
     if local:
         from provisioner.commands.mirror import run_verify_local
 

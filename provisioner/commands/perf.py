@@ -184,12 +184,36 @@ def verify_local_perf(profile: Path, python: str | None, data: str | None, json_
     return 1 if any_worse(verdicts) else 0
 
 
-def verify_perf(target: str, *, local: bool, python: str | None, data: str | None, json_out: bool, budget: float) -> int:
+def verify_perf(target: str, *, local: bool, python: str | None, data: str | None, json_out: bool, budget: float,
+                baseline: Path | None = None) -> int:
     if local:
         return verify_local_perf(Path(target), python, data, json_out, budget)
-    # The VM side (the startup script running the probe and shipping the result with report.json)
-    # is not built yet: say so instead of pretending.
-    raise InputError(f"verify {target} --perf: VMs do not run the perf probe yet. On the VM run "
-                     "`trainvm probe --perf -o vm.perf.json` (or copy provisioner/perfprobe/ there and run "
-                     "`python3 -c 'from provisioner.perfprobe.runner import main; main()'`), then "
-                     "`trainvm parity PROFILE.perf.json vm.perf.json`")
+    return verify_vm_perf(target, baseline, json_out)
+
+
+def verify_vm_perf(name: str, baseline: Path | None, json_out: bool) -> int:
+    """The perf result the VM's startup script put in report.json (profile ``perf:``) against
+    ``--baseline`` (a PROFILE.yaml, meaning PROFILE.perf.json beside it, or a perf JSON)."""
+    from provisioner.commands.clouds import _credentialed, _locate
+    from provisioner.errors import CloudError
+    from provisioner.verify.parity import any_worse, compare
+    from provisioner.verify.perfdoc import load_perf, validate_doc
+    from provisioner.verify.perfspec import annotate
+
+    if baseline is None:
+        raise InputError(f"verify {name} --perf: give --baseline PROFILE.yaml (its PROFILE.perf.json) or a perf result "
+                         "(JSON) to compare the VM with")
+    base = load_perf(baseline if baseline.suffix == ".json" else baseline_path(baseline))
+    located = _locate(name, _credentialed())
+    if located is None:
+        raise CloudError(f"no trainvm VM named {name} on any cloud with credentials")
+    _record, provider = located
+    report, _profile = provider.read_report(name)
+    perf = (report or {}).get("perf")
+    if perf is None:
+        state = "no report yet (still provisioning?)" if report is None else "a report without a perf result"
+        raise ProbeError(f"{name}: {state}; the profile needs `perf:` and the probe runs after every phase "
+                         "(see /var/log/trainvm/perf.log on the VM)")
+    verdicts = compare(base, annotate(validate_doc(perf, f"{name}: report.json perf")))
+    print_parity(str(baseline), name, verdicts, json_out)
+    return 1 if any_worse(verdicts) else 0

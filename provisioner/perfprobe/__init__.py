@@ -11,3 +11,24 @@ prints one JSON document (``schema: "trainvm.perf/1"``).
 """
 
 SCHEMA = "trainvm.perf/1"
+
+
+
+def bundle() -> bytes:
+    """This package as a reproducible tar.gz (``provisioner/__init__.py`` + ``provisioner/perfprobe/*.py``,
+    mtime 0, root-owned): what the startup script unpacks on the VM for profile ``perf:``."""
+    import gzip
+    import io
+    import tarfile
+    from pathlib import Path
+
+    here = Path(__file__).resolve().parent
+    files = [("provisioner/__init__.py", b"")]
+    files += [(f"provisioner/perfprobe/{p.name}", p.read_bytes()) for p in sorted(here.glob("*.py"))]
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+        for name, data in files:
+            info = tarfile.TarInfo(name)
+            info.size, info.mode, info.mtime = len(data), 0o644, 0
+            tar.addfile(info, io.BytesIO(data))
+    return gzip.compress(raw.getvalue(), compresslevel=9, mtime=0)

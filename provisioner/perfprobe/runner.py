@@ -102,17 +102,29 @@ def run(data_path: Optional[str], budget_s: float, blocks: Optional[List[str]] =
     }
 
 
+def compact(doc: Dict[str, Any]) -> Dict[str, Any]:
+    """The document without raw CUDA-event timings and tracebacks: what travels in report.json."""
+    for blk in doc["blocks"].values():
+        blk["info"].pop("traceback", None)
+        for m in blk["metrics"].values():
+            m.pop("raw_ms", None)
+    return doc
+
+
 def main(argv: Optional[List[str]] = None) -> None:
     parser = argparse.ArgumentParser(prog="trainvm-perf-probe")
     parser.add_argument("--data", default=None)
     parser.add_argument("--budget", type=float, default=30.0)
     parser.add_argument("--blocks", default=None, help="comma-separated subset of " + ",".join(BLOCKS))
+    parser.add_argument("--compact", action="store_true", help="drop raw timings and tracebacks (for report.json)")
     args = parser.parse_args(argv if argv is not None else sys.argv[1:])
     blocks = args.blocks.split(",") if args.blocks else None
     unknown = [b for b in blocks or [] if b not in BLOCKS]
     if unknown:
         parser.error(f"unknown block {unknown[0]!r}")
     doc = run(args.data, args.budget, blocks)
+    if args.compact:
+        doc = compact(doc)
     sys.stdout.flush()
     os.write(1, (MARKER + json.dumps(doc) + "\n").encode())
 

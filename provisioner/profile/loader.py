@@ -121,7 +121,9 @@ def profile_hash(profile: Any, requirements_sha256: str | None = None, lock_sha2
     """sha256 of the resolved profile's canonical JSON (defaults applied, ``extends`` dropped),
     with the lock file's content hash in place of its path, so the hash changes only when what
     gets installed changes. A ``trainvm lock`` file (NAME.lock) is covered the same way."""
-    data = profile.model_dump(mode="json", exclude=HASH_EXCLUDE)
+    # perf unset leaves the hash of every profile written before it existed unchanged
+    exclude = {**HASH_EXCLUDE, **({"perf": True} if getattr(profile, "perf", None) is None else {})}
+    data = profile.model_dump(mode="json", exclude=exclude)
     if requirements_sha256:
         data["stack"]["requirements"] = f"sha256:{requirements_sha256}"
     if lock_sha256:

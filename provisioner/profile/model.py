@@ -130,6 +130,12 @@ class Lifecycle(Strict):
     on_max_run: LifecycleAction = Field("stop", description="What reaching max_run_hours does: stop or delete, as for on_idle.")
 
 
+class PerfProbe(Strict):
+    budget_s: int = Field(90, ge=10, le=900, description="Seconds the perf probe aims to spend on the VM once the stack is ready (billed VM time).")
+    data: Annotated[str, AfterValidator(f.check_abs_path)] | None = Field(
+        None, description="Path the disk and loader blocks read (default: the first data dest).", examples=["/mnt/data/glue"])
+
+
 class Profile(Strict):
     name: Annotated[str, AfterValidator(f.check_name)] = Field(description="Profile name: prefix of VM names and a label value.", examples=["bert-finetune"])
     extends: str | None = Field(None, description="Parent profile: a path relative to this file, a name found on TRAINVM_PROFILE_PATH, or SOURCE:path through a team source declared in trainvm.yaml.")
@@ -138,6 +144,7 @@ class Profile(Strict):
     stack: Stack
     data: list[DataItem] = Field(default_factory=list)
     lifecycle: Lifecycle = Field(default_factory=Lifecycle)
+    perf: PerfProbe | None = Field(None, description="Run `trainvm probe --perf` on the VM when it is ready; the result travels in report.json (`verify NAME --perf`).")
 
     @model_validator(mode="after")
     def _cross_fields(self) -> Profile:

@@ -166,6 +166,10 @@ class ScriptContext:
     shutdown_does: str  # what a shutdown from inside the guest does on this cloud: stop | delete | keep-billing
     max_reboots: int
     expected_json: str  # the manifest the on-VM helper checks against (ASCII JSON)
+    # profile `perf:` -- the perf probe (provisioner/perfprobe) as base64 of a tar.gz; budget 0 = off
+    perf_budget: int = 0
+    perf_data: str = ""
+    perf_bundle: str = ""
 
 
 def _gpu_expectation(facts: Facts, name: str, count: int) -> dict[str, Any]:
@@ -386,4 +390,19 @@ def build_context(loaded: Any, target: RenderTarget, facts: Facts | None = None)
         shutdown_does=guest_shutdown_does(target.cloud, profile.lifecycle.on_idle),
         max_reboots=MAX_REBOOTS,
         expected_json=json.dumps(expected, sort_keys=True, ensure_ascii=True, separators=(",", ":")),
+        **_perf_fields(profile),
     )
+
+
+def _perf_fields(profile: Any) -> dict[str, Any]:
+    """The perf probe travels as its source (stdlib-only, see provisioner/perfprobe), packed."""
+    if profile.perf is None:
+        return {}
+    import base64
+    import textwrap
+
+    from provisioner.perfprobe import bundle
+
+    data = profile.perf.data or (profile.data[0].dest if profile.data else "")
+    packed = "\n".join(textwrap.wrap(base64.b64encode(bundle()).decode("ascii"), 76))
+    return {"perf_budget": profile.perf.budget_s, "perf_data": data, "perf_bundle": packed}

@@ -281,6 +281,9 @@ def cmd_report(exp, status):
               "data": [{"dest": d["dest"], "status": data_status(d["dest"])} for d in exp["data"]],
               "phases": phases, "profile_hash": exp["hash"], "error": os.environ.get("TV_ERROR") or None}
     report.update(facts(exp))
+    perf = load("perf.json")  # profile `perf:`: the perf probe's result (phase perf)
+    if perf is not None:
+        report["perf"] = perf
     json.dump(report, sys.stdout, sort_keys=True)
     print()
     return 0

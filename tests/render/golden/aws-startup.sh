@@ -439,6 +439,9 @@ def cmd_report(exp, status):
               "data": [{"dest": d["dest"], "status": data_status(d["dest"])} for d in exp["data"]],
               "phases": phases, "profile_hash": exp["hash"], "error": os.environ.get("TV_ERROR") or None}
     report.update(facts(exp))
+    perf = load("perf.json")  # profile `perf:`: the perf probe's result (phase perf)
+    if perf is not None:
+        report["perf"] = perf
     json.dump(report, sys.stdout, sort_keys=True)
     print()
     return 0
@@ -976,6 +979,12 @@ TRAINVM_UNIT
     systemctl enable --now "${enable[@]}"
   fi
 }
+TV_PERF_BUDGET=0
+TV_PERF_DATA=''
+TV_PERF_BUNDLE=''  # base64 of provisioner/perfprobe as tar.gz
+phase_perf() {
+  :  # profile without perf:
+}
 tv_report() {  # tv_report STATUS
   local out="$TV_STATE/report.json" py
   for py in "$TV_VENV/bin/python" python3; do
@@ -1005,6 +1014,7 @@ tv_main() {
   tv_phase env phase_env
   tv_phase data phase_data
   tv_phase watchdog phase_watchdog
+  if [ "$TV_PERF_BUDGET" != 0 ]; then tv_phase perf phase_perf; fi
   TV_PHASE=report
   tv_finish ready
 }

@@ -505,6 +505,9 @@ def cmd_report(exp, status):
               "data": [{"dest": d["dest"], "status": data_status(d["dest"])} for d in exp["data"]],
               "phases": phases, "profile_hash": exp["hash"], "error": os.environ.get("TV_ERROR") or None}
     report.update(facts(exp))
+    perf = load("perf.json")  # profile `perf:`: the perf probe's result (phase perf)
+    if perf is not None:
+        report["perf"] = perf
     json.dump(report, sys.stdout, sort_keys=True)
     print()
     return 0
@@ -1094,6 +1097,16 @@ TRAINVM_UNIT
     systemctl enable --now "${enable[@]}"
   fi
 }
+# ---- phase: perf (profile `perf:`) -- the perf probe (provisioner/perfprobe, stdlib Python plus
+# the venv's torch/numpy) runs once the stack is ready, for perf.budget_s seconds of billed VM
+# time. Its result, /var/lib/trainvm/perf.json, travels in report.json under "perf" for
+# `trainvm verify NAME --perf`. A failed probe is logged and never fails the VM. ----
+TV_PERF_BUDGET=0
+TV_PERF_DATA=''
+TV_PERF_BUNDLE=''  # base64 of provisioner/perfprobe as tar.gz
+phase_perf() {
+  :  # profile without perf:
+}
 # ---- phase 9: report (/var/lib/trainvm/report.json, printed once per run as TRAINVM_REPORT) ----
 tv_report() {  # tv_report STATUS
   local out="$TV_STATE/report.json" py
@@ -1126,6 +1139,7 @@ tv_main() {
   tv_phase env phase_env
   tv_phase data phase_data
   tv_phase watchdog phase_watchdog
+  if [ "$TV_PERF_BUDGET" != 0 ]; then tv_phase perf phase_perf; fi
   TV_PHASE=report
   tv_finish ready
 }
