@@ -105,6 +105,15 @@ def print_perf(doc: dict[str, Any]) -> None:
                     note.append(f"{k} {v[k]}")
             table.add_row(name, m, _fmt(v["median"]), v["unit"], f"{v['cv']:.1%}", str(len(v["repeats"])), ", ".join(note))
     out.print(table)
+    for name, blk in doc["blocks"].items():
+        info = blk.get("info") or {}
+        notes = dict(info.get("notes") or {})
+        if isinstance(info.get("blas"), str):
+            notes["blas"] = info["blas"]
+        if isinstance(info.get("data"), str):
+            notes["data"] = info["data"]
+        for key, text in notes.items():
+            out.print(f"  {name} {key}: {escape(str(text))}")
 
 
 def run_probe(*, perf: bool, python: str | None, data: str | None, json_out: bool, out: Path | None, budget: float) -> int:

@@ -1,6 +1,6 @@
 """Block 6: data-loader throughput with 0 and N workers.
 
-The synthetic dataset "decodes" (zlib-inflates a 64 KiB record) and "augments" (crop, flip,
+The synthetic dataset "decodes" (zlib-inflates a 256 KiB record) and "augments" (crop, flip,
 checksum) each item in pure Python, so it is CPU-bound like JPEG decode + transforms. With torch
 the items go through ``torch.utils.data.DataLoader``; without it through a
 ``multiprocessing.Pool`` (fork where available). ``--data`` adds the same measurement on files
@@ -19,7 +19,7 @@ from typing import Any, Dict, List, Optional
 
 from provisioner.perfprobe.stats import block, metric, skipped
 
-RECORD = 64 * 1024
+RECORD = 256 * 1024
 _BLOB: Optional[bytes] = None
 
 
