@@ -45,3 +45,13 @@ def test_perf_phase_runs_the_probe_and_the_report_carries_it(make_harness) -> No
     again = h.run()
     assert again.rc == 0 and again.report["perf"]["created"] == perf["created"]
     assert again.report["phases"]["perf"]["status"] == "verified"
+
+
+def test_perf_variant_is_shellcheck_clean(tmp_path) -> None:
+    import pytest
+
+    if S.shellcheck_bin() is None:
+        pytest.skip("shellcheck not installed")
+    path = tmp_path / "perf-gcp.sh"
+    path.write_text(perf_script(90))
+    assert S.shellcheck([path]) == {}

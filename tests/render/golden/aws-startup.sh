@@ -980,11 +980,6 @@ TRAINVM_UNIT
   fi
 }
 TV_PERF_BUDGET=0
-TV_PERF_DATA=''
-TV_PERF_BUNDLE=''  # base64 of provisioner/perfprobe as tar.gz
-phase_perf() {
-  :  # profile without perf:
-}
 tv_report() {  # tv_report STATUS
   local out="$TV_STATE/report.json" py
   for py in "$TV_VENV/bin/python" python3; do

@@ -1102,11 +1102,6 @@ TRAINVM_UNIT
 # time. Its result, /var/lib/trainvm/perf.json, travels in report.json under "perf" for
 # `trainvm verify NAME --perf`. A failed probe is logged and never fails the VM. ----
 TV_PERF_BUDGET=0
-TV_PERF_DATA=''
-TV_PERF_BUNDLE=''  # base64 of provisioner/perfprobe as tar.gz
-phase_perf() {
-  :  # profile without perf:
-}
 # ---- phase 9: report (/var/lib/trainvm/report.json, printed once per run as TRAINVM_REPORT) ----
 tv_report() {  # tv_report STATUS
   local out="$TV_STATE/report.json" py
