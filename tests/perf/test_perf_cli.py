@@ -34,7 +34,7 @@ def test_verify_local_perf_against_the_baseline(cli, tmp_path: Path, cheap_probe
     # a baseline 100x faster than any machine: this one is "worse", exit 1
     (tmp_path / "ws.perf.json").write_text(json.dumps(doc(cpu_single_units_s=m(1e9, "cpu"))))
     r = cli("verify", str(profile), "--local", "--perf", "--json")
-    assert r.code == 1, r.err
+    assert r.code == 1, (r.err, r.out[-2000:])
     verdicts = {v["metric"]: v["verdict"] for v in r.json()["metrics"]}
     assert verdicts["cpu_single_units_s"] == "worse"
 
