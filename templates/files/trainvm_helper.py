@@ -4,7 +4,7 @@
 #                (a reboot may help), 4 a real mismatch
 #   stack-check  (venv python) Python, pins, framework build, CUDA, cuDNN, GPU access
 #   env          /etc/trainvm/env from the manifest, secret:// references resolved
-#   report ST    the report JSON (schema 1, source "vm") on stdout
+#   report ST    the report JSON (schema 1, source "vm") on stdout; with perf.json (profile perf:) under "perf"
 # Paths are under $TRAINVM_ROOT; the manifest is /var/lib/trainvm/expected.json.
 import json
 import os
@@ -281,8 +281,8 @@ def cmd_report(exp, status):
               "data": [{"dest": d["dest"], "status": data_status(d["dest"])} for d in exp["data"]],
               "phases": phases, "profile_hash": exp["hash"], "error": os.environ.get("TV_ERROR") or None}
     report.update(facts(exp))
-    perf = load("perf.json")  # profile `perf:`: the perf probe's result (phase perf)
-    if perf is not None:
+    perf = load("perf.json")
+    if perf:
         report["perf"] = perf
     json.dump(report, sys.stdout, sort_keys=True)
     print()

@@ -439,8 +439,8 @@ def cmd_report(exp, status):
               "data": [{"dest": d["dest"], "status": data_status(d["dest"])} for d in exp["data"]],
               "phases": phases, "profile_hash": exp["hash"], "error": os.environ.get("TV_ERROR") or None}
     report.update(facts(exp))
-    perf = load("perf.json")  # profile `perf:`: the perf probe's result (phase perf)
-    if perf is not None:
+    perf = load("perf.json")
+    if perf:
         report["perf"] = perf
     json.dump(report, sys.stdout, sort_keys=True)
     print()
@@ -1009,7 +1009,7 @@ tv_main() {
   tv_phase env phase_env
   tv_phase data phase_data
   tv_phase watchdog phase_watchdog
-  if [ "$TV_PERF_BUDGET" != 0 ]; then tv_phase perf phase_perf; fi
+  [ "$TV_PERF_BUDGET" = 0 ] || tv_phase perf phase_perf
   TV_PHASE=report
   tv_finish ready
 }
