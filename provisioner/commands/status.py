@@ -1,48 +1,77 @@
-"""``trainvm status`` / ``list``: trainvm VMs on every cloud with credentials, with price and cost so far."""
+"""``trainvm status`` / ``list``: trainvm VMs on every cloud with credentials, with price and cost so far.
+
+The price is the one recorded on the VM at create time (``trainvm-price``: the spot price for spot VMs).
+A VM of an older trainvm without that label gets the catalog's on-demand price when it is not spot,
+and no price when it is (its spot price is not known). "Cost so far" counts only running time the cloud
+reports: the hours since the last start while it runs, the last run (last start to last stop) once it is
+stopped, so it never grows while the VM is stopped; where the cloud reports no start time it is unknown.
+"""
 
 from __future__ import annotations
 
 from datetime import datetime, timezone
+from typing import Any
 
 from provisioner.commands.clouds import _all_records
 from provisioner.output import emit_json, escape, stderr_console, stdout_console
 from provisioner.providers.base import InstanceRecord
 
+RUNNING_STATES = frozenset({"RUNNING", "PROVISIONING", "STAGING", "STARTING", "REPAIRING"})
 
-def _price_for(record: InstanceRecord) -> float | None:
+
+def _price_for(record: InstanceRecord) -> tuple[float | None, str | None]:
+    """(hourly price, where it comes from: 'recorded' on the VM or the 'catalog')."""
     if record.price_hourly is not None:
-        return record.price_hourly
+        return record.price_hourly, "recorded"
+    if record.extra.get("spot") is not False:
+        return None, None  # spot (or unknown): the on-demand list price would overstate or misstate it
     from provisioner.catalog.storage import load_catalog
 
     prices = [o.price_hourly for o in load_catalog().offers
               if o.cloud == record.cloud and o.instance_type == record.instance_type and o.region == record.region]
-    return min(prices) if prices else None
+    return (min(prices), "catalog") if prices else (None, None)
 
 
-def _uptime_hours(created: str | None) -> float | None:
-    if not created:
+def _when(stamp: str | None) -> datetime | None:
+    if not stamp:
         return None
     try:
-        start = datetime.fromisoformat(created.replace("Z", "+00:00"))
+        t = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
     except ValueError:
         return None
-    if start.tzinfo is None:
-        start = start.replace(tzinfo=timezone.utc)
-    return max((datetime.now(timezone.utc) - start).total_seconds() / 3600, 0.0)
+    return t if t.tzinfo is not None else t.replace(tzinfo=timezone.utc)
+
+
+def running_hours(record: InstanceRecord, now: datetime | None = None) -> float | None:
+    """Hours of the current run (since the last start) or, when stopped, of the last run; None when unknown."""
+    start = _when(record.last_start)
+    if start is None:
+        return None
+    if record.state.upper() in RUNNING_STATES:
+        end = now or datetime.now(timezone.utc)
+    else:
+        end = _when(record.last_stop)
+        if end is None or end < start:
+            return None
+    return max((end - start).total_seconds() / 3600, 0.0)
+
+
+def _row(r: InstanceRecord) -> dict[str, Any]:
+    price, source = _price_for(r)
+    hours = running_hours(r)
+    running = r.state.upper() in RUNNING_STATES
+    return {**r.to_json(), "price_hourly": price, "price_source": source, "billing_compute": running,
+            "last_start": r.last_start, "last_stop": r.last_stop,
+            "uptime_hours": None if hours is None else round(hours, 2),
+            "cost_so_far": None if (price is None or hours is None) else round(price * hours, 2)}
 
 
 def run_status(name: str | None, json_out: bool) -> int:
     found, skipped = _all_records()
     records = [r for r, _ in found if name is None or r.name == name]
-    rows = []
-    for r in sorted(records, key=lambda r: (r.cloud, r.name)):
-        price = _price_for(r)
-        hours = _uptime_hours(r.created)
-        rows.append((r, price, hours))
+    rows = [_row(r) for r in sorted(records, key=lambda r: (r.cloud, r.name))]
     if json_out:
-        emit_json({"vms": [{**r.to_json(), "price_hourly": p, "uptime_hours": None if h is None else round(h, 2),
-                            "cost_so_far": None if (p is None or h is None) else round(p * h, 2)} for r, p, h in rows],
-                   "skipped": skipped})
+        emit_json({"vms": rows, "skipped": skipped})
     else:
         from rich.table import Table
 
@@ -50,12 +79,15 @@ def run_status(name: str | None, json_out: bool) -> int:
         for s in skipped:
             err.print(f"[yellow]skipped[/yellow] {s['cloud']}: {escape(s['reason'])}")
         table = Table(show_edge=False, pad_edge=False)
-        for col in ("name", "cloud", "zone", "type", "state", "profile", "$/h", "uptime", "cost so far"):
+        for col in ("name", "cloud", "zone", "type", "state", "profile", "$/h", "run", "cost so far"):
             table.add_column(col)
-        for r, p, h in rows:
-            table.add_row(r.name, r.cloud, r.zone or r.region, r.instance_type, r.state, r.profile or "-",
-                          "-" if p is None else f"${p:.2f}", "-" if h is None else f"{h:.1f} h",
-                          "-" if (p is None or h is None) else f"${p * h:.2f}")
+        for v in rows:
+            p, h, cost = v["price_hourly"], v["uptime_hours"], v["cost_so_far"]
+            price = "unknown" if p is None else f"${p:.3f}" + (" (catalog)" if v["price_source"] == "catalog" else "")
+            if not v["billing_compute"]:
+                price += ", not billing compute"
+            table.add_row(v["name"], v["cloud"], v["zone"] or v["region"], v["instance_type"], v["state"], v["profile"] or "-",
+                          price, "unknown" if h is None else f"{h:.1f} h", "unknown" if cost is None else f"${cost:.2f}")
         stdout_console().print(table if rows else "no trainvm VMs found")
     if name is not None and not records:
         return 1

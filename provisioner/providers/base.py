@@ -62,6 +62,9 @@ class InstanceRecord:
     ip: str | None = None
     image: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    #: when the VM last started / stopped, as the cloud reports it (None: the cloud does not say)
+    last_start: str | None = None
+    last_stop: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {

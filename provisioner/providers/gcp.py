@@ -375,4 +375,5 @@ class GcpProvider:
             name=inst.name, cloud=self.NAME, region=zone.rsplit("-", 1)[0], zone=zone,
             instance_type=inst.machine_type.rsplit("/", 1)[-1], state=inst.status, profile=labels.get("trainvm-profile"),
             hash=labels.get("trainvm-hash"), price_hourly=price_from_labels(labels), created=inst.creation_timestamp or None, ip=ip,
-            image=meta.get("trainvm-image"), extra=extra)
+            image=meta.get("trainvm-image"), extra=extra, last_start=inst.last_start_timestamp or None,
+            last_stop=inst.last_stop_timestamp or None)

@@ -82,12 +82,13 @@ def test_up_bad_name_and_cidr(cli, clouds) -> None:
 
 
 def test_status_and_list(cli, clouds) -> None:
-    clouds["azure"].vms["trainvm-x-1"] = InstanceRecord("trainvm-x-1", "azure", "eastus", None, "Standard_NC4as_T4_v3", "running", "x", "abc", None, "2026-11-21T00:00:00Z")
+    clouds["azure"].vms["trainvm-x-1"] = InstanceRecord("trainvm-x-1", "azure", "eastus", None, "Standard_NC4as_T4_v3", "running", "x", "abc", None,
+                                                        "2026-11-21T00:00:00Z", extra={"spot": False}, last_start="2026-11-21T00:00:00Z")
     cli("up", T4, "--yes")
     doc = cli("list", "--json").json()
     assert {v["cloud"] for v in doc["vms"]} == {"gcp", "azure"} and doc["skipped"] == []
     azure = next(v for v in doc["vms"] if v["cloud"] == "azure")
-    assert azure["price_hourly"] and azure["price_hourly"] > 0  # filled in from the catalog
+    assert azure["price_hourly"] and azure["price_hourly"] > 0 and azure["price_source"] == "catalog"  # no trainvm-price label
     one = cli("status", "trainvm-x-1", "--json").json()
     assert [v["name"] for v in one["vms"]] == ["trainvm-x-1"] and one["vms"][0]["cost_so_far"] > 0
     assert cli("status", "nope", "--json").code == 1

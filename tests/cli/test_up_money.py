@@ -94,3 +94,41 @@ def test_plan_text_shows_the_bound_and_worst_case(cli, write_yaml) -> None:
     bad = write_yaml("name: d\nextends: base/torch-2.4-cu124\nplacement: {max_failover_premium: -1}\n", name="bad.yaml")
     r = cli("validate", str(bad))
     assert r.code == 1 and "bad.yaml:3: placement.max_failover_premium: Input should be greater than or equal to 0" in r.err
+
+
+def _record(**kw):
+    from provisioner.providers.base import InstanceRecord
+
+    base = dict(name="trainvm-s-1", cloud="gcp", region="us-central1", zone="us-central1-a", instance_type="n1-standard-8",
+                state="RUNNING", profile="s", hash="abc", price_hourly=0.3, created="2026-11-01T00:00:00Z")
+    return InstanceRecord(**{**base, **kw})
+
+
+def test_cost_so_far_does_not_grow_while_stopped(cli, clouds) -> None:
+    clouds["gcp"].vms["trainvm-s-1"] = _record(state="TERMINATED", last_start="2026-11-01T00:00:00Z",
+                                               last_stop="2026-11-01T10:00:00Z")
+    first = cli("status", "trainvm-s-1", "--json").json()["vms"][0]
+    assert first["uptime_hours"] == 10 and first["cost_so_far"] == 3.0 and first["billing_compute"] is False
+    assert cli("status", "trainvm-s-1", "--json").json()["vms"][0]["cost_so_far"] == 3.0
+    text = cli("list").out
+    assert "not billing compute" in text and "$3.00" in text
+
+
+def test_unknown_running_time_is_said_not_invented(cli, clouds) -> None:
+    clouds["azure"].vms["trainvm-s-2"] = _record(name="trainvm-s-2", cloud="azure", region="eastus", zone=None,
+                                                 instance_type="Standard_NC4as_T4_v3", state="STOPPED", last_start=None)
+    clouds["gcp"].vms["trainvm-s-3"] = _record(name="trainvm-s-3", price_hourly=None, extra={"spot": True},
+                                               last_start="2026-11-01T00:00:00Z")
+    doc = {v["name"]: v for v in cli("list", "--json").json()["vms"]}
+    assert doc["trainvm-s-2"]["cost_so_far"] is None and doc["trainvm-s-2"]["uptime_hours"] is None
+    assert doc["trainvm-s-3"]["price_hourly"] is None  # a spot VM without a recorded price: not the on-demand price
+    assert "unknown" in cli("list").out
+
+
+def test_running_cost_counts_from_the_last_start_not_creation(cli, clouds) -> None:
+    from datetime import datetime, timedelta, timezone
+
+    start = (datetime.now(timezone.utc) - timedelta(hours=2)).isoformat()
+    clouds["gcp"].vms["trainvm-s-1"] = _record(created="2026-01-01T00:00:00Z", last_start=start)
+    v = cli("status", "trainvm-s-1", "--json").json()["vms"][0]
+    assert 1.9 < v["uptime_hours"] < 2.5 and v["cost_so_far"] == pytest.approx(0.3 * v["uptime_hours"], abs=0.01)

@@ -69,6 +69,14 @@ def test_gce_t4_stockout_fails_over_to_the_same_shape_within_the_bound(cli, env,
         assert [a["instance_type"] for a in doc["attempts"]] == ["n1-standard-4"] * len(doc["attempts"])
         listed = cli("list", "--json").json()["vms"]
         assert [(v["name"], v["price_hourly"]) for v in listed] == [(doc["name"], price)]
+        assert listed[0]["last_start"] and listed[0]["billing_compute"] is True
+        # stopped after a 10-hour run (what GCE reports after instances.stop): cost stays that run's cost
+        with emu._lock:
+            emu.instances[emu.find(doc["name"])].update(status="TERMINATED", lastStartTimestamp="2026-11-20T00:00:00.000-08:00",
+                                                         lastStopTimestamp="2026-11-20T10:00:00.000-08:00")
+        stopped = cli("status", doc["name"], "--json").json()["vms"][0]
+        assert stopped["state"] == "TERMINATED" and stopped["billing_compute"] is False
+        assert stopped["uptime_hours"] == 10 and stopped["cost_so_far"] == round(price * 10, 2)
 
 
 def test_gce_every_cheap_offer_stocked_out_stops_instead_of_escalating(cli, env, tmp_path) -> None:
