@@ -95,6 +95,7 @@ def catalog_show(
 
 NameArg = Annotated[str, typer.Argument(help="VM name.", show_default=False)]
 YesFlag = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
+OneCloudOpt = Annotated[Optional[str], typer.Option("--cloud", help="Only this cloud (gcp, azure); needed when the name exists on two.")]
 
 
 @app.command()
@@ -152,19 +153,22 @@ def up(
 
 
 @app.command()
-def status(name: Annotated[Optional[str], typer.Argument(help="VM name (default: all).")] = None, json_out: JsonFlag = False) -> None:
+def status(name: Annotated[Optional[str], typer.Argument(help="VM name (default: all).")] = None,
+           cloud: OneCloudOpt = None, json_out: JsonFlag = False) -> None:
     """trainvm VMs with state, zone, type, price and cost so far (rebuilt from cloud labels)."""
     from provisioner.commands.status import run_status
 
-    raise typer.Exit(run_status(name, json_out))
+    _check_clouds([cloud] if cloud else None)
+    raise typer.Exit(run_status(name, json_out, cloud))
 
 
 @app.command("list")
-def list_(json_out: JsonFlag = False) -> None:
+def list_(cloud: OneCloudOpt = None, json_out: JsonFlag = False) -> None:
     """All trainvm VMs on every cloud with credentials."""
     from provisioner.commands.status import run_status
 
-    raise typer.Exit(run_status(None, json_out))
+    _check_clouds([cloud] if cloud else None)
+    raise typer.Exit(run_status(None, json_out, cloud))
 
 
 @app.command()
@@ -172,12 +176,14 @@ def down(
     name: NameArg,
     yes: YesFlag = False,
     no_wait: Annotated[bool, typer.Option("--no-wait", help="Return once deletion has started.")] = False,
+    cloud: OneCloudOpt = None,
     json_out: JsonFlag = False,
 ) -> None:
     """Delete the VM and everything created for it (idempotent)."""
     from provisioner.commands.down import run_down
 
-    raise typer.Exit(run_down(name, yes=yes, wait=not no_wait, json_out=json_out))
+    _check_clouds([cloud] if cloud else None)
+    raise typer.Exit(run_down(name, yes=yes, wait=not no_wait, json_out=json_out, cloud=cloud))
 
 
 OneCloudOpt = Annotated[Optional[str], typer.Option("--cloud", help="Only look on this cloud (gcp, azure).", show_default=False)]
@@ -219,6 +225,7 @@ def verify(
     baseline: Annotated[Optional[Path], typer.Option("--baseline", help="With --perf on a VM: PROFILE.yaml or a perf result JSON.")] = None,
     data: DataOpt = None,
     budget: BudgetOpt = 30.0,
+    cloud: OneCloudOpt = None,
     json_out: JsonFlag = False,
 ) -> None:
     """Compare a VM's stack report (or this machine) field by field with the profile."""
@@ -233,7 +240,8 @@ def verify(
         raise typer.Exit(run_verify_local(Path(target), python=python, json_out=json_out))
     from provisioner.commands.verify import run_verify_remote
 
-    raise typer.Exit(run_verify_remote(target, json_out))
+    _check_clouds([cloud] if cloud else None)
+    raise typer.Exit(run_verify_remote(target, json_out, cloud))
 
 
 @app.command()

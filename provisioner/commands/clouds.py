@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from provisioner.errors import CloudError
+from provisioner.errors import CloudError, InputError
 from provisioner.providers import PROVIDERS, get_provider
 from provisioner.providers.base import InstanceRecord, Provider
 
@@ -55,3 +55,25 @@ def _all_records(cloud_filter: Callable[[str], bool] = lambda c: True) -> tuple[
         except CloudError as exc:
             skipped.append({"cloud": cloud, "reason": str(exc)})
     return found, skipped
+
+
+def providers_for(cloud: str | None) -> dict[str, Provider]:
+    """The credentialed providers, or only ``cloud``'s (``--cloud``; an error when it has no credentials)."""
+    if cloud is None:
+        return _credentialed()
+    providers, skipped = _providers([cloud])
+    if not providers:
+        reason = skipped[0]["reason"] if skipped else "no credentials"
+        raise CloudError(f"--cloud {cloud}: {reason}", hint=_cred_hint())
+    return providers
+
+
+def locate_one(name: str, providers: dict[str, Provider], verb: str) -> tuple[InstanceRecord, Provider] | None:
+    """The VM called ``name`` on ``providers``; when it exists on two clouds, refuse to guess which one
+    ``verb`` (down, verify...) should act on."""
+    found = [(r, p) for p in providers.values() if (r := p.find(name)) is not None]
+    if len(found) > 1:
+        where = " and ".join(f"{r.cloud} ({r.zone or r.region})" for r, _ in found)
+        choices = " or ".join(f"--cloud {r.cloud}" for r, _ in found)
+        raise InputError(f"{name} exists on {where}; `{verb}` will not guess which: pass {choices}")
+    return found[0] if found else None

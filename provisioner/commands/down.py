@@ -4,28 +4,28 @@ from __future__ import annotations
 
 import sys
 
-from provisioner.commands.clouds import _credentialed, _locate
+from provisioner.commands.clouds import locate_one, providers_for
 from provisioner.errors import InputError
 from provisioner.output import emit_json, stdout_console
 
 
-def run_down(name: str, *, yes: bool, wait: bool, json_out: bool) -> int:
-    providers = _credentialed()
-    located = _locate(name, providers)
+def run_down(name: str, *, yes: bool, wait: bool, json_out: bool, cloud: str | None = None) -> int:
+    providers = providers_for(cloud)
+    located = locate_one(name, providers, "down")
     if located is None:
         # The VM is gone (deleted, or a spot VM evicted), but what was created for it may remain
         # (Azure: the resource group with its VNet/NSG). delete() is idempotent and cleans that up.
         cleaned = [cloud for cloud, provider in providers.items() if provider.delete(name, wait=wait)]
         if cleaned:
             if json_out:
-                emit_json({"name": name, "cloud": cleaned[0], "deleted": True, "already_gone": True, "waited": wait})
+                emit_json({"name": name, "cloud": cleaned[0], "clouds": cleaned, "deleted": True, "already_gone": True, "waited": wait})
             else:
                 stdout_console().print(f"{name}: VM already gone; removed what was left on {', '.join(cleaned)}")
             return 0
         if json_out:
-            emit_json({"name": name, "deleted": False, "already_gone": True})
+            emit_json({"name": name, "cloud": None, "clouds_checked": list(providers), "deleted": False, "already_gone": True})
         else:
-            stdout_console().print(f"{name}: already gone")
+            stdout_console().print(f"{name}: already gone (checked {', '.join(providers)})")
         return 0
     record, provider = located
     if not yes:
@@ -39,5 +39,6 @@ def run_down(name: str, *, yes: bool, wait: bool, json_out: bool) -> int:
     if json_out:
         emit_json({"name": name, "cloud": record.cloud, "deleted": deleted, "already_gone": not deleted, "waited": wait})
     else:
-        stdout_console().print(f"{name}: {'deleted' if deleted else 'already gone'}" + ("" if wait or not deleted else " (deletion in progress)"))
+        where = f"{record.cloud} {record.zone or record.region}"
+        stdout_console().print(f"{name} on {where}: {'deleted' if deleted else 'already gone'}" + ("" if wait or not deleted else " (deletion in progress)"))
     return 0

@@ -66,8 +66,8 @@ def _row(r: InstanceRecord) -> dict[str, Any]:
             "cost_so_far": None if (price is None or hours is None) else round(price * hours, 2)}
 
 
-def run_status(name: str | None, json_out: bool) -> int:
-    found, skipped = _all_records()
+def run_status(name: str | None, json_out: bool, cloud: str | None = None) -> int:
+    found, skipped = _all_records(lambda c: cloud is None or c == cloud)
     records = [r for r, _ in found if name is None or r.name == name]
     rows = [_row(r) for r in sorted(records, key=lambda r: (r.cloud, r.name))]
     if json_out:

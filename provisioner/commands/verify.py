@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from provisioner.commands.clouds import _credentialed, _locate
+from provisioner.commands.clouds import locate_one, providers_for
 from provisioner.errors import CloudError
 from provisioner.output import emit_json, escape, stdout_console
 
@@ -27,12 +27,18 @@ def _print_verify(target: str, result: Any, json_out: bool) -> int:
     return 0 if result.status == "match" else 1
 
 
-def run_verify_remote(name: str, json_out: bool) -> int:
+def run_verify_remote(name: str, json_out: bool, cloud: str | None = None) -> int:
     from provisioner.verify.compare import compare
 
-    located = _locate(name, _credentialed())
+    providers = providers_for(cloud)
+    located = locate_one(name, providers, "verify")
     if located is None:
-        raise CloudError(f"no trainvm VM named {name} on any cloud with credentials")
+        raise CloudError(f"no trainvm VM named {name} on {cloud or 'any cloud with credentials'}")
     record, provider = located
     report, profile = provider.read_report(name)
-    return _print_verify(name, compare(profile or {}, report), json_out)
+    result = compare(profile or {}, report)
+    if json_out:
+        emit_json({**result.as_dict(name), "cloud": record.cloud, "location": record.zone or record.region})
+        return 0 if result.status == "match" else 1
+    stdout_console().print(f"{name} on {record.cloud} {record.zone or record.region}")
+    return _print_verify(name, result, json_out)

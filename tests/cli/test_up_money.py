@@ -132,3 +132,28 @@ def test_running_cost_counts_from_the_last_start_not_creation(cli, clouds) -> No
     clouds["gcp"].vms["trainvm-s-1"] = _record(created="2026-01-01T00:00:00Z", last_start=start)
     v = cli("status", "trainvm-s-1", "--json").json()["vms"][0]
     assert 1.9 < v["uptime_hours"] < 2.5 and v["cost_so_far"] == pytest.approx(0.3 * v["uptime_hours"], abs=0.01)
+
+
+def test_name_on_two_clouds_down_refuses_without_cloud_and_says_which_with_it(cli, clouds) -> None:
+    name = cli("up", T4, "--yes", "--json", "--cloud", "gcp").json()["name"]
+    clouds["azure"].vms[name] = _record(name=name, cloud="azure", region="eastus", zone=None)  # made outside this trainvm
+    r = cli("down", name, "--yes")
+    assert r.code == 2 and "exists on gcp (us-central1-a) and azure (eastus)" in r.err
+    assert "--cloud gcp or --cloud azure" in r.err and name in clouds["gcp"].vms and name in clouds["azure"].vms
+    assert cli("verify", name).code == 2
+    r = cli("down", name, "--yes", "--cloud", "azure", "--json")
+    assert r.code == 0 and r.json()["cloud"] == "azure" and r.json()["deleted"] is True
+    assert name not in clouds["azure"].vms and name in clouds["gcp"].vms
+    text = cli("down", name, "--yes").out
+    assert f"{name} on gcp us-central1-a: deleted" in text and not clouds["gcp"].vms
+
+
+def test_status_and_verify_take_cloud(cli, clouds) -> None:
+    name = cli("up", T4, "--yes", "--json", "--cloud", "gcp").json()["name"]
+    assert [v["cloud"] for v in cli("status", name, "--json", "--cloud", "gcp").json()["vms"]] == ["gcp"]
+    assert cli("status", name, "--json", "--cloud", "azure").code == 1
+    assert cli("list", "--cloud", "azure", "--json").json()["vms"] == []
+    assert cli("verify", name, "--cloud", "gcp", "--json").json()["cloud"] == "gcp"
+    assert f"{name} on gcp us-central1-a" in cli("verify", name, "--cloud", "gcp").out
+    assert cli("verify", name, "--cloud", "azure").code == 3
+    assert cli("down", name, "--cloud", "nope", "--yes").code == 2
