@@ -25,6 +25,7 @@ from typing import Any
 from provisioner.compat.facts import load_facts
 from provisioner.compat.rules import compatible_gpus
 from provisioner.profile import LoadedProfile
+from provisioner.providers.registry import data_locality_exclusions
 
 VCPUS_PER_SMALL_GPU = 4
 VCPUS_PER_LARGE_GPU = 8
@@ -81,6 +82,8 @@ def build_request(loaded: LoadedProfile, overrides: Overrides | None = None):  #
         max_failover_premium=p.placement.max_failover_premium,
         os=p.stack.os,
         stack_excluded_gpus=excluded,
+        data_excluded_clouds=data_locality_exclusions([(d.source, d.credential is not None) for d in p.data],
+                                                      tuple(ov.clouds or p.placement.clouds)),
     )
     return request, host["applied"]
 

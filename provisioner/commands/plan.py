@@ -54,7 +54,7 @@ def run_plan(
         doc.update(plan.to_json(alternatives=max(top - 1, 0)))
         doc["defaults"] = applied
         doc["request"] = plan.request.to_json()
-        doc["estimate"] = _estimate(plan, hours)
+        doc["estimate"] = _estimate(plan, hours, loaded)
         doc["lifecycle"] = lifecycle_summary(loaded.profile.lifecycle, plan.chosen.cloud if plan.chosen else None)
         doc["script_sha256"] = script_sha
         if show_script:
@@ -83,11 +83,19 @@ def run_plan(
     return 0
 
 
-def _estimate(plan: Any, hours: float | None) -> dict[str, Any] | None:
+def _egress(loaded: Any, offer: Any) -> list[dict[str, Any]]:
+    from provisioner.providers.registry import egress_estimate
+
+    return egress_estimate([(d.source, d.size_gib) for d in loaded.profile.data], offer.cloud)
+
+
+def _estimate(plan: Any, hours: float | None, loaded: Any) -> dict[str, Any] | None:
     if plan.chosen is None:
         return None
     price = plan.price(plan.chosen)
-    return {"price_hourly": price, "hours": hours, "per_run": round(price * hours, 2) if hours else None}
+    egress = _egress(loaded, plan.chosen)
+    return {"price_hourly": price, "hours": hours, "per_run": round(price * hours, 2) if hours else None,
+            "egress": egress, "egress_cost": round(sum(e["cost"] for e in egress), 2)}
 
 
 def _print_plan(loaded: Any, plan: Any, applied: dict[str, Any], top: int, hours: float | None) -> None:
@@ -119,6 +127,9 @@ def _print_plan(loaded: Any, plan: Any, applied: dict[str, Any], top: int, hours
     price = plan.price(c)
     est = f"estimated cost: {_money(price)}/h" + (f", {_money(price * hours)} for max_run_hours={hours:g}" if hours else f", {_money(price * 24)} per 24 h (no max_run_hours set)")
     out.print(f"chosen: {c.cloud} {c.zone or c.region} {c.instance_type}; {est}")
+    for e in _egress(loaded, c):
+        out.print(f"data egress: {escape(e['source'])} ({e['size_gib']:g} GiB) from {e['from']} to {e['to']}: about "
+                  f"{_money(e['cost'])} once (${e['usd_per_gb']}/GB, {e['price_source']})")
     for i, line in enumerate(lifecycle_lines(loaded.profile.lifecycle, c.cloud, spot=req.spot)):
         out.print(("lifecycle: " if i == 0 else "  ") + escape(line))
     if plan.failover:

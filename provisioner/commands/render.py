@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from provisioner.errors import InputError, NoFeasibleOfferError
-from provisioner.output import emit_json, stderr_console
+from provisioner.output import emit_json, escape, stderr_console
 
 
 def request_body(cloud: str, spec: Any, offer: Any) -> dict[str, Any]:
@@ -32,13 +32,17 @@ def run_render(path: Path, *, cloud: str, out: Path | None, regions: list[str] |
     loaded = load_profile(path)
     plan, catalog, _ = make_plan(loaded, Overrides((cloud,), tuple(regions or ()) or None, None))
     offer: Offer | None = plan.chosen
-    if offer is None and cloud == "aws":  # AWS is not provisionable yet, but its script can be reviewed
+    if offer is None:  # for review: AWS is not provisionable yet; a cloud that cannot read the data still gets its script
         from dataclasses import replace
 
         from provisioner.planner.core import plan as plan_fn
 
         request, _ = build_request(loaded, Overrides((cloud,), tuple(regions or ()) or None, None))
-        offer = plan_fn(replace(request, include_unprovisionable=True), catalog, plan.catalog_date).chosen
+        relaxed = replace(request, include_unprovisionable=cloud == "aws", data_excluded_clouds={})
+        offer = plan_fn(relaxed, catalog, plan.catalog_date).chosen
+        if offer is not None and cloud in request.data_excluded_clouds:
+            stderr_console().print(f"[yellow]warning[/yellow]: {escape(request.data_excluded_clouds[cloud])}; "
+                                   f"`plan` and `up` rule {cloud} out for this profile (script shown for review only)")
     if offer is None:
         raise NoFeasibleOfferError(no_offer_message(plan, catalog))
     rendered = render_for_offer(loaded, offer)

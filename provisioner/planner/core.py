@@ -174,6 +174,8 @@ def diagnose(offer: Offer, request: PlanRequest,
         out.append("cloud")
     if not o.provisionable and not req.include_unprovisionable:
         out.append("not_provisionable")
+    if o.cloud in req.data_excluded_clouds:
+        out.append("data_locality")
     if req.gpu_names is not None and o.gpu_name not in req.gpu_names:
         out.append("gpu_name")
     if req.min_gpu_memory_gib is not None and o.gpu_memory_gib < req.min_gpu_memory_gib:
@@ -222,6 +224,7 @@ def plan(request: PlanRequest, catalog: Catalog, today: date) -> Plan:
     region_ok, region_match = ck.region_ok, ck.region_match
     flag_reasons = ck.flag_reasons_of
     spot, maxp = req.spot, req.max_price_per_hour
+    data_ex = req.data_excluded_clouds
 
     feasible: list[Offer] = []
     rejected: dict[str, dict[str, int]] = {}
@@ -278,6 +281,9 @@ def plan(request: PlanRequest, catalog: Catalog, today: date) -> Plan:
         if names is not None and o.gpu_name not in names:
             n += 1
             first = "gpu_name"
+        if data_ex and o.cloud in data_ex:
+            n += 1
+            first = "data_locality"
         if not o.provisionable and not allow_unprov:
             n += 1
             first = "not_provisionable"

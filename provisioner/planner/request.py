@@ -20,6 +20,7 @@ DEFAULT_CLOUDS: tuple[str, ...] = tuple(c for c in CLOUDS if c in PROVISIONABLE_
 REASONS: tuple[str, ...] = (
     "cloud",               # offer's cloud not in placement.clouds
     "not_provisionable",   # trainvm cannot create VMs on that cloud yet (AWS)
+    "data_locality",       # a VM on that cloud cannot read a data source (no native access, no credential)
     "gpu_name",            # GPU model not among the accepted names
     "gpu_memory",          # memory per GPU below min_gpu_memory_gib
     "stack_incompatible",  # the pinned stack cannot run on that GPU (compat engine)
@@ -57,6 +58,8 @@ class PlanRequest:
     #: GPU name -> why the pinned stack cannot run there (empty: no restriction)
     stack_excluded_gpus: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     include_unprovisionable: bool = False
+    #: cloud -> why a VM there cannot read the profile's data (providers.registry)
+    data_excluded_clouds: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
     def __post_init__(self) -> None:
         put = object.__setattr__
@@ -86,6 +89,7 @@ class PlanRequest:
         if self.max_failover_premium < 0:
             raise ValueError("max_failover_premium must be >= 0")
         put(self, "stack_excluded_gpus", MappingProxyType(dict(self.stack_excluded_gpus)))
+        put(self, "data_excluded_clouds", MappingProxyType(dict(self.data_excluded_clouds)))
 
     def describe_gpu(self) -> str:
         """``H100 x8`` / ``any GPU with >= 24 GiB x1`` for messages."""
@@ -106,6 +110,7 @@ class PlanRequest:
             "max_failover_premium": self.max_failover_premium, "os": self.os,
             "stack_excluded_gpus": dict(sorted(self.stack_excluded_gpus.items())),
             "include_unprovisionable": self.include_unprovisionable,
+            "data_excluded_clouds": dict(sorted(self.data_excluded_clouds.items())),
         }
 
 

@@ -187,6 +187,12 @@ def check_data_source(value: str) -> str:
     return value
 
 
+def check_secret_ref(value: str) -> str:
+    if not SECRET_REF_RE.match(value):
+        raise ValueError(f"{value!r} is not a secret reference ({SECRET_HINT})")
+    return value
+
+
 def check_region_glob(value: str) -> str:
     if not GLOB_RE.match(value):
         raise ValueError(f"{value!r} is not a region name or shell-style glob (e.g. us-central1, europe-*)")

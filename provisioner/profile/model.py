@@ -114,6 +114,12 @@ class Stack(Strict):
 class DataItem(Strict):
     source: Annotated[str, AfterValidator(f.check_data_source)] = Field(description="gs://, az://, s3:// or https:// URL.", examples=["gs://bucket/glue/"])
     dest: Annotated[str, AfterValidator(f.check_abs_path)] = Field(description="Absolute path on the VM (on local NVMe when present).", examples=["/mnt/data/glue"])
+    size_gib: float | None = Field(None, gt=0, le=1048576, description="Approximate size; `plan` then estimates the egress cost of copying it across clouds.")
+    credential: Annotated[str, AfterValidator(f.check_secret_ref)] | None = Field(
+        None,
+        description="secret:// reference to a credential that reads this source from any cloud. Without it, a gs:// source is readable only on gcp, s3:// only on aws, az:// only on azure (https:// everywhere); `plan` rules the other clouds out.",
+        examples=["secret://gcp/glue-reader-key"],
+    )
 
 
 LIFECYCLE_ACTIONS = {

@@ -55,8 +55,9 @@ def test_plan_spot_flag_uses_spot_price(cli) -> None:
     assert spot["spot"] is True and spot["price_hourly"] < on_demand["price_hourly"]
 
 
-def test_plan_cloud_and_region_flags(cli) -> None:
-    doc = cli("plan", str(EXAMPLES[0]), "--json", "--cloud", "azure").json()
+def test_plan_cloud_and_region_flags(cli, write_yaml) -> None:
+    anywhere = write_yaml("name: d\nextends: base/torch-2.4-cu124\nhardware: {gpu: T4}\n")  # no gs:// data: azure can read it
+    doc = cli("plan", str(anywhere), "--json", "--cloud", "azure").json()
     assert doc["chosen"]["cloud"] == "azure"
     doc = cli("plan", str(EXAMPLES[0]), "--json", "--region", "europe-*").json()
     assert doc["chosen"]["region"].startswith("europe-")

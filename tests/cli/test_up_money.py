@@ -72,9 +72,10 @@ def test_confirmation_shows_the_summary_before_asking(cli, clouds, monkeypatch) 
         assert expected in r.err
 
 
-def test_up_finds_the_name_on_a_cloud_outside_the_plan(cli, clouds) -> None:
-    first = cli("up", T4, "--yes", "--json", "--cloud", "gcp").json()
-    again = cli("up", T4, "--yes", "--json", "--cloud", "azure")
+def test_up_finds_the_name_on_a_cloud_outside_the_plan(cli, clouds, write_yaml) -> None:
+    path = str(write_yaml("name: d\nextends: base/torch-2.4-cu124\nhardware: {gpu: T4}\n"))  # feasible on both clouds
+    first = cli("up", path, "--yes", "--json", "--cloud", "gcp").json()
+    again = cli("up", path, "--yes", "--json", "--cloud", "azure")
     assert again.code == 0, again.err
     assert again.json()["existing"] is True and again.json()["cloud"] == "gcp"
     assert list(clouds["gcp"].vms) == [first["name"]] and not clouds["azure"].vms

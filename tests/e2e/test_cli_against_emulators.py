@@ -73,13 +73,17 @@ def test_gce_failover_printed_and_nothing_left(cli, env) -> None:
         assert len(survivors) == 1 and survivors[0][1] == "us-central1-c"
 
 
-def test_azure_lifecycle(cli, env) -> None:
+def test_azure_lifecycle(cli, env, tmp_path) -> None:
+    # the example's gs:// corpus is readable on Azure only with a credential reference (issue 10, data locality)
+    profile = tmp_path / "t4-azure.yaml"
+    profile.write_text(f"extends: {T4}\nname: bert-finetune\ndata:\n  - {{source: 'gs://example-ml-data/glue/', "
+                       "dest: /mnt/data/glue, credential: 'secret://gcp/glue-reader'}\n")
     with ArmEmulator() as emu:
         for k, v in emu.env().items():
             env.setenv(k, v)
         env.setenv("TRAINVM_AZURE_POLL_SECONDS", "0")
         try:
-            up = cli("up", T4, "--yes", "--json", "--cloud", "azure")
+            up = cli("up", str(profile), "--yes", "--json", "--cloud", "azure")
             assert up.code == 0, up.err
             name = up.json()["name"]
             group = f"trainvm-{name}"

@@ -1,0 +1,82 @@
+"""Issue 10: a VM must be able to read its data. Each data scheme x each cloud -> feasible, or infeasible
+with the reason `plan` gives (rejection counts, near misses); egress is estimated for sized sources."""
+
+from __future__ import annotations
+
+import pytest
+
+from provisioner.providers.registry import NATIVE_SCHEMES, data_locality_exclusions, egress_estimate, egress_prices
+from tests.conftest import EXAMPLES
+
+SOURCES = {"gs": "gs://bucket/corpus/", "s3": "s3://bucket/corpus/", "az": "az://account1/container/corpus/",
+           "https": "https://example.com/corpus.tar"}
+# scheme -> the clouds a VM reads it on without a credential
+MATRIX = {"gs": {"gcp"}, "s3": {"aws"}, "az": {"azure"}, "https": {"gcp", "aws", "azure"}}
+CLOUDS = ("gcp", "azure", "aws")
+
+
+@pytest.mark.parametrize("scheme", sorted(SOURCES))
+@pytest.mark.parametrize("cloud", CLOUDS)
+def test_matrix_scheme_x_cloud(scheme: str, cloud: str) -> None:
+    excluded = data_locality_exclusions([(SOURCES[scheme], False)], (cloud,))
+    if cloud in MATRIX[scheme]:
+        assert excluded == {}
+    else:
+        assert set(excluded) == {cloud}
+        assert f"read natively only on {', '.join(sorted(MATRIX[scheme]))}" in excluded[cloud]
+        assert "data[].credential" in excluded[cloud]
+    assert data_locality_exclusions([(SOURCES[scheme], True)], (cloud,)) == {}  # a credential reads from anywhere
+
+
+def test_registry_is_the_one_table() -> None:
+    assert {c: set(s) for c, s in NATIVE_SCHEMES.items()} == {"gcp": {"gs"}, "aws": {"s3"}, "azure": {"az"}}
+
+
+@pytest.mark.parametrize("scheme", sorted(SOURCES))
+@pytest.mark.parametrize("cloud", ("gcp", "azure"))
+def test_plan_matrix_through_the_cli(cli, write_yaml, scheme: str, cloud: str) -> None:
+    p = write_yaml(f"name: d\nextends: base/torch-2.4-cu124\nhardware: {{gpu: T4}}\nplacement: {{clouds: [{cloud}]}}\n"
+                   f"data: [{{source: '{SOURCES[scheme]}', dest: /mnt/data/x}}]\n")
+    r = cli("plan", str(p), "--json")
+    doc = r.json()
+    if cloud in MATRIX[scheme]:
+        assert r.code == 0 and doc["chosen"]["cloud"] == cloud
+    else:
+        assert r.code == 1 and doc["chosen"] is None
+        assert doc["rejected"][cloud] == {"data_locality": sum(doc["rejected"][cloud].values())}
+        assert cloud in doc["request"]["data_excluded_clouds"]
+        text = cli("plan", str(p), "--explain")
+        assert "data_locality" in text.err
+
+
+def test_credential_makes_a_cross_cloud_source_feasible(cli, write_yaml) -> None:
+    p = write_yaml("name: d\nextends: base/torch-2.4-cu124\nhardware: {gpu: T4}\nplacement: {clouds: [azure]}\n"
+                   "data: [{source: 'gs://bucket1/x/', dest: /mnt/data/x, credential: 'secret://gcp/reader', size_gib: 100}]\n")
+    doc = cli("plan", str(p), "--json").json()
+    assert doc["chosen"]["cloud"] == "azure"
+    [e] = doc["estimate"]["egress"]
+    assert (e["from"], e["to"], e["usd_per_gb"]) == ("gcp", "azure", 0.12)
+    assert e["cost"] == round(100 * 1.073741824 * 0.12, 2) == doc["estimate"]["egress_cost"]
+    assert e["price_source"].startswith("https://cloud.google.com/")
+    assert "data egress: gs://bucket1/x/ (100 GiB) from gcp to azure: about $12.88 once" in cli("plan", str(p)).out
+    bad = write_yaml("name: d\nextends: base/torch-2.4-cu124\ndata: [{source: 'gs://bucket1/x/', dest: /mnt/x, credential: 'hunter2'}]\n",
+                     name="bad.yaml")
+    r = cli("validate", str(bad))
+    assert r.code == 1 and "data[0].credential" in r.err and "not a secret reference" in r.err
+
+
+def test_egress_prices_are_sourced() -> None:
+    prices = egress_prices()
+    assert set(prices) == {"gcp", "aws", "azure"}
+    assert all(p["source"].startswith("https://") and 0 < p["usd_per_gb"] < 1 for p in prices.values())
+    assert egress_estimate([("gs://bucket1/x", 10.0)], "gcp") == []  # same cloud: no egress
+    assert egress_estimate([("gs://bucket1/x", None)], "azure") == []  # no size: no estimate
+    assert egress_estimate([("https://x/y", 10.0)], "azure") == []  # unknown source cloud
+
+
+def test_bert_pretrain_example_does_not_plan_azure_for_a_gs_corpus(cli) -> None:
+    [path] = [p for p in EXAMPLES if p.stem == "bert-pretrain-8xa100"]
+    doc = cli("plan", str(path), "--json").json()
+    assert doc["chosen"]["cloud"] == "gcp"
+    assert all(o["cloud"] != "azure" for o in [*doc["alternatives"], *doc["failover"]])
+    assert doc["rejected"]["azure"] == {"data_locality": 185}
