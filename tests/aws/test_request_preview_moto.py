@@ -43,7 +43,7 @@ def test_preview_is_a_valid_run_instances_request(ec2, monkeypatch, spot: bool) 
 
     loaded = load_profile(REPO / "profiles" / "examples" / "bert-finetune-t4.yaml")
     request, _ = build_request(loaded, Overrides(("aws",), ("us-east-1",), spot))
-    offer = plan(replace(request, include_unprovisionable=True), load_catalog(), __import__("datetime").date(2026, 11, 22)).chosen
+    offer = plan(replace(request, include_unprovisionable=True, data_excluded_clouds={}), load_catalog(), __import__("datetime").date(2026, 11, 22)).chosen
     assert offer is not None and offer.cloud == "aws"
     spec = launch_spec(loaded, offer, spot=spot)
     body = request_preview(spec, offer)
@@ -80,7 +80,7 @@ def test_shutdown_behavior_follows_on_idle(ec2, monkeypatch, on_idle: str, behav
 
     loaded = load_profile(REPO / "profiles" / "examples" / "bert-finetune-t4.yaml")
     request, _ = build_request(loaded, Overrides(("aws",), ("us-east-1",), False))
-    offer = plan(replace(request, include_unprovisionable=True), load_catalog(), datetime.date(2026, 11, 22)).chosen
+    offer = plan(replace(request, include_unprovisionable=True, data_excluded_clouds={}), load_catalog(), datetime.date(2026, 11, 22)).chosen
     assert offer is not None
     spec = replace(launch_spec(loaded, offer), on_idle=on_idle)
     body = request_preview(spec, offer)

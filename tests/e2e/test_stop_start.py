@@ -78,13 +78,16 @@ def test_gce_stop_needs_discard_for_local_ssd(env) -> None:
         assert emu.instance("vm-ssd")["status"] == "TERMINATED"
 
 
-def test_azure_stop_is_deallocate(cli, env) -> None:
+def test_azure_stop_is_deallocate(cli, env, tmp_path) -> None:
     with ArmEmulator() as emu:
         for k, v in emu.env().items():
             env.setenv(k, v)
         env.setenv("TRAINVM_AZURE_POLL_SECONDS", "0")
         try:
-            up = cli("up", T4, "--yes", "--json", "--cloud", "azure")
+            azure_t4 = tmp_path / "t4-azure.yaml"  # the gs:// corpus needs a credential reference on Azure
+            azure_t4.write_text(f"extends: {T4}\nname: bert-finetune\ndata:\n  - {{source: 'gs://example-ml-data/glue/', "
+                                "dest: /mnt/data/glue, credential: 'secret://gcp/glue-reader'}\n")
+            up = cli("up", str(azure_t4), "--yes", "--json", "--cloud", "azure")
             assert up.code == 0, up.err
             name = up.json()["name"]
             stopped = cli("stop", name, "--yes", "--json", "--cloud", "azure")
