@@ -239,3 +239,43 @@ def check_env(values: dict[str, str]) -> dict[str, str]:
         if what:
             raise ValueError(f"{key}: the value looks like {what}; secrets never go into a profile: {SECRET_HINT}")
     return values
+
+
+RUN_ARG_RE = re.compile(r"^[A-Za-z0-9_./:=,+@%-]{1,256}$")
+# docker run flags a profile may not pass: they undo the GPU check, the mounts or host isolation trainvm relies on.
+FORBIDDEN_RUN_ARGS = ("--entrypoint", "--privileged", "--pid", "--network", "--net", "--cap-add", "--device", "--volume", "-v",
+                      "--mount", "--env-file", "--rm", "--gpus", "--runtime", "--name", "--security-opt", "--userns")
+
+
+def check_image_ref(value: str) -> str:
+    from provisioner.container.reference import parse_image_ref
+
+    ref = parse_image_ref(value)  # ValueError carries the message
+    if not ref.tag and not ref.digest:
+        raise ValueError(f"{value!r} names neither a tag nor a digest; pin it as REPO:TAG@sha256:DIGEST (`trainvm lock` resolves the tag)")
+    return value
+
+
+def check_run_arg(value: str) -> str:
+    if not RUN_ARG_RE.match(value):
+        raise ValueError(f"{value!r}: a docker run argument may contain only letters, digits and _./:=,+@%-")
+    name = value.split("=", 1)[0]
+    if name in FORBIDDEN_RUN_ARGS:
+        raise ValueError(f"{value!r}: trainvm sets up the container itself ({', '.join(FORBIDDEN_RUN_ARGS[:6])}, ... are not allowed in run_args)")
+    return value
+
+
+def check_stack_kind(data: dict[str, object], has_container: bool) -> None:
+    """Exactly one of stack.python (+ packages/requirements) and stack.container."""
+    if "python" not in data:  # stack.python failed its own check; that error is enough
+        return
+    if has_container:
+        if data["python"] is not None:
+            raise ValueError("set exactly one of stack.container and stack.python: a container stack brings its own Python")
+        for key in ("packages", "requirements"):
+            if data.get(key):
+                raise ValueError(f"stack.{key} cannot be combined with stack.container: the image is the stack (build a derived image instead)")
+        if data.get("cuda_toolkit"):
+            raise ValueError("stack.cuda_toolkit cannot be combined with stack.container: the image carries its own CUDA")
+    elif data["python"] is None:
+        raise ValueError("set stack.python (with stack.packages) or stack.container (an image pinned by digest)")

@@ -128,6 +128,9 @@ def profile_hash(profile: Any, requirements_sha256: str | None = None, lock_sha2
         item.pop("size_gib", None)     # leaves the hash as it was before the field existed
         if item.get("credential") is None:
             item.pop("credential", None)
+    for key in ("container", "python"):  # absent alternatives leave the hash of existing profiles unchanged
+        if data["stack"].get(key) is None:
+            data["stack"].pop(key, None)
     if requirements_sha256:
         data["stack"]["requirements"] = f"sha256:{requirements_sha256}"
     if lock_sha256:

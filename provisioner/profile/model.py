@@ -4,7 +4,17 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
 
 from provisioner.profile import fields as f
 
@@ -87,6 +97,18 @@ class Placement(Strict):
     )
 
 
+class Container(Strict):
+    image: Annotated[str, AfterValidator(f.check_image_ref)] = Field(
+        description="Image reference REGISTRY/REPO:TAG@sha256:DIGEST (the digest is what runs; the tag is for people). `trainvm lock` resolves a tag to its digest.",
+        examples=["nvcr.io/nvidia/pytorch:24.08-py3@sha256:" + "0" * 64],
+    )
+    run_args: list[Annotated[str, AfterValidator(f.check_run_arg)]] = Field(
+        default_factory=list,
+        description="Extra `docker run` arguments (trainvm already passes --gpus all, --ipc=host, --ulimit memlock=-1, the data mounts and /etc/trainvm/env).",
+        examples=[["--ulimit", "stack=67108864"]],
+    )
+
+
 class Stack(Strict):
     os: Literal["ubuntu-22.04", "ubuntu-24.04", "debian-12"] = Field(description="OS image.")
     driver: Annotated[str, AfterValidator(f.check_driver)] = Field(description="Exact NVIDIA driver version.", examples=["550.127.05"])
@@ -97,7 +119,9 @@ class Stack(Strict):
     cudnn: Annotated[str, AfterValidator(f.check_cudnn)] | None = Field(
         None, description="cuDNN version; must match the framework's bundled cuDNN at the precision given.", examples=["9.1.0"]
     )
-    python: Annotated[str, AfterValidator(f.check_python)] = Field(description="Exact Python version.", examples=["3.11.9"])
+    python: Annotated[str, AfterValidator(f.check_python)] | None = Field(
+        None, description="Exact Python version (required unless stack.container is set).", examples=["3.11.9"]
+    )
     packages: Annotated[list[Annotated[str, AfterValidator(f.check_package_pin)]], AfterValidator(f.check_packages)] = Field(
         default_factory=list, description="Exact pins (==) only; torch's local label (+cu124) selects its CUDA build.", examples=[["torch==2.4.1+cu124"]]
     )
@@ -109,6 +133,16 @@ class Stack(Strict):
         description="Environment for training (written to /etc/trainvm/env). Secrets are references: secret://gcp/NAME, secret://azure-keyvault/VAULT/NAME.",
         examples=[{"CUBLAS_WORKSPACE_CONFIG": ":4096:8", "PYTHONHASHSEED": "0"}],
     )
+    # Last, so that its validator (validate_default runs it when absent too) sees the other fields.
+    container: Container | None = Field(
+        None, description="Run training in this container image instead of a host Python (exactly one of stack.container and stack.python)."
+    )
+
+    @field_validator("container")
+    @classmethod
+    def _python_or_container(cls, value: Container | None, info: ValidationInfo) -> Container | None:
+        f.check_stack_kind(info.data, value is not None)
+        return value
 
 
 class DataItem(Strict):
