@@ -1,0 +1,91 @@
+"""Where validate/plan find an image's facts without touching the network.
+
+Facts are stored by digest (content-addressed, so they never go stale) under
+``$XDG_CACHE_HOME/trainvm/images/<digest>.json``. They get there from ``trainvm lock`` (which calls
+``record``) or from ``validate --resolve-image`` / ``plan --resolve-image`` (``TRAINVM_RESOLVE_IMAGES=1``),
+which ask the registry: tag -> digest, manifest and config. Without either, the image checks are
+skipped with a warning that says how to run them."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from provisioner.container.image import ImageFacts
+from provisioner.container.reference import parse_image_ref
+from provisioner.messages import Message
+
+PATH = "stack.container.image"
+RESOLVE_ENV = "TRAINVM_RESOLVE_IMAGES"
+
+
+def store_dir() -> Path:
+    from provisioner.cache import cache_dir
+
+    return cache_dir() / "images"
+
+
+def record(facts: ImageFacts) -> None:
+    """Keep ``facts`` for offline checks (best effort: an unwritable cache only loses speed)."""
+    for digest in {facts.digest, facts.manifest_digest}:
+        path = store_dir() / f"{digest.replace(':', '-')}.json"
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".image-")
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump(facts.to_record(), fh, sort_keys=True)
+            os.replace(tmp, path)
+        except OSError:
+            pass
+
+
+def lookup(digest: str) -> ImageFacts | None:
+    path = store_dir() / f"{digest.replace(':', '-')}.json"
+    try:
+        if path.stat().st_size > 1_000_000:
+            return None
+        facts = ImageFacts.from_record(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError):
+        return None
+    return facts if digest in (facts.digest, facts.manifest_digest) else None
+
+
+def image_facts(image: str) -> tuple[ImageFacts | None, list[Message]]:
+    """The facts of ``image`` (stored, or resolved when TRAINVM_RESOLVE_IMAGES=1) and what to tell the user."""
+    ref = parse_image_ref(image)
+    out: list[Message] = []
+    resolve = os.environ.get(RESOLVE_ENV) == "1"
+    facts = lookup(ref.digest) if ref.digest else None
+    if facts is None and resolve:
+        from provisioner.container.registry import RegistryError, registry_client
+
+        client = registry_client()
+        try:
+            facts = client.resolve(ref)
+            record(facts)
+            moved = client.tag_moved(ref) if ref.digest and ref.tag else None
+        except RegistryError as exc:
+            return None, [Message(PATH, f"could not read the image from its registry: {exc}", level="warning")]
+        if moved:
+            out.append(Message(PATH, f"the tag {ref.tag} now points at {moved}, not at the pinned {ref.digest}; the pinned digest is what runs (re-pin to move)", level="warning"))
+    if not ref.digest:
+        hint = f"; it resolves to {facts.digest} now: pin {facts.image}" if facts else " (run `trainvm validate --resolve-image` or `trainvm lock` to resolve it)"
+        out.append(Message(PATH, f"{image} is a tag without a digest: what it points at can change, so `up` refuses it{hint}", level="warning"))
+    elif facts is None:
+        out.append(Message(PATH, "the image's facts (CUDA, cuDNN, framework, arch list, size) are not known offline; driver, GPU and disk checks against the image were skipped (run `trainvm validate --resolve-image` or `trainvm lock`)", level="warning"))
+    return facts, out
+
+
+def require_pinned_image(loaded: object) -> None:
+    """``up`` runs only images pinned by digest (validate only warns): a tag can move between two VMs."""
+    from provisioner.errors import ProfileError
+
+    stack = loaded.profile.stack  # type: ignore[attr-defined]
+    if stack.container is None or parse_image_ref(stack.container.image).digest:
+        return
+    from provisioner.profile.source import load_resolved
+
+    file, line = load_resolved(loaded.path).where(("stack", "container", "image"))  # type: ignore[attr-defined]
+    raise ProfileError([Message(PATH, f"{stack.container.image} has no digest; `up` runs only images pinned as REPO:TAG@sha256:DIGEST (run `trainvm validate --resolve-image` or `trainvm lock` to get it)", file=file, line=line)])
