@@ -27,6 +27,12 @@ JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON document 
 ProfileArg = Annotated[Path, typer.Argument(help="Profile YAML file.", show_default=False)]
 DataOpt = Annotated[Optional[str], typer.Option("--data", help="Path of the training data (disk and loader blocks read it).")]
 BudgetOpt = Annotated[float, typer.Option("--budget", min=1, help="Seconds the perf probe aims to spend.")]
+ResolveImageFlag = Annotated[bool, typer.Option("--resolve-image", help="Ask the registry for stack.container's digest and facts (network; TRAINVM_REGISTRY_USER/_PASSWORD for private images).")]
+
+
+def _resolve_images(on: bool) -> None:
+    if on:
+        os.environ["TRAINVM_RESOLVE_IMAGES"] = "1"
 
 
 @app.callback()
@@ -41,10 +47,12 @@ def _root(
 def validate(
     profiles: Annotated[list[Path], typer.Argument(help="Profile YAML files.", show_default=False)],
     json_out: JsonFlag = False,
+    resolve_image: ResolveImageFlag = False,
 ) -> None:
     """Check profiles against the schema and the compatibility facts."""
     from provisioner.commands.validate import run_validate
 
+    _resolve_images(resolve_image)
     raise typer.Exit(run_validate(profiles, json_out))
 
 
@@ -70,10 +78,12 @@ def plan(
     explain: Annotated[bool, typer.Option("--explain", help="Show why each near miss was rejected.")] = False,
     show_script: Annotated[bool, typer.Option("--show-script", help="Also print the startup script for the chosen offer.")] = False,
     json_out: JsonFlag = False,
+    resolve_image: ResolveImageFlag = False,
 ) -> None:
     """Pick the cheapest feasible offer (offline, from the embedded catalog)."""
     from provisioner.commands.plan import run_plan
 
+    _resolve_images(resolve_image)
     _check_clouds(cloud)
     raise typer.Exit(run_plan(profile, clouds=cloud, regions=region, spot=spot, top=top, explain=explain, show_script=show_script, json_out=json_out))
 

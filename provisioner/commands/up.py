@@ -24,6 +24,7 @@ def run_up(path: Path, *, name: str | None, yes: bool, wait_ready: bool, clouds:
     from provisioner.profile import load_profile
     from provisioner.profile.fields import check_cidr
     from provisioner.commands.up_summary import summary_lines, up_summary
+    from provisioner.container.store import require_pinned_image
     from provisioner.provision import find_existing, provision
 
     poll = env_seconds("TRAINVM_READY_POLL_SECONDS", 15.0)  # checked before anything is created
@@ -35,6 +36,7 @@ def run_up(path: Path, *, name: str | None, yes: bool, wait_ready: bool, clouds:
         except ValueError as exc:
             raise InputError(f"--ssh-from: {exc}") from None
     loaded = load_profile(path)
+    require_pinned_image(loaded)
     from provisioner.lock.gate import lock_gate
 
     lock_notes = lock_gate(loaded)

@@ -99,6 +99,10 @@ def gpu_problems(gpu: GpuFact, ctx: StackContext) -> list[Message]:
 
 def compatible_gpus(stack: Stack, facts: Facts | None = None) -> dict[str, list[Message]]:
     """For every cloud GPU: the reasons this stack cannot run there (empty = compatible). Used by the planner."""
+    if stack.container is not None:
+        from provisioner.compat.container import container_gpu_exclusions
+
+        return container_gpu_exclusions(stack, facts)
     ctx = stack_context(stack, facts)
     return {name: gpu_problems(g, ctx) for name, g in ctx.facts.gpus.items() if g.cloud}
 
@@ -196,6 +200,10 @@ def _framework_rules(fw: Framework, ctx: StackContext) -> list[Message]:
 
 def check_profile(profile: Profile, facts: Facts | None = None) -> list[Message]:
     """All compatibility messages for a profile that passed schema validation."""
+    if profile.stack.container is not None:
+        from provisioner.compat.container import check_container_profile
+
+        return check_container_profile(profile, facts)
     ctx = stack_context(profile.stack, facts)
     out = _stack_rules(ctx)
     hw = profile.hardware
