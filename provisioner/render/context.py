@@ -170,6 +170,7 @@ class ScriptContext:
     perf_budget: int = 0
     perf_data: str = ""
     perf_bundle: str = ""
+    container: Any = None  # provisioner.render.container.ContainerContext for stack.container, else None
 
 
 def _gpu_expectation(facts: Facts, name: str, count: int) -> dict[str, Any]:
@@ -342,6 +343,12 @@ def build_context(loaded: Any, target: RenderTarget, facts: Facts | None = None)
         "disk_path": disk_path,
         "nvme": nvme,
     }
+    container = None
+    if stack.container is not None:
+        from provisioner.render.container import container_context
+
+        container = container_context(stack)
+        expected["container"] = {"image": container.image, "digest": container.digest or None}
     return ScriptContext(
         profile_name=profile.name,
         profile_hash=loaded.hash,
@@ -370,7 +377,7 @@ def build_context(loaded: Any, target: RenderTarget, facts: Facts | None = None)
         cudnn_dev_pkg=cudnn_dev,
         cudnn_prefix=cudnn_prefix,
         cudnn_contains=cudnn_contains,
-        python=stack.python,
+        python=stack.python or "",
         uv_version=UV_VERSION,
         uv_url=UV_WHEEL_URL,
         uv_sha256=UV_WHEEL_SHA256,
@@ -391,6 +398,7 @@ def build_context(loaded: Any, target: RenderTarget, facts: Facts | None = None)
         max_reboots=MAX_REBOOTS,
         expected_json=json.dumps(expected, sort_keys=True, ensure_ascii=True, separators=(",", ":")),
         **_perf_fields(profile),
+        container=container,
     )
 
 

@@ -117,3 +117,14 @@ def shellcheck(paths: list[Path], severity: str = "warning") -> dict[str, str]:
                 findings.setdefault(item["file"], "")
                 findings[item["file"]] += f"line {item['line']}: SC{item['code']} {item['message']}\n"
     return findings
+
+
+def container_profile(os_name: str = "ubuntu-22.04", **container: Any) -> dict[str, Any]:
+    """A stack.container profile (an NGC image pinned by digest) with one data item."""
+    return {
+        "name": "ngc",
+        "hardware": {"gpu": "T4", "gpu_count": 1},
+        "stack": {"os": os_name, "driver": "550.127.05", "env": {"PYTHONHASHSEED": "0"},
+                  "container": {"image": "nvcr.io/nvidia/pytorch:24.08-py3@sha256:" + "c" * 64, **container}},
+        "data": [{"source": "gs://example-ml-data/glue/", "dest": "/mnt/data/glue"}],
+    }

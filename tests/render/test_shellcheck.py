@@ -19,6 +19,10 @@ def _variants():
     debian = S.with_os(S.loaded(S.GOLDEN_PROFILE), "debian-12")
     for cloud in S.CLOUDS:
         yield f"golden-debian-12-{cloud}", debian, cloud
+    # container stacks (stack.container): the container phases instead of python/packages (on AWS
+    # the script is over the 16 KB user-data limit even gzipped: rendered with script_url there)
+    for os_name, cloud in (("ubuntu-22.04", "gcp"), ("ubuntu-24.04", "azure"), ("debian-12", "gcp")):
+        yield f"container-{os_name}-{cloud}", S.from_dict(S.container_profile(os_name)), cloud
 
 
 def test_variants_cover_every_os_and_cloud():
