@@ -260,8 +260,10 @@ def compare(profile: Mapping[str, Any], report: Mapping[str, Any] | None) -> Ver
     # which commit of each team source the VM was built from (informational: always ok)
     sources = [FieldResult(f"source.{s.get('name')}", f"{s.get('url')} {s.get('ref')}", s.get("commit"), True)
                for s in profile.get("sources") or [] if isinstance(s, Mapping)]
+    from provisioner.verify.container import container_fields
+
     fields = [status_field, *sources, *_stack_fields(stack, report), *_lock_fields(profile.get("lock") or {}, stack, report), *_gpu_fields(hardware, report),
-              *_host_fields(hardware, report)]
+              *_host_fields(hardware, report), *container_fields(stack, report)]
     for entry in report.get("data") or []:
         dest, state = entry.get("dest"), entry.get("status")
         fields.append(FieldResult(f"data[{dest}]", "staged", state, state == "staged"))

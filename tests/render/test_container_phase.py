@@ -107,3 +107,30 @@ def test_debian_uses_dockers_debian_repository(make_harness):
     assert run.rc == 0, run.output[-2000:]
     assert "https://download.docker.com/linux/debian bookworm stable" in h.path("/etc/apt/sources.list.d/docker.list").read_text()
     assert any("docker-ce=5:27.3.1-1~debian.12~bookworm" in c.line for c in run.named("apt-get"))
+
+
+def test_verify_compares_digest_and_what_the_container_sees_with_the_image_facts(make_harness, tmp_path, monkeypatch):
+    from provisioner.container.image import ImageFacts
+    from provisioner.container.store import record
+    from provisioner.verify.compare import compare
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    run = make_harness(script()).run()
+    assert run.status == "ready"
+    doc = S.from_dict(S.container_profile()).profile.model_dump(mode="json")
+    verdict = compare(doc, run.report)
+    assert verdict.status == "match", [f for f in verdict.fields if not f.ok]
+    assert {f.field for f in verdict.fields} >= {"stack.container.digest", "stack.container.gpu"}
+
+    def facts(**env: str) -> ImageFacts:
+        return ImageFacts(image=IMAGE, digest=DIGEST, manifest_digest=DIGEST, config_digest=DIGEST, os="linux", architecture="amd64",
+                          compressed_size=1, env={"CUDA_VERSION": "12.6.0.022", "CUDNN_VERSION": "9.3.0.75", "PYTORCH_VERSION": "2.5.0a0+872d972", **env})
+
+    record(facts())
+    verdict = compare(doc, run.report)
+    assert verdict.status == "match" and {"stack.container.framework", "stack.container.cuda", "stack.container.cudnn"} <= {f.field for f in verdict.fields}
+    record(facts(CUDA_VERSION="12.4.1", CUDNN_VERSION="9.1.0.70"))
+    bad = {f.field for f in compare(doc, run.report).fields if not f.ok}
+    assert bad == {"stack.container.cuda", "stack.container.cudnn"}
+    other = dict(run.report, container={**run.report["container"], "digest": None})
+    assert "stack.container.digest" in {f.field for f in compare(doc, other).fields if not f.ok}
