@@ -262,10 +262,16 @@ def capture(
     data: Annotated[Optional[str], typer.Option("--data", help="Path of the training data (its disk is recorded).")] = None,
     perf: Annotated[bool, typer.Option("--perf", help="Also record the perf baseline beside -o (PROFILE.perf.json).")] = False,
     budget: BudgetOpt = 30.0,
+    container: Annotated[Optional[str], typer.Option("--container", help="The image this workstation trains in: write a stack.container profile (pinned by digest).")] = None,
     json_out: JsonFlag = False,
 ) -> None:
     """Probe this workstation and write a profile that reproduces it."""
     from provisioner.commands.mirror import run_capture
+
+    if container is not None:
+        from provisioner.container.capture import run_capture_container
+
+        raise typer.Exit(run_capture_container(image=container, out=out, name=name, data=data, json_out=json_out))
 
     if perf and out is None:
         from provisioner.errors import InputError
