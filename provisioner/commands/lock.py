@@ -84,6 +84,10 @@ def run_lock(path: Path, *, upgrade: bool, check: bool, frozen: bool, index_url:
     started = time.monotonic()
     old = load_profile(path, frozen=frozen) if upgrade and lock_path.is_file() else None
     loaded = load_profile(path, upgrade=upgrade, frozen=frozen, refresh=not frozen)
+    if loaded.profile.stack.container is not None:  # the image's digest is the lock (provisioner/container/lockhook.py)
+        from provisioner.container.lockhook import lock_container
+
+        return lock_container(loaded, json_out=json_out)
     if loaded.requirements_path is not None:
         raise InputError(f"{path}: stack.requirements names a hand-written lock; remove it to let `trainvm lock` write {lock_path.name}")
     if not json_out:

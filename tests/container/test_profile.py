@@ -123,3 +123,18 @@ def test_up_refuses_a_tag_without_digest_before_anything_else(cli, write_yaml, m
     lines = path.read_text().splitlines()
     line = next(i for i, ln in enumerate(lines, 1) if "image:" in ln)
     assert f"{path}:{line}: stack.container.image:" in r.err and "`up` runs only images pinned" in r.err
+
+
+def test_lock_resolves_the_tag_and_records_the_facts(cli, write_yaml, registry, monkeypatch):
+    pushed = push_image(registry, "team/locked", "v3", NGC_ENV, seed="lock")
+    monkeypatch.setenv("TRAINVM_INSECURE_REGISTRIES", registry.host)
+    ref = f"{registry.host}/team/locked:v3"
+    r = cli("lock", str(write_yaml(container_profile(ref))), "--json")
+    doc = r.json()
+    assert r.code == 1 and doc["resolved"] == f"{ref}@{pushed.digest}" and not doc["pinned"]
+    assert doc["facts"]["env"]["CUDA_VERSION"] == "12.6.0.022"
+    path = write_yaml(container_profile(f"{ref}@{pushed.digest}"), name="pinned.yaml")
+    r = cli("lock", str(path))
+    assert r.code == 0, r.err
+    assert "CUDA 12.6.0.022, cuDNN 9.3.0.75, NCCL 2.22.3, torch 2.5.0a0+872d972" in r.out
+    assert not path.with_suffix(".lock").exists()

@@ -1,0 +1,44 @@
+"""``trainvm lock`` for a container profile: the lock of a container stack is its digest.
+
+The image is resolved through the registry (tag -> digest, manifest, config; no layers), its facts
+are kept by digest (``store.record``) so validate/plan/verify check the image offline, and the
+digest to pin is printed. NAME.lock (the Python closure) is not written for container profiles:
+the image is the closure. A profile without a digest is not rewritten: the command names the exact
+value to put in ``stack.container.image`` and exits 1 until it is there."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def lock_container(loaded: Any, *, json_out: bool) -> int:
+    from provisioner.container.reference import parse_image_ref
+    from provisioner.container.registry import registry_client
+    from provisioner.container.store import record
+    from provisioner.output import emit_json, escape, stderr_console, stdout_console
+
+    image = loaded.profile.stack.container.image
+    ref = parse_image_ref(image)
+    client = registry_client()
+    facts = client.resolve(ref)
+    record(facts)
+    moved = client.tag_moved(ref) if ref.digest and ref.tag else None
+    pinned = bool(ref.digest)
+    doc = {"profile": str(loaded.path), "image": image, "resolved": facts.image, "pinned": pinned, "tag_moved_to": moved,
+           "facts": facts.to_record()}
+    if json_out:
+        emit_json(doc)
+        return 0 if pinned else 1
+    out, err = stdout_console(), stderr_console()
+    env = facts.env
+    fw = facts.framework
+    out.print(escape(f"{image}: {facts.image} (linux/amd64 manifest {facts.manifest_digest}), {facts.compressed_size / 1e9:.2f} GB compressed; "
+                     f"CUDA {env.get('CUDA_VERSION', '?')}, cuDNN {env.get('CUDNN_VERSION', '?')}, NCCL {env.get('NCCL_VERSION', '?')}"
+                     + (f", {fw[0]} {fw[1]}" if fw else "") + (f", arch list {env['TORCH_CUDA_ARCH_LIST']}" if env.get("TORCH_CUDA_ARCH_LIST") else "")),
+              highlight=False)
+    if moved:
+        err.print(escape(f"warning: the tag {ref.tag} now points at {moved}; the profile keeps the pinned {ref.digest} (set it to move)"))
+    if not pinned:
+        err.print(escape(f"error: pin the image: set stack.container.image to {facts.image}"))
+        return 1
+    return 0
