@@ -5,8 +5,6 @@
 #   stack-check  (venv python) Python, pins, framework build, CUDA, cuDNN, GPU access
 #   env          /etc/trainvm/env from the manifest, secret:// references resolved
 #   report ST    the report JSON (schema 1, source "vm") on stdout; with perf.json (profile perf:) under "perf"
-#   stack-probe  (inside a container) TRAINVM_STACK=<JSON of Python, packages, framework>
-#   container-check DIGESTS  the probe's JSON on stdin: a framework that sees the GPU; stack.json
 # Paths are under $TRAINVM_ROOT; the manifest is /var/lib/trainvm/expected.json.
 import json
 import os
@@ -173,38 +171,6 @@ def cmd_stack_check(exp):
     return 1 if problems else 0
 
 
-def cmd_stack_probe():  # inside the container: what its Python sees (no expected.json there)
-    print("TRAINVM_STACK=" + json.dumps(stack_probe(), sort_keys=True))
-    return 0
-
-
-def cmd_container_check(exp, digests):  # on the host: the probe's JSON on stdin
-    want = exp.get("container") or {}
-    try:
-        stack = json.loads(sys.stdin.read() or "null")
-    except ValueError:
-        stack = None
-    if not isinstance(stack, dict):
-        print("MISMATCH the check run printed no stack probe (does the image have python3?)")
-        return 1
-    problems, fw = [], stack.get("framework")
-    if not fw:
-        problems.append("no CUDA framework (torch, tensorflow, jax) is installed in the image")
-    elif fw.get("error"):
-        problems.append("%s does not import: %s" % (fw["name"], fw["error"]))
-    elif not fw.get("cuda_available"):
-        problems.append("%s %s sees no GPU inside the container (cuda available: false)" % (fw["name"], fw["version"]))
-    digest = want.get("digest")
-    stack["container"] = {"image": want.get("image"), "digest": digest if digest and ("@" + digest) in digests else None,
-                          "repo_digests": digests.split()}
-    save("stack.json", stack)
-    for p in problems:
-        print("MISMATCH " + p)
-    if not problems:
-        print("container %s: %s %s, CUDA %s, cuDNN %s" % (want.get("image"), fw["name"], fw["version"], fw.get("cuda"), cudnn_text(fw.get("cudnn"))))
-    return 1 if problems else 0
-
-
 def env_quote(value):
     # systemd EnvironmentFile= and POSIX sh both unescape exactly \ " ` $ inside double quotes
     return '"' + re.sub(r'([\\"`$])', r"\\\1", value) + '"'
@@ -314,8 +280,8 @@ def cmd_report(exp, status):
               "python": stack.get("python"), "packages": packages,
               "data": [{"dest": d["dest"], "status": data_status(d["dest"])} for d in exp["data"]],
               "phases": phases, "profile_hash": exp["hash"], "error": os.environ.get("TV_ERROR") or None}
-    if exp.get("container"):
-        report["container"] = stack.get("container") or {"image": exp["container"]["image"], "digest": None, "repo_digests": []}
+    if "container" in stack:
+        report["container"] = stack["container"]
     report.update(facts(exp))
     perf = load("perf.json")
     if perf:
@@ -326,18 +292,13 @@ def cmd_report(exp, status):
 
 
 def main(argv):
-    cmd = argv[1] if len(argv) > 1 else ""
-    if cmd == "stack-probe":
-        return cmd_stack_probe()
-    exp = load("expected.json")
+    exp, cmd = load("expected.json"), argv[1] if len(argv) > 1 else ""
     commands = {"gpu-check": cmd_gpu_check, "stack-check": cmd_stack_check, "env": cmd_env}
     if exp is None:
         print("trainvm helper: %s/expected.json is missing" % STATE, file=sys.stderr)
         return 2
     if cmd == "report" and len(argv) > 2:
         return cmd_report(exp, argv[2])
-    if cmd == "container-check":
-        return cmd_container_check(exp, argv[2] if len(argv) > 2 else "")
     if cmd in commands:
         return commands[cmd](exp)
     print("usage: trainvm_helper.py gpu-check|stack-check|env|report STATUS", file=sys.stderr)

@@ -1,0 +1,53 @@
+#!/usr/bin/env python3
+# trainvm container helper (stdlib only), written beside trainvm_helper.py for container stacks:
+#   stack-probe              (inside the container) TRAINVM_STACK=<JSON: Python, packages, framework>
+#   container-check DIGESTS  (host) the probe's JSON on stdin: a framework that sees the GPU;
+#                            saved as stack.json with the image and its digest for the report
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import trainvm_helper as h  # noqa: E402
+
+
+def container_check(digests):
+    want = (h.load("expected.json") or {}).get("container") or {}
+    try:
+        stack = json.loads(sys.stdin.read() or "null")
+    except ValueError:
+        stack = None
+    if not isinstance(stack, dict):
+        print("MISMATCH the check run printed no stack probe (does the image have python3?)")
+        return 1
+    problems, fw = [], stack.get("framework")
+    if not fw:
+        problems.append("no CUDA framework (torch, tensorflow, jax) is installed in the image")
+    elif fw.get("error"):
+        problems.append("%s does not import: %s" % (fw["name"], fw["error"]))
+    elif not fw.get("cuda_available"):
+        problems.append("%s %s sees no GPU inside the container (cuda available: false)" % (fw["name"], fw["version"]))
+    digest = want.get("digest")
+    pulled = digest if digest and any(d.endswith("@" + digest) for d in digests.split()) else None
+    stack["container"] = {"image": want.get("image"), "digest": pulled, "repo_digests": digests.split()}
+    h.save("stack.json", stack)
+    for p in problems:
+        print("MISMATCH " + p)
+    if not problems:
+        print("container %s: %s %s, CUDA %s, cuDNN %s" % (want.get("image"), fw["name"], fw["version"], fw.get("cuda"), h.cudnn_text(fw.get("cudnn"))))
+    return 1 if problems else 0
+
+
+def main(argv):
+    cmd = argv[1] if len(argv) > 1 else ""
+    if cmd == "stack-probe":
+        print("TRAINVM_STACK=" + json.dumps(h.stack_probe(), sort_keys=True))
+        return 0
+    if cmd == "container-check":
+        return container_check(argv[2] if len(argv) > 2 else "")
+    print("usage: trainvm_container.py stack-probe|container-check DIGESTS", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
