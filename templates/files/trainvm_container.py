@@ -3,6 +3,7 @@
 #   stack-probe              (inside the container) TRAINVM_STACK=<JSON: Python, packages, framework>
 #   container-check DIGESTS  (host) the probe's JSON on stdin: a framework that sees the GPU;
 #                            saved as stack.json with the image and its digest for the report
+#   report ST, anything else trainvm_helper.py's commands; the report gets "container"
 import json
 import os
 import sys
@@ -45,8 +46,21 @@ def main(argv):
         return 0
     if cmd == "container-check":
         return container_check(argv[2] if len(argv) > 2 else "")
-    print("usage: trainvm_container.py stack-probe|container-check DIGESTS", file=sys.stderr)
-    return 2
+    if cmd != "report":
+        return h.main(argv)
+    import io
+
+    real, sys.stdout = sys.stdout, io.StringIO()
+    try:
+        rc = h.main(argv)
+        text = sys.stdout.getvalue()
+    finally:
+        sys.stdout = real
+    report = json.loads(text)
+    report["container"] = (h.load("stack.json") or {}).get("container")
+    json.dump(report, sys.stdout, sort_keys=True)
+    print()
+    return rc
 
 
 if __name__ == "__main__":

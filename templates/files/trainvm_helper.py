@@ -280,8 +280,6 @@ def cmd_report(exp, status):
               "python": stack.get("python"), "packages": packages,
               "data": [{"dest": d["dest"], "status": data_status(d["dest"])} for d in exp["data"]],
               "phases": phases, "profile_hash": exp["hash"], "error": os.environ.get("TV_ERROR") or None}
-    if "container" in stack:
-        report["container"] = stack["container"]
     report.update(facts(exp))
     perf = load("perf.json")
     if perf:
