@@ -5,9 +5,16 @@ failover bound); ``provision`` also refuses, without asking the cloud, any offer
 returns a ``Provisioned``: the record, the offer that was created and the price that applies to it.
 
 Capacity errors move to the next offer (next zone); a regional quota error skips the rest of that
-region; a cloud-wide quota error skips the cloud; rate limits and 5xx are retried inside the
-provider and, when still failing, count as a failed attempt; auth and validation errors stop at
-once. Every attempt is reported through ``on_attempt`` and kept for the final error."""
+region; a cloud-wide quota error skips the cloud, and so do ``CLOUD_CAPACITY_LIMIT`` capacity errors in a row
+in one cloud (a cloud-wide stock-out must not eat the whole attempt budget before the next cloud); rate
+limits and 5xx are retried inside the provider and, when still failing, count as a failed attempt; auth and
+validation errors stop at once.
+
+A create is a transaction with an owner: an attempt whose VM was deleted by someone else while it waited
+(``VanishedError``, e.g. ``trainvm down`` during ``up``) stops the walk; so does an attempt whose cleanup could
+not be verified (``left_behind``), because the next attempt would reuse the same VM name while the earlier
+one may still exist. "nothing was left behind" is said only when every attempt's cleanup was checked.
+Every attempt is reported through ``on_attempt`` and kept for the final error."""
 
 from __future__ import annotations
 
@@ -27,7 +34,10 @@ from provisioner.providers.base import (
     Provider,
     ProviderError,
     QuotaError,
+    VanishedError,
 )
+
+CLOUD_CAPACITY_LIMIT = 6  # capacity errors in a row in one cloud before its remaining offers are skipped
 
 
 @dataclass(frozen=True)
@@ -88,6 +98,13 @@ def _on_demand(offer: Offer) -> float:
     return offer.price_hourly
 
 
+def _left_summary(unchecked: list[Attempt]) -> str:
+    if not unchecked:
+        return "nothing was left behind (checked after every attempt)"
+    where = ", ".join(a.zone or a.region for a in unchecked)
+    return f"the cleanup of {len(unchecked)} attempt(s) ({where}) could not be checked"
+
+
 def find_existing(name: str, clouds: Sequence[str], providers: Callable[[str], Provider], profile_hash: str) -> InstanceRecord | None:
     """The VM already called ``name`` on any of ``clouds``; a different profile hash is a clear error."""
     for cloud in dict.fromkeys(clouds):
@@ -103,6 +120,23 @@ def find_existing(name: str, clouds: Sequence[str], providers: Callable[[str], P
     return None
 
 
+IN_PROGRESS = ("PROVISIONING", "STAGING", "CREATING", "UPDATING")  # InstanceRecord.state of a VM still being created
+
+
+def finish_existing(existing: InstanceRecord, offers: Sequence[Offer], spec_for: Callable[[Offer], LaunchSpec],
+                    providers: Callable[[str], Provider]) -> InstanceRecord:
+    """A re-run of ``up`` that finds its VM still being created waits for that create to finish (the provider's
+    ``create`` adopts a VM of the same name and hash, and waits, bounded, for it), instead of returning at once."""
+    if existing.state not in IN_PROGRESS:
+        return existing
+    where = existing.zone or existing.region
+    offer = next((o for o in offers if o.cloud == existing.cloud and o.location == where
+                  and o.instance_type == existing.instance_type), None)
+    if offer is None:  # not an offer of this plan any more: report it as it is
+        return existing
+    return providers(existing.cloud).create(spec_for(offer), offer)
+
+
 def provision(
     offers: Sequence[Offer],
     spec_for: Callable[[Offer], LaunchSpec],
@@ -116,13 +150,15 @@ def provision(
     """Try ``offers`` in order; ``price_of`` is the price that applies (the plan's), ``bound`` the most
     any attempt may cost per hour (offers above it are never tried)."""
     attempts: list[Attempt] = []
+    unchecked: list[Attempt] = []  # failed attempts whose cleanup the provider did not verify
     skip_regions: set[tuple[str, str]] = set()
     skip_clouds: set[str] = set()
     stocked_out: set[tuple[str, str, str]] = set()  # (cloud, zone or region, gpu): no need to ask again
+    capacity_run: dict[str, int] = {}  # cloud -> capacity errors in a row
     for offer in offers:
         if max_attempts is not None and len(attempts) >= max_attempts:
             raise ProvisionError(
-                f"gave up after {len(attempts)} attempt(s) (--max-attempts); nothing was left behind", attempts,
+                f"gave up after {len(attempts)} attempt(s) (--max-attempts); {_left_summary(unchecked)}", attempts,
                 hint="raise --max-attempts, or relax the profile; `trainvm plan` lists the remaining offers",
             )
         if offer.cloud in skip_clouds or (offer.cloud, offer.region) in skip_regions:
@@ -132,38 +168,56 @@ def provision(
         price = price_of(offer)
         if bound is not None and price > bound:
             continue
+        spec = spec_for(offer)
         try:
-            record = providers(offer.cloud).create(spec_for(offer), offer)
-        except QuotaError as exc:
-            attempt = _attempt(offer, exc.outcome, exc.code, str(exc), price)
-            if exc.scope == "cloud":
-                skip_clouds.add(offer.cloud)
-            else:
-                skip_regions.add((offer.cloud, offer.region))
-        except CapacityError as exc:
-            attempt = _attempt(offer, exc.outcome, exc.code, str(exc), price)
-            stocked_out.add((offer.cloud, offer.location, offer.gpu_name))
+            record = providers(offer.cloud).create(spec, offer)
         except ConflictError:
             raise  # a VM of that name belongs to something else: never fail over into a duplicate
-        except (AuthError, InvalidRequestError) as exc:
+        except ProviderError as exc:
             attempt = _attempt(offer, exc.outcome, exc.code, str(exc), price)
             attempts.append(attempt)
             on_attempt(attempt)
-            hint = "check your credentials (gcloud auth application-default login / az login)" if isinstance(exc, AuthError) else None
-            raise ProvisionCloudError(f"{offer.cloud} refused the request; not trying other offers", attempts, hint=hint) from exc
-        except ProviderError as exc:
-            attempt = _attempt(offer, exc.outcome, exc.code, str(exc), price)
+            _stop_if_unsafe(exc, spec.name, offer, attempts)
+            if exc.cleanup != "verified":
+                unchecked.append(attempt)
+            capacity_run[offer.cloud] = capacity_run.get(offer.cloud, 0) + 1 if isinstance(exc, CapacityError) else 0
+            if isinstance(exc, QuotaError):
+                if exc.scope == "cloud":
+                    skip_clouds.add(offer.cloud)
+                else:
+                    skip_regions.add((offer.cloud, offer.region))
+            elif isinstance(exc, CapacityError):
+                stocked_out.add((offer.cloud, offer.location, offer.gpu_name))
+                if capacity_run[offer.cloud] >= CLOUD_CAPACITY_LIMIT and any(o.cloud != offer.cloud for o in offers):
+                    skip_clouds.add(offer.cloud)  # a cloud-wide stock-out: let the other clouds have a turn
         else:
             attempt = _attempt(offer, "created", None, record.name, price)
             attempts.append(attempt)
             on_attempt(attempt)
             return Provisioned(replace(record, price_hourly=price), offer, price, tuple(attempts))
-        attempts.append(attempt)
-        on_attempt(attempt)
     within = f" within the failover bound of ${bound:.3f}/h" if bound is not None else ""
     raise ProvisionError(
-        f"no VM could be created{within} after {len(attempts)} attempt(s); nothing was left behind",
+        f"no VM could be created{within} after {len(attempts)} attempt(s); {_left_summary(unchecked)}",
         attempts,
         hint="try again later, or relax the profile (more regions, placement.max_failover_premium or max_price_per_hour, spot); "
              "`trainvm plan` shows the bound and the failover order",
     )
+
+
+def _stop_if_unsafe(exc: ProviderError, name: str, offer: Offer, attempts: list[Attempt]) -> None:
+    """Failures after which no further attempt may start: refused credentials/requests, a VM deleted by
+    someone else while we waited, and an attempt that may have left its VM (the next would reuse the name)."""
+    if isinstance(exc, (AuthError, InvalidRequestError)):
+        hint = "check your credentials (gcloud auth application-default login / az login)" if isinstance(exc, AuthError) else None
+        raise ProvisionCloudError(f"{offer.cloud} refused the request; not trying other offers", attempts,
+                                  hint=exc.hint or hint) from exc
+    if isinstance(exc, VanishedError):
+        raise ProvisionCloudError(
+            f"{name} was deleted while `up` waited for it (a `trainvm down`, or someone else); not creating it again",
+            attempts, hint=f"run `trainvm up` again if you do want {name}") from exc
+    if exc.cleanup == "left":
+        left = ", ".join(exc.left_behind) or name
+        raise ProvisionCloudError(
+            f"the attempt in {offer.location} may have left {left} behind (its cleanup could not be verified); "
+            "not trying other offers while it may still exist under the same name", attempts,
+            hint=f"run `trainvm down {name}` (repeat until it says gone), then `trainvm up` again") from exc

@@ -31,7 +31,7 @@ class FakeProvider:
         self.calls.append(("create", offer.location))
         queue = self.failures.get(offer.location) or self.failures.get(offer.region)
         if queue:
-            raise queue.popleft()
+            raise queue.popleft().verified()  # the fake creates nothing before failing
         record = InstanceRecord(
             name=spec.name, cloud=offer.cloud, region=offer.region, zone=offer.zone,
             instance_type=offer.instance_type, state="RUNNING", profile=spec.profile_name,

@@ -25,7 +25,7 @@ def run_up(path: Path, *, name: str | None, yes: bool, wait_ready: bool, clouds:
     from provisioner.profile.fields import check_cidr
     from provisioner.commands.up_summary import summary_lines, up_summary
     from provisioner.container.store import require_pinned_image
-    from provisioner.provision import find_existing, provision
+    from provisioner.provision import IN_PROGRESS, find_existing, finish_existing, provision
 
     poll = env_seconds("TRAINVM_READY_POLL_SECONDS", 15.0)  # checked before anything is created
     if name is not None and not NAME_RE.match(name):
@@ -62,6 +62,10 @@ def run_up(path: Path, *, name: str | None, yes: bool, wait_ready: bool, clouds:
     existing = find_existing(vm, list(providers), providers.__getitem__, loaded.hash)
     if existing is not None:
         err.print(f"{vm} already exists on {existing.cloud} ({existing.zone or existing.region}) for this profile; not creating another")
+        if existing.state in IN_PROGRESS:
+            err.print(f"{vm} is {existing.state}: waiting for that create to finish")
+            existing = finish_existing(existing, offers, lambda o: launch_spec(loaded, o, name=name, spot=spot, ssh_from=ssh_from),
+                                       providers.__getitem__)
         return _report_up(existing, [], json_out, exists=True, warnings=warnings)
     first = offers[0]
     use_spot = plan.request.spot

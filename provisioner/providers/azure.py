@@ -11,8 +11,13 @@ so ``get_provider("azure")`` stays cheap until a cloud call is made.
   role assignment of the VM's identity when it must stop/delete itself (``azure_roles``).
   Idempotent: deterministic names; an existing VM with this profile hash is returned (waiting for it if a
   killed ``up`` left it creating); a Failed leftover is deleted with its group and created again; another
-  hash -> ConflictError. Any failed attempt deletes its resource group and waits for that (so the next
-  region can reuse the name) before raising. An interrupted process (Ctrl-C) leaves the group to the re-run.
+  hash -> ConflictError. Any failed attempt deletes its resource group, waits for that and checks the group
+  is gone (error ``cleanup`` "verified"), else records it in ``left_behind`` (``provision`` then stops, since
+  the next region would reuse the name). An interrupted process (Ctrl-C) leaves the group to the re-run.
+- Ownership: the resource group carries a lease (``azure_lease``): only its holder deletes it; another
+  ``up`` of the same VM waits for the holder's VM instead of writing to the group.
+- Not found vs wrong credentials: a 404 is "missing" only for a resource or group; ``SubscriptionNotFound``
+  (a mistyped or invisible subscription) is an AuthError naming the subscription.
 - Long-running operations: ``poller.result(timeout)`` then ``poller.done()`` (``result`` returns quietly on
   timeout). A failed VM operation's code comes from the exception, or from the instance view when the
   operation was polled through ``provisioningState`` (no code in the exception).
@@ -23,7 +28,9 @@ so ``get_provider("azure")`` stays cheap until a cloud call is made.
 from __future__ import annotations
 
 import os
+import socket
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
@@ -33,6 +40,7 @@ from provisioner.catalog.models import Offer
 from provisioner.errors import InputError
 from provisioner.providers import azure_errors as errs
 from provisioner.providers import azure_request as R
+from provisioner.providers.azure_lease import LEASE, LEASE_UNTIL, MANAGED, GroupLease, _lease, _lease_live, _props
 from provisioner.providers.azure_clients import AzureCredentialsError, Settings, default_credential, make_clients
 from provisioner.providers.azure_roles import grant_lifecycle_role
 from provisioner.providers.base import (
@@ -42,11 +50,12 @@ from provisioner.providers.base import (
     ProviderError,
     RetryExhaustedError,
     price_from_labels,
+    VanishedError,
 )
 
 __all__ = ["AzureProvider", "AzureCredentialsError", "vm_state"]
 
-MANAGED = "trainvm-managed"
+NOT_MISSING = frozenset({"SubscriptionNotFound", "InvalidSubscriptionId"})  # 404s that are not "no such resource"
 IN_FLIGHT = ("Creating", "Updating")
 RUN_COMMAND_TIMEOUT = 300.0
 SSH_KEY_FILES = ("~/.ssh/id_ed25519.pub", "~/.ssh/id_rsa.pub")
@@ -60,17 +69,13 @@ def _wire(obj: Any) -> dict[str, Any]:
     return obj.as_dict() if hasattr(obj, "as_dict") else dict(obj)
 
 
-def _props(res: dict[str, Any]) -> dict[str, Any]:
-    return res.get("properties") or {}
-
-
 def _group_of(vm: dict[str, Any]) -> str:
     """The VM's resource group, from its id (``/subscriptions/S/resourceGroups/RG/...``)."""
     parts = (vm.get("id") or "").split("/")
     return parts[4] if len(parts) > 4 and parts[3].lower() == "resourcegroups" else R.names(vm.get("name") or "").rg
 
 
-class AzureProvider:
+class AzureProvider(GroupLease):
     NAME = "azure"
 
     def __init__(self, *, subscription_id: str | None = None, endpoint: str | None = None, credential: Any = None,
@@ -84,6 +89,7 @@ class AzureProvider:
         self._credential, self._ssh_key_path, self._sleep = credential, ssh_public_key, sleep
         self._api: SimpleNamespace | None = None
         self._images: dict[tuple[str, str, str, str], str] = {}
+        self._attempt: str | None = None  # this create's lease id (group tag LEASE)
 
     def api(self) -> SimpleNamespace:
         """The three management clients (built once, on first use: the SDK imports happen here)."""
@@ -101,7 +107,7 @@ class AzureProvider:
             if not errs.is_sdk_error(exc):
                 raise
             f = errs.from_exception(exc)
-            if f.status == 404 and missing is not _MISSING:
+            if f.status == 404 and missing is not _MISSING and f.code not in NOT_MISSING:
                 return missing
             raise errs.classify(f) from exc
 
@@ -175,28 +181,46 @@ class AzureProvider:
             adopted = self._adopt(existing, spec, notes, deadline)
             if adopted is not None:
                 return adopted
+        self._attempt = f"{socket.gethostname()[:40]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        other = self._await_other_attempt(n.rg, spec, notes, deadline)
+        if other is not None:
+            return other
         self._prepare_group(n.rg, offer.region, deadline)
         image = self.resolve_image(offer.region, R.image_for(spec.os, offer))
         body = R.vm_body(spec, offer, subscription_id=self.subscription_id, image=image, ssh_public_key=key)
-        api = self.api()
+        api, group_body = self.api(), R.group_body(spec, offer.region)
+        group_body["tags"] = {**group_body["tags"], LEASE: self._attempt,
+                              LEASE_UNTIL: str(int(time.time() + self.op_timeout + 60))}
+        made_group = False
         try:
-            self._call(lambda: api.resource.resource_groups.create_or_update(n.rg, R.group_body(spec, offer.region)))
-            vnet = self._call(lambda: api.network.virtual_networks.begin_create_or_update(
+            self._call(lambda: api.resource.resource_groups.create_or_update(n.rg, group_body))
+            made_group = True
+            if _lease(self._get_group(n.rg)) != self._attempt:  # another `up` wrote the group just after us
+                other = self._await_other_attempt(n.rg, spec, notes, deadline)
+                if other is not None:
+                    return other
+            vnet = self._put(n.rg, deadline, lambda: api.network.virtual_networks.begin_create_or_update(
                 n.rg, n.vnet, R.vnet_body(spec, offer.region)))
-            nsg = self._call(lambda: api.network.network_security_groups.begin_create_or_update(
+            nsg = self._put(n.rg, deadline, lambda: api.network.network_security_groups.begin_create_or_update(
                 n.rg, n.nsg, R.nsg_body(spec, offer.region)))
             self._wait(vnet, deadline, f"virtual network {n.vnet}")
             self._wait(nsg, deadline, f"network security group {n.nsg}")
-            vm = self._call(lambda: api.compute.virtual_machines.begin_create_or_update(n.rg, spec.name, body))
+            if _lease(self._get_group(n.rg)) != self._attempt:  # lost the group to another `up`: its VM is ours too
+                return self._await_other_attempt(n.rg, spec, notes, deadline) or self._lost(spec, n.rg)
+            vm = self._put(n.rg, deadline, lambda: api.compute.virtual_machines.begin_create_or_update(n.rg, spec.name, body))
             self._wait_vm(vm, n, deadline)
-            created = self._get_vm(n.rg, spec.name) or {}
+            created = self._get_vm(n.rg, spec.name)
+            if created is None:
+                raise VanishedError(f"{spec.name} was deleted right after its creation finished", code="DeletedDuringCreate")
             grant_lifecycle_role(self, spec, created)  # needs the identity ARM gave the VM
             return self._record(created, notes=notes)
         except Exception as exc:
-            note = self._cleanup(n.rg, spec)
+            if made_group and isinstance(exc, ProviderError) and not isinstance(exc, VanishedError):
+                exc = self._vanished(n.rg, spec, exc)
+            note = self._cleanup(n.rg, spec, exc if isinstance(exc, ProviderError) else None)
             if note and isinstance(exc, ProviderError):
                 exc.args = (f"{exc}; {note}",)
-            raise
+            raise exc
 
     def _wait_vm(self, poller: Any, n: R.Names, deadline: float) -> None:
         """Wait for the VM's creation; a failure without a code (provisioningState polling) takes the code
@@ -229,52 +253,18 @@ class AzureProvider:
                 self._sleep(self.poll_seconds)
                 vm = self._get_vm(n.rg, spec.name) or {}
         except ProviderError as exc:
-            note = self._cleanup(n.rg, spec)
+            note = self._cleanup(n.rg, spec, exc)
             if note:
                 exc.args = (f"{exc}; {note}",)
             raise
         if _props(vm).get("provisioningState") == "Succeeded":
             grant_lifecycle_role(self, spec, vm)  # a killed `up` may have stopped before it
             return self._record(vm, notes=notes, existing=True)
+        group = self._get_group(n.rg)
+        if group is not None and _lease(group) not in (None, self._attempt) and _lease_live(group):
+            return None  # another live attempt owns this failed VM: its own cleanup decides (create() waits for it)
         self._delete_group(n.rg, wait=True)  # Failed/Canceled/gone: start again from nothing
         return None
-
-    def _prepare_group(self, rg: str, location: str, deadline: float) -> None:
-        """Make room for the group: a trainvm leftover being deleted or in another region must be gone first."""
-        group = self._get_group(rg)
-        if group is None:
-            return
-        if (group.get("tags") or {}).get(MANAGED) != "true":
-            raise ConflictError(f"resource group {rg} exists and is not managed by trainvm; pass --name to choose "
-                                "another VM name")
-        state = _props(group).get("provisioningState")
-        if state != "Deleting" and group.get("location") == location:
-            return  # a leftover of an interrupted attempt here: the PUTs below update it in place
-        if state != "Deleting":
-            self._delete_group(rg, wait=True)
-        while self._get_group(rg) is not None:
-            if time.monotonic() >= deadline:
-                raise RetryExhaustedError(f"resource group {rg} is still being deleted", code="OperationTimeout")
-            self._sleep(self.poll_seconds)
-
-    def _cleanup(self, rg: str, spec: LaunchSpec) -> str | None:
-        """Delete what a failed attempt left (a group carrying this profile's hash); a note if that failed."""
-        try:
-            group = self._get_group(rg)
-            if group is None or (group.get("tags") or {}).get("trainvm-hash") != spec.labels.get("trainvm-hash"):
-                return None
-            self._delete_group(rg, wait=True)
-            return None
-        except ProviderError as exc:
-            return f"deleting resource group {rg} failed ({exc}); run `trainvm down {spec.name}`"
-
-    def _delete_group(self, rg: str, *, wait: bool) -> bool:
-        poller = self._call(lambda: self.api().resource.resource_groups.begin_delete(rg), missing=None)
-        if poller is None:
-            return False
-        if wait:
-            self._wait(poller, time.monotonic() + self.op_timeout, f"deleting resource group {rg}")
-        return True
 
     def find(self, name: str) -> InstanceRecord | None:
         n = R.names(name)

@@ -7,6 +7,8 @@
   bearer tokens over http (trap A1). The token scope stays ``https://management.azure.com/.default``; the CA
   comes from ``REQUESTS_CA_BUNDLE`` (passed on as ``connection_verify`` when set).
 - ``polling_interval``: ``TRAINVM_AZURE_POLL_SECONDS`` (default 5; ARM's own default is 30 s, trap A2).
+- Bounded calls: every HTTP request has connect/read timeouts of half of ``TRAINVM_API_TIMEOUT`` (default
+  30 s), and azure-core's RetryPolicy gives up once a call has taken ``TRAINVM_API_TIMEOUT`` in all.
 - Retries: azure-core's RetryPolicy (429/5xx/connection errors, honours Retry-After), ``retry_total`` times,
   backoff factor ``TRAINVM_RETRY_BASE_DELAY`` (default 0.8, the SDK's).
 - Resource-provider auto-registration is OFF (trap A8). The generated clients hard-wire
@@ -71,6 +73,7 @@ class Settings:
     op_timeout: float
     retry_total: int
     retry_backoff: float
+    call_timeout: float = 30.0
 
     @classmethod
     def from_env(cls, *, subscription_id: str | None = None, endpoint: str | None = None, poll_seconds: float | None = None,
@@ -88,7 +91,8 @@ class Settings:
                    poll_seconds if poll_seconds is not None else env_seconds("TRAINVM_AZURE_POLL_SECONDS", 5.0),
                    op_timeout if op_timeout is not None else env_seconds("TRAINVM_AZURE_OP_TIMEOUT", 900.0),
                    retry_total,
-                   retry_backoff if retry_backoff is not None else env_seconds("TRAINVM_RETRY_BASE_DELAY", 0.8))
+                   retry_backoff if retry_backoff is not None else env_seconds("TRAINVM_RETRY_BASE_DELAY", 0.8),
+                   env_seconds("TRAINVM_API_TIMEOUT", 30.0))
 
 
 def default_credential() -> Any:
@@ -100,14 +104,14 @@ def default_credential() -> Any:
     return DefaultAzureCredential()
 
 
-def policies(credential: Any, moniker: str, **kw: Any) -> list[Any]:
+def policies(credential: Any, moniker: str, call_timeout: float = 30.0, **kw: Any) -> list[Any]:
     """The generated clients' default pipeline, in their order, without the auto-registration policy (A8)."""
     from azure.core.pipeline import policies as p
     from azure.mgmt.core.policies import ARMChallengeAuthenticationPolicy, ARMHttpLoggingPolicy
 
     kw = dict(kw, sdk_moniker=moniker, user_agent="trainvm")
     return [p.RequestIdPolicy(**kw), p.HeadersPolicy(**kw), p.UserAgentPolicy(**kw), p.ProxyPolicy(**kw),
-            p.ContentDecodePolicy(**kw), p.RedirectPolicy(**kw), p.RetryPolicy(**kw),
+            p.ContentDecodePolicy(**kw), p.RedirectPolicy(**kw), p.RetryPolicy(**kw, timeout=call_timeout),
             ARMChallengeAuthenticationPolicy(credential, ARM_SCOPE, **kw), p.CustomHookPolicy(**kw),
             p.NetworkTraceLoggingPolicy(**kw), p.DistributedTracingPolicy(**kw), p.SensitiveHeaderCleanupPolicy(**kw),
             ARMHttpLoggingPolicy(**kw)]
@@ -116,7 +120,9 @@ def policies(credential: Any, moniker: str, **kw: Any) -> list[Any]:
 def _client_kwargs(settings: Settings) -> dict[str, Any]:
     """What every management client gets: scope, polling, retries, endpoint and CA bundle."""
     kw: dict[str, Any] = {"credential_scopes": [ARM_SCOPE], "polling_interval": settings.poll_seconds,
-                          "retry_total": settings.retry_total, "retry_backoff_factor": settings.retry_backoff}
+                          "retry_total": settings.retry_total, "retry_backoff_factor": settings.retry_backoff,
+                          "connection_timeout": max(0.5, settings.call_timeout / 2),
+                          "read_timeout": max(0.5, settings.call_timeout / 2)}
     if settings.endpoint:
         kw["base_url"] = settings.endpoint
     if os.environ.get("REQUESTS_CA_BUNDLE"):
@@ -133,7 +139,7 @@ def make_clients(settings: Settings, credential: Any) -> SimpleNamespace:
     kw = _client_kwargs(settings)
 
     def client(module: Any, cls: str, moniker: str) -> Any:
-        pipeline = policies(credential, f"mgmt-{moniker}/{getattr(module, '__version__', '')}", **kw)
+        pipeline = policies(credential, f"mgmt-{moniker}/{getattr(module, '__version__', '')}", settings.call_timeout, **kw)
         return getattr(module, cls)(credential, settings.subscription_id, policies=pipeline, **kw)
 
     return SimpleNamespace(resource=client(resources, "ResourceManagementClient", "resource"),

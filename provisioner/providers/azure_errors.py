@@ -110,6 +110,10 @@ def is_retryable(f: Failure) -> bool:
 def classify(f: Failure) -> ProviderError:
     """The ``ProviderError`` for a failure (the SDK's own retries are already spent)."""
     message = _short(f.message)
+    if f.code in ("SubscriptionNotFound", "InvalidSubscriptionId"):
+        return AuthError(f"Azure subscription not usable: {message} (it does not exist, or these credentials cannot "
+                         "see it)", code=f.code,
+                         hint="check AZURE_SUBSCRIPTION_ID against `az account list -o table` (the id, not the name)")
     if f.kind == "auth" or f.code in AUTH_CODES or (f.status in (401, 403) and f.code not in NEXT_OFFER_CODES):
         return AuthError(f"Azure refused the credentials or the permission: {message}", code=f.code or str(f.status),
                          hint="run `az login` (or set TRAINVM_AZURE_ACCESS_TOKEN) and check AZURE_SUBSCRIPTION_ID and "

@@ -16,7 +16,9 @@ from typing import Any, Literal, Protocol
 from provisioner.catalog.models import Offer
 from provisioner.errors import CloudError
 
-Outcome = Literal["created", "exists", "capacity", "quota", "quota-cloud", "retry-exhausted", "auth", "invalid", "error"]
+Outcome = Literal["created", "exists", "capacity", "quota", "quota-cloud", "retry-exhausted", "auth", "invalid", "error",
+                  "deleted"]
+Cleanup = Literal["verified", "left", "unknown"]
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,20 @@ class ProviderError(CloudError):
     def __init__(self, message: str, *, code: str | None = None, hint: str | None = None) -> None:
         super().__init__(message, hint=hint)
         self.code = code
+        #: What the failed attempt's cleanup established: "verified" (the cloud answered that nothing of this
+        #: attempt exists any more), "left" (something may still exist: ``left_behind`` names it), "unknown".
+        self.cleanup: Cleanup = "unknown"
+        self.left_behind: tuple[str, ...] = ()
+
+    def leaves(self, *what: str) -> ProviderError:
+        """Record resources this attempt may have left (cleanup failed or could not be checked)."""
+        self.cleanup, self.left_behind = "left", (*self.left_behind, *what)
+        return self
+
+    def verified(self) -> ProviderError:
+        if self.cleanup == "unknown":
+            self.cleanup = "verified"
+        return self
 
 
 class CapacityError(ProviderError):
@@ -110,6 +126,13 @@ class AuthError(ProviderError):
     outcome = "auth"
 
 
+class VanishedError(ProviderError):
+    """The VM (or the resource group holding it) was deleted by someone else while ``create`` waited for it,
+    e.g. a ``trainvm down`` during a pending ``up``. The create stops: it never re-sends the request."""
+
+    outcome = "deleted"
+
+
 class InvalidRequestError(ProviderError):
     outcome = "invalid"
 
@@ -128,7 +151,8 @@ class Provider(Protocol):
 
     def create(self, spec: LaunchSpec, offer: Offer) -> InstanceRecord:
         """Create the VM for ``offer`` and wait until it runs. Idempotent for the same spec (request ids,
-        deterministic names). On any failure, leaves nothing behind and raises a ``ProviderError``."""
+        deterministic names). On any failure, deletes what the attempt made and raises a ``ProviderError`` whose
+        ``cleanup`` says whether that was checked ("verified") or what may be left (``leaves``)."""
 
     def list(self) -> list[InstanceRecord]:
         """Every VM labelled ``trainvm-managed=true`` that the credentials can see."""

@@ -11,18 +11,29 @@ Thin on purpose: the request body comes from ``gcp_request`` (pure), failures ar
   rules; a server long-poll of at most ~2 min), overall deadline ``TRAINVM_GCE_OP_TIMEOUT`` seconds
   (default 600). A finished operation's ``error.errors`` is always inspected: ``ExtendedOperation.result()``
   is never used (G1, G2).
-- Retries: 429, 5xx (not stock-outs) and connection errors are retried ``tries`` times with exponential
-  backoff and jitter (base ``TRAINVM_RETRY_BASE_DELAY`` seconds, default 1), then RetryExhaustedError.
+- Retries: 429, 5xx (not stock-outs) and connection errors are retried (``google.api_core.retry``) up to
+  ``tries`` times with exponential backoff and jitter (base ``TRAINVM_RETRY_BASE_DELAY`` seconds, default 1),
+  within ``TRAINVM_API_TIMEOUT`` seconds for the whole call (default 30; each HTTP request gets at most half of
+  it), then RetryExhaustedError: an endpoint that never answers fails in about that time.
+- Wrong project: a 404 on the project itself ("The resource 'projects/P' was not found"; GCE says that for a
+  project that does not exist or that the credentials cannot see) is an AuthError naming the project, never
+  "not found" for the VM; a 403 is an AuthError as well.
+- Listing: ``aggregatedList`` with ``returnPartialSuccess``; an unreachable zone is skipped with a warning.
 - Idempotency: ``create`` first looks for the VM in the offer's zone (same hash: returned as is, with
   ``extra["existing"]``; another hash or not trainvm's: ConflictError). Every insert carries a requestId
   derived from name + profile hash + zone, so a re-run of an interrupted ``up`` gets GCE's original
-  operation back instead of a second VM. A replayed operation that is stale (it failed, or its VM has
-  been deleted since) is detected and the insert re-sent with a new id derived from the old operation.
+  operation back instead of a second VM. A replayed operation that is stale (it was already DONE when
+  returned and failed, or its VM has been deleted since) is detected and the insert re-sent with a new id
+  derived from the old operation. An insert *this* call started whose VM is gone when it finishes (or is
+  STOPPING/TERMINATED) was deleted by someone else (``trainvm down`` during ``up``): VanishedError, never a
+  re-send.
 - SSH: with ``ssh_from`` two VPC firewall rules (``gcp_firewall``) are made to exist before the instance
   insert, so the VM is never reachable through default-allow-ssh; ``down`` deletes them after the VM.
 - Failure: after any failed attempt (operation error, timeout, retries exhausted) the VM, if it exists
-  and carries this profile's hash, is deleted and the deletion awaited, so nothing keeps billing; then
-  the firewall rules the attempt created (never while the VM still exists).
+  and carries this profile's hash, is deleted and the deletion awaited, then looked up again: the error's
+  ``cleanup`` is "verified" only when GCE answered that the VM is gone, else the VM is recorded in
+  ``left_behind`` (``provision`` then stops: the next attempt would reuse the name). Then the firewall rules
+  the attempt created (never while the VM still exists).
   An interrupted process (Ctrl-C) leaves the VM to the re-run, which adopts it.
 """
 
@@ -48,7 +59,9 @@ from provisioner.providers.base import (
     ProviderError,
     RetryExhaustedError,
     price_from_labels,
+    VanishedError,
 )
+from provisioner.providers.gcp_calls import GceCalls, _stderr_warning
 from provisioner.providers.gcp_firewall import SshFirewall
 from provisioner.providers.gcp_report import guest_report, serial_report
 from provisioner.providers.gcp_request import image_family, instance_body, request_id, ssh_notes, ssh_tag
@@ -57,21 +70,24 @@ COMPUTE_SCOPE = "https://www.googleapis.com/auth/compute"
 MANAGED_FILTER = "labels.trainvm-managed = true"
 IN_FLIGHT = ("PROVISIONING", "STAGING")
 HTTP_TIMEOUT = 60.0
-WAIT_HTTP_TIMEOUT = 150.0  # zoneOperations.wait answers within ~2 min
-_MISSING = object()
+
+
+def PARTIAL_OK(v1: Any) -> list[str]:  # noqa: N802 - google-cloud-compute < 1.20 has no returnPartialSuccess
+    return list(v1.AggregatedListInstancesRequest.meta.fields)
 
 
 class GcpCredentialsError(CloudError):
     """No usable credentials or project (exit 3)."""
 
 
-class GcpProvider:
+class GcpProvider(GceCalls):
     NAME = "gcp"
 
     def __init__(self, *, project: str | None = None, endpoint: str | None = None, credentials: Any = None,
                  op_timeout: float | None = None, retry_base_delay: float | None = None, tries: int = 4,
                  poll_interval: float | None = None, sleep: Callable[[float], None] = time.sleep,
-                 rng: random.Random | None = None) -> None:
+                 rng: random.Random | None = None, call_timeout: float | None = None,
+                 warn: Callable[[str], None] | None = None) -> None:
         self.endpoint = (endpoint if endpoint is not None else os.environ.get("TRAINVM_GCE_ENDPOINT", "")).rstrip("/")
         self._project, self._credentials = project, credentials
         self.op_timeout = op_timeout if op_timeout is not None else env_seconds("TRAINVM_GCE_OP_TIMEOUT", 600.0)
@@ -79,9 +95,13 @@ class GcpProvider:
                                  else env_seconds("TRAINVM_RETRY_BASE_DELAY", 1.0))
         self.poll_interval = poll_interval if poll_interval is not None else min(2.0, 2 * self.retry_base_delay)
         self.tries = max(1, tries)
+        self.call_timeout = call_timeout if call_timeout is not None else env_seconds("TRAINVM_API_TIMEOUT", 30.0)
+        self.http_timeout = max(0.5, min(HTTP_TIMEOUT, self.call_timeout / 2))
+        self._warn = warn or _stderr_warning
         self._sleep, self._rng = sleep, rng or random.Random()
         self._api: SimpleNamespace | None = None
         self._images: dict[str, str] = {}
+        self.unreachable: list[str] = []  # zones the last listing could not read
         self._sent = False  # create(): an insert went out, so a failure must clean up
         self._fw = SshFirewall(self)
         # Credentials are checked now (google.auth only, ~0.1 s), so that a cloud without them is skipped
@@ -129,66 +149,31 @@ class GcpProvider:
                                       hint="export GOOGLE_CLOUD_PROJECT=<project id> (or `gcloud config set project`)")
         return creds, project
 
-    # ------------------------------------------------------------------ calls, retries, waiting
-    def _backoff(self, attempt: int) -> None:
-        delay = min(30.0, self.retry_base_delay * 2 ** (attempt - 1))
-        self._sleep(delay / 2 + self._rng.uniform(0, delay / 2))  # "equal jitter"
-
-    def _call(self, fn: Callable[[], Any], *, missing: Any = _MISSING, exists: Any = _MISSING) -> Any:
-        """Run one SDK call with bounded retries; 404 -> ``missing`` and 409 -> ``exists`` when given."""
-        for attempt in range(1, self.tries + 1):
-            try:
-                return fn()
-            except Exception as exc:  # noqa: BLE001 - classified below
-                f = errs.from_exception(exc)
-                if f.kind == "other":  # not a cloud answer: a bug, shown as such
-                    raise
-                if f.status == 404 and missing is not _MISSING:
-                    return missing
-                if f.status == 409 and exists is not _MISSING:
-                    return exists
-                if not errs.is_retryable(f) or attempt == self.tries:
-                    raise errs.classify(f, retried=attempt if errs.is_retryable(f) else 0) from exc
-                self._backoff(attempt)
-        raise AssertionError("unreachable")
-
-    def _wait(self, zone: str | None, op: Any, deadline: float) -> Any:
-        """Wait until ``op`` (zonal, or global when ``zone`` is None) is DONE (bounded); the caller inspects
-        ``op.error.errors``."""
-        api, failures = self.api(), 0
-        done = api.v1.Operation.Status.DONE
-        scope = {"zone": zone} if zone else {}
-        waiter = api.zone_ops.wait if zone else api.global_ops.wait
-        while op.status != done:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise RetryExhaustedError(f"operation {op.name} in {zone or 'global'} did not finish within "
-                                          f"{self.op_timeout:g} s (TRAINVM_GCE_OP_TIMEOUT)", code="OPERATION_TIMEOUT")
-            started = time.monotonic()
-            try:
-                op = waiter(project=api.project, operation=op.name, retry=None,
-                            timeout=max(1.0, min(WAIT_HTTP_TIMEOUT, remaining + 5)), **scope)
-            except Exception as exc:  # noqa: BLE001
-                f, failures = errs.from_exception(exc), failures + 1
-                if not errs.is_retryable(f) or failures >= self.tries:
-                    raise errs.classify(f, retried=failures) from exc
-                self._backoff(failures)
-                continue
-            if op.status != done and time.monotonic() - started < 1.0:  # the server did not long-poll
-                self._sleep(max(0.0, min(self.poll_interval, deadline - time.monotonic())))
-        return op
-
     def _get(self, zone: str, name: str) -> Any:
         api = self.api()
         return self._call(lambda: api.instances.get(project=api.project, zone=zone, instance=name, retry=None,
-                                                    timeout=HTTP_TIMEOUT), missing=None)
+                                                    timeout=self.http_timeout), missing=None)
 
     def _aggregated(self, flt: str) -> list[Any]:
+        """Instances in every zone; a zone GCE reports unreachable is skipped with a warning."""
         api = self.api()
-        req = api.v1.AggregatedListInstancesRequest(project=api.project, filter=flt, max_results=500)
-        return self._call(lambda: [i for _, scoped in api.instances.aggregated_list(request=req, retry=None,
-                                                                                    timeout=HTTP_TIMEOUT)
-                                   for i in scoped.instances])
+        kw = {"return_partial_success": True} if "return_partial_success" in PARTIAL_OK(api.v1) else {}
+        req = api.v1.AggregatedListInstancesRequest(project=api.project, filter=flt, max_results=500, **kw)
+
+        def fetch() -> tuple[list[Any], list[str]]:
+            pager = api.instances.aggregated_list(request=req, retry=None, timeout=self.http_timeout)
+            found, unreachable = [], []
+            for page in pager.pages:
+                unreachable += list(page.unreachables)
+                found += [i for scoped in page.items.values() for i in scoped.instances]
+            return found, unreachable
+
+        found, unreachable = self._call(fetch)
+        self.unreachable = [z.rsplit("/", 1)[-1] for z in unreachable]
+        if unreachable:
+            self._warn(f"GCE could not list {', '.join(z.rsplit('/', 1)[-1] for z in unreachable)} in project "
+                       f"{self.project}; instances there are not shown")
+        return found
 
     # ------------------------------------------------------------------ building the request
     def resolve_image(self, os_name: str) -> str:
@@ -196,7 +181,7 @@ class GcpProvider:
         if os_name not in self._images:
             api, (project, family) = self.api(), image_family(os_name)
             image = self._call(lambda: api.images.get_from_family(project=project, family=family, retry=None,
-                                                                  timeout=HTTP_TIMEOUT), missing=None)
+                                                                  timeout=self.http_timeout), missing=None)
             if image is None:
                 raise InvalidRequestError(f"image family {project}/{family} for {os_name} was not found", code="IMAGE")
             self._images[os_name] = f"projects/{project}/global/images/{image.name}"
@@ -217,7 +202,7 @@ class GcpProvider:
         req = api.v1.InsertInstanceRequest(project=api.project, zone=zone, request_id=rid or request_id(spec, zone),
                                            instance_resource=self.instance(spec, offer, image or self.resolve_image(spec.os)))
         self._sent = True
-        return self._call(lambda: api.instances.insert_unary(request=req, retry=None, timeout=HTTP_TIMEOUT), exists=None)
+        return self._call(lambda: api.instances.insert_unary(request=req, retry=None, timeout=self.http_timeout), exists=None)
 
     # ------------------------------------------------------------------ the contract
     def create(self, spec: LaunchSpec, offer: Offer) -> InstanceRecord:
@@ -244,15 +229,21 @@ class GcpProvider:
                 op = self._wait(zone, op, deadline)
                 failure = errs.from_operation(op)
                 inst = None if failure else self._get(zone, spec.name)
-                if (failure and replayed) or (failure is None and inst is None):
+                if replayed and (failure or inst is None):
                     rid = request_id(spec, zone, salt=op.name)  # stale: that request's VM failed or was deleted
                     continue
                 if failure:
                     raise errs.classify(failure)
+                if inst is None:  # our own insert finished, and the VM is gone: someone deleted it meanwhile
+                    raise VanishedError(f"{spec.name} in {zone} was deleted while its create was in progress",
+                                        code="DELETED_DURING_CREATE")
                 return self._record(self._until_running(inst, zone, deadline), notes=ssh_notes(spec))
             raise ProviderError("GCE kept answering with operations of earlier requests", code="STALE_REQUEST_ID")
         except ProviderError as exc:
-            notes = [self._cleanup(zone, spec) if self._sent else None, self._fw.cleanup(spec, zone)]
+            notes = [self._cleanup(zone, spec, exc) if self._sent else None, self._fw.cleanup(spec, zone)]
+            if notes[1]:
+                exc.leaves(f"firewall rules of {spec.name}")
+            exc.verified()
             if any(notes):
                 exc.args = ("; ".join([str(exc), *filter(None, notes)]),)
             raise
@@ -280,26 +271,45 @@ class GcpProvider:
         return self._record(inst, notes=ssh_notes(spec, tagged), existing=True)
 
     def _until_running(self, inst: Any, zone: str, deadline: float) -> Any:
-        while inst.status in IN_FLIGHT and time.monotonic() < deadline:
+        """Poll until the VM leaves PROVISIONING/STAGING (bounded). A VM that disappears, or turns STOPPING /
+        TERMINATED on its way up, was deleted or stopped by someone else: VanishedError."""
+        name = inst.name
+        while inst.status in IN_FLIGHT:
+            if time.monotonic() >= deadline:
+                raise RetryExhaustedError(f"{name} in {zone} was still {inst.status} after {self.op_timeout:g} s "
+                                          "(TRAINVM_GCE_OP_TIMEOUT)", code="OPERATION_TIMEOUT")
             self._sleep(max(0.0, min(self.poll_interval, deadline - time.monotonic())))
-            inst = self._get(zone, inst.name) or inst
+            inst = self._get(zone, name)
+            if inst is None:
+                raise VanishedError(f"{name} in {zone} was deleted while `up` waited for it to start",
+                                    code="DELETED_DURING_CREATE")
+        if inst.status in ("STOPPING", "TERMINATED", "SUSPENDING", "SUSPENDED"):
+            raise VanishedError(f"{name} in {zone} is {inst.status}: it was stopped or deleted while `up` waited for it",
+                                code="DELETED_DURING_CREATE")
         return inst
 
-    def _cleanup(self, zone: str, spec: LaunchSpec) -> str | None:
-        """Delete what a failed attempt left (only a VM carrying this profile's hash); a note if that failed."""
+    def _cleanup(self, zone: str, spec: LaunchSpec, failed: ProviderError) -> str | None:
+        """Delete what a failed attempt left (only a VM carrying this profile's hash), then check that GCE
+        answers "not found" for it. ``failed`` is marked verified, or left (with a note) when that could not
+        be established."""
         try:
             inst = self._get(zone, spec.name)
-            if inst is None or dict(inst.labels).get("trainvm-hash") != spec.labels.get("trainvm-hash"):
-                return None
-            self._delete(zone, spec.name, wait=True)
+            if inst is not None and dict(inst.labels).get("trainvm-hash") == spec.labels.get("trainvm-hash"):
+                self._delete(zone, spec.name, wait=True)
+                inst = self._get(zone, spec.name)
+            if inst is not None and dict(inst.labels).get("trainvm-hash") == spec.labels.get("trainvm-hash"):
+                failed.leaves(f"{spec.name} ({zone}, {inst.status})")
+                return f"{spec.name} in {zone} still exists ({inst.status}) after its deletion; run `trainvm down {spec.name}`"
+            failed.verified()
             return None
         except ProviderError as exc:
+            failed.leaves(f"{spec.name} ({zone})")
             return f"cleaning up {spec.name} in {zone} failed ({exc}); run `trainvm down {spec.name}`"
 
     def _delete(self, zone: str, name: str, *, wait: bool) -> bool:
         api = self.api()
         op = self._call(lambda: api.instances.delete_unary(project=api.project, zone=zone, instance=name, retry=None,
-                                                           timeout=HTTP_TIMEOUT), missing=None)
+                                                           timeout=self.http_timeout), missing=None)
         if op is None:
             return False
         if wait:
@@ -327,6 +337,9 @@ class GcpProvider:
         """The VM, then its SSH firewall rules (after it is gone, so its deny rule protects it to the end; with
         ``wait=False`` they are deleted while it shuts down). No VM: leftover rules only."""
         inst = self._find_any(name)
+        if inst is None and self.unreachable:  # "gone" only where GCE answered
+            raise RetryExhaustedError(f"cannot tell whether {name} exists: GCE could not list "
+                                      f"{', '.join(self.unreachable)}; try `trainvm down {name}` again", code="UNREACHABLE")
         if inst is None:
             return self._fw.delete(name, wait=wait)
         zone = inst.zone.rsplit("/", 1)[-1]

@@ -31,6 +31,10 @@ AUTH_REASONS = frozenset({"required", "authError", "forbidden", "accessNotConfig
                           "PERMISSION_DENIED", "UNAUTHENTICATED", "SERVICE_DISABLED"})
 CAPACITY_TEXT = re.compile(r"does not have enough resources|resource pool exhausted", re.I)
 QUOTA_METRIC = re.compile(r"Quota '([A-Za-z0-9_]+)' exceeded")
+#: GCE's answer for a project that does not exist or that the caller cannot see (404 notFound on the project
+#: itself, or 403 "Project P is not found and cannot be used for API calls").
+PROJECT_404 = re.compile(r"The resource 'projects/([^'/]+)' was not found")
+PROJECT_403 = re.compile(r"Project (\S+) is not found and cannot be used for API calls")
 
 
 @dataclass(frozen=True)
@@ -89,6 +93,17 @@ def from_exception(exc: BaseException) -> Failure:
     if module.startswith(("requests", "urllib3")) or isinstance(exc, (ConnectionError, TimeoutError)):
         return Failure(None, type(exc).__name__, str(exc), kind="network")
     return Failure(None, type(exc).__name__, str(exc) or type(exc).__name__, kind="other")
+
+
+def missing_project(f: Failure) -> str | None:
+    """The project named by a "project not found" answer (never the same thing as "instance not found")."""
+    m = (PROJECT_404.search(f.message) if f.status == 404 else None) or (
+        PROJECT_403.search(f.message) if f.status == 403 else None)
+    return m.group(1) if m else None
+
+
+def short(message: str) -> str:
+    return _short(message)
 
 
 def _short(message: str) -> str:

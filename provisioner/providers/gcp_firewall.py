@@ -51,7 +51,7 @@ class SshFirewall:
         """The rule as REST JSON (camelCase), or None when there is none of that name."""
         api = self.p.api()
         fw = self.p._call(lambda: api.firewalls.get(project=api.project, firewall=name, retry=None,
-                                                    timeout=HTTP_TIMEOUT), missing=None)
+                                                    timeout=self.p.http_timeout), missing=None)
         return None if fw is None else json.loads(api.v1.Firewall.to_json(fw))
 
     def _send(self, verb: str, body: dict[str, Any]) -> Any:
@@ -61,11 +61,11 @@ class SshFirewall:
         rid = str(uuid.uuid4())
         if verb == "insert":
             req = api.v1.InsertFirewallRequest(project=api.project, firewall_resource=resource, request_id=rid)
-            return self.p._call(lambda: api.firewalls.insert_unary(request=req, retry=None, timeout=HTTP_TIMEOUT),
+            return self.p._call(lambda: api.firewalls.insert_unary(request=req, retry=None, timeout=self.p.http_timeout),
                                 exists=None)
         req = api.v1.UpdateFirewallRequest(project=api.project, firewall=body["name"], firewall_resource=resource,
                                            request_id=rid)
-        return self.p._call(lambda: api.firewalls.update_unary(request=req, retry=None, timeout=HTTP_TIMEOUT))
+        return self.p._call(lambda: api.firewalls.update_unary(request=req, retry=None, timeout=self.p.http_timeout))
 
     def _finish(self, ops: list[Any], deadline: float, *, gone_ok: bool = False) -> None:
         """Wait for every operation; raise the first failure (404 is fine where ``gone_ok``)."""
@@ -111,7 +111,7 @@ class SshFirewall:
             if rule is None or not is_trainvm_rule(rule, vm):
                 continue
             req = api.v1.DeleteFirewallRequest(project=api.project, firewall=name, request_id=str(uuid.uuid4()))
-            op = self.p._call(lambda r=req: api.firewalls.delete_unary(request=r, retry=None, timeout=HTTP_TIMEOUT),
+            op = self.p._call(lambda r=req: api.firewalls.delete_unary(request=r, retry=None, timeout=self.p.http_timeout),
                               missing=None)
             if op is not None:
                 ops.append(op)

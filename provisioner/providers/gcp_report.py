@@ -46,7 +46,7 @@ def guest_report(provider: GcpProvider, zone: str, name: str) -> dict[str, Any] 
     req = api.v1.GetGuestAttributesInstanceRequest(project=api.project, zone=zone, instance=name,
                                                    variable_key="trainvm/report")
     try:
-        got = provider._call(lambda: api.instances.get_guest_attributes(request=req, retry=None, timeout=HTTP_TIMEOUT),
+        got = provider._call(lambda: api.instances.get_guest_attributes(request=req, retry=None, timeout=provider.http_timeout),
                          missing=None)
     except ProviderError:  # not enabled (400), no permission (403): the console still has the report
         return None
@@ -65,7 +65,7 @@ def serial_report(provider: GcpProvider, zone: str, name: str) -> dict[str, Any]
     for _ in range(MAX_SERIAL_PAGES):
         req = api.v1.GetSerialPortOutputInstanceRequest(project=api.project, zone=zone, instance=name, port=1,
                                                         start=start)
-        out = provider._call(lambda: api.instances.get_serial_port_output(request=req, retry=None, timeout=HTTP_TIMEOUT),
+        out = provider._call(lambda: api.instances.get_serial_port_output(request=req, retry=None, timeout=provider.http_timeout),
                          missing=None)
         if out is None or not out.contents:
             break

@@ -3,6 +3,9 @@ idempotency (re-runs of a killed `up`), find/list/delete and read_report."""
 
 from __future__ import annotations
 
+import os
+import time
+
 import base64
 import gzip
 import json
@@ -67,7 +70,9 @@ def test_t4_happy_path_request_bodies(emu, provider, t4_spec, t4):
     nsg = emu.calls("PUT", "/networkSecurityGroups/")[0].body
     assert nsg["properties"]["securityRules"] == []                      # no ssh_from: no inbound rule at all
     group = emu.calls("PUT", "/resourcegroups/")[0]
+    lease = {k: group.body["tags"].pop(k) for k in ("trainvm-attempt", "trainvm-lease-until")}  # the attempt's lease
     assert group.body == {"location": "eastus", "tags": t4_spec.labels}
+    assert lease["trainvm-attempt"].split(":")[1] == str(os.getpid()) and int(lease["trainvm-lease-until"]) > time.time()
     ids = emu.resources_in(n.rg)
     assert sorted(i.split("/")[-2] for i in ids) == ["disks", "networkInterfaces", "networkSecurityGroups",
                                                      "publicIPAddresses", "virtualMachines", "virtualNetworks"]
@@ -172,7 +177,8 @@ def test_rerun_replaces_a_failed_leftover(emu, provider, t4_spec, t4, monkeypatc
 
     emu.inject("allocation_failed_lro", location="eastus")
     monkeypatch.setattr(provider, "_cleanup", lambda *a: None)  # the process "died" before cleaning up
-    with pytest.raises(CapacityError):
+    with pytest.MonkeyPatch.context() as dead, pytest.raises(CapacityError):
+        dead.setattr("provisioner.providers.azure.os.getpid", lambda: 2 ** 22 + 1)  # no such pid: its lease is dead
         provider.create(t4_spec, t4)
     rg = names(t4_spec.name).rg
     assert emu.resource(f"/subscriptions/{SUB}/resourceGroups/{rg}/providers/Microsoft.Compute/virtualMachines/"

@@ -58,7 +58,7 @@ def test_everything_exhausted_leaves_nothing(emu, provider, t4_spec, offers):
         ("westus2", "capacity", "OverconstrainedAllocationRequest"), ("southcentralus", "quota", "OperationNotAllowed")]
     assert log == list(err.value.attempts) and err.value.exit_code == 1
     assert emu.resource_groups() == [] and emu.resources_in(names(t4_spec.name).rg) == []
-    assert str(err.value).startswith("no VM could be created after 4 attempt(s); nothing was left behind\n  1. azure eastus")
+    assert str(err.value).startswith("no VM could be created after 4 attempt(s); nothing was left behind (checked after every attempt)\n  1. azure eastus")
 
 
 def test_throttling_is_retried_by_the_sdk(emu, provider, t4_spec, offers):

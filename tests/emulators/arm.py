@@ -119,6 +119,8 @@ class ArmEmulator(ArmRouter):
         self._lock = threading.RLock()
         self._httpd = self._thread = self._tmp = None
         self.url = self.ca_path = None
+        self.silent = None  # (path regex, seconds): matching requests are held that long before the answer
+        self.on_poll = None  # on_poll(emu, op): test hook run (under the lock) before an LRO poll advances it
 
     # ------------------------------------------------------------------ lifecycle
     def start(self):
@@ -160,6 +162,7 @@ class ArmEmulator(ArmRouter):
         with self._lock:
             self.state = State(self.subscription_id)
             self.requests.clear()
+            self.on_poll = self.silent = None
 
     # ------------------------------------------------------------------ test controls
     def inject(self, kind, location=None, times=1, size=None, *, zone=None, code=None, message=None,

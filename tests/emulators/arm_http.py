@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 import re
+import time
 import socket
+import ssl
 import uuid
 from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qsl, urlencode, urlsplit
@@ -45,7 +47,10 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(payload)))
         self.end_headers()
         if self.command != "HEAD":
-            self.wfile.write(payload)
+            try:
+                self.wfile.write(payload)
+            except (BrokenPipeError, ConnectionResetError, ssl.SSLError):  # the client gave up (a "silent" endpoint)
+                self.close_connection = True
 
     do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = do_PATCH = _handle
 
@@ -64,6 +69,9 @@ class ArmRouter:
             body, bad = raw.decode(errors="replace"), str(e)
         rec = self.Recorded(method, parts.path, query, body, {k.lower(): v for k, v in headers.items()
                                                          if k.lower() in KEPT_HEADERS})
+        silent = getattr(self, "silent", None)  # (path regex, seconds): hold matching requests, as a silent endpoint
+        if silent and re.search(silent[0], parts.path, re.I):
+            time.sleep(silent[1])
         with self._lock:
             self.requests.append(rec)
             try:
@@ -259,6 +267,8 @@ class ArmRouter:
         op = self.state.ops.get(op_id)
         if op is None:
             raise ArmError(404, "NotFound", f"The operation '{op_id}' was not found.")
+        if getattr(self, "on_poll", None) is not None and op.status == "InProgress":
+            self.on_poll(self, op)  # a test hook: e.g. `trainvm down` deleting the group while a create is pending
         op.advance()
         if not location:                     # Azure-AsyncOperation: always 200, even when Failed (trap A4)
             hdrs = {"Retry-After": "0"} if op.status == "InProgress" else {}

@@ -5,8 +5,14 @@ client_options={"api_endpoint": emu.url}).  Request bodies and parameters are ch
 discovery document (gce_validate.py); errors use Google's JSON error shape; operations advance on
 zoneOperations.get / wait (globalOperations for firewall rules).  Fault injection:
 `emu.inject(kind, zone=None, times=1, method=None, **params)` with a kind from HTTP_FAULTS, OP_FAULTS or
-"unreachable" (aggregatedList scope).  The Compute methods it serves are in gce_methods.py (zone operations,
-instances, images), gce_power.py (instances.stop/start) and gce_firewalls.py (global firewall rules and global operations, with the default
+"unreachable" (aggregatedList scope) or "silent" (the request is held `seconds=` before it is answered: an endpoint
+that does not answer).  `projects`: the project ids that exist for the caller; any other answers 404 notFound
+"The resource 'projects/P' was not found", as GCE does for a project that does not exist or that the caller
+cannot see (None: every project exists).  `on_poll(emu, operation)`: a test hook run (under the lock) before a
+zoneOperations.get/wait advances an operation, e.g. to delete the VM while its insert is pending, as a
+concurrent `trainvm down` does; GCE then finishes the insert DONE without error and the VM is gone.  The Compute
+methods it serves are in gce_methods.py (zone operations, instances, images), gce_power.py (instances.stop/start)
+and gce_firewalls.py (global firewall rules and global operations, with the default
 network's rules and `ingress_decision` to evaluate them).
 """
 from __future__ import annotations
@@ -40,7 +46,7 @@ ROUTES = ("compute.instances.insert", "compute.instances.list", "compute.instanc
           "compute.globalOperations.get", "compute.globalOperations.wait", "compute.instances.stop",
           "compute.instances.start")
 OP_FAULT_METHODS = (None, "insert", "instances.insert", "firewalls.insert")
-FAULT_KINDS = set(HTTP_FAULTS) | set(OP_FAULTS) | {"unreachable"}
+FAULT_KINDS = set(HTTP_FAULTS) | set(OP_FAULTS) | {"unreachable", "silent"}
 ZONE_NAME = re.compile(r"[a-z]+-[a-z]+[0-9]+-[a-z]")
 
 
@@ -103,12 +109,14 @@ class GceEmulator(FirewallsMixin, ComputeMethodsMixin, PowerMethodsMixin):
     def __init__(self, *, polls_to_done: int = 1, initial_op_status: str = "RUNNING", reject_output_only: bool = True,
                  require_auth: bool = False, zones=DEFAULT_ZONES, images: dict | None = None,
                  networks=("default",), serial_buffer_bytes: int = 1 << 20, seed: int | None = None,
-                 default_firewalls: bool = True):
+                 default_firewalls: bool = True, projects=None):
         self.polls_to_done, self.initial_op_status, self.require_auth = polls_to_done, initial_op_status, require_auth
         self.discovery = Discovery(reject_output_only=reject_output_only)
         self.known_zones, self.networks, self.serial_buffer_bytes = list(zones), tuple(networks), serial_buffer_bytes
         self.images = dict(DEFAULT_IMAGES if images is None else images)
         self.default_firewalls = default_firewalls
+        self.projects = None if projects is None else set(projects)
+        self.on_poll = None
         self._rng = random.Random(seed)
         self._lock = threading.RLock()
         self._routes = []
@@ -162,6 +170,7 @@ class GceEmulator(FirewallsMixin, ComputeMethodsMixin, PowerMethodsMixin):
             self._serial: dict[tuple, dict] = {}
             self._guest: dict[tuple, list] = {}
             self.faults: list[Fault] = []
+            self.on_poll = None
             self.requests: list[Request] = []
 
     # ------------------------------------------------------------------ test helpers
@@ -265,7 +274,10 @@ class GceEmulator(FirewallsMixin, ComputeMethodsMixin, PowerMethodsMixin):
         h.send_header("Content-Type", "application/json; charset=UTF-8")
         h.send_header("Content-Length", str(len(data)))
         h.end_headers()
-        h.wfile.write(data)
+        try:
+            h.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):  # the client gave up waiting (a "silent" fault)
+            h.close_connection = True
 
     def _route(self, req: Request) -> dict:
         rel = req.path[len("/compute/v1/"):] if req.path.startswith("/compute/v1/") else None
@@ -278,6 +290,10 @@ class GceEmulator(FirewallsMixin, ComputeMethodsMixin, PowerMethodsMixin):
         req.method_id, params = mid, {k: unquote(v) for k, v in m.groupdict().items()}
         if self.require_auth and not req.headers.get("authorization", "").startswith("Bearer "):
             raise ApiError(*HTTP_FAULTS["auth_401"][:3], HTTP_FAULTS["auth_401"][4])
+        self._silent(mid, params)
+        public = {p for p, _ in self.images}  # image projects (ubuntu-os-cloud, ...) are readable by everyone
+        if self.projects is not None and params.get("project") not in self.projects | public:
+            raise ApiError(404, "notFound", f"The resource 'projects/{params.get('project')}' was not found")
         self._http_fault(mid, params)
         if "zone" in params and not ZONE_NAME.fullmatch(params["zone"]):
             raise invalid(f"Invalid value for field 'zone': '{params['zone']}'. Unknown zone.")
@@ -299,6 +315,12 @@ class GceEmulator(FirewallsMixin, ComputeMethodsMixin, PowerMethodsMixin):
                             self.faults.remove(f)
                     return f
         return None
+
+    def _silent(self, mid: str, params: dict) -> None:
+        f = self._take_fault({"silent"}, mid, params.get("zone"))
+        if f:  # outside the lock: other requests are still answered
+            import time
+            time.sleep(float(f.params.get("seconds", 30)))
 
     def _http_fault(self, mid: str, params: dict) -> None:
         f = self._take_fault(HTTP_FAULTS, mid, params.get("zone"))

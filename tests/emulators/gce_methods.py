@@ -28,6 +28,8 @@ class ComputeMethodsMixin:
         return op
 
     def _advance(self, key: tuple) -> dict:
+        if self.on_poll is not None and self.operations[key]["status"] != "DONE":
+            self.on_poll(self, key)
         st, op = self._op_state[key], self.operations[key]
         if op["status"] != "DONE" and not (st["fault"] and st["fault"].kind == "op_never_done"):
             st["polls"] += 1

@@ -36,6 +36,7 @@ def gce(gce_server):
     gce_server.reset()
     gce_server.polls_to_done = 1
     gce_server.require_auth = False
+    gce_server.projects = None
     yield gce_server
     gce_server.reset()
 

@@ -1,0 +1,172 @@
+"""Who owns an Azure create's resource group, and cleaning it up (mixed into ``AzureProvider``).
+
+The group is the attempt's transaction and carries a lease in its tags: ``trainvm-attempt`` =
+``host:pid:random`` and ``trainvm-lease-until`` (epoch seconds, now + the operation timeout + 60 s). An
+attempt deletes a group only while it holds the lease; an ``up`` that finds another live lease (not expired
+and, when on this host, its process still runs) waits for that attempt's VM and returns it instead of
+writing to the group, and a lease holder retries a PUT that another racing ``up`` holds up (409 Conflict).
+
+Why a lease tag and not a group per attempt: the group name is derived from the VM name, which is how
+``down``/``status`` find a VM without local state; a group per attempt would need a lookup by tag and could
+still leave two VMs of one name. Why not an ARM management lock: a CanNotDelete lock needs
+Microsoft.Authorization/locks/* (Owner), and it would also block the owner's own cleanup and ``down``.
+Remaining window: ARM has no conditional group create, so two processes that both see no group and PUT it
+within one round trip both write a lease; the last write wins, each re-reads it after its PUT and before
+its VM PUT, and only the holder deletes.
+
+Cleanup is verified: after the group's deletion has been awaited, ARM must answer "not found" for it, else
+the failed attempt's error records the group in ``left_behind``. A group that disappeared or is Deleting
+under a pending create was deleted by someone else (``trainvm down``): VanishedError, never a failover.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Callable
+from typing import Any
+
+from provisioner.providers.base import (
+    ConflictError,
+    InstanceRecord,
+    LaunchSpec,
+    ProviderError,
+    RetryExhaustedError,
+    VanishedError,
+)
+
+LEASE, LEASE_UNTIL = "trainvm-attempt", "trainvm-lease-until"
+MANAGED = "trainvm-managed"
+
+
+def _props(res: dict[str, Any]) -> dict[str, Any]:
+    return res.get("properties") or {}
+
+
+def _lease(group: dict[str, Any] | None) -> str | None:
+    return ((group or {}).get("tags") or {}).get(LEASE)
+
+
+def _lease_live(group: dict[str, Any]) -> bool:
+    """The group's lease has not expired, and when its owner runs on this host, that process still exists."""
+    tags = group.get("tags") or {}
+    try:
+        if float(tags.get(LEASE_UNTIL) or 0) <= time.time():
+            return False
+    except ValueError:
+        return False
+    host, _, rest = str(tags.get(LEASE) or "").partition(":")
+    pid = rest.partition(":")[0]
+    if host == socket.gethostname()[:40] and pid.isdigit():
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            return False
+        except OSError:
+            return True
+    return True
+
+
+class GroupLease:
+    """Needs: _call, _wait, _get_group, _get_vm, _adopt, _record, _sleep, poll_seconds, op_timeout, _attempt."""
+
+    def _put(self, rg: str, deadline: float, fn: Callable[[], Any]) -> Any:
+        """A PUT in this attempt's group. ARM refuses a PUT on a resource whose own PUT is still running (409
+        Conflict); when that PUT came from another `up` that raced us for the group, the lease holder waits for
+        it and sends its own again (the bodies are the same), so a loser's writes never fail the owner."""
+        while True:
+            try:
+                return self._call(fn)
+            except ProviderError as exc:
+                if exc.code != "Conflict" or time.monotonic() >= deadline or _lease(self._get_group(rg)) != self._attempt:
+                    raise
+            self._sleep(max(self.poll_seconds, 0.05))
+
+    def _lost(self, spec: LaunchSpec, rg: str) -> InstanceRecord:
+        raise ProviderError(f"another `trainvm up` took over resource group {rg} and gave it up without a VM; "
+                            f"run `trainvm up` again", code="AttemptLost").verified()
+
+    def _vanished(self, rg: str, spec: LaunchSpec, exc: ProviderError) -> ProviderError:
+        """A failure because someone deleted the group under a pending create (``trainvm down`` during ``up``)."""
+        try:
+            group = self._get_group(rg)
+        except ProviderError:
+            return exc
+        if group is not None and _props(group).get("provisioningState") != "Deleting":
+            return exc
+        gone = VanishedError(f"resource group {rg} of {spec.name} was deleted while its create was in progress "
+                             f"({exc})", code="DeletedDuringCreate")
+        gone.__cause__ = exc
+        return gone
+
+    def _await_other_attempt(self, rg: str, spec: LaunchSpec, notes: list[str], deadline: float) -> InstanceRecord | None:
+        """While another live attempt (another ``up`` process) holds the group's lease, never touch the group:
+        wait for its VM and return it (``existing``), or None once the lease is gone (its attempt failed and
+        cleaned up, or expired)."""
+        while True:
+            group = self._get_group(rg)
+            owner = _lease(group)
+            if group is None or owner in (None, self._attempt) or not _lease_live(group):
+                return None
+            vm = self._get_vm(rg, spec.name)
+            if vm is not None and _props(vm).get("provisioningState") == "Succeeded":
+                if (vm.get("tags") or {}).get("trainvm-hash") != spec.labels.get("trainvm-hash"):
+                    return self._adopt(vm, spec, notes, deadline)  # raises ConflictError
+                return self._record(vm, notes=[*notes, f"created by another `trainvm up` ({owner})"], existing=True)
+            if time.monotonic() >= deadline:
+                raise RetryExhaustedError(f"another `trainvm up` ({owner}) is still creating {spec.name}; not touching "
+                                          f"its resource group {rg}", code="AttemptInProgress").verified()
+            self._sleep(self.poll_seconds)
+
+    def _prepare_group(self, rg: str, location: str, deadline: float) -> None:
+        """Make room for the group: a trainvm leftover being deleted or in another region must be gone first."""
+        group = self._get_group(rg)
+        if group is None:
+            return
+        if (group.get("tags") or {}).get(MANAGED) != "true":
+            raise ConflictError(f"resource group {rg} exists and is not managed by trainvm; pass --name to choose "
+                                "another VM name")
+        state = _props(group).get("provisioningState")
+        if state != "Deleting" and group.get("location") == location:
+            return  # a leftover of an interrupted attempt here: the PUTs below update it in place
+        if state != "Deleting":
+            self._delete_group(rg, wait=True)
+        while self._get_group(rg) is not None:
+            if time.monotonic() >= deadline:
+                raise RetryExhaustedError(f"resource group {rg} is still being deleted", code="OperationTimeout")
+            self._sleep(self.poll_seconds)
+
+    def _cleanup(self, rg: str, spec: LaunchSpec, failed: ProviderError | None = None) -> str | None:
+        """Delete what a failed attempt left (a group carrying this profile's hash and this attempt's lease), wait,
+        and check that ARM answers "not found"; ``failed`` is marked verified or left; a note when not verified."""
+        def mark(ok: bool, what: str = "") -> None:
+            if failed is not None:
+                failed.verified() if ok else failed.leaves(what)
+        try:
+            group = self._get_group(rg)
+            tags = (group or {}).get("tags") or {}
+            if group is None or tags.get("trainvm-hash") != spec.labels.get("trainvm-hash"):
+                mark(True)
+                return None
+            owner = tags.get(LEASE)
+            if owner not in (None, self._attempt) and _lease_live(group):
+                mark(True)  # another live `up` holds it now: its resources are that attempt's to keep or delete
+                return f"resource group {rg} is left to the other `trainvm up` ({owner}) that now holds it"
+            self._delete_group(rg, wait=True)
+            if self._get_group(rg) is None:
+                mark(True)
+                return None
+            mark(False, f"resource group {rg}")
+            return f"resource group {rg} still exists after its deletion; run `trainvm down {spec.name}`"
+        except ProviderError as exc:
+            mark(False, f"resource group {rg}")
+            return f"deleting resource group {rg} failed ({exc}); run `trainvm down {spec.name}`"
+
+    def _delete_group(self, rg: str, *, wait: bool) -> bool:
+        poller = self._call(lambda: self.api().resource.resource_groups.begin_delete(rg), missing=None)
+        if poller is None:
+            return False
+        if wait:
+            self._wait(poller, time.monotonic() + self.op_timeout, f"deleting resource group {rg}")
+        return True
