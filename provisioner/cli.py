@@ -388,10 +388,13 @@ def _fail(exc: BaseException, code: int, hint: str | None, internal: bool = Fals
         import traceback
 
         traceback.print_exception(exc)
+    from provisioner.output import printable
+    from provisioner.secrets import redact
+
     text = f"internal error: {type(exc).__name__}: {exc}" if internal else f"error: {exc}"
-    sys.stderr.write(text.rstrip() + "\n")
+    sys.stderr.write(printable(redact(text.rstrip())) + "\n")  # no credential, no terminal control code
     if hint:
-        sys.stderr.write(f"hint: {hint}\n")
+        sys.stderr.write(f"hint: {printable(hint)}\n")
     sys.exit(code)
 
 

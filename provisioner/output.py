@@ -31,10 +31,20 @@ def print_messages(messages: Iterable[Message]) -> None:
     err = stderr_console()
     for m in messages:
         style = "red" if m.level == "error" else "yellow"
-        err.print(f"[{style}]{m.level}[/{style}]: {m.render()}", markup=True, highlight=False)
+        err.print(f"[{style}]{m.level}[/{style}]: {printable(m.render())}", markup=True, highlight=False)
+
+
+CONTROL = {**{c: f"\\x{c:02x}" for c in (*range(0, 9), *range(11, 32), 127, *range(0x80, 0xA0))},
+           **{c: f"\\u{c:04x}" for c in (0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))}}
+
+
+def printable(text: str) -> str:
+    """``text`` with terminal control characters (ESC, BEL, C1, bidi overrides...) shown as ``\\xNN``
+    escapes, so that nothing from a file or a cloud can drive the terminal; newlines and tabs stay."""
+    return text.translate(CONTROL)
 
 
 def escape(text: str) -> str:
     from rich.markup import escape as _escape
 
-    return _escape(text)
+    return _escape(printable(text))

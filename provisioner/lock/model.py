@@ -90,15 +90,19 @@ def dumps(lock: LockFile) -> str:
 
 def read_lock(path: Path) -> LockFile:
     """Parse a lock file; unreadable, too big, malformed or another version: exit 2."""
+    from provisioner.profile.inputfile import read_capped
+    from provisioner.secrets import find_secret
+
+    raw = read_capped(path, MAX_LOCK_FILE_BYTES, "lock file")  # a regular file under the cap, checked before reading
     try:
-        with path.open("rb") as fh:
-            raw = fh.read(MAX_LOCK_FILE_BYTES + 1)
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read the lock file: {exc.strerror or exc}") from None
-    if len(raw) > MAX_LOCK_FILE_BYTES:
-        raise InputError(f"{path}: the lock file is over {MAX_LOCK_FILE_BYTES} bytes")
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not a trainvm lock file (JSON): {exc}") from None
+    what = find_secret(text, guess=False)  # lock files hold digests and commit ids: formats only
+    if what:
+        raise InputError(f"{path}: looks like it holds {what}; credentials never go into a lock file (it is sent to the VM)")
     try:
-        data = json.loads(raw.decode("utf-8"))
+        data = json.loads(text)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise InputError(f"{path}: not a trainvm lock file (JSON): {exc}") from None
     if not isinstance(data, dict):

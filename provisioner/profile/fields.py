@@ -14,6 +14,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from provisioner.compat.facts import load_facts
+from provisioner.secrets import find_secret, redact
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,40}$")
 DRIVER_RE = re.compile(r"^\d{3}\.\d{2,3}(\.\d{2})?$")
@@ -28,20 +29,6 @@ SECRET_REF_RE = re.compile(r"^secret://(gcp/[A-Za-z0-9_-]{1,255}|azure-keyvault/
 DATA_SCHEMES = ("gs", "az", "s3", "https")
 URL_SAFE_RE = re.compile(r"^[A-Za-z0-9._~:/?#\[\]@!$&'()*+,;=%-]+$")
 
-SECRET_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"\b(AKIA|ASIA)[0-9A-Z]{16}\b"), "an AWS access key id"),
-    (re.compile(r"(?<![A-Za-z0-9/+])(?=[A-Za-z0-9/+]{0,39}[A-Z])(?=[A-Za-z0-9/+]{0,39}[a-z])(?=[A-Za-z0-9/+]{0,39}[0-9/+])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])"), "an AWS secret access key"),
-    (re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----"), "a private key"),
-    (re.compile(r'"type"\s*:\s*"service_account"|"private_key(_id)?"\s*:'), "a GCP service-account key (JSON)"),
-    (re.compile(r"\bgh[pousr]_[A-Za-z0-9]{36,}\b|\bgithub_pat_[A-Za-z0-9_]{40,}"), "a GitHub token"),
-    (re.compile(r"\bhf_[A-Za-z0-9]{30,}\b"), "a Hugging Face token"),
-    (re.compile(r"\bsk-[A-Za-z0-9_-]{20,}"), "an API secret key"),
-    (re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}"), "a Slack token"),
-    (re.compile(r"\bAIza[0-9A-Za-z_-]{35}\b"), "a Google API key"),
-    (re.compile(r"\beyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}"), "a JWT bearer token"),
-    (re.compile(r"AccountKey=[A-Za-z0-9+/=]{20,}|SharedAccessSignature=|[?&]sig=[A-Za-z0-9%+/=]{20,}"), "an Azure storage key or SAS token"),
-    (re.compile(r"\bya29\.[A-Za-z0-9_-]{20,}"), "a Google OAuth access token"),
-)
 # Variables that make a shell or interpreter run code when /etc/trainvm/env is sourced.
 DANGEROUS_ENV_KEYS = frozenset({
     "BASH_ENV", "ENV", "PROMPT_COMMAND", "PS0", "PS1", "PS2", "PS3", "PS4", "SHELLOPTS", "BASHOPTS", "IFS",
@@ -57,6 +44,7 @@ BUCKET_RES = {
     "az": re.compile(r"^[a-z0-9]{3,24}$"),
 }
 AZ_CONTAINER_RE = re.compile(r"^(?!.*--)[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$")
+HASH_KEY_RE = re.compile(r"(SHA|COMMIT|REVISION|_REV\b|HASH|DIGEST|CHECKSUM)", re.I)
 SECRET_KEY_RE = re.compile(r"(SECRET|PASSWORD|PASSWD|TOKEN|API_?KEY|PRIVATE_?KEY|CREDENTIAL)", re.I)
 SECRET_HINT = "put the secret in a secret manager and reference it as secret://gcp/NAME or secret://azure-keyvault/VAULT/NAME"
 
@@ -118,6 +106,9 @@ def check_gpu_name(value: str) -> str:
 
 
 def check_package_pin(value: str) -> str:
+    what = find_secret(value)
+    if what:
+        raise ValueError(f"the pin looks like {what}; credentials never go into a profile")
     try:
         req = Requirement(value)
     except InvalidRequirement as exc:
@@ -168,12 +159,14 @@ def check_rel_path(value: str) -> str:
 
 def check_data_source(value: str) -> str:
     parts = urlsplit(value)
+    what = find_secret(value)
+    if what or parts.username or parts.password:  # checked first: no later message may repeat the credential
+        raise ValueError(f"{redact(value)!r} carries credentials ({what or 'a user name in the URL'}); a data URL must not "
+                         f"carry them: use the VM's identity (gs:// on GCE, az:// on Azure, s3:// on AWS) or {SECRET_HINT}")
     if parts.scheme not in DATA_SCHEMES:
         raise ValueError(f"{value!r}: data source must start with one of {', '.join(s + '://' for s in DATA_SCHEMES)}")
     if not parts.netloc or not URL_SAFE_RE.match(value):
         raise ValueError(f"{value!r} is not a valid {parts.scheme}:// URL (bucket/host missing or unsafe characters)")
-    if parts.username or parts.password or "sig=" in value or "AccountKey=" in value:
-        raise ValueError(f"{value!r} carries credentials; {SECRET_HINT}")
     bucket_re = BUCKET_RES.get(parts.scheme)
     if bucket_re is not None and not bucket_re.match(parts.netloc):
         what = "storage account" if parts.scheme == "az" else "bucket"
@@ -200,6 +193,8 @@ def check_region_glob(value: str) -> str:
 
 
 def check_cidr(value: str) -> str:
+    if "%" in value:  # an IPv6 scope id ("fe80::1%eth0") names a local interface: meaningless in a cloud firewall
+        raise ValueError(f"{value!r}: IPv6 scope ids (%...) are not allowed; give a CIDR block such as 2001:db8::/64")
     try:
         net = ipaddress.ip_network(value, strict=True)
     except ValueError as exc:
@@ -210,12 +205,17 @@ def check_cidr(value: str) -> str:
 
 
 def looks_like_secret(key: str, value: str) -> str | None:
-    """Name what ``value`` looks like when it appears to be a credential; None otherwise."""
+    """Name what ``value`` looks like when it appears to be a credential, by its format and entropy whatever
+    the key (``provisioner.secrets``), or by the key's name; None otherwise."""
+    from provisioner.secrets import HEX40_WHAT, find_secret
+
     if value.startswith("secret://"):
         return None
-    for pattern, what in SECRET_PATTERNS:
-        if pattern.search(value):
-            return what
+    what = find_secret(value)
+    if what == HEX40_WHAT and HASH_KEY_RE.search(key):
+        what = None  # GIT_SHA, MODEL_REVISION...: a commit id or digest under a key that says so
+    if what:
+        return what
     if SECRET_KEY_RE.search(key) and len(value) >= 8 and not value.startswith("$"):
         return f"a secret (the variable is named {key})"
     return None

@@ -13,9 +13,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from provisioner.errors import ProfileError
+from provisioner.errors import InputError, ProfileError
 from provisioner.messages import Message
+from provisioner.profile.inputfile import read_capped
 from provisioner.profile.source import Located, load_resolved
+from provisioner.secrets import find_secret, redact
 
 #: Left out of the profile hash (the VM's identity): ``extends`` (resolved away) and how far `up` may fail
 #: over (a policy of `up`, not a property of the VM; leaving it out keeps existing VMs' names stable).
@@ -79,7 +81,7 @@ def _schema_messages(exc: ValidationError, doc: Located) -> list[Message]:
             continue
         seen.add((text, msg))
         file, line = doc.where(path)
-        out.append(Message(text, msg, file=file, line=line))
+        out.append(Message(text, redact(msg), file=file, line=line))
     return out
 
 
@@ -144,18 +146,25 @@ def _requirements(profile: Any, doc: Located) -> tuple[Path | None, str | None, 
         return None, None, []
     file, line = doc.where(("stack", "requirements"))
     path = (Path(file).parent if file else Path.cwd()) / rel
-    try:
-        content = path.read_bytes()
-    except OSError:
+    if not path.exists() and not path.is_symlink():
         return None, None, [Message("stack.requirements", f"lock file {rel} not found next to {file}", file=file, line=line)]
-    if len(content) > MAX_LOCK_BYTES:
-        return None, None, [Message("stack.requirements", f"{rel} is {len(content)} bytes; a lock file over {MAX_LOCK_BYTES} bytes does not fit in cloud user data", file=file, line=line)]
+    try:  # a regular file under the cap, checked before reading (cloud user data holds no more anyway)
+        content = read_capped(path, MAX_LOCK_BYTES, "lock file")
+    except InputError as exc:
+        return None, None, [Message("stack.requirements", f"{rel}: {str(exc).split(': ', 1)[-1]} (a lock file over "
+                                    f"{MAX_LOCK_BYTES} bytes does not fit in cloud user data)", file=file, line=line)]
     try:
         text = content.decode("utf-8")
     except UnicodeDecodeError:
         return None, None, [Message("stack.requirements", f"{rel} is not UTF-8 text", file=file, line=line)]
     if "\x00" in text or any(not (c.isprintable() or c in "\n\r\t") for c in text):
         return None, None, [Message("stack.requirements", f"{rel} contains control characters", file=file, line=line)]
+    for number, ln in enumerate(text.splitlines(), 1):
+        what = find_secret(ln, guess=False)  # lock files hold digests: formats only
+        if what:
+            return None, None, [Message("stack.requirements", f"{rel}:{number}: looks like {what}; credentials never go into a "
+                                        "lock file (it is sent to the VM): configure the index with a secret on the VM, or a "
+                                        "public mirror", file=file, line=line)]
     reqs = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith(("#", "--hash", "\\"))]
     if "--hash=sha256:" not in text:
         return None, None, [Message("stack.requirements", f"{rel} has no --hash=sha256: entries; generate it with `uv pip compile --generate-hashes` or `pip-compile --generate-hashes`", file=file, line=line)]

@@ -9,6 +9,7 @@ that set it, so errors point at the right place even across a profile repo.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +20,10 @@ from provisioner.messages import Message
 
 Path_ = tuple[str | int, ...]
 MAX_DEPTH = 16
+MAX_ALIASES = 100  # YAML alias uses per file
+MAX_VALUES = 100_000  # values in a file once its aliases are expanded (an alias bomb expands exponentially)
+MAX_REF = 255  # characters in an ``extends`` reference
+MAX_FLOW_DEPTH = 64
 
 
 @dataclass
@@ -39,16 +44,23 @@ class Located:
         return (self.files[-1] if self.files else None, 1)
 
 
-def _plain(node: Any, file: str, path: Path_, lines: dict[Path_, tuple[str, int]]) -> Any:
+def _plain(node: Any, file: str, path: Path_, lines: dict[Path_, tuple[str, int]], budget: list[int] | None = None) -> Any:
+    """Plain dicts/lists/str/int/float/bool/None (ruamel's HexInt, ScalarFloat... become int/float), at most
+    ``MAX_VALUES`` of them; strings must be valid Unicode (no lone surrogates from ``\\ud800`` escapes)."""
     from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
+    budget = budget if budget is not None else [MAX_VALUES]
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise _located_input(file, None, "", f"the document expands to more than {MAX_VALUES} values (YAML aliases?)")
     if isinstance(node, CommentedMap):
         out: dict[str, Any] = {}
         for key, value in node.items():
             if not isinstance(key, str):
                 raise _located_input(file, _key_line(node, key), ".".join(map(str, path)), f"key {key!r} must be a string")
+            _unicode(key, file, _key_line(node, key), path)
             lines[path + (key,)] = (file, _key_line(node, key))
-            out[key] = _plain(value, file, path + (key,), lines)
+            out[key] = _plain(value, file, path + (key,), lines, budget)
         return out
     if isinstance(node, CommentedSeq):
         items = []
@@ -57,14 +69,26 @@ def _plain(node: Any, file: str, path: Path_, lines: dict[Path_, tuple[str, int]
                 lines[path + (i,)] = (file, node.lc.item(i)[0] + 1)
             except (KeyError, AttributeError, TypeError):
                 pass
-            items.append(_plain(value, file, path + (i,), lines))
+            items.append(_plain(value, file, path + (i,), lines, budget))
         return items
-    if node is None or isinstance(node, (bool, int, float)):
+    if node is None or isinstance(node, bool):
         return node
+    if isinstance(node, int):
+        return int(node)
+    if isinstance(node, float):
+        return float(node)
     if isinstance(node, str):
-        return str(node)
+        return _unicode(str(node), file, lines.get(path, (file, None))[1], path)
     # dates, timestamps and other YAML types are passed as their text so the model rejects them clearly
     return str(node)
+
+
+def _unicode(text: str, file: str, line: int | None, path: Path_) -> str:
+    bad = next((c for c in text if "\ud800" <= c <= "\udfff"), None)
+    if bad is not None:
+        raise _located_input(file, line, ".".join(map(str, path)), f"contains a lone surrogate (\\u{ord(bad):04x}), "
+                             "which is not a character; remove the escape")
+    return text
 
 
 def _key_line(node: Any, key: Any) -> int:
@@ -79,21 +103,41 @@ def _located_input(file: str, line: int | None, path: str, msg: str) -> InputErr
     return InputError(f"{where}{path + ': ' if path else ''}{msg}")
 
 
+ALIAS_USE = re.compile(r"(?<![\w\"'*])\*[A-Za-z0-9_.-]+")
+
+
+def _check_shape(text: str, file: str) -> None:
+    """Before parsing: at most ``MAX_ALIASES`` alias uses and flow nesting at most ``MAX_FLOW_DEPTH`` deep (the
+    YAML parser slows down sharply on deep ``[[[[`` nesting). Counted on the raw text: an upper bound."""
+    aliases = len(ALIAS_USE.findall(text))
+    if aliases > MAX_ALIASES:
+        raise _located_input(file, None, "", f"uses {aliases} YAML aliases (*name); at most {MAX_ALIASES} are allowed")
+    depth = deepest = 0
+    for c in text:
+        if c in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif c in "]}":
+            depth = max(0, depth - 1)
+    if deepest > MAX_FLOW_DEPTH:
+        raise _located_input(file, None, "", f"nests [ ] / {{ }} {deepest} levels deep; at most {MAX_FLOW_DEPTH} are allowed")
+
+
 def read_yaml(path: Path, label: str | None = None) -> Located:
     """Parse one YAML file into plain data with line numbers. Unreadable or unparsable: exit 2.
     ``label`` names the file in messages (a team source file: ``team@1c7f5440e031:base/x.yaml``)."""
     from ruamel.yaml import YAML
     from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
+    from provisioner.profile.inputfile import MAX_PROFILE_BYTES, read_capped
+
     file = label or str(path)
+    raw = read_capped(path, MAX_PROFILE_BYTES, "profile file")
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"{file}: no such profile file") from None
-    except IsADirectoryError:
-        raise InputError(f"{file}: is a directory, not a profile file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{file}: cannot read: {exc}") from None
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{file}: is not UTF-8 text (byte {exc.start}); a profile is a YAML text file") from None
+    _check_shape(text, file)
     yaml = YAML(typ="rt")
     yaml.allow_duplicate_keys = False
     try:
@@ -139,9 +183,14 @@ def _candidates(ref: str, base_dir: Path) -> Iterator[Path]:
 
 
 def resolve_ref(ref: str, child: Path) -> Path:
+    if len(ref) > MAX_REF or any(ord(c) < 32 or ord(c) == 127 for c in ref):
+        raise LookupError(f"not a profile name or path (at most {MAX_REF} printable characters)")
     for cand in _candidates(ref, child.parent):
-        if cand.is_file():
-            return cand.resolve()
+        try:
+            if cand.is_file():
+                return _absolute(cand)
+        except (OSError, ValueError):  # a name too long for the file system, or a loop
+            continue
     searched = [str(child.parent)] + [str(p) for p in search_path()]
     raise LookupError(
         f"parent profile {ref!r} not found (looked in {', '.join(searched)} and the bundled profiles; "
@@ -161,14 +210,32 @@ def merge(parent: Located, child: Located) -> Located:
                 if path + (key,) in child.lines:
                     lines[path + (key,)] = child.lines[path + (key,)]
             return out
-        # replaced: drop the parent's locations under this path, take the child's
-        for k in [k for k in lines if k[: len(path)] == path and len(k) > len(path)]:
-            del lines[k]
-        lines.update({k: v for k, v in child.lines.items() if k[: len(path)] == path})
+        # replaced: drop the parent's locations under this path, take the child's. Only containers have
+        # locations below them: a scalar replaced or added (10,000 env entries) costs O(1), not a scan.
+        n = len(path)
+        if isinstance(p, (dict, list)):
+            for k in [k for k in lines if len(k) > n and k[:n] == path]:
+                del lines[k]
+        if isinstance(c, (dict, list)):
+            lines.update({k: v for k, v in child.lines.items() if len(k) > n and k[:n] == path})
+        if path in child.lines:
+            lines[path] = child.lines[path]
         return c
 
     data = walk(parent.data, child.data, ())
     return Located(data, lines, parent.files + child.files)
+
+
+def _absolute(path: Path) -> Path:
+    """``path.resolve()``; a path that cannot be resolved (a symlink loop, a name too long) is the input error
+    that reading it gives."""
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):
+        from provisioner.profile.inputfile import MAX_PROFILE_BYTES, read_capped
+
+        read_capped(path, MAX_PROFILE_BYTES, "profile file")  # raises the clear error
+        return Path(os.path.abspath(path))
 
 
 def load_resolved(path: Path, sources: Any = None) -> Located:
@@ -178,7 +245,7 @@ def load_resolved(path: Path, sources: Any = None) -> Located:
     seen: list[str] = []
     current = path
     while True:
-        key = str(current.resolve())
+        key = str(_absolute(current))
         if key in seen:
             cycle = " -> ".join(seen[seen.index(key):] + [key])
             raise ProfileError([Message("extends", f"extends cycle: {cycle}", file=str(current), line=1)])
