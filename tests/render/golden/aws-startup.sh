@@ -79,10 +79,6 @@ TV_APT_OPTS=(-y -q -o DPkg::Lock::Timeout=600 -o Acquire::Retries=5
 export TRAINVM_ROOT="$TV_ROOT" UV_NO_CONFIG=1 UV_MANAGED_PYTHON=1
 export UV_PYTHON_INSTALL_DIR="$TV_OPT/python" UV_CACHE_DIR="$TV_ROOT/var/cache/trainvm/uv"
 tv_log() { printf '%(%Y-%m-%dT%H:%M:%S%z)T trainvm %s: %s\n' -1 "$TV_PHASE" "$*"; }
-tv_redact() {  # tv_redact TEXT: TEXT without URL user:password@ and without URL query strings (signatures, tokens)
-  printf '%s' "$*" | sed -E -e 's|([A-Za-z][A-Za-z0-9+.-]*://)[^/@[:space:]]+@|\1***@|g' \
-    -e 's|([A-Za-z][A-Za-z0-9+.-]*://[^?[:space:]]*)[?][^[:space:]]*|\1?***|g'
-}
 tv_status() {  # tv_status STATUS: console line + status.json (polled by Run Command / SSM)
   printf 'TRAINVM_STATUS=%s\n' "$1"
   printf '{"status": "%s", "phase": "%s", "time": %s}\n' "$1" "$TV_PHASE" "$EPOCHSECONDS" >"$TV_STATE/status.json.tmp"
@@ -94,8 +90,8 @@ tv_fail() {  # tv_fail REASON LINE MESSAGE: publish failed:REASON:LINE with a re
   if [ "$BASHPID" != "$TV_MAIN_PID" ]; then exit 1; fi  # in a subshell: the caller reports
   trap - ERR
   set +e
-  TV_ERROR="$(tv_redact "$*")"  # the log, the console and the report never carry a URL's credentials or query
-  tv_log "ERROR: $TV_ERROR"
+  TV_ERROR="$*"
+  tv_log "ERROR: $*"
   tv_record_phase failed
   tv_finish "failed:$reason:$line"
   exit 1
@@ -146,7 +142,7 @@ tv_retry() {  # tv_retry CMD...: three attempts, TV_RETRY_SLEEP seconds apart, t
   local i
   for i in 1 2 3; do
     if "$@"; then return 0; fi
-    tv_log "attempt $i of 3 failed: $(tv_redact "$*")"
+    tv_log "attempt $i of 3 failed: $*"
     if [ "$i" -lt 3 ]; then sleep "$TV_RETRY_SLEEP"; fi
   done
   tv_fail "$TV_PHASE" "$(tv_caller_line)" "failed 3 times: $*"
