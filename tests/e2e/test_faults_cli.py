@@ -26,6 +26,14 @@ def gce(env):
 
 
 @pytest.fixture
+def az_t4(tmp_path):
+    """The T4 example with its data over https (a gs:// source rules Azure out: data locality)."""
+    p = tmp_path / "bert-finetune-t4.yaml"
+    p.write_text(Path(T4).read_text().replace("gs://example-ml-data/glue/", "https://example.com/glue/"))
+    return str(p)
+
+
+@pytest.fixture
 def arm(env):
     with ArmEmulator() as emu:
         for k, v in emu.env().items():
@@ -88,20 +96,20 @@ def test_gce_wrong_project_is_exit_3_never_already_gone(cli, gce, env):
     assert gce.instance(name) is not None
 
 
-def test_azure_wrong_subscription_is_exit_3_never_already_gone(cli, arm, env):
-    up = cli("up", T4, "--yes", "--json", "--cloud", "azure")
+def test_azure_wrong_subscription_is_exit_3_never_already_gone(cli, arm, env, az_t4):
+    up = cli("up", az_t4, "--yes", "--json", "--cloud", "azure")
     assert up.code == 0, up.err
     name = up.json()["name"]
     wrong = "00000000-0000-0000-0000-0000000000ff"
     env.setenv("AZURE_SUBSCRIPTION_ID", wrong)
     down = cli("down", name, "--yes")
     assert down.code == 3 and wrong in down.err and "already gone" not in down.out
-    again = cli("up", T4, "--yes", "--cloud", "azure", "--name", "other-box")
+    again = cli("up", az_t4, "--yes", "--cloud", "azure", "--name", "other-box")
     assert again.code == 3 and wrong in again.err and again.err.count("attempt:") <= 1
     assert len([r for r in arm.state.res.values() if r["type"] == "Microsoft.Compute/virtualMachines"]) == 1
 
 
-def test_azure_down_during_pending_create_is_not_undone(cli, arm):
+def test_azure_down_during_pending_create_is_not_undone(cli, arm, az_t4):
     arm.polls = 3
 
     def down(emu, op):
@@ -109,7 +117,7 @@ def test_azure_down_during_pending_create_is_not_undone(cli, arm):
             for g in list(emu.state.groups):
                 emu.state.delete_group_now(g)
     arm.on_poll = down
-    up = cli("up", T4, "--yes", "--cloud", "azure")
+    up = cli("up", az_t4, "--yes", "--cloud", "azure")
     assert up.code == 3, up.err
     assert "was deleted while `up` waited for it" in up.err
     assert len(arm.calls("PUT", "/virtualMachines/")) == 1 and arm.resource_groups() == []
