@@ -65,11 +65,16 @@ _HEREDOC = re.compile(r"<<-?\s*(['\"]?)(TRAINVM_[A-Z_]+)\1")
 _COMPACT_FROM = "# ---- paths:"
 
 
+# A function header's trailing comment: `name() {  # what it does` (no quote can precede it).
+_FUNC_COMMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*\(\) \{)\s+#[^'\"]*$")
+
+
 def compact_script(script: str) -> str:
     """The same program without comment-only and blank lines (used for AWS user data, which has
-    16 KB). Only after the rendered configuration (whose quoted values may span lines), never
-    inside heredocs except full-line comments of the Python helper and of the verbatim shell programs
-    (heredoc delimiters ending in _PY / _SH)."""
+    16 KB), and without function headers' trailing comments. Only after the rendered
+    configuration (whose quoted values may span lines), never inside heredocs except full-line
+    comments of the Python helper and of the verbatim shell programs (heredoc delimiters ending in
+    _PY / _SH)."""
     out: list[str] = []
     delim: str | None = None
     started = False
@@ -85,6 +90,8 @@ def compact_script(script: str) -> str:
         started = started or line.startswith(_COMPACT_FROM)
         if started and i > 0 and (not stripped or (stripped.startswith("#") and not stripped.startswith("#!"))):
             continue
+        if started:
+            line = _FUNC_COMMENT.sub(r"\1", line)
         out.append(line)
         m = _HEREDOC.search(line)
         if m:

@@ -5,8 +5,13 @@
 #   stack-check  (venv python) Python, pins, framework build, CUDA, cuDNN, GPU access
 #   env          /etc/trainvm/env from the manifest, secret:// references resolved
 #   report ST    the report JSON (schema 1, source "vm") on stdout; with perf.json (profile perf:) under "perf"
+#   driver-pin PKG...  apt preferences pinning the source packages of PKG's dependency closure
+#                at the driver's version; the closure's names to driver-packages
 # Paths are under $TRAINVM_ROOT; the manifest is /var/lib/trainvm/expected.json.
+import bz2
+import gzip
 import json
+import lzma
 import os
 import re
 import subprocess
@@ -289,6 +294,45 @@ def cmd_report(exp, status):
     return 0
 
 
+def apt_indexes():  # the text of every Packages index apt has downloaded
+    for path in run(["apt-get", "indextargets", "--format", "$(FILENAME)", "Created-By: Packages"], stderr=subprocess.DEVNULL)[1].split():
+        ext = os.path.splitext(path)[1]
+        if ext in (".lz4", ".zst"):
+            yield run(["/usr/lib/apt/apt-helper", "cat-file", path], stderr=subprocess.DEVNULL)[1]
+        elif os.path.exists(path):
+            with {".gz": gzip.open, ".xz": lzma.open, ".bz2": bz2.open}.get(ext, open)(path, "rt", encoding="utf-8", errors="replace") as fh:
+                yield fh.read()
+
+
+def dep_names(value):
+    return [re.split(r"[\s(:]", a.strip())[0] for a in re.split(r"[,|]", value) if a.strip()]
+
+
+def cmd_driver_pin(exp, roots):
+    want, pkgs, provides, closure = exp["driver"] + "-", {}, {}, {}
+    for text in apt_indexes():
+        for block in text.split("\n\n"):
+            st = dict(re.findall(r"^([\w-]+):[ \t]*(.*)$", block, re.M))
+            if re.sub(r"^\d+:", "", st.get("Version", "")).startswith(want) and "Package" in st:
+                pkgs.setdefault(st["Package"], st)
+                for p in dep_names(st.get("Provides", "")):
+                    provides.setdefault(p, []).append(st["Package"])
+    queue = list(roots)
+    while queue:
+        name = queue.pop()
+        for p in [name] + provides.get(name, []):
+            if p in pkgs and p not in closure:
+                closure[p] = pkgs[p].get("Source", p).split()[0]
+                queue += dep_names(",".join(pkgs[p].get(f, "") for f in ("Pre-Depends", "Depends", "Recommends")))
+    if roots[0] not in closure:
+        return 1
+    with open(STATE + "/driver-packages", "w") as fh:
+        fh.write("\n".join(sorted(closure)) + "\n")
+    print("Explanation: trainvm: driver %s, its dependency closure: %s" % (exp["driver"], " ".join(sorted(closure))))
+    print("Package: %s\nPin: version %s*\nPin-Priority: 1000" % (" ".join("src:" + s for s in sorted(set(closure.values()))), want))
+    return 0
+
+
 def main(argv):
     exp, cmd = load("expected.json"), argv[1] if len(argv) > 1 else ""
     commands = {"gpu-check": cmd_gpu_check, "stack-check": cmd_stack_check, "env": cmd_env}
@@ -297,9 +341,11 @@ def main(argv):
         return 2
     if cmd == "report" and len(argv) > 2:
         return cmd_report(exp, argv[2])
+    if cmd == "driver-pin" and len(argv) > 2:
+        return cmd_driver_pin(exp, argv[2:])
     if cmd in commands:
         return commands[cmd](exp)
-    print("usage: trainvm_helper.py gpu-check|stack-check|env|report STATUS", file=sys.stderr)
+    print("usage: trainvm_helper.py gpu-check|stack-check|env|report STATUS|driver-pin PKG...", file=sys.stderr)
     return 2
 
 
