@@ -153,6 +153,7 @@ class ScriptContext:
     packages: tuple[str, ...]
     pypi_index: str
     torch_index: str  # "" when every pin comes from PyPI
+    stack_pyproject: str  # the pins as a uv project whose torch-build pins come only from torch_index ("" without)
     lock_text: str  # "" without stack.requirements
     lock_sha256: str
     packages_fingerprint: str
@@ -197,12 +198,31 @@ def _kernel_packages(os_family: str, cloud: str) -> tuple[tuple[str, ...], tuple
     return (f"linux-headers-{flavour}",), (f"linux-{flavour}", f"linux-image-{flavour}", f"linux-headers-{flavour}")
 
 
+def _torch_build(pin: str) -> str | None:
+    """The PyTorch build label of a pin (``cu124`` in ``torch==2.4.1+cu124``), else None."""
+    local = Version(next(iter(Requirement(pin).specifier)).version).local
+    return local if local and re.fullmatch(r"cu\d{3}|cpu|rocm\d+(\.\d+)*|xpu", local) else None
+
+
+def _stack_pyproject(pins: tuple[str, ...], torch_index: str) -> str:
+    """uv reads ``-r pyproject.toml`` with its [tool.uv.sources]: the PyTorch index is *explicit*,
+    so only the pins with a build label come from it; everything else (numpy, filelock, ...) from
+    PyPI. A plain --extra-index-url would make it authoritative for every name it carries (uv's
+    first-index strategy), e.g. an old numpy. torch's nvidia-* dependencies are on PyPI too."""
+    if not torch_index:
+        return ""
+    names = sorted({str(canonicalize_name(Requirement(p).name)) for p in pins if _torch_build(p)})
+    deps = "".join(f"  {json.dumps(p)},\n" for p in pins)
+    sources = "".join(f'{n} = {{ index = "pytorch" }}\n' for n in names)
+    return (f'[project]\nname = "trainvm-stack"\nversion = "0"\ndependencies = [\n{deps}]\n\n'
+            f'[tool.uv.sources]\n{sources}\n[[tool.uv.index]]\nname = "pytorch"\nurl = {json.dumps(torch_index)}\nexplicit = true\n')
+
+
 def _torch_index(pins: tuple[str, ...]) -> str:
     labels = set()
     for pin in pins:
-        req = Requirement(pin)
-        local = Version(next(iter(req.specifier)).version).local
-        if local and re.fullmatch(r"cu\d{3}|cpu|rocm\d+(\.\d+)*|xpu", local):
+        local = _torch_build(pin)
+        if local:
             labels.add(local)
     if len(labels) > 1:
         raise RenderError(f"the pins mix PyTorch builds ({', '.join(sorted(labels))}); one index URL cannot serve them")
@@ -384,6 +404,7 @@ def build_context(loaded: Any, target: RenderTarget, facts: Facts | None = None)
         packages=pins,
         pypi_index=PYPI_INDEX,
         torch_index=torch_index,
+        stack_pyproject=_stack_pyproject(pins, torch_index),
         lock_text=lock_text,
         lock_sha256=lock_sha,
         packages_fingerprint=fingerprint,

@@ -3,7 +3,7 @@
 #   gpu-check    driver/GPUs vs the manifest; exit 0 ok, 3 module not (yet) the installed driver
 #                (a reboot may help), 4 a real mismatch
 #   stack-check  (venv python) Python, pins, framework build, CUDA, cuDNN, GPU access
-#   env          /etc/trainvm/env from the manifest, secret:// references resolved
+#   env          /etc/trainvm/env (0644) and secrets.env (0600, secret:// resolved) from the manifest
 #   report ST    the report JSON (schema 1, source "vm") on stdout; with perf.json (profile perf:) under "perf"
 #   driver-pin PKG...  apt preferences pinning the source packages of PKG's dependency closure
 #                at the driver's version; the closure's names to driver-packages
@@ -204,24 +204,37 @@ def resolve_secret(ref):
     return value
 
 
-def cmd_env(exp):
-    path, lines, secret = ROOT + "/etc/trainvm/env", ["# trainvm: the profile's stack.env (systemd EnvironmentFile= and sh)"], False
+def write_env(name, lines, mode):  # True when /etc/trainvm/NAME changed (content or mode)
+    path = ROOT + "/etc/trainvm/" + name
+    if not lines:
+        if os.path.exists(path):
+            os.remove(path)
+            return True
+        return False
+    text = "\n".join(lines) + "\n"
+    if read("/etc/trainvm/" + name) == text and os.stat(path).st_mode & 0o777 == mode:
+        return False
+    with os.fdopen(os.open(path + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode), "w", encoding="utf-8") as fh:
+        fh.write(text)
+    os.chmod(path + ".tmp", mode)
+    os.replace(path + ".tmp", path)
+    return True
+
+
+def cmd_env(exp):  # env: readable by every shell (0644); secrets.env: resolved secret:// values, root only
+    public, secret = ["# trainvm: the profile's stack.env (systemd EnvironmentFile= and sh)"], []
     for key, value in sorted(exp["env"].items()):
         if value.startswith("secret://"):
             try:
-                value, secret = resolve_secret(value), True
+                secret.append("%s=%s" % (key, env_quote(resolve_secret(value))))
             except Exception as exc:
                 print("env %s: %s" % (key, exc), file=sys.stderr)
                 return 1
-        lines.append("%s=%s" % (key, env_quote(value)))
-    text, mode = "\n".join(lines) + "\n", 0o600 if secret else 0o644
-    same = read("/etc/trainvm/env") == text
-    if not same:
-        with os.fdopen(os.open(path + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode), "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(path + ".tmp", mode)
-        os.replace(path + ".tmp", path)
-    print("unchanged" if same else "changed")
+        else:
+            public.append("%s=%s" % (key, env_quote(value)))
+    changed = write_env("env", public, 0o644)
+    changed = write_env("secrets.env", ["# trainvm: secret:// values of stack.env"] + secret if secret else [], 0o600) or changed
+    print("changed" if changed else "unchanged")
     return 0
 
 

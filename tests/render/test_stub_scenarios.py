@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import re
+import sys
 
 import pytest
 import trainvm_render_support as S
@@ -27,12 +28,13 @@ def script(profile: str = "bert-finetune-t4", cloud: str = "gcp", os_name: str |
 
 def assert_apt_rules(run) -> None:
     """Rule 3: every apt-get call is non-interactive, -y, waits for the dpkg lock, retries
-    (``indextargets``, a read-only query of the downloaded indexes, takes no lock)."""
+    (``indextargets``, a read-only query of the downloaded indexes, takes no lock). needrestart's
+    apt hook is suspended: in mode "a" it may restart the unit running this script."""
     for call in run.named("apt-get"):
         if call.args[:1] == ["indextargets"]:
             continue
         assert call.args[: len(APT_PREFIX)] == APT_PREFIX, call.line
-    assert run.apt_env and set(run.apt_env) == {"noninteractive"}
+    assert run.apt_env and set(run.apt_env) == {"noninteractive,needrestart=1"}
 
 
 def do(h, **kw):
@@ -88,8 +90,12 @@ def test_happy_path_gcp_ends_ready_with_a_correct_report(make_harness):
     uv = run.lines("uv")
     assert "uv python install --no-bin 3.11.9" in uv
     pip = [line for line in uv if line.startswith("uv pip install")]
-    assert len(pip) == 1 and "--only-binary :all:" in pip[0] and "--extra-index-url https://download.pytorch.org/whl/cu124" in pip[0]
-    assert pip[0].endswith("torch==2.4.1+cu124 transformers==4.44.2 datasets==2.21.0 accelerate==0.34.2")
+    assert len(pip) == 1 and "--only-binary :all:" in pip[0] and "--extra-index-url" not in pip[0]
+    # R1: the PyTorch index is explicit and serves only the torch-build pins (uv sources)
+    assert pip[0].endswith("-r " + str(h.path("/var/lib/trainvm/stack/pyproject.toml")))
+    project = h.path("/var/lib/trainvm/stack/pyproject.toml").read_text()
+    assert '[tool.uv.sources]\ntorch = { index = "pytorch" }\n\n' in project and "explicit = true" in project
+    assert 'url = "https://download.pytorch.org/whl/cu124"' in project and '"datasets==2.21.0",' in project
     assert run.lines("gcloud")[0].startswith("gcloud storage rsync --recursive gs://example-ml-data/glue/ ")
     puts = [c.args[-1] for c in run.named("curl") if "PUT" in c.args]
     assert puts[-2:] == ["http://metadata.google.internal/computeMetadata/v1/instance/guest-attributes/trainvm/status",
@@ -224,6 +230,46 @@ def test_one_reboot_loads_the_module_then_ready_without_reinstalling(make_harnes
     assert not any("nvidia-open" in line for line in second.lines("apt-get"))
 
 
+def test_headers_gone_from_the_archive_boot_the_image_kernel_metapackage(make_harness, tmp_path):
+    """R4: linux-headers-$(uname -r) disappears when Debian's ABI moves on: install the image's
+    kernel metapackages, reboot into that kernel, then build; a second miss fails clearly."""
+    old, new = "6.1.0-27-cloud-amd64", "6.1.0-56-cloud-amd64"
+    h = make_harness(script(os_name="debian-12"), os_name="debian-12", STUB_HEADERS_GONE=old)
+    first = do(h)
+    assert first.rc == 0 and first.status == "running:driver" and len(first.named("reboot")) == 1, first.output[-3000:]
+    apt = first.lines("apt-get")
+    assert any(line.endswith("install linux-image-cloud-amd64 linux-headers-cloud-amd64") for line in apt)
+    assert not any(f"linux-headers-{old}" in line for line in apt) and not any("nvidia-open=" in line for line in apt)
+    h.reboot()
+    second = do(h, STUB_KERNEL=new)
+    assert second.status == "ready", second.output[-3000:]
+    assert any(f"install linux-headers-{new} linux-headers-cloud-amd64 dkms" in line for line in second.lines("apt-get"))
+    # the kernel did not change (e.g. the boot loader kept the old one): a clear failure, no loop
+    h2 = sys.modules["trainvm_stubharness"].Harness(tmp_path / "same-kernel", script(os_name="debian-12"),
+                                                    os_name="debian-12", STUB_HEADERS_GONE=old)
+    do(h2)
+    h2.reboot()
+    again = do(h2)
+    assert again.rc != 0 and re.fullmatch(r"failed:driver:\d+", again.status) and not again.named("reboot")
+    assert f"linux-headers-{old} (running kernel) is not in the archive" in again.report["error"]
+
+
+def test_secret_values_live_in_their_own_root_only_file(make_harness):
+    """R7: a secret:// value must not make the determinism variables root-only."""
+    data = S.minimal_profile(env={"PYTHONHASHSEED": "0", "CUBLAS_WORKSPACE_CONFIG": ":4096:8",
+                                  "HF_TOKEN": "secret://gcp/hf-token"})
+    h = make_harness(S.render(S.from_dict(data), "gcp").startup_sh)
+    run = do(h)
+    assert run.status == "ready", run.output[-3000:]
+    env, secrets = h.path("/etc/trainvm/env"), h.path("/etc/trainvm/secrets.env")
+    assert env.stat().st_mode & 0o777 == 0o644 and secrets.stat().st_mode & 0o777 == 0o600
+    assert 'PYTHONHASHSEED="0"' in env.read_text() and "s3cr3t" not in env.read_text() and "HF_TOKEN" not in env.read_text()
+    assert 'HF_TOKEN="s3cr3t-from-gcp"' in secrets.read_text()
+    assert "EnvironmentFile=-/etc/trainvm/secrets.env" in h.path("/usr/local/bin/trainvm-run").read_text()
+    assert "secrets.env" in h.path("/etc/profile.d/trainvm-env.sh").read_text()
+    assert do(h).installs() == []
+
+
 def test_newer_kernel_pending_reboots_once_before_building(make_harness):
     h = make_harness(script())
     h.path("/var/run/reboot-required.pkgs").write_text("linux-image-5.15.0-1072-gcp\n")
@@ -260,6 +306,9 @@ def test_nvswitch_shape_raid0_fabric_manager_and_restage_after_stop_start(make_h
     assert "systemctl start nvidia-fabricmanager.service" in run.lines("systemctl")
     create = [c for c in run.named("mdadm") if c.args[:1] == ["--create"]]
     assert len(create) == 1 and "--level=0" in create[0].args and "--raid-devices=4" in create[0].args
+    # mdadm is not in Debian's base system: installed (without its MTA recommends) before RAID0
+    order = [c.line for c in run.calls if c.name == "mdadm" or (c.name == "apt-get" and "mdadm" in c.args)]
+    assert order[0].endswith("install --no-install-recommends mdadm"), order
     assert all("/dev/nvme0n" in a for a in create[0].args[-4:])  # resolved from the stable by-id names
     assert len(run.named("mkfs.ext4")) == 1
     mount = run.named("mount")[0]
