@@ -151,3 +151,19 @@ def test_target_from_offer():
 
     with pytest.raises(RenderError, match="x86_64 only"):
         target_from_offer(dataclasses.replace(offer, arch="arm64"))
+
+
+def test_torch_index_is_explicit_and_serves_only_the_torch_build_pins():
+    """R1: the pins reach uv as a project whose PyTorch index is explicit (only the pins with a
+    +cuXXX build label come from it), not as --extra-index-url (authoritative for every name)."""
+    import tomllib
+
+    data = S.minimal_profile(packages=["torch==2.4.1+cu124", "torchvision==0.19.1+cu124", "numpy==1.26.4",
+                                       "filelock==3.16.1"])
+    ctx = build_context(S.from_dict(data), S.target_for("gcp", S.from_dict(data)))
+    project = tomllib.loads(ctx.stack_pyproject)
+    assert project["project"]["dependencies"] == data["stack"]["packages"]
+    assert project["tool"]["uv"]["sources"] == {"torch": {"index": "pytorch"}, "torchvision": {"index": "pytorch"}}
+    assert project["tool"]["uv"]["index"] == [{"name": "pytorch", "url": "https://download.pytorch.org/whl/cu124", "explicit": True}]
+    plain = S.minimal_profile(packages=["numpy==1.26.4"])
+    assert build_context(S.from_dict(plain), S.target_for("gcp", S.from_dict(plain))).stack_pyproject == ""
