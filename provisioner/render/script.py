@@ -67,11 +67,24 @@ _COMPACT_FROM = "# ---- paths:"
 
 # A function header's trailing comment: `name() {  # what it does` (no quote can precede it).
 _FUNC_COMMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*\(\) \{)\s+#[^'\"]*$")
+_TRAILING = re.compile(r"\s{2,}# [^'\"`$\\]*$")
+
+
+def _drop_trailing_comment(line: str) -> str:
+    """``code  # comment`` -> ``code`` when the ``#`` cannot be inside a string or an expansion:
+    the code before it has balanced quotes and no backslash, backquote or ``#``."""
+    m = _TRAILING.search(line)
+    if not m:
+        return line
+    code = line[: m.start()]
+    if code.count("'") % 2 or code.count('"') % 2 or any(c in code for c in "\\`#"):
+        return line
+    return code
 
 
 def compact_script(script: str) -> str:
     """The same program without comment-only and blank lines (used for AWS user data, which has
-    16 KB), and without function headers' trailing comments. Only after the rendered
+    16 KB), without indentation and function headers' trailing comments. Only after the rendered
     configuration (whose quoted values may span lines), never inside heredocs except full-line
     comments of the Python helper and of the verbatim shell programs (heredoc delimiters ending in
     _PY / _SH)."""
@@ -85,13 +98,15 @@ def compact_script(script: str) -> str:
                 delim = None
             elif delim.endswith(("_PY", "_SH")) and (not stripped or (stripped.startswith("#") and not stripped.startswith("#!"))):
                 continue  # full-line comments of the Python helper and of the verbatim shell programs
+            elif delim.endswith(("_PY", "_SH")):
+                line = _drop_trailing_comment(line)
             out.append(line)
             continue
         started = started or line.startswith(_COMPACT_FROM)
         if started and i > 0 and (not stripped or (stripped.startswith("#") and not stripped.startswith("#!"))):
             continue
         if started:
-            line = _FUNC_COMMENT.sub(r"\1", line)
+            line = _drop_trailing_comment(_FUNC_COMMENT.sub(r"\1", line.lstrip(" ")))
         out.append(line)
         m = _HEREDOC.search(line)
         if m:

@@ -8,10 +8,7 @@
 #   driver-pin PKG...  apt preferences pinning the source packages of PKG's dependency closure
 #                at the driver's version; the closure's names to driver-packages
 # Paths are under $TRAINVM_ROOT; the manifest is /var/lib/trainvm/expected.json.
-import bz2
-import gzip
 import json
-import lzma
 import os
 import re
 import subprocess
@@ -309,12 +306,11 @@ def cmd_report(exp, status):
 
 def apt_indexes():  # the text of every Packages index apt has downloaded
     for path in run(["apt-get", "indextargets", "--format", "$(FILENAME)", "Created-By: Packages"], stderr=subprocess.DEVNULL)[1].split():
-        ext = os.path.splitext(path)[1]
-        if ext in (".lz4", ".zst"):
-            yield run(["/usr/lib/apt/apt-helper", "cat-file", path], stderr=subprocess.DEVNULL)[1]
-        elif os.path.exists(path):
-            with {".gz": gzip.open, ".xz": lzma.open, ".bz2": bz2.open}.get(ext, open)(path, "rt", encoding="utf-8", errors="replace") as fh:
+        if path.endswith("Packages"):
+            with open(path, encoding="utf-8", errors="replace") as fh:
                 yield fh.read()
+        else:
+            yield run(["/usr/lib/apt/apt-helper", "cat-file", path], stderr=subprocess.DEVNULL)[1]
 
 
 def dep_names(value):
@@ -341,7 +337,7 @@ def cmd_driver_pin(exp, roots):
         return 1
     with open(STATE + "/driver-packages", "w") as fh:
         fh.write("\n".join(sorted(closure)) + "\n")
-    print("Explanation: trainvm: driver %s, its dependency closure: %s" % (exp["driver"], " ".join(sorted(closure))))
+    print("Explanation: trainvm: %s" % " ".join(sorted(closure)))
     print("Package: %s\nPin: version %s*\nPin-Priority: 1000" % (" ".join("src:" + s for s in sorted(set(closure.values()))), want))
     return 0
 
