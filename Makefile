@@ -8,7 +8,7 @@ PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
 EXAMPLE ?= profiles/examples/bert-finetune-t4.yaml
 PYTEST_ARGS ?=
 
-.PHONY: run test install install-dev validate-examples bench catalog golden clean
+.PHONY: run test test-os install install-dev validate-examples bench catalog golden clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "trainvm needs Python >= 3.11; set PYTHON=/path/to/python3.11")'
@@ -35,6 +35,12 @@ run: install
 
 test: install-dev
 	$(BIN)/python -m pytest -n 2 $(PYTEST_ARGS)
+
+# The rendered debian-12 script on a real Debian 12 userland (debootstrap, chroot, real apt/dpkg/
+# dkms/curl/uv/PyPI, a signed fake NVIDIA repository over HTTPS): needs root, debootstrap and the
+# Debian archive; see tests/realos/lane.py. First run ~10 min, later runs reuse the cached rootfs.
+test-os: install-dev
+	$(BIN)/python tests/realos/lane.py
 
 validate-examples: install
 	$(BIN)/trainvm validate profiles/base/*.yaml profiles/examples/*.yaml

