@@ -40,6 +40,24 @@ TV_UV_URL='https://files.pythonhosted.org/packages/3d/aa/26d64642d808de4a652579e
 TV_UV_SHA256='d7f459fe4fd247d830351c75686d3996ace3c6f3f728eb0e85a30b7ada0cef19'
 TV_PYPI_INDEX='https://pypi.org/simple'
 TV_TORCH_INDEX='https://download.pytorch.org/whl/cu124'
+TV_STACK_PYPROJECT='[project]
+name = "trainvm-stack"
+version = "0"
+dependencies = [
+  "torch==2.4.1+cu124",
+  "transformers==4.44.2",
+  "datasets==2.21.0",
+  "accelerate==0.34.2",
+]
+
+[tool.uv.sources]
+torch = { index = "pytorch" }
+
+[[tool.uv.index]]
+name = "pytorch"
+url = "https://download.pytorch.org/whl/cu124"
+explicit = true
+'
 TV_PACKAGES=( 'torch==2.4.1+cu124' 'transformers==4.44.2' 'datasets==2.21.0' 'accelerate==0.34.2' )
 TV_LOCK_SHA256=''
 TV_PACKAGES_FINGERPRINT='25a8e60b1df770e1d99d4c967f3bc7112c10aa3e3fa18709068d8f8571cf0966'
@@ -160,7 +178,8 @@ tv_retry() {  # tv_retry CMD...: three attempts, TV_RETRY_SLEEP seconds apart, t
   tv_fail "$TV_PHASE" "$(tv_caller_line)" "failed 3 times: $*"
 }
 
-tv_apt() { tv_retry env DEBIAN_FRONTEND=noninteractive NEEDRESTART_MODE=a apt-get "${TV_APT_OPTS[@]}" "$@"; }
+# needrestart (Ubuntu) is suspended: it could restart the unit that runs this script.
+tv_apt() { tv_retry env DEBIAN_FRONTEND=noninteractive NEEDRESTART_SUSPEND=1 apt-get "${TV_APT_OPTS[@]}" "$@"; }
 
 tv_pkgver() {  # tv_pkgver PKG PREFIX [CONTAINS]: newest repository version of PKG starting with PREFIX
   apt-cache madison "$1" 2>/dev/null | awk -F'|' -v want="$2" -v has="${3:-}" '
@@ -227,8 +246,10 @@ tv_write_helper() {  # the on-VM helper (GPU gate, stack check, env file, report
 #   gpu-check    driver/GPUs vs the manifest; exit 0 ok, 3 module not (yet) the installed driver
 #                (a reboot may help), 4 a real mismatch
 #   stack-check  (venv python) Python, pins, framework build, CUDA, cuDNN, GPU access
-#   env          /etc/trainvm/env from the manifest, secret:// references resolved
+#   env          /etc/trainvm/env (0644) and secrets.env (0600, secret:// resolved) from the manifest
 #   report ST    the report JSON (schema 1, source "vm") on stdout; with perf.json (profile perf:) under "perf"
+#   driver-pin PKG...  apt preferences pinning the source packages of PKG's dependency closure
+#                at the driver's version; the closure's names to driver-packages
 # Paths are under $TRAINVM_ROOT; the manifest is /var/lib/trainvm/expected.json.
 import json
 import os
@@ -423,24 +444,37 @@ def resolve_secret(ref):
     return value
 
 
-def cmd_env(exp):
-    path, lines, secret = ROOT + "/etc/trainvm/env", ["# trainvm: the profile's stack.env (systemd EnvironmentFile= and sh)"], False
+def write_env(name, lines, mode):  # True when /etc/trainvm/NAME changed (content or mode)
+    path = ROOT + "/etc/trainvm/" + name
+    if not lines:
+        if os.path.exists(path):
+            os.remove(path)
+            return True
+        return False
+    text = "\n".join(lines) + "\n"
+    if read("/etc/trainvm/" + name) == text and os.stat(path).st_mode & 0o777 == mode:
+        return False
+    with os.fdopen(os.open(path + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode), "w", encoding="utf-8") as fh:
+        fh.write(text)
+    os.chmod(path + ".tmp", mode)
+    os.replace(path + ".tmp", path)
+    return True
+
+
+def cmd_env(exp):  # env: readable by every shell (0644); secrets.env: resolved secret:// values, root only
+    public, secret = ["# trainvm: the profile's stack.env (systemd EnvironmentFile= and sh)"], []
     for key, value in sorted(exp["env"].items()):
         if value.startswith("secret://"):
             try:
-                value, secret = resolve_secret(value), True
+                secret.append("%s=%s" % (key, env_quote(resolve_secret(value))))
             except Exception as exc:
                 print("env %s: %s" % (key, exc), file=sys.stderr)
                 return 1
-        lines.append("%s=%s" % (key, env_quote(value)))
-    text, mode = "\n".join(lines) + "\n", 0o600 if secret else 0o644
-    same = read("/etc/trainvm/env") == text
-    if not same:
-        with os.fdopen(os.open(path + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode), "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(path + ".tmp", mode)
-        os.replace(path + ".tmp", path)
-    print("unchanged" if same else "changed")
+        else:
+            public.append("%s=%s" % (key, env_quote(value)))
+    changed = write_env("env", public, 0o644)
+    changed = write_env("secrets.env", ["# trainvm: secret:// values of stack.env"] + secret if secret else [], 0o600) or changed
+    print("changed" if changed else "unchanged")
     return 0
 
 
@@ -513,6 +547,44 @@ def cmd_report(exp, status):
     return 0
 
 
+def apt_indexes():  # the text of every Packages index apt has downloaded
+    for path in run(["apt-get", "indextargets", "--format", "$(FILENAME)", "Created-By: Packages"], stderr=subprocess.DEVNULL)[1].split():
+        if path.endswith("Packages"):
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                yield fh.read()
+        else:
+            yield run(["/usr/lib/apt/apt-helper", "cat-file", path], stderr=subprocess.DEVNULL)[1]
+
+
+def dep_names(value):
+    return [re.split(r"[\s(:]", a.strip())[0] for a in re.split(r"[,|]", value) if a.strip()]
+
+
+def cmd_driver_pin(exp, roots):
+    want, pkgs, provides, closure = exp["driver"] + "-", {}, {}, {}
+    for text in apt_indexes():
+        for block in text.split("\n\n"):
+            st = dict(re.findall(r"^([\w-]+):[ \t]*(.*)$", block, re.M))
+            if re.sub(r"^\d+:", "", st.get("Version", "")).startswith(want) and "Package" in st:
+                pkgs.setdefault(st["Package"], st)
+                for p in dep_names(st.get("Provides", "")):
+                    provides.setdefault(p, []).append(st["Package"])
+    queue = list(roots)
+    while queue:
+        name = queue.pop()
+        for p in [name] + provides.get(name, []):
+            if p in pkgs and p not in closure:
+                closure[p] = pkgs[p].get("Source", p).split()[0]
+                queue += dep_names(",".join(pkgs[p].get(f, "") for f in ("Pre-Depends", "Depends", "Recommends")))
+    if roots[0] not in closure:
+        return 1
+    with open(STATE + "/driver-packages", "w") as fh:
+        fh.write("\n".join(sorted(closure)) + "\n")
+    print("Explanation: trainvm: %s" % " ".join(sorted(closure)))
+    print("Package: %s\nPin: version %s*\nPin-Priority: 1000" % (" ".join("src:" + s for s in sorted(set(closure.values()))), want))
+    return 0
+
+
 def main(argv):
     exp, cmd = load("expected.json"), argv[1] if len(argv) > 1 else ""
     commands = {"gpu-check": cmd_gpu_check, "stack-check": cmd_stack_check, "env": cmd_env}
@@ -521,9 +593,11 @@ def main(argv):
         return 2
     if cmd == "report" and len(argv) > 2:
         return cmd_report(exp, argv[2])
+    if cmd == "driver-pin" and len(argv) > 2:
+        return cmd_driver_pin(exp, argv[2:])
     if cmd in commands:
         return commands[cmd](exp)
-    print("usage: trainvm_helper.py gpu-check|stack-check|env|report STATUS", file=sys.stderr)
+    print("usage: trainvm_helper.py gpu-check|stack-check|env|report STATUS|driver-pin PKG...", file=sys.stderr)
     return 2
 
 
@@ -644,15 +718,21 @@ tv_nvidia_repo() {  # cuda-keyring (sha256-checked) for the repository of the ru
     tv_fail driver "$LINENO" "cuda-keyring_1.1-1_all.deb for $token does not have the expected sha256 $TV_KEYRING_SHA256"
   fi
   tv_apt install "$deb"
-  # Pin every driver package to the exact version (what nvidia-driver-pinning-<V> does, for
-  # branches that have no pinning package).
-  tv_write_file "$TV_ROOT/etc/apt/preferences.d/trainvm-nvidia-driver" 0644 <<TRAINVM_PIN
-Package: nvidia-* libnvidia-* cuda-drivers* xserver-xorg-video-nvidia* libxnvctrl* nvidia-fabricmanager*
-Pin: version ${TV_DRIVER}-*
-Pin-Priority: 1000
-TRAINVM_PIN
   tv_apt update
+  tv_driver_pin
   tv_mark repo
+}
+
+tv_driver_pin() {  # pin the driver and its whole dependency closure in the repository to exactly TV_DRIVER
+  # The closure (not name globs): Debian-named parts such as libcuda1 or firmware-nvidia-gsp have
+  # exact-version dependencies too, and a newer driver is always in the repository. The pin names
+  # their source packages (src:...), as NVIDIA's nvidia-driver-pinning-<V> packages do.
+  local pin roots=("$TV_DRIVER_PKG" "nvidia-driver-pinning-$TV_DRIVER")
+  if [ -n "$TV_FM_PKG" ]; then roots+=("$TV_FM_PKG"); fi
+  if ! pin=$(python3 "$TV_HELPER" driver-pin "${roots[@]}"); then
+    tv_fail driver "$LINENO" "$TV_DRIVER_PKG $TV_DRIVER is not in NVIDIA's $TV_NVIDIA_REPO repository; no other version is installed"
+  fi
+  tv_write_file "$TV_ROOT/etc/apt/preferences.d/trainvm-nvidia-driver" 0644 <<<"$pin"
 }
 
 tv_kernel_prepare() {  # headers for the running kernel (DKMS); kernel packages held
@@ -662,6 +742,16 @@ tv_kernel_prepare() {  # headers for the running kernel (DKMS); kernel packages 
     tv_reboot "$LINENO" "a newer kernel is installed but not running"
   fi
   if tv_done kernel; then return 0; fi
+  if [ -z "$(tv_pkgver "linux-headers-$kver" "")" ]; then
+    # The archive drops a kernel ABI's headers once it moves on: take the image's kernel
+    # metapackages (newest kernel and its headers) and boot into that kernel.
+    if [ -f "$TV_STATE/kernel-moved" ]; then
+      tv_fail driver "$LINENO" "linux-headers-$kver (running kernel) is not in the archive, even after installing ${TV_KERNEL_HOLD[*]}"
+    fi
+    tv_apt install "${TV_KERNEL_HOLD[@]}"
+    printf '%s\n' "$kver" >"$TV_STATE/kernel-moved"
+    tv_reboot "$LINENO" "linux-headers-$kver is not in the archive; booting ${TV_KERNEL_HOLD[0]}"
+  fi
   tv_apt install "linux-headers-$kver" "${TV_KERNEL_HEADERS_META[@]}" dkms
   tv_hold_installed "linux-image-$kver" "linux-headers-$kver" "linux-modules-$kver" "${TV_KERNEL_HOLD[@]}"
   tv_mark kernel
@@ -678,7 +768,7 @@ tv_driver_install() {  # pinning package when NVIDIA publishes one, then PKG=<ex
   fi
   tv_log "installing $TV_DRIVER_PKG=$pkgver ($TV_MODULES kernel modules)"
   tv_apt install "$TV_DRIVER_PKG=$pkgver"
-  mapfile -t held < <(dpkg-query -W -f='${Package} ${Status}\n' 'nvidia-*' 'libnvidia-*' 2>/dev/null | awk '/ok installed/ {print $1}' || true)
+  mapfile -t held <"$TV_STATE/driver-packages"
   tv_hold_installed "$TV_DRIVER_PKG" "$pin" "${held[@]}"
   tv_mark driver-pkg
 }
@@ -811,16 +901,21 @@ phase_packages() {
   if ! tv_done packages || [ "$(<"$TV_STATE/done.packages")" != "$TV_PACKAGES_FINGERPRINT" ]; then
     tv_installing
     args=(pip install --python "$TV_VENV/bin/python" --only-binary :all: --index-url "$TV_PYPI_INDEX")
-    if [ -n "$TV_TORCH_INDEX" ]; then
-      # uv prefers --extra-index-url: torch and its nvidia-* wheels come from the CUDA variant's index.
-      args+=(--extra-index-url "$TV_TORCH_INDEX")
-    fi
     if [ -n "$TV_LOCK_SHA256" ]; then
       printf '%s' "$TV_LOCK" >"$lock"
       if ! printf '%s  %s\n' "$TV_LOCK_SHA256" "$lock" | sha256sum -c - >/dev/null; then
         tv_fail packages "$LINENO" "the embedded lock file does not match its sha256 $TV_LOCK_SHA256"
       fi
+      if [ -n "$TV_TORCH_INDEX" ]; then
+        # every file is hash-checked, so the best match over both indexes is safe
+        args+=(--extra-index-url "$TV_TORCH_INDEX" --index-strategy unsafe-best-match)
+      fi
       args+=(--require-hashes -r "$lock")
+    elif [ -n "$TV_STACK_PYPROJECT" ]; then
+      # the PyTorch index serves only the torch-build pins (explicit index, uv sources)
+      mkdir -p "$TV_STATE/stack"
+      printf '%s' "$TV_STACK_PYPROJECT" >"$TV_STATE/stack/pyproject.toml"
+      args+=(-r "$TV_STATE/stack/pyproject.toml")
     else
       args+=("${TV_PACKAGES[@]}")
     fi
@@ -831,16 +926,17 @@ phase_packages() {
   printf '%s\n' "$out"
   if [ "$rc" != 0 ]; then tv_fail packages "$LINENO" "the installed stack does not match the profile: ${out//$'\n'/; }"; fi
 }
-# ---- phase 6: environment for training: /etc/trainvm/env (systemd EnvironmentFile= and
+# ---- phase 6: environment for training: /etc/trainvm/env and secrets.env (systemd EnvironmentFile= and
 # POSIX-shell compatible), loaded by the venv's activate, login shells and trainvm-run jobs ----
 phase_env() {
   local hook result
   result=$(python3 "$TV_HELPER" env) || tv_fail env "$LINENO" "could not write $TV_ETC/env (see above)"
   if [ "$result" = changed ]; then tv_installing; fi
   TV_CHANGED=0
-  printf 'if [ -r %q ]; then set -a; . %q; set +a; fi\n' "$TV_ETC/env" "$TV_ETC/env" |
+  # secrets.env is root-only: other users still get the determinism variables from env
+  printf 'for f in %q %q; do if [ -r "$f" ]; then set -a; . "$f"; set +a; fi; done\n' "$TV_ETC/env" "$TV_ETC/secrets.env" |
     tv_write_file "$TV_ROOT/etc/profile.d/trainvm-env.sh" 0644
-  hook=$(printf 'if [ -r %q ]; then set -a; . %q; set +a; fi  # trainvm-env' "$TV_ETC/env" "$TV_ETC/env")
+  hook=$(printf 'for f in %q %q; do if [ -r "$f" ]; then set -a; . "$f"; set +a; fi; done  # trainvm-env' "$TV_ETC/env" "$TV_ETC/secrets.env")
   if [ -f "$TV_VENV/bin/activate" ] && ! grep -qF "$hook" "$TV_VENV/bin/activate"; then
     printf '%s\n' "$hook" >>"$TV_VENV/bin/activate"
     TV_CHANGED=1
@@ -851,7 +947,7 @@ phase_env() {
 # profile's environment and the venv first on PATH; the idle watchdog counts these jobs.
 set -euo pipefail
 exec systemd-run --unit="trainvm-job-$(date +%Y%m%d-%H%M%S)" --collect --same-dir \
-  --property=EnvironmentFile=/etc/trainvm/env --uid="${SUDO_UID:-$(id -u)}" \
+  --property=EnvironmentFile=/etc/trainvm/env --property=EnvironmentFile=-/etc/trainvm/secrets.env --uid="${SUDO_UID:-$(id -u)}" \
   --setenv=PATH="/opt/trainvm/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" -- "$@"
 TRAINVM_RUN
   if [ "$TV_CHANGED" = 1 ]; then tv_installing; fi
@@ -873,6 +969,9 @@ tv_nvme_mount() {
   tv_installing
   if [ "${#devs[@]}" -gt 1 ]; then
     dev="$TV_ROOT/dev/md/trainvm"
+    if ! dpkg-query -W -f='${Status}' mdadm 2>/dev/null | grep -q 'ok installed'; then
+      tv_apt install --no-install-recommends mdadm  # not in a Debian base system
+    fi
     if [ ! -e "$dev" ] && ! mdadm --assemble "$dev" "${devs[@]}" >/dev/null 2>&1; then
       tv_log "creating RAID0 over ${#devs[@]} local NVMe disks"
       mdadm --create "$dev" --run --level=0 --raid-devices="${#devs[@]}" "${devs[@]}"
