@@ -337,7 +337,6 @@ def cmd_driver_pin(exp, roots):
         return 1
     with open(STATE + "/driver-packages", "w") as fh:
         fh.write("\n".join(sorted(closure)) + "\n")
-    print("Explanation: trainvm: %s" % " ".join(sorted(closure)))
     print("Package: %s\nPin: version %s*\nPin-Priority: 1000" % (" ".join("src:" + s for s in sorted(set(closure.values()))), want))
     return 0
 

@@ -580,7 +580,6 @@ def cmd_driver_pin(exp, roots):
         return 1
     with open(STATE + "/driver-packages", "w") as fh:
         fh.write("\n".join(sorted(closure)) + "\n")
-    print("Explanation: trainvm: %s" % " ".join(sorted(closure)))
     print("Package: %s\nPin: version %s*\nPin-Priority: 1000" % (" ".join("src:" + s for s in sorted(set(closure.values()))), want))
     return 0
 
@@ -730,7 +729,7 @@ tv_driver_pin() {  # pin the driver and its whole dependency closure in the repo
   local pin roots=("$TV_DRIVER_PKG" "nvidia-driver-pinning-$TV_DRIVER")
   if [ -n "$TV_FM_PKG" ]; then roots+=("$TV_FM_PKG"); fi
   if ! pin=$(python3 "$TV_HELPER" driver-pin "${roots[@]}"); then
-    tv_fail driver "$LINENO" "$TV_DRIVER_PKG $TV_DRIVER is not in NVIDIA's $TV_NVIDIA_REPO repository; no other version is installed"
+    tv_fail driver "$LINENO" "$TV_DRIVER_PKG $TV_DRIVER is not in NVIDIA's repository"
   fi
   tv_write_file "$TV_ROOT/etc/apt/preferences.d/trainvm-nvidia-driver" 0644 <<<"$pin"
 }
