@@ -180,7 +180,7 @@ def test_missing_driver_version_in_repository_never_falls_back(make_harness):
     h = make_harness(script(), STUB_REPO_DRIVERS="570.86.15 550.90.07")
     run = do(h)
     assert re.fullmatch(r"failed:driver:\d+", run.status)
-    assert "no other version is installed" in run.report["error"]
+    assert "is not in NVIDIA's repository" in run.report["error"]
     assert not any("nvidia-open" in line for line in run.lines("apt-get"))
 
 
