@@ -37,8 +37,10 @@ def _resolve_images(on: bool) -> None:
 
 @app.callback()
 def _root(
-    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks on errors.")] = False,
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks on errors (accepted anywhere on the line).")] = False,
+    version: Annotated[bool, typer.Option("--version", help="Print the version and exit.")] = False,
 ) -> None:
+    # main() takes --debug and --version out of argv wherever they are; these declarations are for --help.
     if debug:
         os.environ["TRAINVM_DEBUG"] = "1"
 
@@ -236,9 +238,14 @@ def verify(
     data: DataOpt = None,
     budget: BudgetOpt = 30.0,
     cloud: OneCloudOpt = None,
+    profile: Annotated[Optional[Path], typer.Option("--profile", help="Verify a VM against this profile file instead of the one stored on it.")] = None,
     json_out: JsonFlag = False,
 ) -> None:
-    """Compare a VM's stack report (or this machine) field by field with the profile."""
+    """Compare a VM's stack report (or this machine) field by field with the profile.
+
+    States: match (exit 0), drift (1), failed (1: the startup script failed; phase, line, message),
+    provisioning (5: no report yet or a phase still running). A VM whose stored profile cannot be
+    read is an error (3), never a match."""
     if perf:
         from provisioner.commands.perf import verify_perf
 
@@ -251,7 +258,30 @@ def verify(
     from provisioner.commands.verify import run_verify_remote
 
     _check_clouds([cloud] if cloud else None)
-    raise typer.Exit(run_verify_remote(target, json_out, cloud))
+    raise typer.Exit(run_verify_remote(target, json_out, profile, cloud))
+
+
+@app.command()
+def logs(
+    name: NameArg,
+    follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep reading until the startup script reports ready or failed.")] = False,
+    json_out: JsonFlag = False,
+) -> None:
+    """The VM's provisioning log (its console) and the startup phases' timings."""
+    from provisioner.commands.logs import run_logs
+
+    raise typer.Exit(run_logs(name, follow=follow, json_out=json_out))
+
+
+@app.command()
+def ssh(
+    name: NameArg,
+    command: Annotated[Optional[list[str]], typer.Argument(help="Command to run on the VM (after --).", show_default=False)] = None,
+) -> None:
+    """Open SSH to the VM (its user, key and address), or run `-- CMD...` there."""
+    from provisioner.commands.ssh import run_ssh
+
+    raise typer.Exit(run_ssh(name, command or []))
 
 
 @app.command()
@@ -335,32 +365,53 @@ def _check_clouds(clouds: Optional[list[str]]) -> None:
         raise InputError(f"--cloud: unknown cloud {bad[0]!r} (choose gcp, azure or aws)")
 
 
+def _split_global_flags(argv: list[str]) -> tuple[list[str], bool, bool, bool]:
+    """argv without ``--debug``/``--version`` (accepted before or after the command, not after ``--``),
+    and whether they and ``--json`` were given."""
+    cut = argv.index("--") if "--" in argv else len(argv)
+    head, tail = argv[:cut], argv[cut:]
+    debug, version, json_out = "--debug" in head, "--version" in head, "--json" in head
+    return [a for a in head if a not in ("--debug", "--version")] + tail, debug, version, json_out
+
+
 def main() -> None:
-    """Console-script entry point: run the app and map errors to exit codes."""
+    """Console-script entry point: run the app and map errors to exit codes (docs/spec.md "Exit codes").
+    With ``--json`` an error is also one ``{"error": {...}}`` document on stdout."""
     # trainvm uses no pydantic plugins; skipping their entry-point scan saves ~13 ms per command.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
-    from provisioner.errors import TrainvmError
+    from provisioner.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, TrainvmError
 
+    args, debug, version, json_out = _split_global_flags(sys.argv[1:])
+    if debug:
+        os.environ["TRAINVM_DEBUG"] = "1"
+    if version:
+        from provisioner import __version__
+
+        sys.stdout.write(f"trainvm {__version__}\n")
+        sys.exit(0)
     try:
-        rc = app(standalone_mode=False)
+        rc = app(args=args, prog_name="trainvm", standalone_mode=False)
         sys.exit(rc if isinstance(rc, int) else 0)
     except TrainvmError as exc:
-        _fail(exc, exc.exit_code, getattr(exc, "hint", None))
+        _fail(exc, exc.exit_code, getattr(exc, "hint", None), json_out=json_out)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except BrokenPipeError:  # `trainvm ... | head`: the reader has all it wanted
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         sys.exit(0)
-    except (typer.Abort, KeyboardInterrupt):
-        sys.stderr.write("aborted\n")
-        sys.exit(130)
+    except (typer.Abort, KeyboardInterrupt) as exc:
+        _fail(exc, EXIT_INTERRUPTED, None, json_out=json_out, text="aborted")
     except Exception as exc:  # click usage errors and anything unexpected
         show = getattr(exc, "show", None)
         if callable(show) and hasattr(exc, "exit_code"):  # click (or typer's vendored click) error
+            code = 2 if type(exc).__name__ != "ClickException" else exc.exit_code
+            if json_out:
+                _emit_error(exc, code, None, kind="usage")
             show()
-            sys.exit(2 if type(exc).__name__ != "ClickException" else exc.exit_code)
-        _fail(exc, 1, "this is a bug in trainvm; rerun with --debug and report the traceback", internal=True)
+            sys.exit(code)
+        _fail(exc, EXIT_INTERNAL, "this is a bug in trainvm; rerun with --debug and report the traceback",
+              internal=True, json_out=json_out)
 
 
 def entry() -> None:
@@ -383,7 +434,26 @@ def entry() -> None:
     os._exit(code)
 
 
-def _fail(exc: BaseException, code: int, hint: str | None, internal: bool = False) -> None:
+def _emit_error(exc: BaseException, code: int, hint: str | None, *, kind: str | None = None,
+                text: str | None = None) -> None:
+    import json
+
+    from provisioner.secrets import redact
+
+    message = redact(text or (exc.format_message() if hasattr(exc, "format_message") else str(exc)))  # click: no "Error: "
+    doc: dict[str, object] = {"message": message, "hint": hint, "exit_code": code,
+                              "type": kind or type(exc).__name__}
+    messages = getattr(exc, "messages", None)
+    if messages:  # ProfileError: every validation message, located
+        doc["messages"] = [m.to_json() for m in messages]
+    attempts = getattr(exc, "attempts", None)
+    if attempts:  # ProvisionError: what was tried
+        doc["attempts"] = [a.to_json() for a in attempts]
+    sys.stdout.write(json.dumps({"error": doc}, indent=2, default=str) + "\n")
+
+
+def _fail(exc: BaseException, code: int, hint: str | None, internal: bool = False, json_out: bool = False,
+          text: str | None = None) -> None:
     if os.environ.get("TRAINVM_DEBUG"):
         import traceback
 
@@ -391,8 +461,12 @@ def _fail(exc: BaseException, code: int, hint: str | None, internal: bool = Fals
     from provisioner.output import printable
     from provisioner.secrets import redact
 
-    text = f"internal error: {type(exc).__name__}: {exc}" if internal else f"error: {exc}"
-    sys.stderr.write(printable(redact(text.rstrip())) + "\n")  # no credential, no terminal control code
+    if internal:
+        text = f"internal error: {type(exc).__name__}: {exc}"
+    if json_out:
+        _emit_error(exc, code, hint, kind="internal" if internal else None, text=text)
+    # no credential, no terminal control code
+    sys.stderr.write(printable(redact((text or f"error: {exc}").rstrip())) + "\n")
     if hint:
         sys.stderr.write(f"hint: {printable(hint)}\n")
     sys.exit(code)

@@ -1,5 +1,9 @@
-"""Error tree. The CLI maps each class to an exit code (SPEC: 1 = the answer is no,
-2 = usage or input error, 3 = cloud or credential error) and prints ``str(err)`` plus ``hint``."""
+"""Error tree. The CLI maps each class to an exit code and prints ``str(err)`` plus ``hint`` on stderr
+(with ``--json`` also one ``{"error": {...}}`` document on stdout). The codes (docs/spec.md, "Exit codes"):
+
+0 success / match; 1 the answer is no (drift, a failed startup, no feasible offer, declined);
+2 usage or input error; 3 cloud or credential error; 4 no such VM; 5 not ready yet (still provisioning,
+``--wait-ready`` timed out); 70 internal error (a bug); 130 interrupted."""
 
 from __future__ import annotations
 
@@ -8,6 +12,10 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from provisioner.messages import Message
+
+
+EXIT_OK, EXIT_NO, EXIT_INPUT, EXIT_CLOUD, EXIT_NOT_FOUND, EXIT_NOT_READY = 0, 1, 2, 3, 4, 5
+EXIT_INTERNAL, EXIT_INTERRUPTED = 70, 130
 
 
 class TrainvmError(Exception):
@@ -60,3 +68,15 @@ class CapacityExhaustedError(TrainvmError):
 
 class DriftError(TrainvmError):
     exit_code = 1
+
+
+class NotFoundError(TrainvmError):
+    """No trainvm VM of that name on any cloud with credentials: exit 4 (status, verify, logs, ssh)."""
+
+    exit_code = EXIT_NOT_FOUND
+
+
+class NotReadyError(TrainvmError):
+    """The VM is still provisioning (e.g. ``--wait-ready`` timed out): exit 5."""
+
+    exit_code = EXIT_NOT_READY

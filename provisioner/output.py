@@ -1,5 +1,10 @@
 """Printing: JSON on stdout (one document, nothing else there), human text via rich, warnings and
-errors on stderr."""
+errors on stderr.
+
+Text from users and clouds (profile values, YAML keys, cloud error messages, console lines) is never
+interpreted as rich markup: the two consoles below are the one place that decides it, with markup,
+emoji codes and highlighting off. Styling is explicit: :func:`styled` builds a line from plain strings
+and ``(text, style)`` pairs."""
 
 from __future__ import annotations
 
@@ -18,20 +23,36 @@ def emit_json(doc: Any) -> None:
 def stdout_console():  # noqa: ANN201 - rich is imported lazily
     from rich.console import Console
 
-    return Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 160)
+    return Console(highlight=False, markup=False, emoji=False, soft_wrap=True,
+                   width=None if sys.stdout.isatty() else 160)
 
 
 def stderr_console():  # noqa: ANN201
     from rich.console import Console
 
-    return Console(stderr=True, highlight=False, soft_wrap=True, width=None if sys.stderr.isatty() else 160)
+    return Console(stderr=True, highlight=False, markup=False, emoji=False, soft_wrap=True,
+                   width=None if sys.stderr.isatty() else 160)
+
+
+def styled(*parts: str | tuple[str, str]):  # noqa: ANN201 - rich.text.Text, imported lazily
+    """One line from plain strings and ``(text, style)`` pairs; nothing in them is parsed as markup."""
+    from rich.text import Text
+
+    return Text.assemble(*parts)
+
+
+LEVEL_STYLE = {"error": "red", "warning": "yellow", "note": "yellow", "skipped": "yellow"}
+
+
+def notice(level: str, text: str) -> None:
+    """``level: text`` on stderr (level coloured on a terminal)."""
+    stderr_console().print(styled((level, LEVEL_STYLE.get(level, "")), ": ", text))
 
 
 def print_messages(messages: Iterable[Message]) -> None:
     err = stderr_console()
     for m in messages:
-        style = "red" if m.level == "error" else "yellow"
-        err.print(f"[{style}]{m.level}[/{style}]: {printable(m.render())}", markup=True, highlight=False)
+        err.print(styled((m.level, LEVEL_STYLE[m.level]), ": ", printable(m.render())))
 
 
 CONTROL = {**{c: f"\\x{c:02x}" for c in (*range(0, 9), *range(11, 32), 127, *range(0x80, 0xA0))},
@@ -45,6 +66,6 @@ def printable(text: str) -> str:
 
 
 def escape(text: str) -> str:
-    from rich.markup import escape as _escape
-
-    return _escape(printable(text))
+    """Control characters made visible (:func:`printable`). Markup needs no escaping: the consoles
+    print text verbatim. New code styles with :func:`styled`."""
+    return printable(text)

@@ -9,6 +9,7 @@ from typing import Any
 
 from provisioner.catalog.models import Offer
 from provisioner.providers.base import InstanceRecord, LaunchSpec, ProviderError, price_from_labels
+from provisioner.verify.report import StackReport, decode_report
 
 
 @dataclass
@@ -17,6 +18,7 @@ class FakeProvider:
     vms: dict[str, InstanceRecord] = field(default_factory=dict)
     failures: dict[str, deque[ProviderError]] = field(default_factory=dict)  # keyed by zone or region
     reports: dict[str, dict[str, Any]] = field(default_factory=dict)
+    consoles: dict[str, str] = field(default_factory=dict)
     profiles: dict[str, dict[str, Any]] = field(default_factory=dict)
     calls: list[tuple[str, str]] = field(default_factory=list)
 
@@ -51,5 +53,17 @@ class FakeProvider:
         self.calls.append(("delete", name))
         return self.vms.pop(name, None) is not None
 
-    def read_report(self, name: str) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-        return self.reports.get(name), self.profiles.get(name)
+    def read_report(self, name: str) -> tuple[StackReport | None, dict[str, Any] | None]:
+        return decode_report(self.reports.get(name)), self.profiles.get(name)
+
+    def ssh_argv(self, record: InstanceRecord, command: list[str]) -> list[str]:
+        return ["ssh", f"fake@{record.ip}", *(["--", *command] if command else [])]
+
+    def open_ssh_hint(self, record: InstanceRecord) -> str:
+        return "open it (fake)"
+
+    def console(self, name: str, start: int = 0) -> tuple[str, int] | None:
+        if name not in self.vms:
+            return None
+        text = self.consoles.get(name, "")
+        return text[start:], max(len(text), start)

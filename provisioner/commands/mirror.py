@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from provisioner.errors import InputError
-from provisioner.output import emit_json, escape, stderr_console, stdout_console
+from provisioner.output import emit_json, notice, stderr_console, stdout_console
 
 
 def run_capture(*, out: Path | None, name: str | None, python: str | None, data: str | None, json_out: bool) -> int:
@@ -24,7 +24,7 @@ def run_capture(*, out: Path | None, name: str | None, python: str | None, data:
     text = to_yaml(profile, comment)
     err = stderr_console()
     for w in warnings:
-        err.print(f"[yellow]warning[/yellow]: {escape(w)}")
+        notice("warning", w)
     if json_out:
         emit_json(profile)
     elif out is None:
@@ -91,6 +91,6 @@ def run_diff(a: Path, b: Path, json_out: bool) -> int:
             table.add_column(str(a))
             table.add_column(str(b))
             for d in differences:
-                table.add_row(escape(d["field"]), escape(json.dumps(d["a"])), escape(json.dumps(d["b"])))
+                table.add_row(d["field"], json.dumps(d["a"]), json.dumps(d["b"]))
             out.print(table)
     return 1 if differences else 0

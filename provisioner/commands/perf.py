@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from provisioner.errors import InputError, TrainvmError
-from provisioner.output import emit_json, escape, stderr_console, stdout_console
+from provisioner.output import emit_json, stderr_console, stdout_console, styled
 
 ROOT = Path(__file__).resolve().parents[2]  # the directory holding the provisioner package
 BOOT = "import sys; sys.path.insert(0, sys.argv.pop(1)); from provisioner.perfprobe.runner import main; main()"
@@ -69,19 +69,19 @@ def print_perf(doc: dict[str, Any]) -> None:
     out = stdout_console()
     host = doc["context"].get("host") or {}
     fs = host.get("data_fs") or {}
-    out.print(f"perf probe ({doc['schema']}), python {doc['python'].get('version')} at {escape(str(doc['python'].get('executable')))}, "
+    out.print(f"perf probe ({doc['schema']}), python {doc['python'].get('version')} at {str(doc['python'].get('executable'))}, "
               f"{doc['elapsed_s']} s of a {doc['budget_s']:g} s budget")
     out.print(f"  CPUs {host.get('cpu_count')} (affinity {host.get('affinity')}, cgroup quota {host.get('cgroup_cpu_quota') or 'none'}), "
               f"governor {','.join(host.get('governors') or []) or 'n/a'}, /dev/shm {host.get('shm_gib')} GiB, "
               f"thread env {host.get('thread_env') or 'none'}")
-    out.print(f"  data path {escape(str(fs.get('path')))}: {fs.get('fstype')} at {escape(str(fs.get('mount_point')))}"
+    out.print(f"  data path {str(fs.get('path'))}: {fs.get('fstype')} at {str(fs.get('mount_point'))}"
               f"{' (network)' if fs.get('network') else ''}")
     for key in ("gpu", "torch", "blas"):
         part = doc["context"].get(key) or {}
         if part.get("status") == "skipped":
-            out.print(f"  {key}: skipped: {escape(str(part.get('reason')))}")
+            out.print(f"  {key}: skipped: {str(part.get('reason'))}")
     for g in (doc["context"].get("gpu") or {}).get("gpus") or []:
-        out.print(f"  GPU {g['index']} {escape(g['name'])}: SM {g.get('sm_clock_mhz')}/{g.get('sm_clock_max_mhz')} MHz, "
+        out.print(f"  GPU {g['index']} {g['name']}: SM {g.get('sm_clock_mhz')}/{g.get('sm_clock_max_mhz')} MHz, "
                   f"power limit {g.get('power_limit_w')} W (default {g.get('power_default_limit_w')}), "
                   f"PCIe gen {g.get('pcie_gen')}/{g.get('pcie_gen_max')} x{g.get('pcie_width')}/x{g.get('pcie_width_max')}, "
                   f"throttle {g.get('throttle_reasons')}, ECC {g.get('ecc')}, MIG {g.get('mig')}, persistence {g.get('persistence')}")
@@ -94,12 +94,12 @@ def print_perf(doc: dict[str, Any]) -> None:
         table.add_column(col, justify="right" if col in ("median", "cv", "n") else "left")
     for name, blk in doc["blocks"].items():
         if blk["status"] != "ok":
-            table.add_row(name, f"[dim]{blk['status']}: {escape(str(blk.get('reason')))}[/dim]", "", "", "", "", "")
+            table.add_row(name, styled((f"{blk['status']}: {blk.get('reason')}", "dim")), "", "", "", "", "")
             continue
         for m, v in blk["metrics"].items():
             note = []
             if v.get("efficiency") is not None:
-                note.append(f"{v['efficiency']:.0%} of {v['spec']['figure']:g} ({escape(v['spec']['variant'])})")
+                note.append(f"{v['efficiency']:.0%} of {v['spec']['figure']:g} ({v['spec']['variant']})")
             for k in ("tool", "workers", "threads", "processes"):
                 if v.get(k) is not None:
                     note.append(f"{k} {v[k]}")
@@ -125,7 +125,7 @@ def run_probe(*, perf: bool, python: str | None, data: str | None, json_out: boo
     doc = run_perf_probe(python, data, budget)
     if out is not None:
         out.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
-        stderr_console().print(f"wrote {escape(str(out))}")
+        stderr_console().print(f"wrote {str(out)}")
     if json_out:
         emit_json(doc)
     else:
@@ -142,22 +142,22 @@ def print_parity(label_a: str, label_b: str, verdicts: list[Any], json_out: bool
     from rich.table import Table
 
     out = stdout_console()
-    table = Table(show_edge=False, pad_edge=False, title=f"A = {escape(label_a)}   B = {escape(label_b)}")
+    table = Table(show_edge=False, pad_edge=False, title=f"A = {label_a}   B = {label_b}")
     for col in ("metric", "A", "B", "B/A", "tol", "verdict"):
         table.add_column(col, justify="left" if col in ("metric", "verdict") else "right")
     style = {"worse": "red", "better": "green", "match": "", "missing": "dim", "not-comparable": "yellow"}
     for v in verdicts:
         ratio = "-" if v.ratio is None else f"{v.ratio:.2f}" + (" eff" if v.basis == "efficiency" else "")
         s = style[v.verdict]
-        table.add_row(v.metric, _fmt(v.a), _fmt(v.b), ratio, f"±{v.tolerance:.0%}", f"[{s}]{v.verdict}[/{s}]" if s else v.verdict)
+        table.add_row(v.metric, _fmt(v.a), _fmt(v.b), ratio, f"±{v.tolerance:.0%}", styled((v.verdict, s)))
     out.print(table)
     for v in verdicts:
         if v.note and v.verdict != "missing":
-            out.print(f"  {v.metric}: {escape(v.note)}")
+            out.print(f"  {v.metric}: {v.note}")
         for c in v.causes:
-            out.print(f"  [red]{v.metric}[/red]: likely cause: {escape(c.cause)}")
+            out.print(styled("  ", (v.metric, "red"), f": likely cause: {c.cause}"))
             if c.fix:
-                out.print(f"      fix: {escape(c.fix)}")
+                out.print(f"      fix: {c.fix}")
     out.print("B is slower than A" if any_worse(verdicts) else "no metric is worse on B")
 
 
@@ -176,7 +176,7 @@ def capture_baseline(profile_out: Path | None, python: str | None, data: str | N
     doc = run_perf_probe(python, data, budget)
     path = baseline_path(profile_out)
     path.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
-    stderr_console().print(f"wrote perf baseline {escape(str(path))}")
+    stderr_console().print(f"wrote perf baseline {str(path)}")
     return path
 
 

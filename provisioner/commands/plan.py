@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from provisioner.output import emit_json, escape, print_messages, stderr_console, stdout_console
+from provisioner.output import emit_json, notice, print_messages, stderr_console, stdout_console, styled
 from provisioner.planning import Overrides, make_plan
 from provisioner.profile import load_profile
 from provisioner.providers.lifecycle import summary as lifecycle_summary
@@ -70,9 +70,9 @@ def run_plan(
     print_messages(m for m in loaded.warnings if m.level == "warning")
     err = stderr_console()
     for w in [*plan.warnings, *extra]:
-        err.print(f"[yellow]warning[/yellow]: {escape(w)}")
+        notice("warning", w)
     if plan.chosen is None:
-        err.print(f"[red]error[/red]: {escape(no_offer_message(plan, catalog))}")
+        notice("error", no_offer_message(plan, catalog))
         _print_rejections(plan)
         return 1
     _print_plan(loaded, plan, applied, top, hours)
@@ -104,10 +104,10 @@ def _print_plan(loaded: Any, plan: Any, applied: dict[str, Any], top: int, hours
     out = stdout_console()
     req = plan.request
     out.print(
-        f"[bold]{escape(loaded.profile.name)}[/bold] (hash {loaded.hash[:16]}): {escape(req.describe_gpu())}, "
+        styled((loaded.profile.name, "bold"), f" (hash {loaded.hash[:16]}): {req.describe_gpu()}, "
         f">= {req.min_vcpus:g} vCPUs, >= {req.min_memory_gib:g} GiB RAM, {req.boot_disk_type} boot disk"
         + (f", {req.local_nvme_gib} GiB local NVMe" if req.local_nvme_gib else "")
-        + (", spot" if req.spot else "")
+        + (", spot" if req.spot else ""))
     )
     if applied:
         out.print("defaults applied: " + ", ".join(f"{k}={v:g}" for k, v in applied.items()) + " (set them in hardware: to override)")
@@ -140,7 +140,7 @@ def _print_plan(loaded: Any, plan: Any, applied: dict[str, Any], top: int, hours
         out.print(f"failover: none (no other {c.gpu_count}x {c.gpu_name} offer within the bound); a stock-out stops `up`")
     out.print(bound_line(plan))
     _print_rejections(plan, out)
-    out.print(f"catalog: {escape(plan.catalog_source)} ({plan.catalog_date.isoformat()}, {plan.catalog_age_days} days old)")
+    out.print(f"catalog: {plan.catalog_source} ({plan.catalog_date.isoformat()}, {plan.catalog_age_days} days old)")
 
 
 def bound_line(plan: Any) -> str:
@@ -172,7 +172,7 @@ def _print_explain(plan: Any) -> None:
     out.print("near misses (rejected by exactly one constraint):")
     for nm in plan.near_misses:
         o = nm.offer
-        out.print(f"  {o.cloud} {o.zone or o.region} {o.instance_type} {_money(plan.price(o))}/h: {nm.reason} - {escape(reason_text(nm.reason, o, plan.request))}")
+        out.print(f"  {o.cloud} {o.zone or o.region} {o.instance_type} {_money(plan.price(o))}/h: {nm.reason} - {reason_text(nm.reason, o, plan.request)}")
 
 
 def run_catalog_show(*, cloud: str | None, gpu: str | None, region: str | None, json_out: bool, limit: int) -> int:
@@ -205,5 +205,5 @@ def run_catalog_show(*, cloud: str | None, gpu: str | None, region: str | None, 
                       f"{o.vcpus:g}", f"{o.memory_gib:g}", _money(o.price_hourly), _money(o.spot_price_hourly), notes)
     out.print(table)
     more = f" (showing {limit}; --limit to see more)" if len(offers) > limit else ""
-    out.print(f"{len(offers)} offers{more}; catalog: {escape(catalog.source)} ({catalog.date.isoformat()})")
+    out.print(f"{len(offers)} offers{more}; catalog: {catalog.source} ({catalog.date.isoformat()})")
     return 0

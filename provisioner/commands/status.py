@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from provisioner.commands.clouds import _all_records
-from provisioner.output import emit_json, escape, stderr_console, stdout_console
+from provisioner.output import emit_json, notice, stderr_console, stdout_console
 from provisioner.providers.base import InstanceRecord
 
 RUNNING_STATES = frozenset({"RUNNING", "PROVISIONING", "STAGING", "STARTING", "REPAIRING"})
@@ -69,6 +69,13 @@ def _row(r: InstanceRecord) -> dict[str, Any]:
 def run_status(name: str | None, json_out: bool, cloud: str | None = None) -> int:
     found, skipped = _all_records(lambda c: cloud is None or c == cloud)
     records = [r for r, _ in found if name is None or r.name == name]
+    if name is not None and not records:
+        from provisioner.commands.verify import not_found
+
+        err = not_found(name)
+        if skipped:
+            err.hint = "not looked for on: " + "; ".join(f"{s['cloud']} ({s['reason']})" for s in skipped)
+        raise err
     rows = [_row(r) for r in sorted(records, key=lambda r: (r.cloud, r.name))]
     if json_out:
         emit_json({"vms": rows, "skipped": skipped})
@@ -77,7 +84,7 @@ def run_status(name: str | None, json_out: bool, cloud: str | None = None) -> in
 
         err = stderr_console()
         for s in skipped:
-            err.print(f"[yellow]skipped[/yellow] {s['cloud']}: {escape(s['reason'])}")
+            notice("skipped", f"{s['cloud']}: {s['reason']}")
         table = Table(show_edge=False, pad_edge=False)
         for col in ("name", "cloud", "zone", "type", "state", "profile", "$/h", "run", "cost so far"):
             table.add_column(col)
@@ -89,6 +96,4 @@ def run_status(name: str | None, json_out: bool, cloud: str | None = None) -> in
             table.add_row(v["name"], v["cloud"], v["zone"] or v["region"], v["instance_type"], v["state"], v["profile"] or "-",
                           price, "unknown" if h is None else f"{h:.1f} h", "unknown" if cost is None else f"${cost:.2f}")
         stdout_console().print(table if rows else "no trainvm VMs found")
-    if name is not None and not records:
-        return 1
     return 0

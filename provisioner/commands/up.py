@@ -9,10 +9,11 @@ from typing import Any
 
 from provisioner.commands.clouds import NAME_RE, _cred_hint, _providers
 from provisioner.providers import PROVIDERS
-from provisioner.commands.verify import _print_verify
+from provisioner.commands.verify import exit_code, print_verify
 from provisioner.envvars import env_seconds
-from provisioner.errors import CloudError, InputError, NoFeasibleOfferError
-from provisioner.output import emit_json, escape, stderr_console, stdout_console
+from provisioner.errors import CloudError, InputError, NoFeasibleOfferError, NotReadyError
+from provisioner.output import emit_json, notice, stderr_console, stdout_console, styled
+from provisioner.progress import Progress
 from provisioner.providers.base import InstanceRecord, Provider
 
 
@@ -51,10 +52,10 @@ def run_up(path: Path, *, name: str | None, yes: bool, wait_ready: bool, clouds:
     warnings = [m.render() for m in loaded.warnings if m.level == "warning"] + list(plan.warnings) + lock_notes
     if not json_out:
         for w in warnings:
-            err.print(f"[yellow]warning[/yellow]: {escape(w)}")
+            notice("warning", w)
     for s in skipped:
         if s["cloud"] in planned_clouds:
-            err.print(f"[yellow]note[/yellow]: skipping {s['cloud']}: {escape(s['reason'])}")
+            notice("note", f"skipping {s['cloud']}: {s['reason']}")
     offers = [o for o in offers if o.cloud in providers]
     if not offers:
         raise CloudError("no cloud with usable credentials among the planned offers", hint=_cred_hint())
@@ -77,20 +78,28 @@ def run_up(path: Path, *, name: str | None, yes: bool, wait_ready: bool, clouds:
         import typer
 
         for line in summary_lines(summary):
-            err.print(escape(line))
+            err.print(line)
         if not typer.confirm(f"Create {vm}?"):
             return 1
 
-    def spec_for(offer: Any) -> Any:
+    progress = Progress(enabled=not json_out)
+    tried = 0
+
+    def spec_for(offer: Any) -> Any:  # called just before each create: the attempt starts
+        nonlocal tried
+        tried += 1
+        progress.start(f"attempt {tried}: {offer.cloud} {offer.zone or offer.region} {offer.instance_type}")
         return launch_spec(loaded, offer, name=name, spot=spot, ssh_from=ssh_from)
 
     def on_attempt(attempt: Any) -> None:
-        style = "green" if attempt.outcome == "created" else "yellow"
-        err.print(f"attempt: [{style}]{escape(attempt.render())}[/{style}]")
+        code = f" [{attempt.error_code}]" if attempt.error_code else ""
+        progress.end(f"{attempt.outcome}{code} {attempt.message}".rstrip(),
+                     "green" if attempt.outcome == "created" else "yellow")
 
     try:
-        result = provision(offers, spec_for, providers.__getitem__, on_attempt, max_attempts=max_attempts,
-                           price_of=plan.price, bound=plan.failover_bound)
+        with progress:
+            result = provision(offers, spec_for, providers.__getitem__, on_attempt, max_attempts=max_attempts,
+                               price_of=plan.price, bound=plan.failover_bound)
     except KeyboardInterrupt:
         from provisioner.errors import TrainvmError
 
@@ -129,37 +138,64 @@ def _report_up(record: InstanceRecord, attempts: list[Any], json_out: bool, exis
         return 0
     out = stdout_console()
     price = f"${record.price_hourly:.2f}/h" if record.price_hourly is not None else "price unknown"
-    out.print(f"[bold]{record.name}[/bold]: {record.cloud} {record.zone or record.region} {record.instance_type} {price} {record.state}")
+    out.print(styled((record.name, "bold"), f": {record.cloud} {record.zone or record.region} {record.instance_type} {price} {record.state}"))
     if record.image:
         out.print(f"image: {record.image}")
     if record.ip:
         out.print(f"ip: {record.ip}")
     if _ssh(record):
-        out.print(f"ssh: {escape(_ssh(record) or '')}")
+        out.print(f"ssh: {_ssh(record) or ''}")
     for note in record.extra.get("notes", []):
-        out.print(f"note: {escape(note)}")
+        out.print(f"note: {note}")
     return 0
 
 
 def _wait_ready(provider: Provider, record: InstanceRecord, timeout: float, json_out: bool, up_doc: dict[str, Any], interval: float) -> int:
+    """Follow the startup script until it reports ready or failed: each phase as it starts and ends
+    (from the console's TRAINVM_STATUS and log lines), then verify. A timeout says which phase it was in."""
     from provisioner.verify.compare import compare
+    from provisioner.verify.console import ConsoleFollower
 
-    err = stderr_console()
+    follower = ConsoleFollower()
     deadline = time.monotonic() + timeout
-    last = None
-    while True:
-        report, profile = provider.read_report(record.name)
-        status = (report or {}).get("status", "waiting for the startup script")
-        if status != last:
-            err.print(f"startup: {escape(str(status))}")
-            last = status
-        if report and not str(status).startswith("running"):
-            break
-        if time.monotonic() >= deadline:
-            break
-        time.sleep(interval)
-    result = compare(profile or {}, report)
+    t0 = time.monotonic()
+    report = profile = None
+    with Progress(enabled=not json_out) as progress:
+        progress.start("waiting for the startup script")
+        while True:
+            chunk = provider.console(record.name, follower.offset)
+            for ev in follower.feed(*chunk) if chunk else []:
+                if ev.kind == "start" or (ev.kind == "status" and ev.value and ev.value.startswith("running:")
+                                          and progress.current != f"phase {ev.phase}"):
+                    progress.start(f"phase {ev.phase}")
+                elif ev.kind == "end" and progress.current == f"phase {ev.phase}":
+                    progress.end(ev.value or "", "red" if ev.value == "failed" else "green")
+                elif ev.kind == "status" and ev.value and not ev.value.startswith("running:"):
+                    style = "green" if ev.value == "ready" else "red"
+                    if progress.current:
+                        progress.end(ev.value, style)
+                    progress.line(styled("startup script: ", (ev.value, style)))
+            report, profile = provider.read_report(record.name)
+            if report is not None and report.state != "running":
+                break
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(interval)
+        if profile is None:
+            raise CloudError(f"the profile stored on {record.name} could not be read, so there is nothing to verify against",
+                             hint=f"trainvm verify {record.name} --profile PROFILE.yaml")
+        result = compare(profile, report)
+        timed_out = result.status == "provisioning"
+        phase = result.phase or follower.phase
+        if timed_out:
+            progress.end("timed out", "red")
     if json_out:
-        emit_json({**up_doc, "verify": result.as_dict(record.name), "status": result.status})
-        return 0 if result.status == "match" else 1
-    return _print_verify(record.name, result, json_out)
+        emit_json({**up_doc, "verify": result.as_dict(record.name), "status": result.status,
+                   "timed_out": timed_out, "waited_seconds": round(time.monotonic() - t0, 1)})
+        return exit_code(result)
+    rc = print_verify(record.name, result, json_out)
+    if timed_out:
+        where = f"in phase {phase}" if phase else "before the startup script reported anything"
+        raise NotReadyError(f"{record.name}: gave up waiting after {timeout:g} s, {where}; the VM is still running (and billing)",
+                            hint=f"`trainvm logs {record.name} --follow` shows the provisioning log; `trainvm verify {record.name}` checks again")
+    return rc

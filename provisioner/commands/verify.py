@@ -1,17 +1,32 @@
-"""``trainvm verify NAME``: compare a VM's stack report with the profile it was created from."""
+"""``trainvm verify NAME``: compare a VM's stack report with the profile it was created from.
+
+States (JSON ``status``) and exit codes: ``match`` 0; ``drift`` 1; ``failed`` 1 (the startup script
+failed: phase, line and its message); ``provisioning`` 5 (no report yet, or ``running:PHASE``). A VM
+whose stored profile cannot be read is an error (exit 3), never a match; ``--profile FILE`` verifies
+against a local profile instead."""
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from provisioner.commands.clouds import locate_one, providers_for
-from provisioner.errors import CloudError
-from provisioner.output import emit_json, escape, stdout_console
+from provisioner.errors import EXIT_NO, EXIT_NOT_READY, EXIT_OK, CloudError, NotFoundError
+from provisioner.output import emit_json, stdout_console, styled
+
+if TYPE_CHECKING:
+    from provisioner.verify.compare import VerifyResult
+
+STATE_STYLE = {"match": "bold green", "drift": "bold red", "failed": "bold red", "provisioning": "bold yellow"}
 
 
-def _print_verify(target: str, result: Any, json_out: bool) -> int:
+def exit_code(result: VerifyResult) -> int:
+    return {"match": EXIT_OK, "provisioning": EXIT_NOT_READY}.get(result.status, EXIT_NO)
+
+
+def print_verify(target: str, result: VerifyResult, json_out: bool, extra: dict[str, Any] | None = None) -> int:
     if json_out:
-        emit_json(result.as_dict(target))
+        emit_json({**result.as_dict(target), **(extra or {})})
     else:
         from rich.table import Table
 
@@ -20,25 +35,39 @@ def _print_verify(target: str, result: Any, json_out: bool) -> int:
         for col in ("field", "expected", "observed", "verdict"):
             table.add_column(col)
         for field, expected, observed, verdict in result.rows():
-            style = None if verdict == "ok" else "red"
-            table.add_row(escape(field), escape(expected), escape(observed), verdict, style=style)
+            table.add_row(field, expected, observed, verdict, style=None if verdict == "ok" else "red")
         out.print(table)
-        out.print(f"{target}: [bold]{result.status}[/bold]")
-    return 0 if result.status == "match" else 1
+        out.print(styled(f"{target}: ", (result.describe(), STATE_STYLE.get(result.status, "bold"))))
+    return exit_code(result)
 
 
-def run_verify_remote(name: str, json_out: bool, cloud: str | None = None) -> int:
+_print_verify = print_verify  # verify --local (commands/mirror.py)
+
+
+def not_found(name: str, cloud: str | None = None) -> NotFoundError:
+    return NotFoundError(f"no trainvm VM named {name} on {cloud or 'any cloud with credentials'}",
+                         hint="`trainvm list` shows the VMs trainvm can see")
+
+
+def run_verify_remote(name: str, json_out: bool, profile_path: Path | None = None, cloud: str | None = None) -> int:
     from provisioner.verify.compare import compare
 
     providers = providers_for(cloud)
     located = locate_one(name, providers, "verify")
     if located is None:
-        raise CloudError(f"no trainvm VM named {name} on {cloud or 'any cloud with credentials'}")
+        raise not_found(name, cloud)
     record, provider = located
-    report, profile = provider.read_report(name)
-    result = compare(profile or {}, report)
-    if json_out:
-        emit_json({**result.as_dict(name), "cloud": record.cloud, "location": record.zone or record.region})
-        return 0 if result.status == "match" else 1
-    stdout_console().print(f"{name} on {record.cloud} {record.zone or record.region}")
-    return _print_verify(name, result, json_out)
+    report, stored = provider.read_report(name)
+    if profile_path is not None:
+        from provisioner.profile import load_profile
+
+        profile = load_profile(profile_path).profile.model_dump(mode="json")
+    elif stored is None:
+        raise CloudError(f"the profile stored on {name} ({record.cloud}) could not be read, so there is nothing to verify against",
+                         hint=f"verify against the profile file instead: trainvm verify {name} --profile PROFILE.yaml")
+    else:
+        profile = stored
+    result = compare(profile, report)
+    if not json_out:
+        stdout_console().print(f"{name} on {record.cloud} {record.zone or record.region}")
+    return print_verify(name, result, json_out, {"cloud": record.cloud, "location": record.zone or record.region})

@@ -52,6 +52,7 @@ from provisioner.providers.base import (
     price_from_labels,
     VanishedError,
 )
+from provisioner.verify.report import StackReport, decode_report, last_console_report
 
 __all__ = ["AzureProvider", "AzureCredentialsError", "vm_state"]
 
@@ -307,7 +308,7 @@ class AzureProvider(GroupLease):
 
         return power(self, name, "start", wait=wait)
 
-    def read_report(self, name: str) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    def read_report(self, name: str) -> tuple[StackReport | None, dict[str, Any] | None]:
         n = R.names(name)
         vm = self._get_vm(n.rg, name, expand="userData")
         if vm is None or (vm.get("tags") or {}).get(MANAGED) != "true":
@@ -315,7 +316,7 @@ class AzureProvider(GroupLease):
         profile = R.decode_user_data(_props(vm).get("userData"))
         return self._run_command_report(n) or self._serial_report(n), profile
 
-    def _run_command_report(self, n: R.Names) -> dict[str, Any] | None:
+    def _run_command_report(self, n: R.Names) -> StackReport | None:
         cmd = {"commandId": "RunShellScript", "script": list(R.REPORT_SCRIPT)}
         deadline = time.monotonic() + min(self.op_timeout, RUN_COMMAND_TIMEOUT)
         try:
@@ -324,9 +325,32 @@ class AzureProvider(GroupLease):
         except ProviderError:  # not running, agent not ready, busy...: the serial log may still have it
             return None
         message = "".join((s.get("message") or "") for s in result.get("value") or [])
-        return R.decode_report(R.run_command_stdout(message))
+        return decode_report(R.run_command_stdout(message))
 
-    def _serial_report(self, n: R.Names) -> dict[str, Any] | None:
+    def _serial_report(self, n: R.Names) -> StackReport | None:
+        return last_console_report(self._serial_log(n))
+
+    def console(self, name: str, start: int = 0) -> tuple[str, int] | None:
+        """The boot-diagnostics serial log from character ``start`` (Azure refreshes the blob every
+        few minutes, so it lags the VM); None when there is no such trainvm VM."""
+        n = R.names(name)
+        vm = self._get_vm(n.rg, name)
+        if vm is None or (vm.get("tags") or {}).get(MANAGED) != "true":
+            return None
+        text = self._serial_log(n) or ""
+        return text[start:], max(len(text), start)
+
+    def ssh_argv(self, record: InstanceRecord, command: list[str]) -> list[str]:
+        if not record.ip:
+            raise InputError(f"{record.name} has no public IP address (yet)")
+        configured = self._ssh_key_path or os.environ.get("TRAINVM_SSH_PUBLIC_KEY")
+        found = configured or next((p for p in SSH_KEY_FILES if Path(p).expanduser().exists()), None)
+        return R.ssh_argv(record.ip, found, command)
+
+    def open_ssh_hint(self, record: InstanceRecord) -> str:
+        return R.open_ssh_hint(record.name, self.subscription_id)
+
+    def _serial_log(self, n: R.Names) -> str | None:
         try:
             uris = _wire(self._call(lambda: self.api().compute.virtual_machines.retrieve_boot_diagnostics_data(
                 n.rg, n.vm, sas_uri_expiration_time_in_minutes=10)))
@@ -341,7 +365,7 @@ class AzureProvider(GroupLease):
             resp = requests.get(url, timeout=60, verify=os.environ.get("REQUESTS_CA_BUNDLE") or True)
         except requests.RequestException:
             return None
-        return R.last_serial_report(resp.text) if resp.status_code == 200 else None
+        return resp.text if resp.status_code == 200 else None
 
     def _record(self, vm: dict[str, Any], *, notes: list[str] | None = None, existing: bool = False,
                 ip: str | None = None) -> InstanceRecord:

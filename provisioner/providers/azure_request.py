@@ -47,8 +47,8 @@ from __future__ import annotations
 
 import base64
 import binascii
-import gzip
 import json
+import os
 import re
 from dataclasses import dataclass, replace
 from typing import Any
@@ -280,14 +280,9 @@ def role_assignment_body(subscription_id: str, role: str, principal_id: str, spe
 
 def notes(spec: LaunchSpec, offer: Offer, subscription_id: str | None = None) -> list[str]:
     """What ``up`` prints about the VM (SSH access, substitutions)."""
-    n, out = names(spec.name), []
+    out = []
     if not spec.ssh_from:
-        sub = f" --subscription {subscription_id}" if subscription_id else ""
-        out.append(f"the network security group {n.nsg} allows no inbound traffic; allow SSH from your address with:\n"
-                   f"  az network nsg rule create{sub} --resource-group {n.rg} --nsg-name {n.nsg} --name {SSH_RULE} "
-                   f"--priority {SSH_PRIORITY} --direction Inbound --access Allow --protocol Tcp "
-                   f"--source-address-prefixes <your IP>/32 --destination-port-ranges 22\n"
-                   "  (or set placement.ssh_from / pass --ssh-from CIDR next time)")
+        out.append(f"the network security group {names(spec.name).nsg} allows no inbound traffic; " + open_ssh_hint(spec.name, subscription_id))
     _, disk_note = disk_type(spec, offer.instance_type)
     if disk_note:
         out.append(disk_note)
@@ -296,6 +291,26 @@ def notes(spec: LaunchSpec, offer: Offer, subscription_id: str | None = None) ->
         out.append(f"the VM's managed identity holds {role} on {n.rg} only, so that its idle watchdog / max-run timer "
                    "can deallocate (or delete) it through Azure Resource Manager")
     return out
+
+
+def open_ssh_hint(vm_name: str, subscription_id: str | None = None) -> str:
+    """How to allow SSH to the VM from one address (its NSG has no inbound rule unless ssh_from was set)."""
+    n, sub = names(vm_name), f" --subscription {subscription_id}" if subscription_id else ""
+    return ("allow SSH from your address with:\n"
+            f"  az network nsg rule create{sub} --resource-group {n.rg} --nsg-name {n.nsg} --name {SSH_RULE} "
+            f"--priority {SSH_PRIORITY} --direction Inbound --access Allow --protocol Tcp "
+            f"--source-address-prefixes <your IP>/32 --destination-port-ranges 22\n"
+            "  (or set placement.ssh_from / pass --ssh-from CIDR next time)")
+
+
+def ssh_argv(ip: str, public_key_path: str | None, command: list[str]) -> list[str]:
+    """``ssh`` as the admin user with the private half of the key ``up`` installed (when it is there)."""
+    argv = ["ssh", "-o", "StrictHostKeyChecking=accept-new"]
+    if public_key_path and public_key_path.endswith(".pub"):
+        private = os.path.expanduser(public_key_path[:-4])
+        if os.path.exists(private):
+            argv += ["-i", private, "-o", "IdentitiesOnly=yes"]
+    return [*argv, f"{ADMIN_USER}@{ip}", *(["--", *command] if command else [])]
 
 
 def request_preview(spec: LaunchSpec, offer: Offer, subscription_id: str = "SUBSCRIPTION") -> dict[str, Any]:
@@ -319,49 +334,13 @@ def request_preview(spec: LaunchSpec, offer: Offer, subscription_id: str = "SUBS
 
 
 # ---------------------------------------------------------------------------------------------- reading back
-REPORT_RE = re.compile(r"TRAINVM_REPORT=([A-Za-z0-9+/=_-]+)")
 STDOUT_RE = re.compile(r"\[stdout\]\n(.*?)\n?\[stderr\]", re.S)
-
-
-def decode_report(text: str | None) -> dict[str, Any] | None:
-    """A report: JSON, or base64 (standard or url-safe) of JSON or of gzip'd JSON; None when none of those."""
-    if not text:
-        return None
-    text = text.strip()
-    candidates: list[bytes] = [text.encode()] if text.startswith("{") else []
-    for decoder in (base64.b64decode, base64.urlsafe_b64decode):
-        try:
-            raw = decoder(text + "=" * (-len(text) % 4))
-        except (binascii.Error, ValueError):
-            continue
-        if raw[:2] == b"\x1f\x8b":
-            try:
-                raw = gzip.decompress(raw)
-            except (OSError, EOFError):
-                continue
-        candidates.append(raw)
-    for c in candidates:
-        try:
-            value = json.loads(c)
-        except (ValueError, UnicodeDecodeError):
-            continue
-        if isinstance(value, dict):
-            return value
-    return None
 
 
 def run_command_stdout(message: str | None) -> str:
     """The ``[stdout]`` part of a RunShellScript status message ("Enable succeeded: \\n[stdout]\\n...")."""
     m = STDOUT_RE.search(message or "")
     return m.group(1) if m else ""
-
-
-def last_serial_report(log: str | None) -> dict[str, Any] | None:
-    """The last decodable ``TRAINVM_REPORT=<base64>`` line of a serial console log."""
-    last = None
-    for m in REPORT_RE.finditer(log or ""):
-        last = decode_report(m.group(1)) or last
-    return last
 
 
 def decode_user_data(value: str | None) -> dict[str, Any] | None:

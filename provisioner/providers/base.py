@@ -11,10 +11,13 @@ import getpass
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from provisioner.catalog.models import Offer
 from provisioner.errors import CloudError
+
+if TYPE_CHECKING:
+    from provisioner.verify.report import StackReport
 
 Outcome = Literal["created", "exists", "capacity", "quota", "quota-cloud", "retry-exhausted", "auth", "invalid", "error",
                   "deleted"]
@@ -166,8 +169,18 @@ class Provider(Protocol):
     def start(self, name: str, *, wait: bool = True) -> InstanceRecord | None:
         """Start a stopped VM (its startup script re-verifies the stack). None when not found."""
 
-    def read_report(self, name: str) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    def read_report(self, name: str) -> tuple[StackReport | None, dict[str, Any] | None]:
         """(the latest TRAINVM_REPORT found, the resolved profile stored on the VM)."""
+
+    def ssh_argv(self, record: InstanceRecord, command: list[str]) -> list[str]:
+        """The command line that opens SSH to the VM (user, key and address), running ``command`` if given."""
+
+    def open_ssh_hint(self, record: InstanceRecord) -> str:
+        """How to open the firewall for SSH to this VM."""
+
+    def console(self, name: str, start: int = 0) -> tuple[str, int] | None:
+        """The VM's console output from offset ``start``: (text, next offset) -- the provisioning log with
+        its ``TRAINVM_STATUS`` lines. None when there is no such trainvm VM."""
 
 
 OWNER_RE = re.compile(r"[^a-z0-9_-]")

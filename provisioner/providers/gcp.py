@@ -63,8 +63,9 @@ from provisioner.providers.base import (
 )
 from provisioner.providers.gcp_calls import GceCalls, _stderr_warning
 from provisioner.providers.gcp_firewall import SshFirewall
-from provisioner.providers.gcp_report import guest_report, serial_report
-from provisioner.providers.gcp_request import image_family, instance_body, request_id, ssh_notes, ssh_tag
+from provisioner.providers.gcp_report import guest_report, serial_report, serial_text
+from provisioner.verify.report import StackReport
+from provisioner.providers.gcp_request import image_family, instance_body, open_ssh_hint, request_id, ssh_argv, ssh_notes, ssh_tag
 
 COMPUTE_SCOPE = "https://www.googleapis.com/auth/compute"
 MANAGED_FILTER = "labels.trainvm-managed = true"
@@ -360,7 +361,7 @@ class GcpProvider(GceCalls):
 
         return power(self, name, "start", wait=wait)
 
-    def read_report(self, name: str) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    def read_report(self, name: str) -> tuple[StackReport | None, dict[str, Any] | None]:
         inst = self._find_any(name)
         if inst is None or dict(inst.labels).get("trainvm-managed") != "true":
             return None, None
@@ -371,6 +372,19 @@ class GcpProvider(GceCalls):
         except ValueError:
             profile = None
         return guest_report(self, zone, name) or serial_report(self, zone, name), profile
+
+    def console(self, name: str, start: int = 0) -> tuple[str, int] | None:
+        """Serial port 1 from byte ``start``: (text, next start); None when there is no such trainvm VM."""
+        inst = self._find_any(name)
+        if inst is None or dict(inst.labels).get("trainvm-managed") != "true":
+            return None
+        return serial_text(self, inst.zone.rsplit("/", 1)[-1], name, start)
+
+    def ssh_argv(self, record: InstanceRecord, command: list[str]) -> list[str]:
+        return ssh_argv(record.name, record.zone or "", self.project, command)
+
+    def open_ssh_hint(self, record: InstanceRecord) -> str:
+        return open_ssh_hint(record.name, self.project)
 
     def _record(self, inst: Any, *, notes: list[str] | None = None, existing: bool = False) -> InstanceRecord:
         labels, zone = dict(inst.labels), inst.zone.rsplit("/", 1)[-1]

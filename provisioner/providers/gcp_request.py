@@ -199,6 +199,21 @@ def ssh_notes(spec: LaunchSpec, tagged: bool | None = None) -> list[str]:
             "or set placement.ssh_from"]
 
 
+def ssh_argv(name: str, zone: str, project: str, command: list[str]) -> list[str]:
+    """GCE VMs get no SSH key from trainvm: ``gcloud compute ssh`` installs yours (metadata or OS Login)
+    and then runs ``ssh`` with it."""
+    return ["gcloud", "compute", "ssh", name, "--zone", zone, "--project", project, *(["--", *command] if command else [])]
+
+
+def open_ssh_hint(name: str, project: str) -> str:
+    allow, _ = ssh_rule_names(name)
+    return (f"if the VM was created with --ssh-from, your address must be inside that range (firewall rule {allow}); "
+            "otherwise the project's firewall must allow tcp:22, e.g.\n"
+            f"  gcloud compute firewall-rules create allow-ssh-{name} --project {project} --network default "
+            f"--allow tcp:22 --source-ranges <your IP>/32 --target-tags {ssh_tag(name)}\n"
+            "  (or `trainvm down` and `up --ssh-from CIDR` again)")
+
+
 def local_ssd_count(machine_type: str, gib: int) -> int:
     """Local SSD disks to attach for ``gib`` of scratch (0 where the series brings its own)."""
     if gib <= 0 or gce_family(machine_type) in BUNDLED_LOCAL_SSD:

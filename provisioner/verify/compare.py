@@ -4,7 +4,11 @@
 and ``verify --local`` (report from ``provisioner.probe.probe()``), so both are judged alike.
 
 Rules (field -> verdict):
-- ``status``: "ready" is ok; "failed:*" is drift; "running:*" or no report at all -> not-ready.
+- ``status`` of the result (``verify``'s states, exit codes in docs/spec.md):
+  ``provisioning`` (no report yet, or ``running:PHASE``: nothing else is judged), ``failed`` (the
+  startup script reported ``failed:PHASE:LINE``; every field is still compared and shown, with the
+  script's message), ``drift`` (a field differs) or ``match`` (every field the profile pins agrees).
+  ``compare`` needs the resolved profile: it raises rather than judge a report against nothing.
 - ``stack.driver``: exact string.  ``stack.python``: exact string.
 - ``stack.cuda``: major.minor of the CUDA the framework was built with (``framework.cuda``;
   without a framework, the report's ``cuda_runtime``, then nvcc's) equals major.minor of the pin.
@@ -41,9 +45,10 @@ from packaging.version import InvalidVersion, Version
 from provisioner.probe.gpu import canonical_gpu_name
 from provisioner.probe.python_env import normalize_cudnn
 from provisioner.probe.report import major_minor
+from provisioner.verify.report import StackReport
 
 NOMINAL_TOLERANCE = 0.92
-Status = Literal["match", "drift", "not-ready"]
+Status = Literal["match", "drift", "provisioning", "failed"]
 
 
 @dataclass(frozen=True)
@@ -61,6 +66,19 @@ class FieldResult:
 class VerifyResult:
     status: Status
     fields: tuple[FieldResult, ...]
+    phase: str | None = None  # provisioning/failed: the startup phase
+    line: int | None = None  # failed: the script line
+    message: str | None = None  # failed: the script's error message
+
+    def describe(self) -> str:
+        """``match``, ``drift``, ``provisioning (phase packages)``, ``failed (phase driver, line 212: ...)``."""
+        if self.status == "provisioning":
+            return f"provisioning (phase {self.phase})" if self.phase else "provisioning (no report from the startup script yet)"
+        if self.status == "failed":
+            where = ", ".join(p for p in (f"phase {self.phase}" if self.phase else "",
+                                          f"line {self.line}" if self.line else "") if p)
+            return f"failed ({where}{': ' + self.message if self.message else ''})"
+        return self.status
 
     @property
     def drifted(self) -> tuple[FieldResult, ...]:
@@ -68,7 +86,8 @@ class VerifyResult:
 
     def as_dict(self, target: str) -> dict[str, Any]:
         """The `verify --json` document of SPEC: {target, status, fields: [...]}."""
-        return {"target": target, "status": self.status, "fields": [f.as_dict() for f in self.fields]}
+        return {"target": target, "status": self.status, "phase": self.phase, "line": self.line,
+                "message": self.message, "fields": [f.as_dict() for f in self.fields]}
 
     def rows(self) -> list[tuple[str, str, str, str]]:
         """Drift-table rows: (field, expected, observed, verdict "ok" | "DRIFT")."""
@@ -247,24 +266,28 @@ def _host_fields(hardware: Mapping[str, Any], report: Mapping[str, Any]) -> Iter
         yield FieldResult("hardware.local_nvme_gib", "nvme", kind, kind == "nvme")
 
 
-def compare(profile: Mapping[str, Any], report: Mapping[str, Any] | None) -> VerifyResult:
+def compare(profile: Mapping[str, Any], report: StackReport | Mapping[str, Any] | None) -> VerifyResult:
     """Judge a report against a resolved profile (the profile model's ``model_dump()``)."""
+    if not isinstance(profile, Mapping) or not isinstance(profile.get("stack"), Mapping):
+        raise ValueError("compare() needs the resolved profile (with its stack); refusing to judge a report against nothing")
+    if report is not None and not isinstance(report, StackReport):
+        report = StackReport.model_validate(dict(report))
     if report is None:
-        return VerifyResult("not-ready", (FieldResult("status", "ready", None, False),))
-    status = str(report.get("status") or "ready")
-    status_field = FieldResult("status", "ready", status, status == "ready")
-    if status.startswith("running"):
-        return VerifyResult("not-ready", (status_field,))
+        return VerifyResult("provisioning", (FieldResult("status", "ready", None, False),))
+    status_field = FieldResult("status", "ready", report.status, report.state == "ready")
+    if report.state == "running":
+        return VerifyResult("provisioning", (status_field,), phase=report.phase)
+    doc = report.as_dict()
     hardware = profile.get("hardware") or {}
-    stack = profile.get("stack") or {}
+    stack = profile["stack"]
     # which commit of each team source the VM was built from (informational: always ok)
     sources = [FieldResult(f"source.{s.get('name')}", f"{s.get('url')} {s.get('ref')}", s.get("commit"), True)
                for s in profile.get("sources") or [] if isinstance(s, Mapping)]
     from provisioner.verify.container import container_fields
 
-    fields = [status_field, *sources, *_stack_fields(stack, report), *_lock_fields(profile.get("lock") or {}, stack, report), *_gpu_fields(hardware, report),
-              *_host_fields(hardware, report), *container_fields(stack, report)]
-    for entry in report.get("data") or []:
-        dest, state = entry.get("dest"), entry.get("status")
-        fields.append(FieldResult(f"data[{dest}]", "staged", state, state == "staged"))
+    fields = [status_field, *sources, *_stack_fields(stack, doc), *_lock_fields(profile.get("lock") or {}, stack, doc),
+              *_gpu_fields(hardware, doc), *_host_fields(hardware, doc), *container_fields(stack, doc)]
+    fields += [FieldResult(f"data[{d.dest}]", "staged", d.status, d.status == "staged") for d in report.data]
+    if report.state == "failed":
+        return VerifyResult("failed", tuple(fields), phase=report.phase, line=report.line, message=report.error)
     return VerifyResult("match" if all(f.ok for f in fields) else "drift", tuple(fields))

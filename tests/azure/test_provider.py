@@ -15,6 +15,7 @@ import time
 import pytest
 
 from provisioner.errors import CloudError, InputError
+from provisioner.verify.report import decode_report
 from provisioner.providers.azure import AzureProvider
 from provisioner.providers.azure_request import names
 from provisioner.providers.base import ConflictError, InvalidRequestError
@@ -245,8 +246,8 @@ def test_list_several_vms(emu, provider, t4_spec, offers):
 
 
 # ---------------------------------------------------------------------------------------------- read_report
-REPORT = {"status": "ready", "gpu": {"name": "Tesla T4", "count": 1, "memory_gib": 15.0}, "driver": "550.127.05",
-          "cuda": "12.4", "python": "3.11.9", "packages": {"torch": "2.4.1+cu124"}}
+REPORT = {"schema": 1, "status": "ready", "gpus": [{"name": "Tesla T4", "memory_mib": 15360}], "driver": "550.127.05",
+          "cuda_runtime": "12.4", "python": "3.11.9", "packages": {"torch": "2.4.1+cu124"}}
 
 
 def test_read_report_via_run_command(emu, provider, t4_spec, t4):
@@ -254,28 +255,29 @@ def test_read_report_via_run_command(emu, provider, t4_spec, t4):
     rg = rec.extra["resource_group"]
     emu.set_run_command_output(rg, rec.name, json.dumps(REPORT), "")
     report, profile = provider.read_report(rec.name)
-    assert report == REPORT and profile == json.loads(t4_spec.profile_json)
+    assert report == decode_report(REPORT) and report.driver == "550.127.05"
+    assert profile == json.loads(t4_spec.profile_json)
     assert "report.json" in emu.run_commands[-1]["script"][0]
 
     def gz(script):  # what the real command prints: gzip + base64 (Run Command keeps only 4 KiB)
         assert "gzip" in script[0] and "base64" in script[0]
-        return base64.b64encode(gzip.compress(json.dumps({**REPORT, "big": "x" * 20_000}).encode())).decode()
+        return base64.b64encode(gzip.compress(json.dumps({**REPORT, "notes": ["x" * 20_000]}).encode())).decode()
     emu.set_run_command_output(rg, rec.name, gz)
-    assert provider.read_report(rec.name)[0]["big"] == "x" * 20_000
+    assert provider.read_report(rec.name)[0].notes == ("x" * 20_000,)
 
 
 def test_read_report_falls_back_to_the_serial_log(emu, provider, t4_spec, t4):
     rec = provider.create(t4_spec, t4)
     rg = rec.extra["resource_group"]
-    old = base64.b64encode(json.dumps({"status": "running: driver"}).encode()).decode()
+    old = base64.b64encode(json.dumps({"status": "running:driver"}).encode()).decode()
     new = base64.b64encode(json.dumps(REPORT).encode()).decode()
     emu.set_serial_log(rg, rec.name, f"[ 1.0] boot\nTRAINVM_STATUS=driver\nTRAINVM_REPORT={old}\n"
                                      f"cloud-init[812]: TRAINVM_REPORT={new}\n[ 9.9] done\n")
     emu.set_run_command_output(rg, rec.name, "")               # no report file yet via Run Command ...
-    assert provider.read_report(rec.name)[0] == REPORT
+    assert provider.read_report(rec.name)[0] == decode_report(REPORT)
     emu.set_power_state(rg, rec.name, "stopped")               # ... or the VM is not running (409)
     report, profile = provider.read_report(rec.name)
-    assert report == REPORT and profile["name"] == "bert-finetune"
+    assert report == decode_report(REPORT) and profile["name"] == "bert-finetune"
     emu.set_serial_log(rg, rec.name, "nothing yet\n")
     assert provider.read_report(rec.name) == (None, json.loads(t4_spec.profile_json))
     assert provider.read_report("trainvm-nope") == (None, None)

@@ -4,6 +4,7 @@ tested through their SDKs against loopback emulators in tests/gce and tests/azur
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -45,7 +46,8 @@ def test_up_fails_over_and_prints_each_attempt(cli, clouds) -> None:
     clouds["gcp"].fail("us-central1-a", CapacityError("ZONE_RESOURCE_POOL_EXHAUSTED", code="ZONE_RESOURCE_POOL_EXHAUSTED"))
     r = cli("up", T4, "--yes")
     assert r.code == 0, r.err
-    assert "attempt: gcp us-central1-a n1-standard-8: capacity" in r.err
+    assert "attempt 1: gcp us-central1-a n1-standard-8: capacity [ZONE_RESOURCE_POOL_EXHAUSTED]" in r.err
+    assert re.search(r"attempt 2: gcp us-central1-b n1-standard-8: created .* \(\d+s\)", r.err)
     assert "created" in r.err and "us-central1-b" in r.out
 
 
@@ -91,7 +93,8 @@ def test_status_and_list(cli, clouds) -> None:
     assert azure["price_hourly"] and azure["price_hourly"] > 0 and azure["price_source"] == "catalog"  # no trainvm-price label
     one = cli("status", "trainvm-x-1", "--json").json()
     assert [v["name"] for v in one["vms"]] == ["trainvm-x-1"] and one["vms"][0]["cost_so_far"] > 0
-    assert cli("status", "nope", "--json").code == 1
+    missing = cli("status", "nope", "--json")
+    assert missing.code == 4 and missing.json()["error"]["exit_code"] == 4
     text = cli("list")
     assert "trainvm-x-1" in text.out and "cost so far" in text.out
 
@@ -104,10 +107,10 @@ def test_down_is_idempotent(cli, clouds) -> None:
     assert second.code == 0 and second.json()["already_gone"] is True
 
 
-def test_verify_remote_match_drift_not_ready(cli, clouds) -> None:
+def test_verify_remote_match_drift_provisioning(cli, clouds) -> None:
     name = cli("up", T4, "--yes", "--json").json()["name"]
     nr = cli("verify", name, "--json")
-    assert nr.code == 1 and nr.json()["status"] == "not-ready"
+    assert nr.code == 5 and nr.json()["status"] == "provisioning"
     report = dict(REPORT, packages={**REPORT["packages"], "datasets": "2.21.0", "accelerate": "0.34.2"})
     report["cpu"] = {"model": "x", "count": 8}
     clouds["gcp"].reports[name] = report

@@ -41,7 +41,7 @@ def test_gce_lifecycle(cli, env) -> None:
         assert [v["name"] for v in listed["vms"]] == [name]
         assert any(s["cloud"] == "azure" for s in listed["skipped"])  # no Azure credentials: skipped, not fatal
 
-        assert cli("verify", name, "--json").json()["status"] == "not-ready"
+        assert cli("verify", name, "--json").json()["status"] == "provisioning"
         line = "TRAINVM_REPORT=" + base64.b64encode(json.dumps(REPORT).encode()).decode()
         emu.set_serial(name, f"boot...\nTRAINVM_STATUS=ready\n{line}\n")
         verified = cli("verify", name, "--json")

@@ -168,6 +168,7 @@ class GceEmulator(FirewallsMixin, ComputeMethodsMixin, PowerMethodsMixin):
             self._op_state: dict[tuple, dict] = {}
             self._request_ids: dict[tuple, tuple] = {}
             self._serial: dict[tuple, dict] = {}
+            self._serial_play: dict[str, list[str]] = {}  # instance name -> chunks a running VM writes
             self._guest: dict[tuple, list] = {}
             self.faults: list[Fault] = []
             self.on_poll = None
@@ -222,6 +223,13 @@ class GceEmulator(FirewallsMixin, ComputeMethodsMixin, PowerMethodsMixin):
             buf["data"] += text.encode()
             drop = max(0, len(buf["data"]) - self.serial_buffer_bytes)
             buf["data"], buf["offset"] = buf["data"][drop:], buf["offset"] + drop
+
+    def play_serial(self, name: str, chunks: list[str]) -> None:
+        """A VM that keeps writing its console (port 1): each getSerialPortOutput of ``name`` (which may
+        not exist yet) first appends the next chunk -- a deterministic stand-in for a startup script
+        progressing between polls. Not modelled: real consoles grow with time, not with reads."""
+        with self._lock:
+            self._serial_play[name] = list(chunks)
 
     def set_serial(self, name: str, text: str, port: int = 1, zone: str | None = None,
                    project: str | None = None) -> None:

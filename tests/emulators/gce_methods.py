@@ -166,6 +166,8 @@ class ComputeMethodsMixin:
     def _instances_getSerialPortOutput(self, req, project, zone, instance):
         key = self._lookup(project, zone, instance)
         port, start = int(req.query.get("port", 1)), int(req.query.get("start", 0))
+        if port == 1 and self._serial_play.get(instance):
+            self.append_serial(instance, self._serial_play[instance].pop(0), port, zone, project)
         buf = self._serial.get((*key, port), {"data": b"", "offset": 0})
         end = buf["offset"] + len(buf["data"])
         start = max(buf["offset"], end + start if start < 0 else min(start, end))

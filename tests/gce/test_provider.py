@@ -318,7 +318,7 @@ def test_read_report_from_serial_console(gce, provider, spec, offer):
                "TRAINVM_REPORT=e30K-garbled\nFinished running startup scripts.\n")
     gce.set_serial(s.name, console)
     report, profile = provider.read_report(s.name)
-    assert report == {"status": "ready", "driver": "550.127.05"} and profile["name"] == "bert-finetune"
+    assert (report.status, report.driver) == ("ready", "550.127.05") and profile["name"] == "bert-finetune"
     assert all(r.query.get("port") in (None, "1") for r in gce.calls("getSerialPortOutput"))
 
 
@@ -327,9 +327,9 @@ def test_read_report_prefers_guest_attribute(gce, provider, spec, offer):
     provider.create(s, offer())
     gce.set_serial(s.name, f"TRAINVM_REPORT={b64({'status': 'running:driver'})}\n")
     gce.set_guest_attributes(s.name, {"report": b64({"status": "ready"})})
-    assert provider.read_report(s.name)[0] == {"status": "ready"}
-    gce.set_guest_attributes(s.name, {"report": json.dumps({"status": "ready", "raw": True})})
-    assert provider.read_report(s.name)[0] == {"status": "ready", "raw": True}
+    assert provider.read_report(s.name)[0].status == "ready"
+    gce.set_guest_attributes(s.name, {"report": json.dumps({"status": "ready", "python": "3.11.9"})})
+    assert provider.read_report(s.name)[0].python == "3.11.9"
     assert not gce.calls("getSerialPortOutput")
 
 

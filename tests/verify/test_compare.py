@@ -23,8 +23,8 @@ def test_matching_vm_report(profile: dict[str, Any], vm_report: dict[str, Any]) 
     assert fields["hardware.gpu"].observed == ["T4"]  # "Tesla T4" canonicalised
     assert fields["hardware.min_gpu_memory_gib"].observed == 15.0  # 15360 MiB: within tolerance of 16
     assert fields["data[/mnt/data/glue]"].ok
-    assert result.as_dict("vm-1") == {"target": "vm-1", "status": "match",
-                                      "fields": [f.as_dict() for f in result.fields]}
+    assert result.as_dict("vm-1") == {"target": "vm-1", "status": "match", "phase": None, "line": None,
+                                      "message": None, "fields": [f.as_dict() for f in result.fields]}
 
 
 def test_vm_and_local_reports_are_judged_alike(profile: dict[str, Any], vm_report: dict[str, Any],
@@ -168,23 +168,35 @@ def test_data_not_staged(profile: dict[str, Any], vm_report: dict[str, Any]) -> 
 
 # --- report status ------------------------------------------------------------------------------------
 
-def test_no_report_is_not_ready(profile: dict[str, Any]) -> None:
+def test_no_report_is_provisioning(profile: dict[str, Any]) -> None:
     result = compare(profile, None)
-    assert result.status == "not-ready" and result.fields == (FieldResult("status", "ready", None, False),)
+    assert result.status == "provisioning" and result.fields == (FieldResult("status", "ready", None, False),)
+    assert result.describe() == "provisioning (no report from the startup script yet)"
 
 
-def test_running_report_is_not_ready(profile: dict[str, Any], vm_report: dict[str, Any]) -> None:
+def test_running_report_is_provisioning_with_its_phase(profile: dict[str, Any], vm_report: dict[str, Any]) -> None:
     vm_report["status"] = "running:packages"
     result = compare(profile, vm_report)
-    assert result.status == "not-ready" and [f.field for f in result.fields] == ["status"]
+    assert result.status == "provisioning" and [f.field for f in result.fields] == ["status"]
+    assert result.phase == "packages" and result.describe() == "provisioning (phase packages)"
 
 
-def test_failed_report_is_drift(profile: dict[str, Any], vm_report: dict[str, Any]) -> None:
+def test_failed_report_is_failed_with_phase_line_and_message(profile: dict[str, Any], vm_report: dict[str, Any]) -> None:
     report = copy.deepcopy(vm_report)
     report["status"] = "failed:driver:212"
+    report["error"] = "command failed (exit 100): apt-get install nvidia-driver-550"
     result = compare(profile, report)
-    assert result.status == "drift"
+    assert result.status == "failed" and (result.phase, result.line) == ("driver", 212)
+    assert result.describe() == "failed (phase driver, line 212: command failed (exit 100): apt-get install nvidia-driver-550)"
     assert drifted(profile, report) == {"status": FieldResult("status", "ready", "failed:driver:212", False)}
+
+
+def test_no_profile_is_never_a_match(vm_report: dict[str, Any]) -> None:
+    """The review's empty "match": a report with a wrong driver and no packages judged against nothing."""
+    vm_report.update(driver="470.00.00", packages={})
+    for nothing in ({}, {"name": "x"}, None):
+        with pytest.raises(ValueError, match="resolved profile"):
+            compare(nothing, vm_report)  # type: ignore[arg-type]
 
 
 def test_unpinned_fields_are_not_judged(vm_report: dict[str, Any]) -> None:

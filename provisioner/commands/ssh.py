@@ -1,0 +1,50 @@
+"""``trainvm ssh NAME [-- CMD...]``: exec ``ssh`` (on GCE ``gcloud compute ssh``, which installs your
+key) with the VM's user, key and address, as the VM's provider knows them (``Provider.ssh_argv``).
+Before that, a short TCP probe of port 22: when it does not answer, say how to open the firewall
+(``Provider.open_ssh_hint``) instead of letting ssh hang."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+
+from provisioner.commands.clouds import _credentialed, _locate
+from provisioner.commands.verify import not_found
+from provisioner.envvars import env_seconds
+from provisioner.errors import InputError, TrainvmError
+
+
+class SshClosedError(TrainvmError):
+    exit_code = 1
+
+
+def port_open(host: str, port: int = 22, timeout: float = 5.0) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def _exec(argv: list[str]) -> None:  # replaced in tests
+    os.execvp(argv[0], argv)
+
+
+def run_ssh(name: str, command: list[str]) -> int:
+    probe = env_seconds("TRAINVM_SSH_PROBE_SECONDS", 5.0)  # 0: skip the probe
+    located = _locate(name, _credentialed())
+    if located is None:
+        raise not_found(name)
+    record, provider = located
+    if not record.ip:
+        raise InputError(f"{name} has no public IP address; it may still be starting or be stopped",
+                         hint=f"`trainvm status {name}` shows its state")
+    argv = provider.ssh_argv(record, list(command))
+    if shutil.which(argv[0]) is None:
+        raise InputError(f"`{argv[0]}` is not on PATH; trainvm ssh runs: {' '.join(argv)}")
+    if probe > 0 and not port_open(record.ip, 22, probe):
+        raise SshClosedError(f"SSH (tcp:22) on {name} ({record.ip}) did not answer within {probe:g} s",
+                             hint=provider.open_ssh_hint(record))
+    _exec(argv)
+    return 0

@@ -1,0 +1,91 @@
+"""What ``up`` shows while it works: one step at a time (a create attempt, a startup phase), with the
+elapsed time.
+
+On a terminal (stderr) the current step is a live rich line with a spinner and a ticking clock, and
+each finished step stays as a plain line. Elsewhere (a pipe, CI logs) every start and end is one plain
+line. With ``--json`` nothing is shown (``Progress(enabled=False)``): stdout carries only the document.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+from provisioner.output import stderr_console, styled
+
+
+def _clock(seconds: float) -> str:
+    seconds = int(seconds)
+    return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+
+
+class Progress:
+    def __init__(self, enabled: bool = True, live: bool | None = None) -> None:
+        self.enabled = enabled
+        self.console = stderr_console()
+        self.live = enabled and (sys.stderr.isatty() if live is None else live)
+        self._bar: Any = None
+        self._task: Any = None
+        self._label: str | None = None
+        self._t0 = 0.0
+
+    # ---------------------------------------------------------------------------------------------- steps
+    def start(self, label: str) -> None:
+        """A step begins (the previous one, if still open, ends without a verdict)."""
+        if self._label is not None:
+            self.end()
+        self._label, self._t0 = label, time.monotonic()
+        if not self.enabled:
+            return
+        if self.live:
+            if self._bar is None:
+                from rich.progress import Progress as Bar
+                from rich.progress import SpinnerColumn, TextColumn, TimeElapsedColumn
+
+                self._bar = Bar(SpinnerColumn(), TextColumn("{task.description}", markup=False), TimeElapsedColumn(),
+                                console=self.console, transient=True)
+                self._bar.start()
+            self._task = self._bar.add_task(label, total=None)
+        else:
+            self.console.print(f"{label} ...")
+
+    def end(self, verdict: str = "", style: str = "") -> float:
+        """The open step ends; prints ``label: verdict (elapsed)``. Returns the elapsed seconds."""
+        elapsed = time.monotonic() - self._t0
+        label, self._label = self._label, None
+        if label is None:
+            return 0.0
+        if self._bar is not None and self._task is not None:
+            self._bar.remove_task(self._task)
+            self._task = None
+        self.line(styled(label, ": " if verdict else "", (verdict, style), f" ({_clock(elapsed)})"))
+        return elapsed
+
+    def line(self, text: Any) -> None:
+        if not self.enabled:
+            return
+        if self._bar is not None:
+            self._bar.console.print(text)
+        else:
+            self.console.print(text)
+
+    @property
+    def current(self) -> str | None:
+        return self._label
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self._t0
+
+    def close(self) -> None:
+        if self._label is not None:
+            self.end()
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
+
+    def __enter__(self) -> Progress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
