@@ -16,7 +16,7 @@ app = typer.Typer(
     name="trainvm",
     help="Reproducible cloud GPU training VMs from one pinned profile.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )

@@ -44,6 +44,7 @@ def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> 
 
     def run(*args: str) -> CliResult:
         monkeypatch.setattr(sys, "argv", ["trainvm", *args])
+        monkeypatch.delenv("TRAINVM_DEBUG", raising=False)  # main() sets it for --debug; never leak it
         capsys.readouterr()
         try:
             main()

@@ -1,0 +1,96 @@
+"""`verify NAME`: every state, its exit code and JSON, and the empty-"match" hole (a report judged
+against no profile) closed. Fake providers; the real ones decode through provisioner.verify.report
+(tests/render/test_report_contract.py) and run against the emulators in tests/e2e."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from provisioner.providers import set_provider
+from tests.conftest import REPO
+from tests.fakes import FakeProvider
+
+T4 = str(REPO / "profiles" / "examples" / "bert-finetune-t4.yaml")
+REPORT = json.loads((REPO / "tests" / "fixtures" / "probe" / "report-vm-t4.json").read_text())
+MATCHING = dict(REPORT, packages={**REPORT["packages"], "datasets": "2.21.0", "accelerate": "0.34.2"},
+                cpu={"model": "x", "count": 8})
+
+
+@pytest.fixture
+def vm(cli, monkeypatch):
+    monkeypatch.setenv("TRAINVM_TODAY", "2026-11-22")
+    fakes = {"gcp": FakeProvider("gcp"), "azure": FakeProvider("azure")}
+    for cloud, fake in fakes.items():
+        set_provider(cloud, fake)
+    name = cli("up", T4, "--yes", "--json").json()["name"]
+    yield fakes["gcp"], name
+    for cloud in fakes:
+        set_provider(cloud, None)
+
+
+def test_match(cli, vm) -> None:
+    fake, name = vm
+    fake.reports[name] = MATCHING
+    r = cli("verify", name)
+    assert r.code == 0 and r.out.rstrip().endswith(f"{name}: match"), r.out
+
+
+def test_drift(cli, vm) -> None:
+    fake, name = vm
+    fake.reports[name] = dict(MATCHING, driver="535.216.03")
+    r = cli("verify", name, "--json")
+    assert r.code == 1 and r.json()["status"] == "drift"
+    assert [f["field"] for f in r.json()["fields"] if not f["ok"]] == ["stack.driver"]
+
+
+def test_provisioning_without_a_report(cli, vm) -> None:
+    _, name = vm
+    r = cli("verify", name)
+    assert r.code == 5 and "provisioning (no report from the startup script yet)" in r.out
+
+
+def test_provisioning_names_the_phase(cli, vm) -> None:
+    fake, name = vm
+    fake.reports[name] = dict(MATCHING, status="running:packages")
+    r = cli("verify", name)
+    assert r.code == 5 and r.out.rstrip().endswith(f"{name}: provisioning (phase packages)")
+    doc = cli("verify", name, "--json").json()
+    assert (doc["status"], doc["phase"]) == ("provisioning", "packages")
+
+
+def test_failed_says_phase_line_and_message(cli, vm) -> None:
+    fake, name = vm
+    fake.reports[name] = dict(MATCHING, status="failed:driver:212", error="expected driver 550.127.05, got [none]")
+    r = cli("verify", name)
+    assert r.code == 1
+    assert f"{name}: failed (phase driver, line 212: expected driver 550.127.05, got [none])" in r.out
+    doc = cli("verify", name, "--json").json()
+    assert (doc["status"], doc["phase"], doc["line"]) == ("failed", "driver", 212)
+    assert doc["message"] == "expected driver 550.127.05, got [none]"
+
+
+def test_unreadable_stored_profile_is_an_error_not_a_match(cli, vm) -> None:
+    """The review's reproduction: driver 470.00.00 and no packages used to come back "match"."""
+    fake, name = vm
+    fake.reports[name] = dict(MATCHING, driver="470.00.00", packages={})
+    fake.profiles.pop(name)
+    r = cli("verify", name)
+    assert r.code == 3 and "match" not in r.out
+    assert "profile stored on" in r.err and "could not be read" in r.err and "--profile" in r.err
+    doc = cli("verify", name, "--json")
+    assert doc.code == 3 and "could not be read" in doc.json()["error"]["message"]
+    # with the profile given explicitly every field is compared again
+    given = cli("verify", name, "--profile", T4, "--json")
+    assert given.code == 1 and given.json()["status"] == "drift"
+    assert {"stack.driver", "stack.packages.torch"} <= {f["field"] for f in given.json()["fields"] if not f["ok"]}
+
+
+def test_a_missing_vm_is_the_same_code_everywhere_and_down_stays_0(cli, vm) -> None:
+    codes = {cmd: cli(cmd, "no-such-vm").code for cmd in ("status", "verify", "ssh", "logs")}
+    assert codes == {"status": 4, "verify": 4, "ssh": 4, "logs": 4}
+    for cmd in ("status", "verify", "ssh", "logs"):
+        assert "no trainvm VM named no-such-vm" in cli(cmd, "no-such-vm").err
+    down = cli("down", "no-such-vm", "--yes")
+    assert down.code == 0 and "already gone" in down.out

@@ -1,0 +1,37 @@
+"""The project documents itself: the profile reference is generated from the schema and current, and
+the README / docs link only files that exist in the repository."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from provisioner.commands.validate import profile_json_schema
+from provisioner.profile.reference import reference_markdown
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_profile_reference_is_current() -> None:
+    current = (REPO / "docs" / "profile-reference.md").read_text(encoding="utf-8")
+    assert current == reference_markdown(profile_json_schema()), \
+        "docs/profile-reference.md is stale: run `.venv/bin/python -m provisioner.profile.reference > docs/profile-reference.md`"
+
+
+def test_the_reference_states_the_extends_merge_rules_and_every_field() -> None:
+    text = (REPO / "docs" / "profile-reference.md").read_text(encoding="utf-8")
+    assert "maps merge key by key" in text and "lists and scalars replace" in text
+    schema = profile_json_schema()
+    for section in schema["$defs"].values():
+        for field in section["properties"]:
+            assert f"| `{field}` |" in text
+
+
+def test_docs_link_only_files_in_the_repository() -> None:
+    for doc in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]:
+        text = doc.read_text(encoding="utf-8")
+        assert "../shared" not in text, f"{doc.name} points outside the repository"
+        for target in re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", text):
+            if re.match(r"[a-z]+://", target):
+                continue
+            assert (doc.parent / target).exists(), f"{doc.name} links {target}, which does not exist"
