@@ -90,8 +90,8 @@ def test_gce_every_cheap_offer_stocked_out_stops_instead_of_escalating(cli, env,
         assert up.code == 1
         assert "no VM could be created" in up.err and "failover bound" in up.err
         assert emu.instances == {}
-        tried = [line for line in up.err.splitlines() if line.startswith("attempt: ")]
-        assert tried and all("capacity" in t for t in tried)
+        tried = up.json()["error"]["attempts"]  # --json: the attempts are in the error document
+        assert tried and all(t["outcome"] == "capacity" for t in tried)
         inserted = [r for r in emu.calls("instances.insert")]
         for r in inserted:  # every insert was a T4 shape priced within the bound
             body = r.body
