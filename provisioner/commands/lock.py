@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from provisioner.errors import InputError
-from provisioner.output import emit_json, escape, print_messages, stderr_console, stdout_console
+from provisioner.output import emit_json, notice, print_messages, stderr_console, stdout_console
 
 
 def build_lock(loaded: Any, *, pypi_index: str, torch_index: str | None) -> Any:
@@ -79,7 +79,7 @@ def run_lock(path: Path, *, upgrade: bool, check: bool, frozen: bool, index_url:
             text = {"none": f"{lock_path} does not exist; run `trainvm lock {path}`",
                     "stale": f"{lock_path} is stale: the profile (pins, Python, OS, driver or team sources) changed since it was written; run `trainvm lock {path}`",
                     "fresh": f"{lock_path} matches the profile"}[state]
-            (out if state == "fresh" else err).print(escape(text))
+            (out if state == "fresh" else err).print(text)
         return 0 if state == "fresh" else 1
     started = time.monotonic()
     old = load_profile(path, frozen=frozen) if upgrade and lock_path.is_file() else None
@@ -94,10 +94,10 @@ def run_lock(path: Path, *, upgrade: bool, check: bool, frozen: bool, index_url:
         print_messages(m for m in loaded.warnings if m.level == "warning")
     if loaded.lock_state == "fresh" and not upgrade:
         doc = {"profile": str(path), "lock": str(lock_path), "state": "fresh", "written": False, "packages": len(loaded.lock.packages)}
-        emit_json(doc) if json_out else out.print(f"{escape(str(lock_path))} is up to date ({len(loaded.lock.packages)} packages); `--upgrade` re-resolves")
+        emit_json(doc) if json_out else out.print(f"{lock_path} is up to date ({len(loaded.lock.packages)} packages); `--upgrade` re-resolves")
         return 0
     if frozen:
-        err.print(f"[red]error[/red]: frozen: {escape(str(lock_path))} {'is stale' if loaded.lock is not None else 'does not exist'} and --frozen writes nothing")
+        notice("error", f"frozen: {lock_path} {'is stale' if loaded.lock is not None else 'does not exist'} and --frozen writes nothing")
         return 1
     import os
 
@@ -112,13 +112,13 @@ def run_lock(path: Path, *, upgrade: bool, check: bool, frozen: bool, index_url:
                    "package_changes": changes, "seconds": round(elapsed, 2)})
         return 0
     for line in diff:
-        out.print(escape(line), highlight=False)
+        out.print(line, highlight=False)
     for line in changes:
-        out.print(f"  {escape(line)}", highlight=False)
+        out.print(f"  {line}", highlight=False)
     for s in lock.sources:
-        out.print(f"source {escape(s.name)}: {escape(s.url)} {escape(s.ref)} = {s.commit} ({len(s.files)} file(s))", highlight=False)
+        out.print(f"source {s.name}: {s.url} {s.ref} = {s.commit} ({len(s.files)} file(s))", highlight=False)
     mib = lock.total_size() / 2**20
-    out.print(f"wrote {escape(str(lock_path))}: {len(lock.packages)} packages, {mib:,.1f} MiB of wheels, "
+    out.print(f"wrote {lock_path}: {len(lock.packages)} packages, {mib:,.1f} MiB of wheels, "
               f"Python {lock.target.python} on {lock.target.python_platform}, uv {lock.uv_version} ({elapsed:.1f}s)", highlight=False)
     return 0
 
@@ -141,7 +141,7 @@ def lock_captured(profile_path: Path, err: Any) -> None:
         loaded = load_profile(profile_path, compat=False)
         lock = build_lock(loaded, pypi_index=os.environ.get("TRAINVM_INDEX_URL") or PYPI_INDEX, torch_index=None)
     except TrainvmError as exc:
-        err.print(f"[yellow]warning[/yellow]: no lock written for {escape(str(profile_path))}: {escape(str(exc))}")
+        notice("warning", f"no lock written for {profile_path}: {exc}")
         return
     lock_path_for(profile_path).write_text(dumps(lock), encoding="utf-8")
-    err.print(f"wrote {escape(str(lock_path_for(profile_path)))} ({len(lock.packages)} packages)")
+    err.print(f"wrote {lock_path_for(profile_path)} ({len(lock.packages)} packages)")

@@ -131,7 +131,7 @@ def _print_plan(loaded: Any, plan: Any, applied: dict[str, Any], top: int, hours
         out.print(f"data egress: {escape(e['source'])} ({e['size_gib']:g} GiB) from {e['from']} to {e['to']}: about "
                   f"{_money(e['cost'])} once (${e['usd_per_gb']}/GB, {e['price_source']})")
     for i, line in enumerate(lifecycle_lines(loaded.profile.lifecycle, c.cloud, spot=req.spot)):
-        out.print(("lifecycle: " if i == 0 else "  ") + escape(line))
+        out.print(("lifecycle: " if i == 0 else "  ") + line)
     if plan.failover:
         shown = " -> ".join(f"{o.cloud}:{o.zone or o.region}/{o.instance_type}" for o in plan.failover[:FAILOVER_SHOWN])
         more = f" (+{len(plan.failover) - FAILOVER_SHOWN} more)" if len(plan.failover) > FAILOVER_SHOWN else ""

@@ -280,9 +280,9 @@ def role_assignment_body(subscription_id: str, role: str, principal_id: str, spe
 
 def notes(spec: LaunchSpec, offer: Offer, subscription_id: str | None = None) -> list[str]:
     """What ``up`` prints about the VM (SSH access, substitutions)."""
-    out = []
+    n, out = names(spec.name), []
     if not spec.ssh_from:
-        out.append(f"the network security group {names(spec.name).nsg} allows no inbound traffic; " + open_ssh_hint(spec.name, subscription_id))
+        out.append(f"the network security group {n.nsg} allows no inbound traffic; " + open_ssh_hint(spec.name, subscription_id))
     _, disk_note = disk_type(spec, offer.instance_type)
     if disk_note:
         out.append(disk_note)
