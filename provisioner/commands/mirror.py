@@ -12,12 +12,14 @@ from provisioner.output import emit_json, notice, stderr_console, stdout_console
 
 def run_capture(*, out: Path | None, name: str | None, python: str | None, data: str | None, json_out: bool) -> int:
     from provisioner.capture import build_profile, comment_block, to_yaml
+    from provisioner.probe.python_env import user_python
     from provisioner.probe.report import probe
 
-    if python is not None and not Path(python).exists():
-        raise InputError(f"--python: {python} does not exist")
     if data is not None and not Path(data).exists():
         raise InputError(f"--data: {data} does not exist")
+    python, where = user_python(python)
+    if not json_out:
+        notice("note", f"capturing the Python environment of {python} ({where})")
     report = probe(python=python, data_path=data or ".")
     profile, _comment, warnings = build_profile(report, name or "workstation")
     comment = comment_block(report, profile, warnings)
@@ -52,7 +54,9 @@ def run_verify_local(path: Path, *, python: str | None, json_out: bool) -> int:
         profile["lock"] = {"packages": loaded.lock.versions()}
     # data destinations are where the VM stages data; a workstation keeps its data elsewhere, so
     # staging is judged on VMs only (their report lists it)
-    report = probe(python=python)
+    from provisioner.probe.python_env import user_python
+
+    report = probe(python=user_python(python)[0])
     return _print_verify(f"local:{path}", compare(profile, report), json_out)
 
 

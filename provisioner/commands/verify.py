@@ -35,7 +35,7 @@ def print_verify(target: str, result: VerifyResult, json_out: bool, extra: dict[
         for col in ("field", "expected", "observed", "verdict"):
             table.add_column(col)
         for field, expected, observed, verdict in result.rows():
-            table.add_row(field, expected, observed, verdict, style=None if verdict == "ok" else "red")
+            table.add_row(field, expected, observed, verdict, style="red" if verdict == "DRIFT" else None)
         out.print(table)
         out.print(styled(f"{target}: ", (result.describe(), STATE_STYLE.get(result.status, "bold"))))
     return exit_code(result)

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -289,3 +290,32 @@ def normalize_cudnn(value: object) -> str | None:
             return f"{v // 10000}.{(v % 10000) // 100}.{v % 100}"
         return f"{v // 1000}.{(v % 1000) // 100}.{v % 100}"  # cuDNN <= 8: major*1000 + minor*100 + patch
     return text
+
+
+def user_python(explicit: str | None = None, environ: Mapping[str, str] | None = None,
+                own_prefix: str | None = None) -> tuple[str, str]:
+    """The interpreter of the user's environment, and where it came from: ``--python``, else
+    ``$VIRTUAL_ENV``, else ``$CONDA_PREFIX``, else ``python3`` on PATH. trainvm's own interpreter is
+    never chosen silently: that would capture trainvm's dependencies, not the training stack."""
+    from provisioner.errors import InputError
+
+    env = os.environ if environ is None else environ
+    if explicit:
+        if not os.path.exists(explicit):
+            raise InputError(f"--python: {explicit} does not exist")
+        return explicit, "--python"
+    bindir = "Scripts" if os.name == "nt" else "bin"
+    candidates = [(os.path.join(env[var], bindir, "python"), f"${var}={env[var]}")
+                  for var in ("VIRTUAL_ENV", "CONDA_PREFIX") if env.get(var)]
+    on_path = shutil.which("python3", path=env.get("PATH"))
+    if on_path:
+        candidates.append((on_path, "python3 on PATH"))
+    if not candidates:
+        raise InputError("no Python environment found ($VIRTUAL_ENV, $CONDA_PREFIX, python3 on PATH)",
+                         hint="pass --python /path/to/your/training/python")
+    exe, where = candidates[0]
+    mine = os.path.realpath(own_prefix or sys.prefix)
+    if os.path.realpath(os.path.dirname(os.path.dirname(os.path.abspath(exe)))) == mine:
+        raise InputError(f"the Python environment found ({where}: {exe}) is trainvm's own, not your training environment",
+                         hint="pass --python /path/to/your/training/python (or activate that environment)")
+    return exe, where

@@ -57,9 +57,11 @@ class FieldResult:
     expected: Any
     observed: Any
     ok: bool
+    skipped: str | None = None  # why the field was not judged (it then counts as ok, and says so)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"field": self.field, "expected": self.expected, "observed": self.observed, "ok": self.ok}
+        doc = {"field": self.field, "expected": self.expected, "observed": self.observed, "ok": self.ok}
+        return {**doc, "skipped": self.skipped} if self.skipped else doc
 
 
 @dataclass(frozen=True)
@@ -91,7 +93,8 @@ class VerifyResult:
 
     def rows(self) -> list[tuple[str, str, str, str]]:
         """Drift-table rows: (field, expected, observed, verdict "ok" | "DRIFT")."""
-        return [(f.field, _show(f.expected), _show(f.observed), "ok" if f.ok else "DRIFT") for f in self.fields]
+        return [(f.field, _show(f.expected), _show(f.observed),
+                 f"skipped: {f.skipped}" if f.skipped else "ok" if f.ok else "DRIFT") for f in self.fields]
 
 
 def _show(value: Any) -> str:
@@ -266,6 +269,23 @@ def _host_fields(hardware: Mapping[str, Any], report: Mapping[str, Any]) -> Iter
         yield FieldResult("hardware.local_nvme_gib", "nvme", kind, kind == "nvme")
 
 
+GPULESS = "no NVIDIA GPU on this machine"
+
+
+def _gpuless_workstation(fields: list[FieldResult], hardware: Mapping[str, Any]) -> list[FieldResult]:
+    """``verify --local`` on a machine without an NVIDIA GPU (a laptop, a CI runner): a driver cannot be
+    observed, and a profile that names no GPU (what ``capture`` writes there) is only held to the GPU
+    count it defaults to on a VM. Those two fields are shown as skipped, not passed silently; a profile
+    that names a GPU or its memory still drifts."""
+    explicit = allowed_gpus(hardware) or hardware.get("min_gpu_memory_gib")
+    out = []
+    for f in fields:
+        if f.field == "stack.driver" or (f.field == "hardware.gpu_count" and not explicit):
+            f = FieldResult(f.field, f.expected, f.observed, True, skipped=GPULESS)
+        out.append(f)
+    return out
+
+
 def compare(profile: Mapping[str, Any], report: StackReport | Mapping[str, Any] | None) -> VerifyResult:
     """Judge a report against a resolved profile (the profile model's ``model_dump()``)."""
     if not isinstance(profile, Mapping) or not isinstance(profile.get("stack"), Mapping):
@@ -288,6 +308,8 @@ def compare(profile: Mapping[str, Any], report: StackReport | Mapping[str, Any] 
     fields = [status_field, *sources, *_stack_fields(stack, doc), *_lock_fields(profile.get("lock") or {}, stack, doc),
               *_gpu_fields(hardware, doc), *_host_fields(hardware, doc), *container_fields(stack, doc)]
     fields += [FieldResult(f"data[{d.dest}]", "staged", d.status, d.status == "staged") for d in report.data]
+    if report.source == "local" and not report.gpus and report.driver is None:
+        fields = _gpuless_workstation(fields, hardware)
     if report.state == "failed":
         return VerifyResult("failed", tuple(fields), phase=report.phase, line=report.line, message=report.error)
     return VerifyResult("match" if all(f.ok for f in fields) else "drift", tuple(fields))

@@ -38,12 +38,14 @@ def test_verify_local_reports_drift_on_this_machine(cli) -> None:
     doc = r.json()
     assert doc["status"] == "drift" and doc["target"].startswith("local:")
     by_field = {f["field"]: f for f in doc["fields"]}
-    assert by_field["stack.driver"]["ok"] is False and by_field["stack.driver"]["observed"] is None
+    # no GPU here: the driver cannot be observed (skipped, and said so); the profile's T4 still drifts
+    assert by_field["stack.driver"]["skipped"] and by_field["stack.driver"]["observed"] is None
+    assert by_field["hardware.gpu"]["ok"] is False and by_field["hardware.gpu_count"]["ok"] is False
 
 
 def test_verify_local_text_table(cli) -> None:
     r = cli("verify", "--local", str(EXAMPLES[0]))
-    assert r.code == 1 and "DRIFT" in r.out and "stack.driver" in r.out
+    assert r.code == 1 and "DRIFT" in r.out and "hardware.gpu" in r.out
 
 
 def test_diff_profile_vs_report_and_identical(cli, tmp_path: Path) -> None:
