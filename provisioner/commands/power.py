@@ -9,7 +9,7 @@ import sys
 
 from provisioner.commands.clouds import _credentialed
 from provisioner.errors import CloudError, InputError
-from provisioner.output import emit_json, escape, stdout_console
+from provisioner.output import emit_json, stdout_console
 from provisioner.providers.lifecycle import KEPT_BILLING, MECHANISM, SCRATCH_LOST
 
 
@@ -31,7 +31,7 @@ def run_stop(name: str, *, cloud: str | None, yes: bool, wait: bool, json_out: b
         if json_out:
             emit_json({"name": name, "stopped": False, "found": False})
         else:
-            stdout_console().print(f"{escape(name)}: no such trainvm VM")
+            stdout_console().print(f"{name}: no such trainvm VM")
         return 1
     record, provider = located
     keeps = f"{KEPT_BILLING[record.cloud]}; {SCRATCH_LOST}"
@@ -50,9 +50,9 @@ def run_stop(name: str, *, cloud: str | None, yes: bool, wait: bool, json_out: b
                    "lost": SCRATCH_LOST})
         return 0
     out = stdout_console()
-    out.print(f"{escape(name)}: {state.lower()} ({record.cloud} {escape(record.zone or record.region)})"
-              + ("" if wait else " (stopping)") + f": compute billing ends; {escape(keeps)}")
-    out.print(f"  `trainvm start {escape(name)}` resumes it; `trainvm down {escape(name)}` deletes it and everything kept")
+    out.print(f"{name}: {state.lower()} ({record.cloud} {record.zone or record.region})"
+              + ("" if wait else " (stopping)") + f": compute billing ends; {keeps}")
+    out.print(f"  `trainvm start {name}` resumes it; `trainvm down {name}` deletes it and everything kept")
     return 0
 
 
@@ -62,7 +62,7 @@ def run_start(name: str, *, cloud: str | None, wait: bool, json_out: bool) -> in
         if json_out:
             emit_json({"name": name, "started": False, "found": False})
         else:
-            stdout_console().print(f"{escape(name)}: no such trainvm VM")
+            stdout_console().print(f"{name}: no such trainvm VM")
         return 1
     record, provider = located
     after = provider.start(name, wait=wait)
@@ -73,8 +73,8 @@ def run_start(name: str, *, cloud: str | None, wait: bool, json_out: bool) -> in
                    "ip": ip, "waited": wait})
         return 0
     out = stdout_console()
-    out.print(f"{escape(name)}: {state.lower()} ({record.cloud} {escape(record.zone or record.region)}"
+    out.print(f"{name}: {state.lower()} ({record.cloud} {record.zone or record.region}"
               + (f", {ip}" if ip else "") + "): compute billing resumed")
     out.print("  its startup script runs again: it re-verifies the stack (nothing is reinstalled) and re-stages local data; "
-              f"`trainvm verify {escape(name)}` once it is ready")
+              f"`trainvm verify {name}` once it is ready")
     return 0
