@@ -113,7 +113,7 @@ def print_perf(doc: dict[str, Any]) -> None:
         if isinstance(info.get("data"), str):
             notes["data"] = info["data"]
         for key, text in notes.items():
-            out.print(f"  {name} {key}: {escape(str(text))}")
+            out.print(f"  {name} {key}: {text}")
 
 
 def run_probe(*, perf: bool, python: str | None, data: str | None, json_out: bool, out: Path | None, budget: float) -> int:
@@ -215,10 +215,12 @@ def verify_vm_perf(name: str, baseline: Path | None, json_out: bool) -> int:
     base = load_perf(baseline if baseline.suffix == ".json" else baseline_path(baseline))
     located = _locate(name, _credentialed())
     if located is None:
-        raise CloudError(f"no trainvm VM named {name} on any cloud with credentials")
+        from provisioner.commands.verify import not_found
+
+        raise not_found(name)
     _record, provider = located
     report, _profile = provider.read_report(name)
-    perf = (report or {}).get("perf")
+    perf = report.perf if report is not None else None
     if perf is None:
         state = "no report yet (still provisioning?)" if report is None else "a report without a perf result"
         raise ProbeError(f"{name}: {state}; the profile needs `perf:` and the probe runs after every phase "

@@ -100,6 +100,7 @@ class StackReport(_Part):
     error: str | None = None
     notes: tuple[str, ...] = ()
     container: dict[str, Any] | None = None  # stack.container: the image the VM runs (templates/files/trainvm_container.py)
+    perf: dict[str, Any] | None = None  # the perf probe's result (profile `perf:`), for `verify NAME --perf`
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
