@@ -128,7 +128,7 @@ def _print_plan(loaded: Any, plan: Any, applied: dict[str, Any], top: int, hours
     est = f"estimated cost: {_money(price)}/h" + (f", {_money(price * hours)} for max_run_hours={hours:g}" if hours else f", {_money(price * 24)} per 24 h (no max_run_hours set)")
     out.print(f"chosen: {c.cloud} {c.zone or c.region} {c.instance_type}; {est}")
     for e in _egress(loaded, c):
-        out.print(f"data egress: {escape(e['source'])} ({e['size_gib']:g} GiB) from {e['from']} to {e['to']}: about "
+        out.print(f"data egress: {e['source']} ({e['size_gib']:g} GiB) from {e['from']} to {e['to']}: about "
                   f"{_money(e['cost'])} once (${e['usd_per_gb']}/GB, {e['price_source']})")
     for i, line in enumerate(lifecycle_lines(loaded.profile.lifecycle, c.cloud, spot=req.spot)):
         out.print(("lifecycle: " if i == 0 else "  ") + line)

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from provisioner.errors import InputError, NoFeasibleOfferError
-from provisioner.output import emit_json, escape, stderr_console
+from provisioner.output import emit_json, notice, stderr_console
 
 
 def request_body(cloud: str, spec: Any, offer: Any) -> dict[str, Any]:
@@ -41,8 +41,8 @@ def run_render(path: Path, *, cloud: str, out: Path | None, regions: list[str] |
         relaxed = replace(request, include_unprovisionable=cloud == "aws", data_excluded_clouds={})
         offer = plan_fn(relaxed, catalog, plan.catalog_date).chosen
         if offer is not None and cloud in request.data_excluded_clouds:
-            stderr_console().print(f"[yellow]warning[/yellow]: {escape(request.data_excluded_clouds[cloud])}; "
-                                   f"`plan` and `up` rule {cloud} out for this profile (script shown for review only)")
+            notice("warning", f"{request.data_excluded_clouds[cloud]}; "
+                              f"`plan` and `up` rule {cloud} out for this profile (script shown for review only)")
     if offer is None:
         raise NoFeasibleOfferError(no_offer_message(plan, catalog))
     rendered = render_for_offer(loaded, offer)
