@@ -152,9 +152,9 @@ def test_name_on_two_clouds_down_refuses_without_cloud_and_says_which_with_it(cl
 def test_status_and_verify_take_cloud(cli, clouds) -> None:
     name = cli("up", T4, "--yes", "--json", "--cloud", "gcp").json()["name"]
     assert [v["cloud"] for v in cli("status", name, "--json", "--cloud", "gcp").json()["vms"]] == ["gcp"]
-    assert cli("status", name, "--json", "--cloud", "azure").code == 1
+    assert cli("status", name, "--json", "--cloud", "azure").code == 4  # no such VM there (issue 12 exit codes)
     assert cli("list", "--cloud", "azure", "--json").json()["vms"] == []
     assert cli("verify", name, "--cloud", "gcp", "--json").json()["cloud"] == "gcp"
     assert f"{name} on gcp us-central1-a" in cli("verify", name, "--cloud", "gcp").out
-    assert cli("verify", name, "--cloud", "azure").code == 3
+    assert cli("verify", name, "--cloud", "azure").code == 4  # no such VM there (issue 12 exit codes)
     assert cli("down", name, "--cloud", "nope", "--yes").code == 2

@@ -55,7 +55,9 @@ def test_azure_ssh_uses_the_admin_user_key_and_address(cli, env, monkeypatch) ->
         for k, v in emu.env().items():
             monkeypatch.setenv(k, v)
         monkeypatch.setenv("TRAINVM_AZURE_POLL_SECONDS", "0")
-        up = cli("up", T4, "--yes", "--json", "--cloud", "azure")
+        local = env / "t4-no-gs.yaml"  # gs:// data rules Azure out (data locality): the same profile without it
+        local.write_text(f"name: bert-finetune\nextends: {T4}\ndata: []\n")
+        up = cli("up", str(local), "--yes", "--json", "--cloud", "azure")
         assert up.code == 0, up.err
         name, ip = up.json()["name"], up.json()["ip"]
         r = cli("ssh", name, "--", "nvidia-smi", "-L")
