@@ -88,7 +88,7 @@ def run_capture_container(*, image: str, out: Any, name: str | None, data: str |
     """``trainvm capture --container IMAGE``: the host probe plus the image as the stack."""
     from pathlib import Path
 
-    from rich.markup import escape
+    from provisioner.output import escape, notice
 
     from provisioner.capture import build_profile, comment_block, to_yaml
     from provisioner.errors import InputError
@@ -112,7 +112,7 @@ def run_capture_container(*, image: str, out: Any, name: str | None, data: str |
     text = to_yaml(profile, comment_block(report, profile, warnings))
     err = stderr_console()
     for w in warnings:
-        err.print(f"[yellow]warning[/yellow]: {escape(w)}")
+        notice("warning", escape(w))
     if json_out:
         emit_json(profile)
     elif out is None:

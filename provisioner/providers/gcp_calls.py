@@ -32,9 +32,9 @@ class _Transient(Exception):
 
 
 def _stderr_warning(text: str) -> None:
-    from provisioner.output import escape, stderr_console
+    from provisioner.output import escape, notice
 
-    stderr_console().print(f"[yellow]warning[/yellow]: {escape(text)}")
+    notice("warning", escape(text))
 
 
 class GceCalls:
