@@ -125,7 +125,7 @@ def main() -> int:
     (work / "run1.log").write_text(out)
     log(f"first run: rc {rc} in {t_first:.0f} s")
     check(rc == 0 and final_status(out) == "ready", "the script reaches ready", out)
-    installed = dict(re.findall(r"^(\S+) (\S+) install ok installed$",
+    installed = dict(re.findall(r"^(\S+) (\S+) (?:install|hold) ok installed$",
                                 in_root(root, "dpkg-query", "-W", "-f=${Package} ${Version} ${Status}\n"), re.M))
     driver_pkgs = {n: v for n, v in installed.items() if n in repo.names}
     check(len(driver_pkgs) > 30 and all(v == f"{DRIVER}-1" for v in driver_pkgs.values()),
