@@ -9,25 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from provisioner.providers import set_provider
 from provisioner.providers.base import CapacityError, InstanceRecord
 from tests.conftest import EXAMPLES, REPO
-from tests.fakes import FakeProvider
 
 T4 = str(REPO / "profiles" / "examples" / "bert-finetune-t4.yaml")
 REPORT = json.loads((REPO / "tests" / "fixtures" / "probe" / "report-vm-t4.json").read_text())
 
-
-@pytest.fixture
-def clouds(monkeypatch):
-    monkeypatch.setenv("TRAINVM_TODAY", "2026-11-22")
-    monkeypatch.setenv("TRAINVM_READY_POLL_SECONDS", "0")
-    fakes = {"gcp": FakeProvider("gcp"), "azure": FakeProvider("azure")}
-    for cloud, fake in fakes.items():
-        set_provider(cloud, fake)
-    yield fakes
-    for cloud in fakes:
-        set_provider(cloud, None)
 
 
 def test_up_creates_on_cheapest_offer_and_prints_json(cli, clouds) -> None:

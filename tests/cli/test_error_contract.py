@@ -10,22 +10,10 @@ import sys
 
 import pytest
 
-from provisioner.providers import set_provider
 from tests.conftest import REPO
-from tests.fakes import FakeProvider
 
 T4 = str(REPO / "profiles" / "examples" / "bert-finetune-t4.yaml")
 
-
-@pytest.fixture
-def clouds(monkeypatch):
-    monkeypatch.setenv("TRAINVM_TODAY", "2026-11-22")
-    fakes = {"gcp": FakeProvider("gcp"), "azure": FakeProvider("azure")}
-    for cloud, fake in fakes.items():
-        set_provider(cloud, fake)
-    yield fakes
-    for cloud in fakes:
-        set_provider(cloud, None)
 
 
 ERRORS = [  # (argv, exit code, text in the message)

@@ -5,28 +5,15 @@ from __future__ import annotations
 
 import json
 
-import pytest
 
 from provisioner.errors import CloudError
-from provisioner.providers import set_provider
 from provisioner.providers.base import CapacityError
 from tests.conftest import REPO
-from tests.fakes import FakeProvider
 
 T4 = str(REPO / "profiles" / "examples" / "bert-finetune-t4.yaml")
 HOSTILE = "[/bold][red]x[/red] :smile: [link=http://e]y[/link] [/]"
 REPORT = json.loads((REPO / "tests" / "fixtures" / "probe" / "report-vm-t4.json").read_text())
 
-
-@pytest.fixture
-def clouds(monkeypatch):
-    monkeypatch.setenv("TRAINVM_TODAY", "2026-11-22")
-    fakes = {"gcp": FakeProvider("gcp"), "azure": FakeProvider("azure")}
-    for cloud, fake in fakes.items():
-        set_provider(cloud, fake)
-    yield fakes
-    for cloud in fakes:
-        set_provider(cloud, None)
 
 
 def test_validate_keeps_square_brackets_in_values_and_keys(cli, write_yaml) -> None:

@@ -7,23 +7,11 @@ import sys
 
 import pytest
 
-from provisioner.providers import set_provider
 from provisioner.providers.base import CapacityError
 from tests.conftest import REPO
-from tests.fakes import FakeProvider
 
 T4 = str(REPO / "profiles" / "examples" / "bert-finetune-t4.yaml")
 
-
-@pytest.fixture
-def clouds(monkeypatch):
-    monkeypatch.setenv("TRAINVM_TODAY", "2026-11-22")
-    fakes = {"gcp": FakeProvider("gcp"), "azure": FakeProvider("azure")}
-    for cloud, fake in fakes.items():
-        set_provider(cloud, fake)
-    yield fakes
-    for cloud in fakes:
-        set_provider(cloud, None)
 
 
 def test_up_json_summary_has_prices_run_cost_lifecycle_ssh_and_data(cli, clouds) -> None:
