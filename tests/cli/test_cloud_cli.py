@@ -16,7 +16,6 @@ T4 = str(REPO / "profiles" / "examples" / "bert-finetune-t4.yaml")
 REPORT = json.loads((REPO / "tests" / "fixtures" / "probe" / "report-vm-t4.json").read_text())
 
 
-
 def test_up_creates_on_cheapest_offer_and_prints_json(cli, clouds) -> None:
     r = cli("up", T4, "--yes", "--json")
     assert r.code == 0, r.err

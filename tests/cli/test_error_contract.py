@@ -15,7 +15,6 @@ from tests.conftest import REPO
 T4 = str(REPO / "profiles" / "examples" / "bert-finetune-t4.yaml")
 
 
-
 ERRORS = [  # (argv, exit code, text in the message)
     (["plan", "missing.yaml"], 2, "missing.yaml"),
     (["render", "missing.yaml", "--cloud", "gcp"], 2, "missing.yaml"),

@@ -15,7 +15,6 @@ HOSTILE = "[/bold][red]x[/red] :smile: [link=http://e]y[/link] [/]"
 REPORT = json.loads((REPO / "tests" / "fixtures" / "probe" / "report-vm-t4.json").read_text())
 
 
-
 def test_validate_keeps_square_brackets_in_values_and_keys(cli, write_yaml) -> None:
     p = write_yaml('name: m\nextends: base/torch-2.4-cu124\nhardware: {gpu: T4}\n'
                    "stack:\n  packages: ['jax[cuda12]>=0.4']\n\"[/bold]\": 1\n")

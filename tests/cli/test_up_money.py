@@ -13,7 +13,6 @@ from tests.conftest import REPO
 T4 = str(REPO / "profiles" / "examples" / "bert-finetune-t4.yaml")
 
 
-
 def test_up_json_summary_has_prices_run_cost_lifecycle_ssh_and_data(cli, clouds) -> None:
     doc = cli("up", T4, "--yes", "--json").json()
     s = doc["summary"]
