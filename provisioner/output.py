@@ -13,7 +13,7 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
-from provisioner.messages import Message
+from provisioner.profile.messages import Message
 
 
 def emit_json(doc: Any) -> None:

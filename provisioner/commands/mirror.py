@@ -11,7 +11,7 @@ from provisioner.output import emit_json, notice, stderr_console, stdout_console
 
 
 def run_capture(*, out: Path | None, name: str | None, python: str | None, data: str | None, json_out: bool) -> int:
-    from provisioner.capture import build_profile, comment_block, to_yaml
+    from provisioner.probe.capture import build_profile, comment_block, to_yaml
     from provisioner.probe.python_env import user_python
     from provisioner.probe.report import probe
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from provisioner.output import emit_json, notice, print_messages, stderr_console, stdout_console, styled
-from provisioner.planning import Overrides, make_plan
+from provisioner.planner.from_profile import Overrides, make_plan
 from provisioner.profile import load_profile
 from provisioner.providers.lifecycle import summary as lifecycle_summary
 from provisioner.providers.lifecycle import summary_lines as lifecycle_lines
@@ -23,7 +23,7 @@ def _money(x: float | None) -> str:
 def _script_for(loaded: Any, offer: Any) -> tuple[str | None, str | None]:
     """(startup script, its sha256) for the chosen offer; (None, None) when rendering is unavailable."""
     try:
-        from provisioner.launch import render_for_offer
+        from provisioner.provision.launch import render_for_offer
 
         rendered = render_for_offer(loaded, offer)
     except ImportError:  # pragma: no cover - render package missing in a partial install
@@ -44,7 +44,7 @@ def run_plan(
 
     need_script = plan.chosen is not None and (json_out or show_script)  # rendering costs ~40 ms: only when shown
     script, script_sha = _script_for(loaded, plan.chosen) if need_script else (None, None)
-    from provisioner.planning import region_warnings
+    from provisioner.planner.from_profile import region_warnings
 
     extra = region_warnings(plan.request, catalog) + lock_notes
     warnings = [m.render() for m in loaded.warnings if m.level == "warning"] + list(plan.warnings) + extra

@@ -24,9 +24,9 @@ def request_body(cloud: str, spec: Any, offer: Any) -> dict[str, Any]:
 
 def run_render(path: Path, *, cloud: str, out: Path | None, regions: list[str] | None, json_out: bool) -> int:
     from provisioner.catalog.models import Offer
-    from provisioner.launch import launch_spec, render_for_offer
+    from provisioner.provision.launch import launch_spec, render_for_offer
     from provisioner.planner.explain import no_offer_message
-    from provisioner.planning import Overrides, build_request, make_plan
+    from provisioner.planner.from_profile import Overrides, build_request, make_plan
     from provisioner.profile import load_profile
 
     loaded = load_profile(path)

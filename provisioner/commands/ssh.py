@@ -11,7 +11,7 @@ import socket
 
 from provisioner.commands.clouds import _credentialed, _locate
 from provisioner.commands.verify import not_found
-from provisioner.envvars import env_seconds
+from provisioner.settings import env_seconds
 from provisioner.errors import InputError, TrainvmError
 
 

@@ -10,23 +10,23 @@ from typing import Any
 from provisioner.commands.clouds import NAME_RE, _cred_hint, _providers
 from provisioner.providers import PROVIDERS
 from provisioner.commands.verify import exit_code, print_verify
-from provisioner.envvars import env_seconds
+from provisioner.settings import env_seconds
 from provisioner.errors import CloudError, InputError, NoFeasibleOfferError, NotReadyError
 from provisioner.output import emit_json, notice, stderr_console, stdout_console, styled
-from provisioner.progress import Progress
+from provisioner.provision.progress import Progress
 from provisioner.providers.base import InstanceRecord, Provider
 
 
 def run_up(path: Path, *, name: str | None, yes: bool, wait_ready: bool, clouds: list[str] | None, regions: list[str] | None,
            spot: bool | None, ssh_from: str | None, json_out: bool, ready_timeout: float, max_attempts: int | None = 30) -> int:
-    from provisioner.launch import launch_spec
+    from provisioner.provision.launch import launch_spec
     from provisioner.planner.explain import no_offer_message
-    from provisioner.planning import Overrides, make_plan
+    from provisioner.planner.from_profile import Overrides, make_plan
     from provisioner.profile import load_profile
     from provisioner.profile.fields import check_cidr
     from provisioner.commands.up_summary import summary_lines, up_summary
     from provisioner.container.store import require_pinned_image
-    from provisioner.provision import IN_PROGRESS, find_existing, finish_existing, provision
+    from provisioner.provision.failover import IN_PROGRESS, find_existing, finish_existing, provision
 
     poll = env_seconds("TRAINVM_READY_POLL_SECONDS", 15.0)  # checked before anything is created
     if name is not None and not NAME_RE.match(name):

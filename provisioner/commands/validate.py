@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from provisioner.errors import InputError, ProfileError
-from provisioner.messages import Message
+from provisioner.profile.messages import Message
 from provisioner.output import emit_json, print_messages
 
 

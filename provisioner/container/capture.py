@@ -1,6 +1,6 @@
 """``capture --container IMAGE``: a profile for a workstation that trains in a container.
 
-The host part (hardware, OS, driver) comes from the usual probe (``provisioner.capture``); the
+The host part (hardware, OS, driver) comes from the usual probe (``provisioner.probe.capture``); the
 stack is the image, pinned by digest: the digest docker recorded when it pulled the image here
 (``docker image inspect``), else the registry's answer for the tag, else the tag alone with a
 warning (``up`` refuses it). With the image's facts known, a workstation whose driver is older
@@ -90,7 +90,7 @@ def run_capture_container(*, image: str, out: Any, name: str | None, data: str |
 
     from provisioner.output import escape, notice
 
-    from provisioner.capture import build_profile, comment_block, to_yaml
+    from provisioner.probe.capture import build_profile, comment_block, to_yaml
     from provisioner.errors import InputError
     from provisioner.output import emit_json, stderr_console
     from provisioner.probe.gpu import is_consumer

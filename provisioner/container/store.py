@@ -15,7 +15,7 @@ from pathlib import Path
 
 from provisioner.container.image import ImageFacts
 from provisioner.container.reference import parse_image_ref
-from provisioner.messages import Message
+from provisioner.profile.messages import Message
 
 PATH = "stack.container.image"
 RESOLVE_ENV = "TRAINVM_RESOLVE_IMAGES"

@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from provisioner.errors import InputError, ProfileError
-from provisioner.messages import Message
+from provisioner.profile.messages import Message
 from provisioner.profile.inputfile import read_capped
 from provisioner.profile.source import Located, load_resolved
 from provisioner.secrets import find_secret, redact

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from provisioner.errors import InputError, ProfileError
-from provisioner.messages import Message
+from provisioner.profile.messages import Message
 
 Path_ = tuple[str | int, ...]
 MAX_DEPTH = 16
@@ -176,7 +176,7 @@ def _candidates(ref: str, base_dir: Path) -> Iterator[Path]:
     for folder in [base_dir, *search_path()]:
         for n in names:
             yield folder / n
-    from provisioner.resources import profiles_dir
+    from provisioner.bundled import profiles_dir
 
     for n in names:
         yield profiles_dir() / n

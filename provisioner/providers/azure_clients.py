@@ -28,7 +28,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from provisioner.errors import CloudError
-from provisioner.envvars import env_seconds
+from provisioner.settings import env_seconds
 
 ARM_SCOPE = "https://management.azure.com/.default"
 

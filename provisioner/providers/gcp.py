@@ -49,7 +49,7 @@ from typing import Any
 
 from provisioner.catalog.models import Offer
 from provisioner.errors import CloudError
-from provisioner.envvars import env_seconds
+from provisioner.settings import env_seconds
 from provisioner.providers import gcp_errors as errs
 from provisioner.providers.base import (
     ConflictError,

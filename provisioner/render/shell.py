@@ -14,17 +14,15 @@ from pathlib import Path
 
 import jinja2
 
+from provisioner.bundled import templates_dir
 from provisioner.errors import RenderError
-
-PACKAGE_DIR = Path(__file__).resolve().parent.parent
-
 
 def template_dir() -> Path:
     """``templates/``: inside the wheel (``provisioner/templates``) or at the repository root."""
-    for candidate in (PACKAGE_DIR / "templates", PACKAGE_DIR.parent / "templates"):
-        if (candidate / "startup.sh.j2").is_file():
-            return candidate
-    raise RenderError(f"startup-script templates not found (looked in {PACKAGE_DIR / 'templates'} and {PACKAGE_DIR.parent / 'templates'})")
+    found = templates_dir()
+    if not (found / "startup.sh.j2").is_file():
+        raise RenderError(f"startup-script templates not found (looked in {found})")
+    return found
 
 
 def shq(value: object) -> str:

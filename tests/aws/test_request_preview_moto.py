@@ -34,9 +34,9 @@ def test_preview_is_a_valid_run_instances_request(ec2, monkeypatch, spot: bool) 
     monkeypatch.setenv("TRAINVM_TODAY", "2026-11-22")
     from dataclasses import replace
 
-    from provisioner.launch import launch_spec
+    from provisioner.provision.launch import launch_spec
     from provisioner.planner.core import plan
-    from provisioner.planning import Overrides, build_request
+    from provisioner.planner.from_profile import Overrides, build_request
     from provisioner.profile import load_profile
     from provisioner.catalog.storage import load_catalog
     from provisioner.providers.aws_request import request_preview
@@ -72,9 +72,9 @@ def test_shutdown_behavior_follows_on_idle(ec2, monkeypatch, on_idle: str, behav
     from dataclasses import replace
 
     from provisioner.catalog.storage import load_catalog
-    from provisioner.launch import launch_spec
+    from provisioner.provision.launch import launch_spec
     from provisioner.planner.core import plan
-    from provisioner.planning import Overrides, build_request
+    from provisioner.planner.from_profile import Overrides, build_request
     from provisioner.profile import load_profile
     from provisioner.providers.aws_request import request_preview
 

@@ -1,11 +1,11 @@
-"""Failover and failure classification: provisioner.provision.provision() driving AzureProvider against
+"""Failover and failure classification: provisioner.provision.failover.provision() driving AzureProvider against
 the ARM emulator. Every failed attempt must leave no resource group behind."""
 
 from __future__ import annotations
 
 import pytest
 
-from provisioner.provision import ProvisionCloudError, ProvisionError, provision
+from provisioner.provision.failover import ProvisionCloudError, ProvisionError, provision
 from provisioner.providers.azure import AzureProvider
 from provisioner.providers.azure_request import names
 from provisioner.providers.base import CapacityError, ProviderError, RetryExhaustedError

@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from provisioner.provision import ProvisionCloudError, provision
+from provisioner.provision.failover import ProvisionCloudError, provision
 from provisioner.providers.azure import AzureProvider
 from provisioner.providers.azure_request import names
 from provisioner.providers.base import AuthError, VanishedError

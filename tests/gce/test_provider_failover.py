@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from provisioner.provision import ProvisionCloudError, ProvisionError, provision
+from provisioner.provision.failover import ProvisionCloudError, ProvisionError, provision
 from tests.fakes import FakeProvider
 
 ZONES = ["us-central1-a", "us-central1-b", "us-east1-c", "us-east4-a", "europe-west4-a"]

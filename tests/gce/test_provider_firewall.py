@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from provisioner.provision import ProvisionError, provision
+from provisioner.provision.failover import ProvisionError, provision
 from provisioner.providers.base import AuthError, ConflictError, QuotaError, RetryExhaustedError
 
 P = "test-proj"

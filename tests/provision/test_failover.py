@@ -6,7 +6,7 @@ import pytest
 
 from provisioner.catalog.models import Offer
 from provisioner.errors import CloudError
-from provisioner.provision import ProvisionError, find_existing, provision
+from provisioner.provision.failover import ProvisionError, find_existing, provision
 from provisioner.providers.base import (
     AuthError,
     CapacityError,

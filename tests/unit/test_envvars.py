@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from provisioner.envvars import env_seconds
+from provisioner.settings import env_seconds
 from provisioner.errors import InputError
 
 

@@ -23,12 +23,12 @@ def test_wheel_contains_resources_and_they_are_found(tmp_path: Path) -> None:
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
     code = (
-        "import provisioner.resources as r, provisioner\n"
+        "import provisioner.bundled as r, provisioner\n"
         "from provisioner.profile import load_profile\n"
         "assert str(r.templates_dir()).startswith(%r), r.templates_dir()\n"
         "lp = load_profile(r.profiles_dir() / 'examples' / 'bert-finetune-t4.yaml')\n"
-        "from provisioner.launch import render_for_offer\n"
-        "from provisioner.planning import make_plan\n"
+        "from provisioner.provision.launch import render_for_offer\n"
+        "from provisioner.planner.from_profile import make_plan\n"
         "plan, _, _ = make_plan(lp)\n"
         "print(len(render_for_offer(lp, plan.chosen).startup_sh))\n"
     ) % str(site)

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from ruamel.yaml import YAML
 
-from provisioner.capture import (
+from provisioner.probe.capture import (
     DEFAULT_DRIVER,
     MIN_CLOUD_DRIVER,
     build_profile,

@@ -1,4 +1,4 @@
-"""Where the bundled templates/ and profiles/ live: inside the installed wheel
+"""Where the bundled templates/ and profiles/ live (the one place that knows): inside the installed wheel
 (``provisioner/templates``), or at the top of a source checkout."""
 
 from __future__ import annotations

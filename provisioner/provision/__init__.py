@@ -1,0 +1,1 @@
+"""Stage 4, provision: from a plan's offer to a VM that exists (launch spec, failover engine, progress)."""
