@@ -30,6 +30,9 @@ BudgetOpt = Annotated[float, typer.Option("--budget", min=1, help="Seconds the p
 ResolveImageFlag = Annotated[bool, typer.Option("--resolve-image", help="Ask the registry for stack.container's digest and facts (network; TRAINVM_REGISTRY_USER/_PASSWORD for private images).")]
 
 
+FrozenFlag = Annotated[bool, typer.Option("--frozen", help="Use only what NAME.lock pins: refuse a missing or stale lock, never fetch team sources (for CI; also TRAINVM_FROZEN=1).")]
+
+
 def _resolve_images(on: bool) -> None:
     if on:
         os.environ["TRAINVM_RESOLVE_IMAGES"] = "1"
@@ -81,13 +84,15 @@ def plan(
     show_script: Annotated[bool, typer.Option("--show-script", help="Also print the startup script for the chosen offer.")] = False,
     json_out: JsonFlag = False,
     resolve_image: ResolveImageFlag = False,
+    frozen: FrozenFlag = False,
 ) -> None:
     """Pick the cheapest feasible offer (offline, from the embedded catalog)."""
     from provisioner.commands.plan import run_plan
 
     _resolve_images(resolve_image)
     _check_clouds(cloud)
-    raise typer.Exit(run_plan(profile, clouds=cloud, regions=region, spot=spot, top=top, explain=explain, show_script=show_script, json_out=json_out))
+    raise typer.Exit(run_plan(profile, clouds=cloud, regions=region, spot=spot, top=top, explain=explain, show_script=show_script, json_out=json_out,
+                        frozen=frozen))
 
 
 @catalog_app.command("show")
@@ -155,13 +160,15 @@ def up(
     ssh_from: Annotated[Optional[str], typer.Option("--ssh-from", help="CIDR allowed to SSH in (overrides placement.ssh_from).")] = None,
     max_attempts: Annotated[int, typer.Option("--max-attempts", min=1, help="Give up after this many create attempts.")] = 30,
     json_out: JsonFlag = False,
+    frozen: FrozenFlag = False,
 ) -> None:
     """Create the VM: plan, then try the offers in failover order until one runs."""
     from provisioner.commands.up import run_up
 
     _check_clouds(cloud)
     raise typer.Exit(run_up(profile, name=name, yes=yes, wait_ready=wait_ready, clouds=cloud, regions=region, spot=spot,
-                            ssh_from=ssh_from, json_out=json_out, ready_timeout=ready_timeout, max_attempts=max_attempts))
+                            ssh_from=ssh_from, json_out=json_out, ready_timeout=ready_timeout, max_attempts=max_attempts,
+                            frozen=frozen))
 
 
 @app.command()

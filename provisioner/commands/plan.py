@@ -33,12 +33,12 @@ def _script_for(loaded: Any, offer: Any) -> tuple[str | None, str | None]:
 
 def run_plan(
     path: Path, *, clouds: list[str] | None, regions: list[str] | None, spot: bool | None, top: int,
-    explain: bool, show_script: bool, json_out: bool,
+    explain: bool, show_script: bool, json_out: bool, frozen: bool = False,
 ) -> int:
-    loaded = load_profile(path)
+    loaded = load_profile(path, frozen=frozen or None)
     from provisioner.lock.gate import lock_gate
 
-    lock_notes = lock_gate(loaded)
+    lock_notes = lock_gate(loaded, frozen=frozen)
     plan, catalog, applied = make_plan(loaded, Overrides(tuple(clouds or ()) or None, tuple(regions or ()) or None, spot))
     from provisioner.planner.explain import closest_offers, no_offer_message
 

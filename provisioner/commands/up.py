@@ -18,7 +18,7 @@ from provisioner.providers.base import InstanceRecord, Provider
 
 
 def run_up(path: Path, *, name: str | None, yes: bool, wait_ready: bool, clouds: list[str] | None, regions: list[str] | None,
-           spot: bool | None, ssh_from: str | None, json_out: bool, ready_timeout: float, max_attempts: int | None = 30) -> int:
+           spot: bool | None, ssh_from: str | None, json_out: bool, ready_timeout: float, max_attempts: int | None = 30, frozen: bool = False) -> int:
     from provisioner.provision.launch import launch_spec
     from provisioner.planner.explain import no_offer_message
     from provisioner.planner.from_profile import Overrides, make_plan
@@ -36,11 +36,11 @@ def run_up(path: Path, *, name: str | None, yes: bool, wait_ready: bool, clouds:
             ssh_from = check_cidr(ssh_from)
         except ValueError as exc:
             raise InputError(f"--ssh-from: {exc}") from None
-    loaded = load_profile(path)
+    loaded = load_profile(path, frozen=frozen or None)
     require_pinned_image(loaded)
     from provisioner.lock.gate import lock_gate
 
-    lock_notes = lock_gate(loaded)
+    lock_notes = lock_gate(loaded, frozen=frozen)
     plan, catalog, _ = make_plan(loaded, Overrides(tuple(clouds or ()) or None, tuple(regions or ()) or None, spot))
     if plan.chosen is None:
         raise NoFeasibleOfferError(no_offer_message(plan, catalog))

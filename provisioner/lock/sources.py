@@ -16,7 +16,6 @@ or ``TRAINVM_FROZEN=1``) never fetches and fails when the lock and the cache dis
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -103,7 +102,9 @@ class SourceResolver:
         decls = read_project_file(project) if project else {}
         locked = {s.name: s for s in (lock.sources if lock is not None else ())}
         if frozen is None:
-            frozen = os.environ.get("TRAINVM_FROZEN", "") not in ("", "0")
+            from provisioner.lock.gate import frozen_mode
+
+            frozen = frozen_mode()
         return cls(project, decls, locked, upgrade=upgrade, frozen=frozen, refresh=refresh)
 
     @property
