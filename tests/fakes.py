@@ -1,60 +1,109 @@
-"""An in-memory implementation of the provider contract, with scriptable failures
-(for CLI and failover tests; the real providers are tested against loopback emulators)."""
+"""An in-memory implementation of the provider contract, with scriptable failures (for CLI and failover tests;
+the real providers are tested against loopback emulators). It passes the same contract suite as the real
+providers (tests/contract/): idempotent create, ConflictError for another hash or a VM trainvm does not manage,
+``list``/``find`` that see only trainvm's VMs, delete twice, stop/start, and creates from several threads.
+
+Two providers built on the same dicts (``FakeProvider("gcp", vms=a.vms, unmanaged=a.unmanaged, ...)``, or
+``a.twin()``) see one cloud, the way two ``trainvm`` processes see one project."""
 
 from __future__ import annotations
 
+import json
+import threading
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from provisioner.catalog.models import Offer
-from provisioner.providers.base import InstanceRecord, LaunchSpec, ProviderError, price_from_labels
+from provisioner.providers.base import ConflictError, InstanceRecord, LaunchSpec, ProviderError, price_from_labels
 from provisioner.verify.report import StackReport, decode_report
+
+STOPPED = "TERMINATED"
 
 
 @dataclass
 class FakeProvider:
     NAME: str = "gcp"
-    vms: dict[str, InstanceRecord] = field(default_factory=dict)
+    vms: dict[str, InstanceRecord] = field(default_factory=dict)  # trainvm's VMs, by name
     failures: dict[str, deque[ProviderError]] = field(default_factory=dict)  # keyed by zone or region
     reports: dict[str, dict[str, Any]] = field(default_factory=dict)
     consoles: dict[str, str] = field(default_factory=dict)
     profiles: dict[str, dict[str, Any]] = field(default_factory=dict)
     calls: list[tuple[str, str]] = field(default_factory=list)
+    unmanaged: dict[str, InstanceRecord] = field(default_factory=dict)  # VMs of that cloud trainvm did not create
+    lock: Any = field(default_factory=threading.RLock)
+
+    def twin(self) -> FakeProvider:
+        """Another provider on the same cloud (what a second process would build)."""
+        return FakeProvider(self.NAME, self.vms, self.failures, self.reports, self.consoles, self.profiles, self.calls,
+                            self.unmanaged, self.lock)
 
     def fail(self, where: str, *errors: ProviderError) -> None:
         self.failures.setdefault(where, deque()).extend(errors)
 
     def find(self, name: str) -> InstanceRecord | None:
-        self.calls.append(("find", name))
-        return self.vms.get(name)
+        with self.lock:
+            self.calls.append(("find", name))
+            return self.vms.get(name)
 
     def create(self, spec: LaunchSpec, offer: Offer) -> InstanceRecord:
-        self.calls.append(("create", offer.location))
-        queue = self.failures.get(offer.location) or self.failures.get(offer.region)
-        if queue:
-            raise queue.popleft().verified()  # the fake creates nothing before failing
-        record = InstanceRecord(
-            name=spec.name, cloud=offer.cloud, region=offer.region, zone=offer.zone,
-            instance_type=offer.instance_type, state="RUNNING", profile=spec.profile_name,
-            hash=spec.labels["trainvm-hash"], price_hourly=price_from_labels(spec.labels), created="2026-11-22T00:00:00Z",
-            ip="203.0.113.10",
-        )
-        self.vms[spec.name] = record
-        import json
-
-        self.profiles[spec.name] = json.loads(spec.profile_json)
-        return record
+        with self.lock:
+            self.calls.append(("create", offer.location))
+            if spec.name in self.unmanaged:
+                raise ConflictError(f"a VM named {spec.name} already exists and is not managed by trainvm; "
+                                    "pass --name to choose another name")
+            existing = self.vms.get(spec.name)
+            if existing is not None:
+                if existing.hash != spec.labels.get("trainvm-hash"):
+                    raise ConflictError(f"a VM named {spec.name} already exists for another version of the profile "
+                                        f"(hash {existing.hash}); run `trainvm down {spec.name}` or pass --name")
+                return replace(existing, extra={**existing.extra, "existing": True})
+            queue = self.failures.get(offer.location) or self.failures.get(offer.region)
+            if queue:
+                raise queue.popleft().verified()  # the fake creates nothing before failing
+            record = InstanceRecord(
+                name=spec.name, cloud=offer.cloud, region=offer.region, zone=offer.zone,
+                instance_type=offer.instance_type, state="RUNNING", profile=spec.profile_name,
+                hash=spec.labels["trainvm-hash"], price_hourly=price_from_labels(spec.labels),
+                created="2026-11-22T00:00:00Z", ip="203.0.113.10", extra={"spot": spec.spot})
+            self.vms[spec.name] = record
+            self.profiles[spec.name] = json.loads(spec.profile_json)
+            return record
 
     def list(self) -> list[InstanceRecord]:
-        return list(self.vms.values())
+        with self.lock:
+            return sorted(self.vms.values(), key=lambda r: r.name)
 
     def delete(self, name: str, *, wait: bool = True) -> bool:
-        self.calls.append(("delete", name))
-        return self.vms.pop(name, None) is not None
+        with self.lock:
+            self.calls.append(("delete", name))
+            if name in self.unmanaged and name not in self.vms:
+                raise ConflictError(f"{name} is not managed by trainvm; not deleting it")
+            self.profiles.pop(name, None)
+            return self.vms.pop(name, None) is not None
+
+    def _power(self, name: str, state: str) -> InstanceRecord | None:
+        with self.lock:
+            self.calls.append(("stop" if state == STOPPED else "start", name))
+            rec = self.vms.get(name)
+            if rec is None:
+                if name in self.unmanaged:
+                    raise ConflictError(f"{name} is not managed by trainvm; not touching it")
+                return None
+            self.vms[name] = rec = replace(rec, state=state, ip=None if state == STOPPED else rec.ip or "203.0.113.10")
+            return rec
+
+    def stop(self, name: str, *, wait: bool = True) -> InstanceRecord | None:
+        return self._power(name, STOPPED)
+
+    def start(self, name: str, *, wait: bool = True) -> InstanceRecord | None:
+        return self._power(name, "RUNNING")
 
     def read_report(self, name: str) -> tuple[StackReport | None, dict[str, Any] | None]:
-        return decode_report(self.reports.get(name)), self.profiles.get(name)
+        with self.lock:
+            if name not in self.vms:
+                return None, None
+            return decode_report(self.reports.get(name)), self.profiles.get(name)
 
     def ssh_argv(self, record: InstanceRecord, command: list[str]) -> list[str]:
         return ["ssh", f"fake@{record.ip}", *(["--", *command] if command else [])]

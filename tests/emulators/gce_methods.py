@@ -58,6 +58,11 @@ class ComputeMethodsMixin:
             self._guest.pop(target, None)
             for k in [k for k in self._serial if k[:3] == target]:
                 del self._serial[k]
+            # GCE's operations run with time, not with polls: once the instance is deleted, the operation that
+            # inserted it has long finished (a requestId replay must answer DONE, not a still-running insert)
+            for k, other in self.operations.items():
+                if self._op_state[k]["target"] == target and other["status"] != "DONE" and other["operationType"] == "insert":
+                    other.update(status="DONE", progress=100, endTime=now())
 
     def _zoneOperations_get(self, req, project, zone, operation):
         if (project, zone, operation) not in self.operations:
