@@ -3,10 +3,11 @@ work, and print. Heavy modules (pydantic models, rich tables, cloud SDKs) are im
 commands so ``trainvm --help`` stays fast. Every ``TrainvmError`` becomes one readable paragraph
 on stderr and its exit code; ``--debug`` shows tracebacks."""
 
-from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -18,9 +19,10 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=True,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-catalog_app = typer.Typer(help="The offers the planner sees.", no_args_is_help=True)
+catalog_app = typer.Typer(help="The offers the planner sees.", no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(catalog_app, name="catalog")
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
@@ -381,6 +383,39 @@ def _split_global_flags(argv: list[str]) -> tuple[list[str], bool, bool, bool]:
     return [a for a in head if a not in ("--debug", "--version")] + tail, debug, version, json_out
 
 
+@contextmanager
+def _only_invoked_command(args: list[str]) -> Iterator[None]:
+    """While ``trainvm CMD ...`` runs, the app holds only CMD. Typer builds every command of a group
+    (signature inspection, click parameters) before it parses the line; for one command the other
+    nineteen are wasted start-up time. Help, completion, unknown commands and options before the
+    command see the whole app. The registration is restored afterwards (tests call main() in-process)."""
+    first = args[0] if args else ""
+    commands = {c.name or c.callback.__name__.replace("_", "-"): c for c in app.registered_commands if c.callback}
+    groups = {g.name: g for g in app.registered_groups}
+    saved = app.registered_commands, app.registered_groups
+    if first in commands:
+        app.registered_commands, app.registered_groups = [commands[first]], []
+    elif first in groups:
+        app.registered_commands, app.registered_groups = [], [groups[first]]
+    try:
+        yield
+    finally:
+        app.registered_commands, app.registered_groups = saved
+
+
+def _skip_pydantic_plugin_scan() -> None:
+    """trainvm runs with pydantic plugins disabled (PYDANTIC_DISABLE_PLUGINS, set in main()), yet pydantic
+    imports its plugin loader, and with it importlib.metadata and the email package (~13 ms), only to
+    return no plugins. Stand in for that loader with the same answer; a user who enables plugins gets
+    pydantic's own."""
+    if os.environ.get("PYDANTIC_DISABLE_PLUGINS") in ("__all__", "1", "true") and "pydantic.plugin._loader" not in sys.modules:
+        import types
+
+        loader = types.ModuleType("pydantic.plugin._loader", "trainvm: pydantic plugins are disabled")
+        loader.get_plugins = lambda: ()  # type: ignore[attr-defined]
+        sys.modules["pydantic.plugin._loader"] = loader
+
+
 def main() -> None:
     """Console-script entry point: run the app and map errors to exit codes (docs/spec.md "Exit codes").
     With ``--json`` an error is also one ``{"error": {...}}`` document on stdout."""
@@ -396,8 +431,10 @@ def main() -> None:
 
         sys.stdout.write(f"trainvm {__version__}\n")
         sys.exit(0)
+    _skip_pydantic_plugin_scan()
     try:
-        rc = app(args=args, prog_name="trainvm", standalone_mode=False)
+        with _only_invoked_command(args):
+            rc = app(args=args, prog_name="trainvm", standalone_mode=False)
         sys.exit(rc if isinstance(rc, int) else 0)
     except TrainvmError as exc:
         _fail(exc, exc.exit_code, getattr(exc, "hint", None), json_out=json_out)
