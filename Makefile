@@ -8,7 +8,7 @@ PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
 EXAMPLE ?= profiles/examples/bert-finetune-t4.yaml
 PYTEST_ARGS ?=
 
-.PHONY: run test test-os install install-dev validate-examples bench catalog golden clean
+.PHONY: run test lint fix test-os install install-dev validate-examples bench catalog golden clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "trainvm needs Python >= 3.11; set PYTHON=/path/to/python3.11")'
@@ -33,8 +33,17 @@ run: install
 	$(BIN)/trainvm validate profiles/base/*.yaml profiles/examples/*.yaml
 	@if $(BIN)/trainvm plan --help >/dev/null 2>&1; then $(BIN)/trainvm plan $(EXAMPLE); fi
 
-test: install-dev
+test: lint
 	$(BIN)/python -m pytest -n 2 $(PYTEST_ARGS)
+
+# ruff (pyflakes, bugbear, import order, pyupgrade; config in pyproject.toml) and mypy on provisioner/
+lint: install-dev
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+
+# apply ruff's safe fixes (import order, pyupgrade) before `make lint`
+fix: install-dev
+	$(BIN)/ruff check --fix .
 
 # The rendered debian-12 script on a real Debian 12 userland (debootstrap, chroot, real apt/dpkg/
 # dkms/curl/uv/PyPI, a signed fake NVIDIA repository over HTTPS): needs root, debootstrap and the
@@ -53,4 +62,4 @@ catalog: install
 	$(BIN)/python scripts/build_catalog.py
 
 clean:
-	rm -rf $(VENV) build dist .pytest_cache .hypothesis
+	rm -rf $(VENV) build dist .pytest_cache .hypothesis .mypy_cache .ruff_cache

@@ -27,8 +27,12 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from provisioner.catalog import Catalog, Offer, load_catalog  # noqa: E402
-from provisioner.catalog import storage  # noqa: E402
+from provisioner.catalog import (  # noqa: E402
+    Catalog,
+    Offer,
+    load_catalog,
+    storage,  # noqa: E402
+)
 from provisioner.planner import PlanRequest, plan  # noqa: E402
 
 TODAY = date(2026, 11, 22)

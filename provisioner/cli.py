@@ -207,13 +207,13 @@ def down(
     raise typer.Exit(run_down(name, yes=yes, wait=not no_wait, json_out=json_out, cloud=cloud))
 
 
-OneCloudOpt = Annotated[Optional[str], typer.Option("--cloud", help="Only look on this cloud (gcp, azure).", show_default=False)]
+LookCloudOpt = Annotated[Optional[str], typer.Option("--cloud", help="Only look on this cloud (gcp, azure).", show_default=False)]
 
 
 @app.command()
 def stop(
     name: NameArg,
-    cloud: OneCloudOpt = None,
+    cloud: LookCloudOpt = None,
     yes: YesFlag = False,
     no_wait: Annotated[bool, typer.Option("--no-wait", help="Return once stopping has started.")] = False,
     json_out: JsonFlag = False,
@@ -227,7 +227,7 @@ def stop(
 @app.command()
 def start(
     name: NameArg,
-    cloud: OneCloudOpt = None,
+    cloud: LookCloudOpt = None,
     no_wait: Annotated[bool, typer.Option("--no-wait", help="Return once starting has begun.")] = False,
     json_out: JsonFlag = False,
 ) -> None:
@@ -246,7 +246,7 @@ def verify(
     baseline: Annotated[Optional[Path], typer.Option("--baseline", help="With --perf on a VM: PROFILE.yaml or a perf result JSON.")] = None,
     data: DataOpt = None,
     budget: BudgetOpt = 30.0,
-    cloud: OneCloudOpt = None,
+    cloud: LookCloudOpt = None,
     profile: Annotated[Optional[Path], typer.Option("--profile", help="Verify a VM against this profile file instead of the one stored on it.")] = None,
     json_out: JsonFlag = False,
 ) -> None:

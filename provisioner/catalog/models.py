@@ -124,9 +124,6 @@ class Catalog:
     path: Path
     provenance: Mapping[str, Any] = field(default_factory=dict)
 
-    def age_days(self, today: date) -> int:
-        return (today - self.date).days
-
     def clouds(self) -> tuple[str, ...]:
         return tuple(sorted({o.cloud for o in self.offers}))
 

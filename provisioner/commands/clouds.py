@@ -48,7 +48,7 @@ def _locate(name: str, providers: dict[str, Provider]) -> tuple[InstanceRecord, 
 
 def _all_records(cloud_filter: Callable[[str], bool] = lambda c: True) -> tuple[list[tuple[InstanceRecord, Provider]], list[dict[str, str]]]:
     providers, skipped = _providers([c for c in PROVIDERS if cloud_filter(c)])
-    found = []
+    found: list[tuple[InstanceRecord, Provider]] = []
     for cloud, provider in providers.items():
         try:
             found.extend((r, provider) for r in provider.list())

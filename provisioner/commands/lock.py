@@ -127,13 +127,13 @@ def lock_captured(profile_path: Path, err: Any) -> None:
     """``capture -o FILE`` also writes FILE's lock: the workstation's installed set (every package is
     pinned in the captured profile) resolved for the target. A failure is a warning, not an error:
     the profile is still useful, and `trainvm lock` says the same thing again."""
+    import os
+
     from provisioner.errors import TrainvmError
     from provisioner.lock import lock_path_for
     from provisioner.lock.model import dumps
     from provisioner.lock.target import PYPI_INDEX
     from provisioner.profile import load_profile
-
-    import os
 
     if os.environ.get("TRAINVM_CAPTURE_LOCK", "1") == "0":
         return

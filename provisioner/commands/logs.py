@@ -12,8 +12,8 @@ import time
 
 from provisioner.commands.clouds import _credentialed, _locate
 from provisioner.commands.verify import not_found
-from provisioner.settings import env_seconds
 from provisioner.output import emit_json, stdout_console, styled
+from provisioner.settings import env_seconds
 from provisioner.verify.console import ConsoleFollower, PhaseSpan, events, phase_spans
 
 

@@ -204,7 +204,6 @@ def verify_vm_perf(name: str, baseline: Path | None, json_out: bool) -> int:
     """The perf result the VM's startup script put in report.json (profile ``perf:``) against
     ``--baseline`` (a PROFILE.yaml, meaning PROFILE.perf.json beside it, or a perf JSON)."""
     from provisioner.commands.clouds import _credentialed, _locate
-    from provisioner.errors import CloudError
     from provisioner.verify.parity import any_worse, compare
     from provisioner.verify.perfdoc import load_perf, validate_doc
     from provisioner.verify.perfspec import annotate

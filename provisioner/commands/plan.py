@@ -68,7 +68,6 @@ def run_plan(
         emit_json(doc)
         return 0 if plan.chosen else 1
     print_messages(m for m in loaded.warnings if m.level == "warning")
-    err = stderr_console()
     for w in [*plan.warnings, *extra]:
         notice("warning", w)
     if plan.chosen is None:

@@ -13,21 +13,19 @@ from provisioner.output import emit_json, notice, stderr_console
 
 
 def request_body(cloud: str, spec: Any, offer: Any) -> dict[str, Any]:
-    if cloud == "gcp":
-        from provisioner.providers.gcp_request import request_preview
-    elif cloud == "azure":
-        from provisioner.providers.azure_request import request_preview
-    else:
-        from provisioner.providers.aws_request import request_preview
-    return request_preview(spec, offer)
+    import importlib
+
+    builder = importlib.import_module(f"provisioner.providers.{cloud}_request")
+    body: dict[str, Any] = builder.request_preview(spec, offer)
+    return body
 
 
 def run_render(path: Path, *, cloud: str, out: Path | None, regions: list[str] | None, json_out: bool) -> int:
     from provisioner.catalog.models import Offer
-    from provisioner.provision.launch import launch_spec, render_for_offer
     from provisioner.planner.explain import no_offer_message
     from provisioner.planner.from_profile import Overrides, build_request, make_plan
     from provisioner.profile import load_profile
+    from provisioner.provision.launch import launch_spec, render_for_offer
 
     loaded = load_profile(path)
     plan, catalog, _ = make_plan(loaded, Overrides((cloud,), tuple(regions or ()) or None, None))

@@ -11,8 +11,8 @@ import socket
 
 from provisioner.commands.clouds import _credentialed, _locate
 from provisioner.commands.verify import not_found
-from provisioner.settings import env_seconds
 from provisioner.errors import InputError, TrainvmError
+from provisioner.settings import env_seconds
 
 
 class SshClosedError(TrainvmError):

@@ -9,7 +9,7 @@ stopped, so it never grows while the VM is stopped; where the cloud reports no s
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from provisioner.commands.clouds import _all_records
@@ -39,7 +39,7 @@ def _when(stamp: str | None) -> datetime | None:
         t = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
     except ValueError:
         return None
-    return t if t.tzinfo is not None else t.replace(tzinfo=timezone.utc)
+    return t if t.tzinfo is not None else t.replace(tzinfo=UTC)
 
 
 def running_hours(record: InstanceRecord, now: datetime | None = None) -> float | None:
@@ -48,11 +48,12 @@ def running_hours(record: InstanceRecord, now: datetime | None = None) -> float 
     if start is None:
         return None
     if record.state.upper() in RUNNING_STATES:
-        end = now or datetime.now(timezone.utc)
+        end = now or datetime.now(UTC)
     else:
-        end = _when(record.last_stop)
-        if end is None or end < start:
+        stop = _when(record.last_stop)
+        if stop is None or stop < start:
             return None
+        end = stop
     return max((end - start).total_seconds() / 3600, 0.0)
 
 

@@ -8,25 +8,25 @@ from pathlib import Path
 from typing import Any
 
 from provisioner.commands.clouds import NAME_RE, _cred_hint, _providers
-from provisioner.providers import PROVIDERS
 from provisioner.commands.verify import exit_code, print_verify
-from provisioner.settings import env_seconds
 from provisioner.errors import CloudError, InputError, NoFeasibleOfferError, NotReadyError
 from provisioner.output import emit_json, notice, stderr_console, stdout_console, styled
-from provisioner.provision.progress import Progress
+from provisioner.providers import PROVIDERS
 from provisioner.providers.base import InstanceRecord, Provider
+from provisioner.provision.progress import Progress
+from provisioner.settings import env_seconds
 
 
 def run_up(path: Path, *, name: str | None, yes: bool, wait_ready: bool, clouds: list[str] | None, regions: list[str] | None,
            spot: bool | None, ssh_from: str | None, json_out: bool, ready_timeout: float, max_attempts: int | None = 30, frozen: bool = False) -> int:
-    from provisioner.provision.launch import launch_spec
+    from provisioner.commands.up_summary import summary_lines, up_summary
+    from provisioner.container.store import require_pinned_image
     from provisioner.planner.explain import no_offer_message
     from provisioner.planner.from_profile import Overrides, make_plan
     from provisioner.profile import load_profile
     from provisioner.profile.fields import check_cidr
-    from provisioner.commands.up_summary import summary_lines, up_summary
-    from provisioner.container.store import require_pinned_image
     from provisioner.provision.failover import IN_PROGRESS, find_existing, finish_existing, provision
+    from provisioner.provision.launch import launch_spec
 
     poll = env_seconds("TRAINVM_READY_POLL_SECONDS", 15.0)  # checked before anything is created
     if name is not None and not NAME_RE.match(name):

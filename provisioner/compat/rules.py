@@ -12,6 +12,7 @@ and tests; ``check_profile`` returns messages (not located: the loader adds file
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from packaging.version import Version
 
@@ -147,7 +148,7 @@ def _stack_rules(ctx: StackContext) -> list[Message]:
 def _framework_rules(fw: Framework, ctx: StackContext) -> list[Message]:
     stack, facts, out = ctx.stack, ctx.facts, []
     path = f"stack.packages[{fw.index}]"
-    py_minor = ".".join(stack.python.split(".")[:2])
+    py_minor = ".".join((stack.python or "").split(".")[:2])
     glibc = facts.os_images[stack.os].glibc
     if fw.name == "torch":
         tsrc = facts.torch_sources
@@ -213,7 +214,7 @@ def check_profile(profile: Profile, facts: Facts | None = None) -> list[Message]
         ok = [n for n, p in problems.items() if not p]
         for i, name in enumerate(listed):
             for m in problems[name]:
-                level = "error" if not ok else "warning"
+                level: Literal["error", "warning"] = "error" if not ok else "warning"
                 suffix = "" if not ok else f" (plan skips {name})"
                 out.append(Message(m.path if m.path != "hardware.gpu" else f"hardware.gpu[{i}]", f"{m.message}{suffix}" if m.path == "hardware.gpu" or m.message.startswith(name + " ") else f"{name}: {m.message}{suffix}", level=level, source=m.source))
         if hw.min_gpu_memory_gib and not any(ctx.facts.gpus[n].memory_gib >= hw.min_gpu_memory_gib for n in listed):

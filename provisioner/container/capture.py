@@ -88,11 +88,9 @@ def run_capture_container(*, image: str, out: Any, name: str | None, data: str |
     """``trainvm capture --container IMAGE``: the host probe plus the image as the stack."""
     from pathlib import Path
 
-    from provisioner.output import escape, notice
-
-    from provisioner.probe.capture import build_profile, comment_block, to_yaml
     from provisioner.errors import InputError
-    from provisioner.output import emit_json, stderr_console
+    from provisioner.output import emit_json, escape, notice, stderr_console
+    from provisioner.probe.capture import build_profile, comment_block, to_yaml
     from provisioner.probe.gpu import is_consumer
     from provisioner.probe.report import probe
 

@@ -143,9 +143,10 @@ def measure_target(label: str, directory: str, budget_s: float, size: int) -> Di
             created = make_file(directory, size)
             path = created
         except OSError:
-            path = existing_file(directory, 16 * SEQ_BS)
-            if path is None:
+            found = existing_file(directory, 16 * SEQ_BS)
+            if found is None:
                 return {"skipped": f"{directory} is not writable and holds no file of 16 MiB or more"}
+            path = found
             size = min(size, os.path.getsize(path))
         per = budget_s / 6
         if shutil.which("fio"):

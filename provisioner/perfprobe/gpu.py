@@ -8,8 +8,9 @@ the host side (``provisioner.verify.perfspec``), which reads the sourced table i
 
 from __future__ import annotations
 
+import functools
 import time
-from typing import Any, Callable, Dict, List
+from typing import Any, Callable, Dict, List, Optional
 
 from provisioner.perfprobe.stats import block, metric, skipped
 
@@ -65,7 +66,7 @@ def gpu_unavailable(torch: Any) -> str:
 
 
 def matmul_block(torch: Any, budget_s: float, n: int = MATMUL_N, iters: int = 5,
-                 under_load: Callable[[], Any] = None) -> Dict[str, Any]:
+                 under_load: Optional[Callable[[], Any]] = None) -> Dict[str, Any]:
     """``under_load()`` is called while queued matmuls keep the GPU busy (NVML clocks, throttle
     reasons and PCIe generation read at idle say nothing: the GPU downclocks)."""
     why = gpu_unavailable(torch)
@@ -91,7 +92,7 @@ def matmul_block(torch: Any, budget_s: float, n: int = MATMUL_N, iters: int = 5,
             torch.backends.cuda.matmul.allow_tf32 = dt == "tf32"
             a = torch.randn(n, n, device="cuda", dtype=dtype)
             b = torch.randn(n, n, device="cuda", dtype=dtype)
-            ms = _repeats(torch, lambda: torch.matmul(a, b), iters, per)
+            ms = _repeats(torch, functools.partial(torch.matmul, a, b), iters, per)
             metrics[f"matmul_{dt}_tflops"] = metric([matmul_tflops(n, iters, m) for m in ms], "TFLOPS", "gpu_compute",
                                                     extra={"dtype": dt, "raw_ms": ms, "n": n, "iters": iters})
             if under_load is not None and loaded is None:
@@ -118,7 +119,7 @@ def memory_block(torch: Any, budget_s: float, mib: int = 1024, iters: int = 10) 
     t0 = time.perf_counter()
     src = torch.empty(mib * 2**20, dtype=torch.uint8, device="cuda")
     dst = torch.empty_like(src)
-    ms = _repeats(torch, lambda: dst.copy_(src), iters, budget_s)
+    ms = _repeats(torch, functools.partial(dst.copy_, src), iters, budget_s)
     nbytes = 2 * mib * 2**20  # a copy reads and writes every byte
     del src, dst
     torch.cuda.empty_cache()
@@ -137,8 +138,8 @@ def host_device_block(torch: Any, budget_s: float, mib: int = 256, iters: int = 
     dev = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
     for kind in ("pinned", "pageable"):
         host = torch.empty(nbytes, dtype=torch.uint8, pin_memory=(kind == "pinned"))
-        for direction, fn in (("h2d", lambda: dev.copy_(host, non_blocking=True)),
-                              ("d2h", lambda: host.copy_(dev, non_blocking=True))):
+        for direction, fn in (("h2d", functools.partial(dev.copy_, host, non_blocking=True)),
+                              ("d2h", functools.partial(host.copy_, dev, non_blocking=True))):
             ms = _repeats(torch, fn, iters, budget_s / 4)
             metrics[f"{direction}_{kind}_gbs"] = metric([gb_per_s(nbytes, iters, m) for m in ms], "GB/s", "host_device",
                                                         extra={"raw_ms": ms, "bytes": nbytes, "iters": iters})
@@ -168,7 +169,7 @@ def _allreduce_worker(rank: int, world: int, init: str, mib: int, iters: int, ou
 
 
 def allreduce_block(torch: Any, budget_s: float, mib: int = 256, iters: int = 5,
-                    spawn: Callable[..., Any] = None) -> Dict[str, Any]:
+                    spawn: Optional[Callable[..., Any]] = None) -> Dict[str, Any]:
     why = gpu_unavailable(torch)
     if why:
         return skipped(why)

@@ -232,7 +232,7 @@ def plan(request: PlanRequest, catalog: Catalog, today: date) -> Plan:
     for o in catalog.offers:
         # Tested from the last reason to the first: `first` ends as the earliest failing reason.
         n = 0
-        first = None
+        first = ""
         if spot:
             p = o.spot_price_hourly
             if p is None:
@@ -309,7 +309,7 @@ def plan(request: PlanRequest, catalog: Catalog, today: date) -> Plan:
     chosen = ranked[0] if ranked else None
     bound = failover_bound(req, _price_key(spot)(chosen)) if chosen else None
     failover = failover_order(chosen, ranked[1:], bound, _price_key(spot)) if chosen else ()
-    picked = []
+    picked: list[NearMiss] = []
     for r, lst in near.items():
         k = key
         if r == "gpu_name" and names:

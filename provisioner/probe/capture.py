@@ -157,7 +157,7 @@ def _packages(report: Mapping[str, Any], warnings: list[str]) -> list[str]:
     if conda:
         warnings.append("installed by conda; the VM installs with pip, where this exact version may not exist: "
                         + ", ".join(conda))
-    conda_only = [n for n in sorted((_conda_packages(report)))
+    conda_only = [n for n in sorted(_conda_packages(report))
                   if n not in _CONDA_BASE and not n.startswith(("lib", "_"))
                   and canonicalize_name(n) not in packages
                   and not any(v.get("conda_package") == n for v in sources.values())]

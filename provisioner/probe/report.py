@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from provisioner.probe.gpu import GpuProbe, Runner, probe_gpus, run_command
-from provisioner.probe.python_env import PythonEnv, ScriptRunner, run_script, normalize_cudnn, probe_python
+from provisioner.probe.python_env import PythonEnv, ScriptRunner, normalize_cudnn, probe_python, run_script
 from provisioner.probe.system import (
     cpu_info,
     disk_info,

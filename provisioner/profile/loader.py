@@ -14,8 +14,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from provisioner.errors import InputError, ProfileError
-from provisioner.profile.messages import Message
 from provisioner.profile.inputfile import read_capped
+from provisioner.profile.messages import Message
 from provisioner.profile.source import Located, load_resolved
 from provisioner.secrets import find_secret, redact
 
@@ -177,10 +177,9 @@ def _requirements(profile: Any, doc: Located) -> tuple[Path | None, str | None, 
 def load_profile(path: str | Path, *, compat: bool = True, upgrade: bool = False, frozen: bool | None = None,
                  refresh: bool = False) -> LoadedProfile:
     """Load, resolve ``extends``, validate the schema and (by default) the compatibility rules."""
-    from provisioner.profile.model import Profile
-
     from provisioner.lock import lock_path_for
     from provisioner.lock.sources import SourceResolver
+    from provisioner.profile.model import Profile
 
     path = Path(path)
     lock_path = lock_path_for(path)

@@ -20,7 +20,7 @@ from provisioner.profile import fields as f
 
 OS_NAMES = ("ubuntu-22.04", "ubuntu-24.04", "debian-12")
 CLOUDS = ("gcp", "azure", "aws")
-DEFAULT_CLOUDS = ("gcp", "azure")
+DEFAULT_CLOUDS: tuple[Literal["gcp", "azure", "aws"], ...] = ("gcp", "azure")
 
 
 class Strict(BaseModel):

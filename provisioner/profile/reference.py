@@ -84,9 +84,9 @@ def reference_markdown(schema: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    from provisioner.commands.validate import profile_json_schema
-
     import sys
+
+    from provisioner.commands.validate import profile_json_schema
 
     sys.stdout.write(reference_markdown(profile_json_schema()))
 

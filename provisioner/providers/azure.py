@@ -27,6 +27,7 @@ so ``get_provider("azure")`` stays cheap until a cloud call is made.
 
 from __future__ import annotations
 
+import builtins
 import os
 import socket
 import time
@@ -40,8 +41,8 @@ from provisioner.catalog.models import Offer
 from provisioner.errors import InputError
 from provisioner.providers import azure_errors as errs
 from provisioner.providers import azure_request as R
-from provisioner.providers.azure_lease import LEASE, LEASE_UNTIL, MANAGED, GroupLease, _lease, _lease_live, _props
 from provisioner.providers.azure_clients import AzureCredentialsError, Settings, default_credential, make_clients
+from provisioner.providers.azure_lease import LEASE, LEASE_UNTIL, MANAGED, GroupLease, _lease, _lease_live, _props
 from provisioner.providers.azure_roles import grant_lifecycle_role
 from provisioner.providers.base import (
     ConflictError,
@@ -49,8 +50,8 @@ from provisioner.providers.base import (
     LaunchSpec,
     ProviderError,
     RetryExhaustedError,
-    price_from_labels,
     VanishedError,
+    price_from_labels,
 )
 from provisioner.verify.report import StackReport, decode_report, last_console_report
 
@@ -340,7 +341,7 @@ class AzureProvider(GroupLease):
         text = self._serial_log(n) or ""
         return text[start:], max(len(text), start)
 
-    def ssh_argv(self, record: InstanceRecord, command: list[str]) -> list[str]:
+    def ssh_argv(self, record: InstanceRecord, command: builtins.list[str]) -> builtins.list[str]:
         if not record.ip:
             raise InputError(f"{record.name} has no public IP address (yet)")
         configured = self._ssh_key_path or os.environ.get("TRAINVM_SSH_PUBLIC_KEY")
@@ -367,7 +368,7 @@ class AzureProvider(GroupLease):
             return None
         return resp.text if resp.status_code == 200 else None
 
-    def _record(self, vm: dict[str, Any], *, notes: list[str] | None = None, existing: bool = False,
+    def _record(self, vm: dict[str, Any], *, notes: builtins.list[str] | None = None, existing: bool = False,
                 ip: str | None = None) -> InstanceRecord:
         props, tags, name, rg = _props(vm), vm.get("tags") or {}, vm.get("name") or "", _group_of(vm)
         if ip is None:

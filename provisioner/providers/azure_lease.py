@@ -25,7 +25,7 @@ import os
 import socket
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from provisioner.providers.base import (
     ConflictError,
@@ -70,6 +70,20 @@ def _lease_live(group: dict[str, Any]) -> bool:
 
 class GroupLease:
     """Needs: _call, _wait, _get_group, _get_vm, _adopt, _record, _sleep, poll_seconds, op_timeout, _attempt."""
+
+    if TYPE_CHECKING:  # provided by AzureProvider (declared so that mypy checks this mixin)
+        poll_seconds: float
+        op_timeout: float
+        _attempt: Any
+        _sleep: Callable[[float], None]
+
+        def api(self) -> Any: ...
+        def _call(self, *args: Any, **kwargs: Any) -> Any: ...
+        def _wait(self, *args: Any, **kwargs: Any) -> Any: ...
+        def _get_group(self, *args: Any, **kwargs: Any) -> Any: ...
+        def _get_vm(self, *args: Any, **kwargs: Any) -> Any: ...
+        def _adopt(self, *args: Any, **kwargs: Any) -> Any: ...
+        def _record(self, *args: Any, **kwargs: Any) -> Any: ...
 
     def _put(self, rg: str, deadline: float, fn: Callable[[], Any]) -> Any:
         """A PUT in this attempt's group. ARM refuses a PUT on a resource whose own PUT is still running (409

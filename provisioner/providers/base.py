@@ -7,6 +7,7 @@ capacity -> next zone, quota -> next region (or the next cloud), auth/validation
 
 from __future__ import annotations
 
+import builtins
 import getpass
 import os
 import re
@@ -110,7 +111,7 @@ class CapacityError(ProviderError):
 class QuotaError(ProviderError):
     """``scope`` says how far to skip: the region, or the whole cloud (e.g. GCE GPUS_ALL_REGIONS)."""
 
-    outcome = "quota"
+    outcome: Outcome = "quota"
 
     def __init__(self, message: str, *, code: str | None = None, scope: Literal["region", "cloud"] = "region") -> None:
         super().__init__(message, code=code)
@@ -172,7 +173,7 @@ class Provider(Protocol):
     def read_report(self, name: str) -> tuple[StackReport | None, dict[str, Any] | None]:
         """(the latest TRAINVM_REPORT found, the resolved profile stored on the VM)."""
 
-    def ssh_argv(self, record: InstanceRecord, command: list[str]) -> list[str]:
+    def ssh_argv(self, record: InstanceRecord, command: builtins.list[str]) -> builtins.list[str]:
         """The command line that opens SSH to the VM (user, key and address), running ``command`` if given."""
 
     def open_ssh_hint(self, record: InstanceRecord) -> str:

@@ -39,6 +39,7 @@ Thin on purpose: the request body comes from ``gcp_request`` (pure), failures ar
 
 from __future__ import annotations
 
+import builtins
 import json
 import os
 import random
@@ -49,7 +50,6 @@ from typing import Any
 
 from provisioner.catalog.models import Offer
 from provisioner.errors import CloudError
-from provisioner.settings import env_seconds
 from provisioner.providers import gcp_errors as errs
 from provisioner.providers.base import (
     ConflictError,
@@ -58,14 +58,23 @@ from provisioner.providers.base import (
     LaunchSpec,
     ProviderError,
     RetryExhaustedError,
-    price_from_labels,
     VanishedError,
+    price_from_labels,
 )
 from provisioner.providers.gcp_calls import GceCalls, _stderr_warning
 from provisioner.providers.gcp_firewall import SshFirewall
 from provisioner.providers.gcp_report import guest_report, serial_report, serial_text
+from provisioner.providers.gcp_request import (
+    image_family,
+    instance_body,
+    open_ssh_hint,
+    request_id,
+    ssh_argv,
+    ssh_notes,
+    ssh_tag,
+)
+from provisioner.settings import env_seconds
 from provisioner.verify.report import StackReport
-from provisioner.providers.gcp_request import image_family, instance_body, open_ssh_hint, request_id, ssh_argv, ssh_notes, ssh_tag
 
 COMPUTE_SCOPE = "https://www.googleapis.com/auth/compute"
 MANAGED_FILTER = "labels.trainvm-managed = true"
@@ -380,13 +389,13 @@ class GcpProvider(GceCalls):
             return None
         return serial_text(self, inst.zone.rsplit("/", 1)[-1], name, start)
 
-    def ssh_argv(self, record: InstanceRecord, command: list[str]) -> list[str]:
+    def ssh_argv(self, record: InstanceRecord, command: builtins.list[str]) -> builtins.list[str]:
         return ssh_argv(record.name, record.zone or "", self.project, command)
 
     def open_ssh_hint(self, record: InstanceRecord) -> str:
         return open_ssh_hint(record.name, self.project)
 
-    def _record(self, inst: Any, *, notes: list[str] | None = None, existing: bool = False) -> InstanceRecord:
+    def _record(self, inst: Any, *, notes: builtins.list[str] | None = None, existing: bool = False) -> InstanceRecord:
         labels, zone = dict(inst.labels), inst.zone.rsplit("/", 1)[-1]
         meta = {i.key: i.value for i in inst.metadata.items}
         ip = next((ac.nat_i_p for nic in inst.network_interfaces for ac in nic.access_configs if ac.nat_i_p), None)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from provisioner.providers import gcp_errors as errs
 from provisioner.providers.base import AuthError, RetryExhaustedError
@@ -39,6 +39,18 @@ def _stderr_warning(text: str) -> None:
 
 class GceCalls:
     """Needs: api(), tries, retry_base_delay, call_timeout, http_timeout, op_timeout, poll_interval, _sleep, _rng."""
+
+    if TYPE_CHECKING:  # provided by GcpProvider (declared so that mypy checks this mixin)
+        tries: int
+        retry_base_delay: float
+        call_timeout: float
+        http_timeout: float
+        op_timeout: float
+        poll_interval: float
+        _sleep: Callable[[float], None]
+        _rng: Any
+
+        def api(self) -> Any: ...
 
     def _backoff(self, attempt: int, budget: float = 30.0) -> None:
         delay = min(30.0, budget, self.retry_base_delay * 2 ** (attempt - 1))
@@ -82,11 +94,12 @@ class GceCalls:
 
         def give_up(excs: list[Exception], reason: Any, timeout: float | None) -> tuple[Exception, Exception | None]:
             last = excs[-1]
+            cause = last.__cause__ if isinstance(last.__cause__, Exception) else None
             if isinstance(last, _Transient):  # the call's time budget ran out between tries
                 err = errs.classify(last.failure, retried=tries)
                 err.args = (f"{err} (gave up after {self.call_timeout:g} s: TRAINVM_API_TIMEOUT)",)
-                return err, last.__cause__
-            return last, last.__cause__
+                return err, cause
+            return last, cause
 
         deadline = time.monotonic() + self.call_timeout
         return retry_target(target, lambda e: isinstance(e, _Transient), self._sleeps(deadline),

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from provisioner.providers.base import (
     AuthError,
@@ -59,7 +59,7 @@ def _item_fields(item: Any) -> tuple[str | None, str, tuple[str, ...]]:
     metrics = []
     for detail in getattr(item, "error_details", None) or ():
         info = getattr(detail, "quota_info", None)
-        if info is not None and getattr(info, "metric_name", ""):
+        if info is not None and getattr(info, "metric_name", None):
             metrics.append(info.metric_name)
     return getattr(item, "code", None) or None, str(getattr(item, "message", "") or ""), tuple(metrics)
 
@@ -138,7 +138,7 @@ def classify(f: Failure, *, retried: int = 0) -> ProviderError:
         return CapacityError(message, code=f.code if f.code in CAPACITY_CODES else "ZONE_RESOURCE_POOL_EXHAUSTED")
     if is_quota(f):
         metrics = f.quota_metrics()
-        scope = "cloud" if any("ALL_REGIONS" in m for m in metrics) or "globally" in f.message else "region"
+        scope: Literal["region", "cloud"] = "cloud" if any("ALL_REGIONS" in m for m in metrics) or "globally" in f.message else "region"
         code = "QUOTA_EXCEEDED" if not metrics else f"QUOTA_EXCEEDED:{metrics[0]}"
         return QuotaError(message, code=code, scope=scope)
     if is_retryable(f):

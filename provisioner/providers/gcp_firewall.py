@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from provisioner.providers import gcp_errors as errs
@@ -111,7 +112,7 @@ class SshFirewall:
             if rule is None or not is_trainvm_rule(rule, vm):
                 continue
             req = api.v1.DeleteFirewallRequest(project=api.project, firewall=name, request_id=str(uuid.uuid4()))
-            op = self.p._call(lambda r=req: api.firewalls.delete_unary(request=r, retry=None, timeout=self.p.http_timeout),
+            op = self.p._call(partial(api.firewalls.delete_unary, request=req, retry=None, timeout=self.p.http_timeout),
                               missing=None)
             if op is not None:
                 ops.append(op)

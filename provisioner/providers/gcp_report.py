@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING
 
 from provisioner.providers.base import ProviderError
@@ -35,7 +36,7 @@ def serial_text(provider: GcpProvider, zone: str, name: str, start: int = 0) -> 
     for _ in range(MAX_SERIAL_PAGES):
         req = api.v1.GetSerialPortOutputInstanceRequest(project=api.project, zone=zone, instance=name, port=1,
                                                         start=pos)
-        out = provider._call(lambda: api.instances.get_serial_port_output(request=req, retry=None, timeout=provider.http_timeout),
+        out = provider._call(partial(api.instances.get_serial_port_output, request=req, retry=None, timeout=provider.http_timeout),
                          missing=None)
         if out is None or not out.contents:
             break

@@ -232,7 +232,7 @@ def local_ssd_count(machine_type: str, gib: int) -> int:
 
 
 def _metadata(spec: LaunchSpec, image: str) -> dict[str, Any]:
-    items = [
+    items: list[dict[str, Any]] = [
         {"key": "startup-script", "value": spec.user_data},
         {"key": "enable-guest-attributes", "value": "TRUE"},
         {"key": "trainvm-profile", "value": spec.profile_json},

@@ -186,6 +186,8 @@ def render_script(loaded: Any, target: RenderTarget, *, script_url: str | None =
         script = compact_script(script)
     raw_len = len(script.encode("utf-8"))
     sizes: dict[str, int] = {"startup_sh": raw_len}
+    user_data: str | bytes
+    extra: dict[str, int]
     if target.cloud == "gcp":
         if raw_len > GCE_VALUE_LIMIT:
             raise RenderError(

@@ -17,6 +17,7 @@ import jinja2
 from provisioner.bundled import templates_dir
 from provisioner.errors import RenderError
 
+
 def template_dir() -> Path:
     """``templates/``: inside the wheel (``provisioner/templates``) or at the repository root."""
     found = templates_dir()

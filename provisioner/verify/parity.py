@@ -248,11 +248,11 @@ def compare(a: dict[str, Any], b: dict[str, Any], table: dict[str, tuple[GpuPerf
     out: list[Verdict] = []
     for metric in sorted(set(ma) | set(mb)):
         ra, rb = ma.get(metric), mb.get(metric)
-        ref = ra or rb
+        ref: dict[str, Any] = ra or rb or {}  # the metric is in ma or mb
         klass, unit = ref["class"], ref["unit"]
         if ra is None or rb is None:
             where = "A" if ra is None else "B"
-            out.append(Verdict(metric, klass, unit, ra and ra["median"], rb and rb["median"], None,
+            out.append(Verdict(metric, klass, unit, ra["median"] if ra else None, rb["median"] if rb else None, None,
                                CLASS_TOLERANCE.get(klass, 0.1), "missing", note=f"not measured on {where}"))
             continue
         tol = tolerance(klass, ra.get("cv", 0), rb.get("cv", 0))
@@ -270,7 +270,7 @@ def compare(a: dict[str, Any], b: dict[str, Any], table: dict[str, tuple[GpuPerf
             verdict, ratio = judge(ea[0], eb[0], tol)
             key = METRIC_SPEC[metric]
             expected = (eb[1].figure(key) or 0) / (ea[1].figure(key) or 1)
-            note = (f"GPU models differ ({ea[1].variant} vs {eb[1].variant}): efficiency {ea[0]:.0%} vs {eb[0]:.0%} of spec; "
+            note: str | None = (f"GPU models differ ({ea[1].variant} vs {eb[1].variant}): efficiency {ea[0]:.0%} vs {eb[0]:.0%} of spec; "
                     f"expected B/A ratio from the spec {expected:.2f}, measured {rb['median'] / ra['median']:.2f}")
             causes = tuple(causes_for(metric, klass, a, b)) if verdict == "worse" else ()
             out.append(Verdict(metric, klass, unit, ra["median"], rb["median"], ratio, tol, verdict, "efficiency", note, causes))

@@ -34,12 +34,12 @@ def test_preview_is_a_valid_run_instances_request(ec2, monkeypatch, spot: bool) 
     monkeypatch.setenv("TRAINVM_TODAY", "2026-11-22")
     from dataclasses import replace
 
-    from provisioner.provision.launch import launch_spec
+    from provisioner.catalog.storage import load_catalog
     from provisioner.planner.core import plan
     from provisioner.planner.from_profile import Overrides, build_request
     from provisioner.profile import load_profile
-    from provisioner.catalog.storage import load_catalog
     from provisioner.providers.aws_request import request_preview
+    from provisioner.provision.launch import launch_spec
 
     loaded = load_profile(REPO / "profiles" / "examples" / "bert-finetune-t4.yaml")
     request, _ = build_request(loaded, Overrides(("aws",), ("us-east-1",), spot))
@@ -72,11 +72,11 @@ def test_shutdown_behavior_follows_on_idle(ec2, monkeypatch, on_idle: str, behav
     from dataclasses import replace
 
     from provisioner.catalog.storage import load_catalog
-    from provisioner.provision.launch import launch_spec
     from provisioner.planner.core import plan
     from provisioner.planner.from_profile import Overrides, build_request
     from provisioner.profile import load_profile
     from provisioner.providers.aws_request import request_preview
+    from provisioner.provision.launch import launch_spec
 
     loaded = load_profile(REPO / "profiles" / "examples" / "bert-finetune-t4.yaml")
     request, _ = build_request(loaded, Overrides(("aws",), ("us-east-1",), False))

@@ -53,9 +53,9 @@ def provider(emu):
 @pytest.fixture(scope="session")
 def t4_spec():
     """The LaunchSpec ``up`` builds for the T4 example (cloud-init text standing in for the renderer's)."""
-    from provisioner.provision.launch import resolved_profile_json
     from provisioner.profile import load_profile
     from provisioner.providers.base import LaunchSpec, labels_for, vm_name
+    from provisioner.provision.launch import resolved_profile_json
 
     loaded = load_profile(T4_PROFILE)
     p = loaded.profile

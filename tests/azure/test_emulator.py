@@ -14,8 +14,12 @@ from pathlib import Path
 
 import pytest
 import requests
-from azure.core.exceptions import (ClientAuthenticationError, HttpResponseError, ResourceExistsError,
-                                   ResourceNotFoundError)
+from azure.core.exceptions import (
+    ClientAuthenticationError,
+    HttpResponseError,
+    ResourceExistsError,
+    ResourceNotFoundError,
+)
 from azure.mgmt.compute import ComputeManagementClient
 from azure.mgmt.compute import models as cm
 from azure.mgmt.network import models as nm
@@ -425,7 +429,7 @@ def test_custom_data_limit(emu, rc, nc, cc):
         "ipConfigurations": [{"name": "c", "properties": {"subnet": {"id": SUBNET_ID}}}]}}).result()
     nic2 = rid("Microsoft.Network/networkInterfaces", "nic2")
     for bad in ("A" * 87384, "not base64!"):
-        e = raises(lambda: create_vm(cc, "vm2", vm_body(nic2, custom_data=bad)))
+        e = raises(lambda bad=bad: create_vm(cc, "vm2", vm_body(nic2, custom_data=bad)))
         assert (type(e), e.status_code, e.error.code, e.error.target) == (HttpResponseError, 400,
                                                                           "InvalidParameter", "customData")
         assert "maximum length of 87380 characters" in e.error.message

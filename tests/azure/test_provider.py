@@ -3,22 +3,20 @@ idempotency (re-runs of a killed `up`), find/list/delete and read_report."""
 
 from __future__ import annotations
 
-import os
-import time
-
 import base64
 import gzip
 import json
+import os
 import threading
 import time
 
 import pytest
 
 from provisioner.errors import CloudError, InputError
-from provisioner.verify.report import decode_report
 from provisioner.providers.azure import AzureProvider
 from provisioner.providers.azure_request import names
 from provisioner.providers.base import ConflictError, InvalidRequestError
+from provisioner.verify.report import decode_report
 from tests.azure.conftest import SSH_KEY, USER_DATA, named
 
 SUB = "00000000-0000-0000-0000-000000000000"

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from provisioner.provision.failover import ProvisionCloudError, ProvisionError, provision
 from provisioner.providers.azure import AzureProvider
 from provisioner.providers.azure_request import names
 from provisioner.providers.base import CapacityError, ProviderError, RetryExhaustedError
+from provisioner.provision.failover import ProvisionCloudError, ProvisionError, provision
 from tests.azure.conftest import SSH_KEY, named
 from tests.emulators.arm import ArmEmulator
 

@@ -8,10 +8,10 @@ import threading
 
 import pytest
 
-from provisioner.provision.failover import ProvisionCloudError, provision
 from provisioner.providers.azure import AzureProvider
 from provisioner.providers.azure_request import names
 from provisioner.providers.base import AuthError, VanishedError
+from provisioner.provision.failover import ProvisionCloudError, provision
 
 T4 = "Standard_NC4as_T4_v3"
 REGIONS = ("eastus", "eastus2", "westus2")

@@ -4,7 +4,6 @@ the report parsers. No emulator, no SDK."""
 from __future__ import annotations
 
 import base64
-import gzip
 import json
 import subprocess
 import sys
@@ -14,8 +13,14 @@ import pytest
 
 from provisioner.providers import azure_errors as errs
 from provisioner.providers import azure_request as R
-from provisioner.providers.base import (AuthError, CapacityError, InvalidRequestError, ProviderError, QuotaError,
-                                        RetryExhaustedError)
+from provisioner.providers.base import (
+    AuthError,
+    CapacityError,
+    InvalidRequestError,
+    ProviderError,
+    QuotaError,
+    RetryExhaustedError,
+)
 from tests.azure.conftest import REPO, named
 
 

@@ -6,8 +6,8 @@ import filecmp
 from pathlib import Path
 
 import pytest
-
 import scripts_build as sb
+
 from provisioner.catalog.storage import EMBEDDED_DIR
 
 SNAPSHOT = sb.DEFAULT_SRC

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 
-
 from provisioner.errors import CloudError
 from provisioner.providers.base import CapacityError
 from tests.conftest import REPO

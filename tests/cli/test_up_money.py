@@ -4,6 +4,7 @@ real ones are driven through their SDKs in tests/e2e/test_failover_bound.py)."""
 from __future__ import annotations
 
 import sys
+from datetime import UTC
 
 import pytest
 
@@ -114,9 +115,9 @@ def test_unknown_running_time_is_said_not_invented(cli, clouds) -> None:
 
 
 def test_running_cost_counts_from_the_last_start_not_creation(cli, clouds) -> None:
-    from datetime import datetime, timedelta, timezone
+    from datetime import datetime, timedelta
 
-    start = (datetime.now(timezone.utc) - timedelta(hours=2)).isoformat()
+    start = (datetime.now(UTC) - timedelta(hours=2)).isoformat()
     clouds["gcp"].vms["trainvm-s-1"] = _record(created="2026-01-01T00:00:00Z", last_start=start)
     v = cli("status", "trainvm-s-1", "--json").json()["vms"][0]
     assert 1.9 < v["uptime_hours"] < 2.5 and v["cost_so_far"] == pytest.approx(0.3 * v["uptime_hours"], abs=0.01)

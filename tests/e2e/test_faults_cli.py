@@ -61,10 +61,10 @@ def test_gce_down_during_pending_create_is_not_undone(cli, gce):
 
 
 def test_gce_rerun_while_create_in_progress_finishes(cli, gce, env):
-    from provisioner.provision.launch import launch_spec
     from provisioner.planner.from_profile import Overrides, make_plan
     from provisioner.profile import load_profile
     from provisioner.providers.gcp import GcpProvider
+    from provisioner.provision.launch import launch_spec
 
     gce.polls_to_done = 2
     loaded = load_profile(Path(T4))

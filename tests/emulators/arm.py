@@ -48,9 +48,9 @@ import time
 from dataclasses import dataclass, field
 from http.server import ThreadingHTTPServer
 
-from .arm_http import ArmRouter, Handler
 from .arm_catalog import VM_T
 from .arm_faults import KINDS, Fault
+from .arm_http import ArmRouter, Handler
 from .arm_state import State
 from .arm_validate import ArmError
 
@@ -266,7 +266,7 @@ class ArmEmulator(ArmRouter):
         """(ResourceManagementClient, NetworkManagementClient, ComputeManagementClient) pointed at the emulator."""
         from azure.mgmt.compute import ComputeManagementClient
         from azure.mgmt.network import NetworkManagementClient
-        from azure.mgmt.resource.resources import ResourceManagementClient   # trap A6: not azure.mgmt.resource
+        from azure.mgmt.resource.resources import ResourceManagementClient  # trap A6: not azure.mgmt.resource
         kw = self.client_kwargs(**overrides)
         return ResourceManagementClient(**kw), NetworkManagementClient(**kw), ComputeManagementClient(**kw)
 
@@ -276,7 +276,7 @@ class ArmEmulator(ArmRouter):
                 "AZURE_SUBSCRIPTION_ID": self.subscription_id,
                 "TRAINVM_AZURE_ACCESS_TOKEN": self.token or DEFAULT_TOKEN}
 
-try:  # a ready-made fixture: `from tests.emulators.arm import arm_emulator  # noqa: F401` in a test module
+try:  # a ready-made fixture: import arm_emulator from tests.emulators.arm in a test module (mark the import noqa F401)
     import pytest
 
     @pytest.fixture

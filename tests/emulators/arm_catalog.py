@@ -35,7 +35,7 @@ IMAGES = {
 
 
 def now():
-    return datetime.datetime.now(datetime.timezone.utc).isoformat().replace("+00:00", "Z")
+    return datetime.datetime.now(datetime.UTC).isoformat().replace("+00:00", "Z")
 
 
 def under(child, parent):

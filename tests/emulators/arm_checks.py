@@ -218,7 +218,7 @@ def _check_os_profile(osp, name):
     if not user:
         raise required_missing("properties.osProfile.adminUsername")
     if user.lower() in RESERVED_USERS or not re.fullmatch(r"[a-z_][a-z0-9_.-]{0,63}", user, re.I):
-        raise invalid("adminUsername", f"The Admin Username specified is not allowed.")
+        raise invalid("adminUsername", "The Admin Username specified is not allowed.")
     comp = osp.get("computerName") or name
     if len(comp) > 64 or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9.-]*", comp):
         raise invalid("computerName", "Linux host name cannot exceed 64 characters in length or contain the "

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import json
 import re
-import time
 import socket
 import ssl
+import time
 import uuid
 from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qsl, urlencode, urlsplit

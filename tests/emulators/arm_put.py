@@ -60,7 +60,7 @@ class PutMixin:
                 self.check_ref(nsg["id"], rec["id"], rec["location"], NSG_T)
         if old:
             keep = {sn.get("name", "").lower() for sn in props.get("subnets") or []}
-            for user, via in self.refs_to(rec["id"]):
+            for user, _via in self.refs_to(rec["id"]):
                 sub = next(iter(r for r in self.res.values() if under(user, r["id"])), None)
                 for ipc in (sub["body"]["properties"].get("ipConfigurations") or []) if sub else []:
                     sid = ((ipc.get("properties") or {}).get("subnet") or {}).get("id", "")

@@ -98,7 +98,7 @@ def validate(spec, value, path="", ignored=None):
         return out
     if isinstance(spec, Arr):
         if not isinstance(value, list):
-            raise _bad_content(path, f"Cannot deserialize the current JSON value into type 'List'.")
+            raise _bad_content(path, "Cannot deserialize the current JSON value into type 'List'.")
         return [validate(spec.item, v, f"{path}[{i}]", ignored) for i, v in enumerate(value)]
     if isinstance(spec, MapOf):
         if not isinstance(value, dict):

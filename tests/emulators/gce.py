@@ -128,7 +128,7 @@ class GceEmulator(FirewallsMixin, ComputeMethodsMixin, PowerMethodsMixin):
         self.reset()
 
     # ------------------------------------------------------------------ lifecycle
-    def start(self) -> "GceEmulator":
+    def start(self) -> GceEmulator:
         if self._server is None:
             self._server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
             self._server.daemon_threads = True
@@ -145,7 +145,7 @@ class GceEmulator(FirewallsMixin, ComputeMethodsMixin, PowerMethodsMixin):
             self._thread.join(timeout=5)
             self._server = self._thread = None
 
-    def __enter__(self) -> "GceEmulator":
+    def __enter__(self) -> GceEmulator:
         return self.start()
 
     def __exit__(self, *exc) -> None:
@@ -252,6 +252,7 @@ class GceEmulator(FirewallsMixin, ComputeMethodsMixin, PowerMethodsMixin):
         """compute_v1 clients bound to this emulator: .instances, .zone_operations, .images, .firewalls,
         .global_operations (anonymous by default)."""
         from types import SimpleNamespace
+
         from google.auth.credentials import AnonymousCredentials
         from google.cloud import compute_v1
         kw = {"credentials": credentials or AnonymousCredentials(), "client_options": {"api_endpoint": self.url}}
@@ -289,7 +290,7 @@ class GceEmulator(FirewallsMixin, ComputeMethodsMixin, PowerMethodsMixin):
 
     def _route(self, req: Request) -> dict:
         rel = req.path[len("/compute/v1/"):] if req.path.startswith("/compute/v1/") else None
-        for mid, verb, rx in self._routes:
+        for mid, verb, rx in self._routes:  # noqa: B007 (mid is read after the break)
             m = rx.fullmatch(rel or "") if rel is not None and verb == req.method else None
             if m:
                 break

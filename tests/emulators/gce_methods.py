@@ -9,8 +9,16 @@ import uuid
 
 from .gce_faults import OP_FAULTS, op_error
 from .gce_filter import compile_filter
-from .gce_resources import (API, image_known, image_resource, instance_resource, now, operation_resource, paginate,
-                            scoped_items)
+from .gce_resources import (
+    API,
+    image_known,
+    image_resource,
+    instance_resource,
+    now,
+    operation_resource,
+    paginate,
+    scoped_items,
+)
 from .gce_validate import ApiError, check_instance, invalid, relative
 
 

@@ -62,7 +62,7 @@ def invalid(messages) -> ApiError:
     return ApiError(400, "invalid", messages)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _load(path: str) -> dict:
     return json.loads(Path(path).read_text(encoding="utf-8"))
 

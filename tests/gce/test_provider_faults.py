@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from provisioner.provision.failover import ProvisionCloudError, ProvisionError, provision
 from provisioner.providers.base import AuthError, RetryExhaustedError, VanishedError
+from provisioner.provision.failover import ProvisionCloudError, ProvisionError, provision
 
 ZONES = ["us-central1-a", "us-central1-b", "us-east1-c", "us-east4-a"]
 

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from provisioner.provision.failover import ProvisionError, provision
 from provisioner.providers.base import AuthError, ConflictError, QuotaError, RetryExhaustedError
+from provisioner.provision.failover import ProvisionError, provision
 
 P = "test-proj"
 CIDR = "203.0.113.7/32"

@@ -202,7 +202,9 @@ def test_body_parses_into_sdk_instance(spec, offer):
     body = instance_body(spec(local_nvme_gib=375, ssh_from="10.0.0.0/8"), offer(), IMG, "p")
     inst = compute_v1.Instance.from_json(json.dumps(body))  # raises on an unknown field name
     assert inst.scheduling.max_run_duration.seconds == 86400 and inst.disks[1].interface == "NVME"
-    with pytest.raises(Exception):
+    from google.protobuf.json_format import ParseError
+
+    with pytest.raises(ParseError, match="guestAccelerator"):
         compute_v1.Instance.from_json(json.dumps({**body, "guestAccelerator": []}))
 
 

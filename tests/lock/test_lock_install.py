@@ -84,8 +84,8 @@ def test_a_stale_lock_is_not_rendered(locked: Path, write_yaml, profile_doc) -> 
 
 
 def test_verify_judges_every_locked_package(locked: Path) -> None:
-    from provisioner.provision.launch import resolved_profile_json
     from provisioner.profile import load_profile
+    from provisioner.provision.launch import resolved_profile_json
     from provisioner.verify.compare import compare
 
     stored = json.loads(resolved_profile_json(load_profile(locked)))

@@ -74,8 +74,8 @@ def test_lock_records_the_source_commit_and_file_hashes(team, lock_cli, cli) -> 
     assert (src.name, src.url, src.ref, src.commit) == ("team", team["repo"].as_uri(), "v1", team["v1"])
     assert src.files == {"base/torch-2.4-cu124.yaml": hashlib.sha256((team["repo"] / "base/torch-2.4-cu124.yaml").read_bytes()).hexdigest()}
     assert lock.versions() == {"alpha": "1.0", "beta": "1.2"}
-    from provisioner.provision.launch import resolved_profile_json
     from provisioner.profile import load_profile
+    from provisioner.provision.launch import resolved_profile_json
 
     stored = json.loads(resolved_profile_json(load_profile(team["child"])))
     assert stored["sources"] == [{"name": "team", "url": team["repo"].as_uri(), "ref": "v1", "commit": team["v1"]}]

@@ -141,7 +141,6 @@ class FakeTorch:
         return None
 
     def empty(self, n: int, dtype: str, device: str = "cpu", pin_memory: bool = False) -> Any:
-        fake = self
         kind = "pinned" if pin_memory else "pageable"
 
         class T:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from planner_synth import TODAY, catalog, offer
+
 from provisioner.planner import PlanRequest, diagnose, plan
 
 

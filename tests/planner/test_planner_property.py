@@ -8,8 +8,8 @@ from fnmatch import fnmatchcase
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from planner_synth import TODAY, catalog, offer
+
 from provisioner.catalog.families import OS_IMAGES
 from provisioner.catalog.models import EXCLUDING_FLAGS
 from provisioner.planner import REASONS, PlanRequest, diagnose, plan, rank_key

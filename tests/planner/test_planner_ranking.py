@@ -6,8 +6,8 @@ import random
 from datetime import date, timedelta
 
 import pytest
-
 from planner_synth import CATALOG_DATE, TODAY, catalog, offer
+
 from provisioner.planner import (
     NEAR_MISSES_PER_REASON,
     PlanRequest,

@@ -6,7 +6,6 @@ import pytest
 
 from provisioner.catalog.models import Offer
 from provisioner.errors import CloudError
-from provisioner.provision.failover import ProvisionError, find_existing, provision
 from provisioner.providers.base import (
     AuthError,
     CapacityError,
@@ -18,6 +17,7 @@ from provisioner.providers.base import (
     labels_for,
     vm_name,
 )
+from provisioner.provision.failover import ProvisionError, find_existing, provision
 from tests.fakes import FakeProvider
 
 HASH = "ab" * 32
@@ -73,7 +73,7 @@ def test_zone_then_region_then_cloud(clouds) -> None:
 def test_regional_quota_skips_rest_of_region(clouds) -> None:
     clouds["gcp"].fail("us-central1-a", QuotaError("regional quota", code="QUOTA_EXCEEDED"))
     result = provision(OFFERS, spec, clouds.__getitem__)
-    record, attempts = result.record, list(result.attempts)
+    record = result.record
     assert record.zone == "us-east1-c"
     assert ("create", "us-central1-b") not in clouds["gcp"].calls
 

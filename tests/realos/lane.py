@@ -33,8 +33,8 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 sys.path[:0] = [str(HERE), str(REPO / "tests/aptsim")]
 
-import osroot  # noqa: E402
 import osrepo  # noqa: E402
+import osroot  # noqa: E402
 
 DRIVER = "550.127.05"
 PROFILE = """name: realos-deb12

@@ -204,8 +204,7 @@ def attach_nvme(work: Path, log) -> str | None:
     with open(img, "wb") as fh:
         fh.truncate(1 << 30)
     try:
-        return subprocess.run(["losetup", "-f", "--show", str(img)], check=True, text=True, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE).stdout.strip()
+        return subprocess.run(["losetup", "-f", "--show", str(img)], check=True, text=True, capture_output=True).stdout.strip()
     except (subprocess.CalledProcessError, OSError) as exc:
         log(f"no loop device: {exc}")
         return None

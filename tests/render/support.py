@@ -106,7 +106,7 @@ def shellcheck(paths: list[Path], severity: str = "warning") -> dict[str, str]:
 
     def one(batch: list[Path]) -> subprocess.CompletedProcess[str]:
         return subprocess.run([exe, "-S", severity, "-s", "bash", "-f", "json", *map(str, batch)],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=300)
+                              capture_output=True, text=True, timeout=300)
 
     findings: dict[str, str] = {}
     with ThreadPoolExecutor(max_workers=2) as pool:

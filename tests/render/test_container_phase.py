@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import re
+
 import pytest
 import trainvm_render_support as S
 
@@ -43,7 +44,7 @@ def test_happy_path_installs_pulls_by_digest_and_checks_inside_the_container(mak
     assert "docker-ce" in held and "nvidia-container-toolkit" in held and "libnvidia-container1" in held
     # the pull (by digest) starts before the driver is installed
     lines = [c.line for c in run.calls]
-    pull = next(i for i, ln in enumerate(lines) if ln.startswith(f"docker\tpull") or ln == f"docker pull {PULL}")
+    pull = next(i for i, ln in enumerate(lines) if ln.startswith("docker\tpull") or ln == f"docker pull {PULL}")
     driver = next(i for i, ln in enumerate(lines) if "nvidia-open=" in ln)
     assert pull < driver
     assert run.lines("nvidia-ctk") == ["nvidia-ctk runtime configure --runtime=docker"]

@@ -7,6 +7,7 @@ import json
 
 import pytest
 import trainvm_render_support as S
+
 from provisioner.errors import RenderError
 from provisioner.render import RenderTarget, build_context, is_nvswitch_shape
 from provisioner.render.context import KEYRING_SHA256

@@ -21,12 +21,13 @@ import trainvm_render_support as S
 import trainvm_stubharness as H
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from pydantic import ValidationError
+from ruamel.yaml import YAML
+
 from provisioner.errors import RenderError
 from provisioner.profile.fields import URL_SAFE_RE
 from provisioner.render import build_context, render_script
 from provisioner.render.script import _render_startup
-from pydantic import ValidationError
-from ruamel.yaml import YAML
 
 PAYLOADS = [
     "$(pwned)", "`pwned`", "'; pwned; '", '"; pwned; "', "$(pwned)'", "\\'$(pwned)", "';pwned;'", "${IFS}pwned",

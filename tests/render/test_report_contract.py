@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import trainvm_render_support as S
+
 from provisioner.probe.gpu import CommandResult
 from provisioner.probe.report import probe
 from provisioner.verify.report import StackReport, decode_report, last_console_report

@@ -4,8 +4,9 @@ example profile on each cloud (one shellcheck run over all files, two parallel b
 from __future__ import annotations
 
 import trainvm_render_support as S
-from provisioner.render import RenderTarget, render_script
 from ruamel.yaml import YAML
+
+from provisioner.render import RenderTarget, render_script
 
 
 def _variants():
@@ -82,6 +83,7 @@ def test_gce_user_data_is_the_script_itself():
 
 def test_targets_are_validated():
     import pytest
+
     from provisioner.errors import RenderError
 
     with pytest.raises(RenderError, match="unknown cloud"):

@@ -10,10 +10,11 @@ import hashlib
 
 import pytest
 import trainvm_render_support as S
+from ruamel.yaml import YAML
+
 from provisioner.errors import RenderError
 from provisioner.render import render_script
 from provisioner.render.script import AWS_USER_DATA_LIMIT, AZURE_CUSTOM_DATA_LIMIT, GCE_VALUE_LIMIT
-from ruamel.yaml import YAML
 
 
 @pytest.mark.parametrize("path", S.EXAMPLES, ids=lambda p: p.stem)

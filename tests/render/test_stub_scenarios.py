@@ -12,6 +12,7 @@ import sys
 
 import pytest
 import trainvm_render_support as S
+
 from provisioner.verify.compare import compare
 
 DRIVER = "550.127.05"

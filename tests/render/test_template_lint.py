@@ -14,6 +14,7 @@ import ast
 import re
 
 import trainvm_render_support as S
+
 from provisioner.render.script import compact_script
 from provisioner.render.shell import shq
 
@@ -88,6 +89,7 @@ def test_shq_quotes_every_string_as_one_word():
     assert shq("a'b") == "'a'\"'\"'b'"
     assert shq(60) == "60" and shq(True) == "1" and shq(False) == "0"
     import pytest
+
     from provisioner.errors import RenderError
 
     for bad in (None, 1.5, ["x"], "nul\x00byte"):

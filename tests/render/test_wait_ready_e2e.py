@@ -8,6 +8,7 @@ import re
 
 import pytest
 import trainvm_render_support as S
+
 from tests.emulators.gce import GceEmulator
 
 T4 = str(S.REPO / "profiles/examples/bert-finetune-t4.yaml")

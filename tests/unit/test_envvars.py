@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from provisioner.settings import env_seconds
 from provisioner.errors import InputError
+from provisioner.settings import env_seconds
 
 
 def test_env_seconds(monkeypatch) -> None:
