@@ -21,6 +21,11 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="trainvm-test-cache-")
     # `capture -o` also locks against PyPI; the suite stays offline (tests/lock turn it back on)
     os.environ["TRAINVM_CAPTURE_LOCK"] = "0"
+    # no real AWS credentials or config reach boto3 (the AWS provider is built by `list`, `down`...), and no
+    # probe of the EC2 instance metadata service from a test
+    for key in [k for k in os.environ if k.startswith("AWS_")]:
+        del os.environ[key]
+    os.environ.update(AWS_CONFIG_FILE=os.devnull, AWS_SHARED_CREDENTIALS_FILE=os.devnull, AWS_EC2_METADATA_DISABLED="true")
 EXAMPLES = sorted((REPO / "profiles" / "examples").glob("*.yaml"))
 BASES = sorted((REPO / "profiles" / "base").glob("*.yaml"))
 

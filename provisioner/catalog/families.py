@@ -252,8 +252,10 @@ _AWS_NVME_GB = {
 AWS_LOCAL_NVME_GIB: Mapping[str, int] = MappingProxyType(
     {k: int(v * 1e9 // 2**30) for k, v in _AWS_NVME_GB.items()}
 )
+#: boot volume type per boot_disk.type: gp3 always (st1/sc1 cannot boot; ``ssd`` adds provisioned IOPS and
+#: throughput, see providers/aws_request.root_volume).
 AWS_DISK_MAP: Mapping[str, str] = MappingProxyType(
-    {"standard": "standard", "balanced": "gp3", "ssd": "io2"}
+    {"standard": "gp3", "balanced": "gp3", "ssd": "gp3"}
 )
 
 # --------------------------------------------------------------------------------------------

@@ -1,48 +1,246 @@
-"""AWS: the RunInstances request trainvm would send (preview only; no AWS provider yet).
-Pure: no boto3 import.
+"""AWS: the EC2/IAM requests trainvm sends, built from the launch spec. Pure: no boto3 import.
 
-The preview is the EC2 *wire* request, like the GCE and Azure bodies: ``UserData`` is base64 there.
-boto3 base64-encodes ``UserData`` itself, so a provider must pass the raw bytes to
-``run_instances`` (tests/aws checks both against moto's server)."""
+``run_instances_params`` is the ``RunInstances`` call as boto3 receives it (``UserData`` raw bytes: boto3
+base64-encodes it for RunInstances only); ``request_preview`` is the same body as it goes on the wire
+(``UserData`` base64), which ``trainvm render --cloud aws`` prints. Documented EC2 limits the builder keeps
+(and tests/aws assert, since moto does not enforce them):
+
+- ``ClientToken``: at most 64 ASCII characters (EC2 "Ensuring idempotency"): ``name[:23]-<40 hex>`` from
+  name + profile hash + AZ, so a re-sent request in the same AZ is the same request, another AZ another one.
+- Boot volume: gp3 always (st1/sc1 cannot be boot volumes). ``standard`` and ``balanced`` are gp3 at its
+  included baseline (3,000 IOPS, 125 MiB/s); ``ssd`` is gp3 with provisioned IOPS (500 per GiB, at most 16,000)
+  and throughput (0.25 MiB/s per IOPS, at most 1,000 MiB/s). Size 1..16,384 GiB.
+- The root device name comes from the AMI (``RootDeviceName``: /dev/sda1 for Canonical's Ubuntu AMIs,
+  /dev/xvda for Debian's); a mapping on another device name would add a second volume instead.
+- Instance-store NVMe (g4dn, g5, g6, p4d...) needs no mapping: Nitro exposes it as NVMe devices, which the
+  startup script finds and mounts for data staging.
+- Spot: ``InstanceMarketOptions`` one-time / terminate (the only interruption behaviour of a one-time request);
+  ``MaxPrice`` from ``placement.max_price_per_hour``.
+- ``InstanceInitiatedShutdownBehavior`` from ``lifecycle.on_idle`` (a shutdown from inside the guest stops or
+  terminates); IMDSv2 required (``HttpTokens: required``, hop limit 1).
+- Tags on the instance and its volumes (50 per resource, keys <= 128, values <= 256 characters); the resolved
+  profile rides on the instance as gzip+base64 in ``trainvm-profile.N`` chunks (EC2 has no free metadata).
+- A security group per VM (``<name>-sg``): SSH (tcp/22) only from ``ssh_from``; no inbound rule otherwise.
+- An IAM role + instance profile per VM, only when the VM needs AWS APIs: ``s3://`` data (read-only on those
+  buckets/prefixes), ``secret://aws/NAME`` secrets (GetSecretValue on those secrets), the lifecycle timers
+  (StopInstances / TerminateInstances on the instance carrying this VM's Name tag).
+"""
 
 from __future__ import annotations
 
 import base64
+import gzip
+import hashlib
+import json
+import re
+from dataclasses import dataclass
 from typing import Any
 
 from provisioner.catalog.models import Offer
-from provisioner.providers.base import LaunchSpec
+from provisioner.providers.base import InvalidRequestError, LaunchSpec
 
-# Canonical/Debian publish the current AMI ids as public SSM parameters; resolved at `up` time.
+#: Canonical/Debian publish the current AMI ids as public SSM parameters; resolved at `up` time and recorded
+#: (the ``trainvm-image`` tag), like the GCE image and the Azure image version.
 AMI_PARAMETERS = {
     "ubuntu-22.04": "/aws/service/canonical/ubuntu/server/22.04/stable/current/amd64/hvm/ebs-gp2/ami-id",
     "ubuntu-24.04": "/aws/service/canonical/ubuntu/server/24.04/stable/current/amd64/hvm/ebs-gp3/ami-id",
     "debian-12": "/aws/service/debian/release/bookworm/latest/amd64",
 }
-VOLUME_TYPES = {"standard": "st1", "balanced": "gp3", "ssd": "io2"}
+#: The root device of those AMIs (shown by ``render``; ``up`` reads it from the resolved AMI).
+PREVIEW_ROOT_DEVICE = {"ubuntu-22.04": "/dev/sda1", "ubuntu-24.04": "/dev/sda1", "debian-12": "/dev/xvda"}
 #: lifecycle.on_idle -> InstanceInitiatedShutdownBehavior: what a shutdown from inside the VM does
 #: (the idle watchdog; the max-run timer calls the EC2 API for on_max_run and falls back to a shutdown).
 SHUTDOWN_BEHAVIOR = {"stop": "stop", "delete": "terminate"}
 
+# EC2 limits (docs.aws.amazon.com: RunInstances, "Amazon EBS volume types", "Tag restrictions")
+CLIENT_TOKEN_MAX = 64
+GP3_MAX_IOPS, GP3_IOPS_PER_GIB, GP3_BASE_IOPS = 16_000, 500, 3_000
+GP3_MAX_THROUGHPUT, GP3_THROUGHPUT_PER_IOPS, GP3_BASE_THROUGHPUT = 1_000, 0.25, 125
+GP3_MAX_GIB = 16_384
+MAX_TAGS, TAG_KEY_MAX, TAG_VALUE_MAX = 50, 128, 256
+PROFILE_TAG = "trainvm-profile."
+SSH_PORT = 22
+S3_RE = re.compile(r"^s3://([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(?:/(.*))?$")
 
-def request_preview(spec: LaunchSpec, offer: Offer) -> dict[str, Any]:
-    tags = [{"Key": k, "Value": v} for k, v in sorted(spec.labels.items())] + [{"Key": "Name", "Value": spec.name}]
+
+@dataclass(frozen=True)
+class Ami:
+    """An AMI as ``up`` resolved it: the id, the root device name, and the SSM parameter it came from."""
+
+    image_id: str
+    root_device_name: str
+    parameter: str = ""
+
+
+def preview_ami(os_name: str) -> Ami:
+    """The AMI as ``render`` shows it: EC2 resolves ``resolve:ssm:`` itself; ``up`` pins the id first."""
+    return Ami(f"resolve:ssm:{AMI_PARAMETERS[os_name]}", PREVIEW_ROOT_DEVICE[os_name], AMI_PARAMETERS[os_name])
+
+
+def client_token(spec: LaunchSpec, zone: str) -> str:
+    digest = hashlib.sha256(f"{spec.name}\0{spec.profile_hash}\0{zone}".encode()).hexdigest()[:40]
+    return f"{spec.name[:23]}-{digest}"
+
+
+def security_group_name(name: str) -> str:
+    return f"{name}-sg"
+
+
+def role_name(name: str) -> str:
+    """IAM role and instance profile name (64 characters at most; a VM name has at most 63)."""
+    return name[:64]
+
+
+def root_volume(spec: LaunchSpec) -> dict[str, Any]:
+    if not 1 <= spec.boot_disk_gib <= GP3_MAX_GIB:
+        raise InvalidRequestError(f"boot_disk.size_gib {spec.boot_disk_gib}: gp3 volumes are 1..{GP3_MAX_GIB} GiB")
+    ebs: dict[str, Any] = {"VolumeSize": spec.boot_disk_gib, "VolumeType": "gp3", "DeleteOnTermination": True,
+                           "Encrypted": True}
+    if spec.boot_disk_type == "ssd":
+        iops = max(GP3_BASE_IOPS, min(GP3_MAX_IOPS, GP3_IOPS_PER_GIB * spec.boot_disk_gib))
+        ebs["Iops"] = iops
+        ebs["Throughput"] = max(GP3_BASE_THROUGHPUT, min(GP3_MAX_THROUGHPUT, int(iops * GP3_THROUGHPUT_PER_IOPS)))
+    return ebs
+
+
+def profile_tags(profile_json: str) -> list[dict[str, str]]:
+    packed = base64.b64encode(gzip.compress(profile_json.encode(), mtime=0)).decode()
+    chunks = [packed[i:i + TAG_VALUE_MAX] for i in range(0, len(packed), TAG_VALUE_MAX)]
+    return [{"Key": f"{PROFILE_TAG}{i}", "Value": c} for i, c in enumerate(chunks)]
+
+
+def profile_from_tags(tags: dict[str, str]) -> dict[str, Any] | None:
+    parts = sorted(((int(k[len(PROFILE_TAG):]), v) for k, v in tags.items()
+                    if k.startswith(PROFILE_TAG) and k[len(PROFILE_TAG):].isdigit()))
+    if not parts:
+        return None
+    try:
+        return json.loads(gzip.decompress(base64.b64decode("".join(v for _, v in parts))))
+    except (ValueError, OSError):
+        return None
+
+
+def tags(spec: LaunchSpec, ami: Ami) -> list[dict[str, str]]:
+    out = [{"Key": k, "Value": v} for k, v in sorted(spec.labels.items())]
+    out += [{"Key": "Name", "Value": spec.name}, {"Key": "trainvm-image", "Value": ami.image_id}]
+    return out
+
+
+def instance_tags(spec: LaunchSpec, ami: Ami) -> list[dict[str, str]]:
+    out = tags(spec, ami) + profile_tags(spec.profile_json)
+    if len(out) > MAX_TAGS:
+        raise InvalidRequestError(f"the resolved profile needs {len(out) - len(tags(spec, ami))} tags of {TAG_VALUE_MAX} "
+                                  f"characters (gzip+base64); EC2 allows {MAX_TAGS} tags per instance",
+                                  code="PROFILE_TOO_LARGE")
+    return out
+
+
+def run_instances_params(spec: LaunchSpec, offer: Offer, ami: Ami, zone_name: str, *, security_group_id: str,
+                         instance_profile: str | None, key_name: str | None = None) -> dict[str, Any]:
+    """The RunInstances call as boto3 takes it (``UserData`` raw; boto3 base64-encodes it)."""
     body: dict[str, Any] = {
-        "ImageId": f"resolve:ssm:{AMI_PARAMETERS[spec.os]}",
+        "ImageId": ami.image_id,
         "InstanceType": offer.instance_type,
         "MinCount": 1,
         "MaxCount": 1,
-        "Placement": {"AvailabilityZoneId": offer.zone} if offer.zone else {},
-        "UserData": base64.b64encode(spec.user_data if isinstance(spec.user_data, bytes) else spec.user_data.encode()).decode(),
-        "BlockDeviceMappings": [{"DeviceName": "/dev/sda1", "Ebs": {"VolumeSize": spec.boot_disk_gib, "VolumeType": VOLUME_TYPES[spec.boot_disk_type], "DeleteOnTermination": True}}],
+        "Placement": {"AvailabilityZone": zone_name},
+        "UserData": spec.user_data if isinstance(spec.user_data, bytes) else spec.user_data.encode(),
+        "BlockDeviceMappings": [{"DeviceName": ami.root_device_name, "Ebs": root_volume(spec)}],
+        "SecurityGroupIds": [security_group_id],
         "InstanceInitiatedShutdownBehavior": SHUTDOWN_BEHAVIOR[spec.on_idle],
-        "MetadataOptions": {"HttpTokens": "required"},
-        "TagSpecifications": [{"ResourceType": "instance", "Tags": tags}, {"ResourceType": "volume", "Tags": tags}],
-        "ClientToken": spec.name + "-" + spec.profile_hash[:16],
+        "MetadataOptions": {"HttpTokens": "required", "HttpEndpoint": "enabled", "HttpPutResponseHopLimit": 1},
+        "TagSpecifications": [{"ResourceType": "instance", "Tags": instance_tags(spec, ami)},
+                              {"ResourceType": "volume", "Tags": tags(spec, ami)}],
+        "ClientToken": client_token(spec, str(offer.zone)),
     }
+    if key_name:
+        body["KeyName"] = key_name
+    if instance_profile:
+        body["IamInstanceProfile"] = {"Name": instance_profile}
     if spec.spot:
         market: dict[str, Any] = {"SpotInstanceType": "one-time", "InstanceInterruptionBehavior": "terminate"}
         if spec.max_price_per_hour:
             market["MaxPrice"] = f"{spec.max_price_per_hour:.4f}"
         body["InstanceMarketOptions"] = {"MarketType": "spot", "SpotOptions": market}
     return body
+
+
+def security_group_params(spec: LaunchSpec, vpc_id: str | None) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "GroupName": security_group_name(spec.name),
+        "Description": f"trainvm {spec.name}: SSH only from placement.ssh_from" if spec.ssh_from
+        else f"trainvm {spec.name}: no inbound traffic",
+        "TagSpecifications": [{"ResourceType": "security-group",
+                               "Tags": [{"Key": k, "Value": v} for k, v in sorted(spec.labels.items())]
+                               + [{"Key": "Name", "Value": spec.name}]}],
+    }
+    if vpc_id:
+        body["VpcId"] = vpc_id
+    return body
+
+
+def ssh_ingress(ssh_from: str | None) -> list[dict[str, Any]]:
+    """The one inbound rule (tcp/22 from ``ssh_from``), or none."""
+    if not ssh_from:
+        return []
+    rule: dict[str, Any] = {"IpProtocol": "tcp", "FromPort": SSH_PORT, "ToPort": SSH_PORT}
+    key, cidr_key = ("Ipv6Ranges", "CidrIpv6") if ":" in ssh_from else ("IpRanges", "CidrIp")
+    rule[key] = [{cidr_key: ssh_from, "Description": "trainvm placement.ssh_from"}]
+    return [rule]
+
+
+def _s3_resources(sources: tuple[str, ...]) -> tuple[list[str], list[dict[str, Any]]]:
+    objects, listing = [], []
+    for src in sources:
+        m = S3_RE.match(src)
+        if not m:
+            continue
+        bucket, prefix = m.group(1), (m.group(2) or "")
+        objects.append(f"arn:aws:s3:::{bucket}/{prefix}*")
+        cond = {"StringLike": {"s3:prefix": [f"{prefix}*"]}} if prefix else {}
+        listing.append({"Effect": "Allow", "Action": "s3:ListBucket", "Resource": f"arn:aws:s3:::{bucket}",
+                        **({"Condition": cond} if cond else {})})
+    return objects, listing
+
+
+def secret_names(profile_json: str) -> list[str]:
+    return sorted(set(re.findall(r"secret://aws/([A-Za-z0-9/_+=.@-]{1,512})", profile_json)))
+
+
+def role_policy(spec: LaunchSpec, region: str) -> dict[str, Any] | None:
+    """The VM's least-privilege policy, or None when the VM calls no AWS API."""
+    statements: list[dict[str, Any]] = []
+    objects, listing = _s3_resources(spec.data_sources)
+    if objects:
+        statements.append({"Effect": "Allow", "Action": "s3:GetObject", "Resource": objects})
+        statements.extend(listing)
+    secrets = secret_names(spec.profile_json)
+    if secrets:  # Secrets Manager appends "-" and 6 random characters to a secret's ARN
+        statements.append({"Effect": "Allow", "Action": "secretsmanager:GetSecretValue",
+                           "Resource": [f"arn:aws:secretsmanager:{region}:*:secret:{s}-??????" for s in secrets]})
+    if spec.idle_shutdown_minutes is not None or spec.max_run_hours is not None:
+        statements.append({"Effect": "Allow", "Action": ["ec2:StopInstances", "ec2:TerminateInstances"],
+                           "Resource": f"arn:aws:ec2:{region}:*:instance/*",
+                           "Condition": {"StringEquals": {"aws:ResourceTag/Name": spec.name}}})
+    return {"Version": "2012-10-17", "Statement": statements} if statements else None
+
+
+ASSUME_ROLE_POLICY = {"Version": "2012-10-17", "Statement": [
+    {"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}]}
+
+
+def request_preview(spec: LaunchSpec, offer: Offer) -> dict[str, Any]:
+    """What ``up`` sends, offline: the RunInstances wire body (``UserData`` base64) with the AMI as its SSM
+    parameter and the AZ as its ID (``up`` pins the AMI and maps the AZ ID to this account's AZ name), plus
+    the security group and the IAM policy created before it."""
+    ami = preview_ami(spec.os)
+    policy = role_policy(spec, offer.region)
+    body = run_instances_params(spec, offer, ami, "<AZ name of " + str(offer.zone) + ">",
+                                security_group_id=f"<id of {security_group_name(spec.name)}>",
+                                instance_profile=role_name(spec.name) if policy else None, key_name=spec.name)
+    body["Placement"] = {"AvailabilityZoneId": offer.zone} if offer.zone else {}
+    body["UserData"] = base64.b64encode(body["UserData"]).decode()
+    return {"RunInstances": body,
+            "CreateSecurityGroup": {**security_group_params(spec, None),
+                                    "IpPermissions": ssh_ingress(spec.ssh_from)},
+            "IamRolePolicy": policy}

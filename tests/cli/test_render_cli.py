@@ -44,7 +44,7 @@ def test_render_writes_script_user_data_and_request(cli, tmp_path: Path, cloud: 
         assert len(user_data) <= 16_384
         if user_data[:2] == b"\x1f\x8b":
             assert gzip.decompress(user_data).startswith(b"#!")
-        assert base64.b64decode(request["UserData"]) == user_data
+        assert base64.b64decode(request["RunInstances"]["UserData"]) == user_data
     assert doc["sizes"]["user-data"] == len(user_data)
 
 

@@ -1,0 +1,321 @@
+"""Amazon EC2 provider (boto3, imported on first use).
+
+Thin on purpose: the requests come from ``aws_request`` (pure), failures are classified by ``aws_errors``,
+the client plumbing (AZ names, the AMI, the security group and the instance profile) is in ``aws_calls``.
+
+- Credentials: boto3's default chain (environment, ``~/.aws``, SSO, instance role). ``TRAINVM_AWS_ENDPOINT``
+  points every client at another endpoint (moto's server in the tests) with dummy credentials.
+- Retries: botocore's adaptive retry mode (throttling codes such as ``RequestLimitExceeded``, 5xx, connection
+  errors), at most ``tries`` attempts per call; what still fails is ``RetryExhaustedError``.
+- Create: look for the VM in the offer's region (same hash: adopted; another hash or not trainvm's:
+  ConflictError); map the offer's AZ ID to this account's AZ name; pin the AMI (SSM parameter -> id, recorded
+  in the ``trainvm-image`` tag) and read its root device; build the RunInstances call (any request that cannot
+  work fails here, before anything exists); then the VM's security group, its instance profile when it needs
+  one, ``RunInstances`` with a ``ClientToken`` from name + hash + AZ (a re-run returns the same instance), and
+  the ``instance_running`` waiter (bounded by ``TRAINVM_AWS_OP_TIMEOUT``, default 600 s).
+- Failure: the instance this attempt made is terminated and the termination awaited, then the security group
+  and the instance profile are deleted; ``cleanup`` is "verified" only when AWS answered that the instance is
+  terminated, else ``left_behind`` names what may remain.
+- list/find: ``DescribeInstances`` filtered on the ``trainvm-managed`` tag, in every region of ``regions()``.
+- down: terminate, await it (``wait=True``), then the security group and instance profile; no instance:
+  leftovers only. stop/start: ``StopInstances`` / ``StartInstances`` (+ waiter).
+- Report: ``GetConsoleOutput(Latest=True)`` (the newest 64 KB of the serial console), decoded by the one
+  ``StackReport`` decoder (``last_console_report``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from provisioner.catalog.models import Offer
+from provisioner.providers import aws_errors as errs
+from provisioner.providers import aws_request as R
+from provisioner.providers.aws_calls import AwsCalls
+from provisioner.providers.base import (
+    CapacityError,
+    ConflictError,
+    InstanceRecord,
+    InvalidRequestError,
+    LaunchSpec,
+    ProviderError,
+    RetryExhaustedError,
+    VanishedError,
+    price_from_labels,
+)
+from provisioner.verify.report import StackReport, last_console_report
+
+MANAGED = "trainvm-managed"
+LIVE_STATES = ["pending", "running", "stopping", "stopped", "shutting-down"]
+STATES = {"pending": "PROVISIONING", "running": "RUNNING", "stopping": "STOPPING", "stopped": "STOPPED",
+          "shutting-down": "DELETING", "terminated": "TERMINATED"}
+SSH_USER = {"ubuntu-22.04": "ubuntu", "ubuntu-24.04": "ubuntu", "debian-12": "admin"}
+
+
+def _tags(inst: dict[str, Any]) -> dict[str, str]:
+    return {t["Key"]: t["Value"] for t in inst.get("Tags") or []}
+
+
+class AwsProvider(AwsCalls):
+    NAME = "aws"
+
+    # ------------------------------------------------------------------ lookups
+    def _instances(self, region: str, name: str | None = None, *, managed: bool = True) -> list[dict[str, Any]]:
+        filters = [{"Name": "instance-state-name", "Values": LIVE_STATES}]
+        if name is not None:
+            filters.append({"Name": "tag:Name", "Values": [name]})
+        if managed:
+            filters.append({"Name": f"tag:{MANAGED}", "Values": ["true"]})
+        ec2 = self.ec2(region)
+        pages = self.call(lambda: list(ec2.get_paginator("describe_instances").paginate(Filters=filters)))
+        return [dict(i, _region=region) for page in pages for r in page.get("Reservations") or []
+                for i in r.get("Instances") or []]
+
+    def _get(self, region: str, instance_id: str) -> dict[str, Any] | None:
+        got = self.call(lambda: self.ec2(region).describe_instances(InstanceIds=[instance_id]), missing=None)
+        found = [i for r in (got or {}).get("Reservations") or [] for i in r.get("Instances") or []]
+        return dict(found[0], _region=region) if found else None
+
+    def _find_any(self, name: str) -> dict[str, Any] | None:
+        found = self.each_region(lambda region: self._instances(region, name, managed=False))
+        found.sort(key=lambda i: _tags(i).get(MANAGED) != "true")
+        return found[0] if found else None
+
+    def find(self, name: str) -> InstanceRecord | None:
+        inst = self._find_any(name)
+        if inst is None or _tags(inst).get(MANAGED) != "true":
+            return None
+        return self._record(inst)
+
+    def list(self) -> list[InstanceRecord]:
+        return sorted((self._record(i) for i in self.each_region(self._instances)), key=lambda r: (r.name, r.zone or ""))
+
+    # ------------------------------------------------------------------ create
+    def create(self, spec: LaunchSpec, offer: Offer) -> InstanceRecord:
+        if offer.cloud != self.NAME or not offer.zone:
+            raise InvalidRequestError(f"not a zonal AWS offer: {offer.describe(spec.spot)}")
+        region = offer.region
+        existing = self._instances(region, spec.name, managed=False)
+        if existing:
+            return self._adopt(existing[0], spec)
+        zone = self.zone_name(region, offer.zone)
+        ami = self.resolve_ami(region, spec.os)
+        R.run_instances_params(spec, offer, ami, zone, security_group_id="sg-check", instance_profile=None)  # checks first
+        made: dict[str, Any] = {}
+        try:
+            gid, made["sg"] = self.ensure_security_group(region, spec)
+            profile = self.ensure_instance_profile(spec, region)
+            made["profile"] = profile is not None
+            made["key"] = key = self.ensure_key_pair(region, spec)
+            params = R.run_instances_params(spec, offer, ami, zone, security_group_id=gid, instance_profile=profile,
+                                            key_name=key)
+            inst = self._run(region, params)["Instances"][0]
+            made["id"] = inst["InstanceId"]
+            return self._record(self._until_running(region, inst["InstanceId"], spec.name), notes=self._notes(spec))
+        except ProviderError as exc:
+            self._cleanup(region, spec, made, exc)
+            raise
+
+    def _run(self, region: str, params: dict[str, Any]) -> dict[str, Any]:
+        """RunInstances; a just-created instance profile may take seconds to be usable (IAM is eventually
+        consistent): that one answer is retried (``google.api_core.retry``, bounded)."""
+        from google.api_core.retry import Retry  # the project's retry helper (a dependency through google-cloud-compute)
+
+        def iam_lag(exc: BaseException) -> bool:
+            text = str(exc).lower()
+            return isinstance(exc, InvalidRequestError) and "iam" in text and "instance profile" in text
+
+        ec2 = self.ec2(region)
+        retry = Retry(predicate=iam_lag, initial=max(self.poll_interval / 2, 0.01), maximum=10, multiplier=2,
+                      timeout=min(60.0, self.op_timeout))
+        return retry(lambda: self.call(lambda: ec2.run_instances(**params)))()
+
+    def _until_running(self, region: str, instance_id: str, name: str) -> dict[str, Any]:
+        try:
+            self.wait(region, "instance_running", instance_id)
+        except RetryExhaustedError as exc:
+            inst = self._get(region, instance_id)
+            state = (inst or {}).get("State", {}).get("Name")
+            if inst is None or state in ("shutting-down", "terminated"):
+                reason = (inst or {}).get("StateReason") or {}
+                code = str(reason.get("Code") or "")
+                if "InsufficientInstanceCapacity" in code or "Spot" in code:  # e.g. Server.InsufficientInstanceCapacity
+                    raise CapacityError(f"{name} was terminated on its way up: {reason.get('Message') or code}",
+                                        code=code.split(".")[-1]) from exc
+                raise VanishedError(f"{name} ({instance_id}) was terminated while `up` waited for it "
+                                    f"({reason.get('Message') or 'no reason given'})", code="DELETED_DURING_CREATE") from exc
+            if exc.code == "WaiterError" and state in ("pending", None):
+                raise RetryExhaustedError(f"{name} ({instance_id}) was still {state} after {self.op_timeout:g} s "
+                                          "(TRAINVM_AWS_OP_TIMEOUT)", code="OPERATION_TIMEOUT") from exc
+            if state in ("stopping", "stopped"):
+                raise VanishedError(f"{name} ({instance_id}) is {state}: it was stopped while `up` waited for it",
+                                    code="DELETED_DURING_CREATE") from exc
+            raise
+        inst = self._get(region, instance_id)
+        if inst is None:
+            raise VanishedError(f"{name} ({instance_id}) is gone", code="DELETED_DURING_CREATE")
+        return inst
+
+    def _adopt(self, inst: dict[str, Any], spec: LaunchSpec) -> InstanceRecord:
+        tags, where = _tags(inst), inst["_region"]
+        if tags.get(MANAGED) != "true":
+            raise ConflictError(f"an instance named {spec.name} already exists in {where} and is not managed by "
+                                "trainvm; pass --name to choose another name")
+        if tags.get("trainvm-hash") != spec.labels.get("trainvm-hash"):
+            raise ConflictError(f"an instance named {spec.name} already exists in {where} for another version of the "
+                                f"profile (hash {tags.get('trainvm-hash')}); run `trainvm down {spec.name}` or pass --name")
+        if inst["State"]["Name"] == "pending":
+            inst = self._until_running(where, inst["InstanceId"], spec.name)
+        return self._record(inst, notes=self._notes(spec), existing=True)
+
+    def _cleanup(self, region: str, spec: LaunchSpec, made: dict[str, Any], failed: ProviderError) -> None:
+        """Terminate what the attempt made (an instance carrying this profile's hash), await it, then delete
+        the security group and instance profile; ``failed`` is marked verified or ``leaves`` what may remain."""
+        notes = []
+        try:
+            mine = [i for i in self._instances(region, spec.name)
+                    if _tags(i).get("trainvm-hash") == spec.labels.get("trainvm-hash")]
+            if made.get("id") and not any(i["InstanceId"] == made["id"] for i in mine):
+                got = self._get(region, made["id"])
+                mine += [got] if got and got["State"]["Name"] != "terminated" else []
+            for inst in mine:
+                self._terminate(region, inst["InstanceId"], wait=True)
+            left = [i for i in mine if (self._get(region, i["InstanceId"]) or {}).get("State", {}).get("Name")
+                    not in (None, "terminated")]
+            if left:
+                failed.leaves(*(f"{spec.name} ({i['InstanceId']}, {region})" for i in left))
+                notes.append(f"{spec.name} in {region} still exists after its termination; run `trainvm down {spec.name}`")
+            else:
+                if made.get("sg"):
+                    self.delete_security_group(region, spec.name)
+                if made.get("profile"):
+                    self.delete_instance_profile(spec.name)
+                if made.get("key"):
+                    self.delete_key_pair(region, spec.name)
+                failed.verified()
+        except ProviderError as exc:
+            failed.leaves(f"{spec.name} ({region})")
+            notes.append(f"cleaning up {spec.name} in {region} failed ({exc}); run `trainvm down {spec.name}`")
+        if notes:
+            failed.args = ("; ".join([str(failed), *notes]),)
+
+    def _terminate(self, region: str, instance_id: str, *, wait: bool) -> bool:
+        got = self.call(lambda: self.ec2(region).terminate_instances(InstanceIds=[instance_id]), missing=None)
+        if got is None:
+            return False
+        if wait:
+            self.wait(region, "instance_terminated", instance_id)
+        return True
+
+    # ------------------------------------------------------------------ delete, stop, start
+    def _managed(self, name: str) -> dict[str, Any] | None:
+        inst = self._find_any(name)
+        if inst is not None and _tags(inst).get(MANAGED) != "true":
+            raise ConflictError(f"{name} in {inst['_region']} is not managed by trainvm (no {MANAGED} tag); not touching it")
+        return inst
+
+    def delete(self, name: str, *, wait: bool = True) -> bool:
+        """Terminate the instance, then its security group and instance profile (the group can go only once
+        the instance is terminated: with ``wait=False`` it is left to a later ``down``)."""
+        inst = self._managed(name)
+        if inst is None and self.unreachable:
+            raise RetryExhaustedError(f"cannot tell whether {name} exists: AWS could not list "
+                                      f"{', '.join(self.unreachable)}; try `trainvm down {name}` again", code="UNREACHABLE")
+        if inst is None:
+            return self._leftovers(name)
+        region = inst["_region"]
+        deleted = self._terminate(region, inst["InstanceId"], wait=wait)
+        if wait:
+            self.delete_security_group(region, name)
+            self.delete_instance_profile(name)
+        self.delete_key_pair(region, name)
+        return deleted
+
+    def _leftovers(self, name: str) -> bool:
+        """No instance: delete a security group / instance profile an earlier ``down --no-wait`` left."""
+        groups = self.each_region(lambda region: [region] if self.find_security_group(region, name) else [])
+        for region in groups:
+            self.delete_security_group(region, name)
+            self.delete_key_pair(region, name)
+        self.delete_instance_profile(name)
+        return False
+
+    def stop(self, name: str, *, wait: bool = True) -> InstanceRecord | None:
+        return self._power(name, "stop", wait)
+
+    def start(self, name: str, *, wait: bool = True) -> InstanceRecord | None:
+        return self._power(name, "start", wait)
+
+    def _power(self, name: str, action: str, wait: bool) -> InstanceRecord | None:
+        """StopInstances (compute billing ends; EBS stays; instance store is lost) / StartInstances (the user
+        data runs again only through the startup unit it installed, which re-verifies the stack)."""
+        inst = self._managed(name)
+        if inst is None:
+            return None
+        region, iid, ec2 = inst["_region"], inst["InstanceId"], self.ec2(inst["_region"])
+        if action == "stop":
+            self.call(lambda: ec2.stop_instances(InstanceIds=[iid]))
+        else:
+            self.call(lambda: ec2.start_instances(InstanceIds=[iid]))
+        if wait:
+            self.wait(region, "instance_stopped" if action == "stop" else "instance_running", iid)
+        return self._record(self._get(region, iid) or inst)
+
+    # ------------------------------------------------------------------ report, console, ssh
+    def console(self, name: str, start: int = 0) -> tuple[str, int] | None:
+        """The newest console output (EC2 keeps the last 64 KB; ``Latest=True``) from character ``start``."""
+        inst = self._find_any(name)
+        if inst is None or _tags(inst).get(MANAGED) != "true":
+            return None
+        text = self._console_text(inst)
+        return text[start:], len(text)
+
+    def _console_text(self, inst: dict[str, Any]) -> str:
+        region, iid = inst["_region"], inst["InstanceId"]
+        got = self.call(lambda: self.ec2(region).get_console_output(InstanceId=iid, Latest=True), missing=None)
+        return (got or {}).get("Output") or ""  # botocore base64-decodes GetConsoleOutput's Output itself
+
+    def read_report(self, name: str) -> tuple[StackReport | None, dict[str, Any] | None]:
+        inst = self._find_any(name)
+        if inst is None or _tags(inst).get(MANAGED) != "true":
+            return None, None
+        return last_console_report(self._console_text(inst)), R.profile_from_tags(_tags(inst))
+
+    def ssh_argv(self, record: InstanceRecord, command: list[str]) -> list[str]:
+        user = record.extra.get("ssh_user") or "ubuntu"
+        return ["ssh", "-o", "StrictHostKeyChecking=accept-new", f"{user}@{record.ip}", *command]
+
+    def open_ssh_hint(self, record: InstanceRecord) -> str:
+        return (f"re-run `trainvm up` with --ssh-from YOUR.IP/32 (or placement.ssh_from): the security group "
+                f"{R.security_group_name(record.name)} of {record.name} in {record.region} then allows tcp/22 from there")
+
+    def _notes(self, spec: LaunchSpec) -> list[str]:
+        if spec.ssh_from:
+            return [f"SSH (tcp/22) is allowed only from {spec.ssh_from} (security group {R.security_group_name(spec.name)})"]
+        return [f"no inbound traffic is allowed (security group {R.security_group_name(spec.name)}); "
+                "pass --ssh-from to open SSH"]
+
+    def _record(self, inst: dict[str, Any], *, notes: list[str] | None = None, existing: bool = False) -> InstanceRecord:
+        tags = _tags(inst)
+        zone = (inst.get("Placement") or {}).get("AvailabilityZone")
+        profile = R.profile_from_tags(tags) or {}
+        os_name = ((profile.get("stack") or {}).get("os")) if isinstance(profile, dict) else None
+        extra: dict[str, Any] = {"id": inst["InstanceId"], "owner": tags.get("trainvm-owner"),
+                                 "spot": inst.get("InstanceLifecycle") == "spot",
+                                 "internal_ip": inst.get("PrivateIpAddress"),
+                                 "ssh_user": SSH_USER.get(str(os_name), "ubuntu")}
+        if inst.get("PublicIpAddress"):
+            extra["ssh"] = f"ssh {extra['ssh_user']}@{inst['PublicIpAddress']}"
+        if notes:
+            extra["notes"] = list(notes)
+        if existing:
+            extra["existing"] = True
+        launched = inst.get("LaunchTime")
+        return InstanceRecord(
+            name=tags.get("Name", inst["InstanceId"]), cloud=self.NAME, region=inst["_region"], zone=zone,
+            instance_type=inst.get("InstanceType", ""), state=STATES.get(inst["State"]["Name"], inst["State"]["Name"].upper()),
+            profile=tags.get("trainvm-profile"), hash=tags.get("trainvm-hash"), price_hourly=price_from_labels(tags),
+            created=launched.isoformat() if hasattr(launched, "isoformat") else (str(launched) if launched else None),
+            ip=inst.get("PublicIpAddress"), image=tags.get("trainvm-image") or inst.get("ImageId"), extra=extra)
+
+
+__all__ = ["AwsProvider", "errs"]

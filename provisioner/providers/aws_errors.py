@@ -1,0 +1,107 @@
+"""EC2/IAM/SSM failures -> trainvm's ``ProviderError`` classes, in one place.
+
+botocore raises ``ClientError`` with ``response["Error"]["Code"]`` (the EC2 query protocol's
+``<Errors><Error><Code>``), after its own retries (adaptive mode: throttling codes, 5xx and connection
+errors). So a throttling or 5xx code that reaches ``classify`` has exhausted those retries.
+Duck-typed over the exceptions: importing this module imports no cloud SDK.
+
+- capacity (next AZ): ``InsufficientInstanceCapacity`` and friends, ``Unsupported`` (the type is not offered
+  in that AZ), a spot ``MaxPrice`` under the current spot price;
+- quota (next region): ``VcpuLimitExceeded``, ``MaxSpotInstanceCountExceeded``, ``InstanceLimitExceeded``;
+- retry-exhausted: ``RequestLimitExceeded``/throttling, 5xx, connection errors;
+- auth (stop): ``UnauthorizedOperation``, ``AuthFailure``, bad/expired keys, an opt-in region;
+- invalid (stop): parameter errors, a missing AMI, an idempotency-token mismatch.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from provisioner.providers.base import (
+    AuthError,
+    CapacityError,
+    InvalidRequestError,
+    ProviderError,
+    QuotaError,
+    RetryExhaustedError,
+)
+
+CAPACITY_CODES = frozenset({"InsufficientInstanceCapacity", "InsufficientHostCapacity", "InsufficientCapacity",
+                            "InsufficientReservedInstanceCapacity", "Unsupported", "SpotMaxPriceTooLow",
+                            "InsufficientFreeAddressesInSubnet"})
+QUOTA_CODES = frozenset({"VcpuLimitExceeded", "MaxSpotInstanceCountExceeded", "InstanceLimitExceeded",
+                         "PendingVerification", "ResourceLimitExceeded"})
+RETRY_CODES = frozenset({"RequestLimitExceeded", "Throttling", "ThrottlingException", "TooManyRequestsException",
+                         "InternalError", "InternalFailure", "ServiceUnavailable", "Unavailable",
+                         "RequestTimeout", "RequestTimeoutException", "PriorRequestNotComplete"})
+AUTH_CODES = frozenset({"UnauthorizedOperation", "AuthFailure", "InvalidClientTokenId", "SignatureDoesNotMatch",
+                        "ExpiredToken", "OptInRequired", "Blocked", "AccessDenied", "AccessDeniedException",
+                        "UnrecognizedClientException", "IncompleteSignature"})
+NOT_FOUND_CODES = frozenset({"InvalidInstanceID.NotFound", "InvalidGroup.NotFound", "NoSuchEntity",
+                             "InvalidKeyPair.NotFound", "ParameterNotFound", "InvalidAMIID.NotFound"})
+
+
+def error_code(exc: BaseException) -> str | None:
+    response = getattr(exc, "response", None)
+    if isinstance(response, dict):
+        return (response.get("Error") or {}).get("Code")
+    return None
+
+
+def error_message(exc: BaseException) -> str:
+    response = getattr(exc, "response", None)
+    if isinstance(response, dict):
+        msg = (response.get("Error") or {}).get("Message")
+        if msg:
+            return str(msg)
+    return str(exc)
+
+
+def http_status(exc: BaseException) -> int | None:
+    response = getattr(exc, "response", None)
+    if isinstance(response, dict):
+        return (response.get("ResponseMetadata") or {}).get("HTTPStatusCode")
+    return None
+
+
+def is_not_found(exc: BaseException) -> bool:
+    code = error_code(exc) or ""
+    return code in NOT_FOUND_CODES or code.endswith(".NotFound") or code.endswith(".Malformed") and "ID" in code
+
+
+def classify(exc: BaseException) -> ProviderError:
+    """The ``ProviderError`` for a botocore exception (``ClientError`` or a connection error)."""
+    if isinstance(exc, ProviderError):
+        return exc
+    code = error_code(exc)
+    message = error_message(exc)
+    if code is None:  # not an API answer: EndpointConnectionError, ConnectTimeout, ReadTimeout, NoCredentialsError...
+        name = type(exc).__name__
+        if name in ("NoCredentialsError", "PartialCredentialsError", "NoRegionError"):
+            return AuthError(f"AWS credentials: {message}", code=name)
+        return RetryExhaustedError(f"AWS did not answer ({name}: {message})", code=name)
+    retries = ((getattr(exc, "response", None) or {}).get("ResponseMetadata") or {}).get("RetryAttempts")
+    if code in CAPACITY_CODES:
+        return CapacityError(message, code=code)
+    if code in QUOTA_CODES:
+        return QuotaError(message, code=code, scope="region")
+    if code in AUTH_CODES:
+        return AuthError(message, code=code)
+    status = http_status(exc) or 0
+    if code in RETRY_CODES or status >= 500 or status == 429:
+        tail = f" (after {int(retries) + 1} attempts)" if retries is not None else ""
+        return RetryExhaustedError(f"{message}{tail}", code=code)
+    if code.startswith("Invalid") or code.startswith("Missing") or code in ("IdempotentParameterMismatch",
+                                                                              "ValidationError", "MalformedPolicyDocument"):
+        return InvalidRequestError(message, code=code)
+    return ProviderError(message, code=code)
+
+
+def botocore_config(*, max_attempts: int, connect_timeout: float, read_timeout: float) -> Any:
+    """botocore's client config: adaptive retry mode (throttling codes, 5xx, connection errors; client-side
+    rate limiting after throttles) with ``max_attempts`` in all, and bounded timeouts."""
+    from botocore.config import Config
+
+    return Config(retries={"mode": "adaptive", "total_max_attempts": max(1, max_attempts)},
+                  connect_timeout=connect_timeout, read_timeout=read_timeout,
+                  user_agent_extra="trainvm")

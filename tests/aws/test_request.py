@@ -1,0 +1,160 @@
+"""The pure AWS request builder against the EC2/IAM limits as documented. moto accepts requests that EC2 refuses
+(an st1 boot volume, a 78-character ClientToken, io2 without Iops in older versions), so these limits are
+asserted here, on the builder's output, not left to the emulator."""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+import sys
+from dataclasses import replace
+
+import pytest
+
+from provisioner.providers import aws_request as R
+from provisioner.providers.base import InvalidRequestError
+from tests.aws.conftest import t4_offers, t4_spec
+from tests.conftest import REPO
+
+UBUNTU = R.Ami("ami-0123456789abcdef0", "/dev/sda1")
+DEBIAN = R.Ami("ami-0fedcba9876543210", "/dev/xvda")
+
+
+@pytest.fixture(scope="module")
+def offer():
+    return t4_offers()[0]
+
+
+@pytest.fixture(scope="module")
+def spec(offer):
+    return t4_spec(offer)
+
+
+def raw(spec) -> bytes:
+    return spec.user_data if isinstance(spec.user_data, bytes) else spec.user_data.encode()
+
+
+def params(spec, offer, ami=UBUNTU, **kw):
+    return R.run_instances_params(spec, offer, ami, "us-east-1b", security_group_id="sg-1", instance_profile=None, **kw)
+
+
+def test_importing_the_builder_imports_no_sdk() -> None:
+    code = ("import sys\nimport provisioner.providers.aws_request, provisioner.providers.aws_errors\n"
+            "print(','.join(m for m in sys.modules if m.startswith(('boto3', 'botocore', 'moto'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True).stdout
+    assert out.strip() == ""
+
+
+@pytest.mark.parametrize("name", ["t", "trainvm-" + "x" * 55, "a" * 63])
+def test_client_token_at_most_64_characters_and_stable(spec, offer, name) -> None:
+    s = replace(spec, name=name)
+    token = R.client_token(s, "use1-az1")
+    assert len(token) <= R.CLIENT_TOKEN_MAX == 64 and token.isascii()
+    assert token == R.client_token(s, "use1-az1")  # a re-sent request is the same request
+    assert token != R.client_token(s, "use1-az2")  # another AZ is another request
+    assert token != R.client_token(replace(s, profile_hash="f" * 64), "use1-az1")
+    assert params(s, offer)["ClientToken"] == R.client_token(s, str(offer.zone))
+
+
+@pytest.mark.parametrize("disk_type", ["standard", "balanced", "ssd"])
+@pytest.mark.parametrize("size", [1, 8, 30, 200, 4000, 16_384])
+def test_boot_volume_is_gp3_within_its_documented_limits(spec, offer, disk_type, size) -> None:
+    ebs = params(replace(spec, boot_disk_type=disk_type, boot_disk_gib=size), offer)["BlockDeviceMappings"][0]["Ebs"]
+    assert ebs["VolumeType"] == "gp3"  # st1/sc1 cannot be boot volumes; io1/io2 require Iops
+    assert ebs["VolumeSize"] == size and ebs["DeleteOnTermination"] is True
+    iops, tput = ebs.get("Iops"), ebs.get("Throughput")
+    if disk_type != "ssd":
+        assert iops is None and tput is None  # the gp3 baseline (3,000 IOPS, 125 MiB/s) is included in the price
+        return
+    assert 3_000 <= iops <= 16_000 and iops <= max(3_000, 500 * size)  # gp3: 500 IOPS per GiB, 16,000 at most
+    assert 125 <= tput <= 1_000 and tput <= iops * 0.25  # gp3: 0.25 MiB/s per IOPS, 1,000 MiB/s at most
+    if size >= 32:
+        assert iops == 16_000 and tput == 1_000
+
+
+@pytest.mark.parametrize("size", [0, 16_385])
+def test_boot_volume_size_outside_gp3_is_refused(spec, offer, size) -> None:
+    with pytest.raises(InvalidRequestError, match="gp3"):
+        params(replace(spec, boot_disk_gib=size), offer)
+
+
+@pytest.mark.parametrize("ami", [UBUNTU, DEBIAN])
+def test_root_device_name_comes_from_the_ami(spec, offer, ami) -> None:
+    body = params(spec, offer, ami)
+    assert body["ImageId"] == ami.image_id
+    assert [m["DeviceName"] for m in body["BlockDeviceMappings"]] == [ami.root_device_name]
+
+
+def test_imdsv2_tags_placement_and_security_group(spec, offer) -> None:
+    body = params(spec, offer, key_name=spec.name)
+    assert body["MetadataOptions"]["HttpTokens"] == "required" and body["MetadataOptions"]["HttpPutResponseHopLimit"] == 1
+    assert body["Placement"] == {"AvailabilityZone": "us-east-1b"} and body["SecurityGroupIds"] == ["sg-1"]
+    assert body["MinCount"] == body["MaxCount"] == 1 and body["KeyName"] == spec.name
+    specs = {t["ResourceType"]: t["Tags"] for t in body["TagSpecifications"]}
+    assert set(specs) == {"instance", "volume"}
+    for tags in specs.values():
+        assert len(tags) <= 50 and len({t["Key"] for t in tags}) == len(tags)
+        assert all(len(t["Key"]) <= 128 and len(t["Value"]) <= 256 and not t["Key"].lower().startswith("aws:") for t in tags)
+        kv = {t["Key"]: t["Value"] for t in tags}
+        assert kv["trainvm-managed"] == "true" and kv["Name"] == spec.name and kv["trainvm-image"] == UBUNTU.image_id
+    assert R.profile_from_tags({t["Key"]: t["Value"] for t in specs["instance"]}) == json.loads(spec.profile_json)
+    assert body["UserData"] == raw(spec) and len(body["UserData"]) <= 16_384
+    assert "IamInstanceProfile" not in body
+
+
+def test_a_profile_too_large_for_the_tags_is_refused(spec, offer) -> None:
+    import hashlib
+
+    big = json.dumps({"pad": "".join(hashlib.sha256(str(i).encode()).hexdigest() for i in range(600))})  # 38 KB, incompressible
+    with pytest.raises(InvalidRequestError, match="50 tags"):
+        params(replace(spec, profile_json=big), offer)
+
+
+@pytest.mark.parametrize("on_idle, behavior", [("stop", "stop"), ("delete", "terminate")])
+def test_shutdown_behavior_follows_on_idle(spec, offer, on_idle, behavior) -> None:
+    assert params(replace(spec, on_idle=on_idle), offer)["InstanceInitiatedShutdownBehavior"] == behavior
+
+
+def test_spot_is_one_time_and_terminates(spec, offer) -> None:
+    assert "InstanceMarketOptions" not in params(spec, offer)
+    market = params(replace(spec, spot=True, max_price_per_hour=0.5), offer)["InstanceMarketOptions"]
+    assert market == {"MarketType": "spot", "SpotOptions": {"SpotInstanceType": "one-time",
+                                                            "InstanceInterruptionBehavior": "terminate", "MaxPrice": "0.5000"}}
+
+
+def test_ssh_only_from_ssh_from() -> None:
+    assert R.ssh_ingress(None) == []
+    assert R.ssh_ingress("203.0.113.7/32") == [{"IpProtocol": "tcp", "FromPort": 22, "ToPort": 22,
+                                                "IpRanges": [{"CidrIp": "203.0.113.7/32", "Description": "trainvm placement.ssh_from"}]}]
+    assert R.ssh_ingress("2001:db8::/64")[0]["Ipv6Ranges"][0]["CidrIpv6"] == "2001:db8::/64"
+
+
+def test_instance_profile_policy_is_least_privilege(spec) -> None:
+    none = replace(spec, data_sources=("gs://b/x/",), idle_shutdown_minutes=None, max_run_hours=None, profile_json="{}")
+    assert R.role_policy(none, "us-east-1") is None  # nothing to call: no instance profile at all
+    s = replace(none, data_sources=("s3://corpus-bucket/glue/", "https://example.com/x", "s3://other"),
+                profile_json=json.dumps({"env": {"HF_TOKEN": "secret://aws/hf/token"}}), max_run_hours=4.0)
+    st = R.role_policy(s, "eu-west-1")["Statement"]
+    actions = sorted(a for x in st for a in ([x["Action"]] if isinstance(x["Action"], str) else x["Action"]))
+    assert actions == ["ec2:StopInstances", "ec2:TerminateInstances", "s3:GetObject", "s3:ListBucket", "s3:ListBucket",
+                       "secretsmanager:GetSecretValue"]
+    get = next(x for x in st if x["Action"] == "s3:GetObject")
+    assert get["Resource"] == ["arn:aws:s3:::corpus-bucket/glue/*", "arn:aws:s3:::other/*"]
+    assert all("*" != x["Resource"] for x in st)  # never every resource
+    secret = next(x for x in st if x["Action"] == "secretsmanager:GetSecretValue")
+    assert secret["Resource"] == ["arn:aws:secretsmanager:eu-west-1:*:secret:hf/token-??????"]
+    ec2 = next(x for x in st if "ec2:StopInstances" in x["Action"])
+    assert ec2["Condition"] == {"StringEquals": {"aws:ResourceTag/Name": spec.name}}
+
+
+def test_preview_is_the_wire_body(spec, offer) -> None:
+    doc = R.request_preview(replace(spec, ssh_from="198.51.100.0/24"), offer)
+    body = doc["RunInstances"]
+    assert base64.b64decode(body["UserData"]) == raw(spec)
+    assert body["ImageId"] == f"resolve:ssm:{R.AMI_PARAMETERS[spec.os]}"
+    assert body["Placement"] == {"AvailabilityZoneId": offer.zone}
+    assert body["BlockDeviceMappings"][0]["DeviceName"] == R.PREVIEW_ROOT_DEVICE[spec.os]
+    assert doc["CreateSecurityGroup"]["IpPermissions"][0]["IpRanges"][0]["CidrIp"] == "198.51.100.0/24"
+    assert body["IamInstanceProfile"] == {"Name": spec.name}  # the example's lifecycle timers call StopInstances
+    json.dumps(doc)  # render writes it as JSON

@@ -1,0 +1,208 @@
+"""A fault-injection proxy in front of moto's server (loopback, plain HTTP).
+
+Every request is forwarded to moto unchanged, except the ones a rule matches, which get the error EC2
+itself would send (EC2 query protocol: ``<Response><Errors><Error><Code>..``), so that boto3/botocore parse,
+retry and classify it as they would a real answer. moto cannot produce capacity, quota or throttling errors,
+and its instances are ``running`` at once; the proxy adds:
+
+- ``fail(action, code, message, status, times, when)``: answer ``times`` matching requests with that error
+  (``when``: form parameters that must match, e.g. ``{"Placement.AvailabilityZone": "us-east-1b"}``);
+- ``hold_pending(instance_id | "*")``: DescribeInstances reports those instances as ``pending`` (an instance
+  that never reaches running);
+- ``set_console(instance_id, text)``: the VM's console output (what the VM's startup script prints),
+  answered for GetConsoleOutput; moto's own answer is a fixed placeholder.
+
+Every request is recorded (``requests``: the action and its form parameters) for the tests to assert on.
+"""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import re
+import socket
+import threading
+import uuid
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qsl
+from xml.sax.saxutils import escape
+
+#: HTTP status EC2 uses for each injected code (capacity and throttling are server-side errors there).
+STATUS = {"InsufficientInstanceCapacity": 500, "RequestLimitExceeded": 503, "VcpuLimitExceeded": 400,
+          "MaxSpotInstanceCountExceeded": 400, "Unsupported": 400, "UnauthorizedOperation": 403,
+          "InternalError": 500}
+MESSAGES = {
+    "InsufficientInstanceCapacity": "We currently do not have sufficient {type} capacity in the Availability Zone you "
+                                    "requested ({zone}). Our system will be working on provisioning additional capacity. "
+                                    "You can currently get {type} capacity by not specifying an Availability Zone in "
+                                    "your request or choosing a different Availability Zone.",
+    "VcpuLimitExceeded": "You have requested more vCPU capacity than your current vCPU limit of 0 allows for the "
+                         "instance bucket that the specified instance type belongs to. Please visit "
+                         "http://aws.amazon.com/contact-us/ec2-request to request an adjustment to this limit.",
+    "RequestLimitExceeded": "Request limit exceeded.",
+    "Unsupported": "Your requested instance type ({type}) is not supported in your requested Availability Zone "
+                   "({zone}). Please retry your request by not specifying an Availability Zone or choosing another.",
+}
+
+
+@dataclass
+class Rule:
+    action: str
+    code: str
+    status: int
+    message: str | None
+    times: int
+    when: dict[str, str] = field(default_factory=dict)
+
+    def matches(self, action: str, params: dict[str, str]) -> bool:
+        return self.times != 0 and action == self.action and all(params.get(k) == v for k, v in self.when.items())
+
+
+@dataclass
+class Recorded:
+    action: str
+    params: dict[str, str]
+    status: int = 0
+
+
+class FaultProxy:
+    def __init__(self, upstream: str) -> None:
+        m = re.match(r"http://([^:/]+):(\d+)", upstream)
+        assert m, upstream
+        self.upstream = (m.group(1), int(m.group(2)))
+        self.rules: list[Rule] = []
+        self.pending: set[str] = set()
+        self.consoles: dict[str, str] = {}
+        self.requests: list[Recorded] = []
+        self.lock = threading.Lock()
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # TCP_NODELAY: no 40 ms delayed-ACK stall per answer
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802
+                proxy.handle(self)
+
+            def do_GET(self) -> None:  # noqa: N802
+                proxy.handle(self)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    def start(self) -> FaultProxy:
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def clear(self) -> None:
+        with self.lock:
+            self.rules, self.pending, self.consoles, self.requests = [], set(), {}, []
+
+    # ------------------------------------------------------------------ what the tests call
+    def fail(self, action: str, code: str, *, times: int = -1, status: int | None = None, message: str | None = None,
+             when: dict[str, str] | None = None) -> None:
+        with self.lock:
+            self.rules.append(Rule(action, code, status or STATUS.get(code, 400), message, times, dict(when or {})))
+
+    def hold_pending(self, instance_id: str = "*") -> None:
+        with self.lock:
+            self.pending.add(instance_id)
+
+    def set_console(self, instance_id: str, text: str) -> None:
+        with self.lock:
+            self.consoles[instance_id] = text
+
+    def calls(self, action: str) -> list[Recorded]:
+        return [r for r in self.requests if r.action == action]
+
+    # ------------------------------------------------------------------ the proxy
+    def handle(self, h: BaseHTTPRequestHandler) -> None:
+        length = int(h.headers.get("Content-Length") or 0)
+        body = h.rfile.read(length) if length else b""
+        params = dict(parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True))
+        action = params.get("Action", "")
+        rec = Recorded(action, params)
+        with self.lock:
+            self.requests.append(rec)
+            rule = next((r for r in self.rules if r.matches(action, params)), None)
+            if rule is not None and rule.times > 0:
+                rule.times -= 1
+        if rule is not None:
+            rec.status = rule.status
+            return self._send(h, rule.status, self._error(rule, params))
+        if action == "GetConsoleOutput" and params.get("InstanceId") in self.consoles:
+            rec.status = 200
+            return self._send(h, 200, self._console(params["InstanceId"]))
+        status, headers, data = self._forward(h, body)
+        rec.status = status
+        if action == "DescribeInstances" and self.pending:
+            data = self._pending(data)
+        self._send(h, status, data, headers.get("Content-Type", "text/xml"))
+
+    def _forward(self, h: BaseHTTPRequestHandler, body: bytes) -> tuple[int, dict[str, str], bytes]:
+        conn = http.client.HTTPConnection(*self.upstream, timeout=60)
+        try:
+            conn.connect()
+            conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            headers = {k: v for k, v in h.headers.items() if k.lower() not in ("host", "connection")}
+            conn.request(h.command, h.path, body=body, headers=headers)
+            resp = conn.getresponse()
+            return resp.status, dict(resp.getheaders()), resp.read()
+        finally:
+            conn.close()
+
+    def _pending(self, data: bytes) -> bytes:
+        """DescribeInstances with the held instances reported as ``pending`` (code 0)."""
+        try:
+            root = ET.fromstring(data)
+        except ET.ParseError:
+            return data
+        ns = root.tag[1:].split("}")[0] if root.tag.startswith("{") else ""
+        q = (lambda t: f"{{{ns}}}{t}") if ns else (lambda t: t)
+        for item in root.iter(q("item")):
+            iid, state = item.find(q("instanceId")), item.find(q("instanceState"))
+            if iid is None or state is None or not ("*" in self.pending or iid.text in self.pending):
+                continue
+            if state.findtext(q("name")) == "running":
+                state.find(q("code")).text, state.find(q("name")).text = "0", "pending"  # type: ignore[union-attr]
+        if ns:
+            ET.register_namespace("", ns)
+        return ET.tostring(root, encoding="utf-8", xml_declaration=True)
+
+    @staticmethod
+    def _error(rule: Rule, params: dict[str, str]) -> bytes:
+        text = rule.message or MESSAGES.get(rule.code, rule.code).format(
+            type=params.get("InstanceType", "?"), zone=params.get("Placement.AvailabilityZone", "?"))
+        return (f'<?xml version="1.0" encoding="UTF-8"?>\n<Response><Errors><Error><Code>{rule.code}</Code>'
+                f"<Message>{escape(text)}</Message></Error></Errors><RequestID>{uuid.uuid4()}</RequestID></Response>"
+                ).encode()
+
+    def _console(self, instance_id: str) -> bytes:
+        out = base64.b64encode(self.consoles[instance_id].encode()).decode()
+        return ('<?xml version="1.0" encoding="UTF-8"?>\n<GetConsoleOutputResponse xmlns="http://ec2.amazonaws.com/'
+                f'doc/2016-11-15/"><requestId>{uuid.uuid4()}</requestId><instanceId>{instance_id}</instanceId>'
+                f"<timestamp>2026-11-22T00:00:00.000Z</timestamp><output>{out}</output></GetConsoleOutputResponse>"
+                ).encode()
+
+    @staticmethod
+    def _send(h: BaseHTTPRequestHandler, status: int, data: bytes, ctype: str = "text/xml") -> None:
+        h.send_response(status)
+        h.send_header("Content-Type", ctype)
+        h.send_header("Content-Length", str(len(data)))
+        h.end_headers()
+        h.wfile.write(data)
