@@ -109,6 +109,11 @@ class AwsProvider(AwsCalls):
             params = R.run_instances_params(spec, offer, ami, zone, security_group_id=gid, instance_profile=profile,
                                             key_name=key)
             inst = self._run(region, params)["Instances"][0]
+            for _ in range(2):  # EC2 answers a known ClientToken with that request's instance, even terminated
+                if inst["State"]["Name"] not in ("shutting-down", "terminated"):
+                    break
+                params["ClientToken"] = R.client_token(spec, str(offer.zone), salt=inst["InstanceId"])
+                inst = self._run(region, params)["Instances"][0]
             made["id"] = inst["InstanceId"]
             return self._record(self._until_running(region, inst["InstanceId"], spec.name), notes=self._notes(spec))
         except ProviderError as exc:

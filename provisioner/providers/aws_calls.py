@@ -14,6 +14,7 @@ import json
 import math
 import os
 import sys
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -62,12 +63,8 @@ class AwsCalls:
 
     # ------------------------------------------------------------------ clients
     def _auth(self) -> Any:
-        import boto3
-
-        if self.endpoint:
-            return boto3.session.Session(**TEST_CREDENTIALS)
-        session = boto3.session.Session()
-        if session.get_credentials() is None:
+        session = _shared_session()
+        if not self.endpoint and session.get_credentials() is None:
             raise AwsCredentialsError("no AWS credentials found",
                                       hint="run `aws configure` (or `aws sso login`), or set AWS_ACCESS_KEY_ID / "
                                            "AWS_SECRET_ACCESS_KEY / AWS_PROFILE")
@@ -75,14 +72,15 @@ class AwsCalls:
 
     def client(self, service: str, region: str) -> Any:
         key = (service, region if service != "iam" else "us-east-1")
-        if key not in self._clients:
-            cfg = errs.botocore_config(max_attempts=self.tries, connect_timeout=max(1.0, self.call_timeout / 3),
-                                       read_timeout=max(1.0, self.call_timeout))
-            kw: dict[str, Any] = {"region_name": key[1], "config": cfg}
-            if self.endpoint:
-                kw["endpoint_url"] = self.endpoint
-            self._clients[key] = self._session.client(service, **kw)
-        return self._clients[key]
+        with _LOCK:  # boto3 sessions are not thread-safe while they build clients (each_region runs in threads)
+            if key not in self._clients:
+                cfg = errs.botocore_config(max_attempts=self.tries, connect_timeout=max(1.0, self.call_timeout / 3),
+                                           read_timeout=max(1.0, self.call_timeout))
+                kw: dict[str, Any] = {"region_name": key[1], "config": cfg}
+                if self.endpoint:
+                    kw.update(endpoint_url=self.endpoint, **TEST_CREDENTIALS)
+                self._clients[key] = self._session.client(service, **kw)
+            return self._clients[key]
 
     def ec2(self, region: str) -> Any:
         return self.client("ec2", region)
@@ -264,6 +262,20 @@ class AwsCalls:
         w = self.ec2(region).get_waiter(waiter)
         self.call(lambda: w.wait(InstanceIds=[instance_id],
                                  WaiterConfig={"Delay": self.poll_interval, "MaxAttempts": attempts}))
+
+
+_LOCK = threading.RLock()
+_SESSION: list[Any] = []
+
+
+def _shared_session() -> Any:
+    """One boto3 session per process: its loader parses each service model (EC2's is large) once."""
+    with _LOCK:
+        if not _SESSION:
+            import boto3
+
+            _SESSION.append(boto3.session.Session())
+        return _SESSION[0]
 
 
 def ssh_public_key() -> str | None:

@@ -77,8 +77,9 @@ def preview_ami(os_name: str) -> Ami:
     return Ami(f"resolve:ssm:{AMI_PARAMETERS[os_name]}", PREVIEW_ROOT_DEVICE[os_name], AMI_PARAMETERS[os_name])
 
 
-def client_token(spec: LaunchSpec, zone: str) -> str:
-    digest = hashlib.sha256(f"{spec.name}\0{spec.profile_hash}\0{zone}".encode()).hexdigest()[:40]
+def client_token(spec: LaunchSpec, zone: str, salt: str = "") -> str:
+    """``salt``: the instance an earlier request with the unsalted token created and that is gone since."""
+    digest = hashlib.sha256(f"{spec.name}\0{spec.profile_hash}\0{zone}\0{salt}".encode()).hexdigest()[:40]
     return f"{spec.name[:23]}-{digest}"
 
 

@@ -7,8 +7,8 @@ and its instances are ``running`` at once; the proxy adds:
 
 - ``fail(action, code, message, status, times, when)``: answer ``times`` matching requests with that error
   (``when``: form parameters that must match, e.g. ``{"Placement.AvailabilityZone": "us-east-1b"}``);
-- ``hold_pending(instance_id | "*")``: DescribeInstances reports those instances as ``pending`` (an instance
-  that never reaches running);
+- ``hold_pending(instance_id | "*")`` / ``hold_next_created()``: DescribeInstances reports those instances (the
+  next one RunInstances creates) as ``pending`` (an instance that never reaches running);
 - ``set_console(instance_id, text)``: the VM's console output (what the VM's startup script prints),
   answered for GetConsoleOutput; moto's own answer is a fixed placeholder.
 
@@ -75,6 +75,7 @@ class FaultProxy:
         self.upstream = (m.group(1), int(m.group(2)))
         self.rules: list[Rule] = []
         self.pending: set[str] = set()
+        self.hold_next = False
         self.consoles: dict[str, str] = {}
         self.requests: list[Recorded] = []
         self.lock = threading.Lock()
@@ -112,6 +113,7 @@ class FaultProxy:
     def clear(self) -> None:
         with self.lock:
             self.rules, self.pending, self.consoles, self.requests = [], set(), {}, []
+            self.hold_next = False
 
     # ------------------------------------------------------------------ what the tests call
     def fail(self, action: str, code: str, *, times: int = -1, status: int | None = None, message: str | None = None,
@@ -122,6 +124,11 @@ class FaultProxy:
     def hold_pending(self, instance_id: str = "*") -> None:
         with self.lock:
             self.pending.add(instance_id)
+
+    def hold_next_created(self) -> None:
+        """The next instance RunInstances creates is reported ``pending`` for good (it never runs)."""
+        with self.lock:
+            self.hold_next = True
 
     def set_console(self, instance_id: str, text: str) -> None:
         with self.lock:
@@ -150,6 +157,10 @@ class FaultProxy:
             return self._send(h, 200, self._console(params["InstanceId"]))
         status, headers, data = self._forward(h, body)
         rec.status = status
+        if action == "RunInstances" and status == 200 and self.hold_next:
+            with self.lock:
+                self.hold_next = False
+                self.pending.update(re.findall(r"<instanceId>(i-[0-9a-f]+)</instanceId>", data.decode()))
         if action == "DescribeInstances" and self.pending:
             data = self._pending(data)
         self._send(h, status, data, headers.get("Content-Type", "text/xml"))
