@@ -25,6 +25,8 @@ the client plumbing (AZ names, the AMI, the security group and the instance prof
 
 from __future__ import annotations
 
+import builtins
+from datetime import datetime
 from typing import Any
 
 from provisioner.catalog.models import Offer
@@ -123,7 +125,9 @@ class AwsProvider(AwsCalls):
     def _run(self, region: str, params: dict[str, Any]) -> dict[str, Any]:
         """RunInstances; a just-created instance profile may take seconds to be usable (IAM is eventually
         consistent): that one answer is retried (``google.api_core.retry``, bounded)."""
-        from google.api_core.retry import Retry  # the project's retry helper (a dependency through google-cloud-compute)
+        from google.api_core.retry import (
+            Retry,  # the project's retry helper (a dependency through google-cloud-compute)
+        )
 
         def iam_lag(exc: BaseException) -> bool:
             text = str(exc).lower()
@@ -285,7 +289,7 @@ class AwsProvider(AwsCalls):
             return None, None
         return last_console_report(self._console_text(inst)), R.profile_from_tags(_tags(inst))
 
-    def ssh_argv(self, record: InstanceRecord, command: list[str]) -> list[str]:
+    def ssh_argv(self, record: InstanceRecord, command: builtins.list[str]) -> builtins.list[str]:
         user = record.extra.get("ssh_user") or "ubuntu"
         return ["ssh", "-o", "StrictHostKeyChecking=accept-new", f"{user}@{record.ip}", *command]
 
@@ -293,13 +297,13 @@ class AwsProvider(AwsCalls):
         return (f"re-run `trainvm up` with --ssh-from YOUR.IP/32 (or placement.ssh_from): the security group "
                 f"{R.security_group_name(record.name)} of {record.name} in {record.region} then allows tcp/22 from there")
 
-    def _notes(self, spec: LaunchSpec) -> list[str]:
+    def _notes(self, spec: LaunchSpec) -> builtins.list[str]:
         if spec.ssh_from:
             return [f"SSH (tcp/22) is allowed only from {spec.ssh_from} (security group {R.security_group_name(spec.name)})"]
         return [f"no inbound traffic is allowed (security group {R.security_group_name(spec.name)}); "
                 "pass --ssh-from to open SSH"]
 
-    def _record(self, inst: dict[str, Any], *, notes: list[str] | None = None, existing: bool = False) -> InstanceRecord:
+    def _record(self, inst: dict[str, Any], *, notes: builtins.list[str] | None = None, existing: bool = False) -> InstanceRecord:
         tags = _tags(inst)
         zone = (inst.get("Placement") or {}).get("AvailabilityZone")
         profile = R.profile_from_tags(tags) or {}
@@ -319,7 +323,7 @@ class AwsProvider(AwsCalls):
             name=tags.get("Name", inst["InstanceId"]), cloud=self.NAME, region=inst["_region"], zone=zone,
             instance_type=inst.get("InstanceType", ""), state=STATES.get(inst["State"]["Name"], inst["State"]["Name"].upper()),
             profile=tags.get("trainvm-profile"), hash=tags.get("trainvm-hash"), price_hourly=price_from_labels(tags),
-            created=launched.isoformat() if hasattr(launched, "isoformat") else (str(launched) if launched else None),
+            created=launched.isoformat() if isinstance(launched, datetime) else (str(launched) if launched else None),
             ip=inst.get("PublicIpAddress"), image=tags.get("trainvm-image") or inst.get("ImageId"), extra=extra)
 
 

@@ -17,6 +17,7 @@ import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -245,9 +246,9 @@ class AwsCalls:
             tags = {t["Key"]: t["Value"] for t in got["InstanceProfile"].get("Tags") or []}
             if tags and tags.get("trainvm-managed") != "true":
                 return False
-            for r in got["InstanceProfile"].get("Roles") or []:
-                self.call(lambda: iam.remove_role_from_instance_profile(InstanceProfileName=role,
-                                                                        RoleName=r["RoleName"]), missing=None)
+            for attached in got["InstanceProfile"].get("Roles") or []:
+                self.call(partial(iam.remove_role_from_instance_profile, InstanceProfileName=role,
+                                  RoleName=attached["RoleName"]), missing=None)
             self.call(lambda: iam.delete_instance_profile(InstanceProfileName=role), missing=None)
         found_role = self.call(lambda: iam.get_role(RoleName=role), missing=None)
         if found_role is not None:

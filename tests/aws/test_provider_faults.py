@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from provisioner.provision.failover import ProvisionCloudError, provision
 from provisioner.providers.base import AuthError, CapacityError, QuotaError, RetryExhaustedError
+from provisioner.provision.failover import ProvisionCloudError, provision
 from tests.aws.conftest import t4_offers, t4_spec
 
 

@@ -88,7 +88,7 @@ class MotoAws:
                 params[AMI_PARAMETERS[os_name]].append(Parameter(
                     account_id=ACCOUNT, name=AMI_PARAMETERS[os_name], value=image_id, parameter_type="String",
                     description=None, allowed_pattern=None, keyid=None, version=1, data_type="aws:ec2:image",
-                    last_modified_date=datetime.datetime.now(datetime.timezone.utc)))
+                    last_modified_date=datetime.datetime.now(datetime.UTC)))
 
     def reset(self) -> None:
         req = urllib.request.Request(f"{self.moto_url}/moto-api/reset", method="POST")
