@@ -21,6 +21,20 @@ from provisioner.verify.report import StackReport, decode_report
 STOPPED = "TERMINATED"
 
 
+class Clock:
+    """A monotonic clock that moves only when told: a provider built with ``clock=Clock()`` sees time pass
+    exactly where a test says, however loaded the machine is (deadlines never expire by slowness)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
 @dataclass
 class FakeProvider:
     NAME: str = "gcp"

@@ -53,6 +53,7 @@ from provisioner.providers.base import (
     VanishedError,
     price_from_labels,
 )
+from provisioner.providers.poll import poll
 from provisioner.verify.report import StackReport, decode_report, last_console_report
 
 __all__ = ["AzureProvider", "AzureCredentialsError", "vm_state"]
@@ -83,15 +84,14 @@ class AzureProvider(GroupLease):
     def __init__(self, *, subscription_id: str | None = None, endpoint: str | None = None, credential: Any = None,
                  poll_seconds: float | None = None, op_timeout: float | None = None, retry_total: int = 6,
                  retry_backoff: float | None = None, ssh_public_key: str | None = None,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> None:
         self.settings = Settings.from_env(subscription_id=subscription_id, endpoint=endpoint, poll_seconds=poll_seconds,
                                           op_timeout=op_timeout, retry_total=retry_total, retry_backoff=retry_backoff)
         self.subscription_id, self.poll_seconds = self.settings.subscription_id, self.settings.poll_seconds
         self.op_timeout = self.settings.op_timeout
-        self._credential, self._ssh_key_path, self._sleep = credential, ssh_public_key, sleep
+        self._credential, self._ssh_key_path, self._sleep, self._clock = credential, ssh_public_key, sleep, clock
         self._api: SimpleNamespace | None = None
         self._images: dict[tuple[str, str, str, str], str] = {}
-        self._attempt: str | None = None  # this create's lease id (group tag LEASE)
 
     def api(self) -> SimpleNamespace:
         """The three management clients (built once, on first use: the SDK imports happen here)."""
@@ -115,7 +115,7 @@ class AzureProvider(GroupLease):
 
     def _wait(self, poller: Any, deadline: float, what: str) -> Any:
         """The poller's result within the deadline; RetryExhaustedError when it is still running."""
-        result = self._call(lambda: poller.result(timeout=max(0.0, deadline - time.monotonic())))
+        result = self._call(lambda: poller.result(timeout=max(0.0, deadline - self._clock())))
         if not poller.done():
             raise RetryExhaustedError(f"{what} did not finish within {self.op_timeout:g} s (TRAINVM_AZURE_OP_TIMEOUT)",
                                       code="OperationTimeout")
@@ -176,40 +176,41 @@ class AzureProvider(GroupLease):
         key = self.ssh_public_key()  # input problems surface before any cloud call
         R.custom_data(spec)
         R.user_data(spec)
-        n, deadline = R.names(spec.name), time.monotonic() + self.op_timeout
+        n, deadline = R.names(spec.name), self._clock() + self.op_timeout
         notes = R.notes(spec, offer, self.subscription_id)
         existing = self._get_vm(n.rg, spec.name)
         if existing is not None:
             adopted = self._adopt(existing, spec, notes, deadline)
             if adopted is not None:
                 return adopted
-        self._attempt = f"{socket.gethostname()[:40]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        other = self._await_other_attempt(n.rg, spec, notes, deadline)
+        # this create's lease id (group tag LEASE): a local, never kept on the provider (parallel creates)
+        attempt = f"{socket.gethostname()[:40]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        other = self._await_other_attempt(n.rg, spec, notes, deadline, attempt)
         if other is not None:
             return other
         self._prepare_group(n.rg, offer.region, deadline)
         image = self.resolve_image(offer.region, R.image_for(spec.os, offer))
         body = R.vm_body(spec, offer, subscription_id=self.subscription_id, image=image, ssh_public_key=key)
         api, group_body = self.api(), R.group_body(spec, offer.region)
-        group_body["tags"] = {**group_body["tags"], LEASE: self._attempt,
+        group_body["tags"] = {**group_body["tags"], LEASE: attempt,
                               LEASE_UNTIL: str(int(time.time() + self.op_timeout + 60))}
         made_group = False
         try:
             self._call(lambda: api.resource.resource_groups.create_or_update(n.rg, group_body))
             made_group = True
-            if _lease(self._get_group(n.rg)) != self._attempt:  # another `up` wrote the group just after us
-                other = self._await_other_attempt(n.rg, spec, notes, deadline)
+            if _lease(self._get_group(n.rg)) != attempt:  # another `up` wrote the group just after us
+                other = self._await_other_attempt(n.rg, spec, notes, deadline, attempt)
                 if other is not None:
                     return other
-            vnet = self._put(n.rg, deadline, lambda: api.network.virtual_networks.begin_create_or_update(
+            vnet = self._put(n.rg, deadline, attempt, lambda: api.network.virtual_networks.begin_create_or_update(
                 n.rg, n.vnet, R.vnet_body(spec, offer.region)))
-            nsg = self._put(n.rg, deadline, lambda: api.network.network_security_groups.begin_create_or_update(
+            nsg = self._put(n.rg, deadline, attempt, lambda: api.network.network_security_groups.begin_create_or_update(
                 n.rg, n.nsg, R.nsg_body(spec, offer.region)))
             self._wait(vnet, deadline, f"virtual network {n.vnet}")
             self._wait(nsg, deadline, f"network security group {n.nsg}")
-            if _lease(self._get_group(n.rg)) != self._attempt:  # lost the group to another `up`: its VM is ours too
-                return self._await_other_attempt(n.rg, spec, notes, deadline) or self._lost(spec, n.rg)
-            vm = self._put(n.rg, deadline, lambda: api.compute.virtual_machines.begin_create_or_update(n.rg, spec.name, body))
+            if _lease(self._get_group(n.rg)) != attempt:  # lost the group to another `up`: its VM is ours too
+                return self._await_other_attempt(n.rg, spec, notes, deadline, attempt) or self._lost(spec, n.rg)
+            vm = self._put(n.rg, deadline, attempt, lambda: api.compute.virtual_machines.begin_create_or_update(n.rg, spec.name, body))
             self._wait_vm(vm, n, deadline)
             created = self._get_vm(n.rg, spec.name)
             if created is None:
@@ -219,7 +220,7 @@ class AzureProvider(GroupLease):
         except Exception as exc:
             if made_group and isinstance(exc, ProviderError) and not isinstance(exc, VanishedError):
                 exc = self._vanished(n.rg, spec, exc)
-            note = self._cleanup(n.rg, spec, exc if isinstance(exc, ProviderError) else None)
+            note = self._cleanup(n.rg, spec, exc if isinstance(exc, ProviderError) else None, attempt)
             if note and isinstance(exc, ProviderError):
                 exc.args = (f"{exc}; {note}",)
             raise exc
@@ -238,8 +239,10 @@ class AzureProvider(GroupLease):
                 raise
             raise errs.classify(errs.Failure(200, code, message)) from exc
 
-    def _adopt(self, vm: dict[str, Any], spec: LaunchSpec, notes: list[str], deadline: float) -> InstanceRecord | None:
-        """A VM of that name exists: ours (same hash) is returned; a failed leftover is deleted (None)."""
+    def _adopt(self, vm: dict[str, Any], spec: LaunchSpec, notes: list[str], deadline: float,
+               attempt: str | None = None) -> InstanceRecord | None:
+        """A VM of that name exists: ours (same hash) is returned; a failed leftover is deleted (None).
+        ``attempt``: the lease id of the calling create, once it has one."""
         n, tags = R.names(spec.name), vm.get("tags") or {}
         if tags.get(MANAGED) != "true":
             raise ConflictError(f"a VM named {spec.name} already exists in resource group {n.rg} and is not managed by "
@@ -247,15 +250,18 @@ class AzureProvider(GroupLease):
         if tags.get("trainvm-hash") != spec.labels.get("trainvm-hash"):
             raise ConflictError(f"a VM named {spec.name} already exists ({vm.get('location')}) for another version of the "
                                 f"profile (hash {tags.get('trainvm-hash')}); run `trainvm down {spec.name}` or pass --name")
+        def settled(v: dict[str, Any]) -> bool:
+            return _props(v).get("provisioningState") not in IN_FLIGHT
+
         try:
-            while _props(vm).get("provisioningState") in IN_FLIGHT:  # a killed `up` left it creating
-                if time.monotonic() >= deadline:
-                    raise RetryExhaustedError(f"{spec.name} stayed {_props(vm).get('provisioningState')} for "
-                                              f"{self.op_timeout:g} s (TRAINVM_AZURE_OP_TIMEOUT)", code="OperationTimeout")
-                self._sleep(self.poll_seconds)
-                vm = self._get_vm(n.rg, spec.name) or {}
+            if not settled(vm):  # a killed `up` left it creating
+                vm = poll(lambda: self._get_vm(n.rg, spec.name) or {}, ready=settled, deadline=deadline,
+                          interval=self.poll_seconds, clock=self._clock, sleep=self._sleep,
+                          timed_out=lambda last: RetryExhaustedError(
+                              f"{spec.name} stayed {_props(last).get('provisioningState')} for {self.op_timeout:g} s "
+                              "(TRAINVM_AZURE_OP_TIMEOUT)", code="OperationTimeout"))
         except ProviderError as exc:
-            note = self._cleanup(n.rg, spec, exc)
+            note = self._cleanup(n.rg, spec, exc, attempt)
             if note:
                 exc.args = (f"{exc}; {note}",)
             raise
@@ -263,7 +269,7 @@ class AzureProvider(GroupLease):
             grant_lifecycle_role(self, spec, vm)  # a killed `up` may have stopped before it
             return self._record(vm, notes=notes, existing=True)
         group = self._get_group(n.rg)
-        if group is not None and _lease(group) not in (None, self._attempt) and _lease_live(group):
+        if group is not None and _lease(group) not in (None, attempt) and _lease_live(group):
             return None  # another live attempt owns this failed VM: its own cleanup decides (create() waits for it)
         self._delete_group(n.rg, wait=True)  # Failed/Canceled/gone: start again from nothing
         return None
@@ -319,7 +325,7 @@ class AzureProvider(GroupLease):
 
     def _run_command_report(self, n: R.Names) -> StackReport | None:
         cmd = {"commandId": "RunShellScript", "script": list(R.REPORT_SCRIPT)}
-        deadline = time.monotonic() + min(self.op_timeout, RUN_COMMAND_TIMEOUT)
+        deadline = self._clock() + min(self.op_timeout, RUN_COMMAND_TIMEOUT)
         try:
             poller = self._call(lambda: self.api().compute.virtual_machines.begin_run_command(n.rg, n.vm, cmd))
             result = _wire(self._wait(poller, deadline, f"run command on {n.vm}"))

@@ -35,8 +35,10 @@ from provisioner.providers.base import (
     RetryExhaustedError,
     VanishedError,
 )
+from provisioner.providers.poll import poll
 
 LEASE, LEASE_UNTIL = "trainvm-attempt", "trainvm-lease-until"
+WAITING = object()  # _await_other_attempt: the other attempt is still at work
 MANAGED = "trainvm-managed"
 
 
@@ -69,13 +71,14 @@ def _lease_live(group: dict[str, Any]) -> bool:
 
 
 class GroupLease:
-    """Needs: _call, _wait, _get_group, _get_vm, _adopt, _record, _sleep, poll_seconds, op_timeout, _attempt."""
+    """Needs: _call, _wait, _get_group, _get_vm, _adopt, _record, _sleep, _clock, poll_seconds, op_timeout.
+    Keeps no state: the calling create's lease id (``attempt``) is passed in."""
 
     if TYPE_CHECKING:  # provided by AzureProvider (declared so that mypy checks this mixin)
         poll_seconds: float
         op_timeout: float
-        _attempt: Any
         _sleep: Callable[[float], None]
+        _clock: Callable[[], float]
 
         def api(self) -> Any: ...
         def _call(self, *args: Any, **kwargs: Any) -> Any: ...
@@ -85,17 +88,16 @@ class GroupLease:
         def _adopt(self, *args: Any, **kwargs: Any) -> Any: ...
         def _record(self, *args: Any, **kwargs: Any) -> Any: ...
 
-    def _put(self, rg: str, deadline: float, fn: Callable[[], Any]) -> Any:
+    def _put(self, rg: str, deadline: float, attempt: str, fn: Callable[[], Any]) -> Any:
         """A PUT in this attempt's group. ARM refuses a PUT on a resource whose own PUT is still running (409
         Conflict); when that PUT came from another `up` that raced us for the group, the lease holder waits for
         it and sends its own again (the bodies are the same), so a loser's writes never fail the owner."""
-        while True:
-            try:
-                return self._call(fn)
-            except ProviderError as exc:
-                if exc.code != "Conflict" or time.monotonic() >= deadline or _lease(self._get_group(rg)) != self._attempt:
-                    raise
-            self._sleep(max(self.poll_seconds, 0.05))
+        def ours_held_up(exc: BaseException) -> bool:
+            return (isinstance(exc, ProviderError) and exc.code == "Conflict"
+                    and _lease(self._get_group(rg)) == attempt)
+
+        return poll(lambda: self._call(fn), deadline=deadline, timed_out=lambda last: last, transient=ours_held_up,
+                    tries=1 << 30, backoff=max(self.poll_seconds, 0.05), clock=self._clock, sleep=self._sleep)
 
     def _lost(self, spec: LaunchSpec, rg: str) -> InstanceRecord:
         raise ProviderError(f"another `trainvm up` took over resource group {rg} and gave it up without a VM; "
@@ -114,24 +116,32 @@ class GroupLease:
         gone.__cause__ = exc
         return gone
 
-    def _await_other_attempt(self, rg: str, spec: LaunchSpec, notes: list[str], deadline: float) -> InstanceRecord | None:
+    def _await_other_attempt(self, rg: str, spec: LaunchSpec, notes: list[str], deadline: float,
+                             attempt: str) -> InstanceRecord | None:
         """While another live attempt (another ``up`` process) holds the group's lease, never touch the group:
         wait for its VM and return it (``existing``), or None once the lease is gone (its attempt failed and
         cleaned up, or expired)."""
-        while True:
+        owner: list[str | None] = [None]
+
+        def check() -> InstanceRecord | None | object:
             group = self._get_group(rg)
-            owner = _lease(group)
-            if group is None or owner in (None, self._attempt) or not _lease_live(group):
+            owner[0] = _lease(group)
+            if group is None or owner[0] in (None, attempt) or not _lease_live(group):
                 return None
             vm = self._get_vm(rg, spec.name)
             if vm is not None and _props(vm).get("provisioningState") == "Succeeded":
                 if (vm.get("tags") or {}).get("trainvm-hash") != spec.labels.get("trainvm-hash"):
-                    return self._adopt(vm, spec, notes, deadline)  # raises ConflictError
-                return self._record(vm, notes=[*notes, f"created by another `trainvm up` ({owner})"], existing=True)
-            if time.monotonic() >= deadline:
-                raise RetryExhaustedError(f"another `trainvm up` ({owner}) is still creating {spec.name}; not touching "
-                                          f"its resource group {rg}", code="AttemptInProgress").verified()
-            self._sleep(self.poll_seconds)
+                    return self._adopt(vm, spec, notes, deadline, attempt)  # raises ConflictError
+                return self._record(vm, notes=[*notes, f"created by another `trainvm up` ({owner[0]})"], existing=True)
+            return WAITING
+
+        def timed_out(last: Any) -> ProviderError:
+            return RetryExhaustedError(f"another `trainvm up` ({owner[0]}) is still creating {spec.name}; not touching "
+                                       f"its resource group {rg}", code="AttemptInProgress").verified()
+
+        found = poll(check, ready=lambda r: r is not WAITING, deadline=deadline, timed_out=timed_out,
+                     interval=self.poll_seconds, clock=self._clock, sleep=self._sleep)
+        return None if found is WAITING else found  # type: ignore[return-value]
 
     def _prepare_group(self, rg: str, location: str, deadline: float) -> None:
         """Make room for the group: a trainvm leftover being deleted or in another region must be gone first."""
@@ -146,12 +156,13 @@ class GroupLease:
             return  # a leftover of an interrupted attempt here: the PUTs below update it in place
         if state != "Deleting":
             self._delete_group(rg, wait=True)
-        while self._get_group(rg) is not None:
-            if time.monotonic() >= deadline:
-                raise RetryExhaustedError(f"resource group {rg} is still being deleted", code="OperationTimeout")
-            self._sleep(self.poll_seconds)
+        poll(lambda: self._get_group(rg), ready=lambda g: g is None, deadline=deadline, interval=self.poll_seconds,
+             clock=self._clock, sleep=self._sleep,
+             timed_out=lambda last: RetryExhaustedError(f"resource group {rg} is still being deleted",
+                                                        code="OperationTimeout"))
 
-    def _cleanup(self, rg: str, spec: LaunchSpec, failed: ProviderError | None = None) -> str | None:
+    def _cleanup(self, rg: str, spec: LaunchSpec, failed: ProviderError | None = None,
+                 attempt: str | None = None) -> str | None:
         """Delete what a failed attempt left (a group carrying this profile's hash and this attempt's lease), wait,
         and check that ARM answers "not found"; ``failed`` is marked verified or left; a note when not verified."""
         def mark(ok: bool, what: str = "") -> None:
@@ -164,7 +175,7 @@ class GroupLease:
                 mark(True)
                 return None
             owner = tags.get(LEASE)
-            if owner not in (None, self._attempt) and _lease_live(group):
+            if owner not in (None, attempt) and _lease_live(group):
                 mark(True)  # another live `up` holds it now: its resources are that attempt's to keep or delete
                 return f"resource group {rg} is left to the other `trainvm up` ({owner}) that now holds it"
             self._delete_group(rg, wait=True)
@@ -182,5 +193,5 @@ class GroupLease:
         if poller is None:
             return False
         if wait:
-            self._wait(poller, time.monotonic() + self.op_timeout, f"deleting resource group {rg}")
+            self._wait(poller, self._clock() + self.op_timeout, f"deleting resource group {rg}")
         return True

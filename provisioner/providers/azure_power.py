@@ -9,7 +9,6 @@ which re-verifies the stack (phase markers: nothing is reinstalled) and re-stage
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from provisioner.providers import azure_request as R
@@ -28,5 +27,5 @@ def power(provider: Any, name: str, action: str, *, wait: bool = True) -> Instan
     begin = ops.begin_deallocate if action == "stop" else ops.begin_start
     poller = provider._call(lambda: begin(n.rg, name))
     if wait:
-        provider._wait(poller, time.monotonic() + provider.op_timeout, f"{'deallocating' if action == 'stop' else 'starting'} {name}")
+        provider._wait(poller, provider._clock() + provider.op_timeout, f"{'deallocating' if action == 'stop' else 'starting'} {name}")
     return provider._record(provider._get_vm(n.rg, name) or vm)

@@ -7,11 +7,14 @@ Thin on purpose: the request body comes from ``gcp_request`` (pure), failures ar
 - Credentials: ``google.auth.default()`` and ``GOOGLE_CLOUD_PROJECT``. ``TRAINVM_GCE_ENDPOINT`` sends
   every client (the zone- and global-operations clients included) to another base URL with anonymous
   credentials (no token leaves for a non-Google endpoint); the project then defaults to ``trainvm-test``.
-- Waiting: our own bounded loop over ``zoneOperations.wait`` (``globalOperations.wait`` for firewall
-  rules; a server long-poll of at most ~2 min), overall deadline ``TRAINVM_GCE_OP_TIMEOUT`` seconds
-  (default 600). A finished operation's ``error.errors`` is always inspected: ``ExtendedOperation.result()``
-  is never used (G1, G2).
-- Retries: 429, 5xx (not stock-outs) and connection errors are retried (``google.api_core.retry``) up to
+- SDK calls, waits and listings go through ``gcp_api.GceApi`` (shared with ``gcp_firewall``, ``gcp_report``
+  and ``gcp_power``); every wait and retry is ``poll.poll`` (tenacity). ``zoneOperations.wait``
+  (``globalOperations.wait`` for firewall rules; a server long-poll of at most ~2 min) runs until the deadline
+  ``TRAINVM_GCE_OP_TIMEOUT`` seconds (default 600). A finished operation's ``error.errors`` is always
+  inspected: ``ExtendedOperation.result()`` is never used (G1, G2).
+- Stateless per call: what one ``create`` has done (an insert sent, firewall rules made or reused) lives in its
+  ``CreateAttempt``, never on the provider, so one provider serves creates in parallel threads.
+- Retries: 429, 5xx (not stock-outs) and connection errors are retried up to
   ``tries`` times with exponential backoff and jitter (base ``TRAINVM_RETRY_BASE_DELAY`` seconds, default 1),
   within ``TRAINVM_API_TIMEOUT`` seconds for the whole call (default 30; each HTTP request gets at most half of
   it), then RetryExhaustedError: an endpoint that never answers fails in about that time.
@@ -21,7 +24,8 @@ Thin on purpose: the request body comes from ``gcp_request`` (pure), failures ar
 - Listing: ``aggregatedList`` with ``returnPartialSuccess``; an unreachable zone is skipped with a warning.
 - Idempotency: ``create`` first looks for the VM in the offer's zone (same hash: returned as is, with
   ``extra["existing"]``; another hash or not trainvm's: ConflictError). Every insert carries a requestId
-  derived from name + profile hash + zone, so a re-run of an interrupted ``up`` gets GCE's original
+  derived from name + profile hash + the offer (zone, machine type, GPU model and count), so a re-run of an
+  interrupted ``up`` gets GCE's original
   operation back instead of a second VM. A replayed operation that is stale (it was already DONE when
   returned and failed, or its VM has been deleted since) is detected and the insert re-sent with a new id
   derived from the old operation. An insert *this* call started whose VM is gone when it finishes (or is
@@ -39,12 +43,12 @@ Thin on purpose: the request body comes from ``gcp_request`` (pure), failures ar
 
 from __future__ import annotations
 
-import builtins
 import json
 import os
 import random
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
@@ -61,8 +65,8 @@ from provisioner.providers.base import (
     VanishedError,
     price_from_labels,
 )
-from provisioner.providers.gcp_calls import GceCalls, _stderr_warning
-from provisioner.providers.gcp_firewall import SshFirewall
+from provisioner.providers.gcp_api import GceApi
+from provisioner.providers.gcp_firewall import FirewallTouched, SshFirewall
 from provisioner.providers.gcp_report import guest_report, serial_report, serial_text
 from provisioner.providers.gcp_request import (
     image_family,
@@ -73,67 +77,59 @@ from provisioner.providers.gcp_request import (
     ssh_notes,
     ssh_tag,
 )
+from provisioner.providers.poll import poll
 from provisioner.settings import env_seconds
 from provisioner.verify.report import StackReport
 
 COMPUTE_SCOPE = "https://www.googleapis.com/auth/compute"
 MANAGED_FILTER = "labels.trainvm-managed = true"
 IN_FLIGHT = ("PROVISIONING", "STAGING")
-HTTP_TIMEOUT = 60.0
-
-
-def PARTIAL_OK(v1: Any) -> list[str]:  # noqa: N802 - google-cloud-compute < 1.20 has no returnPartialSuccess
-    return list(v1.AggregatedListInstancesRequest.meta.fields)
 
 
 class GcpCredentialsError(CloudError):
     """No usable credentials or project (exit 3)."""
 
 
-class GcpProvider(GceCalls):
+@dataclass
+class CreateAttempt:
+    """What one ``create`` call has done so far (a failure cleans up exactly that): never kept on the provider,
+    so that one provider serves creates in parallel threads."""
+
+    spec: LaunchSpec
+    zone: str
+    deadline: float
+    sent: bool = False  # an insert went out: a failure must look for the VM and delete it
+    rules: FirewallTouched = field(default_factory=FirewallTouched)
+
+
+class GcpProvider:
     NAME = "gcp"
 
     def __init__(self, *, project: str | None = None, endpoint: str | None = None, credentials: Any = None,
                  op_timeout: float | None = None, retry_base_delay: float | None = None, tries: int = 4,
                  poll_interval: float | None = None, sleep: Callable[[float], None] = time.sleep,
                  rng: random.Random | None = None, call_timeout: float | None = None,
-                 warn: Callable[[str], None] | None = None) -> None:
+                 warn: Callable[[str], None] | None = None, clock: Callable[[], float] = time.monotonic) -> None:
         self.endpoint = (endpoint if endpoint is not None else os.environ.get("TRAINVM_GCE_ENDPOINT", "")).rstrip("/")
         self._project, self._credentials = project, credentials
-        self.op_timeout = op_timeout if op_timeout is not None else env_seconds("TRAINVM_GCE_OP_TIMEOUT", 600.0)
-        self.retry_base_delay = (retry_base_delay if retry_base_delay is not None
-                                 else env_seconds("TRAINVM_RETRY_BASE_DELAY", 1.0))
-        self.poll_interval = poll_interval if poll_interval is not None else min(2.0, 2 * self.retry_base_delay)
-        self.tries = max(1, tries)
-        self.call_timeout = call_timeout if call_timeout is not None else env_seconds("TRAINVM_API_TIMEOUT", 30.0)
-        self.http_timeout = max(0.5, min(HTTP_TIMEOUT, self.call_timeout / 2))
-        self._warn = warn or _stderr_warning
-        self._sleep, self._rng = sleep, rng or random.Random()
-        self._api: SimpleNamespace | None = None
-        self._images: dict[str, str] = {}
-        self.unreachable: list[str] = []  # zones the last listing could not read
-        self._sent = False  # create(): an insert went out, so a failure must clean up
-        self._fw = SshFirewall(self)
+        op_timeout = op_timeout if op_timeout is not None else env_seconds("TRAINVM_GCE_OP_TIMEOUT", 600.0)
+        retry_base_delay = retry_base_delay if retry_base_delay is not None else env_seconds("TRAINVM_RETRY_BASE_DELAY", 1.0)
         # Credentials are checked now (google.auth only, ~0.1 s), so that a cloud without them is skipped
         # when the provider is built; compute_v1 (~1 s to import) waits for the first API call.
         self._credentials, self.project = self._auth()
+        self.gce = GceApi(
+            project=self.project, credentials=self._credentials, endpoint=self.endpoint, op_timeout=op_timeout,
+            retry_base_delay=retry_base_delay,
+            poll_interval=poll_interval if poll_interval is not None else min(2.0, 2 * retry_base_delay), tries=tries,
+            call_timeout=call_timeout if call_timeout is not None else env_seconds("TRAINVM_API_TIMEOUT", 30.0),
+            warn=warn, sleep=sleep, clock=clock, rng=rng)
+        self.op_timeout = op_timeout
+        self._images: dict[str, str] = {}  # a cache of facts, not per-call state
+        self._fw = SshFirewall(self.gce)
 
-    # ------------------------------------------------------------------ clients
     def api(self) -> SimpleNamespace:
         """The compute_v1 module, project and clients (built once, on first use)."""
-        if self._api is None:
-            from google.cloud import compute_v1
-
-            creds, project = self._credentials, self.project
-            kw: dict[str, Any] = {"credentials": creds}
-            if self.endpoint:
-                endpoint = self.endpoint if "://" in self.endpoint else f"https://{self.endpoint}"
-                kw["client_options"] = {"api_endpoint": endpoint}
-            self._api = SimpleNamespace(
-                v1=compute_v1, project=project, instances=compute_v1.InstancesClient(**kw),
-                zone_ops=compute_v1.ZoneOperationsClient(**kw), images=compute_v1.ImagesClient(**kw),
-                firewalls=compute_v1.FirewallsClient(**kw), global_ops=compute_v1.GlobalOperationsClient(**kw))
-        return self._api
+        return self.gce.clients()
 
     def _auth(self) -> tuple[Any, str]:
         project = self._project or os.environ.get("GOOGLE_CLOUD_PROJECT") or None
@@ -159,39 +155,13 @@ class GcpProvider(GceCalls):
                                       hint="export GOOGLE_CLOUD_PROJECT=<project id> (or `gcloud config set project`)")
         return creds, project
 
-    def _get(self, zone: str, name: str) -> Any:
-        api = self.api()
-        return self._call(lambda: api.instances.get(project=api.project, zone=zone, instance=name, retry=None,
-                                                    timeout=self.http_timeout), missing=None)
-
-    def _aggregated(self, flt: str) -> list[Any]:
-        """Instances in every zone; a zone GCE reports unreachable is skipped with a warning."""
-        api = self.api()
-        kw = {"return_partial_success": True} if "return_partial_success" in PARTIAL_OK(api.v1) else {}
-        req = api.v1.AggregatedListInstancesRequest(project=api.project, filter=flt, max_results=500, **kw)
-
-        def fetch() -> tuple[list[Any], list[str]]:
-            pager = api.instances.aggregated_list(request=req, retry=None, timeout=self.http_timeout)
-            found, unreachable = [], []
-            for page in pager.pages:
-                unreachable += list(page.unreachables)
-                found += [i for scoped in page.items.values() for i in scoped.instances]
-            return found, unreachable
-
-        found, unreachable = self._call(fetch)
-        self.unreachable = [z.rsplit("/", 1)[-1] for z in unreachable]
-        if unreachable:
-            self._warn(f"GCE could not list {', '.join(z.rsplit('/', 1)[-1] for z in unreachable)} in project "
-                       f"{self.project}; instances there are not shown")
-        return found
-
     # ------------------------------------------------------------------ building the request
     def resolve_image(self, os_name: str) -> str:
         """The pinned image (``projects/P/global/images/NAME``) the OS's family points to now (cached)."""
         if os_name not in self._images:
             api, (project, family) = self.api(), image_family(os_name)
-            image = self._call(lambda: api.images.get_from_family(project=project, family=family, retry=None,
-                                                                  timeout=self.http_timeout), missing=None)
+            image = self.gce.call(lambda: api.images.get_from_family(project=project, family=family, retry=None,
+                                                                     timeout=self.gce.http_timeout), missing=None)
             if image is None:
                 raise InvalidRequestError(f"image family {project}/{family} for {os_name} was not found", code="IMAGE")
             self._images[os_name] = f"projects/{project}/global/images/{image.name}"
@@ -205,52 +175,55 @@ class GcpProvider(GceCalls):
         except Exception as exc:  # noqa: BLE001 - a bug in gcp_request, reported as such
             raise InvalidRequestError(f"the GCE request body does not parse: {exc}", code="BODY") from exc
 
-    def submit(self, spec: LaunchSpec, offer: Offer, *, rid: str | None = None, image: str | None = None) -> Any:
+    def submit(self, spec: LaunchSpec, offer: Offer, *, rid: str | None = None, image: str | None = None,
+               attempt: CreateAttempt | None = None) -> Any:
         """Send the insert (with retries) and return its Operation, or None when the name already exists (409).
         ``create`` = check + submit + wait; tests call it alone to simulate an ``up`` killed after the insert."""
         api, zone = self.api(), str(offer.zone)
-        req = api.v1.InsertInstanceRequest(project=api.project, zone=zone, request_id=rid or request_id(spec, zone),
+        req = api.v1.InsertInstanceRequest(project=api.project, zone=zone, request_id=rid or request_id(spec, offer),
                                            instance_resource=self.instance(spec, offer, image or self.resolve_image(spec.os)))
-        self._sent = True
-        return self._call(lambda: api.instances.insert_unary(request=req, retry=None, timeout=self.http_timeout), exists=None)
+        if attempt is not None:
+            attempt.sent = True
+        return self.gce.call(lambda: api.instances.insert_unary(request=req, retry=None, timeout=self.gce.http_timeout),
+                             exists=None)
 
     # ------------------------------------------------------------------ the contract
     def create(self, spec: LaunchSpec, offer: Offer) -> InstanceRecord:
         if offer.cloud != self.NAME or not offer.zone:
             raise InvalidRequestError(f"not a zonal GCE offer: {offer.describe(spec.spot)}")
-        zone, rid, done = offer.zone, request_id(spec, offer.zone), self.api().v1.Operation.Status.DONE
-        deadline, self._sent = time.monotonic() + self.op_timeout, False
-        self._fw.start()
+        zone, rid, done = offer.zone, request_id(spec, offer), self.api().v1.Operation.Status.DONE
+        attempt = CreateAttempt(spec, zone, self.gce.deadline())
         try:
-            existing = self._get(zone, spec.name)
+            existing = self.gce.get(zone, spec.name)
             if existing is not None:
-                return self._adopt(existing, spec, offer, deadline)
+                return self._adopt(existing, spec, offer, attempt)
             if spec.ssh_from:  # the body is built (and checked) first: a request that cannot work creates no rules
                 self.instance(spec, offer, self.resolve_image(spec.os))
-                self._fw.ensure(spec, deadline)
+                self._fw.ensure(spec, attempt.deadline, attempt.rules)
             for _ in range(3):
-                op = self.submit(spec, offer, rid=rid)
+                op = self.submit(spec, offer, rid=rid, attempt=attempt)
                 if op is None:  # 409: created meanwhile (a concurrent or earlier `up`)
-                    found = self._get(zone, spec.name)
+                    found = self.gce.get(zone, spec.name)
                     if found is None:
                         raise ProviderError(f"{spec.name} was reported to exist in {zone} but is gone", code="409")
-                    return self._adopt(found, spec, offer, deadline)
+                    return self._adopt(found, spec, offer, attempt)
                 replayed = op.status == done  # GCE answered with the finished operation of an earlier request
-                op = self._wait(zone, op, deadline)
+                op = self.gce.wait(zone, op, attempt.deadline)
                 failure = errs.from_operation(op)
-                inst = None if failure else self._get(zone, spec.name)
+                inst = None if failure else self.gce.get(zone, spec.name)
                 if replayed and (failure or inst is None):
-                    rid = request_id(spec, zone, salt=op.name)  # stale: that request's VM failed or was deleted
+                    rid = request_id(spec, offer, salt=op.name)  # stale: that request's VM failed or was deleted
                     continue
                 if failure:
                     raise errs.classify(failure)
                 if inst is None:  # our own insert finished, and the VM is gone: someone deleted it meanwhile
                     raise VanishedError(f"{spec.name} in {zone} was deleted while its create was in progress",
                                         code="DELETED_DURING_CREATE")
-                return self._record(self._until_running(inst, zone, deadline), notes=ssh_notes(spec))
+                return self._record(self._until_running(inst, zone, attempt.deadline), notes=ssh_notes(spec))
             raise ProviderError("GCE kept answering with operations of earlier requests", code="STALE_REQUEST_ID")
         except ProviderError as exc:
-            notes = [self._cleanup(zone, spec, exc) if self._sent else None, self._fw.cleanup(spec, zone)]
+            notes = [self._cleanup(zone, spec, exc) if attempt.sent else None,
+                     self._fw.cleanup(spec, zone, attempt.rules)]
             if notes[1]:
                 exc.leaves(f"firewall rules of {spec.name}")
             exc.verified()
@@ -258,7 +231,7 @@ class GcpProvider(GceCalls):
                 exc.args = ("; ".join([str(exc), *filter(None, notes)]),)
             raise
 
-    def _adopt(self, inst: Any, spec: LaunchSpec, offer: Offer, deadline: float) -> InstanceRecord:
+    def _adopt(self, inst: Any, spec: LaunchSpec, offer: Offer, attempt: CreateAttempt) -> InstanceRecord:
         """An instance of that name is already in the zone: ours (same hash) is returned, else ConflictError."""
         labels, zone = dict(inst.labels), str(offer.zone)
         if labels.get("trainvm-managed") != "true":
@@ -269,30 +242,36 @@ class GcpProvider(GceCalls):
                                 f"(hash {labels.get('trainvm-hash')}); run `trainvm down {spec.name}` or pass --name")
         tagged = ssh_tag(spec.name) in inst.tags.items
         if tagged and spec.ssh_from:  # converge the rules (missing: created; another --ssh-from: updated)
-            self._fw.ensure(spec, deadline)
+            self._fw.ensure(spec, attempt.deadline, attempt.rules)
         if inst.status in IN_FLIGHT:  # an interrupted `up`: the same requestId gives back its operation
             meta = {i.key: i.value for i in inst.metadata.items}
             op = self.submit(spec, offer, image=meta.get("trainvm-image") or None)
             if op is not None and op.status != self.api().v1.Operation.Status.DONE:  # the live operation: wait
-                failure = errs.from_operation(self._wait(zone, op, deadline))
+                failure = errs.from_operation(self.gce.wait(zone, op, attempt.deadline))
                 if failure and "ALREADY_EXISTS" not in (failure.code or ""):
                     raise errs.classify(failure)
-            inst = self._until_running(self._get(zone, spec.name) or inst, zone, deadline)
+            inst = self._until_running(self.gce.get(zone, spec.name) or inst, zone, attempt.deadline)
         return self._record(inst, notes=ssh_notes(spec, tagged), existing=True)
 
     def _until_running(self, inst: Any, zone: str, deadline: float) -> Any:
         """Poll until the VM leaves PROVISIONING/STAGING (bounded). A VM that disappears, or turns STOPPING /
         TERMINATED on its way up, was deleted or stopped by someone else: VanishedError."""
         name = inst.name
-        while inst.status in IN_FLIGHT:
-            if time.monotonic() >= deadline:
-                raise RetryExhaustedError(f"{name} in {zone} was still {inst.status} after {self.op_timeout:g} s "
-                                          "(TRAINVM_GCE_OP_TIMEOUT)", code="OPERATION_TIMEOUT")
-            self._sleep(max(0.0, min(self.poll_interval, deadline - time.monotonic())))
-            inst = self._get(zone, name)
-            if inst is None:
+
+        def fetch() -> Any:
+            got = self.gce.get(zone, name)
+            if got is None:
                 raise VanishedError(f"{name} in {zone} was deleted while `up` waited for it to start",
                                     code="DELETED_DURING_CREATE")
+            return got
+
+        def timed_out(last: Any) -> RetryExhaustedError:
+            return RetryExhaustedError(f"{name} in {zone} was still {getattr(last, 'status', inst.status)} after "
+                                       f"{self.op_timeout:g} s (TRAINVM_GCE_OP_TIMEOUT)", code="OPERATION_TIMEOUT")
+
+        if inst.status in IN_FLIGHT:
+            inst = poll(fetch, ready=lambda i: i.status not in IN_FLIGHT, deadline=deadline, timed_out=timed_out,
+                        interval=self.gce.poll_interval, clock=self.gce.clock, sleep=self.gce.sleep)
         if inst.status in ("STOPPING", "TERMINATED", "SUSPENDING", "SUSPENDED"):
             raise VanishedError(f"{name} in {zone} is {inst.status}: it was stopped or deleted while `up` waited for it",
                                 code="DELETED_DURING_CREATE")
@@ -303,10 +282,10 @@ class GcpProvider(GceCalls):
         answers "not found" for it. ``failed`` is marked verified, or left (with a note) when that could not
         be established."""
         try:
-            inst = self._get(zone, spec.name)
+            inst = self.gce.get(zone, spec.name)
             if inst is not None and dict(inst.labels).get("trainvm-hash") == spec.labels.get("trainvm-hash"):
-                self._delete(zone, spec.name, wait=True)
-                inst = self._get(zone, spec.name)
+                self.gce.delete_instance(zone, spec.name, wait=True)
+                inst = self.gce.get(zone, spec.name)
             if inst is not None and dict(inst.labels).get("trainvm-hash") == spec.labels.get("trainvm-hash"):
                 failed.leaves(f"{spec.name} ({zone}, {inst.status})")
                 return f"{spec.name} in {zone} still exists ({inst.status}) after its deletion; run `trainvm down {spec.name}`"
@@ -316,46 +295,32 @@ class GcpProvider(GceCalls):
             failed.leaves(f"{spec.name} ({zone})")
             return f"cleaning up {spec.name} in {zone} failed ({exc}); run `trainvm down {spec.name}`"
 
-    def _delete(self, zone: str, name: str, *, wait: bool) -> bool:
-        api = self.api()
-        op = self._call(lambda: api.instances.delete_unary(project=api.project, zone=zone, instance=name, retry=None,
-                                                           timeout=self.http_timeout), missing=None)
-        if op is None:
-            return False
-        if wait:
-            failure = errs.from_operation(self._wait(zone, op, time.monotonic() + self.op_timeout))
-            if failure and failure.status != 404:
-                raise errs.classify(failure)
-        return True
-
-    def _find_any(self, name: str) -> Any:
-        """The instance called ``name`` in any zone (a trainvm-managed one first), or None."""
-        found = self._aggregated(f'name = "{name}"')
-        found.sort(key=lambda i: dict(i.labels).get("trainvm-managed") != "true")
-        return found[0] if found else None
+    def _managed(self, name: str) -> Any:
+        """The trainvm-managed instance called ``name`` (any zone), or None."""
+        inst, _ = self.gce.find_any(name)
+        return inst if inst is not None and dict(inst.labels).get("trainvm-managed") == "true" else None
 
     def find(self, name: str) -> InstanceRecord | None:
-        inst = self._find_any(name)
-        if inst is None or dict(inst.labels).get("trainvm-managed") != "true":
-            return None
-        return self._record(inst)
+        inst = self._managed(name)
+        return None if inst is None else self._record(inst)
 
     def list(self) -> list[InstanceRecord]:
-        return sorted((self._record(i) for i in self._aggregated(MANAGED_FILTER)), key=lambda r: (r.name, r.zone or ""))
+        listing = self.gce.aggregated(MANAGED_FILTER)
+        return sorted((self._record(i) for i in listing.instances), key=lambda r: (r.name, r.zone or ""))
 
     def delete(self, name: str, *, wait: bool = True) -> bool:
         """The VM, then its SSH firewall rules (after it is gone, so its deny rule protects it to the end; with
         ``wait=False`` they are deleted while it shuts down). No VM: leftover rules only."""
-        inst = self._find_any(name)
-        if inst is None and self.unreachable:  # "gone" only where GCE answered
+        inst, unreachable = self.gce.find_any(name)
+        if inst is None and unreachable:  # "gone" only where GCE answered
             raise RetryExhaustedError(f"cannot tell whether {name} exists: GCE could not list "
-                                      f"{', '.join(self.unreachable)}; try `trainvm down {name}` again", code="UNREACHABLE")
+                                      f"{', '.join(unreachable)}; try `trainvm down {name}` again", code="UNREACHABLE")
         if inst is None:
             return self._fw.delete(name, wait=wait)
         zone = inst.zone.rsplit("/", 1)[-1]
         if dict(inst.labels).get("trainvm-managed") != "true":
             raise ConflictError(f"{name} in {zone} is not managed by trainvm (no trainvm-managed label); not deleting it")
-        deleted = self._delete(zone, name, wait=wait)
+        deleted = self.gce.delete_instance(zone, name, wait=wait)
         if ssh_tag(name) in inst.tags.items:
             self._fw.delete(name, wait=wait)
         return deleted
@@ -363,16 +328,16 @@ class GcpProvider(GceCalls):
     def stop(self, name: str, *, wait: bool = True) -> InstanceRecord | None:
         from provisioner.providers.gcp_power import power
 
-        return power(self, name, "stop", wait=wait)
+        return power(self.gce, name, "stop", self._record, wait=wait)
 
     def start(self, name: str, *, wait: bool = True) -> InstanceRecord | None:
         from provisioner.providers.gcp_power import power
 
-        return power(self, name, "start", wait=wait)
+        return power(self.gce, name, "start", self._record, wait=wait)
 
     def read_report(self, name: str) -> tuple[StackReport | None, dict[str, Any] | None]:
-        inst = self._find_any(name)
-        if inst is None or dict(inst.labels).get("trainvm-managed") != "true":
+        inst = self._managed(name)
+        if inst is None:
             return None, None
         zone = inst.zone.rsplit("/", 1)[-1]
         meta = {i.key: i.value for i in inst.metadata.items}
@@ -380,22 +345,22 @@ class GcpProvider(GceCalls):
             profile = json.loads(meta["trainvm-profile"]) if meta.get("trainvm-profile") else None
         except ValueError:
             profile = None
-        return guest_report(self, zone, name) or serial_report(self, zone, name), profile
+        return guest_report(self.gce, zone, name) or serial_report(self.gce, zone, name), profile
 
     def console(self, name: str, start: int = 0) -> tuple[str, int] | None:
         """Serial port 1 from byte ``start``: (text, next start); None when there is no such trainvm VM."""
-        inst = self._find_any(name)
-        if inst is None or dict(inst.labels).get("trainvm-managed") != "true":
+        inst = self._managed(name)
+        if inst is None:
             return None
-        return serial_text(self, inst.zone.rsplit("/", 1)[-1], name, start)
+        return serial_text(self.gce, inst.zone.rsplit("/", 1)[-1], name, start)
 
-    def ssh_argv(self, record: InstanceRecord, command: builtins.list[str]) -> builtins.list[str]:
+    def ssh_argv(self, record: InstanceRecord, command: list[str]) -> list[str]:
         return ssh_argv(record.name, record.zone or "", self.project, command)
 
     def open_ssh_hint(self, record: InstanceRecord) -> str:
         return open_ssh_hint(record.name, self.project)
 
-    def _record(self, inst: Any, *, notes: builtins.list[str] | None = None, existing: bool = False) -> InstanceRecord:
+    def _record(self, inst: Any, *, notes: list[str] | None = None, existing: bool = False) -> InstanceRecord:
         labels, zone = dict(inst.labels), inst.zone.rsplit("/", 1)[-1]
         meta = {i.key: i.value for i in inst.metadata.items}
         ip = next((ac.nat_i_p for nic in inst.network_interfaces for ac in nic.access_configs if ac.nat_i_p), None)

@@ -1,9 +1,10 @@
 """The VPC firewall rules that make ``ssh_from`` the only source allowed to SSH into a GCE VM.
 
-The bodies come from ``gcp_request.firewall_bodies`` (pure); this module makes the SDK calls through the
-provider's own ``_call`` (bounded retries, classification) and ``_wait`` (globalOperations.wait in a
-bounded loop; a finished operation's ``error.errors`` is always inspected), so the endpoint override
-(``TRAINVM_GCE_ENDPOINT``) and the credentials are the provider's.
+The bodies come from ``gcp_request.firewall_bodies`` (pure); this module makes the SDK calls through
+``GceApi.call`` (bounded retries, classification) and ``GceApi.wait`` (globalOperations.wait, bounded; a finished
+operation's ``error.errors`` is always inspected), so the endpoint override (``TRAINVM_GCE_ENDPOINT``) and the
+credentials are the provider's. ``SshFirewall`` keeps no state: what one create attempt inserted or reused is
+recorded in that attempt's ``FirewallTouched``.
 
 - ``ensure``: each rule is looked up first. Missing: inserted. Present and trainvm's for this VM (the
   description names the VM, the only target tag is the VM's): reused as is when it matches the body
@@ -20,67 +21,66 @@ bounded loop; a finished operation's ``error.errors`` is always inspected), so t
 from __future__ import annotations
 
 import json
-import time
 import uuid
+from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from provisioner.providers import gcp_errors as errs
 from provisioner.providers.base import ConflictError, LaunchSpec, ProviderError
+from provisioner.providers.gcp_api import GceApi
 from provisioner.providers.gcp_request import firewall_bodies, firewall_shape, is_trainvm_rule, ssh_rule_names
 
-if TYPE_CHECKING:
-    from provisioner.providers.gcp import GcpProvider
 
-HTTP_TIMEOUT = 60.0
+@dataclass
+class FirewallTouched:
+    """The rules one create attempt inserted (``created``) and found in place (``reused``)."""
+
+    created: list[str] = field(default_factory=list)
+    reused: list[str] = field(default_factory=list)
 
 
 class SshFirewall:
-    """The SSH firewall rules of one VM at a time; ``created``/``reused`` track the current create attempt."""
+    """The SSH firewall rules of a VM (stateless: one instance serves parallel creates)."""
 
-    def __init__(self, provider: GcpProvider) -> None:
-        self.p = provider
-        self.created: list[str] = []
-        self.reused: list[str] = []
-
-    def start(self) -> None:
-        """A new create attempt: forget what the previous one touched."""
-        self.created, self.reused = [], []
+    def __init__(self, api: GceApi) -> None:
+        self.p = api
 
     # ------------------------------------------------------------------ calls
     def rule(self, name: str) -> dict[str, Any] | None:
         """The rule as REST JSON (camelCase), or None when there is none of that name."""
-        api = self.p.api()
-        fw = self.p._call(lambda: api.firewalls.get(project=api.project, firewall=name, retry=None,
+        api = self.p.clients()
+        fw = self.p.call(lambda: api.firewalls.get(project=api.project, firewall=name, retry=None,
                                                     timeout=self.p.http_timeout), missing=None)
         return None if fw is None else json.loads(api.v1.Firewall.to_json(fw))
 
     def _send(self, verb: str, body: dict[str, Any]) -> Any:
         """insert or update (PUT) ``body``; the Operation, or None when the insert answers 409."""
-        api = self.p.api()
+        api = self.p.clients()
         resource = api.v1.Firewall.from_json(json.dumps(body))  # rejects unknown field names
         rid = str(uuid.uuid4())
         if verb == "insert":
             req = api.v1.InsertFirewallRequest(project=api.project, firewall_resource=resource, request_id=rid)
-            return self.p._call(lambda: api.firewalls.insert_unary(request=req, retry=None, timeout=self.p.http_timeout),
+            return self.p.call(lambda: api.firewalls.insert_unary(request=req, retry=None, timeout=self.p.http_timeout),
                                 exists=None)
         req = api.v1.UpdateFirewallRequest(project=api.project, firewall=body["name"], firewall_resource=resource,
                                            request_id=rid)
-        return self.p._call(lambda: api.firewalls.update_unary(request=req, retry=None, timeout=self.p.http_timeout))
+        return self.p.call(lambda: api.firewalls.update_unary(request=req, retry=None, timeout=self.p.http_timeout))
 
     def _finish(self, ops: list[Any], deadline: float, *, gone_ok: bool = False) -> None:
         """Wait for every operation; raise the first failure (404 is fine where ``gone_ok``)."""
         failures = []
         for op in ops:
-            failure = errs.from_operation(self.p._wait(None, op, deadline))
+            failure = errs.from_operation(self.p.wait(None, op, deadline))
             if failure and not (gone_ok and failure.status == 404):
                 failures.append(failure)
         if failures:
             raise errs.classify(failures[0])
 
     # ------------------------------------------------------------------ the three uses
-    def ensure(self, spec: LaunchSpec, deadline: float) -> None:
+    def ensure(self, spec: LaunchSpec, deadline: float, touched: FirewallTouched | None = None) -> None:
         """Make both rules exist exactly as ``firewall_bodies`` says (nothing without ``ssh_from``)."""
+        touched = touched if touched is not None else FirewallTouched()
         pending = []
         for body in firewall_bodies(spec, self.p.project):
             name, op = body["name"], None
@@ -88,7 +88,7 @@ class SshFirewall:
             if rule is None:
                 op = self._send("insert", body)
                 if op is not None:
-                    self.created.append(name)
+                    touched.created.append(name)
                 else:  # 409: created meanwhile (a concurrent `up`, or a retried insert that had gone through)
                     rule = self.rule(name)
                     if rule is None:
@@ -97,7 +97,7 @@ class SshFirewall:
                 if not is_trainvm_rule(rule, spec.name):
                     raise ConflictError(f"a firewall rule named {name} already exists and was not created by trainvm "
                                         f"for {spec.name}; delete or rename it, or pass --name")
-                self.reused.append(name)
+                touched.reused.append(name)
                 if firewall_shape(rule) != firewall_shape(body):
                     op = self._send("update", body)
             if op is not None:
@@ -106,30 +106,30 @@ class SshFirewall:
 
     def delete(self, vm: str, *, wait: bool, names: list[str] | None = None) -> bool:
         """Delete the VM's rules (all of them, or ``names``) that are trainvm's; True when any was there."""
-        api, ops = self.p.api(), []
+        api, ops = self.p.clients(), []
         for name in ssh_rule_names(vm) if names is None else names:
             rule = self.rule(name)
             if rule is None or not is_trainvm_rule(rule, vm):
                 continue
             req = api.v1.DeleteFirewallRequest(project=api.project, firewall=name, request_id=str(uuid.uuid4()))
-            op = self.p._call(partial(api.firewalls.delete_unary, request=req, retry=None, timeout=self.p.http_timeout),
-                              missing=None)
+            op = self.p.call(partial(api.firewalls.delete_unary, request=req, retry=None, timeout=self.p.http_timeout),
+                             missing=None)
             if op is not None:
                 ops.append(op)
         if wait:
-            self._finish(ops, time.monotonic() + self.p.op_timeout, gone_ok=True)
+            self._finish(ops, self.p.deadline(), gone_ok=True)
         return bool(ops)
 
-    def cleanup(self, spec: LaunchSpec, zone: str) -> str | None:
+    def cleanup(self, spec: LaunchSpec, zone: str, touched: FirewallTouched) -> str | None:
         """After a failed create: delete what this attempt left of the VM's rules; a note if that failed."""
-        names = list(self.created)
-        if not (names or self.reused):
+        names = list(touched.created)
+        if not (names or touched.reused):
             return None
         try:
-            if self.p._get(zone, spec.name) is not None:  # the VM stayed (adopted, or its cleanup failed)
+            if self.p.get(zone, spec.name) is not None:  # the VM stayed (adopted, or its cleanup failed)
                 return None
-            if self.reused and self.p._find_any(spec.name) is None:
-                names += self.reused
+            if touched.reused and self.p.find_any(spec.name)[0] is None:
+                names += touched.reused
             if names:
                 self.delete(spec.name, wait=True, names=names)
             return None

@@ -10,15 +10,16 @@ markers: nothing is reinstalled) and re-stages local data.
 
 from __future__ import annotations
 
-import time
+from collections.abc import Callable
 from typing import Any
 
 from provisioner.providers import gcp_errors as errs
 from provisioner.providers.base import ConflictError, InstanceRecord
+from provisioner.providers.gcp_api import GceApi
 
 
-def _managed(provider: Any, name: str) -> tuple[Any, str] | None:
-    inst = provider._find_any(name)
+def _managed(gce: GceApi, name: str) -> tuple[Any, str] | None:
+    inst, _ = gce.find_any(name)
     if inst is None:
         return None
     zone = inst.zone.rsplit("/", 1)[-1]
@@ -27,21 +28,22 @@ def _managed(provider: Any, name: str) -> tuple[Any, str] | None:
     return inst, zone
 
 
-def power(provider: Any, name: str, action: str, *, wait: bool = True) -> InstanceRecord | None:
+def power(gce: GceApi, name: str, action: str, record: Callable[[Any], InstanceRecord], *,
+          wait: bool = True) -> InstanceRecord | None:
     """Stop or start ``name``; the record after it (None when there is no such VM)."""
-    found = _managed(provider, name)
+    found = _managed(gce, name)
     if found is None:
         return None
     inst, zone = found
-    api = provider.api()
+    api = gce.clients()
     if action == "stop":
         req = api.v1.StopInstanceRequest(project=api.project, zone=zone, instance=name, discard_local_ssd=True)
-        op = provider._call(lambda: api.instances.stop_unary(request=req, retry=None, timeout=60.0))
+        op = gce.call(lambda: api.instances.stop_unary(request=req, retry=None, timeout=gce.http_timeout))
     else:
-        op = provider._call(lambda: api.instances.start_unary(project=api.project, zone=zone, instance=name,
-                                                              retry=None, timeout=60.0))
+        op = gce.call(lambda: api.instances.start_unary(project=api.project, zone=zone, instance=name,
+                                                              retry=None, timeout=gce.http_timeout))
     if wait:
-        failure = errs.from_operation(provider._wait(zone, op, time.monotonic() + provider.op_timeout))
+        failure = errs.from_operation(gce.wait(zone, op, gce.deadline()))
         if failure:
             raise errs.classify(failure)
-    return provider._record(provider._get(zone, name) or inst)
+    return record(gce.get(zone, name) or inst)

@@ -95,11 +95,14 @@ def family_url(os_name: str) -> str:
     return f"projects/{project}/global/images/family/{family}"
 
 
-def request_id(spec: LaunchSpec, zone: str, salt: str = "") -> str:
-    """The insert's requestId: the same VM in the same zone always sends the same one, so a re-run of an
-    interrupted ``up`` (or a retried insert) is de-duplicated by GCE instead of creating a second VM.
-    ``salt`` (the name of a replayed, stale operation) derives the next id when the old one is used up."""
-    return str(uuid.uuid5(REQUEST_ID_NAMESPACE, f"{spec.name}/{spec.profile_hash}/{zone}/{salt}"))
+def request_id(spec: LaunchSpec, offer: Offer, salt: str = "") -> str:
+    """The insert's requestId: the same VM on the same offer (zone, machine type, GPU model and count) always
+    sends the same one, so a re-run of an interrupted ``up`` (or a retried insert) is de-duplicated by GCE
+    instead of creating a second VM; another offer in the same zone (a failover to another machine type) is
+    another request, never answered with the earlier offer's operation. ``salt`` (the name of a replayed,
+    stale operation) derives the next id when the old one is used up."""
+    what = f"{offer.zone}/{offer.instance_type}/{offer.gpu_name}x{offer.gpu_count}"
+    return str(uuid.uuid5(REQUEST_ID_NAMESPACE, f"{spec.name}/{spec.profile_hash}/{what}/{salt}"))
 
 
 def scopes_for(spec: LaunchSpec) -> list[str]:

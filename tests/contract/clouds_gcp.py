@@ -51,7 +51,7 @@ def gcp_cloud(contract_gce_server) -> Any:
     def fail(offer: Offer) -> None:
         # the insert goes through and the VM exists (PROVISIONING); waiting for its operation then fails TRIES
         # times in a row (503): RetryExhaustedError, and the cleanup must delete the VM and its firewall rules
-        gce.inject("unavailable_503", method="zoneOperations.wait", times=TRIES)
+        gce.inject("unavailable_503", zone=offer.zone, method="zoneOperations.wait", times=TRIES)
 
     def put_report(rec: InstanceRecord, report: dict[str, Any]) -> None:
         gce.set_guest_attributes(rec.name, {"report": b64_json(report)})

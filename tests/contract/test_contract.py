@@ -149,3 +149,17 @@ def test_two_creates_in_parallel_on_one_provider(cloud: CloudHarness) -> None:
         (a.name, cloud.offers[0].region, "RUNNING"), (b.name, cloud.offers[1].region, "RUNNING")]
     assert names(cloud.twin().list()) == [a.name, b.name]
     assert all(cloud.provider.delete(n) for n in (a.name, b.name)) and cloud.leftovers() == []
+
+
+def test_parallel_creates_one_fails_and_cleans_only_its_own(cloud: CloudHarness) -> None:
+    """Per-attempt state lives with the attempt: a failing create cleans up exactly what it made, while a
+    create of another VM on the same provider instance goes on and is kept."""
+    a, b = cloud.spec(name="trainvm-par-a"), cloud.spec(name="trainvm-par-b")
+    cloud.fail_after_create_starts(cloud.offers[0])
+    failed, made = _in_threads(lambda: cloud.provider.create(a, cloud.offers[0]),
+                               lambda: cloud.provider.create(b, cloud.offers[1]))
+    assert isinstance(failed, ProviderError) and failed.cleanup == "verified", failed
+    assert isinstance(made, InstanceRecord) and made.state == "RUNNING", made
+    assert [x for x in cloud.leftovers() if a.name in x] == []
+    assert [x for x in cloud.leftovers() if b.name in x] != []
+    assert names(cloud.twin().list()) == [b.name]

@@ -65,6 +65,21 @@ def make_provider(gce) -> Callable[..., Any]:
 
 
 @pytest.fixture
+def clock():
+    from tests.fakes import Clock
+
+    return Clock()
+
+
+@pytest.fixture
+def slow_insert(gce, clock):
+    """Each poll of a pending zonal operation takes 10 s of the provider's (fake) time: with op_never_done, the
+    create's wait hits its deadline after a known number of polls, never because the machine was slow."""
+    gce.on_poll = lambda emu, key: clock.advance(10)
+    return clock
+
+
+@pytest.fixture
 def provider(make_provider):
     return make_provider()
 

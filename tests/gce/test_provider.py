@@ -35,7 +35,7 @@ def test_t4_happy_path_wire_body(gce, provider, spec, offer):
     (ins,) = gce.calls("instances.insert")
     body = ins.body
     assert ins.path == "/compute/v1/projects/test-proj/zones/us-central1-a/instances" and ins.status == 200
-    assert ins.query["requestId"] == request_id(s, "us-central1-a")
+    assert ins.query["requestId"] == request_id(s, offer())
     assert body["guestAccelerators"] == [{"acceleratorType": "zones/us-central1-a/acceleratorTypes/nvidia-tesla-t4",
                                           "acceleratorCount": 1}]
     assert body["scheduling"] == {"provisioningModel": "STANDARD", "onHostMaintenance": "TERMINATE", "automaticRestart": False,
@@ -116,7 +116,7 @@ def test_killed_up_rerun_reuses_request_id(gce, provider, make_provider, spec, o
     assert op.status != op.Status.DONE and gce.instance(s.name)["status"] == "PROVISIONING"
     rec = make_provider().create(s, offer())  # the re-run, in a new process
     assert len(gce.instances) == 1 and rec.state == "RUNNING" and rec.extra["existing"] is True
-    assert rids(gce) == [request_id(s, "us-central1-a")] * 2  # GCE answered the replay with the original operation
+    assert rids(gce) == [request_id(s, offer())] * 2  # GCE answered the replay with the original operation
     assert len(gce.operations) == 1
 
 
@@ -127,7 +127,7 @@ def test_rerun_after_stockout_is_a_fresh_attempt(gce, provider, spec, offer):
         provider.create(s, offer())
     rec = provider.create(s, offer())  # the same requestId replays the failed operation: detected as stale
     first, replay, fresh = rids(gce)
-    assert first == replay == request_id(s, "us-central1-a") and fresh != first
+    assert first == replay == request_id(s, offer()) and fresh != first
     assert rec.state == "RUNNING" and len(gce.instances) == 1
 
 
@@ -178,14 +178,16 @@ def test_retries_are_bounded_with_backoff(gce, make_provider, spec, offer):
     assert len(slept) == 3 and all(0.5 * 2 ** i <= d <= 2 ** i for i, d in enumerate(slept))  # exponential, jittered
 
 
-def test_operation_that_never_finishes_is_cleaned_up(gce, make_provider, spec, offer):
+def test_operation_that_never_finishes_is_cleaned_up(gce, make_provider, spec, offer, slow_insert):
     gce.inject("op_never_done")
     s = spec()
-    with pytest.raises(RetryExhaustedError, match="did not finish") as e:
-        make_provider(op_timeout=0.2).create(s, offer())
-    assert e.value.code == "OPERATION_TIMEOUT"
+    with pytest.raises(RetryExhaustedError, match="did not finish within 30 s") as e:
+        make_provider(op_timeout=30, clock=slow_insert).create(s, offer())
+    assert e.value.code == "OPERATION_TIMEOUT" and e.value.cleanup == "verified"
     assert not gce.instances and len(gce.calls("instances.delete")) == 1  # deleted and awaited
-    assert len(gce.calls("zoneOperations.wait")) > 2  # kept waiting until the deadline
+    insert_op = next(k[2] for k, op in gce.operations.items() if op["operationType"] == "insert")
+    waits = [r for r in gce.calls("zoneOperations.wait") if r.path.endswith("/" + insert_op + "/wait")]
+    assert len(waits) == 3  # kept waiting until the deadline: polls at t=0, 10, 20; at t=30 the deadline has passed
 
 
 def test_unreachable_endpoint_is_retried_then_exhausted(gce, spec, offer):
@@ -248,7 +250,7 @@ def test_endpoint_from_environment(gce, monkeypatch, spec, offer):
     monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "env-proj")
     monkeypatch.setenv("TRAINVM_RETRY_BASE_DELAY", "0")
     provider = get_provider("gcp")
-    assert provider.retry_base_delay == 0 and provider.project == "env-proj"
+    assert provider.gce.retry_base_delay == 0 and provider.project == "env-proj"
     provider.create(spec(), offer())
     assert gce.find(spec().name)[0] == "env-proj"
 

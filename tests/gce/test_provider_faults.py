@@ -52,7 +52,7 @@ def test_vm_deleted_after_its_insert_finished_is_not_reported_created(gce, provi
     op = provider.submit(s, offer())  # as an `up` that was killed after the insert
     gce.set_status(s.name, "STOPPING")  # and a `down` began
     with pytest.raises(VanishedError, match="STOPPING"):
-        provider._until_running(provider._get("us-central1-a", s.name), "us-central1-a", 1e18)
+        provider._until_running(provider.gce.get("us-central1-a", s.name), "us-central1-a", 1e18)
     assert op is not None
 
 

@@ -117,10 +117,11 @@ def test_stockout_everywhere_leaves_no_rules_and_no_instances(gce, make_provider
     assert gce.firewall_names(P) == DEFAULTS  # the project's own rules are never touched
 
 
-def test_operation_timeout_deletes_vm_then_rules(gce, make_provider, ssh_spec, offer):
+def test_operation_timeout_deletes_vm_then_rules(gce, make_provider, ssh_spec, offer, slow_insert):
     gce.inject("op_never_done")
-    with pytest.raises(RetryExhaustedError, match="did not finish"):
-        make_provider(op_timeout=0.3).create(ssh_spec(), offer())
+    with pytest.raises(RetryExhaustedError, match="did not finish within 30 s") as e:
+        make_provider(op_timeout=30, clock=slow_insert).create(ssh_spec(), offer())
+    assert e.value.code == "OPERATION_TIMEOUT" and e.value.cleanup == "verified"
     ids = [r.method_id for r in gce.requests]
     assert not gce.instances and ours(gce) == []
     assert ids.index("compute.instances.delete") < ids.index("compute.firewalls.delete")  # the deny rule goes last

@@ -208,12 +208,21 @@ def test_body_parses_into_sdk_instance(spec, offer):
         compute_v1.Instance.from_json(json.dumps({**body, "guestAccelerator": []}))
 
 
-def test_request_id_is_deterministic(spec):
-    s = spec()
-    assert request_id(s, "us-central1-a") == request_id(s, "us-central1-a")
-    assert request_id(s, "us-central1-a") != request_id(s, "us-central1-b")
-    assert request_id(s, "us-central1-a") != request_id(s, "us-central1-a", salt="operation-1")
-    assert request_id(s, "z") != request_id(spec(profile_hash="cd" * 32), "z")
+def test_request_id_is_deterministic(spec, offer):
+    s, a = spec(), offer()
+    assert request_id(s, a) == request_id(s, offer())
+    assert request_id(s, a) != request_id(s, offer("us-central1-b"))
+    assert request_id(s, a) != request_id(s, a, salt="operation-1")
+    assert request_id(s, a) != request_id(spec(profile_hash="cd" * 32), a)
+
+
+def test_request_id_names_the_machine_type_and_the_gpus(spec, offer):
+    """Another offer in the same zone is another request: GCE must never answer a failover to another machine
+    type (or GPU count) with the operation of the earlier offer's insert."""
+    s, a = spec(), offer()
+    assert request_id(s, a) != request_id(s, offer(instance_type="g2-standard-8"))
+    assert request_id(s, a) != request_id(s, offer(count=2))
+    assert request_id(s, a) != request_id(s, offer(gpu="V100"))
 
 
 def test_builder_imports_no_cloud_sdk():

@@ -1,0 +1,76 @@
+"""The one way providers wait and retry: ``poll`` (tenacity), bounded by a deadline and, for transient errors,
+by a number of tries in a row.
+
+- Waiting for a state (an operation DONE, a VM out of PROVISIONING, a group gone): ``ready(result)`` says
+  when to stop; between calls ``interval`` seconds (capped by what is left of the deadline).
+- Retrying a call: ``ready`` defaults to "any answer"; an exception for which ``transient(exc)`` is true is
+  retried with exponential backoff and equal jitter (``backoff`` * 2**(n-1), at most 30 s, half of it random)
+  while fewer than ``tries`` calls in a row failed; any other exception propagates at once.
+- The deadline is checked against ``clock`` (injectable, like ``sleep``, so that tests are deterministic and
+  never depend on the machine's speed). Past it, ``timed_out(last)`` is raised, ``last`` being the last result or
+  exception; a transient exception after ``tries`` failures in a row is re-raised as it is.
+
+The error classifiers (``gcp_errors.is_retryable``, Azure's conflict check) are the ``transient`` predicates;
+nothing here knows a cloud.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+MAX_BACKOFF = 30.0
+
+
+def backoff_delay(base: float, failures: int, rng: random.Random | None = None) -> float:
+    """Exponential backoff with "equal jitter": half fixed, half random."""
+    delay = min(MAX_BACKOFF, base * 2 ** (failures - 1))
+    return delay / 2 + (rng or random).uniform(0, delay / 2)
+
+
+def poll(fetch: Callable[[], T], *, deadline: float, timed_out: Callable[[Any], BaseException],
+         ready: Callable[[T], bool] = lambda _: True, interval: float | Callable[[], float] = 0.0,
+         transient: Callable[[BaseException], bool] | None = None, tries: int = 1, backoff: float = 0.0,
+         clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
+         rng: random.Random | None = None) -> T:
+    """``fetch()`` until ``ready(result)``, within ``deadline`` (a ``clock()`` value). See the module doc."""
+    from tenacity import RetryCallState, Retrying
+
+    failures = 0
+
+    def again(rs: RetryCallState) -> bool:
+        nonlocal failures
+        assert rs.outcome is not None
+        if rs.outcome.failed:
+            exc = rs.outcome.exception()
+            failures += 1
+            return bool(transient is not None and exc is not None and transient(exc))
+        failures = 0
+        return not ready(rs.outcome.result())
+
+    def stop(rs: RetryCallState) -> bool:
+        assert rs.outcome is not None
+        return (rs.outcome.failed and failures >= tries) or clock() >= deadline
+
+    def wait(rs: RetryCallState) -> float:
+        assert rs.outcome is not None
+        delay = backoff_delay(backoff, failures, rng) if rs.outcome.failed else (
+            interval() if callable(interval) else interval)
+        return max(0.0, min(delay, deadline - clock()))
+
+    def give_up(rs: RetryCallState) -> Any:
+        assert rs.outcome is not None
+        if rs.outcome.failed:
+            exc = rs.outcome.exception()
+            if failures >= tries or clock() < deadline:
+                raise exc
+            err = timed_out(exc)
+            if err is exc:
+                raise exc
+            raise err from exc
+        raise timed_out(rs.outcome.result())
+
+    return Retrying(retry=again, stop=stop, wait=wait, sleep=sleep, retry_error_callback=give_up)(fetch)
