@@ -43,6 +43,7 @@ Thin on purpose: the request body comes from ``gcp_request`` (pure), failures ar
 
 from __future__ import annotations
 
+import builtins
 import json
 import os
 import random
@@ -354,13 +355,13 @@ class GcpProvider:
             return None
         return serial_text(self.gce, inst.zone.rsplit("/", 1)[-1], name, start)
 
-    def ssh_argv(self, record: InstanceRecord, command: list[str]) -> list[str]:
+    def ssh_argv(self, record: InstanceRecord, command: builtins.list[str]) -> builtins.list[str]:
         return ssh_argv(record.name, record.zone or "", self.project, command)
 
     def open_ssh_hint(self, record: InstanceRecord) -> str:
         return open_ssh_hint(record.name, self.project)
 
-    def _record(self, inst: Any, *, notes: list[str] | None = None, existing: bool = False) -> InstanceRecord:
+    def _record(self, inst: Any, *, notes: builtins.list[str] | None = None, existing: bool = False) -> InstanceRecord:
         labels, zone = dict(inst.labels), inst.zone.rsplit("/", 1)[-1]
         meta = {i.key: i.value for i in inst.metadata.items}
         ip = next((ac.nat_i_p for nic in inst.network_interfaces for ac in nic.access_configs if ac.nat_i_p), None)

@@ -65,6 +65,7 @@ def poll(fetch: Callable[[], T], *, deadline: float, timed_out: Callable[[Any], 
         assert rs.outcome is not None
         if rs.outcome.failed:
             exc = rs.outcome.exception()
+            assert isinstance(exc, BaseException)
             if failures >= tries or clock() < deadline:
                 raise exc
             err = timed_out(exc)
