@@ -16,12 +16,13 @@ from __future__ import annotations
 import base64
 import gzip
 import hashlib
-import re
+import json
 import textwrap
 from dataclasses import dataclass, field
 from typing import Any
 
 from provisioner.errors import RenderError
+from provisioner.render.compact import compact_shell
 from provisioner.render.context import RenderTarget, ScriptContext, build_context
 from provisioner.render.shell import template_env
 
@@ -61,66 +62,38 @@ def _b64_lines(data: bytes) -> str:
     return "\n".join(textwrap.wrap(base64.b64encode(data).decode("ascii"), 76))
 
 
-_HEREDOC = re.compile(r"<<-?\s*(['\"]?)(TRAINVM_[A-Z_]+)\1")
-_COMPACT_FROM = "# ---- paths:"
+# The script in three parts, rendered separately so that compaction knows by position, not by a
+# marker searched for in the text, where the configuration block (every profile value) is.
+_PARTS = ("_head.sh.j2", "_config.sh.j2", "_body.sh.j2")
 
 
-# A function header's trailing comment: `name() {  # what it does` (no quote can precede it).
-_FUNC_COMMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*\(\) \{)\s+#[^'\"]*$")
-_TRAILING = re.compile(r"\s{2,}# [^'\"`$\\]*$")
-
-
-def _drop_trailing_comment(line: str) -> str:
-    """``code  # comment`` -> ``code`` when the ``#`` cannot be inside a string or an expansion:
-    the code before it has balanced quotes and no backslash, backquote or ``#``."""
-    m = _TRAILING.search(line)
-    if not m:
-        return line
-    code = line[: m.start()]
-    if code.count("'") % 2 or code.count('"') % 2 or any(c in code for c in "\\`#"):
-        return line
-    return code
-
-
-def compact_script(script: str) -> str:
-    """The same program without comment-only and blank lines (used for AWS user data, which has
-    16 KB), without indentation and function headers' trailing comments. Only after the rendered
-    configuration (whose quoted values may span lines), never inside heredocs except full-line
-    comments of the Python helper and of the verbatim shell programs (heredoc delimiters ending in
-    _PY / _SH)."""
-    out: list[str] = []
-    delim: str | None = None
-    started = False
-    for i, line in enumerate(script.split("\n")):
-        stripped = line.strip()
-        if delim is not None:
-            if line == delim:
-                delim = None
-            elif delim.endswith(("_PY", "_SH")) and (not stripped or (stripped.startswith("#") and not stripped.startswith("#!"))):
-                continue  # full-line comments of the Python helper and of the verbatim shell programs
-            elif delim.endswith(("_PY", "_SH")):
-                line = _drop_trailing_comment(line)
-            out.append(line)
-            continue
-        started = started or line.startswith(_COMPACT_FROM)
-        if started and i > 0 and (not stripped or (stripped.startswith("#") and not stripped.startswith("#!"))):
-            continue
-        if started:
-            line = _drop_trailing_comment(_FUNC_COMMENT.sub(r"\1", line.lstrip(" ")))
-        out.append(line)
-        m = _HEREDOC.search(line)
-        if m:
-            delim = m.group(2)
-    return "\n".join(out)
+def _render_parts(ctx: ScriptContext) -> tuple[str, str, str]:
+    env = template_env()
+    head, config, body = (env.get_template(name).render(ctx=ctx) for name in _PARTS)
+    try:
+        (head + config + body).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise RenderError(f"the script would contain a character that is not valid UTF-8 text ({exc.reason})") from None
+    return head, config, body
 
 
 def _render_startup(ctx: ScriptContext) -> str:
-    text = template_env().get_template("startup.sh.j2").render(ctx=ctx)
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise RenderError(f"the script would contain a character that is not valid UTF-8 text ({exc.reason})") from None
-    return text
+    return "".join(_render_parts(ctx))
+
+
+def compact_script(head: str, config: str, body: str, keep: frozenset[str] | None = None) -> str:
+    """The script with ``head`` and ``body`` compacted (comments, blank lines, indentation,
+    embedded Python minified, without the helper's ``secret_*`` readers not in ``keep``) and the
+    configuration block kept byte for byte."""
+    return compact_shell(head) + "\n" + config + compact_shell(body, keep)
+
+
+def python_keep(ctx: ScriptContext) -> frozenset[str]:
+    """The helper's run-time-dispatched functions this profile needs: ``secret_KIND`` for each
+    kind of ``secret://KIND/...`` reference in stack.env."""
+    env = json.loads(ctx.expected_json).get("env", {})
+    kinds = {v[len("secret://"):].split("/", 1)[0] for v in env.values() if isinstance(v, str) and v.startswith("secret://")}
+    return frozenset("secret_" + k.replace("-", "_") for k in kinds)
 
 
 def _azure(script: str, ctx: ScriptContext) -> tuple[str, str, dict[str, int]]:
@@ -181,9 +154,11 @@ def render_script(loaded: Any, target: RenderTarget, *, script_url: str | None =
     downloads it and checks its sha256. ``compact`` drops comments and blank lines from the
     script; by default only where the full script would not fit (AWS)."""
     ctx = build_context(loaded, target, facts)
-    script = _render_startup(ctx)
-    if compact or (compact is None and target.cloud == "aws" and len(_gzip(script.encode("utf-8"))) > AWS_USER_DATA_LIMIT):
-        script = compact_script(script)
+    parts = _render_parts(ctx)
+    if compact if compact is not None else target.cloud == "aws":
+        script = compact_script(*parts, keep=python_keep(ctx))
+    else:
+        script = "".join(parts)
     raw_len = len(script.encode("utf-8"))
     sizes: dict[str, int] = {"startup_sh": raw_len}
     user_data: str | bytes

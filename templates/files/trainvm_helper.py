@@ -178,23 +178,31 @@ def env_quote(value):
     return '"' + re.sub(r'([\\"`$])', r"\\\1", value) + '"'
 
 
-def resolve_secret(ref):
+def secret_gcp(name):
+    rc, value = run(["gcloud", "secrets", "versions", "access", "latest", "--secret=" + name, "--quiet"], 120, subprocess.DEVNULL)
+    return value if rc == 0 else None
+
+
+def secret_aws(name):
+    rc, value = run(["aws", "secretsmanager", "get-secret-value", "--secret-id", name, "--query", "SecretString", "--output", "text"],
+                    120, subprocess.DEVNULL)
+    return (value[:-1] if value.endswith("\n") else value) if rc == 0 else None
+
+
+def secret_azure_keyvault(rest):
+    vault, _, name = rest.partition("/")
+    get = lambda url, hdr: json.load(urllib.request.urlopen(urllib.request.Request(url, headers=hdr), timeout=30))  # noqa: E731
+    token = get("http://169.254.169.254/metadata/identity/oauth2/token?api-version=2018-02-01&resource=https%3A%2F%2Fvault.azure.net",
+                {"Metadata": "true"})["access_token"]
+    return get("https://%s.vault.azure.net/secrets/%s?api-version=7.4" % (vault, urllib.parse.quote(name)),
+               {"Authorization": "Bearer " + token})["value"]
+
+
+def resolve_secret(ref):  # secret://KIND/REST through secret_KIND (the script keeps only the kinds the profile uses)
     kind, _, rest = ref[len("secret://"):].partition("/")
-    rc, value = 1, None
-    if kind == "gcp":
-        rc, value = run(["gcloud", "secrets", "versions", "access", "latest", "--secret=" + rest, "--quiet"], 120, subprocess.DEVNULL)
-    elif kind == "aws":
-        rc, value = run(["aws", "secretsmanager", "get-secret-value", "--secret-id", rest, "--query", "SecretString", "--output", "text"],
-                        120, subprocess.DEVNULL)
-        value = value[:-1] if value.endswith("\n") else value
-    elif kind == "azure-keyvault":
-        vault, _, name = rest.partition("/")
-        get = lambda url, hdr: json.load(urllib.request.urlopen(urllib.request.Request(url, headers=hdr), timeout=30))  # noqa: E731
-        token = get("http://169.254.169.254/metadata/identity/oauth2/token?api-version=2018-02-01&resource=https%3A%2F%2Fvault.azure.net",
-                    {"Metadata": "true"})["access_token"]
-        rc, value = 0, get("https://%s.vault.azure.net/secrets/%s?api-version=7.4" % (vault, urllib.parse.quote(name)),
-                           {"Authorization": "Bearer " + token})["value"]
-    if rc != 0 or value is None:
+    fetch = globals().get("secret_" + kind.replace("-", "_"))
+    value = fetch(rest) if fetch else None
+    if value is None:
         raise RuntimeError("secret %s could not be read" % ref)
     if any(ord(c) < 32 and c != "\t" for c in value):
         raise RuntimeError("secret %s contains newlines or control characters" % ref)

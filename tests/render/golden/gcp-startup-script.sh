@@ -76,6 +76,8 @@ TV_SHUTDOWN_DOES='stop'
 TV_MAX_REBOOTS=2
 TV_EXPECTED='{"cloud":"gcp","cuda_toolkit":null,"data":[{"dest":"/mnt/data/glue","stage":"/mnt/data/glue"}],"disk_path":"/mnt/data","driver":"550.127.05","env":{"CUBLAS_WORKSPACE_CONFIG":":4096:8","PYTHONHASHSEED":"0"},"framework":{"cuda":"12.4","cudnn":"9.1.0","name":"torch","version":"2.4.1+cu124"},"gpu":{"compute_capability":"7.5","count":1,"max_memory_mib":null,"min_memory_mib":15073,"name":"T4","name_regex":"(?<![A-Za-z0-9])T4(?![A-Za-z0-9])"},"hash":"8e6b75dc3316d4dc813d4abe1c94392c0a81828f91b31bc24f06bc7e3a02ae33","nvme":"none","packages":{"accelerate":"0.34.2","datasets":"2.21.0","torch":"2.4.1+cu124","transformers":"4.44.2"},"profile":"bert-finetune","python":"3.11.9","schema":1}'
 TV_LOCK=''
+# perf probe (phases/_perf.sh.j2)
+TV_PERF_BUDGET=0
 
 # ---- paths: everything the script writes or reads lives under ${TRAINVM_ROOT:-} ----
 TV_ROOT="${TRAINVM_ROOT:-}"
@@ -421,23 +423,31 @@ def env_quote(value):
     return '"' + re.sub(r'([\\"`$])', r"\\\1", value) + '"'
 
 
-def resolve_secret(ref):
+def secret_gcp(name):
+    rc, value = run(["gcloud", "secrets", "versions", "access", "latest", "--secret=" + name, "--quiet"], 120, subprocess.DEVNULL)
+    return value if rc == 0 else None
+
+
+def secret_aws(name):
+    rc, value = run(["aws", "secretsmanager", "get-secret-value", "--secret-id", name, "--query", "SecretString", "--output", "text"],
+                    120, subprocess.DEVNULL)
+    return (value[:-1] if value.endswith("\n") else value) if rc == 0 else None
+
+
+def secret_azure_keyvault(rest):
+    vault, _, name = rest.partition("/")
+    get = lambda url, hdr: json.load(urllib.request.urlopen(urllib.request.Request(url, headers=hdr), timeout=30))  # noqa: E731
+    token = get("http://169.254.169.254/metadata/identity/oauth2/token?api-version=2018-02-01&resource=https%3A%2F%2Fvault.azure.net",
+                {"Metadata": "true"})["access_token"]
+    return get("https://%s.vault.azure.net/secrets/%s?api-version=7.4" % (vault, urllib.parse.quote(name)),
+               {"Authorization": "Bearer " + token})["value"]
+
+
+def resolve_secret(ref):  # secret://KIND/REST through secret_KIND (the script keeps only the kinds the profile uses)
     kind, _, rest = ref[len("secret://"):].partition("/")
-    rc, value = 1, None
-    if kind == "gcp":
-        rc, value = run(["gcloud", "secrets", "versions", "access", "latest", "--secret=" + rest, "--quiet"], 120, subprocess.DEVNULL)
-    elif kind == "aws":
-        rc, value = run(["aws", "secretsmanager", "get-secret-value", "--secret-id", rest, "--query", "SecretString", "--output", "text"],
-                        120, subprocess.DEVNULL)
-        value = value[:-1] if value.endswith("\n") else value
-    elif kind == "azure-keyvault":
-        vault, _, name = rest.partition("/")
-        get = lambda url, hdr: json.load(urllib.request.urlopen(urllib.request.Request(url, headers=hdr), timeout=30))  # noqa: E731
-        token = get("http://169.254.169.254/metadata/identity/oauth2/token?api-version=2018-02-01&resource=https%3A%2F%2Fvault.azure.net",
-                    {"Metadata": "true"})["access_token"]
-        rc, value = 0, get("https://%s.vault.azure.net/secrets/%s?api-version=7.4" % (vault, urllib.parse.quote(name)),
-                           {"Authorization": "Bearer " + token})["value"]
-    if rc != 0 or value is None:
+    fetch = globals().get("secret_" + kind.replace("-", "_"))
+    value = fetch(rest) if fetch else None
+    if value is None:
         raise RuntimeError("secret %s could not be read" % ref)
     if any(ord(c) < 32 and c != "\t" for c in value):
         raise RuntimeError("secret %s contains newlines or control characters" % ref)
@@ -1199,7 +1209,6 @@ TRAINVM_UNIT
 # the venv's torch/numpy) runs once the stack is ready, for perf.budget_s seconds of billed VM
 # time. Its result, /var/lib/trainvm/perf.json, travels in report.json under "perf" for
 # `trainvm verify NAME --perf`. A failed probe is logged and never fails the VM. ----
-TV_PERF_BUDGET=0
 # ---- phase 9: report (/var/lib/trainvm/report.json, printed once per run as TRAINVM_REPORT) ----
 tv_report() {  # tv_report STATUS
   local out="$TV_STATE/report.json" py

@@ -1,0 +1,85 @@
+"""AWS compaction (provisioner/render/compact.py): the same program, smaller; profile values are
+never touched, whatever they contain; the embedded Python is minified to the same syntax tree;
+and every bundled profile leaves headroom under the 16,384-byte user-data limit."""
+
+from __future__ import annotations
+
+import ast
+import gzip
+import hashlib
+import json
+import re
+
+import pytest
+import trainvm_render_support as S
+from provisioner.render import build_context, render_script
+from provisioner.render.compact import compact_shell, minify_python
+from provisioner.render.script import AWS_USER_DATA_LIMIT, _render_parts, compact_script
+from provisioner.render.shell import shq
+
+# Bytes every bundled profile must leave free under the AWS limit (gzip user data), so that the
+# next template change does not break AWS. Raise it when the script shrinks; never lower it to
+# make a template change fit: make the change smaller or conditional instead.
+AWS_HEADROOM = 800
+BUNDLED = S.EXAMPLES + sorted((S.REPO / "profiles/base").glob("*.yaml"))
+# Lines that the compaction would drop or rewrite if it ever looked at them.
+TRAPS = ["# ---- paths: x", "  # indented comment", "", "x  # trailing", "cat <<'TRAINVM_EVIL_PY'", "def f():", "    '''doc'''",
+         "TRAINVM_EVIL_PY", "<<'TRAINVM_UNIT'", "#!/bin/sh", "   leading blanks"]
+
+
+@pytest.mark.parametrize("path", BUNDLED, ids=lambda p: p.stem)
+def test_every_bundled_profile_leaves_headroom_for_aws(path):
+    lp = S.loaded(path)
+    for os_name in S.OS_NAMES:
+        rendered = S.render(S.with_os(lp, os_name), "aws")
+        assert rendered.entry == "aws-gzip"
+        used = rendered.sizes["user_data"]
+        assert AWS_USER_DATA_LIMIT - used >= AWS_HEADROOM, f"{path.stem} on {os_name}: {used:,} bytes of {AWS_USER_DATA_LIMIT:,}"
+
+
+def test_config_values_are_never_compacted(tmp_path):
+    """Multi-line profile values (the lock file, env values) that look like comments, heredoc
+    starts or Python stay byte for byte: compaction finds the configuration block by position."""
+    lock = tmp_path / "requirements.lock"
+    lock.write_text("".join(f"{t}\n" for t in TRAPS) + f"torch==2.4.1+cu124 \\\n    --hash=sha256:{'a' * 64}\n")
+    prof = S.minimal_profile(requirements="requirements.lock", env={"A": "x  # not a comment"})
+    lp = S.from_dict(prof, path=tmp_path / "p.yaml", requirements=lock)
+    rendered = S.render(lp, "aws")
+    ctx = build_context(lp, S.target_for("aws", lp))
+    head, config, body = _render_parts(ctx)
+    assert shq(lock.read_text()) in config and config in rendered.startup_sh
+    assert rendered.startup_sh == compact_script(head, config, body, keep=frozenset())
+    assert hashlib.sha256(lock.read_bytes()).hexdigest() in rendered.startup_sh
+    # the old marker search stopped at the first "# ---- paths:" line, here inside the lock file
+    assert rendered.startup_sh.count("# ---- paths: x") == 1
+    assert "TV_PACKAGES" in rendered.startup_sh and "tv_main()" in rendered.startup_sh
+    assert json.loads(ctx.expected_json)["env"]["A"] == "x  # not a comment"
+
+
+def test_compacted_script_is_the_same_program_smaller():
+    lp = S.loaded(S.GOLDEN_PROFILE)
+    full = render_script(lp, S.target_for("aws", lp), compact=False, script_url="https://example.com/s.sh").startup_sh
+    small = S.render(lp, "aws").startup_sh
+    assert len(gzip.compress(small.encode())) < len(gzip.compress(full.encode()))
+    # the same shell functions, in the same order
+    def functions(text):
+        return re.findall(r"^\s*([A-Za-z_]+)\(\) \{", text, re.M)
+
+    assert functions(small) == functions(full) and len(functions(full)) > 40
+
+
+def test_minify_python_keeps_the_syntax_tree():
+    src = '#!/usr/bin/env python3\n"""Module doc."""\nimport os  # comment\n\n\ndef f(a):\n    """Doc."""\n    # note\n    s = """two\n    lines"""\n    return {"k": a, "s": s}\n\n\nclass C:\n    """Only a docstring."""\n'
+    out = minify_python(src)
+    assert out.startswith("#!/usr/bin/env python3\n") and "Doc" not in out and "comment" not in out
+    ns: dict = {}
+    exec(compile(out, "m", "exec"), ns)
+    assert ns["f"](1) == {"k": 1, "s": "two\n    lines"}
+    assert minify_python("def broken(:\n") == "def broken(:\n"
+
+
+def test_compact_shell_keeps_other_heredocs_and_minifies_python():
+    text = "#!/bin/bash\n# comment\nf() {  # doc\n  cat <<'TRAINVM_X'\n  # kept\nTRAINVM_X\n  python3 - <<'TRAINVM_Y_PY'\n# gone\nx = 1  # gone\nTRAINVM_Y_PY\n}\n"
+    out = compact_shell(text)
+    assert out == "#!/bin/bash\nf() {\ncat <<'TRAINVM_X'\n  # kept\nTRAINVM_X\npython3 - <<'TRAINVM_Y_PY'\nx = 1\nTRAINVM_Y_PY\n}"
+    ast.parse("x = 1")
