@@ -18,6 +18,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "render"))
 
 import support as S  # noqa: E402
+
 from provisioner.render.script import AWS_USER_DATA_LIMIT, AZURE_CUSTOM_DATA_LIMIT, GCE_VALUE_LIMIT  # noqa: E402
 
 LIMITS = {"gcp": ("startup_sh", GCE_VALUE_LIMIT), "azure": ("custom_data_base64", AZURE_CUSTOM_DATA_LIMIT),

@@ -12,6 +12,7 @@ import re
 
 import pytest
 import trainvm_render_support as S
+
 from provisioner.render import build_context, render_script
 from provisioner.render.compact import compact_shell, minify_python
 from provisioner.render.script import AWS_USER_DATA_LIMIT, _render_parts, compact_script
