@@ -17,10 +17,9 @@ TODAY = datetime.date(2026, 11, 22)
 @pytest.fixture(scope="session")
 def moto_aws():
     pytest.importorskip("moto.server")
-    from tests.emulators.aws import MotoAws
+    from tests.emulators.aws import shared_moto
 
-    with MotoAws() as aws:
-        yield aws
+    return shared_moto()
 
 
 @pytest.fixture

@@ -18,10 +18,9 @@ T4 = "g4dn.xlarge"
 @pytest.fixture(scope="session")
 def contract_moto_server():
     pytest.importorskip("moto.server")
-    from tests.emulators.aws import MotoAws
+    from tests.emulators.aws import shared_moto
 
-    with MotoAws() as aws:
-        yield aws
+    return shared_moto()
 
 
 @pytest.fixture
@@ -55,7 +54,9 @@ def aws_cloud(contract_moto_server, monkeypatch) -> Any:
     def fail(offer: Offer) -> None:
         # RunInstances goes through (the security group and the instance exist); the instance never reaches
         # running: the bounded waiter gives up and the cleanup must terminate it and delete the group
-        aws.faults.hold_next_created()
+        zones = aws.client("ec2", offer.region, direct=True).describe_availability_zones()["AvailabilityZones"]
+        name = {z["ZoneId"]: z["ZoneName"] for z in zones}[str(offer.zone)]
+        aws.faults.hold_next_created(when={"Placement.AvailabilityZone": name})
 
     def put_report(rec: InstanceRecord, report: dict[str, Any]) -> None:
         aws.faults.set_console(str(rec.extra["id"]), f"boot\nTRAINVM_REPORT={b64_json(report)}\n")

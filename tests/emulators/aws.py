@@ -7,9 +7,12 @@ thread of the test process): the public SSM parameters of Canonical's and Debian
 API, with the root device names those publishers use (/dev/sda1 Ubuntu, /dev/xvda Debian; moto's
 RegisterImage ignores ``RootDeviceName``).
 
+moto's backends are process-global, so a test process runs one server: ``shared_moto()`` (reset it before use).
+
 Usage::
 
-    with MotoAws() as aws:
+    aws = shared_moto()
+    aws.reset()
         monkeypatch.setenv("TRAINVM_AWS_ENDPOINT", aws.url)   # or: for k, v in aws.env().items(): ...
         aws.faults.fail("RunInstances", "InsufficientInstanceCapacity", times=1)
 """
@@ -124,3 +127,17 @@ class MotoAws:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+_SHARED: list[MotoAws] = []
+
+
+def shared_moto() -> MotoAws:
+    """The process's one moto server (started on first use, stopped at exit): two servers in one process
+    would share moto's global backends and see each other's instances."""
+    if not _SHARED:
+        import atexit
+
+        _SHARED.append(MotoAws())
+        atexit.register(_SHARED[0].close)
+    return _SHARED[0]

@@ -75,7 +75,7 @@ class FaultProxy:
         self.upstream = (m.group(1), int(m.group(2)))
         self.rules: list[Rule] = []
         self.pending: set[str] = set()
-        self.hold_next = False
+        self.hold_next: dict[str, str] | None = None
         self.consoles: dict[str, str] = {}
         self.requests: list[Recorded] = []
         self.lock = threading.Lock()
@@ -113,7 +113,7 @@ class FaultProxy:
     def clear(self) -> None:
         with self.lock:
             self.rules, self.pending, self.consoles, self.requests = [], set(), {}, []
-            self.hold_next = False
+            self.hold_next = None
 
     # ------------------------------------------------------------------ what the tests call
     def fail(self, action: str, code: str, *, times: int = -1, status: int | None = None, message: str | None = None,
@@ -125,10 +125,11 @@ class FaultProxy:
         with self.lock:
             self.pending.add(instance_id)
 
-    def hold_next_created(self) -> None:
-        """The next instance RunInstances creates is reported ``pending`` for good (it never runs)."""
+    def hold_next_created(self, when: dict[str, str] | None = None) -> None:
+        """The next instance RunInstances creates (with form parameters matching ``when``) is reported
+        ``pending`` for good (it never runs)."""
         with self.lock:
-            self.hold_next = True
+            self.hold_next = dict(when or {})
 
     def set_console(self, instance_id: str, text: str) -> None:
         with self.lock:
@@ -157,9 +158,10 @@ class FaultProxy:
             return self._send(h, 200, self._console(params["InstanceId"]))
         status, headers, data = self._forward(h, body)
         rec.status = status
-        if action == "RunInstances" and status == 200 and self.hold_next:
+        hold = self.hold_next
+        if action == "RunInstances" and status == 200 and hold is not None and all(params.get(k) == v for k, v in hold.items()):
             with self.lock:
-                self.hold_next = False
+                self.hold_next = None
                 self.pending.update(re.findall(r"<instanceId>(i-[0-9a-f]+)</instanceId>", data.decode()))
         if action == "DescribeInstances" and self.pending:
             data = self._pending(data)
