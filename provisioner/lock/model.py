@@ -7,7 +7,10 @@ Keys (README "Lock file format" is the reference):
 - ``target``: the VM the closure is for (Python version, uv's ``--python-platform``, OS, glibc).
 - ``indexes``: the PyPI index and the CUDA variant's torch index ("" without one).
 - ``uv_version``, ``generated_by``.
-- ``driver``: the exact NVIDIA driver version and the apt version pattern the startup script pins.
+- ``driver``: the NVIDIA driver version, the apt version pattern (``V-*``), NVIDIA's repository and,
+  resolved from that repository's Packages index (``provisioner/lock/driver.py``), the exact apt
+  version per package the startup script may install (``packages``), where it was read (``index``),
+  or why not (``unresolved``).
 - ``images``: the OS image reference per cloud (GCE project/family, Azure URN).
 - ``sources``: per team source the URL, the ref asked for, the commit it resolved to and the
   sha256 of every file used from it.
@@ -51,6 +54,15 @@ class LockedSource(_Strict):
     files: dict[str, str] = Field(default_factory=dict)  # path in the repo -> sha256
 
 
+class LockedDriver(_Strict):
+    version: str
+    apt_version: str  # the pattern ``V-*`` the script resolves on the VM when ``packages`` lacks the package
+    nvidia_repo: str
+    packages: dict[str, str] = Field(default_factory=dict)  # name -> exact apt version (nvidia-open, cuda-drivers...)
+    index: str = ""  # the Packages index they were read from
+    unresolved: str = ""  # why ``packages`` is empty
+
+
 class LockTarget(_Strict):
     python: str
     python_platform: str
@@ -65,7 +77,7 @@ class LockFile(_Strict):
     target: LockTarget
     indexes: dict[str, str]
     uv_version: str
-    driver: dict[str, str]
+    driver: LockedDriver
     images: dict[str, dict[str, str]]
     sources: tuple[LockedSource, ...] = ()
     packages: tuple[LockedWheel, ...]

@@ -172,6 +172,7 @@ class ScriptContext:
     perf_data: str = ""
     perf_bundle: str = ""
     container: Any = None  # provisioner.render.container.ContainerContext for stack.container, else None
+    driver_pkgver: str = ""  # the exact apt version of driver_pkg NAME.lock recorded ("": resolved on the VM)
 
 
 def _gpu_expectation(facts: Facts, name: str, count: int) -> dict[str, Any]:
@@ -420,7 +421,16 @@ def build_context(loaded: Any, target: RenderTarget, facts: Facts | None = None)
         expected_json=json.dumps(expected, sort_keys=True, ensure_ascii=True, separators=(",", ":")),
         **_perf_fields(profile),
         container=container,
+        driver_pkgver=_locked_driver_version(loaded, "nvidia-open" if gpu.modules == "open" else "cuda-drivers"),
     )
+
+
+def _locked_driver_version(loaded: Any, package: str) -> str:
+    """The exact apt version of ``package`` a fresh NAME.lock recorded for the profile's driver, or ""."""
+    lock = getattr(loaded, "lock", None)
+    if lock is None or loaded.lock_state != "fresh" or lock.driver.version != loaded.profile.stack.driver:
+        return ""
+    return str(lock.driver.packages.get(package, ""))
 
 
 def _perf_fields(profile: Any) -> dict[str, Any]:

@@ -17,6 +17,13 @@ _spec = importlib.util.spec_from_file_location("trainvm_wheelhouse", Path(__file
 wheelhouse = importlib.util.module_from_spec(_spec)
 sys.modules["trainvm_wheelhouse"] = wheelhouse
 _spec.loader.exec_module(wheelhouse)
+_spec = importlib.util.spec_from_file_location("trainvm_fakerepo_lock", Path(__file__).parents[1] / "aptsim" / "fakerepo.py")
+fakerepo = importlib.util.module_from_spec(_spec)
+sys.modules["trainvm_fakerepo_lock"] = fakerepo
+_spec.loader.exec_module(fakerepo)
+
+#: the driver the test profiles pin, and a second revision of its metapackage published later
+DRIVER = "550.127.05"
 
 ANY = "py3-none-any"
 PYPI_DISTS = [
@@ -57,8 +64,47 @@ def indexes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Indexes]:
         yield Indexes(f"{base}/pypi/simple", f"{base}/torch/simple", root)
 
 
+def driver_index_text(versions: list[str], extra_revision: bool = True) -> str:
+    """A Packages index of NVIDIA's repository for ``versions`` (tests/aptsim/fakerepo.py: Debian's real
+    driver packaging renumbered, NVIDIA's top-level names modelled), plus, with ``extra_revision``, a
+    ``-2`` revision of nvidia-open at the first version (a republished package)."""
+    stanzas = fakerepo.nvidia_stanzas(versions)
+    if extra_revision:
+        first = next(st for st in stanzas if st["Package"] == "nvidia-open" and st["Version"] == f"{versions[0]}-1")
+        stanzas.append({**first, "Version": f"{versions[0]}-2"})
+    return fakerepo.dump(stanzas)
+
+
+@pytest.fixture(scope="session")
+def driver_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    import gzip
+
+    path = tmp_path_factory.mktemp("nvidia-index") / "Packages.gz"
+    path.write_bytes(gzip.compress(driver_index_text([DRIVER, "560.35.03"]).encode()))
+    return path
+
+
+@pytest.fixture
+def make_driver_index(tmp_path: Path) -> Callable[..., Path]:
+    """``make_driver_index(["560.35.03"])``: a gzipped Packages index with those driver versions."""
+    import gzip
+
+    def make(versions: list[str], extra_revision: bool = False) -> Path:
+        path = tmp_path / "nvidia-index" / "Packages.gz"
+        path.parent.mkdir(exist_ok=True)
+        path.write_bytes(gzip.compress(driver_index_text(versions, extra_revision).encode()))
+        return path
+
+    return make
+
+
+@pytest.fixture(autouse=True)
+def _driver_index_env(driver_index: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TRAINVM_DRIVER_INDEX_URL", str(driver_index))
+
+
 def _profile_doc(packages: list[str], **stack: Any) -> dict[str, Any]:
-    return {"name": "tiny", "stack": {"os": "ubuntu-22.04", "driver": "550.127.05", "python": "3.11.9", "packages": packages, **stack}}
+    return {"name": "tiny", "stack": {"os": "ubuntu-22.04", "driver": DRIVER, "python": "3.11.9", "packages": packages, **stack}}
 
 
 @pytest.fixture

@@ -35,7 +35,7 @@ def test_lock_writes_the_closure_with_the_exact_wheel_hashes(write_yaml, lock_cl
     # the target's best wheel, not this machine's and not the mac one
     assert by_name["multi"].filename == "multi-1.0-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl"
     assert lock.target.python_platform == "x86_64-manylinux_2_35" and lock.target.python == "3.11.9"
-    assert lock.images["gcp"]["family"] == "ubuntu-2204-lts" and lock.driver["version"] == "550.127.05"
+    assert lock.images["gcp"]["family"] == "ubuntu-2204-lts" and lock.driver.version == "550.127.05"
     assert lock.uv_version and "wrote" in r.out and "5 packages" in r.out
 
 

@@ -1,0 +1,237 @@
+"""The exact apt version of the NVIDIA driver packages, resolved from the repository's ``Packages`` index.
+
+A profile says ``driver: "550.127.08"``; NVIDIA's repository publishes that driver as
+``nvidia-open 550.127.08-1`` (or another Debian revision, per repository: ``-1``, ``-0ubuntu1``,
+``-1~deb12u1``...), sometimes more than one revision of the same driver. ``trainvm lock`` reads the
+repository's index once (``TRAINVM_DRIVER_INDEX_URL``, else NVIDIA's
+``https://developer.download.nvidia.com/compute/cuda/repos/<repo>/x86_64/Packages.gz``) and records,
+per package the startup script may install (``nvidia-open``, ``cuda-drivers``, the pinning package,
+fabric manager), the exact version whose upstream part is the profile's driver; of several revisions,
+the highest in dpkg's order (what apt would pick). The script then installs ``PKG=<that version>``.
+
+What this does *not* model (apt on the VM still does it): pin priorities and origins, several
+repositories at once, the dependency closure (the script's ``driver-pin`` helper pins that), and the
+index's signature (Release/InRelease): the lock reads the index over HTTPS and the VM checks
+signatures with the keyring when it installs. Architectures other than amd64/all are ignored.
+"""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import lzma
+import re
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from provisioner.errors import TrainvmError
+
+NVIDIA_INDEX = "https://developer.download.nvidia.com/compute/cuda/repos/{repo}/x86_64/Packages.gz"
+MAX_INDEX_BYTES = 200_000_000  # NVIDIA's Packages is ~5 MB uncompressed per repository
+FETCH_TIMEOUT_S = 60.0
+RETRY_DEADLINE_S = 30.0  # transient failures (5xx, 429, resets) are retried this long
+_FIELD = re.compile(r"^([A-Za-z0-9][A-Za-z0-9-]*):[ \t]*(.*)$")
+
+
+class DriverIndexError(TrainvmError):
+    """The driver's repository index cannot be read, or does not have the profile's driver: exit 1."""
+
+    exit_code = 1
+
+
+# ------------------------------------------------------------------ the Packages format (deb822)
+def parse_packages(text: str) -> list[dict[str, str]]:
+    """Stanzas of a Debian ``Packages`` index: field -> value (continuation lines joined with "\\n")."""
+    out: list[dict[str, str]] = []
+    cur: dict[str, str] = {}
+    last = ""
+    for line in text.splitlines():
+        if not line.strip():
+            if cur:
+                out.append(cur)
+            cur, last = {}, ""
+        elif line[0] in " \t":
+            if last:
+                cur[last] += "\n" + line.strip()
+        else:
+            m = _FIELD.match(line)
+            if m:
+                last = m.group(1)
+                cur[last] = m.group(2).strip()
+    if cur:
+        out.append(cur)
+    return [st for st in out if st.get("Package") and st.get("Version")]
+
+
+# ------------------------------------------------------------------ dpkg's version order
+def _order(c: str) -> int:
+    if c == "~":
+        return -1
+    if c.isdigit():
+        return 0
+    if c.isalpha():
+        return ord(c)
+    return ord(c) + 256
+
+
+def _cmp_part(a: str, b: str) -> int:
+    """dpkg's verrevcmp: alternating non-digit runs (``~`` sorts first) and numeric runs."""
+    i = j = 0
+    while i < len(a) or j < len(b):
+        first_diff = 0
+        while (i < len(a) and not a[i].isdigit()) or (j < len(b) and not b[j].isdigit()):
+            ac = _order(a[i]) if i < len(a) else 0
+            bc = _order(b[j]) if j < len(b) else 0
+            if ac != bc:
+                return ac - bc
+            i, j = i + 1, j + 1
+        while i < len(a) and a[i] == "0":
+            i += 1
+        while j < len(b) and b[j] == "0":
+            j += 1
+        while i < len(a) and a[i].isdigit() and j < len(b) and b[j].isdigit():
+            if not first_diff:
+                first_diff = ord(a[i]) - ord(b[j])
+            i, j = i + 1, j + 1
+        if i < len(a) and a[i].isdigit():
+            return 1
+        if j < len(b) and b[j].isdigit():
+            return -1
+        if first_diff:
+            return first_diff
+    return 0
+
+
+def split_version(v: str) -> tuple[int, str, str]:
+    """(epoch, upstream, revision) of a Debian version string."""
+    epoch, _, rest = v.rpartition(":") if ":" in v else ("0", "", v)
+    upstream, sep, revision = rest.rpartition("-")
+    if not sep:
+        upstream, revision = rest, ""
+    return int(epoch or 0), upstream, revision
+
+
+def dpkg_compare(a: str, b: str) -> int:
+    """<0, 0, >0 as Debian version ``a`` sorts before, with, after ``b`` (dpkg --compare-versions)."""
+    ea, ua, ra = split_version(a)
+    eb, ub, rb = split_version(b)
+    if ea != eb:
+        return ea - eb
+    return _cmp_part(ua, ub) or _cmp_part(ra, rb)
+
+
+# ------------------------------------------------------------------ resolution
+def driver_packages(driver: str) -> tuple[str, ...]:
+    """The names the startup script may install for ``driver``: both kernel-module flavours'
+    metapackages (the GPU decides which at render time), the pinning package, fabric manager."""
+    branch = int(driver.split(".")[0])
+    fm = "nvidia-fabricmanager" if branch >= 580 else f"nvidia-fabricmanager-{branch}"
+    return ("nvidia-open", "cuda-drivers", f"nvidia-driver-pinning-{driver}", fm)
+
+
+def resolve_versions(stanzas: list[dict[str, str]], driver: str, names: tuple[str, ...]) -> dict[str, str]:
+    """name -> the exact version of ``name`` whose upstream version is ``driver`` (the highest
+    revision, as apt picks it); names the index does not have at ``driver`` are left out."""
+    best: dict[str, str] = {}
+    wanted = set(names)
+    for st in stanzas:
+        name, version = st["Package"], st["Version"]
+        if name not in wanted or st.get("Architecture", "amd64") not in ("amd64", "all"):
+            continue
+        if split_version(version)[1] != driver:
+            continue
+        if name not in best or dpkg_compare(version, best[name]) > 0:
+            best[name] = version
+    return {n: best[n] for n in names if n in best}
+
+
+def available(stanzas: list[dict[str, str]], name: str, limit: int = 5) -> list[str]:
+    """The newest upstream versions of ``name`` in the index (for the error message)."""
+    import functools
+
+    ups = {split_version(st["Version"])[1] for st in stanzas if st["Package"] == name}
+    return sorted(ups, key=functools.cmp_to_key(dpkg_compare), reverse=True)[:limit]
+
+
+def resolve_driver(driver: str, repo: str, text: str, source: str) -> dict[str, str]:
+    """The exact versions for ``driver`` in one index; refuses a driver the index does not have."""
+    stanzas = parse_packages(text)
+    names = driver_packages(driver)
+    found = resolve_versions(stanzas, driver, names)
+    if not any(n in found for n in names[:2]):
+        import functools
+
+        newest = sorted({v for n in names[:2] for v in available(stanzas, n)}, key=functools.cmp_to_key(dpkg_compare), reverse=True)[:5]
+        raise DriverIndexError(
+            f"driver {driver} is not in NVIDIA's {repo} repository ({source}): neither nvidia-open nor cuda-drivers has version {driver}-*"
+            + (f"; the newest there: {', '.join(newest)}" if newest else ""),
+            hint="set stack.driver to a version the repository publishes")
+    return found
+
+
+# ------------------------------------------------------------------ reading the index
+def _decompress(data: bytes, name: str) -> bytes:
+    if name.endswith(".gz") or data[:2] == b"\x1f\x8b":
+        return gzip.decompress(data)
+    if name.endswith(".xz") or data[:6] == b"\xfd7zXZ\x00":
+        return lzma.decompress(data)
+    if name.endswith(".bz2") or data[:3] == b"BZh":
+        return bz2.decompress(data)
+    return data
+
+
+def _transient(exc: BaseException) -> bool:
+    import socket
+
+    if isinstance(exc, urllib.error.HTTPError):
+        return exc.code in (408, 429) or exc.code >= 500
+    if isinstance(exc, urllib.error.URLError) and isinstance(exc.reason, socket.gaierror):
+        return False  # no such host (or no DNS at all): asking again does not help
+    return isinstance(exc, (urllib.error.URLError, TimeoutError, ConnectionError))
+
+
+def read_index(location: str) -> str:
+    """The text of a Packages index at a URL (https://, http://, file://) or a local path."""
+    from google.api_core.exceptions import RetryError
+    from google.api_core.retry import Retry
+
+    if "://" not in location or location.startswith("file://"):
+        path = Path(location.removeprefix("file://"))
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise DriverIndexError(f"{location}: {exc.strerror or exc}") from None
+    else:
+        if not location.startswith(("https://", "http://")):
+            raise DriverIndexError(f"{location}: only https://, http://, file:// or a path can be read")
+
+        def get() -> bytes:
+            with urllib.request.urlopen(location, timeout=FETCH_TIMEOUT_S) as resp:  # noqa: S310 - scheme checked above
+                return resp.read(MAX_INDEX_BYTES + 1)
+
+        try:
+            data = Retry(predicate=_transient, initial=1.0, maximum=8.0, timeout=RETRY_DEADLINE_S)(get)()
+        except RetryError as exc:
+            reason = getattr(exc.cause, "reason", None) or exc.cause
+            raise DriverIndexError(f"{location}: {reason} (retried {RETRY_DEADLINE_S:.0f}s)") from None
+        except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as exc:
+            reason = getattr(exc, "reason", None) or exc
+            raise DriverIndexError(f"{location}: {reason}") from None
+    if len(data) > MAX_INDEX_BYTES:
+        raise DriverIndexError(f"{location}: over {MAX_INDEX_BYTES} bytes; not a Packages index")
+    try:
+        return _decompress(data, location).decode("utf-8", "replace")
+    except (OSError, EOFError, lzma.LZMAError) as exc:
+        raise DriverIndexError(f"{location}: cannot decompress: {exc}") from None
+
+
+def index_location(repo: str) -> str | None:
+    """Where the index of NVIDIA's ``repo`` is read from: ``TRAINVM_DRIVER_INDEX_URL`` (``{repo}`` is
+    replaced; ``none`` skips the resolution), else NVIDIA's repository."""
+    import os
+
+    env = os.environ.get("TRAINVM_DRIVER_INDEX_URL", "")
+    if env.lower() == "none":
+        return None
+    return (env or NVIDIA_INDEX).replace("{repo}", repo)
