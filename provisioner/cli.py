@@ -367,11 +367,13 @@ def diff(
 
 
 def _check_clouds(clouds: Optional[list[str]]) -> None:
-    bad = [c for c in clouds or [] if c not in ("gcp", "azure", "aws")]
+    from provisioner.providers.registry import CLOUDS, unknown_cloud_message
+
+    bad = [c for c in clouds or [] if c not in CLOUDS]
     if bad:
         from provisioner.errors import InputError
 
-        raise InputError(f"--cloud: unknown cloud {bad[0]!r} (choose gcp, azure or aws)")
+        raise InputError(f"--cloud: {unknown_cloud_message(bad[0])}")
 
 
 def _split_global_flags(argv: list[str]) -> tuple[list[str], bool, bool, bool]:
@@ -498,7 +500,9 @@ def _emit_error(exc: BaseException, code: int, hint: str | None, *, kind: str | 
 
 def _fail(exc: BaseException, code: int, hint: str | None, internal: bool = False, json_out: bool = False,
           text: str | None = None) -> None:
-    if os.environ.get("TRAINVM_DEBUG"):
+    from provisioner.settings import is_set
+
+    if is_set("TRAINVM_DEBUG"):
         import traceback
 
         traceback.print_exception(exc)

@@ -2,8 +2,8 @@
 
 Everything here is a documented cloud fact (source named next to it), not a price. The converter
 (scripts/build_catalog.py) uses these tables to fill the per-row columns ``family``,
-``disk_types``, ``local_nvme_max_gib`` and to correct/flag the snapshot; providers use the disk
-and image maps to translate trainvm's vocabulary into the cloud's.
+``disk_types``, ``local_nvme_max_gib`` and to correct/flag the snapshot; the GCE provider uses the
+per-family disk maps. Which clouds exist, their OS images and their disk maps: providers/registry.py.
 
 Vocabulary: a profile's boot disk type is one of ``standard | balanced | ssd``.
 """
@@ -15,10 +15,9 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Mapping
 
-DISK_TYPES: tuple[str, ...] = ("standard", "balanced", "ssd")
-CLOUDS: tuple[str, ...] = ("gcp", "azure", "aws")
-#: Clouds trainvm can create VMs on today. AWS offers are shown but marked "not provisionable yet".
-PROVISIONABLE_CLOUDS: frozenset[str] = frozenset({"gcp", "azure"})
+from provisioner.providers.registry import CLOUD_NAMES, DISK_TYPES
+
+CLOUDS = CLOUD_NAMES  # the registry's clouds, in its order (the converter writes one CSV per cloud)
 ARCHES: tuple[str, ...] = ("x86_64", "arm64")
 
 # --------------------------------------------------------------------------------------------
@@ -229,12 +228,8 @@ def azure_disk_types(size: str) -> tuple[str, ...]:
     return DISK_TYPES if premium else ("standard", "balanced")
 
 
-AZURE_DISK_MAP: Mapping[str, str] = MappingProxyType(
-    {"standard": "Standard_LRS", "balanced": "StandardSSD_LRS", "ssd": "Premium_LRS"}
-)
-
 # --------------------------------------------------------------------------------------------
-# AWS (shown, not provisionable yet). Instance store NVMe per type, GB -> GiB (floor).
+# AWS. Instance store NVMe per type, GB -> GiB (floor).
 # Source: docs.aws.amazon.com/ec2/latest/instancetypes/ac.html (instance store volumes).
 # --------------------------------------------------------------------------------------------
 _AWS_NVME_GB = {
@@ -252,35 +247,3 @@ _AWS_NVME_GB = {
 AWS_LOCAL_NVME_GIB: Mapping[str, int] = MappingProxyType(
     {k: int(v * 1e9 // 2**30) for k, v in _AWS_NVME_GB.items()}
 )
-#: boot volume type per boot_disk.type: gp3 always (st1/sc1 cannot boot; ``ssd`` adds provisioned IOPS and
-#: throughput, see providers/aws_request.root_volume).
-AWS_DISK_MAP: Mapping[str, str] = MappingProxyType(
-    {"standard": "gp3", "balanced": "gp3", "ssd": "gp3"}
-)
-
-# --------------------------------------------------------------------------------------------
-# OS images: (cloud, os) -> architectures with a published image, and the image reference the
-# provider resolves at plan time (GCE: project/family; Azure: publisher:offer:sku for Gen2, with
-# the Gen1 SKU after "|"; AWS: owner/name pattern).
-# --------------------------------------------------------------------------------------------
-OS_NAMES: tuple[str, ...] = ("ubuntu-22.04", "ubuntu-24.04", "debian-12")
-OS_IMAGES: Mapping[str, Mapping[str, frozenset[str]]] = MappingProxyType({
-    "gcp": MappingProxyType({o: frozenset({"x86_64"}) for o in OS_NAMES}),
-    "azure": MappingProxyType({o: frozenset({"x86_64"}) for o in OS_NAMES}),
-    "aws": MappingProxyType({o: frozenset({"x86_64", "arm64"}) for o in OS_NAMES}),
-})
-OS_IMAGE_REFS: Mapping[tuple[str, str], str] = MappingProxyType({
-    ("gcp", "ubuntu-22.04"): "ubuntu-os-cloud/ubuntu-2204-lts",
-    ("gcp", "ubuntu-24.04"): "ubuntu-os-cloud/ubuntu-2404-lts-amd64",
-    ("gcp", "debian-12"): "debian-cloud/debian-12",
-    ("azure", "ubuntu-22.04"): "Canonical:0001-com-ubuntu-server-jammy:22_04-lts-gen2|22_04-lts",
-    ("azure", "ubuntu-24.04"): "Canonical:ubuntu-24_04-lts:server|server-gen1",
-    ("azure", "debian-12"): "Debian:debian-12:12-gen2|12",
-    ("aws", "ubuntu-22.04"): "099720109477/ubuntu/images/hvm-ssd*/ubuntu-jammy-22.04-*",
-    ("aws", "ubuntu-24.04"): "099720109477/ubuntu/images/hvm-ssd-gp3/ubuntu-noble-24.04-*",
-    ("aws", "debian-12"): "136693071363/debian-12-*",
-})
-
-
-def os_image_available(cloud: str, os_name: str, arch: str = "x86_64") -> bool:
-    return arch in OS_IMAGES.get(cloud, {}).get(os_name, frozenset())

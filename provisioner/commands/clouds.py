@@ -28,7 +28,9 @@ def _providers(clouds: list[str]) -> tuple[dict[str, Provider], list[dict[str, s
 
 
 def _cred_hint() -> str:
-    return "GCE: set GOOGLE_CLOUD_PROJECT and run `gcloud auth application-default login`; Azure: set AZURE_SUBSCRIPTION_ID and run `az login`"
+    from provisioner.providers.registry import credential_hint
+
+    return credential_hint()
 
 
 def _credentialed() -> dict[str, Provider]:

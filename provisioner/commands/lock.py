@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from provisioner import settings
 from provisioner.errors import InputError
 from provisioner.output import emit_json, notice, print_messages, stderr_console, stdout_console
 
@@ -20,6 +21,7 @@ def build_lock(loaded: Any, *, pypi_index: str, torch_index: str | None) -> Any:
     from provisioner.lock.resolve import resolve
     from provisioner.lock.sources import sources_inputs
     from provisioner.lock.target import TORCH_INDEX, glibc_of, torch_label
+    from provisioner.providers.registry import image_refs
 
     stack = loaded.profile.stack
     label = torch_label(stack.packages)
@@ -35,7 +37,7 @@ def build_lock(loaded: Any, *, pypi_index: str, torch_index: str | None) -> Any:
         indexes={"pypi": pypi_index, "torch": torch_url},
         uv_version=res.uv_version,
         driver=locked_driver(stack.driver, image.nvidia_repo),
-        images={cloud: dict(ref) for cloud, ref in sorted(image.images.items())},
+        images=image_refs(stack.os),
         sources=sources,
         packages=res.packages,
     )
@@ -118,9 +120,8 @@ def run_lock(path: Path, *, upgrade: bool, check: bool, frozen: bool, index_url:
     if frozen:
         notice("error", f"frozen: {lock_path} {'is stale' if loaded.lock is not None else 'does not exist'} and --frozen writes nothing")
         return 1
-    import os
 
-    lock = build_lock(loaded, pypi_index=index_url or os.environ.get("TRAINVM_INDEX_URL") or PYPI_INDEX, torch_index=torch_index_url)
+    lock = build_lock(loaded, pypi_index=index_url or settings.text("TRAINVM_INDEX_URL", PYPI_INDEX), torch_index=torch_index_url)
     lock_path.write_text(dumps(lock), encoding="utf-8")
     elapsed = time.monotonic() - started
     diff = profile_diff(old.profile, loaded.profile) if old is not None else []
@@ -146,7 +147,6 @@ def lock_captured(profile_path: Path, err: Any) -> None:
     """``capture -o FILE`` also writes FILE's lock: the workstation's installed set (every package is
     pinned in the captured profile) resolved for the target. A failure is a warning, not an error:
     the profile is still useful, and `trainvm lock` says the same thing again."""
-    import os
 
     from provisioner.errors import TrainvmError
     from provisioner.lock import lock_path_for
@@ -154,11 +154,11 @@ def lock_captured(profile_path: Path, err: Any) -> None:
     from provisioner.lock.target import PYPI_INDEX
     from provisioner.profile import load_profile
 
-    if os.environ.get("TRAINVM_CAPTURE_LOCK", "1") == "0":
+    if settings.text("TRAINVM_CAPTURE_LOCK", "1") == "0":
         return
     try:
         loaded = load_profile(profile_path, compat=False)
-        lock = build_lock(loaded, pypi_index=os.environ.get("TRAINVM_INDEX_URL") or PYPI_INDEX, torch_index=None)
+        lock = build_lock(loaded, pypi_index=settings.text("TRAINVM_INDEX_URL", PYPI_INDEX), torch_index=None)
     except TrainvmError as exc:
         notice("warning", f"no lock written for {profile_path}: {exc}")
         return

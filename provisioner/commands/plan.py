@@ -39,7 +39,8 @@ def run_plan(
     from provisioner.lock.gate import lock_gate
 
     lock_notes = lock_gate(loaded, frozen=frozen)
-    plan, catalog, applied = make_plan(loaded, Overrides(tuple(clouds or ()) or None, tuple(regions or ()) or None, spot))
+    planned = make_plan(loaded, Overrides(tuple(clouds or ()) or None, tuple(regions or ()) or None, spot))
+    plan, catalog, applied = planned.plan, planned.catalog, planned.applied
     from provisioner.planner.explain import closest_offers, no_offer_message
 
     need_script = plan.chosen is not None and (json_out or show_script)  # rendering costs ~40 ms: only when shown

@@ -13,9 +13,12 @@ from provisioner.output import emit_json, notice, stderr_console
 
 
 def request_body(cloud: str, spec: Any, offer: Any) -> dict[str, Any]:
+    """The create request ``up`` would send on ``cloud`` (its registered request builder, pure: no SDK)."""
     import importlib
 
-    builder = importlib.import_module(f"provisioner.providers.{cloud}_request")
+    from provisioner.providers.registry import CLOUDS
+
+    builder = importlib.import_module(CLOUDS[cloud].request_builder)
     body: dict[str, Any] = builder.request_preview(spec, offer)
     return body
 
@@ -28,15 +31,18 @@ def run_render(path: Path, *, cloud: str, out: Path | None, regions: list[str] |
     from provisioner.provision.launch import launch_spec, render_for_offer
 
     loaded = load_profile(path)
-    plan, catalog, _ = make_plan(loaded, Overrides((cloud,), tuple(regions or ()) or None, None))
+    planned = make_plan(loaded, Overrides((cloud,), tuple(regions or ()) or None, None))
+    plan, catalog = planned.plan, planned.catalog
     offer: Offer | None = plan.chosen
-    if offer is None:  # for review: AWS is not provisionable yet; a cloud that cannot read the data still gets its script
+    if offer is None:  # for review: a cloud trainvm cannot provision on yet, or that cannot read the data, still gets its script
         from dataclasses import replace
 
         from provisioner.planner.core import plan as plan_fn
 
         request, _ = build_request(loaded, Overrides((cloud,), tuple(regions or ()) or None, None))
-        relaxed = replace(request, include_unprovisionable=cloud == "aws", data_excluded_clouds={})
+        from provisioner.providers.registry import provisionable
+
+        relaxed = replace(request, include_unprovisionable=not provisionable(cloud), data_excluded_clouds={})
         offer = plan_fn(relaxed, catalog, plan.catalog_date).chosen
         if offer is not None and cloud in request.data_excluded_clouds:
             notice("warning", f"{request.data_excluded_clouds[cloud]}; "
@@ -48,7 +54,7 @@ def run_render(path: Path, *, cloud: str, out: Path | None, regions: list[str] |
     body = request_body(cloud, spec, offer)
     user_data = rendered.user_data if isinstance(rendered.user_data, bytes) else rendered.user_data.encode()
     files = {"startup.sh": rendered.startup_sh.encode(), "user-data": user_data, "request.json": (json.dumps(body, indent=2) + "\n").encode()}
-    summary = {
+    summary: dict[str, Any] = {
         "profile": loaded.profile.name, "hash": loaded.hash, "cloud": cloud, "offer": offer.to_json(spec.spot),
         "sizes": {name: len(data) for name, data in files.items()},
         "script_sha256": hashlib.sha256(files["startup.sh"]).hexdigest(),

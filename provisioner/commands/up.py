@@ -41,7 +41,8 @@ def run_up(path: Path, *, name: str | None, yes: bool, wait_ready: bool, clouds:
     from provisioner.lock.gate import lock_gate
 
     lock_notes = lock_gate(loaded, frozen=frozen)
-    plan, catalog, _ = make_plan(loaded, Overrides(tuple(clouds or ()) or None, tuple(regions or ()) or None, spot))
+    planned = make_plan(loaded, Overrides(tuple(clouds or ()) or None, tuple(regions or ()) or None, spot))
+    plan, catalog = planned.plan, planned.catalog
     if plan.chosen is None:
         raise NoFeasibleOfferError(no_offer_message(plan, catalog))
     offers = [o for o in (plan.chosen, *plan.failover) if o.provisionable]

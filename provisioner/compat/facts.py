@@ -7,11 +7,12 @@ release appears; this module only parses them. Every table carries ``sources`` t
 from __future__ import annotations
 
 import functools
-import os
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from packaging.version import Version
+
+from provisioner import settings
 
 DATA_DIR = Path(__file__).with_name("data")
 
@@ -20,7 +21,7 @@ FILES = ("gpus", "cuda", "torch", "tensorflow", "jax", "os")
 
 
 def facts_dir() -> Path:
-    return Path(os.environ.get("TRAINVM_FACTS_DIR") or DATA_DIR)
+    return Path(settings.text("TRAINVM_FACTS_DIR") or DATA_DIR)
 
 
 def _load(name: str) -> dict[str, Any]:
@@ -34,10 +35,6 @@ def _load(name: str) -> dict[str, Any]:
 def cc_tuple(cc: str) -> tuple[int, int]:
     major, _, minor = cc.partition(".")
     return int(major), int(minor or 0)
-
-
-def sm_to_cc(sm: int) -> tuple[int, int]:
-    return sm // 10, sm % 10
 
 
 class GpuFact(NamedTuple):
@@ -111,8 +108,7 @@ class JaxExtra(NamedTuple):
 class OsImage(NamedTuple):
     name: str
     glibc: str
-    nvidia_repo: str
-    images: dict[str, dict[str, str]]
+    nvidia_repo: str  # each cloud's image of this OS: providers/registry.py
 
 
 def variant_cuda(variant: str) -> str:
@@ -212,7 +208,7 @@ def _parse_facts() -> Facts:
         for n, e in jax_doc["extras"].items()
     }
     os_images = {
-        n: OsImage(n, o["glibc"], o["nvidia_repo"], {k: o[k] for k in ("gcp", "azure") if k in o})
+        n: OsImage(n, o["glibc"], o["nvidia_repo"])
         for n, o in os_doc["os"].items()
     }
     return Facts(

@@ -11,7 +11,7 @@ Keys (README "Lock file format" is the reference):
   resolved from that repository's Packages index (``provisioner/lock/driver.py``), the exact apt
   version per package the startup script may install (``packages``), where it was read (``index``),
   or why not (``unresolved``).
-- ``images``: the OS image reference per cloud (GCE project/family, Azure URN).
+- ``images``: the OS image reference per cloud (GCE project/family, Azure URN, AWS SSM parameter).
 - ``sources``: per team source the URL, the ref asked for, the commit it resolved to and the
   sha256 of every file used from it.
 - ``packages``: every distribution of the closure with its version and the one wheel for the

@@ -15,9 +15,10 @@ from itertools import groupby
 from operator import attrgetter
 from typing import Any, Iterable, NamedTuple
 
-from provisioner.catalog.families import GPU_MEMORY_GIB, OS_IMAGES
+from provisioner.catalog.families import GPU_MEMORY_GIB
 from provisioner.catalog.models import EXCLUDING_FLAGS, Catalog, Offer
 from provisioner.planner.request import REASONS, PlanRequest
+from provisioner.providers.registry import os_arches
 
 #: A catalog older than this many days gets a warning in every plan.
 STALE_AFTER_DAYS = 90
@@ -141,7 +142,7 @@ class _Checker:
         self.globs = req.region_globs
         self.region_ok: dict[str, bool] = {}
         self.zone_ok: dict[str, bool] = {}
-        self.os_arches = {c: imgs.get(req.os, frozenset()) for c, imgs in OS_IMAGES.items()}
+        self.os_arches = {c: imgs.get(req.os, frozenset()) for c, imgs in os_arches().items()}
         self.flag_reasons: dict[tuple[str, ...], tuple[str, ...]] = {}
 
     def region_match(self, region: str, zone: str | None) -> bool:

@@ -20,12 +20,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import date
-from typing import Any
+from typing import TYPE_CHECKING
 
 from provisioner.compat.facts import load_facts
 from provisioner.compat.rules import compatible_gpus
 from provisioner.profile import LoadedProfile
 from provisioner.providers.registry import data_locality_exclusions
+
+if TYPE_CHECKING:
+    from provisioner.catalog.models import Catalog
+    from provisioner.planner.core import Plan
+    from provisioner.planner.request import PlanRequest
 
 VCPUS_PER_SMALL_GPU = 4
 VCPUS_PER_LARGE_GPU = 8
@@ -42,14 +47,32 @@ class Overrides:
     spot: bool | None = None
 
 
-def host_defaults(loaded: LoadedProfile, excluded: dict[str, str]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class HostDefaults:
+    """The host size asked for: the profile's values, or the documented per-GPU defaults."""
+
+    min_vcpus: float
+    min_memory_gib: float
+    applied: dict[str, float]  # the defaults trainvm filled in (`plan` shows them under "defaults")
+
+
+@dataclass(frozen=True)
+class PlannedProfile:
+    """``make_plan``'s result: the plan, the catalog it was computed over, and the host defaults applied."""
+
+    plan: Plan
+    catalog: Catalog
+    applied: dict[str, float]
+
+
+def host_defaults(loaded: LoadedProfile, excluded: dict[str, str]) -> HostDefaults:
     hw = loaded.profile.hardware
     facts = load_facts()
     names = hw.gpu_names() or [n for n in facts.cloud_gpu_names() if n not in excluded]
     mems = [facts.gpus[n].memory_gib for n in names if facts.gpus[n].memory_gib >= (hw.min_gpu_memory_gib or 0)]
     per_gpu_mem = min(mems) if mems else (hw.min_gpu_memory_gib or 16)
-    applied: dict[str, Any] = {}
-    vcpus = hw.min_vcpus
+    applied: dict[str, float] = {}
+    vcpus: float | None = hw.min_vcpus
     if vcpus is None:
         vcpus = min(hw.gpu_count * (VCPUS_PER_LARGE_GPU if per_gpu_mem >= LARGE_GPU_GIB else VCPUS_PER_SMALL_GPU), MAX_DEFAULT_VCPUS)
         applied["min_vcpus"] = vcpus
@@ -57,10 +80,12 @@ def host_defaults(loaded: LoadedProfile, excluded: dict[str, str]) -> dict[str, 
     if memory is None:
         memory = max(round(vcpus * RAM_PER_VCPU_GIB, 2), round(RAM_PER_GPU_MEMORY * per_gpu_mem * hw.gpu_count, 2))
         applied["min_memory_gib"] = memory
-    return {"min_vcpus": vcpus, "min_memory_gib": memory, "applied": applied}
+    return HostDefaults(vcpus, memory, applied)
 
 
-def build_request(loaded: LoadedProfile, overrides: Overrides | None = None):  # -> PlanRequest
+def build_request(loaded: LoadedProfile, overrides: Overrides | None = None) -> tuple[PlanRequest, dict[str, float]]:
+    """The planner's request for ``loaded`` (with ``overrides`` from the command line), and the host
+    defaults that were applied."""
     from provisioner.planner.request import PlanRequest
 
     ov = overrides or Overrides()
@@ -68,11 +93,11 @@ def build_request(loaded: LoadedProfile, overrides: Overrides | None = None):  #
     excluded = {name: problems[0].message for name, problems in compatible_gpus(p.stack).items() if problems}
     host = host_defaults(loaded, excluded)
     request = PlanRequest(
-        gpu_names=frozenset(p.hardware.gpu_names()) if p.hardware.gpu is not None else None,
+        gpu_names=frozenset(p.hardware.gpu) if p.hardware.gpu is not None else None,
         min_gpu_memory_gib=p.hardware.min_gpu_memory_gib,
         gpu_count=p.hardware.gpu_count,
-        min_vcpus=host["min_vcpus"],
-        min_memory_gib=host["min_memory_gib"],
+        min_vcpus=host.min_vcpus,
+        min_memory_gib=host.min_memory_gib,
         local_nvme_gib=p.hardware.local_nvme_gib,
         boot_disk_type=p.hardware.boot_disk.type,
         clouds=tuple(ov.clouds or p.placement.clouds),
@@ -85,23 +110,23 @@ def build_request(loaded: LoadedProfile, overrides: Overrides | None = None):  #
         data_excluded_clouds=data_locality_exclusions([(d.source, d.credential is not None) for d in p.data],
                                                       tuple(ov.clouds or p.placement.clouds)),
     )
-    return request, host["applied"]
+    return request, host.applied
 
 
-def make_plan(loaded: LoadedProfile, overrides: Overrides | None = None, today: date | None = None):  # -> (Plan, Catalog, applied)
+def make_plan(loaded: LoadedProfile, overrides: Overrides | None = None, today: date | None = None) -> PlannedProfile:
     from provisioner.catalog.storage import load_catalog
     from provisioner.planner.core import plan
 
     request, applied = build_request(loaded, overrides)
     catalog = load_catalog()
-    return plan(request, catalog, today or _today()), catalog, applied
+    return PlannedProfile(plan(request, catalog, today or _today()), catalog, applied)
 
 
 def _today() -> date:
     """Today, or TRAINVM_TODAY (YYYY-MM-DD) so that golden outputs stay reproducible."""
-    import os
+    from provisioner import settings
 
-    raw = os.environ.get("TRAINVM_TODAY")
+    raw = settings.text("TRAINVM_TODAY")
     if raw:
         try:
             return date.fromisoformat(raw)
@@ -112,7 +137,7 @@ def _today() -> date:
     return date.today()
 
 
-def region_warnings(request: Any, catalog: Any) -> list[str]:
+def region_warnings(request: PlanRequest, catalog: Catalog) -> list[str]:
     """Region globs that exclude a whole allowed cloud are almost always a naming slip
     (GCE says us-central1, Azure says eastus): say so instead of silently planning without it."""
     from fnmatch import fnmatchcase

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Iterable, Mapping
+from typing import Any, Mapping
 
-from provisioner.catalog.families import CLOUDS, DISK_TYPES, PROVISIONABLE_CLOUDS
+from provisioner.providers.registry import CLOUD_NAMES, DISK_TYPES, provisionable_clouds
 
-#: placement.clouds default: every cloud trainvm can provision, in this preference order (ties).
-DEFAULT_CLOUDS: tuple[str, ...] = tuple(c for c in CLOUDS if c in PROVISIONABLE_CLOUDS)
+#: placement.clouds default: every cloud trainvm can provision, in the registry's order (ties).
+DEFAULT_CLOUDS: tuple[str, ...] = provisionable_clouds()
 
 #: Stable rejection reasons, in the order the planner tests them. Each rejected offer is counted
 #: once, under the first reason it fails.
@@ -70,8 +70,8 @@ class PlanRequest:
                 raise ValueError("gpu_names must not be empty (use None for any GPU)")
             put(self, "gpu_names", names)
         clouds = tuple(dict.fromkeys(self.clouds))
-        if not clouds or not set(clouds) <= set(CLOUDS):
-            raise ValueError(f"clouds must be a non-empty subset of {', '.join(CLOUDS)}")
+        if not clouds or not set(clouds) <= set(CLOUD_NAMES):
+            raise ValueError(f"clouds must be a non-empty subset of {', '.join(CLOUD_NAMES)}")
         put(self, "clouds", clouds)
         if self.region_globs is not None:
             globs = tuple(self.region_globs) if not isinstance(self.region_globs, str) \
@@ -121,5 +121,3 @@ def request_with(req: PlanRequest, **changes: Any) -> PlanRequest:
     return PlanRequest(**data)
 
 
-def as_globs(regions: Iterable[str] | None) -> tuple[str, ...] | None:
-    return None if regions is None else tuple(regions)

@@ -14,6 +14,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from provisioner.compat.facts import load_facts
+from provisioner.providers.registry import CLOUDS, PUBLIC_SCHEMES
 from provisioner.secrets import find_secret, redact
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,40}$")
@@ -26,7 +27,9 @@ SAFE_PATH_RE = re.compile(r"^/[A-Za-z0-9._/@+-]*$")
 REL_PATH_RE = re.compile(r"^[A-Za-z0-9._/@+-]+$")
 GLOB_RE = re.compile(r"^[a-z0-9*?\[\]-]{1,64}$")
 SECRET_REF_RE = re.compile(r"^secret://(gcp/[A-Za-z0-9_-]{1,255}|azure-keyvault/[A-Za-z0-9-]{3,24}/[A-Za-z0-9-]{1,127}|aws/[A-Za-z0-9/_+=.@-]{1,512})$")
-DATA_SCHEMES = ("gs", "az", "s3", "https")
+#: each cloud's native scheme (registry order), then the public ones
+DATA_SCHEMES = tuple(s for c in CLOUDS.values() for s in sorted(c.native_schemes)) + tuple(sorted(PUBLIC_SCHEMES))
+_NATIVE_WORDS = ", ".join(f"{s}:// on {c.title}" for c in CLOUDS.values() for s in sorted(c.native_schemes))
 URL_SAFE_RE = re.compile(r"^[A-Za-z0-9._~:/?#\[\]@!$&'()*+,;=%-]+$")
 
 # Variables that make a shell or interpreter run code when /etc/trainvm/env is sourced.
@@ -162,7 +165,7 @@ def check_data_source(value: str) -> str:
     what = find_secret(value)
     if what or parts.username or parts.password:  # checked first: no later message may repeat the credential
         raise ValueError(f"{redact(value)!r} carries credentials ({what or 'a user name in the URL'}); a data URL must not "
-                         f"carry them: use the VM's identity (gs:// on GCE, az:// on Azure, s3:// on AWS) or {SECRET_HINT}")
+                         f"carry them: use the VM's identity ({_NATIVE_WORDS}) or {SECRET_HINT}")
     if parts.scheme not in DATA_SCHEMES:
         raise ValueError(f"{value!r}: data source must start with one of {', '.join(s + '://' for s in DATA_SCHEMES)}")
     if not parts.netloc or not URL_SAFE_RE.match(value):

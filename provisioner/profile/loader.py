@@ -9,7 +9,7 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -18,6 +18,9 @@ from provisioner.profile.inputfile import read_capped
 from provisioner.profile.messages import Message
 from provisioner.profile.source import Located, load_resolved
 from provisioner.secrets import find_secret, redact
+
+if TYPE_CHECKING:  # the model is imported lazily at run time
+    from provisioner.profile.model import Profile
 
 #: Left out of the profile hash (the VM's identity): ``extends`` (resolved away) and how far `up` may fail
 #: over (a policy of `up`, not a property of the VM; leaving it out keeps existing VMs' names stable).
@@ -28,7 +31,7 @@ _UNION_TAG = re.compile(r"^(function-[a-z]+\[.*\]|[a-z]+\[.*\])$")
 
 @dataclass(frozen=True)
 class LoadedProfile:
-    profile: Any  # provisioner.profile.model.Profile (typed loosely to keep imports lazy)
+    profile: Profile
     path: Path
     hash: str  # sha256 hex of the canonical JSON
     warnings: tuple[Message, ...]
@@ -38,14 +41,6 @@ class LoadedProfile:
     lock_path: Path | None = None
     lock_state: str = "none"  # none | fresh | stale (the profile changed since `trainvm lock`)
     sources: tuple[Any, ...] = ()  # provisioner.lock.sources.UsedSource: team sources the profile extends
-
-    @property
-    def short_hash(self) -> str:
-        return self.hash[:8]
-
-    @property
-    def label_hash(self) -> str:
-        return self.hash[:16]
 
 
 def _loc_path(loc: tuple[Any, ...]) -> tuple[tuple[str | int, ...], str]:

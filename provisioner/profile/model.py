@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, cast
 
 from pydantic import (
     AfterValidator,
@@ -17,10 +17,10 @@ from pydantic import (
 )
 
 from provisioner.profile import fields as f
+from provisioner.providers.registry import CloudName, OsName, provisionable_clouds
 
-OS_NAMES = ("ubuntu-22.04", "ubuntu-24.04", "debian-12")
-CLOUDS = ("gcp", "azure", "aws")
-DEFAULT_CLOUDS: tuple[Literal["gcp", "azure", "aws"], ...] = ("gcp", "azure")
+#: every cloud and OS a profile may name, and the default clouds, come from the cloud registry
+DEFAULT_CLOUDS = cast(tuple[CloudName, ...], provisionable_clouds())
 
 
 class Strict(BaseModel):
@@ -80,8 +80,8 @@ class Hardware(Strict):
 
 
 class Placement(Strict):
-    clouds: list[Literal["gcp", "azure", "aws"]] = Field(
-        default_factory=lambda: list(DEFAULT_CLOUDS), min_length=1, description="Clouds to consider (default: every cloud trainvm can provision: gcp, azure)."
+    clouds: list[CloudName] = Field(
+        default_factory=lambda: list(DEFAULT_CLOUDS), min_length=1, description=f"Clouds to consider (default: every cloud trainvm can provision: {', '.join(DEFAULT_CLOUDS)})."
     )
     regions: list[Annotated[str, AfterValidator(f.check_region_glob)]] | None = Field(
         None, description="Region allow-list; shell-style globs allowed.", examples=[["us-central1", "europe-*"]]
@@ -110,7 +110,7 @@ class Container(Strict):
 
 
 class Stack(Strict):
-    os: Literal["ubuntu-22.04", "ubuntu-24.04", "debian-12"] = Field(description="OS image.")
+    os: OsName = Field(description="OS image.")
     driver: Annotated[str, AfterValidator(f.check_driver)] = Field(description="Exact NVIDIA driver version.", examples=["550.127.05"])
     cuda: Annotated[str, AfterValidator(f.check_cuda)] | None = Field(
         None, description="CUDA version the framework build targets (must equal the torch local label, or the CUDA of the TensorFlow/JAX wheels). Omitted: taken from the framework pin.", examples=["12.4"]

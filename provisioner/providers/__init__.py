@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from provisioner.providers.base import Provider
 
-PROVIDERS: dict[str, str] = {
-    "gcp": "provisioner.providers.gcp:GcpProvider",
-    "azure": "provisioner.providers.azure:AzureProvider",
-}
+from provisioner.providers.registry import providers as _registered
+
+#: cloud -> "module:Class", for the clouds the registry marks provisionable
+PROVIDERS: dict[str, str] = _registered()
 
 _override: dict[str, Provider] = {}
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from provisioner.providers.base import (
     AuthError,
@@ -38,12 +38,15 @@ NEXT_OFFER_CODES = frozenset({"RequestDisallowedByPolicy", "InternalExecutionErr
 FAILED_STATUS = re.compile(r"^ProvisioningState/failed/(\w+)", re.I)
 
 
+FailureKind = Literal["api", "auth", "network", "other"]
+
+
 @dataclass(frozen=True)
 class Failure:
     status: int | None  # HTTP status (200 for a failed long-running operation)
     code: str | None  # the ARM error code
     message: str
-    kind: str = "api"  # api | auth | network | other
+    kind: FailureKind = "api"
 
 
 def is_sdk_error(exc: BaseException) -> bool:

@@ -18,7 +18,7 @@ Decisions (SPEC "What `up` creates"):
 - The resolved profile is stored in the VM's ``userData`` (base64; read back with ``$expand=userData``):
   tag values are limited to 256 characters, user data to 64 KiB. ``customData`` is never readable.
 - Image: publisher/offer/sku from compat/data/os.yaml (Gen2 SKUs); a size that only boots Gen1
-  (``offer.hyperv_gen == "1"``) takes the Gen1 SKU (catalog.families.OS_IMAGE_REFS). ``up`` pins the
+  (``offer.hyperv_gen == "1"``) takes the Gen1 SKU (providers.registry). ``up`` pins the
   version ("latest" resolved with virtual_machine_images.list, highest version) and records it.
 - Security: Gen2 VMs get ``securityType: TrustedLaunch`` with ``secureBootEnabled: false`` and
   ``vTpmEnabled: true``. Secure Boot must be off because the startup script installs DKMS-built NVIDIA
@@ -53,9 +53,10 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
-from provisioner.catalog.families import AZURE_DISK_MAP, OS_IMAGE_REFS, azure_disk_types
+from provisioner.catalog.families import azure_disk_types
 from provisioner.catalog.models import Offer
 from provisioner.providers.base import InvalidRequestError, LaunchSpec
+from provisioner.providers.registry import AzureImage, cloud
 
 ADMIN_USER = "trainvm"
 CUSTOM_DATA_MAX = 87_380  # base64 characters (65,535 bytes decoded)
@@ -125,19 +126,15 @@ def gen2(offer: Offer) -> bool:
 
 def image_for(os_name: str, offer: Offer) -> ImageRef:
     """The marketplace image (version "latest") of ``stack.os`` for the offer's Hyper-V generation."""
-    from provisioner.compat.facts import load_facts
-
-    image = load_facts().os_images.get(os_name)
-    ref = image.images.get("azure") if image is not None else None
-    if not ref:
+    ref = cloud("azure").os_images.get(os_name)
+    if not isinstance(ref, AzureImage):
         raise InvalidRequestError(f"no Azure image is known for OS {os_name!r}", code="ImageUnknown")
     if gen2(offer):
-        return ImageRef(ref["publisher"], ref["offer"], ref["sku"])
-    gen1 = OS_IMAGE_REFS.get(("azure", os_name), "").partition("|")[2]
-    if not gen1:
+        return ImageRef(ref.publisher, ref.offer, ref.sku)
+    if not ref.gen1_sku:
         raise InvalidRequestError(f"{offer.instance_type} boots only Gen1 images and no Gen1 image of {os_name} is known",
                                   code="ImageUnknown")
-    return ImageRef(ref["publisher"], ref["offer"], gen1)
+    return ImageRef(ref.publisher, ref.offer, ref.gen1_sku)
 
 
 def image_urn(ref: dict[str, Any] | None) -> str | None:
@@ -150,7 +147,7 @@ def image_urn(ref: dict[str, Any] | None) -> str | None:
 
 def disk_type(spec: LaunchSpec, size: str) -> tuple[str, str | None]:
     """(storageAccountType, a note when the profile's type had to be replaced)."""
-    wanted = AZURE_DISK_MAP.get(spec.boot_disk_type)
+    wanted = cloud("azure").disk_types.get(spec.boot_disk_type)
     if wanted is None:
         raise InvalidRequestError(f"unknown boot disk type {spec.boot_disk_type!r}", code="InvalidParameter")
     if spec.boot_disk_type not in azure_disk_types(size):

@@ -37,6 +37,9 @@ PROJECT_404 = re.compile(r"The resource 'projects/([^'/]+)' was not found")
 PROJECT_403 = re.compile(r"Project (\S+) is not found and cannot be used for API calls")
 
 
+FailureKind = Literal["api", "auth", "network", "other"]
+
+
 @dataclass(frozen=True)
 class Failure:
     """One failure, whatever form it came in."""
@@ -45,7 +48,7 @@ class Failure:
     code: str | None  # GCE operation error code, or the HTTP error reason
     message: str
     metrics: tuple[str, ...] = ()  # quota metric names (errorDetails.quotaInfo / the message)
-    kind: str = "api"  # api | auth | network | other
+    kind: FailureKind = "api"
 
     def quota_metrics(self) -> tuple[str, ...]:
         found = tuple(m.rsplit("/", 1)[-1].upper() for m in self.metrics)

@@ -80,14 +80,13 @@ REQUEST_ID_NAMESPACE = uuid.UUID("5b0f7d1e-4c1a-5f3e-9a57-7a1f3c0e7d21")
 
 
 def image_family(os_name: str) -> tuple[str, str]:
-    """(image project, image family) of ``stack.os`` on GCE, from compat/data/os.yaml."""
-    from provisioner.compat.facts import load_facts
+    """(image project, image family) of ``stack.os`` on GCE, from the cloud registry."""
+    from provisioner.providers.registry import GceImage, cloud
 
-    image = load_facts().os_images.get(os_name)
-    ref = image.images.get("gcp") if image is not None else None
-    if not ref:
+    ref = cloud("gcp").os_images.get(os_name)
+    if not isinstance(ref, GceImage):
         raise InvalidRequestError(f"no GCE image is known for OS {os_name!r}")
-    return ref["project"], ref["family"]
+    return ref.project, ref.family
 
 
 def family_url(os_name: str) -> str:

@@ -1,6 +1,6 @@
 """What ``lifecycle.on_idle`` / ``lifecycle.on_max_run`` (``stop`` | ``delete``), ``trainvm stop`` and
 ``trainvm down`` do on each cloud, in words: what `plan`, `up`, `stop` and the README say about compute
-billing, disks and data. Pure (no SDK); per-cloud facts live in this table, not in branches elsewhere.
+billing, disks and data. Pure (no SDK); the per-cloud facts are the registry's ``CloudSpec.lifecycle``.
 
 Sources: /work/shared/knowledge/startup-scripts.md section 7 (local NVMe/scratch is lost on stop on every
 cloud: GCE local SSD "lost on stop", Azure NVMe temp disks "must be initialized after every
@@ -13,49 +13,27 @@ from __future__ import annotations
 
 from typing import Any
 
+from provisioner.providers.registry import CLOUDS
+
 ACTIONS = ("stop", "delete")
 
-#: cloud -> action -> what the cloud does (the mechanism, as the user sees it in the console).
-MECHANISM: dict[str, dict[str, str]] = {
-    "gcp": {
-        "stop": "the instance is stopped (TERMINATED)",
-        "delete": "the instance and its boot disk are deleted",
-    },
-    "azure": {
-        "stop": "the VM is deallocated through Azure Resource Manager (a guest poweroff alone would keep billing)",
-        "delete": "the VM, its OS disk, NIC and public IP are deleted through Azure Resource Manager",
-    },
-    "aws": {
-        "stop": "the instance is stopped (InstanceInitiatedShutdownBehavior=stop)",
-        "delete": "the instance is terminated and its EBS root volume deleted (InstanceInitiatedShutdownBehavior=terminate)",
-    },
-}
+#: cloud -> action -> what the cloud does (the mechanism, as the user sees it in the console); from the registry.
+MECHANISM: dict[str, dict[str, str]] = {n: {"stop": c.lifecycle.stop, "delete": c.lifecycle.delete} for n, c in CLOUDS.items()}
 
 #: cloud -> what keeps billing after a stop (besides nothing for compute).
-KEPT_BILLING: dict[str, str] = {
-    "gcp": "the boot disk keeps billing",
-    "azure": "the OS disk and the Standard static public IP keep billing",
-    "aws": "the EBS root volume keeps billing",
-}
-
-#: clouds that enforce lifecycle.max_run_hours themselves (GCE scheduling.maxRunDuration); elsewhere a
-#: systemd timer on the VM (OnBootSec: the limit counts from each boot, as GCE counts from each start).
-CLOUD_ENFORCES_MAX_RUN = frozenset({"gcp"})
-
-#: what a shutdown from inside the guest does: GCE stops the instance; AWS does what
-#: InstanceInitiatedShutdownBehavior (from on_idle) says; Azure keeps the VM allocated and billed.
-GUEST_SHUTDOWN = {"gcp": lambda on_idle: "stop", "aws": lambda on_idle: on_idle, "azure": lambda on_idle: "keep-billing"}
+KEPT_BILLING: dict[str, str] = {n: c.lifecycle.kept_billing for n, c in CLOUDS.items()}
 
 
 def on_vm_max_run_seconds(cloud: str, hours: float | None) -> int:
     """Seconds for the VM's own max-run timer: 0 without a limit or where the cloud enforces it."""
-    if not hours or cloud in CLOUD_ENFORCES_MAX_RUN:
+    if not hours or CLOUDS[cloud].lifecycle.enforces_max_run:
         return 0
     return max(60, round(hours * 3600))
 
 
 def guest_shutdown_does(cloud: str, on_idle: str) -> str:
-    return GUEST_SHUTDOWN[cloud](on_idle)
+    does = CLOUDS[cloud].lifecycle.guest_shutdown
+    return on_idle if does == "on_idle" else does
 
 
 SCRATCH_LOST = "local NVMe/scratch data is lost (re-staged on start)"
@@ -93,16 +71,9 @@ def summary(lifecycle: Any, cloud: str | None) -> dict[str, Any]:
     }
 
 
-#: what reclaiming a spot VM does, per cloud (GCE: the one instanceTerminationAction that on_max_run sets)
-SPOT_RECLAIM = {
-    "gcp": lambda lc: f"a preempted spot VM is {'deleted' if lc.on_max_run == 'delete' else 'stopped (disk kept)'}, as on_max_run says",
-    "azure": lambda lc: "an evicted spot VM is deleted with its disk (evictionPolicy Delete)",
-    "aws": lambda lc: "a reclaimed spot instance is terminated",
-}
-
-
 def spot_line(lifecycle: Any, cloud: str | None) -> str | None:
-    return SPOT_RECLAIM[cloud](lifecycle) if cloud in SPOT_RECLAIM else None
+    spec = CLOUDS.get(cloud) if cloud else None
+    return spec.lifecycle.spot_reclaim(lifecycle.on_max_run) if spec else None
 
 
 def summary_lines(lifecycle: Any, cloud: str | None, *, spot: bool = False) -> list[str]:

@@ -1,32 +1,275 @@
-"""Per-cloud facts that cloud-neutral code (plan, up's summary, the data phase) looks up instead of
-branching on a cloud's name. Pure data: importing this module imports no SDK.
+"""What trainvm knows about each cloud, in one typed table (``CLOUDS``); everything outside
+``providers/`` asks this module instead of branching on a cloud's name. Pure data: importing it imports
+no SDK (``--help``, ``validate`` and ``plan`` stay SDK-free; a test checks it).
 
-* ``SSH_DEFAULT``: who can reach port 22 when neither ``placement.ssh_from`` nor ``--ssh-from`` is set.
-* ``NATIVE_SCHEMES``: the data URL schemes a VM of that cloud reads with its own identity, no secret
+Adding a cloud: one ``CloudSpec`` below (plus its catalog rows, provider module and request builder).
+A cloud with ``provider=None`` is planned and rendered for review but never provisioned; whether an offer is
+provisionable is derived from this table at plan time (``provisionable``), not stored in the catalog.
+
+Per-cloud facts and their sources:
+
+* ``user_data``: what the create request carries the startup script in, and the platform limit checked at
+  render time (GCE: one metadata value <= 256 KiB; Azure: customData <= 87,380 base64 characters = 64 KiB
+  raw; EC2: user data <= 16,384 bytes raw).
+* ``kernel_flavour``: Ubuntu's cloud-tuned kernel metapackages (linux-<flavour>, linux-headers-<flavour>)
+  whose headers DKMS builds the NVIDIA module against (Debian uses linux-image-cloud-amd64 on every cloud).
+* ``os_images``: GCE public image families (ubuntu-os-cloud, debian-cloud); Azure Marketplace URNs
+  (Canonical, Debian; Gen2 SKU, and the Gen1 SKU for Gen1-only sizes); AWS public SSM parameters that
+  name the current AMI (Canonical, Debian). ``os_arches``: architectures with a published image.
+* ``disk_types``: profile ``boot_disk.type`` (standard | balanced | ssd) -> the cloud's disk type (GCE
+  narrows it per machine family: catalog/families.py ``GCE_FAMILIES``).
+* ``native_schemes``: the data URL schemes a VM of that cloud reads with its own identity, no secret
   needed (gs:// through the GCE VM's service-account scope, s3:// through an AWS instance profile, az://
   through the Azure VM's managed identity). Any other scheme needs a credential reference
   (``data[].credential``) or must be a plain https:// URL.
+* ``ssh_default``: who can reach port 22 when neither ``placement.ssh_from`` nor ``--ssh-from`` is set.
+* ``lifecycle``: what stop/delete do and what keeps billing (providers/lifecycle.py words it).
+* ``nvswitch_shapes``: 8-GPU HGX shapes whose GPUs talk through NVSwitch (they need fabric manager).
+* egress list prices: data/egress.yaml (each with its source URL).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Mapping
+from typing import Literal, get_args
 
-SSH_DEFAULT: Mapping[str, str] = MappingProxyType({
-    "gcp": "open to any address (the default network's default-allow-ssh rule allows tcp:22 from 0.0.0.0/0)",
-    "azure": "closed (the VM's network security group allows no inbound traffic)",
-    "aws": "as the default security group allows",
-})
+#: The clouds trainvm knows (the profile's ``placement.clouds`` accepts exactly these; a test checks that
+#: this spelling and ``CLOUDS`` agree).
+CloudName = Literal["gcp", "azure", "aws"]
+OsName = Literal["ubuntu-22.04", "ubuntu-24.04", "debian-12"]
+OS_NAMES: tuple[str, ...] = get_args(OsName)
+DISK_TYPES: tuple[str, ...] = ("standard", "balanced", "ssd")
+UserDataEncoding = Literal["plain", "base64"]
 
-NATIVE_SCHEMES: Mapping[str, frozenset[str]] = MappingProxyType({
-    "gcp": frozenset({"gs"}),
-    "aws": frozenset({"s3"}),
-    "azure": frozenset({"az"}),
-})
 
+@dataclass(frozen=True)
+class UserDataFormat:
+    """How a create request carries the startup script (render/script.py wraps it per ``kind``)."""
+
+    kind: Literal["gce-metadata", "azure-custom-data", "ec2-user-data"]
+    encoding: UserDataEncoding  # in the wire request: as is, or base64 (Azure customData, raw EC2 API)
+    limit: int
+    limit_unit: str  # what ``limit`` counts
+    compact: bool = False  # compact the script (comments, blank lines, minified Python): AWS's 16 KB
+
+
+@dataclass(frozen=True)
+class GceImage:
+    project: str
+    family: str
+
+    def lock_ref(self) -> dict[str, str]:
+        return {"project": self.project, "family": self.family}
+
+
+@dataclass(frozen=True)
+class AzureImage:
+    publisher: str
+    offer: str
+    sku: str  # Generation 2
+    gen1_sku: str | None = None  # for sizes that boot only Generation 1 images
+
+    def lock_ref(self) -> dict[str, str]:
+        return {"publisher": self.publisher, "offer": self.offer, "sku": self.sku}
+
+
+@dataclass(frozen=True)
+class AmiParameter:
+    ssm_parameter: str  # a public SSM parameter whose value is the current AMI id (resolved at `up`)
+
+    def lock_ref(self) -> dict[str, str]:
+        return {"ssm_parameter": self.ssm_parameter}
+
+
+ImageRef = GceImage | AzureImage | AmiParameter
+
+
+@dataclass(frozen=True)
+class LifecycleFacts:
+    stop: str  # what `stop` / on_idle|on_max_run=stop does, as the console shows it
+    delete: str
+    kept_billing: str  # what keeps billing after a stop
+    #: the cloud enforces lifecycle.max_run_hours itself (GCE maxRunDuration); else a timer on the VM
+    enforces_max_run: bool
+    #: what a shutdown from inside the guest does: stop, what on_idle says, or nothing (keeps billing)
+    guest_shutdown: Literal["stop", "on_idle", "keep-billing"]
+    spot_reclaim: Callable[[str], str]  # on_max_run -> what reclaiming a spot VM does
+
+
+@dataclass(frozen=True)
+class CloudSpec:
+    name: CloudName
+    title: str  # how messages name the cloud ("GCE")
+    #: "module:Class" of the provider, imported only when a command needs it; None: plan/render only
+    provider: str | None
+    #: module with the pure ``request_preview(spec, offer) -> dict`` (the body ``up`` would send)
+    request_builder: str
+    credential_hint: str
+    user_data: UserDataFormat
+    kernel_flavour: str
+    os_images: Mapping[str, ImageRef]
+    os_arches: Mapping[str, frozenset[str]]
+    disk_types: Mapping[str, str]
+    native_schemes: frozenset[str]
+    ssh_default: str
+    lifecycle: LifecycleFacts
+    nvswitch_shapes: str  # regex over the instance type (compiled where used)
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def provisionable(self) -> bool:
+        return self.provider is not None
+
+
+def _x86(*names: str) -> Mapping[str, frozenset[str]]:
+    return MappingProxyType({o: frozenset({"x86_64"}) for o in names})
+
+
+CLOUDS: Mapping[str, CloudSpec] = MappingProxyType({c.name: c for c in (
+    CloudSpec(
+        name="gcp",
+        title="GCE",
+        provider="provisioner.providers.gcp:GcpProvider",
+        request_builder="provisioner.providers.gcp_request",
+        credential_hint="GCE: set GOOGLE_CLOUD_PROJECT and run `gcloud auth application-default login`",
+        user_data=UserDataFormat("gce-metadata", "plain", 262_144, "bytes per metadata value"),
+        kernel_flavour="gcp",
+        os_images=MappingProxyType({
+            "ubuntu-22.04": GceImage("ubuntu-os-cloud", "ubuntu-2204-lts"),
+            "ubuntu-24.04": GceImage("ubuntu-os-cloud", "ubuntu-2404-lts-amd64"),
+            "debian-12": GceImage("debian-cloud", "debian-12"),
+        }),
+        os_arches=_x86(*OS_NAMES),
+        disk_types=MappingProxyType({"standard": "pd-standard", "balanced": "pd-balanced", "ssd": "pd-ssd"}),
+        native_schemes=frozenset({"gs"}),
+        ssh_default="open to any address (the default network's default-allow-ssh rule allows tcp:22 from 0.0.0.0/0)",
+        lifecycle=LifecycleFacts(
+            stop="the instance is stopped (TERMINATED)",
+            delete="the instance and its boot disk are deleted",
+            kept_billing="the boot disk keeps billing",
+            enforces_max_run=True,
+            guest_shutdown="stop",
+            spot_reclaim=lambda on_max_run: (f"a preempted spot VM is {'deleted' if on_max_run == 'delete' else 'stopped (disk kept)'}, "
+                                             "as on_max_run says"),
+        ),
+        nvswitch_shapes=r"^(a2-highgpu-8g|a2-megagpu-16g|a2-ultragpu-8g|a3-[a-z]+-8g|a4-highgpu-8g)$",
+    ),
+    CloudSpec(
+        name="azure",
+        title="Azure",
+        provider="provisioner.providers.azure:AzureProvider",
+        request_builder="provisioner.providers.azure_request",
+        credential_hint="Azure: set AZURE_SUBSCRIPTION_ID and run `az login`",
+        user_data=UserDataFormat("azure-custom-data", "base64", 87_380, "base64 characters (64 KiB raw)"),
+        kernel_flavour="azure",
+        os_images=MappingProxyType({
+            "ubuntu-22.04": AzureImage("Canonical", "0001-com-ubuntu-server-jammy", "22_04-lts-gen2", "22_04-lts"),
+            "ubuntu-24.04": AzureImage("Canonical", "ubuntu-24_04-lts", "server", "server-gen1"),
+            "debian-12": AzureImage("Debian", "debian-12", "12-gen2", "12"),
+        }),
+        os_arches=_x86(*OS_NAMES),
+        disk_types=MappingProxyType({"standard": "Standard_LRS", "balanced": "StandardSSD_LRS", "ssd": "Premium_LRS"}),
+        native_schemes=frozenset({"az"}),
+        ssh_default="closed (the VM's network security group allows no inbound traffic)",
+        lifecycle=LifecycleFacts(
+            stop="the VM is deallocated through Azure Resource Manager (a guest poweroff alone would keep billing)",
+            delete="the VM, its OS disk, NIC and public IP are deleted through Azure Resource Manager",
+            kept_billing="the OS disk and the Standard static public IP keep billing",
+            enforces_max_run=False,
+            guest_shutdown="keep-billing",
+            spot_reclaim=lambda on_max_run: "an evicted spot VM is deleted with its disk (evictionPolicy Delete)",
+        ),
+        nvswitch_shapes=r"(?i)^standard_nd96",
+    ),
+    CloudSpec(
+        name="aws",
+        title="AWS",
+        provider=None,  # shown by `plan`, rendered by `render`; not provisionable yet
+        request_builder="provisioner.providers.aws_request",
+        credential_hint="AWS: configure credentials (`aws configure` or AWS_PROFILE) and set AWS_REGION",
+        user_data=UserDataFormat("ec2-user-data", "base64", 16_384, "bytes raw (before base64)", compact=True),
+        kernel_flavour="aws",
+        os_images=MappingProxyType({
+            "ubuntu-22.04": AmiParameter("/aws/service/canonical/ubuntu/server/22.04/stable/current/amd64/hvm/ebs-gp2/ami-id"),
+            "ubuntu-24.04": AmiParameter("/aws/service/canonical/ubuntu/server/24.04/stable/current/amd64/hvm/ebs-gp3/ami-id"),
+            "debian-12": AmiParameter("/aws/service/debian/release/bookworm/latest/amd64"),
+        }),
+        os_arches=MappingProxyType({o: frozenset({"x86_64", "arm64"}) for o in OS_NAMES}),
+        # EBS boot volume: gp3 always (st1/sc1 cannot be boot volumes; io1/io2 need Iops). "ssd" is gp3 with
+        # provisioned IOPS and throughput (providers/aws_request.py sizes them)
+        disk_types=MappingProxyType({"standard": "gp3", "balanced": "gp3", "ssd": "gp3"}),
+        native_schemes=frozenset({"s3"}),
+        ssh_default="as the default security group allows",
+        lifecycle=LifecycleFacts(
+            stop="the instance is stopped (InstanceInitiatedShutdownBehavior=stop)",
+            delete="the instance is terminated and its EBS root volume deleted (InstanceInitiatedShutdownBehavior=terminate)",
+            kept_billing="the EBS root volume keeps billing",
+            enforces_max_run=False,
+            guest_shutdown="on_idle",
+            spot_reclaim=lambda on_max_run: "a reclaimed spot instance is terminated",
+        ),
+        nvswitch_shapes=r"^(p4de?\.24xlarge|p5(e|en)?\.48xlarge|p6-b200\.48xlarge)$",
+    ),
+)})
+
+CLOUD_NAMES: tuple[str, ...] = tuple(CLOUDS)
 #: Schemes every cloud reads without any credential.
 PUBLIC_SCHEMES: frozenset[str] = frozenset({"https"})
+
+
+def cloud(name: str) -> CloudSpec:
+    """The spec of ``name`` (KeyError for a cloud trainvm does not know; callers validate names first)."""
+    return CLOUDS[name]
+
+
+def provisionable_clouds() -> tuple[str, ...]:
+    return tuple(n for n, c in CLOUDS.items() if c.provisionable)
+
+
+def provisionable(name: str) -> bool:
+    spec = CLOUDS.get(name)
+    return spec is not None and spec.provisionable
+
+
+def providers() -> dict[str, str]:
+    """cloud -> "module:Class" of its provider, for the provisionable clouds."""
+    return {n: c.provider for n, c in CLOUDS.items() if c.provider is not None}
+
+
+def or_list(names: tuple[str, ...]) -> str:
+    """``("gcp", "azure", "aws")`` -> ``"gcp, azure or aws"``."""
+    return f"{', '.join(names[:-1])} or {names[-1]}" if len(names) > 1 else "".join(names)
+
+
+def unknown_cloud_message(name: str) -> str:
+    return f"unknown cloud {name!r} (choose {or_list(CLOUD_NAMES)})"
+
+
+def credential_hint(names: tuple[str, ...] | None = None) -> str:
+    """How to give trainvm credentials for ``names`` (default: every provisionable cloud)."""
+    return "; ".join(CLOUDS[n].credential_hint for n in (names or provisionable_clouds()))
+
+
+def image_ref(name: str, os_name: str) -> ImageRef | None:
+    spec = CLOUDS.get(name)
+    return None if spec is None else spec.os_images.get(os_name)
+
+
+def image_refs(os_name: str) -> dict[str, dict[str, str]]:
+    """cloud -> the image reference of ``os_name`` there (the lock file records them), sorted by cloud."""
+    return {n: c.os_images[os_name].lock_ref() for n, c in sorted(CLOUDS.items()) if os_name in c.os_images}
+
+
+def os_arches() -> dict[str, Mapping[str, frozenset[str]]]:
+    """cloud -> os -> architectures with a published image (the planner's os_image filter)."""
+    return {n: c.os_arches for n, c in CLOUDS.items()}
+
+
+# Back-compatible views (data locality, plan, up's summary)
+SSH_DEFAULT: Mapping[str, str] = MappingProxyType({n: c.ssh_default for n, c in CLOUDS.items()})
+NATIVE_SCHEMES: Mapping[str, frozenset[str]] = MappingProxyType({n: c.native_schemes for n, c in CLOUDS.items()})
 
 
 def data_locality_exclusions(items: list[tuple[str, bool]], clouds: tuple[str, ...]) -> dict[str, str]:

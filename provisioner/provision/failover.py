@@ -36,6 +36,7 @@ from provisioner.providers.base import (
     QuotaError,
     VanishedError,
 )
+from provisioner.providers.registry import credential_hint
 
 CLOUD_CAPACITY_LIMIT = 6  # capacity errors in a row in one cloud before its remaining offers are skipped
 
@@ -208,7 +209,7 @@ def _stop_if_unsafe(exc: ProviderError, name: str, offer: Offer, attempts: list[
     """Failures after which no further attempt may start: refused credentials/requests, a VM deleted by
     someone else while we waited, and an attempt that may have left its VM (the next would reuse the name)."""
     if isinstance(exc, (AuthError, InvalidRequestError)):
-        hint = "check your credentials (gcloud auth application-default login / az login)" if isinstance(exc, AuthError) else None
+        hint = f"check your credentials ({credential_hint((offer.cloud,))})" if isinstance(exc, AuthError) else None
         raise ProvisionCloudError(f"{offer.cloud} refused the request; not trying other offers", attempts,
                                   hint=exc.hint or hint) from exc
     if isinstance(exc, VanishedError):

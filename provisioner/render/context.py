@@ -19,9 +19,9 @@ from packaging.version import Version
 from provisioner.compat.facts import Facts, load_facts
 from provisioner.compat.stack import frameworks
 from provisioner.errors import RenderError
+from provisioner.profile.fields import BUCKET_RES, DANGEROUS_ENV_KEYS, RESERVED_DIRS
 from provisioner.providers.lifecycle import guest_shutdown_does, on_vm_max_run_seconds
-
-CLOUDS = ("gcp", "azure", "aws")
+from provisioner.providers.registry import CLOUD_NAMES, CLOUDS
 
 # cuda-keyring_1.1-1_all.deb per NVIDIA repository (x86_64). Sources: NVIDIA repo Packages files;
 # GoogleCloudPlatform/compute-gpu-installation linux/cuda_installer/config.py NVIDIA_KEYRING_SHA256_SUMS.
@@ -46,27 +46,20 @@ TORCH_INDEX = "https://download.pytorch.org/whl/{label}"
 MAX_REBOOTS = 2
 NOMINAL_TOLERANCE = 0.92  # nvidia-smi reports 2-7% under the nominal size (same as verify.compare)
 NVSWITCH_GPUS = frozenset({"A100", "A100-80GB", "H100", "H200", "B200"})
-_NVSWITCH_SHAPES = {
-    "gcp": re.compile(r"^(a2-highgpu-8g|a2-megagpu-16g|a2-ultragpu-8g|a3-[a-z]+-8g|a4-highgpu-8g)$"),
-    "azure": re.compile(r"^standard_nd96", re.I),
-    "aws": re.compile(r"^(p4de?\.24xlarge|p5(e|en)?\.48xlarge|p6-b200\.48xlarge)$"),
-}
 # Shallow folders that must not become the local-NVMe mount point (it would hide their content).
 _NO_MOUNT = {"/", "/mnt", "/data", "/home", "/opt", "/srv", "/tmp", "/root", "/media", "/run"}
-# Data must not land in system or trainvm folders (staging would overwrite them).
-_NO_DATA_UNDER = ("/etc", "/usr", "/boot", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/proc", "/sys", "/dev",
-                  "/run", "/var/lib", "/var/log", "/var/cache", "/opt/trainvm")
-# /etc/trainvm/env is read by login shells (profile.d) and jobs: variables that make a shell or
-# the loader run their value are refused, so no profile string ever executes there either.
-UNSAFE_ENV_KEYS = frozenset({"BASH_ENV", "ENV", "PROMPT_COMMAND", "PS0", "PS1", "PS2", "PS3", "PS4", "SHELLOPTS",
-                             "BASHOPTS", "IFS", "LD_PRELOAD", "LD_AUDIT", "PYTHONSTARTUP", "PERL5OPT", "NODE_OPTIONS"})
-_AZ_ACCOUNT = re.compile(r"^[a-z0-9]{3,24}$")
+# Data must not land in system or trainvm folders, and /etc/trainvm/env must not set variables that make a
+# shell or the loader run their value: the same lists `validate` enforces (profile/fields.py), checked again
+# here so that no profile string ever executes on the VM even if validation were bypassed.
+_NO_DATA_UNDER = RESERVED_DIRS
+UNSAFE_ENV_KEYS = DANGEROUS_ENV_KEYS
+_AZ_ACCOUNT = BUCKET_RES["az"]
 
 
 def is_nvswitch_shape(cloud: str, instance_type: str, gpu_name: str, gpu_count: int) -> bool:
     """8-GPU (and 16-GPU) HGX shapes whose GPUs talk through NVSwitch: they need fabric manager."""
-    pattern = _NVSWITCH_SHAPES.get(cloud)
-    return bool(pattern and gpu_count >= 8 and gpu_name in NVSWITCH_GPUS and pattern.match(instance_type))
+    spec = CLOUDS.get(cloud)
+    return bool(spec and gpu_count >= 8 and gpu_name in NVSWITCH_GPUS and re.match(spec.nvswitch_shapes, instance_type))
 
 
 @dataclass(frozen=True)
@@ -84,7 +77,7 @@ class RenderTarget:
 
     def __post_init__(self) -> None:
         if self.cloud not in CLOUDS:
-            raise RenderError(f"unknown cloud {self.cloud!r}; expected one of {', '.join(CLOUDS)}")
+            raise RenderError(f"unknown cloud {self.cloud!r}; expected one of {', '.join(CLOUD_NAMES)}")
         if not isinstance(self.gpu_count, int) or self.gpu_count < 1:
             raise RenderError(f"gpu_count must be a positive integer, got {self.gpu_count!r}")
         if self.nvswitch is None:
@@ -195,7 +188,7 @@ def _kernel_packages(os_family: str, cloud: str) -> tuple[tuple[str, ...], tuple
     """(headers metapackages to install, kernel metapackages to hold) for the cloud's kernel."""
     if os_family == "debian":
         return ("linux-headers-cloud-amd64",), ("linux-image-cloud-amd64", "linux-headers-cloud-amd64")
-    flavour = {"gcp": "gcp", "azure": "azure", "aws": "aws"}[cloud]
+    flavour = CLOUDS[cloud].kernel_flavour
     return (f"linux-headers-{flavour}",), (f"linux-{flavour}", f"linux-image-{flavour}", f"linux-headers-{flavour}")
 
 

@@ -18,17 +18,16 @@ import gzip
 import hashlib
 import json
 import textwrap
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from provisioner.errors import RenderError
+from provisioner.providers.registry import CLOUDS, UserDataEncoding
 from provisioner.render.compact import compact_shell
 from provisioner.render.context import RenderTarget, ScriptContext, build_context
 from provisioner.render.shell import template_env
 
-GCE_VALUE_LIMIT = 262_144  # bytes per metadata value
-AZURE_CUSTOM_DATA_LIMIT = 87_380  # base64 characters (64 KiB raw)
-AWS_USER_DATA_LIMIT = 16_384  # bytes, raw (before base64)
 SCRIPT_PATH = "/usr/local/sbin/trainvm-provision"
 
 
@@ -41,7 +40,7 @@ class RenderedScript:
     user_data: str | bytes
     # How the create request carries user_data: "plain" (GCE metadata value, as is) or
     # "base64" (Azure customData and the raw EC2 API; boto3's run_instances encodes it itself).
-    user_data_encoding: str
+    user_data_encoding: UserDataEncoding
     sizes: dict[str, int] = field(default_factory=dict)
     script_sha256: str = ""
     entry: str = ""  # gce-startup-script | azure-cloud-init[-gzip] | aws-script | aws-gzip | aws-bootstrap
@@ -96,7 +95,20 @@ def python_keep(ctx: ScriptContext) -> frozenset[str]:
     return frozenset("secret_" + k.replace("-", "_") for k in kinds)
 
 
-def _azure(script: str, ctx: ScriptContext) -> tuple[str, str, dict[str, int]]:
+Wrapped = tuple[str | bytes, str, dict[str, int]]  # (user data, entry, extra sizes)
+
+
+def _gce(script: str, ctx: ScriptContext, script_url: str | None, limit: int) -> Wrapped:
+    raw_len = len(script.encode("utf-8"))
+    if raw_len > limit:
+        raise RenderError(
+            f"the startup script is {raw_len:,} bytes; a GCE metadata value holds at most {limit:,}. "
+            "Shorten the profile's lock file or package list."
+        )
+    return script, "gce-startup-script", {}
+
+
+def _azure(script: str, ctx: ScriptContext, script_url: str | None, limit: int) -> Wrapped:
     from ruamel.yaml import YAML
 
     env = template_env()
@@ -111,27 +123,27 @@ def _azure(script: str, ctx: ScriptContext) -> tuple[str, str, dict[str, int]]:
         except Exception:
             ok = False
     b64_len = len(base64.b64encode(plain.encode("utf-8")))
-    if ok and b64_len <= AZURE_CUSTOM_DATA_LIMIT:
+    if ok and b64_len <= limit:
         return plain, "azure-cloud-init", {"custom_data_base64": b64_len}
     packed = _b64_lines(_gzip(script.encode("utf-8")))
     doc_text = tmpl.render(ctx=ctx, script=packed, encoding="gz+b64", path=SCRIPT_PATH)
     b64_len_gz = len(base64.b64encode(doc_text.encode("utf-8")))
-    if b64_len_gz > AZURE_CUSTOM_DATA_LIMIT:
+    if b64_len_gz > limit:
         raise RenderError(
-            f"Azure customData would be {b64_len_gz:,} base64 characters even with gzip (limit {AZURE_CUSTOM_DATA_LIMIT:,}); "
+            f"Azure customData would be {b64_len_gz:,} base64 characters even with gzip (limit {limit:,}); "
             f"the startup script is {len(script.encode()):,} bytes. Shorten the profile's lock file or package list."
         )
     return doc_text, "azure-cloud-init-gzip", {"custom_data_base64": b64_len_gz, "custom_data_plain_base64": b64_len}
 
 
-def _aws(script: str, ctx: ScriptContext, script_url: str | None) -> tuple[str | bytes, str, dict[str, int]]:
+def _aws(script: str, ctx: ScriptContext, script_url: str | None, limit: int) -> Wrapped:
     raw = script.encode("utf-8")
-    if len(raw) <= AWS_USER_DATA_LIMIT:
+    if len(raw) <= limit:
         return script, "aws-script", {}
     # cloud-init decompresses gzip user data itself ("typically useful because user-data is
     # limited to ~16384 bytes"), so gzip costs no bootstrap and no base64 inflation.
     packed = _gzip(raw)
-    if len(packed) <= AWS_USER_DATA_LIMIT:
+    if len(packed) <= limit:
         return packed, "aws-gzip", {"payload_gzip": len(packed)}
     if script_url:
         boot = template_env().get_template("entry/aws-bootstrap.sh.j2").render(
@@ -139,10 +151,16 @@ def _aws(script: str, ctx: ScriptContext, script_url: str | None) -> tuple[str |
         )
         return boot, "aws-bootstrap", {"payload_gzip": len(packed)}
     raise RenderError(
-        f"AWS user data would be {len(packed):,} bytes even gzipped (limit {AWS_USER_DATA_LIMIT:,} raw; the startup script is "
+        f"AWS user data would be {len(packed):,} bytes even gzipped (limit {limit:,} raw; the startup script is "
         f"{len(raw):,} bytes). Shorten the profile's lock file or package list, or host the script and render with script_url "
         "(the bootstrap downloads it and checks its sha256)."
     )
+
+
+#: user-data kind (providers/registry.py ``UserDataFormat.kind``) -> how the script is wrapped in it
+_WRAP: dict[str, Callable[[str, ScriptContext, str | None, int], Wrapped]] = {
+    "gce-metadata": _gce, "azure-custom-data": _azure, "ec2-user-data": _aws,
+}
 
 
 def render_script(loaded: Any, target: RenderTarget, *, script_url: str | None = None, facts: Any = None,
@@ -155,35 +173,21 @@ def render_script(loaded: Any, target: RenderTarget, *, script_url: str | None =
     script; by default only where the full script would not fit (AWS)."""
     ctx = build_context(loaded, target, facts)
     parts = _render_parts(ctx)
-    if compact if compact is not None else target.cloud == "aws":
+    fmt = CLOUDS[target.cloud].user_data
+    if compact if compact is not None else fmt.compact:
         script = compact_script(*parts, keep=python_keep(ctx))
     else:
         script = "".join(parts)
-    raw_len = len(script.encode("utf-8"))
-    sizes: dict[str, int] = {"startup_sh": raw_len}
-    user_data: str | bytes
-    extra: dict[str, int]
-    if target.cloud == "gcp":
-        if raw_len > GCE_VALUE_LIMIT:
-            raise RenderError(
-                f"the startup script is {raw_len:,} bytes; a GCE metadata value holds at most {GCE_VALUE_LIMIT:,}. "
-                "Shorten the profile's lock file or package list."
-            )
-        user_data, entry, extra, encoding, limit = script, "gce-startup-script", {}, "plain", GCE_VALUE_LIMIT
-    elif target.cloud == "azure":
-        user_data, entry, extra = _azure(script, ctx)
-        encoding, limit = "base64", AZURE_CUSTOM_DATA_LIMIT
-    else:
-        user_data, entry, extra = _aws(script, ctx, script_url)
-        encoding, limit = "base64", AWS_USER_DATA_LIMIT
+    sizes: dict[str, int] = {"startup_sh": len(script.encode("utf-8"))}
+    user_data, entry, extra = _WRAP[fmt.kind](script, ctx, script_url, fmt.limit)
     sizes.update(extra)
     sizes["user_data"] = len(user_data.encode("utf-8") if isinstance(user_data, str) else user_data)
-    sizes["limit"] = limit
+    sizes["limit"] = fmt.limit
     return RenderedScript(
         cloud=target.cloud,
         startup_sh=script,
         user_data=user_data,
-        user_data_encoding=encoding,
+        user_data_encoding=fmt.encoding,
         sizes=sizes,
         script_sha256=hashlib.sha256(script.encode("utf-8")).hexdigest(),
         entry=entry,

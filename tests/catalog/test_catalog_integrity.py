@@ -11,6 +11,7 @@ import pytest
 from provisioner.catalog import COLUMNS, SCHEMA_VERSION, load_catalog
 from provisioner.catalog import families as F
 from provisioner.catalog.storage import EMBEDDED_DIR
+from provisioner.providers.registry import provisionable
 
 KNOWN_FLAGS = {"no_spot_price", "spot_above_ondemand", "spot_equals_ondemand", "suspect_price",
                "host_price_zero", "gpu_count_corrected", "fractional_gpu", "retired_size",
@@ -160,7 +161,7 @@ def test_azure_gpu_memory_from_lookup(cat):
 
 def test_provisionable_by_cloud_and_arch(cat):
     for o in cat.offers:
-        assert o.provisionable == (o.cloud in F.PROVISIONABLE_CLOUDS)
+        assert o.provisionable == provisionable(o.cloud)
         assert o.arch in F.ARCHES
         if o.arch == "arm64":
             assert o.instance_type.startswith("g5g.") and o.gpu_name == "T4G"

@@ -3,14 +3,11 @@ the outcome a user sees: exit code, message, and what is left in the (emulated) 
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
 
 from tests.e2e.test_cli_against_emulators import T4  # noqa: E402 - (env: tests/e2e/conftest.py)
 from tests.emulators.arm import ArmEmulator  # noqa: E402
@@ -68,7 +65,7 @@ def test_gce_rerun_while_create_in_progress_finishes(cli, gce, env):
 
     gce.polls_to_done = 2
     loaded = load_profile(Path(T4))
-    plan, _, _ = make_plan(loaded, Overrides(("gcp",), None, None))
+    plan = make_plan(loaded, Overrides(("gcp",), None, None)).plan
     GcpProvider().submit(launch_spec(loaded, plan.chosen), plan.chosen)  # an `up` killed right after its insert
     assert next(iter(gce.instances.values()))["status"] == "PROVISIONING"
     again = cli("up", T4, "--yes", "--json", "--cloud", "gcp")

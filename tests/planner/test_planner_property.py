@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from planner_synth import TODAY, catalog, offer
 
-from provisioner.catalog.families import OS_IMAGES
 from provisioner.catalog.models import EXCLUDING_FLAGS
 from provisioner.planner import REASONS, PlanRequest, diagnose, plan, rank_key
+from provisioner.providers.registry import os_arches
 
 GPUS = ["T4", "L4", "A100", "H100", "K80"]
 MEM = {"T4": 16.0, "L4": 24.0, "A100": 40.0, "H100": 80.0, "K80": 12.0}
@@ -107,7 +107,7 @@ def satisfies(o, r: PlanRequest) -> bool:
             and o.vcpus >= r.min_vcpus and o.memory_gib >= r.min_memory_gib
             and o.local_nvme_max_gib >= r.local_nvme_gib
             and r.boot_disk_type in o.disk_types
-            and o.arch in OS_IMAGES[o.cloud].get(r.os, ())
+            and o.arch in os_arches()[o.cloud].get(r.os, ())
             and (r.region_globs is None
                  or any(fnmatchcase(o.region, g) or (o.zone and fnmatchcase(o.zone, g))
                         for g in r.region_globs))

@@ -13,17 +13,19 @@ import trainvm_render_support as S
 from ruamel.yaml import YAML
 
 from provisioner.errors import RenderError
+from provisioner.providers.registry import cloud
 from provisioner.render import render_script
-from provisioner.render.script import AWS_USER_DATA_LIMIT, AZURE_CUSTOM_DATA_LIMIT, GCE_VALUE_LIMIT
+
+GCE_LIMIT, AZURE_LIMIT, AWS_LIMIT = (cloud(c).user_data.limit for c in ("gcp", "azure", "aws"))
 
 
 @pytest.mark.parametrize("path", S.EXAMPLES, ids=lambda p: p.stem)
 def test_example_profiles_fit_every_cloud(path):
     lp = S.loaded(path)
     gce, azure, aws = (S.render(lp, c) for c in S.CLOUDS)
-    assert gce.sizes["user_data"] == gce.sizes["startup_sh"] <= GCE_VALUE_LIMIT
-    assert azure.sizes["custom_data_base64"] == len(azure.request_value()) <= AZURE_CUSTOM_DATA_LIMIT
-    assert aws.sizes["user_data"] <= AWS_USER_DATA_LIMIT and aws.entry == "aws-gzip"
+    assert gce.sizes["user_data"] == gce.sizes["startup_sh"] <= GCE_LIMIT
+    assert azure.sizes["custom_data_base64"] == len(azure.request_value()) <= AZURE_LIMIT
+    assert aws.sizes["user_data"] <= AWS_LIMIT and aws.entry == "aws-gzip"
     assert gzip.decompress(aws.user_data).decode() == aws.startup_sh  # cloud-init un-gzips user data
     assert aws.request_value() == base64.b64encode(aws.user_data).decode()
 
@@ -44,7 +46,7 @@ def test_azure_gzips_when_the_plain_document_is_too_big(tmp_path):
     lp = _with_lock(tmp_path, 300)  # ~45 KB of lock file
     rendered = S.render(lp, "azure")
     assert rendered.entry == "azure-cloud-init-gzip"
-    assert rendered.sizes["custom_data_plain_base64"] > AZURE_CUSTOM_DATA_LIMIT >= rendered.sizes["custom_data_base64"]
+    assert rendered.sizes["custom_data_plain_base64"] > AZURE_LIMIT >= rendered.sizes["custom_data_base64"]
     item = YAML(typ="safe").load(rendered.user_data)["write_files"][0]
     assert item["encoding"] == "gz+b64"
     assert gzip.decompress(base64.b64decode(item["content"])).decode() == rendered.startup_sh
@@ -80,5 +82,5 @@ def test_largest_example_sizes_are_recorded():
     lp = S.loaded(S.LARGEST_PROFILE)
     sizes = {c: S.render(lp, c).sizes for c in S.CLOUDS}
     assert sizes["gcp"]["startup_sh"] < 64 * 1024
-    assert sizes["aws"]["user_data"] <= AWS_USER_DATA_LIMIT
+    assert sizes["aws"]["user_data"] <= AWS_LIMIT
     print({c: s for c, s in sizes.items()})

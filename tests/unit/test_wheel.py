@@ -7,7 +7,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-from tests.conftest import REPO
+from tests.helpers import REPO
 
 
 def test_wheel_contains_resources_and_they_are_found(tmp_path: Path) -> None:
@@ -29,7 +29,7 @@ def test_wheel_contains_resources_and_they_are_found(tmp_path: Path) -> None:
         "lp = load_profile(r.profiles_dir() / 'examples' / 'bert-finetune-t4.yaml')\n"
         "from provisioner.provision.launch import render_for_offer\n"
         "from provisioner.planner.from_profile import make_plan\n"
-        "plan, _, _ = make_plan(lp)\n"
+        "plan = make_plan(lp).plan\n"
         "print(len(render_for_offer(lp, plan.chosen).startup_sh))\n"
     ) % str(site)
     env = {"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin", "TRAINVM_NO_CACHE": "1"}
