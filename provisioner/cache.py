@@ -16,6 +16,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
+from provisioner import settings
+
 T = TypeVar("T")
 FORMAT = "1"
 
@@ -26,7 +28,7 @@ def cache_dir() -> Path:
 
 
 def cached(namespace: str, sources: Sequence[Path], build: Callable[[], T]) -> T:
-    if os.environ.get("TRAINVM_NO_CACHE"):
+    if settings.is_set("TRAINVM_NO_CACHE"):
         return build()
     from provisioner import __version__
 

@@ -66,10 +66,6 @@ class CapacityExhaustedError(TrainvmError):
     exit_code = 1
 
 
-class DriftError(TrainvmError):
-    exit_code = 1
-
-
 class NotFoundError(TrainvmError):
     """No trainvm VM of that name on any cloud with credentials: exit 4 (status, verify, logs, ssh)."""
 

@@ -1,15 +1,84 @@
-"""Numeric settings read from the environment (timeouts, polling and backoff intervals)."""
+"""Every ``TRAINVM_*`` setting trainvm reads from the environment, in one table (``SETTINGS``), and the
+only module that reads them: the other modules ask ``text``/``flag``/``seconds`` here (a test keeps it that
+way, and keeps docs/settings.md listing exactly these names). Plain ``os.environ`` reads, no pydantic-settings:
+settings are read when a command needs them, and importing this module costs nothing on ``trainvm --help``.
+"""
 
 from __future__ import annotations
 
 import os
+from typing import NamedTuple
 
 from provisioner.errors import InputError
 
 
-def env_seconds(name: str, default: float) -> float:
+class Setting(NamedTuple):
+    name: str
+    default: str  # as documented ("" = unset)
+    doc: str
+
+
+SETTINGS: dict[str, Setting] = {s.name: s for s in (
+    # profiles, catalog and facts
+    Setting("TRAINVM_PROFILE_PATH", "", "`:`-separated folders searched for `extends:` names"),
+    Setting("TRAINVM_CATALOG", "", "folder with catalog files to use instead of the embedded snapshot"),
+    Setting("TRAINVM_FACTS_DIR", "", "folder with compatibility facts (gpus/cuda/torch/tensorflow/jax/os.yaml) to use instead of the bundled ones"),
+    Setting("TRAINVM_TODAY", "", "the date plans are computed for (catalog age, YYYY-MM-DD), for reproducible output"),
+    Setting("TRAINVM_NO_CACHE", "", "set: do not use the parsed-data cache in `~/.cache/trainvm`"),
+    # cloud endpoints and credentials
+    Setting("TRAINVM_GCE_ENDPOINT", "", "Compute Engine base URL (an emulator in tests; anonymous credentials allowed)"),
+    Setting("TRAINVM_AZURE_ENDPOINT", "", "ARM base URL (an emulator in tests; https, CA from `REQUESTS_CA_BUNDLE`)"),
+    Setting("TRAINVM_AZURE_ACCESS_TOKEN", "", "bearer token instead of `DefaultAzureCredential`"),
+    Setting("TRAINVM_SSH_PUBLIC_KEY", "", "public key for the Azure admin user (default `~/.ssh/id_ed25519.pub`, then `id_rsa.pub`)"),
+    # timeouts and polling (seconds)
+    Setting("TRAINVM_GCE_OP_TIMEOUT", "600", "seconds to wait for one GCE create/delete operation"),
+    Setting("TRAINVM_AZURE_OP_TIMEOUT", "900", "seconds to wait for one Azure create/delete operation"),
+    Setting("TRAINVM_API_TIMEOUT", "30", "seconds one API call may take, retries included (each HTTP request gets half)"),
+    Setting("TRAINVM_AZURE_POLL_SECONDS", "5", "Azure operation polling interval (0 in tests)"),
+    Setting("TRAINVM_RETRY_BASE_DELAY", "1 (GCE) / 0.8 (Azure)", "first retry backoff (0 in tests)"),
+    Setting("TRAINVM_READY_POLL_SECONDS", "15", "`up --wait-ready` polling interval (0 in tests)"),
+    Setting("TRAINVM_LOGS_POLL_SECONDS", "5", "`logs --follow` polling interval (0 in tests)"),
+    Setting("TRAINVM_SSH_PROBE_SECONDS", "5", "how long `ssh` waits for tcp:22 before saying how to open the firewall (0 skips the probe)"),
+    # lock files, team sources and container images
+    Setting("TRAINVM_FROZEN", "", "`1`: as `--frozen` on `lock`, `plan` and `up`: never fetch team sources; fail when the lock and the cache disagree; `plan`/`up` refuse a missing or stale lock"),
+    Setting("TRAINVM_DRIVER_INDEX_URL", "https://developer.download.nvidia.com/compute/cuda/repos/{repo}/x86_64/Packages.gz",
+            "the NVIDIA `Packages` index `lock` reads the driver's exact apt versions from (URL, `file://` or path; `{repo}` becomes `ubuntu2204`/`debian12`...; `none` skips it)"),
+    Setting("TRAINVM_INDEX_URL", "https://pypi.org/simple", "index `lock` and `capture -o` resolve from"),
+    Setting("TRAINVM_CAPTURE_LOCK", "1", "`0`: `capture -o` writes no lock"),
+    Setting("TRAINVM_REGISTRY_USER", "", "registry user for `--resolve-image` / `lock` (never stored)"),
+    Setting("TRAINVM_REGISTRY_PASSWORD", "", "registry password or token for `--resolve-image` / `lock` (never stored)"),
+    Setting("TRAINVM_INSECURE_REGISTRIES", "", "`host:port,...` registries spoken to over plain http (test registries)"),
+    Setting("TRAINVM_RESOLVE_IMAGES", "", "`1`: ask the registry for `stack.container`'s digest and facts (what `--resolve-image` sets)"),
+    # the command line
+    Setting("TRAINVM_DEBUG", "", "set: show tracebacks on errors (what `--debug` sets)"),
+)}
+
+
+def _read(name: str) -> str | None:
+    if name not in SETTINGS:
+        raise KeyError(f"{name} is not a trainvm setting (add it to provisioner/settings.py SETTINGS and docs/settings.md)")
+    return os.environ.get(name)
+
+
+def text(name: str, default: str = "") -> str:
+    """``$name`` with surrounding blanks stripped, ``default`` when unset or blank."""
+    raw = (_read(name) or "").strip()
+    return raw or default
+
+
+def is_set(name: str) -> bool:
+    """Whether ``$name`` is set to anything non-empty (``0`` included)."""
+    return bool(_read(name))
+
+
+def flag(name: str) -> bool:
+    """Whether ``$name`` is set to anything but empty or ``0``."""
+    return (_read(name) or "").strip() not in ("", "0")
+
+
+def seconds(name: str, default: float) -> float:
     """``$name`` as non-negative seconds, ``default`` when unset or empty; anything else is an input error (exit 2)."""
-    raw = os.environ.get(name)
+    raw = _read(name)
     if raw in (None, ""):
         return default
     try:
@@ -19,3 +88,6 @@ def env_seconds(name: str, default: float) -> float:
     if value < 0 or value != value:
         raise InputError(f"{name}={raw!r} must be a non-negative number of seconds")
     return value
+
+
+env_seconds = seconds  # the name the providers and commands call

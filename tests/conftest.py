@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.helpers import BASES, EXAMPLES, REPO, STACK, make_profile  # noqa: F401 (re-exported for fixtures)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -28,8 +28,6 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ.update(AWS_CONFIG_FILE=os.devnull, AWS_SHARED_CREDENTIALS_FILE=os.devnull, AWS_EC2_METADATA_DISABLED="true")
     # `lock` reads NVIDIA's driver index; the suite stays offline (tests/lock point it at a fixture)
     os.environ["TRAINVM_DRIVER_INDEX_URL"] = "none"
-EXAMPLES = sorted((REPO / "profiles" / "examples").glob("*.yaml"))
-BASES = sorted((REPO / "profiles" / "base").glob("*.yaml"))
 
 
 @dataclass
@@ -62,22 +60,6 @@ def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> 
         return CliResult(code, out, err)
 
     return run
-
-
-STACK = {
-    "os": "ubuntu-22.04",
-    "driver": "550.127.05",
-    "cuda": "12.4",
-    "python": "3.11.9",
-    "packages": ["torch==2.4.1+cu124"],
-}
-
-
-def make_profile(hardware: dict[str, Any] | None = None, **stack: Any) -> dict[str, Any]:
-    doc: dict[str, Any] = {"name": "t", "stack": {**STACK, **stack}}
-    if hardware is not None:
-        doc["hardware"] = hardware
-    return doc
 
 
 @pytest.fixture

@@ -68,10 +68,6 @@ class Offer:
     def location(self) -> str:
         return self.zone or self.region
 
-    @property
-    def total_gpu_memory_gib(self) -> float:
-        return self.gpu_memory_gib * self.gpu_count
-
     def excluded_by(self) -> str | None:
         """The rejection reason of the first excluding flag, or None when the row is plannable."""
         for f in self.flags:

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import csv
 import json
-import os
-from dataclasses import fields, replace
+from dataclasses import fields
 from datetime import date
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from provisioner import settings
 from provisioner.catalog.families import ARCHES, CLOUDS, DISK_TYPES
 from provisioner.catalog.models import COLUMNS, SCHEMA_VERSION, Catalog, CatalogError, Offer
 
@@ -30,7 +30,7 @@ def catalog_dir(folder: Path | str | None = None) -> tuple[Path, str]:
     """The folder to read and where that choice came from (argument, env var or embedded)."""
     if folder is not None:
         return Path(folder), "argument"
-    env = os.environ.get(ENV_VAR, "").strip()
+    env = settings.text(ENV_VAR)
     if env:
         return Path(env).expanduser(), ENV_VAR
     return EMBEDDED_DIR, "embedded"
@@ -272,6 +272,3 @@ def write_catalog(folder: Path | str, offers: Iterable[Offer], *, source: str,
     return [mp, *written]
 
 
-def with_changes(o: Offer, **changes: Any) -> Offer:
-    """dataclasses.replace for Offer (kept here so tests and tools do not import dataclasses)."""
-    return replace(o, **changes)

@@ -31,6 +31,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Any
 
+from provisioner import settings
 from provisioner.container.image import ImageFacts, entrypoint, env_facts
 from provisioner.container.reference import DIGEST_RE, ImageRef, parse_image_ref
 from provisioner.errors import TrainvmError
@@ -301,12 +302,11 @@ def resolve_image(image: str, **client_options: Any) -> ImageFacts:
 
 
 def registry_client(**options: Any) -> RegistryClient:
-    import os
 
-    user, password = os.environ.get("TRAINVM_REGISTRY_USER"), os.environ.get("TRAINVM_REGISTRY_PASSWORD")
+    user, password = settings.text("TRAINVM_REGISTRY_USER") or None, settings.text("TRAINVM_REGISTRY_PASSWORD") or None
     if user and password and "credentials" not in options:
         options["credentials"] = (user, password)
-    insecure = os.environ.get("TRAINVM_INSECURE_REGISTRIES", "")
+    insecure = settings.text("TRAINVM_INSECURE_REGISTRIES")
     if insecure and "insecure" not in options:
         options["insecure"] = tuple(h.strip() for h in insecure.split(",") if h.strip())
     return RegistryClient(**options)

@@ -13,6 +13,7 @@ import os
 import tempfile
 from pathlib import Path
 
+from provisioner import settings
 from provisioner.container.image import ImageFacts
 from provisioner.container.reference import parse_image_ref
 from provisioner.profile.messages import Message
@@ -56,7 +57,7 @@ def image_facts(image: str) -> tuple[ImageFacts | None, list[Message]]:
     """The facts of ``image`` (stored, or resolved when TRAINVM_RESOLVE_IMAGES=1) and what to tell the user."""
     ref = parse_image_ref(image)
     out: list[Message] = []
-    resolve = os.environ.get(RESOLVE_ENV) == "1"
+    resolve = settings.text(RESOLVE_ENV) == "1"
     facts = lookup(ref.digest) if ref.digest else None
     if facts is None and resolve:
         from provisioner.container.registry import RegistryError, registry_client

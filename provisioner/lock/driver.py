@@ -229,9 +229,9 @@ def read_index(location: str) -> str:
 def index_location(repo: str) -> str | None:
     """Where the index of NVIDIA's ``repo`` is read from: ``TRAINVM_DRIVER_INDEX_URL`` (``{repo}`` is
     replaced; ``none`` skips the resolution), else NVIDIA's repository."""
-    import os
+    from provisioner import settings
 
-    env = os.environ.get("TRAINVM_DRIVER_INDEX_URL", "")
+    env = settings.text("TRAINVM_DRIVER_INDEX_URL")
     if env.lower() == "none":
         return None
     return (env or NVIDIA_INDEX).replace("{repo}", repo)

@@ -3,9 +3,9 @@ frozen (``--frozen`` or ``TRAINVM_FROZEN=1``, for CI) also refuses a profile wit
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
+from provisioner import settings
 from provisioner.errors import TrainvmError
 
 
@@ -15,7 +15,7 @@ class StaleLockError(TrainvmError):
 
 def frozen_mode(flag: bool = False) -> bool:
     """``--frozen`` on the command line, or ``TRAINVM_FROZEN`` set to anything but "" or "0"."""
-    return flag or os.environ.get("TRAINVM_FROZEN", "") not in ("", "0")
+    return flag or settings.flag("TRAINVM_FROZEN")
 
 
 def lock_gate(loaded: Any, *, frozen: bool = False) -> list[str]:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from provisioner import settings
 from provisioner.errors import InputError, ProfileError
 from provisioner.profile.messages import Message
 
@@ -167,7 +168,7 @@ def read_yaml(path: Path, label: str | None = None) -> Located:
 
 
 def search_path() -> list[Path]:
-    raw = os.environ.get("TRAINVM_PROFILE_PATH", "")
+    raw = settings.text("TRAINVM_PROFILE_PATH")
     return [Path(p) for p in raw.split(os.pathsep) if p]
 
 

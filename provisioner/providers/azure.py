@@ -37,6 +37,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from provisioner import settings
 from provisioner.catalog.models import Offer
 from provisioner.errors import InputError
 from provisioner.providers import azure_errors as errs
@@ -136,7 +137,7 @@ class AzureProvider(GroupLease):
     # ------------------------------------------------------------------ building the request
     def ssh_public_key(self) -> str:
         """The admin user's key: $TRAINVM_SSH_PUBLIC_KEY (a path), else ~/.ssh/id_ed25519.pub or id_rsa.pub."""
-        configured = self._ssh_key_path or os.environ.get("TRAINVM_SSH_PUBLIC_KEY")
+        configured = self._ssh_key_path or settings.text("TRAINVM_SSH_PUBLIC_KEY") or None
         paths = [configured] if configured else list(SSH_KEY_FILES)
         for raw in paths:
             path = Path(raw).expanduser()
@@ -350,7 +351,7 @@ class AzureProvider(GroupLease):
     def ssh_argv(self, record: InstanceRecord, command: builtins.list[str]) -> builtins.list[str]:
         if not record.ip:
             raise InputError(f"{record.name} has no public IP address (yet)")
-        configured = self._ssh_key_path or os.environ.get("TRAINVM_SSH_PUBLIC_KEY")
+        configured = self._ssh_key_path or settings.text("TRAINVM_SSH_PUBLIC_KEY") or None
         found = configured or next((p for p in SSH_KEY_FILES if Path(p).expanduser().exists()), None)
         return R.ssh_argv(record.ip, found, command)
 

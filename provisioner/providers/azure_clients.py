@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
 
+from provisioner import settings
 from provisioner.errors import CloudError
 from provisioner.settings import env_seconds
 
@@ -83,7 +84,7 @@ class Settings:
             raise AzureCredentialsError("AZURE_SUBSCRIPTION_ID is not set",
                                         hint="export AZURE_SUBSCRIPTION_ID=$(az account show --query id -o tsv) "
                                              "after `az login`")
-        url = (endpoint if endpoint is not None else os.environ.get("TRAINVM_AZURE_ENDPOINT", "")).strip().rstrip("/")
+        url = (endpoint if endpoint is not None else settings.text("TRAINVM_AZURE_ENDPOINT")).strip().rstrip("/")
         if url and not url.startswith("https://"):
             raise AzureCredentialsError(f"TRAINVM_AZURE_ENDPOINT={url!r} must be an https:// URL "
                                         "(the Azure SDKs never send a bearer token over plain http)")
@@ -96,7 +97,7 @@ class Settings:
 
 
 def default_credential() -> Any:
-    token = os.environ.get("TRAINVM_AZURE_ACCESS_TOKEN", "").strip()
+    token = settings.text("TRAINVM_AZURE_ACCESS_TOKEN")
     if token:
         return StaticTokenCredential(token)
     from azure.identity import DefaultAzureCredential

@@ -53,6 +53,7 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
+from provisioner import settings
 from provisioner.catalog.models import Offer
 from provisioner.errors import CloudError
 from provisioner.providers import gcp_errors as errs
@@ -111,7 +112,7 @@ class GcpProvider:
                  poll_interval: float | None = None, sleep: Callable[[float], None] = time.sleep,
                  rng: random.Random | None = None, call_timeout: float | None = None,
                  warn: Callable[[str], None] | None = None, clock: Callable[[], float] = time.monotonic) -> None:
-        self.endpoint = (endpoint if endpoint is not None else os.environ.get("TRAINVM_GCE_ENDPOINT", "")).rstrip("/")
+        self.endpoint = (endpoint if endpoint is not None else settings.text("TRAINVM_GCE_ENDPOINT")).rstrip("/")
         self._project, self._credentials = project, credentials
         op_timeout = op_timeout if op_timeout is not None else env_seconds("TRAINVM_GCE_OP_TIMEOUT", 600.0)
         retry_base_delay = retry_base_delay if retry_base_delay is not None else env_seconds("TRAINVM_RETRY_BASE_DELAY", 1.0)

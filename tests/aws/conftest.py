@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import REPO
+from tests.helpers import REPO
 
 T4 = REPO / "profiles" / "examples" / "bert-finetune-t4.yaml"
 TODAY = datetime.date(2026, 11, 22)

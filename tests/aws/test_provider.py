@@ -12,7 +12,7 @@ import pytest
 from provisioner.providers import aws_request as R
 from provisioner.providers.base import ConflictError
 from tests.aws.conftest import t4_offers, t4_spec
-from tests.conftest import REPO
+from tests.helpers import REPO
 
 REPORT = json.loads((REPO / "tests" / "fixtures" / "probe" / "report-vm-t4.json").read_text())
 

@@ -15,7 +15,7 @@ import pytest
 from provisioner.providers import aws_request as R
 from provisioner.providers.base import InvalidRequestError
 from tests.aws.conftest import t4_offers, t4_spec
-from tests.conftest import REPO
+from tests.helpers import REPO
 
 UBUNTU = R.Ami("ami-0123456789abcdef0", "/dev/sda1")
 DEBIAN = R.Ami("ami-0fedcba9876543210", "/dev/xvda")

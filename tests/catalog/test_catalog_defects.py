@@ -9,6 +9,7 @@ import pytest
 from provisioner.catalog import load_catalog
 from provisioner.catalog.storage import EMBEDDED_DIR
 from provisioner.planner import PlanRequest, closest_offers, plan
+from provisioner.planner.core import diagnose
 
 TODAY = date(2026, 11, 22)
 README = (EMBEDDED_DIR / "README.md").read_text()
@@ -95,6 +96,10 @@ def test_rows_without_spot_price_kept_but_not_spot_plannable(cat):
     p = plan(PlanRequest(gpu_names={"H200"}, gpu_count=8, spot=True,
                          region_globs=(h200[0].region,)), cat, TODAY)
     assert p.chosen is None or p.chosen.spot_price_hourly is not None
+    # a row without a spot price is never spot-plannable, whatever else rules it out
+    spot_req = PlanRequest(gpu_count=1, spot=True)
+    assert all("spot_unavailable" in diagnose(o, spot_req) for o in nospot)
+    assert not any("spot_unavailable" in diagnose(o, PlanRequest(gpu_count=1, spot=False)) for o in nospot)
 
 
 def test_rows_without_ondemand_price_are_dropped(tmp_path):

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from provisioner.providers.base import CapacityError, InstanceRecord
-from tests.conftest import EXAMPLES, REPO
+from tests.helpers import EXAMPLES, REPO
 
 T4 = str(REPO / "profiles" / "examples" / "bert-finetune-t4.yaml")
 REPORT = json.loads((REPO / "tests" / "fixtures" / "probe" / "report-vm-t4.json").read_text())

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from tests.conftest import REPO
+from tests.helpers import REPO
 
 T4 = str(REPO / "profiles" / "examples" / "bert-finetune-t4.yaml")
 

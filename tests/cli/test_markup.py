@@ -7,7 +7,7 @@ import json
 
 from provisioner.errors import CloudError
 from provisioner.providers.base import CapacityError
-from tests.conftest import REPO
+from tests.helpers import REPO
 
 T4 = str(REPO / "profiles" / "examples" / "bert-finetune-t4.yaml")
 HOSTILE = "[/bold][red]x[/red] :smile: [link=http://e]y[/link] [/]"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.conftest import EXAMPLES, REPO
+from tests.helpers import EXAMPLES, REPO
 
 REPORT = REPO / "tests" / "fixtures" / "probe" / "report-vm-t4.json"
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import EXAMPLES
+from tests.helpers import EXAMPLES
 
 GOLDEN = Path(__file__).with_name("golden")
 OFFER_KEYS = {"cloud", "region", "zone", "instance_type", "gpu_name", "gpu_count", "vcpus", "memory_gib", "gpu_memory_gib", "price_hourly", "spot"}
@@ -85,8 +85,15 @@ def test_no_feasible_offer_exit_1_with_nearest(cli, write_yaml) -> None:
 
 
 def test_plan_explain_lists_near_misses(cli) -> None:
+    import re
+
+    from provisioner.planner.request import REASONS
+
     r = cli("plan", str(EXAMPLES[0]), "--explain")
-    assert r.code == 0 and "near misses" in r.out
+    lines = r.out.splitlines()
+    head = lines.index("near misses (rejected by exactly one constraint):")  # not the empty branch ("near misses: none")
+    rows = [re.match(r"^  (\S+) (\S+) (\S+) \$[0-9.]+/h: (\w+) - \S", ln) for ln in lines[head + 1:head + 4]]
+    assert r.code == 0 and all(rows) and all(m.group(4) in REASONS for m in rows if m)
 
 
 def test_plan_bad_inputs(cli, tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.helpers import REPO
 
 T4 = str(REPO / "profiles" / "examples" / "bert-finetune-t4.yaml")
 BIG = str(REPO / "profiles" / "examples" / "bert-pretrain-8xa100.yaml")

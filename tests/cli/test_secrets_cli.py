@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.helpers import REPO
 from tests.unit.test_secrets import CORPUS
 
 T4 = (REPO / "profiles" / "examples" / "bert-finetune-t4.yaml").read_text()

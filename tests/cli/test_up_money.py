@@ -9,7 +9,7 @@ from datetime import UTC
 import pytest
 
 from provisioner.providers.base import CapacityError
-from tests.conftest import REPO
+from tests.helpers import REPO
 
 T4 = str(REPO / "profiles" / "examples" / "bert-finetune-t4.yaml")
 

@@ -12,7 +12,7 @@ import jsonschema
 import pytest
 from ruamel.yaml import YAML
 
-from tests.conftest import BASES, EXAMPLES, REPO
+from tests.helpers import BASES, EXAMPLES, REPO
 
 
 def test_validate_examples_text(cli) -> None:

@@ -9,8 +9,8 @@ import json
 import pytest
 
 from provisioner.providers import set_provider
-from tests.conftest import REPO
 from tests.fakes import FakeProvider
+from tests.helpers import REPO
 
 T4 = str(REPO / "profiles" / "examples" / "bert-finetune-t4.yaml")
 REPORT = json.loads((REPO / "tests" / "fixtures" / "probe" / "report-vm-t4.json").read_text())

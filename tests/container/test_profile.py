@@ -57,7 +57,7 @@ def test_tag_without_digest_is_a_warning_at_validate(cli, write_yaml):
 
 
 def test_existing_profiles_keep_their_hash(cli):
-    from tests.conftest import EXAMPLES
+    from tests.helpers import EXAMPLES
 
     r = cli("validate", str(EXAMPLES[0]), "--json")
     golden = json.loads((EXAMPLES[0].parents[2] / "tests/cli/golden" / f"plan-{EXAMPLES[0].stem}.json").read_text())

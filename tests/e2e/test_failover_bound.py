@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from provisioner.catalog.storage import load_catalog
-from tests.conftest import REPO
 from tests.emulators.arm import ArmEmulator
 from tests.emulators.gce import GceEmulator
+from tests.helpers import REPO
 
 #: Accepts any GPU with >= 16 GiB: the shape of profile that used to fail over onto an A10 / L4.
 PROFILE = f"""\

@@ -12,8 +12,6 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
 
 from tests.emulators.arm import ArmEmulator  # noqa: E402
 from tests.emulators.gce import GceEmulator  # noqa: E402

@@ -4,14 +4,11 @@ billed "Stopped"); the text says what keeps billing; `stop` asks unless --yes.""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
 
 from tests.emulators.arm import ArmEmulator  # noqa: E402
 from tests.emulators.gce import GceEmulator  # noqa: E402

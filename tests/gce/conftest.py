@@ -4,7 +4,6 @@ pointed at it with every delay zeroed, and builders for LaunchSpecs and Offers."
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -13,8 +12,6 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
 from provisioner.catalog.models import Offer  # noqa: E402
 from provisioner.providers.base import LaunchSpec, labels_for, vm_name  # noqa: E402

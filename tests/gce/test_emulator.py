@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import base64
 import json
-import sys
 import urllib.error
 import urllib.request
 import uuid
@@ -19,8 +18,6 @@ import google.oauth2.credentials
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
 from google.api_core import exceptions as gexc  # noqa: E402
 from google.api_core.future import polling  # noqa: E402

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import json
-import sys
 import urllib.error
 import urllib.request
 import uuid
@@ -13,8 +12,6 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
 from google.api_core import exceptions as gexc  # noqa: E402
 from google.cloud import compute_v1  # noqa: E402

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from provisioner.providers.registry import NATIVE_SCHEMES, data_locality_exclusions, egress_estimate, egress_prices
-from tests.conftest import EXAMPLES
+from tests.helpers import EXAMPLES
 
 SOURCES = {"gs": "gs://bucket/corpus/", "s3": "s3://bucket/corpus/", "az": "az://account1/container/corpus/",
            "https": "https://example.com/corpus.tar"}

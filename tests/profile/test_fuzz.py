@@ -14,7 +14,7 @@ from ruamel.yaml import YAML
 
 from provisioner.errors import InputError, ProfileError
 from provisioner.profile import load_profile
-from tests.conftest import make_profile
+from tests.helpers import make_profile
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 

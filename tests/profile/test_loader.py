@@ -8,7 +8,7 @@ import pytest
 
 from provisioner.errors import InputError, ProfileError
 from provisioner.profile import load_profile
-from tests.conftest import BASES, EXAMPLES
+from tests.helpers import BASES, EXAMPLES
 
 BASE = """\
 name: base-stack

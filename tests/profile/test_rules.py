@@ -9,7 +9,7 @@ import pytest
 from provisioner.compat.facts import load_facts
 from provisioner.compat.rules import RULES, check_profile, compatible_gpus
 from provisioner.profile.model import Profile
-from tests.conftest import make_profile
+from tests.helpers import make_profile
 
 
 def msgs(doc: dict[str, Any], level: str = "error") -> list[str]:

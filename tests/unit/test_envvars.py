@@ -9,15 +9,15 @@ from provisioner.settings import env_seconds
 
 
 def test_env_seconds(monkeypatch) -> None:
-    monkeypatch.delenv("X_SECONDS", raising=False)
-    assert env_seconds("X_SECONDS", 5.0) == 5.0
-    monkeypatch.setenv("X_SECONDS", "0.25")
-    assert env_seconds("X_SECONDS", 5.0) == 0.25
+    monkeypatch.delenv("TRAINVM_LOGS_POLL_SECONDS", raising=False)
+    assert env_seconds("TRAINVM_LOGS_POLL_SECONDS", 5.0) == 5.0
+    monkeypatch.setenv("TRAINVM_LOGS_POLL_SECONDS", "0.25")
+    assert env_seconds("TRAINVM_LOGS_POLL_SECONDS", 5.0) == 0.25
     for bad in ("soon", "-1", "nan"):
-        monkeypatch.setenv("X_SECONDS", bad)
+        monkeypatch.setenv("TRAINVM_LOGS_POLL_SECONDS", bad)
         with pytest.raises(InputError) as info:
-            env_seconds("X_SECONDS", 5.0)
-        assert info.value.exit_code == 2 and "X_SECONDS" in str(info.value)
+            env_seconds("TRAINVM_LOGS_POLL_SECONDS", 5.0)
+        assert info.value.exit_code == 2 and "TRAINVM_LOGS_POLL_SECONDS" in str(info.value)
 
 
 def test_bad_provider_setting_is_a_clear_input_error(cli, monkeypatch) -> None:
