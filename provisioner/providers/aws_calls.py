@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import sys
 import threading
 from collections.abc import Callable
@@ -21,6 +20,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
+from provisioner import settings
 from provisioner.errors import CloudError, InputError
 from provisioner.providers import aws_errors as errs
 from provisioner.providers import aws_request as R
@@ -47,8 +47,8 @@ class AwsCalls:
     def __init__(self, *, endpoint: str | None = None, regions: list[str] | None = None, tries: int = 4,
                  op_timeout: float | None = None, poll_interval: float | None = None,
                  warn: Callable[[str], None] | None = None) -> None:
-        self.endpoint = (endpoint if endpoint is not None else os.environ.get("TRAINVM_AWS_ENDPOINT", "")).rstrip("/")
-        env_regions = [r.strip() for r in os.environ.get("TRAINVM_AWS_REGIONS", "").split(",") if r.strip()]
+        self.endpoint = (endpoint if endpoint is not None else settings.text("TRAINVM_AWS_ENDPOINT")).rstrip("/")
+        env_regions = [r.strip() for r in settings.text("TRAINVM_AWS_REGIONS").split(",") if r.strip()]
         self._regions = regions or env_regions or None
         self.tries = max(1, tries)
         self.op_timeout = op_timeout if op_timeout is not None else env_seconds("TRAINVM_AWS_OP_TIMEOUT", 600.0)
@@ -280,7 +280,7 @@ def _shared_session() -> Any:
 
 
 def ssh_public_key() -> str | None:
-    configured = os.environ.get("TRAINVM_SSH_PUBLIC_KEY")
+    configured = settings.text("TRAINVM_SSH_PUBLIC_KEY") or None
     for raw in [configured] if configured else list(SSH_KEY_FILES):
         path = Path(raw).expanduser()
         try:
