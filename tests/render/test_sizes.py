@@ -66,7 +66,7 @@ def test_aws_past_the_limit_needs_a_hosted_script_or_fails_clearly(tmp_path):
 def test_small_scripts_go_to_aws_as_they_are():
     from provisioner.render.script import _aws
 
-    text, entry, _ = _aws("#!/bin/bash\necho hi\n", None, None)
+    text, entry, _ = _aws("#!/bin/bash\necho hi\n", None, None, AWS_LIMIT)
     assert (text, entry) == ("#!/bin/bash\necho hi\n", "aws-script")
 
 
