@@ -19,7 +19,9 @@ sys.path.insert(0, str(REPO / "tests" / "render"))
 
 import support as S  # noqa: E402
 
-from provisioner.render.script import AWS_USER_DATA_LIMIT, AZURE_CUSTOM_DATA_LIMIT, GCE_VALUE_LIMIT  # noqa: E402
+from provisioner.providers.registry import cloud  # noqa: E402
+
+GCE_VALUE_LIMIT, AZURE_CUSTOM_DATA_LIMIT, AWS_USER_DATA_LIMIT = (cloud(c).user_data.limit for c in ("gcp", "azure", "aws"))
 
 LIMITS = {"gcp": ("startup_sh", GCE_VALUE_LIMIT), "azure": ("custom_data_base64", AZURE_CUSTOM_DATA_LIMIT),
           "aws": ("user_data", AWS_USER_DATA_LIMIT)}

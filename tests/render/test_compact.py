@@ -13,10 +13,13 @@ import re
 import pytest
 import trainvm_render_support as S
 
+from provisioner.providers.registry import cloud
 from provisioner.render import build_context, render_script
 from provisioner.render.compact import compact_shell, minify_python
-from provisioner.render.script import AWS_USER_DATA_LIMIT, _render_parts, compact_script
+from provisioner.render.script import _render_parts, compact_script
 from provisioner.render.shell import shq
+
+AWS_USER_DATA_LIMIT = cloud("aws").user_data.limit
 
 # Bytes every bundled profile must leave free under the AWS limit (gzip user data), so that the
 # next template change does not break AWS. Raise it when the script shrinks; never lower it to
