@@ -221,6 +221,7 @@ def stop(
     """Stop the VM: compute billing ends, its disks and their data stay (and bill); `start` resumes it."""
     from provisioner.commands.power import run_stop
 
+    _check_clouds([cloud] if cloud else None)
     raise typer.Exit(run_stop(name, cloud=cloud, yes=yes, wait=not no_wait, json_out=json_out))
 
 
@@ -234,6 +235,7 @@ def start(
     """Start a stopped VM; its startup script re-verifies the stack (nothing is reinstalled)."""
     from provisioner.commands.power import run_start
 
+    _check_clouds([cloud] if cloud else None)
     raise typer.Exit(run_start(name, cloud=cloud, wait=not no_wait, json_out=json_out))
 
 
@@ -258,8 +260,9 @@ def verify(
     if perf:
         from provisioner.commands.perf import verify_perf
 
+        _check_clouds([cloud] if cloud else None)
         raise typer.Exit(verify_perf(target, local=local, python=python, data=data, json_out=json_out, budget=budget,
-                                     baseline=baseline))
+                                     baseline=baseline, cloud=cloud))
     if local:
         from provisioner.commands.mirror import run_verify_local
 
@@ -274,23 +277,27 @@ def verify(
 def logs(
     name: NameArg,
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep reading until the startup script reports ready or failed.")] = False,
+    cloud: OneCloudOpt = None,
     json_out: JsonFlag = False,
 ) -> None:
     """The VM's provisioning log (its console) and the startup phases' timings."""
     from provisioner.commands.logs import run_logs
 
-    raise typer.Exit(run_logs(name, follow=follow, json_out=json_out))
+    _check_clouds([cloud] if cloud else None)
+    raise typer.Exit(run_logs(name, follow=follow, json_out=json_out, cloud=cloud))
 
 
 @app.command()
 def ssh(
     name: NameArg,
     command: Annotated[Optional[list[str]], typer.Argument(help="Command to run on the VM (after --).", show_default=False)] = None,
+    cloud: OneCloudOpt = None,
 ) -> None:
     """Open SSH to the VM (its user, key and address), or run `-- CMD...` there."""
     from provisioner.commands.ssh import run_ssh
 
-    raise typer.Exit(run_ssh(name, command or []))
+    _check_clouds([cloud] if cloud else None)
+    raise typer.Exit(run_ssh(name, command or [], cloud))
 
 
 @app.command()
@@ -495,6 +502,9 @@ def _emit_error(exc: BaseException, code: int, hint: str | None, *, kind: str | 
     attempts = getattr(exc, "attempts", None)
     if attempts:  # ProvisionError: what was tried
         doc["attempts"] = [a.to_json() for a in attempts]
+    results = getattr(exc, "results", None)
+    if results:  # validate: every file's result, the unreadable one included
+        doc["results"] = results
     sys.stdout.write(json.dumps({"error": doc}, indent=2, default=str) + "\n")
 
 

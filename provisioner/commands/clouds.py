@@ -40,14 +40,6 @@ def _credentialed() -> dict[str, Provider]:
     return providers
 
 
-def _locate(name: str, providers: dict[str, Provider]) -> tuple[InstanceRecord, Provider] | None:
-    for provider in providers.values():
-        record = provider.find(name)
-        if record is not None:
-            return record, provider
-    return None
-
-
 def _all_records(cloud_filter: Callable[[str], bool] = lambda c: True) -> tuple[list[tuple[InstanceRecord, Provider]], list[dict[str, str]]]:
     providers, skipped = _providers([c for c in PROVIDERS if cloud_filter(c)])
     found: list[tuple[InstanceRecord, Provider]] = []

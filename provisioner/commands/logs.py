@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 import time
 
-from provisioner.commands.clouds import _credentialed, _locate
+from provisioner.commands.clouds import locate_one, providers_for
 from provisioner.commands.verify import not_found
 from provisioner.output import emit_json, stdout_console, styled
 from provisioner.settings import env_seconds
@@ -32,10 +32,10 @@ def _print_timings(spans: list[PhaseSpan], status: str | None) -> None:
         out.print(f"  {span.phase:<10} {span.result or '':<9} {secs}")
 
 
-def run_logs(name: str, *, follow: bool, json_out: bool) -> int:
-    located = _locate(name, _credentialed())
+def run_logs(name: str, *, follow: bool, json_out: bool, cloud: str | None = None) -> int:
+    located = locate_one(name, providers_for(cloud), "logs")
     if located is None:
-        raise not_found(name)
+        raise not_found(name, cloud)
     _record, provider = located
     interval = env_seconds("TRAINVM_LOGS_POLL_SECONDS", 5.0)
     follower, text = ConsoleFollower(), []

@@ -194,16 +194,16 @@ def verify_local_perf(profile: Path, python: str | None, data: str | None, json_
 
 
 def verify_perf(target: str, *, local: bool, python: str | None, data: str | None, json_out: bool, budget: float,
-                baseline: Path | None = None) -> int:
+                baseline: Path | None = None, cloud: str | None = None) -> int:
     if local:
         return verify_local_perf(Path(target), python, data, json_out, budget)
-    return verify_vm_perf(target, baseline, json_out)
+    return verify_vm_perf(target, baseline, json_out, cloud)
 
 
-def verify_vm_perf(name: str, baseline: Path | None, json_out: bool) -> int:
+def verify_vm_perf(name: str, baseline: Path | None, json_out: bool, cloud: str | None = None) -> int:
     """The perf result the VM's startup script put in report.json (profile ``perf:``) against
     ``--baseline`` (a PROFILE.yaml, meaning PROFILE.perf.json beside it, or a perf JSON)."""
-    from provisioner.commands.clouds import _credentialed, _locate
+    from provisioner.commands.clouds import locate_one, providers_for
     from provisioner.verify.parity import any_worse, compare
     from provisioner.verify.perfdoc import load_perf, validate_doc
     from provisioner.verify.perfspec import annotate
@@ -212,11 +212,11 @@ def verify_vm_perf(name: str, baseline: Path | None, json_out: bool) -> int:
         raise InputError(f"verify {name} --perf: give --baseline PROFILE.yaml (its PROFILE.perf.json) or a perf result "
                          "(JSON) to compare the VM with")
     base = load_perf(baseline if baseline.suffix == ".json" else baseline_path(baseline))
-    located = _locate(name, _credentialed())
+    located = locate_one(name, providers_for(cloud), "verify --perf")
     if located is None:
         from provisioner.commands.verify import not_found
 
-        raise not_found(name)
+        raise not_found(name, cloud)
     _record, provider = located
     report, _profile = provider.read_report(name)
     perf = report.perf if report is not None else None

@@ -7,33 +7,23 @@ from __future__ import annotations
 
 import sys
 
-from provisioner.commands.clouds import _credentialed
-from provisioner.errors import CloudError, InputError
+from provisioner.commands.clouds import locate_one, providers_for
+from provisioner.commands.verify import not_found
+from provisioner.errors import InputError
 from provisioner.output import emit_json, stdout_console
 from provisioner.providers.lifecycle import KEPT_BILLING, MECHANISM, SCRATCH_LOST
 
 
-def _find(name: str, cloud: str | None):
-    providers = _credentialed()
-    if cloud is not None:
-        if cloud not in providers:
-            raise CloudError(f"no credentials for {cloud} (clouds with credentials: {', '.join(providers) or 'none'})")
-        providers = {cloud: providers[cloud]}
-    found = [(r, p) for p in providers.values() if (r := p.find(name)) is not None]
-    if len(found) > 1:
-        raise InputError(f"{name} exists on {' and '.join(r.cloud for r, _ in found)}; pass --cloud to choose one")
-    return found[0] if found else None
+def _find(name: str, cloud: str | None, verb: str):  # noqa: ANN202 - (InstanceRecord, Provider)
+    """The VM, as down/verify/status find it: a missing VM is exit 4, a name on two clouds is refused."""
+    located = locate_one(name, providers_for(cloud), verb)
+    if located is None:
+        raise not_found(name, cloud)
+    return located
 
 
 def run_stop(name: str, *, cloud: str | None, yes: bool, wait: bool, json_out: bool) -> int:
-    located = _find(name, cloud)
-    if located is None:
-        if json_out:
-            emit_json({"name": name, "stopped": False, "found": False})
-        else:
-            stdout_console().print(f"{name}: no such trainvm VM")
-        return 1
-    record, provider = located
+    record, provider = _find(name, cloud, "stop")
     keeps = f"{KEPT_BILLING[record.cloud]}; {SCRATCH_LOST}"
     if not yes:
         if not sys.stdin.isatty():
@@ -57,14 +47,7 @@ def run_stop(name: str, *, cloud: str | None, yes: bool, wait: bool, json_out: b
 
 
 def run_start(name: str, *, cloud: str | None, wait: bool, json_out: bool) -> int:
-    located = _find(name, cloud)
-    if located is None:
-        if json_out:
-            emit_json({"name": name, "started": False, "found": False})
-        else:
-            stdout_console().print(f"{name}: no such trainvm VM")
-        return 1
-    record, provider = located
+    record, provider = _find(name, cloud, "start")
     after = provider.start(name, wait=wait)
     state = after.state if after else "GONE"
     ip = after.ip if after else None

@@ -9,7 +9,7 @@ import os
 import shutil
 import socket
 
-from provisioner.commands.clouds import _credentialed, _locate
+from provisioner.commands.clouds import locate_one, providers_for
 from provisioner.commands.verify import not_found
 from provisioner.errors import InputError, TrainvmError
 from provisioner.settings import env_seconds
@@ -31,11 +31,11 @@ def _exec(argv: list[str]) -> None:  # replaced in tests
     os.execvp(argv[0], argv)
 
 
-def run_ssh(name: str, command: list[str]) -> int:
+def run_ssh(name: str, command: list[str], cloud: str | None = None) -> int:
     probe = env_seconds("TRAINVM_SSH_PROBE_SECONDS", 5.0)  # 0: skip the probe
-    located = _locate(name, _credentialed())
+    located = locate_one(name, providers_for(cloud), "ssh")
     if located is None:
-        raise not_found(name)
+        raise not_found(name, cloud)
     record, provider = located
     if not record.ip:
         raise InputError(f"{name} has no public IP address; it may still be starting or be stopped",

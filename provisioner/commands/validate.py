@@ -37,13 +37,26 @@ def _result(path: Path, valid: bool, digest: str | None, errors: list[Message], 
     }
 
 
+class UnreadableProfileError(InputError):
+    """A profile given to ``validate`` could not be read (missing, not a file, not YAML...): exit 2; with
+    ``--json`` the error document also carries every file's result."""
+
+    def __init__(self, message: str, results: list[dict[str, Any]]) -> None:
+        super().__init__(message)
+        self.results = results
+
+
 def run_validate(paths: list[Path], json_out: bool) -> int:
-    results, code = [], 0
+    results, codes = [], []
     for path in paths:
         result, rc = validate_one(path)
         results.append(result)
-        code = max(code, rc)
+        codes.append(rc)
+    code = max(codes, default=0)
     if json_out:
+        if code == 2:  # like every command, an input error is one {"error": ...} document
+            first = results[codes.index(2)]
+            raise UnreadableProfileError(first["errors"][0]["message"], results)
         emit_json({"results": results})
         return code
     for result in results:

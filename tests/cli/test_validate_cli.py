@@ -42,7 +42,9 @@ def test_validate_missing_file_exit_2(cli, tmp_path: Path) -> None:
 def test_validate_bad_yaml_exit_2_json(cli, write_yaml) -> None:
     r = cli("validate", "--json", str(write_yaml("name: [x\n")))
     assert r.code == 2
-    assert "YAML syntax error" in r.json()["results"][0]["errors"][0]["message"]
+    err = r.json()["error"]  # an unreadable profile is an input error: one error document
+    assert err["exit_code"] == 2 and "YAML syntax error" in err["message"]
+    assert "YAML syntax error" in err["results"][0]["errors"][0]["message"]
 
 
 def test_warnings_go_to_stderr_in_text_mode(cli, write_yaml) -> None:

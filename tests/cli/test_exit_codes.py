@@ -1,0 +1,97 @@
+"""Exit codes of every command against docs/spec.md "Errors and exit codes", beyond the error table in
+test_error_contract.py: the VM commands agree about a missing VM (4) and about a name on two clouds
+(2, refused with the same message as `down`), and `down` of a missing VM stays 0."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.cli.test_up_money import _record
+from tests.conftest import REPO
+
+T4 = str(REPO / "profiles" / "examples" / "bert-finetune-t4.yaml")
+
+# every command that acts on one existing VM, as it is called
+VM_COMMANDS = {
+    "status": ["status", "{name}"],
+    "verify": ["verify", "{name}"],
+    "logs": ["logs", "{name}"],
+    "ssh": ["ssh", "{name}"],
+    "stop": ["stop", "{name}", "--yes"],
+    "start": ["start", "{name}"],
+    "verify --perf": ["verify", "{name}", "--perf", "--baseline", str(REPO / "tests" / "none.perf.json")],
+}
+
+
+@pytest.mark.parametrize("verb", list(VM_COMMANDS))
+@pytest.mark.parametrize("json_out", [False, True], ids=["text", "json"])
+def test_a_missing_vm_is_exit_4_for_every_vm_command(cli, clouds, verb, json_out, monkeypatch) -> None:
+    if json_out and verb == "ssh":
+        pytest.skip("ssh has no --json: it execs ssh")
+    if verb == "verify --perf":
+        monkeypatch.setattr("provisioner.verify.perfdoc.load_perf", lambda path: {})
+    argv = [a.format(name="no-such-vm") for a in VM_COMMANDS[verb]] + (["--json"] if json_out else [])
+    r = cli(*argv)
+    assert r.code == 4, (verb, r.out, r.err)
+    assert "no trainvm VM named no-such-vm" in r.err and "Traceback" not in r.err
+    if json_out:
+        doc = json.loads(r.out)
+        assert set(doc) == {"error"} and doc["error"]["exit_code"] == 4 and doc["error"]["type"] == "NotFoundError"
+    else:
+        assert r.out == ""
+
+
+def test_a_missing_vm_with_cloud_names_that_cloud(cli, clouds) -> None:
+    r = cli("stop", "no-such-vm", "--cloud", "azure", "--yes")
+    assert r.code == 4 and "no trainvm VM named no-such-vm on azure" in r.err
+    assert cli("start", "no-such-vm", "--cloud", "moon").code == 2  # an unknown cloud is a usage error
+
+
+@pytest.mark.parametrize("verb", [v for v in VM_COMMANDS if v != "status"])
+def test_a_name_on_two_clouds_is_refused_like_down(cli, clouds, verb, monkeypatch) -> None:
+    if verb == "verify --perf":
+        monkeypatch.setattr("provisioner.verify.perfdoc.load_perf", lambda path: {})
+    name = "trainvm-twice-1"
+    clouds["gcp"].vms[name] = _record(name=name)
+    clouds["azure"].vms[name] = _record(name=name, cloud="azure", region="eastus", zone=None)
+    argv = [a.format(name=name) for a in VM_COMMANDS[verb]]
+    r = cli(*argv)
+    assert r.code == 2, (verb, r.err)
+    assert f"exists on gcp (us-central1-a) and azure (eastus); `{verb}` will not guess" in r.err
+    assert "--cloud gcp or --cloud azure" in r.err
+    assert clouds["gcp"].vms[name].state == clouds["azure"].vms[name].state == "RUNNING"  # nothing was done
+
+
+def test_stop_and_start_with_cloud_act_on_that_cloud_only(cli, clouds) -> None:
+    name = "trainvm-twice-2"
+    clouds["gcp"].vms[name] = _record(name=name)
+    clouds["azure"].vms[name] = _record(name=name, cloud="azure", region="eastus", zone=None)
+    r = cli("stop", name, "--cloud", "azure", "--yes", "--json")
+    assert r.code == 0 and r.json()["cloud"] == "azure" and r.json()["stopped"] is True
+    assert clouds["azure"].vms[name].state != "RUNNING" and clouds["gcp"].vms[name].state == "RUNNING"
+    r = cli("start", name, "--cloud", "azure", "--json")
+    assert r.code == 0 and r.json()["started"] is True and clouds["azure"].vms[name].state == "RUNNING"
+
+
+def test_down_of_a_missing_vm_stays_0_and_says_so(cli, clouds) -> None:
+    r = cli("down", "no-such-vm", "--yes")
+    assert r.code == 0 and "already gone" in r.out
+    doc = cli("down", "no-such-vm", "--yes", "--json").json()
+    assert doc["already_gone"] is True and doc["deleted"] is False
+
+
+def test_validate_json_unreadable_file_is_one_error_document_with_every_result(cli, tmp_path, write_yaml) -> None:
+    good = write_yaml({"name": "x"}, name="bad-but-readable.yaml")
+    r = cli("validate", str(good), str(tmp_path / "absent.yaml"), "--json")
+    assert r.code == 2
+    doc = json.loads(r.out)  # exactly one document
+    assert set(doc) == {"error"}
+    err = doc["error"]
+    assert err["exit_code"] == 2 and "absent.yaml" in err["message"] and err["type"] == "UnreadableProfileError"
+    assert [x["file"] for x in err["results"]] == [str(good), str(tmp_path / "absent.yaml")]
+    assert err["results"][0]["valid"] is False and err["results"][0]["errors"]  # the readable one was validated
+    # without an unreadable file, validate --json is the results document (exit 1 for an invalid profile)
+    r = cli("validate", str(good), "--json")
+    assert r.code == 1 and set(r.json()) == {"results"}
