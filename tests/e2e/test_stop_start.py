@@ -47,7 +47,8 @@ def test_gce_stop_start(cli, env, write_yaml) -> None:
         assert inst["status"] == "RUNNING"
         # the startup script is still the instance's metadata: GCE runs it on this boot (re-verifies)
         assert any(i["key"] == "startup-script" for i in inst["metadata"]["items"])
-        assert cli("start", "trainvm-nope", "--json").code == 1
+        missing = cli("start", "trainvm-nope", "--json")  # a missing VM: exit 4, as for status/verify/logs/ssh
+        assert missing.code == 4 and missing.json()["error"]["type"] == "NotFoundError"
 
 
 def test_gce_stop_needs_discard_for_local_ssd(env) -> None:
