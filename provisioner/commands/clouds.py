@@ -13,6 +13,16 @@ from provisioner.providers.base import InstanceRecord, Provider
 NAME_RE = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
+def check_name(name: str) -> str:
+    """``name`` when it can be a trainvm VM name; an input error (exit 2) before any cloud call otherwise (a
+    slash, control codes, 10,000 characters... are refused here, not sent to a cloud API)."""
+    if not NAME_RE.match(name):
+        shown = repr(name if len(name) <= 80 else name[:80] + "...")
+        raise InputError(f"{shown} is not a trainvm VM name (lowercase letters, digits and '-', at most 63, "
+                         "starting with a letter)", hint="`trainvm list` shows the VMs trainvm can see")
+    return name
+
+
 def _providers(clouds: list[str]) -> tuple[dict[str, Provider], list[dict[str, str]]]:
     """Providers for the clouds that have credentials; the others are skipped with a reason."""
     ready, skipped = {}, []

@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import sys
 
-from provisioner.commands.clouds import NAME_RE, locate_one, providers_for
+from provisioner.commands.clouds import check_name, locate_one, providers_for
 from provisioner.errors import InputError
 from provisioner.output import emit_json, stdout_console
 
 
 def run_down(name: str, *, yes: bool, wait: bool, json_out: bool, cloud: str | None = None) -> int:
-    if not NAME_RE.match(name):
-        raise InputError(f"{name!r} is not a trainvm VM name (lowercase letters, digits and '-', at most 63, "
-                         "starting with a letter)")
+    check_name(name)
     providers = providers_for(cloud)
     located = locate_one(name, providers, "down")
     if located is None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 import time
 
-from provisioner.commands.clouds import locate_one, providers_for
+from provisioner.commands.clouds import check_name, locate_one, providers_for
 from provisioner.commands.verify import not_found
 from provisioner.output import emit_json, stdout_console, styled
 from provisioner.settings import env_seconds
@@ -33,7 +33,7 @@ def _print_timings(spans: list[PhaseSpan], status: str | None) -> None:
 
 
 def run_logs(name: str, *, follow: bool, json_out: bool, cloud: str | None = None) -> int:
-    located = locate_one(name, providers_for(cloud), "logs")
+    located = locate_one(check_name(name), providers_for(cloud), "logs")
     if located is None:
         raise not_found(name, cloud)
     _record, provider = located

@@ -203,7 +203,7 @@ def verify_perf(target: str, *, local: bool, python: str | None, data: str | Non
 def verify_vm_perf(name: str, baseline: Path | None, json_out: bool, cloud: str | None = None) -> int:
     """The perf result the VM's startup script put in report.json (profile ``perf:``) against
     ``--baseline`` (a PROFILE.yaml, meaning PROFILE.perf.json beside it, or a perf JSON)."""
-    from provisioner.commands.clouds import locate_one, providers_for
+    from provisioner.commands.clouds import check_name, locate_one, providers_for
     from provisioner.verify.parity import any_worse, compare
     from provisioner.verify.perfdoc import load_perf, validate_doc
     from provisioner.verify.perfspec import annotate
@@ -212,7 +212,7 @@ def verify_vm_perf(name: str, baseline: Path | None, json_out: bool, cloud: str 
         raise InputError(f"verify {name} --perf: give --baseline PROFILE.yaml (its PROFILE.perf.json) or a perf result "
                          "(JSON) to compare the VM with")
     base = load_perf(baseline if baseline.suffix == ".json" else baseline_path(baseline))
-    located = locate_one(name, providers_for(cloud), "verify --perf")
+    located = locate_one(check_name(name), providers_for(cloud), "verify --perf")
     if located is None:
         from provisioner.commands.verify import not_found
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 
-from provisioner.commands.clouds import locate_one, providers_for
+from provisioner.commands.clouds import check_name, locate_one, providers_for
 from provisioner.commands.verify import not_found
 from provisioner.errors import InputError
 from provisioner.output import emit_json, stdout_console
@@ -16,7 +16,7 @@ from provisioner.providers.lifecycle import KEPT_BILLING, MECHANISM, SCRATCH_LOS
 
 def _find(name: str, cloud: str | None, verb: str):  # noqa: ANN202 - (InstanceRecord, Provider)
     """The VM, as down/verify/status find it: a missing VM is exit 4, a name on two clouds is refused."""
-    located = locate_one(name, providers_for(cloud), verb)
+    located = locate_one(check_name(name), providers_for(cloud), verb)
     if located is None:
         raise not_found(name, cloud)
     return located

@@ -9,7 +9,7 @@ import os
 import shutil
 import socket
 
-from provisioner.commands.clouds import locate_one, providers_for
+from provisioner.commands.clouds import check_name, locate_one, providers_for
 from provisioner.commands.verify import not_found
 from provisioner.errors import InputError, TrainvmError
 from provisioner.settings import env_seconds
@@ -33,7 +33,7 @@ def _exec(argv: list[str]) -> None:  # replaced in tests
 
 def run_ssh(name: str, command: list[str], cloud: str | None = None) -> int:
     probe = env_seconds("TRAINVM_SSH_PROBE_SECONDS", 5.0)  # 0: skip the probe
-    located = locate_one(name, providers_for(cloud), "ssh")
+    located = locate_one(check_name(name), providers_for(cloud), "ssh")
     if located is None:
         raise not_found(name, cloud)
     record, provider = located

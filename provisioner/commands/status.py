@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from provisioner.commands.clouds import _all_records
+from provisioner.commands.clouds import _all_records, check_name
 from provisioner.output import emit_json, notice, stderr_console, stdout_console
 from provisioner.providers.base import InstanceRecord
 
@@ -68,6 +68,8 @@ def _row(r: InstanceRecord) -> dict[str, Any]:
 
 
 def run_status(name: str | None, json_out: bool, cloud: str | None = None) -> int:
+    if name is not None:
+        check_name(name)
     found, skipped = _all_records(lambda c: cloud is None or c == cloud)
     records = [r for r, _ in found if name is None or r.name == name]
     if name is not None and not records:

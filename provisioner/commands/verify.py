@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from provisioner.commands.clouds import locate_one, providers_for
+from provisioner.commands.clouds import check_name, locate_one, providers_for
 from provisioner.errors import EXIT_NO, EXIT_NOT_READY, EXIT_OK, CloudError, NotFoundError
 from provisioner.output import emit_json, stdout_console, styled
 
@@ -52,6 +52,7 @@ def not_found(name: str, cloud: str | None = None) -> NotFoundError:
 def run_verify_remote(name: str, json_out: bool, profile_path: Path | None = None, cloud: str | None = None) -> int:
     from provisioner.verify.compare import compare
 
+    check_name(name)
     providers = providers_for(cloud)
     located = locate_one(name, providers, "verify")
     if located is None:

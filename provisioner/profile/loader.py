@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -179,7 +180,7 @@ def load_profile(path: str | Path, *, compat: bool = True, upgrade: bool = False
     path = Path(path)
     lock_path = lock_path_for(path)
     lock = None
-    if lock_path.is_file():
+    if os.path.lexists(lock_path):  # also a FIFO, a device or a symlink loop: read_lock refuses them (exit 2)
         from provisioner.lock.model import read_lock
 
         lock = read_lock(lock_path)

@@ -4,6 +4,8 @@ elapsed time.
 On a terminal (stderr) the current step is a live rich line with a spinner and a ticking clock, and
 each finished step stays as a plain line. Elsewhere (a pipe, CI logs) every start and end is one plain
 line. With ``--json`` nothing is shown (``Progress(enabled=False)``): stdout carries only the document.
+Labels and verdicts carry cloud text (error messages, zone names): terminal control characters in them are
+shown escaped (``output.printable``), and nothing in them is read as markup.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import sys
 import time
 from typing import Any
 
-from provisioner.output import stderr_console, styled
+from provisioner.output import printable, stderr_console, styled
 
 
 def _clock(seconds: float) -> str:
@@ -21,9 +23,9 @@ def _clock(seconds: float) -> str:
 
 
 class Progress:
-    def __init__(self, enabled: bool = True, live: bool | None = None) -> None:
+    def __init__(self, enabled: bool = True, live: bool | None = None, console: Any = None) -> None:
         self.enabled = enabled
-        self.console = stderr_console()
+        self.console = console if console is not None else stderr_console()
         self.live = enabled and (sys.stderr.isatty() if live is None else live)
         self._bar: Any = None
         self._task: Any = None
@@ -35,7 +37,7 @@ class Progress:
         """A step begins (the previous one, if still open, ends without a verdict)."""
         if self._label is not None:
             self.end()
-        self._label, self._t0 = label, time.monotonic()
+        self._label, self._t0 = printable(label), time.monotonic()
         if not self.enabled:
             return
         if self.live:
@@ -46,9 +48,9 @@ class Progress:
                 self._bar = Bar(SpinnerColumn(), TextColumn("{task.description}", markup=False), TimeElapsedColumn(),
                                 console=self.console, transient=True)
                 self._bar.start()
-            self._task = self._bar.add_task(label, total=None)
+            self._task = self._bar.add_task(self._label, total=None)
         else:
-            self.console.print(f"{label} ...")
+            self.console.print(f"{self._label} ...")
 
     def end(self, verdict: str = "", style: str = "") -> float:
         """The open step ends; prints ``label: verdict (elapsed)``. Returns the elapsed seconds."""
@@ -59,12 +61,14 @@ class Progress:
         if self._bar is not None and self._task is not None:
             self._bar.remove_task(self._task)
             self._task = None
-        self.line(styled(label, ": " if verdict else "", (verdict, style), f" ({_clock(elapsed)})"))
+        self.line(styled(label, ": " if verdict else "", (printable(verdict), style), f" ({_clock(elapsed)})"))
         return elapsed
 
     def line(self, text: Any) -> None:
         if not self.enabled:
             return
+        if isinstance(text, str):
+            text = printable(text)
         if self._bar is not None:
             self._bar.console.print(text)
         else:

@@ -32,6 +32,10 @@ ERRORS = [  # (argv, exit code, text in the message)
     (["lock", "missing.yaml"], 2, "missing.yaml"),
     (["parity", "missing-a.json", "missing-b.json"], 2, "missing-a.json"),
     (["down", "a/b", "--yes"], 2, "not a trainvm VM name"),
+    (["status", "a/b"], 2, "not a trainvm VM name"),  # a bad name never reaches a cloud API
+    (["verify", "Bad_Name"], 2, "not a trainvm VM name"),
+    (["logs", "x" * 10_000], 2, "not a trainvm VM name"),
+    (["stop", "../x", "--yes"], 2, "not a trainvm VM name"),
     (["stop", "x", "--cloud", "moon", "--yes"], 2, "unknown cloud"),
     (["verify", "missing.yaml", "--local"], 2, "missing.yaml"),
     (["diff", "missing-a.yaml", "missing-b.yaml"], 2, "missing-a.yaml"),
@@ -41,7 +45,7 @@ ERRORS = [  # (argv, exit code, text in the message)
 ]
 
 
-@pytest.mark.parametrize(("argv", "code", "text"), ERRORS, ids=[" ".join(a[:2]) for a, _, _ in ERRORS])
+@pytest.mark.parametrize(("argv", "code", "text"), ERRORS, ids=[" ".join(a[:2])[:40] for a, _, _ in ERRORS])
 def test_every_command_error_is_one_json_document_and_a_paragraph(cli, clouds, argv, code, text) -> None:
     r = cli(*argv, "--json")
     assert r.code == code, r.err

@@ -95,3 +95,37 @@ def test_validate_json_unreadable_file_is_one_error_document_with_every_result(c
     # without an unreadable file, validate --json is the results document (exit 1 for an invalid profile)
     r = cli("validate", str(good), "--json")
     assert r.code == 1 and set(r.json()) == {"results"}
+
+
+def test_a_vm_name_with_control_codes_is_refused_before_any_cloud_call_and_shown_escaped(cli, clouds) -> None:
+    for verb in ("status", "verify", "logs", "ssh", "start", "down"):
+        r = cli(verb, "x\x1b]0;pwned\x07")
+        assert r.code == 2 and "not a trainvm VM name" in r.err, (verb, r.err)
+        assert "\x1b" not in r.err and "\x07" not in r.err and "\\x1b" in r.err
+    assert clouds["gcp"].calls == clouds["azure"].calls == []  # no cloud was asked
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev_zero", "symlink_loop", "sparse"])
+def test_a_lock_file_that_is_not_a_regular_file_is_an_input_error_not_no_lock(cli, tmp_path, kind) -> None:
+    """NAME.lock next to the profile that is a FIFO, a device, a symlink loop or a sparse 2 GiB file: exit 2
+    naming it (not "no lock file ... run trainvm lock", not a hang, not a read of 2 GiB)."""
+    import os
+    import shutil
+
+    profile = tmp_path / "bert-finetune-t4.yaml"
+    shutil.copy(T4, profile)
+    lock = tmp_path / "bert-finetune-t4.lock"
+    if kind == "fifo":
+        os.mkfifo(lock)
+    elif kind == "dev_zero":
+        lock.symlink_to("/dev/zero")
+    elif kind == "symlink_loop":
+        (tmp_path / "other.lock").symlink_to(lock)
+        lock.symlink_to(tmp_path / "other.lock")
+    else:
+        with open(lock, "wb") as f:
+            f.truncate(2 << 30)
+    r = cli("plan", str(profile))
+    assert r.code == 2, r.err
+    assert "bert-finetune-t4.lock" in r.err and "no lock file" not in r.err
+    assert {"fifo": "FIFO", "dev_zero": "character device", "symlink_loop": "symlink loop", "sparse": "bytes"}[kind] in r.err
