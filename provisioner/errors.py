@@ -3,12 +3,16 @@
 
 0 success / match; 1 the answer is no (drift, a failed startup, no feasible offer, declined);
 2 usage or input error; 3 cloud or credential error; 4 no such VM; 5 not ready yet (still provisioning,
-``--wait-ready`` timed out); 70 internal error (a bug); 130 interrupted."""
+``--wait-ready`` timed out); 70 internal error (a bug); 130 interrupted.
+
+The whole tree is here, the providers' classified cloud failures included (``ProviderError`` and its
+subclasses, which drive failover: capacity -> next zone, quota -> next region or cloud, auth/validation ->
+stop; ``providers/base.py`` re-exports them), and one ``CredentialsError`` whose hint each provider writes."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
     from provisioner.profile.messages import Message
@@ -76,3 +80,81 @@ class NotReadyError(TrainvmError):
     """The VM is still provisioning (e.g. ``--wait-ready`` timed out): exit 5."""
 
     exit_code = EXIT_NOT_READY
+
+
+# ------------------------------------------------------------------ cloud failures, classified by the providers
+Outcome = Literal["created", "exists", "capacity", "quota", "quota-cloud", "retry-exhausted", "auth", "invalid", "error",
+                  "deleted"]
+Cleanup = Literal["verified", "left", "unknown"]
+
+
+class CredentialsError(CloudError):
+    """No usable credentials, project or subscription for a cloud (exit 3). Each provider says how to get them
+    in ``hint`` (``gcloud auth application-default login``, ``az login``...)."""
+
+
+class ProviderError(CloudError):
+    """A classified cloud failure (exit 3 when it reaches the CLI). ``code`` is the cloud's own error code."""
+
+    outcome: Outcome = "error"
+
+    def __init__(self, message: str, *, code: str | None = None, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.code = code
+        #: What the failed attempt's cleanup established: "verified" (the cloud answered that nothing of this
+        #: attempt exists any more), "left" (something may still exist: ``left_behind`` names it), "unknown".
+        self.cleanup: Cleanup = "unknown"
+        self.left_behind: tuple[str, ...] = ()
+
+    def leaves(self, *what: str) -> ProviderError:
+        """Record resources this attempt may have left (cleanup failed or could not be checked)."""
+        self.cleanup, self.left_behind = "left", (*self.left_behind, *what)
+        return self
+
+    def verified(self) -> ProviderError:
+        if self.cleanup == "unknown":
+            self.cleanup = "verified"
+        return self
+
+
+class CapacityError(ProviderError):
+    outcome = "capacity"
+
+
+class QuotaError(ProviderError):
+    """``scope`` says how far to skip: the region, or the whole cloud (e.g. GCE GPUS_ALL_REGIONS)."""
+
+    outcome: Outcome = "quota"
+
+    def __init__(self, message: str, *, code: str | None = None, scope: Literal["region", "cloud"] = "region") -> None:
+        super().__init__(message, code=code)
+        self.scope = scope
+        if scope == "cloud":
+            self.outcome = "quota-cloud"
+
+
+class RetryExhaustedError(ProviderError):
+    """Rate limits / 5xx / a never-finishing operation, still failing after bounded retries."""
+
+    outcome = "retry-exhausted"
+
+
+class AuthError(ProviderError):
+    outcome = "auth"
+
+
+class VanishedError(ProviderError):
+    """The VM (or the resource group holding it) was deleted by someone else while ``create`` waited for it,
+    e.g. a ``trainvm down`` during a pending ``up``. The create stops: it never re-sends the request."""
+
+    outcome = "deleted"
+
+
+class InvalidRequestError(ProviderError):
+    outcome = "invalid"
+
+
+class ConflictError(InvalidRequestError):
+    """A VM of that name exists with another profile hash (or is not trainvm's): the answer is no, exit 1."""
+
+    exit_code = 1

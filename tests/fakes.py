@@ -71,7 +71,7 @@ class FakeProvider:
                 if existing.hash != spec.labels.get("trainvm-hash"):
                     raise ConflictError(f"a VM named {spec.name} already exists for another version of the profile "
                                         f"(hash {existing.hash}); run `trainvm down {spec.name}` or pass --name")
-                return replace(existing, extra={**existing.extra, "existing": True})
+                return replace(existing, adopted=True)
             queue = self.failures.get(offer.location) or self.failures.get(offer.region)
             if queue:
                 raise queue.popleft().verified()  # the fake creates nothing before failing
@@ -79,7 +79,7 @@ class FakeProvider:
                 name=spec.name, cloud=offer.cloud, region=offer.region, zone=offer.zone,
                 instance_type=offer.instance_type, state="RUNNING", profile=spec.profile_name,
                 hash=spec.labels["trainvm-hash"], price_hourly=price_from_labels(spec.labels),
-                created="2026-11-22T00:00:00Z", ip="203.0.113.10", extra={"spot": spec.spot})
+                created="2026-11-22T00:00:00Z", ip="203.0.113.10", spot=spec.spot)
             self.vms[spec.name] = record
             self.profiles[spec.name] = json.loads(spec.profile_json)
             return record

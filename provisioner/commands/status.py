@@ -23,7 +23,7 @@ def _price_for(record: InstanceRecord) -> tuple[float | None, str | None]:
     """(hourly price, where it comes from: 'recorded' on the VM or the 'catalog')."""
     if record.price_hourly is not None:
         return record.price_hourly, "recorded"
-    if record.extra.get("spot") is not False:
+    if record.spot is not False:
         return None, None  # spot (or unknown): the on-demand list price would overstate or misstate it
     from provisioner.catalog.storage import load_catalog
 

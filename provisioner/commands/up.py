@@ -118,7 +118,7 @@ def run_up(path: Path, *, name: str | None, yes: bool, wait_ready: bool, clouds:
 
 
 def _ssh(record: InstanceRecord) -> str | None:
-    return record.extra.get("ssh") or (f"ssh {record.ip}" if record.ip else None)
+    return record.ssh_command or (f"ssh {record.ip}" if record.ip else None)
 
 
 def _up_doc(record: InstanceRecord, attempts: list[Any], exists: bool, warnings: list[str],
@@ -127,7 +127,7 @@ def _up_doc(record: InstanceRecord, attempts: list[Any], exists: bool, warnings:
         "name": record.name, "cloud": record.cloud, "region": record.region, "zone": record.zone,
         "instance_type": record.instance_type, "price_hourly": record.price_hourly, "state": record.state,
         "ip": record.ip, "ssh": _ssh(record), "image": record.image, "existing": exists,
-        "attempts": [a.to_json() for a in attempts], "notes": record.extra.get("notes", []),
+        "attempts": [a.to_json() for a in attempts], "notes": list(record.notes),
         "warnings": list(warnings), "summary": summary,
     }
 
@@ -146,7 +146,7 @@ def _report_up(record: InstanceRecord, attempts: list[Any], json_out: bool, exis
         out.print(f"ip: {record.ip}")
     if _ssh(record):
         out.print(f"ssh: {_ssh(record) or ''}")
-    for note in record.extra.get("notes", []):
+    for note in record.notes:
         out.print(f"note: {note}")
     return 0
 

@@ -290,7 +290,7 @@ class AwsProvider(AwsCalls):
         return last_console_report(self._console_text(inst)), R.profile_from_tags(_tags(inst))
 
     def ssh_argv(self, record: InstanceRecord, command: builtins.list[str]) -> builtins.list[str]:
-        user = record.extra.get("ssh_user") or "ubuntu"
+        user = record.ssh_user or "ubuntu"
         return ["ssh", "-o", "StrictHostKeyChecking=accept-new", f"{user}@{record.ip}", *command]
 
     def open_ssh_hint(self, record: InstanceRecord) -> str:
@@ -308,23 +308,17 @@ class AwsProvider(AwsCalls):
         zone = (inst.get("Placement") or {}).get("AvailabilityZone")
         profile = R.profile_from_tags(tags) or {}
         os_name = ((profile.get("stack") or {}).get("os")) if isinstance(profile, dict) else None
-        extra: dict[str, Any] = {"id": inst["InstanceId"], "owner": tags.get("trainvm-owner"),
-                                 "spot": inst.get("InstanceLifecycle") == "spot",
-                                 "internal_ip": inst.get("PrivateIpAddress"),
-                                 "ssh_user": SSH_USER.get(str(os_name), "ubuntu")}
-        if inst.get("PublicIpAddress"):
-            extra["ssh"] = f"ssh {extra['ssh_user']}@{inst['PublicIpAddress']}"
-        if notes:
-            extra["notes"] = list(notes)
-        if existing:
-            extra["existing"] = True
+        user = SSH_USER.get(str(os_name), "ubuntu")
         launched = inst.get("LaunchTime")
         return InstanceRecord(
             name=tags.get("Name", inst["InstanceId"]), cloud=self.NAME, region=inst["_region"], zone=zone,
             instance_type=inst.get("InstanceType", ""), state=STATES.get(inst["State"]["Name"], inst["State"]["Name"].upper()),
             profile=tags.get("trainvm-profile"), hash=tags.get("trainvm-hash"), price_hourly=price_from_labels(tags),
             created=launched.isoformat() if isinstance(launched, datetime) else (str(launched) if launched else None),
-            ip=inst.get("PublicIpAddress"), image=tags.get("trainvm-image") or inst.get("ImageId"), extra=extra)
+            ip=inst.get("PublicIpAddress"), image=tags.get("trainvm-image") or inst.get("ImageId"),
+            ssh_command=f"ssh {user}@{inst['PublicIpAddress']}" if inst.get("PublicIpAddress") else None, ssh_user=user,
+            notes=tuple(notes or ()), adopted=existing, spot=inst.get("InstanceLifecycle") == "spot",
+            owner=tags.get("trainvm-owner"), cloud_id=inst["InstanceId"])
 
 
 __all__ = ["AwsProvider", "errs"]

@@ -42,7 +42,7 @@ from provisioner.catalog.models import Offer
 from provisioner.errors import InputError
 from provisioner.providers import azure_errors as errs
 from provisioner.providers import azure_request as R
-from provisioner.providers.azure_clients import AzureCredentialsError, Settings, default_credential, make_clients
+from provisioner.providers.azure_clients import Settings, default_credential, make_clients
 from provisioner.providers.azure_lease import LEASE, LEASE_UNTIL, MANAGED, GroupLease, _lease, _lease_live, _props
 from provisioner.providers.azure_roles import grant_lifecycle_role
 from provisioner.providers.base import (
@@ -57,7 +57,7 @@ from provisioner.providers.base import (
 from provisioner.providers.poll import poll
 from provisioner.verify.report import StackReport, decode_report, last_console_report
 
-__all__ = ["AzureProvider", "AzureCredentialsError", "vm_state"]
+__all__ = ["AzureProvider", "vm_state"]
 
 NOT_MISSING = frozenset({"SubscriptionNotFound", "InvalidSubscriptionId"})  # 404s that are not "no such resource"
 IN_FLIGHT = ("Creating", "Updating")
@@ -380,22 +380,14 @@ class AzureProvider(GroupLease):
         props, tags, name, rg = _props(vm), vm.get("tags") or {}, vm.get("name") or "", _group_of(vm)
         if ip is None:
             ip = self._ip(rg, name)
-        extra: dict[str, Any] = {"id": vm.get("id"), "vm_id": props.get("vmId"), "resource_group": rg,
-                                 "subscription": self.subscription_id, "owner": tags.get("trainvm-owner"),
-                                 "spot": props.get("priority") == "Spot", "admin_user": R.ADMIN_USER}
-        if ip:
-            extra["ssh"] = f"ssh {R.ADMIN_USER}@{ip}"
-        if notes:
-            extra["notes"] = list(notes)
-        if existing:
-            extra["existing"] = True
         storage = props.get("storageProfile") or {}
         return InstanceRecord(
             name=name, cloud=self.NAME, region=vm.get("location") or "", zone=None,
             instance_type=(props.get("hardwareProfile") or {}).get("vmSize") or "", state=vm_state(props),
             profile=tags.get("trainvm-profile"), hash=tags.get("trainvm-hash"), price_hourly=price_from_labels(tags),
             created=props.get("timeCreated"), ip=ip or None, image=R.image_urn(storage.get("imageReference")),
-            extra=extra)
+            ssh_command=f"ssh {R.ADMIN_USER}@{ip}" if ip else None, ssh_user=R.ADMIN_USER, notes=tuple(notes or ()), adopted=existing,
+            spot=props.get("priority") == "Spot", owner=tags.get("trainvm-owner"), cloud_id=vm.get("id"))
 
 
 def vm_state(props: dict[str, Any]) -> str:

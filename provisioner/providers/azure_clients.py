@@ -1,6 +1,6 @@
 """Azure settings, credentials and management clients for ``AzureProvider`` (SDKs imported on first use).
 
-- ``AZURE_SUBSCRIPTION_ID`` is required (``AzureCredentialsError``, a CloudError: exit 3).
+- ``AZURE_SUBSCRIPTION_ID`` is required (``CredentialsError``, a CloudError: exit 3).
 - Credentials: ``TRAINVM_AZURE_ACCESS_TOKEN`` (a static bearer token, ``StaticTokenCredential``) or
   ``azure.identity.DefaultAzureCredential``.
 - ``TRAINVM_AZURE_ENDPOINT``: another ARM base URL (an emulator in tests). https only: azure-core refuses
@@ -28,14 +28,10 @@ from types import SimpleNamespace
 from typing import Any
 
 from provisioner import settings
-from provisioner.errors import CloudError
+from provisioner.errors import CredentialsError
 from provisioner.settings import env_seconds
 
 ARM_SCOPE = "https://management.azure.com/.default"
-
-
-class AzureCredentialsError(CloudError):
-    """No subscription, or an unusable endpoint (exit 3)."""
 
 
 class StaticTokenCredential:
@@ -81,12 +77,12 @@ class Settings:
                  op_timeout: float | None = None, retry_total: int = 6, retry_backoff: float | None = None) -> Settings:
         sub = subscription_id or os.environ.get("AZURE_SUBSCRIPTION_ID", "").strip()
         if not sub:
-            raise AzureCredentialsError("AZURE_SUBSCRIPTION_ID is not set",
+            raise CredentialsError("AZURE_SUBSCRIPTION_ID is not set",
                                         hint="export AZURE_SUBSCRIPTION_ID=$(az account show --query id -o tsv) "
                                              "after `az login`")
         url = (endpoint if endpoint is not None else settings.text("TRAINVM_AZURE_ENDPOINT")).strip().rstrip("/")
         if url and not url.startswith("https://"):
-            raise AzureCredentialsError(f"TRAINVM_AZURE_ENDPOINT={url!r} must be an https:// URL "
+            raise CredentialsError(f"TRAINVM_AZURE_ENDPOINT={url!r} must be an https:// URL "
                                         "(the Azure SDKs never send a bearer token over plain http)")
         return cls(sub, url,
                    poll_seconds if poll_seconds is not None else env_seconds("TRAINVM_AZURE_POLL_SECONDS", 5.0),

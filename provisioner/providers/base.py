@@ -11,18 +11,30 @@ import builtins
 import getpass
 import os
 import re
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
 
 from provisioner.catalog.models import Offer
-from provisioner.errors import CloudError
+
+# The ProviderError family lives in provisioner/errors.py (the whole error tree in one place); it is
+# re-exported here because every provider raises it.
+from provisioner.errors import (  # noqa: F401
+    AuthError,
+    CapacityError,
+    Cleanup,
+    ConflictError,
+    CredentialsError,
+    InvalidRequestError,
+    Outcome,
+    ProviderError,
+    QuotaError,
+    RetryExhaustedError,
+    VanishedError,
+)
 
 if TYPE_CHECKING:
     from provisioner.verify.report import StackReport
 
-Outcome = Literal["created", "exists", "capacity", "quota", "quota-cloud", "retry-exhausted", "auth", "invalid", "error",
-                  "deleted"]
-Cleanup = Literal["verified", "left", "unknown"]
 
 
 @dataclass(frozen=True)
@@ -67,10 +79,23 @@ class InstanceRecord:
     created: str | None = None
     ip: str | None = None
     image: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
     #: when the VM last started / stopped, as the cloud reports it (None: the cloud does not say)
     last_start: str | None = None
     last_stop: str | None = None
+    #: how to open SSH to it (the cloud's own CLI, or ``ssh user@ip``); None while it has no address
+    ssh_command: str | None = None
+    #: the login user for SSH (None: the provider's default)
+    ssh_user: str | None = None
+    #: what ``up`` must tell about this VM (who can SSH in, a role it could not be given...)
+    notes: tuple[str, ...] = ()
+    #: ``create`` found this VM already there with the same profile hash and returned it (nothing was created)
+    adopted: bool = False
+    #: a spot/preemptible VM (None: the cloud did not say)
+    spot: bool | None = None
+    #: the ``trainvm-owner`` label/tag (the local user who created it)
+    owner: str | None = None
+    #: the cloud's own id of the VM (GCE instance id, Azure resource id)
+    cloud_id: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -78,73 +103,6 @@ class InstanceRecord:
             "instance_type": self.instance_type, "state": self.state, "profile": self.profile,
             "hash": self.hash, "price_hourly": self.price_hourly, "created": self.created,
         }
-
-
-class ProviderError(CloudError):
-    """A classified cloud failure (exit 3 when it reaches the CLI). ``code`` is the cloud's own error code."""
-
-    outcome: Outcome = "error"
-
-    def __init__(self, message: str, *, code: str | None = None, hint: str | None = None) -> None:
-        super().__init__(message, hint=hint)
-        self.code = code
-        #: What the failed attempt's cleanup established: "verified" (the cloud answered that nothing of this
-        #: attempt exists any more), "left" (something may still exist: ``left_behind`` names it), "unknown".
-        self.cleanup: Cleanup = "unknown"
-        self.left_behind: tuple[str, ...] = ()
-
-    def leaves(self, *what: str) -> ProviderError:
-        """Record resources this attempt may have left (cleanup failed or could not be checked)."""
-        self.cleanup, self.left_behind = "left", (*self.left_behind, *what)
-        return self
-
-    def verified(self) -> ProviderError:
-        if self.cleanup == "unknown":
-            self.cleanup = "verified"
-        return self
-
-
-class CapacityError(ProviderError):
-    outcome = "capacity"
-
-
-class QuotaError(ProviderError):
-    """``scope`` says how far to skip: the region, or the whole cloud (e.g. GCE GPUS_ALL_REGIONS)."""
-
-    outcome: Outcome = "quota"
-
-    def __init__(self, message: str, *, code: str | None = None, scope: Literal["region", "cloud"] = "region") -> None:
-        super().__init__(message, code=code)
-        self.scope = scope
-        if scope == "cloud":
-            self.outcome = "quota-cloud"
-
-
-class RetryExhaustedError(ProviderError):
-    """Rate limits / 5xx / a never-finishing operation, still failing after bounded retries."""
-
-    outcome = "retry-exhausted"
-
-
-class AuthError(ProviderError):
-    outcome = "auth"
-
-
-class VanishedError(ProviderError):
-    """The VM (or the resource group holding it) was deleted by someone else while ``create`` waited for it,
-    e.g. a ``trainvm down`` during a pending ``up``. The create stops: it never re-sends the request."""
-
-    outcome = "deleted"
-
-
-class InvalidRequestError(ProviderError):
-    outcome = "invalid"
-
-
-class ConflictError(InvalidRequestError):
-    """A VM of that name exists with another profile hash (or is not trainvm's): the answer is no, exit 1."""
-
-    exit_code = 1
 
 
 class Provider(Protocol):

@@ -23,7 +23,7 @@ Thin on purpose: the request body comes from ``gcp_request`` (pure), failures ar
   "not found" for the VM; a 403 is an AuthError as well.
 - Listing: ``aggregatedList`` with ``returnPartialSuccess``; an unreachable zone is skipped with a warning.
 - Idempotency: ``create`` first looks for the VM in the offer's zone (same hash: returned as is, with
-  ``extra["existing"]``; another hash or not trainvm's: ConflictError). Every insert carries a requestId
+  ``adopted``; another hash or not trainvm's: ConflictError). Every insert carries a requestId
   derived from name + profile hash + the offer (zone, machine type, GPU model and count), so a re-run of an
   interrupted ``up`` gets GCE's original
   operation back instead of a second VM. A replayed operation that is stale (it was already DONE when
@@ -55,7 +55,7 @@ from typing import Any
 
 from provisioner import settings
 from provisioner.catalog.models import Offer
-from provisioner.errors import CloudError
+from provisioner.errors import CredentialsError
 from provisioner.providers import gcp_errors as errs
 from provisioner.providers.base import (
     ConflictError,
@@ -86,10 +86,6 @@ from provisioner.verify.report import StackReport
 COMPUTE_SCOPE = "https://www.googleapis.com/auth/compute"
 MANAGED_FILTER = "labels.trainvm-managed = true"
 IN_FLIGHT = ("PROVISIONING", "STAGING")
-
-
-class GcpCredentialsError(CloudError):
-    """No usable credentials or project (exit 3)."""
 
 
 @dataclass
@@ -147,13 +143,13 @@ class GcpProvider:
             try:
                 creds, default_project = google.auth.default(scopes=[COMPUTE_SCOPE])
             except google.auth.exceptions.GoogleAuthError as exc:
-                raise GcpCredentialsError(
+                raise CredentialsError(
                     f"no Google Cloud credentials found ({exc})",
                     hint="run `gcloud auth application-default login`, or set GOOGLE_APPLICATION_CREDENTIALS "
                          "to a service-account key file") from None
             project = project or default_project
         if not project:
-            raise GcpCredentialsError("no Google Cloud project is set",
+            raise CredentialsError("no Google Cloud project is set",
                                       hint="export GOOGLE_CLOUD_PROJECT=<project id> (or `gcloud config set project`)")
         return creds, project
 
@@ -366,17 +362,12 @@ class GcpProvider:
         labels, zone = dict(inst.labels), inst.zone.rsplit("/", 1)[-1]
         meta = {i.key: i.value for i in inst.metadata.items}
         ip = next((ac.nat_i_p for nic in inst.network_interfaces for ac in nic.access_configs if ac.nat_i_p), None)
-        extra: dict[str, Any] = {"id": str(inst.id), "project": self.project, "owner": labels.get("trainvm-owner"),
-                                 "spot": inst.scheduling.provisioning_model == "SPOT",
-                                 "internal_ip": next((n.network_i_p for n in inst.network_interfaces if n.network_i_p), None)}
-        extra["ssh"] = f"gcloud compute ssh {inst.name} --zone {zone} --project {self.project}"
-        if notes:
-            extra["notes"] = list(notes)
-        if existing:
-            extra["existing"] = True
         return InstanceRecord(
             name=inst.name, cloud=self.NAME, region=zone.rsplit("-", 1)[0], zone=zone,
             instance_type=inst.machine_type.rsplit("/", 1)[-1], state=inst.status, profile=labels.get("trainvm-profile"),
             hash=labels.get("trainvm-hash"), price_hourly=price_from_labels(labels), created=inst.creation_timestamp or None, ip=ip,
-            image=meta.get("trainvm-image"), extra=extra, last_start=inst.last_start_timestamp or None,
-            last_stop=inst.last_stop_timestamp or None)
+            image=meta.get("trainvm-image"), last_start=inst.last_start_timestamp or None,
+            last_stop=inst.last_stop_timestamp or None,
+            ssh_command=f"gcloud compute ssh {inst.name} --zone {zone} --project {self.project}",
+            notes=tuple(notes or ()), adopted=existing, spot=inst.scheduling.provisioning_model == "SPOT",
+            owner=labels.get("trainvm-owner"), cloud_id=str(inst.id))

@@ -23,19 +23,18 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from provisioner.catalog.models import Offer
-from provisioner.errors import CapacityExhaustedError, CloudError
-from provisioner.providers.base import (
+from provisioner.errors import (
     AuthError,
     CapacityError,
+    CapacityExhaustedError,
+    CloudError,
     ConflictError,
-    InstanceRecord,
     InvalidRequestError,
-    LaunchSpec,
-    Provider,
     ProviderError,
     QuotaError,
     VanishedError,
 )
+from provisioner.providers.base import InstanceRecord, LaunchSpec, Provider
 from provisioner.providers.registry import credential_hint
 
 CLOUD_CAPACITY_LIMIT = 6  # capacity errors in a row in one cloud before its remaining offers are skipped
@@ -77,18 +76,23 @@ class Provisioned:
     attempts: tuple[Attempt, ...]
 
 
-class ProvisionError(CapacityExhaustedError):
+class AttemptsMixin:
+    """An error that carries every attempt of a ``provision`` walk and lists them under its message."""
+
+    attempts: tuple[Attempt, ...]
+
     def __init__(self, message: str, attempts: Sequence[Attempt], *, hint: str | None = None) -> None:
         self.attempts = tuple(attempts)
         lines = "\n".join(f"  {i}. {a.render()}" for i, a in enumerate(self.attempts, 1))
-        super().__init__(f"{message}\n{lines}" if lines else message, hint=hint)
+        super().__init__(f"{message}\n{lines}" if lines else message, hint=hint)  # type: ignore[call-arg]
 
 
-class ProvisionCloudError(CloudError):
-    def __init__(self, message: str, attempts: Sequence[Attempt], *, hint: str | None = None) -> None:
-        self.attempts = tuple(attempts)
-        lines = "\n".join(f"  {i}. {a.render()}" for i, a in enumerate(self.attempts, 1))
-        super().__init__(f"{message}\n{lines}" if lines else message, hint=hint)
+class ProvisionError(AttemptsMixin, CapacityExhaustedError):
+    """Every offer was tried (or the walk had to stop after a cleanup it could not check): exit 1."""
+
+
+class ProvisionCloudError(AttemptsMixin, CloudError):
+    """The cloud refused the request (auth, invalid, a VM deleted meanwhile): exit 3."""
 
 
 def _attempt(offer: Offer, outcome: str, code: str | None, message: str, price: float | None = None) -> Attempt:

@@ -65,7 +65,7 @@ def test_create_sends_the_builders_request_and_moto_stores_it(aws, provider, off
     assert base64.b64decode(data) == raw
     got = ec2.describe_instance_attribute(InstanceId=inst["InstanceId"], Attribute="instanceInitiatedShutdownBehavior")
     assert got["InstanceInitiatedShutdownBehavior"]["Value"] == R.SHUTDOWN_BEHAVIOR[spec.on_idle]
-    assert rec.state == "RUNNING" and rec.extra["spot"] is False and rec.region == "us-east-1"
+    assert rec.state == "RUNNING" and rec.spot is False and rec.region == "us-east-1"
 
 
 def test_debian_root_device_comes_from_its_ami(aws, provider, tmp_path) -> None:
@@ -81,7 +81,7 @@ def test_debian_root_device_comes_from_its_ami(aws, provider, tmp_path) -> None:
 def test_spot_request_is_a_spot_instance_in_moto(aws, provider) -> None:
     offer = t4_offers(spot=True)[0]
     rec = provider.create(t4_spec(offer, spot=True), offer)
-    assert aws.instances()[0].get("InstanceLifecycle") == "spot" and rec.extra["spot"] is True
+    assert aws.instances()[0].get("InstanceLifecycle") == "spot" and rec.spot is True
 
 
 def test_security_group_ssh_only_from_ssh_from(aws, provider, offer) -> None:
@@ -94,7 +94,7 @@ def test_security_group_ssh_only_from_ssh_from(aws, provider, offer) -> None:
 def test_no_ssh_from_no_inbound_rule(aws, provider, offer) -> None:
     rec = provider.create(t4_spec(offer, ssh_from=None), offer)
     [sg] = aws.security_groups()
-    assert sg["IpPermissions"] == [] and "no inbound traffic" in rec.extra["notes"][0]
+    assert sg["IpPermissions"] == [] and "no inbound traffic" in rec.notes[0]
 
 
 def test_instance_profile_only_when_the_vm_calls_aws(aws, provider, offer) -> None:
@@ -118,7 +118,7 @@ def test_create_again_adopts_the_same_hash(aws, provider, offer) -> None:
     spec = t4_spec(offer)
     first = provider.create(spec, offer)
     again = provider.create(spec, offer)
-    assert again.extra["existing"] is True and again.extra["id"] == first.extra["id"]
+    assert again.adopted is True and again.cloud_id == first.cloud_id
     assert len(aws.faults.calls("RunInstances")) == 1 and len(aws.instances()) == 1
 
 
@@ -178,7 +178,7 @@ def test_report_and_profile_read_back_through_the_console(aws, provider, offer) 
     report, profile = provider.read_report(spec.name)
     assert report is None and profile == json.loads(spec.profile_json)  # moto's console has no report yet
     line = "TRAINVM_REPORT=" + base64.b64encode(json.dumps(REPORT).encode()).decode()
-    aws.faults.set_console(rec.extra["id"], f"boot...\nTRAINVM_STATUS=ready\n{line}\n")
+    aws.faults.set_console(rec.cloud_id, f"boot...\nTRAINVM_STATUS=ready\n{line}\n")
     report, _ = provider.read_report(spec.name)
     assert report is not None and report.driver == REPORT["driver"]
     text, end = provider.console(spec.name)

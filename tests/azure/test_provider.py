@@ -42,8 +42,8 @@ def test_t4_happy_path_request_bodies(emu, provider, t4_spec, t4):
         ("azure", "eastus", None, "Standard_NC4as_T4_v3", "RUNNING")
     assert rec.image == f"Canonical:0001-com-ubuntu-server-jammy:22_04-lts-gen2:{PINNED}"
     assert rec.hash == t4_spec.profile_hash[:16] and rec.profile == "bert-finetune" and rec.created
-    assert rec.ip and rec.extra["ssh"] == f"ssh trainvm@{rec.ip}" and "existing" not in rec.extra
-    assert any("az network nsg rule create" in note and n.nsg in note for note in rec.extra["notes"])
+    assert rec.ip and rec.ssh_command == f"ssh trainvm@{rec.ip}" and not rec.adopted
+    assert any("az network nsg rule create" in note and n.nsg in note for note in rec.notes)
 
     body = vm_put(emu, n.vm)
     p = body["properties"]
@@ -88,7 +88,7 @@ def test_ssh_from_gives_exactly_one_inbound_rule(emu, provider, t4_spec, t4):
     r = rules[0]["properties"]
     assert (r["direction"], r["access"], r["protocol"], r["sourceAddressPrefix"], r["destinationPortRange"]) == \
         ("Inbound", "Allow", "Tcp", "203.0.113.7/32", "22")
-    assert not any("nsg rule create" in note for note in rec.extra.get("notes", []))
+    assert not any("nsg rule create" in note for note in rec.notes)
 
 
 @pytest.mark.parametrize("price, expected", [(0.2, 0.2), (None, -1)])
@@ -96,7 +96,7 @@ def test_spot_body(emu, provider, t4_spec, t4, price, expected):
     rec = provider.create(named(t4_spec, "trainvm-spot-1", spot=True, max_price_per_hour=price), t4)
     p = vm_put(emu, "trainvm-spot-1")["properties"]
     assert (p["priority"], p["evictionPolicy"], p["billingProfile"]) == ("Spot", "Delete", {"maxPrice": expected})
-    assert rec.extra["spot"] is True
+    assert rec.spot is True
 
 
 def test_input_problems_stop_before_any_cloud_call(emu, t4_spec, t4, monkeypatch, tmp_path):
@@ -138,7 +138,7 @@ def test_auto_registration_policy_is_not_in_the_pipeline(provider):
 def test_same_spec_twice_returns_the_existing_vm(emu, provider, t4_spec, t4):
     first = provider.create(t4_spec, t4)
     again = AzureProvider().create(t4_spec, t4)
-    assert again.extra["existing"] is True and again.ip == first.ip
+    assert again.adopted is True and again.ip == first.ip
     assert len(emu.calls("PUT", "/virtualMachines/")) == 1 and len(one_vm(emu)) == 1
 
 
@@ -166,7 +166,7 @@ def test_rerun_after_up_was_killed_while_the_vm_was_creating(emu, t4_spec, t4, m
         rec = AzureProvider(poll_seconds=0.02).create(t4_spec, t4)
     finally:
         timer.join()
-    assert rec.extra["existing"] is True and rec.state == "RUNNING"
+    assert rec.adopted is True and rec.state == "RUNNING"
     assert len(emu.calls("PUT", "/virtualMachines/")) == 1 and len(one_vm(emu)) == 1
 
 
@@ -183,7 +183,7 @@ def test_rerun_replaces_a_failed_leftover(emu, provider, t4_spec, t4, monkeypatc
     assert emu.resource(f"/subscriptions/{SUB}/resourceGroups/{rg}/providers/Microsoft.Compute/virtualMachines/"
                         f"{t4_spec.name}")["properties"]["provisioningState"] == "Failed"
     rec = AzureProvider().create(t4_spec, t4)
-    assert rec.state == "RUNNING" and "existing" not in rec.extra
+    assert rec.state == "RUNNING" and not rec.adopted
     assert emu.calls("DELETE", f"/resourcegroups/{rg}$") and len(one_vm(emu)) == 1
 
 
@@ -239,7 +239,7 @@ def test_list_several_vms(emu, provider, t4_spec, offers):
         ("trainvm-b", "westus2", "Standard_NC8as_T4_v3", "RUNNING"),
         ("trainvm-c", "eastus2", "Standard_NC4as_T4_v3", "DEALLOCATED")]
     assert all(v.ip and v.image.endswith(PINNED) and v.created and v.hash == t4_spec.labels["trainvm-hash"] for v in vms)
-    assert [v.extra["spot"] for v in vms] == [False, True, False]
+    assert [v.spot for v in vms] == [False, True, False]
     assert [v.to_json()["zone"] for v in vms] == [None, None, None]
 
 
@@ -250,7 +250,7 @@ REPORT = {"schema": 1, "status": "ready", "gpus": [{"name": "Tesla T4", "memory_
 
 def test_read_report_via_run_command(emu, provider, t4_spec, t4):
     rec = provider.create(t4_spec, t4)
-    rg = rec.extra["resource_group"]
+    rg = names(rec.name).rg
     emu.set_run_command_output(rg, rec.name, json.dumps(REPORT), "")
     report, profile = provider.read_report(rec.name)
     assert report == decode_report(REPORT) and report.driver == "550.127.05"
@@ -266,7 +266,7 @@ def test_read_report_via_run_command(emu, provider, t4_spec, t4):
 
 def test_read_report_falls_back_to_the_serial_log(emu, provider, t4_spec, t4):
     rec = provider.create(t4_spec, t4)
-    rg = rec.extra["resource_group"]
+    rg = names(rec.name).rg
     old = base64.b64encode(json.dumps({"status": "running:driver"}).encode()).decode()
     new = base64.b64encode(json.dumps(REPORT).encode()).decode()
     emu.set_serial_log(rg, rec.name, f"[ 1.0] boot\nTRAINVM_STATUS=driver\nTRAINVM_REPORT={old}\n"

@@ -42,7 +42,7 @@ def test_identity_and_role_assignment_per_setting(emu, provider, t4_spec, t4, id
     # created after the VM: it names the identity ARM gave the VM
     order = [r.path for r in emu.requests if r.method == "PUT"]
     assert order.index(vm_req.path) < order.index(put.path)
-    assert any(role in note for note in rec.extra["notes"])
+    assert any(role in note for note in rec.notes)
     # down removes it with the group
     assert provider.delete(spec.name)
     assert emu.state.role_assignments == {}
@@ -59,7 +59,7 @@ def test_rerun_finds_the_assignment_done(emu, provider, t4_spec, t4):
     spec = t4_spec.__class__(**{**t4_spec.__dict__, "idle_shutdown_minutes": 60})
     provider.create(spec, t4)
     rec = provider.create(spec, t4)  # the same spec again: the VM exists, the assignment too
-    assert rec.extra.get("existing") and [r.status for r in role_puts(emu)] == [201, 409]
+    assert rec.adopted and [r.status for r in role_puts(emu)] == [201, 409]
     assert len(emu.state.role_assignments) == 1
 
 

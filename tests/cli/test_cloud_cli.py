@@ -70,7 +70,7 @@ def test_up_bad_name_and_cidr(cli, clouds) -> None:
 
 def test_status_and_list(cli, clouds) -> None:
     clouds["azure"].vms["trainvm-x-1"] = InstanceRecord("trainvm-x-1", "azure", "eastus", None, "Standard_NC4as_T4_v3", "running", "x", "abc", None,
-                                                        "2026-11-21T00:00:00Z", extra={"spot": False}, last_start="2026-11-21T00:00:00Z")
+                                                        "2026-11-21T00:00:00Z", spot=False, last_start="2026-11-21T00:00:00Z")
     cli("up", T4, "--yes")
     doc = cli("list", "--json").json()
     assert {v["cloud"] for v in doc["vms"]} == {"gcp", "azure"} and doc["skipped"] == []

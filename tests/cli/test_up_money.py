@@ -106,7 +106,7 @@ def test_cost_so_far_does_not_grow_while_stopped(cli, clouds) -> None:
 def test_unknown_running_time_is_said_not_invented(cli, clouds) -> None:
     clouds["azure"].vms["trainvm-s-2"] = _record(name="trainvm-s-2", cloud="azure", region="eastus", zone=None,
                                                  instance_type="Standard_NC4as_T4_v3", state="STOPPED", last_start=None)
-    clouds["gcp"].vms["trainvm-s-3"] = _record(name="trainvm-s-3", price_hourly=None, extra={"spot": True},
+    clouds["gcp"].vms["trainvm-s-3"] = _record(name="trainvm-s-3", price_hourly=None, spot=True,
                                                last_start="2026-11-01T00:00:00Z")
     doc = {v["name"]: v for v in cli("list", "--json").json()["vms"]}
     assert doc["trainvm-s-2"]["cost_so_far"] is None and doc["trainvm-s-2"]["uptime_hours"] is None

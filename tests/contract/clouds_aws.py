@@ -59,7 +59,7 @@ def aws_cloud(contract_moto_server, monkeypatch) -> Any:
         aws.faults.hold_next_created(when={"Placement.AvailabilityZone": name})
 
     def put_report(rec: InstanceRecord, report: dict[str, Any]) -> None:
-        aws.faults.set_console(str(rec.extra["id"]), f"boot\nTRAINVM_REPORT={b64_json(report)}\n")
+        aws.faults.set_console(str(rec.cloud_id), f"boot\nTRAINVM_REPORT={b64_json(report)}\n")
 
     def leftovers() -> list[str]:
         out = []

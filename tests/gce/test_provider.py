@@ -53,10 +53,10 @@ def test_t4_happy_path_wire_body(gce, provider, spec, offer):
         s.name, "gcp", "us-central1-a", "us-central1", "n1-standard-8", "RUNNING")
     assert rec.profile == "bert-finetune" and rec.hash == s.profile_hash[:16] and rec.image == PINNED
     assert rec.ip.startswith("198.51.100.") and rec.created and rec.price_hourly is None
-    assert "existing" not in rec.extra
-    (note,) = rec.extra["notes"]  # no ssh_from: no firewall rule, and `up` says who can SSH in
+    assert not rec.adopted
+    (note,) = rec.notes  # no ssh_from: no firewall rule, and `up` says who can SSH in
     assert "default-allow-ssh" in note and "--ssh-from CIDR" in note
-    assert rec.extra["ssh"] == f"gcloud compute ssh {s.name} --zone us-central1-a --project test-proj"
+    assert rec.ssh_command == f"gcloud compute ssh {s.name} --zone us-central1-a --project test-proj"
     assert gce.instance(s.name)["status"] == "RUNNING"
 
 
@@ -76,8 +76,8 @@ def test_spot_with_local_nvme_and_ssh_tag(gce, provider, spec, offer):
     assert body["scheduling"]["automaticRestart"] is False and body["tags"] == {"items": [f"{s.name}-ssh"]}
     stored = gce.instance(s.name)
     assert [(d["type"], d["interface"]) for d in stored["disks"]] == [("PERSISTENT", "SCSI"), ("SCRATCH", "NVME"), ("SCRATCH", "NVME")]
-    assert rec.extra["spot"] is True and "allowed only from 203.0.113.7/32" in rec.extra["notes"][0]
-    assert "gcloud compute firewall-rules create" not in rec.extra["notes"][0]
+    assert rec.spot is True and "allowed only from 203.0.113.7/32" in rec.notes[0]
+    assert "gcloud compute firewall-rules create" not in rec.notes[0]
 
 
 def test_image_is_resolved_once_per_provider(gce, provider, spec, offer):
@@ -90,7 +90,7 @@ def test_image_is_resolved_once_per_provider(gce, provider, spec, offer):
 def test_existing_same_hash_is_returned(gce, provider, spec, offer):
     first = provider.create(spec(), offer())
     again = provider.create(spec(), offer())
-    assert again.extra["existing"] is True and again.name == first.name and len(gce.calls("instances.insert")) == 1
+    assert again.adopted is True and again.name == first.name and len(gce.calls("instances.insert")) == 1
 
 
 def test_existing_other_hash_conflicts(gce, provider, spec, offer):
@@ -115,7 +115,7 @@ def test_killed_up_rerun_reuses_request_id(gce, provider, make_provider, spec, o
     op = provider.submit(s, offer())  # `up` killed right after the insert call
     assert op.status != op.Status.DONE and gce.instance(s.name)["status"] == "PROVISIONING"
     rec = make_provider().create(s, offer())  # the re-run, in a new process
-    assert len(gce.instances) == 1 and rec.state == "RUNNING" and rec.extra["existing"] is True
+    assert len(gce.instances) == 1 and rec.state == "RUNNING" and rec.adopted is True
     assert rids(gce) == [request_id(s, offer())] * 2  # GCE answered the replay with the original operation
     assert len(gce.operations) == 1
 
@@ -281,7 +281,7 @@ def test_list_only_trainvm_vms(gce, provider, spec, offer):
     assert sorted(v.name for v in vms) == sorted([spec().name, spec(profile_hash="cd" * 32).name,
                                                   spec(profile_hash="ef" * 32).name])
     by_zone = {v.zone: v for v in vms}
-    assert by_zone["europe-west4-a"].instance_type == "a2-highgpu-1g" and by_zone["us-east1-c"].extra["spot"] is True
+    assert by_zone["europe-west4-a"].instance_type == "a2-highgpu-1g" and by_zone["us-east1-c"].spot is True
     assert all(v.state == "RUNNING" and v.profile == "bert-finetune" and v.hash and v.created and v.price_hourly is None
                for v in vms)
     assert gce.calls("aggregatedList")[-1].query["filter"] == "labels.trainvm-managed = true"

@@ -57,7 +57,7 @@ def test_ssh_from_creates_allow_and_deny_before_the_instance(gce, provider, ssh_
     assert gce.ingress_decision(s.name, "198.51.100.9") == ("deny", deny)
     assert gce.ingress_decision(s.name, "35.235.240.1") == ("deny", deny)  # IAP too: only ssh_from
     assert gce.ingress_decision(s.name, "198.51.100.9", port=3389) == ("allow", "default-allow-rdp")  # only SSH is ours
-    (note,) = rec.extra["notes"]
+    (note,) = rec.notes
     assert f"allowed only from {CIDR}" in note and allow in note and deny in note and "gcloud" not in note
 
 
@@ -66,7 +66,7 @@ def test_without_ssh_from_no_firewall_calls_and_the_note_says_who_gets_in(gce, p
     rec = provider.create(s, offer())
     assert provider.delete(s.name) is True
     assert fw_calls(gce) == [] and "tags" not in gce.calls("instances.insert")[0].body
-    assert "default-allow-ssh" in rec.extra["notes"][0] and "--ssh-from CIDR" in rec.extra["notes"][0]
+    assert "default-allow-ssh" in rec.notes[0] and "--ssh-from CIDR" in rec.notes[0]
     provider.create(s, offer())
     assert gce.ingress_decision(s.name, "198.51.100.9") == ("allow", "default-allow-ssh")  # what the note warns about
 
@@ -76,7 +76,7 @@ def test_rerun_reuses_the_rules(gce, provider, make_provider, ssh_spec, offer):
     provider.create(s, offer())
     before = {n: gce.firewall(n, P) for n in ours(gce)}
     again = make_provider().create(s, offer())
-    assert again.extra["existing"] is True and len(gce.calls("firewalls.insert")) == 2
+    assert again.adopted is True and len(gce.calls("firewalls.insert")) == 2
     assert not gce.calls("firewalls.update") and {n: gce.firewall(n, P) for n in ours(gce)} == before
 
 
@@ -95,7 +95,7 @@ def test_rerun_with_another_ssh_from_updates_the_allow_rule(gce, provider, ssh_s
     rec = provider.create(moved, offer())
     (upd,) = gce.calls("firewalls.update")
     assert upd.method == "PUT" and upd.path.endswith(f"/global/firewalls/{s.name}-ssh-allow")
-    assert upd.body["sourceRanges"] == ["198.51.100.0/24"] and "only from 198.51.100.0/24" in rec.extra["notes"][0]
+    assert upd.body["sourceRanges"] == ["198.51.100.0/24"] and "only from 198.51.100.0/24" in rec.notes[0]
     assert gce.ingress_decision(s.name, "198.51.100.9")[0] == "allow"
     assert gce.ingress_decision(s.name, "203.0.113.7")[0] == "deny"
 
@@ -103,7 +103,7 @@ def test_rerun_with_another_ssh_from_updates_the_allow_rule(gce, provider, ssh_s
 def test_rerun_with_ssh_from_on_a_vm_created_without_it(gce, provider, spec, ssh_spec, offer):
     provider.create(spec(), offer())
     rec = provider.create(ssh_spec(), offer())
-    assert rec.extra["existing"] is True and fw_calls(gce) == [] and "not applied" in rec.extra["notes"][0]
+    assert rec.adopted is True and fw_calls(gce) == [] and "not applied" in rec.notes[0]
 
 
 def test_stockout_everywhere_leaves_no_rules_and_no_instances(gce, make_provider, ssh_spec, offer):
