@@ -21,7 +21,9 @@ Thin on purpose: the request body comes from ``gcp_request`` (pure), failures ar
 - Wrong project: a 404 on the project itself ("The resource 'projects/P' was not found"; GCE says that for a
   project that does not exist or that the credentials cannot see) is an AuthError naming the project, never
   "not found" for the VM; a 403 is an AuthError as well.
-- Listing: ``aggregatedList`` with ``returnPartialSuccess``; an unreachable zone is skipped with a warning.
+- Listing: ``aggregatedList``; when one unreachable zone fails it (there is no ``returnPartialSuccess`` on it in
+  compute v1), zone by zone, skipping the unreachable zone with a warning (``gcp_api``). ``delete`` never says
+  "already gone" while a zone could not be read.
 - Idempotency: ``create`` first looks for the VM in the offer's zone (same hash: returned as is, with
   ``adopted``; another hash or not trainvm's: ConflictError). Every insert carries a requestId
   derived from name + profile hash + the offer (zone, machine type, GPU model and count), so a re-run of an

@@ -11,8 +11,12 @@ one call or one create attempt, so one instance serves creates running in parall
 - ``wait``: ``zoneOperations.wait`` / ``globalOperations.wait`` (a server long-poll of at most ~2 min) until
   DONE or the deadline (``TRAINVM_GCE_OP_TIMEOUT``). A finished operation's ``error.errors`` is the caller's to
   inspect: ``ExtendedOperation.result()`` is never used (cloud-sdks.md G1, G2).
-- ``aggregated`` / ``find_any``: ``aggregatedList`` with ``returnPartialSuccess`` where the installed SDK has
-  the field; the zones GCE could not read come back with the instances (and are warned about), never kept.
+- ``aggregated`` / ``find_any``: ``aggregatedList``. compute v1 (discovery revision 20261106) and
+  google-cloud-compute 1.57 have no ``returnPartialSuccess`` on it (``unreachables`` exists only in the answer),
+  so one unreachable zone fails the whole call (503). Then the listing goes zone by zone (``zones.list``, then
+  ``instances.list`` per zone with the same filter): a zone that still fails is skipped and named in
+  ``unreachable`` (and warned about), never kept on the object. ``returnPartialSuccess`` is still sent
+  where an SDK has the field.
 - ``clock`` and ``sleep`` are injectable: tests move time forward deterministically.
 """
 
@@ -22,6 +26,7 @@ import random
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from types import SimpleNamespace
 from typing import Any, NamedTuple
 
@@ -59,6 +64,11 @@ def stderr_warning(text: str) -> None:
     notice("warning", escape(text))
 
 
+def _zone_instances(api: SimpleNamespace, zone: str, flt: str, timeout: float) -> list[Any]:
+    req = api.v1.ListInstancesRequest(project=api.project, zone=zone, filter=flt, max_results=500)
+    return list(api.instances.list(request=req, retry=None, timeout=timeout))
+
+
 def partial_success_field(v1: Any) -> bool:
     """Whether this google-cloud-compute has ``return_partial_success`` on the aggregated instance list."""
     return "return_partial_success" in v1.AggregatedListInstancesRequest.meta.fields
@@ -91,7 +101,8 @@ class GceApi:
                 self._clients = SimpleNamespace(
                     v1=compute_v1, project=self.project, instances=compute_v1.InstancesClient(**kw),
                     zone_ops=compute_v1.ZoneOperationsClient(**kw), images=compute_v1.ImagesClient(**kw),
-                    firewalls=compute_v1.FirewallsClient(**kw), global_ops=compute_v1.GlobalOperationsClient(**kw))
+                    firewalls=compute_v1.FirewallsClient(**kw), global_ops=compute_v1.GlobalOperationsClient(**kw),
+                    zones=compute_v1.ZonesClient(**kw))
             return self._clients
 
     def deadline(self) -> float:
@@ -198,11 +209,35 @@ class GceApi:
                 found += [i for scoped in page.items.values() for i in scoped.instances]
             return Listing(found, unreachable)
 
-        listing: Listing = self.call(fetch)
+        try:
+            listing: Listing = self.call(fetch)
+        except RetryExhaustedError as whole:  # a 5xx after retries: one zone down fails the whole call
+            if not (whole.code or "").isdigit() or int(whole.code or 0) < 500:
+                raise  # a network error: the endpoint itself does not answer, zone by zone would not either
+            listing = self._zone_by_zone(flt, whole)
         if listing.unreachable:
             self.warn(f"GCE could not list {', '.join(listing.unreachable)} in project {self.project}; instances "
                       "there are not shown")
         return listing
+
+    def _zone_by_zone(self, flt: str, whole: RetryExhaustedError) -> Listing:
+        """The listing one zone at a time; ``whole`` (the aggregated call's failure) when no zone answers."""
+        api = self.clients()
+        try:
+            zones = self.call(lambda: [z.name for z in api.zones.list(project=api.project, retry=None,
+                                                                       timeout=self.http_timeout)])
+        except RetryExhaustedError:
+            raise whole from None
+        found: list[Any] = []
+        unreachable: list[str] = []
+        for zone in zones:
+            try:
+                found += self.call(partial(_zone_instances, api, zone, flt, self.http_timeout))
+            except RetryExhaustedError:
+                unreachable.append(zone)
+        if zones and len(unreachable) == len(zones):
+            raise whole
+        return Listing(found, unreachable)
 
     def find_any(self, name: str) -> tuple[Any, list[str]]:
         """(the instance called ``name`` in any zone, a trainvm-managed one first, or None; the unreachable zones)."""

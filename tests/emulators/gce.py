@@ -44,7 +44,7 @@ ROUTES = ("compute.instances.insert", "compute.instances.list", "compute.instanc
           "compute.images.getFromFamily", "compute.images.get", "compute.firewalls.insert", "compute.firewalls.get",
           "compute.firewalls.list", "compute.firewalls.update", "compute.firewalls.delete",
           "compute.globalOperations.get", "compute.globalOperations.wait", "compute.instances.stop",
-          "compute.instances.start")
+          "compute.instances.start", "compute.zones.list")
 OP_FAULT_METHODS = (None, "insert", "instances.insert", "firewalls.insert")
 FAULT_KINDS = set(HTTP_FAULTS) | set(OP_FAULTS) | {"unreachable", "silent"}
 ZONE_NAME = re.compile(r"[a-z]+-[a-z]+[0-9]+-[a-z]")
@@ -124,6 +124,9 @@ class GceEmulator(FirewallsMixin, ComputeMethodsMixin, PowerMethodsMixin):
             m = self.discovery.method(mid)
             rx = re.sub(r"\\\{(\w+)\\\}", r"(?P<\1>[^/]+)", re.escape(m["flatPath"]))
             self._routes.append((mid, m["httpMethod"], re.compile(rx)))
+        #: whether instances.aggregatedList takes returnPartialSuccess (only if the discovery document says so)
+        self.partial_success = "returnPartialSuccess" in self.discovery.method("compute.instances.aggregatedList").get(
+            "parameters", {})
         self._server = self._thread = None
         self.reset()
 
@@ -250,7 +253,7 @@ class GceEmulator(FirewallsMixin, ComputeMethodsMixin, PowerMethodsMixin):
 
     def sdk_clients(self, credentials=None):
         """compute_v1 clients bound to this emulator: .instances, .zone_operations, .images, .firewalls,
-        .global_operations (anonymous by default)."""
+        .global_operations, .zones (anonymous by default)."""
         from types import SimpleNamespace
 
         from google.auth.credentials import AnonymousCredentials
@@ -259,7 +262,8 @@ class GceEmulator(FirewallsMixin, ComputeMethodsMixin, PowerMethodsMixin):
         return SimpleNamespace(instances=compute_v1.InstancesClient(**kw),
                                zone_operations=compute_v1.ZoneOperationsClient(**kw),
                                images=compute_v1.ImagesClient(**kw), firewalls=compute_v1.FirewallsClient(**kw),
-                               global_operations=compute_v1.GlobalOperationsClient(**kw))
+                               global_operations=compute_v1.GlobalOperationsClient(**kw),
+                               zones=compute_v1.ZonesClient(**kw))
 
     # ------------------------------------------------------------------ HTTP plumbing
     def _dispatch(self, h: BaseHTTPRequestHandler) -> None:
@@ -306,7 +310,7 @@ class GceEmulator(FirewallsMixin, ComputeMethodsMixin, PowerMethodsMixin):
         self._http_fault(mid, params)
         if "zone" in params and not ZONE_NAME.fullmatch(params["zone"]):
             raise invalid(f"Invalid value for field 'zone': '{params['zone']}'. Unknown zone.")
-        errs = self.discovery.check_params(mid, params, req.query, extra={"returnPartialSuccess"})
+        errs = self.discovery.check_params(mid, params, req.query)
         if req.body is None and req.raw.strip():
             errs.append("Invalid JSON payload received. Unexpected token.")
         if errs:

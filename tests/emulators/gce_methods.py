@@ -158,17 +158,29 @@ class ComputeMethodsMixin:
                 if k[0] == project and zone in (None, k[1]) and pred(v)]
 
     def _instances_list(self, req, project, zone):
+        if self._take_fault({"unreachable"}, "compute.instances.list", zone):
+            raise ApiError(503, "backendError", f"Zone 'zones/{zone}' is unreachable.")
         page, nxt = self._page(req, self._filtered(req, project, zone))
         out = {"kind": "compute#instanceList", "id": f"projects/{project}/zones/{zone}/instances",
                "selfLink": f"{API}projects/{project}/zones/{zone}/instances"}
         return {**out, **({"items": page} if page else {}), **({"nextPageToken": nxt} if nxt else {})}
 
+    def _zones_list(self, req, project):
+        """compute.zones.list: the zones this emulator knows (all UP; an outage is an "unreachable" fault)."""
+        items = [{"kind": "compute#zone", "name": z, "status": "UP", "selfLink": f"{API}projects/{project}/zones/{z}",
+                  "region": f"{API}projects/{project}/regions/{z.rsplit('-', 1)[0]}"} for z in self.known_zones]
+        return {"kind": "compute#zoneList", "id": f"projects/{project}/zones", "items": items,
+                "selfLink": f"{API}projects/{project}/zones"}
+
     def _instances_aggregatedList(self, req, project):
         page, nxt = self._page(req, self._filtered(req, project))
-        partial = req.query.get("returnPartialSuccess") == "true"
+        # returnPartialSuccess exists only where the discovery document lists it (compute v1 rev 20261106 and
+        # google-cloud-compute 1.57 have no such parameter on instances.aggregatedList): without it, one
+        # unreachable zone fails the whole call
+        partial = self.partial_success and req.query.get("returnPartialSuccess") == "true"
         unreachable = [z for z in self.known_zones if self._take_fault({"unreachable"}, "compute.instances.aggregatedList", z)]
         if unreachable and not partial:
-            raise ApiError(503, "backendError", f"Zone 'zones/{unreachable[0]}' is unreachable; retry with returnPartialSuccess=true.")
+            raise ApiError(503, "backendError", f"Zone 'zones/{unreachable[0]}' is unreachable.")
         items = scoped_items(self.known_zones, page, unreachable)
         out = {"kind": "compute#instanceAggregatedList", "id": f"projects/{project}/aggregated/instances",
                "items": items, "selfLink": f"{API}projects/{project}/aggregated/instances"}

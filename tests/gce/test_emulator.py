@@ -145,18 +145,24 @@ def test_list_and_aggregated_list_with_label_filters(emu, sdk):
         names("labels.trainvm-managed = (")
 
 
-def test_aggregated_list_unreachable_scope(emu, sdk):
+def test_aggregated_list_unreachable_zone_fails_the_whole_call(emu, sdk):
+    """compute v1 (discovery revision 20261106) and google-cloud-compute 1.57 have no returnPartialSuccess on
+    instances.aggregatedList: the parameter is refused like any unknown one, and one unreachable zone fails the
+    whole call. Zone by zone, only the unreachable zone fails."""
     wait(sdk, insert(sdk))
-    emu.inject("unreachable", zone=Z2)
-    url = f"{emu.url}/compute/v1/projects/{P}/aggregated/instances?returnPartialSuccess=true"
-    with urllib.request.urlopen(url, timeout=5) as r:
-        body = json.load(r)
-    assert body["unreachables"] == [f"zones/{Z2}"] and body["items"][f"zones/{Z2}"]["warning"]["code"] == "UNREACHABLE"
-    assert body["items"][f"zones/{Z}"]["instances"][0]["name"] == "t4-vm"
-    # SDK 1.57 has no return_partial_success field: the 503 it gets instead is retried by the default Retry.
-    emu.inject("unreachable", zone=Z2)
-    assert [k for k, v in sdk.instances.aggregated_list(project=P) if v.instances] == [f"zones/{Z}"]
-    assert len(emu.calls("aggregatedList")) == 3
+    assert not emu.partial_success and "return_partial_success" not in compute_v1.AggregatedListInstancesRequest.meta.fields
+    emu.inject("unreachable", zone=Z2, method="*", times=None)
+    url = f"{emu.url}/compute/v1/projects/{P}/aggregated/instances"
+    with pytest.raises(urllib.error.HTTPError) as err:
+        urllib.request.urlopen(url + "?returnPartialSuccess=true", timeout=5)
+    assert err.value.code == 400 and "returnPartialSuccess" in err.value.read().decode()
+    with pytest.raises(urllib.error.HTTPError) as err:
+        urllib.request.urlopen(url, timeout=5)
+    assert err.value.code == 503 and f"zones/{Z2}" in err.value.read().decode()
+    assert {Z, Z2} <= {z.name for z in sdk.zones.list(project=P)}
+    assert [i.name for i in sdk.instances.list(project=P, zone=Z, retry=None)] == ["t4-vm"]
+    with pytest.raises(Exception, match="unreachable"):
+        list(sdk.instances.list(project=P, zone=Z2, retry=None))
 
 
 def test_delete_twice_second_is_not_found(emu, sdk):
