@@ -4,6 +4,8 @@
 #                (a reboot may help), 4 a real mismatch
 #   stack-check  (venv python) Python, pins, framework build, CUDA, cuDNN, GPU access
 #   env          /etc/trainvm/env (0644) and secrets.env (0600, secret:// resolved) from the manifest
+#   redact       stdin to stdout, line by line, with URL userinfo, query strings, signatures, tokens
+#                and the values of secrets.env replaced by *** (the console and provision.log)
 #   report ST    the report JSON (schema 1, source "vm") on stdout; with perf.json (profile perf:) under "perf"
 #   driver-pin PKG...  apt preferences pinning the source packages of PKG's dependency closure
 #                at the driver's version; the closure's names to driver-packages
@@ -209,6 +211,28 @@ def resolve_secret(ref):  # secret://KIND/REST through secret_KIND (the script k
     return value
 
 
+# URL userinfo (1), query and token parameter values: signed URLs, sig=, token= (2), bearer tokens (3)
+REDACT = re.compile(r"(?i)(\w://)[^\s/@'\"]+@|([?&][\w.-]+=|\b(?:sig|token|signature|password|sas)=)[^\s&'\"#]+|(\bbearer\s+)[\w.~+/=-]+")
+
+
+def redact(text):  # ... and the values of /etc/trainvm/secrets.env
+    for value in sorted(re.findall(r'^\w+="(.{4,})"$', read("/etc/trainvm/secrets.env"), re.M), key=len, reverse=True):
+        text = text.replace(re.sub(r"\\(.)", r"\1", value), "***")
+    return REDACT.sub(lambda m: m.group(1) + "***@" if m.group(1) else (m.group(2) or m.group(3)) + "***", text)
+
+
+def cmd_redact(exp):  # the filter in front of the console and provision.log; never stops the script's output
+    for line in iter(sys.stdin.buffer.readline, b""):
+        text = line.decode("utf-8", "replace")
+        try:
+            text = text if text.startswith("TRAINVM_REPORT=") else redact(text)  # the report is redacted by cmd_report
+        except Exception:
+            text = "trainvm: (line withheld: redaction failed)\n"
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    return 0
+
+
 def write_env(name, lines, mode):  # True when /etc/trainvm/NAME changed (content or mode)
     path = ROOT + "/etc/trainvm/" + name
     if not lines:
@@ -302,7 +326,7 @@ def cmd_report(exp, status):
               "cuda_driver_max": gpu["cuda_driver_max"], "framework": framework or None, "cuda_toolkit": toolkit, "cudnn": cudnn or None,
               "python": stack.get("python"), "packages": packages,
               "data": [{"dest": d["dest"], "status": data_status(d["dest"])} for d in exp["data"]],
-              "phases": phases, "profile_hash": exp["hash"], "error": os.environ.get("TV_ERROR") or None}
+              "phases": phases, "profile_hash": exp["hash"], "error": redact(os.environ.get("TV_ERROR", "")) or None}
     report.update(facts(exp))
     perf = load("perf.json")
     if perf:
@@ -351,7 +375,7 @@ def cmd_driver_pin(exp, roots):
 
 def main(argv):
     exp, cmd = load("expected.json"), argv[1] if len(argv) > 1 else ""
-    commands = {"gpu-check": cmd_gpu_check, "stack-check": cmd_stack_check, "env": cmd_env}
+    commands = {"gpu-check": cmd_gpu_check, "stack-check": cmd_stack_check, "env": cmd_env, "redact": cmd_redact}
     if exp is None:
         print("trainvm helper: %s/expected.json is missing" % STATE, file=sys.stderr)
         return 2
@@ -361,7 +385,7 @@ def main(argv):
         return cmd_driver_pin(exp, argv[2:])
     if cmd in commands:
         return commands[cmd](exp)
-    print("usage: trainvm_helper.py gpu-check|stack-check|env|report STATUS|driver-pin PKG...", file=sys.stderr)
+    print("usage: trainvm_helper.py gpu-check|stack-check|env|redact|report STATUS|driver-pin PKG...", file=sys.stderr)
     return 2
 
 

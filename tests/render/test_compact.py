@@ -87,3 +87,19 @@ def test_compact_shell_keeps_other_heredocs_and_minifies_python():
     out = compact_shell(text)
     assert out == "#!/bin/bash\nf() {\ncat <<'TRAINVM_X'\n  # kept\nTRAINVM_X\npython3 - <<'TRAINVM_Y_PY'\nx = 1\nTRAINVM_Y_PY\n}"
     ast.parse("x = 1")
+
+
+@pytest.mark.parametrize("env", [{}, {"T": "secret://gcp/t"}, {"T": "secret://azure-keyvault/v/t", "U": "secret://aws/u"}])
+def test_pruned_helper_defines_every_function_it_uses(env):
+    """Only the unused secret_KIND readers go: every top-level function of the helper that the
+    compacted helper still names is still defined (a pruned one would be a NameError on the VM)."""
+    full = (S.REPO / "templates/files/trainvm_helper.py").read_text()
+    functions = {n.name for n in ast.parse(full).body if isinstance(n, ast.FunctionDef)}
+    script = S.render(S.from_dict(S.minimal_profile(env=env), validate=False), "aws").startup_sh
+    tree = ast.parse(script.split("<<'TRAINVM_HELPER_PY'\n", 1)[1].split("\nTRAINVM_HELPER_PY\n", 1)[0])
+    defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+    used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    assert (used & functions) <= defined
+    kinds = {v.split("/")[2].replace("-", "_") for v in env.values()}
+    assert {f for f in defined if f.startswith("secret_")} == {"secret_" + k for k in kinds}
+    assert functions - defined == {f for f in functions if f.startswith("secret_")} - defined

@@ -3,7 +3,6 @@ set -Eeuo pipefail
 umask 022
 export LC_ALL=C
 export PATH="$PATH:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-# ---- rendered configuration: every value below went through the shq quoting filter ----
 TV_PROFILE='bert-finetune'
 TV_HASH='8e6b75dc3316d4dc813d4abe1c94392c0a81828f91b31bc24f06bc7e3a02ae33'
 TV_CLOUD='aws'
@@ -20,13 +19,6 @@ TV_NVSWITCH=0
 TV_FM_PKG=''
 TV_KERNEL_HEADERS_META=( 'linux-headers-aws' )
 TV_KERNEL_HOLD=( 'linux-aws' 'linux-image-aws' 'linux-headers-aws' )
-TV_CUDA='12.4'
-TV_CUDA_TOOLKIT=0
-TV_TOOLKIT_PKG=''
-TV_CUDNN_PKG=''
-TV_CUDNN_DEV_PKG=''
-TV_CUDNN_PREFIX=''
-TV_CUDNN_CONTAINS=''
 TV_PYTHON='3.11.9'
 TV_UV_VERSION='0.13.9'
 TV_UV_URL='https://files.pythonhosted.org/packages/3d/aa/26d64642d808de4a652579ef950d7cd2d37f080a8babf9c67c6b75fc4c3f/uv-0.13.9-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl'
@@ -69,7 +61,6 @@ TV_SHUTDOWN_DOES='stop'
 TV_MAX_REBOOTS=2
 TV_EXPECTED='{"cloud":"aws","cuda_toolkit":null,"data":[{"dest":"/mnt/data/glue","stage":"/mnt/data/glue"}],"disk_path":"/mnt/data","driver":"550.127.05","env":{"CUBLAS_WORKSPACE_CONFIG":":4096:8","PYTHONHASHSEED":"0"},"framework":{"cuda":"12.4","cudnn":"9.1.0","name":"torch","version":"2.4.1+cu124"},"gpu":{"compute_capability":"7.5","count":1,"max_memory_mib":null,"min_memory_mib":15073,"name":"T4","name_regex":"(?<![A-Za-z0-9])T4(?![A-Za-z0-9])"},"hash":"8e6b75dc3316d4dc813d4abe1c94392c0a81828f91b31bc24f06bc7e3a02ae33","nvme":"optional","packages":{"accelerate":"0.34.2","datasets":"2.21.0","torch":"2.4.1+cu124","transformers":"4.44.2"},"profile":"bert-finetune","python":"3.11.9","schema":1}'
 TV_LOCK=''
-# perf probe (phases/_perf.sh.j2)
 TV_PERF_BUDGET=0
 
 TV_ROOT="${TRAINVM_ROOT:-}"
@@ -112,12 +103,12 @@ exit 1
 tv_start() {
 trap 'tv_fail "$TV_PHASE" "$LINENO" "command failed (exit $?): $BASH_COMMAND"' ERR
 mkdir -p "$TV_STATE/lib" "$TV_STATE/phases" "$TV_LOGDIR" "$TV_ETC"
-exec > >(tee -a "$TV_LOGDIR/provision.log") 2>&1
+tv_write_helper
+printf '%s\n' "$TV_EXPECTED" >"$TV_STATE/expected.json"
+exec > >(python3 "$TV_HELPER" redact | tee -a "$TV_LOGDIR/provision.log") 2>&1
 exec 9>>"$TV_STATE/lock"
 flock -w 3600 9
 tv_log "profile $TV_PROFILE ($TV_HASH) on $TV_CLOUD $TV_INSTANCE_TYPE in $TV_REGION $TV_ZONE, $TV_OS"
-tv_write_helper
-printf '%s\n' "$TV_EXPECTED" >"$TV_STATE/expected.json"
 }
 tv_phase() {
 TV_PHASE=$1
@@ -363,6 +354,21 @@ def resolve_secret(ref):
  if any((ord(c) < 32 and c != '\t' for c in value)):
   raise RuntimeError('secret %s contains newlines or control characters' % ref)
  return value
+REDACT = re.compile('(?i)(\\w://)[^\\s/@\'\\"]+@|([?&][\\w.-]+=|\\b(?:sig|token|signature|password|sas)=)[^\\s&\'\\"#]+|(\\bbearer\\s+)[\\w.~+/=-]+')
+def redact(text):
+ for value in sorted(re.findall('^\\w+="(.{4,})"$', read('/etc/trainvm/secrets.env'), re.M), key=len, reverse=True):
+  text = text.replace(re.sub('\\\\(.)', '\\1', value), '***')
+ return REDACT.sub(lambda m: m.group(1) + '***@' if m.group(1) else (m.group(2) or m.group(3)) + '***', text)
+def cmd_redact(exp):
+ for line in iter(sys.stdin.buffer.readline, b''):
+  text = line.decode('utf-8', 'replace')
+  try:
+   text = text if text.startswith('TRAINVM_REPORT=') else redact(text)
+  except Exception:
+   text = 'trainvm: (line withheld: redaction failed)\n'
+  sys.stdout.write(text)
+  sys.stdout.flush()
+ return 0
 def write_env(name, lines, mode):
  path = ROOT + '/etc/trainvm/' + name
  if not lines:
@@ -438,7 +444,7 @@ def cmd_report(exp, status):
   f = read('/var/lib/trainvm/phases/' + name).split()
   if len(f) == 2:
    phases[name] = {'status': f[0], 'seconds': float(f[1])}
- report = {'schema': 1, 'source': 'vm', 'status': status, 'gpus': gpu['gpus'], 'driver': gpu['driver'], 'cuda_driver_max': gpu['cuda_driver_max'], 'framework': framework or None, 'cuda_toolkit': toolkit, 'cudnn': cudnn or None, 'python': stack.get('python'), 'packages': packages, 'data': [{'dest': d['dest'], 'status': data_status(d['dest'])} for d in exp['data']], 'phases': phases, 'profile_hash': exp['hash'], 'error': os.environ.get('TV_ERROR') or None}
+ report = {'schema': 1, 'source': 'vm', 'status': status, 'gpus': gpu['gpus'], 'driver': gpu['driver'], 'cuda_driver_max': gpu['cuda_driver_max'], 'framework': framework or None, 'cuda_toolkit': toolkit, 'cudnn': cudnn or None, 'python': stack.get('python'), 'packages': packages, 'data': [{'dest': d['dest'], 'status': data_status(d['dest'])} for d in exp['data']], 'phases': phases, 'profile_hash': exp['hash'], 'error': redact(os.environ.get('TV_ERROR', '')) or None}
  report.update(facts(exp))
  perf = load('perf.json')
  if perf:
@@ -479,7 +485,7 @@ def cmd_driver_pin(exp, roots):
  return 0
 def main(argv):
  exp, cmd = (load('expected.json'), argv[1] if len(argv) > 1 else '')
- commands = {'gpu-check': cmd_gpu_check, 'stack-check': cmd_stack_check, 'env': cmd_env}
+ commands = {'gpu-check': cmd_gpu_check, 'stack-check': cmd_stack_check, 'env': cmd_env, 'redact': cmd_redact}
  if exp is None:
   print('trainvm helper: %s/expected.json is missing' % STATE, file=sys.stderr)
   return 2
@@ -489,7 +495,7 @@ def main(argv):
   return cmd_driver_pin(exp, argv[2:])
  if cmd in commands:
   return commands[cmd](exp)
- print('usage: trainvm_helper.py gpu-check|stack-check|env|report STATUS|driver-pin PKG...', file=sys.stderr)
+ print('usage: trainvm_helper.py gpu-check|stack-check|env|redact|report STATUS|driver-pin PKG...', file=sys.stderr)
  return 2
 if __name__ == '__main__':
  sys.exit(main(sys.argv))
@@ -668,18 +674,6 @@ mapfile -t held <"$TV_STATE/driver-packages"
 tv_hold_installed "$TV_DRIVER_PKG" "$pin" "${held[@]}"
 tv_mark driver-pkg
 }
-tv_fabricmanager() {
-local ver
-if tv_done fabricmanager; then return 0; fi
-ver=$(tv_pkgver "$TV_FM_PKG" "$TV_DRIVER-")
-if [ -z "$ver" ]; then
-tv_fail driver "$LINENO" "$TV_FM_PKG $TV_DRIVER is not in NVIDIA's repository; NVSwitch shapes need it at the driver's exact version"
-fi
-tv_apt install "$TV_FM_PKG=$ver"
-tv_hold_installed "$TV_FM_PKG"
-systemctl enable nvidia-fabricmanager.service
-tv_mark fabricmanager
-}
 tv_gpu_gate() {
 local out rc=0
 if ! out=$(modprobe nvidia 2>&1); then
@@ -697,12 +691,6 @@ case $rc in
 3) tv_reboot "$1" "the NVIDIA kernel module is not loaded or is not the installed driver ($out)" ;;
 *) tv_fail driver "$1" "driver/GPU check on $TV_INSTANCE_TYPE (expected driver $TV_DRIVER): ${out//$'\n'/; }" ;;
 esac
-if [ "$TV_NVSWITCH" = 1 ]; then
-systemctl start nvidia-fabricmanager.service
-if ! systemctl is-active --quiet nvidia-fabricmanager.service; then
-tv_fail driver "$1" "nvidia-fabricmanager is not active (CUDA fails with error 802 on NVSwitch shapes without it)"
-fi
-fi
 }
 phase_driver() {
 if tv_done driver; then
@@ -721,31 +709,7 @@ systemctl start nvidia-persistenced.service || tv_log "nvidia-persistenced did n
 tv_mark driver
 }
 phase_cuda() {
-local tk dn pkgs=() nvcc="$TV_ROOT/usr/local/cuda-$TV_CUDA/bin/nvcc" out
-if [ "$TV_CUDA_TOOLKIT" != 1 ]; then
 TV_PHASE_RESULT=skipped
-return 0
-fi
-if ! tv_done cuda; then
-tv_installing
-tk=$(tv_pkgver "$TV_TOOLKIT_PKG" "$TV_CUDA.")
-if [ -z "$tk" ]; then tv_fail cuda "$LINENO" "$TV_TOOLKIT_PKG ($TV_CUDA.x) is not in NVIDIA's repository"; fi
-pkgs=("$TV_TOOLKIT_PKG=$tk")
-if [ -n "$TV_CUDNN_PKG" ]; then
-dn=$(tv_pkgver "$TV_CUDNN_PKG" "$TV_CUDNN_PREFIX" "$TV_CUDNN_CONTAINS")
-if [ -z "$dn" ]; then tv_fail cuda "$LINENO" "$TV_CUDNN_PKG ${TV_CUDNN_PREFIX}x is not in NVIDIA's repository"; fi
-pkgs+=("$TV_CUDNN_PKG=$dn" "$TV_CUDNN_DEV_PKG=$dn")
-fi
-tv_apt install --no-install-recommends "${pkgs[@]}"
-tv_hold_installed "${pkgs[@]%%=*}"
-printf 'export PATH="/usr/local/cuda-%s/bin:$PATH"\n' "$TV_CUDA" | tv_write_file "$TV_ROOT/etc/profile.d/trainvm-cuda.sh" 0644
-tv_mark cuda
-fi
-out=$("$nvcc" --version) || tv_fail cuda "$LINENO" "nvcc of CUDA $TV_CUDA does not run"
-case $out in
-*"release $TV_CUDA,"*) tv_log "nvcc: CUDA $TV_CUDA" ;;
-*) tv_fail cuda "$LINENO" "nvcc is not CUDA $TV_CUDA: $out" ;;
-esac
 }
 tv_install_uv() {
 local whl="$TV_STATE/uv-$TV_UV_VERSION.whl" have=""

@@ -27,13 +27,6 @@ TV_NVSWITCH=0
 TV_FM_PKG=''
 TV_KERNEL_HEADERS_META=( 'linux-headers-gcp' )
 TV_KERNEL_HOLD=( 'linux-gcp' 'linux-image-gcp' 'linux-headers-gcp' )
-TV_CUDA='12.4'
-TV_CUDA_TOOLKIT=0
-TV_TOOLKIT_PKG=''
-TV_CUDNN_PKG=''
-TV_CUDNN_DEV_PKG=''
-TV_CUDNN_PREFIX=''
-TV_CUDNN_CONTAINS=''
 TV_PYTHON='3.11.9'
 TV_UV_VERSION='0.13.9'
 TV_UV_URL='https://files.pythonhosted.org/packages/3d/aa/26d64642d808de4a652579ef950d7cd2d37f080a8babf9c67c6b75fc4c3f/uv-0.13.9-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl'
@@ -76,7 +69,6 @@ TV_SHUTDOWN_DOES='stop'
 TV_MAX_REBOOTS=2
 TV_EXPECTED='{"cloud":"gcp","cuda_toolkit":null,"data":[{"dest":"/mnt/data/glue","stage":"/mnt/data/glue"}],"disk_path":"/mnt/data","driver":"550.127.05","env":{"CUBLAS_WORKSPACE_CONFIG":":4096:8","PYTHONHASHSEED":"0"},"framework":{"cuda":"12.4","cudnn":"9.1.0","name":"torch","version":"2.4.1+cu124"},"gpu":{"compute_capability":"7.5","count":1,"max_memory_mib":null,"min_memory_mib":15073,"name":"T4","name_regex":"(?<![A-Za-z0-9])T4(?![A-Za-z0-9])"},"hash":"8e6b75dc3316d4dc813d4abe1c94392c0a81828f91b31bc24f06bc7e3a02ae33","nvme":"none","packages":{"accelerate":"0.34.2","datasets":"2.21.0","torch":"2.4.1+cu124","transformers":"4.44.2"},"profile":"bert-finetune","python":"3.11.9","schema":1}'
 TV_LOCK=''
-# perf probe (phases/_perf.sh.j2)
 TV_PERF_BUDGET=0
 
 # ---- paths: everything the script writes or reads lives under ${TRAINVM_ROOT:-} ----
@@ -125,12 +117,14 @@ tv_fail() {  # tv_fail REASON LINE MESSAGE: publish failed:REASON:LINE with a re
 tv_start() {
   trap 'tv_fail "$TV_PHASE" "$LINENO" "command failed (exit $?): $BASH_COMMAND"' ERR
   mkdir -p "$TV_STATE/lib" "$TV_STATE/phases" "$TV_LOGDIR" "$TV_ETC"
-  exec > >(tee -a "$TV_LOGDIR/provision.log") 2>&1
+  tv_write_helper
+  printf '%s\n' "$TV_EXPECTED" >"$TV_STATE/expected.json"
+  # Everything printed from here on reaches the console and provision.log through the helper's
+  # redact filter: URL userinfo, query strings (signed URLs), tokens and secrets.env values go.
+  exec > >(python3 "$TV_HELPER" redact | tee -a "$TV_LOGDIR/provision.log") 2>&1
   exec 9>>"$TV_STATE/lock"
   flock -w 3600 9
   tv_log "profile $TV_PROFILE ($TV_HASH) on $TV_CLOUD $TV_INSTANCE_TYPE in $TV_REGION $TV_ZONE, $TV_OS"
-  tv_write_helper
-  printf '%s\n' "$TV_EXPECTED" >"$TV_STATE/expected.json"
 }
 
 tv_phase() {  # tv_phase NAME FUNCTION: run, time and log one phase
@@ -249,6 +243,8 @@ tv_write_helper() {  # the on-VM helper (GPU gate, stack check, env file, report
 #                (a reboot may help), 4 a real mismatch
 #   stack-check  (venv python) Python, pins, framework build, CUDA, cuDNN, GPU access
 #   env          /etc/trainvm/env (0644) and secrets.env (0600, secret:// resolved) from the manifest
+#   redact       stdin to stdout, line by line, with URL userinfo, query strings, signatures, tokens
+#                and the values of secrets.env replaced by *** (the console and provision.log)
 #   report ST    the report JSON (schema 1, source "vm") on stdout; with perf.json (profile perf:) under "perf"
 #   driver-pin PKG...  apt preferences pinning the source packages of PKG's dependency closure
 #                at the driver's version; the closure's names to driver-packages
@@ -454,6 +450,28 @@ def resolve_secret(ref):  # secret://KIND/REST through secret_KIND (the script k
     return value
 
 
+# URL userinfo (1), query and token parameter values: signed URLs, sig=, token= (2), bearer tokens (3)
+REDACT = re.compile(r"(?i)(\w://)[^\s/@'\"]+@|([?&][\w.-]+=|\b(?:sig|token|signature|password|sas)=)[^\s&'\"#]+|(\bbearer\s+)[\w.~+/=-]+")
+
+
+def redact(text):  # ... and the values of /etc/trainvm/secrets.env
+    for value in sorted(re.findall(r'^\w+="(.{4,})"$', read("/etc/trainvm/secrets.env"), re.M), key=len, reverse=True):
+        text = text.replace(re.sub(r"\\(.)", r"\1", value), "***")
+    return REDACT.sub(lambda m: m.group(1) + "***@" if m.group(1) else (m.group(2) or m.group(3)) + "***", text)
+
+
+def cmd_redact(exp):  # the filter in front of the console and provision.log; never stops the script's output
+    for line in iter(sys.stdin.buffer.readline, b""):
+        text = line.decode("utf-8", "replace")
+        try:
+            text = text if text.startswith("TRAINVM_REPORT=") else redact(text)  # the report is redacted by cmd_report
+        except Exception:
+            text = "trainvm: (line withheld: redaction failed)\n"
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    return 0
+
+
 def write_env(name, lines, mode):  # True when /etc/trainvm/NAME changed (content or mode)
     path = ROOT + "/etc/trainvm/" + name
     if not lines:
@@ -547,7 +565,7 @@ def cmd_report(exp, status):
               "cuda_driver_max": gpu["cuda_driver_max"], "framework": framework or None, "cuda_toolkit": toolkit, "cudnn": cudnn or None,
               "python": stack.get("python"), "packages": packages,
               "data": [{"dest": d["dest"], "status": data_status(d["dest"])} for d in exp["data"]],
-              "phases": phases, "profile_hash": exp["hash"], "error": os.environ.get("TV_ERROR") or None}
+              "phases": phases, "profile_hash": exp["hash"], "error": redact(os.environ.get("TV_ERROR", "")) or None}
     report.update(facts(exp))
     perf = load("perf.json")
     if perf:
@@ -596,7 +614,7 @@ def cmd_driver_pin(exp, roots):
 
 def main(argv):
     exp, cmd = load("expected.json"), argv[1] if len(argv) > 1 else ""
-    commands = {"gpu-check": cmd_gpu_check, "stack-check": cmd_stack_check, "env": cmd_env}
+    commands = {"gpu-check": cmd_gpu_check, "stack-check": cmd_stack_check, "env": cmd_env, "redact": cmd_redact}
     if exp is None:
         print("trainvm helper: %s/expected.json is missing" % STATE, file=sys.stderr)
         return 2
@@ -606,7 +624,7 @@ def main(argv):
         return cmd_driver_pin(exp, argv[2:])
     if cmd in commands:
         return commands[cmd](exp)
-    print("usage: trainvm_helper.py gpu-check|stack-check|env|report STATUS|driver-pin PKG...", file=sys.stderr)
+    print("usage: trainvm_helper.py gpu-check|stack-check|env|redact|report STATUS|driver-pin PKG...", file=sys.stderr)
     return 2
 
 
@@ -782,18 +800,6 @@ tv_driver_install() {  # pinning package when NVIDIA publishes one, then PKG=<ex
   tv_mark driver-pkg
 }
 
-tv_fabricmanager() {  # NVSwitch shapes: fabric manager at exactly the driver's version
-  local ver
-  if tv_done fabricmanager; then return 0; fi
-  ver=$(tv_pkgver "$TV_FM_PKG" "$TV_DRIVER-")
-  if [ -z "$ver" ]; then
-    tv_fail driver "$LINENO" "$TV_FM_PKG $TV_DRIVER is not in NVIDIA's repository; NVSwitch shapes need it at the driver's exact version"
-  fi
-  tv_apt install "$TV_FM_PKG=$ver"
-  tv_hold_installed "$TV_FM_PKG"
-  systemctl enable nvidia-fabricmanager.service
-  tv_mark fabricmanager
-}
 
 tv_gpu_gate() {  # tv_gpu_gate LINE: driver = expected in nvidia-smi and the kernel module, GPUs match
   local out rc=0
@@ -812,12 +818,6 @@ tv_gpu_gate() {  # tv_gpu_gate LINE: driver = expected in nvidia-smi and the ker
     3) tv_reboot "$1" "the NVIDIA kernel module is not loaded or is not the installed driver ($out)" ;;
     *) tv_fail driver "$1" "driver/GPU check on $TV_INSTANCE_TYPE (expected driver $TV_DRIVER): ${out//$'\n'/; }" ;;
   esac
-  if [ "$TV_NVSWITCH" = 1 ]; then
-    systemctl start nvidia-fabricmanager.service
-    if ! systemctl is-active --quiet nvidia-fabricmanager.service; then
-      tv_fail driver "$1" "nvidia-fabricmanager is not active (CUDA fails with error 802 on NVSwitch shapes without it)"
-    fi
-  fi
 }
 
 phase_driver() {
@@ -837,33 +837,8 @@ phase_driver() {
   tv_mark driver
 }
 # ---- phase 3: CUDA toolkit and cuDNN (only when the profile asks; exact versions, held) ----
-phase_cuda() {
-  local tk dn pkgs=() nvcc="$TV_ROOT/usr/local/cuda-$TV_CUDA/bin/nvcc" out
-  if [ "$TV_CUDA_TOOLKIT" != 1 ]; then
-    TV_PHASE_RESULT=skipped
-    return 0
-  fi
-  if ! tv_done cuda; then
-    tv_installing
-    # Never the `cuda`/`cuda-X-Y` metapackages: they pull a driver of their own.
-    tk=$(tv_pkgver "$TV_TOOLKIT_PKG" "$TV_CUDA.")
-    if [ -z "$tk" ]; then tv_fail cuda "$LINENO" "$TV_TOOLKIT_PKG ($TV_CUDA.x) is not in NVIDIA's repository"; fi
-    pkgs=("$TV_TOOLKIT_PKG=$tk")
-    if [ -n "$TV_CUDNN_PKG" ]; then
-      dn=$(tv_pkgver "$TV_CUDNN_PKG" "$TV_CUDNN_PREFIX" "$TV_CUDNN_CONTAINS")
-      if [ -z "$dn" ]; then tv_fail cuda "$LINENO" "$TV_CUDNN_PKG ${TV_CUDNN_PREFIX}x is not in NVIDIA's repository"; fi
-      pkgs+=("$TV_CUDNN_PKG=$dn" "$TV_CUDNN_DEV_PKG=$dn")
-    fi
-    tv_apt install --no-install-recommends "${pkgs[@]}"
-    tv_hold_installed "${pkgs[@]%%=*}"
-    printf 'export PATH="/usr/local/cuda-%s/bin:$PATH"\n' "$TV_CUDA" | tv_write_file "$TV_ROOT/etc/profile.d/trainvm-cuda.sh" 0644
-    tv_mark cuda
-  fi
-  out=$("$nvcc" --version) || tv_fail cuda "$LINENO" "nvcc of CUDA $TV_CUDA does not run"
-  case $out in
-    *"release $TV_CUDA,"*) tv_log "nvcc: CUDA $TV_CUDA" ;;
-    *) tv_fail cuda "$LINENO" "nvcc is not CUDA $TV_CUDA: $out" ;;
-  esac
+phase_cuda() {  # the profile asks for no toolkit
+  TV_PHASE_RESULT=skipped
 }
 # ---- phase 4: Python (exact version by a pinned, sha256-checked uv; a dedicated venv) ----
 tv_install_uv() {
