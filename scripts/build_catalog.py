@@ -161,7 +161,7 @@ def convert_gcp(rows: list[dict[str, str]], b: Build) -> list[Offer]:
             memory_gib=mem, region=r["region"], zone=zone, price_hourly=price,
             spot_price_hourly=spot, gpu_attach=fam.gpu_attach, disk_types=fam.disk_types,
             local_nvme_max_gib=F.gce_local_ssd_gib(mt), arch="x86_64", hyperv_gen="",
-            provisionable=True, flags=tuple(sorted(flags))))
+            flags=tuple(sorted(flags))))
     return out
 
 
@@ -206,7 +206,7 @@ def convert_azure(rows: list[dict[str, str]], b: Build) -> list[Offer]:
             region=r["region"], zone=None, price_hourly=price, spot_price_hourly=spot,
             gpu_attach="bundled", disk_types=F.azure_disk_types(size),
             local_nvme_max_gib=F.AZURE_LOCAL_NVME_GIB.get(size, 0), arch="x86_64",
-            hyperv_gen=gens, provisionable=True, flags=tuple(sorted(flags + pflags))))
+            hyperv_gen=gens, flags=tuple(sorted(flags + pflags))))
     return out
 
 
@@ -237,7 +237,7 @@ def convert_aws(rows: list[dict[str, str]], b: Build) -> list[Offer]:
             vcpus=float(r["vcpus"]), memory_gib=round(float(r["memory_gib"]), 2), region=region,
             zone=zone, price_hourly=price, spot_price_hourly=spot, gpu_attach="bundled",
             disk_types=F.DISK_TYPES, local_nvme_max_gib=F.AWS_LOCAL_NVME_GIB.get(it, 0),
-            arch=arch, hyperv_gen="", provisionable=False, flags=tuple(sorted(flags))))
+            arch=arch, hyperv_gen="", flags=tuple(sorted(flags))))
     return out
 
 
@@ -280,7 +280,7 @@ def build(src: Path, out: Path) -> dict[str, Any]:
     for o in offers:
         rows_out[o.cloud] += 1
         flags[o.cloud].update(o.flags)
-        plannable[o.cloud] += o.provisionable and o.excluded_by() is None
+        plannable[o.cloud] += o.excluded_by() is None
     stats = {
         "input_rows": dict(b.input_rows),
         "rows": dict(rows_out),
@@ -331,9 +331,9 @@ is regional (Azure); `disk_types` uses the profile vocabulary `standard|balanced
 `local_nvme_max_gib` is the largest local NVMe scratch the shape can have (0 = none);
 `flags` are `;`-separated.
 
-Rows: {rows}; plannable (provisionable, no excluding flag): {plannable}.
-AWS rows are kept for `catalog show` with `provisionable=0` ("not provisionable yet") until an
-AWS provider exists.
+Rows: {rows}; without an excluding flag: {plannable}.
+Whether trainvm can create a VM on a cloud is not stored here: the planner asks the cloud registry
+(`provisioner/providers/registry.py`) at plan time; offers of other clouds are shown as "not provisionable yet".
 
 ## Decisions on the snapshot's known defects
 Rows with an excluding flag stay in the files (visible in `catalog show`, and in `plan --explain`

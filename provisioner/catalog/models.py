@@ -13,13 +13,13 @@ from provisioner.errors import CatalogError
 
 __all__ = ["CatalogError", "Offer", "Catalog", "COLUMNS", "SCHEMA_VERSION", "EXCLUDING_FLAGS"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: no `provisionable` column (the cloud registry decides, at plan time)
 
 #: Column order of every catalog CSV file (and of Offer's fields).
 COLUMNS: tuple[str, ...] = (
     "cloud", "instance_type", "family", "gpu_name", "gpu_count", "gpu_memory_gib", "vcpus",
     "memory_gib", "region", "zone", "price_hourly", "spot_price_hourly", "gpu_attach",
-    "disk_types", "local_nvme_max_gib", "arch", "hyperv_gen", "provisionable", "flags",
+    "disk_types", "local_nvme_max_gib", "arch", "hyperv_gen", "flags",
 )
 
 #: Row flags that keep an offer out of plans, and the rejection reason they are counted under.
@@ -57,8 +57,15 @@ class Offer:
     local_nvme_max_gib: int
     arch: str  # "x86_64" | "arm64"
     hyperv_gen: str = ""  # Azure Hyper-V generations supported: "1", "2", "1|2"; "" elsewhere
-    provisionable: bool = True
     flags: tuple[str, ...] = ()
+
+    @property
+    def provisionable(self) -> bool:
+        """Whether trainvm can create this VM: a fact about trainvm's providers (the cloud registry), not
+        about the offer, so it is not stored in the catalog."""
+        from provisioner.providers.registry import provisionable
+
+        return provisionable(self.cloud)
 
     def price(self, spot: bool) -> float | None:
         """The hourly price that applies: the spot price when ``spot`` (None if unavailable)."""

@@ -144,7 +144,7 @@ def _read_csv(p: Path, interned: dict[str, Any]) -> list[Offer]:
             if len(row) != ncols:
                 raise CatalogError(f"{p}:{lineno}: {len(row)} fields, expected {ncols}")
             (cloud, it, fam, gpu, gc, gm, vc, mem, region, zone, price, spot, attach, disks,
-             nvme, arch, hv, prov, flags) = row
+             nvme, arch, hv, flags) = row
             try:
                 disk_t = interned.get("d:" + disks)
                 if disk_t is None:
@@ -158,7 +158,7 @@ def _read_csv(p: Path, interned: dict[str, Any]) -> list[Offer]:
                 o = Offer(s(cloud, cloud), s(it, it), s(fam, fam), s(gpu, gpu), int(gc), float(gm),
                           float(vc), float(mem), s(region, region), s(zone, zone) or None,
                           float(price), float(spot) if spot else None, s(attach, attach), disk_t,
-                          int(nvme), s(arch, arch), s(hv, hv), prov == "1", flag_t)
+                          int(nvme), s(arch, arch), s(hv, hv), flag_t)
                 if cloud not in CLOUDS:
                     raise ValueError(f"cloud {cloud!r}: expected one of {', '.join(CLOUDS)}")
                 if not it or not gpu or not region:
@@ -170,8 +170,8 @@ def _read_csv(p: Path, interned: dict[str, Any]) -> list[Offer]:
                                                 and not o.spot_price_hourly > 0):
                     raise ValueError("prices must be > 0 "
                                      "(leave spot_price_hourly empty when unknown)")
-                if arch not in ARCHES or prov not in ("0", "1"):
-                    raise ValueError(f"arch must be {'/'.join(ARCHES)} and provisionable 0/1")
+                if arch not in ARCHES:
+                    raise ValueError(f"arch must be {'/'.join(ARCHES)}")
             except ValueError as e:
                 raise CatalogError(f"{p}:{lineno}: {e}") from None
             out.append(o)
@@ -233,7 +233,7 @@ def offer_row(o: Offer) -> list[str]:
             fmt_number(o.gpu_memory_gib), fmt_number(o.vcpus), fmt_number(o.memory_gib), o.region,
             o.zone or "", fmt_number(o.price_hourly), fmt_number(o.spot_price_hourly),
             o.gpu_attach, "|".join(o.disk_types), str(o.local_nvme_max_gib), o.arch,
-            o.hyperv_gen, "1" if o.provisionable else "0", ";".join(o.flags)]
+            o.hyperv_gen, ";".join(o.flags)]
 
 
 def sort_key(o: Offer) -> tuple[Any, ...]:

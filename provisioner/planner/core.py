@@ -18,7 +18,7 @@ from typing import Any, Iterable, NamedTuple
 from provisioner.catalog.families import GPU_MEMORY_GIB
 from provisioner.catalog.models import EXCLUDING_FLAGS, Catalog, Offer
 from provisioner.planner.request import REASONS, PlanRequest
-from provisioner.providers.registry import os_arches
+from provisioner.providers.registry import os_arches, provisionable_clouds
 
 #: A catalog older than this many days gets a warning in every plan.
 STALE_AFTER_DAYS = 90
@@ -143,6 +143,8 @@ class _Checker:
         self.region_ok: dict[str, bool] = {}
         self.zone_ok: dict[str, bool] = {}
         self.os_arches = {c: imgs.get(req.os, frozenset()) for c, imgs in os_arches().items()}
+        #: clouds trainvm can create VMs on (the registry), unless the request names them (tests, what-ifs)
+        self.provisionable = frozenset(provisionable_clouds() if req.provisionable_clouds is None else req.provisionable_clouds)
         self.flag_reasons: dict[tuple[str, ...], tuple[str, ...]] = {}
 
     def region_match(self, region: str, zone: str | None) -> bool:
@@ -173,7 +175,7 @@ def diagnose(offer: Offer, request: PlanRequest,
     out = []
     if o.cloud not in req.clouds:
         out.append("cloud")
-    if not o.provisionable and not req.include_unprovisionable:
+    if o.cloud not in ck.provisionable and not req.include_unprovisionable:
         out.append("not_provisionable")
     if o.cloud in req.data_excluded_clouds:
         out.append("data_locality")
@@ -214,6 +216,7 @@ def plan(request: PlanRequest, catalog: Catalog, today: date) -> Plan:
     ck = _Checker(req)
     clouds = frozenset(req.clouds)
     allow_unprov = req.include_unprovisionable
+    provisionable = ck.provisionable
     names = req.gpu_names
     min_gmem = req.min_gpu_memory_gib
     stack_ex = dict(req.stack_excluded_gpus)
@@ -285,7 +288,7 @@ def plan(request: PlanRequest, catalog: Catalog, today: date) -> Plan:
         if data_ex and o.cloud in data_ex:
             n += 1
             first = "data_locality"
-        if not o.provisionable and not allow_unprov:
+        if o.cloud not in provisionable and not allow_unprov:
             n += 1
             first = "not_provisionable"
         if o.cloud not in clouds:
@@ -328,7 +331,7 @@ def plan(request: PlanRequest, catalog: Catalog, today: date) -> Plan:
     if chosen is not None:
         price_of = _price_key(spot)
         best = price_of(chosen)
-        if not chosen.provisionable:
+        if chosen.cloud not in provisionable:
             warnings.append(f"{chosen.cloud} is not provisionable yet: `up` cannot create "
                             f"{chosen.instance_type}")
         cheaper_flagged = tuple(o for o in heapq.nsmallest(

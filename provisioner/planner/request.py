@@ -58,6 +58,8 @@ class PlanRequest:
     #: GPU name -> why the pinned stack cannot run there (empty: no restriction)
     stack_excluded_gpus: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     include_unprovisionable: bool = False
+    #: clouds trainvm can provision on; None: the cloud registry's (derived at plan time, not stored in the catalog)
+    provisionable_clouds: frozenset[str] | None = None
     #: cloud -> why a VM there cannot read the profile's data (providers.registry)
     data_excluded_clouds: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 

@@ -130,7 +130,7 @@ def test_rows_without_ondemand_price_are_dropped(tmp_path):
     (nc,) = [o for o in cat.offers if o.cloud == "azure"]
     assert nc.spot_price_hourly is None and nc.flags == ("spot_equals_ondemand",)
     (g6,) = [o for o in cat.offers if o.cloud == "aws"]
-    assert g6.gpu_memory_gib == 24 and not g6.provisionable
+    assert g6.gpu_memory_gib == 24
 
 
 def test_p100_x4_zone_limit(cat):
@@ -156,13 +156,15 @@ def test_fractional_and_retired_azure_sizes_kept_out(cat):
     assert p.chosen is None and set(p.rejected["azure"]) >= {"retired"}
 
 
-def test_aws_rows_shown_but_not_provisionable(cat):
+def test_rows_of_a_cloud_without_a_provider_are_shown_but_not_provisionable(cat):
+    # provisionability is the registry's, decided at plan time; here a what-if where AWS has no provider
     aws = rows(cat, cloud="aws")
-    assert len(aws) == 1380 and not any(o.provisionable for o in aws)
-    p = plan(PlanRequest(gpu_names={"A10G"}, clouds=("gcp", "azure", "aws")), cat, TODAY)
+    without_aws = frozenset({"gcp", "azure"})
+    assert len(aws) == 1380
+    p = plan(PlanRequest(gpu_names={"A10G"}, clouds=("gcp", "azure", "aws"), provisionable_clouds=without_aws), cat, TODAY)
     assert p.chosen is None and p.rejected["aws"]["not_provisionable"] > 0
-    p = plan(PlanRequest(gpu_names={"A10G"}, clouds=("aws",), include_unprovisionable=True),
-             cat, TODAY)
+    p = plan(PlanRequest(gpu_names={"A10G"}, clouds=("aws",), include_unprovisionable=True,
+                         provisionable_clouds=without_aws), cat, TODAY)
     assert p.chosen.instance_type.startswith("g5.") and p.warnings
 
 

@@ -20,7 +20,7 @@ def mk(**kw) -> Offer:
                 gpu_count=1, gpu_memory_gib=24.0, vcpus=8.0, memory_gib=32.0,
                 region="us-central1", zone="us-central1-a", price_hourly=0.85,
                 spot_price_hourly=0.33, gpu_attach="bundled", disk_types=("balanced", "ssd"),
-                local_nvme_max_gib=375, arch="x86_64", hyperv_gen="", provisionable=True,
+                local_nvme_max_gib=375, arch="x86_64", hyperv_gen="",
                 flags=())
     return Offer(**{**base, **kw})
 
@@ -43,7 +43,7 @@ def test_round_trip(folder):
     cat = load_catalog(folder)
     assert sorted(cat.offers, key=Offer.key) == sorted(OFFERS, key=Offer.key)
     assert cat.source == "unit test" and cat.date == date(2026, 1, 2)
-    assert cat.schema_version == 1 and cat.path == folder
+    assert cat.schema_version == 2 and cat.path == folder
     assert cat.info()["date"] == "2026-01-02"
     assert cat.filter(cloud="azure", gpu="T4") == tuple(o for o in cat.offers if o.cloud == "azure")
 
@@ -79,7 +79,7 @@ def edit_manifest(folder: Path, **changes) -> None:
 
 
 @pytest.mark.parametrize("changes,pattern", [
-    ({"schema_version": 2}, "schema_version 2 is not supported"),
+    ({"schema_version": 1}, "schema_version 1 is not supported"),
     ({"columns": ["cloud", "instance_type"]}, "columns differ.*missing"),
     ({"files": []}, "'files'"),
     ({"files": ["../x.csv"]}, "'files'"),
@@ -115,7 +115,7 @@ def test_bad_header_names_file_and_line(folder):
     (lambda s: s.replace(",0.85,", ",abc,"), "could not convert"),
     (lambda s: s.replace(",0.85,", ",0,"), "prices must be > 0"),
     (lambda s: s.replace("gcp,", "oracle,", 1), "cloud 'oracle'"),
-    (lambda s: s + ",extra", "20 fields, expected 19"),
+    (lambda s: s + ",extra", "19 fields, expected 18"),
     (lambda s: s.replace("balanced|ssd", "pd-ssd"), "disk_types"),
     (lambda s: s.replace(",L4,1,", ",L4,0,"), "gpu_count must be >= 1"),
     (lambda s: s.replace("x86_64", "sparc"), "arch"),

@@ -16,7 +16,7 @@ _DEFAULTS: dict[str, Any] = dict(
     gpu_memory_gib=24.0, vcpus=8.0, memory_gib=32.0, region="us-central1", zone=None,
     price_hourly=1.0, spot_price_hourly=0.4, gpu_attach="bundled",
     disk_types=("standard", "balanced", "ssd"), local_nvme_max_gib=375, arch="x86_64",
-    hyperv_gen="", provisionable=True, flags=(),
+    hyperv_gen="", flags=(),
 )
 
 

@@ -80,8 +80,7 @@ def test_disk_type():
 
 def test_clouds_filter_and_default_excludes_aws():
     offers = [offer(instance_type="g"), offer(instance_type="z", cloud="azure", zone=None),
-              offer(instance_type="w", cloud="aws", zone="use1-az1", region="us-east-1",
-                    provisionable=False)]
+              offer(instance_type="w", cloud="aws", zone="use1-az1", region="us-east-1")]
     ranked, rej = only(PlanRequest(clouds=("azure",)), *offers)
     assert ranked == ["z"]
     assert rej == {"aws": {"cloud": 1}, "gcp": {"cloud": 1}}
@@ -90,8 +89,7 @@ def test_clouds_filter_and_default_excludes_aws():
 
 
 def test_not_provisionable_unless_included():
-    aws = offer(instance_type="w", cloud="aws", zone="use1-az1", region="us-east-1",
-                provisionable=False)
+    aws = offer(instance_type="w", cloud="aws", zone="use1-az1", region="us-east-1")
     ranked, rej = only(PlanRequest(clouds=("aws",)), aws)
     assert ranked == [] and rej == {"aws": {"not_provisionable": 1}}
     p = plan(PlanRequest(clouds=("aws",), include_unprovisionable=True), catalog([aws]), TODAY)
@@ -158,7 +156,7 @@ def test_stack_incompatible():
 def test_os_image_must_exist_for_cloud_and_arch():
     gcp_arm = offer(instance_type="arm", arch="arm64")
     aws_arm = offer(instance_type="g5g", cloud="aws", arch="arm64", region="us-east-1",
-                    zone="use1-az1", provisionable=False)
+                    zone="use1-az1")
     req = PlanRequest(clouds=("gcp", "aws"), include_unprovisionable=True)
     ranked, rej = only(req, gcp_arm, aws_arm)
     assert ranked == ["g5g"] and rej == {"gcp": {"os_image": 1}}
@@ -178,7 +176,7 @@ def test_excluding_flags(flag, reason):
 
 def test_first_reason_order_and_counts_sum():
     offers = [
-        offer(instance_type="1", cloud="aws", provisionable=False, gpu_name="T4"),
+        offer(instance_type="1", cloud="aws", gpu_name="T4"),
         offer(instance_type="2", gpu_name="T4", vcpus=1.0),
         offer(instance_type="3", vcpus=1.0, memory_gib=1.0),
         offer(instance_type="4", region="europe-west4", zone="europe-west4-a"),

@@ -27,7 +27,7 @@ offers_st = st.lists(st.builds(
         cloud=cloud, gpu_name=gpu, gpu_memory_gib=MEM[gpu], gpu_count=count, vcpus=vc,
         memory_gib=mem, region=region, zone=None if cloud == "azure" else f"{region}-{zi}",
         price_hourly=price, spot_price_hourly=spot, disk_types=disk, local_nvme_max_gib=nvme,
-        arch=arch, provisionable=cloud != "aws", flags=flags, instance_type=it),
+        arch=arch, flags=flags, instance_type=it),
     st.sampled_from(["gcp", "azure", "aws"]), st.sampled_from(GPUS), st.sampled_from([1, 2, 4, 8]),
     st.sampled_from([2.0, 4.0, 8.0, 16.0, 96.0]), st.sampled_from([8.0, 16.0, 30.0, 64.0, 640.0]),
     st.sampled_from(REGIONS), st.sampled_from("abc"), st.sampled_from(PRICES),
