@@ -47,12 +47,12 @@ def sections(script: str) -> list[tuple[int, int, str]]:
             spans.append((name, start, i + 1))
             delim, start = m.group(2), i + 1
             continue
-        f = re.match(r"^([A-Za-z_][A-Za-z0-9_]*)(?:\(\) \{|=)", line)
+        f = re.match(r"^([A-Za-z_][A-Za-z0-9_]*)\(\) \{|^(TV_[A-Z0-9_]+)=", line)
         if f and i > start:
             spans.append((name, start, i))
-            name, start = f.group(1), i
+            name, start = f.group(1) or f.group(2), i
         elif f:
-            name = f.group(1)
+            name = f.group(1) or f.group(2)
     spans.append((name, start, len(lines)))
     full = _gz(script)
     out: dict[str, list[int]] = {}
