@@ -114,7 +114,7 @@ def catalog_show(
 
 NameArg = Annotated[str, typer.Argument(help="VM name.", show_default=False)]
 YesFlag = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
-OneCloudOpt = Annotated[Optional[str], typer.Option("--cloud", help="Only this cloud (gcp, azure); needed when the name exists on two.")]
+OneCloudOpt = Annotated[Optional[str], typer.Option("--cloud", help="Only this cloud (gcp, azure, aws); needed when the name exists on two.")]
 
 
 @app.command()
@@ -207,7 +207,7 @@ def down(
     raise typer.Exit(run_down(name, yes=yes, wait=not no_wait, json_out=json_out, cloud=cloud))
 
 
-LookCloudOpt = Annotated[Optional[str], typer.Option("--cloud", help="Only look on this cloud (gcp, azure).", show_default=False)]
+LookCloudOpt = Annotated[Optional[str], typer.Option("--cloud", help="Only look on this cloud (gcp, azure, aws).", show_default=False)]
 
 
 @app.command()

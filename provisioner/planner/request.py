@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Mapping
 
-from provisioner.providers.registry import CLOUD_NAMES, DISK_TYPES, provisionable_clouds
+from provisioner.providers.registry import CLOUD_NAMES, DISK_TYPES, default_clouds
 
-#: placement.clouds default: every cloud trainvm can provision, in the registry's order (ties).
-DEFAULT_CLOUDS: tuple[str, ...] = provisionable_clouds()
+#: placement.clouds default: the registry's default clouds (provisionable, not opt-in), in its order (ties).
+DEFAULT_CLOUDS: tuple[str, ...] = default_clouds()
 
 #: Stable rejection reasons, in the order the planner tests them. Each rejected offer is counted
 #: once, under the first reason it fails.

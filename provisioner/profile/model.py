@@ -17,10 +17,11 @@ from pydantic import (
 )
 
 from provisioner.profile import fields as f
-from provisioner.providers.registry import CloudName, OsName, provisionable_clouds
+from provisioner.providers.registry import CloudName, OsName, default_clouds, provisionable_clouds
 
 #: every cloud and OS a profile may name, and the default clouds, come from the cloud registry
-DEFAULT_CLOUDS = cast(tuple[CloudName, ...], provisionable_clouds())
+DEFAULT_CLOUDS = cast(tuple[CloudName, ...], default_clouds())
+OPT_IN_CLOUDS = tuple(c for c in provisionable_clouds() if c not in DEFAULT_CLOUDS)
 
 
 class Strict(BaseModel):
@@ -81,7 +82,7 @@ class Hardware(Strict):
 
 class Placement(Strict):
     clouds: list[CloudName] = Field(
-        default_factory=lambda: list(DEFAULT_CLOUDS), min_length=1, description=f"Clouds to consider (default: every cloud trainvm can provision: {', '.join(DEFAULT_CLOUDS)})."
+        default_factory=lambda: list(DEFAULT_CLOUDS), min_length=1, description=f"Clouds to consider (default: {', '.join(DEFAULT_CLOUDS)}; opt-in: {', '.join(OPT_IN_CLOUDS) or 'none'})."
     )
     regions: list[Annotated[str, AfterValidator(f.check_region_glob)]] | None = Field(
         None, description="Region allow-list; shell-style globs allowed.", examples=[["us-central1", "europe-*"]]

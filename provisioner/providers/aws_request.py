@@ -38,14 +38,12 @@ from typing import Any
 
 from provisioner.catalog.models import Offer
 from provisioner.providers.base import InvalidRequestError, LaunchSpec
+from provisioner.providers.registry import AmiParameter, cloud
 
-#: Canonical/Debian publish the current AMI ids as public SSM parameters; resolved at `up` time and recorded
-#: (the ``trainvm-image`` tag), like the GCE image and the Azure image version.
-AMI_PARAMETERS = {
-    "ubuntu-22.04": "/aws/service/canonical/ubuntu/server/22.04/stable/current/amd64/hvm/ebs-gp2/ami-id",
-    "ubuntu-24.04": "/aws/service/canonical/ubuntu/server/24.04/stable/current/amd64/hvm/ebs-gp3/ami-id",
-    "debian-12": "/aws/service/debian/release/bookworm/latest/amd64",
-}
+#: Canonical/Debian publish the current AMI ids as public SSM parameters (the registry's ``os_images``); resolved at
+#: `up` time and recorded (the ``trainvm-image`` tag), like the GCE image and the Azure image version.
+AMI_PARAMETERS: dict[str, str] = {o: ref.ssm_parameter for o, ref in cloud("aws").os_images.items()
+                                  if isinstance(ref, AmiParameter)}
 #: The root device of those AMIs (shown by ``render``; ``up`` reads it from the resolved AMI).
 PREVIEW_ROOT_DEVICE = {"ubuntu-22.04": "/dev/sda1", "ubuntu-24.04": "/dev/sda1", "debian-12": "/dev/xvda"}
 #: lifecycle.on_idle -> InstanceInitiatedShutdownBehavior: what a shutdown from inside the VM does

@@ -117,6 +117,10 @@ class CloudSpec:
     lifecycle: LifecycleFacts
     nvswitch_shapes: str  # regex over the instance type (compiled where used)
     notes: tuple[str, ...] = field(default=())
+    #: considered when a profile names no ``placement.clouds``. The resolved profile lists its clouds, so
+    #: adding a cloud to the default changes the hash of every profile without ``clouds`` (its lock, and the
+    #: VMs already made from it): a new cloud starts opt-in (``clouds: [aws]`` / ``--cloud aws``)
+    default: bool = True
 
     @property
     def provisionable(self) -> bool:
@@ -186,9 +190,10 @@ CLOUDS: Mapping[str, CloudSpec] = MappingProxyType({c.name: c for c in (
     CloudSpec(
         name="aws",
         title="AWS",
-        provider=None,  # shown by `plan`, rendered by `render`; not provisionable yet
+        provider="provisioner.providers.aws:AwsProvider",
+        default=False,  # opt-in for now (see CloudSpec.default): profiles without `clouds` keep their hash
         request_builder="provisioner.providers.aws_request",
-        credential_hint="AWS: configure credentials (`aws configure` or AWS_PROFILE) and set AWS_REGION",
+        credential_hint="AWS: run `aws configure` (or `aws sso login`, or set AWS_PROFILE)",
         user_data=UserDataFormat("ec2-user-data", "base64", 16_384, "bytes raw (before base64)", compact=True),
         kernel_flavour="aws",
         os_images=MappingProxyType({
@@ -201,7 +206,7 @@ CLOUDS: Mapping[str, CloudSpec] = MappingProxyType({c.name: c for c in (
         # provisioned IOPS and throughput (providers/aws_request.py sizes them)
         disk_types=MappingProxyType({"standard": "gp3", "balanced": "gp3", "ssd": "gp3"}),
         native_schemes=frozenset({"s3"}),
-        ssh_default="as the default security group allows",
+        ssh_default="closed (the VM's own security group allows no inbound traffic)",
         lifecycle=LifecycleFacts(
             stop="the instance is stopped (InstanceInitiatedShutdownBehavior=stop)",
             delete="the instance is terminated and its EBS root volume deleted (InstanceInitiatedShutdownBehavior=terminate)",
@@ -226,6 +231,11 @@ def cloud(name: str) -> CloudSpec:
 
 def provisionable_clouds() -> tuple[str, ...]:
     return tuple(n for n, c in CLOUDS.items() if c.provisionable)
+
+
+def default_clouds() -> tuple[str, ...]:
+    """The clouds a profile without ``placement.clouds`` is planned on."""
+    return tuple(n for n, c in CLOUDS.items() if c.provisionable and c.default)
 
 
 def provisionable(name: str) -> bool:

@@ -127,7 +127,7 @@ def test_cloud_without_credentials_is_skipped(cli, monkeypatch) -> None:
 
     monkeypatch.setattr("provisioner.commands.clouds.get_provider", lambda c: (_ for _ in ()).throw(CloudError(f"no credentials for {c}")))
     doc = cli("list", "--json")
-    assert doc.code == 0 and {s["cloud"] for s in doc.json()["skipped"]} == {"gcp", "azure"}
+    assert doc.code == 0 and {s["cloud"] for s in doc.json()["skipped"]} == {"gcp", "azure", "aws"}
     r = cli("up", T4, "--yes")
     assert r.code == 3 and "no cloud with usable credentials" in r.err
 

@@ -1,0 +1,106 @@
+"""The real CLI and boto3 against moto's server (behind the fault proxy) on loopback: up -> list -> status ->
+verify -> stop -> start -> up again -> down, and a capacity failover. Nothing fakes the provider; only the VM's
+console output (what its startup script would print) is planted."""
+
+from __future__ import annotations
+
+import base64
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+T4 = REPO / "profiles" / "examples" / "bert-finetune-t4.yaml"
+REPORT = json.loads((REPO / "tests" / "fixtures" / "probe" / "report-vm-t4.json").read_text())
+REPORT["packages"].update({"datasets": "2.21.0", "accelerate": "0.34.2"})
+
+
+def ssh_key(folder: Path) -> Path:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    public = Ed25519PrivateKey.generate().public_key().public_bytes(serialization.Encoding.OpenSSH,
+                                                                    serialization.PublicFormat.OpenSSH)
+    path = folder / "aws_ed25519.pub"
+    path.write_text(public.decode() + " tester@example\n")
+    return path
+
+
+@pytest.fixture
+def aws(env, tmp_path):
+    pytest.importorskip("moto.server")
+    from tests.emulators.aws import shared_moto
+
+    emu = shared_moto()
+    emu.reset()
+    for k, v in emu.env().items():
+        env.setenv(k, v)
+    env.setenv("TRAINVM_AWS_OP_TIMEOUT", "5")
+    env.setenv("TRAINVM_SSH_PUBLIC_KEY", str(ssh_key(tmp_path)))  # EC2 (and moto) check the key's encoding
+    return emu
+
+
+@pytest.fixture
+def profile(tmp_path) -> str:
+    """The T4 example reading its corpus from S3 (natively readable on AWS: the VM gets an instance profile)."""
+    path = tmp_path / "t4-aws.yaml"
+    path.write_text(f"extends: {T4}\nname: bert-finetune\ndata:\n  - {{source: 's3://example-ml-data/glue/', "
+                    "dest: /mnt/data/glue}\n")
+    return str(path)
+
+
+def test_aws_lifecycle(cli, aws, profile) -> None:
+    up = cli("up", profile, "--yes", "--json", "--cloud", "aws", "--region", "us-east-1", "--ssh-from", "203.0.113.7/32")
+    assert up.code == 0, up.err
+    doc = up.json()
+    name = doc["name"]
+    assert doc["state"] == "RUNNING" and doc["zone"].startswith("us-east-1") and doc["image"].startswith("ami-")
+    [inst] = aws.instances()
+    tags = {t["Key"]: t["Value"] for t in inst["Tags"]}
+    assert tags["Name"] == name and tags["trainvm-managed"] == "true" and inst["ImageId"] == doc["image"]
+    assert aws.instance_profiles() == [name]
+    [sg] = aws.security_groups()
+    assert sg["IpPermissions"][0]["IpRanges"][0]["CidrIp"] == "203.0.113.7/32"
+
+    listed = cli("list", "--json").json()
+    assert [v["name"] for v in listed["vms"]] == [name] and listed["vms"][0]["cloud"] == "aws"
+    assert {s["cloud"] for s in listed["skipped"]} >= {"gcp", "azure"}  # no credentials there: skipped, not fatal
+    status = cli("status", name, "--json")
+    assert status.code == 0, status.err
+
+    assert cli("verify", name, "--json").json()["status"] == "provisioning"
+    line = "TRAINVM_REPORT=" + base64.b64encode(json.dumps(REPORT).encode()).decode()
+    aws.faults.set_console(inst["InstanceId"], f"cloud-init...\nTRAINVM_STATUS=ready\n{line}\n")
+    verified = cli("verify", name, "--json")
+    assert verified.json()["status"] == "match", [f for f in verified.json()["fields"] if not f["ok"]]
+
+    stopped = cli("stop", name, "--yes", "--json")
+    assert stopped.code == 0, stopped.err
+    assert stopped.json()["state"] == "STOPPED" and "EBS root volume keeps billing" in stopped.json()["keeps_billing"]
+    assert aws.instances()[0]["State"]["Name"] == "stopped"
+    started = cli("start", name, "--json")
+    assert started.code == 0 and started.json()["state"] == "RUNNING"
+
+    again = cli("up", profile, "--yes", "--json", "--cloud", "aws", "--region", "us-east-1", "--ssh-from", "203.0.113.7/32")
+    assert again.json()["existing"] is True and len(aws.faults.calls("RunInstances")) == 1
+
+    gone = cli("down", name, "--yes", "--json")
+    assert gone.code == 0 and gone.json()["deleted"] is True
+    assert aws.instances() == [] and aws.security_groups() == [] and aws.instance_profiles() == []
+    assert cli("down", name, "--yes", "--json").json()["already_gone"] is True
+    assert cli("status", name, "--json").code == 4
+
+
+def test_aws_capacity_failover_printed_and_nothing_left(cli, aws, profile) -> None:
+    aws.faults.fail("RunInstances", "InsufficientInstanceCapacity", times=2 * 4)  # two AZs, 4 tries each
+    up = cli("up", profile, "--yes", "--cloud", "aws", "--region", "us-east-1")
+    assert up.code == 0, up.err
+    failed = [ln for ln in up.err.splitlines() if ": capacity [InsufficientInstanceCapacity]" in ln]
+    assert len(failed) == 2, up.err
+    assert len(aws.instances()) == 1 and len(aws.security_groups()) == 1 and len(aws.instance_profiles()) == 1
+    print(up.err)  # the failover log (pytest -s shows it)
