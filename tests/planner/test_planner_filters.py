@@ -90,9 +90,12 @@ def test_clouds_filter_and_default_excludes_aws():
 
 def test_not_provisionable_unless_included():
     aws = offer(instance_type="w", cloud="aws", zone="use1-az1", region="us-east-1")
-    ranked, rej = only(PlanRequest(clouds=("aws",)), aws)
+    without_aws = frozenset({"gcp", "azure"})  # what-if: a cloud without a provider
+    ranked, rej = only(PlanRequest(clouds=("aws",), provisionable_clouds=without_aws), aws)
     assert ranked == [] and rej == {"aws": {"not_provisionable": 1}}
-    p = plan(PlanRequest(clouds=("aws",), include_unprovisionable=True), catalog([aws]), TODAY)
+    assert only(PlanRequest(clouds=("aws",)), aws) == (["w"], {})  # AWS has a provider (opt-in)
+    p = plan(PlanRequest(clouds=("aws",), include_unprovisionable=True, provisionable_clouds=without_aws),
+             catalog([aws]), TODAY)
     assert p.chosen == aws
     assert any("not provisionable" in w for w in p.warnings)
 
