@@ -158,3 +158,22 @@ def test_preview_is_the_wire_body(spec, offer) -> None:
     assert doc["CreateSecurityGroup"]["IpPermissions"][0]["IpRanges"][0]["CidrIp"] == "198.51.100.0/24"
     assert body["IamInstanceProfile"] == {"Name": spec.name}  # the example's lifecycle timers call StopInstances
     json.dumps(doc)  # render writes it as JSON
+
+
+def test_aws_is_provisionable_and_opt_in() -> None:
+    """The registry gives AWS a provider, but a profile without placement.clouds keeps gcp+azure (and its hash);
+    named, AWS plans like any cloud."""
+    import datetime
+
+    from provisioner.catalog.storage import load_catalog
+    from provisioner.planner.core import plan
+    from provisioner.planner.request import PlanRequest
+    from provisioner.providers.registry import default_clouds, providers, provisionable
+
+    assert provisionable("aws") and providers()["aws"] == "provisioner.providers.aws:AwsProvider"
+    assert "aws" not in default_clouds()
+    day = datetime.date(2026, 11, 22)
+    unnamed = plan(PlanRequest(gpu_names={"A10G"}), load_catalog(), day)
+    assert unnamed.chosen is None and set(unnamed.rejected["aws"]) == {"cloud"}
+    named = plan(PlanRequest(gpu_names={"A10G"}, clouds=("gcp", "azure", "aws")), load_catalog(), day)
+    assert named.chosen is not None and named.chosen.cloud == "aws" and named.chosen.instance_type.startswith("g5.")
