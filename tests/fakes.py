@@ -125,6 +125,9 @@ class FakeProvider:
     def open_ssh_hint(self, record: InstanceRecord) -> str:
         return "open it (fake)"
 
+    def live_status(self, record: InstanceRecord) -> str | None:
+        return None  # the fake's startup script speaks only through its console
+
     def console(self, name: str, start: int = 0) -> tuple[str, int] | None:
         if name not in self.vms:
             return None

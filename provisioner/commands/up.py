@@ -153,11 +153,16 @@ def _report_up(record: InstanceRecord, attempts: list[Any], json_out: bool, exis
 
 def _wait_ready(provider: Provider, record: InstanceRecord, timeout: float, json_out: bool, up_doc: dict[str, Any], interval: float) -> int:
     """Follow the startup script until it reports ready or failed: each phase as it starts and ends
-    (from the console's TRAINVM_STATUS and log lines), then verify. A timeout says which phase it was in."""
+    (from the console's TRAINVM_STATUS and log lines, and the live status where the registry has one: GCE guest
+    attributes), then verify. A timeout says which phase it was in."""
+    from provisioner.providers.registry import LIVE_STATUS
     from provisioner.verify.compare import compare
     from provisioner.verify.console import ConsoleFollower
 
     follower = ConsoleFollower()
+    live_status = LIVE_STATUS.get(record.cloud) is not None
+    seen: set[str] = set()  # phases shown, from either source
+    live_phase = None
     deadline = time.monotonic() + timeout
     t0 = time.monotonic()
     report = profile = None
@@ -166,8 +171,9 @@ def _wait_ready(provider: Provider, record: InstanceRecord, timeout: float, json
         while True:
             chunk = provider.console(record.name, follower.offset)
             for ev in follower.feed(*chunk) if chunk else []:
-                if ev.kind == "start" or (ev.kind == "status" and ev.value and ev.value.startswith("running:")
-                                          and progress.current != f"phase {ev.phase}"):
+                if (ev.kind == "start" or (ev.kind == "status" and ev.value and ev.value.startswith("running:"))) \
+                        and progress.current != f"phase {ev.phase}":  # not twice when the guest attribute showed it
+                    seen.add(ev.phase or "")
                     progress.start(f"phase {ev.phase}")
                 elif ev.kind == "end" and progress.current == f"phase {ev.phase}":
                     progress.end(ev.value or "", "red" if ev.value == "failed" else "green")
@@ -176,6 +182,11 @@ def _wait_ready(provider: Provider, record: InstanceRecord, timeout: float, json
                     if progress.current:
                         progress.end(ev.value, style)
                     progress.line(styled("startup script: ", (ev.value, style)))
+            status = provider.live_status(record) if live_status else None
+            if status and status.startswith("running:") and status.split(":")[1] not in seen:
+                live_phase = status.split(":")[1]  # the console has not shown this phase (yet)
+                seen.add(live_phase)
+                progress.start(f"phase {live_phase}")
             report, profile = provider.read_report(record.name)
             if report is not None and report.state != "running":
                 break
@@ -187,7 +198,7 @@ def _wait_ready(provider: Provider, record: InstanceRecord, timeout: float, json
                              hint=f"trainvm verify {record.name} --profile PROFILE.yaml")
         result = compare(profile, report)
         timed_out = result.status == "provisioning"
-        phase = result.phase or follower.phase
+        phase = result.phase or follower.phase or live_phase
         if timed_out:
             progress.end("timed out", "red")
     if json_out:

@@ -270,6 +270,9 @@ class AwsProvider(AwsCalls):
         return self._record(self._get(region, iid) or inst)
 
     # ------------------------------------------------------------------ report, console, ssh
+    def live_status(self, record: InstanceRecord) -> str | None:
+        return None  # no channel besides the console (registry.LIVE_STATUS)
+
     def console(self, name: str, start: int = 0) -> tuple[str, int] | None:
         """The newest console output (EC2 keeps the last 64 KB; ``Latest=True``) from character ``start``."""
         inst = self._find_any(name)

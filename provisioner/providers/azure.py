@@ -338,6 +338,9 @@ class AzureProvider(GroupLease):
     def _serial_report(self, n: R.Names) -> StackReport | None:
         return last_console_report(self._serial_log(n))
 
+    def live_status(self, record: InstanceRecord) -> str | None:
+        return None  # no channel besides the console (registry.LIVE_STATUS)
+
     def console(self, name: str, start: int = 0) -> tuple[str, int] | None:
         """The boot-diagnostics serial log from character ``start`` (Azure refreshes the blob every
         few minutes, so it lags the VM); None when there is no such trainvm VM."""

@@ -141,6 +141,10 @@ class Provider(Protocol):
         """The VM's console output from offset ``start``: (text, next offset) -- the provisioning log with
         its ``TRAINVM_STATUS`` lines. None when there is no such trainvm VM."""
 
+    def live_status(self, record: InstanceRecord) -> str | None:
+        """The startup script's latest ``TRAINVM_STATUS`` value from a channel faster than the console, on
+        clouds whose registry entry has one (``registry.LIVE_STATUS``); None when it has nothing yet."""
+
 
 OWNER_RE = re.compile(r"[^a-z0-9_-]")
 

@@ -71,7 +71,7 @@ from provisioner.providers.base import (
 )
 from provisioner.providers.gcp_api import GceApi
 from provisioner.providers.gcp_firewall import FirewallTouched, SshFirewall
-from provisioner.providers.gcp_report import guest_report, serial_report, serial_text
+from provisioner.providers.gcp_report import guest_report, guest_status, serial_report, serial_text
 from provisioner.providers.gcp_request import (
     image_family,
     instance_body,
@@ -353,6 +353,10 @@ class GcpProvider:
         if inst is None:
             return None
         return serial_text(self.gce, inst.zone.rsplit("/", 1)[-1], name, start)
+
+    def live_status(self, record: InstanceRecord) -> str | None:
+        """The ``trainvm/status`` guest attribute (no console read needed)."""
+        return guest_status(self.gce, record.zone or "", record.name) if record.zone else None
 
     def ssh_argv(self, record: InstanceRecord, command: builtins.list[str]) -> builtins.list[str]:
         return ssh_argv(record.name, record.zone or "", self.project, command)

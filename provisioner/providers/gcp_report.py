@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import re
 from functools import partial
 
 from provisioner.providers.base import ProviderError
@@ -23,6 +24,25 @@ def guest_report(gce: GceApi, zone: str, name: str) -> StackReport | None:
     except ProviderError:  # not enabled (400), no permission (403): the console still has the report
         return None
     return decode_report(got.variable_value) if got is not None else None
+
+
+STATUS_RE = re.compile(r"ready|running:[\w.-]+|failed:[\w.-]+:\d*")
+
+
+def guest_status(gce: GceApi, zone: str, name: str) -> str | None:
+    """The ``trainvm/status`` guest attribute the startup script writes through the metadata server
+    (``running:PHASE`` when a phase starts installing, ``ready``, ``failed:PHASE:LINE``); None when it is
+    not written yet, guest attributes are off or unreadable, or the value is not a status."""
+    api = gce.clients()
+    req = api.v1.GetGuestAttributesInstanceRequest(project=api.project, zone=zone, instance=name,
+                                                   variable_key="trainvm/status")
+    try:
+        got = gce.call(partial(api.instances.get_guest_attributes, request=req, retry=None, timeout=gce.http_timeout),
+                       missing=None)
+    except ProviderError:  # not enabled (400), no permission (403): the console is the fallback
+        return None
+    value = (got.variable_value or "").strip() if got is not None else ""
+    return value if STATUS_RE.fullmatch(value) else None
 
 
 def serial_text(gce: GceApi, zone: str, name: str, start: int = 0) -> tuple[str, int]:

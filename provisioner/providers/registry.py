@@ -220,6 +220,15 @@ CLOUDS: Mapping[str, CloudSpec] = MappingProxyType({c.name: c for c in (
 )})
 
 CLOUD_NAMES: tuple[str, ...] = tuple(CLOUDS)
+#: Where ``up --wait-ready`` reads the startup script's status besides the console (``Provider.live_status``):
+#: GCE guest attributes (the script writes ``trainvm/status`` through the metadata server; the instance
+#: has ``enable-guest-attributes=TRUE``). Azure boot diagnostics and AWS console output are the console.
+LIVE_STATUS: Mapping[str, str | None] = MappingProxyType({
+    "gcp": "guest attribute trainvm/status",
+    "azure": None,
+    "aws": None,
+})
+
 #: Schemes every cloud reads without any credential.
 PUBLIC_SCHEMES: frozenset[str] = frozenset({"https"})
 

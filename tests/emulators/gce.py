@@ -173,6 +173,7 @@ class GceEmulator(FirewallsMixin, ComputeMethodsMixin, PowerMethodsMixin):
             self._serial: dict[tuple, dict] = {}
             self._serial_play: dict[str, list[str]] = {}  # instance name -> chunks a running VM writes
             self._guest: dict[tuple, list] = {}
+            self._guest_play: dict[str, list[dict[str, str]]] = {}  # instance name -> attribute writes, in order
             self.faults: list[Fault] = []
             self.on_poll = None
             self.requests: list[Request] = []
@@ -239,6 +240,14 @@ class GceEmulator(FirewallsMixin, ComputeMethodsMixin, PowerMethodsMixin):
         with self._lock:
             self._serial.pop((*self.find(name, zone, project), port), None)
             self.append_serial(name, text, port, zone, project)
+
+    def play_guest_attributes(self, name: str, writes: list[dict[str, str]], namespace: str = "trainvm") -> None:
+        """A VM whose startup script writes guest attributes as it goes (``PUT .../guest-attributes/NS/KEY``
+        on the metadata server): each getGuestAttributes of ``name`` (which may not exist yet) first applies
+        the next write. Deterministic, like :meth:`play_serial`; real writes follow time, not reads."""
+        with self._lock:
+            self._guest_play[name] = [dict(w) for w in writes]
+            self._guest_play_ns = namespace
 
     def set_guest_attributes(self, name: str, values: dict[str, str], namespace: str = "trainvm",
                              zone: str | None = None, project: str | None = None) -> None:

@@ -202,6 +202,8 @@ class ComputeMethodsMixin:
 
     def _instances_getGuestAttributes(self, req, project, zone, instance):
         key = self._lookup(project, zone, instance)
+        if self._guest_play.get(instance):
+            self.set_guest_attributes(instance, self._guest_play[instance].pop(0), self._guest_play_ns, zone, project)
         items = (self.instances[key].get("metadata") or {}).get("items") or []
         if not any(i.get("key") == "enable-guest-attributes" and str(i.get("value")).upper() == "TRUE" for i in items):
             raise invalid("Guest attributes are not enabled for this instance: set metadata enable-guest-attributes=TRUE.")

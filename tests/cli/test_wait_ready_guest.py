@@ -1,0 +1,67 @@
+"""``up --wait-ready`` on GCE reads the startup script's status from the ``trainvm/status`` guest attribute
+(instances.getGuestAttributes) as well as from the serial console: a phase the console has not shown yet
+appears from the attribute, and a timeout names it. Against the GCE emulator through the real SDK; the
+emulator answers getGuestAttributes in the real API's shape (``variableKey``/``variableValue``, 404 for an
+attribute not written yet, 400 when guest attributes are not enabled). The console-only path (no attribute
+written) is tests/render/test_wait_ready_e2e.py."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from tests.conftest import REPO
+from tests.emulators.gce import GceEmulator
+
+T4 = str(REPO / "profiles" / "examples" / "bert-finetune-t4.yaml")
+REPORT = json.loads((REPO / "tests" / "fixtures" / "probe" / "report-vm-t4.json").read_text())
+MATCHING = dict(REPORT, packages={**REPORT["packages"], "datasets": "2.21.0", "accelerate": "0.34.2"})
+
+
+@pytest.fixture
+def gce(monkeypatch, tmp_path):
+    monkeypatch.setenv("TRAINVM_TODAY", "2026-11-22")
+    monkeypatch.setenv("TRAINVM_RETRY_BASE_DELAY", "0")
+    monkeypatch.setenv("TRAINVM_READY_POLL_SECONDS", "0")
+    for var in ("AZURE_SUBSCRIPTION_ID", "AWS_ACCESS_KEY_ID"):
+        monkeypatch.delenv(var, raising=False)
+    key = tmp_path / "id.pub"
+    key.write_text("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGtest e2e\n")
+    monkeypatch.setenv("TRAINVM_SSH_PUBLIC_KEY", str(key))
+    with GceEmulator() as emu:
+        monkeypatch.setenv("TRAINVM_GCE_ENDPOINT", emu.url)
+        monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "e2e-proj")
+        yield emu
+
+
+def test_phases_arrive_from_guest_attributes_when_the_console_is_silent(cli, gce) -> None:
+    writes = [{"status": "running:driver"}] * 2 + [{"status": "running:packages"}] * 2 + [
+        {"status": "ready", "report": json.dumps(MATCHING)}]
+    gce.play_guest_attributes("guest-vm", writes)
+    r = cli("up", T4, "--yes", "--name", "guest-vm", "--cloud", "gcp", "--wait-ready")
+    assert r.code == 0, r.err[-3000:]
+    starts = re.findall(r"^phase (\w+) \.\.\.$", r.err, re.M)
+    assert starts == ["driver", "packages"], r.err
+    assert re.search(r"^phase driver \(\d+s\)$", r.err, re.M)  # ended when the next phase began
+    assert r.out.rstrip().endswith("guest-vm: match")
+    # read through the real API: the status attribute, by its variable key
+    keys = {c.query.get("variableKey") for c in gce.calls("instances.getGuestAttributes")}
+    assert "trainvm/status" in keys and "trainvm/report" in keys
+
+
+def test_a_timeout_names_the_phase_the_guest_attribute_reported(cli, gce) -> None:
+    gce.play_guest_attributes("guest-vm", [{"status": "running:cuda"}])
+    r = cli("up", T4, "--yes", "--name", "guest-vm", "--cloud", "gcp", "--wait-ready", "--ready-timeout", "1")
+    assert r.code == 5, r.err[-3000:]
+    assert "gave up waiting after 1 s, in phase cuda" in r.err
+    assert re.search(r"^phase cuda \.\.\.$", r.err, re.M)
+
+
+def test_a_value_that_is_not_a_status_is_ignored(cli, gce) -> None:
+    gce.play_guest_attributes("guest-vm", [{"status": "running:$(reboot)\x1b[2J"}, {"status": "bogus"},
+                                           {"status": "ready", "report": json.dumps(MATCHING)}])
+    r = cli("up", T4, "--yes", "--name", "guest-vm", "--cloud", "gcp", "--wait-ready")
+    assert r.code == 0, r.err[-3000:]
+    assert "phase " not in r.err and "\x1b" not in r.err
