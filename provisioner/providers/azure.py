@@ -199,10 +199,10 @@ class AzureProvider(GroupLease):
         try:
             self._call(lambda: api.resource.resource_groups.create_or_update(n.rg, group_body))
             made_group = True
-            if _lease(self._get_group(n.rg)) != attempt:  # another `up` wrote the group just after us
-                other = self._await_other_attempt(n.rg, spec, notes, deadline, attempt)
-                if other is not None:
-                    return other
+            if _lease(self._get_group(n.rg)) != attempt:  # another `up` wrote the group just after us: its attempt
+                # owns the group; its VM is ours too, and when it gives up (its cleanup deletes the group) this
+                # attempt is over as well (never write into a group another attempt deleted or is deleting)
+                return self._await_other_attempt(n.rg, spec, notes, deadline, attempt) or self._lost(spec, n.rg)
             vnet = self._put(n.rg, deadline, attempt, lambda: api.network.virtual_networks.begin_create_or_update(
                 n.rg, n.vnet, R.vnet_body(spec, offer.region)))
             nsg = self._put(n.rg, deadline, attempt, lambda: api.network.network_security_groups.begin_create_or_update(
@@ -219,7 +219,8 @@ class AzureProvider(GroupLease):
             grant_lifecycle_role(self, spec, created)  # needs the identity ARM gave the VM
             return self._record(created, notes=notes)
         except Exception as exc:
-            if made_group and isinstance(exc, ProviderError) and not isinstance(exc, VanishedError):
+            if made_group and isinstance(exc, ProviderError) and not isinstance(exc, VanishedError) \
+                    and exc.code != "AttemptLost":  # the other attempt's cleanup deleted the group, not a `down`
                 exc = self._vanished(n.rg, spec, exc)
             note = self._cleanup(n.rg, spec, exc if isinstance(exc, ProviderError) else None, attempt)
             if note and isinstance(exc, ProviderError):

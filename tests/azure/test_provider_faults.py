@@ -80,6 +80,47 @@ def test_two_concurrent_up_end_with_one_vm(emu, t4_spec, offers):
     assert len(vms) == 1 and emu.resource_groups() == [names(t4_spec.name).rg]
 
 
+@pytest.mark.parametrize("polls,stockout", [(1, False), (3, False), (1, True), (3, True)])
+def test_two_up_that_both_create_the_group_end_with_one_vm(emu, t4_spec, offers, polls, stockout):
+    """The window ARM leaves open (no conditional create of a resource group): both `up` read "no group", then
+    both PUT it with their own lease. The emulator holds each of the two group PUTs until both have arrived, so
+    the race happens every time, not by chance. Exactly one VM, both runs return it, nothing else is left."""
+    import threading as th
+
+    emu.polls = polls
+    if stockout:  # the lease holder's VM fails in the first region: it cleans up, both go on to the next one
+        emu.inject("allocation_failed_lro", location=REGIONS[0])
+    rg = names(t4_spec.name).rg
+    both_here, guard, held = th.Barrier(2, timeout=30), th.Lock(), []
+
+    def before(method, path):
+        if method == "PUT" and path.lower().endswith(f"/resourcegroups/{rg}".lower()):
+            with guard:
+                hold = len(held) < 2
+                held.append(path)
+            if hold:
+                both_here.wait()
+    emu.before_request = before
+    chain = [offers[(r, T4)] for r in REGIONS]
+    results: dict[int, object] = {}
+
+    def up(i):
+        try:
+            results[i] = run(AzureProvider(), t4_spec, chain).record
+        except Exception as exc:  # noqa: BLE001 - recorded for the assertion
+            results[i] = exc
+    threads = [th.Thread(target=up, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert len(held) >= 2  # the race was forced: both PUT the group after both read "no group"
+    assert len(results) == 2 and all(not isinstance(r, Exception) for r in results.values()), results
+    assert {r.name for r in results.values()} == {t4_spec.name}
+    vms = [r for r in emu.state.res.values() if r["type"] == "Microsoft.Compute/virtualMachines"]
+    assert len(vms) == 1 and emu.resource_groups() == [rg]
+
+
 def test_live_lease_of_another_process_is_never_deleted(emu, provider, t4_spec, offers):
     """A group another live `up` holds: this create waits for that VM instead of deleting the group."""
     import time

@@ -121,6 +121,7 @@ class ArmEmulator(ArmRouter):
         self.url = self.ca_path = None
         self.silent = None  # (path regex, seconds): matching requests are held that long before the answer
         self.on_poll = None  # on_poll(emu, op): test hook run (under the lock) before an LRO poll advances it
+        self.before_request = None  # before_request(method, path): test hook run (outside the lock) before routing
 
     # ------------------------------------------------------------------ lifecycle
     def start(self):
@@ -162,7 +163,7 @@ class ArmEmulator(ArmRouter):
         with self._lock:
             self.state = State(self.subscription_id)
             self.requests.clear()
-            self.on_poll = self.silent = None
+            self.on_poll = self.silent = self.before_request = None
 
     # ------------------------------------------------------------------ test controls
     def inject(self, kind, location=None, times=1, size=None, *, zone=None, code=None, message=None,

@@ -72,6 +72,9 @@ class ArmRouter:
         silent = getattr(self, "silent", None)  # (path regex, seconds): hold matching requests, as a silent endpoint
         if silent and re.search(silent[0], parts.path, re.I):
             time.sleep(silent[1])
+        before = getattr(self, "before_request", None)  # a test hook, outside the lock: e.g. hold two racing PUTs
+        if before is not None:
+            before(method, parts.path)
         with self._lock:
             self.requests.append(rec)
             try:
