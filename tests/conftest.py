@@ -28,6 +28,8 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ.update(AWS_CONFIG_FILE=os.devnull, AWS_SHARED_CREDENTIALS_FILE=os.devnull, AWS_EC2_METADATA_DISABLED="true")
     # `lock` reads NVIDIA's driver index; the suite stays offline (tests/lock point it at a fixture)
     os.environ["TRAINVM_DRIVER_INDEX_URL"] = "none"
+    # nor asks the clouds for the images it pins (tests/lock turn it on against the emulators)
+    os.environ["TRAINVM_LOCK_IMAGES"] = "0"
 
 
 @dataclass

@@ -17,11 +17,11 @@ def build_lock(loaded: Any, *, pypi_index: str, torch_index: str | None) -> Any:
     """Resolve the loaded profile's closure for its target and return the ``LockFile``."""
     from provisioner import __version__
     from provisioner.compat.facts import load_facts
+    from provisioner.lock.images import resolve_images
     from provisioner.lock.model import LOCK_VERSION, LockedSource, LockFile, LockTarget, inputs_sha256
     from provisioner.lock.resolve import resolve
     from provisioner.lock.sources import sources_inputs
     from provisioner.lock.target import TORCH_INDEX, glibc_of, torch_label
-    from provisioner.providers.registry import image_refs
 
     stack = loaded.profile.stack
     label = torch_label(stack.packages)
@@ -37,7 +37,7 @@ def build_lock(loaded: Any, *, pypi_index: str, torch_index: str | None) -> Any:
         indexes={"pypi": pypi_index, "torch": torch_url},
         uv_version=res.uv_version,
         driver=locked_driver(stack.driver, image.nvidia_repo),
-        images=image_refs(stack.os),
+        images=resolve_images(stack.os),
         sources=sources,
         packages=res.packages,
     )
@@ -135,6 +135,13 @@ def run_lock(path: Path, *, upgrade: bool, check: bool, frozen: bool, index_url:
         out.print(line, highlight=False)
     for line in changes:
         out.print(f"  {line}", highlight=False)
+    from provisioner.lock.images import unresolved_lines
+
+    for cloud, facts in lock.images.items():
+        if not facts.get("unresolved"):
+            out.print(f"image on {cloud}: " + ", ".join(f"{k}={v}" for k, v in facts.items()), highlight=False)
+    for line in unresolved_lines(lock.images):
+        notice("note", line)
     for s in lock.sources:
         out.print(f"source {s.name}: {s.url} {s.ref} = {s.commit} ({len(s.files)} file(s))", highlight=False)
     mib = lock.total_size() / 2**20

@@ -11,7 +11,9 @@ Keys (README "Lock file format" is the reference):
   resolved from that repository's Packages index (``provisioner/lock/driver.py``), the exact apt
   version per package the startup script may install (``packages``), where it was read (``index``),
   or why not (``unresolved``).
-- ``images``: the OS image reference per cloud (GCE project/family, Azure URN, AWS SSM parameter).
+- ``images``: per cloud, the OS image reference (GCE project/family, Azure URN, AWS SSM parameter) and,
+  when that cloud had credentials at lock time, the exact image (``image``, ``version``, ``ami``), else
+  ``unresolved`` (provisioner/lock/images.py).
 - ``sources``: per team source the URL, the ref asked for, the commit it resolved to and the
   sha256 of every file used from it.
 - ``packages``: every distribution of the closure with its version and the one wheel for the

@@ -92,6 +92,22 @@ class AwsProvider(AwsCalls):
         return sorted((self._record(i) for i in self.each_region(self._instances)), key=lambda r: (r.name, r.zone or ""))
 
     # ------------------------------------------------------------------ create
+    def pin_image(self, os_name: str) -> dict[str, str]:
+        """What ``trainvm lock`` records: the AMI id the OS's SSM parameter points to now in
+        ``TRAINVM_AWS_IMAGE_REGION`` (default us-east-1); AMI ids are per region."""
+        from provisioner import settings
+
+        region = settings.text("TRAINVM_AWS_IMAGE_REGION", "us-east-1")
+        ami = self.resolve_ami(region, os_name)
+        return {"ami": ami.image_id, "region": region, "root_device": ami.root_device_name}
+
+    def ami_for(self, spec: LaunchSpec, region: str) -> R.Ami:
+        """NAME.lock's AMI in the region it was pinned in; elsewhere the SSM parameter's AMI now."""
+        pin = spec.locked_images.get(self.NAME, {})
+        if pin.get("ami") and pin.get("region") == region and pin.get("root_device"):
+            return R.Ami(pin["ami"], pin["root_device"], pin.get("ssm_parameter", ""))
+        return self.resolve_ami(region, spec.os)
+
     def create(self, spec: LaunchSpec, offer: Offer) -> InstanceRecord:
         if offer.cloud != self.NAME or not offer.zone:
             raise InvalidRequestError(f"not a zonal AWS offer: {offer.describe(spec.spot)}")
@@ -100,7 +116,7 @@ class AwsProvider(AwsCalls):
         if existing:
             return self._adopt(existing[0], spec)
         zone = self.zone_name(region, offer.zone)
-        ami = self.resolve_ami(region, spec.os)
+        ami = self.ami_for(spec, region)
         R.run_instances_params(spec, offer, ami, zone, security_group_id="sg-check", instance_profile=None)  # checks first
         made: dict[str, Any] = {}
         try:

@@ -170,6 +170,28 @@ class AzureProvider(GroupLease):
             self._images[key] = versions[-1]
         return R.ImageRef(image.publisher, image.offer, image.sku, self._images[key])
 
+    def pin_image(self, os_name: str) -> dict[str, str]:
+        """What ``trainvm lock`` records: the newest version of the OS's (Gen2) image, as published in
+        ``TRAINVM_AZURE_IMAGE_LOCATION`` (default eastus; Marketplace versions are the same names everywhere)."""
+        from provisioner import settings
+        from provisioner.providers.registry import image_refs
+
+        ref = image_refs(os_name).get(self.NAME)
+        if not ref:
+            raise R.InvalidRequestError(f"no Azure image is known for OS {os_name!r}", code="ImageUnknown")
+        location = settings.text("TRAINVM_AZURE_IMAGE_LOCATION", "eastus")
+        found = self.resolve_image(location, R.ImageRef(ref["publisher"], ref["offer"], ref["sku"]))
+        return {"version": found.version, "location": location}
+
+    def image_for(self, spec: LaunchSpec, offer: Offer) -> R.ImageRef:
+        """NAME.lock's pinned version when the lock pinned this very image (a Gen1-only size boots another
+        SKU), else the newest version published in the offer's region."""
+        wanted = R.image_for(spec.os, offer)
+        pin = spec.locked_images.get(self.NAME, {})
+        if pin.get("version") and (pin.get("publisher"), pin.get("offer"), pin.get("sku")) == (wanted.publisher, wanted.offer, wanted.sku):
+            return R.ImageRef(wanted.publisher, wanted.offer, wanted.sku, pin["version"])
+        return self.resolve_image(offer.region, wanted)
+
     # ------------------------------------------------------------------ the contract
     def create(self, spec: LaunchSpec, offer: Offer) -> InstanceRecord:
         if offer.cloud != self.NAME:
@@ -190,7 +212,7 @@ class AzureProvider(GroupLease):
         if other is not None:
             return other
         self._prepare_group(n.rg, offer.region, deadline)
-        image = self.resolve_image(offer.region, R.image_for(spec.os, offer))
+        image = self.image_for(spec, offer)
         body = R.vm_body(spec, offer, subscription_id=self.subscription_id, image=image, ssh_public_key=key)
         api, group_body = self.api(), R.group_body(spec, offer.region)
         group_body["tags"] = {**group_body["tags"], LEASE: attempt,

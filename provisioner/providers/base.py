@@ -61,6 +61,9 @@ class LaunchSpec:
     idle_shutdown_minutes: int | None = None  # lifecycle.idle_shutdown_minutes (None: no idle watchdog)
     on_idle: str = "stop"  # lifecycle.on_idle: stop | delete
     on_max_run: str = "stop"  # lifecycle.on_max_run: stop | delete
+    # NAME.lock's pinned OS image per cloud (``images`` of the lock, resolved entries only): a provider
+    # boots that image instead of resolving the family/URN/SSM parameter again
+    locked_images: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -167,6 +167,14 @@ class GcpProvider:
             self._images[os_name] = f"projects/{project}/global/images/{image.name}"
         return self._images[os_name]
 
+    def pin_image(self, os_name: str) -> dict[str, str]:
+        """What ``trainvm lock`` records: the image the family points to now."""
+        return {"image": self.resolve_image(os_name)}
+
+    def image_for(self, spec: LaunchSpec) -> str:
+        """NAME.lock's pinned image when the lock has one, else the family's current image."""
+        return spec.locked_images.get(self.NAME, {}).get("image") or self.resolve_image(spec.os)
+
     def instance(self, spec: LaunchSpec, offer: Offer, image: str) -> Any:
         """``compute_v1.Instance`` from the pure body (``from_json`` rejects unknown field names)."""
         body = instance_body(spec, offer, image, self.project)
@@ -181,7 +189,7 @@ class GcpProvider:
         ``create`` = check + submit + wait; tests call it alone to simulate an ``up`` killed after the insert."""
         api, zone = self.api(), str(offer.zone)
         req = api.v1.InsertInstanceRequest(project=api.project, zone=zone, request_id=rid or request_id(spec, offer),
-                                           instance_resource=self.instance(spec, offer, image or self.resolve_image(spec.os)))
+                                           instance_resource=self.instance(spec, offer, image or self.image_for(spec)))
         if attempt is not None:
             attempt.sent = True
         return self.gce.call(lambda: api.instances.insert_unary(request=req, retry=None, timeout=self.gce.http_timeout),
@@ -198,7 +206,7 @@ class GcpProvider:
             if existing is not None:
                 return self._adopt(existing, spec, offer, attempt)
             if spec.ssh_from:  # the body is built (and checked) first: a request that cannot work creates no rules
-                self.instance(spec, offer, self.resolve_image(spec.os))
+                self.instance(spec, offer, self.image_for(spec))
                 self._fw.ensure(spec, attempt.deadline, attempt.rules)
             for _ in range(3):
                 op = self.submit(spec, offer, rid=rid, attempt=attempt)

@@ -58,4 +58,12 @@ def launch_spec(loaded: LoadedProfile, offer: Offer, *, name: str | None = None,
         idle_shutdown_minutes=p.lifecycle.idle_shutdown_minutes,
         on_idle=p.lifecycle.on_idle,
         on_max_run=p.lifecycle.on_max_run,
+        locked_images=locked_images(loaded),
     )
+
+
+def locked_images(loaded: LoadedProfile) -> dict[str, dict[str, str]]:
+    """The images a fresh NAME.lock pinned (clouds it could not resolve are left out)."""
+    if loaded.lock is None or loaded.lock_state != "fresh":
+        return {}
+    return {cloud: dict(facts) for cloud, facts in loaded.lock.images.items() if not facts.get("unresolved")}
