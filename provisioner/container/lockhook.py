@@ -2,9 +2,10 @@
 
 The image is resolved through the registry (tag -> digest, manifest, config; no layers), its facts
 are kept by digest (``store.record``) so validate/plan/verify check the image offline, and the
-digest to pin is printed. NAME.lock (the Python closure) is not written for container profiles:
-the image is the closure. A profile without a digest is not rewritten: the command names the exact
-value to put in ``stack.container.image`` and exits 1 until it is there."""
+digest to pin is printed. Once the profile pins the digest, NAME.lock is written with the image's facts
+(``container``), the driver's exact apt versions and the OS images (no Python closure: the image is
+the closure). A profile without a digest is not rewritten: the command names the exact value to put
+in ``stack.container.image`` and exits 1 until it is there."""
 
 from __future__ import annotations
 
@@ -24,8 +25,9 @@ def lock_container(loaded: Any, *, json_out: bool) -> int:
     record(facts)
     moved = client.tag_moved(ref) if ref.digest and ref.tag else None
     pinned = bool(ref.digest)
+    written = write_container_lock(loaded, facts) if pinned else None
     doc = {"profile": str(loaded.path), "image": image, "resolved": facts.image, "pinned": pinned, "tag_moved_to": moved,
-           "facts": facts.to_record()}
+           "facts": facts.to_record(), "lock": str(written) if written else None}
     if json_out:
         emit_json(doc)
         return 0 if pinned else 1
@@ -41,4 +43,28 @@ def lock_container(loaded: Any, *, json_out: bool) -> int:
     if not pinned:
         err.print(escape(f"error: pin the image: set stack.container.image to {facts.image}"))
         return 1
+    out.print(escape(f"wrote {written}"), highlight=False)
     return 0
+
+
+def write_container_lock(loaded: Any, facts: Any) -> Any:
+    """NAME.lock of a pinned container profile: the image's facts, the driver, the OS images."""
+    from provisioner import __version__
+    from provisioner.commands.lock import locked_driver
+    from provisioner.compat.facts import load_facts
+    from provisioner.lock import lock_path_for
+    from provisioner.lock.images import resolve_images
+    from provisioner.lock.model import LOCK_VERSION, LockFile, LockTarget, dumps, inputs_sha256
+    from provisioner.lock.sources import sources_inputs
+    from provisioner.lock.target import glibc_of
+
+    stack = loaded.profile.stack
+    lock = LockFile(
+        lock_version=LOCK_VERSION, generated_by=f"trainvm {__version__}",
+        inputs_sha256=inputs_sha256(loaded.profile, sources_inputs(loaded.sources)),
+        target=LockTarget(python="", python_platform="", os=stack.os, glibc=glibc_of(stack.os)),
+        indexes={}, uv_version="", driver=locked_driver(stack.driver, load_facts().os_images[stack.os].nvidia_repo),
+        images=resolve_images(stack.os), packages=(), container=facts.to_record())
+    path = lock_path_for(loaded.path)
+    path.write_text(dumps(lock), encoding="utf-8")
+    return path

@@ -16,6 +16,8 @@ Keys (README "Lock file format" is the reference):
   ``unresolved`` (provisioner/lock/images.py).
 - ``sources``: per team source the URL, the ref asked for, the commit it resolved to and the
   sha256 of every file used from it.
+- ``container``: for a ``stack.container`` profile, the image's facts (digest, manifest and config
+  digests, compressed layer size, CUDA/framework env); ``packages`` is then empty.
 - ``packages``: every distribution of the closure with its version and the one wheel for the
   target: file name, URL, sha256, size.
 """
@@ -83,6 +85,9 @@ class LockFile(_Strict):
     images: dict[str, dict[str, str]]
     sources: tuple[LockedSource, ...] = ()
     packages: tuple[LockedWheel, ...]
+    # stack.container: the image's facts as the registry gave them (provisioner/container/image.py ImageFacts:
+    # digest, linux/amd64 manifest and config digests, compressed size of the layers, CUDA/framework env)
+    container: dict[str, Any] | None = None
 
     def requirements_text(self) -> str:
         """The closure in pip's ``--require-hashes`` format, each wheel by URL, as the VM installs it."""
@@ -140,6 +145,7 @@ def lock_inputs(profile: Any, sources: dict[str, dict[str, str]] | None = None) 
     from provisioner.lock.target import python_platform, torch_label
 
     stack = profile.stack
+    extra = {"container": stack.container.image} if stack.container is not None else {}
     return {
         "lock_version": LOCK_VERSION,
         "python": stack.python,
@@ -149,6 +155,7 @@ def lock_inputs(profile: Any, sources: dict[str, dict[str, str]] | None = None) 
         "packages": sorted(stack.packages),
         "torch_variant": torch_label(stack.packages),
         "sources": sources or {},
+        **extra,
     }
 
 

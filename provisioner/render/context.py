@@ -318,8 +318,9 @@ def build_context(loaded: Any, target: RenderTarget, facts: Facts | None = None)
     elif loaded.lock is not None:
         if loaded.lock_state != "fresh":
             raise RenderError(f"{loaded.lock_path} is stale (the profile changed since it was written); run `trainvm lock {loaded.path}`")
-        lock_text = loaded.lock.requirements_text()
-        lock_sha = hashlib.sha256(lock_text.encode()).hexdigest()
+        if loaded.lock.packages:  # a container stack's lock pins the image, not Python packages
+            lock_text = loaded.lock.requirements_text()
+            lock_sha = hashlib.sha256(lock_text.encode()).hexdigest()
     torch_index = _torch_index(pins)
     nvme_required = profile.hardware.local_nvme_gib > 0
     nvme = "required" if nvme_required else ("optional" if target.local_nvme_gib > 0 else "none")

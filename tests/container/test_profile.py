@@ -137,4 +137,17 @@ def test_lock_resolves_the_tag_and_records_the_facts(cli, write_yaml, registry, 
     r = cli("lock", str(path))
     assert r.code == 0, r.err
     assert "CUDA 12.6.0.022, cuDNN 9.3.0.75, NCCL 2.22.3, torch 2.5.0a0+872d972" in r.out
-    assert not path.with_suffix(".lock").exists()
+    from provisioner.lock.model import read_lock  # the pinned image's facts are NAME.lock
+
+    lock = read_lock(path.with_suffix(".lock"))
+    assert lock.container["digest"] == pushed.digest and lock.container["env"]["CUDA_VERSION"] == "12.6.0.022"
+    assert lock.packages == () and lock.driver.version == "560.35.03"
+    assert cli("lock", str(path), "--check").code == 0
+    from provisioner.profile import load_profile
+    from provisioner.render import RenderTarget, render_script
+
+    script = render_script(load_profile(path), RenderTarget("gcp", "a2-highgpu-1g", "A100-40GB", 1, "us-central1", "us-central1-a")).startup_sh
+    assert "TV_LOCK=" not in script.replace("TV_LOCK=''", "").replace("TV_LOCK_", "") and pushed.digest in script  # no Python closure: the image is pinned by digest
+    other = push_image(registry, "team/locked", "v4", NGC_ENV, seed="lock-v4")
+    write_yaml(container_profile(f"{ref}@{other.digest}"), name="pinned.yaml")  # another image: the lock is stale
+    assert cli("lock", str(path), "--check").code == 1
