@@ -13,8 +13,8 @@ from provisioner.errors import TrainvmError
 
 def resolve_images(os_name: str) -> dict[str, dict[str, str]]:
     """cloud -> reference + pinned facts (or ``unresolved``: why not)."""
-    from provisioner.providers import PROVIDERS, get_provider
     from provisioner import settings
+    from provisioner.providers import PROVIDERS, get_provider
     from provisioner.providers.registry import image_refs
 
     ask = settings.text("TRAINVM_LOCK_IMAGES", "1") != "0"

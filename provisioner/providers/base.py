@@ -11,7 +11,7 @@ import builtins
 import getpass
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from provisioner.catalog.models import Offer
