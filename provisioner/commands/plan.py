@@ -56,6 +56,7 @@ def run_plan(
         doc["defaults"] = applied
         doc["request"] = plan.request.to_json()
         doc["estimate"] = _estimate(plan, hours, loaded)
+        doc["cluster"] = cluster_json(loaded, plan, hours)
         doc["lifecycle"] = lifecycle_summary(loaded.profile.lifecycle, plan.chosen.cloud if plan.chosen else None)
         doc["script_sha256"] = script_sha
         if show_script:
@@ -94,8 +95,10 @@ def _estimate(plan: Any, hours: float | None, loaded: Any) -> dict[str, Any] | N
         return None
     price = plan.price(plan.chosen)
     egress = _egress(loaded, plan.chosen)
-    return {"price_hourly": price, "hours": hours, "per_run": round(price * hours, 2) if hours else None,
-            "egress": egress, "egress_cost": round(sum(e["cost"] for e in egress), 2)}
+    nodes = plan.request.nodes
+    return {"price_hourly": price, "nodes": nodes, "cluster_price_hourly": round(price * nodes, 6), "hours": hours,
+            "per_run": round(price * nodes * hours, 2) if hours else None,
+            "egress": egress, "egress_cost": round(sum(e["cost"] for e in egress) * nodes, 2)}
 
 
 def _print_plan(loaded: Any, plan: Any, applied: dict[str, Any], top: int, hours: float | None) -> None:
@@ -112,21 +115,27 @@ def _print_plan(loaded: Any, plan: Any, applied: dict[str, Any], top: int, hours
     if applied:
         out.print("defaults applied: " + ", ".join(f"{k}={v:g}" for k, v in applied.items()) + " (set them in hardware: to override)")
     table = Table(show_edge=False, pad_edge=False)
+    per_node = " per node" if req.nodes > 1 else ""
+    run_col = "$/run" + (f" ({req.nodes} nodes)" if req.nodes > 1 else "")
     for col, just in [("", "left"), ("cloud", "left"), ("region", "left"), ("zone", "left"), ("instance type", "left"),
-                      ("GPU", "left"), ("vCPU", "right"), ("RAM GiB", "right"), ("$/h", "right")] + ([("$/run", "right")] if hours else []):
+                      ("GPU", "left"), ("vCPU", "right"), ("RAM GiB", "right"), ("$/h" + per_node, "right")] + ([(run_col, "right")] if hours else []):
         table.add_column(col, justify=just)  # type: ignore[arg-type]
     for i, o in enumerate(plan.ranked[:top]):
         price = plan.price(o)
         row = ["*" if i == 0 else str(i + 1), o.cloud, o.region, o.zone or "-", o.instance_type,
                f"{o.gpu_count}x {o.gpu_name} {o.gpu_memory_gib:g}G", f"{o.vcpus:g}", f"{o.memory_gib:g}", _money(price)]
         if hours:
-            row.append(_money(price * hours))
+            row.append(_money(price * hours * req.nodes))
         table.add_row(*row, style="bold green" if i == 0 else None)
     out.print(table)
     c = plan.chosen
-    price = plan.price(c)
-    est = f"estimated cost: {_money(price)}/h" + (f", {_money(price * hours)} for max_run_hours={hours:g}" if hours else f", {_money(price * 24)} per 24 h (no max_run_hours set)")
-    out.print(f"chosen: {c.cloud} {c.zone or c.region} {c.instance_type}; {est}")
+    nodes = req.nodes
+    price = plan.price(c) * nodes
+    each = f" ({nodes} nodes x {_money(plan.price(c))}/h)" if nodes > 1 else ""
+    est = f"estimated cost: {_money(price)}/h{each}" + (f", {_money(price * hours)} for max_run_hours={hours:g}" if hours else f", {_money(price * 24)} per 24 h (no max_run_hours set)")
+    out.print(f"chosen: {c.cloud} {c.zone or c.region} {c.instance_type}{f' x{nodes} nodes' if nodes > 1 else ''}; {est}")
+    for line in cluster_lines(loaded, plan):
+        out.print(line)
     for e in _egress(loaded, c):
         out.print(f"data egress: {e['source']} ({e['size_gib']:g} GiB) from {e['from']} to {e['to']}: about "
                   f"{_money(e['cost'])} once (${e['usd_per_gb']}/GB, {e['price_source']})")
@@ -141,6 +150,42 @@ def _print_plan(loaded: Any, plan: Any, applied: dict[str, Any], top: int, hours
     out.print(bound_line(plan))
     _print_rejections(plan, out)
     out.print(f"catalog: {plan.catalog_source} ({plan.catalog_date.isoformat()}, {plan.catalog_age_days} days old)")
+
+
+def cluster_json(loaded: Any, plan: Any, hours: float | None) -> dict[str, Any] | None:
+    """The ``cluster`` part of the plan document (None for a single VM or no chosen offer)."""
+    from provisioner.providers.registry import placement
+
+    nodes = loaded.profile.hardware.nodes
+    if nodes == 1 or plan.chosen is None:
+        return None
+    c = plan.chosen
+    facts = placement(c.cloud, c.family, c.instance_type)
+    asked = loaded.profile.placement.compact
+    price = plan.price(c)
+    return {"nodes": nodes, "compact_requested": asked, "compact": facts.compact if asked is None else asked,
+            "price_hourly_per_node": price, "price_hourly": round(price * nodes, 6),
+            "per_run": round(price * nodes * hours, 2) if hours else None,
+            "placement": facts.to_json(loaded.profile.stack.os)}
+
+
+def cluster_lines(loaded: Any, plan: Any) -> list[str]:
+    """``placement:`` and ``fabric:`` lines for nodes > 1."""
+    doc = cluster_json(loaded, plan, None)
+    if doc is None:
+        return []
+    from provisioner.providers.registry import placement
+
+    c = plan.chosen
+    facts = placement(c.cloud, c.family, c.instance_type)
+    if doc["compact"]:
+        where = f"compact: {facts.compact_with}"
+    elif facts.compact:
+        where = "not compact (placement.compact: false)"
+    else:
+        where = f"not compact: {facts.note or f'{c.family} does not support it'} (placement.compact: true would rule it out)"
+    return [f"placement: {doc['nodes']} identical nodes, {where}",
+            f"fabric: {facts.fabric_text(loaded.profile.stack.os)}"]
 
 
 def bound_line(plan: Any) -> str:

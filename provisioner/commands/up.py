@@ -37,6 +37,10 @@ def run_up(path: Path, *, name: str | None, yes: bool, wait_ready: bool, clouds:
         except ValueError as exc:
             raise InputError(f"--ssh-from: {exc}") from None
     loaded = load_profile(path, frozen=frozen or None)
+    nodes = loaded.profile.hardware.nodes
+    if nodes > 1:
+        raise InputError(f"{path}: hardware.nodes: {nodes}: `up` cannot create multi-node clusters yet",
+                         hint="`trainvm plan` prices the cluster and `trainvm render` shows a node's script; set hardware.nodes: 1 for one VM")
     require_pinned_image(loaded)
     from provisioner.lock.gate import lock_gate
 

@@ -197,6 +197,8 @@ def diagnose(offer: Offer, request: PlanRequest,
         out.append("disk_type")
     if o.arch not in ck.os_arches.get(o.cloud, ()):
         out.append("os_image")
+    if req.compact_families is not None and (o.cloud, o.family) not in req.compact_families:
+        out.append("placement")
     if req.region_globs is not None and not ck.region_match(o.region, o.zone):
         out.append("region")
     out.extend(reversed(ck.flag_reasons_of(o.flags)) if o.flags else ())
@@ -229,6 +231,7 @@ def plan(request: PlanRequest, catalog: Catalog, today: date) -> Plan:
     flag_reasons = ck.flag_reasons_of
     spot, maxp = req.spot, req.max_price_per_hour
     data_ex = req.data_excluded_clouds
+    compact = req.compact_families
 
     feasible: list[Offer] = []
     rejected: dict[str, dict[str, int]] = {}
@@ -258,6 +261,9 @@ def plan(request: PlanRequest, catalog: Catalog, today: date) -> Plan:
             if not ok and not region_match(o.region, o.zone):
                 n += 1
                 first = "region"
+        if compact is not None and (o.cloud, o.family) not in compact:
+            n += 1
+            first = "placement"
         if o.arch not in os_arches.get(o.cloud, no_arch):
             n += 1
             first = "os_image"

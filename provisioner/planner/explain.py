@@ -14,7 +14,7 @@ NOT_USER_RELAXABLE = frozenset({"not_provisionable", "retired", "fractional_gpu"
 #: price), then the host around the GPU, then the GPU itself, then what the user cannot change.
 RELAX_GROUP = {
     "region": 0, "cloud": 0, "spot_unavailable": 0, "max_price": 0, "data_locality": 0,
-    "vcpus": 1, "memory": 1, "local_nvme": 1, "disk_type": 1, "os_image": 1,
+    "vcpus": 1, "memory": 1, "local_nvme": 1, "disk_type": 1, "os_image": 1, "placement": 0,
     "gpu_memory": 2, "gpu_count": 2, "gpu_name": 2, "stack_incompatible": 2,
     **{r: 3 for r in NOT_USER_RELAXABLE},
 }
@@ -50,6 +50,7 @@ def reason_text(reason: str, offer: Offer, request: PlanRequest) -> str:
         "local_nvme": f"local_nvme_gib <= {o.local_nvme_max_gib}",
         "disk_type": f"boot_disk.type: {'/'.join(o.disk_types) or 'n/a'}",
         "os_image": f"an OS with an image on {o.cloud} ({o.arch})",
+        "placement": f"placement.compact: false ({o.family} nodes cannot be placed compactly on {o.cloud})",
         "region": f"allow region {o.region}",
         "retired": f"{o.instance_type} is retired by {o.cloud} (catalog flag)",
         "fractional_gpu": f"{o.instance_type} has only a slice of a GPU (catalog flag)",

@@ -30,6 +30,7 @@ REASONS: tuple[str, ...] = (
     "local_nvme",          # cannot have local_nvme_gib of local NVMe
     "disk_type",           # boot disk type unavailable for that machine family / size
     "os_image",            # no image of stack.os for that cloud/architecture
+    "placement",           # nodes > 1 with placement.compact: true, and the family cannot be placed compactly
     "region",              # region not matched by placement.regions
     "retired",             # catalog flags the size as retired by the cloud
     "fractional_gpu",      # size carries a slice of one GPU
@@ -62,6 +63,10 @@ class PlanRequest:
     provisionable_clouds: frozenset[str] | None = None
     #: cloud -> why a VM there cannot read the profile's data (providers.registry)
     data_excluded_clouds: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    #: identical VMs wanted (prices in the plan stay per VM; ``plan`` multiplies for the cluster)
+    nodes: int = 1
+    #: (cloud, family) pairs allowed when compact placement is required; None: no such requirement
+    compact_families: frozenset[tuple[str, str]] | None = None
 
     def __post_init__(self) -> None:
         put = object.__setattr__
@@ -81,6 +86,10 @@ class PlanRequest:
             put(self, "region_globs", globs or None)
         if self.gpu_count < 1:
             raise ValueError("gpu_count must be >= 1")
+        if self.nodes < 1:
+            raise ValueError("nodes must be >= 1")
+        if self.compact_families is not None:
+            put(self, "compact_families", frozenset(self.compact_families))
         if self.boot_disk_type not in DISK_TYPES:
             raise ValueError(f"boot_disk_type must be one of {', '.join(DISK_TYPES)}")
         for name in ("min_vcpus", "min_memory_gib", "local_nvme_gib"):
@@ -98,7 +107,7 @@ class PlanRequest:
         what = "/".join(sorted(self.gpu_names)) if self.gpu_names else "any GPU"
         if self.min_gpu_memory_gib:
             what += f" with >= {self.min_gpu_memory_gib:g} GiB"
-        return f"{what} x{self.gpu_count}"
+        return f"{what} x{self.gpu_count}" + (f" on each of {self.nodes} nodes" if self.nodes > 1 else "")
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -113,6 +122,7 @@ class PlanRequest:
             "stack_excluded_gpus": dict(sorted(self.stack_excluded_gpus.items())),
             "include_unprovisionable": self.include_unprovisionable,
             "data_excluded_clouds": dict(sorted(self.data_excluded_clouds.items())),
+            "nodes": self.nodes, "compact_required": self.compact_families is not None,
         }
 
 

@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # the model is imported lazily at run time
 
 #: Left out of the profile hash (the VM's identity): ``extends`` (resolved away) and how far `up` may fail
 #: over (a policy of `up`, not a property of the VM; leaving it out keeps existing VMs' names stable).
-HASH_EXCLUDE: dict[str, Any] = {"extends": True, "placement": {"max_failover_premium"}}
+HASH_EXCLUDE: dict[str, Any] = {"extends": True, "placement": {"max_failover_premium", "compact"}}
 MAX_LOCK_BYTES = 200_000
 _UNION_TAG = re.compile(r"^(function-[a-z]+\[.*\]|[a-z]+\[.*\])$")
 
@@ -126,6 +126,8 @@ def profile_hash(profile: Any, requirements_sha256: str | None = None, lock_sha2
         item.pop("size_gib", None)     # leaves the hash as it was before the field existed
         if item.get("credential") is None:
             item.pop("credential", None)
+    if data["hardware"].get("nodes") == 1:  # one node: the hash of every profile written before nodes existed
+        data["hardware"].pop("nodes")
     for key in ("container", "python"):  # absent alternatives leave the hash of existing profiles unchanged
         if data["stack"].get(key) is None:
             data["stack"].pop(key, None)

@@ -22,6 +22,8 @@ from provisioner.providers.registry import CloudName, OsName, default_clouds, pr
 #: every cloud and OS a profile may name, and the default clouds, come from the cloud registry
 DEFAULT_CLOUDS = cast(tuple[CloudName, ...], default_clouds())
 OPT_IN_CLOUDS = tuple(c for c in provisionable_clouds() if c not in DEFAULT_CLOUDS)
+#: hardware.nodes upper bound (Azure keeps InfiniBand inside one placement group of at most 100 VMs).
+MAX_NODES = 64
 
 
 class Strict(BaseModel):
@@ -61,6 +63,10 @@ class Hardware(Strict):
         examples=["T4", ["L4", "L40S"]],
     )
     gpu_count: int = Field(1, ge=1, le=16, description="GPUs per VM.")
+    nodes: int = Field(
+        1, ge=1, le=MAX_NODES,
+        description="Identical VMs (nodes) created together as one cluster, all on this stack, with the torchrun/MPI rendezvous variables in /etc/trainvm/env. Prices in `plan` are then per node and for the cluster.",
+    )
     min_gpu_memory_gib: float | None = Field(None, gt=0, le=1024, description="Minimum memory per GPU in GiB; may replace `gpu`.")
     min_vcpus: int | None = Field(None, ge=1, le=1024, description="Minimum host vCPUs. Omitted: a per-GPU default (see `trainvm plan`), so GPUs are not starved.")
     min_memory_gib: float | None = Field(None, gt=0, le=32768, description="Minimum host RAM in GiB. Omitted: a per-GPU default.")
@@ -88,10 +94,14 @@ class Placement(Strict):
         None, description="Region allow-list; shell-style globs allowed.", examples=[["us-central1", "europe-*"]]
     )
     spot: bool = Field(False, description="Use spot/preemptible capacity (cheaper, may be reclaimed).")
-    max_price_per_hour: float | None = Field(None, gt=0, le=10000, description="Upper bound on the hourly price that applies (USD).")
+    max_price_per_hour: float | None = Field(None, gt=0, le=10000, description="Upper bound on the hourly price that applies (USD), per node (VM).")
     max_failover_premium: float = Field(
         0.25, ge=0, le=10,
         description="When the chosen offer is stocked out, `up` fails over only to the same GPU model and count priced at most the chosen price x (1 + this); max_price_per_hour, when set, is the bound instead.",
+    )
+    compact: bool | None = Field(
+        None,
+        description="With hardware.nodes > 1: place the nodes close together (GCE compact placement policy, Azure proximity placement group, AWS cluster placement group). true: only machine families that support it (GCE N1 does not); false: no placement constraint; omitted: compact where the family supports it.",
     )
     ssh_from: Annotated[str, AfterValidator(f.check_cidr)] | None = Field(
         None, description="The only source CIDR allowed to SSH in.", examples=["203.0.113.7/32"]

@@ -351,3 +351,18 @@ def reads_natively(cloud: str, scheme: str) -> bool:
 
 def native_clouds(scheme: str) -> tuple[str, ...]:
     return tuple(sorted(c for c, schemes in NATIVE_SCHEMES.items() if scheme in schemes))
+
+
+def placement(cloud: str, family: str, instance_type: str):  # -> providers.placement.ShapePlacement
+    """Multi-node facts of one shape (data/placement.yaml): compact placement, fabric, what the guest
+    needs to use the fabric."""
+    from provisioner.providers.placement import shape_placement
+
+    return shape_placement(cloud, family, instance_type)
+
+
+def compactable_families(clouds: tuple[str, ...]) -> frozenset[tuple[str, str]]:
+    """(cloud, family) pairs whose nodes the cloud can place compactly (data/placement.yaml)."""
+    from provisioner.providers.placement import compactable
+
+    return compactable(clouds)
