@@ -166,6 +166,7 @@ class ScriptContext:
     perf_bundle: str = ""
     container: Any = None  # provisioner.render.container.ContainerContext for stack.container, else None
     driver_pkgver: str = ""  # the exact apt version of driver_pkg NAME.lock recorded ("": resolved on the VM)
+    cluster: Any = None  # provisioner.render.cluster.ClusterContext for hardware.nodes > 1, else None
 
 
 def _gpu_expectation(facts: Facts, name: str, count: int) -> dict[str, Any]:
@@ -274,6 +275,8 @@ def _normal_version(text: str) -> str:
 
 def build_context(loaded: Any, target: RenderTarget, facts: Facts | None = None) -> ScriptContext:
     """All values of the script for ``loaded`` (a LoadedProfile) on ``target``."""
+    from provisioner.render.cluster import cluster_context
+
     facts = facts or load_facts()
     profile = loaded.profile
     stack = profile.stack
@@ -416,6 +419,7 @@ def build_context(loaded: Any, target: RenderTarget, facts: Facts | None = None)
         **_perf_fields(profile),
         container=container,
         driver_pkgver=_locked_driver_version(loaded, "nvidia-open" if gpu.modules == "open" else "cuda-drivers"),
+        cluster=cluster_context(profile, target.cloud, target.instance_type, target.gpu_count),
     )
 
 

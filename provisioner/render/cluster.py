@@ -1,0 +1,95 @@
+"""Multi-node rendezvous (hardware.nodes > 1): what the startup script needs to write the torchrun/MPI
+variables into /etc/trainvm/env, and the node-list format shared by the providers (writer) and the
+script (reader).
+
+The node list is the nodes' private IPv4 addresses in rank order (rank 0 first: its address is
+MASTER_ADDR), comma-separated, in the instance metadata item / tag ``trainvm-cluster`` that the provider
+writes on every node after the group is created. Where one value is too short for the list (Azure and
+AWS tags hold 256 characters), it continues in ``trainvm-cluster-1``, ``trainvm-cluster-2``, ...; each
+item holds whole addresses. A node finds its own rank as the index of the listed address that one of its
+interfaces has (``ip -4 -o addr``), and that interface is NCCL_SOCKET_IFNAME.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from provisioner.errors import RenderError
+
+META_KEY = "trainvm-cluster"
+#: torchrun's default --master-port (static rendezvous).
+MASTER_PORT = 29500
+#: How many times the script looks for the node list (TV_RETRY_SLEEP, 10 s, apart): 15 minutes.
+WAIT_ATTEMPTS = 90
+_SAFE_VALUE = re.compile(r"^[A-Za-z0-9_.,:/=-]*$")
+_ENV_KEY = re.compile(r"^[A-Z_][A-Z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class ClusterContext:
+    nodes: int
+    nproc_per_node: int
+    master_port: int
+    meta_key: str
+    wait_attempts: int
+    fabric: str  # the transport NCCL will use: the shape's fabric when usable, else tcp
+    nccl_env: tuple[str, ...]  # KEY=VALUE lines (plain values, no quoting needed)
+
+    @property
+    def static_env(self) -> tuple[str, ...]:
+        """The rendezvous values known at render time (the script adds MASTER_ADDR and NODE_RANK)."""
+        return (f"MASTER_PORT={self.master_port}", f"NNODES={self.nodes}", f"NPROC_PER_NODE={self.nproc_per_node}",
+                f"WORLD_SIZE={self.nodes * self.nproc_per_node}")
+
+
+def cluster_context(profile: Any, cloud: str, instance_type: str, gpu_count: int) -> ClusterContext | None:
+    """None for one node; else the rendezvous values of a node of ``instance_type``."""
+    nodes = profile.hardware.nodes
+    if nodes <= 1:
+        return None
+    from provisioner.providers.registry import shape_placement
+
+    facts = shape_placement(cloud, instance_type)
+    fabric = facts.fabric
+    if not fabric.usable:
+        from provisioner.providers.placement import fabrics
+
+        fabric = fabrics()["tcp"]
+    env = []
+    for key, value in sorted(fabric.nccl_env.items()):
+        if not _ENV_KEY.match(key) or not _SAFE_VALUE.match(value):
+            raise RenderError(f"placement facts: NCCL variable {key}={value!r} is not a plain KEY=VALUE")
+        env.append(f"{key}={value}")
+    return ClusterContext(nodes, gpu_count, MASTER_PORT, META_KEY, WAIT_ATTEMPTS, fabric.name, tuple(env))
+
+
+def node_list_metadata(ips: list[str], value_limit: int) -> dict[str, str]:
+    """The metadata items/tags that carry ``ips`` (rank order) in values of at most ``value_limit``."""
+    if not ips:
+        raise ValueError("a cluster has at least one node")
+    for ip in ips:
+        if not isinstance(ipaddress.ip_address(ip), ipaddress.IPv4Address):
+            raise ValueError(f"{ip}: node addresses are private IPv4 addresses")
+    if len(set(ips)) != len(ips):
+        raise ValueError("a node address appears twice in the node list")
+    chunks: list[list[str]] = [[]]
+    for ip in ips:
+        if chunks[-1] and len(",".join([*chunks[-1], ip])) > value_limit:
+            chunks.append([])
+        chunks[-1].append(ip)
+    return {META_KEY if i == 0 else f"{META_KEY}-{i}": ",".join(c) for i, c in enumerate(chunks)}
+
+
+def parse_node_list(items: Mapping[str, str]) -> list[str]:
+    """The inverse of ``node_list_metadata`` (what the script does in bash), for tests and ``status``."""
+    out: list[str] = []
+    i = 0
+    key = META_KEY
+    while items.get(key):
+        out.extend(items[key].split(","))
+        i += 1
+        key = f"{META_KEY}-{i}"
+    return out
