@@ -68,7 +68,23 @@ def run_verify_remote(name: str, json_out: bool, profile_path: Path | None = Non
                          hint=f"verify against the profile file instead: trainvm verify {name} --profile PROFILE.yaml")
     else:
         profile = stored
-    result = compare(profile, report)
+    nodes = int((profile.get("hardware") or {}).get("nodes") or 1)
+    if nodes > 1:
+        result = _verify_cluster(name, record, provider, profile, nodes)
+    else:
+        result = compare(profile, report)
     if not json_out:
         stdout_console().print(f"{name} on {record.cloud} {record.zone or record.region}")
     return print_verify(name, result, json_out, {"cloud": record.cloud, "location": record.zone or record.region})
+
+
+def _verify_cluster(name: str, record: Any, provider: Any, profile: dict[str, Any], nodes: int) -> VerifyResult:
+    """Every node's report (the provider's ``read_cluster_reports(name)``: node name -> report or None,
+    rank order) judged against the profile and against each other (provisioner/verify/cluster.py)."""
+    from provisioner.verify.cluster import compare_cluster
+
+    read = getattr(provider, "read_cluster_reports", None)
+    if read is None:
+        raise CloudError(f"{name} is a {nodes}-node cluster, and trainvm cannot list a cluster's nodes on {record.cloud} yet",
+                         hint="verify one node against the profile with --profile, or `trainvm verify --local` on each node")
+    return compare_cluster(profile, read(name), nodes)

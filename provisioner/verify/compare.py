@@ -79,7 +79,7 @@ class VerifyResult:
         if self.status == "failed":
             where = ", ".join(p for p in (f"phase {self.phase}" if self.phase else "",
                                           f"line {self.line}" if self.line else "") if p)
-            return f"failed ({where}{': ' + self.message if self.message else ''})"
+            return f"failed ({where}{(': ' if where else '') + self.message if self.message else ''})"
         return self.status
 
     @property

@@ -119,3 +119,14 @@ def test_cluster_block_is_small(cloud):
     one, two = (compact_script(script_for(n, cloud)).encode() for n in (1, 2))
     delta_gz = len(gzip.compress(two, 9, mtime=0)) - len(gzip.compress(one, 9, mtime=0))
     assert 0 < delta_gz < 720, delta_gz  # measured 640-690 bytes (2026-11-25)
+
+
+def test_cluster_scripts_pass_shellcheck(tmp_path):
+    if not S.shellcheck_bin():
+        pytest.skip("shellcheck not installed")
+    paths = []
+    for cloud in ("gcp", "azure", "aws"):
+        p = tmp_path / f"cluster-{cloud}.sh"
+        p.write_text(script_for(2, cloud))
+        paths.append(p)
+    assert S.shellcheck(paths) == {}

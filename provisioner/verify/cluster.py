@@ -1,0 +1,98 @@
+"""``verify`` for a cluster (hardware.nodes > 1): every node's stack report judged against the profile
+(``compare``), and the nodes judged against each other, so that a cluster whose nodes differ fails
+even where the profile leaves a value open (an unpinned cuDNN, a transitive package without a lock).
+
+``compare_cluster(profile, reports)`` is pure: ``reports`` maps each node's name (rank order) to its
+report (None: no report yet). Result states, most severe first: ``failed`` (a node's startup script
+failed, or a node is missing), ``drift`` (a node differs from the profile or from the other nodes),
+``provisioning`` (a node has no report yet, or is still running its script), ``match``. Every row
+names its node: ``node[NAME].FIELD`` for a node against the profile, ``nodes.FIELD`` for a value the
+nodes disagree on (expected: the value most nodes have; observed: the nodes that differ and theirs).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+from provisioner.verify.compare import FieldResult, VerifyResult, compare, framework_cuda, report_cudnn
+from provisioner.verify.report import StackReport
+
+_SEVERITY = {"failed": 3, "drift": 2, "provisioning": 1, "match": 0}
+
+
+def identity(report: StackReport) -> dict[str, Any]:
+    """What must be identical on every node: driver, CUDA, cuDNN, NCCL, Python, OS, GPUs, packages,
+    the container image. Missing values are compared as missing (None)."""
+    doc = report.as_dict()
+    fw = report.framework
+    out: dict[str, Any] = {
+        "driver": report.driver,
+        "cuda": framework_cuda(doc),
+        "cuda_runtime": report.cuda_runtime,
+        "cudnn": report_cudnn(doc),
+        "python": report.python,
+        "os": "-".join(str(x) for x in (report.os.id, report.os.version) if x) if report.os else None,
+        "glibc": report.os.glibc if report.os else None,
+        "framework": f"{fw.name} {fw.version}" if fw and fw.name else None,
+        "gpus": ", ".join(g.name for g in report.gpus) or None,
+        "container": (report.container or {}).get("digest") or (report.container or {}).get("image"),
+        "profile_hash": report.profile_hash,
+    }
+    nccl = {k: v for k, v in report.packages.items() if k.startswith("nvidia-nccl")}
+    out["nccl"] = ", ".join(f"{k}=={v}" for k, v in sorted(nccl.items())) or None
+    for name, version in report.packages.items():
+        if name not in nccl:
+            out[f"packages.{name}"] = version
+    return out
+
+
+def _differences(idents: Mapping[str, Mapping[str, Any]]) -> list[FieldResult]:
+    rows = []
+    keys = sorted({k for ident in idents.values() for k in ident})
+    names = list(idents)
+    for key in keys:
+        values = {n: idents[n].get(key) for n in names}
+        counts = Counter(values.values())
+        if len(counts) == 1:
+            continue
+        # the value most nodes have; on a tie, the first node's (rank 0)
+        top = max(counts.values())
+        usual = next(values[n] for n in names if counts[values[n]] == top)
+        odd = {n: v for n, v in values.items() if v != usual}
+        observed = "; ".join(f"{n}: {'-' if v is None else v}" for n, v in odd.items())
+        rows.append(FieldResult(f"nodes.{key}", usual, observed, False))
+    return rows
+
+
+def compare_cluster(profile: Mapping[str, Any], reports: Mapping[str, StackReport | Mapping[str, Any] | None],
+                    expected_nodes: int | None = None) -> VerifyResult:
+    """Judge every node against ``profile`` and the nodes against each other (see the module doc)."""
+    want = expected_nodes if expected_nodes is not None else int((profile.get("hardware") or {}).get("nodes") or 1)
+    fields: list[FieldResult] = []
+    status = "match"
+    failed_msgs = []
+    idents: dict[str, dict[str, Any]] = {}
+    for name, raw in reports.items():
+        report = raw if raw is None or isinstance(raw, StackReport) else StackReport.model_validate(dict(raw))
+        result = compare(profile, report)
+        fields.append(FieldResult(f"node[{name}].status", "ready", result.describe() if result.status != "match" else "ready",
+                                  result.status == "match"))
+        fields += [FieldResult(f"node[{name}].{f.field}", f.expected, f.observed, f.ok, f.skipped)
+                   for f in result.fields if not f.ok and f.field != "status"]
+        if _SEVERITY[result.status] > _SEVERITY[status]:
+            status = result.status
+        if result.status == "failed":
+            failed_msgs.append(f"{name}: {result.describe()}")
+        if report is not None and report.state != "running":
+            idents[name] = identity(report)
+    if len(reports) != want:
+        fields.insert(0, FieldResult("nodes.count", want, len(reports), False))
+        failed_msgs.insert(0, f"{len(reports)} of {want} nodes found")
+        status = "failed"
+    diffs = _differences(idents) if len(idents) > 1 else []
+    if diffs and _SEVERITY[status] < _SEVERITY["drift"]:
+        status = "drift"
+    fields += diffs
+    return VerifyResult(status, tuple(fields), message="; ".join(failed_msgs) or None)  # type: ignore[arg-type]
