@@ -19,6 +19,7 @@ from typing import Any
 
 from provisioner.providers import gcp_errors as errs
 from provisioner.providers.base import CapacityError, ProviderError
+from provisioner.providers.gcp_request import fit_name
 from provisioner.render.cluster import node_list_metadata
 
 MIN_COUNT_CODE = "VM_MIN_COUNT_NOT_REACHED"
@@ -28,12 +29,13 @@ POLICY_SUFFIX = "-compact"
 
 
 def node_names(cluster: str, nodes: int) -> list[str]:
-    """``NAME-0`` ... ``NAME-(N-1)``: the rank is the suffix (and the order of the node list)."""
-    return [f"{cluster}-{i}" for i in range(nodes)]
+    """``NAME-0`` ... ``NAME-(N-1)``: the rank is the suffix (and the order of the node list); within GCE's
+    63 characters."""
+    return [fit_name(cluster, f"-{i}") for i in range(nodes)]
 
 
 def policy_name(cluster: str) -> str:
-    return f"{cluster}{POLICY_SUFFIX}"
+    return fit_name(cluster, POLICY_SUFFIX)
 
 
 def policy_body(cluster: str, region: str) -> dict[str, Any]:

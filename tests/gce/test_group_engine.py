@@ -150,3 +150,9 @@ def test_emulator_refuses_selflinks_and_unknown_policies(emu, group, body) -> No
     with pytest.raises(NotFound):
         group.c.instances.bulk_insert_unary(project=PROJECT, zone=ZONE, bulk_insert_instance_resource_resource=res)
     assert emu.instances == {}
+
+
+def test_names_fit_gce_limits() -> None:
+    long = "trainvm-" + "a" * 41 + "-0123abcd"  # the longest VM name trainvm makes (58 characters)
+    assert all(len(n) <= 63 for n in [*node_names(long, 64), policy_name(long)])
+    assert len(set(node_names(long, 64))) == 64
