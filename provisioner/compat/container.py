@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 from typing import Any, NamedTuple
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from provisioner.compat.facts import ArchTarget, Facts, GpuFact, _load, load_facts
 from provisioner.compat.stack import sass_or_ptx_covers
@@ -51,12 +51,6 @@ def container_facts() -> ContainerFacts:
     return ContainerFacts(forward, float(doc["disk"]["base_gib"]), float(doc["disk"]["unpack_factor"]),
                           float(doc["pull_mb_per_s"]), dict(doc["sources"]))
 
-
-def _version(text: str) -> Version | None:
-    try:
-        return Version(text)
-    except InvalidVersion:
-        return None
 
 
 def driver_mode(image_cuda: str, driver: str, gpu: GpuFact, facts: Facts | None = None) -> tuple[str, Message | None]:

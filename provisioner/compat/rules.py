@@ -16,6 +16,7 @@ from typing import Literal
 
 from packaging.version import Version
 
+from provisioner import versions
 from provisioner.compat.facts import Facts, GpuFact, load_facts
 from provisioner.compat.stack import Framework, frameworks, sass_or_ptx_covers
 from provisioner.profile.messages import Message
@@ -108,11 +109,6 @@ def compatible_gpus(stack: Stack, facts: Facts | None = None) -> dict[str, list[
     return {name: gpu_problems(g, ctx) for name, g in ctx.facts.gpus.items() if g.cloud}
 
 
-def _prefix_match(pinned: str, fact: str) -> bool:
-    a, b = pinned.split("."), fact.split(".")
-    n = min(len(a), len(b))
-    return [int(x) for x in a[:n]] == [int(x) for x in b[:n]]
-
 
 def _stack_rules(ctx: StackContext) -> list[Message]:
     stack, facts, out = ctx.stack, ctx.facts, []
@@ -190,7 +186,7 @@ def _framework_rules(fw: Framework, ctx: StackContext) -> list[Message]:
     if stack.cudnn and fw.name != "jax":
         if fw.cudnn is None:
             out.append(Message("stack.cudnn", f"the cuDNN bundled with {fw.label} is not recorded in trainvm's facts; {stack.cudnn} is not checked", level="warning"))
-        elif not _prefix_match(stack.cudnn, fw.cudnn):
+        elif not versions.same_release_prefix(stack.cudnn, fw.cudnn):
             out.append(Message("stack.cudnn", f"{stack.cudnn} does not match cuDNN {fw.cudnn}, which {fw.label} bundles", source=source))
     if fw.python is not None and py_minor not in fw.python:
         out.append(Message("stack.python", f"{fw.label} has no wheels for Python {py_minor} (supported: {', '.join(fw.python)})", source=source))

@@ -40,8 +40,9 @@ from typing import Any, Literal
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
+from packaging.version import InvalidVersion
 
+from provisioner import versions
 from provisioner.probe.gpu import canonical_gpu_name
 from provisioner.probe.python_env import normalize_cudnn
 from provisioner.probe.report import major_minor
@@ -114,21 +115,6 @@ def _get(data: Mapping[str, Any] | None, *path: str) -> Any:
     return node
 
 
-def _versions_equal(expected: str, observed: str) -> bool:
-    try:
-        return Version(expected) == Version(observed)  # includes the local label
-    except InvalidVersion:
-        return expected == observed
-
-
-def _prefix_equal(expected: str, observed: str | None) -> bool:
-    """Compare at the precision of ``expected``: "9.1" matches "9.1.0" and "9.1.0.70"."""
-    if observed is None:
-        return False
-    want = expected.strip().split(".")
-    return observed.strip().split(".")[: len(want)] == want
-
-
 def parse_pin(pin: str) -> tuple[str, str | None]:
     """"Torch==2.4.1+cu124" -> ("torch", "2.4.1+cu124"); a non-== spec gives (name, spec)."""
     try:
@@ -152,7 +138,7 @@ def _package_ok(expected: str | None, observed: str | None) -> bool:
             return SpecifierSet(expected).contains(observed, prereleases=True)
         except (InvalidSpecifier, InvalidVersion):
             return False
-    return _versions_equal(expected, observed)
+    return versions.equal(expected, observed)
 
 
 def framework_cuda(report: Mapping[str, Any]) -> str | None:
@@ -201,7 +187,7 @@ def _stack_fields(stack: Mapping[str, Any], report: Mapping[str, Any]) -> Iterab
     if stack.get("cudnn"):
         observed_cudnn = report_cudnn(report)
         yield FieldResult("stack.cudnn", stack["cudnn"], observed_cudnn,
-                          _prefix_equal(str(stack["cudnn"]), observed_cudnn))
+                          versions.matches_at_precision(str(stack["cudnn"]), observed_cudnn))
     if stack.get("cuda_toolkit") is True:
         toolkit = report.get("cuda_toolkit")
         ok = toolkit is not None and (not cuda or major_minor(toolkit) == major_minor(str(cuda)))
