@@ -17,20 +17,19 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
-from pathlib import Path
 from typing import Any, TypeVar
 
 from provisioner import settings
-from provisioner.errors import CloudError, InputError
+from provisioner.errors import CloudError
 from provisioner.providers import aws_errors as errs
 from provisioner.providers import aws_request as R
 from provisioner.providers.base import CapacityError, InvalidRequestError, LaunchSpec, ProviderError
+from provisioner.providers.ssh_key import read_public_key
 from provisioner.settings import env_seconds
 
 T = TypeVar("T")
 TEST_CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
 LIST_THREADS = 8
-SSH_KEY_FILES = ("~/.ssh/id_ed25519.pub", "~/.ssh/id_rsa.pub")
 
 
 class AwsCredentialsError(CloudError):
@@ -280,19 +279,7 @@ def _shared_session() -> Any:
 
 
 def ssh_public_key() -> str | None:
-    configured = settings.text("TRAINVM_SSH_PUBLIC_KEY") or None
-    for raw in [configured] if configured else list(SSH_KEY_FILES):
-        path = Path(raw).expanduser()
-        try:
-            key = path.read_text().strip()
-        except OSError:
-            if configured:
-                raise InputError(f"TRAINVM_SSH_PUBLIC_KEY={configured}: cannot read the SSH public key") from None
-            continue
-        if not key.startswith(("ssh-rsa ", "ssh-ed25519 ", "ecdsa-sha2-nistp")):
-            raise InputError(f"{path} does not look like an OpenSSH public key (ssh-ed25519/ssh-rsa/ecdsa-...)")
-        return key.splitlines()[0]
-    return None
+    return read_public_key(settings.text("TRAINVM_SSH_PUBLIC_KEY") or None)
 
 
 def _rules(perms: list[dict[str, Any]]) -> set[tuple[Any, ...]]:

@@ -55,6 +55,7 @@ from provisioner.providers.base import (
     price_from_labels,
 )
 from provisioner.providers.poll import poll
+from provisioner.providers.ssh_key import SSH_KEY_FILES, read_public_key
 from provisioner.verify.report import StackReport, decode_report, last_console_report
 
 __all__ = ["AzureProvider", "vm_state"]
@@ -62,7 +63,6 @@ __all__ = ["AzureProvider", "vm_state"]
 NOT_MISSING = frozenset({"SubscriptionNotFound", "InvalidSubscriptionId"})  # 404s that are not "no such resource"
 IN_FLIGHT = ("Creating", "Updating")
 RUN_COMMAND_TIMEOUT = 300.0
-SSH_KEY_FILES = ("~/.ssh/id_ed25519.pub", "~/.ssh/id_rsa.pub")
 _MISSING = object()
 
 
@@ -138,18 +138,9 @@ class AzureProvider(GroupLease):
     def ssh_public_key(self) -> str:
         """The admin user's key: $TRAINVM_SSH_PUBLIC_KEY (a path), else ~/.ssh/id_ed25519.pub or id_rsa.pub."""
         configured = self._ssh_key_path or settings.text("TRAINVM_SSH_PUBLIC_KEY") or None
-        paths = [configured] if configured else list(SSH_KEY_FILES)
-        for raw in paths:
-            path = Path(raw).expanduser()
-            try:
-                key = path.read_text().strip()
-            except OSError:
-                if configured:
-                    raise InputError(f"TRAINVM_SSH_PUBLIC_KEY={configured}: cannot read the SSH public key") from None
-                continue
-            if not key.startswith(("ssh-rsa ", "ssh-ed25519 ", "ecdsa-sha2-nistp")):
-                raise InputError(f"{path} does not look like an OpenSSH public key (ssh-ed25519/ssh-rsa/ecdsa-...)")
-            return key.splitlines()[0]
+        key = read_public_key(configured)
+        if key is not None:
+            return key
         raise InputError("no SSH public key found for the Azure VM's admin user (password login stays disabled)",
                          hint="create one with `ssh-keygen -t ed25519`, or set TRAINVM_SSH_PUBLIC_KEY to a .pub file")
 
