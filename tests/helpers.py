@@ -24,3 +24,22 @@ def make_profile(hardware: dict[str, Any] | None = None, **stack: Any) -> dict[s
     if hardware is not None:
         doc["hardware"] = hardware
     return doc
+
+
+def gce_cli_env(monkeypatch: Any, tmp_path: Path) -> Any:
+    """For a fixture to ``yield from``: a GCE emulator that the CLI reaches through the real SDK (endpoint,
+    project, an SSH key, no other cloud's credentials, no retry or ready-poll delays); yields the emulator."""
+    from tests.emulators.gce import GceEmulator
+
+    monkeypatch.setenv("TRAINVM_TODAY", "2026-11-22")
+    monkeypatch.setenv("TRAINVM_RETRY_BASE_DELAY", "0")
+    monkeypatch.setenv("TRAINVM_READY_POLL_SECONDS", "0")
+    for var in ("AZURE_SUBSCRIPTION_ID", "AWS_ACCESS_KEY_ID"):
+        monkeypatch.delenv(var, raising=False)
+    key = tmp_path / "id.pub"
+    key.write_text("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGtest e2e\n")
+    monkeypatch.setenv("TRAINVM_SSH_PUBLIC_KEY", str(key))
+    with GceEmulator() as emu:
+        monkeypatch.setenv("TRAINVM_GCE_ENDPOINT", emu.url)
+        monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "e2e-proj")
+        yield emu

@@ -12,8 +12,7 @@ import re
 
 import pytest
 
-from tests.conftest import REPO
-from tests.emulators.gce import GceEmulator
+from tests.helpers import REPO, gce_cli_env
 
 T4 = str(REPO / "profiles" / "examples" / "bert-finetune-t4.yaml")
 REPORT = json.loads((REPO / "tests" / "fixtures" / "probe" / "report-vm-t4.json").read_text())
@@ -22,18 +21,7 @@ MATCHING = dict(REPORT, packages={**REPORT["packages"], "datasets": "2.21.0", "a
 
 @pytest.fixture
 def gce(monkeypatch, tmp_path):
-    monkeypatch.setenv("TRAINVM_TODAY", "2026-11-22")
-    monkeypatch.setenv("TRAINVM_RETRY_BASE_DELAY", "0")
-    monkeypatch.setenv("TRAINVM_READY_POLL_SECONDS", "0")
-    for var in ("AZURE_SUBSCRIPTION_ID", "AWS_ACCESS_KEY_ID"):
-        monkeypatch.delenv(var, raising=False)
-    key = tmp_path / "id.pub"
-    key.write_text("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGtest e2e\n")
-    monkeypatch.setenv("TRAINVM_SSH_PUBLIC_KEY", str(key))
-    with GceEmulator() as emu:
-        monkeypatch.setenv("TRAINVM_GCE_ENDPOINT", emu.url)
-        monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "e2e-proj")
-        yield emu
+    yield from gce_cli_env(monkeypatch, tmp_path)
 
 
 def test_phases_arrive_from_guest_attributes_when_the_console_is_silent(cli, gce) -> None:

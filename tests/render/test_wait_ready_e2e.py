@@ -9,7 +9,7 @@ import re
 import pytest
 import trainvm_render_support as S
 
-from tests.emulators.gce import GceEmulator
+from tests.helpers import gce_cli_env
 
 T4 = str(S.REPO / "profiles/examples/bert-finetune-t4.yaml")
 PREFIX = "Nov 24 02:00:00 wait-vm google_metadata_script_runner[812]: startup-script: "
@@ -17,18 +17,7 @@ PREFIX = "Nov 24 02:00:00 wait-vm google_metadata_script_runner[812]: startup-sc
 
 @pytest.fixture
 def gce_env(monkeypatch, tmp_path):
-    monkeypatch.setenv("TRAINVM_TODAY", "2026-11-22")
-    monkeypatch.setenv("TRAINVM_RETRY_BASE_DELAY", "0")
-    monkeypatch.setenv("TRAINVM_READY_POLL_SECONDS", "0")
-    for var in ("AZURE_SUBSCRIPTION_ID", "AWS_ACCESS_KEY_ID"):
-        monkeypatch.delenv(var, raising=False)
-    key = tmp_path / "id.pub"
-    key.write_text("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGtest e2e\n")
-    monkeypatch.setenv("TRAINVM_SSH_PUBLIC_KEY", str(key))
-    with GceEmulator() as emu:
-        monkeypatch.setenv("TRAINVM_GCE_ENDPOINT", emu.url)
-        monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "e2e-proj")
-        yield emu
+    yield from gce_cli_env(monkeypatch, tmp_path)
 
 
 def _console(make_harness, **knobs) -> list[str]:
