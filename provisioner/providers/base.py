@@ -64,6 +64,10 @@ class LaunchSpec:
     # NAME.lock's pinned OS image per cloud (``images`` of the lock, resolved entries only): a provider
     # boots that image instead of resolving the family/URN/SSM parameter again
     locked_images: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: hardware.nodes: > 1 asks ``create`` for a cluster of that many identical VMs on the cloud's group engine
+    nodes: int = 1
+    #: placement.compact as resolved by the plan (only meaningful when nodes > 1)
+    compact: bool = False
 
 
 @dataclass(frozen=True)
@@ -99,12 +103,19 @@ class InstanceRecord:
     owner: str | None = None
     #: the cloud's own id of the VM (GCE instance id, Azure resource id)
     cloud_id: str | None = None
+    #: the cluster this VM is a node of (None: a single VM); ``name`` is then the node's own name
+    cluster: str | None = None
+    #: the node's rank in its cluster (0 holds MASTER_ADDR); None for a single VM
+    rank: int | None = None
+    #: how many nodes the cluster has (1 for a single VM)
+    nodes: int = 1
 
     def to_json(self) -> dict[str, Any]:
         return {
             "name": self.name, "cloud": self.cloud, "region": self.region, "zone": self.zone,
             "instance_type": self.instance_type, "state": self.state, "profile": self.profile,
             "hash": self.hash, "price_hourly": self.price_hourly, "created": self.created,
+            **({"cluster": self.cluster, "rank": self.rank, "nodes": self.nodes} if self.cluster else {}),
         }
 
 
@@ -143,6 +154,20 @@ class Provider(Protocol):
     def console(self, name: str, start: int = 0) -> tuple[str, int] | None:
         """The VM's console output from offset ``start``: (text, next offset) -- the provisioning log with
         its ``TRAINVM_STATUS`` lines. None when there is no such trainvm VM."""
+
+    # ---- clusters (LaunchSpec.nodes > 1; docs/spec.md "Multi-node clusters") ----------------------------
+    # ``create`` with spec.nodes > 1 creates every node on the cloud's own group engine, all or nothing, writes
+    # the node list (render/cluster.py) on every node and returns the rank-0 node's record (cluster, rank,
+    # nodes set). A capacity failure raises CapacityError after deleting every node and placement resource,
+    # so failover moves the whole group. ``find(NAME)`` of a cluster returns its rank-0 record; ``list``
+    # returns one record per node (cluster/rank set; commands group them); ``delete``/``stop``/``start``
+    # of NAME act on every node and, for delete, the placement resources.
+
+    def cluster_nodes(self, name: str) -> builtins.list[InstanceRecord]:
+        """The nodes of cluster ``name`` in rank order ([] when there is no such cluster)."""
+
+    def read_cluster_reports(self, name: str) -> dict[str, StackReport | None]:
+        """Every node's latest TRAINVM_REPORT, keyed by node name, rank order (None: no report yet)."""
 
     def live_status(self, record: InstanceRecord) -> str | None:
         """The startup script's latest ``TRAINVM_STATUS`` value from a channel faster than the console, on
