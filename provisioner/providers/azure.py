@@ -187,6 +187,10 @@ class AzureProvider(GroupLease):
     def create(self, spec: LaunchSpec, offer: Offer) -> InstanceRecord:
         if offer.cloud != self.NAME:
             raise ProviderError(f"not an Azure offer: {offer.describe(spec.spot)}", code="NotAzure")
+        if spec.nodes > 1:  # a cluster: one scale set (providers/azure_group.py)
+            from provisioner.providers import azure_group
+
+            return azure_group.create(self, spec, offer)
         key = self.ssh_public_key()  # input problems surface before any cloud call
         R.custom_data(spec)
         R.user_data(spec)
@@ -292,9 +296,23 @@ class AzureProvider(GroupLease):
     def find(self, name: str) -> InstanceRecord | None:
         n = R.names(name)
         vm = self._get_vm(n.rg, name)
-        if vm is None or (vm.get("tags") or {}).get(MANAGED) != "true":
+        if vm is None:
+            from provisioner.providers import azure_group
+
+            return azure_group.find(self, name)  # a cluster's rank-0 node, or None
+        if (vm.get("tags") or {}).get(MANAGED) != "true":
             return None
         return self._record(vm)
+
+    def cluster_nodes(self, name: str) -> builtins.list[InstanceRecord]:
+        from provisioner.providers import azure_group
+
+        return azure_group.cluster_nodes(self, name)
+
+    def read_cluster_reports(self, name: str) -> dict[str, StackReport | None]:
+        from provisioner.providers import azure_group
+
+        return azure_group.read_cluster_reports(self, name)
 
     def list(self) -> list[InstanceRecord]:
         api = self.api()
@@ -309,6 +327,9 @@ class AzureProvider(GroupLease):
         for vm in vms:
             pip_id = R.resource_id(self.subscription_id, _group_of(vm), f"{R.NET}/publicIPAddresses", R.names(vm["name"]).pip)
             out.append(self._record(vm, ip=ips.get(pip_id.lower(), "")))
+        from provisioner.providers import azure_group
+
+        out.extend(azure_group.list_nodes(self))  # one record per cluster node
         return sorted(out, key=lambda r: (r.name, r.region))
 
     def delete(self, name: str, *, wait: bool = True) -> bool:
@@ -321,19 +342,25 @@ class AzureProvider(GroupLease):
         return self._delete_group(rg, wait=wait)
 
     def stop(self, name: str, *, wait: bool = True) -> InstanceRecord | None:
+        from provisioner.providers import azure_group
         from provisioner.providers.azure_power import power
 
-        return power(self, name, "stop", wait=wait)
+        return power(self, name, "stop", wait=wait) or azure_group.power(self, name, "stop", wait=wait)
 
     def start(self, name: str, *, wait: bool = True) -> InstanceRecord | None:
+        from provisioner.providers import azure_group
         from provisioner.providers.azure_power import power
 
-        return power(self, name, "start", wait=wait)
+        return power(self, name, "start", wait=wait) or azure_group.power(self, name, "start", wait=wait)
 
     def read_report(self, name: str) -> tuple[StackReport | None, dict[str, Any] | None]:
         n = R.names(name)
         vm = self._get_vm(n.rg, name, expand="userData")
-        if vm is None or (vm.get("tags") or {}).get(MANAGED) != "true":
+        if vm is None:
+            from provisioner.providers import azure_group
+
+            return azure_group.read_report(self, name)  # a cluster: rank 0's report
+        if (vm.get("tags") or {}).get(MANAGED) != "true":
             return None, None
         profile = R.decode_user_data(_props(vm).get("userData"))
         return self._run_command_report(n) or self._serial_report(n), profile

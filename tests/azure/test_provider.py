@@ -233,7 +233,7 @@ def test_list_several_vms(emu, provider, t4_spec, offers):
     emu.set_power_state(names("trainvm-c").rg, "trainvm-c", "deallocated")   # the idle watchdog powered it off
     before = len(emu.requests)
     vms = provider.list()
-    assert len(emu.requests) - before == 2                    # one VM list (statusOnly) + one public IP list
+    assert len(emu.requests) - before == 3  # one VM list (statusOnly) + one public IP list + one scale-set list
     assert [(v.name, v.region, v.instance_type, v.state) for v in vms] == [
         ("trainvm-a", "eastus", "Standard_NC4as_T4_v3", "RUNNING"),
         ("trainvm-b", "westus2", "Standard_NC8as_T4_v3", "RUNNING"),

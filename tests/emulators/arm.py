@@ -16,7 +16,9 @@ networkSecurityGroups, publicIPAddresses, networkInterfaces (each also listed su
 virtualMachines (PUT, GET with $expand=instanceView or $expand=userData, DELETE, lists by group/subscription
 (statusOnly=true adds the instance view)/location, instanceView, runCommand, start/powerOff/
 deallocate/restart, retrieveBootDiagnosticsData + the SAS blob it points at), disks (created with a VM),
-platform image versions (list/get), provider register, system-assigned VM identities and
+platform image versions (list/get), provider register, virtualMachineScaleSets (Uniform) and
+proximityPlacementGroups with the scale sets' instances, NICs, public IPs, runCommand and power actions
+(arm_vmss.py: what is and is not modelled), system-assigned VM identities and
 Microsoft.Authorization/roleAssignments at resource-group scope (arm_roles.py: what is and is not modelled). LROs: Azure-AsyncOperation (default) or provisioningState
 in the body (lro_style="body"); deletes answer 202 + Location (+ Azure-AsyncOperation for resources).
 Validation: arm_validate.py (schemas: arm_schemas.py, semantic checks: arm_checks.py). State and references:
@@ -167,15 +169,16 @@ class ArmEmulator(ArmRouter):
 
     # ------------------------------------------------------------------ test controls
     def inject(self, kind, location=None, times=1, size=None, *, zone=None, code=None, message=None,
-               method=None, path=None):
+               method=None, path=None, created=None):
         """Queue a fault. VM kinds (sku_not_available_409, quota, allocation_failed_lro,
         zonal_allocation_failed_lro, overconstrained_allocation_lro, lro_never_done) fire on a matching VM PUT;
         HTTP kinds (throttle_429, unavailable_503, auth_401, invalid_400) on the next request matching `method`
         / `path` (a regex), or on a matching VM PUT when location/size/zone is given. lro_never_done with
         method/path applies to any LRO-starting request. times=None: forever. code/message override the text
-        (e.g. allocation_failed_lro with code="ZonalAllocationFailed")."""
+        (e.g. allocation_failed_lro with code="ZonalAllocationFailed"). Scale sets (arm_vmss.py):
+        partial_capacity_lro with created=K allocates K instances, then fails AllocationFailed."""
         with self._lock:
-            f = Fault(kind, location, times, size, zone, code, message, method, path)
+            f = Fault(kind, location, times, size, zone, code, message, method, path, created)
             self.state.faults.append(f)
             return f
 

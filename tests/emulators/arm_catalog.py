@@ -8,10 +8,11 @@ import re
 NET, COMP = "Microsoft.Network", "Microsoft.Compute"
 TYPES = {t.split("/")[1].lower(): t for t in (
     f"{NET}/virtualNetworks", f"{NET}/networkSecurityGroups", f"{NET}/publicIPAddresses",
-    f"{NET}/networkInterfaces", f"{COMP}/virtualMachines", f"{COMP}/disks")}
-VM_T, NIC_T, PIP_T, NSG_T, VNET_T, DISK_T = (TYPES[k] for k in (
+    f"{NET}/networkInterfaces", f"{COMP}/virtualMachines", f"{COMP}/disks", f"{COMP}/virtualMachineScaleSets",
+    f"{COMP}/proximityPlacementGroups")}
+VM_T, NIC_T, PIP_T, NSG_T, VNET_T, DISK_T, VMSS_T, PPG_T = (TYPES[k] for k in (
     "virtualmachines", "networkinterfaces", "publicipaddresses", "networksecuritygroups", "virtualnetworks",
-    "disks"))
+    "disks", "virtualmachinescalesets", "proximityplacementgroups"))
 
 LOCATIONS = set("""eastus eastus2 westus westus2 westus3 centralus northcentralus southcentralus westcentralus
 canadacentral canadaeast brazilsouth northeurope westeurope uksouth ukwest francecentral germanywestcentral

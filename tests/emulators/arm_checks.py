@@ -18,6 +18,10 @@ _NAME_RE = {
     "resourcegroups": (re.compile(r"^[-\w._()]{0,89}[-\w_()]$"), 90),
     "Microsoft.Network": (re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9_.-]{0,78}[A-Za-z0-9_])?$"), 80),
     "Microsoft.Compute/virtualMachines": (re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9_.-]{0,62}[A-Za-z0-9_])?$"), 64),
+    "Microsoft.Compute/virtualMachineScaleSets": (re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9_.-]{0,62}[A-Za-z0-9_])?$"),
+                                                  64),
+    "Microsoft.Compute/proximityPlacementGroups": (re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9_.-]{0,78}[A-Za-z0-9_])?$"),
+                                                   80),
 }
 
 

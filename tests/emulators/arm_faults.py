@@ -26,6 +26,7 @@ KINDS = {  # fault kind -> (stage, default error code)
     "sku_not_available_409": ("vm", "SkuNotAvailable"), "quota": ("vm", "OperationNotAllowed"),
     "allocation_failed_lro": ("vm", "AllocationFailed"), "zonal_allocation_failed_lro": ("vm", "ZonalAllocationFailed"),
     "overconstrained_allocation_lro": ("vm", "OverconstrainedAllocationRequest"), "lro_never_done": ("vm", None),
+    "partial_capacity_lro": ("vm", "AllocationFailed"),  # scale sets: `created` instances allocated, then failed
     "throttle_429": ("http", "SubscriptionRequestsThrottled"), "unavailable_503": ("http", "ServiceUnavailable"),
     "auth_401": ("http", "InvalidAuthenticationToken"), "invalid_400": ("http", "InvalidParameter"),
 }
@@ -46,12 +47,13 @@ def rg_not_found(rg):
 
 class Fault:
     def __init__(self, kind, location=None, times=1, size=None, zone=None, code=None, message=None,
-                 method=None, path=None):
+                 method=None, path=None, created=None):
         kind = ALIASES.get(kind, kind)
         if kind not in KINDS:
             raise ValueError(f"unknown fault kind {kind!r}; known: {sorted(KINDS)}")
         self.kind, self.location, self.times, self.size, self.zone = kind, location, times, size, zone
         self.code, self.message, self.method, self.path = code or KINDS[kind][1], message, method, path
+        self.created = created  # partial_capacity_lro: how many scale-set instances were allocated first
         # HTTP faults narrowed to a VM (location/size/zone) fire at the VM PUT; path/method narrow any request.
         self.stage = "vm" if KINDS[kind][0] == "vm" or any((location, size, zone)) else "http"
         if kind == "lro_never_done" and (method or path) and not any((location, size, zone)):

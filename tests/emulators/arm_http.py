@@ -18,6 +18,7 @@ from .arm_checks import check_tags
 from .arm_faults import http_fault_error, not_found
 from .arm_schemas import RESOURCE_GROUP
 from .arm_validate import ArmError, validate
+from .arm_vmss_routes import VmssRoutes
 
 KEPT_HEADERS = ("authorization", "content-type", "accept", "user-agent", "x-ms-client-request-id")
 _WWW_AUTH = ('Bearer authorization_uri="https://login.microsoftonline.com/common", error="invalid_token", '
@@ -56,7 +57,7 @@ class Handler(BaseHTTPRequestHandler):
 
 
 
-class ArmRouter:
+class ArmRouter(VmssRoutes):
     """Request handling for ArmEmulator (needs .state, ._lock, .requests, .polls, .lro_style, .page_size,
     .token, .url, .subscription_id and a Recorded class)."""
 
@@ -176,6 +177,9 @@ class ArmRouter:
         if len(rest) == 1 and method == "GET":
             st.group(rg)
             return self._page([st.render(r) for r in st.of_type(type_, rg)], q, mp[1])
+        routed = self._vmss_route(method, rg, type_, rest, q, body, rec, api, mp)
+        if routed is not None:
+            return routed
         name = rest[1]
         if len(rest) == 2:
             if method == "PUT" and type_ != DISK_T:

@@ -11,7 +11,8 @@ import uuid
 from . import arm_checks as C
 from . import arm_schemas as S
 from . import arm_validate as V
-from .arm_catalog import DISK_T, NIC_T, NSG_T, PIP_T, VM_T, VNET_T, under, vcpus, vm_family
+from . import arm_vmss_schemas as VS
+from .arm_catalog import DISK_T, NIC_T, NSG_T, PIP_T, PPG_T, VM_T, VMSS_T, VNET_T, under, vcpus, vm_family
 from .arm_faults import ALLOCATION_MESSAGES, KINDS, http_fault_error
 from .arm_validate import ArmError
 
@@ -24,7 +25,8 @@ class PutMixin:
         C.check_name(type_, name)
         self.writable_group(rg)
         ignored = []
-        body = V.validate(S.SCHEMAS[type_], body, "", ignored)
+        schema = S.SCHEMAS.get(type_) or {VMSS_T: VS.VIRTUAL_MACHINE_SCALE_SET, PPG_T: VS.PROXIMITY_PLACEMENT_GROUP}[type_]
+        body = V.validate(schema, body, "", ignored)
         loc = (body.get("location") or "").lower().replace(" ", "")
         if not loc:
             raise ArmError(400, "LocationRequired", "The location property is required for this definition.")
@@ -43,11 +45,13 @@ class PutMixin:
         if old:
             rec.update(guid=old["guid"], created=old["created"], extra=dict(old["extra"]), state="Updating")
         handler = {VM_T: self._put_vm, NIC_T: self._put_nic, PIP_T: self._put_pip, NSG_T: self._put_nsg,
-                   VNET_T: self._put_vnet}[type_]
-        on_success, never, fail = handler(rec, old, method_path) or (None, False, None)
+                   VNET_T: self._put_vnet, VMSS_T: self._put_vmss, PPG_T: self._put_ppg}[type_]
+        # a handler returns None or (on_success, never, fail[, its own finish(fail)])
+        on_success, never, fail, *finish = handler(rec, old, method_path) or (None, False, None)
         self.res[rec["id"].lower()] = rec
         f = self.take_fault("lro", *method_path)
-        op = self.new_op(type_.split("/")[0], loc, polls, self._finisher(rec, on_success), never or bool(f), fail)
+        op = self.new_op(type_.split("/")[0], loc, polls, finish[0] if finish else self._finisher(rec, on_success),
+                         never or bool(f), fail)
         rec["op"] = op.id
         return (200 if old else 201), rec, op, ignored
 

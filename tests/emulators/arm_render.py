@@ -6,7 +6,7 @@ import copy
 import ipaddress
 
 from . import arm_checks as C
-from .arm_catalog import DISK_T, NET, NIC_T, NSG_T, PIP_T, VM_T, VNET_T
+from .arm_catalog import DISK_T, NET, NIC_T, NSG_T, PIP_T, PPG_T, VM_T, VMSS_T, VNET_T
 
 DEFAULT_RULES = [
     {"name": n, "properties": {"priority": prio, "direction": d, "access": a, "protocol": "*",
@@ -38,6 +38,10 @@ class RenderMixin:
             props["resourceGuid"] = rec["guid"]
         if t == VM_T:
             self._render_vm(rec, props, expand)
+        elif t == VMSS_T:
+            self.render_vmss(rec, props, expand)
+        elif t == PPG_T:
+            self.render_ppg(rec, props)
         elif t == NIC_T:
             self._render_nic(rec, props)
         elif t == PIP_T:

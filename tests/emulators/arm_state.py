@@ -24,9 +24,10 @@ from .arm_render import RenderMixin
 from .arm_roles import RolesMixin
 from .arm_validate import ArmError
 from .arm_vm_actions import VmActionsMixin
+from .arm_vmss import VmssMixin
 
 
-class State(LroMixin, PutMixin, RenderMixin, VmActionsMixin, RolesMixin):
+class State(LroMixin, PutMixin, RenderMixin, VmActionsMixin, RolesMixin, VmssMixin):
     """Everything the emulator knows. All methods run under ArmEmulator's lock."""
 
     def __init__(self, sub):

@@ -25,7 +25,10 @@ class VmActionsMixin:
         return rec
 
     def run_command(self, rg, name, body, polls, method_path):
-        rec = self.vm(rg, name)
+        return self.run_command_on(self.vm(rg, name), rg, name, body, polls, method_path)
+
+    def run_command_on(self, rec, rg, name, body, polls, method_path):
+        """RunShellScript on ``rec`` (a VM, or a scale-set instance shaped like one); output planted under ``name``."""
         body = V.validate(S.RUN_COMMAND_INPUT, body)
         if body["commandId"].lower() not in ("runshellscript", "ifconfig"):
             raise V.invalid("commandId", f"The run command '{body['commandId']}' is not available for Linux "

@@ -1,0 +1,128 @@
+"""The Azure group engine (providers/azure_group.py) through azure-mgmt-compute/-network/-resource against the
+ARM emulator's scale sets and proximity placement groups (tests/emulators/arm_vmss.py says what it does not
+model: placement itself, IMDS, overprovisioning, instance-id gaps). Every failure must leave no resource group."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from provisioner.providers import azure_group_request as G
+from provisioner.providers.azure_request import names
+from provisioner.providers.base import CapacityError, InstanceRecord
+from provisioner.provision.failover import provision
+from provisioner.render.cluster import parse_node_list
+from tests.azure.conftest import named
+
+A100 = "Standard_ND96asr_v4"
+T4 = "Standard_NC4as_T4_v3"
+VMSS = "/providers/Microsoft.Compute/virtualMachineScaleSets/"
+
+
+def cluster(spec, nodes, name=None, compact=True):
+    return named(spec, name or spec.name, nodes=nodes, compact=compact)
+
+
+def scale_set_tags(emu, name):
+    return emu.resource(f"/subscriptions/{emu.subscription_id}/resourceGroups/{names(name).rg}{VMSS}{name}")["tags"]
+
+
+@pytest.mark.parametrize("nodes", [2, 4])
+def test_creates_n_nodes_in_one_scale_set_and_writes_the_node_list(emu, provider, t4_spec, offers, nodes):
+    spec = cluster(t4_spec, nodes)
+    record = provider.create(spec, offers[("eastus", A100)])
+    assert (record.name, record.cluster, record.rank, record.nodes) == (f"{spec.name}-0", spec.name, 0, nodes)
+    assert record.state == "RUNNING" and record.ip and record.instance_type == A100
+    put = emu.calls("PUT", VMSS)
+    assert len(put) == 1 and put[0].status in (200, 201)
+    body = put[0].body
+    assert body["sku"] == {"name": A100, "tier": "Standard", "capacity": nodes}
+    props = body["properties"]
+    assert (props["orchestrationMode"], props["singlePlacementGroup"], props["overprovision"],
+            props["platformFaultDomainCount"], props["upgradePolicy"]) == ("Uniform", True, False, 1, {"mode": "Manual"})
+    assert props["proximityPlacementGroup"]["id"].endswith(f"/proximityPlacementGroups/{spec.name}-ppg")
+    # the PPG was created before the scale set, with one (synchronous) PUT
+    order = [r.path for r in emu.requests if r.method == "PUT" and "/providers/" in r.path]
+    assert order.index(next(p for p in order if "proximityPlacementGroups" in p)) < order.index(put[0].path)
+    nodes_ = provider.cluster_nodes(spec.name)
+    assert [(n.name, n.rank, n.nodes, n.cluster) for n in nodes_] == [
+        (f"{spec.name}-{k}", k, nodes, spec.name) for k in range(nodes)]
+    assert len({n.ip for n in nodes_}) == nodes
+    # the node list: private IPs in rank order, in the scale set's tags (what IMDS compute/tags shows a node)
+    ips = parse_node_list(scale_set_tags(emu, spec.name))
+    assert len(ips) == nodes and len(set(ips)) == nodes and all(ip.startswith("10.0.0.") for ip in ips)
+    nics = emu.calls("GET", f"{VMSS}{spec.name}/networkInterfaces")
+    assert nics and all(r.status == 200 for r in nics)
+    assert scale_set_tags(emu, spec.name)[G.NODES_TAG] == str(nodes)
+    assert provider.find(spec.name).rank == 0
+
+
+def test_without_compact_placement_there_is_no_ppg(emu, provider, t4_spec, offers):
+    spec = cluster(t4_spec, 2, compact=False)
+    provider.create(spec, offers[("eastus", T4)])
+    assert not emu.calls("PUT", "proximityPlacementGroups")
+    assert "proximityPlacementGroup" not in emu.calls("PUT", VMSS)[0].body["properties"]
+
+
+def test_partial_stock_out_leaves_nothing_and_is_a_capacity_error(emu, provider, t4_spec, offers):
+    spec = cluster(t4_spec, 4)
+    emu.inject("partial_capacity_lro", location="eastus", created=3)
+    with pytest.raises(CapacityError) as err:
+        provider.create(spec, offers[("eastus", A100)])
+    assert err.value.code == "AllocationFailed"
+    assert "3 of 4 nodes had been allocated" in str(err.value)
+    assert err.value.cleanup == "verified"
+    assert emu.resource_groups() == []
+    # the engine looked at what the failed PUT had left before it deleted the group
+    assert emu.calls("GET", f"{VMSS}{spec.name}/virtualMachines")
+
+
+def test_failover_moves_the_whole_group_to_the_next_region(emu, provider, t4_spec, offers):
+    spec = cluster(t4_spec, 4)
+    chain = [offers[(r, A100)] for r in ("eastus", "westus2")]
+    emu.inject("partial_capacity_lro", location="eastus", created=2)
+    result = provision(chain, lambda o: spec, lambda cloud: provider, [].append)
+    assert [(a.region, a.outcome) for a in result.attempts] == [("eastus", "capacity"), ("westus2", "created")]
+    nodes = provider.cluster_nodes(spec.name)
+    assert [n.region for n in nodes] == ["westus2"] * 4
+    assert emu.resource_groups() == [names(spec.name).rg]
+
+
+def test_delete_leaves_nothing(emu, provider, t4_spec, offers):
+    spec = cluster(t4_spec, 2)
+    provider.create(spec, offers[("eastus", A100)])
+    assert provider.delete(spec.name) is True
+    assert emu.resource_groups() == [] and emu.resources_in(names(spec.name).rg) == []
+    assert provider.find(spec.name) is None and provider.cluster_nodes(spec.name) == []
+
+
+def test_list_shows_every_node_and_stop_start_act_on_all(emu, provider, t4_spec, offers):
+    spec = cluster(t4_spec, 2)
+    provider.create(spec, offers[("eastus", T4)])
+    listed = [r for r in provider.list() if r.cluster == spec.name]
+    assert [r.rank for r in listed] == [0, 1]
+    stopped = provider.stop(spec.name)
+    assert isinstance(stopped, InstanceRecord)
+    assert {n.state for n in provider.cluster_nodes(spec.name)} == {"DEALLOCATED"}
+    provider.start(spec.name)
+    assert {n.state for n in provider.cluster_nodes(spec.name)} == {"RUNNING"}
+
+
+def test_read_cluster_reports_in_rank_order(emu, provider, t4_spec, offers):
+    import base64
+    import gzip
+
+    spec = cluster(t4_spec, 4)
+    provider.create(spec, offers[("eastus", A100)])
+    rg = names(spec.name).rg
+    for k in (0, 1, 3):  # node 2 has no report yet
+        report = json.dumps({"schema": 1, "node": k})
+        emu.set_run_command_output(rg, f"{spec.name}_{k}", base64.b64encode(gzip.compress(report.encode())).decode())
+    reports = provider.read_cluster_reports(spec.name)
+    assert list(reports) == [f"{spec.name}-{k}" for k in range(4)]
+    assert reports[f"{spec.name}-2"] is None
+    ran = sorted(c["vm"] for c in emu.run_commands)
+    assert ran == [f"{spec.name}_{k}" for k in range(4)]
+    _, profile = provider.read_report(spec.name)
+    assert profile == json.loads(spec.profile_json)
