@@ -12,7 +12,7 @@ from typing import Any, Mapping
 
 from provisioner.providers.registry import CLOUD_NAMES, DISK_TYPES, default_clouds
 
-#: placement.clouds default: the registry's default clouds (provisionable, not opt-in), in its order (ties).
+#: placement.clouds default: the registry's default clouds (provisionable, `CloudSpec.default`), in its order (ties).
 DEFAULT_CLOUDS: tuple[str, ...] = default_clouds()
 
 #: Stable rejection reasons, in the order the planner tests them. Each rejected offer is counted

@@ -18,6 +18,7 @@ from provisioner.errors import InputError, ProfileError
 from provisioner.profile.inputfile import read_capped
 from provisioner.profile.messages import Message
 from provisioner.profile.source import Located, load_resolved
+from provisioner.providers.registry import HASHED_DEFAULT_CLOUDS
 from provisioner.secrets import find_secret, redact
 
 if TYPE_CHECKING:  # the model is imported lazily at run time
@@ -116,7 +117,9 @@ def canonical_json(data: Any) -> str:
 
 
 def profile_hash(profile: Any, requirements_sha256: str | None = None, lock_sha256: str | None = None) -> str:
-    """sha256 of the resolved profile's canonical JSON (defaults applied, ``extends`` dropped),
+    """sha256 of the resolved profile's canonical JSON (defaults applied, ``extends`` dropped; a
+    ``placement.clouds`` the profile does not write is hashed as ``HASHED_DEFAULT_CLOUDS``, whatever
+    the default set is today),
     with the lock file's content hash in place of its path, so the hash changes only when what
     gets installed changes. A ``trainvm lock`` file (NAME.lock) is covered the same way."""
     # perf unset leaves the hash of every profile written before it existed unchanged
@@ -126,6 +129,8 @@ def profile_hash(profile: Any, requirements_sha256: str | None = None, lock_sha2
         item.pop("size_gib", None)     # leaves the hash as it was before the field existed
         if item.get("credential") is None:
             item.pop("credential", None)
+    if "clouds" not in profile.placement.model_fields_set:  # defaulted: the frozen spelling, not today's default set
+        data["placement"]["clouds"] = list(HASHED_DEFAULT_CLOUDS)
     if data["hardware"].get("nodes") == 1:  # one node: the hash of every profile written before nodes existed
         data["hardware"].pop("nodes")
     for key in ("container", "python"):  # absent alternatives leave the hash of existing profiles unchanged

@@ -22,6 +22,7 @@ from provisioner.providers.registry import CloudName, OsName, default_clouds, pr
 #: every cloud and OS a profile may name, and the default clouds, come from the cloud registry
 DEFAULT_CLOUDS = cast(tuple[CloudName, ...], default_clouds())
 OPT_IN_CLOUDS = tuple(c for c in provisionable_clouds() if c not in DEFAULT_CLOUDS)
+_OPT_IN = f"; opt-in: {', '.join(OPT_IN_CLOUDS)}" if OPT_IN_CLOUDS else ""
 #: hardware.nodes upper bound (Azure keeps InfiniBand inside one placement group of at most 100 VMs).
 MAX_NODES = 64
 
@@ -88,7 +89,7 @@ class Hardware(Strict):
 
 class Placement(Strict):
     clouds: list[CloudName] = Field(
-        default_factory=lambda: list(DEFAULT_CLOUDS), min_length=1, description=f"Clouds to consider (default: {', '.join(DEFAULT_CLOUDS)}; opt-in: {', '.join(OPT_IN_CLOUDS) or 'none'})."
+        default_factory=lambda: list(DEFAULT_CLOUDS), min_length=1, description=f"Clouds to consider (default: {', '.join(DEFAULT_CLOUDS)}{_OPT_IN})."
     )
     regions: list[Annotated[str, AfterValidator(f.check_region_glob)]] | None = Field(
         None, description="Region allow-list; shell-style globs allowed.", examples=[["us-central1", "europe-*"]]

@@ -117,9 +117,8 @@ class CloudSpec:
     lifecycle: LifecycleFacts
     nvswitch_shapes: str  # regex over the instance type (compiled where used)
     notes: tuple[str, ...] = field(default=())
-    #: considered when a profile names no ``placement.clouds``. The resolved profile lists its clouds, so
-    #: adding a cloud to the default changes the hash of every profile without ``clouds`` (its lock, and the
-    #: VMs already made from it): a new cloud starts opt-in (``clouds: [aws]`` / ``--cloud aws``)
+    #: planned when a profile names no ``placement.clouds``. Changing this set changes no profile hash: the
+    #: hash spells a clouds list the profile does not write as ``HASHED_DEFAULT_CLOUDS``
     default: bool = True
 
     @property
@@ -191,7 +190,6 @@ CLOUDS: Mapping[str, CloudSpec] = MappingProxyType({c.name: c for c in (
         name="aws",
         title="AWS",
         provider="provisioner.providers.aws:AwsProvider",
-        default=False,  # opt-in for now (see CloudSpec.default): profiles without `clouds` keep their hash
         request_builder="provisioner.providers.aws_request",
         credential_hint="AWS: run `aws configure` (or `aws sso login`, or set AWS_PROFILE)",
         user_data=UserDataFormat("ec2-user-data", "base64", 16_384, "bytes raw (before base64)", compact=True),
@@ -220,6 +218,11 @@ CLOUDS: Mapping[str, CloudSpec] = MappingProxyType({c.name: c for c in (
 )})
 
 CLOUD_NAMES: tuple[str, ...] = tuple(CLOUDS)
+#: How the profile hash (profile/loader.py) spells a ``placement.clouds`` that the profile does not write:
+#: the default set as it was when profile hashes were first made, frozen. The default set itself
+#: (``CloudSpec.default``) may then grow (AWS joined it) without changing the hash of any profile, its
+#: lock or the names of the VMs already made from it. Never edit this.
+HASHED_DEFAULT_CLOUDS: tuple[str, ...] = ("gcp", "azure")
 #: Where ``up --wait-ready`` reads the startup script's status besides the console (``Provider.live_status``):
 #: GCE guest attributes (the script writes ``trainvm/status`` through the metadata server; the instance
 #: has ``enable-guest-attributes=TRUE``). Azure boot diagnostics and AWS console output are the console.

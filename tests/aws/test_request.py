@@ -160,9 +160,9 @@ def test_preview_is_the_wire_body(spec, offer) -> None:
     json.dumps(doc)  # render writes it as JSON
 
 
-def test_aws_is_provisionable_and_opt_in() -> None:
-    """The registry gives AWS a provider, but a profile without placement.clouds keeps gcp+azure (and its hash);
-    named, AWS plans like any cloud."""
+def test_aws_is_provisionable_and_a_default_cloud() -> None:
+    """The registry gives AWS a provider and plans it for a profile without placement.clouds (whose hash does
+    not change: tests/profile/test_hash_stability.py); a profile naming gcp+azure leaves it out."""
     import datetime
 
     from provisioner.catalog.storage import load_catalog
@@ -171,9 +171,9 @@ def test_aws_is_provisionable_and_opt_in() -> None:
     from provisioner.providers.registry import default_clouds, providers, provisionable
 
     assert provisionable("aws") and providers()["aws"] == "provisioner.providers.aws:AwsProvider"
-    assert "aws" not in default_clouds()
+    assert "aws" in default_clouds()
     day = datetime.date(2026, 11, 22)
+    without = plan(PlanRequest(gpu_names={"A10G"}, clouds=("gcp", "azure")), load_catalog(), day)
+    assert without.chosen is None and set(without.rejected["aws"]) == {"cloud"}
     unnamed = plan(PlanRequest(gpu_names={"A10G"}), load_catalog(), day)
-    assert unnamed.chosen is None and set(unnamed.rejected["aws"]) == {"cloud"}
-    named = plan(PlanRequest(gpu_names={"A10G"}, clouds=("gcp", "azure", "aws")), load_catalog(), day)
-    assert named.chosen is not None and named.chosen.cloud == "aws" and named.chosen.instance_type.startswith("g5.")
+    assert unnamed.chosen is not None and unnamed.chosen.cloud == "aws" and unnamed.chosen.instance_type.startswith("g5.")

@@ -78,13 +78,15 @@ def test_disk_type():
     assert sorted(only(PlanRequest(boot_disk_type="ssd"), g2, n1)[0]) == ["g2", "n1"]
 
 
-def test_clouds_filter_and_default_excludes_aws():
+def test_clouds_filter_and_default_includes_aws():
     offers = [offer(instance_type="g"), offer(instance_type="z", cloud="azure", zone=None),
               offer(instance_type="w", cloud="aws", zone="use1-az1", region="us-east-1")]
     ranked, rej = only(PlanRequest(clouds=("azure",)), *offers)
     assert ranked == ["z"]
     assert rej == {"aws": {"cloud": 1}, "gcp": {"cloud": 1}}
     ranked, rej = only(PlanRequest(), *offers)
+    assert sorted(ranked) == ["g", "w", "z"] and rej == {}
+    ranked, rej = only(PlanRequest(clouds=("gcp", "azure")), *offers)
     assert sorted(ranked) == ["g", "z"] and rej == {"aws": {"cloud": 1}}
 
 
@@ -93,7 +95,7 @@ def test_not_provisionable_unless_included():
     without_aws = frozenset({"gcp", "azure"})  # what-if: a cloud without a provider
     ranked, rej = only(PlanRequest(clouds=("aws",), provisionable_clouds=without_aws), aws)
     assert ranked == [] and rej == {"aws": {"not_provisionable": 1}}
-    assert only(PlanRequest(clouds=("aws",)), aws) == (["w"], {})  # AWS has a provider (opt-in)
+    assert only(PlanRequest(clouds=("aws",)), aws) == (["w"], {})  # AWS has a provider
     p = plan(PlanRequest(clouds=("aws",), include_unprovisionable=True, provisionable_clouds=without_aws),
              catalog([aws]), TODAY)
     assert p.chosen == aws
@@ -185,7 +187,7 @@ def test_first_reason_order_and_counts_sum():
         offer(instance_type="4", region="europe-west4", zone="europe-west4-a"),
         offer(instance_type="5"),
     ]
-    p = plan(PlanRequest(gpu_names={"L4"}, min_vcpus=4, min_memory_gib=16,
+    p = plan(PlanRequest(gpu_names={"L4"}, min_vcpus=4, min_memory_gib=16, clouds=("gcp", "azure"),
                          region_globs=("us-*",)), catalog(offers), TODAY)
     assert p.rejected == {"aws": {"cloud": 1}, "gcp": {"gpu_name": 1, "vcpus": 1, "region": 1}}
     total = sum(n for d in p.rejected.values() for n in d.values())
