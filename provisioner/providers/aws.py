@@ -21,13 +21,16 @@ the client plumbing (AZ names, the AMI, the security group and the instance prof
   leftovers only. stop/start: ``StopInstances`` / ``StartInstances`` (+ waiter).
 - Report: ``GetConsoleOutput(Latest=True)`` (the newest 64 KB of the serial console), decoded by the one
   ``StackReport`` decoder (``last_console_report``).
+- Clusters (``spec.nodes > 1``): ``aws_group.AwsGroup`` (cluster placement group + one RunInstances with
+  MinCount = MaxCount = N). A name with no single VM is looked up as a cluster: ``find`` gives its rank-0 node,
+  ``delete``/``stop``/``start`` act on every node.
 """
 
 from __future__ import annotations
 
 import builtins
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from provisioner.catalog.models import Offer
 from provisioner.providers import aws_errors as errs
@@ -45,6 +48,9 @@ from provisioner.providers.base import (
     price_from_labels,
 )
 from provisioner.verify.report import StackReport, last_console_report
+
+if TYPE_CHECKING:
+    from provisioner.providers.aws_group import AwsGroup
 
 MANAGED = "trainvm-managed"
 LIVE_STATES = ["pending", "running", "stopping", "stopped", "shutting-down"]
@@ -84,9 +90,24 @@ class AwsProvider(AwsCalls):
 
     def find(self, name: str) -> InstanceRecord | None:
         inst = self._find_any(name)
-        if inst is None or _tags(inst).get(MANAGED) != "true":
+        if inst is None:
+            nodes = self.group.nodes(name)
+            return self._record(nodes[0]) if nodes else None
+        if _tags(inst).get(MANAGED) != "true":
             return None
         return self._record(inst)
+
+    @property
+    def group(self) -> AwsGroup:  # imported when a name may be a cluster's
+        from provisioner.providers.aws_group import AwsGroup
+
+        return AwsGroup(self)
+
+    def cluster_nodes(self, name: str) -> builtins.list[InstanceRecord]:
+        return self.group.cluster_nodes(name)
+
+    def read_cluster_reports(self, name: str) -> dict[str, StackReport | None]:
+        return self.group.read_cluster_reports(name)
 
     def list(self) -> list[InstanceRecord]:
         return sorted((self._record(i) for i in self.each_region(self._instances)), key=lambda r: (r.name, r.zone or ""))
@@ -111,10 +132,15 @@ class AwsProvider(AwsCalls):
     def create(self, spec: LaunchSpec, offer: Offer) -> InstanceRecord:
         if offer.cloud != self.NAME or not offer.zone:
             raise InvalidRequestError(f"not a zonal AWS offer: {offer.describe(spec.spot)}")
+        if spec.nodes > 1:
+            return self.group.create(spec, offer)
         region = offer.region
         existing = self._instances(region, spec.name, managed=False)
         if existing:
             return self._adopt(existing[0], spec)
+        if self.group.nodes_in(region, spec.name, managed=False):
+            raise ConflictError(f"a cluster named {spec.name} exists in {region}; run `trainvm down {spec.name}` or "
+                                "pass --name")
         zone = self.zone_name(region, offer.zone)
         ami = self.ami_for(spec, region)
         R.run_instances_params(spec, offer, ami, zone, security_group_id="sg-check", instance_profile=None)  # checks first
@@ -246,7 +272,8 @@ class AwsProvider(AwsCalls):
             raise RetryExhaustedError(f"cannot tell whether {name} exists: AWS could not list "
                                       f"{', '.join(self.unreachable)}; try `trainvm down {name}` again", code="UNREACHABLE")
         if inst is None:
-            return self._leftovers(name)
+            nodes = self.group.nodes(name)
+            return self.group.delete(nodes, name, wait=wait) if nodes else self._leftovers(name)
         region = inst["_region"]
         deleted = self._terminate(region, inst["InstanceId"], wait=wait)
         if wait:
@@ -259,6 +286,7 @@ class AwsProvider(AwsCalls):
         """No instance: delete a security group / instance profile an earlier ``down --no-wait`` left."""
         groups = self.each_region(lambda region: [region] if self.find_security_group(region, name) else [])
         for region in groups:
+            self.group.delete_placement_group(region, name)
             self.delete_security_group(region, name)
             self.delete_key_pair(region, name)
         self.delete_instance_profile(name)
@@ -275,7 +303,8 @@ class AwsProvider(AwsCalls):
         data runs again only through the startup unit it installed, which re-verifies the stack)."""
         inst = self._managed(name)
         if inst is None:
-            return None
+            nodes = self.group.nodes(name)
+            return self.group.power(nodes, action, wait) if nodes else None
         region, iid, ec2 = inst["_region"], inst["InstanceId"], self.ec2(inst["_region"])
         if action == "stop":
             self.call(lambda: ec2.stop_instances(InstanceIds=[iid]))
@@ -337,7 +366,17 @@ class AwsProvider(AwsCalls):
             ip=inst.get("PublicIpAddress"), image=tags.get("trainvm-image") or inst.get("ImageId"),
             ssh_command=f"ssh {user}@{inst['PublicIpAddress']}" if inst.get("PublicIpAddress") else None, ssh_user=user,
             notes=tuple(notes or ()), adopted=existing, spot=inst.get("InstanceLifecycle") == "spot",
-            owner=tags.get("trainvm-owner"), cloud_id=inst["InstanceId"])
+            owner=tags.get("trainvm-owner"), cloud_id=inst["InstanceId"], **_cluster_fields(tags))
+
+
+def _cluster_fields(tags: dict[str, str]) -> dict[str, Any]:
+    """InstanceRecord.cluster/rank/nodes of a cluster's node (aws_group_request's tags); nothing for one VM."""
+    from provisioner.providers.aws_group_request import GROUP_TAG, NODES_TAG, rank_of
+
+    if not tags.get(GROUP_TAG):
+        return {}
+    nodes = tags.get(NODES_TAG, "")
+    return {"cluster": tags[GROUP_TAG], "rank": rank_of(tags), "nodes": int(nodes) if nodes.isdigit() else 1}
 
 
 __all__ = ["AwsProvider", "errs"]

@@ -38,7 +38,8 @@ AUTH_CODES = frozenset({"UnauthorizedOperation", "AuthFailure", "InvalidClientTo
                         "ExpiredToken", "OptInRequired", "Blocked", "AccessDenied", "AccessDeniedException",
                         "UnrecognizedClientException", "IncompleteSignature"})
 NOT_FOUND_CODES = frozenset({"InvalidInstanceID.NotFound", "InvalidGroup.NotFound", "NoSuchEntity",
-                             "InvalidKeyPair.NotFound", "ParameterNotFound", "InvalidAMIID.NotFound"})
+                             "InvalidKeyPair.NotFound", "ParameterNotFound", "InvalidAMIID.NotFound",
+                             "InvalidPlacementGroup.Unknown"})
 
 
 def error_code(exc: BaseException) -> str | None:

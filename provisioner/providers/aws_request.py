@@ -23,7 +23,10 @@ base64-encodes it for RunInstances only); ``request_preview`` is the same body a
 - A security group per VM (``<name>-sg``): SSH (tcp/22) only from ``ssh_from``; no inbound rule otherwise.
 - An IAM role + instance profile per VM, only when the VM needs AWS APIs: ``s3://`` data (read-only on those
   buckets/prefixes), ``secret://aws/NAME`` secrets (GetSecretValue on those secrets), the lifecycle timers
-  (StopInstances / TerminateInstances on the instance carrying this VM's Name tag).
+  (StopInstances / TerminateInstances on the instance carrying this VM's Name tag; for a cluster's nodes, its
+  ``trainvm-group`` tag).
+- Clusters (hardware.nodes > 1): the placement group and the RunInstances for N nodes are built from this
+  module's body by ``aws_group_request``.
 """
 
 from __future__ import annotations
@@ -218,9 +221,10 @@ def role_policy(spec: LaunchSpec, region: str) -> dict[str, Any] | None:
         statements.append({"Effect": "Allow", "Action": "secretsmanager:GetSecretValue",
                            "Resource": [f"arn:aws:secretsmanager:{region}:*:secret:{s}-??????" for s in secrets]})
     if spec.idle_shutdown_minutes is not None or spec.max_run_hours is not None:
+        key = "trainvm-group" if spec.nodes > 1 else "Name"  # a cluster's nodes: aws_group_request.GROUP_TAG
         statements.append({"Effect": "Allow", "Action": ["ec2:StopInstances", "ec2:TerminateInstances"],
                            "Resource": f"arn:aws:ec2:{region}:*:instance/*",
-                           "Condition": {"StringEquals": {"aws:ResourceTag/Name": spec.name}}})
+                           "Condition": {"StringEquals": {f"aws:ResourceTag/{key}": spec.name}}})
     return {"Version": "2012-10-17", "Statement": statements} if statements else None
 
 
@@ -239,7 +243,12 @@ def request_preview(spec: LaunchSpec, offer: Offer) -> dict[str, Any]:
                                 instance_profile=role_name(spec.name) if policy else None, key_name=spec.name)
     body["Placement"] = {"AvailabilityZoneId": offer.zone} if offer.zone else {}
     body["UserData"] = base64.b64encode(body["UserData"]).decode()
-    return {"RunInstances": body,
+    out: dict[str, Any] = {"RunInstances": body}
+    if spec.nodes > 1:  # a cluster (providers/aws_group.py): placement group, MinCount = MaxCount = N
+        from provisioner.providers.aws_group_request import preview
+
+        out = preview(spec, body)
+    return {**out,
             "CreateSecurityGroup": {**security_group_params(spec, None),
                                     "IpPermissions": ssh_ingress(spec.ssh_from)},
             "IamRolePolicy": policy}

@@ -55,6 +55,7 @@ class MotoAws:
         host, port = self.server.get_host_and_port()
         self.moto_url = f"http://{host}:{port}"
         self.faults = FaultProxy(self.moto_url).start()
+        self.faults.placements.states = self.instance_states
         self.amis: dict[tuple[str, str], str] = {}
         self.seed()
 
@@ -106,6 +107,17 @@ class MotoAws:
         got = self.client("ec2", region, direct=True).describe_instances(
             Filters=[{"Name": "instance-state-name", "Values": list(states)}])
         return [i for r in got["Reservations"] for i in r["Instances"]]
+
+    @staticmethod
+    def instance_states(region: str, ids: set[str]) -> dict[str, str]:
+        """moto's state name of each instance in ``ids`` (read from its in-process backend)."""
+        from moto.ec2.models import ec2_backends
+
+        backend = ec2_backends[ACCOUNT][region]
+        return {i.id: i.state for r in backend.reservations.values() for i in r.instances if i.id in ids}
+
+    def placement_groups(self, region: str = "us-east-1") -> list[str]:
+        return self.faults.placements.names(region)
 
     def security_groups(self, region: str = "us-east-1") -> list[dict[str, Any]]:
         got = self.client("ec2", region, direct=True).describe_security_groups()["SecurityGroups"]

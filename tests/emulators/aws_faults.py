@@ -13,6 +13,7 @@ and its instances are ``running`` at once; the proxy adds:
   answered for GetConsoleOutput; moto's own answer is a fixed placeholder.
 
 Every request is recorded (``requests``: the action and its form parameters) for the tests to assert on.
+Placement groups, which moto lacks, are answered by ``placements`` (tests/emulators/aws_placement.py).
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl
 from xml.sax.saxutils import escape
+
+from tests.emulators.aws_placement import PlacementGroups, region_of
 
 #: HTTP status EC2 uses for each injected code (capacity and throttling are server-side errors there).
 STATUS = {"InsufficientInstanceCapacity": 500, "RequestLimitExceeded": 503, "VcpuLimitExceeded": 400,
@@ -79,6 +82,7 @@ class FaultProxy:
         self.consoles: dict[str, str] = {}
         self.requests: list[Recorded] = []
         self.lock = threading.Lock()
+        self.placements = PlacementGroups()
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -114,6 +118,7 @@ class FaultProxy:
         with self.lock:
             self.rules, self.pending, self.consoles, self.requests = [], set(), {}, []
             self.hold_next = None
+        self.placements.clear()
 
     # ------------------------------------------------------------------ what the tests call
     def fail(self, action: str, code: str, *, times: int = -1, status: int | None = None, message: str | None = None,
@@ -156,15 +161,23 @@ class FaultProxy:
         if action == "GetConsoleOutput" and params.get("InstanceId") in self.consoles:
             rec.status = 200
             return self._send(h, 200, self._console(params["InstanceId"]))
+        region = region_of(h.headers.get("Authorization"))
+        own = (self.placements.answer(action, region, params) if action in PlacementGroups.ACTIONS
+               else self.placements.check_launch(region, params) if action == "RunInstances" else None)
+        if own is not None:
+            rec.status = own.status
+            return self._send(h, own.status, own.body)
         status, headers, data = self._forward(h, body)
         rec.status = status
+        if action == "RunInstances" and status == 200:
+            self.placements.launched(region, params, data)
         hold = self.hold_next
         if action == "RunInstances" and status == 200 and hold is not None and all(params.get(k) == v for k, v in hold.items()):
             with self.lock:
                 self.hold_next = None
                 self.pending.update(re.findall(r"<instanceId>(i-[0-9a-f]+)</instanceId>", data.decode()))
-        if action == "DescribeInstances" and self.pending:
-            data = self._pending(data)
+        if action == "DescribeInstances":
+            data = self._rewrite(data, region)
         self._send(h, status, data, headers.get("Content-Type", "text/xml"))
 
     def _forward(self, h: BaseHTTPRequestHandler, body: bytes) -> tuple[int, dict[str, str], bytes]:
@@ -179,14 +192,18 @@ class FaultProxy:
         finally:
             conn.close()
 
-    def _pending(self, data: bytes) -> bytes:
-        """DescribeInstances with the held instances reported as ``pending`` (code 0)."""
+    def _rewrite(self, data: bytes, region: str) -> bytes:
+        """DescribeInstances with the held instances reported as ``pending`` (code 0) and placement group
+        members' ``placement.groupName``."""
+        if not self.pending and not self.placements.groups:
+            return data
         try:
             root = ET.fromstring(data)
         except ET.ParseError:
             return data
         ns = root.tag[1:].split("}")[0] if root.tag.startswith("{") else ""
         q = (lambda t: f"{{{ns}}}{t}") if ns else (lambda t: t)
+        self.placements.annotate(region, root)
         for item in root.iter(q("item")):
             iid, state = item.find(q("instanceId")), item.find(q("instanceState"))
             if iid is None or state is None or not ("*" in self.pending or iid.text in self.pending):
