@@ -7,15 +7,13 @@ so ``get_provider("azure")`` stays cheap until a cloud call is made.
 - Settings, credentials and clients: ``azure_clients`` (AZURE_SUBSCRIPTION_ID, TRAINVM_AZURE_ACCESS_TOKEN or
   DefaultAzureCredential, TRAINVM_AZURE_ENDPOINT, TRAINVM_AZURE_POLL_SECONDS, TRAINVM_RETRY_BASE_DELAY;
   resource-provider auto-registration off). ``TRAINVM_AZURE_OP_TIMEOUT`` (default 900 s) bounds every wait.
-- Create = resource group -> VNet + NSG (in parallel) -> VM (its NIC and public IP are VM-managed) -> the
-  role assignment of the VM's identity when it must stop/delete itself (``azure_roles``).
-  Idempotent: deterministic names; an existing VM with this profile hash is returned (waiting for it if a
-  killed ``up`` left it creating); a Failed leftover is deleted with its group and created again; another
-  hash -> ConflictError. Any failed attempt deletes its resource group, waits for that and checks the group
-  is gone (error ``cleanup`` "verified"), else records it in ``left_behind`` (``provision`` then stops, since
-  the next region would reuse the name). An interrupted process (Ctrl-C) leaves the group to the re-run.
-- Ownership: the resource group carries a lease (``azure_lease``): only its holder deletes it; another
-  ``up`` of the same VM waits for the holder's VM instead of writing to the group.
+- Create (``azure_create``): resource group -> VNet + NSG -> VM -> the VM identity's role assignment; a
+  transaction with an owner (the attempt id on the group's lease and on the VM): an existing VM of this profile
+  is adopted, a racing ``up``'s VM is joined, never written over or deleted; any failed attempt deletes its
+  resource group (``azure_lease``: only a group holding no VM of another live attempt), waits for that and
+  checks the group is gone (error ``cleanup`` "verified"), else records it in ``left_behind`` (``provision``
+  then stops, since the next region would reuse the name). An interrupted process (Ctrl-C) leaves the group
+  to the re-run.
 - Not found vs wrong credentials: a 404 is "missing" only for a resource or group; ``SubscriptionNotFound``
   (a mistyped or invisible subscription) is an AuthError naming the subscription.
 - Long-running operations: ``poller.result(timeout)`` then ``poller.done()`` (``result`` returns quietly on
@@ -29,9 +27,7 @@ from __future__ import annotations
 
 import builtins
 import os
-import socket
 import time
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
@@ -43,25 +39,22 @@ from provisioner.errors import InputError
 from provisioner.providers import azure_errors as errs
 from provisioner.providers import azure_request as R
 from provisioner.providers.azure_clients import Settings, default_credential, make_clients
-from provisioner.providers.azure_lease import LEASE, LEASE_UNTIL, MANAGED, GroupLease, _lease, _lease_live, _props
-from provisioner.providers.azure_roles import grant_lifecycle_role
+from provisioner.providers.azure_create import CreateTransaction
+from provisioner.providers.azure_lease import MANAGED, GroupLease, _props
 from provisioner.providers.base import (
     ConflictError,
     InstanceRecord,
     LaunchSpec,
     ProviderError,
     RetryExhaustedError,
-    VanishedError,
     price_from_labels,
 )
-from provisioner.providers.poll import poll
 from provisioner.providers.ssh_key import SSH_KEY_FILES, read_public_key
 from provisioner.verify.report import StackReport, decode_report, last_console_report
 
 __all__ = ["AzureProvider", "vm_state"]
 
 NOT_MISSING = frozenset({"SubscriptionNotFound", "InvalidSubscriptionId"})  # 404s that are not "no such resource"
-IN_FLIGHT = ("Creating", "Updating")
 RUN_COMMAND_TIMEOUT = 300.0
 _MISSING = object()
 
@@ -79,7 +72,7 @@ def _group_of(vm: dict[str, Any]) -> str:
     return parts[4] if len(parts) > 4 and parts[3].lower() == "resourcegroups" else R.names(vm.get("name") or "").rg
 
 
-class AzureProvider(GroupLease):
+class AzureProvider(CreateTransaction, GroupLease):
     NAME = "azure"
 
     def __init__(self, *, subscription_id: str | None = None, endpoint: str | None = None, credential: Any = None,
@@ -194,104 +187,7 @@ class AzureProvider(GroupLease):
         key = self.ssh_public_key()  # input problems surface before any cloud call
         R.custom_data(spec)
         R.user_data(spec)
-        n, deadline = R.names(spec.name), self._clock() + self.op_timeout
-        notes = R.notes(spec, offer, self.subscription_id)
-        existing = self._get_vm(n.rg, spec.name)
-        if existing is not None:
-            adopted = self._adopt(existing, spec, notes, deadline)
-            if adopted is not None:
-                return adopted
-        # this create's lease id (group tag LEASE): a local, never kept on the provider (parallel creates)
-        attempt = f"{socket.gethostname()[:40]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        other = self._await_other_attempt(n.rg, spec, notes, deadline, attempt)
-        if other is not None:
-            return other
-        self._prepare_group(n.rg, offer.region, deadline)
-        image = self.image_for(spec, offer)
-        body = R.vm_body(spec, offer, subscription_id=self.subscription_id, image=image, ssh_public_key=key)
-        api, group_body = self.api(), R.group_body(spec, offer.region)
-        group_body["tags"] = {**group_body["tags"], LEASE: attempt,
-                              LEASE_UNTIL: str(int(time.time() + self.op_timeout + 60))}
-        made_group = False
-        try:
-            self._call(lambda: api.resource.resource_groups.create_or_update(n.rg, group_body))
-            made_group = True
-            if _lease(self._get_group(n.rg)) != attempt:  # another `up` wrote the group just after us: its attempt
-                # owns the group; its VM is ours too, and when it gives up (its cleanup deletes the group) this
-                # attempt is over as well (never write into a group another attempt deleted or is deleting)
-                return self._await_other_attempt(n.rg, spec, notes, deadline, attempt) or self._lost(spec, n.rg)
-            vnet = self._put(n.rg, deadline, attempt, lambda: api.network.virtual_networks.begin_create_or_update(
-                n.rg, n.vnet, R.vnet_body(spec, offer.region)))
-            nsg = self._put(n.rg, deadline, attempt, lambda: api.network.network_security_groups.begin_create_or_update(
-                n.rg, n.nsg, R.nsg_body(spec, offer.region)))
-            self._wait(vnet, deadline, f"virtual network {n.vnet}")
-            self._wait(nsg, deadline, f"network security group {n.nsg}")
-            if _lease(self._get_group(n.rg)) != attempt:  # lost the group to another `up`: its VM is ours too
-                return self._await_other_attempt(n.rg, spec, notes, deadline, attempt) or self._lost(spec, n.rg)
-            vm = self._put(n.rg, deadline, attempt, lambda: api.compute.virtual_machines.begin_create_or_update(n.rg, spec.name, body))
-            self._wait_vm(vm, n, deadline)
-            created = self._get_vm(n.rg, spec.name)
-            if created is None:
-                raise VanishedError(f"{spec.name} was deleted right after its creation finished", code="DeletedDuringCreate")
-            grant_lifecycle_role(self, spec, created)  # needs the identity ARM gave the VM
-            return self._record(created, notes=notes)
-        except Exception as exc:
-            if made_group and isinstance(exc, ProviderError) and not isinstance(exc, VanishedError) \
-                    and exc.code != "AttemptLost":  # the other attempt's cleanup deleted the group, not a `down`
-                exc = self._vanished(n.rg, spec, exc)
-            note = self._cleanup(n.rg, spec, exc if isinstance(exc, ProviderError) else None, attempt)
-            if note and isinstance(exc, ProviderError):
-                exc.args = (f"{exc}; {note}",)
-            raise exc
-
-    def _wait_vm(self, poller: Any, n: R.Names, deadline: float) -> None:
-        """Wait for the VM's creation; a failure without a code (provisioningState polling) takes the code
-        from the instance view."""
-        try:
-            self._wait(poller, deadline, f"virtual machine {n.vm}")
-        except ProviderError as exc:
-            if exc.code not in (None, "200"):
-                raise
-            view = self._call(lambda: self.api().compute.virtual_machines.instance_view(n.rg, n.vm), missing=None)
-            code, message = errs.code_from_statuses(_wire(view).get("statuses"))
-            if code is None:
-                raise
-            raise errs.classify(errs.Failure(200, code, message)) from exc
-
-    def _adopt(self, vm: dict[str, Any], spec: LaunchSpec, notes: list[str], deadline: float,
-               attempt: str | None = None) -> InstanceRecord | None:
-        """A VM of that name exists: ours (same hash) is returned; a failed leftover is deleted (None).
-        ``attempt``: the lease id of the calling create, once it has one."""
-        n, tags = R.names(spec.name), vm.get("tags") or {}
-        if tags.get(MANAGED) != "true":
-            raise ConflictError(f"a VM named {spec.name} already exists in resource group {n.rg} and is not managed by "
-                                "trainvm; pass --name to choose another name")
-        if tags.get("trainvm-hash") != spec.labels.get("trainvm-hash"):
-            raise ConflictError(f"a VM named {spec.name} already exists ({vm.get('location')}) for another version of the "
-                                f"profile (hash {tags.get('trainvm-hash')}); run `trainvm down {spec.name}` or pass --name")
-        def settled(v: dict[str, Any]) -> bool:
-            return _props(v).get("provisioningState") not in IN_FLIGHT
-
-        try:
-            if not settled(vm):  # a killed `up` left it creating
-                vm = poll(lambda: self._get_vm(n.rg, spec.name) or {}, ready=settled, deadline=deadline,
-                          interval=self.poll_seconds, clock=self._clock, sleep=self._sleep,
-                          timed_out=lambda last: RetryExhaustedError(
-                              f"{spec.name} stayed {_props(last).get('provisioningState')} for {self.op_timeout:g} s "
-                              "(TRAINVM_AZURE_OP_TIMEOUT)", code="OperationTimeout"))
-        except ProviderError as exc:
-            note = self._cleanup(n.rg, spec, exc, attempt)
-            if note:
-                exc.args = (f"{exc}; {note}",)
-            raise
-        if _props(vm).get("provisioningState") == "Succeeded":
-            grant_lifecycle_role(self, spec, vm)  # a killed `up` may have stopped before it
-            return self._record(vm, notes=notes, existing=True)
-        group = self._get_group(n.rg)
-        if group is not None and _lease(group) not in (None, attempt) and _lease_live(group):
-            return None  # another live attempt owns this failed VM: its own cleanup decides (create() waits for it)
-        self._delete_group(n.rg, wait=True)  # Failed/Canceled/gone: start again from nothing
-        return None
+        return self._create_vm(spec, offer, key)  # azure_create: the transaction and its owner
 
     def find(self, name: str) -> InstanceRecord | None:
         n = R.names(name)

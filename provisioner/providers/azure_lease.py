@@ -38,6 +38,7 @@ from provisioner.providers.base import (
 from provisioner.providers.poll import poll
 
 LEASE, LEASE_UNTIL = "trainvm-attempt", "trainvm-lease-until"
+CONFLICT_CODES = frozenset({"Conflict", "AnotherOperationInProgress"})  # a PUT refused while another one runs (409)
 WAITING = object()  # _await_other_attempt: the other attempt is still at work
 MANAGED = "trainvm-managed"
 
@@ -70,6 +71,12 @@ def _lease_live(group: dict[str, Any]) -> bool:
     return True
 
 
+def _foreign_live(res: dict[str, Any] | None, attempt: str | None) -> bool:
+    """``res`` (a group or a VM) names another attempt as its owner, and that attempt may still be at work."""
+    owner = _lease(res)
+    return res is not None and owner not in (None, attempt) and _lease_live(res)
+
+
 class GroupLease:
     """Needs: _call, _wait, _get_group, _get_vm, _adopt, _record, _sleep, _clock, poll_seconds, op_timeout.
     Keeps no state: the calling create's lease id (``attempt``) is passed in."""
@@ -93,7 +100,7 @@ class GroupLease:
         Conflict); when that PUT came from another `up` that raced us for the group, the lease holder waits for
         it and sends its own again (the bodies are the same), so a loser's writes never fail the owner."""
         def ours_held_up(exc: BaseException) -> bool:
-            return (isinstance(exc, ProviderError) and exc.code == "Conflict"
+            return (isinstance(exc, ProviderError) and exc.code in CONFLICT_CODES
                     and _lease(self._get_group(rg)) == attempt)
 
         return poll(lambda: self._call(fn), deadline=deadline, timed_out=lambda last: last, transient=ours_held_up,
@@ -103,14 +110,21 @@ class GroupLease:
         raise ProviderError(f"another `trainvm up` took over resource group {rg} and gave it up without a VM; "
                             f"run `trainvm up` again", code="AttemptLost").verified()
 
-    def _vanished(self, rg: str, spec: LaunchSpec, exc: ProviderError) -> ProviderError:
-        """A failure because someone deleted the group under a pending create (``trainvm down`` during ``up``)."""
+    def _vanished(self, rg: str, spec: LaunchSpec, exc: ProviderError, attempt: str, sent: bool) -> ProviderError:
+        """A failure because someone deleted the group under a pending create (``trainvm down`` during ``up``).
+        Before this attempt's VM PUT was accepted, a group that another attempt holds and is deleting is that
+        attempt's cleanup (it lost its VM): this attempt is lost too (``AttemptLost``), not deleted by a user."""
         try:
             group = self._get_group(rg)
         except ProviderError:
             return exc
         if group is not None and _props(group).get("provisioningState") != "Deleting":
             return exc
+        if not sent and group is not None and _lease(group) not in (None, attempt):
+            lost = ProviderError(f"another `trainvm up` ({_lease(group)}) that held resource group {rg} gave up and is "
+                                 f"deleting it ({exc})", code="AttemptLost")
+            lost.__cause__ = exc
+            return lost
         gone = VanishedError(f"resource group {rg} of {spec.name} was deleted while its create was in progress "
                              f"({exc})", code="DeletedDuringCreate")
         gone.__cause__ = exc
@@ -143,23 +157,28 @@ class GroupLease:
                      interval=self.poll_seconds, clock=self._clock, sleep=self._sleep)
         return None if found is WAITING else found  # type: ignore[return-value]
 
-    def _prepare_group(self, rg: str, location: str, deadline: float) -> None:
-        """Make room for the group: a trainvm leftover being deleted or in another region must be gone first."""
+    def _prepare_group(self, rg: str, location: str, deadline: float, name: str) -> dict[str, Any] | None:
+        """Make room for the group: a trainvm leftover being deleted or in another region must be gone first.
+        A VM found in a group of another region is returned, not deleted (another `up` created it meanwhile)."""
         group = self._get_group(rg)
         if group is None:
-            return
+            return None
         if (group.get("tags") or {}).get(MANAGED) != "true":
             raise ConflictError(f"resource group {rg} exists and is not managed by trainvm; pass --name to choose "
                                 "another VM name")
         state = _props(group).get("provisioningState")
         if state != "Deleting" and group.get("location") == location:
-            return  # a leftover of an interrupted attempt here: the PUTs below update it in place
+            return None  # a leftover of an interrupted attempt here: the PUTs below update it in place
         if state != "Deleting":
+            vm = self._get_vm(rg, name)
+            if vm is not None:
+                return vm
             self._delete_group(rg, wait=True)
         poll(lambda: self._get_group(rg), ready=lambda g: g is None, deadline=deadline, interval=self.poll_seconds,
              clock=self._clock, sleep=self._sleep,
              timed_out=lambda last: RetryExhaustedError(f"resource group {rg} is still being deleted",
                                                         code="OperationTimeout"))
+        return None
 
     def _cleanup(self, rg: str, spec: LaunchSpec, failed: ProviderError | None = None,
                  attempt: str | None = None) -> str | None:
@@ -174,8 +193,14 @@ class GroupLease:
             if group is None or tags.get("trainvm-hash") != spec.labels.get("trainvm-hash"):
                 mark(True)
                 return None
+            vm = self._get_vm(rg, spec.name, expand=None)
+            creator = _lease(vm)
+            if vm is not None and creator != attempt and (creator is None or _lease_live(vm)):
+                mark(True)  # a VM this attempt did not create: never deleted by its cleanup
+                return (f"resource group {rg} holds {spec.name} of another `trainvm up` ({creator or 'no attempt tag'}) "
+                        "and is left to it")
             owner = tags.get(LEASE)
-            if owner not in (None, attempt) and _lease_live(group):
+            if vm is None and owner not in (None, attempt) and _lease_live(group):
                 mark(True)  # another live `up` holds it now: its resources are that attempt's to keep or delete
                 return f"resource group {rg} is left to the other `trainvm up` ({owner}) that now holds it"
             self._delete_group(rg, wait=True)

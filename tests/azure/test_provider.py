@@ -47,7 +47,9 @@ def test_t4_happy_path_request_bodies(emu, provider, t4_spec, t4):
 
     body = vm_put(emu, n.vm)
     p = body["properties"]
+    owner = {k: body["tags"].pop(k) for k in ("trainvm-attempt", "trainvm-lease-until")}  # the VM names its creator
     assert body["location"] == "eastus" and body["tags"] == t4_spec.labels
+    assert owner["trainvm-attempt"] == (emu.state.group(n.rg)["tags"] or {})["trainvm-attempt"]
     assert base64.b64decode(p["osProfile"]["customData"], validate=True).decode() == USER_DATA
     assert json.loads(base64.b64decode(p["userData"])) == json.loads(t4_spec.profile_json)
     assert p["storageProfile"]["imageReference"] == {"publisher": "Canonical", "offer": "0001-com-ubuntu-server-jammy",

@@ -123,7 +123,8 @@ class ArmEmulator(ArmRouter):
         self.url = self.ca_path = None
         self.silent = None  # (path regex, seconds): matching requests are held that long before the answer
         self.on_poll = None  # on_poll(emu, op): test hook run (under the lock) before an LRO poll advances it
-        self.before_request = None  # before_request(method, path): test hook run (outside the lock) before routing
+        self.before_request = None  # before_request(method, path, body): test hook run (outside the lock) before routing
+        self.after_request = None  # after_request(method, path, body, status): test hook run (outside the lock) after it
 
     # ------------------------------------------------------------------ lifecycle
     def start(self):
@@ -165,7 +166,7 @@ class ArmEmulator(ArmRouter):
         with self._lock:
             self.state = State(self.subscription_id)
             self.requests.clear()
-            self.on_poll = self.silent = self.before_request = None
+            self.on_poll = self.silent = self.before_request = self.after_request = None
 
     # ------------------------------------------------------------------ test controls
     def inject(self, kind, location=None, times=1, size=None, *, zone=None, code=None, message=None,

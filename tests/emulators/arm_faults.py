@@ -7,6 +7,7 @@ knowledge file); the others are approximations with the right HTTP status.
 from __future__ import annotations
 
 import re
+import uuid
 
 from .arm_validate import ArmError
 
@@ -39,6 +40,20 @@ ALIASES = {"sku_not_available": "sku_not_available_409", "quota_409": "quota", "
 def not_found(type_, name, rg):
     return ArmError(404, "ResourceNotFound", f"The Resource '{type_}/{name}' under resource group '{rg}' was not "
                     "found. For more details please go to https://aka.ms/ARMResourceNotFoundFix")  # (*)
+
+
+def concurrent_write(type_, sub, loc):
+    """A PUT on a resource whose own operation is still running. Compute answers 409 Conflict (*: the text of a VM
+    PUT refused that way, azure-cli issue 15765); Network 409 AnotherOperationInProgress (*: public Terraform/Pulumi
+    reports). Not modelled: Compute sometimes accepts the second PUT instead and fails the running one with
+    OperationPreempted ("Operation execution has been preempted by a more recent operation")."""
+    if type_.startswith("Microsoft.Network/"):
+        return ArmError(409, "AnotherOperationInProgress", "Another operation on this or dependent resource is in "
+                        "progress. To retrieve status of the operation use uri: https://management.azure.com/"
+                        f"subscriptions/{sub}/providers/Microsoft.Network/locations/{loc}/operations/"
+                        f"{uuid.uuid4()}?api-version=2024-05-01.")
+    return ArmError(409, "Conflict", "The request failed due to conflict with a concurrent request. To resolve it, "
+                    "please refer to https://aka.ms/activitylog to get more details on the conflicting requests.")
 
 
 def rg_not_found(rg):

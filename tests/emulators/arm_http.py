@@ -75,7 +75,7 @@ class ArmRouter(VmssRoutes):
             time.sleep(silent[1])
         before = getattr(self, "before_request", None)  # a test hook, outside the lock: e.g. hold two racing PUTs
         if before is not None:
-            before(method, parts.path)
+            before(method, parts.path, body)
         with self._lock:
             self.requests.append(rec)
             try:
@@ -86,6 +86,9 @@ class ArmRouter(VmssRoutes):
             except ArmError as e:
                 status, hdrs, out = e.status, dict(e.headers), e.body()
         rec.status = status
+        after = getattr(self, "after_request", None)  # a test hook, outside the lock, once the answer is decided
+        if after is not None:
+            after(method, parts.path, body, status)
         hdrs.setdefault("x-ms-request-id", str(uuid.uuid4()))
         hdrs.setdefault("x-ms-correlation-request-id", headers.get("x-ms-client-request-id") or str(uuid.uuid4()))
         return status, hdrs, (None if method == "HEAD" else out)

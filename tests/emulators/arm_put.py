@@ -13,7 +13,7 @@ from . import arm_schemas as S
 from . import arm_validate as V
 from . import arm_vmss_schemas as VS
 from .arm_catalog import DISK_T, NIC_T, NSG_T, PIP_T, PPG_T, VM_T, VMSS_T, VNET_T, under, vcpus, vm_family
-from .arm_faults import ALLOCATION_MESSAGES, KINDS, http_fault_error
+from .arm_faults import ALLOCATION_MESSAGES, KINDS, concurrent_write, http_fault_error
 from .arm_validate import ArmError
 
 
@@ -39,8 +39,7 @@ class PutMixin:
                            f"'{old['location']}' in resource group '{rg}'. A resource with the same name cannot be "
                            f"created in location '{loc}'. Please select a new resource name.")
         if old and old["state"] in ("Creating", "Updating", "Deleting"):
-            raise ArmError(409, "Conflict", f"The operation 'PUT' on '{name}' is not allowed while the resource "
-                           f"is in state '{old['state']}'. Retry after the running operation finishes.")
+            raise concurrent_write(type_, self.sub, loc)
         rec = self.new_record(rg, type_, name, body)
         if old:
             rec.update(guid=old["guid"], created=old["created"], extra=dict(old["extra"]), state="Updating")

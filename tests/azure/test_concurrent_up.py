@@ -1,0 +1,157 @@
+"""Two concurrent `up` of one profile on Azure (issue 19), with the interleavings forced by the ARM emulator's
+request hooks (before_request holds a request until another has arrived or been answered), so that each race
+happens every time instead of 1 run in 5 under load.
+
+The group's lease tag is last-writer-wins (ARM has no conditional write), so both attempts can pass their lease
+check. What decides is the VM PUT: ARM refuses a PUT on a VM whose create is still running (409 Conflict, the
+emulator's answer; it does not model Compute's other answer, accepting the second PUT and failing the first
+operation with OperationPreempted). Not modelled either: two separate processes (both attempts run in threads
+of one process, so a lease's pid check always finds its owner alive, as it would for two live processes).
+"""
+
+from __future__ import annotations
+
+import threading
+
+from provisioner.providers.azure import AzureProvider
+from provisioner.providers.azure_request import names
+from provisioner.provision.failover import provision
+
+T4 = "Standard_NC4as_T4_v3"
+REGIONS = ("eastus", "eastus2", "westus2")
+HOLD = 30  # seconds a held request waits at most (a broken interleaving fails the test, it does not hang)
+
+
+class Gate:
+    """One step of an interleaving: set() releases whoever waits on it; wait() records whether that happened."""
+
+    def __init__(self) -> None:
+        self.event, self.timed_out = threading.Event(), False
+
+    def set(self) -> None:
+        self.event.set()
+
+    def wait(self) -> None:
+        if not self.event.wait(HOLD):
+            self.timed_out = True
+
+
+def _is_group_put(method, path, rg):
+    return method == "PUT" and path.lower().endswith(f"/resourcegroups/{rg}".lower())
+
+
+def _is_vm_put(method, path):
+    return method == "PUT" and "/virtualmachines/" in path.lower() and path.lower().count("/") == 8
+
+
+def _up(provider, spec, offers, results, i):
+    """`trainvm up` (the failover walk over three regions) in a thread; its record or error lands in results[i]."""
+    chain = [offers[(r, T4)] for r in REGIONS]
+
+    def up():
+        try:
+            results[i] = provision(chain, lambda o: spec, lambda cloud: provider).record
+        except Exception as exc:  # noqa: BLE001 - recorded for the assertion
+            results[i] = exc
+    t = threading.Thread(target=up)
+    t.start()
+    return t
+
+
+def _vms(emu):
+    return [r for r in emu.state.res.values() if r["type"] == "Microsoft.Compute/virtualMachines"]
+
+
+def test_vm_put_refused_by_a_racing_up_adopts_its_vm(emu, t4_spec, offers):
+    """The interleaving that failed 1 CI run in 5: both `up` read "no group"; A writes the group and passes its
+    lease check; B then writes the group (its lease now) and its VM PUT reaches ARM first; A's VM PUT gets 409
+    Conflict. Before the fix A failed ("azure refused the request", exit 2) although B's VM was being created;
+    now A joins B's VM: both exit 0 with the one VM, A's record says adopted."""
+    rg = names(t4_spec.name).rg
+    emu.polls = 3
+    second_group_put, a_vm_put, b_vm_answered = Gate(), Gate(), Gate()
+    seen: dict[str, list] = {"group": [], "vm": []}
+    lock = threading.Lock()
+
+    def before(method, path, body=None):
+        if _is_group_put(method, path, rg):
+            with lock:
+                seen["group"].append((body.get("tags") or {}).get("trainvm-attempt"))
+                first = len(seen["group"]) == 1
+                second = len(seen["group"]) == 2
+            if first:  # A: waits until B has read "no group" too (B's group PUT is here)
+                second_group_put.wait()
+            elif second:  # B: its group PUT waits until A has passed its lease check and sent its VM PUT
+                second_group_put.set()
+                a_vm_put.wait()
+        elif _is_vm_put(method, path):
+            with lock:
+                seen["vm"].append(path)
+                first = len(seen["vm"]) == 1
+            if first:  # A's VM PUT: held until ARM has accepted B's
+                a_vm_put.set()
+                b_vm_answered.wait()
+
+    def after(method, path, body, status):
+        with lock:
+            b = _is_vm_put(method, path) and len(seen["vm"]) >= 2
+        if b and status in (200, 201):
+            b_vm_answered.set()
+    emu.before_request, emu.after_request = before, after
+    results: dict[int, object] = {}
+    for t in [_up(AzureProvider(), t4_spec, offers, results, i) for i in range(2)]:
+        t.join(120)
+    assert not any(g.timed_out for g in (second_group_put, a_vm_put, b_vm_answered))  # the interleaving happened
+    vm_puts = emu.calls("PUT", "/virtualMachines/")
+    assert [c.status for c in vm_puts][:2] == [201, 409]  # B's accepted, A's refused: the race was real
+    assert len(results) == 2 and all(not isinstance(r, Exception) for r in results.values()), results
+    assert sorted(r.adopted for r in results.values()) == [False, True]
+    adopted = next(r for r in results.values() if r.adopted)
+    assert any("created by another `trainvm up`" in note for note in adopted.notes)
+    assert len(_vms(emu)) == 1 and emu.resource_groups() == [rg]
+    assert not emu.calls("DELETE", "/resourcegroups/")
+
+
+def test_loser_cleanup_never_deletes_the_winners_group(emu, t4_spec, offers):
+    """Both `up` read "no group"; B writes the group first and its VM PUT is accepted (and stays Creating); only
+    then does A write the group, so A holds the lease. A gives up waiting (its operation timeout). Before the fix
+    A, as the lease holder, retried its VM PUT into the 409 until its deadline and then its cleanup deleted the
+    group with B's VM in it (B's create then failed as if someone ran `down`: zero VMs). Now A's cleanup sees
+    that the VM names B as its creator and leaves the group: B's VM finishes, one VM, no group deletion."""
+    rg = names(t4_spec.name).rg
+    emu.inject("lro_never_done", location="eastus")  # B's VM (the first PUT ARM accepts) stays Creating
+    b_group_put, second_group_put, b_vm_answered = Gate(), Gate(), Gate()
+    seen: list = []
+    lock = threading.Lock()
+
+    def before(method, path, body=None):
+        if _is_group_put(method, path, rg):
+            with lock:
+                seen.append(path)
+                n = len(seen)
+            if n == 1:  # B: waits until A (started only now) has read "no group" too
+                b_group_put.set()
+                second_group_put.wait()
+            elif n == 2:  # A: its group PUT (the last write: A's lease) only once B's VM PUT was accepted
+                second_group_put.set()
+                b_vm_answered.wait()
+
+    def after(method, path, body, status):
+        if _is_vm_put(method, path) and status in (200, 201):
+            b_vm_answered.set()
+    emu.before_request, emu.after_request = before, after
+    results: dict[str, object] = {}
+    b = _up(AzureProvider(), t4_spec, offers, results, "B")
+    b_group_put.wait()
+    a = _up(AzureProvider(op_timeout=1.5), t4_spec, offers, results, "A")
+    a.join(120)  # A ends first (it gives up while B's VM is still Creating)
+    assert not any(g.timed_out for g in (b_group_put, second_group_put, b_vm_answered))
+    group_tags = emu.state.group(rg)["tags"]
+    vm_tags = _vms(emu)[0]["body"]["tags"]
+    assert group_tags["trainvm-attempt"] != vm_tags["trainvm-attempt"]  # A holds the lease, B created the VM
+    assert not emu.calls("DELETE", "/resourcegroups/"), "A's cleanup deleted B's group"
+    emu.finish_operations(stuck=True)  # B's VM finishes
+    b.join(120)
+    assert not isinstance(results["B"], Exception), results  # B: the VM
+    assert results["B"].state == "RUNNING" and not results["B"].adopted
+    assert len(_vms(emu)) == 1 and emu.resource_groups() == [rg]
