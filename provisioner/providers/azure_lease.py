@@ -110,7 +110,8 @@ class GroupLease:
         raise ProviderError(f"another `trainvm up` took over resource group {rg} and gave it up without a VM; "
                             f"run `trainvm up` again", code="AttemptLost").verified()
 
-    def _vanished(self, rg: str, spec: LaunchSpec, exc: ProviderError, attempt: str, sent: bool) -> ProviderError:
+    def _vanished(self, rg: str, spec: LaunchSpec, exc: ProviderError, attempt: str | None = None,
+                  sent: bool = True) -> ProviderError:
         """A failure because someone deleted the group under a pending create (``trainvm down`` during ``up``).
         Before this attempt's VM PUT was accepted, a group that another attempt holds and is deleting is that
         attempt's cleanup (it lost its VM): this attempt is lost too (``AttemptLost``), not deleted by a user."""
@@ -157,9 +158,9 @@ class GroupLease:
                      interval=self.poll_seconds, clock=self._clock, sleep=self._sleep)
         return None if found is WAITING else found  # type: ignore[return-value]
 
-    def _prepare_group(self, rg: str, location: str, deadline: float, name: str) -> dict[str, Any] | None:
+    def _prepare_group(self, rg: str, location: str, deadline: float, name: str | None = None) -> dict[str, Any] | None:
         """Make room for the group: a trainvm leftover being deleted or in another region must be gone first.
-        A VM found in a group of another region is returned, not deleted (another `up` created it meanwhile)."""
+        The VM ``name`` found in a group of another region is returned, not deleted (another `up` created it)."""
         group = self._get_group(rg)
         if group is None:
             return None
@@ -170,7 +171,7 @@ class GroupLease:
         if state != "Deleting" and group.get("location") == location:
             return None  # a leftover of an interrupted attempt here: the PUTs below update it in place
         if state != "Deleting":
-            vm = self._get_vm(rg, name)
+            vm = self._get_vm(rg, name) if name else None
             if vm is not None:
                 return vm
             self._delete_group(rg, wait=True)
