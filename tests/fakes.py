@@ -4,7 +4,12 @@ providers (tests/contract/): idempotent create, ConflictError for another hash o
 ``list``/``find`` that see only trainvm's VMs, delete twice, stop/start, and creates from several threads.
 
 Two providers built on the same dicts (``FakeProvider("gcp", vms=a.vms, unmanaged=a.unmanaged, ...)``, or
-``a.twin()``) see one cloud, the way two ``trainvm`` processes see one project."""
+``a.twin()``) see one cloud, the way two ``trainvm`` processes see one project.
+
+Clusters (``LaunchSpec.nodes`` > 1, the contract in providers/base.py): nodes ``NAME-0`` ... ``NAME-(N-1)`` (the rank
+is the suffix), a placement group ``NAME`` in ``placements`` when ``spec.compact``, all or nothing: with
+``capacity[zone or region] = K`` < N the fake makes K nodes, deletes them and the placement group, then raises a
+verified CapacityError (it models no partial success: a real engine's partial success is each provider's to read)."""
 
 from __future__ import annotations
 
@@ -15,7 +20,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from provisioner.catalog.models import Offer
-from provisioner.providers.base import ConflictError, InstanceRecord, LaunchSpec, ProviderError, price_from_labels
+from provisioner.providers.base import (
+    CapacityError,
+    ConflictError,
+    InstanceRecord,
+    LaunchSpec,
+    ProviderError,
+    price_from_labels,
+)
 from provisioner.verify.report import StackReport, decode_report
 
 STOPPED = "TERMINATED"
@@ -46,11 +58,13 @@ class FakeProvider:
     calls: list[tuple[str, str]] = field(default_factory=list)
     unmanaged: dict[str, InstanceRecord] = field(default_factory=dict)  # VMs of that cloud trainvm did not create
     lock: Any = field(default_factory=threading.RLock)
+    placements: set[str] = field(default_factory=set)  # clusters' placement groups, by cluster name
+    capacity: dict[str, int] = field(default_factory=dict)  # zone or region -> nodes a cluster create finds room for
 
     def twin(self) -> FakeProvider:
         """Another provider on the same cloud (what a second process would build)."""
         return FakeProvider(self.NAME, self.vms, self.failures, self.reports, self.consoles, self.profiles, self.calls,
-                            self.unmanaged, self.lock)
+                            self.unmanaged, self.lock, self.placements, self.capacity)
 
     def fail(self, where: str, *errors: ProviderError) -> None:
         self.failures.setdefault(where, deque()).extend(errors)
@@ -58,7 +72,15 @@ class FakeProvider:
     def find(self, name: str) -> InstanceRecord | None:
         with self.lock:
             self.calls.append(("find", name))
-            return self.vms.get(name)
+            return self._lookup(name)
+
+    def _lookup(self, name: str) -> InstanceRecord | None:
+        """The VM ``name``, or the rank-0 node of the cluster ``name``."""
+        rec = self.vms.get(name)
+        if rec is None:
+            nodes = self._nodes(name)
+            rec = nodes[0] if nodes else None
+        return rec
 
     def create(self, spec: LaunchSpec, offer: Offer) -> InstanceRecord:
         with self.lock:
@@ -66,7 +88,7 @@ class FakeProvider:
             if spec.name in self.unmanaged:
                 raise ConflictError(f"a VM named {spec.name} already exists and is not managed by trainvm; "
                                     "pass --name to choose another name")
-            existing = self.vms.get(spec.name)
+            existing = self._lookup(spec.name)
             if existing is not None:
                 if existing.hash != spec.labels.get("trainvm-hash"):
                     raise ConflictError(f"a VM named {spec.name} already exists for another version of the profile "
@@ -75,6 +97,8 @@ class FakeProvider:
             queue = self.failures.get(offer.location) or self.failures.get(offer.region)
             if queue:
                 raise queue.popleft().verified()  # the fake creates nothing before failing
+            if spec.nodes > 1:
+                return self._create_cluster(spec, offer)
             record = InstanceRecord(
                 name=spec.name, cloud=offer.cloud, region=offer.region, zone=offer.zone,
                 instance_type=offer.instance_type, state="RUNNING", profile=spec.profile_name,
@@ -83,6 +107,40 @@ class FakeProvider:
             self.vms[spec.name] = record
             self.profiles[spec.name] = json.loads(spec.profile_json)
             return record
+
+    def _create_cluster(self, spec: LaunchSpec, offer: Offer) -> InstanceRecord:
+        if spec.compact:
+            self.placements.add(spec.name)
+        room = self.capacity.get(offer.location, self.capacity.get(offer.region, spec.nodes))
+        made = []
+        for rank in range(min(room, spec.nodes)):
+            name = f"{spec.name}-{rank}"
+            self.vms[name] = InstanceRecord(
+                name=name, cloud=offer.cloud, region=offer.region, zone=offer.zone, instance_type=offer.instance_type,
+                state="RUNNING", profile=spec.profile_name, hash=spec.labels["trainvm-hash"],
+                price_hourly=price_from_labels(spec.labels), created="2026-11-22T00:00:00Z", ip=f"203.0.113.{10 + rank}",
+                spot=spec.spot, cluster=spec.name, rank=rank, nodes=spec.nodes)
+            self.profiles[name] = json.loads(spec.profile_json)
+            made.append(name)
+        if len(made) < spec.nodes:  # all or nothing: what was made goes, with the placement group
+            for name in made:
+                self.vms.pop(name)
+                self.profiles.pop(name)
+            self.placements.discard(spec.name)
+            raise CapacityError(f"room for {room} of {spec.nodes} nodes in {offer.location}",
+                                code="ZONE_RESOURCE_POOL_EXHAUSTED").verified()
+        return self.vms[made[0]]
+
+    def _nodes(self, cluster: str) -> list[InstanceRecord]:
+        return sorted((r for r in self.vms.values() if r.cluster == cluster), key=lambda r: r.rank or 0)
+
+    def cluster_nodes(self, name: str) -> list[InstanceRecord]:
+        with self.lock:
+            return self._nodes(name)
+
+    def read_cluster_reports(self, name: str) -> dict[str, StackReport | None]:
+        with self.lock:
+            return {r.name: decode_report(self.reports.get(r.name)) for r in self._nodes(name)}
 
     def list(self) -> list[InstanceRecord]:
         with self.lock:
@@ -94,18 +152,28 @@ class FakeProvider:
             if name in self.unmanaged and name not in self.vms:
                 raise ConflictError(f"{name} is not managed by trainvm; not deleting it")
             self.profiles.pop(name, None)
-            return self.vms.pop(name, None) is not None
+            nodes = [] if name in self.vms else self._nodes(name)
+            for node in nodes:
+                self.profiles.pop(node.name, None)
+                self.vms.pop(node.name)
+            had_placement = name in self.placements
+            self.placements.discard(name)
+            return self.vms.pop(name, None) is not None or bool(nodes) or had_placement
 
     def _power(self, name: str, state: str) -> InstanceRecord | None:
         with self.lock:
             self.calls.append(("stop" if state == STOPPED else "start", name))
             rec = self.vms.get(name)
-            if rec is None:
-                if name in self.unmanaged:
-                    raise ConflictError(f"{name} is not managed by trainvm; not touching it")
+            if rec is None and name in self.unmanaged:
+                raise ConflictError(f"{name} is not managed by trainvm; not touching it")
+            targets = [rec] if rec is not None else self._nodes(name)
+            if not targets:
                 return None
-            self.vms[name] = rec = replace(rec, state=state, ip=None if state == STOPPED else rec.ip or "203.0.113.10")
-            return rec
+            out = [replace(r, state=state, ip=None if state == STOPPED else r.ip or f"203.0.113.{10 + (r.rank or 0)}")
+                   for r in targets]
+            for r in out:
+                self.vms[r.name] = r
+            return out[0]
 
     def stop(self, name: str, *, wait: bool = True) -> InstanceRecord | None:
         return self._power(name, STOPPED)
@@ -115,9 +183,10 @@ class FakeProvider:
 
     def read_report(self, name: str) -> tuple[StackReport | None, dict[str, Any] | None]:
         with self.lock:
-            if name not in self.vms:
+            rec = self._lookup(name)
+            if rec is None:
                 return None, None
-            return decode_report(self.reports.get(name)), self.profiles.get(name)
+            return decode_report(self.reports.get(rec.name)), self.profiles.get(rec.name)
 
     def ssh_argv(self, record: InstanceRecord, command: list[str]) -> list[str]:
         return ["ssh", f"fake@{record.ip}", *(["--", *command] if command else [])]
@@ -129,7 +198,8 @@ class FakeProvider:
         return None  # the fake's startup script speaks only through its console
 
     def console(self, name: str, start: int = 0) -> tuple[str, int] | None:
-        if name not in self.vms:
+        rec = self._lookup(name)
+        if rec is None:
             return None
-        text = self.consoles.get(name, "")
+        text = self.consoles.get(rec.name, self.consoles.get(name, ""))
         return text[start:], max(len(text), start)

@@ -18,7 +18,7 @@ from typing import Any, Iterable, NamedTuple
 from provisioner.catalog.families import GPU_MEMORY_GIB
 from provisioner.catalog.models import EXCLUDING_FLAGS, Catalog, Offer
 from provisioner.planner.request import REASONS, PlanRequest
-from provisioner.providers.registry import os_arches, provisionable_clouds
+from provisioner.providers.registry import cluster_clouds, os_arches, provisionable_clouds
 
 #: A catalog older than this many days gets a warning in every plan.
 STALE_AFTER_DAYS = 90
@@ -146,6 +146,8 @@ class _Checker:
         #: clouds trainvm can create VMs on (the registry), unless the request names them (tests, what-ifs)
         self.provisionable = frozenset(provisionable_clouds() if req.provisionable_clouds is None else req.provisionable_clouds)
         self.flag_reasons: dict[tuple[str, ...], tuple[str, ...]] = {}
+        #: for nodes > 1: the clouds whose provider creates clusters (the registry's group_engine)
+        self.cluster = frozenset(cluster_clouds() if req.cluster_clouds is None else req.cluster_clouds)
 
     def region_match(self, region: str, zone: str | None) -> bool:
         ok = self.region_ok.get(region)
@@ -177,6 +179,8 @@ def diagnose(offer: Offer, request: PlanRequest,
         out.append("cloud")
     if o.cloud not in ck.provisionable and not req.include_unprovisionable:
         out.append("not_provisionable")
+    if req.nodes > 1 and o.cloud not in ck.cluster and not req.include_unprovisionable:
+        out.append("cluster")
     if o.cloud in req.data_excluded_clouds:
         out.append("data_locality")
     if req.gpu_names is not None and o.gpu_name not in req.gpu_names:
@@ -232,6 +236,7 @@ def plan(request: PlanRequest, catalog: Catalog, today: date) -> Plan:
     spot, maxp = req.spot, req.max_price_per_hour
     data_ex = req.data_excluded_clouds
     compact = req.compact_families
+    no_cluster = frozenset() if req.nodes == 1 or allow_unprov else frozenset(req.clouds) - ck.cluster
 
     feasible: list[Offer] = []
     rejected: dict[str, dict[str, int]] = {}
@@ -294,6 +299,9 @@ def plan(request: PlanRequest, catalog: Catalog, today: date) -> Plan:
         if data_ex and o.cloud in data_ex:
             n += 1
             first = "data_locality"
+        if no_cluster and o.cloud in no_cluster:
+            n += 1
+            first = "cluster"
         if o.cloud not in provisionable and not allow_unprov:
             n += 1
             first = "not_provisionable"

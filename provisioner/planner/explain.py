@@ -9,7 +9,7 @@ from provisioner.planner.core import Plan, _Checker, diagnose, rank_key
 from provisioner.planner.request import PlanRequest
 
 #: Reasons the user cannot relax in the profile: the catalog or trainvm decides them.
-NOT_USER_RELAXABLE = frozenset({"not_provisionable", "retired", "fractional_gpu", "flagged_price"})
+NOT_USER_RELAXABLE = frozenset({"not_provisionable", "cluster", "retired", "fractional_gpu", "flagged_price"})
 #: How big a change relaxing a reason is: placement first (same hardware elsewhere or at another
 #: price), then the host around the GPU, then the GPU itself, then what the user cannot change.
 RELAX_GROUP = {
@@ -39,6 +39,7 @@ def reason_text(reason: str, offer: Offer, request: PlanRequest) -> str:
     texts = {
         "cloud": f"add {o.cloud} to placement.clouds",
         "not_provisionable": f"{o.cloud} is not provisionable yet (shown for comparison)",
+        "cluster": f"trainvm cannot create {r.nodes}-node clusters on {o.cloud} yet (hardware.nodes: 1 for one VM)",
         "data_locality": r.data_excluded_clouds.get(o.cloud, f"{o.cloud} cannot read the data"),
         "gpu_name": f"accept {o.gpu_name}",
         "gpu_memory": f"accept {o.gpu_memory_gib:g} GiB per GPU",

@@ -20,6 +20,7 @@ DEFAULT_CLOUDS: tuple[str, ...] = default_clouds()
 REASONS: tuple[str, ...] = (
     "cloud",               # offer's cloud not in placement.clouds
     "not_provisionable",   # trainvm cannot create VMs on that cloud yet (AWS)
+    "cluster",             # nodes > 1 and trainvm cannot create clusters on that cloud yet (registry group_engine)
     "data_locality",       # a VM on that cloud cannot read a data source (no native access, no credential)
     "gpu_name",            # GPU model not among the accepted names
     "gpu_memory",          # memory per GPU below min_gpu_memory_gib
@@ -67,6 +68,8 @@ class PlanRequest:
     nodes: int = 1
     #: (cloud, family) pairs allowed when compact placement is required; None: no such requirement
     compact_families: frozenset[tuple[str, str]] | None = None
+    #: clouds whose provider creates clusters (nodes > 1); None: the cloud registry's (``group_engine``)
+    cluster_clouds: frozenset[str] | None = None
 
     def __post_init__(self) -> None:
         put = object.__setattr__
@@ -90,6 +93,8 @@ class PlanRequest:
             raise ValueError("nodes must be >= 1")
         if self.compact_families is not None:
             put(self, "compact_families", frozenset(self.compact_families))
+        if self.cluster_clouds is not None:
+            put(self, "cluster_clouds", frozenset(self.cluster_clouds))
         if self.boot_disk_type not in DISK_TYPES:
             raise ValueError(f"boot_disk_type must be one of {', '.join(DISK_TYPES)}")
         for name in ("min_vcpus", "min_memory_gib", "local_nvme_gib"):

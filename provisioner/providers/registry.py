@@ -120,6 +120,10 @@ class CloudSpec:
     #: planned when a profile names no ``placement.clouds``. Changing this set changes no profile hash: the
     #: hash spells a clouds list the profile does not write as ``HASHED_DEFAULT_CLOUDS``
     default: bool = True
+    #: the provider creates multi-node clusters (``hardware.nodes`` > 1) on the cloud's own group engine
+    #: (``Provider.create`` with ``LaunchSpec.nodes`` > 1, ``cluster_nodes``, ``read_cluster_reports``;
+    #: providers/base.py). Without it the planner rejects that cloud's offers for a cluster (reason ``cluster``)
+    group_engine: bool = False
 
     @property
     def provisionable(self) -> bool:
@@ -158,6 +162,7 @@ CLOUDS: Mapping[str, CloudSpec] = MappingProxyType({c.name: c for c in (
                                              "as on_max_run says"),
         ),
         nvswitch_shapes=r"^(a2-highgpu-8g|a2-megagpu-16g|a2-ultragpu-8g|a3-[a-z]+-8g|a4-highgpu-8g)$",
+        group_engine=True,  # providers/gcp_group.py: compact resourcePolicies + one bulkInsert (count = minCount = N)
     ),
     CloudSpec(
         name="azure",
@@ -243,6 +248,11 @@ def cloud(name: str) -> CloudSpec:
 
 def provisionable_clouds() -> tuple[str, ...]:
     return tuple(n for n, c in CLOUDS.items() if c.provisionable)
+
+
+def cluster_clouds() -> tuple[str, ...]:
+    """The provisionable clouds whose provider creates multi-node clusters (``CloudSpec.group_engine``)."""
+    return tuple(n for n, c in CLOUDS.items() if c.provisionable and c.group_engine)
 
 
 def default_clouds() -> tuple[str, ...]:

@@ -29,6 +29,21 @@ REPORT: dict[str, Any] = {"schema": 1, "status": "ready", "gpus": [{"name": "Tes
 
 
 @dataclass
+class ClusterHarness:
+    """What a cloud that creates clusters (registry ``group_engine``; ``LaunchSpec.nodes`` > 1) adds to its harness.
+
+    - ``offers``: at least two offers of a shape the cloud places compactly, in different locations.
+    - ``stock_out(offer, room)``: from now on a cluster create in ``offer``'s location finds room for only
+      ``room`` nodes (fewer than asked: the engine's all-or-nothing must leave nothing).
+    The harness's ``leftovers()`` must list the nodes and every placement resource (policy, group, PPG) too, and
+    ``put_report(node_record, report)`` must work on a node's record (from ``cluster_nodes``).
+    """
+
+    offers: Sequence[Offer]
+    stock_out: Callable[[Offer, int], None]
+
+
+@dataclass
 class CloudHarness:
     """One cloud under the contract suite.
 
@@ -53,6 +68,8 @@ class CloudHarness:
     put_report: Callable[[InstanceRecord, dict[str, Any]], None]
     leftovers: Callable[[], list[str]]
     stopped_states: tuple[str, ...] = ("TERMINATED", "STOPPED", "DEALLOCATED")
+    #: the cluster cases (test_cluster_contract.py) run where this is set; None: the cloud has no group engine
+    cluster: ClusterHarness | None = None
 
 
 _BASE: dict[str, LaunchSpec] = {}

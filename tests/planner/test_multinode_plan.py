@@ -91,3 +91,39 @@ def test_aws_efa_and_cluster_support_match_the_instance_type_data() -> None:
         assert facts.compact == ("cluster" in t["PlacementGroupInfo"]["SupportedStrategies"]), o.instance_type
         efa = (t["NetworkInfo"].get("EfaInfo") or {}).get("MaximumEfaInterfaces", 0) if t["NetworkInfo"].get("EfaSupported") else 0
         assert (facts.fabric.name == "efa", facts.interfaces if efa else 0) == (bool(efa), efa), o.instance_type
+
+
+AZ = offer(cloud="azure", instance_type="Standard_NC4as_T4_v3", family="NCasT4_v3", region="eastus", zone=None,
+           gpu_name="T4", gpu_memory_gib=16.0, price_hourly=0.4)
+
+
+def test_a_cloud_without_a_group_engine_is_a_near_miss_for_a_cluster_only() -> None:
+    cat = catalog([N1, AZ])
+    both = ("gcp", "azure")
+    one = plan(PlanRequest(clouds=both, cluster_clouds=frozenset({"gcp"})), cat, TODAY)
+    assert one.chosen == AZ  # one VM: the cheaper Azure offer, whatever the group engines
+    many = plan(PlanRequest(clouds=both, nodes=2, cluster_clouds=frozenset({"gcp"})), cat, TODAY)
+    assert many.chosen == N1 and many.rejected == {"azure": {"cluster": 1}}
+    assert [(nm.offer, nm.reason) for nm in many.near_misses] == [(AZ, "cluster")]
+    assert diagnose(AZ, many.request) == ("cluster",) and diagnose(N1, many.request) == ()
+    # `render --cloud azure` (include_unprovisionable) still renders a node's script there
+    shown = plan(PlanRequest(clouds=both, nodes=2, cluster_clouds=frozenset(), include_unprovisionable=True), cat, TODAY)
+    assert shown.chosen == AZ
+
+
+def test_the_cluster_reason_follows_not_provisionable_and_is_not_the_users_to_relax() -> None:
+    from provisioner.planner.explain import NOT_USER_RELAXABLE, reason_text
+
+    assert REASONS.index("not_provisionable") + 1 == REASONS.index("cluster")
+    assert "cluster" in NOT_USER_RELAXABLE
+    req = PlanRequest(clouds=("azure",), nodes=3, cluster_clouds=frozenset())
+    assert "cannot create 3-node clusters on azure" in reason_text("cluster", AZ, req)
+    p = plan(req, catalog([AZ]), TODAY)
+    assert p.chosen is None and p.rejected == {"azure": {"cluster": 1}}
+
+
+def test_the_registry_says_which_clouds_have_a_group_engine() -> None:
+    from provisioner.providers.registry import CLOUDS, cluster_clouds
+
+    assert set(cluster_clouds()) == {n for n, c in CLOUDS.items() if c.provisionable and c.group_engine}
+    assert "gcp" in cluster_clouds()

@@ -12,7 +12,7 @@ from planner_synth import TODAY, catalog, offer
 
 from provisioner.catalog.models import EXCLUDING_FLAGS
 from provisioner.planner import REASONS, PlanRequest, diagnose, plan, rank_key
-from provisioner.providers.registry import os_arches
+from provisioner.providers.registry import cluster_clouds, os_arches
 
 GPUS = ["T4", "L4", "A100", "H100", "K80"]
 MEM = {"T4": 16.0, "L4": 24.0, "A100": 40.0, "H100": 80.0, "K80": 12.0}
@@ -92,6 +92,8 @@ def scenarios(draw):
         os="ubuntu-22.04",
         stack_excluded_gpus=draw(st.sampled_from([{}, {"K80": "Kepler needs R470"}])),
         include_unprovisionable=t.cloud == "aws" or draw(st.booleans()),
+        nodes=draw(st.sampled_from([1, 1, 2, 16])),
+        cluster_clouds=draw(st.sampled_from([None, frozenset(), frozenset({"gcp"}), frozenset({"gcp", "azure", "aws"})])),
     )
     return offers, req
 
@@ -100,6 +102,8 @@ def satisfies(o, r: PlanRequest) -> bool:
     price = o.spot_price_hourly if r.spot else o.price_hourly
     return (o.cloud in r.clouds
             and (o.provisionable or r.include_unprovisionable)
+            and (r.nodes == 1 or r.include_unprovisionable
+                 or o.cloud in (cluster_clouds() if r.cluster_clouds is None else r.cluster_clouds))
             and (r.gpu_names is None or o.gpu_name in r.gpu_names)
             and (r.min_gpu_memory_gib is None or o.gpu_memory_gib >= r.min_gpu_memory_gib)
             and o.gpu_name not in r.stack_excluded_gpus
