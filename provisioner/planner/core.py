@@ -18,7 +18,7 @@ from typing import Any, Iterable, NamedTuple
 from provisioner.catalog.families import GPU_MEMORY_GIB
 from provisioner.catalog.models import EXCLUDING_FLAGS, Catalog, Offer
 from provisioner.planner.request import REASONS, PlanRequest
-from provisioner.providers.registry import cluster_clouds, os_arches, provisionable_clouds
+from provisioner.providers.registry import CLOUD_NAMES, cluster_clouds, os_arches, provisionable_clouds
 
 #: A catalog older than this many days gets a warning in every plan.
 STALE_AFTER_DAYS = 90
@@ -236,7 +236,7 @@ def plan(request: PlanRequest, catalog: Catalog, today: date) -> Plan:
     spot, maxp = req.spot, req.max_price_per_hour
     data_ex = req.data_excluded_clouds
     compact = req.compact_families
-    no_cluster = frozenset() if req.nodes == 1 or allow_unprov else frozenset(req.clouds) - ck.cluster
+    no_cluster = frozenset() if req.nodes == 1 or allow_unprov else frozenset(CLOUD_NAMES) - ck.cluster
 
     feasible: list[Offer] = []
     rejected: dict[str, dict[str, int]] = {}

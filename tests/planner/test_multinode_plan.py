@@ -106,6 +106,10 @@ def test_a_cloud_without_a_group_engine_is_a_near_miss_for_a_cluster_only() -> N
     assert many.chosen == N1 and many.rejected == {"azure": {"cluster": 1}}
     assert [(nm.offer, nm.reason) for nm in many.near_misses] == [(AZ, "cluster")]
     assert diagnose(AZ, many.request) == ("cluster",) and diagnose(N1, many.request) == ()
+    # a cloud outside placement.clouds that has no engine either: adding it would not help, so no suggestion
+    outside = plan(PlanRequest(clouds=("gcp",), nodes=2, cluster_clouds=frozenset({"gcp"})), cat, TODAY)
+    assert outside.rejected == {"azure": {"cloud": 1}} and outside.near_misses == ()
+    assert diagnose(AZ, outside.request) == ("cloud", "cluster")
     # `render --cloud azure` (include_unprovisionable) still renders a node's script there
     shown = plan(PlanRequest(clouds=both, nodes=2, cluster_clouds=frozenset(), include_unprovisionable=True), cat, TODAY)
     assert shown.chosen == AZ

@@ -152,6 +152,15 @@ def test_verify_name_of_a_cluster_without_node_listing_is_a_clear_error(cli, clu
     from provisioner.providers import set_provider
 
     name, _, gcp = cluster_vm
-    set_provider("gcp", gcp)  # the plain provider: no read_cluster_reports
+
+    class NoNodeListing:  # a provider without read_cluster_reports (a cloud whose group engine is not wired)
+        NAME = "gcp"
+
+        def __getattr__(self, attr: str) -> Any:
+            if attr == "read_cluster_reports":
+                raise AttributeError(attr)
+            return getattr(gcp, attr)
+
+    set_provider("gcp", NoNodeListing())
     r = cli("verify", name)
     assert r.code == 3 and "4-node cluster" in r.err and "cannot list a cluster's nodes" in r.err
