@@ -292,12 +292,14 @@ def ssh(
     name: NameArg,
     command: Annotated[Optional[list[str]], typer.Argument(help="Command to run on the VM (after --).", show_default=False)] = None,
     cloud: OneCloudOpt = None,
+    node: Annotated[Optional[int], typer.Option("--node", help="For a cluster: the node (rank) to open SSH to; default 0.",
+                                                show_default=False)] = None,
 ) -> None:
     """Open SSH to the VM (its user, key and address), or run `-- CMD...` there."""
     from provisioner.commands.ssh import run_ssh
 
     _check_clouds([cloud] if cloud else None)
-    raise typer.Exit(run_ssh(name, command or [], cloud))
+    raise typer.Exit(run_ssh(name, command or [], cloud, node))
 
 
 @app.command()

@@ -26,9 +26,10 @@ def make_profile(hardware: dict[str, Any] | None = None, **stack: Any) -> dict[s
     return doc
 
 
-def gce_cli_env(monkeypatch: Any, tmp_path: Path) -> Any:
+def gce_cli_env(monkeypatch: Any, tmp_path: Path, emulator: Any = None) -> Any:
     """For a fixture to ``yield from``: a GCE emulator that the CLI reaches through the real SDK (endpoint,
-    project, an SSH key, no other cloud's credentials, no retry or ready-poll delays); yields the emulator."""
+    project, an SSH key, no other cloud's credentials, no retry or ready-poll delays); yields the emulator
+    (``emulator``: its class, default tests/emulators/gce.GceEmulator; gce_group.GceGroupEmulator for clusters)."""
     from tests.emulators.gce import GceEmulator
 
     monkeypatch.setenv("TRAINVM_TODAY", "2026-11-22")
@@ -39,7 +40,7 @@ def gce_cli_env(monkeypatch: Any, tmp_path: Path) -> Any:
     key = tmp_path / "id.pub"
     key.write_text("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGtest e2e\n")
     monkeypatch.setenv("TRAINVM_SSH_PUBLIC_KEY", str(key))
-    with GceEmulator() as emu:
+    with (emulator or GceEmulator)() as emu:
         monkeypatch.setenv("TRAINVM_GCE_ENDPOINT", emu.url)
         monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "e2e-proj")
         yield emu

@@ -1,4 +1,5 @@
-"""``trainvm down``: delete a VM and everything created for it (idempotent)."""
+"""``trainvm down``: delete a VM and everything created for it (idempotent). For a cluster: every node, its
+placement resources and its firewall rules / network resources (the provider's ``delete``), and how many nodes."""
 
 from __future__ import annotations
 
@@ -29,17 +30,27 @@ def run_down(name: str, *, yes: bool, wait: bool, json_out: bool, cloud: str | N
             stdout_console().print(f"{name}: already gone (checked {', '.join(providers)})")
         return 0
     record, provider = located
+    if record.cluster and record.cluster != name:
+        raise InputError(f"{name} is node {record.rank} of cluster {record.cluster}; a cluster is deleted as a whole",
+                         hint=f"trainvm down {record.cluster}")
+    nodes = len(provider.cluster_nodes(record.cluster)) if record.cluster else 0
+    noun = f"cluster {name} ({nodes} nodes)" if record.cluster else name
     if not yes:
         if not sys.stdin.isatty():
-            raise InputError(f"`down` would delete {name} on {record.cloud}; pass --yes to confirm when not running interactively")
+            raise InputError(f"`down` would delete {noun} on {record.cloud}; pass --yes to confirm when not running interactively")
         import typer
 
-        if not typer.confirm(f"Delete {name} ({record.cloud} {record.zone or record.region}) and everything created for it?"):
+        if not typer.confirm(f"Delete {noun} ({record.cloud} {record.zone or record.region}) and everything created for it?"):
             return 1
     deleted = provider.delete(name, wait=wait)
     if json_out:
-        emit_json({"name": name, "cloud": record.cloud, "deleted": deleted, "already_gone": not deleted, "waited": wait})
+        emit_json({"name": name, "cloud": record.cloud, "deleted": deleted, "already_gone": not deleted, "waited": wait,
+                   **({"cluster": True, "nodes": nodes} if record.cluster else {})})
     else:
         where = f"{record.cloud} {record.zone or record.region}"
-        stdout_console().print(f"{name} on {where}: {'deleted' if deleted else 'already gone'}" + ("" if wait or not deleted else " (deletion in progress)"))
+        if record.cluster and deleted:
+            stdout_console().print(f"{name} on {where}: deleted {nodes} nodes and the cluster's placement and network resources"
+                                   + ("" if wait else " (deletion in progress)"))
+        else:
+            stdout_console().print(f"{name} on {where}: {'deleted' if deleted else 'already gone'}" + ("" if wait or not deleted else " (deletion in progress)"))
     return 0

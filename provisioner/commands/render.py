@@ -40,9 +40,10 @@ def run_render(path: Path, *, cloud: str, out: Path | None, regions: list[str] |
         from provisioner.planner.core import plan as plan_fn
 
         request, _ = build_request(loaded, Overrides((cloud,), tuple(regions or ()) or None, None))
-        from provisioner.providers.registry import provisionable
+        from provisioner.providers.registry import cluster_clouds, provisionable
 
-        relaxed = replace(request, include_unprovisionable=not provisionable(cloud), data_excluded_clouds={})
+        review_only = not provisionable(cloud) or (request.nodes > 1 and cloud not in cluster_clouds())
+        relaxed = replace(request, include_unprovisionable=review_only, data_excluded_clouds={})
         offer = plan_fn(relaxed, catalog, plan.catalog_date).chosen
         if offer is not None and cloud in request.data_excluded_clouds:
             notice("warning", f"{request.data_excluded_clouds[cloud]}; "

@@ -1,6 +1,6 @@
-"""``trainvm ssh NAME [-- CMD...]``: exec ``ssh`` (on GCE ``gcloud compute ssh``, which installs your
+"""``trainvm ssh NAME [--node K] [-- CMD...]``: exec ``ssh`` (on GCE ``gcloud compute ssh``, which installs your
 key) with the VM's user, key and address, as the VM's provider knows them (``Provider.ssh_argv``).
-Before that, a short TCP probe of port 22: when it does not answer, say how to open the firewall
+For a cluster, ``--node K`` picks node K (rank order, default 0). Before that, a short TCP probe of port 22: when it does not answer, say how to open the firewall
 (``Provider.open_ssh_hint``) instead of letting ssh hang."""
 
 from __future__ import annotations
@@ -31,12 +31,21 @@ def _exec(argv: list[str]) -> None:  # replaced in tests
     os.execvp(argv[0], argv)
 
 
-def run_ssh(name: str, command: list[str], cloud: str | None = None) -> int:
+def run_ssh(name: str, command: list[str], cloud: str | None = None, node: int | None = None) -> int:
     probe = env_seconds("TRAINVM_SSH_PROBE_SECONDS", 5.0)  # 0: skip the probe
     located = locate_one(check_name(name), providers_for(cloud), "ssh")
     if located is None:
         raise not_found(name, cloud)
     record, provider = located
+    if record.cluster:  # a cluster: node K (default 0, the one holding MASTER_ADDR)
+        nodes = provider.cluster_nodes(record.cluster)
+        k = 0 if node is None else node
+        if not 0 <= k < len(nodes):
+            raise InputError(f"--node {k}: cluster {record.cluster} has {len(nodes)} nodes (--node 0 to {len(nodes) - 1})")
+        record = nodes[k]
+        name = record.name
+    elif node not in (None, 0):
+        raise InputError(f"--node {node}: {name} is a single VM, not a cluster (it is node 0)")
     if not record.ip:
         raise InputError(f"{name} has no public IP address; it may still be starting or be stopped",
                          hint=f"`trainvm status {name}` shows its state")

@@ -1,5 +1,9 @@
 """``trainvm status`` / ``list``: trainvm VMs on every cloud with credentials, with price and cost so far.
 
+A cluster (``hardware.nodes`` > 1) is one entry named after it: its nodes under ``members`` (JSON) or indented
+below it (table), its price and cost the sums over the nodes, its state the nodes' common state (``MIXED``
+when they differ), ``nodes`` the count the cluster was made with and ``nodes_found`` how many the cloud lists.
+
 The price is the one recorded on the VM at create time (``trainvm-price``: the spot price for spot VMs).
 A VM of an older trainvm without that label gets the catalog's on-demand price when it is not spot,
 and no price when it is (its spot price is not known). "Cost so far" counts only running time the cloud
@@ -67,11 +71,40 @@ def _row(r: InstanceRecord) -> dict[str, Any]:
             "cost_so_far": None if (price is None or hours is None) else round(price * hours, 2)}
 
 
+def _sum(values: list[float | None]) -> float | None:
+    return None if any(v is None for v in values) else round(sum(v for v in values if v is not None), 6)
+
+
+def _cluster_row(name: str, nodes: list[InstanceRecord]) -> dict[str, Any]:
+    """One entry for the nodes of cluster ``name`` (rank order)."""
+    members = [_row(r) for r in sorted(nodes, key=lambda r: (r.rank is None, r.rank or 0, r.name))]
+    first = members[0]
+    states = {m["state"] for m in members}
+    hours = [m["uptime_hours"] for m in members if m["uptime_hours"] is not None]
+    return {**first, "name": name, "cluster": name, "rank": None, "nodes": nodes[0].nodes, "nodes_found": len(nodes),
+            "state": states.pop() if len(states) == 1 else "MIXED",
+            "price_hourly_per_node": first["price_hourly"], "price_hourly": _sum([m["price_hourly"] for m in members]),
+            "billing_compute": any(m["billing_compute"] for m in members),
+            "uptime_hours": max(hours) if hours else None, "cost_so_far": _sum([m["cost_so_far"] for m in members]),
+            "members": members}
+
+
+def rows_of(records: list[InstanceRecord]) -> list[dict[str, Any]]:
+    """One row per VM and one per cluster (its nodes inside), sorted by cloud and name."""
+    singles = [r for r in records if not r.cluster]
+    clusters: dict[tuple[str, str], list[InstanceRecord]] = {}
+    for r in records:
+        if r.cluster:
+            clusters.setdefault((r.cloud, r.cluster), []).append(r)
+    rows = [_row(r) for r in singles] + [_cluster_row(name, nodes) for (_, name), nodes in clusters.items()]
+    return sorted(rows, key=lambda v: (v["cloud"], v["name"]))
+
+
 def run_status(name: str | None, json_out: bool, cloud: str | None = None) -> int:
     if name is not None:
         check_name(name)
     found, skipped = _all_records(lambda c: cloud is None or c == cloud)
-    records = [r for r, _ in found if name is None or r.name == name]
+    records = [r for r, _ in found if name is None or name in (r.name, r.cluster)]
     if name is not None and not records:
         from provisioner.commands.verify import not_found
 
@@ -79,7 +112,7 @@ def run_status(name: str | None, json_out: bool, cloud: str | None = None) -> in
         if skipped:
             err.hint = "not looked for on: " + "; ".join(f"{s['cloud']} ({s['reason']})" for s in skipped)
         raise err
-    rows = [_row(r) for r in sorted(records, key=lambda r: (r.cloud, r.name))]
+    rows = rows_of(records)
     if json_out:
         emit_json({"vms": rows, "skipped": skipped})
     else:
@@ -92,11 +125,18 @@ def run_status(name: str | None, json_out: bool, cloud: str | None = None) -> in
         for col in ("name", "cloud", "zone", "type", "state", "profile", "$/h", "run", "cost so far"):
             table.add_column(col)
         for v in rows:
-            p, h, cost = v["price_hourly"], v["uptime_hours"], v["cost_so_far"]
-            price = "unknown" if p is None else f"${p:.3f}" + (" (catalog)" if v["price_source"] == "catalog" else "")
-            if not v["billing_compute"]:
-                price += ", not billing compute"
-            table.add_row(v["name"], v["cloud"], v["zone"] or v["region"], v["instance_type"], v["state"], v["profile"] or "-",
-                          price, "unknown" if h is None else f"{h:.1f} h", "unknown" if cost is None else f"${cost:.2f}")
+            name_cell = v["name"] if "members" not in v else f"{v['name']} ({v['nodes_found']}/{v['nodes']} nodes)"
+            _add_row(table, v, name_cell)
+            for m in v.get("members", []):
+                _add_row(table, m, f"  node {m['rank']}: {m['name']}")
         stdout_console().print(table if rows else "no trainvm VMs found")
     return 0
+
+
+def _add_row(table: Any, v: dict[str, Any], name: str) -> None:
+    p, h, cost = v["price_hourly"], v["uptime_hours"], v["cost_so_far"]
+    price = "unknown" if p is None else f"${p:.3f}" + (" (catalog)" if v["price_source"] == "catalog" else "")
+    if not v["billing_compute"]:
+        price += ", not billing compute"
+    table.add_row(name, v["cloud"], v["zone"] or v["region"], v["instance_type"], v["state"], v["profile"] or "-",
+                  price, "unknown" if h is None else f"{h:.1f} h", "unknown" if cost is None else f"${cost:.2f}")

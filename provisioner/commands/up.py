@@ -37,10 +37,7 @@ def run_up(path: Path, *, name: str | None, yes: bool, wait_ready: bool, clouds:
         except ValueError as exc:
             raise InputError(f"--ssh-from: {exc}") from None
     loaded = load_profile(path, frozen=frozen or None)
-    nodes = loaded.profile.hardware.nodes
-    if nodes > 1:
-        raise InputError(f"{path}: hardware.nodes: {nodes}: `up` cannot create multi-node clusters yet",
-                         hint="`trainvm plan` prices the cluster and `trainvm render` shows a node's script; set hardware.nodes: 1 for one VM")
+    nodes = loaded.profile.hardware.nodes  # > 1: the planner keeps only clouds with a group engine (reason `cluster`)
     require_pinned_image(loaded)
     from provisioner.lock.gate import lock_gate
 
@@ -72,19 +69,23 @@ def run_up(path: Path, *, name: str | None, yes: bool, wait_ready: bool, clouds:
             err.print(f"{vm} is {existing.state}: waiting for that create to finish")
             existing = finish_existing(existing, offers, lambda o: launch_spec(loaded, o, name=name, spot=spot, ssh_from=ssh_from),
                                        providers.__getitem__)
-        return _report_up(existing, [], json_out, exists=True, warnings=warnings)
+        return _report_up(existing, [], json_out, exists=True, warnings=warnings,
+                          members=_members(providers[existing.cloud], existing))
     first = offers[0]
     use_spot = plan.request.spot
     summary = up_summary(loaded, plan, first, spot=use_spot, ssh_from=ssh_from)
     if not yes:
         if not sys.stdin.isatty():
-            raise InputError(f"`up` would create {vm} ({first.instance_type} in {first.zone or first.region}, ${plan.price(first):.2f}/h, "
-                             f"failover at most ${plan.failover_bound:.2f}/h); pass --yes to confirm when not running interactively")
+            what = (f"{nodes} nodes of {first.instance_type} in {first.zone or first.region}, ${plan.price(first):.2f}/h each, "
+                    f"${plan.price(first) * nodes:.2f}/h in all" if nodes > 1
+                    else f"{first.instance_type} in {first.zone or first.region}, ${plan.price(first):.2f}/h")
+            raise InputError(f"`up` would create {vm} ({what}, failover at most ${plan.failover_bound:.2f}/h"
+                             f"{' per node' if nodes > 1 else ''}); pass --yes to confirm when not running interactively")
         import typer
 
         for line in summary_lines(summary):
             err.print(line)
-        if not typer.confirm(f"Create {vm}?"):
+        if not typer.confirm(f"Create {vm}" + (f" ({nodes} nodes)?" if nodes > 1 else "?")):
             return 1
 
     progress = Progress(enabled=not json_out)
@@ -113,36 +114,62 @@ def run_up(path: Path, *, name: str | None, yes: bool, wait_ready: bool, clouds:
             hint=f"run the same `trainvm up` again (it finds or finishes the same VM, never a second one), or `trainvm down {vm} --yes`",
         ) from None
     record, attempts = result.record, list(result.attempts)
+    members = _members(providers[record.cloud], record)
     if wait_ready:
-        up_doc = _up_doc(record, attempts, exists=False, warnings=warnings, summary=summary)
+        up_doc = _up_doc(record, attempts, exists=False, warnings=warnings, summary=summary, members=members)
         if not json_out:
-            _report_up(record, attempts, False)
+            _report_up(record, attempts, False, members=members)
         return _wait_ready(providers[record.cloud], record, ready_timeout, json_out, up_doc, poll)
-    return _report_up(record, attempts, json_out, warnings=warnings, summary=summary)
+    return _report_up(record, attempts, json_out, warnings=warnings, summary=summary, members=members)
 
 
 def _ssh(record: InstanceRecord) -> str | None:
     return record.ssh_command or (f"ssh {record.ip}" if record.ip else None)
 
 
+def _members(provider: Provider, record: InstanceRecord) -> list[InstanceRecord]:
+    """The nodes of the cluster ``record`` belongs to, rank order ([] for a single VM)."""
+    return provider.cluster_nodes(record.cluster) if record.cluster else []
+
+
 def _up_doc(record: InstanceRecord, attempts: list[Any], exists: bool, warnings: list[str],
-            summary: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {
-        "name": record.name, "cloud": record.cloud, "region": record.region, "zone": record.zone,
+            summary: dict[str, Any] | None = None, members: list[InstanceRecord] | None = None) -> dict[str, Any]:
+    doc = {
+        "name": record.cluster or record.name, "cloud": record.cloud, "region": record.region, "zone": record.zone,
         "instance_type": record.instance_type, "price_hourly": record.price_hourly, "state": record.state,
         "ip": record.ip, "ssh": _ssh(record), "image": record.image, "existing": exists,
         "attempts": [a.to_json() for a in attempts], "notes": list(record.notes),
         "warnings": list(warnings), "summary": summary,
     }
+    if record.cluster:
+        price = record.price_hourly
+        doc["cluster"] = {"nodes": record.nodes, "price_hourly_per_node": price,
+                          "price_hourly": None if price is None else round(price * record.nodes, 6),
+                          "members": [{"name": m.name, "rank": m.rank, "state": m.state, "ip": m.ip, "ssh": _ssh(m)}
+                                      for m in members or []]}
+    return doc
 
 
 def _report_up(record: InstanceRecord, attempts: list[Any], json_out: bool, exists: bool = False,
-               warnings: list[str] | None = None, summary: dict[str, Any] | None = None) -> int:
+               warnings: list[str] | None = None, summary: dict[str, Any] | None = None,
+               members: list[InstanceRecord] | None = None) -> int:
     if json_out:
-        emit_json(_up_doc(record, attempts, exists, warnings or [], summary))
+        emit_json(_up_doc(record, attempts, exists, warnings or [], summary, members))
         return 0
     out = stdout_console()
     price = f"${record.price_hourly:.2f}/h" if record.price_hourly is not None else "price unknown"
+    if record.cluster:
+        total = "" if record.price_hourly is None else f" (${record.price_hourly * record.nodes:.2f}/h for the cluster)"
+        out.print(styled((record.cluster, "bold"), f": {record.cloud} {record.zone or record.region} {record.nodes} x "
+                         f"{record.instance_type} {price} per node{total} {record.state}"))
+        for m in members or []:
+            out.print(f"  node {m.rank}: {m.name} {m.state} {m.ip or '-'}")
+        out.print(f"ssh: trainvm ssh {record.cluster} --node K (K = 0..{record.nodes - 1})")
+        if record.image:
+            out.print(f"image: {record.image}")
+        for note in record.notes:
+            out.print(f"note: {note}")
+        return 0
     out.print(styled((record.name, "bold"), f": {record.cloud} {record.zone or record.region} {record.instance_type} {price} {record.state}"))
     if record.image:
         out.print(f"image: {record.image}")
@@ -192,7 +219,11 @@ def _wait_ready(provider: Provider, record: InstanceRecord, timeout: float, json
                 seen.add(live_phase)
                 progress.start(f"phase {live_phase}")
             report, profile = provider.read_report(record.name)
-            if report is not None and report.state != "running":
+            if record.cluster:  # every node's report (rank 0's console is the one followed)
+                reports = provider.read_cluster_reports(record.cluster)
+                if len(reports) >= record.nodes and all(r is not None and r.state != "running" for r in reports.values()):
+                    break
+            elif report is not None and report.state != "running":
                 break
             if time.monotonic() >= deadline:
                 break
@@ -200,16 +231,21 @@ def _wait_ready(provider: Provider, record: InstanceRecord, timeout: float, json
         if profile is None:
             raise CloudError(f"the profile stored on {record.name} could not be read, so there is nothing to verify against",
                              hint=f"trainvm verify {record.name} --profile PROFILE.yaml")
-        result = compare(profile, report)
+        if record.cluster:
+            from provisioner.verify.cluster import compare_cluster
+
+            result = compare_cluster(profile, provider.read_cluster_reports(record.cluster), record.nodes)
+        else:
+            result = compare(profile, report)
         timed_out = result.status == "provisioning"
         phase = result.phase or follower.phase or live_phase
         if timed_out:
             progress.end("timed out", "red")
     if json_out:
-        emit_json({**up_doc, "verify": result.as_dict(record.name), "status": result.status,
+        emit_json({**up_doc, "verify": result.as_dict(record.cluster or record.name), "status": result.status,
                    "timed_out": timed_out, "waited_seconds": round(time.monotonic() - t0, 1)})
         return exit_code(result)
-    rc = print_verify(record.name, result, json_out)
+    rc = print_verify(record.cluster or record.name, result, json_out)
     if timed_out:
         where = f"in phase {phase}" if phase else "before the startup script reported anything"
         raise NotReadyError(f"{record.name}: gave up waiting after {timeout:g} s, {where}; the VM is still running (and billing)",

@@ -15,6 +15,7 @@ def up_summary(loaded: Any, plan: Any, first: Any, *, spot: bool, ssh_from: str 
     price = plan.price(first)
     worst = plan.failover_worst_case
     hours = lc.max_run_hours
+    n = p.hardware.nodes  # prices stay per node; run costs are the cluster's (n x price)
     lifecycle = {"idle_shutdown_minutes": lc.idle_shutdown_minutes, "max_run_hours": hours}
     for key in ("on_idle", "on_max_run"):  # lifecycle actions, where the profile model has them
         if hasattr(lc, key):
@@ -23,10 +24,12 @@ def up_summary(loaded: Any, plan: Any, first: Any, *, spot: bool, ssh_from: str 
         "cloud": first.cloud, "location": first.location, "instance_type": first.instance_type,
         "gpu": f"{first.gpu_count}x {first.gpu_name}", "spot": spot,
         "price_hourly": price,
+        "nodes": n,
+        "cluster_price_hourly": round(price * n, 6),
         "failover_bound_hourly": plan.failover_bound,
         "worst_case_price_hourly": worst,
-        "run_cost": None if hours is None else round(price * hours, 2),
-        "worst_case_run_cost": None if hours is None or worst is None else round(worst * hours, 2),
+        "run_cost": None if hours is None else round(price * n * hours, 2),
+        "worst_case_run_cost": None if hours is None or worst is None else round(worst * n * hours, 2),
         "lifecycle": lifecycle,
         "ssh": ssh_exposure(first.cloud, ssh_from or p.placement.ssh_from),
         "data_sources": [d.source for d in p.data],
@@ -36,10 +39,17 @@ def up_summary(loaded: Any, plan: Any, first: Any, *, spot: bool, ssh_from: str 
 def summary_lines(s: dict[str, Any]) -> list[str]:
     lc = s["lifecycle"]
     spot = " (spot: may be reclaimed)" if s["spot"] else ""
-    lines = [f"{s['cloud']} {s['instance_type']} ({s['gpu']}) in {s['location']} at ${s['price_hourly']:.3f}/h{spot}",
-             f"failover: same GPU only, at most ${s['failover_bound_hourly']:.3f}/h; worst case ${s['worst_case_price_hourly']:.3f}/h"]
+    n = s.get("nodes", 1)
+    if n > 1:
+        lines = [f"{s['cloud']} {n} nodes x {s['instance_type']} ({s['gpu']} each) in {s['location']} at "
+                 f"${s['price_hourly']:.3f}/h per node = ${s['cluster_price_hourly']:.3f}/h for the cluster{spot}",
+                 f"failover: the whole cluster, same GPU only, at most ${s['failover_bound_hourly']:.3f}/h per node; "
+                 f"worst case ${s['worst_case_price_hourly']:.3f}/h per node"]
+    else:
+        lines = [f"{s['cloud']} {s['instance_type']} ({s['gpu']}) in {s['location']} at ${s['price_hourly']:.3f}/h{spot}",
+                 f"failover: same GPU only, at most ${s['failover_bound_hourly']:.3f}/h; worst case ${s['worst_case_price_hourly']:.3f}/h"]
     if lc["max_run_hours"] is None:
-        lines.append(f"run length: no max_run_hours; ${s['price_hourly'] * 24:.2f} per 24 h until you run `trainvm down`")
+        lines.append(f"run length: no max_run_hours; ${s['price_hourly'] * n * 24:.2f} per 24 h until you run `trainvm down`")
     else:
         lines.append(f"run length: max_run_hours={lc['max_run_hours']:g} -> ${s['run_cost']:.2f} "
                      f"(worst case ${s['worst_case_run_cost']:.2f})")

@@ -70,6 +70,8 @@ from provisioner.providers.base import (
     price_from_labels,
 )
 from provisioner.providers.gcp_api import GceApi
+from provisioner.providers.gcp_cluster import GceClusters
+from provisioner.providers.gcp_cluster_request import cluster_of
 from provisioner.providers.gcp_firewall import FirewallTouched, SshFirewall
 from provisioner.providers.gcp_report import guest_report, guest_status, serial_report, serial_text
 from provisioner.providers.gcp_request import (
@@ -126,6 +128,7 @@ class GcpProvider:
         self.op_timeout = op_timeout
         self._images: dict[str, str] = {}  # a cache of facts, not per-call state
         self._fw = SshFirewall(self.gce)
+        self._clusters = GceClusters(self.gce, self._fw, self._record, op_timeout)
 
     def api(self) -> SimpleNamespace:
         """The compute_v1 module, project and clients (built once, on first use)."""
@@ -199,6 +202,8 @@ class GcpProvider:
     def create(self, spec: LaunchSpec, offer: Offer) -> InstanceRecord:
         if offer.cloud != self.NAME or not offer.zone:
             raise InvalidRequestError(f"not a zonal GCE offer: {offer.describe(spec.spot)}")
+        if spec.nodes > 1:  # the group engine (gcp_cluster, gcp_group): all N nodes or none
+            return self._clusters.create(spec, offer, self.image_for(spec))
         zone, rid, done = offer.zone, request_id(spec, offer), self.api().v1.Operation.Status.DONE
         attempt = CreateAttempt(spec, zone, self.gce.deadline())
         try:
@@ -304,13 +309,22 @@ class GcpProvider:
             return f"cleaning up {spec.name} in {zone} failed ({exc}); run `trainvm down {spec.name}`"
 
     def _managed(self, name: str) -> Any:
-        """The trainvm-managed instance called ``name`` (any zone), or None."""
+        """The trainvm-managed instance called ``name`` (any zone), else the rank-0 node of cluster ``name``, or None."""
         inst, _ = self.gce.find_any(name)
-        return inst if inst is not None and dict(inst.labels).get("trainvm-managed") == "true" else None
+        if inst is not None and dict(inst.labels).get("trainvm-managed") == "true":
+            return inst
+        nodes = self._clusters.nodes(name) if inst is None else []
+        return nodes[0] if nodes else None
 
     def find(self, name: str) -> InstanceRecord | None:
         inst = self._managed(name)
         return None if inst is None else self._record(inst)
+
+    def cluster_nodes(self, name: str) -> builtins.list[InstanceRecord]:
+        return self._clusters.records(name)
+
+    def read_cluster_reports(self, name: str) -> dict[str, StackReport | None]:
+        return self._clusters.reports(name)
 
     def list(self) -> list[InstanceRecord]:
         listing = self.gce.aggregated(MANAGED_FILTER)
@@ -323,8 +337,8 @@ class GcpProvider:
         if inst is None and unreachable:  # "gone" only where GCE answered
             raise RetryExhaustedError(f"cannot tell whether {name} exists: GCE could not list "
                                       f"{', '.join(unreachable)}; try `trainvm down {name}` again", code="UNREACHABLE")
-        if inst is None:
-            return self._fw.delete(name, wait=wait)
+        if inst is None:  # a cluster's nodes (and its policy and rules), or leftover rules only
+            return self._clusters.delete(name)[0]
         zone = inst.zone.rsplit("/", 1)[-1]
         if dict(inst.labels).get("trainvm-managed") != "true":
             raise ConflictError(f"{name} in {zone} is not managed by trainvm (no trainvm-managed label); not deleting it")
@@ -336,12 +350,12 @@ class GcpProvider:
     def stop(self, name: str, *, wait: bool = True) -> InstanceRecord | None:
         from provisioner.providers.gcp_power import power
 
-        return power(self.gce, name, "stop", self._record, wait=wait)
+        return power(self.gce, name, "stop", self._record, wait=wait) or self._clusters.power(name, "stop")
 
     def start(self, name: str, *, wait: bool = True) -> InstanceRecord | None:
         from provisioner.providers.gcp_power import power
 
-        return power(self.gce, name, "start", self._record, wait=wait)
+        return power(self.gce, name, "start", self._record, wait=wait) or self._clusters.power(name, "start")
 
     def read_report(self, name: str) -> tuple[StackReport | None, dict[str, Any] | None]:
         inst = self._managed(name)
@@ -353,14 +367,14 @@ class GcpProvider:
             profile = json.loads(meta["trainvm-profile"]) if meta.get("trainvm-profile") else None
         except ValueError:
             profile = None
-        return guest_report(self.gce, zone, name) or serial_report(self.gce, zone, name), profile
+        return guest_report(self.gce, zone, inst.name) or serial_report(self.gce, zone, inst.name), profile
 
     def console(self, name: str, start: int = 0) -> tuple[str, int] | None:
         """Serial port 1 from byte ``start``: (text, next start); None when there is no such trainvm VM."""
         inst = self._managed(name)
         if inst is None:
             return None
-        return serial_text(self.gce, inst.zone.rsplit("/", 1)[-1], name, start)
+        return serial_text(self.gce, inst.zone.rsplit("/", 1)[-1], inst.name, start)
 
     def live_status(self, record: InstanceRecord) -> str | None:
         """The ``trainvm/status`` guest attribute (no console read needed)."""
@@ -376,6 +390,7 @@ class GcpProvider:
         labels, zone = dict(inst.labels), inst.zone.rsplit("/", 1)[-1]
         meta = {i.key: i.value for i in inst.metadata.items}
         ip = next((ac.nat_i_p for nic in inst.network_interfaces for ac in nic.access_configs if ac.nat_i_p), None)
+        cluster, rank, nodes = cluster_of(inst.name, labels)
         return InstanceRecord(
             name=inst.name, cloud=self.NAME, region=zone.rsplit("-", 1)[0], zone=zone,
             instance_type=inst.machine_type.rsplit("/", 1)[-1], state=inst.status, profile=labels.get("trainvm-profile"),
@@ -384,4 +399,4 @@ class GcpProvider:
             last_stop=inst.last_stop_timestamp or None,
             ssh_command=f"gcloud compute ssh {inst.name} --zone {zone} --project {self.project}",
             notes=tuple(notes or ()), adopted=existing, spot=inst.scheduling.provisioning_model == "SPOT",
-            owner=labels.get("trainvm-owner"), cloud_id=str(inst.id))
+            owner=labels.get("trainvm-owner"), cloud_id=str(inst.id), cluster=cluster, rank=rank, nodes=nodes)

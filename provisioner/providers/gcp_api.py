@@ -102,7 +102,8 @@ class GceApi:
                     v1=compute_v1, project=self.project, instances=compute_v1.InstancesClient(**kw),
                     zone_ops=compute_v1.ZoneOperationsClient(**kw), images=compute_v1.ImagesClient(**kw),
                     firewalls=compute_v1.FirewallsClient(**kw), global_ops=compute_v1.GlobalOperationsClient(**kw),
-                    zones=compute_v1.ZonesClient(**kw))
+                    zones=compute_v1.ZonesClient(**kw), policies=compute_v1.ResourcePoliciesClient(**kw),
+                    region_ops=compute_v1.RegionOperationsClient(**kw))
             return self._clients
 
     def deadline(self) -> float:

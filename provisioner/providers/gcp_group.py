@@ -6,8 +6,7 @@ and the node list written into every node's metadata (``trainvm-cluster``, provi
 All or nothing: GCE deletes what it created when minCount is not reached; when fewer than N exist anyway (a
 partial success), or any later step fails, this engine deletes the nodes that exist and the policy before it
 raises, so nothing half-created is left. Waits are bounded (google.api_core.retry); the SDK is imported lazily.
-Not wired into ``up`` yet: the GCE provider will call ``GceGroup.create`` / ``delete`` (docs/spec.md,
-"Multi-node clusters").
+The GCE provider calls it for ``LaunchSpec.nodes`` > 1 (providers/gcp_cluster.py; docs/spec.md "Multi-node clusters").
 """
 
 from __future__ import annotations
@@ -23,6 +22,8 @@ from provisioner.providers.gcp_request import fit_name
 from provisioner.render.cluster import node_list_metadata
 
 MIN_COUNT_CODE = "VM_MIN_COUNT_NOT_REACHED"
+#: The label every node carries (value: the cluster's name); ``delete`` touches only instances that carry it.
+CLUSTER_LABEL = "trainvm-cluster"
 #: Per-node calls (metadata, delete) in flight at once.
 PARALLEL = 16
 POLICY_SUFFIX = "-compact"
@@ -144,7 +145,9 @@ class GceGroup:
             self._raise_op(self._wait(op, region=region))
             link = f"projects/{self.project}/regions/{region}/resourcePolicies/{policy_name(cluster)}"
         try:
-            res = compute_v1.BulkInsertInstanceResource.from_json(json.dumps(bulk_body(names, instance_properties(instance, link))))
+            props = instance_properties(instance, link)
+            props["labels"] = {**(props.get("labels") or {}), CLUSTER_LABEL: cluster}
+            res = compute_v1.BulkInsertInstanceResource.from_json(json.dumps(bulk_body(names, props)))
             op = self._sdk(lambda: self.c.instances.bulk_insert_unary(project=self.project, zone=zone,
                                                                        bulk_insert_instance_resource_resource=res))
             op = self._wait(op, zone=zone)
@@ -198,11 +201,15 @@ class GceGroup:
 
     # ------------------------------------------------------------------ delete
     def delete(self, cluster: str, zone: str, nodes: int, *, compact: bool) -> None:
-        """Delete every node of ``cluster`` that exists, then its placement policy (idempotent)."""
+        """Delete every node of ``cluster`` that exists, then its placement policy (idempotent). An instance of a
+        node's name that does not carry ``trainvm-cluster=cluster`` (another VM of that name) is never touched."""
         from google.api_core.exceptions import NotFound
 
         def one(name: str) -> None:
             try:
+                inst = self.c.instances.get(project=self.project, zone=zone, instance=name)
+                if dict(inst.labels).get(CLUSTER_LABEL) != cluster:
+                    return
                 op = self.c.instances.delete_unary(project=self.project, zone=zone, instance=name)
             except NotFound:
                 return

@@ -317,5 +317,10 @@ def instance_body(spec: LaunchSpec, offer: Offer, image: str, project: str) -> d
 
 def request_preview(spec: LaunchSpec, offer: Offer, project: str = "PROJECT") -> dict[str, Any]:
     """The body ``up`` would send, offline: the image is shown as its family URL (``up`` pins the image
-    name the family points to when it runs, and records it in the ``trainvm-image`` metadata)."""
+    name the family points to when it runs, and records it in the ``trainvm-image`` metadata). A cluster
+    (``spec.nodes`` > 1): every body ``up`` sends for it, by method (gcp_cluster_request.request_preview)."""
+    if spec.nodes > 1:
+        from provisioner.providers.gcp_cluster_request import request_preview as cluster_preview
+
+        return cluster_preview(spec, offer, family_url(spec.os), project)
     return instance_body(spec, offer, family_url(spec.os), project)

@@ -1,6 +1,6 @@
 """Issue 18, part 1 through the CLI: `plan` prices N nodes, rules out non-compact families when compact
-placement is asked, and shows the fabric and whether the OS image can use it; `up` refuses clusters
-until the providers can create them."""
+placement is asked, and shows the fabric and whether the OS image can use it; `up` uses only clouds whose
+provider creates clusters."""
 
 from __future__ import annotations
 
@@ -58,7 +58,14 @@ def test_text_shows_cluster_cost_placement_and_fabric(cli, write_yaml) -> None:
     assert "fabric: GPUDirect-TCP" in r.out and "NCCL uses TCP sockets" in r.out and "ubuntu-22.04" in r.out
 
 
-def test_up_refuses_a_cluster_before_touching_a_cloud(cli, write_yaml, clouds) -> None:
+def test_up_of_a_cluster_never_picks_a_cloud_without_a_group_engine(cli, write_yaml, clouds, monkeypatch) -> None:
+    """Before a cloud's provider creates clusters (registry group_engine), `up` does not touch it: the plan
+    rejects its offers (reason `cluster`), so nothing is created anywhere."""
+    from provisioner.providers import registry
+
+    monkeypatch.setattr(registry, "cluster_clouds", lambda: ())
+    monkeypatch.setattr("provisioner.planner.core.cluster_clouds", lambda: ())
     r = cli("up", str(_profile(write_yaml, "T4", nodes=2)), "--yes")
-    assert r.code == 2 and "hardware.nodes: 2" in r.err and "cannot create multi-node clusters yet" in r.err
-    assert all(not fake.calls and not fake.vms for fake in clouds.values())
+    assert r.code != 0 and "cluster" in r.err
+    assert all(not fake.vms for fake in clouds.values())
+    assert all(call[0] != "create" for fake in clouds.values() for call in fake.calls)

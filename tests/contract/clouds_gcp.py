@@ -8,8 +8,8 @@ import pytest
 
 from provisioner.catalog.models import Offer
 from provisioner.providers.base import InstanceRecord
-from tests.contract.clouds_fake import gce_offer
-from tests.contract.harness import CloudHarness, b64_json, spec_maker
+from tests.contract.clouds_fake import a2_offer, gce_offer
+from tests.contract.harness import CloudHarness, ClusterHarness, b64_json, spec_maker
 
 PROJECT = "contract-proj"
 CIDR = "203.0.113.7/32"  # every GCE spec has ssh_from: the VPC firewall rules are part of each create
@@ -19,9 +19,9 @@ TRIES = 4
 
 @pytest.fixture(scope="session")
 def contract_gce_server():
-    from tests.emulators.gce import GceEmulator
+    from tests.emulators.gce_group import GceGroupEmulator
 
-    with GceEmulator(seed=11) as emu:
+    with GceGroupEmulator(seed=11) as emu:
         yield emu
 
 
@@ -60,10 +60,17 @@ def gcp_cloud(contract_gce_server) -> Any:
         with gce._lock:
             vms = [f"instance {k[2]}" for k in gce.instances if k[0] == PROJECT]
         rules = [f"firewall {n}" for n in gce.firewall_names(PROJECT) if n not in DEFAULT_RULES]
-        return sorted(vms + rules)
+        with gce._lock:
+            policies = [f"resourcePolicy {k[2]}" for k in gce.policies if k[0] == PROJECT]
+        return sorted(vms + rules + policies)
+
+    def stock_out(offer: Offer, room: int) -> None:
+        with gce._lock:
+            gce.capacity[str(offer.zone)] = room
 
     yield CloudHarness(
         name="gcp", provider=make(), twin=make, offers=[gce_offer("us-central1-a"), gce_offer("europe-west4-a")],
         spec=spec, plant_unmanaged=plant_unmanaged, fail_after_create_starts=fail, put_report=put_report,
-        leftovers=leftovers, stopped_states=("TERMINATED",))
+        leftovers=leftovers, stopped_states=("TERMINATED",),
+        cluster=ClusterHarness(offers=[a2_offer("us-central1-a"), a2_offer("europe-west4-a")], stock_out=stock_out))
     gce.reset()

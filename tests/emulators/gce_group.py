@@ -45,6 +45,7 @@ class GceGroupEmulator(GceEmulator):
             self.region_ops: dict[tuple, dict] = {}
             self.capacity: dict[str, int] = {}
             self._next_ip = int(ipaddress.IPv4Address("10.128.1.2"))
+            self._next_nat = 0
 
     # ------------------------------------------------------------------ resource policies
     def _region_op(self, project, region, op_type, target, error=None) -> dict:
@@ -221,8 +222,12 @@ class GceGroupEmulator(GceEmulator):
         else:
             for n in made:
                 inst = self.instances.get((project, zone, n))
-                if inst is not None:
+                if inst is not None:  # RUNNING with its ephemeral external address, as an inserted VM gets
                     inst.update(status="RUNNING", lastStartTimestamp=now(), cpuPlatform="Intel Sapphire Rapids")
+                    for nic in inst["networkInterfaces"]:
+                        for ac in nic.get("accessConfigs", []):
+                            self._next_nat += 1
+                            ac["natIP"] = f"198.51.{100 + self._next_nat // 250 % 100}.{2 + self._next_nat % 250}"
             status = {"status": "CREATED", "targetVmCount": bulk["count"], "createdVmCount": len(made),
                       "failedToCreateVmCount": failed, "deletedVmCount": 0}
         op["instancesBulkInsertOperationMetadata"] = {"perLocationStatus": {f"zones/{zone}": status}}
