@@ -83,3 +83,21 @@ def test_down_deletes_every_node_and_the_placement_group(up, cli, clouds) -> Non
     assert r.code == 0 and r.json()["nodes"] == 3 and r.json()["deleted"] is True
     assert clouds["gcp"].vms == {} and clouds["gcp"].placements == set()
     assert "already gone" in cli("down", name, "--yes").out
+
+
+def test_up_wait_ready_waits_for_every_node_and_verifies_the_cluster(cli, write_yaml, clouds) -> None:
+    from tests.contract.harness import REPORT
+
+    fake = clouds["gcp"]
+    for i in range(3):
+        fake.reports[f"ddp-run-{i}"] = {**REPORT, "driver": "550.90.07" if i == 2 else REPORT["driver"]}
+    r = cli("up", str(_profile(write_yaml, nodes=3)), "--name", "ddp-run", "--yes", "--wait-ready",
+            "--ready-timeout", "5", "--json")
+    doc = r.json()
+    assert r.code == 1 and doc["verify"]["target"] == "ddp-run" and doc["timed_out"] is False
+    fields = {f["field"]: f for f in doc["verify"]["fields"]}
+    assert {f"node[ddp-run-{i}].status" for i in range(3)} <= set(fields)
+    assert "ddp-run-2" in str(fields["nodes.driver"]["observed"])
+    again = cli(  # a re-run finds the cluster (its rank-0 node) and creates nothing
+        "up", str(_profile(write_yaml, nodes=3)), "--name", "ddp-run", "--yes", "--json")
+    assert again.code == 0 and again.json()["existing"] is True and again.json()["cluster"]["nodes"] == 3
