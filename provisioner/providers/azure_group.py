@@ -30,6 +30,7 @@ from provisioner.providers import azure_errors as errs
 from provisioner.providers import azure_group_request as G
 from provisioner.providers import azure_request as R
 from provisioner.providers.azure_lease import LEASE, LEASE_UNTIL, MANAGED, _lease, _lease_live, _props
+from provisioner.providers.azure_roles import grant_lifecycle_role
 from provisioner.providers.base import (
     CapacityError,
     ConflictError,
@@ -251,6 +252,9 @@ def create(p: Any, spec: LaunchSpec, offer: Offer) -> InstanceRecord:
         vmss = get_scale_set(p, spec.name)
         if vmss is None:
             raise VanishedError(f"{spec.name} was deleted right after its creation finished", code="DeletedDuringCreate")
+        # the scale set's identity (every node's) gets the lifecycle role on the group, as a single VM's does: a
+        # node's watchdog deallocates its own instance (IMDS resourceId .../virtualMachineScaleSets/N/virtualMachines/K)
+        grant_lifecycle_role(p, spec, vmss)
         return node_records(p, vmss, notes=notes)[0]
     except Exception as exc:
         if made_group and isinstance(exc, ProviderError) and not isinstance(exc, VanishedError) \

@@ -19,7 +19,8 @@ ownership, providers/azure_lease.py), with the same VNet and NSG, plus:
 - tags: the single VM's labels plus ``trainvm-nodes`` (N); after the instances exist, the node list
   (render/cluster.py ``node_list_metadata``: private IPs in rank order, ``trainvm-cluster``,
   ``trainvm-cluster-1``... within Azure's 256-character tag values) is added to the scale set's tags, which
-  an instance's IMDS ``compute/tags`` shows (per-instance tags cannot be written on Uniform instances).
+  an instance's IMDS ``compute/tags`` is believed to show (unverified against a live subscription; per-instance
+  tags cannot be written on Uniform instances).
 Ranks follow the instance ids (numerically); node ``K`` is called ``<NAME>-K``.
 """
 

@@ -126,3 +126,68 @@ def test_read_cluster_reports_in_rank_order(emu, provider, t4_spec, offers):
     assert ran == [f"{spec.name}_{k}" for k in range(4)]
     _, profile = provider.read_report(spec.name)
     assert profile == json.loads(spec.profile_json)
+
+
+def test_a_long_node_list_continues_in_more_tags(emu, provider, t4_spec, offers):
+    spec = cluster(t4_spec, 30)  # 30 addresses of 8-9 characters: more than one 256-character tag value
+    provider.create(spec, offers[("eastus", T4)])
+    tags = scale_set_tags(emu, spec.name)
+    assert "trainvm-cluster-1" in tags and all(len(v) <= 256 for v in tags.values())
+    ips = parse_node_list(tags)
+    private = {nic["properties"]["virtualMachine"]["id"].rsplit("/", 1)[1]:
+               nic["properties"]["ipConfigurations"][0]["properties"]["privateIPAddress"]
+               for nic in emu.state.render_vmss_nics(emu.state.vmss(names(spec.name).rg, spec.name))}
+    assert ips == [private[str(k)] for k in range(30)]  # rank order = instance-id order
+
+
+def test_a_rerun_adopts_the_cluster_and_creates_nothing(emu, provider, t4_spec, offers):
+    spec = cluster(t4_spec, 2)
+    provider.create(spec, offers[("eastus", T4)])
+    puts = len(emu.calls("PUT"))
+    again = provider.create(spec, offers[("eastus", T4)])
+    assert again.adopted and again.rank == 0 and len(emu.calls("PUT")) == puts
+
+
+def test_a_failed_leftover_is_deleted_and_created_again(emu, provider, t4_spec, offers):
+    spec = cluster(t4_spec, 2)
+    provider.create(spec, offers[("eastus", T4)])
+    with emu._lock:  # a killed `up` left a scale set that failed, without its node list
+        rec = emu.state.vmss(names(spec.name).rg, spec.name)
+        rec["state"] = "Failed"
+        rec["body"]["tags"] = {k: v for k, v in rec["body"]["tags"].items() if k != "trainvm-cluster"}
+        emu.state.group(names(spec.name).rg)["tags"]["trainvm-lease-until"] = "0"  # its lease ran out
+    record = provider.create(spec, offers[("eastus", T4)])
+    assert not record.adopted and emu.calls("DELETE", "/resourcegroups/")
+    assert len(parse_node_list(scale_set_tags(emu, spec.name))) == 2
+
+
+def test_another_version_of_the_profile_is_a_conflict(emu, provider, t4_spec, offers):
+    from provisioner.providers.base import ConflictError
+
+    spec = cluster(t4_spec, 2)
+    provider.create(spec, offers[("eastus", T4)])
+    other = named(spec, spec.name, labels={**spec.labels, "trainvm-hash": "0123456789abcdef"})
+    with pytest.raises(ConflictError):
+        provider.create(other, offers[("eastus", T4)])
+    assert len(provider.cluster_nodes(spec.name)) == 2
+
+
+def test_the_lifecycle_role_goes_to_the_scale_sets_identity(emu, provider, t4_spec, offers):
+    spec = named(cluster(t4_spec, 2), t4_spec.name, idle_shutdown_minutes=30)
+    record = provider.create(spec, offers[("eastus", T4)])
+    (assignment,) = emu.state.role_assignments.values()
+    principal = emu.state.vmss(names(spec.name).rg, spec.name)["body"]["identity"]["principalId"]
+    assert assignment["principalId"] == principal and assignment["scope"].endswith(f"/resourceGroups/{names(spec.name).rg}")
+    assert any("Virtual Machine Contributor" in note for note in record.notes)
+    provider.delete(spec.name)
+    assert emu.state.role_assignments == {}
+
+
+def test_an_allocation_failure_polled_through_the_body_is_still_capacity(emu, provider, t4_spec, offers):
+    emu.lro_style = "body"  # the failure's code then comes from a failed instance's view
+    spec = cluster(t4_spec, 4)
+    emu.inject("partial_capacity_lro", location="eastus", created=1)
+    with pytest.raises(CapacityError) as err:
+        provider.create(spec, offers[("eastus", A100)])
+    assert err.value.code == "AllocationFailed" and "1 of 4 nodes" in str(err.value)
+    assert emu.resource_groups() == []
