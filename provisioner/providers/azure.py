@@ -283,7 +283,11 @@ class AzureProvider(CreateTransaction, GroupLease):
         few minutes, so it lags the VM); None when there is no such trainvm VM."""
         n = R.names(name)
         vm = self._get_vm(n.rg, name)
-        if vm is None or (vm.get("tags") or {}).get(MANAGED) != "true":
+        if vm is None:
+            from provisioner.providers import azure_group
+
+            return azure_group.console(self, name, start)  # a cluster: rank 0's serial log
+        if (vm.get("tags") or {}).get(MANAGED) != "true":
             return None
         text = self._serial_log(n) or ""
         return text[start:], max(len(text), start)
@@ -304,6 +308,10 @@ class AzureProvider(CreateTransaction, GroupLease):
                 n.rg, n.vm, sas_uri_expiration_time_in_minutes=10)))
         except ProviderError:
             return None
+        return self._serial_blob(uris)
+
+    def _serial_blob(self, uris: dict[str, Any]) -> str | None:
+        """The serial log a retrieveBootDiagnosticsData answer points at (None: none or unreadable)."""
         url = uris.get("serialConsoleLogBlobUri")
         if not url:
             return None

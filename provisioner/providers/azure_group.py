@@ -13,7 +13,8 @@ While another live ``up`` holds the group's lease this one stops (it does not wa
 
 Nodes: ``NAME-K`` for rank K (instance ids in numeric order); each record carries cluster/rank/nodes, its
 public IP and power state. ``find`` returns rank 0; ``stop``/``start`` deallocate/start the whole scale set;
-``delete`` is the single-VM one (the group goes). Reports: Run Command on each instance (at most 16 at once).
+``delete`` is the single-VM one (the group goes); ``console`` is rank 0's serial log. Reports: Run Command on each
+instance (at most 16 at once).
 """
 
 from __future__ import annotations
@@ -178,6 +179,25 @@ def read_report(p: Any, name: str) -> tuple[StackReport | None, dict[str, Any] |
     profile = R.decode_user_data((_props(vmss).get("virtualMachineProfile") or {}).get("userData"))
     reports = read_cluster_reports(p, name)
     return next(iter(reports.values()), None), profile
+
+
+def console(p: Any, name: str, start: int = 0, rank: int = 0) -> tuple[str, int] | None:
+    """Node ``rank``'s boot-diagnostics serial log from character ``start``; None when there is no such cluster."""
+    vmss = get_scale_set(p, name)
+    if vmss is None or (vmss.get("tags") or {}).get(MANAGED) != "true":
+        return None
+    rg = R.names(name).rg
+    instances = _instances(p, rg, name)
+    text = ""
+    if rank < len(instances):
+        iid = str(instances[rank].get("instanceId"))
+        try:
+            uris = _wire(p._call(lambda: p.api().compute.virtual_machine_scale_set_vms.retrieve_boot_diagnostics_data(
+                rg, name, iid, sas_uri_expiration_time_in_minutes=10)))
+        except ProviderError:
+            uris = {}
+        text = p._serial_blob(uris) or ""
+    return text[start:], max(len(text), start)
 
 
 def power(p: Any, name: str, action: str, *, wait: bool = True) -> InstanceRecord | None:

@@ -191,3 +191,14 @@ def test_an_allocation_failure_polled_through_the_body_is_still_capacity(emu, pr
         provider.create(spec, offers[("eastus", A100)])
     assert err.value.code == "AllocationFailed" and "1 of 4 nodes" in str(err.value)
     assert emu.resource_groups() == []
+
+
+def test_console_is_rank_zeros_serial_log(emu, provider, t4_spec, offers):
+    spec = cluster(t4_spec, 2)
+    provider.create(spec, offers[("eastus", T4)])
+    emu.set_serial_log(names(spec.name).rg, f"{spec.name}_0", "boot\nTRAINVM_STATUS=running:apt\n")
+    emu.set_serial_log(names(spec.name).rg, f"{spec.name}_1", "other node\n")
+    text, offset = provider.console(spec.name)
+    assert "TRAINVM_STATUS=running:apt" in text and offset == len(text)
+    assert provider.console(spec.name, offset) == ("", offset)
+    assert provider.console("trainvm-nothing-here") is None

@@ -84,4 +84,6 @@ class VmActionsMixin:
 
     def serial_log(self, guid):
         rec = next((r for r in self.res.values() if r["type"] == VM_T and r["guid"] == guid), None)
-        return None if rec is None else self.serial_logs.get((rec["rg"], rec["name"].lower()), "")
+        if rec is None:
+            return self.vmss_serial_log(guid)   # a scale-set instance (arm_vmss.py)
+        return self.serial_logs.get((rec["rg"], rec["name"].lower()), "")

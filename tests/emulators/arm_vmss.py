@@ -13,7 +13,8 @@ Modelled (request bodies validated against arm_vmss_schemas.py, built from azure
   ``/virtualMachines/{id}/instanceView``, ``/virtualMachines/{id}/runCommand`` (RunShellScript; the output
   is planted with ``emu.set_run_command_output(rg, "NAME_ID", ...)``), ``/networkInterfaces`` and
   ``/publicipaddresses`` (azure-mgmt-network's VMSS lists), ``/deallocate``, ``/start``, ``/poweroff`` (all
-  instances or ``instanceIds``).
+  instances or ``instanceIds``), ``/virtualMachines/{id}/retrieveBootDiagnosticsData`` + the SAS blob (the log is
+  planted with ``emu.set_serial_log(rg, "NAME_ID", text)``).
 - Checks (stateless ones approximate ARM's wording): Uniform only is modelled (Flexible is refused, 400, as
   trainvm never sends it); ``sku.name``/``sku.capacity`` required; capacity <= 100 with
   ``singlePlacementGroup: true`` (Azure's single-placement-group cap) and <= 1000; ``networkApiVersion`` and
@@ -31,7 +32,7 @@ Not modelled: placement itself (no racks, fabric or InfiniBand partition keys: t
 ``overprovision: true`` the emulator still creates exactly N), instance-id gaps (real ids are not always
 0..N-1), Flexible orchestration, autoscale, upgrade policies, extensions, per-instance tags (ARM ignores tag
 writes on Uniform instances), what IMDS shows an instance (``compute/tags``: the scale set's tags on Azure,
-not observable here), boot diagnostics of instances, and references from scale sets in NSG/VNet renders.
+not observable here), and references from scale sets in NSG/VNet renders.
 """
 from __future__ import annotations
 
@@ -365,6 +366,23 @@ class VmssMixin:
                     insts[i]["power"] = target
         never = bool(self.take_fault("lro", *method_path))
         return self.new_op(COMP, rec["location"], polls, finish, never)
+
+    def vmss_boot_diagnostics(self, rg, name, iid, base):
+        rec, inst = self.vmss_instance(rg, name, iid)
+        bd = (rec["body"]["properties"]["virtualMachineProfile"].get("diagnosticsProfile") or {}).get(
+            "bootDiagnostics") or {}
+        if not bd.get("enabled"):
+            raise ArmError(409, "OperationNotAllowed", f"Boot diagnostics is not enabled for scale set '{name}'.")
+        url = f"{base}/bootdiagnostics/{inst['guid']}/{name}_{iid}.%s?sv=2025-01-05&sr=b&sp=r&sig=emulated"
+        return {"consoleScreenshotBlobUri": url % "screenshot.bmp", "serialConsoleLogBlobUri": url % "serialconsole.log"}
+
+    def vmss_serial_log(self, guid):
+        """The planted serial log (emu.set_serial_log(rg, "NAME_ID", text)) of the instance ``guid``; None: none."""
+        for rec in self.of_type(VMSS_T):
+            for iid, inst in rec["extra"].get("instances", {}).items():
+                if inst["guid"] == guid:
+                    return self.serial_logs.get((rec["rg"], f"{rec['name']}_{iid}".lower()), "")
+        return None
 
     def vmss_run_command(self, rg, name, iid, body, polls, method_path):
         rec, inst = self.vmss_instance(rg, name, iid)

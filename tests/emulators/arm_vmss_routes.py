@@ -42,6 +42,8 @@ class VmssRoutes:
             return 200, {}, st.instance_view_of(r, inst)
         if len(sub) == 3 and sub[0] == "virtualmachines" and sub[2] == "runcommand" and method == "POST":
             return 202, self._lro_headers(st.vmss_run_command(rg, name, rest[3], body or {}, self.polls, mp), api), None
+        if len(sub) == 3 and sub[0] == "virtualmachines" and sub[2] == "retrievebootdiagnosticsdata" and method == "POST":
+            return 200, {}, st.vmss_boot_diagnostics(rg, name, rest[3], self.url)
         if sub == ["networkinterfaces"] and method == "GET":
             return self._page(st.render_vmss_nics(st.vmss(rg, name)), q, mp[1])
         if sub == ["publicipaddresses"] and method == "GET":
