@@ -3,8 +3,8 @@ body (one ``instances.insert`` body, as ``gcp_group`` turns it into bulkInsert's
 intra-cluster firewall rule, and what a node's labels say about its cluster. No SDK import.
 
 - Every node carries the labels ``trainvm-cluster=NAME`` and ``trainvm-nodes=N`` (bulkInsert gives all nodes the
-  same properties; the rank is the name's suffix, ``gcp_group.node_names``) and the network tag
-  ``cluster_tag(NAME)``.
+  same properties), ``trainvm-rank=K`` (set per node after the bulkInsert; until then the rank is the name's
+  suffix, ``gcp_group.node_names``) and the network tag ``cluster_tag(NAME)``.
 - ``NAME-internal`` allows all TCP, UDP and ICMP from the nodes to the nodes (source and target: the cluster's
   tag): torchrun's c10d store and NCCL use arbitrary ports. It is made before the nodes and deleted after them.
 """
@@ -17,6 +17,7 @@ from provisioner.catalog.models import Offer
 from provisioner.providers.base import LaunchSpec
 from provisioner.providers.gcp_group import (
     CLUSTER_LABEL,
+    RANK_LABEL,
     bulk_body,
     instance_properties,
     node_names,
@@ -72,7 +73,10 @@ def cluster_of(name: str, labels: dict[str, str]) -> tuple[str | None, int | Non
         nodes = max(1, int(labels.get(NODES_LABEL, "1")))
     except ValueError:
         nodes = 1
-    names = node_names(cluster, nodes)
+    rank = labels.get(RANK_LABEL, "")
+    if rank.isdigit() and int(rank) < nodes:
+        return cluster, int(rank), nodes
+    names = node_names(cluster, nodes)  # before the rank label is written: the name's suffix
     return cluster, (names.index(name) if name in names else None), nodes
 
 

@@ -24,6 +24,8 @@ from provisioner.render.cluster import node_list_metadata
 MIN_COUNT_CODE = "VM_MIN_COUNT_NOT_REACHED"
 #: The label every node carries (value: the cluster's name); ``delete`` touches only instances that carry it.
 CLUSTER_LABEL = "trainvm-cluster"
+#: The label holding a node's rank (bulkInsert gives every node the same labels: set per node afterwards).
+RANK_LABEL = "trainvm-rank"
 #: Per-node calls (metadata, delete) in flight at once.
 PARALLEL = 16
 POLICY_SUFFIX = "-compact"
@@ -174,21 +176,28 @@ class GceGroup:
         return self._sdk(lambda: self.c.instances.get(project=self.project, zone=zone, instance=name))
 
     def write_node_list(self, zone: str, nodes: list[Any]) -> None:
-        """``trainvm-cluster`` (the nodes' private IPs, rank order) into every node's metadata."""
+        """``trainvm-cluster`` (the nodes' private IPs, rank order) into every node's metadata, and each node's rank
+        into its labels (``trainvm-rank``); both requests of a node go out before either is awaited."""
         from google.cloud import compute_v1
 
         from provisioner.providers.registry import METADATA_VALUE_LIMIT
 
         items = node_list_metadata([n.network_interfaces[0].network_i_p for n in nodes], METADATA_VALUE_LIMIT["gcp"])
-        def one(node: Any) -> None:
+        def one(ranked: tuple[int, Any]) -> None:
+            rank, node = ranked
             kept = [compute_v1.Items(key=i.key, value=i.value) for i in node.metadata.items if i.key not in items]
             md = compute_v1.Metadata(fingerprint=node.metadata.fingerprint,
                                      items=kept + [compute_v1.Items(key=k, value=v) for k, v in items.items()])
-            op = self._sdk(lambda: self.c.instances.set_metadata_unary(
-                project=self.project, zone=zone, instance=node.name, metadata_resource=md))
-            self._raise_op(self._wait(op, zone=zone))
+            labels = compute_v1.InstancesSetLabelsRequest(label_fingerprint=node.label_fingerprint,
+                                                          labels={**dict(node.labels), RANK_LABEL: str(rank)})
+            ops = [self._sdk(lambda: self.c.instances.set_metadata_unary(
+                       project=self.project, zone=zone, instance=node.name, metadata_resource=md)),
+                   self._sdk(lambda: self.c.instances.set_labels_unary(
+                       project=self.project, zone=zone, instance=node.name, instances_set_labels_request_resource=labels))]
+            for op in ops:
+                self._raise_op(self._wait(op, zone=zone))
 
-        self._each(one, nodes)
+        self._each(one, list(enumerate(nodes)))
 
     def _each(self, fn: Any, items: list[Any]) -> list[Any]:
         """``fn`` over ``items`` on at most PARALLEL threads (wall time flat in N up to that); the first error

@@ -61,7 +61,8 @@ def test_up_status_verify_ssh_down(cli, write_yaml, gce, monkeypatch, n) -> None
     nodes = _nodes(gce)
     assert sorted(nodes) == sorted(names)
     ips = ",".join(nodes[x]["networkInterfaces"][0]["networkIP"] for x in names)
-    for x in names:
+    for rank, x in enumerate(names):
+        assert nodes[x]["labels"]["trainvm-rank"] == str(rank)
         meta = {i["key"]: i["value"] for i in nodes[x]["metadata"]["items"]}
         assert meta["trainvm-cluster"] == ips and rule["targetTags"][0] in nodes[x]["tags"]["items"]
         assert nodes[x]["labels"]["trainvm-cluster"] == name and nodes[x]["labels"]["trainvm-nodes"] == str(n)

@@ -1,8 +1,8 @@
 """The Compute Engine emulator (gce.py) with the group engine trainvm uses for clusters: instances.bulkInsert
 (count / minCount / perInstanceProperties / namePattern, all-or-nothing below minCount, partial success read
 from the operation's instancesBulkInsertOperationMetadata.perLocationStatus), compact placement policies
-(resourcePolicies insert/get/delete, regionOperations get/wait; a policy in use cannot be deleted) and
-instances.setMetadata (with the fingerprint check), through the same discovery-checked routes.
+(resourcePolicies insert/get/delete, regionOperations get/wait; a policy in use cannot be deleted),
+instances.setMetadata (with the fingerprint check) and instances.setLabels (with the labelFingerprint check), through the same discovery-checked routes.
 
 Capacity: ``emu.capacity[zone] = K`` lets at most K more VMs be created in that zone by bulkInsert (unset:
 unlimited). With K >= minCount, min(count, K) VMs are created and the operation ends DONE without error (a
@@ -24,7 +24,7 @@ from .gce import GceEmulator
 from .gce_resources import API, instance_resource, now, region_of
 from .gce_validate import ApiError, check_instance, invalid, relative
 
-GROUP_ROUTES = ("compute.instances.bulkInsert", "compute.instances.setMetadata", "compute.resourcePolicies.insert",
+GROUP_ROUTES = ("compute.instances.bulkInsert", "compute.instances.setMetadata", "compute.instances.setLabels", "compute.resourcePolicies.insert",
                 "compute.resourcePolicies.get", "compute.resourcePolicies.delete", "compute.regionOperations.get",
                 "compute.regionOperations.wait")
 _PATTERN = re.compile(r"^([a-z][-a-z0-9]*?)(#+)$")
@@ -245,4 +245,18 @@ class GceGroupEmulator(GceEmulator):
             raise ApiError(412, "conditionNotMet", "Supplied fingerprint does not match current metadata fingerprint.")
         current.update(items=copy.deepcopy(body.get("items") or []), fingerprint=f"ZnA{self._rng.getrandbits(24):06x}=")
         op = self._new_op(project, zone, "setMetadata", instance, self.instances[key]["id"])
+        return copy.deepcopy(op)
+
+    def _instances_setLabels(self, req, project, zone, instance):
+        """labels replaced as a whole; the labelFingerprint must be the current one (412 otherwise)."""
+        key = self._lookup(project, zone, instance)
+        body = req.body if isinstance(req.body, dict) else {}
+        errs = self.discovery.check_body("InstancesSetLabelsRequest", body, "compute.instances.setLabels")
+        if errs:
+            raise invalid(errs)
+        inst = self.instances[key]
+        if body.get("labelFingerprint") != inst.get("labelFingerprint"):
+            raise ApiError(412, "conditionNotMet", "Labels fingerprint either invalid or resource labels have changed")
+        inst.update(labels=dict(body.get("labels") or {}), labelFingerprint=f"bGI{self._rng.getrandbits(24):06x}=")
+        op = self._new_op(project, zone, "setLabels", instance, inst["id"])
         return copy.deepcopy(op)

@@ -45,6 +45,8 @@ def test_rank_is_the_name_suffix_and_single_vms_have_none() -> None:
     labels = {"trainvm-cluster": SPEC.name, "trainvm-nodes": "4"}
     assert [cluster_of(n, labels) for n in node_names(SPEC.name, 4)] == [(SPEC.name, r, 4) for r in range(4)]
     assert cluster_of("stray", labels) == (SPEC.name, None, 4)
+    assert cluster_of("stray", {**labels, "trainvm-rank": "2"}) == (SPEC.name, 2, 4)  # the rank label wins
+    assert cluster_of(f"{SPEC.name}-1", {**labels, "trainvm-rank": "9"}) == (SPEC.name, 1, 4)  # out of range: the name
     assert cluster_of("vm", {"trainvm-managed": "true"}) == (None, None, 1)
     assert cluster_of(f"{SPEC.name}-0", {**labels, "trainvm-nodes": "x"})[2] == 1
 
