@@ -186,12 +186,12 @@ def _wait_ready(provider: Provider, record: InstanceRecord, timeout: float, json
     """Follow the startup script until it reports ready or failed: each phase as it starts and ends
     (from the console's TRAINVM_STATUS and log lines, and the live status where the registry has one: GCE guest
     attributes), then verify. A timeout says which phase it was in."""
-    from provisioner.providers.registry import LIVE_STATUS
+    from provisioner.providers.registry import cloud
     from provisioner.verify.compare import compare
     from provisioner.verify.console import ConsoleFollower
 
     follower = ConsoleFollower()
-    live_status = LIVE_STATUS.get(record.cloud) is not None
+    live_status = cloud(record.cloud).live_status is not None
     seen: set[str] = set()  # phases shown, from either source
     live_phase = None
     deadline = time.monotonic() + timeout

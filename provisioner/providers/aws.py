@@ -316,7 +316,7 @@ class AwsProvider(AwsCalls):
 
     # ------------------------------------------------------------------ report, console, ssh
     def live_status(self, record: InstanceRecord) -> str | None:
-        return None  # no channel besides the console (registry.LIVE_STATUS)
+        return None  # no channel besides the console (CloudSpec.live_status)
 
     def console(self, name: str, start: int = 0) -> tuple[str, int] | None:
         """The newest console output (EC2 keeps the last 64 KB; ``Latest=True``) from character ``start``."""

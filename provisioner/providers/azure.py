@@ -276,7 +276,7 @@ class AzureProvider(CreateTransaction, GroupLease):
         return last_console_report(self._serial_log(n))
 
     def live_status(self, record: InstanceRecord) -> str | None:
-        return None  # no channel besides the console (registry.LIVE_STATUS)
+        return None  # no channel besides the console (CloudSpec.live_status)
 
     def console(self, name: str, start: int = 0) -> tuple[str, int] | None:
         """The boot-diagnostics serial log from character ``start`` (Azure refreshes the blob every

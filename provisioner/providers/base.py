@@ -171,7 +171,7 @@ class Provider(Protocol):
 
     def live_status(self, record: InstanceRecord) -> str | None:
         """The startup script's latest ``TRAINVM_STATUS`` value from a channel faster than the console, on
-        clouds whose registry entry has one (``registry.LIVE_STATUS``); None when it has nothing yet."""
+        clouds whose registry entry has one (``CloudSpec.live_status``); None when it has nothing yet."""
 
 
 OWNER_RE = re.compile(r"[^a-z0-9_-]")

@@ -116,6 +116,9 @@ class CloudSpec:
     ssh_default: str
     lifecycle: LifecycleFacts
     nvswitch_shapes: str  # regex over the instance type (compiled where used)
+    #: where ``up --wait-ready`` reads the startup script's status besides the console
+    #: (``Provider.live_status``); None: the console only (Azure boot diagnostics, AWS console output)
+    live_status: str | None = None
     notes: tuple[str, ...] = field(default=())
     #: planned when a profile names no ``placement.clouds``. Changing this set changes no profile hash: the
     #: hash spells a clouds list the profile does not write as ``HASHED_DEFAULT_CLOUDS``
@@ -163,6 +166,8 @@ CLOUDS: Mapping[str, CloudSpec] = MappingProxyType({c.name: c for c in (
         ),
         nvswitch_shapes=r"^(a2-highgpu-8g|a2-megagpu-16g|a2-ultragpu-8g|a3-[a-z]+-8g|a4-highgpu-8g)$",
         group_engine=True,  # providers/gcp_group.py: compact resourcePolicies + one bulkInsert (count = minCount = N)
+        # the script writes trainvm/status through the metadata server; the instance has enable-guest-attributes
+        live_status="guest attribute trainvm/status",
     ),
     CloudSpec(
         name="azure",
@@ -228,14 +233,6 @@ CLOUD_NAMES: tuple[str, ...] = tuple(CLOUDS)
 #: (``CloudSpec.default``) may then grow (AWS joined it) without changing the hash of any profile, its
 #: lock or the names of the VMs already made from it. Never edit this.
 HASHED_DEFAULT_CLOUDS: tuple[str, ...] = ("gcp", "azure")
-#: Where ``up --wait-ready`` reads the startup script's status besides the console (``Provider.live_status``):
-#: GCE guest attributes (the script writes ``trainvm/status`` through the metadata server; the instance
-#: has ``enable-guest-attributes=TRUE``). Azure boot diagnostics and AWS console output are the console.
-LIVE_STATUS: Mapping[str, str | None] = MappingProxyType({
-    "gcp": "guest attribute trainvm/status",
-    "azure": None,
-    "aws": None,
-})
 
 #: Schemes every cloud reads without any credential.
 PUBLIC_SCHEMES: frozenset[str] = frozenset({"https"})
