@@ -16,7 +16,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from provisioner.compat.facts import Facts, load_facts
+from provisioner.compat.facts import NOMINAL_TOLERANCE, Facts, load_facts
 from provisioner.compat.stack import frameworks
 from provisioner.errors import RenderError
 from provisioner.profile.fields import BUCKET_RES, DANGEROUS_ENV_KEYS, RESERVED_DIRS
@@ -44,7 +44,6 @@ UV_WHEEL_SHA256 = "d7f459fe4fd247d830351c75686d3996ace3c6f3f728eb0e85a30b7ada0ce
 PYPI_INDEX = "https://pypi.org/simple"
 TORCH_INDEX = "https://download.pytorch.org/whl/{label}"
 MAX_REBOOTS = 2
-NOMINAL_TOLERANCE = 0.92  # nvidia-smi reports 2-7% under the nominal size (same as verify.compare)
 NVSWITCH_GPUS = frozenset({"A100", "A100-80GB", "H100", "H200", "B200"})
 # Shallow folders that must not become the local-NVMe mount point (it would hide their content).
 _NO_MOUNT = {"/", "/mnt", "/data", "/home", "/opt", "/srv", "/tmp", "/root", "/media", "/run"}

@@ -43,12 +43,12 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion
 
 from provisioner import versions
+from provisioner.compat.facts import NOMINAL_TOLERANCE
 from provisioner.probe.gpu import canonical_gpu_name
 from provisioner.probe.python_env import normalize_cudnn
 from provisioner.probe.report import major_minor
 from provisioner.verify.report import StackReport
 
-NOMINAL_TOLERANCE = 0.92
 Status = Literal["match", "drift", "provisioning", "failed"]
 
 

@@ -113,6 +113,17 @@ def test_render_refuses_what_validate_refuses() -> None:
     assert {"/root", "/tmp"} <= set(context._NO_DATA_UNDER)
 
 
+
+def test_one_memory_tolerance_for_the_rendered_check_and_verify() -> None:
+    import importlib
+
+    from provisioner.compat import facts
+    from provisioner.render import context
+
+    compare = importlib.import_module("provisioner.verify.compare")  # the package exports a function of that name
+    assert context.NOMINAL_TOLERANCE is compare.NOMINAL_TOLERANCE is facts.NOMINAL_TOLERANCE
+
+
 def test_importing_the_registry_imports_no_cloud_sdk() -> None:
     code = ("import sys, provisioner.providers.registry, provisioner.providers.lifecycle; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('google', 'azure', 'boto3', 'botocore')))")
