@@ -65,7 +65,7 @@ def _vms(emu):
 def test_vm_put_refused_by_a_racing_up_adopts_its_vm(emu, t4_spec, offers):
     """The interleaving that failed 1 CI run in 5: both `up` read "no group"; A writes the group and passes its
     lease check; B then writes the group (its lease now) and its VM PUT reaches ARM first; A's VM PUT gets 409
-    Conflict. Before the fix A failed ("azure refused the request", exit 2) although B's VM was being created;
+    Conflict. Before the fix A failed ("azure refused the request", exit 3) although B's VM was being created;
     now A joins B's VM: both exit 0 with the one VM, A's record says adopted."""
     rg = names(t4_spec.name).rg
     emu.polls = 3

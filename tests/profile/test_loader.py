@@ -217,3 +217,19 @@ def test_lock_file_limits(write_yaml, tmp_path: Path) -> None:
     assert any("not UTF-8" in e for e in errors_of(path))
     lock.write_text("numpy==2.0.1 --hash=sha256:" + "a" * 64 + "\n" + "# pad\n" * 40000)
     assert any("does not fit" in e for e in errors_of(path))
+
+
+@pytest.mark.parametrize(
+    "value,fragment",
+    [
+        ("fe80::1%$(reboot)/128", "IPv6 scope ids"),  # issue 19: accepted before, and reached firewall rules
+        ("fe80::1%eth0", "IPv6 scope ids"),
+        ("0.0.0.0/0", "whole internet"),
+        ("10.0.0.1/8", "is not a CIDR block"),
+    ],
+)
+def test_ssh_from_scope_ids_and_open_ranges_rejected(write_yaml, value: str, fragment: str) -> None:
+    import json
+
+    errs = errors_of(write_yaml(BASE + f"placement:\n  ssh_from: {json.dumps(value)}\n"))
+    assert any("ssh_from" in e and fragment in e for e in errs), errs
