@@ -100,6 +100,12 @@ class GceClusters:
             self._ensure_internal_rule(spec, deadline, touched)
             made = self.group().create(spec.name, zone, body, spec.nodes, compact=spec.compact)
         except ProviderError as exc:
+            if exc.code in ("alreadyExists", "409"):  # bulkInsert refused: instances of the nodes' names exist
+                self._after_failure(spec, zone, touched, exc)
+                raise ConflictError(f"instances named like the nodes of {spec.name} already exist in {zone} ({exc}); "
+                                    "another `trainvm up` of this cluster may be creating it, or they are not trainvm's",
+                                    hint=f"run `trainvm up` again to adopt the cluster once it is complete, `trainvm down "
+                                         f"{spec.name}` to delete it, or pass --name") from exc
             self._after_failure(spec, zone, touched, exc)
             raise
         return self.record(made[0])

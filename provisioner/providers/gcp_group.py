@@ -146,12 +146,14 @@ class GceGroup:
                                                                           resource_policy_resource=body))
             self._raise_op(self._wait(op, region=region))
             link = f"projects/{self.project}/regions/{region}/resourcePolicies/{policy_name(cluster)}"
+        accepted = False  # GCE took the bulkInsert: from then on the nodes of these names are this call's
         try:
             props = instance_properties(instance, link)
             props["labels"] = {**(props.get("labels") or {}), CLUSTER_LABEL: cluster}
             res = compute_v1.BulkInsertInstanceResource.from_json(json.dumps(bulk_body(names, props)))
             op = self._sdk(lambda: self.c.instances.bulk_insert_unary(project=self.project, zone=zone,
                                                                        bulk_insert_instance_resource_resource=res))
+            accepted = True
             op = self._wait(op, zone=zone)
             self._raise_op(op)
             status = op.instances_bulk_insert_operation_metadata.per_location_status.get(f"zones/{zone}")
@@ -161,7 +163,9 @@ class GceGroup:
             self.write_node_list(zone, self._each(lambda n: self._get(zone, n), names))
             return self._each(lambda n: self._get(zone, n), names)
         except BaseException:
-            self.delete(cluster, zone, nodes, compact=compact)
+            # a refused bulkInsert (e.g. 409: a concurrent `up` made nodes of these names) made nothing: its nodes
+            # are not ours to delete (a request lost in transit may have made some: the caller's check finds them)
+            self.delete(cluster, zone, nodes if accepted else 0, compact=compact)
             raise
 
     def _raise_op(self, op: Any) -> None:

@@ -1,0 +1,53 @@
+"""GcpProvider's cluster half (providers/gcp_cluster.py) in the cases the contract suite cannot set up: a
+concurrent `up` of the same cluster whose bulkInsert got in first (its nodes must never be deleted by the loser),
+through google-cloud-compute against the GCE emulator with its group APIs. What the emulator does not model:
+placement itself and the fabric (see tests/emulators/gce_group.py)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from provisioner.providers.base import ConflictError
+from provisioner.providers.gcp import GcpProvider
+from provisioner.providers.gcp_cluster import GceClusters
+from provisioner.providers.gcp_cluster_request import node_body
+from tests.contract.clouds_fake import a2_offer
+from tests.contract.harness import spec_maker
+
+PROJECT = "cluster-proj"
+OFFER = a2_offer("us-central1-a")
+
+
+@pytest.fixture
+def emu():
+    from tests.emulators.gce_group import GceGroupEmulator
+
+    with GceGroupEmulator(seed=5) as e:
+        e.polls_to_done = 1
+        yield e
+
+
+def _provider(emu) -> GcpProvider:
+    return GcpProvider(endpoint=emu.url, project=PROJECT, retry_base_delay=0, poll_interval=0, op_timeout=60)
+
+
+def test_the_loser_of_a_concurrent_create_leaves_the_winners_nodes(emu, monkeypatch) -> None:
+    spec = replace(spec_maker("#!/bin/bash\n")(name="trainvm-race-0123abcd"), nodes=3, compact=False)
+    winner, loser = _provider(emu), _provider(emu)
+    checked = GceClusters._ensure_internal_rule
+
+    def race(self, spec_, deadline, touched):  # the other `up` passed the same checks and is faster
+        checked(self, spec_, deadline, touched)
+        monkeypatch.setattr(GceClusters, "_ensure_internal_rule", checked)
+        body = node_body(spec, OFFER, winner.image_for(spec), PROJECT)
+        winner._clusters.group().create(spec.name, str(OFFER.zone), body, 3, compact=False)
+
+    monkeypatch.setattr(GceClusters, "_ensure_internal_rule", race)
+    with pytest.raises(ConflictError, match="another `trainvm up` of this cluster"):
+        loser.create(spec, OFFER)
+    nodes = winner.cluster_nodes(spec.name)
+    assert [n.rank for n in nodes] == [0, 1, 2] and {n.state for n in nodes} == {"RUNNING"}
+    assert loser.create(spec, OFFER).adopted  # the re-run adopts the winner's cluster
+    assert winner.delete(spec.name) is True and winner.cluster_nodes(spec.name) == []
