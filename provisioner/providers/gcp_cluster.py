@@ -35,6 +35,7 @@ from provisioner.providers.gcp_cluster_request import (
 from provisioner.providers.gcp_firewall import FirewallTouched, SshFirewall
 from provisioner.providers.gcp_group import PARALLEL, GceGroup, GroupClients, node_names, policy_name
 from provisioner.providers.gcp_report import guest_report, serial_report
+from provisioner.providers.gcp_request import ssh_notes
 from provisioner.verify.report import StackReport
 
 
@@ -108,7 +109,7 @@ class GceClusters:
                                          f"{spec.name}` to delete it, or pass --name") from exc
             self._after_failure(spec, zone, touched, exc)
             raise
-        return self.record(made[0])
+        return self.record(made[0], notes=ssh_notes(spec))
 
     def _adopt(self, nodes: builtins.list[Any], spec: LaunchSpec) -> InstanceRecord:
         first = nodes[0]

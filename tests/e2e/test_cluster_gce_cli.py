@@ -49,6 +49,7 @@ def test_up_status_verify_ssh_down(cli, write_yaml, gce, monkeypatch, n) -> None
     name, zone = doc["name"], doc["zone"]
     names = [f"{name}-{i}" for i in range(n)]
     assert [m["name"] for m in doc["cluster"]["members"]] == names and doc["cluster"]["nodes"] == n
+    assert any("ssh" in note.lower() for note in doc["notes"])  # who can reach SSH, as for one VM
 
     # one policy, one internal rule, one bulkInsert of exactly N (all or nothing), the node list on every node
     [policy] = [c.body for c in gce.calls("resourcePolicies.insert")]
