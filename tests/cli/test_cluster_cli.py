@@ -101,3 +101,16 @@ def test_up_wait_ready_waits_for_every_node_and_verifies_the_cluster(cli, write_
     again = cli(  # a re-run finds the cluster (its rank-0 node) and creates nothing
         "up", str(_profile(write_yaml, nodes=3)), "--name", "ddp-run", "--yes", "--json")
     assert again.code == 0 and again.json()["existing"] is True and again.json()["cluster"]["nodes"] == 3
+
+
+def test_the_prompts_summary_names_both_prices() -> None:
+    from provisioner.commands.up_summary import summary_lines
+
+    s = {"cloud": "gcp", "instance_type": "a2-highgpu-1g", "gpu": "1x A100", "location": "us-central1-a", "spot": False,
+         "price_hourly": 3.5, "nodes": 4, "cluster_price_hourly": 14.0, "failover_bound_hourly": 4.0,
+         "worst_case_price_hourly": 3.9, "run_cost": 140.0, "worst_case_run_cost": 156.0,
+         "lifecycle": {"idle_shutdown_minutes": None, "max_run_hours": 10}, "ssh": "open", "data_sources": []}
+    lines = summary_lines(s)
+    assert lines[0] == "gcp 4 nodes x a2-highgpu-1g (1x A100 each) in us-central1-a at $3.500/h per node = $14.000/h for the cluster"
+    assert "the whole cluster" in lines[1] and "max_run_hours=10 -> $140.00" in lines[2]
+    assert "$336.00 per 24 h" in summary_lines({**s, "lifecycle": {"idle_shutdown_minutes": None, "max_run_hours": None}})[2]
