@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from provisioner.commands.clouds import NAME_RE, _cred_hint, _providers
 from provisioner.commands.verify import exit_code, print_verify
@@ -15,6 +15,9 @@ from provisioner.providers import PROVIDERS
 from provisioner.providers.base import InstanceRecord, Provider
 from provisioner.provision.progress import Progress
 from provisioner.settings import env_seconds
+
+if TYPE_CHECKING:
+    from provisioner.verify.report import StackReport
 
 
 def run_up(path: Path, *, name: str | None, yes: bool, wait_ready: bool, clouds: list[str] | None, regions: list[str] | None,
@@ -182,10 +185,23 @@ def _report_up(record: InstanceRecord, attempts: list[Any], json_out: bool, exis
     return 0
 
 
+class _GaveUp(Exception):
+    """``_wait_ready``'s deadline passed: carries the last look (a report still running, or none)."""
+
+    def __init__(self, last: Any) -> None:
+        super().__init__("gave up waiting")
+        self.last = last
+
+    @classmethod
+    def after(cls, last: Any) -> BaseException:
+        return last if isinstance(last, BaseException) else cls(last)  # an error from the last look propagates
+
+
 def _wait_ready(provider: Provider, record: InstanceRecord, timeout: float, json_out: bool, up_doc: dict[str, Any], interval: float) -> int:
     """Follow the startup script until it reports ready or failed: each phase as it starts and ends
     (from the console's TRAINVM_STATUS and log lines, and the live status where the registry has one: GCE guest
     attributes), then verify. A timeout says which phase it was in."""
+    from provisioner.providers.poll import poll
     from provisioner.providers.registry import cloud
     from provisioner.verify.compare import compare
     from provisioner.verify.console import ConsoleFollower
@@ -194,12 +210,14 @@ def _wait_ready(provider: Provider, record: InstanceRecord, timeout: float, json
     live_status = cloud(record.cloud).live_status is not None
     seen: set[str] = set()  # phases shown, from either source
     live_phase = None
-    deadline = time.monotonic() + timeout
     t0 = time.monotonic()
-    report = profile = None
     with Progress(enabled=not json_out) as progress:
         progress.start("waiting for the startup script")
-        while True:
+
+        def step() -> tuple[StackReport | None, dict[str, Any] | None, bool]:
+            """One look: the console's new lines and the live status shown as phases, then the report (and
+            whether the script has finished: every node's, for a cluster)."""
+            nonlocal live_phase
             chunk = provider.console(record.name, follower.offset)
             for ev in follower.feed(*chunk) if chunk else []:
                 if (ev.kind == "start" or (ev.kind == "status" and ev.value and ev.value.startswith("running:"))) \
@@ -221,13 +239,15 @@ def _wait_ready(provider: Provider, record: InstanceRecord, timeout: float, json
             report, profile = provider.read_report(record.name)
             if record.cluster:  # every node's report (rank 0's console is the one followed)
                 reports = provider.read_cluster_reports(record.cluster)
-                if len(reports) >= record.nodes and all(r is not None and r.state != "running" for r in reports.values()):
-                    break
-            elif report is not None and report.state != "running":
-                break
-            if time.monotonic() >= deadline:
-                break
-            time.sleep(interval)
+                return report, profile, len(reports) >= record.nodes and all(
+                    r is not None and r.state != "running" for r in reports.values())
+            return report, profile, report is not None and report.state != "running"
+
+        try:  # until the script has finished; past the deadline, the last look is judged (as "provisioning")
+            report, profile, _ = poll(step, ready=lambda look: look[2], deadline=t0 + timeout, interval=interval,
+                                      timed_out=_GaveUp.after)
+        except _GaveUp as gave_up:
+            report, profile, _ = gave_up.last
         if profile is None:
             raise CloudError(f"the profile stored on {record.name} could not be read, so there is nothing to verify against",
                              hint=f"trainvm verify {record.name} --profile PROFILE.yaml")

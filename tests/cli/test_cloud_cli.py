@@ -122,6 +122,42 @@ def test_up_wait_ready_verifies(cli, clouds) -> None:
     assert r.json()["status"] == "match"
 
 
+def test_up_wait_ready_looks_again_while_the_script_runs(cli, clouds) -> None:
+    """A report still "running" is not the end: the wait looks again until the script has finished."""
+    fake = clouds["gcp"]
+    done = dict(REPORT, packages={**REPORT["packages"], "datasets": "2.21.0", "accelerate": "0.34.2"})
+    looks = []
+    original = fake.read_report
+
+    def read_report(name):
+        looks.append(name)
+        fake.reports[name] = done if len(looks) >= 3 else dict(REPORT, status="running:packages")
+        return original(name)
+
+    fake.read_report = read_report
+    r = cli("up", T4, "--yes", "--wait-ready", "--json")
+    assert r.code == 0, r.out + r.err
+    assert r.json()["status"] == "match" and not r.json()["timed_out"] and len(looks) == 3
+
+
+def test_up_wait_ready_error_while_waiting_is_not_a_timeout(cli, clouds) -> None:
+    from provisioner.errors import CloudError
+
+    fake = clouds["gcp"]
+    looks = []
+
+    def read_report(name):
+        looks.append(name)
+        if len(looks) == 2:
+            raise CloudError("the console read failed (fake)")
+        return None, None
+
+    fake.read_report = read_report
+    r = cli("up", T4, "--yes", "--wait-ready", "--json")
+    assert r.code == 3, r.out + r.err
+    assert "the console read failed (fake)" in r.json()["error"]["message"] and len(looks) == 2
+
+
 def test_cloud_without_credentials_is_skipped(cli, monkeypatch) -> None:
     from provisioner.errors import CloudError
 
