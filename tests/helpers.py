@@ -18,6 +18,21 @@ STACK = {
     "packages": ["torch==2.4.1+cu124"],
 }
 
+#: A small valid profile (T4, torch 2.4.1+cu124) as YAML text. tests/profile/test_hash_stability.py pins the
+#: hashes of it (and of it with placements added): an edit here is an edit there.
+BASE_PROFILE = """\
+name: base-stack
+stack:
+  os: ubuntu-22.04
+  driver: "550.127.05"
+  cuda: "12.4"
+  python: "3.11.9"
+  packages: [torch==2.4.1+cu124]
+  env: {PYTHONHASHSEED: "0"}
+hardware:
+  gpu: T4
+"""
+
 
 def make_profile(hardware: dict[str, Any] | None = None, **stack: Any) -> dict[str, Any]:
     doc: dict[str, Any] = {"name": "t", "stack": {**STACK, **stack}}

@@ -9,6 +9,7 @@ import pytest
 
 from provisioner.profile import load_profile
 from provisioner.profile import model as profile_model
+from tests.helpers import BASE_PROFILE as BASE
 from tests.helpers import REPO
 
 #: profiles/**/*.yaml -> sha256 at a6eed64 (bert-pretrain-8xa100 and tf-resnet50 name placement.clouds)
@@ -23,18 +24,6 @@ PINNED = {
     "examples/workstation-4090.yaml": "6cabcd62e439a7a9e7bae6748b8bfcb000580fa509546958a53c7c0dfef676ed",
 }
 
-BASE = """\
-name: base-stack
-stack:
-  os: ubuntu-22.04
-  driver: "550.127.05"
-  cuda: "12.4"
-  python: "3.11.9"
-  packages: [torch==2.4.1+cu124]
-  env: {PYTHONHASHSEED: "0"}
-hardware:
-  gpu: T4
-"""
 
 #: placement written into BASE -> its sha256 at a6eed64
 INLINE = {

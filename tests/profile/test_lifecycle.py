@@ -7,7 +7,7 @@ import pytest
 from provisioner.errors import ProfileError
 from provisioner.profile import load_profile
 from provisioner.providers.lifecycle import MECHANISM, describe, summary_lines
-from tests.profile.test_loader import BASE
+from tests.helpers import BASE_PROFILE as BASE
 
 
 def test_defaults_keep_disks() -> None:

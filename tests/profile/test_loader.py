@@ -8,20 +8,8 @@ import pytest
 
 from provisioner.errors import InputError, ProfileError
 from provisioner.profile import load_profile
+from tests.helpers import BASE_PROFILE as BASE
 from tests.helpers import BASES, EXAMPLES
-
-BASE = """\
-name: base-stack
-stack:
-  os: ubuntu-22.04
-  driver: "550.127.05"
-  cuda: "12.4"
-  python: "3.11.9"
-  packages: [torch==2.4.1+cu124]
-  env: {PYTHONHASHSEED: "0"}
-hardware:
-  gpu: T4
-"""
 
 
 def errors_of(path: Path) -> list[str]:
