@@ -107,7 +107,7 @@ def build_request(loaded: LoadedProfile, overrides: Overrides | None = None) -> 
         max_failover_premium=p.placement.max_failover_premium,
         os=p.stack.os,
         stack_excluded_gpus=excluded,
-        data_excluded_clouds=data_locality_exclusions([(d.source, d.credential is not None) for d in p.data],
+        data_excluded_clouds=data_locality_exclusions([(d.source, d.credential) for d in p.data],
                                                       tuple(ov.clouds or p.placement.clouds)),
         nodes=p.hardware.nodes,
         compact_families=(compactable_families(tuple(ov.clouds or p.placement.clouds))

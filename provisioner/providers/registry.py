@@ -22,6 +22,10 @@ Per-cloud facts and their sources:
   needed (gs:// through the GCE VM's service-account scope, s3:// through an AWS instance profile, az://
   through the Azure VM's managed identity). Any other scheme needs a credential reference
   (``data[].credential``) or must be a plain https:// URL.
+* ``secret_kinds``: the ``secret://KIND/...`` stores a VM of that cloud reads with its own identity (the startup
+  script resolves data credentials and secret stack.env values on the VM): Secret Manager on GCE (metadata-server
+  token), Key Vault on Azure (managed identity), Secrets Manager on AWS (instance profile). A data credential in
+  another cloud's store cannot be read there.
 * ``ssh_default``: who can reach port 22 when neither ``placement.ssh_from`` nor ``--ssh-from`` is set.
 * ``lifecycle``: what stop/delete do and what keeps billing (providers/lifecycle.py words it).
 * ``nvswitch_shapes``: 8-GPU HGX shapes whose GPUs talk through NVSwitch (they need fabric manager).
@@ -113,6 +117,7 @@ class CloudSpec:
     os_arches: Mapping[str, frozenset[str]]
     disk_types: Mapping[str, str]
     native_schemes: frozenset[str]
+    secret_kinds: frozenset[str]
     ssh_default: str
     lifecycle: LifecycleFacts
     nvswitch_shapes: str  # regex over the instance type (compiled where used)
@@ -154,6 +159,7 @@ CLOUDS: Mapping[str, CloudSpec] = MappingProxyType({c.name: c for c in (
         os_arches=_x86(*OS_NAMES),
         disk_types=MappingProxyType({"standard": "pd-standard", "balanced": "pd-balanced", "ssd": "pd-ssd"}),
         native_schemes=frozenset({"gs"}),
+        secret_kinds=frozenset({"gcp"}),
         ssh_default="open to any address (the default network's default-allow-ssh rule allows tcp:22 from 0.0.0.0/0)",
         lifecycle=LifecycleFacts(
             stop="the instance is stopped (TERMINATED)",
@@ -185,6 +191,7 @@ CLOUDS: Mapping[str, CloudSpec] = MappingProxyType({c.name: c for c in (
         os_arches=_x86(*OS_NAMES),
         disk_types=MappingProxyType({"standard": "Standard_LRS", "balanced": "StandardSSD_LRS", "ssd": "Premium_LRS"}),
         native_schemes=frozenset({"az"}),
+        secret_kinds=frozenset({"azure-keyvault"}),
         ssh_default="closed (the VM's network security group allows no inbound traffic)",
         lifecycle=LifecycleFacts(
             stop="the VM is deallocated through Azure Resource Manager (a guest poweroff alone would keep billing)",
@@ -214,6 +221,7 @@ CLOUDS: Mapping[str, CloudSpec] = MappingProxyType({c.name: c for c in (
         # provisioned IOPS and throughput (providers/aws_request.py sizes them)
         disk_types=MappingProxyType({"standard": "gp3", "balanced": "gp3", "ssd": "gp3"}),
         native_schemes=frozenset({"s3"}),
+        secret_kinds=frozenset({"aws"}),
         ssh_default="closed (the VM's own security group allows no inbound traffic)",
         lifecycle=LifecycleFacts(
             stop="the instance is stopped (InstanceInitiatedShutdownBehavior=stop)",
@@ -301,18 +309,30 @@ SSH_DEFAULT: Mapping[str, str] = MappingProxyType({n: c.ssh_default for n, c in 
 NATIVE_SCHEMES: Mapping[str, frozenset[str]] = MappingProxyType({n: c.native_schemes for n, c in CLOUDS.items()})
 
 
-def data_locality_exclusions(items: list[tuple[str, bool]], clouds: tuple[str, ...]) -> dict[str, str]:
-    """cloud -> why a VM there cannot read the profile's data, for ``items`` = (source URL, has a
-    credential reference). A source is readable where its scheme is native or public, or anywhere
-    with ``data[].credential``."""
+def secret_kind(ref: str) -> str:
+    """``secret://KIND/...`` -> KIND."""
+    return ref[len("secret://"):].split("/", 1)[0]
+
+
+def data_locality_exclusions(items: list[tuple[str, str | None]], clouds: tuple[str, ...]) -> dict[str, str]:
+    """cloud -> why a VM there cannot read the profile's data, for ``items`` = (source URL, its
+    ``data[].credential`` reference or None). A source is readable where its scheme is native or public, or
+    with a credential that the VM can itself read (its secret store is one of the cloud's ``secret_kinds``)."""
     out: dict[str, str] = {}
     for cloud in clouds:
-        for source, has_credential in items:
+        for source, credential in items:
             scheme = source.split("://", 1)[0]
-            if has_credential or reads_natively(cloud, scheme):
+            if reads_natively(cloud, scheme):
                 continue
+            if credential and secret_kind(credential) in CLOUDS[cloud].secret_kinds:
+                continue
+            if credential:
+                stores = ", ".join(f"secret://{k}/..." for k in sorted(CLOUDS[cloud].secret_kinds))
+                out[cloud] = (f"{source}: its data[].credential {credential} is in a secret store that a VM on {cloud} cannot "
+                              f"read with its own identity (a VM on {cloud} reads {stores})")
+                break
             native = ", ".join(native_clouds(scheme)) or "no cloud"
-            out[cloud] = (f"{source} is read natively only on {native}; a {cloud} VM needs data[].credential "
+            out[cloud] = (f"{source} is read natively only on {native}; a VM on {cloud} needs data[].credential "
                           f"(a secret:// reference) or an https:// URL")
             break
     return out

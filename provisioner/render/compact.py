@@ -23,8 +23,9 @@ import ast
 import re
 
 # Functions of the embedded Python that are looked up by name at run time; compaction keeps only
-# those the profile needs.
-DYNAMIC_PREFIXES = ("secret_",)
+# those the profile needs (render/script.py python_keep): the helper's secret readers (secret_KIND) and
+# data-credential code (cred_*), the copier's schemes (scheme_gs, scheme_s3, scheme_az).
+DYNAMIC_PREFIXES = ("secret_", "cred_", "scheme_")
 _HEREDOC = re.compile(r"<<-?\s*(['\"]?)(TRAINVM_[A-Z_]+)\1")
 # A function header's trailing comment: `name() {  # what it does`.
 _FUNC_COMMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*\(\) \{)\s+#.*$")
@@ -61,8 +62,9 @@ def _names(nodes: list[ast.stmt]) -> set[str]:
 
 
 def _prune(tree: ast.Module, keep: frozenset[str]) -> None:
-    """Drop the top-level functions named ``secret_*`` that are not in ``keep`` (the helper looks
-    them up by name: ``globals().get("secret_" + kind)``), then the functions only they used."""
+    """Drop the top-level functions named with a DYNAMIC_PREFIXES prefix that are not in ``keep`` (the
+    helper and the copier look them up by name: ``globals().get("secret_" + kind)``), then the functions
+    only they used."""
     before = _names(tree.body)
 
     def dropped(node: ast.stmt) -> bool:

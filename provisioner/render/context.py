@@ -22,6 +22,7 @@ from provisioner.errors import RenderError
 from provisioner.profile.fields import BUCKET_RES, DANGEROUS_ENV_KEYS, RESERVED_DIRS
 from provisioner.providers.lifecycle import guest_shutdown_does, on_vm_max_run_seconds
 from provisioner.providers.registry import CLOUD_NAMES, CLOUDS
+from provisioner.render.data import DataPlan, DataTool, data_plans, data_tools, unreadable
 
 # cuda-keyring_1.1-1_all.deb per NVIDIA repository (x86_64). Sources: NVIDIA repo Packages files;
 # GoogleCloudPlatform/compute-gpu-installation linux/cuda_installer/config.py NVIDIA_KEYRING_SHA256_SUMS.
@@ -99,15 +100,6 @@ def target_from_offer(offer: Any) -> RenderTarget:
 
 
 @dataclass(frozen=True)
-class DataPlan:
-    source: str  # the profile's URL
-    dest: str  # the profile's absolute path
-    stage: str  # where the copy lands (dest, or a folder on local NVMe that dest links to)
-    copy_source: str  # what the copy tool gets (az:// becomes the blob https URL)
-    file_name: str  # https:// only: the file name under stage
-
-
-@dataclass(frozen=True)
 class ScriptContext:
     """Every value a template may use. Strings reach the script only through ``| shq``."""
 
@@ -150,6 +142,9 @@ class ScriptContext:
     lock_sha256: str
     packages_fingerprint: str
     data: tuple[DataPlan, ...]
+    # the SDK copy tools the data needs (their locks for this OS; none when the data is unreadable here)
+    datatools: tuple[DataTool, ...]
+    data_unreadable: str  # why this cloud's VM cannot read the data ("": it can); the script stops at preflight
     nvme: str  # none | optional | required
     scratch: str  # local NVMe mount point ("" without NVMe)
     idle_minutes: int  # 0 = no watchdog
@@ -245,26 +240,6 @@ def check_renderable(profile: Any) -> None:
             raise RenderError(f"data[{i}].source: {item.source!r}: the storage account must be 3-24 lowercase letters and digits")
 
 
-def _data_plans(profile: Any, scratch: str) -> tuple[DataPlan, ...]:
-    plans = []
-    for i, item in enumerate(profile.data):
-        stage = item.dest
-        if scratch and not (item.dest + "/").startswith(scratch + "/"):
-            stage = f"{scratch}/data{i}"
-        copy_source = item.source
-        if item.source.startswith("az://"):
-            account, _, rest = item.source[len("az://"):].partition("/")
-            copy_source = f"https://{account}.blob.core.windows.net/{rest}"
-            if copy_source.endswith("/"):
-                copy_source += "*"
-        name = ""
-        if item.source.startswith("https://"):
-            last = item.source.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1]
-            name = last if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,200}", last) else "download"
-        plans.append(DataPlan(item.source, item.dest, stage, copy_source, name))
-    return tuple(plans)
-
-
 def _normal_version(text: str) -> str:
     try:
         return str(Version(text))
@@ -328,7 +303,8 @@ def build_context(loaded: Any, target: RenderTarget, facts: Facts | None = None)
     nvme = "required" if nvme_required else ("optional" if target.local_nvme_gib > 0 else "none")
     dests = [d.dest for d in profile.data]
     scratch = _scratch_mount(dests) if nvme != "none" else ""
-    data = _data_plans(profile, scratch)
+    data = data_plans(profile, scratch)
+    data_unreadable = unreadable(profile, target.cloud)
     fingerprint = hashlib.sha256(json.dumps([pins, lock_sha, torch_index, stack.python]).encode()).hexdigest()
     expected_fw = None
     if fw is not None:
@@ -406,6 +382,8 @@ def build_context(loaded: Any, target: RenderTarget, facts: Facts | None = None)
         lock_sha256=lock_sha,
         packages_fingerprint=fingerprint,
         data=data,
+        datatools=() if data_unreadable else data_tools(data, stack.os),
+        data_unreadable=data_unreadable,
         nvme=nvme,
         scratch=scratch,
         idle_minutes=int(profile.lifecycle.idle_shutdown_minutes or 0),

@@ -88,11 +88,16 @@ def compact_script(head: str, config: str, body: str, keep: frozenset[str] | Non
 
 
 def python_keep(ctx: ScriptContext) -> frozenset[str]:
-    """The helper's run-time-dispatched functions this profile needs: ``secret_KIND`` for each
-    kind of ``secret://KIND/...`` reference in stack.env."""
+    """The run-time-dispatched functions of the embedded Python this profile needs (compact.py
+    DYNAMIC_PREFIXES): the helper's ``secret_KIND`` for each kind of ``secret://KIND/...`` reference in
+    stack.env and in the data credentials, its ``cred_*`` credential code when there are data credentials,
+    and the copier's ``scheme_SCHEME`` for each copy tool."""
     env = json.loads(ctx.expected_json).get("env", {})
-    kinds = {v[len("secret://"):].split("/", 1)[0] for v in env.values() if isinstance(v, str) and v.startswith("secret://")}
-    return frozenset("secret_" + k.replace("-", "_") for k in kinds)
+    refs = [v for v in env.values() if isinstance(v, str) and v.startswith("secret://")]
+    creds = [d.credential for d in ctx.data if d.credential and d.tool] if ctx.datatools else []
+    kinds = {v[len("secret://"):].split("/", 1)[0] for v in refs + creds}
+    keep = {"secret_" + k.replace("-", "_") for k in kinds} | {"scheme_" + t.scheme for t in ctx.datatools}
+    return frozenset(keep | ({"cred_file", "cred_hidden"} if creds else set()))
 
 
 Wrapped = tuple[str | bytes, str, dict[str, int]]  # (user data, entry, extra sizes)

@@ -15,7 +15,7 @@ import os
 import sys
 
 
-def gs(bucket, prefix, cred):
+def scheme_gs(bucket, prefix, cred):
     from google.cloud import storage
 
     client = storage.Client.from_service_account_json(cred) if cred else storage.Client()
@@ -24,7 +24,7 @@ def gs(bucket, prefix, cred):
             yield blob.name, blob.size, blob.download_to_filename
 
 
-def s3(bucket, prefix, cred):
+def scheme_s3(bucket, prefix, cred):
     import boto3
 
     keys = json.load(open(cred)) if cred else {}
@@ -35,7 +35,7 @@ def s3(bucket, prefix, cred):
                 yield obj["Key"], obj["Size"], lambda path, key=obj["Key"]: client.download_file(bucket, key, path)
 
 
-def az(account, path, cred):
+def scheme_az(account, path, cred):
     from azure.storage.blob import ContainerClient
 
     container, _, prefix = path.partition("/")
@@ -63,13 +63,21 @@ def main(argv):
     src, dest, cred = argv[1], argv[2], argv[3] if len(argv) == 4 and argv[3] else None
     scheme, _, rest = src.partition("://")
     first, _, path = rest.partition("/")
-    lister = {"gs": gs, "s3": s3, "az": az}.get(scheme)
+    lister = globals().get("scheme_" + scheme)  # the startup script keeps only the schemes the profile reads
     if lister is None:
         print("trainvm_copy.py: %s:// is not a storage scheme" % scheme, file=sys.stderr)
         return 2
     prefix = path.partition("/")[2] if scheme == "az" else path  # az object names are relative to the container
+    try:
+        return copy(lister(first, path, cred), src, dest, prefix)
+    except Exception as exc:  # an SDK or network error: one line (the script retries), never a traceback
+        print("trainvm_copy.py: %s: %s: %s" % (src, type(exc).__name__, exc), file=sys.stderr)
+        return 1
+
+
+def copy(objects, src, dest, prefix):
     count = total = 0
-    for key, size, fetch in lister(first, path, cred):
+    for key, size, fetch in objects:
         rel = key[len(prefix):].lstrip("/") if key.startswith(prefix) else key
         rel = rel or key.rsplit("/", 1)[-1]
         if rel.startswith("/") or ".." in rel.split("/"):

@@ -4,8 +4,9 @@
 #                (a reboot may help), 4 a real mismatch
 #   stack-check  (venv python) Python, pins, framework build, CUDA, cuDNN, GPU access
 #   env          /etc/trainvm/env (0644) and secrets.env (0600, secret:// resolved) from the manifest
-#   redact       stdin to stdout, line by line, with URL userinfo, query strings, signatures, tokens
-#                and the values of secrets.env replaced by *** (the console and provision.log)
+#   redact       stdin to stdout, line by line, with URL userinfo, query strings, signatures, tokens,
+#                the values of secrets.env and the data credentials replaced by *** (the console and provision.log)
+#   credential REF FILE  a data[].credential (secret://...) read with the VM's identity into FILE (0600)
 #   report ST    the report JSON (schema 1, source "vm") on stdout; with perf.json (profile perf:) under "perf"
 #   driver-pin PKG...  apt preferences pinning the source packages of PKG's dependency closure
 #                at the driver's version; the closure's names to driver-packages
@@ -200,13 +201,13 @@ def secret_azure_keyvault(rest):
                {"Authorization": "Bearer " + token})["value"]
 
 
-def resolve_secret(ref):  # secret://KIND/REST through secret_KIND (the script keeps only the kinds the profile uses)
+def resolve_secret(ref, lines=False):  # secret://KIND/REST through secret_KIND (the script keeps only the kinds the profile uses)
     kind, _, rest = ref[len("secret://"):].partition("/")
     fetch = globals().get("secret_" + kind.replace("-", "_"))
     value = fetch(rest) if fetch else None
     if value is None:
         raise RuntimeError("secret %s could not be read" % ref)
-    if any(ord(c) < 32 and c != "\t" for c in value):
+    if any(ord(c) < 32 and c not in ("\t\r\n" if lines else "\t") for c in value):
         raise RuntimeError("secret %s contains newlines or control characters" % ref)
     return value
 
@@ -215,9 +216,29 @@ def resolve_secret(ref):  # secret://KIND/REST through secret_KIND (the script k
 REDACT = re.compile(r"(?i)(\w://)[^\s/@'\"]+@|([?&][\w.-]+=|\b(?:sig|token|signature|password|sas)=)[^\s&'\"#]+|(\bbearer\s+)[\w.~+/=-]+")
 
 
-def redact(text):  # ... and the values of /etc/trainvm/secrets.env
-    for value in sorted(re.findall(r'^\w+="(.{4,})"$', read("/etc/trainvm/secrets.env"), re.M), key=len, reverse=True):
-        text = text.replace(re.sub(r"\\(.)", r"\1", value), "***")
+def hidden_values():  # the values of /etc/trainvm/secrets.env (and of the data credentials: cred_hidden)
+    out = [re.sub(r"\\(.)", r"\1", v) for v in re.findall(r'^\w+="(.{4,})"$', read("/etc/trainvm/secrets.env"), re.M)]
+    more = globals().get("cred_hidden")  # kept by the script only where the profile has data credentials
+    return out + (more() if more else [])
+
+
+def cred_hidden():  # each data credential, its lines and its JSON string values
+    out = []
+    folder = ROOT + "/etc/trainvm/credentials"
+    for name in os.listdir(folder) if os.path.isdir(folder) else []:
+        text = read("/etc/trainvm/credentials/" + name).strip()
+        try:
+            doc = json.loads(text)
+        except ValueError:
+            doc = None
+        parts = [text] + [v for v in (doc.values() if isinstance(doc, dict) else []) if isinstance(v, str)]
+        out += [text] * (len(text) >= 4) + [ln.strip() for p in parts for ln in p.splitlines() if len(ln.strip()) >= 16]
+    return out
+
+
+def redact(text):  # ... and the secrets on this VM (hidden_values)
+    for value in sorted(set(hidden_values()), key=len, reverse=True):
+        text = text.replace(value, "***")
     return REDACT.sub(lambda m: m.group(1) + "***@" if m.group(1) else (m.group(2) or m.group(3)) + "***", text)
 
 
@@ -230,6 +251,20 @@ def cmd_redact(exp):  # the filter in front of the console and provision.log; ne
             text = "trainvm: (line withheld: redaction failed)\n"
         sys.stdout.write(text)
         sys.stdout.flush()
+    return 0
+
+
+def cred_file(ref, path):  # never printed: the redact filter hides its content from here on
+    try:
+        value = resolve_secret(ref, lines=True)
+    except Exception as exc:
+        print("credential: %s" % exc, file=sys.stderr)
+        return 1
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    with os.fdopen(os.open(path + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w", encoding="utf-8") as fh:
+        fh.write(value)
+    os.chmod(path + ".tmp", 0o600)
+    os.replace(path + ".tmp", path)
     return 0
 
 
@@ -381,11 +416,13 @@ def main(argv):
         return 2
     if cmd == "report" and len(argv) > 2:
         return cmd_report(exp, argv[2])
+    if cmd == "credential" and len(argv) == 4 and "cred_file" in globals():
+        return globals()["cred_file"](argv[2], argv[3])
     if cmd == "driver-pin" and len(argv) > 2:
         return cmd_driver_pin(exp, argv[2:])
     if cmd in commands:
         return commands[cmd](exp)
-    print("usage: trainvm_helper.py gpu-check|stack-check|env|redact|report STATUS|driver-pin PKG...", file=sys.stderr)
+    print("usage: trainvm_helper.py gpu-check|stack-check|env|redact|report STATUS|credential REF FILE|driver-pin PKG...", file=sys.stderr)
     return 2
 
 

@@ -13,19 +13,29 @@ SOURCES = {"gs": "gs://bucket/corpus/", "s3": "s3://bucket/corpus/", "az": "az:/
 # scheme -> the clouds a VM reads it on without a credential
 MATRIX = {"gs": {"gcp"}, "s3": {"aws"}, "az": {"azure"}, "https": {"gcp", "aws", "azure"}}
 CLOUDS = ("gcp", "azure", "aws")
+# the secret store each cloud's VM reads with its own identity (providers/registry.py secret_kinds)
+OWN_STORE = {"gcp": "secret://gcp/reader", "azure": "secret://azure-keyvault/vault1/reader", "aws": "secret://aws/reader"}
 
 
 @pytest.mark.parametrize("scheme", sorted(SOURCES))
 @pytest.mark.parametrize("cloud", CLOUDS)
 def test_matrix_scheme_x_cloud(scheme: str, cloud: str) -> None:
-    excluded = data_locality_exclusions([(SOURCES[scheme], False)], (cloud,))
+    excluded = data_locality_exclusions([(SOURCES[scheme], None)], (cloud,))
     if cloud in MATRIX[scheme]:
         assert excluded == {}
     else:
         assert set(excluded) == {cloud}
         assert f"read natively only on {', '.join(sorted(MATRIX[scheme]))}" in excluded[cloud]
         assert "data[].credential" in excluded[cloud]
-    assert data_locality_exclusions([(SOURCES[scheme], True)], (cloud,)) == {}  # a credential reads from anywhere
+    # a credential in the cloud's own secret store reads from anywhere; one in another cloud's store does not
+    own = OWN_STORE[cloud]
+    assert data_locality_exclusions([(SOURCES[scheme], own)], (cloud,)) == {}
+    for other in set(OWN_STORE.values()) - {own}:
+        excluded = data_locality_exclusions([(SOURCES[scheme], other)], (cloud,))
+        if cloud in MATRIX[scheme]:
+            assert excluded == {}  # read natively: the credential is not even needed
+        else:
+            assert f"its data[].credential {other} is in a secret store that a VM on {cloud} cannot read" in excluded[cloud]
 
 
 def test_registry_is_the_one_table() -> None:
@@ -51,7 +61,7 @@ def test_plan_matrix_through_the_cli(cli, write_yaml, scheme: str, cloud: str) -
 
 def test_credential_makes_a_cross_cloud_source_feasible(cli, write_yaml) -> None:
     p = write_yaml("name: d\nextends: base/torch-2.4-cu124\nhardware: {gpu: T4}\nplacement: {clouds: [azure]}\n"
-                   "data: [{source: 'gs://bucket1/x/', dest: /mnt/data/x, credential: 'secret://gcp/reader', size_gib: 100}]\n")
+                   "data: [{source: 'gs://bucket1/x/', dest: /mnt/data/x, credential: 'secret://azure-keyvault/vault1/reader', size_gib: 100}]\n")
     doc = cli("plan", str(p), "--json").json()
     assert doc["chosen"]["cloud"] == "azure"
     [e] = doc["estimate"]["egress"]
@@ -80,3 +90,14 @@ def test_bert_pretrain_example_does_not_plan_azure_for_a_gs_corpus(cli) -> None:
     assert doc["chosen"]["cloud"] == "gcp"
     assert all(o["cloud"] != "azure" for o in [*doc["alternatives"], *doc["failover"]])
     assert doc["rejected"]["azure"] == {"data_locality": 185}
+
+
+def test_credential_in_another_clouds_store_keeps_the_cloud_out(cli, write_yaml) -> None:
+    """A gs:// source with a Secret Manager credential: an Azure VM cannot read Secret Manager with its own
+    identity, so Azure stays infeasible, with the reason in the near misses."""
+    p = write_yaml("name: d\nextends: base/torch-2.4-cu124\nhardware: {gpu: T4}\nplacement: {clouds: [azure]}\n"
+                   "data: [{source: 'gs://bucket1/x/', dest: /mnt/data/x, credential: 'secret://gcp/reader'}]\n")
+    r = cli("plan", str(p), "--json")
+    doc = r.json()
+    assert r.code == 1 and doc["chosen"] is None
+    assert "secret://gcp/reader is in a secret store that a VM on azure cannot read" in doc["request"]["data_excluded_clouds"]["azure"]

@@ -51,6 +51,35 @@ def with_os(lp: LoadedProfile, os_name: str) -> LoadedProfile:
     return dataclasses.replace(lp, profile=profile, hash=profile_hash(profile))
 
 
+# Where each cloud's VM reads data with its own identity (providers/registry.py native_schemes).
+NATIVE_STORE = {"gcp": "gs://example-ml-data/", "azure": "az://exampledata/ml/", "aws": "s3://example-ml-data/"}
+
+
+def data_native_to(lp: LoadedProfile, cloud: str) -> LoadedProfile:
+    """``lp`` with each data source that ``cloud`` cannot read moved to ``cloud``'s own storage (what a
+    user of that cloud writes), keeping the path below the bucket, so that a script rendered for ``cloud``
+    reads it (a source its VM cannot read renders a script that stops at preflight with failed:data)."""
+    from provisioner.providers.registry import reads_natively
+
+    def moved(source: str) -> str:
+        return NATIVE_STORE[cloud] + source.split("://", 1)[1].split("/", 1)[1]
+
+    items = [d.model_copy(update={"source": moved(d.source)})
+             if not reads_natively(cloud, d.source.split("://", 1)[0]) and d.credential is None else d for d in lp.profile.data]
+    profile = lp.profile.model_copy(update={"data": items})
+    return dataclasses.replace(lp, profile=profile, hash=profile_hash(profile))
+
+
+def with_data_shape(lp: LoadedProfile, like: LoadedProfile) -> LoadedProfile:
+    """``lp`` with benign data items of the same schemes (and credential or not) as ``like``'s: the
+    same script body (which copy tools are rendered depends on the schemes, not on the values)."""
+    items = [d.model_copy(update={"source": {"az": "az://acct/cont/x/", "https": "https://example.com/x.tar"}.get(
+                 d.source.split("://", 1)[0], d.source.split("://", 1)[0] + "://bkt/x/"), "dest": f"/mnt/data/x{i}"})
+             for i, d in enumerate(like.profile.data)]
+    profile = lp.profile.model_copy(update={"data": items})
+    return dataclasses.replace(lp, profile=profile, hash=profile_hash(profile))
+
+
 def from_dict(data: dict[str, Any], path: Path | None = None, requirements: Path | None = None, *, validate: bool = True) -> LoadedProfile:
     """A LoadedProfile straight from a dict (schema validation only, no compatibility rules).
 
@@ -82,8 +111,13 @@ def target_for(cloud: str, lp: LoadedProfile, *, gpu: str | None = None, local_n
     return RenderTarget(cloud, itype, name, count, region, zone, local_nvme_gib=max(nvme, hw.local_nvme_gib))
 
 
-def render(lp: LoadedProfile, cloud: str, **kw: Any):
-    return render_script(lp, target_for(cloud, lp, **kw))
+# Where the stub tests "host" a startup script too big for AWS user data (render_script script_url): the
+# harness runs startup_sh itself, so only the bootstrap in user data would fetch it.
+SCRIPT_URL = "https://example-bucket.s3.amazonaws.com/trainvm/startup.sh"
+
+
+def render(lp: LoadedProfile, cloud: str, *, script_url: str | None = None, **kw: Any):
+    return render_script(lp, target_for(cloud, lp, **kw), script_url=script_url)
 
 
 def minimal_profile(**stack: Any) -> dict[str, Any]:

@@ -9,13 +9,17 @@ import gzip
 import hashlib
 import json
 import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import trainvm_render_support as S
 
 from provisioner.providers.registry import cloud
 from provisioner.render import build_context, render_script
-from provisioner.render.compact import compact_shell, minify_python
+from provisioner.render.compact import DYNAMIC_PREFIXES, compact_shell, minify_python
 from provisioner.render.script import _render_parts, compact_script
 from provisioner.render.shell import shq
 
@@ -102,4 +106,19 @@ def test_pruned_helper_defines_every_function_it_uses(env):
     assert (used & functions) <= defined
     kinds = {v.split("/")[2].replace("-", "_") for v in env.values()}
     assert {f for f in defined if f.startswith("secret_")} == {"secret_" + k for k in kinds}
-    assert functions - defined == {f for f in functions if f.startswith("secret_")} - defined
+    assert functions - defined == {f for f in functions if f.startswith(DYNAMIC_PREFIXES)} - defined
+
+
+@pytest.mark.parametrize("name", ["trainvm_helper.py", "trainvm_copy.py"])
+@pytest.mark.parametrize("keep", [frozenset(), frozenset({"secret_aws", "cred_file", "cred_hidden", "scheme_s3"})])
+def test_pruned_embedded_python_defines_every_name_it_uses(tmp_path, name, keep):
+    """Pruning drops the functions named with a dynamic prefix (secret_, cred_, scheme_) that the profile does
+    not need; what stays must not call one of them by name (a NameError on the VM), e.g. an ordinary
+    function that happened to start with a dynamic prefix."""
+    out = tmp_path / name
+    out.write_text(minify_python((S.REPO / "templates/files" / name).read_text(), keep))
+    ruff = shutil.which("ruff", path=str(Path(sys.executable).parent)) or shutil.which("ruff")
+    if ruff is None:
+        pytest.skip("ruff is not installed")
+    proc = subprocess.run([ruff, "check", "--no-cache", "--isolated", "--select", "F821", str(out)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout

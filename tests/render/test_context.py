@@ -112,7 +112,8 @@ def test_data_placement_on_local_nvme():
     assert ctx.nvme == "required" and ctx.scratch == "/mnt/trainvm"  # no common, non-system parent
     x, y, z = ctx.data
     assert (x.stage, y.stage) == ("/mnt/trainvm/data0", "/mnt/trainvm/data1")
-    assert y.copy_source == "https://acct.blob.core.windows.net/cont/p/*"
+    assert (x.tool, y.tool, z.tool) == ("gs", "az", "")  # https:// is curl's
+    assert [t.scheme for t in ctx.datatools] == [] and "az://acct/cont/p/" in ctx.data_unreadable  # az:// on GCE: no credential
     assert z.file_name == "set.tar"
     one = build_context(S.loaded(S.LARGEST_PROFILE), S.target_for("gcp", S.loaded(S.LARGEST_PROFILE)))
     assert one.scratch == "/mnt/data" and one.data[0].stage == "/mnt/data/corpus"

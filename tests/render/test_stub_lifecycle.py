@@ -23,10 +23,10 @@ AZ_VM = "/subscriptions/sub-1/resourceGroups/trainvm-vm/providers/Microsoft.Comp
 
 @functools.cache
 def script(cloud: str, **lifecycle) -> str:
-    lp = S.loaded(S.GOLDEN_PROFILE)
+    lp = S.data_native_to(S.loaded(S.GOLDEN_PROFILE), cloud)
     lc = lp.profile.lifecycle.model_copy(update=lifecycle)
     profile = lp.profile.model_copy(update={"lifecycle": lc})
-    return S.render(dataclasses.replace(lp, profile=profile, hash=profile_hash(profile)), cloud).startup_sh
+    return S.render(dataclasses.replace(lp, profile=profile, hash=profile_hash(profile)), cloud, script_url=S.SCRIPT_URL).startup_sh
 
 
 def provisioned(make_harness, cloud: str, **lifecycle):

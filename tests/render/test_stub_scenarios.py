@@ -21,10 +21,10 @@ APT_PREFIX = ["-y", "-q", "-o", "DPkg::Lock::Timeout=600", "-o", "Acquire::Retri
 
 @functools.cache
 def script(profile: str = "bert-finetune-t4", cloud: str = "gcp", os_name: str | None = None, **kw) -> str:
-    lp = S.loaded(S.REPO / "profiles/examples" / f"{profile}.yaml")
+    lp = S.data_native_to(S.loaded(S.REPO / "profiles/examples" / f"{profile}.yaml"), cloud)
     if os_name:
         lp = S.with_os(lp, os_name)
-    return S.render(lp, cloud, **kw).startup_sh
+    return S.render(lp, cloud, script_url=S.SCRIPT_URL, **kw).startup_sh  # s3:// data on AWS needs the bootstrap
 
 
 def assert_apt_rules(run) -> None:
@@ -90,14 +90,23 @@ def test_happy_path_gcp_ends_ready_with_a_correct_report(make_harness):
     assert not any("fabricmanager" in line for line in apt + systemctl)
     uv = run.lines("uv")
     assert "uv python install --no-bin 3.11.9" in uv
-    pip = [line for line in uv if line.startswith("uv pip install")]
+    pip = [line for line in uv if line.startswith("uv pip install") and "/datatools/" not in line]
     assert len(pip) == 1 and "--only-binary :all:" in pip[0] and "--extra-index-url" not in pip[0]
     # R1: the PyTorch index is explicit and serves only the torch-build pins (uv sources)
     assert pip[0].endswith("-r " + str(h.path("/var/lib/trainvm/stack/pyproject.toml")))
     project = h.path("/var/lib/trainvm/stack/pyproject.toml").read_text()
     assert '[tool.uv.sources]\ntorch = { index = "pytorch" }\n\n' in project and "explicit = true" in project
     assert 'url = "https://download.pytorch.org/whl/cu124"' in project and '"datasets==2.21.0",' in project
-    assert run.lines("gcloud")[0].startswith("gcloud storage rsync --recursive gs://example-ml-data/glue/ ")
+    # the data: the gs:// copy tool from its hash-pinned lock into its own venv (the image's python3), then the copier
+    tool = h.path("/opt/trainvm/datatools/gs")
+    assert f"uv venv -q --python /usr/bin/python3 {tool}" in uv
+    assert (f"uv pip install -q --python {tool}/bin/python --require-hashes --only-binary :all: -r "
+            f"{h.path('/var/lib/trainvm/datatools-gs.txt')}") in uv
+    lock = (S.REPO / "templates/datatools/gs-ubuntu-22.04.txt").read_text()
+    assert h.path("/var/lib/trainvm/datatools-gs.txt").read_text() == "".join(ln for ln in lock.splitlines(True) if not ln.startswith("#"))
+    assert run.lines("sdk") == ["sdk gs client vm-service-account", "sdk gs list example-ml-data glue/"]  # the VM's own identity
+    assert sorted(p.name for p in h.path("/mnt/data/glue").iterdir()) == ["part-00000", "part-00001"]
+    assert not run.named("gcloud") and not run.named("aws") and not run.named("azcopy")
     puts = [c.args[-1] for c in run.named("curl") if "PUT" in c.args]
     assert puts[-2:] == ["http://metadata.google.internal/computeMetadata/v1/instance/guest-attributes/trainvm/status",
                          "http://metadata.google.internal/computeMetadata/v1/instance/guest-attributes/trainvm/report"]
@@ -201,7 +210,7 @@ def test_second_run_installs_nothing_reboots_never_and_exits_0(make_harness):
     assert run.rc == 0 and run.status == "ready" and run.report_lines == 1
     assert run.installs() == []
     assert not run.named("reboot") and not run.named("apt-mark") and not run.named("mkfs.ext4")
-    assert not run.named("gcloud")  # data still staged
+    assert not run.named("sdk")  # data still staged
     assert not [c for c in run.named("curl") if "-o" in c.args]  # no downloads
     assert {p["status"] for p in run.report["phases"].values()} <= {"verified", "skipped"}
     assert run.named("nvidia-smi")  # re-verified
@@ -293,7 +302,8 @@ def test_dpkg_lock_held_waits_then_proceeds(make_harness):
 def test_transient_copy_errors_are_retried(make_harness):
     h = make_harness(script(), STUB_COPY_FAIL="2")
     run = do(h)
-    assert run.status == "ready" and len([c for c in run.named("gcloud") if c.args[:2] == ["storage", "rsync"]]) == 3
+    assert run.status == "ready" and len(run.lines("sdk")) == 6  # the copier, three times (tv_retry)
+    assert run.output.count("ConnectionError: 503 Service Unavailable (stub)") == 2
 
 
 # ---------------------------------------------------------------------------- data, NVSwitch
@@ -323,12 +333,12 @@ def test_nvswitch_shape_raid0_fabric_manager_and_restage_after_stop_start(make_h
     again = do(h)
     assert again.status == "ready" and again.installs() == []
     assert len(again.named("mkfs.ext4")) == 1 and [c for c in again.named("mdadm") if c.args[:1] == ["--create"]]
-    assert [c for c in again.named("gcloud") if c.args[:2] == ["storage", "rsync"]]
+    assert again.lines("sdk") == ["sdk gs client vm-service-account", "sdk gs list example-ml-data bert-corpus/"]
     assert again.report["data"] == [{"dest": "/mnt/data/corpus", "status": "staged"}]
     # a plain reboot keeps the disks: assemble, mount, nothing re-staged
     h.reboot()
     third = do(h)
-    assert third.status == "ready" and not third.named("mkfs.ext4") and not third.named("gcloud")
+    assert third.status == "ready" and not third.named("mkfs.ext4") and not third.named("sdk")
     assert [c for c in third.named("mdadm") if c.args[:1] == ["--assemble"]]
 
 

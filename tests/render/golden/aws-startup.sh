@@ -19,10 +19,10 @@ TV_NVSWITCH=0
 TV_FM_PKG=''
 TV_KERNEL_HEADERS_META=( 'linux-headers-aws' )
 TV_KERNEL_HOLD=( 'linux-aws' 'linux-image-aws' 'linux-headers-aws' )
-TV_PYTHON='3.11.9'
 TV_UV_VERSION='0.13.9'
 TV_UV_URL='https://files.pythonhosted.org/packages/3d/aa/26d64642d808de4a652579ef950d7cd2d37f080a8babf9c67c6b75fc4c3f/uv-0.13.9-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl'
 TV_UV_SHA256='d7f459fe4fd247d830351c75686d3996ace3c6f3f728eb0e85a30b7ada0cef19'
+TV_PYTHON='3.11.9'
 TV_PYPI_INDEX='https://pypi.org/simple'
 TV_TORCH_INDEX='https://download.pytorch.org/whl/cu124'
 TV_STACK_PYPROJECT='[project]
@@ -49,8 +49,8 @@ TV_PACKAGES_FINGERPRINT='25a8e60b1df770e1d99d4c967f3bc7112c10aa3e3fa18709068d8f8
 TV_DATA_SRC=( 'gs://example-ml-data/glue/' )
 TV_DATA_DEST=( '/mnt/data/glue' )
 TV_DATA_STAGE=( '/mnt/data/glue' )
-TV_DATA_COPY=( 'gs://example-ml-data/glue/' )
 TV_DATA_NAME=( '' )
+TV_DATA_UNREADABLE='gs://example-ml-data/glue/ is read natively only on gcp; a VM on aws needs data[].credential (a secret:// reference) or an https:// URL'
 TV_NVME='optional'
 TV_SCRATCH='/mnt/data'
 TV_IDLE_MINUTES=60
@@ -345,19 +345,23 @@ def cmd_stack_check(exp):
  return 1 if problems else 0
 def env_quote(value):
  return '"' + re.sub('([\\\\"`$])', '\\\\\\1', value) + '"'
-def resolve_secret(ref):
+def resolve_secret(ref, lines=False):
  kind, _, rest = ref[len('secret://'):].partition('/')
  fetch = globals().get('secret_' + kind.replace('-', '_'))
  value = fetch(rest) if fetch else None
  if value is None:
   raise RuntimeError('secret %s could not be read' % ref)
- if any((ord(c) < 32 and c != '\t' for c in value)):
+ if any((ord(c) < 32 and c not in ('\t\r\n' if lines else '\t') for c in value)):
   raise RuntimeError('secret %s contains newlines or control characters' % ref)
  return value
 REDACT = re.compile('(?i)(\\w://)[^\\s/@\'\\"]+@|([?&][\\w.-]+=|\\b(?:sig|token|signature|password|sas)=)[^\\s&\'\\"#]+|(\\bbearer\\s+)[\\w.~+/=-]+')
+def hidden_values():
+ out = [re.sub('\\\\(.)', '\\1', v) for v in re.findall('^\\w+="(.{4,})"$', read('/etc/trainvm/secrets.env'), re.M)]
+ more = globals().get('cred_hidden')
+ return out + (more() if more else [])
 def redact(text):
- for value in sorted(re.findall('^\\w+="(.{4,})"$', read('/etc/trainvm/secrets.env'), re.M), key=len, reverse=True):
-  text = text.replace(re.sub('\\\\(.)', '\\1', value), '***')
+ for value in sorted(set(hidden_values()), key=len, reverse=True):
+  text = text.replace(value, '***')
  return REDACT.sub(lambda m: m.group(1) + '***@' if m.group(1) else (m.group(2) or m.group(3)) + '***', text)
 def cmd_redact(exp):
  for line in iter(sys.stdin.buffer.readline, b''):
@@ -491,11 +495,13 @@ def main(argv):
   return 2
  if cmd == 'report' and len(argv) > 2:
   return cmd_report(exp, argv[2])
+ if cmd == 'credential' and len(argv) == 4 and ('cred_file' in globals()):
+  return globals()['cred_file'](argv[2], argv[3])
  if cmd == 'driver-pin' and len(argv) > 2:
   return cmd_driver_pin(exp, argv[2:])
  if cmd in commands:
   return commands[cmd](exp)
- print('usage: trainvm_helper.py gpu-check|stack-check|env|redact|report STATUS|driver-pin PKG...', file=sys.stderr)
+ print('usage: trainvm_helper.py gpu-check|stack-check|env|redact|report STATUS|credential REF FILE|driver-pin PKG...', file=sys.stderr)
  return 2
 if __name__ == '__main__':
  sys.exit(main(sys.argv))
@@ -553,6 +559,30 @@ if [ -e "$d" ]; then printf '%s\n' "$d"; found=1; fi
 done
 if [ "$found" = 0 ]; then tv_nvme_by_model 'Amazon EC2 NVMe Instance Storage'; fi
 }
+tv_install_uv() {
+local whl="$TV_STATE/uv-$TV_UV_VERSION.whl" have=""
+if [ -x "$TV_UV" ]; then have=$("$TV_UV" --version 2>/dev/null || true); fi
+case $have in "uv $TV_UV_VERSION"*) return 0 ;; esac
+tv_retry curl -fsSL --retry 5 --retry-delay 5 -o "$whl" "$TV_UV_URL"
+if ! printf '%s  %s\n' "$TV_UV_SHA256" "$whl" | sha256sum -c - >/dev/null; then
+tv_fail "$TV_PHASE" "$LINENO" "the uv $TV_UV_VERSION wheel does not have the expected sha256 $TV_UV_SHA256"
+fi
+mkdir -p "${TV_UV%/*}"
+python3 - "$whl" "$TV_UV" <<'TRAINVM_PY'
+import os, sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as whl:
+ name = next((n for n in whl.namelist() if n.endswith('.data/scripts/uv')))
+ with whl.open(name) as src, open(sys.argv[2] + '.tmp', 'wb') as dst:
+  dst.write(src.read())
+os.chmod(sys.argv[2] + '.tmp', 493)
+os.replace(sys.argv[2] + '.tmp', sys.argv[2])
+TRAINVM_PY
+have=$("$TV_UV" --version)
+case $have in
+"uv $TV_UV_VERSION"*) tv_log "installed $have" ;;
+*) tv_fail "$TV_PHASE" "$LINENO" "expected uv $TV_UV_VERSION, got: $have" ;;
+esac
+}
 tv_install_self() {
 local self="${BASH_SOURCE[0]:-}" dest="$TV_ROOT/usr/local/sbin/trainvm-provision"
 if [ -z "$self" ] || [ ! -f "$self" ]; then
@@ -574,6 +604,7 @@ fi
 }
 phase_preflight() {
 local previous=""
+tv_fail data "$LINENO" "$TV_DATA_UNREADABLE"
 tv_install_self
 tv_install_resume
 if [ -s "$TV_STATE/profile-hash" ]; then previous=$(<"$TV_STATE/profile-hash"); fi
@@ -711,30 +742,6 @@ tv_mark driver
 phase_cuda() {
 TV_PHASE_RESULT=skipped
 }
-tv_install_uv() {
-local whl="$TV_STATE/uv-$TV_UV_VERSION.whl" have=""
-if [ -x "$TV_UV" ]; then have=$("$TV_UV" --version 2>/dev/null || true); fi
-case $have in "uv $TV_UV_VERSION"*) return 0 ;; esac
-tv_retry curl -fsSL --retry 5 --retry-delay 5 -o "$whl" "$TV_UV_URL"
-if ! printf '%s  %s\n' "$TV_UV_SHA256" "$whl" | sha256sum -c - >/dev/null; then
-tv_fail python "$LINENO" "the uv $TV_UV_VERSION wheel does not have the expected sha256 $TV_UV_SHA256"
-fi
-mkdir -p "${TV_UV%/*}"
-python3 - "$whl" "$TV_UV" <<'TRAINVM_PY'
-import os, sys, zipfile
-with zipfile.ZipFile(sys.argv[1]) as whl:
- name = next((n for n in whl.namelist() if n.endswith('.data/scripts/uv')))
- with whl.open(name) as src, open(sys.argv[2] + '.tmp', 'wb') as dst:
-  dst.write(src.read())
-os.chmod(sys.argv[2] + '.tmp', 493)
-os.replace(sys.argv[2] + '.tmp', sys.argv[2])
-TRAINVM_PY
-have=$("$TV_UV" --version)
-case $have in
-"uv $TV_UV_VERSION"*) tv_log "installed $have" ;;
-*) tv_fail python "$LINENO" "expected uv $TV_UV_VERSION, got: $have" ;;
-esac
-}
 phase_python() {
 if ! tv_done python || [ ! -x "$TV_VENV/bin/python" ]; then
 tv_installing
@@ -836,15 +843,9 @@ printf 'UUID=%s %s ext4 defaults,nofail,discard,x-systemd.device-timeout=10s 0 2
 } | tv_write_file "$TV_ROOT/etc/fstab" 0644
 fi
 }
-tv_remote_bytes() {
-case $1 in
-gs://*) gcloud storage du -s "$1" 2>/dev/null | awk 'NR == 1 {print $1}' || true ;;
-s3://*) aws s3 ls --recursive --summarize "$1" 2>/dev/null | awk '/Total Size:/ {print $3}' || true ;;
-esac
-}
 tv_stage() {
 local src=${TV_DATA_SRC[$1]} dest="$TV_ROOT${TV_DATA_DEST[$1]}" stage="$TV_ROOT${TV_DATA_STAGE[$1]}"
-local marker="$TV_STATE/data.$1.done" files bytes remote
+local marker="$TV_STATE/data.$1.done" files bytes
 mkdir -p "$stage"
 if [ "$stage" != "$dest" ]; then
 mkdir -p "${dest%/*}"
@@ -857,21 +858,12 @@ fi
 if [ -f "$marker" ]; then tv_log "data ${TV_DATA_DEST[$1]} is empty (local disks are wiped on stop/start): staging again"; fi
 tv_installing
 case $src in
-gs://*) tv_retry gcloud storage rsync --recursive "$src" "$stage" ;;
-s3://*) tv_retry aws s3 sync --only-show-errors "$src" "$stage" ;;
-az://*)
-tv_retry azcopy login --identity
-tv_retry azcopy copy "${TV_DATA_COPY[$1]}" "$stage" --recursive
-;;
 https://*) tv_retry curl -fsSL --retry 5 -o "$stage/${TV_DATA_NAME[$1]}" "$src" ;;
+*) tv_fail data "$LINENO" "no copy tool was rendered for $src" ;;
 esac
 files=$(find "$stage/" -type f | wc -l)
 bytes=$(find "$stage/" -type f -printf '%s\n' | awk '{s += $1} END {printf "%d\n", s}')
-remote=$(tv_remote_bytes "$src")
 if [ "$files" -eq 0 ]; then tv_fail data "$LINENO" "nothing was copied from $src"; fi
-if [ -n "$remote" ] && [ "$bytes" -lt "$remote" ]; then
-tv_fail data "$LINENO" "copied $bytes of $remote bytes from $src"
-fi
 printf '%s files, %s bytes\n' "$files" "$bytes" >"$marker"
 tv_log "data ${TV_DATA_DEST[$1]}: $files files, $bytes bytes"
 }

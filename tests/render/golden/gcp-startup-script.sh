@@ -27,10 +27,10 @@ TV_NVSWITCH=0
 TV_FM_PKG=''
 TV_KERNEL_HEADERS_META=( 'linux-headers-gcp' )
 TV_KERNEL_HOLD=( 'linux-gcp' 'linux-image-gcp' 'linux-headers-gcp' )
-TV_PYTHON='3.11.9'
 TV_UV_VERSION='0.13.9'
 TV_UV_URL='https://files.pythonhosted.org/packages/3d/aa/26d64642d808de4a652579ef950d7cd2d37f080a8babf9c67c6b75fc4c3f/uv-0.13.9-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl'
 TV_UV_SHA256='d7f459fe4fd247d830351c75686d3996ace3c6f3f728eb0e85a30b7ada0cef19'
+TV_PYTHON='3.11.9'
 TV_PYPI_INDEX='https://pypi.org/simple'
 TV_TORCH_INDEX='https://download.pytorch.org/whl/cu124'
 TV_STACK_PYPROJECT='[project]
@@ -57,8 +57,30 @@ TV_PACKAGES_FINGERPRINT='25a8e60b1df770e1d99d4c967f3bc7112c10aa3e3fa18709068d8f8
 TV_DATA_SRC=( 'gs://example-ml-data/glue/' )
 TV_DATA_DEST=( '/mnt/data/glue' )
 TV_DATA_STAGE=( '/mnt/data/glue' )
-TV_DATA_COPY=( 'gs://example-ml-data/glue/' )
 TV_DATA_NAME=( '' )
+TV_DATA_CRED=( '' )
+declare -A TV_DATATOOL=( ['gs']='certifi==2026.10.19.post1 --hash=sha256:1324c476b4811eff41a8bc2122cd0bbd4d9c7234c725446d99ab1612b3a7fdd2
+cffi==2.1.1 --hash=sha256:194cffa889098ced9976c3fc6340305e43f6303657d298da55366907c05c22d6
+charset-normalizer==3.5.3 --hash=sha256:b6dad86d938104f9d43404029e5fc8392f82762d171933be4f192a6008bffa53
+cryptography==50.0.2 --hash=sha256:1981f1db4630889b9ef7803fadef12b056f428cb6b85c27ba57b774793b6093c
+google-api-core==2.44.0 --hash=sha256:8cb9ad8af28de9bc75121686d69b697ce0937e21fad2ad80c9a7e89f22b26e1f
+google-auth==2.63.0 --hash=sha256:cbc065325f67511946d1a66672e4f47e71ed162ef1abd2bb8404ceec407c86ba
+google-cloud-core==2.8.0 --hash=sha256:e235b0952f7ffe7b9c71a4cf96b506d9cfb557e22557c412f0df9b7068b5d007
+google-cloud-storage==2.18.2 --hash=sha256:97a4d45c368b7d401ed48c4fdfe86e1e1cb96401c9e199e419d289e2c0370166
+google-crc32c==1.9.0 --hash=sha256:280f3a3e47af0eeba3a3e5aa7d311af77001812b8df80fb8beafcd0b40eaf7f1
+google-resumable-media==2.11.0 --hash=sha256:f43d15e6a7f818f762eaead0f369c551f8275a4179c9d6225d0d259f49b87b5d
+googleapis-common-protos==1.76.0 --hash=sha256:59e13344a9f3651aa201a03e2bee815a3bf43a4baf1f9ff8a9b62a840ce25fac
+idna==3.20 --hash=sha256:ab7ae7122974553370f0bdb919e1a960b2cd1bc1ef0276416d896db81c14582c
+opentelemetry-api==1.45.2 --hash=sha256:2cbd737377e710ee740d261c94e93fa0f08e6d037c18f17513cc0a2d94479a34
+proto-plus==1.29.0 --hash=sha256:8acd070469a7aaf43f440b022ef9757c8cac1a9f866e933f59ae98669ddc6c8b
+protobuf==7.36.2 --hash=sha256:89f23aa53c24553a2416fd4fd1ec06f74fa42b14b546d8883128813f775bbfd2
+pyasn1==0.6.5 --hash=sha256:4017b0fce125096b8573b39c989fdb1a4b19cf761e683398184550fea0e66587
+pyasn1-modules==0.4.2 --hash=sha256:29253a9207ce32b64c3ac6600edc75368f98473906e8fd1043bd6b5b1de2c14a
+pycparser==3.11 --hash=sha256:51d5a8ba2be0bbe440b99d2112604c95bbbc3c2748a64260186c541e1729cd80
+requests==2.34.2 --hash=sha256:2a0d60c172f83ac6ab31e4554906c0f3b3588d37b5cb939b1c061f4907e278e0
+typing-extensions==4.16.0 --hash=sha256:481caa481374e813c1b176ada14e97f1f67a4539ce9cfeb3f350d78d6370c2e8
+urllib3==2.8.0 --hash=sha256:0cf3cae568d36aa9576b28dfb35f11328f1cb974ca7647d9475ebb86c75ac6e3
+' )
 TV_NVME='none'
 TV_SCRATCH=''
 TV_IDLE_MINUTES=60
@@ -243,8 +265,9 @@ tv_write_helper() {  # the on-VM helper (GPU gate, stack check, env file, report
 #                (a reboot may help), 4 a real mismatch
 #   stack-check  (venv python) Python, pins, framework build, CUDA, cuDNN, GPU access
 #   env          /etc/trainvm/env (0644) and secrets.env (0600, secret:// resolved) from the manifest
-#   redact       stdin to stdout, line by line, with URL userinfo, query strings, signatures, tokens
-#                and the values of secrets.env replaced by *** (the console and provision.log)
+#   redact       stdin to stdout, line by line, with URL userinfo, query strings, signatures, tokens,
+#                the values of secrets.env and the data credentials replaced by *** (the console and provision.log)
+#   credential REF FILE  a data[].credential (secret://...) read with the VM's identity into FILE (0600)
 #   report ST    the report JSON (schema 1, source "vm") on stdout; with perf.json (profile perf:) under "perf"
 #   driver-pin PKG...  apt preferences pinning the source packages of PKG's dependency closure
 #                at the driver's version; the closure's names to driver-packages
@@ -439,13 +462,13 @@ def secret_azure_keyvault(rest):
                {"Authorization": "Bearer " + token})["value"]
 
 
-def resolve_secret(ref):  # secret://KIND/REST through secret_KIND (the script keeps only the kinds the profile uses)
+def resolve_secret(ref, lines=False):  # secret://KIND/REST through secret_KIND (the script keeps only the kinds the profile uses)
     kind, _, rest = ref[len("secret://"):].partition("/")
     fetch = globals().get("secret_" + kind.replace("-", "_"))
     value = fetch(rest) if fetch else None
     if value is None:
         raise RuntimeError("secret %s could not be read" % ref)
-    if any(ord(c) < 32 and c != "\t" for c in value):
+    if any(ord(c) < 32 and c not in ("\t\r\n" if lines else "\t") for c in value):
         raise RuntimeError("secret %s contains newlines or control characters" % ref)
     return value
 
@@ -454,9 +477,29 @@ def resolve_secret(ref):  # secret://KIND/REST through secret_KIND (the script k
 REDACT = re.compile(r"(?i)(\w://)[^\s/@'\"]+@|([?&][\w.-]+=|\b(?:sig|token|signature|password|sas)=)[^\s&'\"#]+|(\bbearer\s+)[\w.~+/=-]+")
 
 
-def redact(text):  # ... and the values of /etc/trainvm/secrets.env
-    for value in sorted(re.findall(r'^\w+="(.{4,})"$', read("/etc/trainvm/secrets.env"), re.M), key=len, reverse=True):
-        text = text.replace(re.sub(r"\\(.)", r"\1", value), "***")
+def hidden_values():  # the values of /etc/trainvm/secrets.env (and of the data credentials: cred_hidden)
+    out = [re.sub(r"\\(.)", r"\1", v) for v in re.findall(r'^\w+="(.{4,})"$', read("/etc/trainvm/secrets.env"), re.M)]
+    more = globals().get("cred_hidden")  # kept by the script only where the profile has data credentials
+    return out + (more() if more else [])
+
+
+def cred_hidden():  # each data credential, its lines and its JSON string values
+    out = []
+    folder = ROOT + "/etc/trainvm/credentials"
+    for name in os.listdir(folder) if os.path.isdir(folder) else []:
+        text = read("/etc/trainvm/credentials/" + name).strip()
+        try:
+            doc = json.loads(text)
+        except ValueError:
+            doc = None
+        parts = [text] + [v for v in (doc.values() if isinstance(doc, dict) else []) if isinstance(v, str)]
+        out += [text] * (len(text) >= 4) + [ln.strip() for p in parts for ln in p.splitlines() if len(ln.strip()) >= 16]
+    return out
+
+
+def redact(text):  # ... and the secrets on this VM (hidden_values)
+    for value in sorted(set(hidden_values()), key=len, reverse=True):
+        text = text.replace(value, "***")
     return REDACT.sub(lambda m: m.group(1) + "***@" if m.group(1) else (m.group(2) or m.group(3)) + "***", text)
 
 
@@ -469,6 +512,20 @@ def cmd_redact(exp):  # the filter in front of the console and provision.log; ne
             text = "trainvm: (line withheld: redaction failed)\n"
         sys.stdout.write(text)
         sys.stdout.flush()
+    return 0
+
+
+def cred_file(ref, path):  # never printed: the redact filter hides its content from here on
+    try:
+        value = resolve_secret(ref, lines=True)
+    except Exception as exc:
+        print("credential: %s" % exc, file=sys.stderr)
+        return 1
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    with os.fdopen(os.open(path + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w", encoding="utf-8") as fh:
+        fh.write(value)
+    os.chmod(path + ".tmp", 0o600)
+    os.replace(path + ".tmp", path)
     return 0
 
 
@@ -620,11 +677,13 @@ def main(argv):
         return 2
     if cmd == "report" and len(argv) > 2:
         return cmd_report(exp, argv[2])
+    if cmd == "credential" and len(argv) == 4 and "cred_file" in globals():
+        return globals()["cred_file"](argv[2], argv[3])
     if cmd == "driver-pin" and len(argv) > 2:
         return cmd_driver_pin(exp, argv[2:])
     if cmd in commands:
         return commands[cmd](exp)
-    print("usage: trainvm_helper.py gpu-check|stack-check|env|redact|report STATUS|driver-pin PKG...", file=sys.stderr)
+    print("usage: trainvm_helper.py gpu-check|stack-check|env|redact|report STATUS|credential REF FILE|driver-pin PKG...", file=sys.stderr)
     return 2
 
 
@@ -661,6 +720,31 @@ tv_nvme_candidates() {  # local SSDs by their udev names (65-gce-disk-naming.rul
     case $d in *-part*) continue ;; esac
     if [ -e "$d" ]; then printf '%s\n' "$d"; fi
   done
+}
+# ---- uv (the python phase; the data phase's copy tools): pinned, sha256-checked ----
+tv_install_uv() {
+  local whl="$TV_STATE/uv-$TV_UV_VERSION.whl" have=""
+  if [ -x "$TV_UV" ]; then have=$("$TV_UV" --version 2>/dev/null || true); fi
+  case $have in "uv $TV_UV_VERSION"*) return 0 ;; esac
+  tv_retry curl -fsSL --retry 5 --retry-delay 5 -o "$whl" "$TV_UV_URL"
+  if ! printf '%s  %s\n' "$TV_UV_SHA256" "$whl" | sha256sum -c - >/dev/null; then
+    tv_fail "$TV_PHASE" "$LINENO" "the uv $TV_UV_VERSION wheel does not have the expected sha256 $TV_UV_SHA256"
+  fi
+  mkdir -p "${TV_UV%/*}"
+  python3 - "$whl" "$TV_UV" <<'TRAINVM_PY'
+import os, sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as whl:
+    name = next(n for n in whl.namelist() if n.endswith(".data/scripts/uv"))
+    with whl.open(name) as src, open(sys.argv[2] + ".tmp", "wb") as dst:
+        dst.write(src.read())
+os.chmod(sys.argv[2] + ".tmp", 0o755)
+os.replace(sys.argv[2] + ".tmp", sys.argv[2])
+TRAINVM_PY
+  have=$("$TV_UV" --version)
+  case $have in
+    "uv $TV_UV_VERSION"*) tv_log "installed $have" ;;
+    *) tv_fail "$TV_PHASE" "$LINENO" "expected uv $TV_UV_VERSION, got: $have" ;;
+  esac
 }
 # ---- phase 1: preflight (self-install, resume unit, profile and OS checks, apt policy) ----
 tv_install_self() {  # keep a copy for re-runs: /usr/local/sbin/trainvm-provision
@@ -841,31 +925,6 @@ phase_cuda() {  # the profile asks for no toolkit
   TV_PHASE_RESULT=skipped
 }
 # ---- phase 4: Python (exact version by a pinned, sha256-checked uv; a dedicated venv) ----
-tv_install_uv() {
-  local whl="$TV_STATE/uv-$TV_UV_VERSION.whl" have=""
-  if [ -x "$TV_UV" ]; then have=$("$TV_UV" --version 2>/dev/null || true); fi
-  case $have in "uv $TV_UV_VERSION"*) return 0 ;; esac
-  tv_retry curl -fsSL --retry 5 --retry-delay 5 -o "$whl" "$TV_UV_URL"
-  if ! printf '%s  %s\n' "$TV_UV_SHA256" "$whl" | sha256sum -c - >/dev/null; then
-    tv_fail python "$LINENO" "the uv $TV_UV_VERSION wheel does not have the expected sha256 $TV_UV_SHA256"
-  fi
-  mkdir -p "${TV_UV%/*}"
-  python3 - "$whl" "$TV_UV" <<'TRAINVM_PY'
-import os, sys, zipfile
-with zipfile.ZipFile(sys.argv[1]) as whl:
-    name = next(n for n in whl.namelist() if n.endswith(".data/scripts/uv"))
-    with whl.open(name) as src, open(sys.argv[2] + ".tmp", "wb") as dst:
-        dst.write(src.read())
-os.chmod(sys.argv[2] + ".tmp", 0o755)
-os.replace(sys.argv[2] + ".tmp", sys.argv[2])
-TRAINVM_PY
-  have=$("$TV_UV" --version)
-  case $have in
-    "uv $TV_UV_VERSION"*) tv_log "installed $have" ;;
-    *) tv_fail python "$LINENO" "expected uv $TV_UV_VERSION, got: $have" ;;
-  esac
-}
-
 phase_python() {
   if ! tv_done python || [ ! -x "$TV_VENV/bin/python" ]; then
     tv_installing
@@ -977,16 +1036,145 @@ tv_nvme_mount() {
   fi
 }
 
-tv_remote_bytes() {  # total bytes under a bucket prefix, or nothing when the tool cannot tell
-  case $1 in
-    gs://*) gcloud storage du -s "$1" 2>/dev/null | awk 'NR == 1 {print $1}' || true ;;
-    s3://*) aws s3 ls --recursive --summarize "$1" 2>/dev/null | awk '/Total Size:/ {print $3}' || true ;;
-  esac
+tv_datatool() {  # tv_datatool SCHEME: the venv of that scheme's SDK (its hash-pinned lock), installed once per lock
+  local venv="$TV_OPT/datatools/$1" lock="$TV_STATE/datatools-$1.txt" sum
+  printf '%s' "${TV_DATATOOL[$1]}" >"$lock"
+  sum=$(sha256sum <"$lock")
+  sum=${sum%% *}
+  if [ -x "$venv/bin/python" ] && [ "$(cat "$venv/.trainvm-lock" 2>/dev/null)" = "$sum" ]; then return 0; fi
+  tv_installing
+  tv_install_uv
+  rm -rf "$venv"
+  # the image's own python3 (the lock is for its version), not a uv-managed one
+  env -u UV_MANAGED_PYTHON "$TV_UV" venv -q --python /usr/bin/python3 "$venv"
+  tv_retry env -u UV_MANAGED_PYTHON "$TV_UV" pip install -q --python "$venv/bin/python" --require-hashes --only-binary :all: -r "$lock"
+  printf '%s\n' "$sum" >"$venv/.trainvm-lock"
+  tv_log "installed the $1:// copy tool ($lock, sha256 $sum)"
+}
+
+tv_write_copier() {
+  cat >"$TV_STATE/lib/trainvm_copy.py.tmp" <<'TRAINVM_COPY_PY'
+#!/usr/bin/env python3
+# trainvm data copier, run by the startup script from /opt/trainvm/datatools/SCHEME (a venv holding
+# only that scheme's SDK, installed with --require-hashes from templates/datatools/SCHEME-OS.txt):
+#   trainvm_copy.py SRC DEST [CREDENTIAL_FILE]
+# Copies every object under SRC (gs://BUCKET/PREFIX, s3://BUCKET/PREFIX, az://ACCOUNT/CONTAINER/PREFIX)
+# into DEST, keeping the paths below the prefix; a file already there with the listed size is kept
+# (a re-run after an interruption copies the rest). Every object must arrive with its listed size;
+# no object at all is an error. Without CREDENTIAL_FILE the VM's own identity reads the source (GCE
+# service account, AWS instance profile, Azure managed identity). CREDENTIAL_FILE (mode 0600, fetched
+# from the secret store by the VM at run time, never in user data): gs: a service-account JSON key;
+# s3: JSON {"aws_access_key_id", "aws_secret_access_key"[, "aws_session_token"]}; az: a SAS token, or
+# JSON {"account_key"}. Prints "N files, B bytes".
+import json
+import os
+import sys
+
+
+def scheme_gs(bucket, prefix, cred):
+    from google.cloud import storage
+
+    client = storage.Client.from_service_account_json(cred) if cred else storage.Client()
+    for blob in client.list_blobs(bucket, prefix=prefix):
+        if not blob.name.endswith("/"):
+            yield blob.name, blob.size, blob.download_to_filename
+
+
+def scheme_s3(bucket, prefix, cred):
+    import boto3
+
+    keys = json.load(open(cred)) if cred else {}
+    client = boto3.client("s3", **{k: keys[k] for k in ("aws_access_key_id", "aws_secret_access_key", "aws_session_token") if k in keys})
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        for obj in page.get("Contents", []):
+            if not obj["Key"].endswith("/"):
+                yield obj["Key"], obj["Size"], lambda path, key=obj["Key"]: client.download_file(bucket, key, path)
+
+
+def scheme_az(account, path, cred):
+    from azure.storage.blob import ContainerClient
+
+    container, _, prefix = path.partition("/")
+    if cred:
+        text = open(cred).read().strip()
+        credential = {"account_name": account, "account_key": json.loads(text)["account_key"]} if text.startswith("{") else text.lstrip("?")
+    else:
+        from azure.identity import ManagedIdentityCredential
+
+        credential = ManagedIdentityCredential()
+    client = ContainerClient("https://%s.blob.core.windows.net" % account, container, credential=credential)
+
+    def fetch(name, target):
+        with open(target, "wb") as fh:
+            client.download_blob(name).readinto(fh)
+
+    for blob in client.list_blobs(name_starts_with=prefix):
+        yield blob.name, blob.size, lambda target, name=blob.name: fetch(name, target)
+
+
+def main(argv):
+    if len(argv) not in (3, 4):
+        print("usage: trainvm_copy.py SRC DEST [CREDENTIAL_FILE]", file=sys.stderr)
+        return 2
+    src, dest, cred = argv[1], argv[2], argv[3] if len(argv) == 4 and argv[3] else None
+    scheme, _, rest = src.partition("://")
+    first, _, path = rest.partition("/")
+    lister = globals().get("scheme_" + scheme)  # the startup script keeps only the schemes the profile reads
+    if lister is None:
+        print("trainvm_copy.py: %s:// is not a storage scheme" % scheme, file=sys.stderr)
+        return 2
+    prefix = path.partition("/")[2] if scheme == "az" else path  # az object names are relative to the container
+    try:
+        return copy(lister(first, path, cred), src, dest, prefix)
+    except Exception as exc:  # an SDK or network error: one line (the script retries), never a traceback
+        print("trainvm_copy.py: %s: %s: %s" % (src, type(exc).__name__, exc), file=sys.stderr)
+        return 1
+
+
+def copy(objects, src, dest, prefix):
+    count = total = 0
+    for key, size, fetch in objects:
+        rel = key[len(prefix):].lstrip("/") if key.startswith(prefix) else key
+        rel = rel or key.rsplit("/", 1)[-1]
+        if rel.startswith("/") or ".." in rel.split("/"):
+            print("trainvm_copy.py: refusing object %r (outside %s)" % (key, dest), file=sys.stderr)
+            return 1
+        target = os.path.join(dest, rel)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        if not (os.path.isfile(target) and os.path.getsize(target) == size):
+            fetch(target + ".trainvm-part")
+            os.replace(target + ".trainvm-part", target)
+        if os.path.getsize(target) != size:
+            print("trainvm_copy.py: %s: %d of %d bytes" % (key, os.path.getsize(target), size), file=sys.stderr)
+            return 1
+        count, total = count + 1, total + size
+    if not count:
+        print("trainvm_copy.py: nothing under %s" % src, file=sys.stderr)
+        return 1
+    print("%d files, %d bytes" % (count, total))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
+TRAINVM_COPY_PY
+  mv -f "$TV_STATE/lib/trainvm_copy.py.tmp" "$TV_STATE/lib/trainvm_copy.py"
+}
+
+tv_copy() {  # tv_copy INDEX SRC STAGE: the SDK copier (size-checked, resumable), with data[].credential if any
+  local scheme=${2%%://*} cred=()
+  tv_datatool "$scheme"
+  if [ -n "${TV_DATA_CRED[$1]}" ]; then
+    cred=("$TV_ETC/credentials/data-$1")
+    python3 "$TV_HELPER" credential "${TV_DATA_CRED[$1]}" "${cred[0]}" ||
+      tv_fail data "$LINENO" "data[$1].credential ${TV_DATA_CRED[$1]} could not be read with this VM's identity (see above)"
+  fi
+  tv_retry "$TV_OPT/datatools/$scheme/bin/python" "$TV_STATE/lib/trainvm_copy.py" "$2" "$3" "${cred[@]}"
 }
 
 tv_stage() {  # tv_stage INDEX
   local src=${TV_DATA_SRC[$1]} dest="$TV_ROOT${TV_DATA_DEST[$1]}" stage="$TV_ROOT${TV_DATA_STAGE[$1]}"
-  local marker="$TV_STATE/data.$1.done" files bytes remote
+  local marker="$TV_STATE/data.$1.done" files bytes
   mkdir -p "$stage"
   if [ "$stage" != "$dest" ]; then
     mkdir -p "${dest%/*}"
@@ -999,21 +1187,12 @@ tv_stage() {  # tv_stage INDEX
   if [ -f "$marker" ]; then tv_log "data ${TV_DATA_DEST[$1]} is empty (local disks are wiped on stop/start): staging again"; fi
   tv_installing
   case $src in
-    gs://*) tv_retry gcloud storage rsync --recursive "$src" "$stage" ;;
-    s3://*) tv_retry aws s3 sync --only-show-errors "$src" "$stage" ;;
-    az://*)
-      tv_retry azcopy login --identity
-      tv_retry azcopy copy "${TV_DATA_COPY[$1]}" "$stage" --recursive
-      ;;
     https://*) tv_retry curl -fsSL --retry 5 -o "$stage/${TV_DATA_NAME[$1]}" "$src" ;;
+    *) tv_copy "$1" "$src" "$stage" ;;
   esac
   files=$(find "$stage/" -type f | wc -l)
   bytes=$(find "$stage/" -type f -printf '%s\n' | awk '{s += $1} END {printf "%d\n", s}')
-  remote=$(tv_remote_bytes "$src")
   if [ "$files" -eq 0 ]; then tv_fail data "$LINENO" "nothing was copied from $src"; fi
-  if [ -n "$remote" ] && [ "$bytes" -lt "$remote" ]; then
-    tv_fail data "$LINENO" "copied $bytes of $remote bytes from $src"
-  fi
   printf '%s files, %s bytes\n' "$files" "$bytes" >"$marker"
   tv_log "data ${TV_DATA_DEST[$1]}: $files files, $bytes bytes"
 }
@@ -1025,6 +1204,7 @@ phase_data() {
     return 0
   fi
   if [ "$TV_NVME" != none ]; then tv_nvme_mount; fi
+  tv_write_copier
   for i in "${!TV_DATA_SRC[@]}"; do tv_stage "$i"; done
 }
 # ---- phase 8: lifecycle. trainvm-lifecycle ACTION EVENT stops (or deletes) the VM the way this
