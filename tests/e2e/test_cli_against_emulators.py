@@ -74,10 +74,11 @@ def test_gce_failover_printed_and_nothing_left(cli, env) -> None:
 
 
 def test_azure_lifecycle(cli, env, tmp_path) -> None:
-    # the example's gs:// corpus is readable on Azure only with a credential reference (issue 10, data locality)
+    # the example's gs:// corpus is readable on Azure only with a credential the Azure VM itself can read
+    # (in Key Vault, through its managed identity; issue 10, data locality)
     profile = tmp_path / "t4-azure.yaml"
     profile.write_text(f"extends: {T4}\nname: bert-finetune\ndata:\n  - {{source: 'gs://example-ml-data/glue/', "
-                       "dest: /mnt/data/glue, credential: 'secret://gcp/glue-reader'}\n")
+                       "dest: /mnt/data/glue, credential: 'secret://azure-keyvault/trainvmkv/glue-reader'}\n")
     with ArmEmulator() as emu:
         for k, v in emu.env().items():
             env.setenv(k, v)

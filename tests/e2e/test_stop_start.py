@@ -84,7 +84,7 @@ def test_azure_stop_is_deallocate(cli, env, tmp_path) -> None:
         try:
             azure_t4 = tmp_path / "t4-azure.yaml"  # the gs:// corpus needs a credential reference on Azure
             azure_t4.write_text(f"extends: {T4}\nname: bert-finetune\ndata:\n  - {{source: 'gs://example-ml-data/glue/', "
-                                "dest: /mnt/data/glue, credential: 'secret://gcp/glue-reader'}\n")
+                                "dest: /mnt/data/glue, credential: 'secret://azure-keyvault/trainvmkv/glue-reader'}\n")
             up = cli("up", str(azure_t4), "--yes", "--json", "--cloud", "azure")
             assert up.code == 0, up.err
             name = up.json()["name"]

@@ -33,7 +33,7 @@ def meta(items: dict[str, str]) -> str:
 
 
 def script_for(nodes: int, cloud: str = "gcp", **kw) -> str:
-    lp = cluster_profile(nodes, **kw)
+    lp = S.data_native_to(cluster_profile(nodes, **kw), cloud)  # data the cloud's VM reads natively
     from provisioner.render.context import build_context
     from provisioner.render.script import _render_startup
 

@@ -148,10 +148,12 @@ def test_hostile_strings_are_inert_and_shellcheck_clean(tmp_path):
     assert len(blocks) >= 10
     assert not (tmp_path / "PWNED").exists() and not (tmp_path / "calls.log").exists()
     # one shellcheck run over every example's configuration block
-    uses = " ".join(f'"${{{v}}}"' for v in sorted(set(re.findall(r"^(TV_[A-Z0-9_]+)=(?!\()", blocks[0], re.M))))
+    every = "\n".join(blocks)  # the variables of every block (which ones exist depends on the data)
+    uses = " ".join(f'"${{{v}}}"' for v in sorted(set(re.findall(r"^(TV_[A-Z0-9_]+)=(?!\()", every, re.M))))
+    arrays = sorted(set(re.findall(r"^(?:declare -A )?(TV_[A-Z0-9_]+)=\(", every, re.M)))
     combined = tmp_path / "blocks.sh"
     combined.write_text("\n".join(b.replace("#!/bin/bash\n", "", 1) if i else b for i, b in enumerate(blocks))
-                        + f"\n: {uses}\n" + "".join(f': "${{{a}[@]}}"\n' for a in re.findall(r"^(TV_[A-Z0-9_]+)=\(", blocks[0], re.M)),
+                        + f"\n: {uses}\n" + "".join(f': "${{{a}[@]}}"\n' for a in arrays),
                         encoding="utf-8")
     assert S.shellcheck([combined]) == {}
 

@@ -81,6 +81,8 @@ def test_gce_and_azure_refuse_past_their_limits(tmp_path):
 def test_largest_example_sizes_are_recorded():
     lp = S.loaded(S.LARGEST_PROFILE)
     sizes = {c: S.render(lp, c).sizes for c in S.CLOUDS}
-    assert sizes["gcp"]["startup_sh"] < 64 * 1024
+    # GCE takes 256 KiB per metadata value; this bound only catches runaway growth (the gs:// copy tool, its
+    # lock and the readable copier, added 9.7 KB in issue 10)
+    assert sizes["gcp"]["startup_sh"] < 72 * 1024
     assert sizes["aws"]["user_data"] <= AWS_LIMIT
     print({c: s for c, s in sizes.items()})

@@ -16,7 +16,7 @@ import re
 import trainvm_render_support as S
 
 from provisioner.render import render_script
-from provisioner.render.compact import _strip_docstrings
+from provisioner.render.compact import _prune, _strip_docstrings
 from provisioner.render.shell import shq
 
 TEMPLATES = S.REPO / "templates"
@@ -80,8 +80,10 @@ def test_compaction_keeps_the_helper_program():
 
     tree = ast.parse(helper(rendered))
     _strip_docstrings(tree)
-    # the profile reads no secret://: compaction drops the secret readers (looked up by name)
-    tree.body = [n for n in tree.body if not (isinstance(n, ast.FunctionDef) and n.name.startswith("secret_"))]
+    # the profile reads no secret:// and has no data credential: compaction drops the secret readers and the
+    # credential code (looked up by name), and what only they used
+    _prune(tree, frozenset())
+    assert not [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith(("secret_", "cred_"))]
     assert ast.dump(tree) == ast.dump(ast.parse(helper(compact)))
     assert len(helper(compact)) < len(helper(rendered)) and "\n#" not in helper(compact)
     assert len(compact) < len(rendered)
