@@ -106,3 +106,17 @@ def instance_of(resource_id: str) -> str | None:
     parts = resource_id.split("/")
     low = [x.lower() for x in parts]
     return parts[low.index("virtualmachines") + 1] if "virtualmachines" in low[:-1] else None
+
+
+def preview(spec: LaunchSpec, offer: Offer, subscription_id: str, image: R.ImageRef) -> dict[str, Any]:
+    """The cluster's resources in ``request_preview`` (``render``/``plan``): the PPG and the scale set instead of
+    one VM (the rest is the single VM's: group, VNet, NSG, role assignment)."""
+    out: dict[str, Any] = {}
+    placement = None
+    if spec.compact:
+        out[f"{R.COMPUTE}/proximityPlacementGroups"] = {"name": ppg_name(spec.name), "body": ppg_body(spec, offer.region)}
+        placement = ppg_id(subscription_id, spec.name)
+    out[f"{R.COMPUTE}/virtualMachineScaleSets"] = {"name": spec.name, "body": scale_set_body(
+        spec, offer, subscription_id=subscription_id, image=image, ssh_public_key=R.PREVIEW_SSH_KEY,
+        placement_group=placement)}
+    return out

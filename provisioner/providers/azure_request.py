@@ -322,6 +322,11 @@ def request_preview(spec: LaunchSpec, offer: Offer, subscription_id: str = "SUBS
         f"{COMPUTE}/virtualMachines": {"name": n.vm, "body": vm_body(
             spec, offer, subscription_id=subscription_id, image=image, ssh_public_key=PREVIEW_SSH_KEY)},
     }
+    if spec.nodes > 1:  # a cluster: a proximity placement group and one scale set (azure_group_request)
+        from provisioner.providers.azure_group_request import preview
+
+        del out[f"{COMPUTE}/virtualMachines"]
+        out.update(preview(spec, offer, subscription_id, image))
     role = lifecycle_role(spec)
     if role:
         out[f"{AUTHZ}/roleAssignments"] = {

@@ -202,6 +202,7 @@ CLOUDS: Mapping[str, CloudSpec] = MappingProxyType({c.name: c for c in (
             spot_reclaim=lambda on_max_run: "an evicted spot VM is deleted with its disk (evictionPolicy Delete)",
         ),
         nvswitch_shapes=r"(?i)^standard_nd96",
+        group_engine=True,  # providers/azure_group.py: a Uniform scale set (capacity N) in a proximity placement group
     ),
     CloudSpec(
         name="aws",

@@ -9,11 +9,12 @@ import pytest
 
 from provisioner.catalog.models import Offer
 from provisioner.providers.base import InstanceRecord
-from tests.contract.harness import CloudHarness, spec_maker
+from tests.contract.harness import CloudHarness, ClusterHarness, spec_maker
 
 SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHtrainvmTestKeyOnlyForTheEmulator0000000 tester@example"
 USER_DATA = "#cloud-config\nruncmd:\n  - [bash, -c, 'echo TRAINVM_STATUS=start > /dev/console']\n"
 T4 = "Standard_NC4as_T4_v3"
+A100 = "Standard_ND96asr_v4"  # ND A100 v4: InfiniBand, placed in a proximity placement group
 
 
 @pytest.fixture(scope="session")
@@ -60,11 +61,32 @@ def azure_cloud(contract_arm_server, azure_offers, monkeypatch, tmp_path) -> Any
         emu.inject("allocation_failed_lro", location=offer.region)
 
     def put_report(rec: InstanceRecord, report: dict[str, Any]) -> None:
+        if rec.cluster:  # a scale-set instance: Run Command output is planted under NAME_<instance id>
+            iid = str(rec.cloud_id).rsplit("/", 1)[1]
+            emu.set_run_command_output(R.names(rec.cluster).rg, f"{rec.cluster}_{iid}", json.dumps(report), "")
+            return
         emu.set_run_command_output(R.names(rec.name).rg, rec.name, json.dumps(report), "")
+
+    def leftovers() -> list[str]:
+        """Every group, every resource in it, and every scale-set instance."""
+        out = []
+        with emu._lock:
+            for g in emu.resource_groups():
+                out.append(f"resource group {g}")
+                for rid in emu.resources_in(g):
+                    out.append(f"resource {rid.split('/providers/', 1)[1]}")
+                    rec = emu.state.by_id(rid)
+                    out.extend(f"instance {rec['name']}_{i}" for i in rec["extra"].get("instances", {}))
+        return sorted(out)
+
+    def stock_out(offer: Offer, room: int) -> None:
+        emu.inject("partial_capacity_lro", location=offer.region, size=offer.instance_type, times=None, created=room)
 
     yield CloudHarness(
         name="azure", provider=AzureProvider(), twin=AzureProvider,
         offers=[azure_offers[("eastus", T4)], azure_offers[("eastus2", T4)]], spec=spec_maker(USER_DATA),
         plant_unmanaged=plant_unmanaged, fail_after_create_starts=fail, put_report=put_report,
-        leftovers=lambda: [f"resource group {g}" for g in emu.resource_groups()], stopped_states=("DEALLOCATED",))
+        leftovers=leftovers, stopped_states=("DEALLOCATED",),
+        cluster=ClusterHarness(offers=[azure_offers[("eastus", A100)], azure_offers[("westus2", A100)]],
+                               stock_out=stock_out))
     emu.finish_operations(stuck=True)  # never leave an SDK poller spinning
