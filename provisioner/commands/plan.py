@@ -20,13 +20,19 @@ def _money(x: float | None) -> str:
     return "-" if x is None else (f"${x:,.2f}" if x >= 1 else f"${x:.4f}".rstrip("0"))
 
 
-def _script_for(loaded: Any, offer: Any) -> tuple[str | None, str | None]:
-    """(startup script, its sha256) for the chosen offer; (None, None) when rendering is unavailable."""
+def _script_for(loaded: Any, offer: Any, warnings: list[str]) -> tuple[str | None, str | None]:
+    """(startup script, its sha256) for the chosen offer; (None, None) when rendering is unavailable, or when
+    the script cannot be rendered for that cloud (a warning says why; `up` skips that cloud)."""
+    from provisioner.errors import RenderError
+
     try:
         from provisioner.provision.launch import render_for_offer
 
         rendered = render_for_offer(loaded, offer)
     except ImportError:  # pragma: no cover - render package missing in a partial install
+        return None, None
+    except RenderError as exc:
+        warnings.append(f"the startup script cannot be rendered for {offer.cloud} ({exc}); `up` skips {offer.cloud}")
         return None, None
     return rendered.startup_sh, hashlib.sha256(rendered.startup_sh.encode()).hexdigest()
 
@@ -44,10 +50,11 @@ def run_plan(
     from provisioner.planner.explain import closest_offers, no_offer_message
 
     need_script = plan.chosen is not None and (json_out or show_script)  # rendering costs ~40 ms: only when shown
-    script, script_sha = _script_for(loaded, plan.chosen) if need_script else (None, None)
+    render_notes: list[str] = []
+    script, script_sha = _script_for(loaded, plan.chosen, render_notes) if need_script else (None, None)
     from provisioner.planner.from_profile import region_warnings
 
-    extra = region_warnings(plan.request, catalog) + lock_notes
+    extra = region_warnings(plan.request, catalog) + lock_notes + render_notes
     warnings = [m.render() for m in loaded.warnings if m.level == "warning"] + list(plan.warnings) + extra
     hours = loaded.profile.lifecycle.max_run_hours
     if json_out:

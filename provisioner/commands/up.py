@@ -64,6 +64,11 @@ def run_up(path: Path, *, name: str | None, yes: bool, wait_ready: bool, clouds:
     offers = [o for o in offers if o.cloud in providers]
     if not offers:
         raise CloudError("no cloud with usable credentials among the planned offers", hint=_cred_hint())
+    offers, unfit = _renderable(loaded, offers)
+    for cloud_name, why in unfit.items():
+        warnings.append(f"skipping {cloud_name}: its startup script cannot be rendered: {why}")
+        if not json_out:
+            notice("note", warnings[-1])
     vm = launch_spec(loaded, offers[0], name=name, spot=spot, ssh_from=ssh_from).name
     existing = find_existing(vm, list(providers), providers.__getitem__, loaded.hash)
     if existing is not None:
@@ -183,6 +188,30 @@ def _report_up(record: InstanceRecord, attempts: list[Any], json_out: bool, exis
     for note in record.notes:
         out.print(f"note: {note}")
     return 0
+
+
+def _renderable(loaded: Any, offers: list[Any]) -> tuple[list[Any], dict[str, str]]:
+    """The offers on clouds whose startup script renders (the plan does not render: AWS's 16 KB user data
+    cannot hold a container, perf or large locked script), and cloud -> why not for the others. Each cloud is
+    rendered once, for its first offer; where no cloud renders, the first error is raised as it is."""
+    from provisioner.errors import RenderError
+    from provisioner.provision.launch import render_for_offer
+
+    unfit: dict[str, str] = {}
+    first_error: RenderError | None = None
+    firsts: dict[str, Any] = {}
+    for o in offers:
+        firsts.setdefault(o.cloud, o)
+    for offer in firsts.values():
+        try:
+            render_for_offer(loaded, offer)
+        except RenderError as exc:
+            unfit[offer.cloud] = str(exc)
+            first_error = first_error or exc
+    kept = [o for o in offers if o.cloud not in unfit]
+    if not kept and first_error is not None:
+        raise first_error
+    return kept, unfit
 
 
 class _GaveUp(Exception):

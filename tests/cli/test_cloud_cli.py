@@ -189,3 +189,20 @@ def test_up_max_attempts_flag(cli, clouds) -> None:
     r = cli("up", T4, "--yes", "--max-attempts", "3")
     assert r.code == 1 and "gave up after 3 attempt(s)" in r.err
     assert cli("up", T4, "--yes", "--max-attempts", "0").code == 2
+
+
+def test_up_skips_a_cloud_whose_user_data_cannot_hold_the_script(cli, clouds, write_yaml) -> None:
+    """The cheapest H100 is on AWS, but a perf profile's script (the probe rides along) is over AWS's 16 KB user
+    data: `up` says so and creates the VM on the next cloud instead of failing."""
+    path = write_yaml("name: perf-h100\nhardware: {gpu: H100}\nstack: {os: ubuntu-22.04, driver: '550.127.05', "
+                      "python: '3.11.9', packages: ['torch==2.4.1+cu124']}\nperf: {}\n")
+    planned = cli("plan", str(path), "--json").json()
+    assert planned["chosen"]["cloud"] == "aws" and planned["script_sha256"] is None
+    assert any("cannot be rendered for aws (AWS user data would be" in w for w in planned["warnings"])
+    r = cli("up", str(path), "--yes", "--json")
+    assert r.code == 0, r.out + r.err
+    doc = r.json()
+    assert doc["cloud"] != "aws" and not clouds["aws"].vms
+    assert any(w.startswith("skipping aws: its startup script cannot be rendered: AWS user data would be") for w in doc["warnings"])
+    only_aws = cli("up", str(path), "--yes", "--json", "--cloud", "aws")
+    assert only_aws.code == 1 and "AWS user data would be" in only_aws.json()["error"]["message"]
