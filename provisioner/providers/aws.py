@@ -346,10 +346,11 @@ class AwsProvider(AwsCalls):
                 f"{R.security_group_name(record.name)} of {record.name} in {record.region} then allows tcp/22 from there")
 
     def _notes(self, spec: LaunchSpec) -> builtins.list[str]:
+        among = "; the nodes reach each other on every port" if spec.nodes > 1 else ""
         if spec.ssh_from:
-            return [f"SSH (tcp/22) is allowed only from {spec.ssh_from} (security group {R.security_group_name(spec.name)})"]
+            return [f"SSH (tcp/22) is allowed only from {spec.ssh_from} (security group {R.security_group_name(spec.name)}){among}"]
         return [f"no inbound traffic is allowed (security group {R.security_group_name(spec.name)}); "
-                "pass --ssh-from to open SSH"]
+                f"pass --ssh-from to open SSH{among}"]
 
     def _record(self, inst: dict[str, Any], *, notes: builtins.list[str] | None = None, existing: bool = False) -> InstanceRecord:
         tags = _tags(inst)

@@ -17,7 +17,6 @@ trainvm installs no EFA software, so NCCL runs over TCP on the primary ENA inter
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from functools import partial
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from provisioner.catalog.models import Offer
@@ -124,8 +123,7 @@ class AwsGroup:
             self._tag_ranks(region, spec.name, insts)
             running = self._until_running(region, [i["InstanceId"] for i in insts], spec.name)
             self.write_node_list(region, running)
-            nodes = self.nodes_in(region, spec.name)
-            return self.p._record(nodes[0], notes=self.p._notes(spec))
+            return self.p._record(running[0], notes=self.p._notes(spec))
         except ProviderError as exc:
             self._cleanup(region, spec, made, exc)
             raise
@@ -260,16 +258,22 @@ class AwsGroup:
         if notes:
             failed.args = ("; ".join([str(failed), *notes]),)
 
+    def _live(self, region: str, ids: list[str]) -> list[str]:
+        """Those of ``ids`` that exist and are not terminated (one DescribeInstances: an ``instance-id`` filter,
+        which, unlike ``InstanceIds``, does not fail on an unknown id)."""
+        ec2, filters = self.p.ec2(region), [{"Name": "instance-id", "Values": ids}]
+        pages = self.p.call(lambda: list(ec2.get_paginator("describe_instances").paginate(Filters=filters)))
+        return [i["InstanceId"] for page in pages for r in page.get("Reservations") or [] for i in r.get("Instances") or []
+                if i["State"]["Name"] != "terminated"]
+
     def _terminate(self, region: str, ids: list[str]) -> list[str]:
         """Terminate ``ids`` and await it; the ids that are still not terminated."""
-        ec2 = self.p.ec2(region)
-        if self.p.call(lambda: ec2.terminate_instances(InstanceIds=ids), missing=None) is None:
-            for one in ids:  # one id unknown: EC2 rejects the whole call; one at a time then
-                self.p.call(partial(ec2.terminate_instances, InstanceIds=[one]), missing=None)
-        live = [i for i in ids if (self.p._get(region, i) or {}).get("State", {}).get("Name") not in (None, "terminated")]
-        if live:
-            self._wait(region, "instance_terminated", live)
-        return [i for i in live if (self.p._get(region, i) or {}).get("State", {}).get("Name") not in (None, "terminated")]
+        live = self._live(region, ids)
+        if not live:
+            return []
+        self.p.call(lambda: self.p.ec2(region).terminate_instances(InstanceIds=live), missing=None)
+        self._wait(region, "instance_terminated", live)
+        return self._live(region, live)
 
     def delete_placement_group(self, region: str, cluster: str) -> bool:
         """Delete the cluster's placement group when it is trainvm's. EC2 answers ``InvalidPlacementGroup.InUse``

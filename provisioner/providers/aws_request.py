@@ -170,8 +170,9 @@ def run_instances_params(spec: LaunchSpec, offer: Offer, ami: Ami, zone_name: st
 def security_group_params(spec: LaunchSpec, vpc_id: str | None) -> dict[str, Any]:
     body: dict[str, Any] = {
         "GroupName": security_group_name(spec.name),
-        "Description": f"trainvm {spec.name}: SSH only from placement.ssh_from" if spec.ssh_from
-        else f"trainvm {spec.name}: no inbound traffic",
+        "Description": (f"trainvm {spec.name}: SSH only from placement.ssh_from" if spec.ssh_from
+                        else f"trainvm {spec.name}: no inbound traffic")
+        + ("; all traffic between the nodes of the cluster" if spec.nodes > 1 else ""),
         "TagSpecifications": [{"ResourceType": "security-group",
                                "Tags": [{"Key": k, "Value": v} for k, v in sorted(spec.labels.items())]
                                + [{"Key": "Name", "Value": spec.name}]}],

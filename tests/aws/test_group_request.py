@@ -84,3 +84,23 @@ def test_preview_shows_the_placement_group_and_the_group_launch(spec, offer) -> 
     assert body["RunInstances"]["Placement"]["AvailabilityZoneId"] == offer.zone
     assert "CreatePlacementGroup" not in R.request_preview(replace(spec, compact=False), offer)
     assert "CreatePlacementGroup" not in R.request_preview(replace(spec, nodes=1), offer)
+
+
+def test_tag_keys_are_allowed_in_instance_metadata(spec, offer) -> None:
+    """With InstanceMetadataTags enabled, EC2 refuses instance tag keys outside letters, digits and + - = . , _ : @
+    ("Work with instance tags in instance metadata"); moto does not check it."""
+    import re
+
+    body = G.cluster_params(single(spec, offer), spec, "pg")
+    keys = [t["Key"] for t in body["TagSpecifications"][0]["Tags"]] + [t["Key"] for t in G.node_tags("c", 0)]
+    keys += ["trainvm-cluster", "trainvm-cluster-1"]
+    assert all(re.fullmatch(r"[A-Za-z0-9+\-=.,_:@]+", k) and k not in (".", "..", "_index") for k in keys)
+
+
+def test_security_group_description_says_the_nodes_reach_each_other(spec) -> None:
+    import re
+
+    desc = R.security_group_params(spec, None)["Description"]
+    assert "all traffic between the nodes" in desc and len(desc) <= 255
+    assert re.fullmatch(r"[A-Za-z0-9 ._\-:/()#,@\[\]+=&;{}!$*]+", desc)  # EC2's allowed characters (VPC)
+    assert "between" not in R.security_group_params(replace(spec, nodes=1), None)["Description"]

@@ -1,0 +1,68 @@
+"""Wall time of the AWS group engine (providers/aws_group.py: security group, placement group, one RunInstances
+with MinCount = MaxCount = N, rank tags, the running waiter, the node list, then delete) through boto3 against
+moto's server and the fault proxy (tests/emulators/aws.py), for N nodes; N = 1 is the single-VM path for
+comparison. moto's instances run at once, so this measures trainvm's own calls and waits: it should stay
+nearly flat in N (one RunInstances, one node-list CreateTags; rank tags on up to aws_group.PARALLEL threads).
+
+    .venv/bin/python bench/aws_cluster_create.py [N ...]      (default: 1 4 16 64)
+
+Prints one line per N: create seconds, of which the one RunInstances call (moto creating N instances and their
+volumes, and serialising them: moto's cost, which EC2 does not share), delete seconds, HTTP requests (median of
+3 runs)."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+
+def main(counts: list[int]) -> None:
+    from tests.aws.conftest import t4_offers, t4_spec
+    from tests.emulators.aws import shared_moto
+
+    aws = shared_moto()
+    os.environ.update(aws.env())
+    os.environ.update(TRAINVM_RETRY_BASE_DELAY="0", TRAINVM_TODAY="2026-11-22")
+    os.environ.pop("TRAINVM_SSH_PUBLIC_KEY", None)
+    from provisioner.providers.aws import AwsProvider
+
+    offer = t4_offers()[0]
+    base = t4_spec(offer)
+    spent: list[float] = []
+    run = AwsProvider._run
+
+    def timed_run(self: AwsProvider, region: str, params: dict[str, Any]) -> dict[str, Any]:
+        t = time.perf_counter()
+        try:
+            return run(self, region, params)
+        finally:
+            spent.append(time.perf_counter() - t)
+
+    AwsProvider._run = timed_run  # type: ignore[method-assign]
+    for n in counts:
+        runs = []
+        for _ in range(3):
+            aws.reset()
+            spent.clear()
+            provider = AwsProvider(poll_interval=0.2)
+            spec = replace(base, nodes=n, compact=n > 1)
+            t0 = time.perf_counter()
+            provider.create(spec, offer)
+            t1 = time.perf_counter()
+            provider.delete(spec.name)
+            runs.append((t1 - t0, sum(spent), time.perf_counter() - t1, len(aws.faults.requests)))
+            assert aws.instances() == [] and aws.placement_groups() == [] and aws.security_groups() == []
+        c, ri, d, r = (statistics.median(x) for x in zip(*runs))
+        print(f"N={n:3d}  create {c:6.2f} s (RunInstances {ri:5.2f} s)  delete {d:6.2f} s  requests {r:5.0f}")
+
+
+if __name__ == "__main__":
+    main([int(a) for a in sys.argv[1:]] or [1, 4, 16, 64])
