@@ -11,7 +11,8 @@ the client plumbing (AZ names, the AMI, the security group and the instance prof
   ConflictError); map the offer's AZ ID to this account's AZ name; pin the AMI (SSM parameter -> id, recorded
   in the ``trainvm-image`` tag) and read its root device; build the RunInstances call (any request that cannot
   work fails here, before anything exists); then the VM's security group, its instance profile when it needs
-  one, ``RunInstances`` with a ``ClientToken`` from name + hash + AZ (a re-run returns the same instance), and
+  one, ``RunInstances`` with a ``ClientToken`` from name + hash + AZ + the request's parameters (a re-sent
+  request returns the same instance), and
   the ``instance_running`` waiter (bounded by ``TRAINVM_AWS_OP_TIMEOUT``, default 600 s).
 - Failure: the instance this attempt made is terminated and the termination awaited, then the security group
   and the instance profile are deleted; ``cleanup`` is "verified" only when AWS answered that the instance is

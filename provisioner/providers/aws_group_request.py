@@ -69,6 +69,7 @@ def cluster_params(single: dict[str, Any], spec: LaunchSpec, placement_group: st
     if count > R.MAX_TAGS:
         raise InvalidRequestError(f"a node of {n} needs {count} tags (the resolved profile, the cluster's and the "
                                   f"node list's); EC2 allows {R.MAX_TAGS} per instance", code="PROFILE_TOO_LARGE")
+    body["ClientToken"] = R.request_token(spec, "", body)  # another request than the single VM's
     return body
 
 

@@ -6,7 +6,9 @@ base64-encodes it for RunInstances only); ``request_preview`` is the same body a
 (and tests/aws assert, since moto does not enforce them):
 
 - ``ClientToken``: at most 64 ASCII characters (EC2 "Ensuring idempotency"): ``name[:23]-<40 hex>`` from
-  name + profile hash + AZ, so a re-sent request in the same AZ is the same request, another AZ another one.
+  name + profile hash + AZ + every other parameter of the request, so a re-sent request is the same request and
+  any other (another AZ, a security group made again after ``down``, a new AMI) another one: EC2 refuses a
+  known token with other parameters (``IdempotentParameterMismatch``).
 - Boot volume: gp3 always (st1/sc1 cannot be boot volumes). ``standard`` and ``balanced`` are gp3 at its
   included baseline (3,000 IOPS, 125 MiB/s); ``ssd`` is gp3 with provisioned IOPS (500 per GiB, at most 16,000)
   and throughput (0.25 MiB/s per IOPS, at most 1,000 MiB/s). Size 1..16,384 GiB.
@@ -79,9 +81,17 @@ def preview_ami(os_name: str) -> Ami:
 
 
 def client_token(spec: LaunchSpec, zone: str, salt: str = "") -> str:
-    """``salt``: the instance an earlier request with the unsalted token created and that is gone since."""
+    """``salt``: the request's parameters (``request_token``), or the instance an earlier request with the same
+    token created and that is gone since."""
     digest = hashlib.sha256(f"{spec.name}\0{spec.profile_hash}\0{zone}\0{salt}".encode()).hexdigest()[:40]
     return f"{spec.name[:23]}-{digest}"
+
+
+def request_token(spec: LaunchSpec, zone: str, body: dict[str, Any]) -> str:
+    """The ClientToken of the RunInstances ``body``: its other parameters are part of the token."""
+    canon = json.dumps({k: v for k, v in body.items() if k != "ClientToken"}, sort_keys=True,
+                       default=lambda b: hashlib.sha256(b).hexdigest())  # UserData bytes
+    return client_token(spec, zone, salt=hashlib.sha256(canon.encode()).hexdigest())
 
 
 def security_group_name(name: str) -> str:
@@ -153,7 +163,7 @@ def run_instances_params(spec: LaunchSpec, offer: Offer, ami: Ami, zone_name: st
         "MetadataOptions": {"HttpTokens": "required", "HttpEndpoint": "enabled", "HttpPutResponseHopLimit": 1},
         "TagSpecifications": [{"ResourceType": "instance", "Tags": instance_tags(spec, ami)},
                               {"ResourceType": "volume", "Tags": tags(spec, ami)}],
-        "ClientToken": client_token(spec, str(offer.zone)),
+        "ClientToken": "",  # request_token, once the body is complete
     }
     if key_name:
         body["KeyName"] = key_name
@@ -164,6 +174,7 @@ def run_instances_params(spec: LaunchSpec, offer: Offer, ami: Ami, zone_name: st
         if spec.max_price_per_hour:
             market["MaxPrice"] = f"{spec.max_price_per_hour:.4f}"
         body["InstanceMarketOptions"] = {"MarketType": "spot", "SpotOptions": market}
+    body["ClientToken"] = request_token(spec, str(offer.zone), body)
     return body
 
 

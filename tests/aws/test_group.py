@@ -174,6 +174,48 @@ def test_failover_moves_the_whole_group_to_the_next_zone(aws, provider, offers) 
     assert len(set(tokens)) == 2  # one token per AZ
 
 
+def test_a_lost_answer_is_resent_with_the_same_token_and_launches_nothing_more(aws, provider, offers) -> None:
+    """EC2 created the nodes but its answer was lost (500): botocore resends the same ClientToken, and EC2 (the
+    proxy's token model) answers with the same instances instead of launching N more."""
+    offer = offers[0]
+    spec = cluster_spec(offer, 4)
+    aws.faults.fail("RunInstances", "InternalError", times=1, after=True, when={"MinCount": "4"})
+    rec = provider.create(spec, offer)
+    calls = aws.faults.calls("RunInstances")
+    assert [c.status for c in calls] == [500, 200] and calls[0].params == calls[1].params
+    assert len(aws.instances()) == 4 and rec.nodes == 4
+    assert [n.rank for n in provider.cluster_nodes(spec.name)] == [0, 1, 2, 3]
+
+
+def test_a_token_bound_to_terminated_nodes_is_salted(aws, provider, offers) -> None:
+    """EC2 answers a known ClientToken with that request's instances even once terminated: after `down --no-wait`
+    (the security group stays, so the next request is the same request) the engine sends a token salted with
+    the first terminated id and launches new nodes."""
+    offer = offers[0]
+    spec = cluster_spec(offer, 2)
+    first = {n.cloud_id for n in provider.cluster_nodes(provider.create(spec, offer).cluster or "")}
+    provider.delete(spec.name, wait=False)
+    again = provider.create(spec, offer)
+    tokens = [c.params["ClientToken"] for c in aws.faults.calls("RunInstances")]
+    assert len(tokens) == 3 and tokens[0] == tokens[1] != tokens[2]
+    live = aws.instances()
+    assert len(live) == 2 and not {i["InstanceId"] for i in live} & first and again.cloud_id not in first
+    assert aws.placement_groups() == [spec.name]
+
+
+def test_up_after_down_is_another_request(aws, provider, offers) -> None:
+    """`down` deletes the security group; the next `up` makes a new one, so its RunInstances differs and gets
+    another token (EC2 would refuse the old token with IdempotentParameterMismatch)."""
+    offer = offers[0]
+    spec = cluster_spec(offer, 2)
+    provider.create(spec, offer)
+    provider.delete(spec.name)
+    provider.create(spec, offer)
+    calls = aws.faults.calls("RunInstances")
+    assert [c.status for c in calls] == [200, 200] and calls[0].params["ClientToken"] != calls[1].params["ClientToken"]
+    assert len(aws.instances()) == 2
+
+
 def test_delete_leaves_nothing(aws, provider, offers) -> None:
     offer = offers[0]
     spec = cluster_spec(offer, 4)

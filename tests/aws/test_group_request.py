@@ -41,7 +41,7 @@ def test_one_request_for_all_nodes_into_the_placement_group(spec, offer) -> None
         keys = {t["Key"]: t["Value"] for t in ts["Tags"]}
         assert "Name" not in keys and keys[G.GROUP_TAG] == spec.name and keys[G.NODES_TAG] == "4"
     assert one["MinCount"] == 1 and "GroupName" not in one["Placement"]  # the single body is not changed
-    assert body["UserData"] == one["UserData"] and body["ClientToken"] == one["ClientToken"]
+    assert body["UserData"] == one["UserData"] and body["ClientToken"] != one["ClientToken"]
     assert "GroupName" not in G.cluster_params(one, spec, None)["Placement"]
 
 

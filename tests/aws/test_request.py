@@ -54,7 +54,13 @@ def test_client_token_at_most_64_characters_and_stable(spec, offer, name) -> Non
     assert token == R.client_token(s, "use1-az1")  # a re-sent request is the same request
     assert token != R.client_token(s, "use1-az2")  # another AZ is another request
     assert token != R.client_token(replace(s, profile_hash="f" * 64), "use1-az1")
-    assert params(s, offer)["ClientToken"] == R.client_token(s, str(offer.zone))
+    body = params(s, offer)
+    assert len(body["ClientToken"]) <= 64 and body["ClientToken"] == params(s, offer)["ClientToken"]
+    assert body["ClientToken"] == R.request_token(s, str(offer.zone), body)
+    # any other parameter is another request (EC2 refuses a known token with others: IdempotentParameterMismatch),
+    # e.g. the security group made again after `down`
+    other = R.run_instances_params(s, offer, UBUNTU, "us-east-1b", security_group_id="sg-2", instance_profile=None)
+    assert other["ClientToken"] != body["ClientToken"]
 
 
 @pytest.mark.parametrize("disk_type", ["standard", "balanced", "ssd"])

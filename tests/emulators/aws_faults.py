@@ -13,7 +13,10 @@ and its instances are ``running`` at once; the proxy adds:
   answered for GetConsoleOutput; moto's own answer is a fixed placeholder.
 
 Every request is recorded (``requests``: the action and its form parameters) for the tests to assert on.
-Placement groups, which moto lacks, are answered by ``placements`` (tests/emulators/aws_placement.py).
+Placement groups, which moto lacks, are answered by ``placements`` (tests/emulators/aws_placement.py), and
+RunInstances' ``ClientToken`` is honoured as EC2 does by ``tokens`` (tests/emulators/aws_tokens.py).
+``fail(..., after=True)`` forwards the request first and then answers the error: a call that took effect but
+whose answer was lost (botocore retries it with the same ``ClientToken``).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from urllib.parse import parse_qsl
 from xml.sax.saxutils import escape
 
 from tests.emulators.aws_placement import PlacementGroups, region_of
+from tests.emulators.aws_tokens import ClientTokens, as_run_instances, describe_body
 
 #: HTTP status EC2 uses for each injected code (capacity and throttling are server-side errors there).
 STATUS = {"InsufficientInstanceCapacity": 500, "RequestLimitExceeded": 503, "VcpuLimitExceeded": 400,
@@ -59,6 +63,7 @@ class Rule:
     message: str | None
     times: int
     when: dict[str, str] = field(default_factory=dict)
+    after: bool = False  # forward first, then answer the error (the call took effect; its answer was lost)
 
     def matches(self, action: str, params: dict[str, str]) -> bool:
         return self.times != 0 and action == self.action and all(params.get(k) == v for k, v in self.when.items())
@@ -83,6 +88,7 @@ class FaultProxy:
         self.requests: list[Recorded] = []
         self.lock = threading.Lock()
         self.placements = PlacementGroups()
+        self.tokens = ClientTokens()
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -119,12 +125,14 @@ class FaultProxy:
             self.rules, self.pending, self.consoles, self.requests = [], set(), {}, []
             self.hold_next = None
         self.placements.clear()
+        self.tokens.clear()
 
     # ------------------------------------------------------------------ what the tests call
     def fail(self, action: str, code: str, *, times: int = -1, status: int | None = None, message: str | None = None,
-             when: dict[str, str] | None = None) -> None:
+             when: dict[str, str] | None = None, after: bool = False) -> None:
         with self.lock:
-            self.rules.append(Rule(action, code, status or STATUS.get(code, 400), message, times, dict(when or {})))
+            self.rules.append(Rule(action, code, status or STATUS.get(code, 400), message, times, dict(when or {}),
+                                   after))
 
     def hold_pending(self, instance_id: str = "*") -> None:
         with self.lock:
@@ -155,7 +163,7 @@ class FaultProxy:
             rule = next((r for r in self.rules if r.matches(action, params)), None)
             if rule is not None and rule.times > 0:
                 rule.times -= 1
-        if rule is not None:
+        if rule is not None and not rule.after:
             rec.status = rule.status
             return self._send(h, rule.status, self._error(rule, params))
         if action == "GetConsoleOutput" and params.get("InstanceId") in self.consoles:
@@ -164,13 +172,21 @@ class FaultProxy:
         region = region_of(h.headers.get("Authorization"))
         own = (self.placements.answer(action, region, params) if action in PlacementGroups.ACTIONS
                else self.placements.check_launch(region, params) if action == "RunInstances" else None)
+        replay = self.tokens.lookup(region, params) if action == "RunInstances" and own is None else None
+        if own is None and replay is not None and not isinstance(replay, list):
+            own = replay
         if own is not None:
             rec.status = own.status
             return self._send(h, own.status, own.body)
+        if isinstance(replay, list):  # a known token: nothing is launched, that request's instances are answered
+            status, headers, data = self._forward(h, describe_body(replay))
+            rec.status = status
+            return self._send(h, status, as_run_instances(self._rewrite(data, region)) if status == 200 else data)
         status, headers, data = self._forward(h, body)
         rec.status = status
         if action == "RunInstances" and status == 200:
             self.placements.launched(region, params, data)
+            self.tokens.launched(region, params, data)
         hold = self.hold_next
         if action == "RunInstances" and status == 200 and hold is not None and all(params.get(k) == v for k, v in hold.items()):
             with self.lock:
@@ -178,6 +194,9 @@ class FaultProxy:
                 self.pending.update(re.findall(r"<instanceId>(i-[0-9a-f]+)</instanceId>", data.decode()))
         if action == "DescribeInstances":
             data = self._rewrite(data, region)
+        if rule is not None:  # an ``after`` rule: the call took effect, its answer is lost
+            rec.status = rule.status
+            return self._send(h, rule.status, self._error(rule, params))
         self._send(h, status, data, headers.get("Content-Type", "text/xml"))
 
     def _forward(self, h: BaseHTTPRequestHandler, body: bytes) -> tuple[int, dict[str, str], bytes]:
@@ -185,7 +204,8 @@ class FaultProxy:
         try:
             conn.connect()
             conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            headers = {k: v for k, v in h.headers.items() if k.lower() not in ("host", "connection")}
+            headers = {k: v for k, v in h.headers.items() if k.lower() not in ("host", "connection", "content-length")}
+            headers["Content-Length"] = str(len(body))
             conn.request(h.command, h.path, body=body, headers=headers)
             resp = conn.getresponse()
             return resp.status, dict(resp.getheaders()), resp.read()
