@@ -333,7 +333,10 @@ class AwsProvider(AwsCalls):
         return (got or {}).get("Output") or ""  # botocore base64-decodes GetConsoleOutput's Output itself
 
     def read_report(self, name: str) -> tuple[StackReport | None, dict[str, Any] | None]:
+        """One VM's report and stored profile; for a cluster's name, its rank-0 node's."""
         inst = self._find_any(name)
+        if inst is None:
+            inst = next(iter(self.group.nodes(name)), None)
         if inst is None or _tags(inst).get(MANAGED) != "true":
             return None, None
         return last_console_report(self._console_text(inst)), R.profile_from_tags(_tags(inst))

@@ -8,7 +8,7 @@ import pytest
 
 from provisioner.catalog.models import Offer
 from provisioner.providers.base import InstanceRecord
-from tests.contract.harness import CloudHarness, b64_json, spec_maker
+from tests.contract.harness import CloudHarness, ClusterHarness, b64_json, spec_maker
 
 USER_DATA = "#!/bin/bash\necho TRAINVM_STATUS=start\n"
 CIDR = "203.0.113.7/32"
@@ -51,12 +51,18 @@ def aws_cloud(contract_moto_server, monkeypatch) -> Any:
                           TagSpecifications=[{"ResourceType": "instance", "Tags": [{"Key": "Name", "Value": name},
                                                                                    {"Key": "team", "Value": "research"}]}])
 
+    def zone_name(offer: Offer) -> str:
+        zones = aws.client("ec2", offer.region, direct=True).describe_availability_zones()["AvailabilityZones"]
+        return {z["ZoneId"]: z["ZoneName"] for z in zones}[str(offer.zone)]
+
     def fail(offer: Offer) -> None:
         # RunInstances goes through (the security group and the instance exist); the instance never reaches
         # running: the bounded waiter gives up and the cleanup must terminate it and delete the group
-        zones = aws.client("ec2", offer.region, direct=True).describe_availability_zones()["AvailabilityZones"]
-        name = {z["ZoneId"]: z["ZoneName"] for z in zones}[str(offer.zone)]
-        aws.faults.hold_next_created(when={"Placement.AvailabilityZone": name})
+        aws.faults.hold_next_created(when={"Placement.AvailabilityZone": zone_name(offer)})
+
+    def stock_out(offer: Offer, room: int) -> None:
+        # EC2 with MinCount = N launches nothing when the AZ has room for fewer (the proxy's capacity model)
+        aws.faults.set_capacity(zone_name(offer), room)
 
     def put_report(rec: InstanceRecord, report: dict[str, Any]) -> None:
         aws.faults.set_console(str(rec.cloud_id), f"boot\nTRAINVM_REPORT={b64_json(report)}\n")
@@ -66,9 +72,12 @@ def aws_cloud(contract_moto_server, monkeypatch) -> Any:
         for region in aws.regions:
             out += [f"instance {i['InstanceId']} ({region})" for i in aws.instances(region)]
             out += [f"security group {g['GroupName']} ({region})" for g in aws.security_groups(region)]
+            out += [f"placement group {g} ({region})" for g in aws.placement_groups(region)]
         return sorted(out + [f"instance profile {p}" for p in aws.instance_profiles()])
 
     yield CloudHarness(
         name="aws", provider=make(), twin=make, offers=[offers[("us-east-1", "use1-az1")], offers[("us-west-2", "usw2-az1")]],
         spec=spec, plant_unmanaged=plant_unmanaged, fail_after_create_starts=fail, put_report=put_report,
-        leftovers=leftovers, stopped_states=("STOPPED",))
+        leftovers=leftovers, stopped_states=("STOPPED",),
+        cluster=ClusterHarness(offers=[offers[("us-east-1", "use1-az1")], offers[("us-west-2", "usw2-az1")]],
+                               stock_out=stock_out))

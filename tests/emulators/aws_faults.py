@@ -9,6 +9,9 @@ and its instances are ``running`` at once; the proxy adds:
   (``when``: form parameters that must match, e.g. ``{"Placement.AvailabilityZone": "us-east-1b"}``);
 - ``hold_pending(instance_id | "*")`` / ``hold_next_created()``: DescribeInstances reports those instances (the
   next one RunInstances creates) as ``pending`` (an instance that never reaches running);
+- ``set_capacity(zone_name, room)``: from now on that AZ has room for ``room`` more instances: a RunInstances
+  whose ``MinCount`` exceeds it is answered ``InsufficientInstanceCapacity`` and launches nothing (EC2's
+  all-or-nothing for MinCount); one that fits takes ``MinCount`` of the room (moto launches ``MinCount``);
 - ``set_console(instance_id, text)``: the VM's console output (what the VM's startup script prints),
   answered for GetConsoleOutput; moto's own answer is a fixed placeholder.
 
@@ -85,6 +88,7 @@ class FaultProxy:
         self.pending: set[str] = set()
         self.hold_next: dict[str, str] | None = None
         self.consoles: dict[str, str] = {}
+        self.capacity: dict[str, int] = {}
         self.requests: list[Recorded] = []
         self.lock = threading.Lock()
         self.placements = PlacementGroups()
@@ -123,6 +127,7 @@ class FaultProxy:
     def clear(self) -> None:
         with self.lock:
             self.rules, self.pending, self.consoles, self.requests = [], set(), {}, []
+            self.capacity = {}
             self.hold_next = None
         self.placements.clear()
         self.tokens.clear()
@@ -144,6 +149,21 @@ class FaultProxy:
         with self.lock:
             self.hold_next = dict(when or {})
 
+    def set_capacity(self, zone_name: str, room: int) -> None:
+        with self.lock:
+            self.capacity[zone_name] = room
+
+    def _no_room(self, params: dict[str, str]) -> bool:
+        """A RunInstances the AZ has no room for (else the room it takes is booked)."""
+        zone, want = params.get("Placement.AvailabilityZone", ""), int(params.get("MinCount") or 1)
+        with self.lock:
+            if zone not in self.capacity:
+                return False
+            if want > self.capacity[zone]:
+                return True
+            self.capacity[zone] -= want
+            return False
+
     def set_console(self, instance_id: str, text: str) -> None:
         with self.lock:
             self.consoles[instance_id] = text
@@ -163,6 +183,9 @@ class FaultProxy:
             rule = next((r for r in self.rules if r.matches(action, params)), None)
             if rule is not None and rule.times > 0:
                 rule.times -= 1
+        if rule is None and action == "RunInstances" and self.tokens.lookup(region_of(h.headers.get("Authorization")),
+                                                                            params) is None and self._no_room(params):
+            rule = Rule(action, "InsufficientInstanceCapacity", STATUS["InsufficientInstanceCapacity"], None, 1)
         if rule is not None and not rule.after:
             rec.status = rule.status
             return self._send(h, rule.status, self._error(rule, params))
