@@ -1,10 +1,14 @@
 """Startup-script sizes per bundled profile and cloud, against each cloud's user-data limit, and
 where the AWS bytes go (per section of the compacted script, as the gzip bytes the section adds).
 
-    .venv/bin/python bench/user_data_sizes.py [--sections PROFILE] [--os OS]
+    .venv/bin/python bench/user_data_sizes.py [--sections PROFILE] [--os OS] [--native-data]
 
 AWS takes at most 16,384 bytes of user data (the gzipped, compacted script); tests/render/
-test_compact.py asserts the headroom that every bundled profile must leave."""
+test_compact.py asserts the headroom that every bundled profile must leave. The bundled examples read
+gs:// without a credential, so on AWS (and Azure) their script carries no copy tool and stops at preflight
+(docs/data-tools.md); the last column, ``aws s3 data``, is the same profile with its data on S3 (what an AWS
+user writes: the s3 copy tool's lock and copier included), gzipped, with ``*`` where it exceeds the limit
+(user data is then the script_url bootstrap). ``--native-data`` makes ``--sections`` use that variant."""
 
 from __future__ import annotations
 
@@ -68,6 +72,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sections", metavar="PROFILE", help="per-section AWS bytes of one profile (path or example name)")
     ap.add_argument("--os", default=None, help="render for this OS instead of the profile's")
+    ap.add_argument("--native-data", action="store_true", help="--sections: the profile with its data on S3")
     args = ap.parse_args()
     profiles = S.EXAMPLES + sorted((REPO / "profiles/base").glob("*.yaml"))
     if args.sections:
@@ -75,20 +80,24 @@ def main() -> int:
         path = path if path.exists() else REPO / "profiles/examples" / f"{args.sections}.yaml"
         lp = S.loaded(path)
         lp = S.with_os(lp, args.os) if args.os else lp
-        script = S.render(lp, "aws").startup_sh
+        lp = S.data_native_to(lp, "aws") if args.native_data else lp
+        script = S.render(lp, "aws", script_url=S.SCRIPT_URL).startup_sh
         print(f"{path.stem} on AWS: {_gz(script):,} bytes gzipped, {len(script.encode()):,} raw")
         for g, r, n in sections(script)[:40]:
             print(f"{g:7,} {r:8,}  {n}")
         return 0
-    print(f"{'profile':28} {'os':13} {'gcp script':>11} {'azure b64':>10} {'aws gzip':>9} {'aws headroom':>13}")
+    print(f"{'profile':28} {'os':13} {'gcp script':>11} {'azure b64':>10} {'aws gzip':>9} {'aws headroom':>13} {'aws s3 data':>12}")
     for path in profiles:
         lp = S.loaded(path)
         for os_name in [args.os] if args.os else S.OS_NAMES:
             lpo = S.with_os(lp, os_name)
             sizes = {c: S.render(lpo, c).sizes for c in S.CLOUDS}
             aws = sizes["aws"]["user_data"]
+            native = S.render(S.data_native_to(lpo, "aws"), "aws", script_url=S.SCRIPT_URL)
+            s3 = native.sizes.get("payload_gzip", native.sizes["user_data"])
             print(f"{path.parent.name + '/' + path.stem:28} {os_name:13} {sizes['gcp']['startup_sh']:>11,} "
-                  f"{sizes['azure']['custom_data_base64']:>10,} {aws:>9,} {AWS_USER_DATA_LIMIT - aws:>13,}")
+                  f"{sizes['azure']['custom_data_base64']:>10,} {aws:>9,} {AWS_USER_DATA_LIMIT - aws:>13,} "
+                  f"{s3:>11,}{'*' if s3 > AWS_USER_DATA_LIMIT else ' '}")
     return 0
 
 

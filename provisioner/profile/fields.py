@@ -49,7 +49,7 @@ BUCKET_RES = {
 AZ_CONTAINER_RE = re.compile(r"^(?!.*--)[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$")
 HASH_KEY_RE = re.compile(r"(SHA|COMMIT|REVISION|_REV\b|HASH|DIGEST|CHECKSUM)", re.I)
 SECRET_KEY_RE = re.compile(r"(SECRET|PASSWORD|PASSWD|TOKEN|API_?KEY|PRIVATE_?KEY|CREDENTIAL)", re.I)
-SECRET_HINT = "put the secret in a secret manager and reference it as secret://gcp/NAME or secret://azure-keyvault/VAULT/NAME"
+SECRET_HINT = "put the secret in a secret manager and reference it as secret://gcp/NAME, secret://azure-keyvault/VAULT/NAME or secret://aws/NAME"
 
 
 def no_control_chars(value: str) -> str:

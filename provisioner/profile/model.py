@@ -163,9 +163,16 @@ class DataItem(Strict):
     size_gib: float | None = Field(None, gt=0, le=1048576, description="Approximate size; `plan` then estimates the egress cost of copying it across clouds.")
     credential: Annotated[str, AfterValidator(f.check_secret_ref)] | None = Field(
         None,
-        description="secret:// reference to a credential that reads this source from any cloud. Without it, a gs:// source is readable only on gcp, s3:// only on aws, az:// only on azure (https:// everywhere); `plan` rules the other clouds out.",
+        description="secret:// reference to a credential that reads this source (a service-account JSON key for gs://, JSON {aws_access_key_id, aws_secret_access_key} for s3://, a SAS token or JSON {account_key} for az://). The VM reads it with its own identity, so it makes the source readable on the cloud whose secret store holds it (secret://gcp/ on gcp, secret://azure-keyvault/ on azure, secret://aws/ on aws). Without it, a gs:// source is readable only on gcp, s3:// only on aws, az:// only on azure (https:// everywhere); `plan` rules the other clouds out.",
         examples=["secret://gcp/glue-reader-key"],
     )
+
+    @field_validator("credential")
+    @classmethod
+    def _credential_needs_a_bucket(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is not None and str(info.data.get("source", "")).startswith("https://"):
+            raise ValueError("an https:// source is read without a credential (curl); a credential only reads gs://, s3:// or az://")
+        return value
 
 
 LIFECYCLE_ACTIONS = {

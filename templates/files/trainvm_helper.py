@@ -11,11 +11,15 @@
 #   driver-pin PKG...  apt preferences pinning the source packages of PKG's dependency closure
 #                at the driver's version; the closure's names to driver-packages
 # Paths are under $TRAINVM_ROOT; the manifest is /var/lib/trainvm/expected.json.
+import base64
+import hashlib
+import hmac
 import json
 import os
 import re
 import subprocess
 import sys
+import time
 import urllib.parse
 import urllib.request
 
@@ -181,24 +185,52 @@ def env_quote(value):
     return '"' + re.sub(r'([\\"`$])', r"\\\1", value) + '"'
 
 
-def secret_gcp(name):
-    rc, value = run(["gcloud", "secrets", "versions", "access", "latest", "--secret=" + name, "--quiet"], 120, subprocess.DEVNULL)
-    return value if rc == 0 else None
+def http(url, headers, data=None, method=None):  # the response body of one HTTPS/metadata request (30 s)
+    return urllib.request.urlopen(urllib.request.Request(url, data, headers, method=method), timeout=30).read().decode("utf-8")
 
 
-def secret_aws(name):
-    rc, value = run(["aws", "secretsmanager", "get-secret-value", "--secret-id", name, "--query", "SecretString", "--output", "text"],
-                    120, subprocess.DEVNULL)
-    return (value[:-1] if value.endswith("\n") else value) if rc == 0 else None
+def secret_gcp(name):  # Secret Manager with the VM's service account (metadata-server token, cloud-platform scope)
+    md, flavour = "http://metadata.google.internal/computeMetadata/v1/", {"Metadata-Flavor": "Google"}
+    token = json.loads(http(md + "instance/service-accounts/default/token", flavour))["access_token"]
+    url = "https://secretmanager.googleapis.com/v1/projects/%s/secrets/%s/versions/latest:access" % (http(md + "project/project-id", flavour), name)
+    return base64.b64decode(json.loads(http(url, {"Authorization": "Bearer " + token}))["payload"]["data"]).decode("utf-8")
 
 
-def secret_azure_keyvault(rest):
+def secret_aws(name):  # Secrets Manager with the instance profile (IMDSv2 credentials), a SigV4-signed GetSecretValue
+    imds = "http://169.254.169.254/latest/"
+    tok = {"X-aws-ec2-metadata-token": http(imds + "api/token", {"X-aws-ec2-metadata-token-ttl-seconds": "300"}, method="PUT")}
+    region = http(imds + "meta-data/placement/region", tok)
+    role = http(imds + "meta-data/iam/security-credentials/", tok).split()[0]
+    keys = json.loads(http(imds + "meta-data/iam/security-credentials/" + role, tok))
+    body = json.dumps({"SecretId": name}).encode()
+    host = "secretsmanager.%s.amazonaws.com" % region
+    headers = aws_sigv4(keys, region, "secretsmanager", host, "secretsmanager.GetSecretValue", body, time.gmtime())
+    return json.loads(http("https://%s/" % host, headers, body, "POST"))["SecretString"]
+
+
+def aws_sigv4(keys, region, service, host, target, body, now):  # the headers of a signed AWS JSON-1.1 POST to /
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", now)
+    headers = {"content-type": "application/x-amz-json-1.1", "host": host, "x-amz-date": stamp, "x-amz-target": target}
+    if keys.get("Token"):
+        headers["x-amz-security-token"] = keys["Token"]
+    names = ";".join(sorted(headers))
+    canonical = "POST\n/\n\n%s\n%s\n%s" % ("".join("%s:%s\n" % (k, headers[k]) for k in sorted(headers)), names, hashlib.sha256(body).hexdigest())
+    scope = "%s/%s/%s/aws4_request" % (stamp[:8], region, service)
+    key = ("AWS4" + keys["SecretAccessKey"]).encode()
+    for part in (stamp[:8], region, service, "aws4_request"):
+        key = hmac.new(key, part.encode(), hashlib.sha256).digest()
+    text = "AWS4-HMAC-SHA256\n%s\n%s\n%s" % (stamp, scope, hashlib.sha256(canonical.encode()).hexdigest())
+    headers["authorization"] = "AWS4-HMAC-SHA256 Credential=%s/%s, SignedHeaders=%s, Signature=%s" % (
+        keys["AccessKeyId"], scope, names, hmac.new(key, text.encode(), hashlib.sha256).hexdigest())
+    return headers
+
+
+def secret_azure_keyvault(rest):  # Key Vault with the VM's managed identity (IMDS token)
     vault, _, name = rest.partition("/")
-    get = lambda url, hdr: json.load(urllib.request.urlopen(urllib.request.Request(url, headers=hdr), timeout=30))  # noqa: E731
-    token = get("http://169.254.169.254/metadata/identity/oauth2/token?api-version=2018-02-01&resource=https%3A%2F%2Fvault.azure.net",
-                {"Metadata": "true"})["access_token"]
-    return get("https://%s.vault.azure.net/secrets/%s?api-version=7.4" % (vault, urllib.parse.quote(name)),
-               {"Authorization": "Bearer " + token})["value"]
+    token = json.loads(http("http://169.254.169.254/metadata/identity/oauth2/token?api-version=2018-02-01&resource=https%3A%2F%2Fvault.azure.net",
+                            {"Metadata": "true"}))["access_token"]
+    return json.loads(http("https://%s.vault.azure.net/secrets/%s?api-version=7.4" % (vault, urllib.parse.quote(name)),
+                           {"Authorization": "Bearer " + token}))["value"]
 
 
 def resolve_secret(ref, lines=False):  # secret://KIND/REST through secret_KIND (the script keeps only the kinds the profile uses)

@@ -101,3 +101,10 @@ def test_credential_in_another_clouds_store_keeps_the_cloud_out(cli, write_yaml)
     doc = r.json()
     assert r.code == 1 and doc["chosen"] is None
     assert "secret://gcp/reader is in a secret store that a VM on azure cannot read" in doc["request"]["data_excluded_clouds"]["azure"]
+
+
+def test_credential_on_an_https_source_is_refused(cli, write_yaml) -> None:
+    p = write_yaml("name: d\nextends: base/torch-2.4-cu124\nhardware: {gpu: T4}\n"
+                   "data: [{source: 'https://example.com/x.tar', dest: /mnt/data/x, credential: 'secret://gcp/k'}]\n")
+    r = cli("validate", str(p))
+    assert r.code == 1 and "data[0].credential: an https:// source is read without a credential" in r.err

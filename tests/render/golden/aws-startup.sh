@@ -208,11 +208,15 @@ printf '%s %s\n' "$id" "$ver"
 tv_write_helper() {
 cat >"$TV_HELPER.tmp" <<'TRAINVM_HELPER_PY'
 #!/usr/bin/env python3
+import base64
+import hashlib
+import hmac
 import json
 import os
 import re
 import subprocess
 import sys
+import time
 import urllib.parse
 import urllib.request
 ROOT = os.environ.get('TRAINVM_ROOT', '')

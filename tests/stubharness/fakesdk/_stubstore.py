@@ -4,7 +4,8 @@ templates/files/trainvm_copy.py, over files in $STUB_STATE/buckets/BUCKET (defau
 under the prefix, as the old CLI stubs made). Each call is recorded in calls.log as `sdk SCHEME OP ...`.
 
 Knobs: STUB_COPY_FAIL=N (the first N downloads fail, transient), STUB_SDK_SHORT=1 (every download arrives one
-byte short), STUB_SDK_EMPTY=1 (the prefix holds nothing). Not modelled: paging, auth errors, retries inside the SDK."""
+byte short), STUB_SDK_EMPTY=1 (the prefix holds nothing), STUB_SDK_FAIL_WITH=TEXT (every download fails with
+TEXT in the error message, as an SDK error quoting a request could). Not modelled: paging, auth errors, retries inside the SDK."""
 import os
 
 STATE = os.environ["STUB_STATE"]
@@ -36,6 +37,8 @@ def fetch(bucket, key, path):
 
 
 def content(bucket, key):
+    if os.environ.get("STUB_SDK_FAIL_WITH"):
+        raise PermissionError("403 Forbidden: %s" % os.environ["STUB_SDK_FAIL_WITH"])
     counter = os.path.join(STATE, "copy-fails")
     n = int(open(counter).read()) if os.path.exists(counter) else 0
     if n < int(os.environ.get("STUB_COPY_FAIL", "0")):

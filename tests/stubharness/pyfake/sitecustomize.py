@@ -1,0 +1,65 @@
+"""The stub world's network for the on-VM Python (the helper's secret readers): urllib.request.urlopen answers
+the metadata servers (GCE, Azure IMDS, EC2 IMDSv2) and the secret stores (Secret Manager, Key Vault, Secrets
+Manager) from STUB_SECRETS (JSON {"KIND/NAME": value}; default: every secret reads "s3cr3t-from-KIND"); a
+secret set to null answers 404 like the real store. Each request is recorded in calls.log as
+`http METHOD URL`. Any other URL is refused (the stub world has no network). Not modelled: IAM/scopes (any
+token is accepted), token expiry, SigV4 verification (tests/render/test_secret_readers.py checks signing)."""
+import base64
+import io
+import json
+import os
+import re
+import urllib.error
+import urllib.request
+
+_STATE = os.environ.get("STUB_STATE", "")
+
+
+def _secret(kind, name):
+    table = json.loads(os.environ.get("STUB_SECRETS", "{}"))
+    key = "%s/%s" % (kind, name)
+    return table[key] if key in table else "s3cr3t-from-%s" % kind.split("-")[0]
+
+
+def _answer(method, url, body):
+    if url.endswith("/computeMetadata/v1/instance/service-accounts/default/token") or "/metadata/identity/oauth2/token" in url:
+        return {"access_token": "stub-token", "expires_in": 3599, "token_type": "Bearer"}
+    if url.endswith("/computeMetadata/v1/project/project-id"):
+        return "test-proj"
+    m = re.match(r"https://secretmanager\.googleapis\.com/v1/projects/[^/]+/secrets/([^/]+)/versions/latest:access$", url)
+    if m:
+        value = _secret("gcp", m.group(1))
+        return None if value is None else {"payload": {"data": base64.b64encode(value.encode()).decode()}}
+    m = re.match(r"https://([a-z0-9-]+)\.vault\.azure\.net/secrets/([^?]+)\?", url)
+    if m:
+        value = _secret("azure-keyvault", m.group(1) + "/" + m.group(2))
+        return None if value is None else {"value": value}
+    if url.endswith("/latest/api/token"):
+        return "stub-imds-token"
+    if url.endswith("/latest/meta-data/placement/region"):
+        return "us-east-1"
+    if url.endswith("/latest/meta-data/iam/security-credentials/"):
+        return "trainvm-role"
+    if url.endswith("/latest/meta-data/iam/security-credentials/trainvm-role"):
+        return {"AccessKeyId": "ASIASTUB", "SecretAccessKey": "stub-secret-key", "Token": "stub-session"}
+    if re.match(r"https://secretsmanager\.[a-z0-9-]+\.amazonaws\.com/$", url):
+        value = _secret("aws", json.loads(body)["SecretId"])
+        return None if value is None else {"SecretString": value}
+    raise urllib.error.URLError("the stub world has no network (%s)" % url)
+
+
+def _urlopen(req, data=None, timeout=None, **kw):
+    if isinstance(req, str):
+        req = urllib.request.Request(req, data)
+    url, method = req.full_url, req.get_method()
+    with open(os.path.join(_STATE, "calls.log"), "a", encoding="utf-8") as fh:
+        fh.write("http\t%s\t%s\n" % (method, url))
+    answer = _answer(method, url, req.data)
+    if answer is None:
+        raise urllib.error.HTTPError(url, 404, "Not Found", {}, io.BytesIO(b""))
+    text = answer if isinstance(answer, str) else json.dumps(answer)
+    return io.BytesIO(text.encode("utf-8"))
+
+
+if _STATE:
+    urllib.request.urlopen = _urlopen
