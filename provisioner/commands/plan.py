@@ -37,6 +37,36 @@ def _script_for(loaded: Any, offer: Any, warnings: list[str]) -> tuple[str | Non
     return rendered.startup_sh, hashlib.sha256(rendered.startup_sh.encode()).hexdigest()
 
 
+def _fitting_plan(loaded: Any, planned: Any, overrides: Any) -> tuple[Any, list[str]]:
+    """The plan whose chosen offer's startup script fits that cloud's user data. Only a cloud whose registry entry
+    says its user data is tight (``UserDataFormat.compact``: AWS's 16 KB) is checked, by rendering the chosen
+    offer's script once; when it does not fit (a container, perf or large-lock script), that cloud is left out
+    and the plan is made again, as ``up`` would skip it. A plan naming only such clouds keeps its choice: the
+    error then comes from ``up``/``render``, and ``--json``/``--show-script`` warn."""
+    from dataclasses import replace
+
+    from provisioner.errors import RenderError
+    from provisioner.providers.registry import cloud as cloud_spec
+
+    notes: list[str] = []
+    while planned.plan.chosen is not None and cloud_spec(planned.plan.chosen.cloud).user_data.compact:
+        chosen = planned.plan.chosen
+        try:
+            from provisioner.provision.launch import render_for_offer
+
+            render_for_offer(loaded, chosen)
+            break
+        except ImportError:  # pragma: no cover - render package missing in a partial install
+            break
+        except RenderError as exc:
+            rest = tuple(c for c in planned.plan.request.clouds if c != chosen.cloud)
+            if not rest:
+                break
+            notes.append(f"{chosen.cloud} left out: its startup script does not fit ({exc}); `up` skips it too")
+            planned = make_plan(loaded, replace(overrides, clouds=rest))
+    return planned, notes
+
+
 def run_plan(
     path: Path, *, clouds: list[str] | None, regions: list[str] | None, spot: bool | None, top: int,
     explain: bool, show_script: bool, json_out: bool, frozen: bool = False,
@@ -45,7 +75,10 @@ def run_plan(
     from provisioner.lock.gate import lock_gate
 
     lock_notes = lock_gate(loaded, frozen=frozen)
-    planned = make_plan(loaded, Overrides(tuple(clouds or ()) or None, tuple(regions or ()) or None, spot))
+    overrides = Overrides(tuple(clouds or ()) or None, tuple(regions or ()) or None, spot)
+    planned = make_plan(loaded, overrides)
+    planned, fit_notes = _fitting_plan(loaded, planned, overrides)
+    lock_notes = lock_notes + fit_notes
     plan, catalog, applied = planned.plan, planned.catalog, planned.applied
     from provisioner.planner.explain import closest_offers, no_offer_message
 

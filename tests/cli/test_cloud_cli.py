@@ -193,12 +193,18 @@ def test_up_max_attempts_flag(cli, clouds) -> None:
 
 def test_up_skips_a_cloud_whose_user_data_cannot_hold_the_script(cli, clouds, write_yaml) -> None:
     """The cheapest H100 is on AWS, but a perf profile's script (the probe rides along) is over AWS's 16 KB user
-    data: `up` says so and creates the VM on the next cloud instead of failing."""
+    data: `plan` leaves aws out and chooses the next cloud, and `up` says so and creates the VM there instead of
+    failing."""
     path = write_yaml("name: perf-h100\nhardware: {gpu: H100}\nstack: {os: ubuntu-22.04, driver: '550.127.05', "
                       "python: '3.11.9', packages: ['torch==2.4.1+cu124']}\nperf: {}\n")
-    planned = cli("plan", str(path), "--json").json()
-    assert planned["chosen"]["cloud"] == "aws" and planned["script_sha256"] is None
-    assert any("cannot be rendered for aws (AWS user data would be" in w for w in planned["warnings"])
+    planned = cli("plan", str(path), "--json").json()  # plan leaves aws out as up does, and says why
+    assert planned["chosen"]["cloud"] != "aws" and planned["script_sha256"] is not None
+    assert any(w.startswith("aws left out: its startup script does not fit (AWS user data would be") for w in planned["warnings"])
+    text = cli("plan", str(path))
+    assert text.code == 0 and "aws left out" in text.err and "chosen: aws" not in text.out
+    aws_only = cli("plan", str(path), "--json", "--cloud", "aws").json()  # nothing else asked: the choice stays, with the warning
+    assert aws_only["chosen"]["cloud"] == "aws" and aws_only["script_sha256"] is None
+    assert any("cannot be rendered for aws (AWS user data would be" in w for w in aws_only["warnings"])
     r = cli("up", str(path), "--yes", "--json")
     assert r.code == 0, r.out + r.err
     doc = r.json()
