@@ -197,27 +197,32 @@ def verify_perf(target: str, *, local: bool, python: str | None, data: str | Non
                 baseline: Path | None = None, cloud: str | None = None) -> int:
     if local:
         return verify_local_perf(Path(target), python, data, json_out, budget)
-    return verify_vm_perf(target, baseline, json_out, cloud)
+    return verify_vm_perf(target, baseline, json_out, cloud, budget)
 
 
-def verify_vm_perf(name: str, baseline: Path | None, json_out: bool, cloud: str | None = None) -> int:
+def verify_vm_perf(name: str, baseline: Path | None, json_out: bool, cloud: str | None = None, budget: float = 30.0) -> int:
     """The perf result the VM's startup script put in report.json (profile ``perf:``) against
-    ``--baseline`` (a PROFILE.yaml, meaning PROFILE.perf.json beside it, or a perf JSON)."""
+    ``--baseline`` (a PROFILE.yaml, meaning PROFILE.perf.json beside it, or a perf JSON). A cluster runs
+    the cross-node all-reduce on every node instead (provisioner/commands/perf_nodes.py)."""
     from provisioner.commands.clouds import check_name, locate_one, providers_for
     from provisioner.verify.parity import any_worse, compare
     from provisioner.verify.perfdoc import load_perf, validate_doc
     from provisioner.verify.perfspec import annotate
 
-    if baseline is None:
-        raise InputError(f"verify {name} --perf: give --baseline PROFILE.yaml (its PROFILE.perf.json) or a perf result "
-                         "(JSON) to compare the VM with")
-    base = load_perf(baseline if baseline.suffix == ".json" else baseline_path(baseline))
     located = locate_one(check_name(name), providers_for(cloud), "verify --perf")
     if located is None:
         from provisioner.commands.verify import not_found
 
         raise not_found(name, cloud)
-    _record, provider = located
+    record, provider = located
+    if record.cluster:
+        from provisioner.commands.perf_nodes import verify_cluster_perf
+
+        return verify_cluster_perf(record.cluster, provider, baseline, json_out, budget)
+    if baseline is None:
+        raise InputError(f"verify {name} --perf: give --baseline PROFILE.yaml (its PROFILE.perf.json) or a perf result "
+                         "(JSON) to compare the VM with")
+    base = load_perf(baseline if baseline.suffix == ".json" else baseline_path(baseline))
     report, _profile = provider.read_report(name)
     perf = report.perf if report is not None else None
     if perf is None:

@@ -24,14 +24,17 @@ from provisioner.perfprobe.cpu import cpu_block
 from provisioner.perfprobe.disk import disk_block
 from provisioner.perfprobe.gpu import allreduce_block, host_device_block, matmul_block, memory_block
 from provisioner.perfprobe.loader import loader_block
+from provisioner.perfprobe.nodes import allreduce_nodes_block
 from provisioner.perfprobe.stats import block, skipped
 
 MARKER = "TRAINVM_PERF="
 BLOCKS = ("gpu_matmul", "gpu_memory", "host_device", "allreduce", "disk", "loader", "cpu")
+# Run only when asked by name (--blocks): the cross-node all-reduce needs every node of a cluster at once.
+ON_REQUEST = ("allreduce_nodes",)
 # Share of the budget per block (renormalised over the blocks that run).
 WEIGHTS = {"gpu_matmul": 0.25, "gpu_memory": 0.05, "host_device": 0.1, "allreduce": 0.1,
-           "disk": 0.15, "loader": 0.2, "cpu": 0.15}
-GPU_BLOCKS = ("gpu_matmul", "gpu_memory", "host_device", "allreduce")
+           "disk": 0.15, "loader": 0.2, "cpu": 0.15, "allreduce_nodes": 0.1}
+GPU_BLOCKS = ("gpu_matmul", "gpu_memory", "host_device", "allreduce", "allreduce_nodes")
 
 
 def _import(name: str) -> Any:
@@ -74,12 +77,13 @@ def run(data_path: Optional[str], budget_s: float, blocks: Optional[List[str]] =
         "gpu_memory": lambda: memory_block(torch, budget["gpu_memory"]),
         "host_device": lambda: host_device_block(torch, budget["host_device"]),
         "allreduce": lambda: allreduce_block(torch, budget["allreduce"]),
+        "allreduce_nodes": lambda: allreduce_nodes_block(torch, budget["allreduce_nodes"]),
         "disk": lambda: disk_block(data_path, budget["disk"]),
         "loader": lambda: loader_block(data_path, budget["loader"], torch=torch),
         "cpu": lambda: cpu_block(budget["cpu"]),
     }
     results: Dict[str, Any] = {}
-    for name in BLOCKS:
+    for name in BLOCKS + tuple(b for b in ON_REQUEST if b in wanted):
         if name not in wanted:
             results[name] = skipped("not requested")
         elif name not in active:
@@ -115,11 +119,11 @@ def main(argv: Optional[List[str]] = None) -> None:
     parser = argparse.ArgumentParser(prog="trainvm-perf-probe")
     parser.add_argument("--data", default=None)
     parser.add_argument("--budget", type=float, default=30.0)
-    parser.add_argument("--blocks", default=None, help="comma-separated subset of " + ",".join(BLOCKS))
+    parser.add_argument("--blocks", default=None, help="comma-separated subset of " + ",".join(BLOCKS + ON_REQUEST))
     parser.add_argument("--compact", action="store_true", help="drop raw timings and tracebacks (for report.json)")
     args = parser.parse_args(argv if argv is not None else sys.argv[1:])
     blocks = args.blocks.split(",") if args.blocks else None
-    unknown = [b for b in blocks or [] if b not in BLOCKS]
+    unknown = [b for b in blocks or [] if b not in BLOCKS + ON_REQUEST]
     if unknown:
         parser.error(f"unknown block {unknown[0]!r}")
     doc = run(args.data, args.budget, blocks)
