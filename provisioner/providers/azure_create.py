@@ -35,14 +35,13 @@ from provisioner.providers.azure_lease import (
     CONFLICT_CODES,
     LEASE,
     LEASE_UNTIL,
-    MANAGED,
     _foreign_live,
     _lease,
     _props,
+    refuse_foreign,
 )
 from provisioner.providers.azure_roles import grant_lifecycle_role
 from provisioner.providers.base import (
-    ConflictError,
     InstanceRecord,
     LaunchSpec,
     ProviderError,
@@ -185,13 +184,8 @@ class CreateTransaction:
         """A VM of that name exists: ours (same hash) is returned once settled; a failed leftover is deleted (None)
         unless another live attempt created it or holds the group (None: that attempt's cleanup decides).
         ``attempt``: the calling create's id."""
-        n, tags = R.names(spec.name), vm.get("tags") or {}
-        if tags.get(MANAGED) != "true":
-            raise ConflictError(f"a VM named {spec.name} already exists in resource group {n.rg} and is not managed by "
-                                "trainvm; pass --name to choose another name")
-        if tags.get("trainvm-hash") != spec.labels.get("trainvm-hash"):
-            raise ConflictError(f"a VM named {spec.name} already exists ({vm.get('location')}) for another version of the "
-                                f"profile (hash {tags.get('trainvm-hash')}); run `trainvm down {spec.name}` or pass --name")
+        n = R.names(spec.name)
+        refuse_foreign(vm, spec, n.rg, "VM", "VM")
 
         def settled(v: dict[str, Any]) -> bool:
             return _props(v).get("provisioningState") not in IN_FLIGHT

@@ -30,7 +30,7 @@ from provisioner.catalog.models import Offer
 from provisioner.providers import azure_errors as errs
 from provisioner.providers import azure_group_request as G
 from provisioner.providers import azure_request as R
-from provisioner.providers.azure_lease import LEASE, LEASE_UNTIL, MANAGED, _lease, _lease_live, _props
+from provisioner.providers.azure_lease import LEASE, LEASE_UNTIL, MANAGED, _lease, _lease_live, _props, refuse_foreign
 from provisioner.providers.azure_roles import grant_lifecycle_role
 from provisioner.providers.base import (
     CapacityError,
@@ -325,12 +325,7 @@ def write_node_list(p: Any, name: str, instances: list[dict[str, Any]], deadline
 
 def _adopt(p: Any, vmss: dict[str, Any], spec: LaunchSpec, notes: list[str]) -> InstanceRecord | None:
     n, tags = R.names(spec.name), vmss.get("tags") or {}
-    if tags.get(MANAGED) != "true":
-        raise ConflictError(f"a scale set named {spec.name} already exists in resource group {n.rg} and is not managed "
-                            "by trainvm; pass --name to choose another name")
-    if tags.get("trainvm-hash") != spec.labels.get("trainvm-hash"):
-        raise ConflictError(f"a cluster named {spec.name} already exists ({vmss.get('location')}) for another version "
-                            f"of the profile (hash {tags.get('trainvm-hash')}); run `trainvm down {spec.name}` or pass --name")
+    refuse_foreign(vmss, spec, n.rg, "scale set", "cluster")
     from provisioner.render.cluster import parse_node_list
 
     state = _props(vmss).get("provisioningState")

@@ -47,6 +47,18 @@ def _props(res: dict[str, Any]) -> dict[str, Any]:
     return res.get("properties") or {}
 
 
+def refuse_foreign(res: dict[str, Any], spec: Any, rg: str, kind: str, what: str) -> None:
+    """A ``kind`` ("VM", "scale set") called ``spec.name`` already exists: raise ConflictError unless trainvm made it
+    for this version of the profile (same hash); ``what`` names it in the second message ("VM", "cluster")."""
+    tags = res.get("tags") or {}
+    if tags.get(MANAGED) != "true":
+        raise ConflictError(f"a {kind} named {spec.name} already exists in resource group {rg} and is not managed by "
+                            "trainvm; pass --name to choose another name")
+    if tags.get("trainvm-hash") != spec.labels.get("trainvm-hash"):
+        raise ConflictError(f"a {what} named {spec.name} already exists ({res.get('location')}) for another version of the "
+                            f"profile (hash {tags.get('trainvm-hash')}); run `trainvm down {spec.name}` or pass --name")
+
+
 def _lease(group: dict[str, Any] | None) -> str | None:
     return ((group or {}).get("tags") or {}).get(LEASE)
 
