@@ -18,8 +18,8 @@ base64-encodes it for RunInstances only); ``request_preview`` is the same body a
   startup script finds and mounts for data staging.
 - Spot: ``InstanceMarketOptions`` one-time / terminate (the only interruption behaviour of a one-time request);
   ``MaxPrice`` from ``placement.max_price_per_hour``.
-- ``InstanceInitiatedShutdownBehavior`` from ``lifecycle.on_idle`` (a shutdown from inside the guest stops or
-  terminates); IMDSv2 required (``HttpTokens: required``, hop limit 1).
+- ``InstanceInitiatedShutdownBehavior``: terminate only when every lifecycle action in use is delete, else stop
+  (a shutdown from inside the guest stops or terminates; providers/lifecycle.guest_shutdown_action); IMDSv2 required (``HttpTokens: required``, hop limit 1).
 - Tags on the instance and its volumes (50 per resource, keys <= 128, values <= 256 characters); the resolved
   profile rides on the instance as gzip+base64 in ``trainvm-profile.N`` chunks (EC2 has no free metadata).
 - A security group per VM (``<name>-sg``): SSH (tcp/22) only from ``ssh_from``; no inbound rule otherwise.
@@ -51,9 +51,17 @@ AMI_PARAMETERS: dict[str, str] = {o: ref.ssm_parameter for o, ref in cloud("aws"
                                   if isinstance(ref, AmiParameter)}
 #: The root device of those AMIs (shown by ``render``; ``up`` reads it from the resolved AMI).
 PREVIEW_ROOT_DEVICE = {"ubuntu-22.04": "/dev/sda1", "ubuntu-24.04": "/dev/sda1", "debian-12": "/dev/xvda"}
-#: lifecycle.on_idle -> InstanceInitiatedShutdownBehavior: what a shutdown from inside the VM does
-#: (the idle watchdog; the max-run timer calls the EC2 API for on_max_run and falls back to a shutdown).
+#: lifecycle.guest_shutdown_action -> InstanceInitiatedShutdownBehavior: what a shutdown from inside the VM does
+#: (the idle watchdog and the max-run timer call the EC2 API when they can, and fall back to a shutdown).
 SHUTDOWN_BEHAVIOR = {"stop": "stop", "delete": "terminate"}
+
+
+def shutdown_behavior(spec: LaunchSpec) -> str:
+    """terminate only when every lifecycle action in use is delete (providers/lifecycle.guest_shutdown_action)."""
+    from provisioner.providers.lifecycle import guest_shutdown_action
+
+    return SHUTDOWN_BEHAVIOR[guest_shutdown_action(spec.on_idle, spec.on_max_run, spec.idle_shutdown_minutes,
+                                                   spec.max_run_hours)]
 
 # EC2 limits (docs.aws.amazon.com: RunInstances, "Amazon EBS volume types", "Tag restrictions")
 CLIENT_TOKEN_MAX = 64
@@ -159,7 +167,7 @@ def run_instances_params(spec: LaunchSpec, offer: Offer, ami: Ami, zone_name: st
         "UserData": spec.user_data if isinstance(spec.user_data, bytes) else spec.user_data.encode(),
         "BlockDeviceMappings": [{"DeviceName": ami.root_device_name, "Ebs": root_volume(spec)}],
         "SecurityGroupIds": [security_group_id],
-        "InstanceInitiatedShutdownBehavior": SHUTDOWN_BEHAVIOR[spec.on_idle],
+        "InstanceInitiatedShutdownBehavior": shutdown_behavior(spec),
         "MetadataOptions": {"HttpTokens": "required", "HttpEndpoint": "enabled", "HttpPutResponseHopLimit": 1},
         "TagSpecifications": [{"ResourceType": "instance", "Tags": instance_tags(spec, ami)},
                               {"ResourceType": "volume", "Tags": tags(spec, ami)}],

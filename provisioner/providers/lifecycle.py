@@ -31,9 +31,36 @@ def on_vm_max_run_seconds(cloud: str, hours: float | None) -> int:
     return max(60, round(hours * 3600))
 
 
-def guest_shutdown_does(cloud: str, on_idle: str) -> str:
+def guest_shutdown_action(on_idle: str, on_max_run: str, idle_minutes: int | None, max_run_hours: float | None) -> str:
+    """Where the cloud lets the create request choose what a shutdown from inside the guest does (AWS
+    ``InstanceInitiatedShutdownBehavior``): ``delete`` only when every lifecycle action in use is delete, else
+    ``stop``. The watchdog and the max-run timer fall back to that shutdown when the cloud's API cannot be called
+    from the VM (AWS images carry no AWS CLI), so a mixed setting always ends compute billing and never deletes
+    what was meant to stop: its ``delete`` then stops (disks kept) instead."""
+    used = ([on_idle] if idle_minutes else []) + ([on_max_run] if max_run_hours else [])
+    return "delete" if used and all(a == "delete" for a in used) else "stop"
+
+
+def guest_shutdown_does(cloud: str, lifecycle: Any) -> str:
+    """What a shutdown from inside the guest does on ``cloud`` for ``lifecycle``: stop | delete | keep-billing."""
     does = CLOUDS[cloud].lifecycle.guest_shutdown
-    return on_idle if does == "on_idle" else does
+    if does != "settable":
+        return does
+    return guest_shutdown_action(lifecycle.on_idle, lifecycle.on_max_run, lifecycle.idle_shutdown_minutes,
+                                 lifecycle.max_run_hours)
+
+
+def mixed_fallback_line(lifecycle: Any, cloud: str | None) -> str | None:
+    """On a cloud whose guest shutdown is chosen at create, a mixed lifecycle (one action stop, the other
+    delete) ends in that shutdown when the VM cannot call the cloud's API: say what it really does."""
+    if cloud is None or cloud not in CLOUDS or CLOUDS[cloud].lifecycle.guest_shutdown != "settable":
+        return None
+    used = {a for a, on in ((lifecycle.on_idle, lifecycle.idle_shutdown_minutes), (lifecycle.on_max_run, lifecycle.max_run_hours)) if on}
+    if used != {"stop", "delete"}:
+        return None
+    return (f"mixed stop/delete on {cloud}: the VM's images have no CLI to call the cloud's API, so unless one is "
+            "installed both end in a guest shutdown set to stop: the `delete` stops the VM and keeps its disk "
+            "(it bills until `trainvm down`)")
 
 
 SCRATCH_LOST = "local NVMe/scratch data is lost (re-staged on start)"
@@ -87,5 +114,7 @@ def summary_lines(lifecycle: Any, cloud: str | None, *, spot: bool = False) -> l
         if s[key] and s[on] not in used:
             used.append(s[on])
     lines = [f"{idle}; {run}"] + [f"{a}{' on ' + cloud if cloud else ''}: {describe(cloud, a)}" for a in used]
+    mixed = mixed_fallback_line(lifecycle, cloud)
+    lines += [mixed] if mixed else []
     reclaim = spot_line(lifecycle, cloud) if spot else None
     return lines + ([f"spot: {reclaim}"] if reclaim else [])

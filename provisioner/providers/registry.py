@@ -97,8 +97,9 @@ class LifecycleFacts:
     kept_billing: str  # what keeps billing after a stop
     #: the cloud enforces lifecycle.max_run_hours itself (GCE maxRunDuration); else a timer on the VM
     enforces_max_run: bool
-    #: what a shutdown from inside the guest does: stop, what on_idle says, or nothing (keeps billing)
-    guest_shutdown: Literal["stop", "on_idle", "keep-billing"]
+    #: what a shutdown from inside the guest does: stop; "settable" at create (lifecycle.guest_shutdown_action
+    #: chooses it); or nothing (keeps billing)
+    guest_shutdown: Literal["stop", "settable", "keep-billing"]
     spot_reclaim: Callable[[str], str]  # on_max_run -> what reclaiming a spot VM does
 
 
@@ -229,7 +230,7 @@ CLOUDS: Mapping[str, CloudSpec] = MappingProxyType({c.name: c for c in (
             delete="the instance is terminated and its EBS root volume deleted (InstanceInitiatedShutdownBehavior=terminate)",
             kept_billing="the EBS root volume keeps billing",
             enforces_max_run=False,
-            guest_shutdown="on_idle",
+            guest_shutdown="settable",  # InstanceInitiatedShutdownBehavior
             spot_reclaim=lambda on_max_run: "a reclaimed spot instance is terminated",
         ),
         nvswitch_shapes=r"^(p4de?\.24xlarge|p5(e|en)?\.48xlarge|p6-b200\.48xlarge)$",

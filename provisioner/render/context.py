@@ -390,7 +390,7 @@ def build_context(loaded: Any, target: RenderTarget, facts: Facts | None = None)
         on_idle=profile.lifecycle.on_idle,
         on_max_run=profile.lifecycle.on_max_run,
         max_run_seconds=on_vm_max_run_seconds(target.cloud, profile.lifecycle.max_run_hours),
-        shutdown_does=guest_shutdown_does(target.cloud, profile.lifecycle.on_idle),
+        shutdown_does=guest_shutdown_does(target.cloud, profile.lifecycle),
         max_reboots=MAX_REBOOTS,
         expected_json=json.dumps(expected, sort_keys=True, ensure_ascii=True, separators=(",", ":")),
         **_perf_fields(profile),

@@ -5,9 +5,10 @@
 #         store data is lost.
 #   delete: TerminateInstances: the instance and its EBS root volume (DeleteOnTermination) go.
 # The EC2 API call needs an instance profile allowing ec2:StopInstances / ec2:TerminateInstances on
-# this instance. Without one it falls back to a shutdown from inside the guest, which does what the
-# instance's InstanceInitiatedShutdownBehavior says (set from lifecycle.on_idle at launch, written
-# here as SHUTDOWN_DOES): always when that is stop (it never loses more than asked) or equals ACTION.
+# this instance, and the AWS CLI, which AWS's Ubuntu/Debian images do not have. Without them it falls back
+# to a shutdown from inside the guest, which does what the instance's InstanceInitiatedShutdownBehavior
+# says (terminate only when every lifecycle action in use is delete, else stop; written here as
+# SHUTDOWN_DOES): always when that is stop (it never loses more than asked) or equals ACTION.
 set -euo pipefail
 case ${1:-} in
   stop) api=stop-instances ;;

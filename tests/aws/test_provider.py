@@ -64,7 +64,7 @@ def test_create_sends_the_builders_request_and_moto_stores_it(aws, provider, off
     raw = spec.user_data if isinstance(spec.user_data, bytes) else spec.user_data.encode()
     assert base64.b64decode(data) == raw
     got = ec2.describe_instance_attribute(InstanceId=inst["InstanceId"], Attribute="instanceInitiatedShutdownBehavior")
-    assert got["InstanceInitiatedShutdownBehavior"]["Value"] == R.SHUTDOWN_BEHAVIOR[spec.on_idle]
+    assert got["InstanceInitiatedShutdownBehavior"]["Value"] == R.shutdown_behavior(spec)
     assert rec.state == "RUNNING" and rec.spot is False and rec.region == "us-east-1"
 
 

@@ -117,9 +117,20 @@ def test_a_profile_too_large_for_the_tags_is_refused(spec, offer) -> None:
         params(replace(spec, profile_json=big), offer)
 
 
-@pytest.mark.parametrize("on_idle, behavior", [("stop", "stop"), ("delete", "terminate")])
-def test_shutdown_behavior_follows_on_idle(spec, offer, on_idle, behavior) -> None:
-    assert params(replace(spec, on_idle=on_idle), offer)["InstanceInitiatedShutdownBehavior"] == behavior
+@pytest.mark.parametrize("idle, hours, on_idle, on_max_run, behavior", [
+    (60, None, "stop", "delete", "stop"), (60, None, "delete", "stop", "terminate"),   # only idle in use
+    (None, 24, "delete", "stop", "stop"), (None, 24, "stop", "delete", "terminate"),   # only max-run in use
+    (60, 24, "delete", "delete", "terminate"), (60, 24, "stop", "stop", "stop"),
+    (60, 24, "delete", "stop", "stop"), (60, 24, "stop", "delete", "stop"),            # mixed: never terminate
+    (None, None, "delete", "delete", "stop"),
+])
+def test_shutdown_behavior_terminates_only_when_every_action_in_use_deletes(spec, offer, idle, hours, on_idle, on_max_run,
+                                                                              behavior) -> None:
+    """A guest shutdown is the fallback of both the idle watchdog and the max-run timer (AWS images have no AWS
+    CLI to call StopInstances/TerminateInstances): it must end compute billing for either action and never
+    delete what one of them meant to stop."""
+    s = replace(spec, on_idle=on_idle, on_max_run=on_max_run, idle_shutdown_minutes=idle, max_run_hours=hours)
+    assert params(s, offer)["InstanceInitiatedShutdownBehavior"] == behavior
 
 
 def test_spot_is_one_time_and_terminates(spec, offer) -> None:

@@ -176,13 +176,18 @@ def test_aws_without_ec2_permission_falls_back_to_the_shutdown_behaviour_only_wh
         assert r.returncode == 0 and "systemctl\tpoweroff" in calls(h), (action, r.stdout, r.stderr)
 
 
-def test_aws_without_ec2_permission_never_terminates_what_should_stop(make_harness):
-    """on_idle delete sets the shutdown behaviour to terminate; max-run says stop: no shutdown, retried later."""
+def test_aws_without_ec2_permission_mixed_lifecycle_ends_in_a_stop(make_harness):
+    """on_idle delete, on_max_run stop: the shutdown behaviour is stop (lifecycle.guest_shutdown_action), so when
+    the EC2 call fails (AWS images have no AWS CLI) both the max-run stop and the idle delete end in a guest
+    shutdown that stops the instance: compute billing ends, nothing is deleted. (It was: terminate, and the
+    max-run stop then never shut down, so the VM kept billing past max_run_hours.)"""
     h = provisioned(make_harness, "aws", on_idle="delete", on_max_run="stop", max_run_hours=2)
-    (h.state / "calls.log").unlink(missing_ok=True)
-    r = subprocess.run(["bash", str(h.path(LC)), "stop", "max-run"], env=h.env(STUB_AWS_EC2_FAIL="1"),
-                                     capture_output=True, text=True)
-    assert r.returncode != 0 and "poweroff" not in calls(h)
+    assert "SHUTDOWN_DOES=stop" in h.path("/etc/trainvm/watchdog.conf").read_text()
+    for action, event in (("stop", "max-run"), ("delete", "idle")):
+        (h.state / "calls.log").unlink(missing_ok=True)
+        r = subprocess.run(["bash", str(h.path(LC)), action, event], env=h.env(STUB_AWS_EC2_FAIL="1"),
+                           capture_output=True, text=True)
+        assert r.returncode == 0 and "systemctl\tpoweroff" in calls(h), (action, r.stdout, r.stderr)
 
 
 @pytest.mark.parametrize("on_idle", ["stop", "delete"])
