@@ -150,19 +150,25 @@ def host_device_block(torch: Any, budget_s: float, mib: int = 256, iters: int = 
 
 
 def _allreduce_worker(rank: int, world: int, init: str, mib: int, iters: int, out_path: str) -> None:  # pragma: no cover - needs GPUs
-    import json
-
     import torch
     import torch.distributed as dist
 
     dist.init_process_group("nccl", init_method=init, rank=rank, world_size=world)
     torch.cuda.set_device(rank)
+    time_allreduce(torch, dist, mib, iters, out_path if rank == 0 else None)
+
+
+def time_allreduce(torch: Any, dist: Any, mib: int, iters: int, out_path: Optional[str]) -> None:  # pragma: no cover - needs GPUs
+    """In a joined NCCL group: warm up, time ``iters`` all-reduces of ``mib`` MiB five times, write the
+    per-call milliseconds (JSON) to ``out_path`` when given (one rank writes), and leave the group."""
+    import json
+
     x = torch.ones(mib * 2**20 // 4, dtype=torch.float32, device="cuda")
     for _ in range(3):
         dist.all_reduce(x)
     torch.cuda.synchronize()
     ms = [event_ms(torch, lambda: dist.all_reduce(x), iters) / iters for _ in range(5)]
-    if rank == 0:
+    if out_path is not None:
         with open(out_path, "w") as fh:
             json.dump(ms, fh)
     dist.destroy_process_group()

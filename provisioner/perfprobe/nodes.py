@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Dict, Mapping, Optional
 
-from provisioner.perfprobe.gpu import bus_bandwidth, event_ms, gpu_unavailable
+from provisioner.perfprobe.gpu import bus_bandwidth, gpu_unavailable, time_allreduce
 from provisioner.perfprobe.stats import block, metric, skipped
 
 KEYS = ("MASTER_ADDR", "MASTER_PORT", "NODE_RANK", "NNODES", "NPROC_PER_NODE", "WORLD_SIZE")
@@ -62,7 +62,6 @@ def global_rank(node_rank: int, nproc: int, local_rank: int) -> int:
 def _nodes_worker(local_rank: int, cfg: Dict[str, Any], mib: int, iters: int, timeout_s: float,
                   out_path: str) -> None:  # pragma: no cover - needs GPUs on several nodes
     import datetime
-    import json
     import os
 
     import torch
@@ -73,15 +72,7 @@ def _nodes_worker(local_rank: int, cfg: Dict[str, Any], mib: int, iters: int, ti
     torch.cuda.set_device(local_rank)
     dist.init_process_group("nccl", init_method="env://", rank=rank, world_size=cfg["world"],
                             timeout=datetime.timedelta(seconds=timeout_s))
-    x = torch.ones(mib * 2**20 // 4, dtype=torch.float32, device="cuda")
-    for _ in range(3):
-        dist.all_reduce(x)
-    torch.cuda.synchronize()
-    ms = [event_ms(torch, lambda: dist.all_reduce(x), iters) / iters for _ in range(5)]
-    if local_rank == 0:
-        with open(out_path, "w") as fh:
-            json.dump(ms, fh)
-    dist.destroy_process_group()
+    time_allreduce(torch, dist, mib, iters, out_path if local_rank == 0 else None)
 
 
 def allreduce_nodes_block(torch: Any, budget_s: float, env: Optional[Mapping[str, str]] = None, mib: int = 256,
