@@ -59,3 +59,22 @@ def gce_cli_env(monkeypatch: Any, tmp_path: Path, emulator: Any = None) -> Any:
         monkeypatch.setenv("TRAINVM_GCE_ENDPOINT", emu.url)
         monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "e2e-proj")
         yield emu
+
+
+def capture_ssh(monkeypatch: Any) -> list[list[str]]:
+    """``trainvm ssh`` without a network: port 22 open, every tool on PATH, and the argv it would exec recorded
+    (returned list) instead of exec'd."""
+    argv: list[list[str]] = []
+    monkeypatch.setattr("provisioner.commands.ssh._exec", argv.append)
+    monkeypatch.setattr("provisioner.commands.ssh.port_open", lambda host, port=22, timeout=5.0: True)
+    monkeypatch.setattr("provisioner.commands.ssh.shutil.which", lambda tool: f"/usr/bin/{tool}")
+    return argv
+
+
+def assert_verify_names_drifting_node(cli: Any, name: str, node: str) -> None:
+    """``verify NAME --json`` of a cluster whose ``node`` reports another driver: exit 1, and the nodes.driver row
+    names that node."""
+    drift = cli("verify", name, "--json")
+    assert drift.code == 1
+    row = next(f for f in drift.json()["fields"] if f["field"] == "nodes.driver")
+    assert node in str(row["observed"])

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.helpers import capture_ssh
+
 
 def _profile(write_yaml, *, nodes: int = 3, hours: int = 10):
     return write_yaml(f"name: ddp\nextends: base/torch-2.4-cu124\nhardware: {{gpu: A100, gpu_count: 1, nodes: {nodes}}}\n"
@@ -65,10 +67,7 @@ def test_status_and_list_show_one_entry_with_its_nodes(up, cli, clouds) -> None:
 
 def test_ssh_node_k_and_out_of_range(up, cli, monkeypatch) -> None:
     name = up(3)["name"]
-    seen = []
-    monkeypatch.setattr("provisioner.commands.ssh._exec", seen.append)
-    monkeypatch.setattr("provisioner.commands.ssh.port_open", lambda host, port=22, timeout=5.0: True)
-    monkeypatch.setattr("provisioner.commands.ssh.shutil.which", lambda tool: f"/usr/bin/{tool}")
+    seen = capture_ssh(monkeypatch)
     assert cli("ssh", name).code == 0 and cli("ssh", name, "--node", "2", "--", "hostname").code == 0
     assert seen == [["ssh", "fake@203.0.113.10"], ["ssh", "fake@203.0.113.12", "--", "hostname"]]
     bad = cli("ssh", name, "--node", "3")

@@ -18,6 +18,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from tests.contract.harness import REPORT  # noqa: E402
+from tests.helpers import assert_verify_names_drifting_node, capture_ssh  # noqa: E402
 
 
 @pytest.fixture
@@ -81,15 +82,9 @@ def test_up_status_verify_ssh_down(cli, write_yaml, aws, monkeypatch) -> None:
     same = cli("verify", name, "--json").json()
     assert not [f for f in same["fields"] if f["field"].startswith("nodes.")]
     aws.faults.set_console(insts[-1]["InstanceId"], _report({**REPORT, "driver": "550.90.07"}))
-    drift = cli("verify", name, "--json")
-    assert drift.code == 1
-    row = next(f for f in drift.json()["fields"] if f["field"] == "nodes.driver")
-    assert names[-1] in str(row["observed"])
+    assert_verify_names_drifting_node(cli, name, names[-1])
 
-    argv: list[list[str]] = []
-    monkeypatch.setattr("provisioner.commands.ssh._exec", argv.append)
-    monkeypatch.setattr("provisioner.commands.ssh.port_open", lambda host, port=22, timeout=5.0: True)
-    monkeypatch.setattr("provisioner.commands.ssh.shutil.which", lambda tool: f"/usr/bin/{tool}")
+    argv = capture_ssh(monkeypatch)
     assert cli("ssh", name, "--node", "1").code == 0
     assert argv and argv[0][-1] == f"ubuntu@{insts[1]['PublicIpAddress']}"
     assert cli("ssh", name, "--node", str(n)).code == 2

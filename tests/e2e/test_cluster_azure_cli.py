@@ -14,6 +14,7 @@ import pytest
 
 from tests.contract.harness import REPORT
 from tests.emulators.arm import ArmEmulator
+from tests.helpers import assert_verify_names_drifting_node, capture_ssh
 
 VMSS = "/providers/Microsoft.Compute/virtualMachineScaleSets/"
 
@@ -68,15 +69,9 @@ def test_up_status_verify_ssh_down(cli, arm, tmp_path, monkeypatch, n) -> None:
     same = cli("verify", name, "--json").json()
     assert not [f for f in same["fields"] if f["field"].startswith("nodes.")], same
     arm.set_run_command_output(rg, f"{name}_{n - 1}", stdout=_report({**REPORT, "driver": "550.90.07"}))
-    drift = cli("verify", name, "--json")
-    assert drift.code == 1
-    row = next(f for f in drift.json()["fields"] if f["field"] == "nodes.driver")
-    assert names[-1] in str(row["observed"])
+    assert_verify_names_drifting_node(cli, name, names[-1])
 
-    argv: list[list[str]] = []
-    monkeypatch.setattr("provisioner.commands.ssh._exec", argv.append)
-    monkeypatch.setattr("provisioner.commands.ssh.port_open", lambda host, port=22, timeout=5.0: True)
-    monkeypatch.setattr("provisioner.commands.ssh.shutil.which", lambda tool: f"/usr/bin/{tool}")
+    argv = capture_ssh(monkeypatch)
     assert cli("ssh", name, "--node", "1").code == 0
     node1 = next(m for m in doc["cluster"]["members"] if m["name"] == names[1])
     assert argv and f"trainvm@{node1['ip']}" in argv[0]

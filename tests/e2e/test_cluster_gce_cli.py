@@ -13,7 +13,7 @@ import pytest
 
 from tests.contract.harness import REPORT, b64_json
 from tests.emulators.gce_group import GceGroupEmulator
-from tests.helpers import gce_cli_env
+from tests.helpers import assert_verify_names_drifting_node, capture_ssh, gce_cli_env
 
 PROJECT = "e2e-proj"
 DEFAULT_RULES = {"default-allow-icmp", "default-allow-internal", "default-allow-rdp", "default-allow-ssh"}
@@ -77,15 +77,9 @@ def test_up_status_verify_ssh_down(cli, write_yaml, gce, monkeypatch, n) -> None
     same = cli("verify", name, "--json").json()
     assert not [f for f in same["fields"] if f["field"].startswith("nodes.")]
     gce.set_guest_attributes(names[-1], {"report": b64_json({**REPORT, "driver": "550.90.07"})})
-    drift = cli("verify", name, "--json")
-    assert drift.code == 1
-    row = next(f for f in drift.json()["fields"] if f["field"] == "nodes.driver")
-    assert names[-1] in str(row["observed"])
+    assert_verify_names_drifting_node(cli, name, names[-1])
 
-    argv: list[list[str]] = []
-    monkeypatch.setattr("provisioner.commands.ssh._exec", argv.append)
-    monkeypatch.setattr("provisioner.commands.ssh.port_open", lambda host, port=22, timeout=5.0: True)
-    monkeypatch.setattr("provisioner.commands.ssh.shutil.which", lambda tool: f"/usr/bin/{tool}")
+    argv = capture_ssh(monkeypatch)
     assert cli("ssh", name, "--node", "1").code == 0
     assert argv == [["gcloud", "compute", "ssh", names[1], "--zone", zone, "--project", PROJECT]]
     assert cli("ssh", name, "--node", str(n)).code == 2
