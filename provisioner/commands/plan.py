@@ -138,7 +138,8 @@ def _estimate(plan: Any, hours: float | None, loaded: Any) -> dict[str, Any] | N
     nodes = plan.request.nodes
     return {"price_hourly": price, "nodes": nodes, "cluster_price_hourly": round(price * nodes, 6), "hours": hours,
             "per_run": round(price * nodes * hours, 2) if hours else None,
-            "egress": egress, "egress_cost": round(sum(e["cost"] for e in egress) * nodes, 2)}
+            "egress": egress, "egress_cost": round(sum(e["cost"] for e in egress) * nodes, 2),
+            "egress_cost_checked": all(e["checked"] for e in egress)}
 
 
 def _print_plan(loaded: Any, plan: Any, applied: dict[str, Any], top: int, hours: float | None) -> None:
@@ -176,9 +177,11 @@ def _print_plan(loaded: Any, plan: Any, applied: dict[str, Any], top: int, hours
     out.print(f"chosen: {c.cloud} {c.zone or c.region} {c.instance_type}{f' x{nodes} nodes' if nodes > 1 else ''}; {est}")
     for line in cluster_lines(loaded, plan):
         out.print(line)
+    from provisioner.providers.registry import egress_basis
+
     for e in _egress(loaded, c):
         out.print(f"data egress: {e['source']} ({e['size_gib']:g} GiB) from {e['from']} to {e['to']}: about "
-                  f"{_money(e['cost'])} once (${e['usd_per_gb']}/GB, {e['price_source']})")
+                  f"{_money(e['cost'])} once ({egress_basis(e)})")
     for i, line in enumerate(lifecycle_lines(loaded.profile.lifecycle, c.cloud, spot=req.spot)):
         out.print(("lifecycle: " if i == 0 else "  ") + line)
     if plan.failover:

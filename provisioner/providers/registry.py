@@ -342,7 +342,8 @@ def data_locality_exclusions(items: list[tuple[str, str | None]], clouds: tuple[
 
 
 def egress_prices() -> dict[str, dict[str, object]]:
-    """Per-cloud internet egress list prices (data/egress.yaml, each with its source URL)."""
+    """Per-cloud internet egress prices (data/egress.yaml): each with ``source``, ``checked`` (read from
+    the provider's own page or price API) and, when not checked, the official ``api`` it was not read from."""
     from pathlib import Path
 
     from ruamel.yaml import YAML
@@ -356,7 +357,8 @@ GB_PER_GIB = 1.073741824
 
 def egress_estimate(items: list[tuple[str, float | None]], cloud: str) -> list[dict[str, object]]:
     """What copying each sized ``(source, size_gib)`` to a VM on ``cloud`` costs in the source cloud's
-    internet egress (nothing for same-cloud sources; https:// sources have no known source cloud)."""
+    internet egress (nothing for same-cloud sources; https:// sources have no known source cloud).
+    ``checked`` is False where the price was not read from an official source: output calls it an estimate."""
     prices = egress_prices()
     out: list[dict[str, object]] = []
     for source, size in items:
@@ -368,8 +370,19 @@ def egress_estimate(items: list[tuple[str, float | None]], cloud: str) -> list[d
             continue
         usd_per_gb = float(price["usd_per_gb"])  # type: ignore[arg-type]
         out.append({"source": source, "from": owners[0], "to": cloud, "size_gib": size, "usd_per_gb": usd_per_gb,
-                    "cost": round(size * GB_PER_GIB * usd_per_gb, 2), "price_source": price["source"]})
+                    "cost": round(size * GB_PER_GIB * usd_per_gb, 2), "price_source": price["source"],
+                    "checked": bool(price["checked"]), "price_as_of": price["as_of"],
+                    "not_checked_against": None if price["checked"] else price["api"]})
     return out
+
+
+def egress_basis(e: Mapping[str, object]) -> str:
+    """How one ``egress_estimate`` item's price is known, for output: a list price with its source, or
+    an estimate that names the official source it was not checked against."""
+    if e["checked"]:
+        return f"${e['usd_per_gb']}/GB list price, {e['price_source']}, as of {e['price_as_of']}"
+    return (f"estimate: ${e['usd_per_gb']}/GB, not checked against {e['from']}'s official price list; "
+            f"see provisioner/providers/data/egress.yaml")
 
 
 def ssh_exposure(cloud: str, ssh_from: str | None) -> str:

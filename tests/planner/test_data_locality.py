@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from provisioner.providers.registry import NATIVE_SCHEMES, data_locality_exclusions, egress_estimate, egress_prices
+from provisioner.providers.registry import (
+    NATIVE_SCHEMES,
+    data_locality_exclusions,
+    egress_basis,
+    egress_estimate,
+    egress_prices,
+)
 from tests.helpers import EXAMPLES
 
 SOURCES = {"gs": "gs://bucket/corpus/", "s3": "s3://bucket/corpus/", "az": "az://account1/container/corpus/",
@@ -76,12 +82,58 @@ def test_credential_makes_a_cross_cloud_source_feasible(cli, write_yaml) -> None
 
 
 def test_egress_prices_are_sourced() -> None:
+    """Every figure names its source and date; a figure not read from an official source names the official
+    API it was not checked against, and says so in its evidence."""
     prices = egress_prices()
     assert set(prices) == {"gcp", "aws", "azure"}
-    assert all(p["source"].startswith("https://") and 0 < p["usd_per_gb"] < 1 for p in prices.values())
+    for cloud, p in prices.items():
+        assert p["source"].startswith("https://") and 0 < p["usd_per_gb"] < 1, cloud
+        assert isinstance(p["checked"], bool) and p["evidence"] and p["api"] and p["as_of"], cloud
+        if not p["checked"]:
+            assert "not fetched here" in p["api"] and "Not read from" in p["evidence"], cloud
+    # only GCS's figure was read from the provider's own page (egress.yaml evidence); AWS and Azure were not
+    assert {c: p["checked"] for c, p in prices.items()} == {"gcp": True, "aws": False, "azure": False}
     assert egress_estimate([("gs://bucket1/x", 10.0)], "gcp") == []  # same cloud: no egress
     assert egress_estimate([("gs://bucket1/x", None)], "azure") == []  # no size: no estimate
     assert egress_estimate([("https://x/y", 10.0)], "azure") == []  # unknown source cloud
+
+
+# scheme -> the cloud that bills the egress of a copy to another cloud
+BILLED_BY = {"gs": "gcp", "s3": "aws", "az": "azure"}
+
+
+@pytest.mark.parametrize("scheme", sorted(SOURCES))
+@pytest.mark.parametrize("cloud", CLOUDS)
+def test_egress_estimate_scheme_x_cloud(scheme: str, cloud: str) -> None:
+    """The estimate for 100 GiB uses the source cloud's figure from egress.yaml, for every scheme x cloud."""
+    prices = egress_prices()
+    got = egress_estimate([(SOURCES[scheme], 100.0)], cloud)
+    if scheme not in BILLED_BY or BILLED_BY[scheme] == cloud:
+        assert got == []  # https:// (no known source cloud) or same cloud
+        return
+    [e] = got
+    price = prices[BILLED_BY[scheme]]
+    assert (e["from"], e["to"], e["usd_per_gb"]) == (BILLED_BY[scheme], cloud, price["usd_per_gb"])
+    assert e["cost"] == round(100 * 1.073741824 * price["usd_per_gb"], 2)
+    assert e["checked"] is price["checked"] and e["price_as_of"] == price["as_of"]
+    assert e["not_checked_against"] == (None if price["checked"] else price["api"])
+    basis = egress_basis(e)
+    if price["checked"]:
+        assert basis.startswith(f"${price['usd_per_gb']}/GB list price, {price['source']}")
+    else:
+        assert basis.startswith(f"estimate: ${price['usd_per_gb']}/GB, not checked against")
+
+
+@pytest.mark.parametrize(("scheme", "cloud", "checked"), [("s3", "gcp", False), ("az", "gcp", False), ("gs", "aws", True)])
+def test_plan_says_estimate_for_a_price_not_checked(cli, write_yaml, scheme: str, cloud: str, checked: bool) -> None:
+    p = write_yaml(f"name: d\nextends: base/torch-2.4-cu124\nhardware: {{gpu: T4}}\nplacement: {{clouds: [{cloud}]}}\n"
+                   f"data: [{{source: '{SOURCES[scheme]}', dest: /mnt/data/x, credential: '{OWN_STORE[cloud]}', size_gib: 50}}]\n")
+    doc = cli("plan", str(p), "--json").json()
+    assert doc["chosen"]["cloud"] == cloud
+    assert doc["estimate"]["egress_cost_checked"] is checked
+    [line] = [ln for ln in cli("plan", str(p)).out.splitlines() if ln.startswith("data egress:")]
+    assert ("(estimate: $" in line) is not checked
+    assert ("list price" in line) is checked
 
 
 def test_bert_pretrain_example_does_not_plan_azure_for_a_gs_corpus(cli) -> None:
