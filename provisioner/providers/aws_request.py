@@ -229,6 +229,16 @@ def secret_names(profile_json: str) -> list[str]:
     return sorted(set(re.findall(r"secret://aws/([A-Za-z0-9/_+=.@-]{1,512})", profile_json)))
 
 
+#: lifecycle action (on_idle / on_max_run) -> the EC2 call trainvm-lifecycle makes for it
+LIFECYCLE_CALLS = {"stop": "ec2:StopInstances", "delete": "ec2:TerminateInstances"}
+
+
+def instance_profile_arn(name: str) -> str:
+    """The ARN of the VM's own instance profile (any account): the instances launched with it are this VM (the
+    nodes of this cluster), whatever their tags say."""
+    return f"arn:aws:iam::*:instance-profile/{role_name(name)}"
+
+
 def role_policy(spec: LaunchSpec, region: str) -> dict[str, Any] | None:
     """The VM's least-privilege policy, or None when the VM calls no AWS API."""
     statements: list[dict[str, Any]] = []
@@ -240,11 +250,13 @@ def role_policy(spec: LaunchSpec, region: str) -> dict[str, Any] | None:
     if secrets:  # Secrets Manager appends "-" and 6 random characters to a secret's ARN
         statements.append({"Effect": "Allow", "Action": "secretsmanager:GetSecretValue",
                            "Resource": [f"arn:aws:secretsmanager:{region}:*:secret:{s}-??????" for s in secrets]})
-    if spec.idle_shutdown_minutes is not None or spec.max_run_hours is not None:
+    used = {a for a, on in ((spec.on_idle, spec.idle_shutdown_minutes), (spec.on_max_run, spec.max_run_hours)) if on}
+    if used:  # trainvm-lifecycle's EC2 call (the helper's api_aws): only the actions in use, only on this VM
         key = "trainvm-group" if spec.nodes > 1 else "Name"  # a cluster's nodes: aws_group_request.GROUP_TAG
-        statements.append({"Effect": "Allow", "Action": ["ec2:StopInstances", "ec2:TerminateInstances"],
+        statements.append({"Effect": "Allow", "Action": sorted(LIFECYCLE_CALLS[a] for a in used),
                            "Resource": f"arn:aws:ec2:{region}:*:instance/*",
-                           "Condition": {"StringEquals": {f"aws:ResourceTag/{key}": spec.name}}})
+                           "Condition": {"StringEquals": {f"aws:ResourceTag/{key}": spec.name},
+                                         "ArnLike": {"ec2:InstanceProfile": instance_profile_arn(spec.name)}}})
     return {"Version": "2012-10-17", "Statement": statements} if statements else None
 
 

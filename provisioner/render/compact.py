@@ -23,9 +23,9 @@ import ast
 import re
 
 # Functions of the embedded Python that are looked up by name at run time; compaction keeps only
-# those the profile needs (render/script.py python_keep): the helper's secret readers (secret_KIND) and
-# data-credential code (cred_*), the copier's schemes (scheme_gs, scheme_s3, scheme_az).
-DYNAMIC_PREFIXES = ("secret_", "cred_", "scheme_")
+# those the profile needs (render/script.py python_keep): the helper's secret readers (secret_KIND),
+# data-credential code (cred_*) and lifecycle API call (api_CLOUD), the copier's schemes (scheme_gs, scheme_s3, scheme_az).
+DYNAMIC_PREFIXES = ("secret_", "cred_", "api_", "scheme_")
 _HEREDOC = re.compile(r"<<-?\s*(['\"]?)(TRAINVM_[A-Z_]+)\1")
 # A function header's trailing comment: `name() {  # what it does`.
 _FUNC_COMMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*\(\) \{)\s+#.*$")

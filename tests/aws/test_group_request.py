@@ -72,9 +72,10 @@ def test_placement_group_and_member_rule(spec) -> None:
 def test_the_role_of_a_node_may_stop_only_its_cluster(spec) -> None:
     s = replace(spec, idle_shutdown_minutes=30)
     [stmt] = [st for st in R.role_policy(s, "us-east-1")["Statement"] if "ec2:StopInstances" in st["Action"]]
-    assert stmt["Condition"] == {"StringEquals": {f"aws:ResourceTag/{G.GROUP_TAG}": spec.name}}
+    profile = {"ec2:InstanceProfile": f"arn:aws:iam::*:instance-profile/{spec.name}"}  # the nodes share it
+    assert stmt["Condition"] == {"StringEquals": {f"aws:ResourceTag/{G.GROUP_TAG}": spec.name}, "ArnLike": profile}
     [one] = [st for st in R.role_policy(replace(s, nodes=1), "us-east-1")["Statement"] if "ec2:StopInstances" in st["Action"]]
-    assert one["Condition"] == {"StringEquals": {"aws:ResourceTag/Name": spec.name}}
+    assert one["Condition"] == {"StringEquals": {"aws:ResourceTag/Name": spec.name}, "ArnLike": profile}
 
 
 def test_preview_shows_the_placement_group_and_the_group_launch(spec, offer) -> None:

@@ -154,7 +154,7 @@ def test_instance_profile_policy_is_least_privilege(spec) -> None:
                 profile_json=json.dumps({"env": {"HF_TOKEN": "secret://aws/hf/token"}}), max_run_hours=4.0)
     st = R.role_policy(s, "eu-west-1")["Statement"]
     actions = sorted(a for x in st for a in ([x["Action"]] if isinstance(x["Action"], str) else x["Action"]))
-    assert actions == ["ec2:StopInstances", "ec2:TerminateInstances", "s3:GetObject", "s3:ListBucket", "s3:ListBucket",
+    assert actions == ["ec2:StopInstances", "s3:GetObject", "s3:ListBucket", "s3:ListBucket",  # max-run stops: no terminate
                        "secretsmanager:GetSecretValue"]
     get = next(x for x in st if x["Action"] == "s3:GetObject")
     assert get["Resource"] == ["arn:aws:s3:::corpus-bucket/glue/*", "arn:aws:s3:::other/*"]
@@ -162,7 +162,44 @@ def test_instance_profile_policy_is_least_privilege(spec) -> None:
     secret = next(x for x in st if x["Action"] == "secretsmanager:GetSecretValue")
     assert secret["Resource"] == ["arn:aws:secretsmanager:eu-west-1:*:secret:hf/token-??????"]
     ec2 = next(x for x in st if "ec2:StopInstances" in x["Action"])
-    assert ec2["Condition"] == {"StringEquals": {"aws:ResourceTag/Name": spec.name}}
+    assert ec2["Condition"] == {"StringEquals": {"aws:ResourceTag/Name": spec.name},
+                                "ArnLike": {"ec2:InstanceProfile": f"arn:aws:iam::*:instance-profile/{spec.name}"}}
+
+
+@pytest.mark.parametrize("idle, on_idle, hours, on_max_run, calls", [
+    (30, "stop", None, "delete", ["ec2:StopInstances"]),
+    (30, "delete", None, "stop", ["ec2:TerminateInstances"]),
+    (None, "stop", 4.0, "delete", ["ec2:TerminateInstances"]),
+    (30, "delete", 4.0, "delete", ["ec2:TerminateInstances"]),
+    (30, "stop", 4.0, "stop", ["ec2:StopInstances"]),
+    (30, "delete", 4.0, "stop", ["ec2:StopInstances", "ec2:TerminateInstances"]),
+    (30, "stop", 4.0, "delete", ["ec2:StopInstances", "ec2:TerminateInstances"]),
+    (None, "delete", None, "delete", None),
+])
+def test_the_lifecycle_statement_allows_only_the_calls_in_use(spec, idle, on_idle, hours, on_max_run, calls) -> None:
+    """trainvm-lifecycle's EC2 call (the helper's `ec2 stop|terminate`) may stop only when some action in use is stop
+    and terminate only when some action in use is delete; and the policy is valid IAM (moto's policy validator,
+    the one IAM PutRolePolicy runs in the emulator; it does not evaluate conditions)."""
+    from moto.iam.policy_validation import IAMPolicyDocumentValidator
+
+    s = replace(spec, data_sources=(), profile_json="{}", idle_shutdown_minutes=idle, on_idle=on_idle,
+                max_run_hours=hours, on_max_run=on_max_run)
+    policy = R.role_policy(s, "us-east-1")
+    assert (policy and [st["Action"] for st in policy["Statement"]]) == (calls and [calls])
+    if policy:
+        IAMPolicyDocumentValidator(json.dumps(policy)).validate()
+        [st] = policy["Statement"]
+        assert st["Resource"] == "arn:aws:ec2:us-east-1:*:instance/*" and set(st["Condition"]) == {"StringEquals", "ArnLike"}
+
+
+def test_moto_policy_validator_refuses_a_broken_policy() -> None:
+    """The check above can fail: a condition operator IAM does not know is refused."""
+    from moto.iam.policy_validation import IAMPolicyDocumentValidator
+
+    bad = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "ec2:StopInstances", "Resource": "*",
+                                                   "Condition": {"ArnMatches": {"ec2:InstanceProfile": "x"}}}]}
+    with pytest.raises(Exception, match="Syntax errors"):
+        IAMPolicyDocumentValidator(json.dumps(bad)).validate()
 
 
 def test_preview_is_the_wire_body(spec, offer) -> None:

@@ -107,14 +107,14 @@ def test_pruned_helper_defines_every_function_it_uses(env):
     kinds = {v.split("/")[2].replace("-", "_") for v in env.values()}
     assert {f for f in defined if f.startswith("secret_")} == {"secret_" + k for k in kinds}
     # gone: the dynamic functions not needed, and the plumbing only the secret readers use
-    assert functions - defined <= {f for f in functions if f.startswith(DYNAMIC_PREFIXES)} | {"http", "aws_sigv4"}
-    assert ("http" in defined) == bool(kinds) and ("aws_sigv4" in defined) == ("aws" in kinds)
+    assert functions - defined <= {f for f in functions if f.startswith(DYNAMIC_PREFIXES)} | {"http", "aws_role", "aws_sigv4"}
+    assert ("http" in defined) == bool(kinds) and ("aws_sigv4" in defined) == ("aws_role" in defined) == ("aws" in kinds)
 
 
 @pytest.mark.parametrize("name", ["trainvm_helper.py", "trainvm_copy.py"])
-@pytest.mark.parametrize("keep", [frozenset(), frozenset({"secret_aws", "cred_file", "cred_hidden", "scheme_s3"})])
+@pytest.mark.parametrize("keep", [frozenset(), frozenset({"secret_aws", "cred_file", "cred_hidden", "scheme_s3"}), frozenset({"api_aws"})])
 def test_pruned_embedded_python_defines_every_name_it_uses(tmp_path, name, keep):
-    """Pruning drops the functions named with a dynamic prefix (secret_, cred_, scheme_) that the profile does
+    """Pruning drops the functions named with a dynamic prefix (secret_, cred_, api_, scheme_) that the profile does
     not need; what stays must not call one of them by name (a NameError on the VM), e.g. an ordinary
     function that happened to start with a dynamic prefix."""
     out = tmp_path / name

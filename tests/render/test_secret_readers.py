@@ -52,7 +52,8 @@ def test_sigv4_matches_botocore(helper, token):
     now = time.gmtime(1764090000)
     body = json.dumps({"SecretId": "data/reader"}).encode()
     host = "secretsmanager.eu-west-1.amazonaws.com"
-    ours = helper.aws_sigv4(keys, "eu-west-1", "secretsmanager", host, "secretsmanager.GetSecretValue", body, now)
+    head = {"content-type": "application/x-amz-json-1.1", "x-amz-target": "secretsmanager.GetSecretValue"}
+    ours = helper.aws_sigv4(keys, "eu-west-1", "secretsmanager", host, head, body, now)
     assert ours["authorization"] == botocore_authorization(keys, "eu-west-1", host, "secretsmanager.GetSecretValue", body, now)
     assert ours.get("x-amz-security-token") == token
 
