@@ -494,6 +494,8 @@ def cmd_driver_pin(exp, roots):
 def main(argv):
  exp, cmd = (load('expected.json'), argv[1] if len(argv) > 1 else '')
  commands = {'gpu-check': cmd_gpu_check, 'stack-check': cmd_stack_check, 'env': cmd_env, 'redact': cmd_redact}
+ if cmd == 'ec2' and len(argv) == 3 and ('api_aws' in globals()):
+  return globals()['api_aws'](argv[2])
  if exp is None:
   print('trainvm helper: %s/expected.json is missing' % STATE, file=sys.stderr)
   return 2

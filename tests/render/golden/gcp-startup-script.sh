@@ -268,6 +268,9 @@ tv_write_helper() {  # the on-VM helper (GPU gate, stack check, env file, report
 #   redact       stdin to stdout, line by line, with URL userinfo, query strings, signatures, tokens,
 #                the values of secrets.env and the data credentials replaced by *** (the console and provision.log)
 #   credential REF FILE  a data[].credential (secret://...) read with the VM's identity into FILE (0600)
+#   ec2 stop|terminate  EC2 StopInstances / TerminateInstances of this instance with its instance profile
+#                (IMDSv2 credentials, SigV4); exit 0 once it is stopping / shutting down, 1 when EC2 refused
+#                (the error's code on stderr) or failed 3 times (trainvm-lifecycle then falls back)
 #   report ST    the report JSON (schema 1, source "vm") on stdout; with perf.json (profile perf:) under "perf"
 #   driver-pin PKG...  apt preferences pinning the source packages of PKG's dependency closure
 #                at the driver's version; the closure's names to driver-packages
@@ -457,21 +460,54 @@ def secret_gcp(name):  # Secret Manager with the VM's service account (metadata-
     return base64.b64decode(json.loads(http(url, {"Authorization": "Bearer " + token}))["payload"]["data"]).decode("utf-8")
 
 
-def secret_aws(name):  # Secrets Manager with the instance profile (IMDSv2 credentials), a SigV4-signed GetSecretValue
+def aws_role():  # IMDSv2: a metadata reader, the region and the instance profile's credentials
     imds = "http://169.254.169.254/latest/"
     tok = {"X-aws-ec2-metadata-token": http(imds + "api/token", {"X-aws-ec2-metadata-token-ttl-seconds": "300"}, method="PUT")}
-    region = http(imds + "meta-data/placement/region", tok)
-    role = http(imds + "meta-data/iam/security-credentials/", tok).split()[0]
-    keys = json.loads(http(imds + "meta-data/iam/security-credentials/" + role, tok))
+
+    def md(path):
+        return http(imds + "meta-data/" + path, tok)
+
+    role = md("iam/security-credentials/").split()[0]
+    return md, md("placement/region"), json.loads(md("iam/security-credentials/" + role))
+
+
+def secret_aws(name):  # Secrets Manager with the instance profile, a SigV4-signed GetSecretValue
+    md, region, keys = aws_role()
     body = json.dumps({"SecretId": name}).encode()
     host = "secretsmanager.%s.amazonaws.com" % region
-    headers = aws_sigv4(keys, region, "secretsmanager", host, "secretsmanager.GetSecretValue", body, time.gmtime())
+    headers = aws_sigv4(keys, region, "secretsmanager", host, {"content-type": "application/x-amz-json-1.1",
+                                                               "x-amz-target": "secretsmanager.GetSecretValue"}, body, time.gmtime())
     return json.loads(http("https://%s/" % host, headers, body, "POST"))["SecretString"]
 
 
-def aws_sigv4(keys, region, service, host, target, body, now):  # the headers of a signed AWS JSON-1.1 POST to /
+def api_aws(verb, ec2="https://ec2.{}.amazonaws.com/"):  # ec2 stop|terminate (trainvm-lifecycle); tests give EC2
+    if verb not in ("stop", "terminate"):
+        return 2
+    action, err = verb.title() + "Instances", ""
+    for attempt in range(3):  # bounded: a network error, a 5xx or EC2's throttling is tried again
+        time.sleep(attempt * 5)
+        try:
+            md, region, keys = aws_role()
+            body = urllib.parse.urlencode({"Action": action, "InstanceId.1": md("instance-id"), "Version": "2016-11-15"}).encode()
+            url = ec2.format(region)
+            headers = aws_sigv4(keys, region, "ec2", urllib.parse.urlsplit(url).netloc,
+                                {"content-type": "application/x-www-form-urlencoded; charset=utf-8"}, body, time.gmtime())
+            state = re.search(r"<currentState>.*?<name>([\w-]+)<", http(url, headers, body, "POST"), re.S)
+            print("EC2 %s: %s" % (action, state and state.group(1)))
+            return 0 if state and state.group(1) in ("stopping", "stopped", "shutting-down", "terminated") else 1
+        except urllib.request.HTTPError as exc:  # <Response><Errors><Error><Code>C</Code><Message>M</Message>...
+            err = "%d %s" % (exc.code, " ".join(re.sub("<[^>]*>", " ", exc.read().decode("utf-8", "replace")).split())[:400])
+            if exc.code < 500 and "RequestLimitExceeded" not in err:
+                break
+        except (OSError, ValueError, IndexError) as exc:
+            err = str(exc)
+    print("EC2 %s failed: %s" % (action, err), file=sys.stderr)
+    return 1
+
+
+def aws_sigv4(keys, region, service, host, headers, body, now):  # HEADERS + the SigV4 headers of a POST to / with BODY
     stamp = time.strftime("%Y%m%dT%H%M%SZ", now)
-    headers = {"content-type": "application/x-amz-json-1.1", "host": host, "x-amz-date": stamp, "x-amz-target": target}
+    headers = dict(headers, host=host, **{"x-amz-date": stamp})
     if keys.get("Token"):
         headers["x-amz-security-token"] = keys["Token"]
     names = ";".join(sorted(headers))
@@ -704,6 +740,8 @@ def cmd_driver_pin(exp, roots):
 def main(argv):
     exp, cmd = load("expected.json"), argv[1] if len(argv) > 1 else ""
     commands = {"gpu-check": cmd_gpu_check, "stack-check": cmd_stack_check, "env": cmd_env, "redact": cmd_redact}
+    if cmd == "ec2" and len(argv) == 3 and "api_aws" in globals():
+        return globals()["api_aws"](argv[2])
     if exp is None:
         print("trainvm helper: %s/expected.json is missing" % STATE, file=sys.stderr)
         return 2
