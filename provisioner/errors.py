@@ -84,7 +84,7 @@ class NotReadyError(TrainvmError):
 
 # ------------------------------------------------------------------ cloud failures, classified by the providers
 Outcome = Literal["created", "exists", "capacity", "quota", "quota-cloud", "retry-exhausted", "auth", "invalid", "error",
-                  "deleted"]
+                  "deleted", "in-progress"]
 Cleanup = Literal["verified", "left", "unknown"]
 
 
@@ -148,6 +148,26 @@ class VanishedError(ProviderError):
     e.g. a ``trainvm down`` during a pending ``up``. The create stops: it never re-sends the request."""
 
     outcome = "deleted"
+
+
+class AttemptInProgressError(ProviderError):
+    """Another attempt owns this VM name: another ``trainvm up`` (or an interrupted one) is still creating a VM of
+    that name (``where``: its zone/region), this ``up`` waited its operation timeout for it, or joined it and saw
+    its create fail (that ``up`` goes on with its own failover). This attempt created nothing (cleanup verified).
+    ``provision`` stops at once: any further offer would create a second, billed VM of the same name elsewhere.
+    Exit 5 (not ready yet); the hint says what the user can do. Every provider raises this one class, so that
+    the provision stage never branches on a cloud."""
+
+    outcome = "in-progress"
+    exit_code = EXIT_NOT_READY
+
+    def __init__(self, message: str, *, name: str, where: str, other: str | None = None,
+                 code: str = "AttemptInProgress") -> None:
+        super().__init__(message, code=code, hint=(
+            f"wait for the other `trainvm up` to finish, then run `trainvm up` again (it returns that VM); "
+            f"`trainvm status {name}` shows it; `trainvm down {name}` removes it"))
+        self.name, self.where, self.other = name, where, other
+        self.verified()
 
 
 class InvalidRequestError(ProviderError):

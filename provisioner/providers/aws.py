@@ -7,8 +7,9 @@ the client plumbing (AZ names, the AMI, the security group and the instance prof
   points every client at another endpoint (moto's server in the tests) with dummy credentials.
 - Retries: botocore's adaptive retry mode (throttling codes such as ``RequestLimitExceeded``, 5xx, connection
   errors), at most ``tries`` attempts per call; what still fails is ``RetryExhaustedError``.
-- Create: look for the VM in the offer's region (same hash: adopted; another hash or not trainvm's:
-  ConflictError); map the offer's AZ ID to this account's AZ name; pin the AMI (SSM parameter -> id, recorded
+- Create: look for the VM in the offer's region (same hash: adopted once running; still pending at the
+  deadline: AttemptInProgressError, left to the `up` creating it, and failover stops; another hash or not
+  trainvm's: ConflictError); map the offer's AZ ID to this account's AZ name; pin the AMI (SSM parameter -> id, recorded
   in the ``trainvm-image`` tag) and read its root device; build the RunInstances call (any request that cannot
   work fails here, before anything exists); then the VM's security group, its instance profile when it needs
   one, ``RunInstances`` with a ``ClientToken`` from name + hash + AZ + the request's parameters (a re-sent
@@ -38,6 +39,7 @@ from provisioner.providers import aws_errors as errs
 from provisioner.providers import aws_request as R
 from provisioner.providers.aws_calls import AwsCalls
 from provisioner.providers.base import (
+    AttemptInProgressError,
     CapacityError,
     ConflictError,
     InstanceRecord,
@@ -215,8 +217,15 @@ class AwsProvider(AwsCalls):
         if tags.get("trainvm-hash") != spec.labels.get("trainvm-hash"):
             raise ConflictError(f"an instance named {spec.name} already exists in {where} for another version of the "
                                 f"profile (hash {tags.get('trainvm-hash')}); run `trainvm down {spec.name}` or pass --name")
-        if inst["State"]["Name"] == "pending":
-            inst = self._until_running(where, inst["InstanceId"], spec.name)
+        if inst["State"]["Name"] == "pending":  # an interrupted or a concurrent `up` is creating it
+            try:
+                inst = self._until_running(where, inst["InstanceId"], spec.name)
+            except RetryExhaustedError as exc:
+                if exc.code != "OPERATION_TIMEOUT":
+                    raise
+                raise AttemptInProgressError(  # another `up` owns the name: never terminated, never duplicated
+                    f"{spec.name} ({inst['InstanceId']}) in {where} is still pending after {self.op_timeout:g} s: another "
+                    "`trainvm up` (or an interrupted one) is creating it", name=spec.name, where=where) from exc
         return self._record(inst, notes=self._notes(spec), existing=True)
 
     def _cleanup(self, region: str, spec: LaunchSpec, made: dict[str, Any], failed: ProviderError) -> None:

@@ -23,6 +23,7 @@ from provisioner.catalog.models import Offer
 from provisioner.providers import aws_group_request as G
 from provisioner.providers import aws_request as R
 from provisioner.providers.base import (
+    AttemptInProgressError,
     CapacityError,
     ConflictError,
     InstanceRecord,
@@ -224,7 +225,13 @@ class AwsGroup:
         if len(nodes) != spec.nodes or ranks != list(range(spec.nodes)):
             raise ConflictError(f"the cluster {spec.name} in {region} has {len(nodes)} of {spec.nodes} nodes (ranks "
                                 f"{ranks}): an earlier `up` did not finish; run `trainvm down {spec.name}` first")
-        running = self._until_running(region, [i["InstanceId"] for i in nodes], spec.name)
+        try:
+            running = self._until_running(region, [i["InstanceId"] for i in nodes], spec.name)
+        except RetryExhaustedError as exc:  # another `up` (or an interrupted one) is still launching them
+            if exc.code != "OPERATION_TIMEOUT":
+                raise
+            raise AttemptInProgressError(f"{exc}: another `trainvm up` (or an interrupted one) is creating cluster "
+                                         f"{spec.name}", name=spec.name, where=region) from exc
         self.write_node_list(region, running)
         return self.p._record(running[0], notes=self.p._notes(spec), existing=True)
 

@@ -42,6 +42,7 @@ from provisioner.providers.azure_lease import (
 )
 from provisioner.providers.azure_roles import grant_lifecycle_role
 from provisioner.providers.base import (
+    AttemptInProgressError,
     InstanceRecord,
     LaunchSpec,
     ProviderError,
@@ -144,8 +145,8 @@ class CreateTransaction:
             grant_lifecycle_role(self, spec, created)  # needs the identity ARM gave the VM
             return self._record(created, notes=notes)
         except Exception as exc:
-            if made_group and isinstance(exc, ProviderError) and not isinstance(exc, VanishedError) \
-                    and exc.code != "AttemptLost":  # the other attempt's cleanup deleted the group, not a `down`
+            if made_group and isinstance(exc, ProviderError) \
+                    and not isinstance(exc, (VanishedError, AttemptInProgressError)):  # the other attempt's cleanup
                 exc = self._vanished(n.rg, spec, exc, attempt, sent)
             note = self._cleanup(n.rg, spec, exc if isinstance(exc, ProviderError) else None, attempt)
             if note and isinstance(exc, ProviderError):
@@ -162,8 +163,9 @@ class CreateTransaction:
                               cleanup=cleanup)
         if adopted is not None:
             return adopted
-        raise ProviderError(f"another `trainvm up` ({other}) created {spec.name} first and its create failed; this "
-                            "attempt wrote no VM", code="AttemptLost").verified()
+        raise AttemptInProgressError(f"another `trainvm up` ({other}) created {spec.name} first and its create failed "
+                                     "(it goes on with its own failover); this `up` wrote no VM", name=spec.name,
+                                     where=R.names(spec.name).rg, other=other, code="OtherAttemptFailed")
 
     def _wait_vm(self, poller: Any, n: R.Names, deadline: float) -> None:
         """Wait for the VM's creation; a failure without a code (provisioningState polling) takes the code
@@ -186,17 +188,29 @@ class CreateTransaction:
         ``attempt``: the calling create's id."""
         n = R.names(spec.name)
         refuse_foreign(vm, spec, n.rg, "VM", "VM")
+        other = _lease(vm)
+        # a VM another attempt is creating and may still be at work on (or one without an attempt tag): joined, never
+        # deleted; when it ends without a VM this `up` stops (AttemptInProgressError) instead of creating its own
+        joined = _props(vm).get("provisioningState") in IN_FLIGHT and (other is None or _foreign_live(vm, attempt))
 
         def settled(v: dict[str, Any]) -> bool:
             return _props(v).get("provisioningState") not in IN_FLIGHT
 
+        def timed_out(last: dict[str, Any]) -> ProviderError:
+            state = _props(last).get("provisioningState")
+            if joined and state in IN_FLIGHT:
+                return AttemptInProgressError(f"another `trainvm up` ({other or 'no attempt tag'}) is still creating "
+                                              f"{spec.name} ({state} after {self.op_timeout:g} s)", name=spec.name,
+                                              where=str(vm.get("location") or n.rg), other=other)
+            return RetryExhaustedError(f"{spec.name} stayed {state} for {self.op_timeout:g} s (TRAINVM_AZURE_OP_TIMEOUT)",
+                                       code="OperationTimeout")
+
         try:
             if not settled(vm):  # a killed or a concurrent `up` is creating it
                 vm = poll(lambda: self._get_vm(n.rg, spec.name) or {}, ready=settled, deadline=deadline,
-                          interval=self.poll_seconds, clock=self._clock, sleep=self._sleep,
-                          timed_out=lambda last: RetryExhaustedError(
-                              f"{spec.name} stayed {_props(last).get('provisioningState')} for {self.op_timeout:g} s "
-                              "(TRAINVM_AZURE_OP_TIMEOUT)", code="OperationTimeout"))
+                          interval=self.poll_seconds, clock=self._clock, sleep=self._sleep, timed_out=timed_out)
+        except AttemptInProgressError:
+            raise  # the other attempt's VM and group are left to it
         except ProviderError as exc:
             note = self._cleanup(n.rg, spec, exc, attempt) if cleanup else None
             if note:
@@ -205,6 +219,12 @@ class CreateTransaction:
         if _props(vm).get("provisioningState") == "Succeeded":
             grant_lifecycle_role(self, spec, vm)  # a killed `up` may have stopped before it
             return self._record(vm, notes=notes, existing=True)
+        if joined:  # the attempt this `up` waited on failed: report that, never fail over beside it
+            raise AttemptInProgressError(
+                f"another `trainvm up` ({other or 'no attempt tag'}) was creating {spec.name} and its create ended "
+                f"{_props(vm).get('provisioningState') or 'with the VM deleted'} (it goes on with its own failover); "
+                "this `up` wrote no VM", name=spec.name, where=str(vm.get("location") or n.rg), other=other,
+                code="OtherAttemptFailed")
         if not vm or _foreign_live(vm, attempt) or _foreign_live(self._get_group(n.rg), attempt):
             return None  # gone, or another live attempt's failed VM/group: its own cleanup decides
         self._delete_group(n.rg, wait=True)  # Failed/Canceled leftover: start again from nothing

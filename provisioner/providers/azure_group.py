@@ -33,12 +33,12 @@ from provisioner.providers import azure_request as R
 from provisioner.providers.azure_lease import LEASE, LEASE_UNTIL, MANAGED, _lease, _lease_live, _props, refuse_foreign
 from provisioner.providers.azure_roles import grant_lifecycle_role
 from provisioner.providers.base import (
+    AttemptInProgressError,
     CapacityError,
     ConflictError,
     InstanceRecord,
     LaunchSpec,
     ProviderError,
-    RetryExhaustedError,
     VanishedError,
     price_from_labels,
 )
@@ -231,8 +231,8 @@ def create(p: Any, spec: LaunchSpec, offer: Offer) -> InstanceRecord:
             return adopted
     group = p._get_group(n.rg)
     if group is not None and _lease(group) is not None and _lease_live(group):
-        raise RetryExhaustedError(f"another `trainvm up` ({_lease(group)}) is creating {spec.name}; not touching its "
-                                  f"resource group {n.rg}", code="AttemptInProgress").verified()
+        raise AttemptInProgressError(f"another `trainvm up` ({_lease(group)}) is creating cluster {spec.name}; not "
+                                     f"touching its resource group {n.rg}", name=spec.name, where=n.rg, other=_lease(group))
     attempt = f"{socket.gethostname()[:40]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
     p._prepare_group(n.rg, offer.region, deadline)
     image = p.image_for(spec, offer)
@@ -333,6 +333,7 @@ def _adopt(p: Any, vmss: dict[str, Any], spec: LaunchSpec, notes: list[str]) -> 
         return node_records(p, vmss, notes=notes, existing=True)[0]
     group = p._get_group(n.rg)
     if group is not None and _lease(group) is not None and _lease_live(group):
-        raise RetryExhaustedError(f"another `trainvm up` ({_lease(group)}) is creating {spec.name}", code="AttemptInProgress").verified()
+        raise AttemptInProgressError(f"another `trainvm up` ({_lease(group)}) is creating cluster {spec.name}",
+                                     name=spec.name, where=n.rg, other=_lease(group))
     p._delete_group(n.rg, wait=True)  # a failed or unfinished leftover: start again from nothing
     return None

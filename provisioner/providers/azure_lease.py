@@ -28,6 +28,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from provisioner.providers.base import (
+    AttemptInProgressError,
     ConflictError,
     InstanceRecord,
     LaunchSpec,
@@ -119,8 +120,9 @@ class GroupLease:
                     tries=1 << 30, backoff=max(self.poll_seconds, 0.05), clock=self._clock, sleep=self._sleep)
 
     def _lost(self, spec: LaunchSpec, rg: str) -> InstanceRecord:
-        raise ProviderError(f"another `trainvm up` took over resource group {rg} and gave it up without a VM; "
-                            f"run `trainvm up` again", code="AttemptLost").verified()
+        raise AttemptInProgressError(f"another `trainvm up` took over resource group {rg} of {spec.name} and gave it up "
+                                     "without a VM (its create failed; it goes on with its own failover)",
+                                     name=spec.name, where=rg, code="AttemptLost")
 
     def _vanished(self, rg: str, spec: LaunchSpec, exc: ProviderError, attempt: str | None = None,
                   sent: bool = True) -> ProviderError:
@@ -134,8 +136,9 @@ class GroupLease:
         if group is not None and _props(group).get("provisioningState") != "Deleting":
             return exc
         if not sent and group is not None and _lease(group) not in (None, attempt):
-            lost = ProviderError(f"another `trainvm up` ({_lease(group)}) that held resource group {rg} gave up and is "
-                                 f"deleting it ({exc})", code="AttemptLost")
+            lost = AttemptInProgressError(f"another `trainvm up` ({_lease(group)}) that held resource group {rg} gave up "
+                                          f"and is deleting it ({exc})", name=spec.name, where=rg,
+                                          other=_lease(group), code="AttemptLost")
             lost.__cause__ = exc
             return lost
         gone = VanishedError(f"resource group {rg} of {spec.name} was deleted while its create was in progress "
@@ -146,15 +149,24 @@ class GroupLease:
     def _await_other_attempt(self, rg: str, spec: LaunchSpec, notes: list[str], deadline: float,
                              attempt: str) -> InstanceRecord | None:
         """While another live attempt (another ``up`` process) holds the group's lease, never touch the group:
-        wait for its VM and return it (``existing``), or None once the lease is gone (its attempt failed and
-        cleaned up, or expired)."""
+        wait for its VM and return it (``existing``). None when no live attempt held it at the first look (no group,
+        or a lease that expired: a killed ``up``). Once this ``up`` has waited on a live attempt it never creates on
+        its own: that attempt's lease ending without a VM (its create failed and it cleaned up, going on with its
+        own failover), or the deadline, is AttemptInProgressError, which stops failover."""
         owner: list[str | None] = [None]
+        seen: list[str] = []  # the live attempt this `up` waited on
 
         def check() -> InstanceRecord | None | object:
             group = self._get_group(rg)
             owner[0] = _lease(group)
             if group is None or owner[0] in (None, attempt) or not _lease_live(group):
+                if seen:
+                    raise AttemptInProgressError(
+                        f"another `trainvm up` ({seen[0]}) was creating {spec.name} in resource group {rg} and gave "
+                        "it up without a VM (its create failed; it goes on with its own failover)",
+                        name=spec.name, where=rg, other=seen[0], code="OtherAttemptFailed")
                 return None
+            seen[:] = [str(owner[0])]
             vm = self._get_vm(rg, spec.name)
             if vm is not None and _props(vm).get("provisioningState") == "Succeeded":
                 if (vm.get("tags") or {}).get("trainvm-hash") != spec.labels.get("trainvm-hash"):
@@ -163,8 +175,9 @@ class GroupLease:
             return WAITING
 
         def timed_out(last: Any) -> ProviderError:
-            return RetryExhaustedError(f"another `trainvm up` ({owner[0]}) is still creating {spec.name}; not touching "
-                                       f"its resource group {rg}", code="AttemptInProgress").verified()
+            return AttemptInProgressError(f"another `trainvm up` ({owner[0]}) is still creating {spec.name} after "
+                                          f"{self.op_timeout:g} s; not touching its resource group {rg}",
+                                          name=spec.name, where=rg, other=owner[0])
 
         found = poll(check, ready=lambda r: r is not WAITING, deadline=deadline, timed_out=timed_out,
                      interval=self.poll_seconds, clock=self._clock, sleep=self._sleep)

@@ -19,6 +19,7 @@ from provisioner.catalog.models import Offer
 # The ProviderError family lives in provisioner/errors.py (the whole error tree in one place); it is
 # re-exported here because every provider raises it.
 from provisioner.errors import (  # noqa: F401
+    AttemptInProgressError,
     AuthError,
     CapacityError,
     Cleanup,

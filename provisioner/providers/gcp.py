@@ -25,7 +25,8 @@ Thin on purpose: the request body comes from ``gcp_request`` (pure), failures ar
   compute v1), zone by zone, skipping the unreachable zone with a warning (``gcp_api``). ``delete`` never says
   "already gone" while a zone could not be read.
 - Idempotency: ``create`` first looks for the VM in the offer's zone (same hash: returned as is, with
-  ``adopted``; another hash or not trainvm's: ConflictError). Every insert carries a requestId
+  ``adopted``, once it has left PROVISIONING/STAGING; still there at the deadline: AttemptInProgressError, the
+  VM is left to the `up` creating it and failover stops; another hash or not trainvm's: ConflictError). Every insert carries a requestId
   derived from name + profile hash + the offer (zone, machine type, GPU model and count), so a re-run of an
   interrupted ``up`` gets GCE's original
   operation back instead of a second VM. A replayed operation that is stale (it was already DONE when
@@ -60,6 +61,7 @@ from provisioner.catalog.models import Offer
 from provisioner.errors import CredentialsError
 from provisioner.providers import gcp_errors as errs
 from provisioner.providers.base import (
+    AttemptInProgressError,
     ConflictError,
     InstanceRecord,
     InvalidRequestError,
@@ -235,7 +237,8 @@ class GcpProvider:
                 return self._record(self._until_running(inst, zone, attempt.deadline), notes=ssh_notes(spec))
             raise ProviderError("GCE kept answering with operations of earlier requests", code="STALE_REQUEST_ID")
         except ProviderError as exc:
-            notes = [self._cleanup(zone, spec, exc) if attempt.sent else None,
+            mine = attempt.sent and not isinstance(exc, AttemptInProgressError)  # never another `up`'s VM
+            notes = [self._cleanup(zone, spec, exc) if mine else None,
                      self._fw.cleanup(spec, zone, attempt.rules)]
             if notes[1]:
                 exc.leaves(f"firewall rules of {spec.name}")
@@ -256,14 +259,22 @@ class GcpProvider:
         tagged = ssh_tag(spec.name) in inst.tags.items
         if tagged and spec.ssh_from:  # converge the rules (missing: created; another --ssh-from: updated)
             self._fw.ensure(spec, attempt.deadline, attempt.rules)
-        if inst.status in IN_FLIGHT:  # an interrupted `up`: the same requestId gives back its operation
-            meta = {i.key: i.value for i in inst.metadata.items}
-            op = self.submit(spec, offer, image=meta.get("trainvm-image") or None)
-            if op is not None and op.status != self.api().v1.Operation.Status.DONE:  # the live operation: wait
-                failure = errs.from_operation(self.gce.wait(zone, op, attempt.deadline))
-                if failure and "ALREADY_EXISTS" not in (failure.code or ""):
-                    raise errs.classify(failure)
-            inst = self._until_running(self.gce.get(zone, spec.name) or inst, zone, attempt.deadline)
+        if inst.status in IN_FLIGHT:  # an interrupted or a concurrent `up`: the same requestId gives back its operation
+            try:
+                meta = {i.key: i.value for i in inst.metadata.items}
+                op = self.submit(spec, offer, image=meta.get("trainvm-image") or None)
+                if op is not None and op.status != self.api().v1.Operation.Status.DONE:  # the live operation: wait
+                    failure = errs.from_operation(self.gce.wait(zone, op, attempt.deadline))
+                    if failure and "ALREADY_EXISTS" not in (failure.code or ""):
+                        raise errs.classify(failure)
+                inst = self._until_running(self.gce.get(zone, spec.name) or inst, zone, attempt.deadline)
+            except RetryExhaustedError as exc:
+                still = self.gce.get(zone, spec.name) if exc.code == "OPERATION_TIMEOUT" else None
+                if still is None or still.status not in IN_FLIGHT:
+                    raise
+                raise AttemptInProgressError(  # another `up` owns the name: never deleted, never duplicated elsewhere
+                    f"{spec.name} in {zone} is still {still.status} after {self.op_timeout:g} s: another `trainvm up` "
+                    "(or an interrupted one) is creating it", name=spec.name, where=zone) from exc
         return self._record(inst, notes=ssh_notes(spec, tagged), existing=True)
 
     def _until_running(self, inst: Any, zone: str, deadline: float) -> Any:

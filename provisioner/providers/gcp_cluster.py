@@ -22,7 +22,7 @@ from typing import Any
 
 from provisioner.catalog.models import Offer
 from provisioner.providers import gcp_errors as errs
-from provisioner.providers.base import ConflictError, InstanceRecord, LaunchSpec, ProviderError
+from provisioner.providers.base import AttemptInProgressError, ConflictError, InstanceRecord, LaunchSpec, ProviderError
 from provisioner.providers.gcp_api import GceApi
 from provisioner.providers.gcp_cluster_request import (
     CLUSTER_LABEL,
@@ -102,7 +102,14 @@ class GceClusters:
             made = self.group().create(spec.name, zone, body, spec.nodes, compact=spec.compact)
         except ProviderError as exc:
             if exc.code in ("alreadyExists", "409"):  # bulkInsert refused: instances of the nodes' names exist
+                refused = str(exc)
                 self._after_failure(spec, zone, touched, exc)
+                theirs = [i for i in self.nodes(spec.name) if dict(i.labels).get("trainvm-hash") == spec.labels.get("trainvm-hash")]
+                if theirs:  # another `up` of this cluster won the race: failover would make a second cluster
+                    raise AttemptInProgressError(
+                        f"another `trainvm up` is creating cluster {spec.name} in {_zone(theirs[0])} ({len(theirs)} of its "
+                        f"{spec.nodes} nodes exist; GCE refused this one's bulkInsert: {refused})",
+                        name=spec.name, where=_zone(theirs[0])) from exc
                 raise ConflictError(f"instances named like the nodes of {spec.name} already exist in {zone} ({exc}); "
                                     "another `trainvm up` of this cluster may be creating it, or they are not trainvm's",
                                     hint=f"run `trainvm up` again to adopt the cluster once it is complete, `trainvm down "

@@ -11,7 +11,9 @@ limits and 5xx are retried inside the provider and, when still failing, count as
 validation errors stop at once.
 
 A create is a transaction with an owner: an attempt whose VM was deleted by someone else while it waited
-(``VanishedError``, e.g. ``trainvm down`` during ``up``) stops the walk; so does an attempt whose cleanup could
+(``VanishedError``, e.g. ``trainvm down`` during ``up``) stops the walk; so does an attempt that found another
+``up`` owning the name (``AttemptInProgressError``: still creating it after this one's wait, or that attempt's
+create failed after this one joined it), so that two ``up`` never make two VMs; so does an attempt whose cleanup could
 not be verified (``left_behind``), because the next attempt would reuse the same VM name while the earlier
 one may still exist. "nothing was left behind" is said only when every attempt's cleanup was checked.
 Every attempt is reported through ``on_attempt`` and kept for the final error."""
@@ -24,12 +26,14 @@ from typing import Any
 
 from provisioner.catalog.models import Offer
 from provisioner.errors import (
+    AttemptInProgressError,
     AuthError,
     CapacityError,
     CapacityExhaustedError,
     CloudError,
     ConflictError,
     InvalidRequestError,
+    NotReadyError,
     ProviderError,
     QuotaError,
     VanishedError,
@@ -89,6 +93,10 @@ class AttemptsMixin:
 
 class ProvisionError(AttemptsMixin, CapacityExhaustedError):
     """Every offer was tried (or the walk had to stop after a cleanup it could not check): exit 1."""
+
+
+class ProvisionInProgressError(AttemptsMixin, NotReadyError):
+    """Another attempt owns the VM name (still creating it, or it joined that attempt and saw it fail): exit 5."""
 
 
 class ProvisionCloudError(AttemptsMixin, CloudError):
@@ -211,7 +219,13 @@ def provision(
 
 def _stop_if_unsafe(exc: ProviderError, name: str, offer: Offer, attempts: list[Attempt]) -> None:
     """Failures after which no further attempt may start: refused credentials/requests, a VM deleted by
-    someone else while we waited, and an attempt that may have left its VM (the next would reuse the name)."""
+    someone else while we waited, another attempt that owns the name (another `up` still creating it: any other
+    offer would make a second, billed VM of the same name), and an attempt that may have left its VM (the next
+    would reuse the name)."""
+    if isinstance(exc, AttemptInProgressError):
+        raise ProvisionInProgressError(
+            f"{exc}; not trying other offers: a second VM named {name} would be created and billed as well", attempts,
+            hint=exc.hint) from exc
     if isinstance(exc, (AuthError, InvalidRequestError)):
         hint = f"check your credentials ({credential_hint((offer.cloud,))})" if isinstance(exc, AuthError) else None
         raise ProvisionCloudError(f"{offer.cloud} refused the request; not trying other offers", attempts,

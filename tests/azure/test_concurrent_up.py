@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from provisioner.providers.azure import AzureProvider
 from provisioner.providers.azure_request import names
 from provisioner.provision.failover import provision
@@ -155,3 +157,133 @@ def test_loser_cleanup_never_deletes_the_winners_group(emu, t4_spec, offers):
     assert not isinstance(results["B"], Exception), results  # B: the VM
     assert results["B"].state == "RUNNING" and not results["B"].adopted
     assert len(_vms(emu)) == 1 and emu.resource_groups() == [rg]
+
+
+# ------------------------------------------------------------------ a loser never fails over beside a live winner
+def _gce_t4_offer():
+    from provisioner.catalog.storage import load_catalog
+
+    return next(o for o in load_catalog().offers if o.cloud == "gcp" and o.instance_type == "n1-standard-8"
+                and o.gpu_name == "T4" and o.gpu_count == 1 and o.zone == "us-central1-a")
+
+
+def _log(attempts):
+    print("failover log:", *(f"  {i}. {a.render()}" for i, a in enumerate(attempts, 1)), sep="\n")
+
+
+def _winner_in_thread(results, spec, chain, provider=None):
+    """The other `up` (the failover walk over ``chain``) in a thread: its record or error lands in results["A"]."""
+    def up():
+        try:
+            results["A"] = provision(chain, lambda o: spec, lambda cloud: provider or AzureProvider()).record
+        except Exception as exc:  # noqa: BLE001 - recorded for the assertion
+            results["A"] = exc
+    t = threading.Thread(target=up)
+    t.start()
+    return t
+
+
+@pytest.mark.parametrize("winner_at", ["vm-creating", "lease-only"])
+def test_loser_that_times_out_on_a_live_winner_stops_instead_of_failing_over(emu, t4_spec, offers, winner_at):
+    """A live `up` (A) is creating the VM in eastus: its VM stays Creating ("vm-creating"), or A holds the group's
+    lease and its VM PUT has not reached ARM yet ("lease-only": held by the emulator). The loser (B) walks
+    eastus, then a GCE zone. B waits its operation timeout for A and must then stop (exit 5, naming A, saying what
+    to do). Before the fix B failed over to GCE and created a second, billed VM of the same name there."""
+    from provisioner.errors import EXIT_NOT_READY, TrainvmError
+    from provisioner.providers.gcp import GcpProvider
+    from tests.emulators.gce import GceEmulator
+
+    rg = names(t4_spec.name).rg
+    a_vm_put, b_done = Gate(), Gate()
+    if winner_at == "vm-creating":
+        emu.inject("lro_never_done", location="eastus")
+
+    def before(method, path, body=None):
+        if winner_at == "lease-only" and _is_vm_put(method, path):
+            a_vm_put.set()
+            b_done.wait()  # A's VM PUT reaches ARM only once B has given up
+
+    def after(method, path, body, status):
+        if winner_at == "vm-creating" and _is_vm_put(method, path) and status in (200, 201):
+            a_vm_put.set()
+    emu.before_request, emu.after_request = before, after
+    results: dict[str, object] = {}
+    a = _winner_in_thread(results, t4_spec, [offers[("eastus", T4)]])
+    attempts: list = []
+    with GceEmulator(seed=7) as gce:
+        try:
+            a_vm_put.wait()
+            gcp = GcpProvider(endpoint=gce.url, project="test-proj", retry_base_delay=0, poll_interval=0, op_timeout=5)
+            clouds = {"azure": AzureProvider(op_timeout=1.0), "gcp": gcp}
+            with pytest.raises(TrainvmError) as err:  # before the fix: B's VM on GCE, no error
+                provision([offers[("eastus", T4)], _gce_t4_offer()], lambda o: t4_spec, clouds.__getitem__,
+                          attempts.append)
+        finally:
+            b_done.set()
+            _log(attempts)
+            emu.finish_operations(stuck=True)
+            a.join(120)
+        assert not gce.instances, "a second VM of that name was created on GCE"
+    e = err.value
+    assert e.exit_code == EXIT_NOT_READY and not a_vm_put.timed_out
+    other = emu.state.group(rg)["tags"]["trainvm-attempt"]
+    assert f"another `trainvm up` ({other}) is still creating {t4_spec.name}" in str(e)
+    assert "not trying other offers" in str(e) and f"trainvm down {t4_spec.name}" in e.hint
+    assert [x.outcome for x in attempts] == ["in-progress"]
+    assert not isinstance(results["A"], Exception), results  # A's VM: untouched by B
+    assert len(_vms(emu)) == 1 and emu.resource_groups() == [rg] and not emu.calls("DELETE", "/resourcegroups/")
+
+
+def test_winner_that_fails_after_the_loser_joined_it_is_reported_not_adopted(emu, t4_spec, offers):
+    """A's VM PUT in eastus is accepted; B (started now) finds A's VM Creating and joins it; only then does A's VM
+    fail (AllocationFailed: the emulator holds A's operation polls until B has read the VM). A cleans up and goes
+    on to eastus2. B must report A's failure (exit 5, naming A), never a VM, and write nothing: no group, no
+    network, no VM of its own, in eastus or elsewhere. Exactly one VM remains: A's, in eastus2."""
+    from provisioner.errors import EXIT_NOT_READY, TrainvmError
+
+    rg = names(t4_spec.name).rg
+    emu.polls = 2
+    emu.inject("allocation_failed_lro", location="eastus")
+    a_vm_put, b_joined = Gate(), Gate()
+    writers: list = []
+    lock = threading.Lock()
+
+    def before(method, path, body=None):
+        if method == "PUT" and isinstance(body, dict):
+            with lock:
+                writers.append((path, (body.get("tags") or {}).get("trainvm-attempt")))
+        if method == "GET" and "/operations/" in path.lower() and a_vm_put.event.is_set():
+            b_joined.wait()  # A's VM operation advances only once B has joined (read A's VM, Creating)
+
+    def after(method, path, body, status):
+        if _is_vm_put(method, path) and status in (200, 201):
+            a_vm_put.set()
+        if method == "GET" and "/virtualmachines/" in path.lower() and path.count("/") == 8 and status == 200:
+            b_joined.set()
+    emu.before_request, emu.after_request = before, after
+    results: dict[str, object] = {}
+    chain = [offers[(r, T4)] for r in REGIONS]
+    a = _winner_in_thread(results, t4_spec, chain)
+    a_vm_put.wait()
+    attempts: list = []
+    try:
+        with pytest.raises(TrainvmError) as err:  # before the fix: B created its own VM in eastus, or adopted A's
+            provision(chain, lambda o: t4_spec, lambda cloud: AzureProvider(), attempts.append)
+    finally:
+        _log(attempts)
+        b_joined.set()
+        a.join(120)
+    assert not a_vm_put.timed_out and not b_joined.timed_out
+    e = err.value
+    vm_writers = [t for p, t in writers if "/virtualmachines/" in p.lower()]
+    group_writers = {t for p, t in writers if p.lower().endswith(f"/resourcegroups/{rg}".lower())}
+    a_attempt = vm_writers[0]
+    assert e.exit_code == EXIT_NOT_READY, e
+    assert f"another `trainvm up` ({a_attempt}) was creating {t4_spec.name}" in str(e) and "Failed" in str(e)
+    assert [x.outcome for x in attempts] == ["in-progress"]
+    # B wrote nothing anywhere: the VM PUTs are A's two (eastus, eastus2), and every group write is theirs
+    assert len(vm_writers) == 2 and group_writers == set(vm_writers), writers
+    assert not isinstance(results["A"], Exception), results
+    assert results["A"].region == "eastus2" and not results["A"].adopted
+    vms = _vms(emu)
+    assert len(vms) == 1 and emu.resource_groups() == [rg] and emu.state.group(rg)["location"] == "eastus2"

@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 
-from provisioner.providers.base import ConflictError
+from provisioner.providers.base import AttemptInProgressError
 from provisioner.providers.gcp import GcpProvider
 from provisioner.providers.gcp_cluster import GceClusters
 from provisioner.providers.gcp_cluster_request import node_body
@@ -45,8 +45,9 @@ def test_the_loser_of_a_concurrent_create_leaves_the_winners_nodes(emu, monkeypa
         winner._clusters.group().create(spec.name, str(OFFER.zone), body, 3, compact=False)
 
     monkeypatch.setattr(GceClusters, "_ensure_internal_rule", race)
-    with pytest.raises(ConflictError, match="another `trainvm up` of this cluster"):
-        loser.create(spec, OFFER)
+    with pytest.raises(AttemptInProgressError, match="another `trainvm up` is creating cluster") as err:
+        loser.create(spec, OFFER)  # never a failover to another zone, where a second cluster would be billed
+    assert err.value.exit_code == 5 and err.value.cleanup == "verified" and "left after" not in str(err.value)
     nodes = winner.cluster_nodes(spec.name)
     assert [n.rank for n in nodes] == [0, 1, 2] and {n.state for n in nodes} == {"RUNNING"}
     assert loser.create(spec, OFFER).adopted  # the re-run adopts the winner's cluster
