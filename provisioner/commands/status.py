@@ -9,6 +9,9 @@ A VM of an older trainvm without that label gets the catalog's on-demand price w
 and no price when it is (its spot price is not known). "Cost so far" counts only running time the cloud
 reports: the hours since the last start while it runs, the last run (last start to last stop) once it is
 stopped, so it never grows while the VM is stopped; where the cloud reports no start time it is unknown.
+Azure reports only the end of a VM's last control-plane operation (``last_start_is_latest``): while the VM
+runs it started then or earlier, so its run and cost are shown as "at least" (``>=``, JSON
+``cost_so_far_is_minimum``); once it is stopped the start of its last run is unknown.
 """
 
 from __future__ import annotations
@@ -65,10 +68,11 @@ def _row(r: InstanceRecord) -> dict[str, Any]:
     price, source = _price_for(r)
     hours = running_hours(r)
     running = r.state.upper() in RUNNING_STATES
+    cost = None if (price is None or hours is None) else round(price * hours, 2)
     return {**r.to_json(), "price_hourly": price, "price_source": source, "billing_compute": running,
             "last_start": r.last_start, "last_stop": r.last_stop,
             "uptime_hours": None if hours is None else round(hours, 2),
-            "cost_so_far": None if (price is None or hours is None) else round(price * hours, 2)}
+            "cost_so_far": cost, "cost_so_far_is_minimum": cost is not None and r.last_start_is_latest}
 
 
 def _sum(values: list[float | None]) -> float | None:
@@ -86,7 +90,7 @@ def _cluster_row(name: str, nodes: list[InstanceRecord]) -> dict[str, Any]:
             "price_hourly_per_node": first["price_hourly"], "price_hourly": _sum([m["price_hourly"] for m in members]),
             "billing_compute": any(m["billing_compute"] for m in members),
             "uptime_hours": max(hours) if hours else None, "cost_so_far": _sum([m["cost_so_far"] for m in members]),
-            "members": members}
+            "cost_so_far_is_minimum": any(m["cost_so_far_is_minimum"] for m in members), "members": members}
 
 
 def rows_of(records: list[InstanceRecord]) -> list[dict[str, Any]]:
@@ -138,5 +142,6 @@ def _add_row(table: Any, v: dict[str, Any], name: str) -> None:
     price = "unknown" if p is None else f"${p:.3f}" + (" (catalog)" if v["price_source"] == "catalog" else "")
     if not v["billing_compute"]:
         price += ", not billing compute"
+    at_least = ">= " if v["cost_so_far_is_minimum"] else ""
     table.add_row(name, v["cloud"], v["zone"] or v["region"], v["instance_type"], v["state"], v["profile"] or "-",
-                  price, "unknown" if h is None else f"{h:.1f} h", "unknown" if cost is None else f"${cost:.2f}")
+                  price, "unknown" if h is None else f"{at_least}{h:.1f} h", "unknown" if cost is None else f"{at_least}${cost:.2f}")

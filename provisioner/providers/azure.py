@@ -41,6 +41,7 @@ from provisioner.providers import azure_request as R
 from provisioner.providers.azure_clients import Settings, default_credential, make_clients
 from provisioner.providers.azure_create import CreateTransaction
 from provisioner.providers.azure_lease import MANAGED, GroupLease, _props
+from provisioner.providers.azure_power import latest_start, vm_state
 from provisioner.providers.base import (
     ConflictError,
     InstanceRecord,
@@ -333,18 +334,8 @@ class AzureProvider(CreateTransaction, GroupLease):
             name=name, cloud=self.NAME, region=vm.get("location") or "", zone=None,
             instance_type=(props.get("hardwareProfile") or {}).get("vmSize") or "", state=vm_state(props),
             profile=tags.get("trainvm-profile"), hash=tags.get("trainvm-hash"), price_hourly=price_from_labels(tags),
-            created=props.get("timeCreated"), ip=ip or None, image=R.image_urn(storage.get("imageReference")),
+            created=props.get("timeCreated"), last_start=latest_start(props), last_start_is_latest=True, ip=ip or None, image=R.image_urn(storage.get("imageReference")),
             ssh_command=f"ssh {R.ADMIN_USER}@{ip}" if ip else None, ssh_user=R.ADMIN_USER, notes=tuple(notes or ()), adopted=existing,
             spot=props.get("priority") == "Spot", owner=tags.get("trainvm-owner"), cloud_id=vm.get("id"))
 
 
-def vm_state(props: dict[str, Any]) -> str:
-    """RUNNING / STOPPED / DEALLOCATED... from the power state; the provisioning state while not Succeeded."""
-    prov = props.get("provisioningState") or "Unknown"
-    if prov != "Succeeded":
-        return {"Creating": "PROVISIONING", "Canceled": "FAILED"}.get(prov, prov.upper())
-    for st in (props.get("instanceView") or {}).get("statuses") or []:
-        code = st.get("code") or ""
-        if code.startswith("PowerState/"):
-            return code.split("/", 1)[1].upper()
-    return "SUCCEEDED"

@@ -31,6 +31,7 @@ from provisioner.providers import azure_errors as errs
 from provisioner.providers import azure_group_request as G
 from provisioner.providers import azure_request as R
 from provisioner.providers.azure_lease import LEASE, LEASE_UNTIL, MANAGED, _lease, _lease_live, _props, refuse_foreign
+from provisioner.providers.azure_power import latest_start, vm_state
 from provisioner.providers.azure_roles import grant_lifecycle_role
 from provisioner.providers.base import (
     AttemptInProgressError,
@@ -92,18 +93,6 @@ def _addresses(p: Any, rg: str, name: str) -> tuple[dict[str, str], dict[str, st
     return private, public
 
 
-def _state(inst: dict[str, Any]) -> str:
-    props = _props(inst)
-    prov = props.get("provisioningState") or "Unknown"
-    if prov != "Succeeded":
-        return {"Creating": "PROVISIONING", "Canceled": "FAILED"}.get(prov, prov.upper())
-    for st in (props.get("instanceView") or {}).get("statuses") or []:
-        code = st.get("code") or ""
-        if code.startswith("PowerState/"):
-            return code.split("/", 1)[1].upper()
-    return "SUCCEEDED"
-
-
 def node_records(p: Any, vmss: dict[str, Any], notes: list[str] | None = None, existing: bool = False) -> list[InstanceRecord]:
     """The scale set's nodes in rank order."""
     name, tags = vmss.get("name") or "", vmss.get("tags") or {}
@@ -118,9 +107,9 @@ def node_records(p: Any, vmss: dict[str, Any], notes: list[str] | None = None, e
         storage = _props(inst).get("storageProfile") or {}
         out.append(InstanceRecord(
             name=G.node_name(name, rank), cloud="azure", region=vmss.get("location") or "", zone=None,
-            instance_type=(vmss.get("sku") or {}).get("name") or "", state=_state(inst),
+            instance_type=(vmss.get("sku") or {}).get("name") or "", state=vm_state(_props(inst)),
             profile=tags.get("trainvm-profile"), hash=tags.get("trainvm-hash"), price_hourly=price_from_labels(tags),
-            created=_props(inst).get("timeCreated"), ip=ip, image=R.image_urn(storage.get("imageReference")),
+            created=_props(inst).get("timeCreated"), last_start=latest_start(_props(inst)), last_start_is_latest=True, ip=ip, image=R.image_urn(storage.get("imageReference")),
             ssh_command=f"ssh {R.ADMIN_USER}@{ip}" if ip else None, ssh_user=R.ADMIN_USER,
             notes=tuple(notes or ()) if rank == 0 else (), adopted=existing,
             spot=(_props(vmss).get("virtualMachineProfile") or {}).get("priority") == "Spot",

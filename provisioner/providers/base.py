@@ -90,6 +90,9 @@ class InstanceRecord:
     #: when the VM last started / stopped, as the cloud reports it (None: the cloud does not say)
     last_start: str | None = None
     last_stop: str | None = None
+    #: ``last_start`` is only the latest time the VM can have started (Azure: the end of its last control-plane
+    #: operation), so a running cost counted from it is a lower bound
+    last_start_is_latest: bool = False
     #: how to open SSH to it (the cloud's own CLI, or ``ssh user@ip``); None while it has no address
     ssh_command: str | None = None
     #: the login user for SSH (None: the provider's default)

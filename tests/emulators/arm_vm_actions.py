@@ -1,6 +1,10 @@
 """VM actions of the ARM emulator: runCommand, start/powerOff/deallocate/restart, boot diagnostics and the
 serial log they point at. Mixed into arm_state.State.
 
+A power action sets the time of the VM's ProvisioningState/succeeded status to its completion, as Azure
+does for any update; the emulator does not model the PowerState/starting, stopping, deallocating statuses
+seen while the action runs (the power state changes when the operation completes).
+
 Error codes marked (*) below are the ones seen in real Azure output (public issue reports or the
 knowledge file); the others are approximations with the right HTTP status.
 """
@@ -8,7 +12,7 @@ from __future__ import annotations
 
 from . import arm_schemas as S
 from . import arm_validate as V
-from .arm_catalog import COMP, VM_T
+from .arm_catalog import COMP, VM_T, now
 from .arm_faults import not_found
 from .arm_validate import ArmError
 
@@ -68,7 +72,9 @@ class VmActionsMixin:
                            "run).")
 
         def finish(fail):
-            rec["extra"]["power"] = target[action.lower()]
+            # a start/powerOff/deallocate/restart is a control-plane update: its completion is the time of the
+            # instance view's ProvisioningState/succeeded status (PowerState statuses carry no time), as in Azure
+            rec["extra"]["power"], rec["extra"]["end"] = target[action.lower()], now()
         never = bool(self.take_fault("lro", *method_path))
         return self.new_op(COMP, rec["location"], polls, finish, never)
 

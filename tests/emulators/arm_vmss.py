@@ -295,7 +295,8 @@ class VmssMixin:
                          "displayStatus": "Provisioning failed", "message": err["message"]}]
         else:
             statuses = [{"code": f"ProvisioningState/{inst['state'].lower()}", "level": "Info",
-                         "displayStatus": f"Provisioning {inst['state'].lower()}", "time": inst["created"]}]
+                         "displayStatus": f"Provisioning {inst['state'].lower()}",
+                         "time": inst.get("end") or inst["created"]}]
         if inst["power"]:
             statuses.append({"code": f"PowerState/{inst['power']}", "level": "Info",
                              "displayStatus": f"VM {inst['power']}"})
@@ -362,8 +363,8 @@ class VmssMixin:
 
         def finish(fail):
             for i in ids or list(insts):
-                if insts[i]["state"] == "Succeeded":
-                    insts[i]["power"] = target
+                if insts[i]["state"] == "Succeeded":  # an update: it sets the ProvisioningState time, as in Azure
+                    insts[i]["power"], insts[i]["end"] = target, now()
         never = bool(self.take_fault("lro", *method_path))
         return self.new_op(COMP, rec["location"], polls, finish, never)
 
