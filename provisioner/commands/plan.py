@@ -125,7 +125,7 @@ def run_plan(
 
 
 def _egress(loaded: Any, offer: Any) -> list[dict[str, Any]]:
-    from provisioner.providers.registry import egress_estimate
+    from provisioner.providers.access import egress_estimate
 
     return egress_estimate([(d.source, d.size_gib) for d in loaded.profile.data], offer.cloud)
 
@@ -177,7 +177,7 @@ def _print_plan(loaded: Any, plan: Any, applied: dict[str, Any], top: int, hours
     out.print(f"chosen: {c.cloud} {c.zone or c.region} {c.instance_type}{f' x{nodes} nodes' if nodes > 1 else ''}; {est}")
     for line in cluster_lines(loaded, plan):
         out.print(line)
-    from provisioner.providers.registry import egress_basis
+    from provisioner.providers.access import egress_basis
 
     for e in _egress(loaded, c):
         out.print(f"data egress: {e['source']} ({e['size_gib']:g} GiB) from {e['from']} to {e['to']}: about "

@@ -43,11 +43,11 @@ def run_render(path: Path, *, cloud: str, out: Path | None, regions: list[str] |
         from provisioner.providers.registry import cluster_clouds, provisionable
 
         review_only = not provisionable(cloud) or (request.nodes > 1 and cloud not in cluster_clouds())
-        relaxed = replace(request, include_unprovisionable=review_only, data_excluded_clouds={})
+        relaxed = replace(request, include_unprovisionable=review_only, data_excluded_clouds={}, secret_excluded_clouds={})
         offer = plan_fn(relaxed, catalog, plan.catalog_date).chosen
-        if offer is not None and cloud in request.data_excluded_clouds:
-            notice("warning", f"{request.data_excluded_clouds[cloud]}; "
-                              f"`plan` and `up` rule {cloud} out for this profile (script shown for review only)")
+        for why in (request.data_excluded_clouds.get(cloud), request.secret_excluded_clouds.get(cloud)):
+            if offer is not None and why:
+                notice("warning", f"{why}; `plan` and `up` rule {cloud} out for this profile (script shown for review only)")
     if offer is None:
         raise NoFeasibleOfferError(no_offer_message(plan, catalog))
     rendered = render_for_offer(loaded, offer)

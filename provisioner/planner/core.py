@@ -183,6 +183,8 @@ def diagnose(offer: Offer, request: PlanRequest,
         out.append("cluster")
     if o.cloud in req.data_excluded_clouds:
         out.append("data_locality")
+    if o.cloud in req.secret_excluded_clouds:
+        out.append("secret_store")
     if req.gpu_names is not None and o.gpu_name not in req.gpu_names:
         out.append("gpu_name")
     if req.min_gpu_memory_gib is not None and o.gpu_memory_gib < req.min_gpu_memory_gib:
@@ -235,6 +237,7 @@ def plan(request: PlanRequest, catalog: Catalog, today: date) -> Plan:
     flag_reasons = ck.flag_reasons_of
     spot, maxp = req.spot, req.max_price_per_hour
     data_ex = req.data_excluded_clouds
+    secret_ex = req.secret_excluded_clouds
     compact = req.compact_families
     no_cluster = frozenset() if req.nodes == 1 or allow_unprov else frozenset(CLOUD_NAMES) - ck.cluster
 
@@ -296,6 +299,9 @@ def plan(request: PlanRequest, catalog: Catalog, today: date) -> Plan:
         if names is not None and o.gpu_name not in names:
             n += 1
             first = "gpu_name"
+        if secret_ex and o.cloud in secret_ex:
+            n += 1
+            first = "secret_store"
         if data_ex and o.cloud in data_ex:
             n += 1
             first = "data_locality"

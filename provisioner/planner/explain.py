@@ -13,7 +13,7 @@ NOT_USER_RELAXABLE = frozenset({"not_provisionable", "cluster", "retired", "frac
 #: How big a change relaxing a reason is: placement first (same hardware elsewhere or at another
 #: price), then the host around the GPU, then the GPU itself, then what the user cannot change.
 RELAX_GROUP = {
-    "region": 0, "cloud": 0, "spot_unavailable": 0, "max_price": 0, "data_locality": 0,
+    "region": 0, "cloud": 0, "spot_unavailable": 0, "max_price": 0, "data_locality": 0, "secret_store": 0,
     "vcpus": 1, "memory": 1, "local_nvme": 1, "disk_type": 1, "os_image": 1, "placement": 0,
     "gpu_memory": 2, "gpu_count": 2, "gpu_name": 2, "stack_incompatible": 2,
     **{r: 3 for r in NOT_USER_RELAXABLE},
@@ -41,6 +41,7 @@ def reason_text(reason: str, offer: Offer, request: PlanRequest) -> str:
         "not_provisionable": f"{o.cloud} is not provisionable yet (shown for comparison)",
         "cluster": f"trainvm cannot create {r.nodes}-node clusters on {o.cloud} yet (hardware.nodes: 1 for one VM)",
         "data_locality": r.data_excluded_clouds.get(o.cloud, f"{o.cloud} cannot read the data"),
+        "secret_store": r.secret_excluded_clouds.get(o.cloud, f"{o.cloud} cannot read a secret of the profile"),
         "gpu_name": f"accept {o.gpu_name}",
         "gpu_memory": f"accept {o.gpu_memory_gib:g} GiB per GPU",
         "stack_incompatible": f"a stack that runs on {o.gpu_name} "

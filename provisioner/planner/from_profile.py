@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING
 from provisioner.compat.facts import load_facts
 from provisioner.compat.rules import compatible_gpus
 from provisioner.profile import LoadedProfile
-from provisioner.providers.registry import compactable_families, data_locality_exclusions
+from provisioner.providers.access import data_locality_exclusions, secret_store_exclusions
+from provisioner.providers.registry import compactable_families
 
 if TYPE_CHECKING:
     from provisioner.catalog.models import Catalog
@@ -109,6 +110,7 @@ def build_request(loaded: LoadedProfile, overrides: Overrides | None = None) -> 
         stack_excluded_gpus=excluded,
         data_excluded_clouds=data_locality_exclusions([(d.source, d.credential) for d in p.data],
                                                       tuple(ov.clouds or p.placement.clouds)),
+        secret_excluded_clouds=secret_store_exclusions(list(loaded.secret_refs), tuple(ov.clouds or p.placement.clouds)),
         nodes=p.hardware.nodes,
         compact_families=(compactable_families(tuple(ov.clouds or p.placement.clouds))
                           if p.hardware.nodes > 1 and p.placement.compact else None),

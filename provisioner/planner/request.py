@@ -22,6 +22,7 @@ REASONS: tuple[str, ...] = (
     "not_provisionable",   # trainvm cannot create VMs on that cloud yet (AWS)
     "cluster",             # nodes > 1 and trainvm cannot create clusters on that cloud yet (registry group_engine)
     "data_locality",       # a VM on that cloud cannot read a data source (no native access, no credential)
+    "secret_store",        # a VM on that cloud cannot read a secret:// reference of the profile (stack.env)
     "gpu_name",            # GPU model not among the accepted names
     "gpu_memory",          # memory per GPU below min_gpu_memory_gib
     "stack_incompatible",  # the pinned stack cannot run on that GPU (compat engine)
@@ -64,6 +65,8 @@ class PlanRequest:
     provisionable_clouds: frozenset[str] | None = None
     #: cloud -> why a VM there cannot read the profile's data (providers.registry)
     data_excluded_clouds: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    #: cloud -> why a VM there cannot read a secret:// reference of the profile outside data[] (providers.access)
+    secret_excluded_clouds: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     #: identical VMs wanted (prices in the plan stay per VM; ``plan`` multiplies for the cluster)
     nodes: int = 1
     #: (cloud, family) pairs allowed when compact placement is required; None: no such requirement
@@ -106,6 +109,7 @@ class PlanRequest:
             raise ValueError("max_failover_premium must be >= 0")
         put(self, "stack_excluded_gpus", MappingProxyType(dict(self.stack_excluded_gpus)))
         put(self, "data_excluded_clouds", MappingProxyType(dict(self.data_excluded_clouds)))
+        put(self, "secret_excluded_clouds", MappingProxyType(dict(self.secret_excluded_clouds)))
 
     def describe_gpu(self) -> str:
         """``H100 x8`` / ``any GPU with >= 24 GiB x1`` for messages."""
@@ -127,6 +131,7 @@ class PlanRequest:
             "stack_excluded_gpus": dict(sorted(self.stack_excluded_gpus.items())),
             "include_unprovisionable": self.include_unprovisionable,
             "data_excluded_clouds": dict(sorted(self.data_excluded_clouds.items())),
+            "secret_excluded_clouds": dict(sorted(self.secret_excluded_clouds.items())),
             "nodes": self.nodes, "compact_required": self.compact_families is not None,
         }
 

@@ -43,6 +43,8 @@ class LoadedProfile:
     lock_path: Path | None = None
     lock_state: str = "none"  # none | fresh | stale (the profile changed since `trainvm lock`)
     sources: tuple[Any, ...] = ()  # provisioner.lock.sources.UsedSource: team sources the profile extends
+    #: every secret:// reference outside data[].credential (stack.env values): (field and file:line, reference)
+    secret_refs: tuple[tuple[str, str], ...] = ()
 
 
 def _loc_path(loc: tuple[Any, ...]) -> tuple[tuple[str | int, ...], str]:
@@ -229,7 +231,33 @@ def load_profile(path: str | Path, *, compat: bool = True, upgrade: bool = False
         lock_path=lock_path if lock is not None else None,
         lock_state=lock_state,
         sources=tuple(resolver.used),
+        secret_refs=tuple((f"{text} ({_where(doc, path)})", ref) for path, text, ref in secret_references(profile)),
     )
+
+
+def secret_references(profile: Any) -> list[tuple[tuple[str | int, ...], str, str]]:
+    """(path, dotted path, reference) of every ``secret://`` string in the profile except ``data[].credential``
+    (the data-locality rule covers those): today the secret ``stack.env`` values, and any field added later."""
+    out: list[tuple[tuple[str | int, ...], str, str]] = []
+
+    def walk(node: Any, path: tuple[str | int, ...]) -> None:
+        if isinstance(node, dict):
+            for k, v in node.items():
+                walk(v, (*path, k))
+        elif isinstance(node, list):
+            for i, v in enumerate(node):
+                walk(v, (*path, i))
+        elif isinstance(node, str) and node.startswith("secret://"):
+            if not (len(path) == 3 and path[0] == "data" and path[2] == "credential"):
+                out.append((path, _loc_path(path)[1], node))
+
+    walk(profile.model_dump(mode="json"), ())
+    return out
+
+
+def _where(doc: Located, path: tuple[str | int, ...]) -> str:
+    file, line = doc.where(path)
+    return f"{file}:{line}" if file and line else (file or "the profile")
 
 
 def _split_path(text: str) -> tuple[str | int, ...]:

@@ -29,7 +29,8 @@ Per-cloud facts and their sources:
 * ``ssh_default``: who can reach port 22 when neither ``placement.ssh_from`` nor ``--ssh-from`` is set.
 * ``lifecycle``: what stop/delete do and what keeps billing (providers/lifecycle.py words it).
 * ``nvswitch_shapes``: 8-GPU HGX shapes whose GPUs talk through NVSwitch (they need fabric manager).
-* egress list prices: data/egress.yaml (each with its source URL).
+* what a VM can read (data locality, secret stores) and what a cross-cloud copy costs: providers/access.py
+  (egress prices: data/egress.yaml, each with its source and whether it was checked).
 """
 
 from __future__ import annotations
@@ -315,74 +316,6 @@ NATIVE_SCHEMES: Mapping[str, frozenset[str]] = MappingProxyType({n: c.native_sch
 def secret_kind(ref: str) -> str:
     """``secret://KIND/...`` -> KIND."""
     return ref[len("secret://"):].split("/", 1)[0]
-
-
-def data_locality_exclusions(items: list[tuple[str, str | None]], clouds: tuple[str, ...]) -> dict[str, str]:
-    """cloud -> why a VM there cannot read the profile's data, for ``items`` = (source URL, its
-    ``data[].credential`` reference or None). A source is readable where its scheme is native or public, or
-    with a credential that the VM can itself read (its secret store is one of the cloud's ``secret_kinds``)."""
-    out: dict[str, str] = {}
-    for cloud in clouds:
-        for source, credential in items:
-            scheme = source.split("://", 1)[0]
-            if reads_natively(cloud, scheme):
-                continue
-            if credential and secret_kind(credential) in CLOUDS[cloud].secret_kinds:
-                continue
-            if credential:
-                stores = ", ".join(f"secret://{k}/..." for k in sorted(CLOUDS[cloud].secret_kinds))
-                out[cloud] = (f"{source}: its data[].credential {credential} is in a secret store that a VM on {cloud} cannot "
-                              f"read with its own identity (a VM on {cloud} reads {stores})")
-                break
-            native = ", ".join(native_clouds(scheme)) or "no cloud"
-            out[cloud] = (f"{source} is read natively only on {native}; a VM on {cloud} needs data[].credential "
-                          f"(a secret:// reference) or an https:// URL")
-            break
-    return out
-
-
-def egress_prices() -> dict[str, dict[str, object]]:
-    """Per-cloud internet egress prices (data/egress.yaml): each with ``source``, ``checked`` (read from
-    the provider's own page or price API) and, when not checked, the official ``api`` it was not read from."""
-    from pathlib import Path
-
-    from ruamel.yaml import YAML
-
-    doc = YAML(typ="safe").load((Path(__file__).parent / "data" / "egress.yaml").read_text())
-    return {c: dict(v, as_of=doc["as_of"]) for c, v in doc["clouds"].items()}
-
-
-GB_PER_GIB = 1.073741824
-
-
-def egress_estimate(items: list[tuple[str, float | None]], cloud: str) -> list[dict[str, object]]:
-    """What copying each sized ``(source, size_gib)`` to a VM on ``cloud`` costs in the source cloud's
-    internet egress (nothing for same-cloud sources; https:// sources have no known source cloud).
-    ``checked`` is False where the price was not read from an official source: output calls it an estimate."""
-    prices = egress_prices()
-    out: list[dict[str, object]] = []
-    for source, size in items:
-        owners = native_clouds(source.split("://", 1)[0])
-        if size is None or not owners or cloud in owners:
-            continue
-        price = prices.get(owners[0])
-        if price is None:
-            continue
-        usd_per_gb = float(price["usd_per_gb"])  # type: ignore[arg-type]
-        out.append({"source": source, "from": owners[0], "to": cloud, "size_gib": size, "usd_per_gb": usd_per_gb,
-                    "cost": round(size * GB_PER_GIB * usd_per_gb, 2), "price_source": price["source"],
-                    "checked": bool(price["checked"]), "price_as_of": price["as_of"],
-                    "not_checked_against": None if price["checked"] else price["api"]})
-    return out
-
-
-def egress_basis(e: Mapping[str, object]) -> str:
-    """How one ``egress_estimate`` item's price is known, for output: a list price with its source, or
-    an estimate that names the official source it was not checked against."""
-    if e["checked"]:
-        return f"${e['usd_per_gb']}/GB list price, {e['price_source']}, as of {e['price_as_of']}"
-    return (f"estimate: ${e['usd_per_gb']}/GB, not checked against {e['from']}'s official price list; "
-            f"see provisioner/providers/data/egress.yaml")
 
 
 def ssh_exposure(cloud: str, ssh_from: str | None) -> str:

@@ -9,7 +9,7 @@
   ``/etc/trainvm/credentials/data-N`` (0600) and passed to the copier; a credential the target cloud's VM
   cannot read, or a source it cannot read without one, makes ``unreadable`` non-empty: the script then stops
   in its first phase with ``failed:data`` (``trainvm render`` shows such a script for review only; ``plan``
-  and ``up`` rule that cloud out, providers/registry.py ``data_locality_exclusions``).
+  and ``up`` rule that cloud out, providers/access.py ``data_locality_exclusions``).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from provisioner.errors import RenderError
-from provisioner.providers.registry import data_locality_exclusions
+from provisioner.providers.access import data_locality_exclusions
 from provisioner.render.shell import template_dir
 
 #: the schemes copied by trainvm_copy.py with an SDK (every other data scheme is https://, copied by curl)

@@ -5,13 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from provisioner.providers.registry import (
-    NATIVE_SCHEMES,
-    data_locality_exclusions,
-    egress_basis,
-    egress_estimate,
-    egress_prices,
-)
+from provisioner.providers.access import data_locality_exclusions, egress_basis, egress_estimate, egress_prices
+from provisioner.providers.registry import NATIVE_SCHEMES
 from tests.helpers import EXAMPLES
 
 SOURCES = {"gs": "gs://bucket/corpus/", "s3": "s3://bucket/corpus/", "az": "az://account1/container/corpus/",

@@ -1,0 +1,102 @@
+"""What a VM on each cloud can read, and what copying data to it across clouds costs.
+
+* ``data_locality_exclusions``: clouds whose VM cannot read a data source (no native access and no
+  ``data[].credential`` in a secret store the VM reads with its own identity).
+* ``secret_store_exclusions``: clouds whose VM cannot read a ``secret://`` reference elsewhere in the profile
+  (``stack.env``): the startup script resolves it on the VM with the VM's own identity, so a reference to
+  another cloud's store would fail only there, after the driver install.
+* ``egress_prices`` / ``egress_estimate`` / ``egress_basis``: the source cloud's internet egress for sized data
+  (data/egress.yaml says where each price comes from and whether it was checked against an official source).
+
+The per-cloud facts (native schemes, secret kinds) are ``CloudSpec`` fields in registry.py. Pure data, no SDK.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from provisioner.providers.registry import CLOUDS, native_clouds, reads_natively, secret_kind
+
+
+def _stores(cloud: str) -> str:
+    return ", ".join(f"secret://{k}/..." for k in sorted(CLOUDS[cloud].secret_kinds))
+
+
+def data_locality_exclusions(items: list[tuple[str, str | None]], clouds: tuple[str, ...]) -> dict[str, str]:
+    """cloud -> why a VM there cannot read the profile's data, for ``items`` = (source URL, its
+    ``data[].credential`` reference or None). A source is readable where its scheme is native or public, or
+    with a credential that the VM can itself read (its secret store is one of the cloud's ``secret_kinds``)."""
+    out: dict[str, str] = {}
+    for cloud in clouds:
+        for source, credential in items:
+            scheme = source.split("://", 1)[0]
+            if reads_natively(cloud, scheme):
+                continue
+            if credential and secret_kind(credential) in CLOUDS[cloud].secret_kinds:
+                continue
+            if credential:
+                out[cloud] = (f"{source}: its data[].credential {credential} is in a secret store that a VM on {cloud} cannot "
+                              f"read with its own identity (a VM on {cloud} reads {_stores(cloud)})")
+                break
+            native = ", ".join(native_clouds(scheme)) or "no cloud"
+            out[cloud] = (f"{source} is read natively only on {native}; a VM on {cloud} needs data[].credential "
+                          f"(a secret:// reference) or an https:// URL")
+            break
+    return out
+
+
+def secret_store_exclusions(refs: list[tuple[str, str]], clouds: tuple[str, ...]) -> dict[str, str]:
+    """cloud -> why a VM there cannot read one of ``refs`` = (where in the profile, ``secret://`` reference),
+    e.g. ``("stack.env.TOKEN (train.yaml:7)", "secret://gcp/hf-token")``. The first unreadable one is named."""
+    out: dict[str, str] = {}
+    for cloud in clouds:
+        for where, ref in refs:
+            if secret_kind(ref) not in CLOUDS[cloud].secret_kinds:
+                out[cloud] = (f"{where}: {ref} is in a secret store that a VM on {cloud} cannot read with its own "
+                              f"identity (a VM on {cloud} reads {_stores(cloud)})")
+                break
+    return out
+
+
+def egress_prices() -> dict[str, dict[str, object]]:
+    """Per-cloud internet egress prices (data/egress.yaml): each with ``source``, ``checked`` (read from
+    the provider's own page or price API) and, when not checked, the official ``api`` it was not read from."""
+    from pathlib import Path
+
+    from ruamel.yaml import YAML
+
+    doc = YAML(typ="safe").load((Path(__file__).parent / "data" / "egress.yaml").read_text())
+    return {c: dict(v, as_of=doc["as_of"]) for c, v in doc["clouds"].items()}
+
+
+GB_PER_GIB = 1.073741824
+
+
+def egress_estimate(items: list[tuple[str, float | None]], cloud: str) -> list[dict[str, object]]:
+    """What copying each sized ``(source, size_gib)`` to a VM on ``cloud`` costs in the source cloud's
+    internet egress (nothing for same-cloud sources; https:// sources have no known source cloud).
+    ``checked`` is False where the price was not read from an official source: output calls it an estimate."""
+    prices = egress_prices()
+    out: list[dict[str, object]] = []
+    for source, size in items:
+        owners = native_clouds(source.split("://", 1)[0])
+        if size is None or not owners or cloud in owners:
+            continue
+        price = prices.get(owners[0])
+        if price is None:
+            continue
+        usd_per_gb = float(price["usd_per_gb"])  # type: ignore[arg-type]
+        out.append({"source": source, "from": owners[0], "to": cloud, "size_gib": size, "usd_per_gb": usd_per_gb,
+                    "cost": round(size * GB_PER_GIB * usd_per_gb, 2), "price_source": price["source"],
+                    "checked": bool(price["checked"]), "price_as_of": price["as_of"],
+                    "not_checked_against": None if price["checked"] else price["api"]})
+    return out
+
+
+def egress_basis(e: Mapping[str, object]) -> str:
+    """How one ``egress_estimate`` item's price is known, for output: a list price with its source, or
+    an estimate that names the official source it was not checked against."""
+    if e["checked"]:
+        return f"${e['usd_per_gb']}/GB list price, {e['price_source']}, as of {e['price_as_of']}"
+    return (f"estimate: ${e['usd_per_gb']}/GB, not checked against {e['from']}'s official price list; "
+            f"see provisioner/providers/data/egress.yaml")
