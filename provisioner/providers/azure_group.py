@@ -9,7 +9,11 @@ instances allocated. After any failure the instances that exist are counted for 
 whole resource group (scale set, instances, NICs, IPs, PPG, network) is deleted, awaited and checked gone
 (the error's ``cleanup``); an allocation failure raises CapacityError, so failover moves the whole group.
 A leftover with this profile hash that succeeded is returned (adopted); a failed one is deleted first.
-While another live ``up`` holds the group's lease this one stops (it does not wait for a cluster).
+While another live ``up`` holds the group's lease this one joins it (``_join``): it writes nothing and waits, bounded,
+for that cluster to be complete (Succeeded, all N nodes in the node list), and returns it; that ``up`` failing
+first, or the deadline, stops this one (AttemptInProgressError, no failover). Joining is safe because the joiner
+only reads, and "complete" is what a re-run's adoption already requires. Window left: a failure of the other
+``up`` after it wrote the node list (its lifecycle role grant) deletes a cluster a joiner has already returned.
 
 Nodes: ``NAME-K`` for rank K (instance ids in numeric order); each record carries cluster/rank/nodes, its
 public IP and power state. ``find`` returns rank 0; ``stop``/``start`` deallocate/start the whole scale set;
@@ -43,6 +47,7 @@ from provisioner.providers.base import (
     VanishedError,
     price_from_labels,
 )
+from provisioner.providers.poll import poll
 from provisioner.verify.report import StackReport, decode_report
 
 PARALLEL = 16
@@ -215,13 +220,12 @@ def create(p: Any, spec: LaunchSpec, offer: Offer) -> InstanceRecord:
         raise ConflictError(f"a single VM named {spec.name} exists; run `trainvm down {spec.name}` or pass --name")
     existing = get_scale_set(p, spec.name)
     if existing is not None:
-        adopted = _adopt(p, existing, spec, notes)
+        adopted = _adopt(p, existing, spec, notes, deadline)
         if adopted is not None:
             return adopted
     group = p._get_group(n.rg)
     if group is not None and _lease(group) is not None and _lease_live(group):
-        raise AttemptInProgressError(f"another `trainvm up` ({_lease(group)}) is creating cluster {spec.name}; not "
-                                     f"touching its resource group {n.rg}", name=spec.name, where=n.rg, other=_lease(group))
+        return _join(p, spec, notes, deadline, str(_lease(group)))
     attempt = f"{socket.gethostname()[:40]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
     p._prepare_group(n.rg, offer.region, deadline)
     image = p.image_for(spec, offer)
@@ -312,17 +316,51 @@ def write_node_list(p: Any, name: str, instances: list[dict[str, Any]], deadline
     p._wait(poller, deadline, f"writing the node list of {name}")
 
 
-def _adopt(p: Any, vmss: dict[str, Any], spec: LaunchSpec, notes: list[str]) -> InstanceRecord | None:
-    n, tags = R.names(spec.name), vmss.get("tags") or {}
-    refuse_foreign(vmss, spec, n.rg, "scale set", "cluster")
+def _complete(vmss: dict[str, Any] | None, spec: LaunchSpec) -> bool:
+    """The scale set is Succeeded and carries the node list of all N nodes (its create's last write before the role)."""
     from provisioner.render.cluster import parse_node_list
 
-    state = _props(vmss).get("provisioningState")
-    if state == "Succeeded" and len(parse_node_list(tags)) == spec.nodes:
+    return (vmss is not None and _props(vmss).get("provisioningState") == "Succeeded"
+            and len(parse_node_list(vmss.get("tags") or {})) == spec.nodes)
+
+
+def _adopt(p: Any, vmss: dict[str, Any], spec: LaunchSpec, notes: list[str], deadline: float) -> InstanceRecord | None:
+    n = R.names(spec.name)
+    refuse_foreign(vmss, spec, n.rg, "scale set", "cluster")
+    if _complete(vmss, spec):
         return node_records(p, vmss, notes=notes, existing=True)[0]
     group = p._get_group(n.rg)
     if group is not None and _lease(group) is not None and _lease_live(group):
-        raise AttemptInProgressError(f"another `trainvm up` ({_lease(group)}) is creating cluster {spec.name}",
-                                     name=spec.name, where=n.rg, other=_lease(group))
+        return _join(p, spec, notes, deadline, str(_lease(group)))
     p._delete_group(n.rg, wait=True)  # a failed or unfinished leftover: start again from nothing
     return None
+
+
+def _join(p: Any, spec: LaunchSpec, notes: list[str], deadline: float, other: str) -> InstanceRecord:
+    """Another live ``up`` (lease ``other``) is creating this cluster: wait, bounded, writing nothing, until its scale
+    set is complete, and return it (adopted, naming that ``up``), as a single VM's create joins another's VM. That
+    lease ending or changing hands first (its create failed: it deleted the group and goes on with its own
+    failover), or the deadline, is AttemptInProgressError: this ``up`` never creates a cluster beside it."""
+    n = R.names(spec.name)
+
+    def check() -> dict[str, Any] | None:
+        vmss = get_scale_set(p, spec.name)
+        if _complete(vmss, spec):
+            return vmss
+        group = p._get_group(n.rg)
+        if group is None or _lease(group) != other or not _lease_live(group):
+            raise AttemptInProgressError(
+                f"another `trainvm up` ({other}) was creating cluster {spec.name} and gave it up without a complete "
+                "cluster (its create failed; it goes on with its own failover); this `up` wrote nothing",
+                name=spec.name, where=n.rg, other=other, code="OtherAttemptFailed")
+        return None
+
+    def timed_out(last: Any) -> AttemptInProgressError:
+        return AttemptInProgressError(f"another `trainvm up` ({other}) is still creating cluster {spec.name} after "
+                                      f"{p.op_timeout:g} s; not touching its resource group {n.rg}",
+                                      name=spec.name, where=n.rg, other=other)
+
+    vmss: dict[str, Any] = poll(check, ready=lambda v: v is not None, deadline=deadline, timed_out=timed_out,  # type: ignore[arg-type]
+                                interval=p.poll_seconds, clock=p._clock, sleep=p._sleep)
+    refuse_foreign(vmss, spec, n.rg, "scale set", "cluster")
+    return node_records(p, vmss, notes=[*notes, f"created by another `trainvm up` ({other})"], existing=True)[0]

@@ -18,8 +18,11 @@ import pytest
 from provisioner.providers.azure import AzureProvider
 from provisioner.providers.azure_request import names
 from provisioner.provision.failover import provision
+from tests.azure.conftest import named
 
 T4 = "Standard_NC4as_T4_v3"
+A100 = "Standard_ND96asr_v4"
+VMSS = "/providers/Microsoft.Compute/virtualMachineScaleSets/"
 REGIONS = ("eastus", "eastus2", "westus2")
 HOLD = 30  # seconds a held request waits at most (a broken interleaving fails the test, it does not hang)
 
@@ -287,3 +290,87 @@ def test_winner_that_fails_after_the_loser_joined_it_is_reported_not_adopted(emu
     assert results["A"].region == "eastus2" and not results["A"].adopted
     vms = _vms(emu)
     assert len(vms) == 1 and emu.resource_groups() == [rg] and emu.state.group(rg)["location"] == "eastus2"
+
+
+# ------------------------------------------------------------------ a second cluster `up` under a live lease joins
+def _hold_scale_set_put(emu, rg, release):
+    """Hold the first scale-set PUT (the winner's) until ``release`` is set; returns the gate set when it arrives."""
+    arrived = Gate()
+
+    def before(method, path, body=None):
+        if method == "PUT" and VMSS in path and path.count("/") == 8 and not arrived.event.is_set():
+            arrived.set()
+            release.wait()
+    emu.before_request = before
+    return arrived
+
+
+def test_second_cluster_up_under_a_live_lease_joins_the_cluster(emu, t4_spec, offers):
+    """A (a live `up` of a 2-node cluster) holds the group's lease; its scale-set PUT is held until B has looked at
+    the group. Before the fix B stopped at once (AttemptInProgress, a RetryExhaustedError: failover went on to the
+    next region). Now B joins: it waits, writes nothing, and returns A's cluster (adopted, naming A)."""
+    spec = named(t4_spec, t4_spec.name, nodes=2, compact=True)
+    rg = names(spec.name).rg
+    release = Gate()
+    arrived = _hold_scale_set_put(emu, rg, release)
+    results: dict[str, object] = {}
+    chain = [offers[(r, A100)] for r in ("eastus", "westus2")]
+    a = _winner_in_thread(results, spec, chain[:1])
+    arrived.wait()
+    b_looked = Gate()
+
+    def after(method, path, body, status):
+        if method == "GET" and path.lower().endswith(f"/resourcegroups/{rg}".lower()) and arrived.event.is_set():
+            b_looked.set()
+            release.set()
+    emu.after_request = after
+    attempts: list = []
+    try:
+        result = provision(chain, lambda o: spec, lambda cloud: AzureProvider(), attempts.append)
+    finally:
+        release.set()
+        _log(attempts)
+        a.join(120)
+    assert not arrived.timed_out and not b_looked.timed_out
+    assert not isinstance(results["A"], Exception), results
+    other = emu.state.group(rg)["tags"]["trainvm-attempt"]
+    assert result.record.adopted and result.record.cluster == spec.name and result.record.region == "eastus"
+    assert any(f"created by another `trainvm up` ({other})" in note for note in result.record.notes)
+    assert [x.outcome for x in attempts] == ["created"]
+    assert len(emu.calls("PUT", VMSS + spec.name + "$")) <= 1 and emu.resource_groups() == [rg]
+    assert len([c for c in emu.calls("PUT", "/resourcegroups/[^/]+$")]) == 1  # B wrote no group
+
+
+def test_cluster_winner_that_fails_after_the_loser_joined_is_reported(emu, t4_spec, offers):
+    """As above, but A's scale set fails (AllocationFailed after 1 of 2 nodes) once B is waiting on it: A cleans up
+    and fails over to westus2; B reports A's failure (exit 5, naming A) and writes nothing."""
+    from provisioner.errors import EXIT_NOT_READY, TrainvmError
+
+    spec = named(t4_spec, t4_spec.name, nodes=2, compact=True)
+    rg = names(spec.name).rg
+    emu.inject("partial_capacity_lro", location="eastus", created=1)
+    release = Gate()
+    arrived = _hold_scale_set_put(emu, rg, release)
+    results: dict[str, object] = {}
+    chain = [offers[(r, A100)] for r in ("eastus", "westus2")]
+    a = _winner_in_thread(results, spec, chain)
+    arrived.wait()
+
+    def after(method, path, body, status):
+        if method == "GET" and path.lower().endswith(f"/resourcegroups/{rg}".lower()) and arrived.event.is_set():
+            release.set()
+    emu.after_request = after
+    attempts: list = []
+    try:
+        with pytest.raises(TrainvmError) as err:
+            provision(chain, lambda o: spec, lambda cloud: AzureProvider(), attempts.append)
+    finally:
+        release.set()
+        _log(attempts)
+        a.join(120)
+    e = err.value
+    assert e.exit_code == EXIT_NOT_READY and "another `trainvm up`" in str(e), e
+    assert [x.outcome for x in attempts] == ["in-progress"]
+    assert not isinstance(results["A"], Exception), results
+    assert results["A"].region == "westus2"
+    assert emu.resource_groups() == [rg] and emu.state.group(rg)["location"] == "westus2"
