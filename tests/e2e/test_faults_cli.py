@@ -118,3 +118,28 @@ def test_azure_down_during_pending_create_is_not_undone(cli, arm, az_t4):
     assert up.code == 3, up.err
     assert "was deleted while `up` waited for it" in up.err
     assert len(arm.calls("PUT", "/virtualMachines/")) == 1 and arm.resource_groups() == []
+
+
+def test_gce_up_while_another_up_creates_the_vm_is_exit_5_naming_what_to_do(cli, gce, env):
+    """Another `up` (its insert accepted, its VM PROVISIONING for good) holds the name: `up` waits its operation
+    timeout, then exits 5 saying so and what to do, with the attempt in --json; the VM is never deleted and no
+    other zone is tried (before: exit 3 "retry-exhausted" from a re-run, or, inside the failover walk, a second
+    VM in the next zone)."""
+    from provisioner.planner.from_profile import Overrides, make_plan
+    from provisioner.profile import load_profile
+    from provisioner.providers.gcp import GcpProvider
+    from provisioner.provision.launch import launch_spec
+
+    env.setenv("TRAINVM_GCE_OP_TIMEOUT", "1")
+    gce.inject("op_never_done", times=None)
+    loaded = load_profile(Path(T4))
+    plan = make_plan(loaded, Overrides(("gcp",), None, None)).plan
+    name = launch_spec(loaded, plan.chosen).name
+    GcpProvider().submit(launch_spec(loaded, plan.chosen), plan.chosen)
+    up = cli("up", T4, "--yes", "--json", "--cloud", "gcp")
+    assert up.code == 5, up.err
+    err = up.json()["error"]
+    assert "another `trainvm up`" in err["message"] and "still PROVISIONING" in err["message"]
+    assert f"`trainvm status {name}`" in err["hint"] and f"`trainvm down {name}`" in err["hint"]
+    assert len(gce.instances) == 1 and not gce.calls("instances.delete")
+    assert len(gce.calls("instances.insert")) <= 2  # the other `up`'s, and this one's replay of its requestId
