@@ -241,6 +241,8 @@ def instance_profile_arn(name: str) -> str:
 
 def role_policy(spec: LaunchSpec, region: str) -> dict[str, Any] | None:
     """The VM's least-privilege policy, or None when the VM calls no AWS API."""
+    from provisioner.providers.lifecycle import api_actions, guest_shutdown_action
+
     statements: list[dict[str, Any]] = []
     objects, listing = _s3_resources(spec.data_sources)
     if objects:
@@ -250,10 +252,12 @@ def role_policy(spec: LaunchSpec, region: str) -> dict[str, Any] | None:
     if secrets:  # Secrets Manager appends "-" and 6 random characters to a secret's ARN
         statements.append({"Effect": "Allow", "Action": "secretsmanager:GetSecretValue",
                            "Resource": [f"arn:aws:secretsmanager:{region}:*:secret:{s}-??????" for s in secrets]})
-    used = {a for a, on in ((spec.on_idle, spec.idle_shutdown_minutes), (spec.on_max_run, spec.max_run_hours)) if on}
-    if used:  # trainvm-lifecycle's EC2 call (the helper's api_aws): only the actions in use, only on this VM
+    used = [a for a, on in ((spec.on_idle, spec.idle_shutdown_minutes), (spec.on_max_run, spec.max_run_hours)) if on]
+    calls = api_actions(used, guest_shutdown_action(spec.on_idle, spec.on_max_run, spec.idle_shutdown_minutes,
+                                                    spec.max_run_hours))
+    if calls:  # trainvm-lifecycle's EC2 call (the helper's api_aws): only what a guest shutdown does not do, only this VM
         key = "trainvm-group" if spec.nodes > 1 else "Name"  # a cluster's nodes: aws_group_request.GROUP_TAG
-        statements.append({"Effect": "Allow", "Action": sorted(LIFECYCLE_CALLS[a] for a in used),
+        statements.append({"Effect": "Allow", "Action": sorted(LIFECYCLE_CALLS[a] for a in calls),
                            "Resource": f"arn:aws:ec2:{region}:*:instance/*",
                            "Condition": {"StringEquals": {f"aws:ResourceTag/{key}": spec.name},
                                          "ArnLike": {"ec2:InstanceProfile": instance_profile_arn(spec.name)}}})

@@ -34,11 +34,19 @@ def on_vm_max_run_seconds(cloud: str, hours: float | None) -> int:
 def guest_shutdown_action(on_idle: str, on_max_run: str, idle_minutes: int | None, max_run_hours: float | None) -> str:
     """Where the cloud lets the create request choose what a shutdown from inside the guest does (AWS
     ``InstanceInitiatedShutdownBehavior``): ``delete`` only when every lifecycle action in use is delete, else
-    ``stop``. The watchdog and the max-run timer fall back to that shutdown when the cloud's API cannot be called
-    from the VM (AWS images carry no AWS CLI), so a mixed setting always ends compute billing and never deletes
+    ``stop``. The watchdog and the max-run timer shut down that way for the action it does (api_actions), and fall
+    back to it when the VM's own call of the cloud's API for the other fails (AWS: the helper's signed
+    TerminateInstances, refused or unreachable), so a mixed setting always ends compute billing and never deletes
     what was meant to stop: its ``delete`` then stops (disks kept) instead."""
     used = ([on_idle] if idle_minutes else []) + ([on_max_run] if max_run_hours else [])
     return "delete" if used and all(a == "delete" for a in used) else "stop"
+
+
+def api_actions(used: list[str], shutdown_does: str) -> set[str]:
+    """The lifecycle actions in ``used`` that a shutdown from inside the guest (``shutdown_does``) does not do: the
+    VM does those through the cloud's API (AWS: the helper's EC2 TerminateInstances of a mixed stop/delete, which
+    the instance profile allows; a guest shutdown set to the one action in use is that action exactly)."""
+    return {a for a in used if a != shutdown_does}
 
 
 def guest_shutdown_does(cloud: str, lifecycle: Any) -> str:
@@ -52,15 +60,15 @@ def guest_shutdown_does(cloud: str, lifecycle: Any) -> str:
 
 def mixed_fallback_line(lifecycle: Any, cloud: str | None) -> str | None:
     """On a cloud whose guest shutdown is chosen at create, a mixed lifecycle (one action stop, the other
-    delete) ends in that shutdown when the VM cannot call the cloud's API: say what it really does."""
+    delete): the shutdown is set to stop, the delete is the VM's own API call; say what happens when that fails."""
     if cloud is None or cloud not in CLOUDS or CLOUDS[cloud].lifecycle.guest_shutdown != "settable":
         return None
     used = {a for a, on in ((lifecycle.on_idle, lifecycle.idle_shutdown_minutes), (lifecycle.on_max_run, lifecycle.max_run_hours)) if on}
     if used != {"stop", "delete"}:
         return None
-    return (f"mixed stop/delete on {cloud}: the VM's images have no CLI to call the cloud's API, so unless one is "
-            "installed both end in a guest shutdown set to stop: the `delete` stops the VM and keeps its disk "
-            "(it bills until `trainvm down`)")
+    return (f"mixed stop/delete on {cloud}: the `stop` is a guest shutdown set to stop, the `delete` the VM's own API call; "
+            "should that call fail, the `delete` also ends in that shutdown: it stops the VM and keeps its disk (it bills "
+            "until `trainvm down`)")
 
 
 SCRATCH_LOST = "local NVMe/scratch data is lost (re-staged on start)"

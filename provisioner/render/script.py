@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from provisioner.errors import RenderError
+from provisioner.providers.lifecycle import api_actions
 from provisioner.providers.registry import CLOUDS, UserDataEncoding
 from provisioner.render.compact import compact_shell
 from provisioner.render.context import RenderTarget, ScriptContext, build_context
@@ -91,12 +92,17 @@ def python_keep(ctx: ScriptContext) -> frozenset[str]:
     """The run-time-dispatched functions of the embedded Python this profile needs (compact.py
     DYNAMIC_PREFIXES): the helper's ``secret_KIND`` for each kind of ``secret://KIND/...`` reference in
     stack.env and in the data credentials, its ``cred_*`` credential code when there are data credentials,
-    and the copier's ``scheme_SCHEME`` for each copy tool."""
+    its ``api_CLOUD`` (trainvm-lifecycle's own call of the cloud's API, where the helper has one) when an action
+    of the idle watchdog or the max-run timer is one that a shutdown from inside the guest does not do (AWS: a
+    mixed stop/delete; a guest shutdown does the other action exactly, at no cost in user data), and the
+    copier's ``scheme_SCHEME`` for each copy tool."""
     env = json.loads(ctx.expected_json).get("env", {})
     refs = [v for v in env.values() if isinstance(v, str) and v.startswith("secret://")]
     creds = [d.credential for d in ctx.data if d.credential and d.tool] if ctx.datatools else []
     kinds = {v[len("secret://"):].split("/", 1)[0] for v in refs + creds}
     keep = {"secret_" + k.replace("-", "_") for k in kinds} | {"scheme_" + t.scheme for t in ctx.datatools}
+    used = [a for a, on in ((ctx.on_idle, ctx.idle_minutes), (ctx.on_max_run, ctx.max_run_seconds)) if on]
+    keep |= {"api_" + ctx.cloud} if api_actions(used, ctx.shutdown_does) else set()
     return frozenset(keep | ({"cred_file", "cred_hidden"} if creds else set()))
 
 

@@ -1,26 +1,30 @@
 #!/bin/bash
 # trainvm-lifecycle ACTION EVENT on EC2 (installed by the trainvm startup script; run by the idle
 # watchdog and the max-run timer). ACTION is lifecycle.on_idle / lifecycle.on_max_run: stop | delete.
-#   stop: StopInstances: compute billing ends, the EBS root volume stays (and bills); instance
+#   stop: the instance stops: compute billing ends, the EBS root volume stays (and bills); instance
 #         store data is lost.
-#   delete: TerminateInstances: the instance and its EBS root volume (DeleteOnTermination) go.
-# The EC2 API call needs an instance profile allowing ec2:StopInstances / ec2:TerminateInstances on
-# this instance, and the AWS CLI, which AWS's Ubuntu/Debian images do not have. Without them it falls back
-# to a shutdown from inside the guest, which does what the instance's InstanceInitiatedShutdownBehavior
-# says (terminate only when every lifecycle action in use is delete, else stop; written here as
-# SHUTDOWN_DOES): always when that is stop (it never loses more than asked) or equals ACTION.
+#   delete: the instance terminates: it and its EBS root volume (DeleteOnTermination) go.
+# A shutdown from inside the guest does what the instance's InstanceInitiatedShutdownBehavior says, set
+# at create (written here as SHUTDOWN_DOES): terminate when every lifecycle action in use is delete, else
+# stop. Where that is ACTION, this shuts down. Otherwise (a mixed stop/delete: ACTION delete, the
+# behaviour stop) the helper calls EC2 TerminateInstances itself (no AWS CLI: the images have none),
+# signed with the instance profile's credentials from IMDSv2 (the profile allows only the calls in use,
+# on this VM only); only when that call fails (after its own bounded retries) does this shut down, and
+# only where the shutdown behaviour loses no more than asked (stop).
 set -euo pipefail
 case ${1:-} in
-  stop) api=stop-instances ;;
-  delete) api=terminate-instances ;;
+  stop) api=Stop ;;
+  delete) api=Terminate ;;
   *) exit 2 ;;
 esac
-m=http://169.254.169.254/latest
-t=$(curl -fsS -m 10 -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 60' $m/api/token || true)
-get() { curl -fsS -m 10 -H "X-aws-ec2-metadata-token: $t" "$m/meta-data/$1" || true; }
-echo "trainvm: ${2:-}: aws ec2 $api"
-if aws ec2 $api --region "$(get placement/region)" --instance-ids "$(get instance-id)" >/dev/null; then exit 0; fi
-# the call failed: shut down only where the shutdown behaviour loses no more than asked
-grep -qx "SHUTDOWN_DOES=\(stop\|$1\)" "${TRAINVM_ROOT:-}/etc/trainvm/watchdog.conf"
-echo "trainvm: the EC2 call failed: shutting down (InstanceInitiatedShutdownBehavior)"
+conf=${TRAINVM_ROOT:-}/etc/trainvm/watchdog.conf
+does=$1
+if ! grep -qx "SHUTDOWN_DOES=$1" "$conf"; then
+  echo "trainvm: ${2:-}: EC2 ${api}Instances"
+  if python3 "${TRAINVM_ROOT:-}/var/lib/trainvm/lib/trainvm_helper.py" ec2 "${api,}"; then exit 0; fi
+  grep -qx SHUTDOWN_DOES=stop "$conf"
+  does=stop
+  echo "trainvm: the EC2 call failed"
+fi
+echo "trainvm: ${2:-}: shutting down from the guest: InstanceInitiatedShutdownBehavior does $does"
 systemctl poweroff

@@ -70,11 +70,11 @@ def test_placement_group_and_member_rule(spec) -> None:
 
 
 def test_the_role_of_a_node_may_stop_only_its_cluster(spec) -> None:
-    s = replace(spec, idle_shutdown_minutes=30)
-    [stmt] = [st for st in R.role_policy(s, "us-east-1")["Statement"] if "ec2:StopInstances" in st["Action"]]
+    s = replace(spec, idle_shutdown_minutes=30, on_idle="delete", max_run_hours=2, on_max_run="stop")  # mixed: EC2 call
+    [stmt] = [st for st in R.role_policy(s, "us-east-1")["Statement"] if "ec2:TerminateInstances" in st["Action"]]
     profile = {"ec2:InstanceProfile": f"arn:aws:iam::*:instance-profile/{spec.name}"}  # the nodes share it
     assert stmt["Condition"] == {"StringEquals": {f"aws:ResourceTag/{G.GROUP_TAG}": spec.name}, "ArnLike": profile}
-    [one] = [st for st in R.role_policy(replace(s, nodes=1), "us-east-1")["Statement"] if "ec2:StopInstances" in st["Action"]]
+    [one] = [st for st in R.role_policy(replace(s, nodes=1), "us-east-1")["Statement"] if "ec2:TerminateInstances" in st["Action"]]
     assert one["Condition"] == {"StringEquals": {"aws:ResourceTag/Name": spec.name}, "ArnLike": profile}
 
 

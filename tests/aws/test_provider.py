@@ -97,6 +97,26 @@ def test_no_ssh_from_no_inbound_rule(aws, provider, offer) -> None:
     assert sg["IpPermissions"] == [] and "no inbound traffic" in rec.notes[0]
 
 
+def test_a_mixed_lifecycle_gets_an_instance_profile_that_may_only_terminate_itself(aws, provider, offer) -> None:
+    """Both timers stop (the example): a guest shutdown set to stop does it, no instance profile. on_idle delete +
+    on_max_run stop: the delete is the helper's EC2 TerminateInstances, which the role allows (IAM's PutRolePolicy
+    in moto validates the document; moto evaluates no policy)."""
+    uniform = t4_spec(offer)
+    assert (uniform.on_idle, uniform.on_max_run, bool(uniform.idle_shutdown_minutes), bool(uniform.max_run_hours)) == \
+        ("stop", "stop", True, True)
+    provider.create(uniform, offer)
+    assert aws.instance_profiles() == [] and "IamInstanceProfile.Name" not in aws.faults.calls("RunInstances")[0].params
+    provider.delete(uniform.name)
+    mixed = replace(uniform, on_idle="delete")
+    provider.create(mixed, offer)
+    assert aws.instance_profiles() == [mixed.name]
+    doc = aws.client("iam", direct=True).get_role_policy(RoleName=mixed.name, PolicyName="trainvm")["PolicyDocument"]
+    [st] = (json.loads(doc) if isinstance(doc, str) else doc)["Statement"]
+    assert st["Action"] == ["ec2:TerminateInstances"] and st["Condition"]["ArnLike"] == {
+        "ec2:InstanceProfile": f"arn:aws:iam::*:instance-profile/{mixed.name}"}
+    assert provider.delete(mixed.name) is True and aws.instance_profiles() == []
+
+
 def test_instance_profile_only_when_the_vm_calls_aws(aws, provider, offer) -> None:
     quiet = t4_spec(offer, idle_shutdown_minutes=None, max_run_hours=None)
     provider.create(quiet, offer)

@@ -126,8 +126,8 @@ def test_a_profile_too_large_for_the_tags_is_refused(spec, offer) -> None:
 ])
 def test_shutdown_behavior_terminates_only_when_every_action_in_use_deletes(spec, offer, idle, hours, on_idle, on_max_run,
                                                                               behavior) -> None:
-    """A guest shutdown is the fallback of both the idle watchdog and the max-run timer (AWS images have no AWS
-    CLI to call StopInstances/TerminateInstances): it must end compute billing for either action and never
+    """A guest shutdown is the fallback of both the idle watchdog and the max-run timer (when the helper's
+    StopInstances/TerminateInstances call fails): it must end compute billing for either action and never
     delete what one of them meant to stop."""
     s = replace(spec, on_idle=on_idle, on_max_run=on_max_run, idle_shutdown_minutes=idle, max_run_hours=hours)
     assert params(s, offer)["InstanceInitiatedShutdownBehavior"] == behavior
@@ -151,35 +151,37 @@ def test_instance_profile_policy_is_least_privilege(spec) -> None:
     none = replace(spec, data_sources=("gs://b/x/",), idle_shutdown_minutes=None, max_run_hours=None, profile_json="{}")
     assert R.role_policy(none, "us-east-1") is None  # nothing to call: no instance profile at all
     s = replace(none, data_sources=("s3://corpus-bucket/glue/", "https://example.com/x", "s3://other"),
-                profile_json=json.dumps({"env": {"HF_TOKEN": "secret://aws/hf/token"}}), max_run_hours=4.0)
+                profile_json=json.dumps({"env": {"HF_TOKEN": "secret://aws/hf/token"}}), max_run_hours=4.0,
+                on_max_run="delete", idle_shutdown_minutes=30, on_idle="stop")
     st = R.role_policy(s, "eu-west-1")["Statement"]
     actions = sorted(a for x in st for a in ([x["Action"]] if isinstance(x["Action"], str) else x["Action"]))
-    assert actions == ["ec2:StopInstances", "s3:GetObject", "s3:ListBucket", "s3:ListBucket",  # max-run stops: no terminate
+    assert actions == ["ec2:TerminateInstances", "s3:GetObject", "s3:ListBucket", "s3:ListBucket",  # the stop is a guest shutdown
                        "secretsmanager:GetSecretValue"]
     get = next(x for x in st if x["Action"] == "s3:GetObject")
     assert get["Resource"] == ["arn:aws:s3:::corpus-bucket/glue/*", "arn:aws:s3:::other/*"]
     assert all("*" != x["Resource"] for x in st)  # never every resource
     secret = next(x for x in st if x["Action"] == "secretsmanager:GetSecretValue")
     assert secret["Resource"] == ["arn:aws:secretsmanager:eu-west-1:*:secret:hf/token-??????"]
-    ec2 = next(x for x in st if "ec2:StopInstances" in x["Action"])
+    ec2 = next(x for x in st if "ec2:TerminateInstances" in x["Action"])
     assert ec2["Condition"] == {"StringEquals": {"aws:ResourceTag/Name": spec.name},
                                 "ArnLike": {"ec2:InstanceProfile": f"arn:aws:iam::*:instance-profile/{spec.name}"}}
 
 
 @pytest.mark.parametrize("idle, on_idle, hours, on_max_run, calls", [
-    (30, "stop", None, "delete", ["ec2:StopInstances"]),
-    (30, "delete", None, "stop", ["ec2:TerminateInstances"]),
-    (None, "stop", 4.0, "delete", ["ec2:TerminateInstances"]),
-    (30, "delete", 4.0, "delete", ["ec2:TerminateInstances"]),
-    (30, "stop", 4.0, "stop", ["ec2:StopInstances"]),
-    (30, "delete", 4.0, "stop", ["ec2:StopInstances", "ec2:TerminateInstances"]),
-    (30, "stop", 4.0, "delete", ["ec2:StopInstances", "ec2:TerminateInstances"]),
+    (30, "stop", None, "delete", None),  # only idle in use: the guest shutdown is set to stop, which is the action
+    (30, "delete", None, "stop", None),  # ... set to terminate
+    (None, "stop", 4.0, "delete", None),
+    (30, "delete", 4.0, "delete", None),
+    (30, "stop", 4.0, "stop", None),
+    (30, "delete", 4.0, "stop", ["ec2:TerminateInstances"]),  # mixed: the shutdown stops, the delete calls EC2
+    (30, "stop", 4.0, "delete", ["ec2:TerminateInstances"]),
     (None, "delete", None, "delete", None),
 ])
-def test_the_lifecycle_statement_allows_only_the_calls_in_use(spec, idle, on_idle, hours, on_max_run, calls) -> None:
-    """trainvm-lifecycle's EC2 call (the helper's `ec2 stop|terminate`) may stop only when some action in use is stop
-    and terminate only when some action in use is delete; and the policy is valid IAM (moto's policy validator,
-    the one IAM PutRolePolicy runs in the emulator; it does not evaluate conditions)."""
+def test_the_lifecycle_statement_allows_only_the_calls_the_vm_makes(spec, idle, on_idle, hours, on_max_run, calls) -> None:
+    """trainvm-lifecycle calls EC2 (the helper's `ec2 terminate`) only for an action that the guest shutdown, set at
+    create to the one action in use or else to stop, does not do: the delete of a mixed setting. The policy allows
+    that call only, and it is valid IAM (moto's policy validator, the one IAM PutRolePolicy runs in the emulator;
+    it does not evaluate conditions)."""
     from moto.iam.policy_validation import IAMPolicyDocumentValidator
 
     s = replace(spec, data_sources=(), profile_json="{}", idle_shutdown_minutes=idle, on_idle=on_idle,
@@ -210,7 +212,7 @@ def test_preview_is_the_wire_body(spec, offer) -> None:
     assert body["Placement"] == {"AvailabilityZoneId": offer.zone}
     assert body["BlockDeviceMappings"][0]["DeviceName"] == R.PREVIEW_ROOT_DEVICE[spec.os]
     assert doc["CreateSecurityGroup"]["IpPermissions"][0]["IpRanges"][0]["CidrIp"] == "198.51.100.0/24"
-    assert body["IamInstanceProfile"] == {"Name": spec.name}  # the example's lifecycle timers call StopInstances
+    assert "IamInstanceProfile" not in body  # the example's timers both stop: a guest shutdown, no AWS API call
     json.dumps(doc)  # render writes it as JSON
 
 
@@ -231,3 +233,18 @@ def test_aws_is_provisionable_and_a_default_cloud() -> None:
     assert without.chosen is None and set(without.rejected["aws"]) == {"cloud"}
     unnamed = plan(PlanRequest(gpu_names={"A10G"}), load_catalog(), day)
     assert unnamed.chosen is not None and unnamed.chosen.cloud == "aws" and unnamed.chosen.instance_type.startswith("g5.")
+
+
+def test_plan_says_what_a_mixed_lifecycle_does_on_aws() -> None:
+    """`plan`/`up` lines (lifecycle.summary_lines): a mixed stop/delete on AWS is a guest shutdown for the stop and
+    the VM's own EC2 call for the delete, with the stop fallback; a uniform setting needs no such line."""
+    from types import SimpleNamespace
+
+    from provisioner.providers.lifecycle import summary_lines
+
+    mixed = SimpleNamespace(idle_shutdown_minutes=60, on_idle="delete", max_run_hours=24, on_max_run="stop")
+    [line] = [ln for ln in summary_lines(mixed, "aws") if ln.startswith("mixed stop/delete on aws")]
+    assert "the `delete` the VM's own API call" in line and "should that call fail" in line and "CLI" not in line
+    uniform = SimpleNamespace(idle_shutdown_minutes=60, on_idle="delete", max_run_hours=24, on_max_run="delete")
+    assert not [ln for ln in summary_lines(uniform, "aws") if ln.startswith("mixed")]
+    assert not [ln for ln in summary_lines(mixed, "azure") if ln.startswith("mixed")]  # Azure calls ARM for both

@@ -1,7 +1,7 @@
 """The lifecycle programs the rendered script installs, run under the stub harness: the idle
 watchdog (what counts as busy, the idle clock keyed to the boot), ``trainvm-lifecycle`` per cloud
 (what idle and max-run call: Azure deallocates/deletes through ARM with an IMDS token, AWS calls
-EC2 stop/terminate, GCE stops from the guest or deletes through the Compute API) and the max-run
+EC2 StopInstances/TerminateInstances from the helper, GCE stops from the guest or deletes through the Compute API) and the max-run
 timer on clouds that do not enforce max_run_hours themselves (issue 10)."""
 
 from __future__ import annotations
@@ -154,40 +154,80 @@ def test_azure_idle_calls_arm_with_the_managed_identity_never_poweroff(make_harn
     assert "stub-token" not in out.stdout  # the token is never printed
 
 
-@pytest.mark.parametrize("on_idle, api", [("stop", "stop-instances"), ("delete", "terminate-instances")])
-def test_aws_idle_calls_ec2_never_poweroff(make_harness, on_idle, api):
-    h = provisioned(make_harness, "aws", on_idle=on_idle)
-    out, log = go_idle(h)
+def run_lc(h, *args, **knobs):
+    (h.state / "calls.log").unlink(missing_ok=True)
+    r = subprocess.run(["bash", str(h.path(LC)), *args], env=h.env(**knobs), capture_output=True, text=True)
+    return r, calls(h)
+
+
+@pytest.mark.parametrize("on_idle, on_max_run, api", [("delete", "stop", "TerminateInstances"),
+                                                      ("stop", "delete", "TerminateInstances")])
+def test_aws_mixed_lifecycle_deletes_through_ec2_never_poweroff(make_harness, on_idle, on_max_run, api):
+    """A mixed stop/delete: the guest shutdown is set to stop, so the `delete` is the helper's own EC2
+    TerminateInstances (`trainvm_helper.py ec2 terminate`), signed with the instance profile's IMDSv2
+    credentials (the stub EC2 refuses anything else); no AWS CLI, which AWS's images do not have."""
+    h = provisioned(make_harness, "aws", on_idle=on_idle, on_max_run=on_max_run, max_run_hours=2)
+    assert "SHUTDOWN_DOES=stop" in h.path("/etc/trainvm/watchdog.conf").read_text()
+    if on_idle == "delete":
+        out, log = go_idle(h)
+    else:
+        out, log = run_lc(h, on_max_run, "max-run")
     assert out.returncode == 0, out.stdout
-    assert f"aws\tec2\t{api}\t--region\tus-east-1\t--instance-ids\ti-0123456789abcdef0" in log
-    assert "poweroff" not in log
-    assert any("X-aws-ec2-metadata-token: stub-imds-token" in c for c in curl_calls(log))  # IMDSv2
+    assert f"ec2\t{api}\ti-0123456789abcdef0" in log.splitlines()
+    assert "poweroff" not in log and "aws\t" not in log
+    assert "http\tPUT\thttp://169.254.169.254/latest/api/token" in log  # IMDSv2
+    assert f"EC2 {api}: shutting-down" in out.stdout
+    # the other action, stop, is what the guest shutdown does exactly: no API call
+    r, log = run_lc(h, "stop", "idle" if on_idle == "stop" else "max-run")
+    assert r.returncode == 0 and "systemctl\tpoweroff" in log and "ec2\t" not in log
+    assert "InstanceInitiatedShutdownBehavior does stop" in r.stdout
 
 
-def test_aws_without_ec2_permission_falls_back_to_the_shutdown_behaviour_only_when_safe(make_harness):
-    # on_idle stop: the instance's shutdown behaviour is stop, so a shutdown never loses more than asked
-    h = provisioned(make_harness, "aws", on_idle="stop", on_max_run="delete", max_run_hours=2)
+@pytest.mark.parametrize("action", ["stop", "delete"])
+def test_aws_uniform_lifecycle_is_the_guest_shutdown_set_to_that_action(make_harness, action):
+    """Every action in use the same: the create request set InstanceInitiatedShutdownBehavior to it (stop: the
+    instance stops, terminate: it terminates), so a shutdown from the guest is exactly that action; the EC2 call
+    is not in the script at all (user data is 16,384 bytes: render/script.py python_keep)."""
+    text = script("aws", on_idle=action, on_max_run=action, max_run_hours=2)
+    assert "def api_aws(" not in text and "def aws_sigv4(" not in text
+    h = provisioned(make_harness, "aws", on_idle=action, on_max_run=action, max_run_hours=2)
+    assert f"SHUTDOWN_DOES={action}" in h.path("/etc/trainvm/watchdog.conf").read_text()
+    out, log = go_idle(h)
+    assert out.returncode == 0 and "systemctl\tpoweroff" in log and "ec2\t" not in log, out.stdout
+    assert f"InstanceInitiatedShutdownBehavior does {action}" in out.stdout
+
+
+def test_aws_the_ec2_call_is_carried_only_for_a_mixed_lifecycle():
+    assert "def api_aws(" in script("aws", on_idle="delete", on_max_run="stop", max_run_hours=2)
+    assert "def api_aws(" in script("aws", on_idle="stop", on_max_run="delete", max_run_hours=2)
+    assert "def api_aws(" not in script("aws", on_idle="stop", on_max_run="delete", max_run_hours=None)  # max-run not in use
+    assert "def api_aws(" not in script("aws", idle_shutdown_minutes=None, max_run_hours=None)
+
+
+@pytest.mark.parametrize("on_idle, on_max_run", [("delete", "stop"), ("stop", "delete")])
+def test_aws_failed_ec2_call_falls_back_to_the_stop_shutdown(make_harness, on_idle, on_max_run):
+    """When the EC2 call fails (here: refused, UnauthorizedOperation, which is not tried again) the `delete` of a
+    mixed setting ends in the guest shutdown, set to stop (lifecycle.guest_shutdown_action): compute billing ends,
+    nothing is deleted. (Before the shutdown behaviour followed every action in use, the max-run stop of
+    on_idle delete + on_max_run stop never shut down, and the VM kept billing past max_run_hours.)"""
+    h = provisioned(make_harness, "aws", on_idle=on_idle, on_max_run=on_max_run, max_run_hours=2)
     r = h.run_file(h.path(LC), STUB_AWS_EC2_FAIL="1")
     assert r.returncode == 2 and "poweroff" not in calls(h)  # no action given: nothing happens
-    for action in ("stop", "delete"):
-        (h.state / "calls.log").unlink(missing_ok=True)
-        r = subprocess.run(["bash", str(h.path(LC)), action, "max-run"], env=h.env(STUB_AWS_EC2_FAIL="1"),
-                                         capture_output=True, text=True)
-        assert r.returncode == 0 and "systemctl\tpoweroff" in calls(h), (action, r.stdout, r.stderr)
+    r, log = run_lc(h, "delete", "idle" if on_idle == "delete" else "max-run", STUB_AWS_EC2_FAIL="1")
+    assert r.returncode == 0 and "systemctl\tpoweroff" in log, (r.stdout, r.stderr)
+    assert log.count("ec2\tTerminateInstances\t") == 1  # refused: not tried again
+    assert "EC2 TerminateInstances failed: 403 UnauthorizedOperation" in r.stderr
+    assert "the EC2 call failed" in r.stdout and "InstanceInitiatedShutdownBehavior does stop" in r.stdout
+    r, log = run_lc(h, "stop", "max-run", STUB_AWS_EC2_FAIL="1")
+    assert r.returncode == 0 and "systemctl\tpoweroff" in log and "ec2\t" not in log
 
 
-def test_aws_without_ec2_permission_mixed_lifecycle_ends_in_a_stop(make_harness):
-    """on_idle delete, on_max_run stop: the shutdown behaviour is stop (lifecycle.guest_shutdown_action), so when
-    the EC2 call fails (AWS images have no AWS CLI) both the max-run stop and the idle delete end in a guest
-    shutdown that stops the instance: compute billing ends, nothing is deleted. (It was: terminate, and the
-    max-run stop then never shut down, so the VM kept billing past max_run_hours.)"""
-    h = provisioned(make_harness, "aws", on_idle="delete", on_max_run="stop", max_run_hours=2)
-    assert "SHUTDOWN_DOES=stop" in h.path("/etc/trainvm/watchdog.conf").read_text()
-    for action, event in (("stop", "max-run"), ("delete", "idle")):
-        (h.state / "calls.log").unlink(missing_ok=True)
-        r = subprocess.run(["bash", str(h.path(LC)), action, event], env=h.env(STUB_AWS_EC2_FAIL="1"),
-                           capture_output=True, text=True)
-        assert r.returncode == 0 and "systemctl\tpoweroff" in calls(h), (action, r.stdout, r.stderr)
+def test_aws_a_shutdown_never_deletes_what_should_stop(make_harness):
+    """All actions delete: the shutdown behaviour is terminate, so a `stop` (only by hand here) is never a shutdown:
+    there is no EC2 call in this script to make it, so it exits non-zero and nothing happens."""
+    h = provisioned(make_harness, "aws", on_idle="delete", on_max_run="delete", max_run_hours=2)
+    r, log = run_lc(h, "stop", "manual")
+    assert r.returncode != 0 and "poweroff" not in log and "ec2\t" not in log
 
 
 @pytest.mark.parametrize("on_idle", ["stop", "delete"])
@@ -234,11 +274,13 @@ def test_max_run_timer_where_the_cloud_does_not_enforce_it(make_harness, cloud, 
     r = subprocess.run(["bash", str(h.path(LC)), *m.group(2).split()], env=h.env(), capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
     log = calls(h)
-    assert "poweroff" not in log
     if cloud == "azure":
+        assert "poweroff" not in log
         assert ("/deallocate?" in log) == (on_max_run == "stop") and ("resourceGroups/trainvm-vm?api-version" in log) == (on_max_run == "delete")
     else:
-        assert ("stop-instances" in log) == (on_max_run == "stop") and ("terminate-instances" in log) == (on_max_run == "delete")
+        # on_idle is stop: max-run stop is the guest shutdown (set to stop); max-run delete calls EC2 TerminateInstances
+        assert ("ec2\tTerminateInstances\t" in log) == (on_max_run == "delete") and "ec2\tStopInstances" not in log
+        assert ("systemctl\tpoweroff" in log) == (on_max_run == "stop")
 
 
 def test_gce_enforces_max_run_itself_no_timer(make_harness):

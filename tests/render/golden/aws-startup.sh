@@ -896,17 +896,20 @@ tv_write_file "$TV_ROOT/usr/local/sbin/trainvm-lifecycle" 0755 <<'TRAINVM_LIFECY
 #!/bin/bash
 set -euo pipefail
 case ${1:-} in
-  stop) api=stop-instances ;;
-  delete) api=terminate-instances ;;
+  stop) api=Stop ;;
+  delete) api=Terminate ;;
   *) exit 2 ;;
 esac
-m=http://169.254.169.254/latest
-t=$(curl -fsS -m 10 -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 60' $m/api/token || true)
-get() { curl -fsS -m 10 -H "X-aws-ec2-metadata-token: $t" "$m/meta-data/$1" || true; }
-echo "trainvm: ${2:-}: aws ec2 $api"
-if aws ec2 $api --region "$(get placement/region)" --instance-ids "$(get instance-id)" >/dev/null; then exit 0; fi
-grep -qx "SHUTDOWN_DOES=\(stop\|$1\)" "${TRAINVM_ROOT:-}/etc/trainvm/watchdog.conf"
-echo "trainvm: the EC2 call failed: shutting down (InstanceInitiatedShutdownBehavior)"
+conf=${TRAINVM_ROOT:-}/etc/trainvm/watchdog.conf
+does=$1
+if ! grep -qx "SHUTDOWN_DOES=$1" "$conf"; then
+  echo "trainvm: ${2:-}: EC2 ${api}Instances"
+  if python3 "${TRAINVM_ROOT:-}/var/lib/trainvm/lib/trainvm_helper.py" ec2 "${api,}"; then exit 0; fi
+  grep -qx SHUTDOWN_DOES=stop "$conf"
+  does=stop
+  echo "trainvm: the EC2 call failed"
+fi
+echo "trainvm: ${2:-}: shutting down from the guest: InstanceInitiatedShutdownBehavior does $does"
 systemctl poweroff
 TRAINVM_LIFECYCLE_SH
 local enable=()
