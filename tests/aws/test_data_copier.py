@@ -62,6 +62,21 @@ def test_copier_fails_on_an_empty_prefix_and_a_foreign_scheme(aws, bucket, tmp_p
     assert _copy(aws, "ftp://host/x", str(tmp_path / "d")).returncode == 2
 
 
+def test_copier_takes_a_prefix_as_a_folder_not_as_the_start_of_a_name(aws, bucket, tmp_path):
+    """s3://corpus-bkt/corpus (no trailing slash) is the folder corpus/, as gcloud storage rsync and aws s3 sync
+    read it: corpus-old/ beside it is not copied (found by make test-os: it landed as DEST/-old/...)."""
+    bucket.put_object(Bucket="corpus-bkt", Key="corpus-old/d.txt", Body=b"beside")
+    cred = tmp_path / "cred.json"
+    cred.write_text(json.dumps({"aws_access_key_id": "AKIDEXAMPLE", "aws_secret_access_key": "secret-example"}))
+    dest = tmp_path / "data"
+    run = _copy(aws, "s3://corpus-bkt/corpus", str(dest), str(cred))
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "2 files, 70005 bytes"
+    assert sorted(str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file()) == ["a.txt", "sub/b.bin"]
+    one = _copy(aws, "s3://corpus-bkt/corpus/a.txt", str(tmp_path / "one"), str(cred))  # one object
+    assert one.returncode == 0 and (tmp_path / "one/a.txt").read_bytes() == b"hello", one.stderr
+
+
 @pytest.mark.parametrize("scheme", sorted(TOP))
 @pytest.mark.parametrize("os_name", ["ubuntu-22.04", "ubuntu-24.04", "debian-12"])
 def test_tool_locks_pin_every_package_to_one_hash(scheme, os_name):

@@ -1204,6 +1204,8 @@ def main(argv):
 def copy(objects, src, dest, prefix):
     count = total = 0
     for key, size, fetch in objects:
+        if prefix and key != prefix and not key.startswith(prefix.rstrip("/") + "/"):
+            continue  # the listing matches name starts: PREFIX is a folder (or one object), PREFIX-old/ is beside it
         rel = key[len(prefix):].lstrip("/") if key.startswith(prefix) else key
         rel = rel or key.rsplit("/", 1)[-1]
         if rel.startswith("/") or ".." in rel.split("/"):

@@ -20,8 +20,9 @@ def objects(bucket, prefix):
     if os.environ.get("STUB_SDK_EMPTY"):
         return []
     root = os.path.join(STATE, "buckets", bucket)
-    if not os.path.isdir(root):
-        return [(prefix + "part-00000", 1024), (prefix + "part-00001", 1024)]
+    if not os.path.isdir(root):  # two objects in the folder the prefix names (a real listing also matches
+        folder = prefix if not prefix or prefix.endswith("/") else prefix + "/"  # name starts: PREFIXpart-0 is beside it)
+        return [(folder + "part-00000", 1024), (folder + "part-00001", 1024)]
     out = []
     for d, _, names in os.walk(root):
         for n in names:
