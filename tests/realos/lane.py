@@ -14,10 +14,24 @@
   copy of this interpreter's CPython announced through uv's own UV_PYTHON_DOWNLOADS_JSON_URL; uv
   still downloads, checks and installs it). The rendered script's only edit: TV_KEYRING_SHA256 is
   the fake keyring's.
-- Asserts: ready; every installed package of the NVIDIA repository at exactly the pinned version;
-  all of them held; `apt-get -s dist-upgrade` moves none; a second run installs nothing and exits
-  0; the local-NVMe path (a loop device as google-local-nvme-ssd-0) formats, mounts and re-stages
+- Scenarios (TRAINVM_OS_SCENARIOS, comma-separated; default both), each on a fresh overlay:
+  ``gcp`` below, and ``aws-s3`` (s3lane.py: the script rendered for AWS with an s3:// source, started
+  on a kernel whose headers the archive dropped, so one reboot resumed through trainvm-provision.service;
+  the copy tool installed from PyPI with hashes, the objects copied from moto's S3 server with the
+  instance profile's keys from moto's IMDS; what it models is said there).
+- ``gcp`` asserts: ready; every installed package of the NVIDIA repository at exactly the pinned version;
+  all of them held; `apt-get -s dist-upgrade` moves none; ``systemd-analyze verify`` passes the units
+  the script wrote; a second run installs nothing and exits 0; the local-NVMe path (a loop device as google-local-nvme-ssd-0) formats, mounts and re-stages
   after a simulated stop/start, when the host allows loop devices.
+- Not modelled: a PID-1 systemd (units are enabled, never started; boot ordering, timers and
+  needrestart are not exercised), a real kernel module build and load (the driver .debs are empty,
+  ``modprobe nvidia`` fails against the host kernel and the gate reads the stubs), RAID0 (one loop
+  device; the host may have no md driver), Ubuntu (its archive is not reachable here), the clouds'
+  metadata servers (guest attributes are not written), Secure Boot.
+- Logs of every run: $TRAINVM_OS_WORK (default /var/tmp/trainvm-os-run)/SCENARIO/run*.log; a passed
+  scenario's overlay (~1.4 GB) is removed unless TRAINVM_OS_KEEP=1.
+- Prerequisites are checked first (runner.missing_prerequisites): root, debootstrap (until the rootfs
+  is cached), the host tools and the dev extras; each missing one is named with how to get it.
 """
 
 from __future__ import annotations
@@ -31,12 +45,24 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-sys.path[:0] = [str(HERE), str(REPO / "tests/aptsim")]
+sys.path[:0] = [str(HERE), str(REPO / "tests/aptsim"), str(REPO)]
 
 import osrepo  # noqa: E402
 import osroot  # noqa: E402
+import s3lane  # noqa: E402
+from runner import (  # noqa: E402
+    check,
+    final_status,
+    in_root,
+    installed_packages,
+    log,
+    missing_prerequisites,
+    run_script,
+    verify_units,
+)
 
 DRIVER = "550.127.05"
+SCENARIOS = ("gcp", "aws-s3")
 PROFILE = """name: realos-deb12
 hardware: {{gpu: T4, gpu_count: 1{nvme}}}
 stack:
@@ -51,10 +77,6 @@ data:
 """
 
 
-def log(msg: str) -> None:
-    print(f"[test-os {time.strftime('%H:%M:%S')}] {msg}", flush=True)
-
-
 def render(work: Path, python: str, nvme: bool, keyring_sha: str) -> str:
     from provisioner.profile import load_profile
     from provisioner.render import RenderTarget, render_script
@@ -65,69 +87,17 @@ def render(work: Path, python: str, nvme: bool, keyring_sha: str) -> str:
     target = RenderTarget("gcp", "n1-standard-8", "T4", 1, "us-central1", "us-central1-a", local_nvme_gib=375 if nvme else 0)
     script = render_script(lp, target).startup_sh
     script, n = re.subn(r"^TV_KEYRING_SHA256=\S+$", f"TV_KEYRING_SHA256={keyring_sha}", script, flags=re.M)
-    assert n == 1
+    assert n == 1, "TV_KEYRING_SHA256 is not one line of the rendered script"
     return script
 
 
-def run_script(root: Path, name: str) -> tuple[int, str, float]:
-    t0 = time.monotonic()
-    proc = subprocess.run(
-        ["chroot", str(root), "env", "-i", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-         "LANG=C.UTF-8", "TRAINVM_RETRY_SLEEP=2", "UV_PYTHON_DOWNLOADS_JSON_URL=file:///srv/pbs/downloads.json",
-         # uv trusts its bundled roots, not the system store; this workplace reaches PyPI through a
-         # TLS-inspecting proxy whose CA is only in the system store (not needed on a real VM)
-         "SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt", "UV_NATIVE_TLS=1",
-         "/bin/bash", f"/root/{name}"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=1800)
-    return proc.returncode, proc.stdout, time.monotonic() - t0
-
-
-def in_root(root: Path, *argv: str) -> str:
-    return subprocess.run(["chroot", str(root), *argv], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          text=True, timeout=600, check=False, env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C"}).stdout
-
-
-def final_status(out: str) -> str:
-    statuses = re.findall(r"^TRAINVM_STATUS=(\S+)$", out, re.M)
-    return statuses[-1] if statuses else ""
-
-
-def check(cond: bool, what: str, detail: str = "") -> None:
-    if not cond:
-        raise SystemExit(f"test-os FAILED: {what}\n{detail[-6000:]}")
-    log(f"ok: {what}")
-
-
-def main() -> int:
-    if os.geteuid() != 0:
-        raise SystemExit("make test-os needs root (debootstrap, chroot, overlayfs, mounts)")
-    if os.environ.get("TRAINVM_OS_UNSHARED") != "1":  # private mounts, gone when the lane exits
-        os.environ["TRAINVM_OS_UNSHARED"] = "1"
-        os.execvp("unshare", ["unshare", "--mount", "--propagation", "private", sys.executable, *sys.argv])
-    t_start = time.monotonic()
-    cache = Path(os.environ.get("TRAINVM_OS_CACHE", "/var/cache/trainvm-os"))
-    work = Path(os.environ.get("TRAINVM_OS_WORK", "/var/tmp/trainvm-os-run"))
-    subprocess.run(["rm", "-rf", str(work)], check=True)
-    work.mkdir(parents=True)
-    base, built = osroot.base_rootfs(cache, log)
-    pydist = osroot.python_dist(cache, log)
-    repo = osrepo.build(work / "www", [DRIVER], log)
-    server = osrepo.serve(work / "www", work / "tls")
-    root = osroot.overlay(base, work, log)
-    loop = osroot.attach_nvme(work, log)
-    osroot.vm_environment(root, work, repo, server, pydist, DRIVER, loop)
-    python = pydist.version
+def scenario_gcp(root: Path, work: Path, repo, python: str, loop: str | None) -> dict[str, float]:
     (root / "root/startup-script").write_text(render(work, python, loop is not None, repo.keyring_sha256))
-    t_setup = time.monotonic() - t_start
-    log(f"setup {t_setup:.0f} s (rootfs {'built' if built else 'cached'}); running the startup script")
-
     rc, out, t_first = run_script(root, "startup-script")
     (work / "run1.log").write_text(out)
-    log(f"first run: rc {rc} in {t_first:.0f} s")
+    log(f"gcp first run: rc {rc} in {t_first:.0f} s")
     check(rc == 0 and final_status(out) == "ready", "the script reaches ready", out)
-    installed = dict(re.findall(r"^(\S+) (\S+) (?:install|hold) ok installed$",
-                                in_root(root, "dpkg-query", "-W", "-f=${Package} ${Version} ${Status}\n"), re.M))
-    driver_pkgs = {n: v for n, v in installed.items() if n in repo.names}
+    driver_pkgs = {n: v for n, v in installed_packages(root).items() if n in repo.names}
     check(len(driver_pkgs) > 30 and all(v == f"{DRIVER}-1" for v in driver_pkgs.values()),
           f"{len(driver_pkgs)} driver packages installed, all at exactly {DRIVER}-1",
           str({n: v for n, v in driver_pkgs.items() if v != f"{DRIVER}-1"}))
@@ -136,6 +106,7 @@ def main() -> int:
     upgrade = in_root(root, "apt-get", "-s", "dist-upgrade")
     moved = [n for n in re.findall(r"^(?:Inst|Remv) (\S+)", upgrade, re.M) if n in repo.names]
     check(not moved, "apt-get -s dist-upgrade changes no driver package", upgrade)
+    verify_units(root)
     dpkg_log = root / "var/log/dpkg.log"
     before = dpkg_log.stat().st_size
     rc2, out2, t_second = run_script(root, "startup-script")
@@ -152,10 +123,52 @@ def main() -> int:
               f"after a stop/start (blank disk) the script formats, mounts and re-stages ({t_third:.0f} s)", out3)
     else:
         log("skipped: the local-NVMe path (this host offers no loop device)")
+    return {"first": t_first, "second": t_second}
+
+
+def main() -> int:
+    cache = Path(os.environ.get("TRAINVM_OS_CACHE", "/var/cache/trainvm-os"))
+    chosen = [s.strip() for s in os.environ.get("TRAINVM_OS_SCENARIOS", ",".join(SCENARIOS)).split(",") if s.strip()]
+    unknown = sorted(set(chosen) - set(SCENARIOS))
+    if unknown:
+        raise SystemExit(f"TRAINVM_OS_SCENARIOS: unknown scenario {', '.join(unknown)} (known: {', '.join(SCENARIOS)})")
+    missing = missing_prerequisites(uid=os.geteuid(), rootfs_cached=osroot.cached(cache))
+    if missing:
+        raise SystemExit("make test-os cannot run; missing:\n  - " + "\n  - ".join(missing))
+    if os.environ.get("TRAINVM_OS_UNSHARED") != "1":  # private mounts, gone when the lane exits
+        os.environ["TRAINVM_OS_UNSHARED"] = "1"
+        os.execvp("unshare", ["unshare", "--mount", "--propagation", "private", sys.executable, *sys.argv])
+    t_start = time.monotonic()
+    work = Path(os.environ.get("TRAINVM_OS_WORK", "/var/tmp/trainvm-os-run"))
+    subprocess.run(["rm", "-rf", str(work)], check=True)
+    work.mkdir(parents=True)
+    base, built = osroot.base_rootfs(cache, log)
+    pydist = osroot.python_dist(cache, log)
+    repo = osrepo.build(work / "www", [DRIVER], log)
+    server = osrepo.serve(work / "www", work / "tls")
+    t_setup = time.monotonic() - t_start
+    log(f"setup {t_setup:.0f} s (rootfs {'built' if built else 'cached'}); scenarios: {', '.join(chosen)}")
+    timings: dict[str, dict[str, float]] = {}
+    for name in chosen:
+        sub = work / name
+        sub.mkdir()
+        root = osroot.overlay(base, sub, log)
+        loop = osroot.attach_nvme(sub, log) if name == "gcp" else None
+        osroot.vm_environment(root, sub, repo, server, pydist, DRIVER, loop)
+        try:
+            if name == "gcp":
+                timings[name] = scenario_gcp(root, sub, repo, pydist.version, loop)
+            else:
+                timings[name] = s3lane.scenario(root, sub, DRIVER, pydist.version, repo.keyring_sha256, repo.names)
+            osroot.report_usage(sub, log)
+            if os.environ.get("TRAINVM_OS_KEEP") != "1":  # a failed scenario keeps its overlay for a look
+                osroot.discard(sub)
+        finally:
+            osroot.detach(loop)
     server.shutdown()
-    osroot.report_usage(cache, work, log)
-    osroot.detach(loop)
-    log(f"PASSED in {time.monotonic() - t_start:.0f} s (setup {t_setup:.0f} s, first run {t_first:.0f} s, second {t_second:.0f} s)")
+    osroot.report_usage(cache, log)
+    runs = ", ".join(f"{n}: first run {t['first']:.0f} s, second {t['second']:.0f} s" for n, t in timings.items())
+    log(f"PASSED in {time.monotonic() - t_start:.0f} s (setup {t_setup:.0f} s; {runs})")
     return 0
 
 

@@ -62,6 +62,9 @@ def mount_api(root: Path, devices: tuple[str, ...] = ()) -> None:
                          ("stderr", "/proc/self/fd/2")):
         (root / "dev" / name).symlink_to(target)
     (root / "dev/shm").mkdir()
+    (root / "dev/pts").mkdir()  # apt/dpkg log through a pty ("Can not write log (Is /dev/pts mounted?)")
+    sh("mount", "-t", "devpts", "-o", "newinstance,ptmxmode=0666,mode=620", "devpts", str(root / "dev/pts"))
+    (root / "dev/ptmx").symlink_to("pts/ptmx")
 
 
 def umount_api(root: Path) -> None:
@@ -69,10 +72,15 @@ def umount_api(root: Path) -> None:
         subprocess.run(["umount", "-R", "-l", str(root / sub)], check=False)
 
 
+def cached(cache: Path) -> bool:
+    """Whether the rootfs of this content key is built (debootstrap is needed only until it is)."""
+    return (cache / f"rootfs-{KEY}" / ".complete").exists()
+
+
 def base_rootfs(cache: Path, log) -> tuple[Path, bool]:
     """The cached cloud-like rootfs (built when its content key is new)."""
     base = cache / f"rootfs-{KEY}"
-    if (base / ".complete").exists():
+    if cached(cache):
         return base, False
     if shutil.which("debootstrap") is None:
         raise SystemExit("debootstrap is missing: apt-get install debootstrap")
@@ -136,8 +144,13 @@ def overlay(base: Path, work: Path, log) -> Path:
 
 STUBS = {
     "usr/local/bin/uname": """#!/bin/bash
-# test-os stub: the running kernel is the root filesystem's cloud kernel, not the host's
-if [ "${1:-}" = -r ]; then ls /lib/modules | sort -V | tail -n 1; else exec /usr/bin/uname "$@"; fi
+# test-os stub: the running kernel is the root filesystem's newest kernel, not the host's (or the one
+# the lane booted, /var/lib/test-os/running-kernel)
+if [ "${1:-}" = -r ]; then
+  cat /var/lib/test-os/running-kernel 2>/dev/null || ls /lib/modules | sort -V | tail -n 1
+else
+  exec /usr/bin/uname "$@"
+fi
 """,
     "usr/local/bin/systemctl": """#!/bin/bash
 # test-os stub: no systemd PID 1 in a chroot; unit files are enabled for real, the rest recorded
@@ -222,10 +235,17 @@ def stop_start(root: Path, loop: str) -> None:
         fh.write(b"\0" * (4 << 20))
 
 
-def report_usage(cache: Path, work: Path, log) -> None:
-    for path in (cache, work / "upper"):
-        du = subprocess.run(["du", "-sh", str(path)], stdout=subprocess.PIPE, text=True).stdout.split()[0]
-        log(f"disk: {path} {du}")
+def report_usage(path: Path, log) -> None:
+    """The disk use of the cache, or of a scenario's overlay (its upper directory)."""
+    target = path / "upper" if (path / "upper").is_dir() else path
+    du = subprocess.run(["du", "-sh", str(target)], stdout=subprocess.PIPE, text=True).stdout.split()[0]
+    log(f"disk: {target} {du}")
+
+
+def discard(sub: Path) -> None:
+    """Unmount a scenario's overlay and remove its upper layer (GBs), keeping its logs."""
+    subprocess.run(["umount", "-R", "-l", str(sub / "root")], check=False)
+    subprocess.run(["rm", "-rf", str(sub / "upper"), str(sub / "wd"), str(sub / "nvme0.img")], check=False)
 
 
 def detach(loop: str | None) -> None:
