@@ -31,6 +31,7 @@ the client plumbing (AZ names, the AMI, the security group and the instance prof
 from __future__ import annotations
 
 import builtins
+import re
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -371,16 +372,28 @@ class AwsProvider(AwsCalls):
         profile = R.profile_from_tags(tags) or {}
         os_name = ((profile.get("stack") or {}).get("os")) if isinstance(profile, dict) else None
         user = SSH_USER.get(str(os_name), "ubuntu")
-        launched = inst.get("LaunchTime")
+        launched = inst.get("LaunchTime")  # EC2: "the time that the instance was last launched" (each start resets it)
         return InstanceRecord(
             name=tags.get("Name", inst["InstanceId"]), cloud=self.NAME, region=inst["_region"], zone=zone,
             instance_type=inst.get("InstanceType", ""), state=STATES.get(inst["State"]["Name"], inst["State"]["Name"].upper()),
             profile=tags.get("trainvm-profile"), hash=tags.get("trainvm-hash"), price_hourly=price_from_labels(tags),
             created=launched.isoformat() if isinstance(launched, datetime) else (str(launched) if launched else None),
+            last_start=launched.isoformat() if isinstance(launched, datetime) else (str(launched) if launched else None),
+            last_stop=stop_time(inst.get("StateTransitionReason")),
             ip=inst.get("PublicIpAddress"), image=tags.get("trainvm-image") or inst.get("ImageId"),
             ssh_command=f"ssh {user}@{inst['PublicIpAddress']}" if inst.get("PublicIpAddress") else None, ssh_user=user,
             notes=tuple(notes or ()), adopted=existing, spot=inst.get("InstanceLifecycle") == "spot",
             owner=tags.get("trainvm-owner"), cloud_id=inst["InstanceId"], **_cluster_fields(tags))
+
+
+_STOPPED_AT = re.compile(r"\((\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) (?:GMT|UTC)\)")
+
+
+def stop_time(reason: str | None) -> str | None:
+    """When a stop was asked, from EC2's ``StateTransitionReason`` ("User initiated (2026-11-20 10:00:00 GMT)");
+    None where the reason carries no time (e.g. a shutdown from inside the guest)."""
+    m = _STOPPED_AT.search(reason or "")
+    return m.group(1).replace(" ", "T") + "+00:00" if m else None
 
 
 def _cluster_fields(tags: dict[str, str]) -> dict[str, Any]:

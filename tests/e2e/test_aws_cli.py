@@ -118,3 +118,32 @@ def test_aws_capacity_failover_printed_and_nothing_left(cli, aws, profile) -> No
     assert len(failed) == 2, up.err
     assert len(aws.instances()) == 1 and len(aws.security_groups()) == 1 and aws.instance_profiles() == []
     print(up.err)  # the failover log (pytest -s shows it)
+
+
+def test_aws_cost_so_far_counts_the_current_run_then_the_last_one(cli, aws, profile) -> None:
+    """EC2 resets LaunchTime at each start ("the time that the instance was last launched"; the proxy does it
+    for moto) and says when a stop was asked in StateTransitionReason: status counts the current run while the
+    instance runs and the last run once it is stopped: exact figures, not bounds (unlike Azure's)."""
+    from datetime import UTC, datetime
+
+    def when(stamp: str) -> datetime:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+
+    up = cli("up", profile, "--yes", "--json", "--cloud", "aws", "--region", "us-east-1", "--ssh-from", "203.0.113.7/32")
+    assert up.code == 0, up.err
+    name = up.json()["name"]
+    [v] = cli("list", "--json").json()["vms"]
+    assert v["state"] == "RUNNING" and v["last_start"] and v["billing_compute"] is True
+    assert v["cost_so_far"] is not None and v["cost_so_far_is_minimum"] is False
+
+    assert cli("stop", name, "--yes", "--json").code == 0
+    [v] = cli("list", "--json").json()["vms"]
+    assert v["state"] == "STOPPED" and v["billing_compute"] is False
+    assert v["last_stop"] and when(v["last_stop"]) >= when(v["last_start"])
+    assert v["uptime_hours"] is not None and v["cost_so_far"] is not None  # the last run, no longer growing
+
+    before_start = datetime.now(UTC).replace(microsecond=0)
+    assert cli("start", name, "--json").code == 0
+    [v] = cli("list", "--json").json()["vms"]
+    assert v["state"] == "RUNNING" and when(v["last_start"]) >= before_start  # the run since this start, not the first
+    assert cli("down", name, "--yes").code == 0

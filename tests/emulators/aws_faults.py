@@ -15,6 +15,11 @@ and its instances are ``running`` at once; the proxy adds:
 - ``set_console(instance_id, text)``: the VM's console output (what the VM's startup script prints),
   answered for GetConsoleOutput; moto's own answer is a fixed placeholder.
 
+moto keeps an instance's ``launchTime`` from its first launch; EC2 resets it at each start ("the time that the
+instance was last launched"), so the proxy reports the time of the instance's last StartInstances instead
+(``started``). moto's ``StateTransitionReason`` says "User initiated (... UTC)" where EC2 says "... GMT"; both
+are read the same way.
+
 Every request is recorded (``requests``: the action and its form parameters) for the tests to assert on.
 Placement groups, which moto lacks, are answered by ``placements`` (tests/emulators/aws_placement.py), and
 RunInstances' ``ClientToken`` is honoured as EC2 does by ``tokens`` (tests/emulators/aws_tokens.py).
@@ -32,6 +37,7 @@ import threading
 import uuid
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl
@@ -88,6 +94,7 @@ class FaultProxy:
         self.pending: set[str] = set()
         self.hold_next: dict[str, str] | None = None
         self.consoles: dict[str, str] = {}
+        self.started: dict[str, str] = {}  # instance id -> launchTime of its last StartInstances (moto keeps the first)
         self.capacity: dict[str, int] = {}
         self.requests: list[Recorded] = []
         self.lock = threading.Lock()
@@ -127,6 +134,7 @@ class FaultProxy:
     def clear(self) -> None:
         with self.lock:
             self.rules, self.pending, self.consoles, self.requests = [], set(), {}, []
+            self.started = {}
             self.capacity = {}
             self.hold_next = None
         self.placements.clear()
@@ -215,6 +223,10 @@ class FaultProxy:
             with self.lock:
                 self.hold_next = None
                 self.pending.update(re.findall(r"<instanceId>(i-[0-9a-f]+)</instanceId>", data.decode()))
+        if action == "StartInstances" and status == 200:
+            at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+            with self.lock:
+                self.started.update({v: at for k, v in params.items() if k.startswith("InstanceId.")})
         if action == "DescribeInstances":
             data = self._rewrite(data, region)
         if rule is not None:  # an ``after`` rule: the call took effect, its answer is lost
@@ -236,9 +248,9 @@ class FaultProxy:
             conn.close()
 
     def _rewrite(self, data: bytes, region: str) -> bytes:
-        """DescribeInstances with the held instances reported as ``pending`` (code 0) and placement group
-        members' ``placement.groupName``."""
-        if not self.pending and not self.placements.groups:
+        """DescribeInstances with the held instances reported as ``pending`` (code 0), placement group
+        members' ``placement.groupName`` and restarted instances' ``launchTime``."""
+        if not self.pending and not self.placements.groups and not self.started:
             return data
         try:
             root = ET.fromstring(data)
@@ -249,6 +261,9 @@ class FaultProxy:
         self.placements.annotate(region, root)
         for item in root.iter(q("item")):
             iid, state = item.find(q("instanceId")), item.find(q("instanceState"))
+            launched = item.find(q("launchTime"))
+            if iid is not None and launched is not None and iid.text in self.started:
+                launched.text = self.started[iid.text]
             if iid is None or state is None or not ("*" in self.pending or iid.text in self.pending):
                 continue
             if state.findtext(q("name")) == "running":
