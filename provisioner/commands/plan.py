@@ -127,7 +127,7 @@ def run_plan(
 def _egress(loaded: Any, offer: Any) -> list[dict[str, Any]]:
     from provisioner.providers.access import egress_estimate
 
-    return egress_estimate([(d.source, d.size_gib) for d in loaded.profile.data], offer.cloud)
+    return egress_estimate([(d.source, d.size_gib) for d in loaded.profile.data], offer.cloud, offer.region)
 
 
 def _estimate(plan: Any, hours: float | None, loaded: Any) -> dict[str, Any] | None:

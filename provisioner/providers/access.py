@@ -72,10 +72,17 @@ def egress_prices() -> dict[str, dict[str, object]]:
 GB_PER_GIB = 1.073741824
 
 
-def egress_estimate(items: list[tuple[str, float | None]], cloud: str) -> list[dict[str, object]]:
-    """What copying each sized ``(source, size_gib)`` to a VM on ``cloud`` costs in the source cloud's
-    internet egress (nothing for same-cloud sources; https:// sources have no known source cloud).
-    ``checked`` is False where the price was not read from an official source: output calls it an estimate."""
+def _outside(price: Mapping[str, object], cloud: str, region: str | None) -> bool:
+    """The VM's region is a destination the price does not cover (egress.yaml ``other_destinations``)."""
+    marks = (price.get("other_destinations") or {}).get(cloud, ())  # type: ignore[attr-defined]
+    return bool(region) and any(m in str(region) for m in marks)
+
+
+def egress_estimate(items: list[tuple[str, float | None]], cloud: str, region: str | None = None) -> list[dict[str, object]]:
+    """What copying each sized ``(source, size_gib)`` to a VM on ``cloud`` (in ``region``) costs in the source
+    cloud's internet egress (nothing for same-cloud sources; https:// sources have no known source cloud).
+    ``checked`` is False where the price was not read from an official source, or does not cover the VM's
+    region as a destination (GCS prices by destination): output calls it an estimate."""
     prices = egress_prices()
     out: list[dict[str, object]] = []
     for source, size in items:
@@ -86,10 +93,14 @@ def egress_estimate(items: list[tuple[str, float | None]], cloud: str) -> list[d
         if price is None:
             continue
         usd_per_gb = float(price["usd_per_gb"])  # type: ignore[arg-type]
+        outside = _outside(price, cloud, region)
+        checked = bool(price["checked"]) and not outside
         out.append({"source": source, "from": owners[0], "to": cloud, "size_gib": size, "usd_per_gb": usd_per_gb,
                     "cost": round(size * GB_PER_GIB * usd_per_gb, 2), "price_source": price["source"],
-                    "checked": bool(price["checked"]), "price_as_of": price["as_of"],
-                    "not_checked_against": None if price["checked"] else price["api"]})
+                    "checked": checked, "price_as_of": price["as_of"],
+                    "not_checked_against": None if checked else price["api"],
+                    "destination_not_covered": region if outside else None,
+                    "checked_for": price.get("checked_for")})
     return out
 
 
@@ -98,5 +109,8 @@ def egress_basis(e: Mapping[str, object]) -> str:
     an estimate that names the official source it was not checked against."""
     if e["checked"]:
         return f"${e['usd_per_gb']}/GB list price, {e['price_source']}, as of {e['price_as_of']}"
+    if e.get("destination_not_covered"):
+        return (f"estimate: ${e['usd_per_gb']}/GB, {e['from']}'s price was checked for {e['checked_for']}, not for "
+                f"{e['destination_not_covered']}; see provisioner/providers/data/egress.yaml")
     return (f"estimate: ${e['usd_per_gb']}/GB, not checked against {e['from']}'s official price list; "
             f"see provisioner/providers/data/egress.yaml")

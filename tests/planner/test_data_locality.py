@@ -155,3 +155,20 @@ def test_credential_on_an_https_source_is_refused(cli, write_yaml) -> None:
                    "data: [{source: 'https://example.com/x.tar', dest: /mnt/data/x, credential: 'secret://gcp/k'}]\n")
     r = cli("validate", str(p))
     assert r.code == 1 and "data[0].credential: an https:// source is read without a credential" in r.err
+
+
+@pytest.mark.parametrize(("cloud", "region", "covered"), [
+    ("aws", "us-east-1", True), ("aws", "eu-west-1", True), ("aws", "ap-southeast-2", False),
+    ("azure", "eastus", True), ("azure", "japaneast", False), ("azure", "australiaeast", False),
+])
+def test_gcs_price_is_checked_only_for_the_destinations_it_covers(cloud: str, region: str, covered: bool) -> None:
+    """GCS prices egress by destination; its checked figure covers the Americas and EMEA: a VM elsewhere gets
+    the same figure called an estimate, with the region named."""
+    [e] = egress_estimate([("gs://bucket1/x/", 10.0)], cloud, region)
+    assert e["checked"] is covered and e["usd_per_gb"] == egress_prices()["gcp"]["usd_per_gb"]
+    basis = egress_basis(e)
+    if covered:
+        assert "list price" in basis and e["destination_not_covered"] is None
+    else:
+        assert e["destination_not_covered"] == region
+        assert basis.startswith(f"estimate: $0.12/GB, gcp's price was checked for destinations in the Americas and EMEA, not for {region}")
