@@ -52,3 +52,25 @@ def test_the_loser_of_a_concurrent_create_leaves_the_winners_nodes(emu, monkeypa
     assert [n.rank for n in nodes] == [0, 1, 2] and {n.state for n in nodes} == {"RUNNING"}
     assert loser.create(spec, OFFER).adopted  # the re-run adopts the winner's cluster
     assert winner.delete(spec.name) is True and winner.cluster_nodes(spec.name) == []
+
+
+def test_the_loser_of_a_concurrent_compact_create_stops_and_keeps_the_winners_policy(emu, monkeypatch) -> None:
+    """As above with compact placement, the winner's whole create done first: the loser's policy insert is refused
+    (409, the winner's policy of the cluster's name). The loser must stop with AttemptInProgressError (exit 5, no
+    failover to another zone) and leave the winner's policy and nodes alone. On the old code: ConflictError, exit 1."""
+    spec = replace(spec_maker("#!/bin/bash\n")(name="trainvm-race-0123abce"), nodes=2, compact=True)
+    winner, loser = _provider(emu), _provider(emu)
+    checked = GceClusters._ensure_internal_rule
+
+    def race(self, spec_, deadline, touched):  # the other `up` passed the same checks and is faster
+        checked(self, spec_, deadline, touched)
+        monkeypatch.setattr(GceClusters, "_ensure_internal_rule", checked)
+        winner.create(spec, OFFER)
+    monkeypatch.setattr(GceClusters, "_ensure_internal_rule", race)
+    with pytest.raises(AttemptInProgressError) as err:
+        loser.create(spec, OFFER)
+    assert err.value.exit_code == 5 and err.value.cleanup == "verified"
+    nodes = winner.cluster_nodes(spec.name)
+    assert [n.rank for n in nodes] == [0, 1] and {n.state for n in nodes} == {"RUNNING"}
+    assert [k[2] for k in emu.policies] == [f"{spec.name}-compact"]  # the winner's policy is still there
+    assert loser.create(spec, OFFER).adopted
