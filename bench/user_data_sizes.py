@@ -8,7 +8,9 @@ test_compact.py asserts the headroom that every bundled profile must leave. The 
 gs:// without a credential, so on AWS (and Azure) their script carries no copy tool and stops at preflight
 (docs/data-tools.md); the last column, ``aws s3 data``, is the same profile with its data on S3 (what an AWS
 user writes: the s3 copy tool's lock and copier included), gzipped, with ``*`` where it exceeds the limit
-(user data is then the script_url bootstrap). ``--native-data`` makes ``--sections`` use that variant."""
+(user data is then the script_url bootstrap) and the number of instance tags its spilled embedded files take
+(render/spill.py; ``-`` when nothing is spilled); ``s3 reserve`` is the room left with every spillable file spilled
+(tests/render/test_compact.py keeps a floor under it). ``--native-data`` makes ``--sections`` use that variant."""
 
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ sys.path.insert(0, str(REPO / "tests" / "render"))
 import support as S  # noqa: E402
 
 from provisioner.providers.registry import cloud  # noqa: E402
+from provisioner.render.script import fully_spilled  # noqa: E402
 
 GCE_VALUE_LIMIT, AZURE_CUSTOM_DATA_LIMIT, AWS_USER_DATA_LIMIT = (cloud(c).user_data.limit for c in ("gcp", "azure", "aws"))
 
@@ -86,18 +89,22 @@ def main() -> int:
         for g, r, n in sections(script)[:40]:
             print(f"{g:7,} {r:8,}  {n}")
         return 0
-    print(f"{'profile':28} {'os':13} {'gcp script':>11} {'azure b64':>10} {'aws gzip':>9} {'aws headroom':>13} {'aws s3 data':>12}")
+    print(f"{'profile':28} {'os':13} {'gcp script':>11} {'azure b64':>10} {'aws gzip':>9} {'aws headroom':>13} "
+          f"{'aws s3 data':>12} {'tags':>4} {'s3 reserve':>10}")
     for path in profiles:
         lp = S.loaded(path)
         for os_name in [args.os] if args.os else S.OS_NAMES:
             lpo = S.with_os(lp, os_name)
             sizes = {c: S.render(lpo, c).sizes for c in S.CLOUDS}
             aws = sizes["aws"]["user_data"]
-            native = S.render(S.data_native_to(lpo, "aws"), "aws", script_url=S.SCRIPT_URL)
+            lpn = S.data_native_to(lpo, "aws")
+            native = S.render(lpn, "aws", script_url=S.SCRIPT_URL)
             s3 = native.sizes.get("payload_gzip", native.sizes["user_data"])
+            least, _ = fully_spilled(lpn, S.target_for("aws", lpn))
             print(f"{path.parent.name + '/' + path.stem:28} {os_name:13} {sizes['gcp']['startup_sh']:>11,} "
                   f"{sizes['azure']['custom_data_base64']:>10,} {aws:>9,} {AWS_USER_DATA_LIMIT - aws:>13,} "
-                  f"{s3:>11,}{'*' if s3 > AWS_USER_DATA_LIMIT else ' '}")
+                  f"{s3:>11,}{'*' if s3 > AWS_USER_DATA_LIMIT else ' '} {native.sizes.get('spill_tags', '-'):>4} "
+                  f"{AWS_USER_DATA_LIMIT - least:>10,}")
     return 0
 
 

@@ -60,6 +60,9 @@ def run_render(path: Path, *, cloud: str, out: Path | None, regions: list[str] |
         "sizes": {name: len(data) for name, data in files.items()},
         "script_sha256": hashlib.sha256(files["startup.sh"]).hexdigest(),
     }
+    if rendered.spilled:  # embedded files carried in instance tags (render/spill.py); request.json has the tags
+        summary["spilled"] = [{"file": f.name, "tags": [k for k, _ in f.tags], "bytes": f.size, "sha256": f.sha256}
+                              for f in rendered.spilled]
     if out is not None:
         try:
             out.mkdir(parents=True, exist_ok=True)
@@ -75,7 +78,9 @@ def run_render(path: Path, *, cloud: str, out: Path | None, regions: list[str] |
         emit_json(summary)
     elif out is None:
         sys.stdout.write(rendered.startup_sh)
-        stderr_console().print(f"# {cloud} {offer.zone or offer.region} {offer.instance_type}: script {summary['sizes']['startup.sh']} bytes, user data {summary['sizes']['user-data']} bytes (use --out DIR for request.json)")
+        spilled = (f", {len(rendered.spilled)} embedded files in {len(rendered.spill_tags())} instance tags"
+                   if rendered.spilled else "")
+        stderr_console().print(f"# {cloud} {offer.zone or offer.region} {offer.instance_type}: script {summary['sizes']['startup.sh']} bytes, user data {summary['sizes']['user-data']} bytes{spilled} (use --out DIR for request.json)")
     else:
         stderr_console().print("wrote " + ", ".join(summary["files"]))
     return 0

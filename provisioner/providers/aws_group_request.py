@@ -60,15 +60,15 @@ def cluster_params(single: dict[str, Any], spec: LaunchSpec, placement_group: st
     body["MinCount"] = body["MaxCount"] = n
     if placement_group:
         body["Placement"]["GroupName"] = placement_group
-    body["MetadataOptions"]["InstanceMetadataTags"] = "enabled"
     cluster_tags = [{"Key": GROUP_TAG, "Value": spec.name}, {"Key": NODES_TAG, "Value": str(n)}]
     for ts in body["TagSpecifications"]:
         ts["Tags"] = [t for t in ts["Tags"] if t["Key"] != "Name"] + cluster_tags
     later = 2 + node_list_tag_count(n)  # Name, trainvm-rank, the node list
     count = len(body["TagSpecifications"][0]["Tags"]) + later
     if count > R.MAX_TAGS:
-        raise InvalidRequestError(f"a node of {n} needs {count} tags (the resolved profile, the cluster's and the "
-                                  f"node list's); EC2 allows {R.MAX_TAGS} per instance", code="PROFILE_TOO_LARGE")
+        raise InvalidRequestError(f"a node of {n} needs {count} tags (the resolved profile, the spilled embedded files "
+                                  f"(render/spill.py), the cluster's and the node list's); EC2 allows {R.MAX_TAGS} per instance",
+                                  code="PROFILE_TOO_LARGE")
     body["ClientToken"] = R.request_token(spec, "", body)  # another request than the single VM's
     return body
 

@@ -21,7 +21,12 @@ base64-encodes it for RunInstances only); ``request_preview`` is the same body a
 - ``InstanceInitiatedShutdownBehavior``: terminate only when every lifecycle action in use is delete, else stop
   (a shutdown from inside the guest stops or terminates; providers/lifecycle.guest_shutdown_action); IMDSv2 required (``HttpTokens: required``, hop limit 1).
 - Tags on the instance and its volumes (50 per resource, keys <= 128, values <= 256 characters); the resolved
-  profile rides on the instance as gzip+base64 in ``trainvm-profile.N`` chunks (EC2 has no free metadata).
+  profile rides on the instance as gzip+base64 in ``trainvm-profile.N`` chunks (EC2 has no free metadata), and
+  so do the embedded files the script did not have room for in user data (``tv-f<I>-<K>``, render/spill.py;
+  instance only, never the volumes). Instance tags are readable in IMDS (``MetadataOptions.InstanceMetadataTags
+  =enabled``: the script reads its spilled files, a cluster node its node list), which limits every instance
+  tag key to letters, digits and ``+ - = . , _ : @`` (EC2 "View tags ... using instance metadata"). On a single
+  VM: 5 labels + Name + trainvm-image + the profile (3-4) + the spill (at most 20, registry ``spill_tags``).
 - A security group per VM (``<name>-sg``): SSH (tcp/22) only from ``ssh_from``; no inbound rule otherwise.
 - An IAM role + instance profile per VM, only when the VM needs AWS APIs: ``s3://`` data (read-only on those
   buckets/prefixes), ``secret://aws/NAME`` secrets (GetSecretValue on those secrets), the lifecycle timers
@@ -70,6 +75,8 @@ GP3_MAX_THROUGHPUT, GP3_THROUGHPUT_PER_IOPS, GP3_BASE_THROUGHPUT = 1_000, 0.25, 
 GP3_MAX_GIB = 16_384
 MAX_TAGS, TAG_KEY_MAX, TAG_VALUE_MAX = 50, 128, 256
 PROFILE_TAG = "trainvm-profile."
+#: an instance tag key when tags are in IMDS (EC2 "View tags for your EC2 instances using instance metadata")
+IMDS_TAG_KEY = re.compile(r"^(?!\.{1,2}$|_index$)[A-Za-z0-9+\-=.,_:@]{1,128}$")
 SSH_PORT = 22
 S3_RE = re.compile(r"^s3://([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(?:/(.*))?$")
 
@@ -147,11 +154,20 @@ def tags(spec: LaunchSpec, ami: Ami) -> list[dict[str, str]]:
 
 
 def instance_tags(spec: LaunchSpec, ami: Ami) -> list[dict[str, str]]:
-    out = tags(spec, ami) + profile_tags(spec.profile_json)
+    """The instance's tags at launch (a cluster's nodes get more: aws_group_request.cluster_params counts them)."""
+    base, profile = tags(spec, ami), profile_tags(spec.profile_json)
+    spill = [{"Key": k, "Value": v} for k, v in spec.spill_tags]
+    out = base + profile + spill
     if len(out) > MAX_TAGS:
-        raise InvalidRequestError(f"the resolved profile needs {len(out) - len(tags(spec, ami))} tags of {TAG_VALUE_MAX} "
-                                  f"characters (gzip+base64); EC2 allows {MAX_TAGS} tags per instance",
-                                  code="PROFILE_TOO_LARGE")
+        raise InvalidRequestError(
+            f"the instance needs {len(out)} tags: {len(profile)} for the resolved profile and {len(spill)} for "
+            f"the embedded files that do not fit in user data (gzip+base64 in values of {TAG_VALUE_MAX} characters), "
+            f"{len(base)} others; EC2 allows {MAX_TAGS} per instance", code="PROFILE_TOO_LARGE")
+    for t in out:
+        if not IMDS_TAG_KEY.match(t["Key"]) or len(t["Value"]) > TAG_VALUE_MAX:
+            raise InvalidRequestError(f"instance tag {t['Key']!r}: with tags in the instance metadata a key holds only "
+                                      f"letters, digits and + - = . , _ : @ (at most {TAG_KEY_MAX}), a value at most "
+                                      f"{TAG_VALUE_MAX} characters")
     return out
 
 
@@ -168,7 +184,8 @@ def run_instances_params(spec: LaunchSpec, offer: Offer, ami: Ami, zone_name: st
         "BlockDeviceMappings": [{"DeviceName": ami.root_device_name, "Ebs": root_volume(spec)}],
         "SecurityGroupIds": [security_group_id],
         "InstanceInitiatedShutdownBehavior": shutdown_behavior(spec),
-        "MetadataOptions": {"HttpTokens": "required", "HttpEndpoint": "enabled", "HttpPutResponseHopLimit": 1},
+        "MetadataOptions": {"HttpTokens": "required", "HttpEndpoint": "enabled", "HttpPutResponseHopLimit": 1,
+                            "InstanceMetadataTags": "enabled"},
         "TagSpecifications": [{"ResourceType": "instance", "Tags": instance_tags(spec, ami)},
                               {"ResourceType": "volume", "Tags": tags(spec, ami)}],
         "ClientToken": "",  # request_token, once the body is complete

@@ -69,6 +69,9 @@ class LaunchSpec:
     nodes: int = 1
     #: placement.compact as resolved by the plan (only meaningful when nodes > 1)
     compact: bool = False
+    #: (key, value) tags the VM's script reads its spilled embedded files from (render/spill.py); only a cloud
+    #: whose registry ``UserDataFormat.spill_tags`` > 0 gets any
+    spill_tags: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -58,6 +58,11 @@ class UserDataFormat:
     limit: int
     limit_unit: str  # what ``limit`` counts
     compact: bool = False  # compact the script (comments, blank lines, minified Python): AWS's 16 KB
+    #: at most this many instance tags may carry embedded files that do not fit (render/spill.py); 0: never.
+    #: AWS: 20 of EC2's 50 per instance. The rest: 5 labels + Name + trainvm-image + the resolved profile
+    #: (``trainvm-profile.N``, 3-4 for the bundled profiles) on a single VM; a cluster node adds trainvm-group,
+    #: trainvm-nodes, trainvm-rank and the node list (1 tag per 16 nodes). providers/aws_request checks the total.
+    spill_tags: int = 0
 
 
 @dataclass(frozen=True)
@@ -212,7 +217,8 @@ CLOUDS: Mapping[str, CloudSpec] = MappingProxyType({c.name: c for c in (
         provider="provisioner.providers.aws:AwsProvider",
         request_builder="provisioner.providers.aws_request",
         credential_hint="AWS: run `aws configure` (or `aws sso login`, or set AWS_PROFILE)",
-        user_data=UserDataFormat("ec2-user-data", "base64", 16_384, "bytes raw (before base64)", compact=True),
+        user_data=UserDataFormat("ec2-user-data", "base64", 16_384, "bytes raw (before base64)", compact=True,
+                                 spill_tags=20),
         kernel_flavour="aws",
         os_images=MappingProxyType({
             "ubuntu-22.04": AmiParameter("/aws/service/canonical/ubuntu/server/22.04/stable/current/amd64/hvm/ebs-gp2/ami-id"),

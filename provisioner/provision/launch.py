@@ -61,6 +61,7 @@ def launch_spec(loaded: LoadedProfile, offer: Offer, *, name: str | None = None,
         locked_images=locked_images(loaded),
         nodes=p.hardware.nodes,
         compact=resolved_compact(loaded, offer),
+        spill_tags=rendered.spill_tags(),
     )
 
 

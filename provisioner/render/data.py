@@ -37,10 +37,20 @@ class DataPlan:
     credential: str = ""  # data[].credential (a secret:// reference, resolved on the VM), "" for the VM's identity
 
 
+#: one line of a data-tool lock: a pinned wheel and its sha256 (what makes the lock safe to embed verbatim in a
+#: quoted heredoc: no quote, no ``$``, no line that could end the heredoc)
+PIN_LINE = re.compile(r"^[A-Za-z0-9._-]+==[A-Za-z0-9.+!_-]+ --hash=sha256:[0-9a-f]{64}$")
+
+
 @dataclass(frozen=True)
 class DataTool:
     scheme: str  # gs | s3 | az
     lock: str  # templates/datatools/SCHEME-OS.txt without its comment lines: one pinned wheel and its sha256 per line
+
+    @property
+    def heredoc(self) -> str:
+        """The delimiter of the heredoc that writes the lock on the VM (render/spill.py may spill it)."""
+        return f"TRAINVM_LOCK_{self.scheme.upper()}"
 
 
 def data_plans(profile: Any, scratch: str) -> tuple[DataPlan, ...]:
@@ -76,8 +86,13 @@ def data_tools(plans: tuple[DataPlan, ...], os_name: str) -> tuple[DataTool, ...
         except OSError:
             raise RenderError(f"no {scheme}:// copy tool lock for {os_name} ({path} is missing); "
                               "run scripts/datatools_lock.py") from None
-        if not any(line.strip() and not line.startswith("#") for line in lock.splitlines()):
+        pins = [line for line in lock.splitlines() if not line.startswith("#")]
+        if not pins:
             raise RenderError(f"{path}: the {scheme}:// copy tool lock pins nothing")
+        bad = next((n for n, line in enumerate(lock.splitlines(), 1) if not line.startswith("#") and not PIN_LINE.match(line)), 0)
+        if bad:
+            raise RenderError(f"{path}:{bad}: not a pinned wheel with its sha256 (NAME==VERSION --hash=sha256:HEX); "
+                              "run scripts/datatools_lock.py")
         # the pins only: the VM's marker is the sha256 of exactly this text
         tools.append(DataTool(scheme, "".join(ln for ln in lock.splitlines(keepends=True) if not ln.startswith("#"))))
     return tuple(tools)

@@ -6,8 +6,9 @@ cloud's entry point receives, with the platform size limits checked at render ti
   base64-encoded by the API caller and must stay <= 87,380 base64 characters (64 KiB raw). The
   script is embedded as a YAML literal block, or gzip+base64 (``encoding: gz+b64``) when needed.
 - AWS: user data is <= 16,384 bytes raw. The script itself when it fits, else the gzipped script
-  (cloud-init decompresses gzip user data), else a small bootstrap that downloads the script
-  from ``script_url`` and checks its sha256.
+  (cloud-init decompresses gzip user data); when even that does not fit, embedded files the script needs
+  only after it started are spilled into instance tags (render/spill.py, ``RenderedScript.spilled``) until it
+  fits; else a small bootstrap that downloads the script from ``script_url`` and checks its sha256.
 Past a limit: ``RenderError`` naming the sizes.
 """
 
@@ -28,6 +29,7 @@ from provisioner.providers.registry import CLOUDS, UserDataEncoding
 from provisioner.render.compact import compact_shell
 from provisioner.render.context import RenderTarget, ScriptContext, build_context
 from provisioner.render.shell import template_env
+from provisioner.render.spill import SpilledFile, spill_to_fit
 
 SCRIPT_PATH = "/usr/local/sbin/trainvm-provision"
 
@@ -45,6 +47,12 @@ class RenderedScript:
     sizes: dict[str, int] = field(default_factory=dict)
     script_sha256: str = ""
     entry: str = ""  # gce-startup-script | azure-cloud-init[-gzip] | aws-script | aws-gzip | aws-bootstrap
+    #: heredocs carried in instance tags instead of the script (render/spill.py); the create request adds
+    #: ``spill_tags()`` to the instance's tags
+    spilled: tuple[SpilledFile, ...] = ()
+
+    def spill_tags(self) -> tuple[tuple[str, str], ...]:
+        return tuple(t for f in self.spilled for t in f.tags)
 
     def request_value(self) -> str:
         """The string that goes into the create request's field (base64 where the API wants it)."""
@@ -67,9 +75,9 @@ def _b64_lines(data: bytes) -> str:
 _PARTS = ("_head.sh.j2", "_config.sh.j2", "_body.sh.j2")
 
 
-def _render_parts(ctx: ScriptContext) -> tuple[str, str, str]:
+def _render_parts(ctx: ScriptContext, spill: tuple[SpilledFile, ...] = ()) -> tuple[str, str, str]:
     env = template_env()
-    head, config, body = (env.get_template(name).render(ctx=ctx) for name in _PARTS)
+    head, config, body = (env.get_template(name).render(ctx=ctx, spill=spill) for name in _PARTS)
     try:
         (head + config + body).encode("utf-8")
     except UnicodeEncodeError as exc:
@@ -174,6 +182,28 @@ _WRAP: dict[str, Callable[[str, ScriptContext, str | None, int], Wrapped]] = {
 }
 
 
+def _maker(ctx: ScriptContext, compacted: bool) -> Callable[..., str]:
+    """The script of ``ctx`` with the fetch of the given spilled files (their heredocs still in it)."""
+    keep = python_keep(ctx)
+
+    def make(spill: tuple[SpilledFile, ...] = ()) -> str:
+        parts = _render_parts(ctx, spill)
+        return compact_script(*parts, keep=keep) if compacted else "".join(parts)
+
+    return make
+
+
+def fully_spilled(loaded: Any, target: RenderTarget) -> tuple[int, int]:
+    """(gzipped bytes, tags) of the compacted script with every spillable heredoc spilled: the most room spilling
+    can make (tests/render/test_compact.py keeps a reserve under the limit; bench/user_data_sizes.py shows it)."""
+    from provisioner.render.spill import heredocs, replace_heredocs, spilled_file
+
+    make = _maker(build_context(loaded, target), True)
+    files = tuple(spilled_file(n, i, c) for i, (n, c) in enumerate(heredocs(make()).items()))
+    script = replace_heredocs(make(files), files)
+    return len(_gzip(script.encode("utf-8"))), sum(f.chunks for f in files)
+
+
 def render_script(loaded: Any, target: RenderTarget, *, script_url: str | None = None, facts: Any = None,
                   compact: bool | None = None) -> RenderedScript:
     """Render the startup script of ``loaded`` (a LoadedProfile) for ``target``.
@@ -183,13 +213,15 @@ def render_script(loaded: Any, target: RenderTarget, *, script_url: str | None =
     downloads it and checks its sha256. ``compact`` drops comments and blank lines from the
     script; by default only where the full script would not fit (AWS)."""
     ctx = build_context(loaded, target, facts)
-    parts = _render_parts(ctx)
     fmt = CLOUDS[target.cloud].user_data
-    if compact if compact is not None else fmt.compact:
-        script = compact_script(*parts, keep=python_keep(ctx))
-    else:
-        script = "".join(parts)
+    make = _maker(ctx, compact if compact is not None else fmt.compact)
+    script = make()
+    spilled: tuple[SpilledFile, ...] = ()
+    if fmt.spill_tags and len(_gzip(script.encode("utf-8"))) > fmt.limit:
+        script, spilled = spill_to_fit(script, make, lambda s: len(_gzip(s.encode("utf-8"))) <= fmt.limit, fmt.spill_tags)
     sizes: dict[str, int] = {"startup_sh": len(script.encode("utf-8"))}
+    if spilled:
+        sizes["spill_tags"] = sum(len(f.tags) for f in spilled)
     user_data, entry, extra = _WRAP[fmt.kind](script, ctx, script_url, fmt.limit)
     sizes.update(extra)
     sizes["user_data"] = len(user_data.encode("utf-8") if isinstance(user_data, str) else user_data)
@@ -202,4 +234,5 @@ def render_script(loaded: Any, target: RenderTarget, *, script_url: str | None =
         sizes=sizes,
         script_sha256=hashlib.sha256(script.encode("utf-8")).hexdigest(),
         entry=entry,
+        spilled=spilled,
     )

@@ -59,6 +59,24 @@ def test_render_to_stdout_and_plan_show_script(cli) -> None:
     assert hashlib.sha256(j["script"].encode()).hexdigest() == j["script_sha256"]
 
 
+def test_render_shows_the_spilled_files_and_their_tags(cli, tmp_path: Path, write_yaml) -> None:
+    """With s3:// data the T4 script does not fit AWS user data whole: render says what went into instance tags,
+    and request.json carries those tags on the instance (render/spill.py)."""
+    p = write_yaml(f"extends: {T4}\nname: bert-finetune\ndata:\n  - {{source: 's3://example-ml-data/glue/', dest: /mnt/data/glue}}\n")
+    out = tmp_path / "out"
+    doc = cli("render", str(p), "--cloud", "aws", "--out", str(out), "--json").json()
+    assert doc["sizes"]["user-data"] <= 16_384 and doc["spilled"]
+    request = json.loads((out / "request.json").read_text())["RunInstances"]
+    inst = {t["Key"]: t["Value"] for t in request["TagSpecifications"][0]["Tags"]}
+    keys = [k for f in doc["spilled"] for k in f["tags"]]
+    assert keys and all(k in inst and 0 < len(inst[k]) <= 256 for k in keys)
+    assert len(inst) <= 50 and request["MetadataOptions"]["InstanceMetadataTags"] == "enabled"
+    script = (out / "startup.sh").read_text()
+    assert all(f"tv_unspill '{f['file']}'" in script and f["sha256"] in script for f in doc["spilled"])
+    text = cli("render", str(p), "--cloud", "aws")
+    assert "embedded files in" in text.err and "instance tags" in text.err
+
+
 def test_render_no_offer_on_that_cloud_exit_1(cli, write_yaml) -> None:
     p = write_yaml("name: t\nextends: base/torch-2.4-cu124\nhardware: {gpu: T4}\nplacement: {regions: [mars-*]}\n")
     r = cli("render", str(p), "--cloud", "gcp")

@@ -20,6 +20,9 @@ instance was last launched"), so the proxy reports the time of the instance's la
 (``started``). moto's ``StateTransitionReason`` says "User initiated (... UTC)" where EC2 says "... GMT"; both
 are read the same way.
 
+Tags that break EC2's tag restrictions (more than 50 per resource, keys over 128 or values over 256 characters,
+keys IMDS does not allow on an instance with tags in instance metadata) are refused as EC2 refuses them, before
+moto (which launches the instance and then refuses more than 50 tags) sees them: tests/emulators/aws_tags.py.
 Every request is recorded (``requests``: the action and its form parameters) for the tests to assert on.
 Placement groups, which moto lacks, are answered by ``placements`` (tests/emulators/aws_placement.py), and
 RunInstances' ``ClientToken`` is honoured as EC2 does by ``tokens`` (tests/emulators/aws_tokens.py).
@@ -44,6 +47,7 @@ from urllib.parse import parse_qsl
 from xml.sax.saxutils import escape
 
 from tests.emulators.aws_placement import PlacementGroups, region_of
+from tests.emulators.aws_tags import tag_error
 from tests.emulators.aws_tokens import ClientTokens, as_run_instances, describe_body
 
 #: HTTP status EC2 uses for each injected code (capacity and throttling are server-side errors there).
@@ -191,6 +195,9 @@ class FaultProxy:
             rule = next((r for r in self.rules if r.matches(action, params)), None)
             if rule is not None and rule.times > 0:
                 rule.times -= 1
+        bad_tags = tag_error(action, params) if rule is None else None
+        if bad_tags is not None:  # EC2's tag restrictions (aws_tags): refused before anything is launched
+            rule = Rule(action, bad_tags[0], 400, bad_tags[1], 1)
         if rule is None and action == "RunInstances" and self.tokens.lookup(region_of(h.headers.get("Authorization")),
                                                                             params) is None and self._no_room(params):
             rule = Rule(action, "InsufficientInstanceCapacity", STATUS["InsufficientInstanceCapacity"], None, 1)

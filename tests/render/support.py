@@ -117,7 +117,11 @@ SCRIPT_URL = "https://example-bucket.s3.amazonaws.com/trainvm/startup.sh"
 
 
 def render(lp: LoadedProfile, cloud: str, *, script_url: str | None = None, **kw: Any):
-    return render_script(lp, target_for(cloud, lp, **kw), script_url=script_url)
+    rendered = render_script(lp, target_for(cloud, lp, **kw), script_url=script_url)
+    harness = sys.modules.get("trainvm_stubharness")  # its VM carries the spilled files' tags (render/spill.py)
+    if rendered.spilled and harness is not None:
+        harness.INSTANCE_TAGS[rendered.startup_sh] = rendered.spill_tags()
+    return rendered
 
 
 def minimal_profile(**stack: Any) -> dict[str, Any]:

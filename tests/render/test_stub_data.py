@@ -127,6 +127,6 @@ def test_container_stack_installs_uv_for_the_copy_tool(make_harness):
 
 def test_https_only_profile_renders_no_copy_tool():
     script = render([{"source": "https://example.com/files/set.tar", "dest": "/mnt/data/set"}])
-    assert "TV_DATATOOL" not in script and "trainvm_copy" not in script
+    assert "tv_datatool" not in script and "trainvm_copy" not in script
     container = render([{"source": "https://example.com/files/set.tar", "dest": "/mnt/data/set"}], container=True)
     assert "tv_install_uv" not in container  # nothing to install uv for

@@ -59,28 +59,6 @@ TV_DATA_DEST=( '/mnt/data/glue' )
 TV_DATA_STAGE=( '/mnt/data/glue' )
 TV_DATA_NAME=( '' )
 TV_DATA_CRED=( '' )
-declare -A TV_DATATOOL=( ['gs']='certifi==2026.10.19.post1 --hash=sha256:1324c476b4811eff41a8bc2122cd0bbd4d9c7234c725446d99ab1612b3a7fdd2
-cffi==2.1.1 --hash=sha256:194cffa889098ced9976c3fc6340305e43f6303657d298da55366907c05c22d6
-charset-normalizer==3.5.3 --hash=sha256:b6dad86d938104f9d43404029e5fc8392f82762d171933be4f192a6008bffa53
-cryptography==50.0.2 --hash=sha256:1981f1db4630889b9ef7803fadef12b056f428cb6b85c27ba57b774793b6093c
-google-api-core==2.44.0 --hash=sha256:8cb9ad8af28de9bc75121686d69b697ce0937e21fad2ad80c9a7e89f22b26e1f
-google-auth==2.63.0 --hash=sha256:cbc065325f67511946d1a66672e4f47e71ed162ef1abd2bb8404ceec407c86ba
-google-cloud-core==2.8.0 --hash=sha256:e235b0952f7ffe7b9c71a4cf96b506d9cfb557e22557c412f0df9b7068b5d007
-google-cloud-storage==2.18.2 --hash=sha256:97a4d45c368b7d401ed48c4fdfe86e1e1cb96401c9e199e419d289e2c0370166
-google-crc32c==1.9.0 --hash=sha256:280f3a3e47af0eeba3a3e5aa7d311af77001812b8df80fb8beafcd0b40eaf7f1
-google-resumable-media==2.11.0 --hash=sha256:f43d15e6a7f818f762eaead0f369c551f8275a4179c9d6225d0d259f49b87b5d
-googleapis-common-protos==1.76.0 --hash=sha256:59e13344a9f3651aa201a03e2bee815a3bf43a4baf1f9ff8a9b62a840ce25fac
-idna==3.20 --hash=sha256:ab7ae7122974553370f0bdb919e1a960b2cd1bc1ef0276416d896db81c14582c
-opentelemetry-api==1.45.2 --hash=sha256:2cbd737377e710ee740d261c94e93fa0f08e6d037c18f17513cc0a2d94479a34
-proto-plus==1.29.0 --hash=sha256:8acd070469a7aaf43f440b022ef9757c8cac1a9f866e933f59ae98669ddc6c8b
-protobuf==7.36.2 --hash=sha256:89f23aa53c24553a2416fd4fd1ec06f74fa42b14b546d8883128813f775bbfd2
-pyasn1==0.6.5 --hash=sha256:4017b0fce125096b8573b39c989fdb1a4b19cf761e683398184550fea0e66587
-pyasn1-modules==0.4.2 --hash=sha256:29253a9207ce32b64c3ac6600edc75368f98473906e8fd1043bd6b5b1de2c14a
-pycparser==3.11 --hash=sha256:51d5a8ba2be0bbe440b99d2112604c95bbbc3c2748a64260186c541e1729cd80
-requests==2.34.2 --hash=sha256:2a0d60c172f83ac6ab31e4554906c0f3b3588d37b5cb939b1c061f4907e278e0
-typing-extensions==4.16.0 --hash=sha256:481caa481374e813c1b176ada14e97f1f67a4539ce9cfeb3f350d78d6370c2e8
-urllib3==2.8.0 --hash=sha256:0cf3cae568d36aa9576b28dfb35f11328f1cb974ca7647d9475ebb86c75ac6e3
-' )
 TV_NVME='none'
 TV_SCRATCH=''
 TV_IDLE_MINUTES=60
@@ -1108,7 +1086,7 @@ tv_nvme_mount() {
 
 tv_datatool() {  # tv_datatool SCHEME: the venv of that scheme's SDK (its hash-pinned lock), installed once per lock
   local venv="$TV_OPT/datatools/$1" lock="$TV_STATE/datatools-$1.txt" sum
-  printf '%s' "${TV_DATATOOL[$1]}" >"$lock"
+  tv_datatool_lock "$1" >"$lock"
   sum=$(sha256sum <"$lock")
   sum=${sum%% *}
   if [ -x "$venv/bin/python" ] && [ "$(cat "$venv/.trainvm-lock" 2>/dev/null)" = "$sum" ]; then return 0; fi
@@ -1120,6 +1098,35 @@ tv_datatool() {  # tv_datatool SCHEME: the venv of that scheme's SDK (its hash-p
   tv_retry env -u UV_MANAGED_PYTHON "$TV_UV" pip install -q --python "$venv/bin/python" --require-hashes --only-binary :all: -r "$lock"
   printf '%s\n' "$sum" >"$venv/.trainvm-lock"
   tv_log "installed the $1:// copy tool ($lock, sha256 $sum)"
+}
+
+tv_datatool_lock() {  # tv_datatool_lock SCHEME: the pins of that scheme's SDK (templates/datatools/SCHEME-OS.txt)
+  case $1 in
+    gs) cat <<'TRAINVM_LOCK_GS'
+certifi==2026.10.19.post1 --hash=sha256:1324c476b4811eff41a8bc2122cd0bbd4d9c7234c725446d99ab1612b3a7fdd2
+cffi==2.1.1 --hash=sha256:194cffa889098ced9976c3fc6340305e43f6303657d298da55366907c05c22d6
+charset-normalizer==3.5.3 --hash=sha256:b6dad86d938104f9d43404029e5fc8392f82762d171933be4f192a6008bffa53
+cryptography==50.0.2 --hash=sha256:1981f1db4630889b9ef7803fadef12b056f428cb6b85c27ba57b774793b6093c
+google-api-core==2.44.0 --hash=sha256:8cb9ad8af28de9bc75121686d69b697ce0937e21fad2ad80c9a7e89f22b26e1f
+google-auth==2.63.0 --hash=sha256:cbc065325f67511946d1a66672e4f47e71ed162ef1abd2bb8404ceec407c86ba
+google-cloud-core==2.8.0 --hash=sha256:e235b0952f7ffe7b9c71a4cf96b506d9cfb557e22557c412f0df9b7068b5d007
+google-cloud-storage==2.18.2 --hash=sha256:97a4d45c368b7d401ed48c4fdfe86e1e1cb96401c9e199e419d289e2c0370166
+google-crc32c==1.9.0 --hash=sha256:280f3a3e47af0eeba3a3e5aa7d311af77001812b8df80fb8beafcd0b40eaf7f1
+google-resumable-media==2.11.0 --hash=sha256:f43d15e6a7f818f762eaead0f369c551f8275a4179c9d6225d0d259f49b87b5d
+googleapis-common-protos==1.76.0 --hash=sha256:59e13344a9f3651aa201a03e2bee815a3bf43a4baf1f9ff8a9b62a840ce25fac
+idna==3.20 --hash=sha256:ab7ae7122974553370f0bdb919e1a960b2cd1bc1ef0276416d896db81c14582c
+opentelemetry-api==1.45.2 --hash=sha256:2cbd737377e710ee740d261c94e93fa0f08e6d037c18f17513cc0a2d94479a34
+proto-plus==1.29.0 --hash=sha256:8acd070469a7aaf43f440b022ef9757c8cac1a9f866e933f59ae98669ddc6c8b
+protobuf==7.36.2 --hash=sha256:89f23aa53c24553a2416fd4fd1ec06f74fa42b14b546d8883128813f775bbfd2
+pyasn1==0.6.5 --hash=sha256:4017b0fce125096b8573b39c989fdb1a4b19cf761e683398184550fea0e66587
+pyasn1-modules==0.4.2 --hash=sha256:29253a9207ce32b64c3ac6600edc75368f98473906e8fd1043bd6b5b1de2c14a
+pycparser==3.11 --hash=sha256:51d5a8ba2be0bbe440b99d2112604c95bbbc3c2748a64260186c541e1729cd80
+requests==2.34.2 --hash=sha256:2a0d60c172f83ac6ab31e4554906c0f3b3588d37b5cb939b1c061f4907e278e0
+typing-extensions==4.16.0 --hash=sha256:481caa481374e813c1b176ada14e97f1f67a4539ce9cfeb3f350d78d6370c2e8
+urllib3==2.8.0 --hash=sha256:0cf3cae568d36aa9576b28dfb35f11328f1cb974ca7647d9475ebb86c75ac6e3
+TRAINVM_LOCK_GS
+      ;;
+  esac
 }
 
 tv_write_copier() {
