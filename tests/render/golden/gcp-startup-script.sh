@@ -1102,7 +1102,7 @@ tv_datatool() {  # tv_datatool SCHEME: the venv of that scheme's SDK (its hash-p
 
 tv_datatool_lock() {  # tv_datatool_lock SCHEME: the pins of that scheme's SDK (templates/datatools/SCHEME-OS.txt)
   case $1 in
-    gs) cat <<'TRAINVM_LOCK_GS'
+    'gs') cat <<'TRAINVM_LOCK_GS'
 certifi==2026.10.19.post1 --hash=sha256:1324c476b4811eff41a8bc2122cd0bbd4d9c7234c725446d99ab1612b3a7fdd2
 cffi==2.1.1 --hash=sha256:194cffa889098ced9976c3fc6340305e43f6303657d298da55366907c05c22d6
 charset-normalizer==3.5.3 --hash=sha256:b6dad86d938104f9d43404029e5fc8392f82762d171933be4f192a6008bffa53
