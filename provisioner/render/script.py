@@ -205,19 +205,21 @@ def fully_spilled(loaded: Any, target: RenderTarget) -> tuple[int, int]:
 
 
 def render_script(loaded: Any, target: RenderTarget, *, script_url: str | None = None, facts: Any = None,
-                  compact: bool | None = None) -> RenderedScript:
+                  compact: bool | None = None, spill: bool = True) -> RenderedScript:
     """Render the startup script of ``loaded`` (a LoadedProfile) for ``target``.
 
     ``script_url`` (AWS only): an https URL (e.g. a presigned S3 URL) where the caller will host
     ``startup_sh`` when even the gzipped script exceeds 16 KB; user data is then a bootstrap that
     downloads it and checks its sha256. ``compact`` drops comments and blank lines from the
-    script; by default only where the full script would not fit (AWS)."""
+    script; by default only where the full script would not fit (AWS). ``spill=False``: never move embedded
+    files into instance tags (render/spill.py), for a script run where no instance carries them (the real-OS
+    lane runs ``startup_sh`` itself)."""
     ctx = build_context(loaded, target, facts)
     fmt = CLOUDS[target.cloud].user_data
     make = _maker(ctx, compact if compact is not None else fmt.compact)
     script = make()
     spilled: tuple[SpilledFile, ...] = ()
-    if fmt.spill_tags and len(_gzip(script.encode("utf-8"))) > fmt.limit:
+    if spill and fmt.spill_tags and len(_gzip(script.encode("utf-8"))) > fmt.limit:
         script, spilled = spill_to_fit(script, make, lambda s: len(_gzip(s.encode("utf-8"))) <= fmt.limit, fmt.spill_tags)
     sizes: dict[str, int] = {"startup_sh": len(script.encode("utf-8"))}
     if spilled:

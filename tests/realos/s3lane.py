@@ -56,8 +56,10 @@ def render(work: Path, driver: str, python: str, keyring_sha: str) -> str:
     path.write_text(PROFILE.format(driver=driver, python=python, bucket=BUCKET))
     target = RenderTarget("aws", "g4dn.xlarge", "T4", 1, "us-east-1", "us-east-1a")
     # script_url: where AWS user data would be a bootstrap (the script past 16 KB gzipped); the lane runs
-    # the script itself, so the bootstrap is never used
-    script = render_script(load_profile(path), target, script_url="https://trainvm-realos.invalid/startup.sh").startup_sh
+    # the script itself, so the bootstrap is never used. spill=False: no instance carries tags here (there is no
+    # IMDS at 169.254.169.254 in the lane), so the embedded files stay in the script (render/spill.py)
+    script = render_script(load_profile(path), target, script_url="https://trainvm-realos.invalid/startup.sh",
+                           spill=False).startup_sh
     script, n = re.subn(r"^TV_KEYRING_SHA256=\S+$", f"TV_KEYRING_SHA256={keyring_sha}", script, flags=re.M)
     assert n == 1, "TV_KEYRING_SHA256 is not one line of the rendered script"
     return script
