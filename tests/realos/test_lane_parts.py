@@ -1,11 +1,16 @@
 """The parts of `make test-os` (lane.py) that run without root, in the fast suite: the prerequisite check
 says what is missing and how to get it, and both scenarios' profiles still render to what the lane edits
 and asserts on (a profile-schema or template change that breaks the lane fails here, not at the next
-manual run)."""
+manual run), and the fake NVIDIA repository (osrepo.py) is signed for the key its cuda-keyring carries: an
+unprivileged real apt reads it through ``signed-by`` and refuses a Packages file that is not the signed one."""
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -56,3 +61,51 @@ def test_aws_s3_scenario_renders_the_copy_tool_and_its_lock(tmp_path):
     assert pins["boto3"] and all(f"{n}=={v} --hash=sha256:" in script for n, v in pins.items())
     # every object the scenario expects lies under the source prefix; the sibling does not
     assert all(k.startswith("dataset/") for k in s3lane.OBJECTS) and not any(k.startswith("dataset/") for k in s3lane.SIBLING)
+
+
+@pytest.fixture(scope="module")
+def built_repo(tmp_path_factory):
+    import osrepo
+
+    www = tmp_path_factory.mktemp("osrepo") / "www"
+    repo = osrepo.build(www, [lane.DRIVER], lambda msg: None)
+    return repo, www / osrepo.REPO_PATH
+
+
+def _apt(tmp: Path, repo_dir: Path, keyring: Path, *args: str, tool: str = "apt-get") -> subprocess.CompletedProcess[str]:
+    """An unprivileged apt of its own reading the built repository as the VM does: signed-by its keyring."""
+    for d in ("etc/apt.conf.d", "etc/preferences.d", "state/lists/partial", "cache/archives/partial", "log"):
+        (tmp / d).mkdir(parents=True, exist_ok=True)
+    (tmp / "etc/sources.list").write_text(f"deb [signed-by={keyring}] file:{repo_dir}/ /\n")
+    (tmp / "state/status").touch()
+    conf = {"Dir::Etc": tmp / "etc", "Dir::State": tmp / "state", "Dir::State::status": tmp / "state/status",
+            "Dir::Cache": tmp / "cache", "Dir::Log": tmp / "log", "Debug::NoLocking": "true", "APT::Architecture": "amd64",
+            "APT::Sandbox::User": "root" if os.geteuid() == 0 else "", "Acquire::Languages": "none"}
+    (tmp / "apt.conf").write_text("".join(f'{k} "{v}";\n' for k, v in conf.items() if v != ""))
+    env = {**os.environ, "APT_CONFIG": str(tmp / "apt.conf"), "LC_ALL": "C"}
+    return subprocess.run([tool, *args], env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_fake_nvidia_repository_is_signed_for_the_key_its_cuda_keyring_carries(built_repo, tmp_path):
+    repo, repo_dir = built_repo
+    keyring_deb = repo_dir / "cuda-keyring_1.1-1_all.deb"
+    assert hashlib.sha256(keyring_deb.read_bytes()).hexdigest() == repo.keyring_sha256
+    subprocess.run(["dpkg-deb", "-x", str(keyring_deb), str(tmp_path / "kr")], check=True)
+    keyring = tmp_path / "kr/usr/share/keyrings/cuda-archive-keyring.gpg"
+    assert "https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/ /" in \
+        (tmp_path / "kr/etc/apt/sources.list.d/cuda-debian12-x86_64.list").read_text()
+    listed = set(re.findall(r"^Package: (\S+)$", (repo_dir / "Packages").read_text(), re.M))
+    assert listed == repo.names | {"cuda-keyring"} and len(repo.names) > 50
+    ok = _apt(tmp_path / "apt", repo_dir, keyring, "update")
+    assert ok.returncode == 0 and "NO_PUBKEY" not in ok.stderr, ok.stderr
+    madison = _apt(tmp_path / "apt", repo_dir, keyring, "madison", "nvidia-open", tool="apt-cache")
+    assert f"nvidia-open | {lane.DRIVER}-1 | file:{repo_dir}" in madison.stdout, madison.stdout + madison.stderr
+    # a Packages file that is not the signed one is refused (the check is live)
+    tampered = tmp_path / "tampered"
+    shutil.copytree(repo_dir, tampered, ignore=shutil.ignore_patterns("*.deb"))
+    with open(tampered / "Packages", "a") as fh:
+        fh.write("\nPackage: evil\nVersion: 1\nArchitecture: all\n")
+    bad = _apt(tmp_path / "apt2", tampered, keyring, "update")
+    assert "Hash Sum mismatch" in bad.stdout + bad.stderr, bad.stdout + bad.stderr
+    gone = _apt(tmp_path / "apt2", tampered, keyring, "madison", "evil", tool="apt-cache")
+    assert "evil" not in gone.stdout
