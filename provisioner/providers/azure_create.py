@@ -14,7 +14,8 @@ decides: a VM whose create is running refuses a second PUT (409 ``Conflict``). S
 
 - just before its VM PUT an attempt reads the VM: one that already exists (another attempt's) is joined, never
   written over: waited for and returned (``adopted``, with a note naming the other attempt), or, when its
-  create failed, this attempt ends with ``AttemptLost`` (failover goes on; the other attempt cleans up);
+  create failed or it is still Creating at the deadline, this attempt ends with AttemptInProgressError
+  (``OtherAttemptFailed`` / ``AttemptInProgress``): failover stops, the other attempt cleans up or goes on;
 - a 409 on the VM PUT is answered the same way (the other attempt's PUT won the race);
 - cleanup never deletes a group that holds a VM another live attempt created, or a VM without an attempt tag
   (``azure_lease._cleanup``), so a loser can no longer delete the winner's group.

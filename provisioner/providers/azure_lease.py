@@ -5,6 +5,9 @@ The group is the attempt's transaction and carries a lease in its tags: ``trainv
 attempt deletes a group only while it holds the lease; an ``up`` that finds another live lease (not expired
 and, when on this host, its process still runs) waits for that attempt's VM and returns it instead of
 writing to the group, and a lease holder retries a PUT that another racing ``up`` holds up (409 Conflict).
+Once an ``up`` has waited on another live attempt it never creates on its own: that attempt giving up (its
+create failed, it goes on with its own failover) or the deadline is AttemptInProgressError, which stops
+``provision``'s failover (any other region or cloud would be a second, billed VM of the same name).
 
 Why a lease tag and not a group per attempt: the group name is derived from the VM name, which is how
 ``down``/``status`` find a VM without local state; a group per attempt would need a lookup by tag and could
