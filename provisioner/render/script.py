@@ -29,7 +29,7 @@ from provisioner.providers.registry import CLOUDS, UserDataEncoding
 from provisioner.render.compact import compact_shell
 from provisioner.render.context import RenderTarget, ScriptContext, build_context
 from provisioner.render.shell import template_env
-from provisioner.render.spill import SpilledFile, spill_to_fit
+from provisioner.render.spill import SpilledFile, combined_sha256, spill_to_fit
 
 SCRIPT_PATH = "/usr/local/sbin/trainvm-provision"
 
@@ -77,7 +77,8 @@ _PARTS = ("_head.sh.j2", "_config.sh.j2", "_body.sh.j2")
 
 def _render_parts(ctx: ScriptContext, spill: tuple[SpilledFile, ...] = ()) -> tuple[str, str, str]:
     env = template_env()
-    head, config, body = (env.get_template(name).render(ctx=ctx, spill=spill) for name in _PARTS)
+    sha = combined_sha256(spill) if spill else ""
+    head, config, body = (env.get_template(name).render(ctx=ctx, spill=spill, spill_sha256=sha) for name in _PARTS)
     try:
         (head + config + body).encode("utf-8")
     except UnicodeEncodeError as exc:
@@ -224,7 +225,13 @@ def render_script(loaded: Any, target: RenderTarget, *, script_url: str | None =
     sizes: dict[str, int] = {"startup_sh": len(script.encode("utf-8"))}
     if spilled:
         sizes["spill_tags"] = sum(len(f.tags) for f in spilled)
-    user_data, entry, extra = _WRAP[fmt.kind](script, ctx, script_url, fmt.limit)
+    try:
+        user_data, entry, extra = _WRAP[fmt.kind](script, ctx, script_url, fmt.limit)
+    except RenderError as exc:
+        if not (spill and fmt.spill_tags):
+            raise
+        raise RenderError(f"{exc} Moving every embedded file that can move into instance tags (at most "
+                          f"{fmt.spill_tags}) does not make it fit either.") from None
     sizes.update(extra)
     sizes["user_data"] = len(user_data.encode("utf-8") if isinstance(user_data, str) else user_data)
     sizes["limit"] = fmt.limit

@@ -8,15 +8,16 @@ script fits. For each spilled heredoc:
 
 - its exact content (as it would have been in the script, after compaction) is gzipped, base64-encoded and
   cut into values of at most 256 characters: instance tags ``tv-f<I>-<K>`` (``SpilledFile.tags``);
-- the script keeps its name, its index, the number of tags and its sha256 only; ``tv_start`` calls
-  ``tv_spilled`` (templates/entry/_aws.sh.j2), which reads the tags from the instance metadata (IMDSv2),
-  joins, decodes and checks the sha256 into ``/var/lib/trainvm/spill/NAME``, and the heredoc's command
-  reads that file instead (``<<'NAME'`` becomes ``<"$TV_STATE/spill/NAME"``). A tag that is missing or content
-  that does not match its sha256 (anyone with ``ec2:CreateTags`` on the instance can change a tag) is read
-  again, 30 tries TRAINVM_RETRY_SLEEP apart; then the script stops with ``failed:spill:LINE`` before any phase
-  and any use of the file. A file already there with the right sha256 is not read again (a re-run).
-- Cost in user data: the fetch (~280 gzipped bytes) and ~70 per spilled file; a file saves about its gzipped
-  size. Tags: about one per 190 bytes of gzipped file.
+- the script keeps its name, its index and the number of tags, and one sha256 for all spilled files
+  (``combined_sha256``); ``tv_start`` calls ``tv_spilled`` (templates/entry/_aws.sh.j2), which reads the tags
+  from the instance metadata (IMDSv2), joins and decodes them into ``/var/lib/trainvm/spill/NAME`` and checks
+  the sha256; the heredoc's command reads that file instead (``<<'NAME'`` becomes
+  ``<"$TV_STATE/spill/NAME"``). A tag that is missing or content that does not match (anyone with
+  ``ec2:CreateTags`` on the instance can change a tag) is read again, 30 tries TRAINVM_RETRY_SLEEP apart; then
+  the script stops with ``failed:spill:LINE`` before any phase and any use of the files (they are removed).
+  Files already there with the right sha256 are not read again (a re-run).
+- Cost in user data: the fetch and the sha256 (~330 gzipped bytes) and ~25 per spilled file; a file saves about
+  its gzipped size. Tags: about one per 190 bytes of gzipped file.
 
 Only files that hold no profile value and no secret can be spilled: the allowlist names heredocs whose
 content is a file of the repository (templates/files, templates/datatools) as compacted, never a profile
@@ -72,6 +73,17 @@ class SpilledFile:
     @property
     def chunks(self) -> int:
         return len(self.tags)
+
+    @property
+    def arg(self) -> str:
+        """How ``tv_unspill`` names it: NAME:INDEX:TAGS."""
+        return f"{self.name}:{self.index}:{self.chunks}"
+
+
+def combined_sha256(files: tuple[SpilledFile, ...]) -> str:
+    """The one sha256 the script keeps for all its spilled files: of their sha256s, one ``HEX  -`` line each in
+    order (what ``for f; do sha256sum <f; done | sha256sum`` prints on the VM), so no byte can move between files."""
+    return hashlib.sha256("".join(f"{f.sha256}  -\n" for f in files).encode("ascii")).hexdigest()
 
 
 def spilled_file(name: str, index: int, content: str) -> SpilledFile:
@@ -140,7 +152,7 @@ def spill_to_fit(full: str, render: Callable[[tuple[SpilledFile, ...]], str], fi
             raise RenderError(f"internal: the embedded file {name} would carry {what}; it is never spilled to tags")
         spilled = spilled_file(name, len(chosen), bodies[name])
         if sum(len(f.tags) for f in chosen) + len(spilled.tags) > max_tags:
-            break
+            continue  # a smaller file may still fit the tag budget
         check_tags(spilled.tags)
         chosen.append(spilled)
         script = replace_heredocs(render(tuple(chosen)), tuple(chosen))

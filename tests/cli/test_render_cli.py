@@ -72,7 +72,7 @@ def test_render_shows_the_spilled_files_and_their_tags(cli, tmp_path: Path, writ
     assert keys and all(k in inst and 0 < len(inst[k]) <= 256 for k in keys)
     assert len(inst) <= 50 and request["MetadataOptions"]["InstanceMetadataTags"] == "enabled"
     script = (out / "startup.sh").read_text()
-    assert all(f"tv_unspill '{f['file']}'" in script and f["sha256"] in script for f in doc["spilled"])
+    assert all(f"'{f['file']}:" in script and "/" + f["file"] in script for f in doc["spilled"])
     text = cli("render", str(p), "--cloud", "aws")
     assert "embedded files in" in text.err and "instance tags" in text.err
 

@@ -64,7 +64,7 @@ def test_s3_data_spills_into_instance_tags(cli, aws, tmp_path) -> None:
     back with DescribeTags), user data <= 16,384 bytes whose script checks each file's sha256."""
     import gzip
 
-    from provisioner.render.spill import SpilledFile, unspill
+    from provisioner.render.spill import SpilledFile, combined_sha256, unspill
 
     path = tmp_path / "t4-s3.yaml"
     path.write_text(f"extends: {T4}\nname: bert-finetune\ndata:\n  - {{source: 's3://example-ml-data/glue/', "
@@ -84,12 +84,12 @@ def test_s3_data_spills_into_instance_tags(cli, aws, tmp_path) -> None:
                            ["UserData"]["Value"])
     assert len(raw) <= 16_384
     script = gzip.decompress(raw).decode()
-    calls = re.findall(r"^tv_unspill '(\w+)' (\d+) (\d+) '([0-9a-f]{64})'$", script, re.M)
-    assert calls and sum(int(n) for _, _, n, _ in calls) == len(spill)
-    for name, i, n, sha in calls:  # each file comes back from the instance's tags with the sha256 the script holds
-        keys = tuple((f"tv-f{i}-{k}", "") for k in range(int(n)))
-        data = unspill(tags, SpilledFile(name, int(i), sha, 0, keys))
-        assert hashlib.sha256(data).hexdigest() == sha
+    [(combined, args)] = re.findall(r"^tv_unspill '([0-9a-f]{64})'((?: '\w+:\d+:\d+')+)$", script, re.M)
+    files = [SpilledFile(name, int(i), hashlib.sha256(unspill(tags, SpilledFile(name, int(i), "", 0, tuple(
+        (f"tv-f{i}-{k}", "") for k in range(int(n)))))).hexdigest(), 0, tuple((f"tv-f{i}-{k}", "") for k in range(int(n))))
+        for name, i, n in re.findall(r"'(\w+):(\d+):(\d+)'", args)]
+    assert files and sum(f.chunks for f in files) == len(spill)
+    assert combined_sha256(tuple(files)) == combined  # the files in the instance's tags are the ones the script holds
     volumes = ec2.describe_volumes(Filters=[{"Name": "attachment.instance-id", "Values": [inst["InstanceId"]]}])["Volumes"]
     assert volumes and not [t for v in volumes for t in v.get("Tags", []) if t["Key"].startswith("tv-f")]
 

@@ -15,7 +15,7 @@ import pytest
 import trainvm_render_support as S
 
 from provisioner.providers import registry
-from provisioner.render.spill import SPILLABLE, heredocs, unspill
+from provisioner.render.spill import SPILLABLE, combined_sha256, heredocs, unspill
 
 
 def bert_s3(os_name: str = "ubuntu-22.04"):
@@ -77,9 +77,11 @@ def test_bundled_profile_with_s3_data_spills_and_its_files_come_back_byte_for_by
     assert rendered.entry == "aws-gzip" and rendered.sizes["user_data"] <= 16_384
     names = [f.name for f in rendered.spilled]
     assert "TRAINVM_COPY_PY" in names
-    for f in rendered.spilled:  # each heredoc is gone from the script; only its sha256 stays
+    for f in rendered.spilled:  # each heredoc is gone from the script; only the sha256 of all of them stays
         assert f"<<'{f.name}'" not in rendered.startup_sh and f"<\"$TV_STATE/spill/{f.name}\"" in rendered.startup_sh
-        assert f"tv_unspill '{f.name}' {f.index} {len(f.tags)} '{f.sha256}'" in rendered.startup_sh
+    line = "tv_unspill '" + combined_sha256(rendered.spilled) + "' " + " ".join(f"'{f.name}:{f.index}:{len(f.tags)}'"
+                                                                              for f in rendered.spilled)
+    assert line in rendered.startup_sh.splitlines()
     full = heredocs(_full(lp))
     tags = dict(rendered.spill_tags())
     assert all(unspill(tags, f).decode() == full[f.name] for f in rendered.spilled)
@@ -131,8 +133,8 @@ def test_a_changed_or_missing_tag_stops_the_script_before_anything_runs(make_har
     assert run.installs() == [] and not run.named("apt-get") and not run.named("uv")
     assert not h.path(f"/var/lib/trainvm/spill/{rendered.spilled[0].name}").exists()
     assert not h.path("/var/lib/trainvm/lib/trainvm_copy.py").exists()
-    first = rendered.spilled[0]
-    assert f"instance tags tv-f0-0..{first.chunks - 1} do not hold {first.name} (sha256 {first.sha256})" in run.report["error"]
+    names = " ".join(f.name for f in rendered.spilled)
+    assert f"instance tags tv-f* do not hold {names} (sha256 {combined_sha256(rendered.spilled)})" in run.report["error"]
     # a tag not (yet) in IMDS, or changed while it is being written, is read again: 30 tries
     assert len([c for c in run.lines("curl") if c.endswith(f"/tags/instance/{victim}")]) == 30
 
