@@ -103,7 +103,8 @@ def python_keep(ctx: ScriptContext) -> frozenset[str]:
     stack.env and in the data credentials, its ``cred_*`` credential code when there are data credentials,
     its ``api_CLOUD`` (trainvm-lifecycle's own call of the cloud's API, where the helper has one) when an action
     of the idle watchdog or the max-run timer is one that a shutdown from inside the guest does not do (AWS: a
-    mixed stop/delete; a guest shutdown does the other action exactly, at no cost in user data), and the
+    mixed stop/delete; a guest shutdown does the other action exactly, at no cost in user data) unless the
+    profile installs the copy tool whose SDK trainvm-lifecycle calls instead (``LifecycleFacts.api_sdk_scheme``), and the
     copier's ``scheme_SCHEME`` for each copy tool."""
     env = json.loads(ctx.expected_json).get("env", {})
     refs = [v for v in env.values() if isinstance(v, str) and v.startswith("secret://")]
@@ -111,7 +112,9 @@ def python_keep(ctx: ScriptContext) -> frozenset[str]:
     kinds = {v[len("secret://"):].split("/", 1)[0] for v in refs + creds}
     keep = {"secret_" + k.replace("-", "_") for k in kinds} | {"scheme_" + t.scheme for t in ctx.datatools}
     used = [a for a, on in ((ctx.on_idle, ctx.idle_minutes), (ctx.on_max_run, ctx.max_run_seconds)) if on]
-    keep |= {"api_" + ctx.cloud} if api_actions(used, ctx.shutdown_does) else set()
+    sdk = CLOUDS[ctx.cloud].lifecycle.api_sdk_scheme  # that copy tool's SDK makes the call instead (registry)
+    if api_actions(used, ctx.shutdown_does) and not any(t.scheme == sdk for t in ctx.datatools):
+        keep.add("api_" + ctx.cloud)
     return frozenset(keep | ({"cred_file", "cred_hidden"} if creds else set()))
 
 

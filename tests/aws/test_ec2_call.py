@@ -137,3 +137,44 @@ def test_no_instance_profile_fails_at_once(aws, helper, vm, capsys):
     meta.pop("iam/security-credentials/")
     assert helper.api_aws("stop", ec2) == 1 and sent == []
     assert "EC2 StopInstances failed" in capsys.readouterr().err
+
+
+LIFECYCLE = REPO / "templates/files/trainvm-lifecycle-aws.sh"
+
+
+def boto3_call(aws, region, instance, verb):
+    """trainvm-lifecycle's other path: the Python program it gives the s3 copy tool's venv (boto3 from the pinned
+    lock), taken from the script as written, run with this venv's boto3 against moto's server (AWS_ENDPOINT_URL,
+    which the VM never sets) with the region and instance id the script reads from IMDSv2. Not modelled here:
+    boto3's credential lookup through IMDS (static test keys instead) and IAM (moto does not evaluate policies)."""
+    import os
+    import re
+    import subprocess
+    import sys
+
+    [program] = re.findall(r'"\$sdk" -c \'(.*?)\' "\$\(get placement/region\)"', LIFECYCLE.read_text(), re.S)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")} | {
+        "AWS_ENDPOINT_URL": aws.url, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_MAX_ATTEMPTS": "2"}
+    return subprocess.run([sys.executable, "-c", program, region, instance, verb], env=env, capture_output=True,
+                          text=True, timeout=120)
+
+
+@pytest.mark.parametrize("verb, state", [("stop", "stopped"), ("terminate", "terminated")])
+def test_the_lifecycle_boto3_call_stops_or_terminates_its_instance(aws, vm, verb, state):
+    instance, _, _, _ = vm
+    r = boto3_call(aws, "us-east-1", instance, verb)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith(f"EC2 {verb.title()}Instances: ")
+    assert aws.instance_states("us-east-1", {instance}) == {instance: state}
+
+
+def test_the_lifecycle_boto3_call_fails_on_an_ec2_error(aws, vm):
+    instance, _, _, _ = vm
+    aws.faults.fail("TerminateInstances", "UnauthorizedOperation", message="You are not authorized to perform this operation.")
+    r = boto3_call(aws, "us-east-1", instance, "terminate")
+    assert r.returncode != 0 and "UnauthorizedOperation" in r.stderr
+    assert aws.instance_states("us-east-1", {instance}) == {instance: "running"}
+    aws.faults.clear()
+    r = boto3_call(aws, "us-east-1", "i-0000000000000000f", "stop")
+    assert r.returncode != 0 and "InvalidInstanceID" in r.stderr

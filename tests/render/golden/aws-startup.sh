@@ -904,7 +904,18 @@ conf=${TRAINVM_ROOT:-}/etc/trainvm/watchdog.conf
 does=$1
 if ! grep -qx "SHUTDOWN_DOES=$1" "$conf"; then
   echo "trainvm: ${2:-}: EC2 ${api}Instances"
-  if python3 "${TRAINVM_ROOT:-}/var/lib/trainvm/lib/trainvm_helper.py" ec2 "${api,}"; then exit 0; fi
+  sdk=${TRAINVM_ROOT:-}/opt/trainvm/datatools/s3/bin/python
+  if [ -x "$sdk" ]; then
+    m=http://169.254.169.254/latest
+    t=$(curl -fsS -m 10 -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 60' $m/api/token || true)
+    get() { curl -fsS -m 10 -H "X-aws-ec2-metadata-token: $t" "$m/meta-data/$1" || true; }
+    if "$sdk" -c 'import boto3, sys
+r = getattr(boto3.client("ec2", region_name=sys.argv[1]), sys.argv[3] + "_instances")(InstanceIds=[sys.argv[2]])
+s = [v for k, v in r.items() if k.endswith("Instances")][0][0]["CurrentState"]["Name"]
+print("EC2 %sInstances: %s" % (sys.argv[3].title(), s))
+sys.exit(s not in ("stopping", "stopped", "shutting-down", "terminated"))' "$(get placement/region)" "$(get instance-id)" "${api,}"
+    then exit 0; fi
+  elif python3 "${TRAINVM_ROOT:-}/var/lib/trainvm/lib/trainvm_helper.py" ec2 "${api,}"; then exit 0; fi
   grep -qx SHUTDOWN_DOES=stop "$conf"
   does=stop
   echo "trainvm: the EC2 call failed"
