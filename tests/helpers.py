@@ -78,3 +78,15 @@ def assert_verify_names_drifting_node(cli: Any, name: str, node: str) -> None:
     assert drift.code == 1
     row = next(f for f in drift.json()["fields"] if f["field"] == "nodes.driver")
     assert node in str(row["observed"])
+
+
+def load_helper(name: str) -> Any:
+    """A fresh module of the on-VM helper (templates/files/trainvm_helper.py) under ``name``, as the VM runs it
+    (a file, not part of the provisioner package): each test module that monkeypatches it gets its own copy."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, REPO / "templates/files/trainvm_helper.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -13,7 +13,6 @@ modelled. The test gives ``api_aws`` the emulator's URL as its EC2 endpoint (a p
 from __future__ import annotations
 
 import datetime
-import importlib.util
 import io
 import json
 import time
@@ -23,9 +22,8 @@ import urllib.request
 
 import pytest
 
-from tests.helpers import REPO
+from tests.helpers import REPO, load_helper
 
-HELPER = REPO / "templates/files/trainvm_helper.py"
 IMDS = "http://169.254.169.254/latest/"
 KEYS = {"AccessKeyId": "ASIAROLEEXAMPLE", "SecretAccessKey": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "Token": "role-session"}
 FORM = "application/x-www-form-urlencoded; charset=utf-8"
@@ -33,10 +31,7 @@ FORM = "application/x-www-form-urlencoded; charset=utf-8"
 
 @pytest.fixture()
 def helper():
-    spec = importlib.util.spec_from_file_location("trainvm_helper_ec2", HELPER)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_helper("trainvm_helper_ec2")
 
 
 def botocore_authorization(keys, region, url, body, now):

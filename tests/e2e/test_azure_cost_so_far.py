@@ -8,8 +8,11 @@ known). The emulator models that time for create, update and the power actions (
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from provisioner.providers.azure_power import latest_start
 from tests.emulators.arm import ArmEmulator
@@ -30,7 +33,9 @@ def _profile(tmp_path: Path) -> str:
     return str(p)
 
 
-def test_running_cost_is_a_lower_bound_from_the_last_operation_and_unknown_once_deallocated(cli, env, tmp_path) -> None:
+@contextmanager
+def _azure_vm(cli: Any, env: Any, tmp_path: Path) -> Iterator[str]:
+    """A VM made by `trainvm up --cloud azure` against the ARM emulator; yields its name."""
     with ArmEmulator() as emu:
         for k, v in emu.env().items():
             env.setenv(k, v)
@@ -38,27 +43,31 @@ def test_running_cost_is_a_lower_bound_from_the_last_operation_and_unknown_once_
         try:
             up = cli("up", _profile(tmp_path), "--yes", "--json", "--cloud", "azure")
             assert up.code == 0, up.err
-            name = up.json()["name"]
-            [v] = cli("list", "--json").json()["vms"]
-            assert v["state"] == "RUNNING" and v["billing_compute"] is True
-            assert v["last_start"] and _when(v["last_start"]) >= _when(v["created"])
-            assert v["cost_so_far"] is not None and v["cost_so_far_is_minimum"] is True
-            assert ">= $" in cli("status", name, "--cloud", "azure").out
-
-            assert cli("stop", name, "--yes", "--cloud", "azure").code == 0
-            [v] = cli("list", "--json").json()["vms"]
-            assert v["state"] == "DEALLOCATED" and v["billing_compute"] is False
-            assert v["last_start"] is None and v["uptime_hours"] is None and v["cost_so_far"] is None
-            assert v["cost_so_far_is_minimum"] is False and "unknown" in cli("list").out
-
-            before_start = datetime.now(UTC)
-            assert cli("start", name, "--cloud", "azure").code == 0
-            [v] = cli("list", "--json").json()["vms"]
-            # counted from the start just made, not from creation (creation is earlier than before_start)
-            assert v["state"] == "RUNNING" and _when(v["last_start"]) >= before_start > _when(v["created"])
-            assert v["cost_so_far_is_minimum"] is True and v["uptime_hours"] is not None
+            yield up.json()["name"]
         finally:
             emu.finish_operations(stuck=True)
+
+
+def test_running_cost_is_a_lower_bound_from_the_last_operation_and_unknown_once_deallocated(cli, env, tmp_path) -> None:
+    with _azure_vm(cli, env, tmp_path) as name:
+        [v] = cli("list", "--json").json()["vms"]
+        assert v["state"] == "RUNNING" and v["billing_compute"] is True
+        assert v["last_start"] and _when(v["last_start"]) >= _when(v["created"])
+        assert v["cost_so_far"] is not None and v["cost_so_far_is_minimum"] is True
+        assert ">= $" in cli("status", name, "--cloud", "azure").out
+
+        assert cli("stop", name, "--yes", "--cloud", "azure").code == 0
+        [v] = cli("list", "--json").json()["vms"]
+        assert v["state"] == "DEALLOCATED" and v["billing_compute"] is False
+        assert v["last_start"] is None and v["uptime_hours"] is None and v["cost_so_far"] is None
+        assert v["cost_so_far_is_minimum"] is False and "unknown" in cli("list").out
+
+        before_start = datetime.now(UTC)
+        assert cli("start", name, "--cloud", "azure").code == 0
+        [v] = cli("list", "--json").json()["vms"]
+        # counted from the start just made, not from creation (creation is earlier than before_start)
+        assert v["state"] == "RUNNING" and _when(v["last_start"]) >= before_start > _when(v["created"])
+        assert v["cost_so_far_is_minimum"] is True and v["uptime_hours"] is not None
 
 
 def test_sdk_instance_view_time_moves_with_a_start(cli, env, tmp_path) -> None:
@@ -67,30 +76,21 @@ def test_sdk_instance_view_time_moves_with_a_start(cli, env, tmp_path) -> None:
     from provisioner.providers.azure import _wire
     from provisioner.providers.azure_clients import Settings, default_credential, make_clients
 
-    with ArmEmulator() as emu:
-        for k, v in emu.env().items():
-            env.setenv(k, v)
-        env.setenv("TRAINVM_AZURE_POLL_SECONDS", "0")
-        try:
-            up = cli("up", _profile(tmp_path), "--yes", "--json", "--cloud", "azure")
-            assert up.code == 0, up.err
-            name = up.json()["name"]
-            rg = f"trainvm-{name}"
-            compute = make_clients(Settings.from_env(), default_credential()).compute.virtual_machines
+    with _azure_vm(cli, env, tmp_path) as name:
+        rg = f"trainvm-{name}"
+        compute = make_clients(Settings.from_env(), default_credential()).compute.virtual_machines
 
-            def started() -> str | None:
-                vm = _wire(compute.get(rg, name, expand="instanceView"))  # the provider's own conversion
-                return latest_start(vm["properties"])
+        def started() -> str | None:
+            vm = _wire(compute.get(rg, name, expand="instanceView"))  # the provider's own conversion
+            return latest_start(vm["properties"])
 
-            first = started()
-            assert first is not None
-            compute.begin_deallocate(rg, name).result()
-            assert started() is None  # deallocated: no running time to count
-            compute.begin_start(rg, name).result()
-            again = started()
-            assert again is not None and _when(again) > _when(first)
-        finally:
-            emu.finish_operations(stuck=True)
+        first = started()
+        assert first is not None
+        compute.begin_deallocate(rg, name).result()
+        assert started() is None  # deallocated: no running time to count
+        compute.begin_start(rg, name).result()
+        again = started()
+        assert again is not None and _when(again) > _when(first)
 
 
 def test_latest_start_needs_a_running_vm_and_a_time() -> None:

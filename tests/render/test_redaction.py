@@ -5,22 +5,19 @@ values of secrets.env are replaced by ***; the report's error is redacted the sa
 
 from __future__ import annotations
 
-import importlib.util
 import json
 
 import pytest
 import trainvm_render_support as S
 
-HELPER = S.REPO / "templates/files/trainvm_helper.py"
+from tests.helpers import load_helper
+
 SECRETS = ["hunter2pass", "deadbeefsig0123", "AKIAEXAMPLEKEY99", "s3cr3t-from-gcp", "sv%3Dsecretsas", "eyJhbGciOi.payload.sig"]
 
 
 @pytest.fixture(scope="module")
 def helper():
-    spec = importlib.util.spec_from_file_location("trainvm_helper_under_test", HELPER)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_helper("trainvm_helper_under_test")
 
 
 @pytest.mark.parametrize("line, gone", [

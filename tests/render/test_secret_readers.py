@@ -6,24 +6,19 @@ signature is checked against botocore's signer (the reference implementation) fo
 from __future__ import annotations
 
 import base64
-import importlib.util
 import io
 import json
 import time
 import urllib.request
 
 import pytest
-import trainvm_render_support as S
 
-HELPER = S.REPO / "templates/files/trainvm_helper.py"
+from tests.helpers import load_helper
 
 
 @pytest.fixture()
 def helper():
-    spec = importlib.util.spec_from_file_location("trainvm_helper_secrets", HELPER)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_helper("trainvm_helper_secrets")
 
 
 def botocore_authorization(keys, region, host, target, body, now):
