@@ -50,6 +50,7 @@ from provisioner.providers.base import (
     RetryExhaustedError,
     VanishedError,
     price_from_labels,
+    refuse_foreign,
 )
 from provisioner.verify.report import StackReport, last_console_report
 
@@ -212,12 +213,7 @@ class AwsProvider(AwsCalls):
 
     def _adopt(self, inst: dict[str, Any], spec: LaunchSpec) -> InstanceRecord:
         tags, where = _tags(inst), inst["_region"]
-        if tags.get(MANAGED) != "true":
-            raise ConflictError(f"an instance named {spec.name} already exists in {where} and is not managed by "
-                                "trainvm; pass --name to choose another name")
-        if tags.get("trainvm-hash") != spec.labels.get("trainvm-hash"):
-            raise ConflictError(f"an instance named {spec.name} already exists in {where} for another version of the "
-                                f"profile (hash {tags.get('trainvm-hash')}); run `trainvm down {spec.name}` or pass --name")
+        refuse_foreign(tags, spec, "an instance", f"in {where}")
         if inst["State"]["Name"] == "pending":  # an interrupted or a concurrent `up` is creating it
             try:
                 inst = self._until_running(where, inst["InstanceId"], spec.name)

@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from provisioner.providers import base
 from provisioner.providers.base import (
     AttemptInProgressError,
     ConflictError,
@@ -54,13 +55,8 @@ def _props(res: dict[str, Any]) -> dict[str, Any]:
 def refuse_foreign(res: dict[str, Any], spec: Any, rg: str, kind: str, what: str) -> None:
     """A ``kind`` ("VM", "scale set") called ``spec.name`` already exists: raise ConflictError unless trainvm made it
     for this version of the profile (same hash); ``what`` names it in the second message ("VM", "cluster")."""
-    tags = res.get("tags") or {}
-    if tags.get(MANAGED) != "true":
-        raise ConflictError(f"a {kind} named {spec.name} already exists in resource group {rg} and is not managed by "
-                            "trainvm; pass --name to choose another name")
-    if tags.get("trainvm-hash") != spec.labels.get("trainvm-hash"):
-        raise ConflictError(f"a {what} named {spec.name} already exists ({res.get('location')}) for another version of the "
-                            f"profile (hash {tags.get('trainvm-hash')}); run `trainvm down {spec.name}` or pass --name")
+    base.refuse_foreign(res.get("tags") or {}, spec, f"a {kind}", f"in resource group {rg}", other=f"a {what}",
+                        other_where=f"({res.get('location')})")
 
 
 def _lease(group: dict[str, Any] | None) -> str | None:

@@ -224,3 +224,17 @@ def labels_for(profile_name: str, profile_hash: str, price_hourly: float | None 
     if price_hourly is not None:
         labels[PRICE_LABEL] = price_label(price_hourly)
     return labels
+
+
+def refuse_foreign(marks: dict[str, str], spec: LaunchSpec, thing: str, where: str, *,
+                   other: str | None = None, other_where: str | None = None) -> None:
+    """Something called ``spec.name`` already exists ``where`` ("in us-east1-b"): raise ConflictError unless trainvm
+    made it (``marks``: its labels/tags from ``labels_for``) for this version of the profile (same hash), the one
+    ownership check of every provider's adopt path. ``thing`` names it ("a VM", "an instance", "a scale set");
+    ``other``/``other_where`` name it in the second message where the cloud says it differently."""
+    if marks.get("trainvm-managed") != "true":
+        raise ConflictError(f"{thing} named {spec.name} already exists {where} and is not managed by trainvm; "
+                            "pass --name to choose another name")
+    if marks.get("trainvm-hash") != spec.labels.get("trainvm-hash"):
+        raise ConflictError(f"{other or thing} named {spec.name} already exists {other_where or where} for another version "
+                            f"of the profile (hash {marks.get('trainvm-hash')}); run `trainvm down {spec.name}` or pass --name")

@@ -70,6 +70,7 @@ from provisioner.providers.base import (
     RetryExhaustedError,
     VanishedError,
     price_from_labels,
+    refuse_foreign,
 )
 from provisioner.providers.gcp_api import GceApi
 from provisioner.providers.gcp_cluster import GceClusters
@@ -250,12 +251,7 @@ class GcpProvider:
     def _adopt(self, inst: Any, spec: LaunchSpec, offer: Offer, attempt: CreateAttempt) -> InstanceRecord:
         """An instance of that name is already in the zone: ours (same hash) is returned, else ConflictError."""
         labels, zone = dict(inst.labels), str(offer.zone)
-        if labels.get("trainvm-managed") != "true":
-            raise ConflictError(f"a VM named {spec.name} already exists in {zone} and is not managed by trainvm; "
-                                "pass --name to choose another name")
-        if labels.get("trainvm-hash") != spec.labels.get("trainvm-hash"):
-            raise ConflictError(f"a VM named {spec.name} already exists in {zone} for another version of the profile "
-                                f"(hash {labels.get('trainvm-hash')}); run `trainvm down {spec.name}` or pass --name")
+        refuse_foreign(labels, spec, "a VM", f"in {zone}")
         tagged = ssh_tag(spec.name) in inst.tags.items
         if tagged and spec.ssh_from:  # converge the rules (missing: created; another --ssh-from: updated)
             self._fw.ensure(spec, attempt.deadline, attempt.rules)
