@@ -34,6 +34,7 @@ from provisioner.errors import (  # noqa: F401
 )
 
 if TYPE_CHECKING:
+    from provisioner.providers.store import PayloadRef, PayloadStore
     from provisioner.verify.report import StackReport
 
 
@@ -72,6 +73,9 @@ class LaunchSpec:
     #: (key, value) tags the VM's script reads its spilled embedded files from (render/spill.py); only a cloud
     #: whose registry ``UserDataFormat.spill_tags`` > 0 gets any
     spill_tags: tuple[tuple[str, str], ...] = ()
+    #: the staged payload the bootstrap in ``user_data`` fetches (providers/store.py); the provider scopes the
+    #: VM identity's read access to it (AWS instance profile, Azure role assignment). None: no payload
+    payload: PayloadRef | None = None
 
 
 @dataclass(frozen=True)
@@ -116,6 +120,8 @@ class InstanceRecord:
     rank: int | None = None
     #: how many nodes the cluster has (1 for a single VM)
     nodes: int = 1
+    #: the ``trainvm-payload`` label: the first 16 hex of the sha256 of the payload it was created with
+    payload: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -175,6 +181,9 @@ class Provider(Protocol):
 
     def read_cluster_reports(self, name: str) -> dict[str, StackReport | None]:
         """Every node's latest TRAINVM_REPORT, keyed by node name, rank order (None: no report yet)."""
+
+    def payload_store(self) -> PayloadStore:
+        """The cloud's payload store (providers/store.py) on this provider's credentials."""
 
     def live_status(self, record: InstanceRecord) -> str | None:
         """The startup script's latest ``TRAINVM_STATUS`` value from a channel faster than the console, on

@@ -1,0 +1,80 @@
+"""The payload store contract: where a VM's provisioning payload lives before the VM fetches it.
+
+User data on every cloud is a small bootstrap (render/bootstrap.py) holding the payload's sha256 and its
+``PayloadRef.url``. The payload itself (render/payload.py: the startup script, the agent, the manifest) is an
+object in the cloud's own object store, private, read by the VM with its own identity:
+
+* GCE: a GCS bucket per project and region; the VM's service account reads it with a metadata-server token
+  (``storage.objects.get`` granted on the bucket).
+* Azure: a storage account per subscription and region with a private container; the VM's managed identity
+  reads it with an IMDS token (Storage Blob Data Reader on the container).
+* AWS: an S3 bucket per account and region (Block Public Access on); the instance profile reads it with
+  IMDSv2 role credentials, the request signed by curl's own ``--aws-sigv4``.
+
+Objects are content-addressed (``payload_key``), so staging the same payload again uploads nothing and many
+VMs share one object. A lifecycle rule on the store removes objects ``EXPIRE_DAYS`` after their last upload;
+``stage`` uploads again an object older than ``REFRESH_DAYS`` so that a VM being created never meets an
+object about to expire. ``trainvm down`` removes the object when no other trainvm VM of that store uses it
+(the ``trainvm-payload`` label). A VM keeps its verified copy on its boot disk: a restart fetches nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+#: the object-store lifecycle rule: payload objects are deleted this many days after their last upload
+EXPIRE_DAYS = 30
+#: ``stage`` uploads again an existing object older than this (so it outlives the VM's first boot)
+REFRESH_DAYS = 7
+#: label/tag on every VM: the first 16 hex of the sha256 of the payload it was created with
+PAYLOAD_LABEL = "trainvm-payload"
+#: the key prefix of every payload object in a store
+PAYLOAD_PREFIX = "payloads/"
+
+
+def payload_key(sha256: str) -> str:
+    """The object key of a payload: content-addressed, so two VMs with the same payload share one object."""
+    return f"{PAYLOAD_PREFIX}{sha256}.tar.gz"
+
+
+@dataclass(frozen=True)
+class PayloadRef:
+    """One staged payload: what the bootstrap fetches and what ``down`` may release."""
+
+    cloud: str
+    region: str
+    #: the store: a bucket (GCS, S3) or ``ACCOUNT/CONTAINER`` (Azure)
+    store: str
+    key: str  # payload_key(sha256)
+    #: the https URL the VM GETs (with its identity's token or signature); an emulator's URL in tests
+    url: str
+    sha256: str
+    size: int
+    #: what the VM's identity needs to read it, in words ("roles/storage.objectViewer on gs://B")
+    access: str = ""
+    #: True when this ``stage`` uploaded the object (False: it was there and fresh)
+    uploaded: bool = False
+
+    def where(self) -> str:
+        """``gs://B/K``, ``s3://B/K`` or ``https://ACCOUNT.blob.core.windows.net/C/K`` as a user reads it."""
+        return self.url
+
+
+class PayloadStore(Protocol):
+    """A cloud's payload store, through the cloud's own SDK (imported lazily by the provider)."""
+
+    def stage(self, region: str, data: bytes, sha256: str) -> PayloadRef:
+        """Create or reuse the region's store (private, labelled ``trainvm-managed``, with the lifecycle rule),
+        make it readable by the identity trainvm's VMs run as where that is a store-level grant, and upload the
+        payload under ``payload_key(sha256)`` unless an object of that key and size, younger than
+        ``REFRESH_DAYS``, is already there. Idempotent. Raises a ``ProviderError`` (AuthError when the caller
+        may not create or write the store) and leaves no half-written object (uploads are single requests or
+        committed at the end)."""
+
+    def release(self, region: str, sha256: str) -> bool:
+        """Delete the payload object of ``sha256`` in the region's store; False when it was not there. The
+        store itself is kept (it is shared by the account's VMs in that region)."""
+
+    def stored(self, region: str) -> list[str]:
+        """The sha256 of every payload object in the region's store ([] when there is no store)."""
