@@ -28,6 +28,7 @@ from provisioner.providers.base import (
     ProviderError,
     price_from_labels,
 )
+from provisioner.providers.store import PAYLOAD_LABEL, PayloadRef, payload_key
 from provisioner.verify.report import StackReport, decode_report
 
 STOPPED = "TERMINATED"
@@ -48,6 +49,35 @@ class Clock:
 
 
 @dataclass
+class FakePayloadStore:
+    """The payload store contract in memory: objects by (region, sha256). ``refuse`` makes the next ``stage``
+    raise that error (a store the caller may not write). It models no IAM, no expiry and no lifecycle rule."""
+
+    cloud: str
+    objects: dict[tuple[str, str], bytes] = field(default_factory=dict)
+    uploads: list[tuple[str, str]] = field(default_factory=list)
+    refuse: deque[ProviderError] = field(default_factory=deque)
+
+    def stage(self, region: str, data: bytes, sha256: str) -> PayloadRef:
+        if self.refuse:
+            raise self.refuse.popleft()
+        uploaded = (region, sha256) not in self.objects
+        if uploaded:
+            self.objects[(region, sha256)] = data
+            self.uploads.append((region, sha256))
+        key = payload_key(sha256)
+        return PayloadRef(cloud=self.cloud, region=region, store=f"fake-{region}", key=key,
+                          url=f"https://fake-store.invalid/{region}/{key}", sha256=sha256, size=len(data),
+                          access="nothing (in memory)", uploaded=uploaded)
+
+    def release(self, region: str, sha256: str) -> bool:
+        return self.objects.pop((region, sha256), None) is not None
+
+    def stored(self, region: str) -> list[str]:
+        return sorted(sha for (r, sha) in self.objects if r == region)
+
+
+@dataclass
 class FakeProvider:
     NAME: str = "gcp"
     vms: dict[str, InstanceRecord] = field(default_factory=dict)  # trainvm's VMs, by name
@@ -60,11 +90,20 @@ class FakeProvider:
     lock: Any = field(default_factory=threading.RLock)
     placements: set[str] = field(default_factory=set)  # clusters' placement groups, by cluster name
     capacity: dict[str, int] = field(default_factory=dict)  # zone or region -> nodes a cluster create finds room for
+    store: FakePayloadStore | None = None
+
+    def __post_init__(self) -> None:
+        if self.store is None:
+            self.store = FakePayloadStore(self.NAME)
 
     def twin(self) -> FakeProvider:
         """Another provider on the same cloud (what a second process would build)."""
         return FakeProvider(self.NAME, self.vms, self.failures, self.reports, self.consoles, self.profiles, self.calls,
-                            self.unmanaged, self.lock, self.placements, self.capacity)
+                            self.unmanaged, self.lock, self.placements, self.capacity, self.store)
+
+    def payload_store(self) -> FakePayloadStore:
+        assert self.store is not None
+        return self.store
 
     def fail(self, where: str, *errors: ProviderError) -> None:
         self.failures.setdefault(where, deque()).extend(errors)
@@ -103,7 +142,7 @@ class FakeProvider:
                 name=spec.name, cloud=offer.cloud, region=offer.region, zone=offer.zone,
                 instance_type=offer.instance_type, state="RUNNING", profile=spec.profile_name,
                 hash=spec.labels["trainvm-hash"], price_hourly=price_from_labels(spec.labels),
-                created="2026-11-22T00:00:00Z", ip="203.0.113.10", spot=spec.spot)
+                created="2026-11-22T00:00:00Z", ip="203.0.113.10", spot=spec.spot, payload=spec.labels.get(PAYLOAD_LABEL))
             self.vms[spec.name] = record
             self.profiles[spec.name] = json.loads(spec.profile_json)
             return record
@@ -119,7 +158,7 @@ class FakeProvider:
                 name=name, cloud=offer.cloud, region=offer.region, zone=offer.zone, instance_type=offer.instance_type,
                 state="RUNNING", profile=spec.profile_name, hash=spec.labels["trainvm-hash"],
                 price_hourly=price_from_labels(spec.labels), created="2026-11-22T00:00:00Z", ip=f"203.0.113.{10 + rank}",
-                spot=spec.spot, cluster=spec.name, rank=rank, nodes=spec.nodes)
+                spot=spec.spot, cluster=spec.name, rank=rank, nodes=spec.nodes, payload=spec.labels.get(PAYLOAD_LABEL))
             self.profiles[name] = json.loads(spec.profile_json)
             made.append(name)
         if len(made) < spec.nodes:  # all or nothing: what was made goes, with the placement group

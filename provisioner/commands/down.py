@@ -1,9 +1,12 @@
 """``trainvm down``: delete a VM and everything created for it (idempotent). For a cluster: every node, its
-placement resources and its firewall rules / network resources (the provider's ``delete``), and how many nodes."""
+placement resources and its firewall rules / network resources (the provider's ``delete``), and how many nodes.
+The payload object it was created with (providers/store.py) goes too, unless another VM of that store still
+uses it (the ``trainvm-payload`` label); the store itself is kept."""
 
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 from provisioner.commands.clouds import check_name, locate_one, providers_for
 from provisioner.errors import InputError
@@ -43,9 +46,10 @@ def run_down(name: str, *, yes: bool, wait: bool, json_out: bool, cloud: str | N
         if not typer.confirm(f"Delete {noun} ({record.cloud} {record.zone or record.region}) and everything created for it?"):
             return 1
     deleted = provider.delete(name, wait=wait)
+    payload = release_payload(provider, record, name)
     if json_out:
         emit_json({"name": name, "cloud": record.cloud, "deleted": deleted, "already_gone": not deleted, "waited": wait,
-                   **({"cluster": True, "nodes": nodes} if record.cluster else {})})
+                   "payload": payload, **({"cluster": True, "nodes": nodes} if record.cluster else {})})
     else:
         where = f"{record.cloud} {record.zone or record.region}"
         if record.cluster and deleted:
@@ -53,4 +57,33 @@ def run_down(name: str, *, yes: bool, wait: bool, json_out: bool, cloud: str | N
                                    + ("" if wait else " (deletion in progress)"))
         else:
             stdout_console().print(f"{name} on {where}: {'deleted' if deleted else 'already gone'}" + ("" if wait or not deleted else " (deletion in progress)"))
+        if payload["state"] != "none":
+            stdout_console().print(f"payload {payload['sha256'] or ''}: {payload['message']}")
     return 0
+
+
+def release_payload(provider: Any, record: Any, name: str) -> dict[str, Any]:
+    """Delete the payload object ``record`` was created with when no other trainvm VM of that store (same cloud
+    and region) carries its ``trainvm-payload`` label. Never fails ``down``: a store error is reported, and the
+    store's lifecycle rule removes the object after providers/store.EXPIRE_DAYS anyway."""
+    from provisioner.errors import ProviderError
+    from provisioner.providers.store import EXPIRE_DAYS
+
+    prefix = record.payload
+    if not prefix:
+        return {"state": "none", "sha256": None, "message": "no payload label (a VM of an older trainvm)"}
+    mine = {name, record.cluster or name}
+    try:
+        users = [r.name for r in provider.list() if r.payload == prefix and r.region == record.region
+                 and (r.cluster or r.name) not in mine]
+        if users:
+            return {"state": "kept", "sha256": prefix, "users": users,
+                    "message": f"kept: {len(users)} other VM(s) use it ({', '.join(users[:3])})"}
+        shas = [s for s in provider.payload_store().stored(record.region) if s.startswith(prefix)]
+        released = [s for s in shas if provider.payload_store().release(record.region, s)]
+    except ProviderError as exc:
+        return {"state": "error", "sha256": prefix,
+                "message": f"could not be removed ({exc}); the store's lifecycle rule deletes it within {EXPIRE_DAYS} days"}
+    if not released:
+        return {"state": "gone", "sha256": prefix, "message": "already gone from the store"}
+    return {"state": "released", "sha256": prefix, "message": "removed from the store"}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import sys
 from pathlib import Path
 from typing import Any
@@ -20,51 +19,17 @@ def _money(x: float | None) -> str:
     return "-" if x is None else (f"${x:,.2f}" if x >= 1 else f"${x:.4f}".rstrip("0"))
 
 
-def _script_for(loaded: Any, offer: Any, warnings: list[str]) -> tuple[str | None, str | None]:
-    """(startup script, its sha256) for the chosen offer; (None, None) when rendering is unavailable, or when
-    the script cannot be rendered for that cloud (a warning says why; `up` skips that cloud)."""
+def _script_for(loaded: Any, offer: Any, warnings: list[str]) -> Any:
+    """The render for the chosen offer (RenderedScript); None when the script cannot be rendered for that cloud
+    (a warning says why; `up` skips that cloud)."""
     from provisioner.errors import RenderError
+    from provisioner.provision.launch import render_for_offer
 
     try:
-        from provisioner.provision.launch import render_for_offer
-
-        rendered = render_for_offer(loaded, offer)
-    except ImportError:  # pragma: no cover - render package missing in a partial install
-        return None, None
+        return render_for_offer(loaded, offer)
     except RenderError as exc:
         warnings.append(f"the startup script cannot be rendered for {offer.cloud} ({exc}); `up` skips {offer.cloud}")
-        return None, None
-    return rendered.startup_sh, hashlib.sha256(rendered.startup_sh.encode()).hexdigest()
-
-
-def _fitting_plan(loaded: Any, planned: Any, overrides: Any) -> tuple[Any, list[str]]:
-    """The plan whose chosen offer's startup script fits that cloud's user data. Only a cloud whose registry entry
-    says its user data is tight (``UserDataFormat.compact``: AWS's 16 KB) is checked, by rendering the chosen
-    offer's script once; when it does not fit (a container, perf or large-lock script), that cloud is left out
-    and the plan is made again, as ``up`` would skip it. A plan naming only such clouds keeps its choice: the
-    error then comes from ``up``/``render``, and ``--json``/``--show-script`` warn."""
-    from dataclasses import replace
-
-    from provisioner.errors import RenderError
-    from provisioner.providers.registry import cloud as cloud_spec
-
-    notes: list[str] = []
-    while planned.plan.chosen is not None and cloud_spec(planned.plan.chosen.cloud).user_data.compact:
-        chosen = planned.plan.chosen
-        try:
-            from provisioner.provision.launch import render_for_offer
-
-            render_for_offer(loaded, chosen)
-            break
-        except ImportError:  # pragma: no cover - render package missing in a partial install
-            break
-        except RenderError as exc:
-            rest = tuple(c for c in planned.plan.request.clouds if c != chosen.cloud)
-            if not rest:
-                break
-            notes.append(f"{chosen.cloud} left out: its startup script does not fit ({exc}); `up` skips it too")
-            planned = make_plan(loaded, replace(overrides, clouds=rest))
-    return planned, notes
+        return None
 
 
 def run_plan(
@@ -77,14 +42,12 @@ def run_plan(
     lock_notes = lock_gate(loaded, frozen=frozen)
     overrides = Overrides(tuple(clouds or ()) or None, tuple(regions or ()) or None, spot)
     planned = make_plan(loaded, overrides)
-    planned, fit_notes = _fitting_plan(loaded, planned, overrides)
-    lock_notes = lock_notes + fit_notes
     plan, catalog, applied = planned.plan, planned.catalog, planned.applied
     from provisioner.planner.explain import closest_offers, no_offer_message
 
     need_script = plan.chosen is not None and (json_out or show_script)  # rendering costs ~40 ms: only when shown
     render_notes: list[str] = []
-    script, script_sha = _script_for(loaded, plan.chosen, render_notes) if need_script else (None, None)
+    rendered = _script_for(loaded, plan.chosen, render_notes) if need_script else None
     from provisioner.planner.from_profile import region_warnings
 
     extra = region_warnings(plan.request, catalog) + lock_notes + render_notes
@@ -98,9 +61,10 @@ def run_plan(
         doc["estimate"] = _estimate(plan, hours, loaded)
         doc["cluster"] = cluster_json(loaded, plan, hours)
         doc["lifecycle"] = lifecycle_summary(loaded.profile.lifecycle, plan.chosen.cloud if plan.chosen else None)
-        doc["script_sha256"] = script_sha
+        doc["script_sha256"] = rendered.script_sha256 if rendered else None
+        doc["payload"] = _payload(plan.chosen, rendered)
         if show_script:
-            doc["script"] = script
+            doc["script"] = rendered.startup_sh if rendered else None
         doc["warnings"] = warnings
         if plan.chosen is None:
             doc["suggestions"] = [
@@ -119,9 +83,22 @@ def run_plan(
     _print_plan(loaded, plan, applied, top, hours)
     if explain:
         _print_explain(plan)
-    if show_script and script is not None:
-        sys.stdout.write(script)
+    if show_script and rendered is not None:
+        sys.stdout.write(rendered.startup_sh)
     return 0
+
+
+def _payload(offer: Any, rendered: Any) -> dict[str, Any] | None:
+    """Where ``up`` stages the payload for ``offer`` and what it costs (size and sha256 when rendered)."""
+    if offer is None:
+        return None
+    from provisioner.providers.store import describe
+
+    doc = describe(offer.cloud, offer.region, rendered.payload.size if rendered else None)
+    if rendered is not None:
+        doc["sha256"] = rendered.payload.sha256
+        doc["user_data_bytes"] = rendered.preview().size
+    return doc
 
 
 def _egress(loaded: Any, offer: Any) -> list[dict[str, Any]]:
@@ -182,6 +159,9 @@ def _print_plan(loaded: Any, plan: Any, applied: dict[str, Any], top: int, hours
     for e in _egress(loaded, c):
         out.print(f"data egress: {e['source']} ({e['size_gib']:g} GiB) from {e['from']} to {e['to']}: about "
                   f"{_money(e['cost'])} once ({egress_basis(e)})")
+    from provisioner.providers.store import describe, describe_line
+
+    out.print("payload: " + describe_line(describe(c.cloud, c.region)))
     for i, line in enumerate(lifecycle_lines(loaded.profile.lifecycle, c.cloud, spot=req.spot)):
         out.print(("lifecycle: " if i == 0 else "  ") + line)
     if plan.failover:

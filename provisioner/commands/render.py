@@ -1,8 +1,8 @@
-"""``trainvm render``: the startup script, the user data and the create request for the planned offer."""
+"""``trainvm render``: the startup script, the payload that carries it, the bootstrap (user data) and the create
+request for the planned offer."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sys
 from pathlib import Path
@@ -51,26 +51,32 @@ def run_render(path: Path, *, cloud: str, out: Path | None, regions: list[str] |
     if offer is None:
         raise NoFeasibleOfferError(no_offer_message(plan, catalog))
     rendered = render_for_offer(loaded, offer)
-    spec = launch_spec(loaded, offer)
+    spec = launch_spec(loaded, offer, rendered=rendered)
     body = request_body(cloud, spec, offer)
-    user_data = rendered.user_data if isinstance(rendered.user_data, bytes) else rendered.user_data.encode()
-    files = {"startup.sh": rendered.startup_sh.encode(), "user-data": user_data, "request.json": (json.dumps(body, indent=2) + "\n").encode()}
+    boot = rendered.preview()
+    payload = rendered.payload
+    # render --out: the bootstrap (user data) and the payload side by side, and the payload unpacked, so a
+    # reviewer sees every file the VM runs
+    files = {"user-data": boot.text.encode(), "payload.tar.gz": payload.data,
+             "request.json": (json.dumps(body, indent=2) + "\n").encode()}
+    files.update({f"payload/{name}": data for name, data in sorted(payload.files.items())})
     summary: dict[str, Any] = {
         "profile": loaded.profile.name, "hash": loaded.hash, "cloud": cloud, "offer": offer.to_json(spec.spot),
-        "sizes": {name: len(data) for name, data in files.items()},
-        "script_sha256": hashlib.sha256(files["startup.sh"]).hexdigest(),
+        "sizes": {"user-data": boot.size, "user-data-gzip": boot.gzip_size, "payload.tar.gz": payload.size,
+                  "startup.sh": len(rendered.startup_sh.encode())},
+        "script_sha256": rendered.script_sha256,
+        "payload": {"sha256": payload.sha256, "files": len(payload.files), "where": boot.ref.url,
+                    "note": "the store's account part (PROJECT/ACCOUNT) is resolved by `up`"},
     }
-    if rendered.spilled:  # embedded files carried in instance tags (render/spill.py); request.json has the tags
-        summary["spilled"] = [{"file": f.name, "tags": [k for k, _ in f.tags], "bytes": f.size, "sha256": f.sha256}
-                              for f in rendered.spilled]
     if out is not None:
         try:
             out.mkdir(parents=True, exist_ok=True)
             for name, data in files.items():
+                (out / name).parent.mkdir(parents=True, exist_ok=True)
                 (out / name).write_bytes(data)
         except OSError as exc:
             raise InputError(f"--out {out}: {exc}") from None
-        summary["files"] = [str(out / n) for n in files]
+        summary["files"] = [str(out / n) for n in files if not n.startswith("payload/")] + [str(out / "payload") + "/"]
     if json_out:
         if out is None:
             summary["startup_sh"] = rendered.startup_sh
@@ -78,9 +84,9 @@ def run_render(path: Path, *, cloud: str, out: Path | None, regions: list[str] |
         emit_json(summary)
     elif out is None:
         sys.stdout.write(rendered.startup_sh)
-        spilled = (f", {len(rendered.spilled)} embedded files in {len(rendered.spill_tags())} instance tags"
-                   if rendered.spilled else "")
-        stderr_console().print(f"# {cloud} {offer.zone or offer.region} {offer.instance_type}: script {summary['sizes']['startup.sh']} bytes, user data {summary['sizes']['user-data']} bytes{spilled} (use --out DIR for request.json)")
+        stderr_console().print(f"# {cloud} {offer.zone or offer.region} {offer.instance_type}: script {summary['sizes']['startup.sh']:,} bytes "
+                               f"in a {payload.size:,}-byte payload ({payload.sha256[:12]}); user data: a {boot.size:,}-byte bootstrap "
+                               "(use --out DIR for the bootstrap, the payload and request.json)")
     else:
         stderr_console().print("wrote " + ", ".join(summary["files"]))
     return 0

@@ -28,8 +28,9 @@ def run_up(path: Path, *, name: str | None, yes: bool, wait_ready: bool, clouds:
     from provisioner.planner.from_profile import Overrides, make_plan
     from provisioner.profile import load_profile
     from provisioner.profile.fields import check_cidr
+    from provisioner.providers.base import vm_name
     from provisioner.provision.failover import IN_PROGRESS, find_existing, finish_existing, provision
-    from provisioner.provision.launch import launch_spec
+    from provisioner.provision.launch import launch_spec, stage_for_offer
 
     poll = env_seconds("TRAINVM_READY_POLL_SECONDS", 15.0)  # checked before anything is created
     if name is not None and not NAME_RE.match(name):
@@ -64,19 +65,18 @@ def run_up(path: Path, *, name: str | None, yes: bool, wait_ready: bool, clouds:
     offers = [o for o in offers if o.cloud in providers]
     if not offers:
         raise CloudError("no cloud with usable credentials among the planned offers", hint=_cred_hint())
-    offers, unfit = _renderable(loaded, offers)
-    for cloud_name, why in unfit.items():
-        warnings.append(f"skipping {cloud_name}: its startup script cannot be rendered: {why}")
-        if not json_out:
-            notice("note", warnings[-1])
-    vm = launch_spec(loaded, offers[0], name=name, spot=spot, ssh_from=ssh_from).name
+    vm = vm_name(loaded.profile.name, loaded.hash, name)
+
+    def staged_spec(offer: Any) -> Any:  # render this offer's payload once, stage it, and the bootstrap that fetches it
+        rendered, ref = stage_for_offer(loaded, offer, providers[offer.cloud])
+        return launch_spec(loaded, offer, name=name, spot=spot, ssh_from=ssh_from, rendered=rendered, ref=ref)
+
     existing = find_existing(vm, list(providers), providers.__getitem__, loaded.hash)
     if existing is not None:
         err.print(f"{vm} already exists on {existing.cloud} ({existing.zone or existing.region}) for this profile; not creating another")
         if existing.state in IN_PROGRESS:
             err.print(f"{vm} is {existing.state}: waiting for that create to finish")
-            existing = finish_existing(existing, offers, lambda o: launch_spec(loaded, o, name=name, spot=spot, ssh_from=ssh_from),
-                                       providers.__getitem__)
+            existing = finish_existing(existing, offers, staged_spec, providers.__getitem__)
         return _report_up(existing, [], json_out, exists=True, warnings=warnings,
                           members=_members(providers[existing.cloud], existing))
     first = offers[0]
@@ -103,7 +103,7 @@ def run_up(path: Path, *, name: str | None, yes: bool, wait_ready: bool, clouds:
         nonlocal tried
         tried += 1
         progress.start(f"attempt {tried}: {offer.cloud} {offer.zone or offer.region} {offer.instance_type}")
-        return launch_spec(loaded, offer, name=name, spot=spot, ssh_from=ssh_from)
+        return staged_spec(offer)
 
     def on_attempt(attempt: Any) -> None:
         code = f" [{attempt.error_code}]" if attempt.error_code else ""
@@ -113,7 +113,7 @@ def run_up(path: Path, *, name: str | None, yes: bool, wait_ready: bool, clouds:
     try:
         with progress:
             result = provision(offers, spec_for, providers.__getitem__, on_attempt, max_attempts=max_attempts,
-                               price_of=plan.price, bound=plan.failover_bound)
+                               price_of=plan.price, bound=plan.failover_bound, name=vm)
     except KeyboardInterrupt:
         from provisioner.errors import TrainvmError
 
@@ -188,30 +188,6 @@ def _report_up(record: InstanceRecord, attempts: list[Any], json_out: bool, exis
     for note in record.notes:
         out.print(f"note: {note}")
     return 0
-
-
-def _renderable(loaded: Any, offers: list[Any]) -> tuple[list[Any], dict[str, str]]:
-    """The offers on clouds whose startup script renders (the plan does not render: AWS's 16 KB user data
-    cannot hold a container, perf or large locked script), and cloud -> why not for the others. Each cloud is
-    rendered once, for its first offer; where no cloud renders, the first error is raised as it is."""
-    from provisioner.errors import RenderError
-    from provisioner.provision.launch import render_for_offer
-
-    unfit: dict[str, str] = {}
-    first_error: RenderError | None = None
-    firsts: dict[str, Any] = {}
-    for o in offers:
-        firsts.setdefault(o.cloud, o)
-    for offer in firsts.values():
-        try:
-            render_for_offer(loaded, offer)
-        except RenderError as exc:
-            unfit[offer.cloud] = str(exc)
-            first_error = first_error or exc
-    kept = [o for o in offers if o.cloud not in unfit]
-    if not kept and first_error is not None:
-        raise first_error
-    return kept, unfit
 
 
 class _GaveUp(Exception):

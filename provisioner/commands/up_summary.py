@@ -33,7 +33,14 @@ def up_summary(loaded: Any, plan: Any, first: Any, *, spot: bool, ssh_from: str 
         "lifecycle": lifecycle,
         "ssh": ssh_exposure(first.cloud, ssh_from or p.placement.ssh_from),
         "data_sources": [d.source for d in p.data],
+        "payload": payload_where(first),
     }
+
+
+def payload_where(offer: Any) -> dict[str, object]:
+    from provisioner.providers.store import describe
+
+    return describe(offer.cloud, offer.region)
 
 
 def summary_lines(s: dict[str, Any]) -> list[str]:
@@ -58,4 +65,8 @@ def summary_lines(s: dict[str, Any]) -> list[str]:
     lines.append(f"lifecycle: idle shutdown {idle}{actions}")
     lines.append(f"ssh: {s['ssh']}")
     lines.append("data: " + (", ".join(s["data_sources"]) if s["data_sources"] else "none"))
+    if s.get("payload"):
+        from provisioner.providers.store import describe_line
+
+        lines.append("payload: " + describe_line(s["payload"]))
     return lines

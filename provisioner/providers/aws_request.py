@@ -21,12 +21,10 @@ base64-encodes it for RunInstances only); ``request_preview`` is the same body a
 - ``InstanceInitiatedShutdownBehavior``: terminate only when every lifecycle action in use is delete, else stop
   (a shutdown from inside the guest stops or terminates; providers/lifecycle.guest_shutdown_action); IMDSv2 required (``HttpTokens: required``, hop limit 1).
 - Tags on the instance and its volumes (50 per resource, keys <= 128, values <= 256 characters); the resolved
-  profile rides on the instance as gzip+base64 in ``trainvm-profile.N`` chunks (EC2 has no free metadata), and
-  so do the embedded files the script did not have room for in user data (``tv-f<I>-<K>``, render/spill.py;
-  instance only, never the volumes). Instance tags are readable in IMDS (``MetadataOptions.InstanceMetadataTags
-  =enabled``: the script reads its spilled files, a cluster node its node list), which limits every instance
-  tag key to letters, digits and ``+ - = . , _ : @`` (EC2 "View tags ... using instance metadata"). On a single
-  VM: 5 labels + Name + trainvm-image + the profile (3-4) + the spill (at most 20, registry ``spill_tags``).
+  profile rides on the instance as gzip+base64 in ``trainvm-profile.N`` chunks (EC2 has no free metadata).
+  Instance tags are readable in IMDS (``MetadataOptions.InstanceMetadataTags=enabled``: a cluster node reads
+  its node list), which limits every instance tag key to letters, digits and ``+ - = . , _ : @`` (EC2 "View
+  tags ... using instance metadata"). On a single VM: 6 labels + Name + trainvm-image + the profile (3-4).
 - A security group per VM (``<name>-sg``): SSH (tcp/22) only from ``ssh_from``; no inbound rule otherwise.
 - An IAM role + instance profile per VM, only when the VM needs AWS APIs: ``s3://`` data (read-only on those
   buckets/prefixes), ``secret://aws/NAME`` secrets (GetSecretValue on those secrets), the lifecycle timers
@@ -156,13 +154,11 @@ def tags(spec: LaunchSpec, ami: Ami) -> list[dict[str, str]]:
 def instance_tags(spec: LaunchSpec, ami: Ami) -> list[dict[str, str]]:
     """The instance's tags at launch (a cluster's nodes get more: aws_group_request.cluster_params counts them)."""
     base, profile = tags(spec, ami), profile_tags(spec.profile_json)
-    spill = [{"Key": k, "Value": v} for k, v in spec.spill_tags]
-    out = base + profile + spill
+    out = base + profile
     if len(out) > MAX_TAGS:
         raise InvalidRequestError(
-            f"the instance needs {len(out)} tags: {len(profile)} for the resolved profile and {len(spill)} for "
-            f"the embedded files that do not fit in user data (gzip+base64 in values of {TAG_VALUE_MAX} characters), "
-            f"{len(base)} others; EC2 allows {MAX_TAGS} per instance", code="PROFILE_TOO_LARGE")
+            f"the instance needs {len(out)} tags: {len(profile)} for the resolved profile (gzip+base64 in values of "
+            f"{TAG_VALUE_MAX} characters), {len(base)} others; EC2 allows {MAX_TAGS} per instance", code="PROFILE_TOO_LARGE")
     for t in out:
         if not IMDS_TAG_KEY.match(t["Key"]) or len(t["Value"]) > TAG_VALUE_MAX:
             raise InvalidRequestError(f"instance tag {t['Key']!r}: with tags in the instance metadata a key holds only "

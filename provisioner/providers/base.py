@@ -48,8 +48,8 @@ class LaunchSpec:
     profile_hash: str  # full sha256
     profile_json: str  # the resolved profile, canonical JSON (stored on the VM)
     labels: dict[str, str]
-    startup_script: str  # the script as it runs on the VM
-    user_data: str | bytes  # what the cloud receives before base64 (GCE: the script; Azure: cloud-init; AWS: gzip bytes)
+    startup_script: str  # the script as it runs on the VM (inside the payload)
+    user_data: str | bytes  # the bootstrap (render/bootstrap.py), before any base64 the cloud's API wants
     os: str
     boot_disk_type: str
     boot_disk_gib: int
@@ -70,9 +70,6 @@ class LaunchSpec:
     nodes: int = 1
     #: placement.compact as resolved by the plan (only meaningful when nodes > 1)
     compact: bool = False
-    #: (key, value) tags the VM's script reads its spilled embedded files from (render/spill.py); only a cloud
-    #: whose registry ``UserDataFormat.spill_tags`` > 0 gets any
-    spill_tags: tuple[tuple[str, str], ...] = ()
     #: the staged payload the bootstrap in ``user_data`` fetches (providers/store.py); the provider scopes the
     #: VM identity's read access to it (AWS instance profile, Azure role assignment). None: no payload
     payload: PayloadRef | None = None

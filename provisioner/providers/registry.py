@@ -8,9 +8,11 @@ provisionable is derived from this table at plan time (``provisionable``), not s
 
 Per-cloud facts and their sources:
 
-* ``user_data``: what the create request carries the startup script in, and the platform limit checked at
+* ``user_data``: what the create request carries the bootstrap in, and the platform limit checked at
   render time (GCE: one metadata value <= 256 KiB; Azure: customData <= 87,380 base64 characters = 64 KiB
-  raw; EC2: user data <= 16,384 bytes raw).
+  raw; EC2: user data <= 16,384 bytes raw). The bootstrap is ~4 KB whatever the profile.
+* ``payload``: where the payload the bootstrap fetches is staged (GCS bucket, Blob container, S3 bucket per
+  account and region; providers/store.py) and what the VM's identity needs to read it.
 * ``kernel_flavour``: Ubuntu's cloud-tuned kernel metapackages (linux-<flavour>, linux-headers-<flavour>)
   whose headers DKMS builds the NVIDIA module against (Debian uses linux-image-cloud-amd64 on every cloud).
 * ``os_images``: GCE public image families (ubuntu-os-cloud, debian-cloud); Azure Marketplace URNs
@@ -51,18 +53,28 @@ UserDataEncoding = Literal["plain", "base64"]
 
 @dataclass(frozen=True)
 class UserDataFormat:
-    """How a create request carries the startup script (render/script.py wraps it per ``kind``)."""
+    """How a create request carries the bootstrap (render/bootstrap.py), and the cloud's limit on it."""
 
     kind: Literal["gce-metadata", "azure-custom-data", "ec2-user-data"]
     encoding: UserDataEncoding  # in the wire request: as is, or base64 (Azure customData, raw EC2 API)
     limit: int
     limit_unit: str  # what ``limit`` counts
-    compact: bool = False  # compact the script (comments, blank lines, minified Python): AWS's 16 KB
-    #: at most this many instance tags may carry embedded files that do not fit (render/spill.py); 0: never.
-    #: AWS: 20 of EC2's 50 per instance. The rest: 5 labels + Name + trainvm-image + the resolved profile
-    #: (``trainvm-profile.N``, 3-4 for the bundled profiles) on a single VM; a cluster node adds trainvm-group,
-    #: trainvm-nodes, trainvm-rank and the node list (1 tag per 16 nodes). providers/aws_request checks the total.
-    spill_tags: int = 0
+
+
+@dataclass(frozen=True)
+class PayloadStoreFacts:
+    """Where a VM's payload is staged on this cloud (providers/store.py; the provider's ``payload_store()``
+    does it) and how the VM reads it, as ``plan`` and ``render`` show it before any cloud is asked."""
+
+    title: str  # "Cloud Storage (GCS)"
+    #: the store's name; the account part (project, account id, subscription hash) is only known at ``up``
+    name: str
+    #: the object's URL, as the bootstrap fetches it ({region}, {key}, {key_quoted})
+    url: str
+    #: what the VM's identity needs, in words
+    access: str
+    #: the metadata server the VM asks for its identity's token or credentials
+    metadata_url: str
 
 
 @dataclass(frozen=True)
@@ -123,6 +135,7 @@ class CloudSpec:
     request_builder: str
     credential_hint: str
     user_data: UserDataFormat
+    payload: PayloadStoreFacts
     kernel_flavour: str
     os_images: Mapping[str, ImageRef]
     os_arches: Mapping[str, frozenset[str]]
@@ -161,6 +174,13 @@ CLOUDS: Mapping[str, CloudSpec] = MappingProxyType({c.name: c for c in (
         request_builder="provisioner.providers.gcp_request",
         credential_hint="GCE: set GOOGLE_CLOUD_PROJECT and run `gcloud auth application-default login`",
         user_data=UserDataFormat("gce-metadata", "plain", 262_144, "bytes per metadata value"),
+        payload=PayloadStoreFacts(
+            title="Cloud Storage (GCS)",
+            name="trainvm-PROJECT-{region}",
+            url="https://storage.googleapis.com/storage/v1/b/trainvm-PROJECT-{region}/o/{key_quoted}?alt=media",
+            access="roles/storage.objectViewer on the bucket for the VM's service account, scope devstorage.read_only",
+            metadata_url="http://metadata.google.internal",
+        ),
         kernel_flavour="gcp",
         os_images=MappingProxyType({
             "ubuntu-22.04": GceImage("ubuntu-os-cloud", "ubuntu-2204-lts"),
@@ -193,6 +213,13 @@ CLOUDS: Mapping[str, CloudSpec] = MappingProxyType({c.name: c for c in (
         request_builder="provisioner.providers.azure_request",
         credential_hint="Azure: set AZURE_SUBSCRIPTION_ID and run `az login`",
         user_data=UserDataFormat("azure-custom-data", "base64", 87_380, "base64 characters (64 KiB raw)"),
+        payload=PayloadStoreFacts(
+            title="Blob Storage",
+            name="tvACCOUNT/payloads ({region})",
+            url="https://tvACCOUNT.blob.core.windows.net/payloads/{key}",
+            access="Storage Blob Data Reader on the container for the VM's managed identity",
+            metadata_url="http://169.254.169.254",
+        ),
         kernel_flavour="azure",
         os_images=MappingProxyType({
             "ubuntu-22.04": AzureImage("Canonical", "0001-com-ubuntu-server-jammy", "22_04-lts-gen2", "22_04-lts"),
@@ -221,8 +248,14 @@ CLOUDS: Mapping[str, CloudSpec] = MappingProxyType({c.name: c for c in (
         provider="provisioner.providers.aws:AwsProvider",
         request_builder="provisioner.providers.aws_request",
         credential_hint="AWS: run `aws configure` (or `aws sso login`, or set AWS_PROFILE)",
-        user_data=UserDataFormat("ec2-user-data", "base64", 16_384, "bytes raw (before base64)", compact=True,
-                                 spill_tags=20),
+        user_data=UserDataFormat("ec2-user-data", "base64", 16_384, "bytes raw (before base64)"),
+        payload=PayloadStoreFacts(
+            title="S3",
+            name="trainvm-ACCOUNT-{region}",
+            url="https://trainvm-ACCOUNT-{region}.s3.{region}.amazonaws.com/{key}",
+            access="s3:GetObject on the object for the instance profile",
+            metadata_url="http://169.254.169.254",
+        ),
         kernel_flavour="aws",
         os_images=MappingProxyType({
             "ubuntu-22.04": AmiParameter("/aws/service/canonical/ubuntu/server/22.04/stable/current/amd64/hvm/ebs-gp2/ami-id"),

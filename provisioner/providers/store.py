@@ -78,3 +78,30 @@ class PayloadStore(Protocol):
 
     def stored(self, region: str) -> list[str]:
         """The sha256 of every payload object in the region's store ([] when there is no store)."""
+
+
+#: no object store lists a price above this per GB-month for its standard class (GCS, S3 and Blob hot tiers are
+#: about $0.02); the cost line is an upper bound from it, not a price quote
+MAX_STORAGE_USD_PER_GB_MONTH = 0.5
+
+
+def describe(cloud: str, region: str, size: int | None = None) -> dict[str, object]:
+    """Where ``up`` stages the payload on ``cloud`` in ``region``, who reads it and what it costs, for ``plan``
+    and the ``up`` summary (offline: the account part of the store's name is a placeholder)."""
+    from provisioner.providers.registry import CLOUDS
+
+    facts = CLOUDS[cloud].payload
+    bound = None if size is None else MAX_STORAGE_USD_PER_GB_MONTH * size / 1e9
+    return {
+        "store": facts.title, "where": facts.name.format(region=region), "access": facts.access,
+        "size_bytes": size, "cost_monthly_at_most": bound, "expires_days": EXPIRE_DAYS,
+        "kept": f"removed by `trainvm down` when no other VM uses it, else after {EXPIRE_DAYS} days; the store is kept",
+    }
+
+
+def describe_line(d: dict[str, object]) -> str:
+    size = d.get("size_bytes")
+    bound = d.get("cost_monthly_at_most")
+    cost = (f"{size / 1e6:.2f} MB, at most ${bound:.4f}/month" if isinstance(size, int) and isinstance(bound, float)
+            else "a few hundred KB, under $0.001/month")
+    return f"private {d['store']} {d['where']} ({cost}), read with the VM's identity; {d['kept']}"

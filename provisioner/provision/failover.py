@@ -36,6 +36,7 @@ from provisioner.errors import (
     NotReadyError,
     ProviderError,
     QuotaError,
+    RenderError,
     VanishedError,
 )
 from provisioner.providers.base import InstanceRecord, LaunchSpec, Provider
@@ -159,9 +160,13 @@ def provision(
     *,
     price_of: Callable[[Offer], float] = _on_demand,
     bound: float | None = None,
+    name: str = "the VM",
 ) -> Provisioned:
     """Try ``offers`` in order; ``price_of`` is the price that applies (the plan's), ``bound`` the most
-    any attempt may cost per hour (offers above it are never tried)."""
+    any attempt may cost per hour (offers above it are never tried). ``spec_for`` renders and stages the offer's
+    payload: a RenderError there skips that cloud (its script cannot be made for it), a ProviderError (the
+    payload store refused) counts as that attempt's failure. A failed attempt whose ``create`` left nothing also
+    releases the payload object this attempt uploaded (``PayloadRef.uploaded``)."""
     attempts: list[Attempt] = []
     unchecked: list[Attempt] = []  # failed attempts whose cleanup the provider did not verify
     skip_regions: set[tuple[str, str]] = set()
@@ -181,16 +186,25 @@ def provision(
         price = price_of(offer)
         if bound is not None and price > bound:
             continue
-        spec = spec_for(offer)
+        spec: LaunchSpec | None = None
         try:
+            spec = spec_for(offer)
             record = providers(offer.cloud).create(spec, offer)
+        except RenderError as exc:
+            attempt = _attempt(offer, "skipped", "RenderError", f"the startup script cannot be rendered for {offer.cloud}: {exc}", price)
+            attempts.append(attempt)
+            on_attempt(attempt)
+            skip_clouds.add(offer.cloud)
+            continue
         except ConflictError:
             raise  # a VM of that name belongs to something else: never fail over into a duplicate
         except ProviderError as exc:
             attempt = _attempt(offer, exc.outcome, exc.code, str(exc), price)
             attempts.append(attempt)
             on_attempt(attempt)
-            _stop_if_unsafe(exc, spec.name, offer, attempts)
+            if spec is not None and spec.payload is not None and spec.payload.uploaded and exc.cleanup == "verified":
+                _release(providers(offer.cloud), spec)
+            _stop_if_unsafe(exc, spec.name if spec is not None else name, offer, attempts)
             if exc.cleanup != "verified":
                 unchecked.append(attempt)
             capacity_run[offer.cloud] = capacity_run.get(offer.cloud, 0) + 1 if isinstance(exc, CapacityError) else 0
@@ -215,6 +229,18 @@ def provision(
         hint="try again later, or relax the profile (more regions, placement.max_failover_premium or max_price_per_hour, spot); "
              "`trainvm plan` shows the bound and the failover order",
     )
+
+
+def _release(provider: Provider, spec: LaunchSpec) -> None:
+    """Delete the payload object a failed attempt uploaded (best effort: the store's lifecycle rule removes it
+    after providers/store.EXPIRE_DAYS otherwise)."""
+    ref = spec.payload
+    if ref is None:
+        return
+    try:
+        provider.payload_store().release(ref.region, ref.sha256)
+    except ProviderError:
+        pass
 
 
 def _stop_if_unsafe(exc: ProviderError, name: str, offer: Offer, attempts: list[Attempt]) -> None:

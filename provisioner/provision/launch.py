@@ -1,21 +1,34 @@
-"""From a plan's offer to what a provider receives: the rendered startup script for that offer's
-cloud and shape, and the ``LaunchSpec`` (names, labels, the resolved profile as JSON)."""
+"""From a plan's offer to what a provider receives: the payload rendered for that offer's cloud and
+shape, staged in the cloud's payload store (providers/store.py), and the ``LaunchSpec`` (names, labels, the
+resolved profile as JSON, the bootstrap that fetches the payload). ``up`` renders once per offer it tries."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from provisioner.catalog.models import Offer
 from provisioner.profile import LoadedProfile
 from provisioner.profile.loader import canonical_json
-from provisioner.providers.base import LaunchSpec, labels_for, vm_name
+from provisioner.providers.base import LaunchSpec, Provider, labels_for, vm_name
+from provisioner.providers.store import PAYLOAD_LABEL, PayloadRef
+
+if TYPE_CHECKING:
+    from provisioner.render.script import RenderedScript
 
 
-def render_for_offer(loaded: LoadedProfile, offer: Offer) -> Any:  # -> provisioner.render.script.RenderedScript
+def render_for_offer(loaded: LoadedProfile, offer: Offer) -> RenderedScript:
     from provisioner.render.context import target_from_offer
     from provisioner.render.script import render_script
 
     return render_script(loaded, target_from_offer(offer))
+
+
+def stage_for_offer(loaded: LoadedProfile, offer: Offer, provider: Provider) -> tuple[RenderedScript, PayloadRef]:
+    """Render the payload for ``offer`` and stage it in the offer's region of the cloud's payload store (an
+    upload only when that store does not hold it yet): what ``up`` does once per offer it tries."""
+    rendered = render_for_offer(loaded, offer)
+    ref = provider.payload_store().stage(offer.region, rendered.payload.data, rendered.payload.sha256)
+    return rendered, ref
 
 
 def resolved_profile_json(loaded: LoadedProfile) -> str:
@@ -31,20 +44,27 @@ def resolved_profile_json(loaded: LoadedProfile) -> str:
     return canonical_json(data)
 
 
-def launch_spec(loaded: LoadedProfile, offer: Offer, *, name: str | None = None, spot: bool | None = None, ssh_from: str | None = None) -> LaunchSpec:
+def launch_spec(loaded: LoadedProfile, offer: Offer, *, name: str | None = None, spot: bool | None = None, ssh_from: str | None = None,
+                rendered: RenderedScript | None = None, ref: PayloadRef | None = None) -> LaunchSpec:
+    """The create request's inputs for ``offer``. With ``ref`` (the staged payload, ``stage_for_offer``) the user
+    data is the bootstrap that fetches it; without, the bootstrap ``render``/``plan`` show for review (the store's
+    account part a placeholder), which is never sent."""
     p = loaded.profile
-    rendered = render_for_offer(loaded, offer)
+    rendered = rendered or render_for_offer(loaded, offer)
+    user_data = rendered.user_data(ref) if ref is not None else rendered.preview()
     spot = p.placement.spot if spot is None else spot
     price = offer.price(spot)
     price = offer.price_hourly if price is None else price
+    labels = labels_for(p.name, loaded.hash, price)
+    labels[PAYLOAD_LABEL] = rendered.payload.sha256[:16]
     return LaunchSpec(
         name=vm_name(p.name, loaded.hash, name),
         profile_name=p.name,
         profile_hash=loaded.hash,
         profile_json=resolved_profile_json(loaded),
-        labels=labels_for(p.name, loaded.hash, price),
+        labels=labels,
         startup_script=rendered.startup_sh,
-        user_data=rendered.user_data,  # str (GCE script, Azure cloud-init) or bytes (AWS gzip)
+        user_data=user_data.text,  # the bootstrap; the request carries it as the cloud wants (registry UserDataFormat)
         os=p.stack.os,
         boot_disk_type=p.hardware.boot_disk.type,
         boot_disk_gib=p.hardware.boot_disk.size_gib,
@@ -61,7 +81,7 @@ def launch_spec(loaded: LoadedProfile, offer: Offer, *, name: str | None = None,
         locked_images=locked_images(loaded),
         nodes=p.hardware.nodes,
         compact=resolved_compact(loaded, offer),
-        spill_tags=rendered.spill_tags(),
+        payload=ref,
     )
 
 

@@ -111,17 +111,8 @@ def target_for(cloud: str, lp: LoadedProfile, *, gpu: str | None = None, local_n
     return RenderTarget(cloud, itype, name, count, region, zone, local_nvme_gib=max(nvme, hw.local_nvme_gib))
 
 
-# Where the stub tests "host" a startup script too big for AWS user data (render_script script_url): the
-# harness runs startup_sh itself, so only the bootstrap in user data would fetch it.
-SCRIPT_URL = "https://example-bucket.s3.amazonaws.com/trainvm/startup.sh"
-
-
-def render(lp: LoadedProfile, cloud: str, *, script_url: str | None = None, **kw: Any):
-    rendered = render_script(lp, target_for(cloud, lp, **kw), script_url=script_url)
-    harness = sys.modules.get("trainvm_stubharness")  # its VM carries the spilled files' tags (render/spill.py)
-    if rendered.spilled and harness is not None:
-        harness.INSTANCE_TAGS[rendered.startup_sh] = rendered.spill_tags()
-    return rendered
+def render(lp: LoadedProfile, cloud: str, **kw: Any):
+    return render_script(lp, target_for(cloud, lp, **kw))
 
 
 def minimal_profile(**stack: Any) -> dict[str, Any]:

@@ -10,8 +10,6 @@ run), and a few are executed end to end in the stub harness.
 
 from __future__ import annotations
 
-import base64
-import gzip
 import json
 import re
 import subprocess
@@ -22,12 +20,12 @@ import trainvm_stubharness as H
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
-from ruamel.yaml import YAML
 
 from provisioner.errors import RenderError
 from provisioner.profile.fields import URL_SAFE_RE
 from provisioner.render import build_context, render_script
-from provisioner.render.script import _render_startup
+from provisioner.render.payload import unpack
+from provisioner.render.script import _render
 
 PAYLOADS = [
     "$(pwned)", "`pwned`", "'; pwned; '", '"; pwned; "', "$(pwned)'", "\\'$(pwned)", "';pwned;'", "${IFS}pwned",
@@ -126,23 +124,22 @@ def test_hostile_strings_are_inert_and_shellcheck_clean(tmp_path):
         lp = S.with_os(lp, os_name)
         target = S.target_for(cloud, lp)
         ctx = build_context(lp, target)
-        head, rest = _split(_render_startup(ctx))
+        head, rest = _split(_render(ctx))
         # the body depends on which copy tools the data needs (its schemes), never on the values
         shape = (cloud, os_name, tuple(d.source.split("://", 1)[0] for d in lp.profile.data))
         if shape not in baselines:
             base = S.with_data_shape(S.with_os(S.loaded(S.GOLDEN_PROFILE), os_name), lp)
-            baselines[shape] = _split(_render_startup(build_context(base, S.target_for(cloud, base))))[1]
+            baselines[shape] = _split(_render(build_context(base, S.target_for(cloud, base))))[1]
         assert rest == baselines[shape]  # profile values live only in the config block
         path = tmp_path / f"block{len(blocks)}.sh"
         path.write_text(head, encoding="utf-8")
         assert _readback(path, tmp_path) == _expected_readback(ctx)
         blocks.append(head)
-        # every entry point renders, and the cloud-init document still carries the exact script
+        # the payload carries the exact script, and the bootstrap holds no profile value at all
         rendered = render_script(lp, S.target_for("azure", lp))
-        item = YAML(typ="safe").load(rendered.user_data)["write_files"][0]
-        content = gzip.decompress(base64.b64decode(item["content"])).decode() if item.get("encoding") else item["content"]
-        assert content == rendered.startup_sh
-        assert item.get("encoding") or rendered.user_data.isascii()
+        assert unpack(rendered.payload.data)["startup.sh"].decode() == rendered.startup_sh
+        boot = rendered.preview().text
+        assert boot.isascii() and all(d.source not in boot for d in lp.profile.data)
 
     check()
     assert len(blocks) >= 10
@@ -174,7 +171,7 @@ FIXED = {
 def test_fixed_payloads_execute_without_running_anything(make_harness, tmp_path, cloud):
     # each source moved to the cloud's own storage (keeping the hostile paths): the script copies them all
     lp = S.data_native_to(S.from_dict(json.loads(json.dumps(FIXED)), validate=False), cloud)
-    rendered = S.render(lp, cloud, script_url=S.SCRIPT_URL)
+    rendered = S.render(lp, cloud)
     (tmp_path / "full.sh").write_text(rendered.startup_sh)
     assert S.shellcheck([tmp_path / "full.sh"]) == {}
     h = make_harness(rendered.startup_sh, cloud=cloud)

@@ -13,7 +13,6 @@ import pytest
 import trainvm_render_support as S
 
 from provisioner.profile.model import DataItem
-from provisioner.render.spill import unspill
 
 BUNDLED = S.EXAMPLES + sorted((S.REPO / "profiles/base").glob("*.yaml"))
 OWN_STORE = {"gcp": "secret://gcp/reader", "azure": "secret://azure-keyvault/vault1/reader", "aws": "secret://aws/reader"}
@@ -29,11 +28,9 @@ def test_rendered_scripts_call_no_cloud_cli(path, cloud):
     profile = lp.profile.model_copy(update={"data": [*lp.profile.data, extra]})
     lp = dataclasses.replace(lp, profile=profile)
     for os_name in S.OS_NAMES:
-        rendered = S.render(S.with_os(lp, os_name), cloud, script_url=S.SCRIPT_URL)
+        rendered = S.render(S.with_os(lp, os_name), cloud)
         script = rendered.startup_sh
         assert "trainvm_copy.py" in script and "tv_datatool_lock" in script  # the copier is there
-        # and what was spilled into instance tags (render/spill.py) runs on the VM too
-        tags = dict(rendered.spill_tags())
-        script += "".join(unspill(tags, f).decode() for f in rendered.spilled)
+        script += rendered.preview().text  # and the bootstrap in user data
         found = CLI.findall(script)
         assert not found, f"{path.stem} on {cloud}/{os_name}: {found}"

@@ -3,13 +3,9 @@ example profile on each cloud (one shellcheck run over all files, two parallel b
 
 from __future__ import annotations
 
-import base64
-import gzip
-
 import trainvm_render_support as S
-from ruamel.yaml import YAML
 
-from provisioner.render import RenderTarget, render_script
+from provisioner.render import RenderTarget
 
 
 def _variants():
@@ -23,8 +19,7 @@ def _variants():
     debian = S.with_os(S.loaded(S.GOLDEN_PROFILE), "debian-12")
     for cloud in S.CLOUDS:
         yield f"golden-debian-12-{cloud}", debian, cloud
-    # container stacks (stack.container): the container phases instead of python/packages (on AWS
-    # the script is over the 16 KB user-data limit even gzipped: rendered with script_url there)
+    # container stacks (stack.container): the container phases instead of python/packages
     for os_name, cloud in (("ubuntu-22.04", "gcp"), ("ubuntu-24.04", "azure"), ("debian-12", "gcp")):
         yield f"container-{os_name}-{cloud}", S.from_dict(S.container_profile(os_name)), cloud
 
@@ -38,20 +33,15 @@ def test_every_rendered_variant_is_shellcheck_clean(tmp_path):
     files, seen = [], set()
     for label, lp, cloud in _variants():
         rendered = S.render(lp, cloud)
-        for kind, text in (("startup", rendered.startup_sh), ("user-data", rendered.user_data)):
-            if kind == "user-data" and rendered.entry != "aws-script":
-                continue  # not shell (GCE: same text; Azure: cloud-init YAML; AWS: gzip bytes)
+        for kind, text in (("startup", rendered.startup_sh), ("user-data", rendered.preview().text)):
             if text in seen:
                 continue
             seen.add(text)
             path = tmp_path / f"{label}-{kind}.sh"
             path.write_text(text, encoding="utf-8")
             files.append(path)
-    # the AWS bootstrap (download path), the idle watchdog, the Python helper's sibling files
-    lp = S.loaded(S.LARGEST_PROFILE)
-    boot = render_script(lp, S.target_for("aws", lp), script_url="https://example-bucket.s3.amazonaws.com/trainvm/startup.sh?X-Amz-Signature=abc", compact=False)
-    (tmp_path / "aws-bootstrap.sh").write_text(boot.user_data)
-    files += [tmp_path / "aws-bootstrap.sh"] + sorted((S.REPO / "templates/files").glob("trainvm-*.sh"))
+    # the bootstraps (user data, one per cloud), the idle watchdog, the lifecycle scripts, the fetch functions
+    files += sorted((S.REPO / "templates/files").glob("trainvm-*.sh")) + sorted((S.REPO / "templates/bootstrap").glob("fetch-*.sh"))
     assert len(files) >= 18
     findings = S.shellcheck(files)
     assert findings == {}, "\n".join(f"{k}:\n{v}" for k, v in findings.items())
@@ -67,28 +57,17 @@ def test_startup_scripts_parse_with_bash_n(tmp_path):
         assert proc.returncode == 0, proc.stderr
 
 
-def test_azure_cloud_init_carries_the_exact_script():
+def test_user_data_is_the_bootstrap_on_every_cloud():
+    """GCE's startup-script value, Azure's customData (cloud-init runs a #! script once per instance) and EC2's user
+    data are the same kind of text: the bootstrap naming the payload's sha256, never the provisioning script."""
     lp = S.loaded(S.GOLDEN_PROFILE)
-    rendered = S.render(lp, "azure")
-    doc = YAML(typ="safe").load(rendered.user_data)
-    assert rendered.user_data.startswith("#cloud-config\n")
-    (item,) = doc["write_files"]
-    assert item["path"] == "/usr/local/sbin/trainvm-provision" and item["permissions"] == "0755"
-    # a literal block while the document fits 87,380 base64 characters, else gzip+base64 (script.py _azure);
-    # the example sits at the edge since the secret readers and the gs:// copy tool (issue 10)
-    if item.get("encoding"):
-        assert item["encoding"] == "gz+b64" and rendered.entry == "azure-cloud-init-gzip"
-        content = gzip.decompress(base64.b64decode(item["content"])).decode("utf-8")
-    else:
-        content = item["content"]
-    assert content == rendered.startup_sh
-    assert doc["runcmd"] == [["/usr/local/sbin/trainvm-provision"]]
-
-
-def test_gce_user_data_is_the_script_itself():
-    rendered = S.render(S.loaded(S.GOLDEN_PROFILE), "gcp")
-    assert rendered.user_data == rendered.startup_sh and rendered.user_data_encoding == "plain"
-    assert rendered.startup_sh.startswith("#!/bin/bash\n") and "set -Eeuo pipefail" in rendered.startup_sh
+    for cloud in S.CLOUDS:
+        rendered = S.render(lp, cloud)
+        boot = rendered.preview()
+        assert boot.text.startswith("#!/bin/bash\n") and "set -Eeuo pipefail" in boot.text
+        assert f"TV_SHA256='{rendered.payload.sha256}'" in boot.text and "phase_driver" not in boot.text
+        assert boot.encoding == ("plain" if cloud == "gcp" else "base64")  # Azure customData; the raw EC2 API (boto3 encodes it)
+        assert rendered.startup_sh.startswith("#!/bin/bash\n") and "set -Eeuo pipefail" in rendered.startup_sh
 
 
 def test_targets_are_validated():

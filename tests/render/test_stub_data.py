@@ -20,7 +20,7 @@ KEY = {"type": "service_account", "client_email": "reader@other-proj.iam.gservic
 def render(data: list[dict], cloud: str = "gcp", container: bool = False) -> str:
     base = S.container_profile() if container else S.minimal_profile()
     lp = S.from_dict({**base, "data": data})
-    return S.render(lp, cloud, script_url=S.SCRIPT_URL).startup_sh
+    return S.render(lp, cloud).startup_sh
 
 
 def lock_text(scheme: str, os_name: str = "ubuntu-22.04") -> str:

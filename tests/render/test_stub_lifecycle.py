@@ -32,7 +32,7 @@ def script(cloud: str, https_data: bool = False, **lifecycle) -> str:
         lp = dataclasses.replace(lp, profile=lp.profile.model_copy(update={"data": items}))
     lc = lp.profile.lifecycle.model_copy(update=lifecycle)
     profile = lp.profile.model_copy(update={"lifecycle": lc})
-    return S.render(dataclasses.replace(lp, profile=profile, hash=profile_hash(profile)), cloud, script_url=S.SCRIPT_URL).startup_sh
+    return S.render(dataclasses.replace(lp, profile=profile, hash=profile_hash(profile)), cloud).startup_sh
 
 
 def provisioned(make_harness, cloud: str, https_data: bool = False, **lifecycle):
@@ -204,25 +204,12 @@ def test_aws_mixed_lifecycle_deletes_through_ec2_never_poweroff(make_harness, on
 @pytest.mark.parametrize("action", ["stop", "delete"])
 def test_aws_uniform_lifecycle_is_the_guest_shutdown_set_to_that_action(make_harness, action):
     """Every action in use the same: the create request set InstanceInitiatedShutdownBehavior to it (stop: the
-    instance stops, terminate: it terminates), so a shutdown from the guest is exactly that action; the EC2 call
-    is not in the script at all (user data is 16,384 bytes: render/script.py python_keep)."""
-    text = script("aws", on_idle=action, on_max_run=action, max_run_hours=2)
-    assert "def api_aws(" not in text and "def aws_sigv4(" not in text
+    instance stops, terminate: it terminates), so a shutdown from the guest is exactly that action, with no EC2 call."""
     h = provisioned(make_harness, "aws", on_idle=action, on_max_run=action, max_run_hours=2)
     assert f"SHUTDOWN_DOES={action}" in h.path("/etc/trainvm/watchdog.conf").read_text()
     out, log = go_idle(h)
     assert out.returncode == 0 and "systemctl\tpoweroff" in log and "ec2\t" not in log, out.stdout
     assert f"InstanceInitiatedShutdownBehavior does {action}" in out.stdout
-
-
-def test_aws_the_ec2_call_is_carried_only_for_a_mixed_lifecycle():
-    """The helper's EC2 code only for a mixed lifecycle, and not even then when the s3 copy tool's boto3 makes the
-    call (that is what lets s3:// data with a mixed lifecycle fit in AWS's 16 KB: tests/render/test_compact.py)."""
-    assert "def api_aws(" in script("aws", True, on_idle="delete", on_max_run="stop", max_run_hours=2)
-    assert "def api_aws(" in script("aws", True, on_idle="stop", on_max_run="delete", max_run_hours=2)
-    assert "def api_aws(" not in script("aws", on_idle="delete", on_max_run="stop", max_run_hours=2)  # s3 data: boto3
-    assert "def api_aws(" not in script("aws", True, on_idle="stop", on_max_run="delete", max_run_hours=None)  # max-run not in use
-    assert "def api_aws(" not in script("aws", True, idle_shutdown_minutes=None, max_run_hours=None)
 
 
 @EC2_PATHS

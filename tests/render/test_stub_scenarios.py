@@ -24,7 +24,7 @@ def script(profile: str = "bert-finetune-t4", cloud: str = "gcp", os_name: str |
     lp = S.data_native_to(S.loaded(S.REPO / "profiles/examples" / f"{profile}.yaml"), cloud)
     if os_name:
         lp = S.with_os(lp, os_name)
-    return S.render(lp, cloud, script_url=S.SCRIPT_URL, **kw).startup_sh  # s3:// data on AWS needs the bootstrap
+    return S.render(lp, cloud, **kw).startup_sh  # s3:// data on AWS needs the bootstrap
 
 
 def assert_apt_rules(run) -> None:

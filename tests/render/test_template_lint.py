@@ -1,22 +1,19 @@
 """Template lint: every value reaches a shell template through the one quoting filter.
 
-- every ``{{ ... }}`` in a shell template is ``{{ <name> | shq }}``; in the cloud-init YAML
-  template the only interpolation is the script through ``yaml_block``;
+- every ``{{ ... }}`` in a shell template is ``{{ <name> | shq }}`` (the bootstrap also includes its cloud's
+  fetch function and the metadata URL, both repository text);
 - no interpolation on a comment line (a quoted value there could still end the comment);
 - heredocs are quoted (``<<'TRAINVM_…'``) except the driver pin, which expands only a variable;
 - the files included verbatim (Python helper, watchdog) hold no Jinja markers and no heredoc
-  delimiter line, and the AWS compaction keeps the helper's program identical.
+  delimiter line.
 """
 
 from __future__ import annotations
 
-import ast
 import re
 
 import trainvm_render_support as S
 
-from provisioner.render import render_script
-from provisioner.render.compact import _prune, _strip_docstrings
 from provisioner.render.shell import shq
 
 TEMPLATES = S.REPO / "templates"
@@ -32,7 +29,8 @@ def _templates():
 # The only values embedded without shq: a data-tool lock inside its quoted heredoc and that heredoc's delimiter.
 # render/data.py data_tools() admits only pin lines (PIN_LINE: NAME==VERSION --hash=sha256:HEX) from the
 # repository's templates/datatools files, and the delimiter is TRAINVM_LOCK_ + one of COPY_SCHEMES.
-VERBATIM = {("phases/_data.sh.j2", "t.lock"), ("phases/_data.sh.j2", "t.heredoc")}
+VERBATIM = {("phases/_data.sh.j2", "t.lock"), ("phases/_data.sh.j2", "t.heredoc"),
+            ("bootstrap/bootstrap.sh.j2", "fetch")}  # the fetch function: repository text (templates/bootstrap)
 
 
 def test_every_interpolation_goes_through_shq():
@@ -76,29 +74,6 @@ def test_verbatim_files_have_no_jinja_markers_or_delimiters():
         text = (TEMPLATES / "files" / name).read_text()
         assert not re.search(r"\{\{|\{%|\{=#", text), name
         assert not re.search(r"^TRAINVM_[A-Z_]+$", text, re.M), name
-
-
-def test_compaction_keeps_the_helper_program():
-    rendered = S.render(S.loaded(S.GOLDEN_PROFILE), "gcp").startup_sh
-    lp = S.loaded(S.GOLDEN_PROFILE)
-    compact = render_script(lp, S.target_for("gcp", lp), compact=True).startup_sh
-
-    def helper(text):
-        return text.split("<<'TRAINVM_HELPER_PY'\n", 1)[1].split("\nTRAINVM_HELPER_PY\n", 1)[0]
-
-    tree = ast.parse(helper(rendered))
-    _strip_docstrings(tree)
-    # the profile reads no secret:// and has no data credential: compaction drops the secret readers and the
-    # credential code (looked up by name), and what only they used
-    _prune(tree, frozenset())
-    assert not [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith(("secret_", "cred_"))]
-    assert ast.dump(tree) == ast.dump(ast.parse(helper(compact)))
-    assert len(helper(compact)) < len(helper(rendered)) and "\n#" not in helper(compact)
-    assert len(compact) < len(rendered)
-    # the configuration block (multi-line quoted values live there) is kept byte for byte
-    head = rendered.split("# ---- paths:", 1)[0]
-    config = head[head.index("TV_PROFILE="):]
-    assert config in compact and compact.startswith("#!/bin/bash\n")
 
 
 def test_shq_quotes_every_string_as_one_word():

@@ -1,0 +1,6 @@
+# provisional (replaced by the azure payload-store branch)
+tv_fetch() {
+  local code
+  code=$(curl -sS -o "$2" -w '%{http_code}' --connect-timeout 10 --max-time 600 "$1") || code=000
+  tv_http "$code"
+}
