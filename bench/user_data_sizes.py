@@ -1,22 +1,19 @@
-"""Startup-script sizes per bundled profile and cloud, against each cloud's user-data limit, and
-where the AWS bytes go (per section of the compacted script, as the gzip bytes the section adds).
+"""User data and payload sizes per bundled profile and cloud (the table in bench/RESULTS.md).
 
-    .venv/bin/python bench/user_data_sizes.py [--sections PROFILE] [--os OS] [--native-data]
+    .venv/bin/python bench/user_data_sizes.py
 
-AWS takes at most 16,384 bytes of user data (the gzipped, compacted script); tests/render/
-test_compact.py asserts the headroom that every bundled profile must leave. The bundled examples read
-gs:// without a credential, so on AWS (and Azure) their script carries no copy tool and stops at preflight
-(docs/data-tools.md); the last column, ``aws s3 data``, is the same profile with its data on S3 (what an AWS
-user writes: the s3 copy tool's lock and copier included), gzipped, with ``*`` where it exceeds the limit
-(user data is then the script_url bootstrap) and the number of instance tags its spilled embedded files take
-(render/spill.py; ``-`` when nothing is spilled); ``s3 reserve`` is the room left with every spillable file spilled
-(tests/render/test_compact.py keeps a floor under it). ``--native-data`` makes ``--sections`` use that variant."""
+User data is the bootstrap (render/bootstrap.py) on every cloud; the aim is <= 4,096 bytes gzipped and a size
+that does not grow with the profile. For each bundled profile and cloud: the bootstrap raw and gzipped, and the
+payload (render/payload.py) it fetches, for the profile as it is, with its data on the cloud's own store
+(``native data``: the copy tool, its lock and the copier in the payload), locked (a 400-line hash-pinned lock: what
+`trainvm lock` writes for a torch + transformers stack is 150-400 lines), as a container stack, and with ``perf:``.
+The store URL is the preview one (the account part a placeholder of about the real length: ``PROJECT``/``ACCOUNT``
+stand for a 6-30 character project id and a 12-digit account id), so a real URL differs by a few bytes."""
 
 from __future__ import annotations
 
-import argparse
-import gzip
-import re
+import dataclasses
+import hashlib
 import sys
 from pathlib import Path
 
@@ -25,87 +22,58 @@ sys.path.insert(0, str(REPO / "tests" / "render"))
 
 import support as S  # noqa: E402
 
+from provisioner.profile.loader import profile_hash  # noqa: E402
 from provisioner.providers.registry import cloud  # noqa: E402
-from provisioner.render.script import fully_spilled  # noqa: E402
 
-GCE_VALUE_LIMIT, AZURE_CUSTOM_DATA_LIMIT, AWS_USER_DATA_LIMIT = (cloud(c).user_data.limit for c in ("gcp", "azure", "aws"))
-
-LIMITS = {"gcp": ("startup_sh", GCE_VALUE_LIMIT), "azure": ("custom_data_base64", AZURE_CUSTOM_DATA_LIMIT),
-          "aws": ("user_data", AWS_USER_DATA_LIMIT)}
-_HEREDOC = re.compile(r"<<-?\s*(['\"]?)(TRAINVM_[A-Z_]+)\1")
+AIM = 4096
 
 
-def _gz(text: str) -> int:
-    return len(gzip.compress(text.encode("utf-8"), compresslevel=9, mtime=0))
+def _locked(lp, tmp: Path):
+    lock = tmp / f"{lp.profile.name}.lock.txt"
+    pins = [p for p in lp.profile.stack.packages]
+    body = "".join(f"{p} \\\n    --hash=sha256:{hashlib.sha256(p.encode()).hexdigest()}\n" for p in pins)
+    body += "".join(f"dep{i:04d}==1.{i}.0 \\\n    --hash=sha256:{hashlib.sha256(str(i).encode()).hexdigest()}\n" for i in range(400))
+    lock.write_text(body)
+    return dataclasses.replace(lp, requirements_path=lock)
 
 
-def sections(script: str) -> list[tuple[int, int, str]]:
-    """(gzip bytes the section adds, raw bytes, name) per top-level function, heredoc and
-    configuration variable of ``script``."""
-    lines, spans, name, start, delim = script.split("\n"), [], "head", 0, None
-    for i, line in enumerate(lines):
-        if delim:
-            if line == delim:
-                spans.append((f"<<{delim}", start, i + 1))
-                delim, start, name = None, i + 1, f"after {delim}"
-            continue
-        m = _HEREDOC.search(line)
-        if m:
-            spans.append((name, start, i + 1))
-            delim, start = m.group(2), i + 1
-            continue
-        f = re.match(r"^([A-Za-z_][A-Za-z0-9_]*)\(\) \{|^(TV_[A-Z0-9_]+)=", line)
-        if f and i > start:
-            spans.append((name, start, i))
-            name, start = f.group(1) or f.group(2), i
-        elif f:
-            name = f.group(1) or f.group(2)
-    spans.append((name, start, len(lines)))
-    full = _gz(script)
-    out: dict[str, list[int]] = {}
-    for nm, a, b in spans:
-        cost = full - _gz("\n".join(lines[:a] + lines[b:]))
-        acc = out.setdefault(nm, [0, 0])
-        acc[0] += cost
-        acc[1] += len("\n".join(lines[a:b]).encode())
-    return sorted(((g, r, n) for n, (g, r) in out.items()), reverse=True)
+def _perf(lp):
+    from provisioner.profile.model import PerfProbe
+
+    prof = lp.profile.model_copy(update={"perf": lp.profile.perf or PerfProbe()})
+    return dataclasses.replace(lp, profile=prof, hash=profile_hash(prof))
+
+
+def variants(path: Path, cloud_name: str, tmp: Path):
+    lp = S.loaded(path)
+    yield "as is", lp
+    yield "native data", S.data_native_to(lp, cloud_name)
+    yield "locked", _locked(lp, tmp)
+    yield "perf", _perf(lp)
+    yield "container", S.from_dict(S.container_profile(lp.profile.stack.os))
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--sections", metavar="PROFILE", help="per-section AWS bytes of one profile (path or example name)")
-    ap.add_argument("--os", default=None, help="render for this OS instead of the profile's")
-    ap.add_argument("--native-data", action="store_true", help="--sections: the profile with its data on S3")
-    args = ap.parse_args()
+    import tempfile
+
     profiles = S.EXAMPLES + sorted((REPO / "profiles/base").glob("*.yaml"))
-    if args.sections:
-        path = Path(args.sections)
-        path = path if path.exists() else REPO / "profiles/examples" / f"{args.sections}.yaml"
-        lp = S.loaded(path)
-        lp = S.with_os(lp, args.os) if args.os else lp
-        lp = S.data_native_to(lp, "aws") if args.native_data else lp
-        script = S.render(lp, "aws", script_url=S.SCRIPT_URL).startup_sh
-        print(f"{path.stem} on AWS: {_gz(script):,} bytes gzipped, {len(script.encode()):,} raw")
-        for g, r, n in sections(script)[:40]:
-            print(f"{g:7,} {r:8,}  {n}")
-        return 0
-    print(f"{'profile':28} {'os':13} {'gcp script':>11} {'azure b64':>10} {'aws gzip':>9} {'aws headroom':>13} "
-          f"{'aws s3 data':>12} {'tags':>4} {'s3 reserve':>10}")
-    for path in profiles:
-        lp = S.loaded(path)
-        for os_name in [args.os] if args.os else S.OS_NAMES:
-            lpo = S.with_os(lp, os_name)
-            sizes = {c: S.render(lpo, c).sizes for c in S.CLOUDS}
-            aws = sizes["aws"]["user_data"]
-            lpn = S.data_native_to(lpo, "aws")
-            native = S.render(lpn, "aws", script_url=S.SCRIPT_URL)
-            s3 = native.sizes.get("payload_gzip", native.sizes["user_data"])
-            least, _ = fully_spilled(lpn, S.target_for("aws", lpn))
-            print(f"{path.parent.name + '/' + path.stem:28} {os_name:13} {sizes['gcp']['startup_sh']:>11,} "
-                  f"{sizes['azure']['custom_data_base64']:>10,} {aws:>9,} {AWS_USER_DATA_LIMIT - aws:>13,} "
-                  f"{s3:>11,}{'*' if s3 > AWS_USER_DATA_LIMIT else ' '} {native.sizes.get('spill_tags', '-'):>4} "
-                  f"{AWS_USER_DATA_LIMIT - least:>10,}")
-    return 0
+    worst = 0
+    print(f"{'profile':<24} {'variant':<12} {'cloud':<6} {'user data':>9} {'gzip':>6} {'limit':>7} {'payload':>9} {'script':>8}")
+    with tempfile.TemporaryDirectory() as d:
+        for path in profiles:
+            for cloud_name in S.CLOUDS:
+                for label, lp in variants(path, cloud_name, Path(d)):
+                    try:
+                        rendered = S.render(lp, cloud_name)
+                    except Exception as exc:  # noqa: BLE001 - a variant the profile cannot take (shown, not hidden)
+                        print(f"{path.stem:<24} {label:<12} {cloud_name:<6} {'-':>9} ({type(exc).__name__}: {str(exc)[:60]})")
+                        continue
+                    boot = rendered.preview()
+                    worst = max(worst, boot.gzip_size)
+                    print(f"{path.stem:<24} {label:<12} {cloud_name:<6} {boot.size:>9,} {boot.gzip_size:>6,} "
+                          f"{cloud(cloud_name).user_data.limit:>7,} {rendered.payload.size:>9,} {len(rendered.startup_sh.encode()):>8,}")
+    print(f"\nlargest bootstrap: {worst:,} bytes gzipped (aim {AIM:,}): {'OK' if worst <= AIM else 'OVER'}")
+    return 0 if worst <= AIM else 1
 
 
 if __name__ == "__main__":

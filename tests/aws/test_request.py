@@ -117,30 +117,6 @@ def test_a_profile_too_large_for_the_tags_is_refused(spec, offer) -> None:
         params(replace(spec, profile_json=big), offer)
 
 
-def test_spilled_files_ride_on_the_instance_only_and_the_tags_are_in_imds(spec, offer) -> None:
-    """render/spill.py's tags go on the instance (not its volumes), with instance tags readable in IMDS; a spill
-    that takes the instance over 50 tags is refused before any request, naming both parts."""
-    spill = tuple((f"tv-f0-{k}", "QUJD" * 64) for k in range(20))
-    body = params(replace(spec, spill_tags=spill), offer)
-    inst, vol = body["TagSpecifications"]
-    assert [(t["Key"], t["Value"]) for t in inst["Tags"] if t["Key"].startswith("tv-f")] == list(spill)
-    assert not [t for t in vol["Tags"] if t["Key"].startswith("tv-f")]
-    assert len(inst["Tags"]) <= 50 and body["MetadataOptions"]["InstanceMetadataTags"] == "enabled"
-    assert params(spec, offer)["MetadataOptions"]["InstanceMetadataTags"] == "enabled"
-    too_many = tuple((f"tv-f0-{k}", "QUJD") for k in range(50 - len(inst["Tags"]) + 21))
-    with pytest.raises(InvalidRequestError, match=r"for the embedded files that do not fit in user data"):
-        params(replace(spec, spill_tags=too_many), offer)
-    with pytest.raises(InvalidRequestError, match="instance tag 'tv f0'"):
-        params(replace(spec, spill_tags=(("tv f0", "x"),)), offer)
-
-
-@pytest.mark.parametrize("idle, hours, on_idle, on_max_run, behavior", [
-    (60, None, "stop", "delete", "stop"), (60, None, "delete", "stop", "terminate"),   # only idle in use
-    (None, 24, "delete", "stop", "stop"), (None, 24, "stop", "delete", "terminate"),   # only max-run in use
-    (60, 24, "delete", "delete", "terminate"), (60, 24, "stop", "stop", "stop"),
-    (60, 24, "delete", "stop", "stop"), (60, 24, "stop", "delete", "stop"),            # mixed: never terminate
-    (None, None, "delete", "delete", "stop"),
-])
 def test_shutdown_behavior_terminates_only_when_every_action_in_use_deletes(spec, offer, idle, hours, on_idle, on_max_run,
                                                                               behavior) -> None:
     """A guest shutdown is the fallback of both the idle watchdog and the max-run timer (when the helper's

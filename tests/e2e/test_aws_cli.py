@@ -57,67 +57,6 @@ def profile(tmp_path) -> str:
     return str(path)
 
 
-def test_s3_data_spills_into_instance_tags(cli, aws, tmp_path) -> None:
-    """The s3 copy tool (its hash-pinned lock and the copier) takes the bundled stacks over 16 KB of gzipped user
-    data; render/spill.py moves embedded files into instance tags. `plan` keeps AWS (the only cloud that reads
-    s3:// natively) without a "left out" warning, and `up` creates the instance with the spill tags on it (read
-    back with DescribeTags), user data <= 16,384 bytes whose script checks each file's sha256."""
-    import gzip
-
-    from provisioner.render.spill import SpilledFile, combined_sha256, unspill
-
-    path = tmp_path / "t4-s3.yaml"
-    path.write_text(f"extends: {T4}\nname: bert-finetune\ndata:\n  - {{source: 's3://example-ml-data/glue/', "
-                    "dest: /mnt/data/glue}\n")
-    plan = cli("plan", str(path), "--json")
-    assert plan.code == 0, plan.err
-    assert plan.json()["chosen"]["cloud"] == "aws" and not any("left out" in w for w in plan.json()["warnings"])
-    up = cli("up", str(path), "--yes", "--json", "--cloud", "aws", "--region", "us-east-1", "--ssh-from", "203.0.113.7/32")
-    assert up.code == 0, up.err
-    [inst] = aws.instances()
-    ec2 = aws.client("ec2", direct=True)
-    tags = {t["Key"]: t["Value"] for t in ec2.describe_tags(
-        Filters=[{"Name": "resource-id", "Values": [inst["InstanceId"]]}])["Tags"]}
-    spill = {k: v for k, v in tags.items() if k.startswith("tv-f")}
-    assert spill and len(tags) <= 50 and all(len(v) <= 256 for v in spill.values())
-    raw = base64.b64decode(ec2.describe_instance_attribute(InstanceId=inst["InstanceId"], Attribute="userData")
-                           ["UserData"]["Value"])
-    assert len(raw) <= 16_384
-    script = gzip.decompress(raw).decode()
-    [(combined, args)] = re.findall(r"^tv_unspill '([0-9a-f]{64})'((?: '\w+:\d+:\d+')+)$", script, re.M)
-    files = [SpilledFile(name, int(i), hashlib.sha256(unspill(tags, SpilledFile(name, int(i), "", 0, tuple(
-        (f"tv-f{i}-{k}", "") for k in range(int(n)))))).hexdigest(), 0, tuple((f"tv-f{i}-{k}", "") for k in range(int(n))))
-        for name, i, n in re.findall(r"'(\w+):(\d+):(\d+)'", args)]
-    assert files and sum(f.chunks for f in files) == len(spill)
-    assert combined_sha256(tuple(files)) == combined  # the files in the instance's tags are the ones the script holds
-    volumes = ec2.describe_volumes(Filters=[{"Name": "attachment.instance-id", "Values": [inst["InstanceId"]]}])["Volumes"]
-    assert volumes and not [t for v in volumes for t in v.get("Tags", []) if t["Key"].startswith("tv-f")]
-
-
-def test_a_spill_over_ec2s_tag_limits_is_refused_and_nothing_is_left(cli, aws, tmp_path, monkeypatch) -> None:
-    """The emulator refuses tags like EC2 (moto alone accepts values over 256 characters, and launches an instance
-    before it refuses more than 50 tags): with trainvm's own checks lifted and spill values of 300 characters, `up`
-    gets EC2's error and leaves no instance, security group or role; 51 tags are refused without an instance."""
-    from provisioner.providers import aws_request
-    from provisioner.render import spill
-
-    monkeypatch.setattr(spill, "TAG_VALUE_MAX", 300)
-    monkeypatch.setattr(spill, "TAG_VALUE", re.compile(r"^[A-Za-z0-9+/=]{0,300}$"))
-    monkeypatch.setattr(aws_request, "TAG_VALUE_MAX", 300)
-    path = tmp_path / "t4-s3.yaml"
-    path.write_text(f"extends: {T4}\nname: bert-finetune\ndata:\n  - {{source: 's3://example-ml-data/glue/', "
-                    "dest: /mnt/data/glue}\n")
-    up = cli("up", str(path), "--yes", "--json", "--cloud", "aws", "--region", "us-east-1", "--ssh-from", "203.0.113.7/32")
-    assert up.code != 0 and "Tag value exceeds the maximum length of 256 characters" in up.err
-    assert [r.status for r in aws.faults.calls("RunInstances")] == [400]
-    assert aws.instances() == [] and aws.security_groups() == [] and aws.instance_profiles() == []
-    ec2, ami = aws.client("ec2"), next(iter(aws.amis.values()))
-    with pytest.raises(Exception, match="TagLimitExceeded"):
-        ec2.run_instances(ImageId=ami, InstanceType="g4dn.xlarge", MinCount=1, MaxCount=1, TagSpecifications=[
-            {"ResourceType": "instance", "Tags": [{"Key": f"tv-f0-{k}", "Value": "QUJD"} for k in range(51)]}])
-    assert aws.instances() == []
-
-
 def test_aws_lifecycle(cli, aws, profile) -> None:
     up = cli("up", profile, "--yes", "--json", "--cloud", "aws", "--region", "us-east-1", "--ssh-from", "203.0.113.7/32")
     assert up.code == 0, up.err
