@@ -191,24 +191,56 @@ def test_up_max_attempts_flag(cli, clouds) -> None:
     assert cli("up", T4, "--yes", "--max-attempts", "0").code == 2
 
 
-def test_up_skips_a_cloud_whose_user_data_cannot_hold_the_script(cli, clouds, write_yaml) -> None:
-    """The cheapest H100 is on AWS, but a perf profile's script (the probe rides along) is over AWS's 16 KB user
-    data: `plan` leaves aws out and chooses the next cloud, and `up` says so and creates the VM there instead of
-    failing."""
+def test_a_perf_profile_goes_to_the_cheapest_cloud_aws_included(cli, clouds, write_yaml) -> None:
+    """The cheapest H100 is on AWS; a perf profile (the probe rides in the payload) plans and is created there: user
+    data is the bootstrap, the payload is staged once in AWS's store (a re-run uploads nothing), the VM carries the
+    payload label, and `down` removes the payload object once no other VM uses it."""
+    from provisioner.render.payload import unpack
+
     path = write_yaml("name: perf-h100\nhardware: {gpu: H100}\nstack: {os: ubuntu-22.04, driver: '550.127.05', "
                       "python: '3.11.9', packages: ['torch==2.4.1+cu124']}\nperf: {}\n")
-    planned = cli("plan", str(path), "--json").json()  # plan leaves aws out as up does, and says why
-    assert planned["chosen"]["cloud"] != "aws" and planned["script_sha256"] is not None
-    assert any(w.startswith("aws left out: its startup script does not fit (AWS user data would be") for w in planned["warnings"])
+    planned = cli("plan", str(path), "--json").json()
+    assert planned["chosen"]["cloud"] == "aws" and not any("does not fit" in w or "aws left out" in w for w in planned["warnings"])
+    assert planned["payload"]["store"] == "S3" and planned["payload"]["size_bytes"] > 0
     text = cli("plan", str(path))
-    assert text.code == 0 and "aws left out" in text.err and "chosen: aws" not in text.out
-    aws_only = cli("plan", str(path), "--json", "--cloud", "aws").json()  # nothing else asked: the choice stays, with the warning
-    assert aws_only["chosen"]["cloud"] == "aws" and aws_only["script_sha256"] is None
-    assert any("cannot be rendered for aws (AWS user data would be" in w for w in aws_only["warnings"])
+    assert text.code == 0 and "payload: private S3 trainvm-ACCOUNT-" in text.out
     r = cli("up", str(path), "--yes", "--json")
     assert r.code == 0, r.out + r.err
     doc = r.json()
-    assert doc["cloud"] != "aws" and not clouds["aws"].vms
-    assert any(w.startswith("skipping aws: its startup script cannot be rendered: AWS user data would be") for w in doc["warnings"])
-    only_aws = cli("up", str(path), "--yes", "--json", "--cloud", "aws")
-    assert only_aws.code == 1 and "AWS user data would be" in only_aws.json()["error"]["message"]
+    assert doc["cloud"] == "aws" and doc["summary"]["payload"]["store"] == "S3"
+    store = clouds["aws"].store
+    [(region, sha)] = store.uploads
+    assert region == doc["region"] and "perfprobe" in unpack(store.objects[(region, sha)])["startup.sh"].decode()
+    [vm] = clouds["aws"].vms.values()
+    assert vm.payload == sha[:16]
+    again = cli("up", str(path), "--yes", "--json")  # the VM exists: nothing staged again
+    assert again.code == 0 and again.json()["existing"] and len(store.uploads) == 1
+    down = cli("down", vm.name, "--yes", "--json")
+    assert down.code == 0 and down.json()["payload"]["state"] == "released" and store.objects == {}
+
+
+def test_down_keeps_a_payload_another_vm_uses(cli, clouds) -> None:
+    """Two VMs of the same profile on the same shape share one content-addressed payload object: `down` of one keeps
+    it (and says so), `down` of the other removes it."""
+    first = cli("up", T4, "--yes", "--json", "--name", "trainvm-one")
+    assert first.code == 0, first.err
+    second = cli("up", T4, "--yes", "--json", "--name", "trainvm-two", "--region", first.json()["region"])
+    assert second.code == 0, second.err
+    store = clouds[first.json()["cloud"]].store
+    assert len(store.objects) == 1 and len(store.uploads) == 1  # the second up found the object: nothing uploaded
+    one = cli("down", "trainvm-one", "--yes", "--json").json()
+    assert one["payload"]["state"] == "kept" and one["payload"]["users"] == ["trainvm-two"] and len(store.objects) == 1
+    two = cli("down", "trainvm-two", "--yes")
+    assert two.code == 0 and "removed from the store" in two.out and store.objects == {}
+
+
+def test_a_payload_store_refusal_stops_up_and_leaves_nothing(cli, clouds) -> None:
+    """The store refuses the upload (the caller may not create or write it): that is the attempt's AuthError, `up`
+    stops without creating any VM."""
+    from provisioner.errors import AuthError
+
+    for fake in clouds.values():
+        fake.store.refuse.append(AuthError("AccessDenied: s3:CreateBucket", code="AccessDenied"))
+    r = cli("up", T4, "--yes", "--json")
+    assert r.code == 3 and "AccessDenied" in r.err + r.out
+    assert not any(f.vms for f in clouds.values()) and not any(f.store.objects for f in clouds.values())
