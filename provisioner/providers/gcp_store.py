@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import os
 import re
 import threading
 from collections.abc import Callable
@@ -115,6 +116,10 @@ class GcsPayloadStore:
         """The storage client (built once; the SDK is imported here)."""
         with self._lock:
             if self._client is None:
+                # google-cloud-storage 3.x (3.17.1 here) starts a background thread that GETs a bucket's metadata for
+                # OpenTelemetry span attributes on any call naming a bucket it has not cached, OpenTelemetry
+                # installed or not: requests trainvm did not make, still running after the call. Its own switch:
+                os.environ.setdefault("DISABLE_GCS_PYTHON_CLIENT_OTEL_BUCKET_METADATA", "true")
                 import google.cloud.storage as storage
 
                 if self.endpoint:

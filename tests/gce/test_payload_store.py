@@ -94,6 +94,10 @@ def test_stage_creates_the_bucket_uploads_once_and_serves_the_url(make_store, re
     assert b.iam_configuration.public_access_prevention == "enforced"
     viewers = [x for x in b.get_iam_policy(requested_policy_version=3).bindings if x["role"] == READER_ROLE]
     assert [set(x["members"]) for x in viewers] == [{f"serviceAccount:{READER}"}]
+    # the policy on the wire (the emulator stores it and enforces nothing): the read policy's etag, our binding
+    put = [json.loads(b) for m, u, b in sent if m == "PUT" and u.split("?")[0].endswith(f"/b/{BUCKET}/iam")]
+    assert len(put) == 1 and put[0]["etag"]
+    assert put[0]["bindings"] == [{"role": READER_ROLE, "members": [f"serviceAccount:{READER}"]}]
 
     again = store.stage(REGION, data, sha)  # the same store: nothing sent but the object's read
     assert not again.uploaded and again == ref.__class__(**{**ref.__dict__, "uploaded": False})
@@ -309,3 +313,62 @@ def test_unreachable_endpoint_is_retry_exhausted(make_store):
     with pytest.raises(RetryExhaustedError, match=f"GCS: reading bucket gs://{BUCKET}: .*TRAINVM_API_TIMEOUT") as e:
         make_store(endpoint=f"http://127.0.0.1:{port}", call_timeout=1.0).stage(REGION, data, sha)
     assert "Connection" in str(e.value) or "refused" in str(e.value)
+
+
+def test_a_concurrent_policy_change_is_read_again_not_overwritten(make_store, servers_iam):
+    """GCS answers 412 to a setIamPolicy whose etag is stale (the emulator does not check etags: a loopback server
+    plays the bucket here). The store reads the policy again and adds its binding to the new one."""
+    url, seen = servers_iam
+    store = make_store(endpoint=url)
+    assert store._grant(store.client().bucket(BUCKET)) == READER
+    assert [(m, p.split("?")[0]) for m, p, _ in seen] == [("GET", f"/storage/v1/b/{BUCKET}/iam"), ("PUT", f"/storage/v1/b/{BUCKET}/iam")] * 2
+    puts = [json.loads(body) for method, path, body in seen if method == "PUT"]
+    assert [p["etag"] for p in puts] == ["etag-1", "etag-2"]
+    assert puts[1]["bindings"] == [{"role": "roles/storage.admin", "members": ["user:other@example.com"]},
+                                   {"role": READER_ROLE, "members": [f"serviceAccount:{READER}"]}]
+
+
+@pytest.fixture
+def servers_iam():
+    """GET .../iam answers etag-1 (no bindings) first, then etag-2 (another user's binding, added meanwhile); a PUT
+    with a stale etag is 412, the current one 200."""
+    state = {"etag": "etag-1", "bindings": []}
+    seen: list = []
+
+    class H(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def _send(self, status, body):
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self):  # noqa: N802
+            seen.append(("GET", self.path, b""))
+            policy = {"kind": "storage#policy", "version": 1, **state}
+            if state["etag"] == "etag-1":  # someone else's change lands right after this read
+                state.update(etag="etag-2", bindings=[{"role": "roles/storage.admin", "members": ["user:other@example.com"]}])
+            self._send(200, policy)
+
+        def do_PUT(self):  # noqa: N802
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            seen.append(("PUT", self.path, body))
+            sent = json.loads(body)
+            if sent.get("etag") != state["etag"]:
+                return self._send(412, {"error": {"code": 412, "message": "Precondition Failed",
+                                                  "errors": [{"reason": "conditionNotMet", "message": "Precondition Failed"}]}})
+            state.update(etag="etag-3", bindings=sent["bindings"])
+            self._send(200, {"kind": "storage#policy", "version": 1, **state})
+
+        def log_message(self, *args):
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), H)
+    httpd.daemon_threads = True
+    threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}", seen
+    httpd.shutdown()
+    httpd.server_close()
