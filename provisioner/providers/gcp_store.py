@@ -131,7 +131,13 @@ class GcsPayloadStore:
                     from google.auth.credentials import with_scopes_if_required
 
                     creds = with_scopes_if_required(self._credentials, [STORAGE_SCOPE]) if self._credentials else None
-                    self._client = storage.Client(project=self.project, credentials=creds)
+                    try:  # without credentials the SDK looks for them (google.auth.default) here
+                        self._client = storage.Client(project=self.project, credentials=creds)
+                    except Exception as exc:  # noqa: BLE001 - google.auth's failures, classified
+                        f = errs.from_exception(exc)
+                        if f.kind != "auth":
+                            raise
+                        raise errs.classify(f) from None
             return self._client
 
     def retry(self, predicate: Callable[[BaseException], bool] | None = None) -> Any:
@@ -146,6 +152,8 @@ class GcsPayloadStore:
         when given; any other failure -> a ProviderError saying ``what`` failed."""
         try:
             return fn()
+        except ProviderError:
+            raise  # classified already (the client's credentials)
         except Exception as exc:  # noqa: BLE001 - classified below
             from google.api_core.exceptions import RetryError
 

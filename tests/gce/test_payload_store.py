@@ -372,3 +372,15 @@ def servers_iam():
     yield f"http://127.0.0.1:{httpd.server_address[1]}", seen
     httpd.shutdown()
     httpd.server_close()
+
+
+def test_no_credentials_is_an_auth_error(make_store, monkeypatch, tmp_path):
+    """Without credentials (and no emulator endpoint) the SDK's own lookup fails: AuthError, no traceback."""
+    for name in ("GOOGLE_APPLICATION_CREDENTIALS", "CLOUDSDK_CONFIG", "GCE_METADATA_HOST", "GCE_METADATA_IP"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path))  # no gcloud ADC file
+    monkeypatch.setenv("GCE_METADATA_HOST", "127.0.0.1:9")  # no metadata server either
+    monkeypatch.setenv("GCE_METADATA_IP", "127.0.0.1:9")
+    monkeypatch.setenv("NO_GCE_CHECK", "True")
+    with pytest.raises(AuthError, match="GCE credentials were refused or could not be obtained"):
+        make_store(endpoint="").stored(REGION)
