@@ -27,6 +27,7 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     Setting("TRAINVM_NO_CACHE", "", "set: do not use the parsed-data cache in `~/.cache/trainvm`"),
     # cloud endpoints and credentials
     Setting("TRAINVM_GCE_ENDPOINT", "", "Compute Engine base URL (an emulator in tests; anonymous credentials allowed)"),
+    Setting("TRAINVM_GCS_ENDPOINT", "", "Cloud Storage base URL of the GCE payload store (an emulator in tests; anonymous credentials); default `https://storage.googleapis.com`"),
     Setting("TRAINVM_AZURE_ENDPOINT", "", "ARM base URL (an emulator in tests; https, CA from `REQUESTS_CA_BUNDLE`)"),
     Setting("TRAINVM_AZURE_ACCESS_TOKEN", "", "bearer token instead of `DefaultAzureCredential`"),
     Setting("TRAINVM_AWS_ENDPOINT", "", "one endpoint for every AWS client (EC2, SSM, IAM): moto's server in tests"),

@@ -86,7 +86,9 @@ from provisioner.providers.gcp_request import (
     ssh_notes,
     ssh_tag,
 )
+from provisioner.providers.gcp_store import GcsPayloadStore
 from provisioner.providers.poll import poll
+from provisioner.providers.store import PAYLOAD_LABEL
 from provisioner.settings import env_seconds
 from provisioner.verify.report import StackReport
 
@@ -393,6 +395,13 @@ class GcpProvider:
     def open_ssh_hint(self, record: InstanceRecord) -> str:
         return open_ssh_hint(record.name, self.project)
 
+    def payload_store(self) -> GcsPayloadStore:
+        """The project's GCS payload store (gcp_store.py); the VMs read it as the default compute service account."""
+        return GcsPayloadStore(project=self.project, credentials=self._credentials,
+                               service_account=self.gce.default_service_account,
+                               endpoint=settings.text("TRAINVM_GCS_ENDPOINT"), call_timeout=self.gce.call_timeout,
+                               retry_base_delay=self.gce.retry_base_delay)
+
     def _record(self, inst: Any, *, notes: builtins.list[str] | None = None, existing: bool = False) -> InstanceRecord:
         labels, zone = dict(inst.labels), inst.zone.rsplit("/", 1)[-1]
         meta = {i.key: i.value for i in inst.metadata.items}
@@ -406,4 +415,5 @@ class GcpProvider:
             last_stop=inst.last_stop_timestamp or None,
             ssh_command=f"gcloud compute ssh {inst.name} --zone {zone} --project {self.project}",
             notes=tuple(notes or ()), adopted=existing, spot=inst.scheduling.provisioning_model == "SPOT",
-            owner=labels.get("trainvm-owner"), cloud_id=str(inst.id), cluster=cluster, rank=rank, nodes=nodes)
+            owner=labels.get("trainvm-owner"), cloud_id=str(inst.id), cluster=cluster, rank=rank, nodes=nodes,
+            payload=labels.get(PAYLOAD_LABEL))

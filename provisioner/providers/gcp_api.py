@@ -103,7 +103,7 @@ class GceApi:
                     zone_ops=compute_v1.ZoneOperationsClient(**kw), images=compute_v1.ImagesClient(**kw),
                     firewalls=compute_v1.FirewallsClient(**kw), global_ops=compute_v1.GlobalOperationsClient(**kw),
                     zones=compute_v1.ZonesClient(**kw), policies=compute_v1.ResourcePoliciesClient(**kw),
-                    region_ops=compute_v1.RegionOperationsClient(**kw))
+                    region_ops=compute_v1.RegionOperationsClient(**kw), projects=compute_v1.ProjectsClient(**kw))
             return self._clients
 
     def deadline(self) -> float:
@@ -187,6 +187,14 @@ class GceApi:
                         clock=self.clock, sleep=self.sleep, rng=self.rng)
         except _Transient as last:
             raise errs.classify(last.failure, retried=state["failures"]) from last.__cause__
+
+    def default_service_account(self) -> str | None:
+        """The email of the project's default compute service account (``projects.get``
+        ``defaultServiceAccount``: ``PROJECT_NUMBER-compute@developer.gserviceaccount.com``), the identity a VM
+        created with ``serviceAccounts: [{"email": "default"}]`` runs as; None when the project has none."""
+        api = self.clients()
+        project = self.call(lambda: api.projects.get(project=api.project, retry=None, timeout=self.http_timeout))
+        return project.default_service_account or None
 
     # ------------------------------------------------------------------ instances
     def get(self, zone: str, name: str) -> Any:

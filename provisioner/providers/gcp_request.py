@@ -23,7 +23,8 @@ Decisions (SPEC "What `up` creates"):
 - Metadata: ``startup-script``, ``enable-guest-attributes=TRUE``, ``trainvm-profile`` (resolved profile
   JSON, read back by ``verify``), ``trainvm-hash`` (full profile hash), ``trainvm-image`` (the pinned image).
 - Service account: the project's default one with the smallest scopes that work: logging.write and
-  monitoring.write always; devstorage.read_only when a data source is ``gs://``; cloud-platform only
+  monitoring.write always; devstorage.read_only always (the bootstrap fetches the payload from GCS as this
+  account, gcp_store.py; gs:// data sources need it too); cloud-platform instead of it
   when the profile references ``secret://gcp/...`` (Secret Manager has no narrower scope); compute
   when ``lifecycle.on_idle`` is delete (the idle watchdog calls instances.delete on its own VM; the
   service account also needs compute.instances.delete, which the default one has through Editor).
@@ -105,11 +106,15 @@ def request_id(spec: LaunchSpec, offer: Offer, salt: str = "") -> str:
 
 
 def scopes_for(spec: LaunchSpec) -> list[str]:
+    """The VM's service-account scopes (the module docstring says why each). devstorage.read_only is on every VM:
+    its bootstrap fetches the payload from the project's GCS bucket with the metadata server's token
+    (providers/gcp_store.py), and a token without a storage scope is refused whatever the IAM policy grants;
+    cloud-platform, when a ``secret://gcp/`` reference needs it, covers storage as well."""
     scopes = [SCOPE_LOGGING, SCOPE_MONITORING]
-    if any(src.startswith("gs://") for src in spec.data_sources):
-        scopes.append(SCOPE_GCS_READ)
     if "secret://gcp/" in spec.profile_json:
         scopes.append(SCOPE_CLOUD_PLATFORM)
+    else:
+        scopes.append(SCOPE_GCS_READ)  # the payload, and gs:// data sources
     if spec.on_idle == "delete" and SCOPE_CLOUD_PLATFORM not in scopes:
         scopes.append(SCOPE_COMPUTE)
     return scopes

@@ -13,7 +13,8 @@ zoneOperations.get/wait advances an operation, e.g. to delete the VM while its i
 concurrent `trainvm down` does; GCE then finishes the insert DONE without error and the VM is gone.  The Compute
 methods it serves are in gce_methods.py (zone operations, instances, images), gce_power.py (instances.stop/start)
 and gce_firewalls.py (global firewall rules and global operations, with the default
-network's rules and `ingress_decision` to evaluate them).
+network's rules and `ingress_decision` to evaluate them).  compute.projects.get answers the project with a
+`defaultServiceAccount` of GCE's form (`NUMBER-compute@developer.gserviceaccount.com`, the number derived from the id).
 """
 from __future__ import annotations
 
@@ -44,7 +45,7 @@ ROUTES = ("compute.instances.insert", "compute.instances.list", "compute.instanc
           "compute.images.getFromFamily", "compute.images.get", "compute.firewalls.insert", "compute.firewalls.get",
           "compute.firewalls.list", "compute.firewalls.update", "compute.firewalls.delete",
           "compute.globalOperations.get", "compute.globalOperations.wait", "compute.instances.stop",
-          "compute.instances.start", "compute.zones.list")
+          "compute.instances.start", "compute.zones.list", "compute.projects.get")
 OP_FAULT_METHODS = (None, "insert", "instances.insert", "firewalls.insert")
 FAULT_KINDS = set(HTTP_FAULTS) | set(OP_FAULTS) | {"unreachable", "silent"}
 ZONE_NAME = re.compile(r"[a-z]+-[a-z]+[0-9]+-[a-z]")
@@ -177,6 +178,8 @@ class GceEmulator(FirewallsMixin, ComputeMethodsMixin, PowerMethodsMixin):
             self.faults: list[Fault] = []
             self.on_poll = None
             self.requests: list[Request] = []
+            #: projects.get answers these projects without a defaultServiceAccount (deleted by an admin)
+            self.no_default_sa: set[str] = set()
 
     # ------------------------------------------------------------------ test helpers
     def inject(self, kind: str, zone: str | None = None, times: int | None = 1, method: str | None = None,

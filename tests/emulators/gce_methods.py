@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import re
 import uuid
+import zlib
 
 from .gce_faults import OP_FAULTS, op_error
 from .gce_filter import compile_filter
@@ -171,6 +172,16 @@ class ComputeMethodsMixin:
                   "region": f"{API}projects/{project}/regions/{z.rsplit('-', 1)[0]}"} for z in self.known_zones]
         return {"kind": "compute#zoneList", "id": f"projects/{project}/zones", "items": items,
                 "selfLink": f"{API}projects/{project}/zones"}
+
+    def _projects_get(self, req, project):
+        """compute.projects.get: the project, with the default compute service account GCE creates for it (its
+        email is ``PROJECT_NUMBER-compute@developer.gserviceaccount.com``); none when the test removed it."""
+        number = str(zlib.crc32(project.encode()) % 10**12 or 1)
+        out = {"kind": "compute#project", "id": number, "name": project, "selfLink": f"{API}projects/{project}",
+               "xpnProjectStatus": "UNSPECIFIED_XPN_PROJECT_STATUS"}
+        if project not in self.no_default_sa:
+            out["defaultServiceAccount"] = f"{number}-compute@developer.gserviceaccount.com"
+        return out
 
     def _instances_aggregatedList(self, req, project):
         page, nxt = self._page(req, self._filtered(req, project))

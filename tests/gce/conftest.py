@@ -128,3 +128,65 @@ def offer() -> Callable[..., Offer]:
                      price, round(price * 0.4, 4), attach, disks, nvme, "x86_64")
 
     return make
+
+
+# ---------------------------------------------------------------------------------- the GCS payload store
+@pytest.fixture(scope="session")
+def gcs_server():
+    """gcp-storage-emulator on 127.0.0.1 (tests/emulators/gcs.py says what it does not model)."""
+    from tests.emulators.gcs import GcsEmulator
+
+    with GcsEmulator() as emu:
+        yield emu
+
+
+@pytest.fixture
+def gcs(gcs_server):
+    gcs_server.wipe()
+    yield gcs_server
+    gcs_server.wipe()
+
+
+READER = "123456789-compute@developer.gserviceaccount.com"
+
+
+@pytest.fixture
+def make_store(gcs) -> Callable[..., Any]:
+    """A GcsPayloadStore on the emulator (anonymous credentials, short retries); ``now`` and the reader overridable."""
+    from provisioner.providers.gcp_store import GcsPayloadStore
+
+    def make(**kw: Any) -> GcsPayloadStore:
+        kw = {"project": PROJECT, "credentials": None, "endpoint": gcs.url, "service_account": lambda: READER,
+              "call_timeout": 2.0, "retry_base_delay": 0, **kw}
+        return GcsPayloadStore(**kw)
+
+    return make
+
+
+@pytest.fixture
+def sdk(gcs):
+    """A google-cloud-storage client on the emulator, for reading back what the store did."""
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import storage
+
+    return storage.Client(project=PROJECT, credentials=AnonymousCredentials(), client_options={"api_endpoint": gcs.url})
+
+
+@pytest.fixture
+def recorder() -> Callable[[Any], list[tuple[str, str, bytes]]]:
+    """``recorder(store)``: every HTTP request the store's SDK client sends from then on, as (method, URL, body),
+    recorded by a requests response hook on the SDK's own session (what went on the wire, answered)."""
+
+    def record(store: Any) -> list[tuple[str, str, bytes]]:
+        sent: list[tuple[str, str, bytes]] = []
+
+        def hook(response: Any, *args: Any, **kwargs: Any) -> Any:
+            body = response.request.body
+            sent.append((response.request.method, response.request.url,
+                         body.encode() if isinstance(body, str) else body or b""))
+            return response
+
+        store.client()._http.hooks["response"].append(hook)
+        return sent
+
+    return record

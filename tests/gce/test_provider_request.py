@@ -78,7 +78,8 @@ def test_a2_bundles_gpus_and_spot(spec, offer):
     assert body["scheduling"] == {"automaticRestart": False, "provisioningModel": "SPOT", "onHostMaintenance": "TERMINATE",
                                   "instanceTerminationAction": "STOP"}
     assert body["serviceAccounts"][0]["scopes"] == ["https://www.googleapis.com/auth/logging.write",
-                                                    "https://www.googleapis.com/auth/monitoring.write"]
+                                                    "https://www.googleapis.com/auth/monitoring.write",
+                                                    "https://www.googleapis.com/auth/devstorage.read_only"]  # the payload
 
 
 def test_on_demand_without_max_run_has_no_termination_action(spec, offer):
@@ -173,7 +174,15 @@ def test_rule_and_tag_names_fit_gce(vm):
 
 def test_secret_reference_adds_cloud_platform_scope(spec, offer):
     s = spec(profile_json='{"stack": {"env": {"HF_TOKEN": "secret://gcp/hf-token"}}}')
-    assert SCOPE_CLOUD_PLATFORM in instance_body(s, offer(), IMG, "p")["serviceAccounts"][0]["scopes"]
+    scopes = instance_body(s, offer(), IMG, "p")["serviceAccounts"][0]["scopes"]
+    assert SCOPE_CLOUD_PLATFORM in scopes and SCOPE_GCS_READ not in scopes  # cloud-platform covers the payload's read
+
+
+def test_every_vm_may_read_its_payload_from_gcs(spec, offer):
+    """The bootstrap fetches the payload from GCS with the VM's token: devstorage.read_only without any gs:// data."""
+    s = spec(data_sources=(), profile_json="{}")
+    scopes = instance_body(s, offer(), IMG, "p")["serviceAccounts"][0]["scopes"]
+    assert SCOPE_GCS_READ in scopes and SCOPE_CLOUD_PLATFORM not in scopes
 
 
 def test_metadata_limits(spec, offer):
