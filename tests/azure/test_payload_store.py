@@ -32,26 +32,12 @@ from provisioner.providers.azure_store import (
 )
 from provisioner.providers.base import AuthError, ConflictError, ProviderError, RetryExhaustedError
 from provisioner.providers.store import EXPIRE_DAYS, PAYLOAD_LABEL, REFRESH_DAYS, payload_key
+from tests.azure.conftest import azurite_keys
 from tests.emulators.arm import DEFAULT_SUBSCRIPTION as SUB
 from tests.emulators.arm import ArmEmulator
-from tests.emulators.azurite_server import Azurite
 
-REGIONS = ("eastus", "westeurope")
-KEYS = {account_name(SUB, r): base64.b64encode(hashlib.sha256(r.encode()).digest() * 2).decode() for r in REGIONS}
+KEYS = azurite_keys()
 CONTAINER_PUT = re.compile(r"/storageAccounts/([^/]+)/blobServices/default/containers/([^/]+)$", re.I)
-
-
-@pytest.fixture(scope="session")
-def tls_ca():
-    import trustme
-
-    return trustme.CA()
-
-
-@pytest.fixture(scope="session")
-def azurite(tls_ca):
-    with Azurite(tls_ca, KEYS) as az:
-        yield az
 
 
 @pytest.fixture(scope="module")
