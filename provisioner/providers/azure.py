@@ -14,6 +14,9 @@ so ``get_provider("azure")`` stays cheap until a cloud call is made.
   checks the group is gone (error ``cleanup`` "verified"), else records it in ``left_behind`` (``provision``
   then stops, since the next region would reuse the name). An interrupted process (Ctrl-C) leaves the group
   to the re-run.
+- Payloads (``payload_store``: azure_store.BlobPayloadStore): a staged ``spec.payload`` gets the VM's (or scale
+  set's) identity Storage Blob Data Reader on its container after the lifecycle role (azure_roles); ``down``
+  removes that assignment, and never deletes a payload store's group (``trainvm-payload-<region>``).
 - Not found vs wrong credentials: a 404 is "missing" only for a resource or group; ``SubscriptionNotFound``
   (a mistyped or invisible subscription) is an AuthError naming the subscription.
 - Long-running operations: ``poller.result(timeout)`` then ``poller.done()`` (``result`` returns quietly on

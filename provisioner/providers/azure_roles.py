@@ -2,7 +2,9 @@
 ``azure_request``) and Storage Blob Data Reader on the payload store's container (``grant_payload_reader``).
 
 Created after the VM (it names the VM's system-assigned identity by its principal id, which ARM assigns
-at create), scoped to the VM's own resource group, removed with that group by ``down``. Idempotent: the
+at create). The lifecycle role is scoped to the VM's own resource group and removed with that group by ``down``;
+the payload reader is scoped to the shared payload container, so ``down`` deletes it by name first
+(``revoke_payload_reader``). Idempotent: the
 assignment's name is a deterministic GUID, and ``RoleAssignmentExists`` (the same assignment made by an
 earlier run) counts as done. ``PrincipalNotFound`` (a fresh identity not replicated yet; rare with
 principalType set) is retried for at most PRINCIPAL_WAIT_SECONDS. ``AuthorizationFailed``: the caller may not

@@ -274,3 +274,45 @@ def test_down_refuses_the_payload_store_group(store, store_env, provider, t4_spe
     with pytest.raises(ConflictError, match="payload store"):
         provider.create(replace(t4_spec, name="payload-eastus"), t4)
     assert store_group("eastus") in emu.resource_groups() and sha in store.stored("eastus")
+
+
+# ---------------------------------------------------------------------------------------------- the emulator itself
+def test_emulator_checks_storage_bodies_against_the_sdk_models(emu):
+    """The emulator refuses what Azure would: members the azure-mgmt-storage models do not have, values outside
+    their enums, bad account names, public containers on a private account, prefixes without a container."""
+    from azure.core.exceptions import HttpResponseError
+    from azure.mgmt.resource.resources import ResourceManagementClient
+    from azure.mgmt.storage import StorageManagementClient
+
+    from provisioner.providers.azure_store import account_body, container_body, policy_body
+
+    kw = emu.client_kwargs()
+    st = StorageManagementClient(**kw)
+    ResourceManagementClient(**kw).resource_groups.create_or_update("rg1", {"location": "eastus"})
+
+    def code(fn):
+        with pytest.raises(HttpResponseError) as err:
+            fn()
+        return err.value.error.code
+
+    bad = account_body("eastus")
+    bad["properties"]["allowBlobPublicAcess"] = False  # a typo
+    assert code(lambda: st.storage_accounts.begin_create("rg1", "tvtest0001", bad).result()) == "InvalidRequestContent"
+    bad = account_body("eastus")
+    bad["properties"]["minimumTlsVersion"] = "TLS9"
+    assert code(lambda: st.storage_accounts.begin_create("rg1", "tvtest0001", bad).result()) == "InvalidRequestContent"
+    assert code(lambda: st.storage_accounts.begin_create("rg1", "TV_bad", account_body("eastus")).result()) == \
+        "AccountNameInvalid"
+    st.storage_accounts.begin_create("rg1", "tvtest0001", account_body("eastus")).result()
+    public = {"properties": {"publicAccess": "Blob"}}
+    assert code(lambda: st.blob_containers.create("rg1", "tvtest0001", "c01", public)) == "PublicAccessNotPermitted"
+    st.blob_containers.create("rg1", "tvtest0001", "c01", container_body())
+    p = policy_body()
+    p["properties"]["policy"]["rules"][0]["definition"]["filters"]["prefixMatch"] = ["/payloads/"]
+    assert code(lambda: st.management_policies.create_or_update("rg1", "tvtest0001", "default", p)) == \
+        "InvalidManagementPolicyRule"
+    del p["properties"]["policy"]["rules"][0]["type"]
+    assert code(lambda: st.management_policies.create_or_update("rg1", "tvtest0001", "default", p)) == \
+        "InvalidParameter"  # required by the model (ManagementPolicyRule.type)
+    keys = st.storage_accounts.list_keys("rg1", "tvtest0001").as_dict()["keys"]  # .keys is the Mapping method
+    assert [k["keyName"] for k in keys] == ["key1", "key2"] and all(k["value"] for k in keys)
