@@ -7,6 +7,7 @@ BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
 EXAMPLE ?= profiles/examples/bert-finetune-t4.yaml
 PYTEST_ARGS ?=
+AZURITE := tests/emulators/azurite/node_modules/.installed
 
 .PHONY: run test lint fix test-os install install-dev validate-examples bench catalog golden clean
 
@@ -21,8 +22,13 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml
 	$(BIN)/python -m compileall -q provisioner
 	@touch $@
 
-$(VENV)/.installed-dev: $(VENV)/.installed pyproject.toml
+$(VENV)/.installed-dev: $(VENV)/.installed pyproject.toml $(AZURITE)
 	$(PIP) install -e '.[dev]'
+	@touch $@
+
+# Azurite (the Azure Storage emulator, npm) for the Azure payload-store tests, pinned by its package-lock.json
+$(AZURITE): tests/emulators/azurite/package.json tests/emulators/azurite/package-lock.json
+	npm ci --prefix tests/emulators/azurite --no-audit --no-fund --loglevel=error
 	@touch $@
 
 install: $(VENV)/.installed

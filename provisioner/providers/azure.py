@@ -14,6 +14,9 @@ so ``get_provider("azure")`` stays cheap until a cloud call is made.
   checks the group is gone (error ``cleanup`` "verified"), else records it in ``left_behind`` (``provision``
   then stops, since the next region would reuse the name). An interrupted process (Ctrl-C) leaves the group
   to the re-run.
+- Payloads (``payload_store``: azure_store.BlobPayloadStore): a staged ``spec.payload`` gets the VM's (or scale
+  set's) identity Storage Blob Data Reader on its container after the lifecycle role (azure_roles); ``down``
+  removes that assignment, and never deletes a payload store's group (``trainvm-payload-<region>``).
 - Not found vs wrong credentials: a 404 is "missing" only for a resource or group; ``SubscriptionNotFound``
   (a mistyped or invisible subscription) is an AuthError naming the subscription.
 - Long-running operations: ``poller.result(timeout)`` then ``poller.done()`` (``result`` returns quietly on
@@ -31,7 +34,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from provisioner import settings
 from provisioner.catalog.models import Offer
@@ -40,7 +43,7 @@ from provisioner.providers import azure_errors as errs
 from provisioner.providers import azure_request as R
 from provisioner.providers.azure_clients import Settings, default_credential, make_clients
 from provisioner.providers.azure_create import CreateTransaction
-from provisioner.providers.azure_lease import MANAGED, GroupLease, _props
+from provisioner.providers.azure_lease import MANAGED, GroupLease, _props, refuse_store_group
 from provisioner.providers.azure_power import latest_start, vm_state
 from provisioner.providers.base import (
     ConflictError,
@@ -51,7 +54,11 @@ from provisioner.providers.base import (
     price_from_labels,
 )
 from provisioner.providers.ssh_key import SSH_KEY_FILES, read_public_key
+from provisioner.providers.store import PAYLOAD_LABEL
 from provisioner.verify.report import StackReport, decode_report, last_console_report
+
+if TYPE_CHECKING:
+    from provisioner.providers.azure_store import BlobPayloadStore
 
 __all__ = ["AzureProvider", "vm_state"]
 
@@ -234,9 +241,42 @@ class AzureProvider(CreateTransaction, GroupLease):
         group = self._get_group(rg)
         if group is None:
             return False
+        refuse_store_group(group, rg)
         if (group.get("tags") or {}).get(MANAGED) != "true":
             raise ConflictError(f"resource group {rg} is not managed by trainvm (no {MANAGED}=true tag); not deleting it")
+        self._revoke_payload_reader(name, rg)
         return self._delete_group(rg, wait=wait)
+
+    def payload_store(self) -> BlobPayloadStore:
+        """The payload store on Blob Storage (providers/azure_store.py), on this provider's subscription."""
+        from provisioner.providers.azure_store import BlobPayloadStore
+
+        return BlobPayloadStore(self)
+
+    def _revoke_payload_reader(self, name: str, rg: str) -> None:
+        """Remove the VM's (or scale set's) Storage Blob Data Reader assignment on the payload container: it lives
+        outside the VM's group, so deleting the group leaves it (an orphan "Identity not found" assignment that
+        counts against the subscription's role-assignment limit). Best effort: a failure leaves only that orphan."""
+        from provisioner.providers.azure_roles import payload_scope, revoke_payload_reader
+        from provisioner.providers.store import PAYLOAD_LABEL, PayloadRef
+
+        try:
+            res = self._get_vm(rg, name, expand=None)
+            if res is None:
+                from provisioner.providers import azure_group
+
+                res = azure_group.get_scale_set(self, name)
+            principal = ((res or {}).get("identity") or {}).get("principalId")
+            if not res or not principal or not (res.get("tags") or {}).get(PAYLOAD_LABEL):
+                return
+            from provisioner.providers.azure_store import CONTAINER, account_name
+
+            region = str(res.get("location") or "")
+            ref = PayloadRef(cloud="azure", region=region, store=f"{account_name(self.subscription_id, region)}/{CONTAINER}",
+                             key="", url="", sha256="", size=0)
+            revoke_payload_reader(self, payload_scope(self.subscription_id, ref), principal)
+        except ProviderError:
+            return
 
     def stop(self, name: str, *, wait: bool = True) -> InstanceRecord | None:
         from provisioner.providers import azure_group
@@ -336,6 +376,7 @@ class AzureProvider(CreateTransaction, GroupLease):
             profile=tags.get("trainvm-profile"), hash=tags.get("trainvm-hash"), price_hourly=price_from_labels(tags),
             created=props.get("timeCreated"), last_start=latest_start(props), last_start_is_latest=True, ip=ip or None, image=R.image_urn(storage.get("imageReference")),
             ssh_command=f"ssh {R.ADMIN_USER}@{ip}" if ip else None, ssh_user=R.ADMIN_USER, notes=tuple(notes or ()), adopted=existing,
-            spot=props.get("priority") == "Spot", owner=tags.get("trainvm-owner"), cloud_id=vm.get("id"))
+            spot=props.get("priority") == "Spot", owner=tags.get("trainvm-owner"), cloud_id=vm.get("id"),
+            payload=tags.get(PAYLOAD_LABEL))
 
 

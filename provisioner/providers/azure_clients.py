@@ -151,3 +151,13 @@ def make_authorization_client(settings: Settings, credential: Any) -> Any:
     kw = _client_kwargs(settings)
     pipeline = policies(credential, f"mgmt-authorization/{getattr(authorization, '__version__', '')}", **kw)
     return authorization.AuthorizationManagementClient(credential, settings.subscription_id, policies=pipeline, **kw)
+
+
+def make_storage_client(settings: Settings, credential: Any) -> Any:
+    """azure-mgmt-storage's client (the payload store's account, container, keys and lifecycle policy), imported
+    only when a payload is staged or released."""
+    import azure.mgmt.storage as storage
+
+    kw = _client_kwargs(settings)
+    pipeline = policies(credential, f"mgmt-storage/{getattr(storage, '__version__', '')}", settings.call_timeout, **kw)
+    return storage.StorageManagementClient(credential, settings.subscription_id, policies=pipeline, **kw)

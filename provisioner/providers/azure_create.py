@@ -41,7 +41,7 @@ from provisioner.providers.azure_lease import (
     _props,
     refuse_foreign,
 )
-from provisioner.providers.azure_roles import grant_lifecycle_role
+from provisioner.providers.azure_roles import grant_lifecycle_role, grant_payload_reader
 from provisioner.providers.base import (
     AttemptInProgressError,
     InstanceRecord,
@@ -144,6 +144,7 @@ class CreateTransaction:
             if created is None:
                 raise VanishedError(f"{spec.name} was deleted right after its creation finished", code="DeletedDuringCreate")
             grant_lifecycle_role(self, spec, created)  # needs the identity ARM gave the VM
+            grant_payload_reader(self, spec, created)  # last: a failure before it leaves no assignment outside the group
             return self._record(created, notes=notes)
         except Exception as exc:
             if made_group and isinstance(exc, ProviderError) \
@@ -219,6 +220,7 @@ class CreateTransaction:
             raise
         if _props(vm).get("provisioningState") == "Succeeded":
             grant_lifecycle_role(self, spec, vm)  # a killed `up` may have stopped before it
+            grant_payload_reader(self, spec, vm)
             return self._record(vm, notes=notes, existing=True)
         if joined:  # the attempt this `up` waited on failed: report that, never fail over beside it
             raise AttemptInProgressError(

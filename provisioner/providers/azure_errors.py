@@ -62,7 +62,8 @@ def from_exception(exc: BaseException) -> Failure:
     names = _names(exc)
     status = getattr(exc, "status_code", None)
     err = getattr(exc, "error", None)
-    code = getattr(err, "code", None) or None
+    # Blob Storage answers XML errors: azure-core leaves ``error`` None and puts the code in ``error_code``
+    code = getattr(err, "code", None) or getattr(exc, "error_code", None) or None
     message = str(getattr(err, "message", None) or getattr(exc, "message", None) or exc)
     if code is None:  # the body was not an ARM error document the SDK understood: try it ourselves
         code, message = _from_body(getattr(exc, "response", None), message)

@@ -36,7 +36,7 @@ from provisioner.providers import azure_group_request as G
 from provisioner.providers import azure_request as R
 from provisioner.providers.azure_lease import LEASE, LEASE_UNTIL, MANAGED, _lease, _lease_live, _props, refuse_foreign
 from provisioner.providers.azure_power import latest_start, vm_state
-from provisioner.providers.azure_roles import grant_lifecycle_role
+from provisioner.providers.azure_roles import grant_lifecycle_role, grant_payload_reader
 from provisioner.providers.base import (
     AttemptInProgressError,
     CapacityError,
@@ -48,6 +48,7 @@ from provisioner.providers.base import (
     price_from_labels,
 )
 from provisioner.providers.poll import poll
+from provisioner.providers.store import PAYLOAD_LABEL
 from provisioner.verify.report import StackReport, decode_report
 
 PARALLEL = 16
@@ -118,7 +119,8 @@ def node_records(p: Any, vmss: dict[str, Any], notes: list[str] | None = None, e
             ssh_command=f"ssh {R.ADMIN_USER}@{ip}" if ip else None, ssh_user=R.ADMIN_USER,
             notes=tuple(notes or ()) if rank == 0 else (), adopted=existing,
             spot=(_props(vmss).get("virtualMachineProfile") or {}).get("priority") == "Spot",
-            owner=tags.get("trainvm-owner"), cloud_id=inst.get("id"), cluster=name, rank=rank, nodes=nodes))
+            owner=tags.get("trainvm-owner"), cloud_id=inst.get("id"), cluster=name, rank=rank, nodes=nodes,
+            payload=tags.get(PAYLOAD_LABEL)))
     return out
 
 
@@ -268,6 +270,7 @@ def create(p: Any, spec: LaunchSpec, offer: Offer) -> InstanceRecord:
         # the scale set's identity (every node's) gets the lifecycle role on the group, as a single VM's does: a
         # node's watchdog deallocates its own instance (IMDS resourceId .../virtualMachineScaleSets/N/virtualMachines/K)
         grant_lifecycle_role(p, spec, vmss)
+        grant_payload_reader(p, spec, vmss)  # every node fetches the payload with the scale set's identity
         return node_records(p, vmss, notes=notes)[0]
     except Exception as exc:
         if made_group and isinstance(exc, ProviderError) and not isinstance(exc, VanishedError) \
@@ -328,6 +331,7 @@ def _adopt(p: Any, vmss: dict[str, Any], spec: LaunchSpec, notes: list[str], dea
     n = R.names(spec.name)
     refuse_foreign(vmss, spec, n.rg, "scale set", "cluster")
     if _complete(vmss, spec):
+        grant_payload_reader(p, spec, vmss)  # a killed `up` may have stopped before it (idempotent)
         return node_records(p, vmss, notes=notes, existing=True)[0]
     group = p._get_group(n.rg)
     if group is not None and _lease(group) is not None and _lease_live(group):

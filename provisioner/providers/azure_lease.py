@@ -59,6 +59,14 @@ def refuse_foreign(res: dict[str, Any], spec: Any, rg: str, kind: str, what: str
                         other_where=f"({res.get('location')})")
 
 
+def refuse_store_group(group: dict[str, Any], rg: str) -> None:
+    """A VM name whose group would be a region's payload store (``trainvm-payload-<region>``, azure_store): never
+    created into, deleted or cleaned up as a VM's group (it holds every VM's payload of that region)."""
+    if ((group.get("tags") or {}).get("trainvm-payload-store")) == "true":
+        raise ConflictError(f"resource group {rg} is trainvm's payload store for {group.get('location')}, not a VM's "
+                            "group; choose another VM name (--name)", code="PayloadStoreGroup")
+
+
 def _lease(group: dict[str, Any] | None) -> str | None:
     return ((group or {}).get("tags") or {}).get(LEASE)
 
@@ -188,6 +196,7 @@ class GroupLease:
         group = self._get_group(rg)
         if group is None:
             return None
+        refuse_store_group(group, rg)
         if (group.get("tags") or {}).get(MANAGED) != "true":
             raise ConflictError(f"resource group {rg} exists and is not managed by trainvm; pass --name to choose "
                                 "another VM name")

@@ -1,7 +1,10 @@
-"""The role assignment that lets an Azure VM stop or delete itself (issue 10; bodies in ``azure_request``).
+"""The role assignments of an Azure VM's identity: the one that lets it stop or delete itself (issue 10; bodies in
+``azure_request``) and Storage Blob Data Reader on the payload store's container (``grant_payload_reader``).
 
 Created after the VM (it names the VM's system-assigned identity by its principal id, which ARM assigns
-at create), scoped to the VM's own resource group, removed with that group by ``down``. Idempotent: the
+at create). The lifecycle role is scoped to the VM's own resource group and removed with that group by ``down``;
+the payload reader is scoped to the shared payload container, so ``down`` deletes it by name first
+(``revoke_payload_reader``). Idempotent: the
 assignment's name is a deterministic GUID, and ``RoleAssignmentExists`` (the same assignment made by an
 earlier run) counts as done. ``PrincipalNotFound`` (a fresh identity not replicated yet; rare with
 principalType set) is retried for at most PRINCIPAL_WAIT_SECONDS. ``AuthorizationFailed``: the caller may not
@@ -17,8 +20,16 @@ from typing import Any
 from provisioner.providers import azure_errors as errs
 from provisioner.providers import azure_request as R
 from provisioner.providers.base import AuthError, LaunchSpec, ProviderError
+from provisioner.providers.store import PayloadRef
 
 PRINCIPAL_WAIT_SECONDS = 120.0  # Microsoft: a new identity may take minutes to replicate
+
+
+def _principal(spec: LaunchSpec, vm: dict[str, Any], why: str) -> str:
+    principal = (vm.get("identity") or {}).get("principalId") or (vm.get("identity") or {}).get("principal_id")
+    if not principal:
+        raise ProviderError(f"{spec.name} has no system-assigned identity; {why}", code="NoManagedIdentity")
+    return str(principal)
 
 
 def grant_lifecycle_role(provider: Any, spec: LaunchSpec, vm: dict[str, Any]) -> dict[str, Any] | None:
@@ -26,19 +37,74 @@ def grant_lifecycle_role(provider: Any, spec: LaunchSpec, vm: dict[str, Any]) ->
     role = R.lifecycle_role(spec)
     if role is None:
         return None
-    principal = (vm.get("identity") or {}).get("principalId") or (vm.get("identity") or {}).get("principal_id")
-    if not principal:
-        raise ProviderError(f"{spec.name} has no system-assigned identity; it could not deallocate itself",
-                            code="NoManagedIdentity")
+    principal = _principal(spec, vm, "it could not deallocate itself")
+    scope = R.role_assignment_scope(provider.subscription_id, spec)
+    return _assign(provider, scope, R.role_assignment_name(spec, role),
+                   R.role_assignment_body(provider.subscription_id, role, principal, spec),
+                   f"trainvm gives the VM's managed identity {role} on {scope} so that it can stop itself; creating "
+                   "that role assignment needs Owner, User Access Administrator or Role Based Access Control "
+                   "Administrator. Without it, set lifecycle.idle_shutdown_minutes: null and remove max_run_hours")
+
+
+def payload_scope(subscription_id: str, ref: PayloadRef) -> str:
+    """The ARM id of the container holding the staged payload (``ref.store`` = ``ACCOUNT/CONTAINER``)."""
+    from provisioner.providers.azure_store import store_group
+
+    account, _, container = ref.store.partition("/")
+    return (f"/subscriptions/{subscription_id}/resourceGroups/{store_group(ref.region)}/providers/Microsoft.Storage/"
+            f"storageAccounts/{account}/blobServices/default/containers/{container}")
+
+
+def payload_assignment_name(scope: str, principal: str) -> str:
+    """Deterministic GUID per (container, identity): a re-run finds it; a VM re-created under the same name has a new
+    identity and so a new assignment (an assignment's principal cannot be changed: RoleAssignmentUpdateNotPermitted)."""
+    import uuid
+
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"trainvm:payload:{scope.lower()}:{principal}"))
+
+
+def grant_payload_reader(provider: Any, spec: LaunchSpec, vm: dict[str, Any]) -> dict[str, Any] | None:
+    """Storage Blob Data Reader for the VM's (or scale set's) system-assigned identity on the container of
+    ``spec.payload``, so that the bootstrap can fetch it with an IMDS token (fetch-azure.sh). Created after the VM
+    (it needs the identity's principal id). Role changes reach a VM's token cache only after a while ("can take
+    significant time", Microsoft's managed-identity best practices): the bootstrap retries rc 3 until its deadline.
+    Kept when the VM goes (the container is shared); ``down`` removes it (``revoke_payload_reader``)."""
+    ref = spec.payload
+    if ref is None or ref.cloud != "azure":
+        return None
+    from provisioner.providers.azure_store import BLOB_DATA_READER
+
+    principal = _principal(spec, vm, "it could not read its payload")
+    scope = payload_scope(provider.subscription_id, ref)
+    body = {"properties": {
+        "roleDefinitionId": f"/subscriptions/{provider.subscription_id}/providers/{R.AUTHZ}/roleDefinitions/{BLOB_DATA_READER}",
+        "principalId": principal, "principalType": "ServicePrincipal",
+        "description": f"trainvm: lets {spec.name} read its provisioning payload"}}
+    return _assign(provider, scope, payload_assignment_name(scope, principal), body,
+                   f"trainvm gives the VM's managed identity Storage Blob Data Reader on {ref.store} so that it can fetch "
+                   "its provisioning payload; creating that role assignment needs Owner, User Access Administrator or "
+                   "Role Based Access Control Administrator on the payload store's resource group")
+
+
+def revoke_payload_reader(provider: Any, scope: str, principal: str) -> bool:
+    """Delete the identity's payload-reader assignment (``down``); False when there was none."""
+    from provisioner.providers.azure_clients import make_authorization_client
+
+    provider.api()
+    client = make_authorization_client(provider.settings, provider._credential)
+    out = provider._call(lambda: client.role_assignments.delete(scope, payload_assignment_name(scope, principal)),
+                         missing=None)
+    return out is not None
+
+
+def _assign(provider: Any, scope: str, name: str, body: dict[str, Any], hint: str) -> dict[str, Any]:
+    """PUT one role assignment: RoleAssignmentExists is done, PrincipalNotFound retried (bounded), refusals AuthError."""
     from google.api_core.retry import Retry  # the project's retry helper (a dependency through google-cloud-compute)
 
     from provisioner.providers.azure_clients import make_authorization_client
 
     provider.api()  # settles the credential
     client = make_authorization_client(provider.settings, provider._credential)
-    scope = R.role_assignment_scope(provider.subscription_id, spec)
-    name = R.role_assignment_name(spec, role)
-    body = R.role_assignment_body(provider.subscription_id, role, principal, spec)
 
     def not_replicated(exc: BaseException) -> bool:
         return errs.is_sdk_error(exc) and errs.from_exception(exc).code == "PrincipalNotFound"
@@ -59,8 +125,6 @@ def grant_lifecycle_role(provider: Any, spec: LaunchSpec, vm: dict[str, Any]) ->
             return {"name": name, "scope": scope, "existing": True}
         err = errs.classify(f)
         if isinstance(err, AuthError):
-            err.hint = (f"trainvm gives the VM's managed identity {role} on {scope} so that it can stop itself; creating "
-                        "that role assignment needs Owner, User Access Administrator or Role Based Access Control "
-                        "Administrator. Without it, set lifecycle.idle_shutdown_minutes: null and remove max_run_hours")
+            err.hint = hint
         raise err from exc
     return out.as_dict() if hasattr(out, "as_dict") else dict(out)

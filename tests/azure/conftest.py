@@ -14,7 +14,7 @@ REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:  # --import-mode=importlib does not put the repo root on sys.path
     sys.path.insert(0, str(REPO))
 
-from tests.emulators.arm import ArmEmulator  # noqa: E402
+from tests.emulators.arm import DEFAULT_SUBSCRIPTION, ArmEmulator  # noqa: E402
 
 T4_PROFILE = REPO / "profiles" / "examples" / "bert-finetune-t4.yaml"
 SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHtrainvmTestKeyOnlyForTheEmulator0000000 tester@example"
@@ -85,3 +85,35 @@ def t4(offers):
 def named(spec, name, **changes):
     """The same spec under another VM name (and other changes)."""
     return replace(spec, name=name, **changes)
+
+
+# ---------------------------------------------------------------------------------------------- Azurite (blob)
+#: the payload-store regions the tests use, and the keys Azurite is started with for their accounts
+AZURITE_REGIONS = ("eastus", "westeurope")
+
+
+def azurite_keys() -> dict[str, str]:
+    import base64
+    import hashlib
+
+    from provisioner.providers.azure_store import account_name
+
+    return {account_name(DEFAULT_SUBSCRIPTION, r): base64.b64encode(hashlib.sha256(r.encode()).digest() * 2).decode()
+            for r in AZURITE_REGIONS}
+
+
+@pytest.fixture(scope="session")
+def tls_ca():
+    """One trustme CA for the session's HTTPS fakes (Azurite, and the ARM emulator where both are used)."""
+    import trustme
+
+    return trustme.CA()
+
+
+@pytest.fixture(scope="session")
+def azurite(tls_ca):
+    """Azurite's blob service on 127.0.0.1 (tests/emulators/azurite_server.py), for the whole session."""
+    from tests.emulators.azurite_server import Azurite
+
+    with Azurite(tls_ca, azurite_keys()) as az:
+        yield az

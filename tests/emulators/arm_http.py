@@ -17,6 +17,7 @@ from .arm_catalog import DISK_T, TYPES, VM_T
 from .arm_checks import check_tags
 from .arm_faults import http_fault_error, not_found
 from .arm_schemas import RESOURCE_GROUP
+from .arm_storage import StorageRoutes
 from .arm_validate import ArmError, validate
 from .arm_vmss_routes import VmssRoutes
 
@@ -57,7 +58,7 @@ class Handler(BaseHTTPRequestHandler):
 
 
 
-class ArmRouter(VmssRoutes):
+class ArmRouter(VmssRoutes, StorageRoutes):
     """Request handling for ArmEmulator (needs .state, ._lock, .requests, .polls, .lro_style, .page_size,
     .token, .url, .subscription_id and a Recorded class)."""
 
@@ -140,6 +141,8 @@ class ArmRouter(VmssRoutes):
                                                                            "roleassignments"]:
             status, out = self.state.role_assignment(method, s[1], s[5] if len(s) == 6 else None, body, api)
             return status, {}, out
+        if ls[0] == "resourcegroups" and len(s) >= 5 and ls[2:4] == ["providers", "microsoft.storage"]:
+            return self._storage(method, s[1], s[4:], ls[4:], q, body, rec, api, mp)
         if ls[0] == "resourcegroups" and len(s) >= 5 and ls[2] == "providers":
             return self._resource(method, s[1], s[3], s[4:], q, body, rec, api, mp)
         if ls[0] == "providers" and len(s) >= 2:

@@ -15,8 +15,9 @@ Modelled:
   group -> 404 ResourceGroupNotFound; ``deny_role_assignments`` -> 403 AuthorizationFailed (a caller without
   Microsoft.Authorization/roleAssignments/write).
 - deleting the resource group removes the role assignments scoped to it.
+- the same at a storage container's scope (arm_storage.py routes it; the container must exist).
 Not modelled: role definitions beyond the built-in ids below, custom roles, conditions, scopes other than
-a resource group, and enforcement (the emulator never checks what a principal's token may do).
+a resource group or a storage container, and enforcement (the emulator never checks what a principal's token may do).
 """
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ BUILT_IN_ROLES = {
     "acdd72a7-3385-48ef-bd42-f606fba81ae7": "Reader",
     "9980e02c-c2be-4d73-94e8-173b1dc7cf3c": "Virtual Machine Contributor",
     "18d7d88d-d35e-4fb5-a5c3-7773c20a72d9": "User Access Administrator",
+    "2a2b9908-6ea1-4ae2-8e65-a410df84e7d1": "Storage Blob Data Reader",
 }
 API_VERSIONS = ("2015-07-01", "2018-01-01-preview", "2018-09-01-preview", "2020-04-01-preview", "2022-04-01")
 GUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", re.I)
@@ -70,13 +72,14 @@ class RolesMixin:
     def role_scope(self, rg):
         return f"/subscriptions/{self.sub}/resourceGroups/{rg}"
 
-    def role_assignment(self, method, rg, name, body, api):
+    def role_assignment(self, method, rg, name, body, api, scope=None):
+        """``scope``: a resource under the group (a storage container, arm_storage.py); None: the group itself."""
         if api not in API_VERSIONS:
             raise ArmError(400, "NoRegisteredProviderFound", f"No registered resource provider found for location "
                            f"'global' and API version '{api}' for type 'roleAssignments'.")
         if self.group(rg, required=False) is None:
             raise rg_not_found(rg)
-        scope = self.role_scope(self.group(rg)["name"])
+        scope = scope or self.role_scope(self.group(rg)["name"])
         if name is None:
             if method != "GET":
                 raise ArmError(405, "MethodNotAllowed", f"The requested method '{method}' is not allowed.")
@@ -134,7 +137,8 @@ class RolesMixin:
 
     def drop_role_assignments(self, rg):
         scope = self.role_scope(rg).lower()
-        for key in [k for k, r in self.role_assignments.items() if r["scope"].lower() == scope]:
+        for key in [k for k, r in self.role_assignments.items()
+                    if r["scope"].lower() == scope or r["scope"].lower().startswith(scope + "/")]:
             del self.role_assignments[key]
 
     @staticmethod

@@ -22,12 +22,13 @@ from .arm_lro import LroMixin
 from .arm_put import PutMixin
 from .arm_render import RenderMixin
 from .arm_roles import RolesMixin
+from .arm_storage import StorageMixin
 from .arm_validate import ArmError
 from .arm_vm_actions import VmActionsMixin
 from .arm_vmss import VmssMixin
 
 
-class State(LroMixin, PutMixin, RenderMixin, VmActionsMixin, RolesMixin, VmssMixin):
+class State(LroMixin, PutMixin, RenderMixin, VmActionsMixin, RolesMixin, VmssMixin, StorageMixin):
     """Everything the emulator knows. All methods run under ArmEmulator's lock."""
 
     def __init__(self, sub):
@@ -37,6 +38,7 @@ class State(LroMixin, PutMixin, RenderMixin, VmActionsMixin, RolesMixin, VmssMix
         self._ip = itertools.count(10)
         self.images = copy.deepcopy(IMAGES)
         self.principals, self.role_assignments = {}, {}
+        self.accounts, self.taken_storage_names, self.storage_keys = {}, set(), {}  # arm_storage.py
 
     # ------------------------------------------------------------------ inspection (also exposed by ArmEmulator)
     def resources_in(self, rg):
@@ -108,6 +110,7 @@ class State(LroMixin, PutMixin, RenderMixin, VmActionsMixin, RolesMixin, VmssMix
                 self.drop_identity(self.res[key])
             del self.res[key]
         self.drop_role_assignments(self.groups.get(rg.lower(), {}).get("name", rg))
+        self.drop_accounts(rg)
         self.groups.pop(rg.lower(), None)
 
     def check_location(self, loc, type_=None):
