@@ -43,7 +43,8 @@ def make_profile(hardware: dict[str, Any] | None = None, **stack: Any) -> dict[s
 
 def gce_cli_env(monkeypatch: Any, tmp_path: Path, emulator: Any = None) -> Any:
     """For a fixture to ``yield from``: a GCE emulator that the CLI reaches through the real SDK (endpoint,
-    project, an SSH key, no other cloud's credentials, no retry or ready-poll delays); yields the emulator
+    project, an SSH key, no other cloud's credentials, no retry or ready-poll delays) and a GCS emulator for the
+    payload store (tests/emulators/gcs.shared); yields the emulator
     (``emulator``: its class, default tests/emulators/gce.GceEmulator; gce_group.GceGroupEmulator for clusters)."""
     from tests.emulators.gce import GceEmulator
 
@@ -55,6 +56,9 @@ def gce_cli_env(monkeypatch: Any, tmp_path: Path, emulator: Any = None) -> Any:
     key = tmp_path / "id.pub"
     key.write_text("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGtest e2e\n")
     monkeypatch.setenv("TRAINVM_SSH_PUBLIC_KEY", str(key))
+    from tests.emulators.gcs import shared
+
+    monkeypatch.setenv("TRAINVM_GCS_ENDPOINT", shared().url)  # `up` stages the payload there
     with (emulator or GceEmulator)() as emu:
         monkeypatch.setenv("TRAINVM_GCE_ENDPOINT", emu.url)
         monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "e2e-proj")

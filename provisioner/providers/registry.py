@@ -215,8 +215,8 @@ CLOUDS: Mapping[str, CloudSpec] = MappingProxyType({c.name: c for c in (
         user_data=UserDataFormat("azure-custom-data", "base64", 87_380, "base64 characters (64 KiB raw)"),
         payload=PayloadStoreFacts(
             title="Blob Storage",
-            name="tvACCOUNT/payloads ({region})",
-            url="https://tvACCOUNT.blob.core.windows.net/payloads/{key}",
+            name="tvHASH22/trainvm in group trainvm-payload-{region}",
+            url="https://tvHASH22.blob.core.windows.net/trainvm/{key}",
             access="Storage Blob Data Reader on the container for the VM's managed identity",
             metadata_url="http://169.254.169.254",
         ),

@@ -52,3 +52,16 @@ class GcsEmulator:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+_SHARED: GcsEmulator | None = None
+
+
+def shared() -> GcsEmulator:
+    """One emulator per test process, started on first use and wiped by each user (the CLI end-to-end tests:
+    ``up`` stages its payload in GCS)."""
+    global _SHARED
+    if _SHARED is None:
+        _SHARED = GcsEmulator().start()
+    _SHARED.wipe()
+    return _SHARED
