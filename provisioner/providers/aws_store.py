@@ -47,6 +47,13 @@ def bucket_name(account: str, region: str) -> str:
     return f"trainvm-{account}-{region}"
 
 
+def payload_url(bucket: str, region: str, key: str, endpoint: str = "") -> str:
+    """The URL the VM GETs: virtual-hosted on AWS; path-style on an emulator's single host."""
+    if endpoint:
+        return f"{endpoint.rstrip('/')}/{bucket}/{key}"
+    return f"https://{bucket}.s3.{region}.amazonaws.com/{key}"
+
+
 def object_arn(bucket: str, key: str) -> str:
     return f"arn:aws:s3:::{bucket}/{key}"
 
@@ -71,10 +78,7 @@ class S3PayloadStore:
         return bucket_name(self.account(), region)
 
     def url(self, region: str, key: str) -> str:
-        bucket = self.bucket(region)
-        if self.calls.endpoint:
-            return f"{self.calls.endpoint}/{bucket}/{key}"
-        return f"https://{bucket}.s3.{region}.amazonaws.com/{key}"
+        return payload_url(self.bucket(region), region, key, self.calls.endpoint)
 
     def _s3(self, region: str) -> Any:
         return self.calls.client("s3", region)
@@ -147,4 +151,4 @@ class S3PayloadStore:
         return sorted(m.group(1) for m in map(KEY_RE.match, keys) if m)
 
 
-__all__ = ["S3PayloadStore", "bucket_name", "object_arn"]
+__all__ = ["S3PayloadStore", "bucket_name", "object_arn", "payload_url"]
