@@ -71,6 +71,10 @@ def moto_auth(moto_aws):
             ActionAuthenticatorMixin.request_count = 0
             settings.INITIAL_NO_AUTH_ACTION_COUNT = 0
 
+        @staticmethod
+        def off() -> None:
+            settings.INITIAL_NO_AUTH_ACTION_COUNT = float("inf")
+
     yield Auth
     settings.INITIAL_NO_AUTH_ACTION_COUNT = float("inf")
     ActionAuthenticatorMixin.request_count = 0
