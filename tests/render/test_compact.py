@@ -142,8 +142,8 @@ def test_pruned_helper_defines_every_function_it_uses(env):
     kinds = {v.split("/")[2].replace("-", "_") for v in env.values()}
     assert {f for f in defined if f.startswith("secret_")} == {"secret_" + k for k in kinds}
     # gone: the dynamic functions not needed, and the plumbing only the secret readers use
-    assert functions - defined <= {f for f in functions if f.startswith(DYNAMIC_PREFIXES)} | {"http", "aws_role", "aws_sigv4"}
-    assert ("http" in defined) == bool(kinds) and ("aws_sigv4" in defined) == ("aws_role" in defined) == ("aws" in kinds)
+    assert functions - defined <= {f for f in functions if f.startswith(DYNAMIC_PREFIXES)} | {"http", "aws_role", "aws_curl"}
+    assert ("http" in defined) == bool(kinds) and ("aws_curl" in defined) == ("aws_role" in defined) == ("aws" in kinds)
 
 
 @pytest.mark.parametrize("name", ["trainvm_helper.py", "trainvm_copy.py"])
