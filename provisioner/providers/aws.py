@@ -21,6 +21,8 @@ the client plumbing (AZ names, the AMI, the security group and the instance prof
 - list/find: ``DescribeInstances`` filtered on the ``trainvm-managed`` tag, in every region of ``regions()``.
 - down: terminate, await it (``wait=True``), then the security group and instance profile; no instance:
   leftovers only. stop/start: ``StopInstances`` / ``StartInstances`` (+ waiter).
+- Payload: ``payload_store()`` is ``aws_store.S3PayloadStore`` (one private bucket per account and region); the
+  instance profile reads exactly the VM's payload object; records carry the ``trainvm-payload`` tag.
 - Report: ``GetConsoleOutput(Latest=True)`` (the newest 64 KB of the serial console), decoded by the one
   ``StackReport`` decoder (``last_console_report``).
 - Clusters (``spec.nodes > 1``): ``aws_group.AwsGroup`` (cluster placement group + one RunInstances with
@@ -52,10 +54,12 @@ from provisioner.providers.base import (
     price_from_labels,
     refuse_foreign,
 )
+from provisioner.providers.store import PAYLOAD_LABEL
 from provisioner.verify.report import StackReport, last_console_report
 
 if TYPE_CHECKING:
     from provisioner.providers.aws_group import AwsGroup
+    from provisioner.providers.aws_store import S3PayloadStore
 
 MANAGED = "trainvm-managed"
 LIVE_STATES = ["pending", "running", "stopping", "stopped", "shutting-down"]
@@ -264,6 +268,13 @@ class AwsProvider(AwsCalls):
             self.wait(region, "instance_terminated", instance_id)
         return True
 
+    # ------------------------------------------------------------------ the payload store
+    def payload_store(self) -> S3PayloadStore:
+        """The account's per-region S3 payload bucket (providers/aws_store.py) on this provider's clients."""
+        from provisioner.providers.aws_store import S3PayloadStore
+
+        return S3PayloadStore(self)
+
     # ------------------------------------------------------------------ delete, stop, start
     def _managed(self, name: str) -> dict[str, Any] | None:
         inst = self._find_any(name)
@@ -379,7 +390,8 @@ class AwsProvider(AwsCalls):
             ip=inst.get("PublicIpAddress"), image=tags.get("trainvm-image") or inst.get("ImageId"),
             ssh_command=f"ssh {user}@{inst['PublicIpAddress']}" if inst.get("PublicIpAddress") else None, ssh_user=user,
             notes=tuple(notes or ()), adopted=existing, spot=inst.get("InstanceLifecycle") == "spot",
-            owner=tags.get("trainvm-owner"), cloud_id=inst["InstanceId"], **_cluster_fields(tags))
+            owner=tags.get("trainvm-owner"), cloud_id=inst["InstanceId"], payload=tags.get(PAYLOAD_LABEL),
+            **_cluster_fields(tags))
 
 
 _STOPPED_AT = re.compile(r"\((\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) (?:GMT|UTC)\)")

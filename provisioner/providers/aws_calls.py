@@ -2,7 +2,7 @@
 from its SSM parameter, the per-VM security group and IAM instance profile, and the waiters.
 
 boto3 is imported on first use. Every call goes through ``call`` (botocore's adaptive retries already ran;
-what is left is classified by ``aws_errors``). ``TRAINVM_AWS_ENDPOINT`` sends every client (EC2, SSM, IAM) to
+what is left is classified by ``aws_errors``). ``TRAINVM_AWS_ENDPOINT`` sends every client (EC2, SSM, IAM, STS, S3: path-style) to
 another base URL (moto's server in tests) with fixed dummy credentials, so that real AWS keys never leave for a
 non-AWS endpoint. ``TRAINVM_AWS_REGIONS`` (comma-separated) limits the regions ``list``/``find`` look at;
 by default the catalog's AWS regions that the account has enabled.
@@ -79,6 +79,10 @@ class AwsCalls:
                 kw: dict[str, Any] = {"region_name": key[1], "config": cfg}
                 if self.endpoint:
                     kw.update(endpoint_url=self.endpoint, **TEST_CREDENTIALS)
+                    if service == "s3":  # the emulator is one host: path-style <endpoint>/<bucket>/<key>
+                        from botocore.config import Config
+
+                        kw["config"] = cfg.merge(Config(s3={"addressing_style": "path"}))
                 self._clients[key] = self._session.client(service, **kw)
             return self._clients[key]
 
@@ -221,7 +225,8 @@ class AwsCalls:
 
     # ------------------------------------------------------------------ IAM instance profile
     def ensure_instance_profile(self, spec: LaunchSpec, region: str) -> str | None:
-        """The VM's instance profile (role + inline least-privilege policy), or None when it needs no AWS API."""
+        """The VM's instance profile (role + inline least-privilege policy), or None when it needs no AWS API and
+        has no payload to read (``aws_request.role_policy``: every VM with ``spec.payload`` gets one)."""
         policy = R.role_policy(spec, region)
         if policy is None:
             return None

@@ -33,13 +33,17 @@ QUOTA_CODES = frozenset({"VcpuLimitExceeded", "MaxSpotInstanceCountExceeded", "I
                          "PendingVerification", "ResourceLimitExceeded"})
 RETRY_CODES = frozenset({"RequestLimitExceeded", "Throttling", "ThrottlingException", "TooManyRequestsException",
                          "InternalError", "InternalFailure", "ServiceUnavailable", "Unavailable",
-                         "RequestTimeout", "RequestTimeoutException", "PriorRequestNotComplete"})
+                         "RequestTimeout", "RequestTimeoutException", "PriorRequestNotComplete",
+                         "SlowDown", "OperationAborted"})  # S3: throttling; a conflicting operation on the bucket
 AUTH_CODES = frozenset({"UnauthorizedOperation", "AuthFailure", "InvalidClientTokenId", "SignatureDoesNotMatch",
                         "ExpiredToken", "OptInRequired", "Blocked", "AccessDenied", "AccessDeniedException",
-                        "UnrecognizedClientException", "IncompleteSignature"})
+                        "UnrecognizedClientException", "IncompleteSignature",
+                        "InvalidAccessKeyId", "AllAccessDisabled", "RequestTimeTooSkewed",
+                        "403"})  # S3: HEAD answers carry no body, botocore's code is the HTTP status
 NOT_FOUND_CODES = frozenset({"InvalidInstanceID.NotFound", "InvalidGroup.NotFound", "NoSuchEntity",
                              "InvalidKeyPair.NotFound", "ParameterNotFound", "InvalidAMIID.NotFound",
-                             "InvalidPlacementGroup.Unknown"})
+                             "InvalidPlacementGroup.Unknown", "NoSuchKey", "NoSuchBucket",
+                             "404"})  # S3 HEAD: the status as the code
 
 
 def error_code(exc: BaseException) -> str | None:

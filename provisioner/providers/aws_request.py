@@ -26,7 +26,8 @@ base64-encodes it for RunInstances only); ``request_preview`` is the same body a
   its node list), which limits every instance tag key to letters, digits and ``+ - = . , _ : @`` (EC2 "View
   tags ... using instance metadata"). On a single VM: 6 labels + Name + trainvm-image + the profile (3-4).
 - A security group per VM (``<name>-sg``): SSH (tcp/22) only from ``ssh_from``; no inbound rule otherwise.
-- An IAM role + instance profile per VM, only when the VM needs AWS APIs: ``s3://`` data (read-only on those
+- An IAM role + instance profile per VM with a payload (``spec.payload``: ``s3:GetObject`` on exactly that object
+  of the account's payload bucket, providers/aws_store.py) or that needs AWS APIs: ``s3://`` data (read-only on those
   buckets/prefixes), ``secret://aws/NAME`` secrets (GetSecretValue on those secrets), the lifecycle timers
   (StopInstances / TerminateInstances on the instance carrying this VM's Name tag; for a cluster's nodes, its
   ``trainvm-group`` tag).
@@ -242,6 +243,17 @@ def secret_names(profile_json: str) -> list[str]:
     return sorted(set(re.findall(r"secret://aws/([A-Za-z0-9/_+=.@-]{1,512})", profile_json)))
 
 
+def payload_statements(spec: LaunchSpec) -> list[dict[str, Any]]:
+    """The bootstrap's read of its payload (templates/bootstrap/fetch-aws.sh): ``s3:GetObject`` on exactly that
+    object, nothing else of the bucket (other VMs' payloads stay unreadable). Without ``s3:ListBucket`` S3 answers a
+    GetObject of a missing key 403, not 404 (S3 GetObject reference, "Permissions"): a deleted payload reads as a
+    refusal on the VM."""
+    ref = spec.payload
+    if ref is None or ref.cloud != "aws":
+        return []
+    return [{"Effect": "Allow", "Action": "s3:GetObject", "Resource": f"arn:aws:s3:::{ref.store}/{ref.key}"}]
+
+
 #: lifecycle action (on_idle / on_max_run) -> the EC2 call trainvm-lifecycle makes for it
 LIFECYCLE_CALLS = {"stop": "ec2:StopInstances", "delete": "ec2:TerminateInstances"}
 
@@ -253,10 +265,10 @@ def instance_profile_arn(name: str) -> str:
 
 
 def role_policy(spec: LaunchSpec, region: str) -> dict[str, Any] | None:
-    """The VM's least-privilege policy, or None when the VM calls no AWS API."""
+    """The VM's least-privilege policy, or None when the VM reads no payload and calls no AWS API."""
     from provisioner.providers.lifecycle import api_actions, guest_shutdown_action
 
-    statements: list[dict[str, Any]] = []
+    statements: list[dict[str, Any]] = payload_statements(spec)
     objects, listing = _s3_resources(spec.data_sources)
     if objects:
         statements.append({"Effect": "Allow", "Action": "s3:GetObject", "Resource": objects})

@@ -54,3 +54,42 @@ def t4_spec(offer: Any, path: Any = T4, **changes: Any) -> Any:
 
     spec = launch_spec(load_profile(path), offer, spot=changes.pop("spot", None))
     return replace(spec, **changes) if changes else spec
+
+
+@pytest.fixture
+def moto_auth(moto_aws):
+    """moto's own checks of every request's SigV4 signature and IAM policy, on from the first request after
+    ``on()`` until the end of the test (moto: ``INITIAL_NO_AUTH_ACTION_COUNT``, docs/docs/iam.rst; set in its
+    process-global settings: the server runs in a thread of this process). What moto's IAM does not model:
+    eventual consistency, SCPs, permission boundaries, most condition keys (``ec2:InstanceProfile``...)."""
+    from moto import settings
+    from moto.core.authorization import ActionAuthenticatorMixin
+
+    class Auth:
+        @staticmethod
+        def on() -> None:
+            ActionAuthenticatorMixin.request_count = 0
+            settings.INITIAL_NO_AUTH_ACTION_COUNT = 0
+
+        @staticmethod
+        def off() -> None:
+            settings.INITIAL_NO_AUTH_ACTION_COUNT = float("inf")
+
+    yield Auth
+    settings.INITIAL_NO_AUTH_ACTION_COUNT = float("inf")
+    ActionAuthenticatorMixin.request_count = 0
+
+
+def role_credentials(aws, name: str, policy: dict[str, Any]) -> dict[str, str]:
+    """An IAM role with ``policy`` (as ``ensure_instance_profile`` puts it) and temporary credentials of it from
+    moto's STS, as the instance metadata service serves them (AccessKeyId ASIA..., SecretAccessKey, Token)."""
+    import json
+
+    from provisioner.providers.aws_request import ASSUME_ROLE_POLICY
+
+    iam, sts = aws.client("iam", direct=True), aws.client("sts", direct=True)
+    arn = iam.create_role(RoleName=name, AssumeRolePolicyDocument=json.dumps(ASSUME_ROLE_POLICY))["Role"]["Arn"]
+    iam.put_role_policy(RoleName=name, PolicyName="trainvm", PolicyDocument=json.dumps(policy))
+    got = sts.assume_role(RoleArn=arn, RoleSessionName="i-0123456789abcdef0")["Credentials"]
+    return {"Code": "Success", "Type": "AWS-HMAC", "AccessKeyId": got["AccessKeyId"],
+            "SecretAccessKey": got["SecretAccessKey"], "Token": got["SessionToken"]}

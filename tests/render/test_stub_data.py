@@ -59,7 +59,7 @@ def test_native_source_installs_its_tool_once_and_copies_with_the_vm_identity(ma
 
 
 def test_cross_cloud_source_with_a_credential_from_the_vms_own_store(make_harness):
-    """gs:// on AWS with secret://aws/...: the instance profile reads Secrets Manager (signed request, IMDSv2),
+    """gs:// on AWS with secret://aws/...: the instance profile reads Secrets Manager (curl --aws-sigv4, IMDSv2),
     the key lands in a 0600 file that the copier gets, and its content never reaches the log."""
     data = [{"source": "gs://corpus-bkt/glue/", "dest": "/mnt/data/glue", "credential": "secret://aws/data/gcs-reader"}]
     h = make_harness(render(data, "aws"), cloud="aws", STUB_SECRETS=json.dumps({"aws/data/gcs-reader": json.dumps(KEY, indent=2)}))
@@ -70,7 +70,10 @@ def test_cross_cloud_source_with_a_credential_from_the_vms_own_store(make_harnes
     assert stat.S_IMODE(cred.stat().st_mode) == 0o600 and stat.S_IMODE(cred.parent.stat().st_mode) == 0o700
     assert "sdk gs client key=reader@other-proj.iam.gserviceaccount.com" in run.lines("sdk")
     calls = run.lines("http")
-    assert "http PUT http://169.254.169.254/latest/api/token" in calls and "http POST https://secretsmanager.us-east-1.amazonaws.com/" in calls
+    assert "http PUT http://169.254.169.254/latest/api/token" in calls
+    sm = [c for c in run.lines("curl") if c.endswith(" https://secretsmanager.us-east-1.amazonaws.com/")]
+    assert len(sm) == 1 and "--aws-sigv4 aws:amz:us-east-1:secretsmanager" in sm[0]
+    assert "stub-secret-key" not in sm[0] and "stub-session" not in sm[0]  # the credentials went on curl's stdin
     assert not run.named("aws")  # no AWS CLI
     assert "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7" not in h.path("/var/log/trainvm/provision.log").read_text()
 

@@ -209,8 +209,6 @@ tv_write_helper() {
 cat >"$TV_HELPER.tmp" <<'TRAINVM_HELPER_PY'
 #!/usr/bin/env python3
 import base64
-import hashlib
-import hmac
 import json
 import os
 import re
@@ -219,6 +217,7 @@ import sys
 import time
 import urllib.parse
 import urllib.request
+import xml.etree.ElementTree as ET
 ROOT = os.environ.get('TRAINVM_ROOT', '')
 STATE = ROOT + '/var/lib/trainvm'
 def load(name):

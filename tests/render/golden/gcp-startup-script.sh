@@ -247,15 +247,13 @@ tv_write_helper() {  # the on-VM helper (GPU gate, stack check, env file, report
 #                the values of secrets.env and the data credentials replaced by *** (the console and provision.log)
 #   credential REF FILE  a data[].credential (secret://...) read with the VM's identity into FILE (0600)
 #   ec2 stop|terminate  EC2 StopInstances / TerminateInstances of this instance with its instance profile
-#                (IMDSv2 credentials, SigV4); exit 0 once it is stopping / shutting down, 1 when EC2 refused
+#                (IMDSv2 credentials, curl --aws-sigv4); exit 0 once it is stopping / shutting down, 1 when EC2 refused
 #                (the error's code on stderr) or failed 3 times (trainvm-lifecycle then falls back)
 #   report ST    the report JSON (schema 1, source "vm") on stdout; with perf.json (profile perf:) under "perf"
 #   driver-pin PKG...  apt preferences pinning the source packages of PKG's dependency closure
 #                at the driver's version; the closure's names to driver-packages
 # Paths are under $TRAINVM_ROOT; the manifest is /var/lib/trainvm/expected.json.
 import base64
-import hashlib
-import hmac
 import json
 import os
 import re
@@ -264,6 +262,7 @@ import sys
 import time
 import urllib.parse
 import urllib.request
+import xml.etree.ElementTree as ET
 
 ROOT = os.environ.get("TRAINVM_ROOT", "")
 STATE = ROOT + "/var/lib/trainvm"
@@ -449,13 +448,14 @@ def aws_role():  # IMDSv2: a metadata reader, the region and the instance profil
     return md, md("placement/region"), json.loads(md("iam/security-credentials/" + role))
 
 
-def secret_aws(name):  # Secrets Manager with the instance profile, a SigV4-signed GetSecretValue
+def secret_aws(name, sm="https://secretsmanager.{}.amazonaws.com/"):  # Secrets Manager GetSecretValue with the instance profile; tests give SM
     md, region, keys = aws_role()
-    body = json.dumps({"SecretId": name}).encode()
-    host = "secretsmanager.%s.amazonaws.com" % region
-    headers = aws_sigv4(keys, region, "secretsmanager", host, {"content-type": "application/x-amz-json-1.1",
-                                                               "x-amz-target": "secretsmanager.GetSecretValue"}, body, time.gmtime())
-    return json.loads(http("https://%s/" % host, headers, body, "POST"))["SecretString"]
+    status, text = aws_curl(keys, region, "secretsmanager", sm.format(region), json.dumps({"SecretId": name}),
+                            {"content-type": "application/x-amz-json-1.1", "x-amz-target": "secretsmanager.GetSecretValue"})
+    if status != 200:  # the error's code only: an error body may echo the signed request
+        code = re.search(r'"__type"\s*:\s*"(?:[^"#]*#)?([\w.]+)"|<Code>([\w.]+)</Code>', text)
+        raise RuntimeError("Secrets Manager answered %d %s" % (status, code and (code.group(1) or code.group(2))))
+    return json.loads(text)["SecretString"]
 
 
 def api_aws(verb, ec2="https://ec2.{}.amazonaws.com/"):  # ec2 stop|terminate (trainvm-lifecycle); tests give EC2
@@ -466,38 +466,39 @@ def api_aws(verb, ec2="https://ec2.{}.amazonaws.com/"):  # ec2 stop|terminate (t
         time.sleep(attempt * 5)
         try:
             md, region, keys = aws_role()
-            body = urllib.parse.urlencode({"Action": action, "InstanceId.1": md("instance-id"), "Version": "2016-11-15"}).encode()
-            url = ec2.format(region)
-            headers = aws_sigv4(keys, region, "ec2", urllib.parse.urlsplit(url).netloc,
-                                {"content-type": "application/x-www-form-urlencoded; charset=utf-8"}, body, time.gmtime())
-            state = re.search(r"<currentState>.*?<name>([\w-]+)<", http(url, headers, body, "POST"), re.S)
-            print("EC2 %s: %s" % (action, state and state.group(1)))
-            return 0 if state and state.group(1) in ("stopping", "stopped", "shutting-down", "terminated") else 1
-        except urllib.request.HTTPError as exc:  # <Response><Errors><Error><Code>C</Code><Message>M</Message>...
-            err = "%d %s" % (exc.code, " ".join(re.sub("<[^>]*>", " ", exc.read().decode("utf-8", "replace")).split())[:400])
-            if exc.code < 500 and "RequestLimitExceeded" not in err:
+            body = urllib.parse.urlencode({"Action": action, "InstanceId.1": md("instance-id"), "Version": "2016-11-15"})
+            status, text = aws_curl(keys, region, "ec2", ec2.format(region), body,
+                                    {"content-type": "application/x-www-form-urlencoded; charset=utf-8"})
+            doc = ET.fromstring(text) if text.lstrip().startswith("<") else ET.Element("empty")
+            if status == 200:  # <TerminateInstancesResponse>...<currentState><code>32</code><name>shutting-down</name>
+                state = doc.findtext(".//{*}currentState/{*}name")
+                print("EC2 %s: %s" % (action, state))
+                return 0 if state in ("stopping", "stopped", "shutting-down", "terminated") else 1
+            # <Response><Errors><Error><Code>C</Code><Message>M</Message></Error></Errors>...
+            err = ("%d %s %s" % (status, doc.findtext(".//{*}Code") or "", doc.findtext(".//{*}Message") or "")).strip()[:400]
+            if status < 500 and doc.findtext(".//{*}Code") != "RequestLimitExceeded":
                 break
-        except (OSError, ValueError, IndexError) as exc:
+        except (OSError, ValueError, IndexError, ET.ParseError, subprocess.SubprocessError) as exc:
             err = str(exc)
     print("EC2 %s failed: %s" % (action, err), file=sys.stderr)
     return 1
 
 
-def aws_sigv4(keys, region, service, host, headers, body, now):  # HEADERS + the SigV4 headers of a POST to / with BODY
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", now)
-    headers = dict(headers, host=host, **{"x-amz-date": stamp})
+def aws_curl(keys, region, service, url, body, headers):  # (HTTP status, body) of a POST signed by curl's --aws-sigv4
+    # the key pair and session token reach curl only through its config on stdin (-K -): never argv, a file or output
+    quote = lambda v: '"%s"' % v.replace("\\", "\\\\").replace('"', '\\"')  # noqa: E731
+    config = "user = %s\n" % quote(keys["AccessKeyId"] + ":" + keys["SecretAccessKey"])
     if keys.get("Token"):
-        headers["x-amz-security-token"] = keys["Token"]
-    names = ";".join(sorted(headers))
-    canonical = "POST\n/\n\n%s\n%s\n%s" % ("".join("%s:%s\n" % (k, headers[k]) for k in sorted(headers)), names, hashlib.sha256(body).hexdigest())
-    scope = "%s/%s/%s/aws4_request" % (stamp[:8], region, service)
-    key = ("AWS4" + keys["SecretAccessKey"]).encode()
-    for part in (stamp[:8], region, service, "aws4_request"):
-        key = hmac.new(key, part.encode(), hashlib.sha256).digest()
-    text = "AWS4-HMAC-SHA256\n%s\n%s\n%s" % (stamp, scope, hashlib.sha256(canonical.encode()).hexdigest())
-    headers["authorization"] = "AWS4-HMAC-SHA256 Credential=%s/%s, SignedHeaders=%s, Signature=%s" % (
-        keys["AccessKeyId"], scope, names, hmac.new(key, text.encode(), hashlib.sha256).hexdigest())
-    return headers
+        config += "header = %s\n" % quote("x-amz-security-token: " + keys["Token"])
+    argv = ["curl", "-sS", "--connect-timeout", "10", "--max-time", "30", "--aws-sigv4", "aws:amz:%s:%s" % (region, service),
+            "-K", "-", "--data-binary", body, "-w", "\n%{http_code}", url]
+    for name, value in sorted(headers.items()):
+        argv[1:1] = ["-H", "%s: %s" % (name, value)]
+    p = subprocess.run(argv, input=config, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, timeout=60)
+    if p.returncode != 0:
+        raise OSError("curl exited with %d: %s" % (p.returncode, p.stderr.strip()[-200:]))
+    text, _, status = p.stdout.rpartition("\n")
+    return int(status), text
 
 
 def secret_azure_keyvault(rest):  # Key Vault with the VM's managed identity (IMDS token)
