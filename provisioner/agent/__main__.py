@@ -52,14 +52,20 @@ def _option(argv: List[str], name: str, default: Optional[str]) -> Optional[str]
     return argv[argv.index(name) + 1] if name in argv and argv.index(name) + 1 < len(argv) else default
 
 
-def _say(fields: List[Any]) -> List[str]:
+def _say(fields: List[Any], report: Dict[str, Any]) -> List[str]:
+    """A MISMATCH line for each drifted field (what the startup script prints and fails with)."""
     from provisioner.agent.compare import show
 
+    fw = report.get("framework") or {}
     out = []
     for f in fields:
-        if f.drifted:
-            hint = " (cuda available: false)" if f.field in ("stack.framework.gpu", "stack.container.gpu") else ""
-            out.append("MISMATCH %s: expected %s, found %s%s" % (f.field, show(f.expected), show(f.observed), hint))
+        if not f.drifted:
+            continue
+        if f.field in ("stack.framework.gpu", "stack.container.gpu"):
+            where = " inside the container" if f.field == "stack.container.gpu" else ""
+            out.append("MISMATCH %s: %s %s sees no GPU%s (cuda available: false)" % (f.field, fw.get("name"), fw.get("version"), where))
+        else:
+            out.append("MISMATCH %s: expected %s, found %s" % (f.field, show(f.expected), show(f.observed)))
     return out
 
 
@@ -85,7 +91,7 @@ def gpu_check(exp: Dict[str, Any]) -> int:
         print("kernel module %s, libraries %s (NVML mismatch)" % (gpu.kernel_module, gpu.driver))
         return 3 if gpu.driver == want else 4
     doc = {"source": "vm", "gpus": [g.as_report() for g in gpu.gpus], "driver": gpu.driver}
-    problems = _say(judge(exp, doc, ("gpu",)))
+    problems = _say(judge(exp, doc, ("gpu",)), doc)
     if gpu.kernel_module is None:
         problems.append("MISMATCH /proc/driver/nvidia/version is missing (no NVIDIA kernel module loaded)")
     for line in problems:
@@ -103,7 +109,7 @@ def stack_check(exp: Dict[str, Any], python: str) -> int:
     save("stack.json", payloads)
     env = python_env(payloads)
     report = machine(exp, env)
-    problems = _say(judge(exp, report, ("stack",)))
+    problems = _say(judge(exp, report, ("stack",)), report)
     for note in env.notes:
         print("note: %s" % note)
     for line in problems:
@@ -140,7 +146,7 @@ def container_check(exp: Dict[str, Any], digests: str) -> int:
     save("stack.json", payloads)
     env = python_env(payloads)
     report = dict(machine(exp, env), container=payloads["container"])
-    problems = _say(judge(exp, report, ("container",)))
+    problems = _say(judge(exp, report, ("container",)), report)
     if not env.framework:
         problems.insert(0, "MISMATCH no CUDA framework (torch, tensorflow, jax) imports in the image%s"
                         % (": " + "; ".join(env.notes) if env.notes else ""))
