@@ -149,3 +149,16 @@ def test_stack_probe_needs_only_the_standard_library(tmp_path: Path) -> None:
     payloads = json.loads(line[len("TRAINVM_STACK="):])
     assert payloads["env"]["python"] == ".".join(map(str, sys.version_info[:3]))
     assert payloads["executable"] == sys.executable  # the interpreter it ran in, probed in a subprocess of its own
+
+
+def test_compute_capability_table_agrees_with_the_compat_facts() -> None:
+    from provisioner.agent.gpu import COMPUTE_CAPABILITY
+    from provisioner.compat.facts import load_facts
+    from provisioner.probe.gpu import canonical_gpu_name, known_gpus
+
+    facts = load_facts()
+    for name, gpu in facts.gpus.items():
+        if gpu.cc_str and gpu.vendor == "nvidia":
+            assert COMPUTE_CAPABILITY.get(canonical_gpu_name(name.replace("-", " ")) if name.startswith("RTX") else name) == gpu.cc_str, name
+    for name, spec in known_gpus().items():
+        assert COMPUTE_CAPABILITY.get(name) == spec.compute_capability, name
