@@ -16,7 +16,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from provisioner.compat.facts import NOMINAL_TOLERANCE, Facts, load_facts
+from provisioner.compat.facts import Facts, load_facts
 from provisioner.compat.stack import frameworks
 from provisioner.errors import RenderError
 from provisioner.profile.fields import BUCKET_RES, DANGEROUS_ENV_KEYS, RESERVED_DIRS
@@ -153,7 +153,7 @@ class ScriptContext:
     max_run_seconds: int  # the on-VM max-run timer (0: none, or the cloud enforces it itself)
     shutdown_does: str  # what a shutdown from inside the guest does on this cloud: stop | delete | keep-billing
     max_reboots: int
-    expected_json: str  # the manifest the on-VM helper checks against (ASCII JSON)
+    expected_json: str  # the expectation (provisioner.verify.expect) + the VM's own keys: expected.json (ASCII JSON)
     # profile `perf:` -- the perf probe (provisioner/perfprobe) as base64 of a tar.gz; budget 0 = off
     perf_budget: int = 0
     perf_data: str = ""
@@ -161,22 +161,6 @@ class ScriptContext:
     container: Any = None  # provisioner.render.container.ContainerContext for stack.container, else None
     driver_pkgver: str = ""  # the exact apt version of driver_pkg NAME.lock recorded ("": resolved on the VM)
     cluster: Any = None  # provisioner.render.cluster.ClusterContext for hardware.nodes > 1, else None
-
-
-def _gpu_expectation(facts: Facts, name: str, count: int) -> dict[str, Any]:
-    gpu = facts.gpus[name]
-    base = re.sub(r"-\d+GB$", "", name)
-    siblings = sorted(g.memory_gib for n, g in facts.gpus.items() if re.sub(r"-\d+GB$", "", n) == base and g.cloud)
-    bigger = [m for m in siblings if m > gpu.memory_gib]
-    max_mib = int((gpu.memory_gib + bigger[0]) / 2 * 1024) if bigger else None
-    return {
-        "name": name,
-        "count": count,
-        "name_regex": rf"(?<![A-Za-z0-9]){re.escape(base)}(?![A-Za-z0-9])",
-        "min_memory_mib": int(gpu.memory_gib * 1024 * NOMINAL_TOLERANCE),
-        "max_memory_mib": max_mib,
-        "compute_capability": gpu.cc_str,
-    }
 
 
 def _kernel_packages(os_family: str, cloud: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -240,13 +224,6 @@ def check_renderable(profile: Any) -> None:
             raise RenderError(f"data[{i}].source: {item.source!r}: the storage account must be 3-24 lowercase letters and digits")
 
 
-def _normal_version(text: str) -> str:
-    try:
-        return str(Version(text))
-    except ValueError:
-        return text
-
-
 def build_context(loaded: Any, target: RenderTarget, facts: Facts | None = None) -> ScriptContext:
     """All values of the script for ``loaded`` (a LoadedProfile) on ``target``."""
     from provisioner.render.cluster import cluster_context
@@ -306,31 +283,23 @@ def build_context(loaded: Any, target: RenderTarget, facts: Facts | None = None)
     data = data_plans(profile, scratch)
     data_unreadable = unreadable(profile, target.cloud)
     fingerprint = hashlib.sha256(json.dumps([pins, lock_sha, torch_index, stack.python]).encode()).hexdigest()
-    expected_fw = None
-    if fw is not None:
-        expected_fw = {
-            "name": fw.name,
-            "version": _normal_version(str(fw.version)),
-            "cuda": cuda or None,
-            "cudnn": stack.cudnn,
-        }
     if nvme != "none":
         disk_path = scratch
     else:
         disk_path = posixpath.dirname(dests[0]) if dests else "/"
+    # the expectation the VM's ready gate judges the machine against: the one `verify` uses
+    # (provisioner.verify.expect), plus what the VM's other commands read (env, data, driver-pin)
+    from provisioner.verify.expect import expectation
+
+    doc = profile.model_dump(mode="json")
+    if loaded.lock is not None and loaded.lock.packages:
+        doc["lock"] = {"packages": loaded.lock.versions()}
     expected = {
-        "schema": 1,
+        **expectation(doc),
         "profile": profile.name,
         "hash": loaded.hash,
         "cloud": target.cloud,
         "driver": stack.driver,
-        "gpu": _gpu_expectation(facts, gpu.name, target.gpu_count),
-        "python": stack.python,
-        # with a trainvm lock the VM's stack check covers the whole closure, not only the top-level pins
-        "packages": {**({str(canonicalize_name(n)): _normal_version(v) for n, v in loaded.lock.versions().items()} if loaded.lock is not None else {}),
-                     **{str(canonicalize_name(Requirement(p).name)): _normal_version(next(iter(Requirement(p).specifier)).version) for p in pins}},
-        "framework": expected_fw,
-        "cuda_toolkit": cuda if stack.cuda_toolkit else None,
         "env": dict(stack.env),
         "data": [{"dest": d.dest, "stage": d.stage} for d in data],
         "disk_path": disk_path,
@@ -341,7 +310,6 @@ def build_context(loaded: Any, target: RenderTarget, facts: Facts | None = None)
         from provisioner.render.container import container_context
 
         container = container_context(stack)
-        expected["container"] = {"image": container.image, "digest": container.digest or None}
     return ScriptContext(
         profile_name=profile.name,
         profile_hash=loaded.hash,

@@ -80,7 +80,7 @@ def compare_cluster(profile: Mapping[str, Any], reports: Mapping[str, StackRepor
         fields.append(FieldResult(f"node[{name}].status", "ready", result.describe() if result.status != "match" else "ready",
                                   result.status == "match"))
         fields += [FieldResult(f"node[{name}].{f.field}", f.expected, f.observed, f.ok, f.skipped)
-                   for f in result.fields if not f.ok and f.field != "status"]
+                   for f in result.fields if f.drifted and f.field != "status"]
         if _SEVERITY[result.status] > _SEVERITY[status]:
             status = result.status
         if result.status == "failed":
@@ -95,4 +95,4 @@ def compare_cluster(profile: Mapping[str, Any], reports: Mapping[str, StackRepor
     if diffs and _SEVERITY[status] < _SEVERITY["drift"]:
         status = "drift"
     fields += diffs
-    return VerifyResult(status, tuple(fields), message="; ".join(failed_msgs) or None)  # type: ignore[arg-type]
+    return VerifyResult(status, tuple(fields), message="; ".join(failed_msgs) or None)

@@ -1,6 +1,6 @@
 """The stack report (schema 1): one typed model and the one decoder every reader uses.
 
-Two writers produce it: the VM's startup script (``templates/files/trainvm_helper.py report STATUS``,
+Two writers produce it, with one probe (``provisioner.agent``): the VM's startup script (``python3 -m provisioner.agent report STATUS``,
 ``source: "vm"``) and the local probe (``provisioner.probe.report.probe``, ``source: "local"``). Readers
 get it from a GCE guest attribute or serial console line, an Azure Run Command or boot-diagnostics
 log, or a file; whatever the channel, the text goes through :func:`decode_report` (JSON, or base64 --
@@ -99,7 +99,7 @@ class StackReport(_Part):
     profile_hash: str | None = None
     error: str | None = None
     notes: tuple[str, ...] = ()
-    container: dict[str, Any] | None = None  # stack.container: the image the VM runs (templates/files/trainvm_container.py)
+    container: dict[str, Any] | None = None  # stack.container: the image the VM runs (the agent's container-check)
     perf: dict[str, Any] | None = None  # the perf probe's result (profile `perf:`), for `verify NAME --perf`
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)

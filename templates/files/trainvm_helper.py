@@ -1,8 +1,6 @@
 #!/usr/bin/env python3
-# trainvm on-VM helper (stdlib only, Python >= 3.8), written by the startup script. Commands:
-#   gpu-check    driver/GPUs vs the manifest; exit 0 ok, 3 module not (yet) the installed driver
-#                (a reboot may help), 4 a real mismatch
-#   stack-check  (venv python) Python, pins, framework build, CUDA, cuDNN, GPU access
+# trainvm on-VM helper (stdlib only, Python >= 3.8), written by the startup script. The GPU gate, the
+# stack check and the report are the agent's (python3 -m provisioner.agent: tv_agent). Commands:
 #   env          /etc/trainvm/env (0644) and secrets.env (0600, secret:// resolved) from the manifest
 #   redact       stdin to stdout, line by line, with URL userinfo, query strings, signatures, tokens,
 #                the values of secrets.env and the data credentials replaced by *** (the console and provision.log)
@@ -10,7 +8,6 @@
 #   ec2 stop|terminate  EC2 StopInstances / TerminateInstances of this instance with its instance profile
 #                (IMDSv2 credentials, curl --aws-sigv4); exit 0 once it is stopping / shutting down, 1 when EC2 refused
 #                (the error's code on stderr) or failed 3 times (trainvm-lifecycle then falls back)
-#   report ST    the report JSON (schema 1, source "vm") on stdout; with perf.json (profile perf:) under "perf"
 #   driver-pin PKG...  apt preferences pinning the source packages of PKG's dependency closure
 #                at the driver's version; the closure's names to driver-packages
 # Paths are under $TRAINVM_ROOT; the manifest is /var/lib/trainvm/expected.json.
@@ -37,13 +34,6 @@ def load(name):
         return None
 
 
-def save(name, data):
-    path = os.path.join(STATE, name)
-    with open(path + ".tmp", "w", encoding="utf-8") as fh:
-        json.dump(data, fh, sort_keys=True)
-    os.replace(path + ".tmp", path)
-
-
 def run(argv, timeout=300, stderr=subprocess.STDOUT):
     try:
         p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=stderr, timeout=timeout, universal_newlines=True)
@@ -58,128 +48,6 @@ def read(path):
             return fh.read()
     except OSError:
         return ""
-
-
-def major_minor(text):
-    m = re.match(r"(\d+)(?:\.(\d+))?", str(text or ""))
-    return "%s.%s" % (m.group(1), m.group(2) or 0) if m else None
-
-
-def cudnn_text(value):  # 90100 -> 9.1.0 (cuDNN >= 9), 8902 -> 8.9.2
-    text = str(value).strip() if value not in (None, "") else None
-    if text and text.isdigit() and len(text) >= 4:
-        v = int(text)
-        return "%d.%d.%d" % ((v // 10000, v % 10000 // 100, v % 100) if v >= 10000 else (v // 1000, v % 1000 // 100, v % 100))
-    return text
-
-
-def prefix_equal(want, have):  # at the precision of the shorter version
-    a, b = want.split("."), str(have).split(".")
-    return a[: len(b)] == b[: len(a)]
-
-
-def gpu_probe():
-    info = {"gpus": [], "driver": None, "kernel_module": None, "cuda_driver_max": None, "error": None}
-    rc, out = run(["nvidia-smi", "--query-gpu=name,memory.total,compute_cap,driver_version", "--format=csv,noheader,nounits"], 120)
-    if rc != 0:
-        info["error"] = (out.strip() or "nvidia-smi exited with %d" % rc)[-400:]
-    else:
-        for line in out.splitlines():
-            f = [p.strip() for p in line.split(",")]
-            if len(f) >= 4:
-                info["gpus"].append({"name": f[0], "memory_mib": int(f[1]) if f[1].isdigit() else None, "compute_capability": f[2] or None})
-                info["driver"] = info["driver"] or f[3]
-        m = re.search(r"CUDA Version:\s*(\d+\.\d+)", run(["nvidia-smi"], 120)[1])
-        info["cuda_driver_max"] = m.group(1) if m else None
-    m = re.search(r"NVRM version:.*?\s(\d{3}\.\d{2,3}(?:\.\d{2})?)\s", read("/proc/driver/nvidia/version"))
-    info["kernel_module"] = m.group(1) if m else None
-    return info
-
-
-def cmd_gpu_check(exp):
-    info = gpu_probe()
-    save("gpu.json", info)
-    want, g, problems = exp["driver"], exp["gpu"], []
-    if info["error"] or not info["gpus"]:
-        print("nvidia-smi: %s" % (info["error"] or "no GPU listed"))
-        return 3
-    if info["kernel_module"] and info["kernel_module"] != info["driver"]:
-        print("kernel module %s, libraries %s (NVML mismatch)" % (info["kernel_module"], info["driver"]))
-        return 3 if info["driver"] == want else 4
-    if info["driver"] != want:
-        problems.append("driver: expected %s, nvidia-smi reports %s" % (want, info["driver"]))
-    if info["kernel_module"] is None:
-        problems.append("/proc/driver/nvidia/version is missing")
-    if len(info["gpus"]) != g["count"]:
-        problems.append("GPU count: expected %d, found %d" % (g["count"], len(info["gpus"])))
-    for i, gpu in enumerate(info["gpus"]):
-        mem = gpu["memory_mib"] or 0
-        if not re.search(g["name_regex"], gpu["name"]):
-            problems.append("GPU %d: expected %s, found %s" % (i, g["name"], gpu["name"]))
-        elif mem < g["min_memory_mib"] or (g["max_memory_mib"] and mem > g["max_memory_mib"]):
-            problems.append("GPU %d: %s with %d MiB is not a %s" % (i, gpu["name"], mem, g["name"]))
-    for p in problems:
-        print("MISMATCH " + p)
-    if not problems:
-        print("driver %s, %d x %s, CUDA <= %s" % (want, len(info["gpus"]), info["gpus"][0]["name"], info["cuda_driver_max"]))
-    return 4 if problems else 0
-
-
-def stack_probe():
-    from importlib import metadata
-
-    pk = {re.sub(r"[-_.]+", "-", d.metadata["Name"]).lower(): d.version for d in metadata.distributions() if d.metadata["Name"]}
-    name = next((n for n in ("torch", "tensorflow", "jax") if n in pk), None)
-    fw = None
-    try:
-        if name == "torch":
-            import torch
-
-            dnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
-            fw = {"version": torch.__version__, "cuda": torch.version.cuda, "cudnn": dnn, "cuda_available": torch.cuda.is_available()}
-        elif name == "tensorflow":
-            import tensorflow as tf
-
-            b = dict(tf.sysconfig.get_build_info())
-            fw = {"version": tf.__version__, "cuda": b.get("cuda_version"), "cudnn": b.get("cudnn_version"),
-                  "cuda_available": tf.config.list_physical_devices("GPU")}
-        elif name == "jax":
-            import jax
-
-            fw = {"version": jax.__version__, "cuda": None, "cudnn": None, "cuda_available": any(d.platform == "gpu" for d in jax.devices())}
-    except Exception as exc:  # an import failure is a finding, not a crash
-        fw = {"version": pk.get(name), "cuda": None, "cudnn": None, "cuda_available": False, "error": "%s: %s" % (type(exc).__name__, exc)}
-    if fw is not None:
-        fw.update(name=name, cudnn=None if fw["cudnn"] is None else str(fw["cudnn"]), cuda_available=bool(fw["cuda_available"]))
-    return {"python": sys.version.split()[0], "packages": pk, "framework": fw}
-
-
-def cmd_stack_check(exp):
-    stack = stack_probe()
-    save("stack.json", stack)
-    problems, want, fw = [], exp["framework"], stack["framework"]
-    if stack["python"] != exp["python"]:
-        problems.append("python: expected %s, found %s" % (exp["python"], stack["python"]))
-    for name, version in sorted(exp["packages"].items()):
-        if stack["packages"].get(name) != version:
-            problems.append("%s: expected %s, found %s" % (name, version, stack["packages"].get(name, "nothing")))
-    if want and (not fw or fw.get("error")):
-        problems.append("%s does not import: %s" % (want["name"], (fw or {}).get("error", "not installed")))
-    elif want:
-        if fw["version"] != want["version"]:
-            problems.append("%s reports version %s, not %s" % (want["name"], fw["version"], want["version"]))
-        if want["cuda"] and major_minor(fw["cuda"]) != major_minor(want["cuda"]):
-            problems.append("%s is built for CUDA %s, not %s" % (want["name"], fw["cuda"], want["cuda"]))
-        seen = [s for s in [cudnn_text(fw["cudnn"])] + [v for k, v in stack["packages"].items() if k.startswith("nvidia-cudnn")] if s]
-        if want["cudnn"] and not any(prefix_equal(want["cudnn"], s) for s in seen):
-            problems.append("cuDNN: expected %s, found %s" % (want["cudnn"], ", ".join(seen) or "none"))
-        if not fw["cuda_available"]:
-            problems.append("%s cannot use the GPU (cuda available: false)" % want["name"])
-    for p in problems:
-        print("MISMATCH " + p)
-    if not problems:
-        print("python %s, %d packages, %s" % (stack["python"], len(stack["packages"]), fw and "%s %s" % (fw["name"], fw["version"])))
-    return 1 if problems else 0
 
 
 def env_quote(value):
@@ -315,7 +183,7 @@ def cmd_redact(exp):  # the filter in front of the console and provision.log; ne
     for line in iter(sys.stdin.buffer.readline, b""):
         text = line.decode("utf-8", "replace")
         try:
-            text = text if text.startswith("TRAINVM_REPORT=") else redact(text)  # the report is redacted by cmd_report
+            text = text if text.startswith("TRAINVM_REPORT=") else redact(text)  # the report's error is redacted by tv_report
         except Exception:
             text = "trainvm: (line withheld: redaction failed)\n"
         sys.stdout.write(text)
@@ -371,75 +239,6 @@ def cmd_env(exp):  # env: readable by every shell (0644); secrets.env: resolved 
     return 0
 
 
-def facts(exp):
-    osr = dict(re.findall(r'^(\w+)="?([^"\n]*)"?$', read("/etc/os-release"), re.M))
-    try:
-        glibc = os.confstr("CS_GNU_LIBC_VERSION").split()[-1]
-    except (AttributeError, ValueError, OSError, IndexError):
-        glibc = None
-    cpu = read("/proc/cpuinfo")
-    model = re.search(r"^model name\s*:\s*(.+)$", cpu, re.M)
-    mem = re.search(r"^MemTotal:\s+(\d+) kB", read("/proc/meminfo"), re.M)
-    probe = ROOT + exp["disk_path"]
-    while not os.path.exists(probe) and len(probe) > 1:
-        probe = os.path.dirname(probe)
-    st = os.statvfs(probe)
-    return {
-        "os": {"id": osr.get("ID"), "version": osr.get("VERSION_ID"), "glibc": glibc},
-        "cpu": {"model": model.group(1).strip() if model else None, "count": len(re.findall(r"^processor\s*:", cpu, re.M)) or os.cpu_count()},
-        "memory_gib": round(int(mem.group(1)) / 1048576, 1) if mem else None,
-        "disk": {"path": exp["disk_path"], "kind": read("/var/lib/trainvm/disk-kind").strip() or None,
-                 "free_gib": round(st.f_bavail * st.f_frsize / 1073741824, 1)},
-    }
-
-
-def data_status(dest):
-    path = ROOT + dest
-    if not os.path.exists(path):
-        return "missing"
-    full = os.listdir(path) if os.path.isdir(path) else os.path.getsize(path)
-    return "staged" if full else "empty"
-
-
-def cmd_report(exp, status):
-    gpu = gpu_probe()
-    gpu = gpu if gpu["gpus"] else (load("gpu.json") or gpu)
-    stack = load("stack.json")
-    if stack is None and os.path.realpath(sys.prefix) == os.path.realpath(ROOT + "/opt/trainvm/venv"):
-        stack = stack_probe()
-    stack = stack or {}
-    fw, packages = stack.get("framework"), stack.get("packages", {})
-    framework = fw and {k: fw[k] for k in ("name", "version", "cuda", "cudnn", "cuda_available")}
-    if framework and framework["cuda"]:
-        framework["cuda"] = major_minor(framework["cuda"])
-    wheel = next((v for k, v in sorted(packages.items()) if k.startswith("nvidia-cudnn")), None)
-    cudnn = (fw and cudnn_text(fw["cudnn"])) or (wheel and ".".join(wheel.split(".")[:3]))
-    if not cudnn:
-        m = re.search(r"^libcudnn\d+(?:-cuda-\d+)? (\d+\.\d+\.\d+)", run(["dpkg-query", "-W", "-f=${Package} ${Version}\\n", "libcudnn*"], 60)[1], re.M)
-        cudnn = m.group(1) if m else None
-    toolkit = None
-    if exp["cuda_toolkit"]:
-        m = re.search(r"release \S+ V(\d+\.\d+\.\d+)", run([ROOT + "/usr/local/cuda-%s/bin/nvcc" % exp["cuda_toolkit"], "--version"], 60)[1])
-        toolkit = m.group(1) if m else None
-    phases = {}
-    for name in sorted(os.listdir(STATE + "/phases")):
-        f = read("/var/lib/trainvm/phases/" + name).split()
-        if len(f) == 2:
-            phases[name] = {"status": f[0], "seconds": float(f[1])}
-    report = {"schema": 1, "source": "vm", "status": status, "gpus": gpu["gpus"], "driver": gpu["driver"],
-              "cuda_driver_max": gpu["cuda_driver_max"], "framework": framework or None, "cuda_toolkit": toolkit, "cudnn": cudnn or None,
-              "python": stack.get("python"), "packages": packages,
-              "data": [{"dest": d["dest"], "status": data_status(d["dest"])} for d in exp["data"]],
-              "phases": phases, "profile_hash": exp["hash"], "error": redact(os.environ.get("TV_ERROR", "")) or None}
-    report.update(facts(exp))
-    perf = load("perf.json")
-    if perf:
-        report["perf"] = perf
-    json.dump(report, sys.stdout, sort_keys=True)
-    print()
-    return 0
-
-
 def apt_indexes():  # the text of every Packages index apt has downloaded
     for path in run(["apt-get", "indextargets", "--format", "$(FILENAME)", "Created-By: Packages"], stderr=subprocess.DEVNULL)[1].split():
         if path.endswith("Packages"):
@@ -479,21 +278,19 @@ def cmd_driver_pin(exp, roots):
 
 def main(argv):
     exp, cmd = load("expected.json"), argv[1] if len(argv) > 1 else ""
-    commands = {"gpu-check": cmd_gpu_check, "stack-check": cmd_stack_check, "env": cmd_env, "redact": cmd_redact}
+    commands = {"env": cmd_env, "redact": cmd_redact}
     if cmd == "ec2" and len(argv) == 3 and "api_aws" in globals():
         return globals()["api_aws"](argv[2])
     if exp is None:
         print("trainvm helper: %s/expected.json is missing" % STATE, file=sys.stderr)
         return 2
-    if cmd == "report" and len(argv) > 2:
-        return cmd_report(exp, argv[2])
     if cmd == "credential" and len(argv) == 4 and "cred_file" in globals():
         return globals()["cred_file"](argv[2], argv[3])
     if cmd == "driver-pin" and len(argv) > 2:
         return cmd_driver_pin(exp, argv[2:])
     if cmd in commands:
         return commands[cmd](exp)
-    print("usage: trainvm_helper.py gpu-check|stack-check|env|redact|report STATUS|credential REF FILE|driver-pin PKG...", file=sys.stderr)
+    print("usage: trainvm_helper.py env|redact|credential REF FILE|driver-pin PKG...|ec2 stop|terminate", file=sys.stderr)
     return 2
 
 

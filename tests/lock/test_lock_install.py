@@ -68,7 +68,7 @@ def test_the_startup_script_embeds_the_lock_and_checks_the_closure(locked: Path)
     text = loaded.lock.requirements_text()
     assert f"TV_LOCK_SHA256={shlex.quote(hashlib.sha256(text.encode()).hexdigest())}" in script or f"TV_LOCK_SHA256='{hashlib.sha256(text.encode()).hexdigest()}'" in script
     assert f"TV_LOCK={shlex.quote(text)}" in script
-    assert '"beta":"1.2"' in script  # the VM's stack check expects every locked package
+    assert '["beta","1.2"]' in script  # the VM's stack check expects every locked package (expected.json "lock")
 
 
 def test_a_stale_lock_is_not_rendered(locked: Path, write_yaml, profile_doc) -> None:
@@ -92,7 +92,8 @@ def test_verify_judges_every_locked_package(locked: Path) -> None:
     assert stored["lock"]["packages"]["beta"] == "1.2"
     report = {"status": "ready", "python": "3.11.9", "driver": "550.127.05", "os": {"id": "ubuntu", "version": "22.04"},
               "packages": {"torch": "2.4.1+cu124", "alpha": "1.0", "beta": "1.2", "nvidia-cublas-cu12": "12.4.5.8"},
-              "framework": {"name": "torch", "cuda": "12.4"}, "gpus": [{"name": "Tesla T4", "memory_mib": 15360}]}
+              "framework": {"name": "torch", "version": "2.4.1+cu124", "cuda": "12.4", "cuda_available": True},
+              "gpus": [{"name": "Tesla T4", "memory_mib": 15360}]}
     ok = compare(stored, report)
     assert ok.status == "match", [f.field for f in ok.drifted]
     report["packages"]["beta"] = "1.0"  # a transitive dependency drifted: the top-level pins alone would not see it

@@ -83,25 +83,37 @@ def test_toolkit_and_cudnn_packages_only_when_asked():
     assert (legacy.cudnn_pkg, legacy.cudnn_contains) == ("libcudnn8", "+cuda12.")
 
 
-def test_expected_manifest():
+def test_expected_manifest_is_the_expectation_verify_uses():
+    from provisioner.verify.expect import expectation
+
     lp = S.loaded(S.GOLDEN_PROFILE)
     ctx = build_context(lp, S.target_for("gcp", lp))
     exp = json.loads(ctx.expected_json)
     assert ctx.expected_json.isascii()
-    assert exp["driver"] == "550.127.05" and exp["python"] == "3.11.9" and exp["hash"] == lp.hash
-    assert exp["framework"] == {"name": "torch", "version": "2.4.1+cu124", "cuda": "12.4", "cudnn": "9.1.0"}
-    assert exp["packages"] == {"torch": "2.4.1+cu124", "transformers": "4.44.2", "datasets": "2.21.0", "accelerate": "0.34.2"}
-    assert exp["gpu"]["count"] == 1 and exp["gpu"]["min_memory_mib"] <= 15360
+    # the VM's ready gate judges by the same document `verify` builds from the profile
+    assert {k: exp[k] for k in expectation(lp.profile.model_dump(mode="json"))} == json.loads(json.dumps(expectation(lp.profile.model_dump(mode="json"))))
+    assert exp["stack"]["driver"] == "550.127.05" and exp["stack"]["python"] == "3.11.9" and exp["hash"] == lp.hash
+    assert exp["stack"]["framework"] == {"name": "torch", "version": "2.4.1+cu124", "gpu": True}
+    assert exp["stack"]["cuda"] == "12.4" and exp["stack"]["cudnn"] == "9.1.0"
+    assert exp["stack"]["packages"] == [["torch", "2.4.1+cu124"], ["transformers", "4.44.2"], ["datasets", "2.21.0"], ["accelerate", "0.34.2"]]
+    assert exp["hardware"]["gpu_count"] == 1 and exp["hardware"]["gpu"] == ["T4"]
+    assert exp["driver"] == "550.127.05"  # the helper's driver-pin
     assert exp["env"] == {"CUBLAS_WORKSPACE_CONFIG": ":4096:8", "PYTHONHASHSEED": "0"}
 
 
-def test_gpu_expectation_tells_the_40gb_from_the_80gb_part():
-    import re
+def test_gpu_gate_tells_the_40gb_from_the_80gb_part():
+    from provisioner.agent.compare import judge
 
-    exp = json.loads(_ctx("A100", count=8, itype="a2-highgpu-8g").expected_json)["gpu"]
-    assert re.search(exp["name_regex"], "NVIDIA A100-SXM4-40GB") and exp["max_memory_mib"] < 81920 < 2 * exp["max_memory_mib"]
-    l4 = json.loads(_ctx("L4", itype="g2-standard-8").expected_json)["gpu"]
-    assert re.search(l4["name_regex"], "NVIDIA L4") and not re.search(l4["name_regex"], "NVIDIA L40S")
+    lp = S.from_dict({**S.minimal_profile(), "hardware": {"gpu": "A100-80GB", "gpu_count": 8}})
+    exp = json.loads(build_context(lp, RenderTarget("gcp", "a2-ultragpu-8g", "A100-80GB", 8, "us-central1")).expected_json)
+
+    def verdict(name: str, mib: int) -> set[str]:
+        report = {"source": "vm", "driver": exp["stack"]["driver"], "gpus": [{"name": name, "memory_mib": mib}] * 8}
+        return {f.field for f in judge(exp, report, ("gpu",)) if f.drifted}
+
+    assert verdict("NVIDIA A100-SXM4-80GB", 81920) == set()
+    assert verdict("NVIDIA A100-SXM4-40GB", 40960) == {"hardware.gpu"}
+    assert verdict("NVIDIA A100 PCIe", 40960) == {"hardware.gpu"}  # no size in the name: told by memory
 
 
 def test_data_placement_on_local_nvme():

@@ -153,7 +153,7 @@ def test_driver_mismatch_reported_by_nvidia_smi_fails_with_observed_values(make_
     assert re.fullmatch(r"failed:driver:\d+", run.status)
     assert run.report["status"] == run.status and run.report_lines == 1
     assert run.report["driver"] == "550.90.07" and run.report["gpus"][0]["name"] == "Tesla T4"
-    assert "MISMATCH driver: expected 550.127.05, nvidia-smi reports 550.90.07" in run.output
+    assert "MISMATCH stack.driver: expected 550.127.05, found 550.90.07" in run.output
     assert "expected driver 550.127.05" in run.report["error"]
     assert run.report["phases"]["driver"]["status"] == "failed"
     assert not run.named("reboot")  # a wrong driver is not fixed by rebooting

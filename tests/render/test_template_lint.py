@@ -69,7 +69,7 @@ def test_heredocs_are_quoted():
 
 
 def test_verbatim_files_have_no_jinja_markers_or_delimiters():
-    for name in ("trainvm_helper.py", "trainvm_container.py", "trainvm-idle-watchdog.sh", "trainvm-lifecycle-gcp.sh", "trainvm-lifecycle-azure.sh",
+    for name in ("trainvm_helper.py", "trainvm-idle-watchdog.sh", "trainvm-lifecycle-gcp.sh", "trainvm-lifecycle-azure.sh",
                  "trainvm-lifecycle-aws.sh"):
         text = (TEMPLATES / "files" / name).read_text()
         assert not re.search(r"\{\{|\{%|\{=#", text), name

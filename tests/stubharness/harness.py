@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from provisioner.agent.bundle import bundle_files
+
 HERE = Path(__file__).resolve().parent
 BIN = HERE / "bin"
 
@@ -121,6 +123,12 @@ class Harness:
         image = [f"linux-image-{kver}", f"linux-modules-{kver}", "python3", "curl", "mokutil"]
         image += ["linux-image-cloud-amd64"] if os_name.startswith("debian") else [f"linux-{flavour}", f"linux-image-{flavour}"]
         (self.state / "installed").write_text("".join(f"{p} 1.0-image\n" for p in image))
+        # the payload's agent (provisioner.agent.bundle_files), where the script runs it: /opt/trainvm/current/agent
+        payload = self.root / "opt/trainvm/payloads/stub"
+        for rel, data in bundle_files().items():
+            (payload / "agent" / rel).parent.mkdir(parents=True, exist_ok=True)
+            (payload / "agent" / rel).write_bytes(data)
+        (self.root / "opt/trainvm/current").symlink_to("payloads/stub")
         for i in range(nvme_disks):
             dev = self.root / f"dev/nvme0n{i + 2}"
             dev.parent.mkdir(parents=True, exist_ok=True)
@@ -188,6 +196,8 @@ class Harness:
         """A guest reboot: the kernel module and mounts are gone, /var/run is empty, RAID arrays
         are not assembled yet (device nodes live in devtmpfs); disks keep their data."""
         shutil.rmtree(self.root / "dev/md", ignore_errors=True)
+        (self.root / "proc/mounts").unlink(missing_ok=True)
+        shutil.rmtree(self.root / "sys/block", ignore_errors=True)
         for name in ("kmod", "mounts"):
             path = self.state / name
             if path.is_dir():

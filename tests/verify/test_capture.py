@@ -118,8 +118,9 @@ def test_no_gpu_no_framework(local_report: dict[str, Any]) -> None:
     # pinned torch+cu124 build implies but that no importable framework confirms; the driver cannot be
     # observed without a GPU and is shown as skipped (issue 12: a machine matches its own capture)
     result = compare(profile, report)
-    assert {f.field for f in result.drifted} == {"stack.os", "stack.cuda"}
+    assert {f.field for f in result.drifted} == {"stack.os", "stack.cuda", "stack.framework"}
     assert {f.field for f in result.fields if f.skipped} == {"stack.driver"}  # no gpu_count: nothing to skip
+    assert not any(f.ok for f in result.fields if f.skipped)  # shown, not counted as verified
 
 
 @pytest.mark.parametrize(("glibc", "os_name"), [

@@ -1,0 +1,134 @@
+"""The expectation: what a machine must show to match a profile, with the compatibility facts applied.
+
+``expectation(profile)`` turns a resolved profile (``model_dump(mode="json")``, optionally with the
+stored lock as ``lock.packages``) into the plain document the agent's ``compare`` judges a report
+against (``provisioner.agent.compare``). The workstation builds it for ``verify NAME`` and
+``verify --local``; the renderer writes the same document into the VM's expected.json
+(``provisioner.render.context``), so the ready gate and ``verify`` judge by one rule set.
+
+What the facts add: the effective CUDA (``stack.cuda``, else the CUDA the pinned framework build
+targets), the framework and its version (from the pins), the GPU count a profile implies, the
+nominal-memory tolerance, and a container image's declared framework/CUDA/cuDNN when known.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
+from provisioner.compat.facts import NOMINAL_TOLERANCE
+
+SCHEMA = "trainvm.expect/1"
+
+
+def parse_pin(pin: str) -> tuple[str, str | None]:
+    """"Torch==2.4.1+cu124" -> ("torch", "2.4.1+cu124"); a non-== spec gives (name, spec)."""
+    try:
+        req = Requirement(pin)
+    except InvalidRequirement:
+        name, _, version = pin.partition("==")
+        return str(canonicalize_name(name.strip())), version.strip() or None
+    specs = list(req.specifier)
+    if len(specs) == 1 and specs[0].operator in ("==", "==="):
+        return str(canonicalize_name(req.name)), specs[0].version
+    return str(canonicalize_name(req.name)), str(req.specifier) or None
+
+
+def allowed_gpus(hardware: Mapping[str, Any]) -> list[str] | None:
+    gpu = hardware.get("gpu")
+    if gpu is None or gpu == []:
+        return None
+    return [gpu] if isinstance(gpu, str) else [str(g) for g in gpu]
+
+
+def _framework(packages: Iterable[str]) -> Any:
+    """The framework the pins install (compat facts), or None (also for pins the facts cannot parse)."""
+    from provisioner.compat.facts import load_facts
+    from provisioner.compat.stack import frameworks
+
+    try:
+        return next(iter(frameworks(list(packages), load_facts())), None)
+    except Exception:  # noqa: BLE001 - a report-only diff may carry pins the facts cannot parse
+        return None
+
+
+def _framework_cuda_of_pins(packages: Iterable[str]) -> str | None:
+    """The CUDA the pinned framework build targets (torch +cu124 -> 12.4), as `validate` derives it
+    when a profile leaves stack.cuda out."""
+    from provisioner.compat.facts import load_facts
+    from provisioner.compat.stack import frameworks
+
+    try:
+        return next((fw.cuda for fw in frameworks(list(packages), load_facts()) if fw.cuda), None)
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _container(stack: Mapping[str, Any]) -> dict[str, Any] | None:
+    container = stack.get("container")
+    if not container:
+        return None
+    from provisioner.container.reference import parse_image_ref
+    from provisioner.container.store import lookup
+
+    try:
+        digest = parse_image_ref(str(container.get("image", ""))).digest
+    except ValueError:
+        digest = None
+    known = lookup(digest) if digest else None
+    facts = None
+    if known is not None:
+        facts = {"framework": list(known.framework) if known.framework else None, "cuda": known.cuda or None,
+                 "cudnn": known.env.get("CUDNN_VERSION") or None}
+    return {"image": container.get("image"), "digest": digest, "facts": facts}
+
+
+def expectation(profile: Mapping[str, Any]) -> dict[str, Any]:
+    """The expectation document of a resolved profile (see the module docstring)."""
+    if not isinstance(profile, Mapping) or not isinstance(profile.get("stack"), Mapping):
+        raise ValueError("compare() needs the resolved profile (with its stack); refusing to judge a report against nothing")
+    stack, hardware = profile["stack"], profile.get("hardware") or {}
+    pins = [str(p) for p in stack.get("packages") or []]
+    parsed = [parse_pin(p) for p in pins]
+    pinned = {name for name, _ in parsed}
+    lock = sorted((str(canonicalize_name(k)), str(v)) for k, v in ((profile.get("lock") or {}).get("packages") or {}).items())
+    fw = _framework(pins) if pins else None
+    cuda = stack.get("cuda") or _framework_cuda_of_pins(pins)
+    allowed, min_mem = allowed_gpus(hardware), hardware.get("min_gpu_memory_gib")
+    count = hardware.get("gpu_count")
+    if count is None:
+        count = 1 if (allowed or min_mem) else 0
+    framework = None
+    if fw is not None:
+        # a CUDA build must see the GPU; an unknown torch release is one unless its label says otherwise
+        local = str(getattr(fw.version, "local", None) or "")
+        gpu = bool(fw.cuda) or (fw.name == "torch" and not local.startswith(("cpu", "rocm", "xpu")))
+        framework = {"name": fw.name, "version": str(fw.version), "gpu": gpu}
+    return {
+        "schema": SCHEMA,
+        "tolerance": NOMINAL_TOLERANCE,
+        "sources": [{k: s.get(k) for k in ("name", "url", "ref", "commit")} for s in profile.get("sources") or [] if isinstance(s, Mapping)],
+        "stack": {
+            "os": stack.get("os"),
+            "driver": stack.get("driver"),
+            "cuda": cuda,
+            "cudnn": stack.get("cudnn"),
+            "cuda_toolkit": stack.get("cuda_toolkit") is True,
+            "python": stack.get("python"),
+            "packages": [list(p) for p in parsed],
+            "lock": [[n, v] for n, v in lock if n not in pinned],
+            "framework": framework,
+            "container": _container(stack),
+        },
+        "hardware": {
+            "gpu": allowed,
+            "gpu_count": int(count),
+            "min_gpu_memory_gib": min_mem,
+            "min_vcpus": hardware.get("min_vcpus"),
+            "min_memory_gib": hardware.get("min_memory_gib"),
+            "local_nvme": (hardware.get("local_nvme_gib") or 0) > 0,
+        },
+    }
