@@ -86,10 +86,8 @@ def build_payload(startup_sh: str, meta: Mapping[str, str], extra: Mapping[str, 
 
 def agent_files() -> dict[str, bytes]:
     """The agent's files (provisioner/agent), relative to the folder the VM puts on PYTHONPATH."""
-    try:  # TEMPORARY until the agent branch lands
-        from provisioner.agent.bundle import bundle_files
-    except ImportError:
-        return {}
+    from provisioner.agent.bundle import bundle_files
+
     return bundle_files()
 
 

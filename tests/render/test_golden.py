@@ -1,5 +1,6 @@
-"""Golden files: the rendered script of profiles/examples/bert-finetune-t4.yaml per cloud, so
-template changes show up in review diffs. Regenerate with
+"""Golden files: the rendered script of profiles/examples/bert-finetune-t4.yaml per cloud (what the payload
+carries) and the bootstrap (user data, the same on every cloud but for its fetch function), so template changes
+show up in review diffs. Regenerate with
 
     TRAINVM_UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/render/test_golden.py
 """
@@ -20,12 +21,13 @@ def _cases():
     gcp, azure, aws = (S.render(lp, c) for c in S.CLOUDS)
     return {
         "gcp-startup-script.sh": gcp.startup_sh,
-        "azure-custom-data.yaml": azure.user_data,
-        "aws-startup.sh": aws.startup_sh,  # user data is this, gzipped (cloud-init un-gzips it)
+        "azure-startup.sh": azure.startup_sh,
+        "aws-startup.sh": aws.startup_sh,
+        "aws-bootstrap.sh": aws.preview().text,  # the store's account part is the preview placeholder
     }
 
 
-@pytest.mark.parametrize("name", ["gcp-startup-script.sh", "azure-custom-data.yaml", "aws-startup.sh"])
+@pytest.mark.parametrize("name", ["gcp-startup-script.sh", "azure-startup.sh", "aws-startup.sh", "aws-bootstrap.sh"])
 def test_golden(name):
     text = _cases()[name]
     path = GOLDEN / name

@@ -36,10 +36,6 @@ NVME_LINKS = {
     "aws": "dev/disk/by-id/nvme-Amazon_EC2_NVMe_Instance_Storage_AWS1A2B3C4D5E6F7G{i}",
 }
 KERNEL = {"gcp": "5.15.0-1071-gcp", "azure": "6.5.0-1025-azure", "aws": "6.8.0-1019-aws"}
-#: the instance tags each rendered script's VM would carry (the files render/spill.py spilled out of AWS user
-#: data), by the script's text: tests/render/support.py render() records them, and a harness running that
-#: script serves them through the curl stub's IMDS (STUB_EC2_TAGS) unless the test sets STUB_EC2_TAGS itself
-INSTANCE_TAGS: dict[str, tuple[tuple[str, str], ...]] = {}
 
 
 @dataclass
@@ -94,12 +90,6 @@ class Harness:
         for d in (self.root, self.state, self.cwd, self.tmp / "home"):
             d.mkdir(parents=True, exist_ok=True)
         self.script.write_text(script, encoding="utf-8")
-        if script in INSTANCE_TAGS and "STUB_EC2_TAGS" not in self.knobs:
-            tags = self.tmp / "ec2-tags"
-            tags.mkdir(exist_ok=True)
-            for key, value in INSTANCE_TAGS[script]:
-                (tags / key).write_text(value)
-            self.knobs["STUB_EC2_TAGS"] = str(tags)
         etc = self.root / "etc"
         etc.mkdir(exist_ok=True)
         (etc / "os-release").write_text(OS_RELEASE[os_name])
