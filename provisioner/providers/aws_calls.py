@@ -76,6 +76,10 @@ class AwsCalls:
             if key not in self._clients:
                 cfg = errs.botocore_config(max_attempts=self.tries, connect_timeout=max(1.0, self.call_timeout / 3),
                                            read_timeout=max(1.0, self.call_timeout))
+                if service == "s3":  # SigV4 everywhere, presigned URLs included (SigV2 is refused in newer regions)
+                    from botocore.config import Config
+
+                    cfg = cfg.merge(Config(signature_version="s3v4"))
                 kw: dict[str, Any] = {"region_name": key[1], "config": cfg}
                 if self.endpoint:
                     kw.update(endpoint_url=self.endpoint, **TEST_CREDENTIALS)

@@ -58,6 +58,11 @@ def object_arn(bucket: str, key: str) -> str:
     return f"arn:aws:s3:::{bucket}/{key}"
 
 
+#: how long the presigned GET of a payload lives: the VM fetches it in its first minutes and keeps a verified
+#: copy, so a restart never needs it again (a URL signed with temporary credentials dies with them, sooner)
+PRESIGN_SECONDS = 6 * 3600
+
+
 class S3PayloadStore:
     """``PayloadStore`` on S3 through ``AwsCalls``' clients (its endpoint, credentials and retries)."""
 
@@ -131,9 +136,13 @@ class S3PayloadStore:
         if not fresh:
             self.calls.call(lambda: s3.put_object(Bucket=bucket, Key=key, Body=data, ContentType="application/gzip",
                                                   Metadata={"sha256": sha256}))
+        # for a VM whose curl cannot sign the session-token header (Ubuntu 22.04: fetch-aws.sh), a GET presigned by
+        # boto3 with the caller's credentials, for PRESIGN_SECONDS at most (less when those credentials are temporary)
+        signed = self.calls.call(lambda: s3.generate_presigned_url(
+            "get_object", Params={"Bucket": bucket, "Key": key}, ExpiresIn=PRESIGN_SECONDS))
         return PayloadRef(cloud="aws", region=region, store=bucket, key=key, url=self.url(region, key), sha256=sha256,
                           size=len(data), access=f"s3:GetObject on {object_arn(bucket, key)} (the VM's instance profile)",
-                          uploaded=not fresh)
+                          uploaded=not fresh, signed_url=signed)
 
     def release(self, region: str, sha256: str) -> bool:
         bucket, key = self.bucket(region), payload_key(sha256)

@@ -20,7 +20,7 @@ object about to expire. ``trainvm down`` removes the object when no other trainv
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 #: the object-store lifecycle rule: payload objects are deleted this many days after their last upload
@@ -55,6 +55,10 @@ class PayloadRef:
     access: str = ""
     #: True when this ``stage`` uploaded the object (False: it was there and fresh)
     uploaded: bool = False
+    #: a short-lived URL signed by the cloud's SDK on the workstation, for a VM whose own tools cannot sign the
+    #: identity request (AWS: Ubuntu 22.04's curl 7.81 does not sign the session-token header; fetch-aws.sh);
+    #: it grants a GET of this one object, which holds no secret, until it expires. "" where none is needed
+    signed_url: str = field(default="", repr=False)
 
     def where(self) -> str:
         """``gs://B/K``, ``s3://B/K`` or ``https://ACCOUNT.blob.core.windows.net/C/K`` as a user reads it."""

@@ -48,10 +48,30 @@ def fetch_code(cloud: str) -> str:
     return (templates_dir() / "bootstrap" / f"fetch-{cloud}.sh").read_text(encoding="utf-8").rstrip("\n")
 
 
-def render_bootstrap(ref: PayloadRef, profile_hash: str) -> UserData:
-    """The bootstrap for the payload ``ref`` (pure: no cloud call), checked against the cloud's user-data limit."""
+#: the curl each OS image ships (Ubuntu jammy-updates 7.81.0-1ubuntu1.x, noble 8.5.0-2ubuntu10.x, Debian bookworm
+#: 7.88.1-10+deb12u*: the distributions' package pages). curl's --aws-sigv4 signs the x-amz-* headers it is given
+#: (the session token) only since 7.86.0 (curl PR #7966); before, its SignedHeaders are host;x-amz-date alone.
+IMAGE_CURL = {"ubuntu-22.04": "7.81.0", "ubuntu-24.04": "8.5.0", "debian-12": "7.88.1"}
+CURL_SIGNS_HEADERS = "7.86.0"
+
+
+def needs_signed_url(os_name: str) -> bool:
+    """The OS image's curl cannot sign an identity request that carries a session token (Ubuntu 22.04)."""
+    from packaging.version import Version
+
+    return Version(IMAGE_CURL.get(os_name, "0")) < Version(CURL_SIGNS_HEADERS)
+
+
+def render_bootstrap(ref: PayloadRef, profile_hash: str, os_name: str) -> UserData:
+    """The bootstrap for the payload ``ref`` (pure: no cloud call), checked against the cloud's user-data limit.
+    ``ref.signed_url`` goes into it only for an OS image whose curl cannot sign the identity request
+    (``needs_signed_url``): everywhere else the VM's identity alone reads the payload."""
     spec = CLOUDS[ref.cloud]
     store = spec.payload
+    if ref.signed_url and not needs_signed_url(os_name):
+        from dataclasses import replace
+
+        ref = replace(ref, signed_url="")
     text = template_env().get_template("bootstrap/bootstrap.sh.j2").render(
         ref=ref, store_title=store.title, cloud=ref.cloud, profile_hash=profile_hash,
         metadata_url=store.metadata_url, fetch=fetch_code(ref.cloud),

@@ -28,6 +28,7 @@ class RenderedScript:
     cloud: str
     region: str
     profile_hash: str
+    os_name: str
     startup_sh: str  # the script as it runs on the VM (render --out: payload/startup.sh)
     payload: Payload
 
@@ -41,11 +42,12 @@ class RenderedScript:
         """The bootstrap for this payload staged at ``ref`` (its sha256 must be this payload's)."""
         if ref.sha256 != self.payload.sha256:
             raise RenderError(f"the staged payload {ref.sha256[:12]} is not the rendered one {self.payload.sha256[:12]}")
-        return render_bootstrap(ref, self.profile_hash)
+        return render_bootstrap(ref, self.profile_hash, self.os_name)
 
     def preview(self) -> UserData:
         """The bootstrap as far as it is known offline (the store's account part is a placeholder)."""
-        return render_bootstrap(preview_ref(self.cloud, self.region, self.payload.sha256, self.payload.size), self.profile_hash)
+        return render_bootstrap(preview_ref(self.cloud, self.region, self.payload.sha256, self.payload.size),
+                                self.profile_hash, self.os_name)
 
 
 def _render(ctx: ScriptContext) -> str:
@@ -63,5 +65,5 @@ def render_script(loaded: Any, target: RenderTarget, *, facts: Any = None) -> Re
     script = _render(ctx)
     meta = {"profile": ctx.profile_name, "profile_hash": ctx.profile_hash, "cloud": target.cloud,
             "region": target.region, "instance_type": target.instance_type, "os": ctx.os_name}
-    return RenderedScript(cloud=target.cloud, region=target.region, profile_hash=ctx.profile_hash,
+    return RenderedScript(cloud=target.cloud, region=target.region, profile_hash=ctx.profile_hash, os_name=ctx.os_name,
                           startup_sh=script, payload=build_payload(script, meta))

@@ -11,10 +11,11 @@
 #
 # curl: --aws-sigv4 exists since 7.75.0; Ubuntu 22.04 ships 7.81.0, Debian 12 7.88.1, Ubuntu 24.04 8.5.0.
 # curl signs the x-amz-* headers given with -H (x-amz-security-token, x-amz-content-sha256) only since its
-# canonical headers stopped being hard-coded to host;x-amz-date (curl PR #7966); 7.88.1 signs them (tested),
-# 7.81.0 signs host;x-amz-date only (curl issue #11738 shows its SignedHeaders). S3 wants every x-amz-* header
-# signed ("Signature Calculations for the Authorization Header", S3 API reference), so with an old curl S3 may
-# refuse the request (403): the failure line names the curl version.
+# canonical headers stopped being hard-coded to host;x-amz-date (curl PR #7966, 7.86.0); 7.88.1 signs them
+# (tested), 7.81.0 signs host;x-amz-date only (curl issue #11738 shows its SignedHeaders). S3 wants every x-amz-*
+# header signed ("Signature Calculations for the Authorization Header", S3 API reference), so with such a curl
+# the identity request would be refused: there the bootstrap GETs the presigned URL `up` made with boto3
+# ($TV_SIGNED_URL, 6 h at most; a restart never needs it: the verified copy stays on disk).
 # x-amz-content-sha256 is the SHA-256 of the empty body: S3 requires the header on SigV4 requests and curl
 # adds it itself only in newer versions (curl issue #8810).
 #
@@ -48,9 +49,46 @@ _tv_json_field() {
   [[ $2 =~ $re ]] && printf '%s' "${BASH_REMATCH[1]}"
 }
 
+# _tv_curl_signs_headers: this curl's --aws-sigv4 signs the x-amz-* headers it is given (>= 7.86.0, where curl PR
+# #7966 replaced the hard-coded SignedHeaders=host;x-amz-date)
+_tv_curl_signs_headers() {
+  local v
+  v=$(curl --version 2>/dev/null | head -n 1) || return 1
+  v=${v#curl }
+  v=${v%% *}
+  [ "$(printf '%s\n7.86.0\n' "$v" | sort -V | head -n 1)" = 7.86.0 ]
+}
+
+# _tv_fetch_signed OUT: GET the presigned URL ($TV_SIGNED_URL, made by `up` with boto3) into OUT; the URL reaches
+# curl through -K - (its signature never in argv). Used only where this curl cannot sign the identity request.
+_tv_fetch_signed() {
+  local out=$1 rc=0 code err
+  code=$(printf 'url = "%s"\n' "$TV_SIGNED_URL" |
+    curl -sS --connect-timeout 10 --max-time 300 -K - -o "$out.part" -w '%{http_code}') || rc=$?
+  if [ "$rc" -eq 0 ] && [ "$code" = 200 ]; then
+    mv -f "$out.part" "$out"
+    return 0
+  fi
+  err=$(grep -o '<Code>[A-Za-z]*</Code>' "$out.part" 2>/dev/null | head -n 1) || true
+  err=${err#<Code>}
+  err=${err%</Code>}
+  rm -f "$out.part"
+  if [ "$rc" -ne 0 ] || [ "$code" = 000 ] || [ "$code" -ge 500 ] || [ "$code" = 429 ]; then
+    echo "tv_fetch: S3 did not answer the presigned GET of the payload (curl $rc, HTTP $code${err:+ $err})" >&2
+    return 2
+  fi
+  [ "$code" != 404 ] || { echo "tv_fetch: no such payload object (HTTP 404${err:+ $err})" >&2; return 4; }
+  echo "tv_fetch: S3 refused the presigned GET (HTTP $code${err:+ $err}: expired? \`trainvm up\` signs it for 6 h, less with temporary credentials)" >&2
+  return 3
+}
+
 tv_fetch() {
   local url=$1 out=$2 rc=0 code role doc key secret token err version
   local _tv_token
+  if [ -n "${TV_SIGNED_URL:-}" ] && ! _tv_curl_signs_headers; then
+    _tv_fetch_signed "$out"
+    return
+  fi
   _tv_token=$(curl -sS --connect-timeout 2 --max-time 10 -X PUT -H "X-aws-ec2-metadata-token-ttl-seconds: 300" \
     -w '\n%{http_code}' "$TV_MD/latest/api/token") || rc=$?
   code=${_tv_token##*$'\n'}

@@ -223,3 +223,65 @@ def test_the_script_passes_shellcheck():
     from tests.render.support import shellcheck
 
     assert shellcheck([FETCH], severity="style") == {}
+
+
+def _old_curl(vm, version: str = "7.81.0") -> None:
+    """curl as Ubuntu 22.04 ships it, as far as the fetch can tell: ``curl --version`` says 7.81.0 (the requests
+    are made by this machine's curl, which is newer: what 7.81 would send is not modelled, only the choice)."""
+    wrapper = vm["path"] / "curl"
+    text = wrapper.read_text()
+    wrapper.write_text(text.replace('exec ', f'[ "${{1:-}}" = --version ] && {{ echo "curl {version} (x86_64-pc-linux-gnu)"; exit 0; }}\nexec ', 1))
+
+
+def tv_fetch_signed(vm, url: str, signed: str) -> tuple[int, Path, str, str]:
+    out = vm["tmp"] / "payload.tar.gz"
+    env = {"PATH": f"{vm['path']}:{os.environ['PATH']}", "TV_MD": dead_url(), "TV_REGION": "us-east-1",
+           "TV_SIGNED_URL": signed, "LC_ALL": "C"}
+    r = subprocess.run(["bash", "-c", 'set -euo pipefail; source "$1"; rc=0; tv_fetch "$2" "$3" || rc=$?; exit "$rc"',
+                        "fetch", str(FETCH), url, str(out)], env=env, capture_output=True, text=True, timeout=120)
+    return r.returncode, out, r.stdout, r.stderr
+
+
+def test_an_old_curl_fetches_through_the_presigned_url_and_keeps_it_out_of_argv(vm, moto_auth):
+    """Ubuntu 22.04's curl (7.81) cannot sign the session-token header, so the VM GETs the URL `up` presigned with
+    boto3 (SigV4, 6 h at most); no IMDS is asked (it is dead here), and the signature never shows in curl's argv or
+    output. Not modelled: the URL's signature and expiry (moto's IAM checks cannot serve query-string auth, a
+    KeyError on HTTP_AUTHORIZATION, so they are off here; off, moto checks no presigned signature)."""
+    _old_curl(vm)
+    moto_auth.off()
+    ref = vm["ref"]
+    assert "X-Amz-Algorithm=AWS4-HMAC-SHA256" in ref.signed_url and "X-Amz-Expires=21600" in ref.signed_url
+    rc, out, stdout, stderr = tv_fetch_signed(vm, ref.url, ref.signed_url)
+    assert rc == 0, stderr
+    assert out.read_bytes() == DATA and vm["imds"].seen == []
+    sig = ref.signed_url.split("X-Amz-Signature=")[1].split("&")[0]
+    assert sig not in (vm["tmp"] / "argv.log").read_text() and sig not in stdout + stderr
+    missing = ref.signed_url.replace(ref.key, "payloads/" + "0" * 64 + ".tar.gz")
+    rc, _, _, stderr = tv_fetch_signed(vm, ref.url, missing)
+    assert rc == 4 and "no such payload object" in stderr
+
+
+def test_a_new_curl_uses_the_identity_even_with_a_signed_url(vm):
+    """Where curl signs the headers (>= 7.86: Debian 12, Ubuntu 24.04) the instance profile reads the payload; a
+    signed URL in the environment is not used (IMDS is dead here, so the fetch fails as 2)."""
+    rc, _, _, stderr = tv_fetch_signed(vm, vm["ref"].url, vm["ref"].signed_url)
+    assert rc == 2 and "instance metadata service did not answer" in stderr
+
+
+def test_only_ubuntu_22_04_bootstraps_carry_the_signed_url():
+    from dataclasses import replace
+
+    from provisioner.render.bootstrap import needs_signed_url, render_bootstrap
+
+    assert needs_signed_url("ubuntu-22.04") and not needs_signed_url("debian-12") and not needs_signed_url("ubuntu-24.04")
+    ref = replace(t4_spec(t4_offers()[0]).payload or _ref(), signed_url="https://b.s3.amazonaws.com/k?X-Amz-Signature=abc")
+    assert "X-Amz-Signature=abc" in render_bootstrap(ref, "f" * 64, "ubuntu-22.04").text
+    for os_name in ("debian-12", "ubuntu-24.04"):
+        text = render_bootstrap(ref, "f" * 64, os_name).text
+        assert "X-Amz-Signature" not in text and "TV_SIGNED_URL=''" in text
+
+
+def _ref():
+    from provisioner.providers.store import PayloadRef, payload_key
+
+    return PayloadRef(cloud="aws", region="us-east-1", store="b", key=payload_key(SHA), url="https://b/k", sha256=SHA, size=1)

@@ -80,7 +80,7 @@ def _boot(monkeypatch, url: str, sha: str) -> str:
     monkeypatch.setattr(B, "fetch_code", lambda cloud: PLAIN_FETCH)
     ref = PayloadRef(cloud="aws", region="us-east-1", store="b", key=payload_key(sha), url=url, sha256=sha, size=0,
                      access="s3:GetObject on the object for the instance profile")
-    return B.render_bootstrap(ref, "f" * 64).text
+    return B.render_bootstrap(ref, "f" * 64, "debian-12").text
 
 
 def _run(root: Path, boot: str, **env: str) -> subprocess.CompletedProcess[str]:
