@@ -56,9 +56,7 @@ def gce_cli_env(monkeypatch: Any, tmp_path: Path, emulator: Any = None) -> Any:
     key = tmp_path / "id.pub"
     key.write_text("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGtest e2e\n")
     monkeypatch.setenv("TRAINVM_SSH_PUBLIC_KEY", str(key))
-    from tests.emulators.gcs import shared
-
-    monkeypatch.setenv("TRAINVM_GCS_ENDPOINT", shared().url)  # `up` stages the payload there
+    payload_stores(monkeypatch)  # `up` stages the payload (GCE: in the shared GCS emulator)
     with (emulator or GceEmulator)() as emu:
         monkeypatch.setenv("TRAINVM_GCE_ENDPOINT", emu.url)
         monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "e2e-proj")
@@ -94,3 +92,17 @@ def load_helper(name: str) -> Any:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def payload_stores(monkeypatch: Any) -> None:
+    """Where `up` stages payloads in the CLI end-to-end tests, which are about VMs, not stores: GCE's in the shared
+    GCS emulator (tests/emulators/gcs.py, through google-cloud-storage), AWS's in moto's S3 (TRAINVM_AWS_ENDPOINT,
+    as every AWS call); Azure's in memory (tests/fakes.FakePayloadStore), because these tests' ARM emulator runs
+    without Azurite. The Azure store itself (ARM emulator + Azurite, the VM's reader role) is tested in
+    tests/azure/test_payload_store.py; the in-memory one models no Blob Storage, IAM or failure."""
+    from tests.emulators.gcs import shared
+    from tests.fakes import FakePayloadStore
+
+    monkeypatch.setenv("TRAINVM_GCS_ENDPOINT", shared().url)
+    store = FakePayloadStore("azure")
+    monkeypatch.setattr("provisioner.providers.azure.AzureProvider.payload_store", lambda self: store)

@@ -165,7 +165,8 @@ def provision(
     """Try ``offers`` in order; ``price_of`` is the price that applies (the plan's), ``bound`` the most
     any attempt may cost per hour (offers above it are never tried). ``spec_for`` renders and stages the offer's
     payload: a RenderError there skips that cloud (its script cannot be made for it), a ProviderError (the
-    payload store refused) counts as that attempt's failure. A failed attempt whose ``create`` left nothing also
+    payload store refused) counts as that attempt's failure and skips the cloud's other offers (an auth error stops
+    the walk, as any). A failed attempt whose ``create`` left nothing also
     releases the payload object this attempt uploaded (``PayloadRef.uploaded``)."""
     attempts: list[Attempt] = []
     unchecked: list[Attempt] = []  # failed attempts whose cleanup the provider did not verify
@@ -205,6 +206,9 @@ def provision(
             if spec is not None and spec.payload is not None and spec.payload.uploaded and exc.cleanup == "verified":
                 _release(providers(offer.cloud), spec)
             _stop_if_unsafe(exc, spec.name if spec is not None else name, offer, attempts)
+            if spec is None:  # the payload store failed (unreachable, throttled to the end): the cloud's other offers
+                skip_clouds.add(offer.cloud)  # would meet it again, each after its own retries
+                continue
             if exc.cleanup != "verified":
                 unchecked.append(attempt)
             capacity_run[offer.cloud] = capacity_run.get(offer.cloud, 0) + 1 if isinstance(exc, CapacityError) else 0

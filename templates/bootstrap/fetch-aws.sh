@@ -1,28 +1,5 @@
 # shellcheck shell=bash
-# tv_fetch URL OUT: GET the payload object URL (S3) into OUT with this VM's instance profile (README.md here).
-#
-# The way kOps fetches from S3 without an SDK (kubernetes/kops pkg/model/resources/nodeup.go): an IMDSv2 token
-# (PUT $TV_MD/latest/api/token), the instance profile's role name and temporary credentials from
-# $TV_MD/latest/meta-data/iam/security-credentials/[ROLE], then curl signs the GET itself with
-# --aws-sigv4 "aws:amz:$TV_REGION:s3" (SigV4 needs the bucket's own region: the bootstrap sets TV_REGION).
-# The key pair and the session token reach curl only through -K - on stdin (a pipe from bash's builtin printf):
-# never in argv, a file, stdout or stderr. S3 error bodies can echo the signed request (SignatureDoesNotMatch
-# carries the canonical request, session token included), so only their <Code> is printed.
-#
-# curl: --aws-sigv4 exists since 7.75.0; Ubuntu 22.04 ships 7.81.0, Debian 12 7.88.1, Ubuntu 24.04 8.5.0.
-# curl signs the x-amz-* headers given with -H (x-amz-security-token, x-amz-content-sha256) only since its
-# canonical headers stopped being hard-coded to host;x-amz-date (curl PR #7966, 7.86.0); 7.88.1 signs them
-# (tested), 7.81.0 signs host;x-amz-date only (curl issue #11738 shows its SignedHeaders). S3 wants every x-amz-*
-# header signed ("Signature Calculations for the Authorization Header", S3 API reference), so with such a curl
-# the identity request would be refused: there the bootstrap GETs the presigned URL `up` made with boto3
-# ($TV_SIGNED_URL, 6 h at most; a restart never needs it: the verified copy stays on disk).
-# x-amz-content-sha256 is the SHA-256 of the empty body: S3 requires the header on SigV4 requests and curl
-# adds it itself only in newer versions (curl issue #8810).
-#
-# Return codes (README.md): 0 OUT written (HTTP 200); 2 no answer or 5xx/429 (IMDS or S3); 3 no token, no
-# instance profile or credentials, or S3 refused (401/403, and S3's other 4xx: an expired/invalid token, a
-# wrong region); 4 no such object (404: only with s3:ListBucket, else S3 answers a missing key 403).
-
+# tv_fetch URL OUT (templates/bootstrap/README.md, "fetch-aws.sh", says how and why)
 TV_EMPTY_SHA256=e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855
 
 # _tv_imds PATH: GET an IMDSv2 path (the session token in $_tv_token, passed on stdin) to stdout; rc as tv_fetch

@@ -1,11 +1,5 @@
 # shellcheck shell=bash
-# tv_fetch URL OUT: GET a Blob Storage URL into OUT with this VM's managed identity (templates/bootstrap/README.md).
-#   0 OUT holds the body (HTTP 200)   2 IMDS or the blob service did not answer / 5xx / 429
-#   3 no token, or the token refused (401/403)   4 no such blob (404)
-# The token comes from IMDS ($TV_MD) for resource https://storage.azure.com/ (header Metadata: true) and goes to
-# curl on stdin (-K -) with x-ms-version (2017-11-09, the first version that takes OAuth; the kOps nodeup
-# download does the same): never in argv, a file, stdout or stderr. The identity needs Storage Blob Data Reader
-# on the container (granted by trainvm after the VM exists; role changes take a while to reach the token).
+# tv_fetch URL OUT (templates/bootstrap/README.md, "fetch-azure.sh", says how and why)
 tv_fetch() {
   local url=$1 out=$2 resp code rc token=""
   resp=$(curl -sS --connect-timeout 5 --max-time 30 -H 'Metadata: true' -w '\n%{http_code}' \

@@ -1,14 +1,5 @@
 # shellcheck shell=bash
-# fetch-gcp.sh: tv_fetch URL OUT on GCE (the contract: templates/bootstrap/README.md).
-# GET URL (the payload's GCS JSON API media URL, .../storage/v1/b/B/o/K?alt=media) into OUT as this VM's
-# service account: an access token from the metadata server ($TV_MD/computeMetadata/v1/instance/
-# service-accounts/default/token, header Metadata-Flavor: Google; it needs the devstorage.read_only or
-# cloud-platform scope, and roles/storage.objectViewer on the bucket), then the GET with
-# "Authorization: Bearer", the header handed to curl on stdin (-K -). The token lives in shell variables only:
-# never in a process's arguments, a file, or stdout/stderr (xtrace is off while it is in use).
-# Returns 0 (OUT holds the body), 2 (no answer, 5xx/429, or another unexpected status), 3 (401/403, or no
-# token), 4 (404).
-
+# tv_fetch URL OUT (templates/bootstrap/README.md, "fetch-gcp.sh", says how and why)
 tv_fetch() {
   local _tv_rc=0 _tv_x=0
   case $- in *x*) _tv_x=1; set +x ;; esac

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.helpers import payload_stores
+
 SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHtrainvmTestKeyOnlyForTheEmulator0000000 tester@example"
 
 
@@ -17,4 +19,5 @@ def env(monkeypatch, tmp_path):
     key = tmp_path / "id.pub"
     key.write_text(SSH_KEY + "\n")
     monkeypatch.setenv("TRAINVM_SSH_PUBLIC_KEY", str(key))
+    payload_stores(monkeypatch)
     return monkeypatch

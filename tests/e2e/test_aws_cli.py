@@ -66,7 +66,23 @@ def test_aws_lifecycle(cli, aws, profile) -> None:
     [inst] = aws.instances()
     tags = {t["Key"]: t["Value"] for t in inst["Tags"]}
     assert tags["Name"] == name and tags["trainvm-managed"] == "true" and inst["ImageId"] == doc["image"]
-    assert aws.instance_profiles() == []  # both timers stop: the guest shutdown (set to stop), no AWS API call
+    # both timers stop through the guest shutdown: the instance profile allows only the GET of its own payload
+    assert aws.instance_profiles() == [name]
+    iam = aws.client("iam", direct=True)
+    [policy_name] = iam.list_role_policies(RoleName=name)["PolicyNames"]
+    doc_policy = iam.get_role_policy(RoleName=name, PolicyName=policy_name)["PolicyDocument"]
+    [stmt] = doc_policy["Statement"]
+    assert stmt["Action"] in ("s3:GetObject", ["s3:GetObject"]) and str(stmt["Resource"]).count("payloads/") == 1
+    # user data is the bootstrap naming the staged payload, which is in the account's S3 bucket
+    ec2 = aws.client("ec2", direct=True)
+    boot = base64.b64decode(ec2.describe_instance_attribute(InstanceId=inst["InstanceId"], Attribute="userData")
+                            ["UserData"]["Value"]).decode()
+    sha = re.search(r"^TV_SHA256='([0-9a-f]{64})'$", boot, re.M).group(1)
+    assert boot.startswith("#!/bin/bash\n") and len(boot) <= 16_384 and tags["trainvm-payload"] == sha[:16]
+    assert "X-Amz-Signature=" in boot  # ubuntu-22.04: its curl cannot sign the identity request (fetch-aws.sh)
+    s3 = aws.client("s3", direct=True)
+    bucket, key = "trainvm-123456789012-us-east-1", f"payloads/{sha}.tar.gz"
+    assert hashlib.sha256(s3.get_object(Bucket=bucket, Key=key)["Body"].read()).hexdigest() == sha
     [sg] = aws.security_groups()
     assert sg["IpPermissions"][0]["IpRanges"][0]["CidrIp"] == "203.0.113.7/32"
 
@@ -93,8 +109,9 @@ def test_aws_lifecycle(cli, aws, profile) -> None:
     assert again.json()["existing"] is True and len(aws.faults.calls("RunInstances")) == 1
 
     gone = cli("down", name, "--yes", "--json")
-    assert gone.code == 0 and gone.json()["deleted"] is True
+    assert gone.code == 0 and gone.json()["deleted"] is True and gone.json()["payload"]["state"] == "released"
     assert aws.instances() == [] and aws.security_groups() == [] and aws.instance_profiles() == []
+    assert s3.list_objects_v2(Bucket=bucket).get("KeyCount", 0) == 0  # the payload went; the bucket is kept
     assert cli("down", name, "--yes", "--json").json()["already_gone"] is True
     assert cli("status", name, "--json").code == 4
 
@@ -105,7 +122,8 @@ def test_aws_capacity_failover_printed_and_nothing_left(cli, aws, profile) -> No
     assert up.code == 0, up.err
     failed = [ln for ln in up.err.splitlines() if ": capacity [InsufficientInstanceCapacity]" in ln]
     assert len(failed) == 2, up.err
-    assert len(aws.instances()) == 1 and len(aws.security_groups()) == 1 and aws.instance_profiles() == []
+    # the failed attempts left nothing: one instance, its security group and its payload-reading instance profile
+    assert len(aws.instances()) == 1 and len(aws.security_groups()) == 1 and len(aws.instance_profiles()) == 1
     print(up.err)  # the failover log (pytest -s shows it)
 
 

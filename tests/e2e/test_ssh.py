@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import payload_stores
+
 REPO = Path(__file__).resolve().parents[2]
 
 from tests.emulators.arm import ArmEmulator  # noqa: E402
@@ -30,6 +32,7 @@ def env(monkeypatch, tmp_path):
     (tmp_path / "id_test.pub").write_text(SSH_KEY + "\n")
     (tmp_path / "id_test").write_text("-----BEGIN OPENSSH PRIVATE KEY-----\n(test)\n")
     monkeypatch.setenv("TRAINVM_SSH_PUBLIC_KEY", str(tmp_path / "id_test.pub"))
+    payload_stores(monkeypatch)
     bindir = tmp_path / "bin"
     bindir.mkdir()
     for tool in ("ssh", "gcloud"):  # record argv as JSON, exit 7 so the exit status is seen to pass through

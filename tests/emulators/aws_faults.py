@@ -114,10 +114,20 @@ class FaultProxy:
                 pass
 
             def do_POST(self) -> None:  # noqa: N802
-                proxy.handle(self)
+                proxy.handle(self) if self.path.split("?")[0] == "/" else proxy.passthrough(self)
 
             def do_GET(self) -> None:  # noqa: N802
-                proxy.handle(self)
+                proxy.handle(self) if self.path.split("?")[0] == "/" else proxy.passthrough(self)
+
+            # S3 (the payload store: path-style /BUCKET/KEY) goes to moto as it is, headers and all
+            def do_PUT(self) -> None:  # noqa: N802
+                proxy.passthrough(self)
+
+            def do_HEAD(self) -> None:  # noqa: N802
+                proxy.passthrough(self)
+
+            def do_DELETE(self) -> None:  # noqa: N802
+                proxy.passthrough(self)
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
@@ -240,6 +250,24 @@ class FaultProxy:
             rec.status = rule.status
             return self._send(h, rule.status, self._error(rule, params))
         self._send(h, status, data, headers.get("Content-Type", "text/xml"))
+
+    def passthrough(self, h: BaseHTTPRequestHandler) -> None:
+        """A request that is not a query API call (S3's REST paths): forwarded and answered unchanged (no fault rule
+        applies to it; the S3 store's faults are tested against moto directly)."""
+        length = int(h.headers.get("Content-Length") or 0)
+        body = h.rfile.read(length) if length else b""
+        with self.lock:
+            self.requests.append(Recorded(f"s3:{h.command}", {"path": h.path}))
+        status, headers, data = self._forward(h, body)
+        h.send_response(status)
+        for k, v in headers.items():
+            if k.lower() not in ("connection", "transfer-encoding", "server", "date"):
+                h.send_header(k, v)
+        if "content-length" not in {k.lower() for k in headers}:
+            h.send_header("Content-Length", str(len(data)))
+        h.end_headers()
+        if h.command != "HEAD":
+            h.wfile.write(data)
 
     def _forward(self, h: BaseHTTPRequestHandler, body: bytes) -> tuple[int, dict[str, str], bytes]:
         conn = http.client.HTTPConnection(*self.upstream, timeout=60)
