@@ -47,10 +47,12 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 sys.path[:0] = [str(HERE), str(REPO / "tests/aptsim"), str(REPO)]
 
+import bootlane  # noqa: E402
 import osrepo  # noqa: E402
 import osroot  # noqa: E402
 import s3lane  # noqa: E402
 from runner import (  # noqa: E402
+    BASE_ENV,
     check,
     final_status,
     in_root,
@@ -62,6 +64,7 @@ from runner import (  # noqa: E402
 )
 
 DRIVER = "550.127.05"
+REGION = "us-central1"
 SCENARIOS = ("gcp", "aws-s3")
 PROFILE = """name: realos-deb12
 hardware: {{gpu: T4, gpu_count: 1{nvme}}}
@@ -77,52 +80,74 @@ data:
 """
 
 
-def render(work: Path, python: str, nvme: bool, keyring_sha: str) -> str:
+def render(work: Path, python: str, nvme: bool, keyring_sha: str):
+    """The RenderedScript of the gcp scenario, its script edited (the fake keyring) and packed again (bootlane)."""
     from provisioner.profile import load_profile
     from provisioner.render import RenderTarget, render_script
 
     path = work / "profile.yaml"
     path.write_text(PROFILE.format(driver=DRIVER, python=python, nvme=", local_nvme_gib: 375" if nvme else ""))
     lp = load_profile(path)
-    target = RenderTarget("gcp", "n1-standard-8", "T4", 1, "us-central1", "us-central1-a", local_nvme_gib=375 if nvme else 0)
-    script = render_script(lp, target).startup_sh
-    script, n = re.subn(r"^TV_KEYRING_SHA256=\S+$", f"TV_KEYRING_SHA256={keyring_sha}", script, flags=re.M)
-    assert n == 1, "TV_KEYRING_SHA256 is not one line of the rendered script"
-    return script
+    target = RenderTarget("gcp", "n1-standard-8", "T4", 1, REGION, "us-central1-a", local_nvme_gib=375 if nvme else 0)
+    return bootlane.repack(render_script(lp, target), keyring_sha)
 
 
 def scenario_gcp(root: Path, work: Path, repo, python: str, loop: str | None) -> dict[str, float]:
-    (root / "root/startup-script").write_text(render(work, python, loop is not None, repo.keyring_sha256))
-    rc, out, t_first = run_script(root, "startup-script")
-    (work / "run1.log").write_text(out)
-    log(f"gcp first run: rc {rc} in {t_first:.0f} s")
-    check(rc == 0 and final_status(out) == "ready", "the script reaches ready", out)
-    driver_pkgs = {n: v for n, v in installed_packages(root).items() if n in repo.names}
-    check(len(driver_pkgs) > 30 and all(v == f"{DRIVER}-1" for v in driver_pkgs.values()),
-          f"{len(driver_pkgs)} driver packages installed, all at exactly {DRIVER}-1",
-          str({n: v for n, v in driver_pkgs.items() if v != f"{DRIVER}-1"}))
-    held = set(in_root(root, "apt-mark", "showhold").split())
-    check(set(driver_pkgs) <= held, "apt-mark showhold lists every installed driver package", str(set(driver_pkgs) - held))
-    upgrade = in_root(root, "apt-get", "-s", "dist-upgrade")
-    moved = [n for n in re.findall(r"^(?:Inst|Remv) (\S+)", upgrade, re.M) if n in repo.names]
-    check(not moved, "apt-get -s dist-upgrade changes no driver package", upgrade)
-    verify_units(root)
-    dpkg_log = root / "var/log/dpkg.log"
-    before = dpkg_log.stat().st_size
-    rc2, out2, t_second = run_script(root, "startup-script")
-    (work / "run2.log").write_text(out2)
-    check(rc2 == 0 and final_status(out2) == "ready" and dpkg_log.stat().st_size == before,
-          f"a second run installs nothing and exits 0 ({t_second:.0f} s)", out2)
-    if loop:
-        check(osroot.mounted(root, "/mnt/data"), "local NVMe (loop device) formatted and mounted at /mnt/data")
-        osroot.stop_start(root, loop)
-        rc3, out3, t_third = run_script(root, "startup-script")
-        (work / "run3.log").write_text(out3)
-        check(rc3 == 0 and final_status(out3) == "ready" and "formatting" in out3 and osroot.mounted(root, "/mnt/data")
-              and (root / "mnt/data/sample/sample.bin").exists(),
-              f"after a stop/start (blank disk) the script formats, mounts and re-stages ({t_third:.0f} s)", out3)
-    else:
-        log("skipped: the local-NVMe path (this host offers no loop device)")
+    """The payload staged in GCS (gcp-storage-emulator, GcsPayloadStore), read by the real fetch-gcp.sh with a
+    token from a loopback metadata stub; the bootstrap is what runs, at every boot as GCE runs a startup-script."""
+    from provisioner.providers.gcp_store import GcsPayloadStore
+    from tests.emulators.gcs import GcsEmulator
+
+    rendered = render(work, python, loop is not None, repo.keyring_sha256)
+    sha = rendered.payload.sha256
+    with GcsEmulator() as gcs:
+        store = GcsPayloadStore(project="test-os", credentials=None, endpoint=gcs.url, call_timeout=10,
+                                retry_base_delay=0, service_account=lambda: "vm@test-os.iam.gserviceaccount.com")
+        ref = store.stage(REGION, rendered.payload.data, sha)
+        blob = store.client().bucket(ref.store).blob(ref.key)
+        md = bootlane.serve(bootlane.gce_metadata)
+        try:
+            env = (f"TRAINVM_METADATA_URL={md.url}", *bootlane.FETCH_ENV)
+            bootlane.write_user_data(root, rendered.user_data(ref).text)
+            log(f"gcp: payload {sha[:12]} ({rendered.payload.size} bytes) staged at {ref.url}")
+            blob.upload_from_string(b"not this payload\n" + os.urandom(4096))  # the stored object tampered with
+            bootlane.refuses_tampered(root, work, env, sha, "gcp")
+            blob.upload_from_string(rendered.payload.data)
+            rc, out, t_first = run_script(root, bootlane.USER_DATA, env)
+            (work / "run1.log").write_text(out)
+            log(f"gcp first boot (the bootstrap as user data): rc {rc} in {t_first:.0f} s")
+            bootlane.fetched(root, out, rendered, "gcp")
+            check(any(path.endswith("/service-accounts/default/token") for _, path, _ in md.seen),
+                  "gcp: fetch-gcp.sh took the service account's token from the metadata server", str(md.seen))
+            check(rc == 0 and final_status(out) == "ready", "gcp: the payload's script reaches ready", out)
+            driver_pkgs = {n: v for n, v in installed_packages(root).items() if n in repo.names}
+            check(len(driver_pkgs) > 30 and all(v == f"{DRIVER}-1" for v in driver_pkgs.values()),
+                  f"{len(driver_pkgs)} driver packages installed, all at exactly {DRIVER}-1",
+                  str({n: v for n, v in driver_pkgs.items() if v != f"{DRIVER}-1"}))
+            held = set(in_root(root, "apt-mark", "showhold").split())
+            check(set(driver_pkgs) <= held, "apt-mark showhold lists every installed driver package", str(set(driver_pkgs) - held))
+            upgrade = in_root(root, "apt-get", "-s", "dist-upgrade")
+            moved = [n for n in re.findall(r"^(?:Inst|Remv) (\S+)", upgrade, re.M) if n in repo.names]
+            check(not moved, "apt-get -s dist-upgrade changes no driver package", upgrade)
+            verify_units(root)
+            bootlane.compare_reports(root, out, BASE_ENV, work / "profile.yaml", "gcp")
+            blob.delete()  # the store emptied (lifecycle rule, `down` of another VM): a reboot needs no fetch
+            tokens = len(md.seen)
+            rc2, out2, t_second = bootlane.rerun(root, work, env, rendered, "run2")
+            check(rc2 == 0 and final_status(out2) == "ready" and len(md.seen) == tokens,
+                  f"gcp: the bootstrap again, store emptied: nothing fetched, nothing installed, ready ({t_second:.0f} s)", out2)
+            if loop:
+                check(osroot.mounted(root, "/mnt/data"), "local NVMe (loop device) formatted and mounted at /mnt/data")
+                osroot.stop_start(root, loop)
+                rc3, out3, t_third = run_script(root, bootlane.USER_DATA, env)
+                (work / "run3.log").write_text(out3)
+                check(rc3 == 0 and final_status(out3) == "ready" and "formatting" in out3 and osroot.mounted(root, "/mnt/data")
+                      and (root / "mnt/data/sample/sample.bin").exists() and bootlane.nothing_fetched(out3, sha),
+                      f"after a stop/start (blank disk) the bootstrap's script formats, mounts and re-stages ({t_third:.0f} s)", out3)
+            else:
+                log("skipped: the local-NVMe path (this host offers no loop device)")
+        finally:
+            md.shutdown()
     return {"first": t_first, "second": t_second}
 
 
