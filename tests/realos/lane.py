@@ -1,35 +1,61 @@
-"""`make test-os`: the rendered debian-12 startup script on a real Debian 12 userland (needs root).
+"""`make test-os`: trainvm's debian-12 user data, the bootstrap, on a real Debian 12 userland (needs root).
+
+What runs is what a VM runs: the bootstrap (templates/bootstrap/bootstrap.sh.j2, rendered by
+``RenderedScript.user_data`` for a ``PayloadRef``) as root with ``bash /root/user-data``; it fetches the payload
+(render/payload.py: the startup script, the agent, the manifest) from an object store on the host's loopback with
+the cloud's real fetch function and a token or credentials from a loopback metadata stub
+(``TRAINVM_METADATA_URL``), verifies its sha256, unpacks it to /opt/trainvm/payload/SHA (/opt/trainvm/current),
+installs its startup.sh as /usr/local/sbin/trainvm-provision and execs it (bootlane.py).
 
 - A debootstrap'ed bookworm root filesystem shaped like Debian's cloud image (deb822 sources with
   main only, cloud kernel metapackage, unattended-upgrades, curl, python3), cached under a content
-  key in $TRAINVM_OS_CACHE (default /var/cache/trainvm-os); each run works on an overlay of it.
+  key in $TRAINVM_OS_CACHE (default /var/cache/trainvm-os); each scenario works on an overlay of it.
 - A signed fake NVIDIA repository (tests/aptsim/fakerepo.py: Debian's real nvidia-graphics-drivers
   metadata renumbered to the pinned driver and a newer one, plus modelled NVIDIA top-level names),
   real (empty) .debs, served over HTTPS on 127.0.0.1:443 as developer.download.nvidia.com with a
   trustme CA the root filesystem trusts; cuda-keyring carries the repository's signing key.
-- The script runs in a chroot with real apt, dpkg, dkms, curl, uv and PyPI (a small CPU-only set).
-  Stubbed, because a container cannot have them: nvidia-smi, /proc/driver/nvidia/version, uname -r
-  (reports the root filesystem's kernel), systemctl start/stop/is-active/daemon-reload (recorded;
-  enable/disable/mask run for real), reboot (recorded), and uv's Python download (a relocatable
-  copy of this interpreter's CPython announced through uv's own UV_PYTHON_DOWNLOADS_JSON_URL; uv
-  still downloads, checks and installs it). The rendered script's only edit: TV_KEYRING_SHA256 is
-  the fake keyring's.
+- The payload's script runs in a chroot with real apt, dpkg, dkms, curl, uv and PyPI (a small CPU-only set).
+  Stubbed, because a container cannot have them: nvidia-smi (one T4: the agent's CSV query and ``-q -x``),
+  /proc/driver/nvidia/version, uname -r (reports the root filesystem's kernel), systemctl
+  start/stop/is-active/daemon-reload (recorded; enable/disable/mask run for real), reboot (recorded), and uv's
+  Python download (a relocatable copy of this interpreter's CPython announced through uv's own
+  UV_PYTHON_DOWNLOADS_JSON_URL; uv still downloads, checks and installs it). The rendered script's only edit:
+  TV_KEYRING_SHA256 is the fake keyring's; the payload is built again from the edited script with
+  ``build_payload`` and the render's own manifest metadata (``bootlane.repack``), so the bootstrap names the
+  sha256 of what it fetches.
 - Scenarios (TRAINVM_OS_SCENARIOS, comma-separated; default both), each on a fresh overlay:
-  ``gcp`` below, and ``aws-s3`` (s3lane.py: the script rendered for AWS with an s3:// source, started
-  on a kernel whose headers the archive dropped, so one reboot resumed through trainvm-provision.service;
-  the copy tool installed from PyPI with hashes, the objects copied from moto's S3 server with the
-  instance profile's keys from moto's IMDS; what it models is said there).
-- ``gcp`` asserts: ready; every installed package of the NVIDIA repository at exactly the pinned version;
-  all of them held; `apt-get -s dist-upgrade` moves none; ``systemd-analyze verify`` passes the units
-  the script wrote; a second run installs nothing and exits 0; the local-NVMe path (a loop device as google-local-nvme-ssd-0) formats, mounts and re-stages
-  after a simulated stop/start, when the host allows loop devices.
+  ``gcp`` below, and ``aws-s3`` (s3lane.py: the payload in moto's S3 server with its SigV4 and IAM checks on,
+  fetched by the real fetch-aws.sh (curl --aws-sigv4) with an instance profile's STS credentials from an IMDSv2
+  stub; started on a kernel whose headers the archive dropped, so one reboot resumed through
+  trainvm-provision.service; the copy tool installed from PyPI with hashes copies the s3:// data with the same
+  identity; what it models is said there).
+- Both scenarios assert: the stored object replaced by other bytes is refused before the good run
+  (``failed:bootstrap:LINE``, a report whose error says "payload hash mismatch", and nothing unpacked, linked,
+  installed or run: no dpkg activity); then the bootstrap's "payload SHA fetched (N bytes) and verified",
+  /opt/trainvm/current -> /opt/trainvm/payload/SHA, trainvm-provision is the payload's startup.sh, the cloud's
+  metadata stub was asked for the identity; ready; the VM's report (its last ``TRAINVM_REPORT`` line, decoded
+  by ``last_console_report``) equals, field by field, the agent's ``probe()`` run again in the same root the
+  way ``trainvm verify --local --python /opt/trainvm/venv/bin/python`` runs it (source "local"; the VM's data
+  disk and destinations), except what differs by nature (``bootlane.BY_NATURE``: source, the script's phases
+  and their timings, profile hash, error, and the disk's free space measured at another moment), and verify's
+  judgement of both against the profile is the same field by field; finally the payload object deleted from
+  the store and the bootstrap run again: "already on disk: nothing fetched", no metadata request (gcp),
+  dpkg.log unchanged, ready.
+- ``gcp`` (GcsPayloadStore on gcp-storage-emulator, the real fetch-gcp.sh, a metadata-token stub that wants
+  ``Metadata-Flavor: Google``) also asserts: every installed package of the NVIDIA repository at exactly the
+  pinned version; all of them held; `apt-get -s dist-upgrade` moves none; ``systemd-analyze verify`` passes
+  the units the script wrote; the local-NVMe path (a loop device as google-local-nvme-ssd-0) formats, mounts
+  and re-stages after a simulated stop/start (the bootstrap again), when the host allows loop devices.
 - Not modelled: a PID-1 systemd (units are enabled, never started; boot ordering, timers and
   needrestart are not exercised), a real kernel module build and load (the driver .debs are empty,
   ``modprobe nvidia`` fails against the host kernel and the gate reads the stubs), RAID0 (one loop
   device; the host may have no md driver), Ubuntu (its archive is not reachable here), the clouds'
-  metadata servers (guest attributes are not written), Secure Boot.
-- Logs of every run: $TRAINVM_OS_WORK (default /var/tmp/trainvm-os-run)/SCENARIO/run*.log; a passed
-  scenario's overlay (~1.4 GB) is removed unless TRAINVM_OS_KEEP=1.
+  real metadata servers and IAM (the stubs hand out a token or credentials; the GCS emulator checks no token
+  at all, moto checks signatures and the role's policy but no S3 condition keys), TLS to the store (plain
+  HTTP on loopback), the cloud's agent that starts user data (cloud-init, google-startup-scripts), guest
+  attributes (not written), Secure Boot.
+- Logs of every run: $TRAINVM_OS_WORK (default /var/tmp/trainvm-os-run)/SCENARIO/run*.log (run0-tampered.log:
+  the refused bootstrap); a passed scenario's overlay (~1.4 GB) is removed unless TRAINVM_OS_KEEP=1.
 - Prerequisites are checked first (runner.missing_prerequisites): root, debootstrap (until the rootfs
   is cached), the host tools and the dev extras; each missing one is named with how to get it.
 """
@@ -73,7 +99,7 @@ stack:
   driver: "{driver}"
   cuda: "12.4"
   python: "{python}"
-  packages: [six==1.16.0, idna==3.7]
+  packages: [six==1.16.0, idna==3.7, nvidia-cuda-runtime-cu12==12.4.127]
   env: {{PYTHONHASHSEED: "0", CUBLAS_WORKSPACE_CONFIG: ":4096:8"}}
 data:
   - {{source: "https://developer.download.nvidia.com/trainvm-data/sample.bin", dest: /mnt/data/sample}}

@@ -1,23 +1,31 @@
-"""The `aws-s3` scenario of `make test-os`: the debian-12 script rendered for AWS (the compacted form AWS
-runs) with an ``s3://`` data source, on a fresh overlay of the same root filesystem (see lane.py).
+"""The `aws-s3` scenario of `make test-os`: the debian-12 payload rendered for AWS with an ``s3://`` data source,
+started from its bootstrap, on a fresh overlay of the same root filesystem (see lane.py, bootlane.py).
 
-Real: the data phase installs the s3 copy tool's lock (templates/datatools/s3-debian-12.txt) into
-/opt/trainvm/datatools/s3 from PyPI with ``uv pip install --require-hashes --only-binary :all:`` on the
-image's own python3, and templates/files/trainvm_copy.py copies the prefix with that boto3 from moto's S3
-**server** (tests/emulators/aws.py) on the host loopback, with the VM's identity: boto3's default credential
-chain reads the instance profile's keys from IMDSv2 (moto's instance-metadata endpoint on the same server).
+Real: the payload is staged by ``S3PayloadStore`` (the provider's own store class) in moto's S3 **server**
+(tests/emulators/aws.py) on the host loopback, path-style; the bootstrap's fetch-aws.sh gets an IMDSv2 token and
+the instance profile's temporary credentials (issued by moto's STS for a role holding ``role_policy``) from a
+loopback IMDSv2 stub and signs the GET with Debian 12's own curl (7.88.1, ``--aws-sigv4``, session-token header
+signed); moto's SigV4 and IAM checks are on for everything the VM does. The data phase installs the s3 copy
+tool's lock (templates/datatools/s3-debian-12.txt) into /opt/trainvm/datatools/s3 from PyPI with
+``uv pip install --require-hashes --only-binary :all:`` on the image's own python3, and
+templates/files/trainvm_copy.py copies the prefix with that boto3 from moto, with the same identity: boto3's
+default credential chain reads the instance profile's keys from the same IMDSv2 stub.
 
-Modelled (the only lane-side environment): ``AWS_ENDPOINT_URL_S3`` and ``AWS_EC2_METADATA_SERVICE_ENDPOINT``
-point boto3 at moto instead of s3.amazonaws.com and 169.254.169.254; nothing else of boto3's configuration
-is set (no region, no keys). Not modelled: bucket policies and the instance profile's IAM policy (moto does
-not enforce them), S3's region redirects (moto answers every region), throughput and throttling.
+Modelled (the only lane-side environment): ``TRAINVM_METADATA_URL`` and ``AWS_EC2_METADATA_SERVICE_ENDPOINT``
+point the bootstrap and boto3 at the stub instead of 169.254.169.254, ``AWS_ENDPOINT_URL_S3`` points boto3 at moto
+instead of s3.amazonaws.com (the payload URL is moto's already); nothing else of boto3's configuration is set (no
+region, no keys). Not modelled: the ListBucket ``s3:prefix`` condition of the real policy (moto evaluates no S3
+condition keys; ``role_policy`` drops it), bucket policies and Block Public Access, S3's region redirects (moto
+answers every region), TLS, credential rotation and IMDS's hop limit, throughput and throttling.
 
 It also starts where the review's R4 starts: the image runs a kernel ABI whose headers the archive has
-dropped (``OLD_KERNEL``: uname -r reports it, /lib/modules has it, apt has no headers for it). The script
+dropped (``OLD_KERNEL``: uname -r reports it, /lib/modules has it, apt has no headers for it). The payload's script
 must install the cloud kernel metapackages and reboot once; the lane "reboots" (/run emptied as tmpfs is,
 uname -r reports the newest kernel) and runs what systemd would run at boot, the ExecStart of the
-trainvm-provision.service the script installed (its self-copy), which must finish to ready. Not
-modelled: the reboot itself and systemd starting the unit (enabled for real, started by the lane).
+trainvm-provision.service the script installed (the bootstrap's /usr/local/sbin/trainvm-provision), which must
+finish to ready. Not modelled: the reboot itself and systemd starting the unit (enabled for real, started by the
+lane). The second run is the bootstrap again (user data as a re-run would see it) after the payload object was
+deleted: it must fetch nothing, install nothing and copy nothing.
 """
 
 from __future__ import annotations
@@ -43,7 +51,7 @@ stack:
   driver: "{driver}"
   cuda: "12.4"
   python: "{python}"
-  packages: [six==1.16.0]
+  packages: [six==1.16.0, nvidia-cuda-runtime-cu12==12.4.127]
 data:
   - {{source: "s3://{bucket}/dataset", dest: /mnt/data/ds}}
 """

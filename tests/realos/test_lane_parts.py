@@ -182,3 +182,27 @@ def test_fake_nvidia_repository_is_signed_for_the_key_its_cuda_keyring_carries(b
     assert "Hash Sum mismatch" in bad.stdout + bad.stderr, bad.stdout + bad.stderr
     gone = _apt(tmp_path / "apt2", tampered, keyring, "madison", "evil", tool="apt-cache")
     assert "evil" not in gone.stdout
+
+
+def test_nvidia_smi_stub_answers_what_the_agent_asks(tmp_path):
+    """The lane's nvidia-smi (osroot.STUBS) parsed by the agent's own parsers: the CSV query in the agent's field
+    order and ``-q -x`` (a stub that answered only an older field order left the VM without GPUs: the gate rebooted)."""
+    import osroot
+
+    from provisioner.agent.gpu import SMI_CSV_ARGS, parse_smi_csv, parse_smi_xml
+
+    (tmp_path / "nvidia-smi").write_text(osroot.STUBS["usr/local/bin/nvidia-smi"].replace("{driver}", lane.DRIVER))
+    (tmp_path / "dpkg-query").write_text("#!/bin/bash\necho 'install ok installed'\n")
+    (tmp_path / "dpkg-query").chmod(0o755)
+    env = {"PATH": f"{tmp_path}:/usr/bin:/bin"}
+
+    def smi(*args: str) -> str:
+        return subprocess.run(["bash", str(tmp_path / "nvidia-smi"), *args], env=env, capture_output=True, text=True,
+                              check=True).stdout
+
+    gpus, driver = parse_smi_csv(smi(*SMI_CSV_ARGS))
+    assert [(g.name, g.memory_mib, g.compute_capability) for g in gpus] == [("Tesla T4", 15360, "7.5")]
+    assert driver == lane.DRIVER
+    xml_gpus, xml_driver, cuda = parse_smi_xml(smi("-q", "-x"))
+    assert (xml_gpus, xml_driver, cuda) == (gpus, lane.DRIVER, "12.4")
+    assert smi("--query-gpu=utilization.gpu", "--format=csv,noheader,nounits") == "0\n"
