@@ -1,35 +1,61 @@
-"""`make test-os`: the rendered debian-12 startup script on a real Debian 12 userland (needs root).
+"""`make test-os`: trainvm's debian-12 user data, the bootstrap, on a real Debian 12 userland (needs root).
+
+What runs is what a VM runs: the bootstrap (templates/bootstrap/bootstrap.sh.j2, rendered by
+``RenderedScript.user_data`` for a ``PayloadRef``) as root with ``bash /root/user-data``; it fetches the payload
+(render/payload.py: the startup script, the agent, the manifest) from an object store on the host's loopback with
+the cloud's real fetch function and a token or credentials from a loopback metadata stub
+(``TRAINVM_METADATA_URL``), verifies its sha256, unpacks it to /opt/trainvm/payload/SHA (/opt/trainvm/current),
+installs its startup.sh as /usr/local/sbin/trainvm-provision and execs it (bootlane.py).
 
 - A debootstrap'ed bookworm root filesystem shaped like Debian's cloud image (deb822 sources with
   main only, cloud kernel metapackage, unattended-upgrades, curl, python3), cached under a content
-  key in $TRAINVM_OS_CACHE (default /var/cache/trainvm-os); each run works on an overlay of it.
+  key in $TRAINVM_OS_CACHE (default /var/cache/trainvm-os); each scenario works on an overlay of it.
 - A signed fake NVIDIA repository (tests/aptsim/fakerepo.py: Debian's real nvidia-graphics-drivers
   metadata renumbered to the pinned driver and a newer one, plus modelled NVIDIA top-level names),
   real (empty) .debs, served over HTTPS on 127.0.0.1:443 as developer.download.nvidia.com with a
   trustme CA the root filesystem trusts; cuda-keyring carries the repository's signing key.
-- The script runs in a chroot with real apt, dpkg, dkms, curl, uv and PyPI (a small CPU-only set).
-  Stubbed, because a container cannot have them: nvidia-smi, /proc/driver/nvidia/version, uname -r
-  (reports the root filesystem's kernel), systemctl start/stop/is-active/daemon-reload (recorded;
-  enable/disable/mask run for real), reboot (recorded), and uv's Python download (a relocatable
-  copy of this interpreter's CPython announced through uv's own UV_PYTHON_DOWNLOADS_JSON_URL; uv
-  still downloads, checks and installs it). The rendered script's only edit: TV_KEYRING_SHA256 is
-  the fake keyring's.
+- The payload's script runs in a chroot with real apt, dpkg, dkms, curl, uv and PyPI (a small CPU-only set).
+  Stubbed, because a container cannot have them: nvidia-smi (one T4: the agent's CSV query and ``-q -x``),
+  /proc/driver/nvidia/version, uname -r (reports the root filesystem's kernel), systemctl
+  start/stop/is-active/daemon-reload (recorded; enable/disable/mask run for real), reboot (recorded), and uv's
+  Python download (a relocatable copy of this interpreter's CPython announced through uv's own
+  UV_PYTHON_DOWNLOADS_JSON_URL; uv still downloads, checks and installs it). The rendered script's only edit:
+  TV_KEYRING_SHA256 is the fake keyring's; the payload is built again from the edited script with
+  ``build_payload`` and the render's own manifest metadata (``bootlane.repack``), so the bootstrap names the
+  sha256 of what it fetches.
 - Scenarios (TRAINVM_OS_SCENARIOS, comma-separated; default both), each on a fresh overlay:
-  ``gcp`` below, and ``aws-s3`` (s3lane.py: the script rendered for AWS with an s3:// source, started
-  on a kernel whose headers the archive dropped, so one reboot resumed through trainvm-provision.service;
-  the copy tool installed from PyPI with hashes, the objects copied from moto's S3 server with the
-  instance profile's keys from moto's IMDS; what it models is said there).
-- ``gcp`` asserts: ready; every installed package of the NVIDIA repository at exactly the pinned version;
-  all of them held; `apt-get -s dist-upgrade` moves none; ``systemd-analyze verify`` passes the units
-  the script wrote; a second run installs nothing and exits 0; the local-NVMe path (a loop device as google-local-nvme-ssd-0) formats, mounts and re-stages
-  after a simulated stop/start, when the host allows loop devices.
+  ``gcp`` below, and ``aws-s3`` (s3lane.py: the payload in moto's S3 server with its SigV4 and IAM checks on,
+  fetched by the real fetch-aws.sh (curl --aws-sigv4) with an instance profile's STS credentials from an IMDSv2
+  stub; started on a kernel whose headers the archive dropped, so one reboot resumed through
+  trainvm-provision.service; the copy tool installed from PyPI with hashes copies the s3:// data with the same
+  identity; what it models is said there).
+- Both scenarios assert: the stored object replaced by other bytes is refused before the good run
+  (``failed:bootstrap:LINE``, a report whose error says "payload hash mismatch", and nothing unpacked, linked,
+  installed or run: no dpkg activity); then the bootstrap's "payload SHA fetched (N bytes) and verified",
+  /opt/trainvm/current -> /opt/trainvm/payload/SHA, trainvm-provision is the payload's startup.sh, the cloud's
+  metadata stub was asked for the identity; ready; the VM's report (its last ``TRAINVM_REPORT`` line, decoded
+  by ``last_console_report``) equals, field by field, the agent's ``probe()`` run again in the same root the
+  way ``trainvm verify --local --python /opt/trainvm/venv/bin/python`` runs it (source "local"; the VM's data
+  disk and destinations), except what differs by nature (``bootlane.BY_NATURE``: source, the script's phases
+  and their timings, profile hash, error, and the disk's free space measured at another moment), and verify's
+  judgement of both against the profile is the same field by field; finally the payload object deleted from
+  the store and the bootstrap run again: "already on disk: nothing fetched", no metadata request (gcp),
+  dpkg.log unchanged, ready.
+- ``gcp`` (GcsPayloadStore on gcp-storage-emulator, the real fetch-gcp.sh, a metadata-token stub that wants
+  ``Metadata-Flavor: Google``) also asserts: every installed package of the NVIDIA repository at exactly the
+  pinned version; all of them held; `apt-get -s dist-upgrade` moves none; ``systemd-analyze verify`` passes
+  the units the script wrote; the local-NVMe path (a loop device as google-local-nvme-ssd-0) formats, mounts
+  and re-stages after a simulated stop/start (the bootstrap again), when the host allows loop devices.
 - Not modelled: a PID-1 systemd (units are enabled, never started; boot ordering, timers and
   needrestart are not exercised), a real kernel module build and load (the driver .debs are empty,
   ``modprobe nvidia`` fails against the host kernel and the gate reads the stubs), RAID0 (one loop
   device; the host may have no md driver), Ubuntu (its archive is not reachable here), the clouds'
-  metadata servers (guest attributes are not written), Secure Boot.
-- Logs of every run: $TRAINVM_OS_WORK (default /var/tmp/trainvm-os-run)/SCENARIO/run*.log; a passed
-  scenario's overlay (~1.4 GB) is removed unless TRAINVM_OS_KEEP=1.
+  real metadata servers and IAM (the stubs hand out a token or credentials; the GCS emulator checks no token
+  at all, moto checks signatures and the role's policy but no S3 condition keys), TLS to the store (plain
+  HTTP on loopback), the cloud's agent that starts user data (cloud-init, google-startup-scripts), guest
+  attributes (not written), Secure Boot.
+- Logs of every run: $TRAINVM_OS_WORK (default /var/tmp/trainvm-os-run)/SCENARIO/run*.log (run0-tampered.log:
+  the refused bootstrap); a passed scenario's overlay (~1.4 GB) is removed unless TRAINVM_OS_KEEP=1.
 - Prerequisites are checked first (runner.missing_prerequisites): root, debootstrap (until the rootfs
   is cached), the host tools and the dev extras; each missing one is named with how to get it.
 """
@@ -47,10 +73,12 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 sys.path[:0] = [str(HERE), str(REPO / "tests/aptsim"), str(REPO)]
 
+import bootlane  # noqa: E402
 import osrepo  # noqa: E402
 import osroot  # noqa: E402
 import s3lane  # noqa: E402
 from runner import (  # noqa: E402
+    BASE_ENV,
     check,
     final_status,
     in_root,
@@ -62,6 +90,7 @@ from runner import (  # noqa: E402
 )
 
 DRIVER = "550.127.05"
+REGION = "us-central1"
 SCENARIOS = ("gcp", "aws-s3")
 PROFILE = """name: realos-deb12
 hardware: {{gpu: T4, gpu_count: 1{nvme}}}
@@ -70,59 +99,81 @@ stack:
   driver: "{driver}"
   cuda: "12.4"
   python: "{python}"
-  packages: [six==1.16.0, idna==3.7]
+  packages: [six==1.16.0, idna==3.7, nvidia-cuda-runtime-cu12==12.4.127]
   env: {{PYTHONHASHSEED: "0", CUBLAS_WORKSPACE_CONFIG: ":4096:8"}}
 data:
   - {{source: "https://developer.download.nvidia.com/trainvm-data/sample.bin", dest: /mnt/data/sample}}
 """
 
 
-def render(work: Path, python: str, nvme: bool, keyring_sha: str) -> str:
+def render(work: Path, python: str, nvme: bool, keyring_sha: str):
+    """The RenderedScript of the gcp scenario, its script edited (the fake keyring) and packed again (bootlane)."""
     from provisioner.profile import load_profile
     from provisioner.render import RenderTarget, render_script
 
     path = work / "profile.yaml"
     path.write_text(PROFILE.format(driver=DRIVER, python=python, nvme=", local_nvme_gib: 375" if nvme else ""))
     lp = load_profile(path)
-    target = RenderTarget("gcp", "n1-standard-8", "T4", 1, "us-central1", "us-central1-a", local_nvme_gib=375 if nvme else 0)
-    script = render_script(lp, target).startup_sh
-    script, n = re.subn(r"^TV_KEYRING_SHA256=\S+$", f"TV_KEYRING_SHA256={keyring_sha}", script, flags=re.M)
-    assert n == 1, "TV_KEYRING_SHA256 is not one line of the rendered script"
-    return script
+    target = RenderTarget("gcp", "n1-standard-8", "T4", 1, REGION, "us-central1-a", local_nvme_gib=375 if nvme else 0)
+    return bootlane.repack(render_script(lp, target), keyring_sha)
 
 
 def scenario_gcp(root: Path, work: Path, repo, python: str, loop: str | None) -> dict[str, float]:
-    (root / "root/startup-script").write_text(render(work, python, loop is not None, repo.keyring_sha256))
-    rc, out, t_first = run_script(root, "startup-script")
-    (work / "run1.log").write_text(out)
-    log(f"gcp first run: rc {rc} in {t_first:.0f} s")
-    check(rc == 0 and final_status(out) == "ready", "the script reaches ready", out)
-    driver_pkgs = {n: v for n, v in installed_packages(root).items() if n in repo.names}
-    check(len(driver_pkgs) > 30 and all(v == f"{DRIVER}-1" for v in driver_pkgs.values()),
-          f"{len(driver_pkgs)} driver packages installed, all at exactly {DRIVER}-1",
-          str({n: v for n, v in driver_pkgs.items() if v != f"{DRIVER}-1"}))
-    held = set(in_root(root, "apt-mark", "showhold").split())
-    check(set(driver_pkgs) <= held, "apt-mark showhold lists every installed driver package", str(set(driver_pkgs) - held))
-    upgrade = in_root(root, "apt-get", "-s", "dist-upgrade")
-    moved = [n for n in re.findall(r"^(?:Inst|Remv) (\S+)", upgrade, re.M) if n in repo.names]
-    check(not moved, "apt-get -s dist-upgrade changes no driver package", upgrade)
-    verify_units(root)
-    dpkg_log = root / "var/log/dpkg.log"
-    before = dpkg_log.stat().st_size
-    rc2, out2, t_second = run_script(root, "startup-script")
-    (work / "run2.log").write_text(out2)
-    check(rc2 == 0 and final_status(out2) == "ready" and dpkg_log.stat().st_size == before,
-          f"a second run installs nothing and exits 0 ({t_second:.0f} s)", out2)
-    if loop:
-        check(osroot.mounted(root, "/mnt/data"), "local NVMe (loop device) formatted and mounted at /mnt/data")
-        osroot.stop_start(root, loop)
-        rc3, out3, t_third = run_script(root, "startup-script")
-        (work / "run3.log").write_text(out3)
-        check(rc3 == 0 and final_status(out3) == "ready" and "formatting" in out3 and osroot.mounted(root, "/mnt/data")
-              and (root / "mnt/data/sample/sample.bin").exists(),
-              f"after a stop/start (blank disk) the script formats, mounts and re-stages ({t_third:.0f} s)", out3)
-    else:
-        log("skipped: the local-NVMe path (this host offers no loop device)")
+    """The payload staged in GCS (gcp-storage-emulator, GcsPayloadStore), read by the real fetch-gcp.sh with a
+    token from a loopback metadata stub; the bootstrap is what runs, at every boot as GCE runs a startup-script."""
+    from provisioner.providers.gcp_store import GcsPayloadStore
+    from tests.emulators.gcs import GcsEmulator
+
+    rendered = render(work, python, loop is not None, repo.keyring_sha256)
+    sha = rendered.payload.sha256
+    with GcsEmulator() as gcs:
+        store = GcsPayloadStore(project="test-os", credentials=None, endpoint=gcs.url, call_timeout=10,
+                                retry_base_delay=0, service_account=lambda: "vm@test-os.iam.gserviceaccount.com")
+        ref = store.stage(REGION, rendered.payload.data, sha)
+        blob = store.client().bucket(ref.store).blob(ref.key)
+        md = bootlane.serve(bootlane.gce_metadata)
+        try:
+            env = (f"TRAINVM_METADATA_URL={md.url}", *bootlane.FETCH_ENV)
+            bootlane.write_user_data(root, rendered.user_data(ref).text)
+            log(f"gcp: payload {sha[:12]} ({rendered.payload.size} bytes) staged at {ref.url}")
+            blob.upload_from_string(b"not this payload\n" + os.urandom(4096))  # the stored object tampered with
+            bootlane.refuses_tampered(root, work, env, sha, "gcp")
+            blob.upload_from_string(rendered.payload.data)
+            rc, out, t_first = run_script(root, bootlane.USER_DATA, env)
+            (work / "run1.log").write_text(out)
+            log(f"gcp first boot (the bootstrap as user data): rc {rc} in {t_first:.0f} s")
+            bootlane.fetched(root, out, rendered, "gcp")
+            check(any(path.endswith("/service-accounts/default/token") for _, path, _ in md.seen),
+                  "gcp: fetch-gcp.sh took the service account's token from the metadata server", str(md.seen))
+            check(rc == 0 and final_status(out) == "ready", "gcp: the payload's script reaches ready", out)
+            driver_pkgs = {n: v for n, v in installed_packages(root).items() if n in repo.names}
+            check(len(driver_pkgs) > 30 and all(v == f"{DRIVER}-1" for v in driver_pkgs.values()),
+                  f"{len(driver_pkgs)} driver packages installed, all at exactly {DRIVER}-1",
+                  str({n: v for n, v in driver_pkgs.items() if v != f"{DRIVER}-1"}))
+            held = set(in_root(root, "apt-mark", "showhold").split())
+            check(set(driver_pkgs) <= held, "apt-mark showhold lists every installed driver package", str(set(driver_pkgs) - held))
+            upgrade = in_root(root, "apt-get", "-s", "dist-upgrade")
+            moved = [n for n in re.findall(r"^(?:Inst|Remv) (\S+)", upgrade, re.M) if n in repo.names]
+            check(not moved, "apt-get -s dist-upgrade changes no driver package", upgrade)
+            verify_units(root)
+            bootlane.compare_reports(root, out, BASE_ENV, work / "profile.yaml", "gcp")
+            blob.delete()  # the store emptied (lifecycle rule, `down` of another VM): a reboot needs no fetch
+            tokens = len(md.seen)
+            rc2, out2, t_second = bootlane.rerun(root, work, env, rendered, "run2")
+            check(rc2 == 0 and final_status(out2) == "ready" and len(md.seen) == tokens,
+                  f"gcp: the bootstrap again, store emptied: nothing fetched, nothing installed, ready ({t_second:.0f} s)", out2)
+            if loop:
+                check(osroot.mounted(root, "/mnt/data"), "local NVMe (loop device) formatted and mounted at /mnt/data")
+                osroot.stop_start(root, loop)
+                rc3, out3, t_third = run_script(root, bootlane.USER_DATA, env)
+                (work / "run3.log").write_text(out3)
+                check(rc3 == 0 and final_status(out3) == "ready" and "formatting" in out3 and osroot.mounted(root, "/mnt/data")
+                      and (root / "mnt/data/sample/sample.bin").exists() and bootlane.nothing_fetched(out3, sha),
+                      f"after a stop/start (blank disk) the bootstrap's script formats, mounts and re-stages ({t_third:.0f} s)", out3)
+            else:
+                log("skipped: the local-NVMe path (this host offers no loop device)")
+        finally:
+            md.shutdown()
     return {"first": t_first, "second": t_second}
 
 

@@ -164,13 +164,40 @@ exit 0
 echo "reboot $*" >>/var/log/trainvm-stub.log
 """,
     "usr/local/bin/nvidia-smi": """#!/bin/bash
-# test-os stub: one T4 on driver {driver}, only once the driver package is installed
+# test-os stub: one T4 on driver {driver}, only once the driver package is installed. Answers what the agent
+# (provisioner/agent/gpu.py) and the script ask: --query-gpu=FIELDS (CSV, the fields in the order asked) and -q -x
 dpkg-query -W -f='${Status}' nvidia-smi 2>/dev/null | grep -q 'ok installed' || { echo "NVIDIA-SMI has failed"; exit 9; }
-case "$*" in
-  *--query-gpu=name,memory.total,compute_cap,driver_version*) echo "Tesla T4, 15360, 7.5, {driver}" ;;
-  *--query-gpu=utilization.gpu*) echo 0 ;;
-  *) echo "| NVIDIA-SMI {driver}   Driver Version: {driver}   CUDA Version: 12.4 |" ;;
-esac
+query=""
+for arg in "$@"; do
+  case $arg in --query-gpu=*) query=${arg#--query-gpu=} ;; -x) xml=1 ;; esac
+done
+if [ -n "$query" ]; then
+  row=""
+  IFS=, read -ra fields <<<"$query"
+  for f in "${fields[@]}"; do
+    case $f in
+      name) v="Tesla T4" ;; memory.total) v=15360 ;; driver_version) v={driver} ;; compute_cap) v=7.5 ;;
+      pci.bus_id) v=00000000:00:04.0 ;; utilization.gpu) v=0 ;; *) v="[N/A]" ;;
+    esac
+    row+="${row:+, }$v"
+  done
+  echo "$row"
+elif [ "${xml:-}" = 1 ]; then
+  cat <<'XML'
+<?xml version="1.0" ?>
+<nvidia_smi_log>
+  <driver_version>{driver}</driver_version>
+  <cuda_version>12.4</cuda_version>
+  <attached_gpus>1</attached_gpus>
+  <gpu id="00000000:00:04.0">
+    <product_name>Tesla T4</product_name>
+    <fb_memory_usage><total>15360 MiB</total></fb_memory_usage>
+  </gpu>
+</nvidia_smi_log>
+XML
+else
+  echo "| NVIDIA-SMI {driver}   Driver Version: {driver}   CUDA Version: 12.4 |"
+fi
 """,
 }
 

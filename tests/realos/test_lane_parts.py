@@ -19,6 +19,7 @@ import pytest
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent / "aptsim")]
 
+import bootlane  # noqa: E402
 import lane  # noqa: E402
 import runner  # noqa: E402
 import s3lane  # noqa: E402
@@ -47,20 +48,92 @@ def test_lane_refuses_an_unknown_scenario(monkeypatch):
 
 @pytest.mark.parametrize("nvme", [True, False])
 def test_gcp_scenario_renders_with_the_fake_keyring(tmp_path, nvme):
-    script = lane.render(tmp_path, "3.11.7", nvme, "ab" * 32)
+    script = lane.render(tmp_path, "3.11.7", nvme, "ab" * 32).startup_sh
     assert re.search(r"^TV_KEYRING_SHA256=(ab){32}$", script, re.M)
     assert "https://developer.download.nvidia.com/trainvm-data/sample.bin" in script
     assert re.search(r"^TV_NVME=(.*)$", script, re.M).group(1) == ("'required'" if nvme else "'none'")
 
 
 def test_aws_s3_scenario_renders_the_copy_tool_and_its_lock(tmp_path):
-    script = s3lane.render(tmp_path, lane.DRIVER, "3.11.7", "cd" * 32)
+    script = s3lane.render(tmp_path, lane.DRIVER, "3.11.7", "cd" * 32).startup_sh
     assert re.search(r"^TV_KEYRING_SHA256=(cd){32}$", script, re.M)
     assert f"s3://{s3lane.BUCKET}/dataset" in script and "trainvm-provision.service" in script
     pins = s3lane.lock_pins()
     assert pins["boto3"] and all(f"{n}=={v} --hash=sha256:" in script for n, v in pins.items())
     # every object the scenario expects lies under the source prefix; the sibling does not
     assert all(k.startswith("dataset/") for k in s3lane.OBJECTS) and not any(k.startswith("dataset/") for k in s3lane.SIBLING)
+
+
+def test_repack_puts_the_edited_script_in_a_payload_whose_sha_the_bootstrap_names(tmp_path):
+    """The lane's one edit (the fake keyring) lands in the payload the bootstrap fetches: the payload is built again
+    with the same manifest metadata and agent, its sha256 is the one the bootstrap checks, and the unedited
+    payload's sha256 is refused by ``user_data``."""
+    import json
+
+    from provisioner.errors import RenderError
+    from provisioner.profile import load_profile
+    from provisioner.providers.store import PayloadRef, payload_key
+    from provisioner.render import RenderTarget, render_script
+    from provisioner.render.payload import unpack
+
+    lane.render(tmp_path, "3.11.7", False, "ab" * 32)  # writes profile.yaml
+    original = render_script(load_profile(tmp_path / "profile.yaml"),
+                             RenderTarget("gcp", "n1-standard-8", "T4", 1, lane.REGION, "us-central1-a"))
+    edited = bootlane.repack(original, "ab" * 32)
+    files = unpack(edited.payload.data)
+    assert files["startup.sh"].decode() == edited.startup_sh != original.startup_sh
+    assert edited.startup_sh == bootlane.edit_keyring(original.startup_sh, "ab" * 32)
+    assert hashlib.sha256(edited.payload.data).hexdigest() == edited.payload.sha256 != original.payload.sha256
+    old_doc, new_doc = (json.loads(p.files["manifest.json"]) for p in (original.payload, edited.payload))
+    assert {k: v for k, v in old_doc.items() if k != "files"} == {k: v for k, v in new_doc.items() if k != "files"}
+    assert new_doc["files"]["startup.sh"] == hashlib.sha256(edited.startup_sh.encode()).hexdigest()
+    assert {k for k in files if k.startswith("agent/")} == {k for k in original.payload.files if k.startswith("agent/")}
+
+    def ref(sha: str) -> PayloadRef:
+        return PayloadRef(cloud="gcp", region=lane.REGION, store="b", key=payload_key(sha), sha256=sha, size=1,
+                          url=f"http://127.0.0.1:9/storage/v1/b/b/o/payloads%2F{sha}.tar.gz?alt=media")
+
+    boot = edited.user_data(ref(edited.payload.sha256)).text
+    assert re.search(rf"^TV_SHA256='?{edited.payload.sha256}'?$", boot, re.M) and "http://127.0.0.1:9/storage/v1/b/b/o/" in boot
+    with pytest.raises(RenderError):
+        edited.user_data(ref(original.payload.sha256))
+    with pytest.raises(AssertionError, match="not one line"):
+        bootlane.edit_keyring("echo no keyring here\n", "ab" * 32)
+
+
+def test_bootstrap_lines_are_read_from_the_run_output():
+    sha = "0" * 64
+    out = (f"trainvm bootstrap: payload {sha} fetched (149167 bytes) and verified\n"
+           "[trainvm] phase preflight\nTRAINVM_STATUS=ready\n")
+    assert bootlane.fetched_and_verified(out, sha) and not bootlane.nothing_fetched(out, sha)
+    assert not bootlane.fetched_and_verified(out, "1" * 64)
+    again = f"trainvm bootstrap: payload {sha} already on disk: nothing fetched\n"
+    assert bootlane.nothing_fetched(again, sha) and not bootlane.fetched_and_verified(again, sha)
+
+
+def test_installed_traces_name_what_a_refused_payload_must_not_leave(tmp_path):
+    (tmp_path / "var/lib/trainvm/payload").mkdir(parents=True)  # the bootstrap makes it before fetching: allowed
+    assert bootlane.installed_traces(tmp_path) == []
+    (tmp_path / "var/lib/trainvm/payload/x.tar.gz.part").write_text("")
+    (tmp_path / "var/lib/trainvm/status").write_text("")
+    (tmp_path / "opt/trainvm").mkdir(parents=True)
+    (tmp_path / "opt/trainvm/current").symlink_to("/opt/trainvm/payload/x")  # dangling still counts
+    assert bootlane.installed_traces(tmp_path) == ["opt/trainvm/current", "var/lib/trainvm/payload/x.tar.gz.part",
+                                                   "var/lib/trainvm/status"]
+
+
+def test_report_differences_compare_field_by_field_and_set_apart_what_differs_by_nature():
+    vm = {"schema": 1, "source": "vm", "status": "ready", "driver": "550.127.05", "gpus": [{"name": "Tesla T4"}],
+          "disk": {"path": "/", "kind": "ssd", "free_gib": 10.5}, "phases": {"driver": {"status": "ok", "seconds": 3.0}},
+          "profile_hash": "ab", "packages": {"six": "1.16.0"}, "error": None}
+    local = {**vm, "source": "local", "disk": {**vm["disk"], "free_gib": 10.4}, "phases": {}, "profile_hash": None}
+    same, nature, wrong = bootlane.report_differences(vm, local)
+    assert wrong == [] and "driver" in same and "packages.six" in same and "disk.path" in same and "error" in same
+    assert nature == ["disk.free_gib", "phases", "phases.driver.seconds", "phases.driver.status", "profile_hash", "source"]
+    drifted = {**local, "packages": {"six": "1.17.0"}, "gpus": [], "cpu": {"count": 8}}
+    _, _, wrong = bootlane.report_differences(vm, drifted)
+    assert wrong == ["cpu.count: vm '<absent>', probe 8", "gpus: vm [{'name': 'Tesla T4'}], probe []",
+                     "packages.six: vm '1.16.0', probe '1.17.0'"]
 
 
 @pytest.fixture(scope="module")
@@ -109,3 +182,27 @@ def test_fake_nvidia_repository_is_signed_for_the_key_its_cuda_keyring_carries(b
     assert "Hash Sum mismatch" in bad.stdout + bad.stderr, bad.stdout + bad.stderr
     gone = _apt(tmp_path / "apt2", tampered, keyring, "madison", "evil", tool="apt-cache")
     assert "evil" not in gone.stdout
+
+
+def test_nvidia_smi_stub_answers_what_the_agent_asks(tmp_path):
+    """The lane's nvidia-smi (osroot.STUBS) parsed by the agent's own parsers: the CSV query in the agent's field
+    order and ``-q -x`` (a stub that answered only an older field order left the VM without GPUs: the gate rebooted)."""
+    import osroot
+
+    from provisioner.agent.gpu import SMI_CSV_ARGS, parse_smi_csv, parse_smi_xml
+
+    (tmp_path / "nvidia-smi").write_text(osroot.STUBS["usr/local/bin/nvidia-smi"].replace("{driver}", lane.DRIVER))
+    (tmp_path / "dpkg-query").write_text("#!/bin/bash\necho 'install ok installed'\n")
+    (tmp_path / "dpkg-query").chmod(0o755)
+    env = {"PATH": f"{tmp_path}:/usr/bin:/bin"}
+
+    def smi(*args: str) -> str:
+        return subprocess.run(["bash", str(tmp_path / "nvidia-smi"), *args], env=env, capture_output=True, text=True,
+                              check=True).stdout
+
+    gpus, driver = parse_smi_csv(smi(*SMI_CSV_ARGS))
+    assert [(g.name, g.memory_mib, g.compute_capability) for g in gpus] == [("Tesla T4", 15360, "7.5")]
+    assert driver == lane.DRIVER
+    xml_gpus, xml_driver, cuda = parse_smi_xml(smi("-q", "-x"))
+    assert (xml_gpus, xml_driver, cuda) == (gpus, lane.DRIVER, "12.4")
+    assert smi("--query-gpu=utilization.gpu", "--format=csv,noheader,nounits") == "0\n"
