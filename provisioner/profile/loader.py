@@ -74,6 +74,8 @@ def _schema_messages(exc: ValidationError, doc: Located) -> list[Message]:
             msg = f"unknown key{_did_you_mean(Profile, path)}"
         elif kind == "missing":
             msg = "required field is missing"
+        elif kind in ("float_type", "float_parsing", "int_type") and _huge(err.get("input")):
+            msg = f"far too large ({_short(err.get('input'))})"
         elif kind in ("string_type", "int_type", "float_type", "bool_type", "dict_type", "list_type", "model_type", "model_attributes_type"):
             msg = f"{msg} (got {type(err.get('input')).__name__}: {_short(err.get('input'))})"
         if (text, msg) in seen:
@@ -84,7 +86,14 @@ def _schema_messages(exc: ValidationError, doc: Located) -> list[Message]:
     return out
 
 
+def _huge(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 200
+
+
 def _short(value: Any) -> str:
+    if _huge(value):
+        # never repr() it: Python refuses to print an integer of more than 4,300 digits (ValueError)
+        return f"an integer of about {int(value.bit_length() * 0.30103) + 1} digits"
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
