@@ -4,6 +4,7 @@ travel with the result."""
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -160,8 +161,15 @@ def _requirements(profile: Any, doc: Located) -> tuple[Path | None, str | None, 
         return None, None, []
     file, line = doc.where(("stack", "requirements"))
     path = (Path(file).parent if file else Path.cwd()) / rel
-    if not path.exists() and not path.is_symlink():
-        return None, None, [Message("stack.requirements", f"lock file {rel} not found next to {file}", file=file, line=line)]
+    shown = rel if len(rel) <= 80 else rel[:77] + "..."
+    try:
+        path.lstat()
+    except FileNotFoundError:
+        return None, None, [Message("stack.requirements", f"lock file {shown} not found next to {file}", file=file, line=line)]
+    except OSError as exc:  # a name longer than the file system allows (ENAMETOOLONG), a folder that cannot be read
+        reason = ("the name is too long for the file system" if exc.errno == errno.ENAMETOOLONG
+                  else f"cannot be read ({exc.strerror or exc})")
+        return None, None, [Message("stack.requirements", f"lock file {shown}: {reason}", file=file, line=line)]
     try:  # a regular file under the cap, checked before reading (cloud user data holds no more anyway)
         content = read_capped(path, MAX_LOCK_BYTES, "lock file")
     except InputError as exc:

@@ -21,3 +21,12 @@ def test_an_integer_of_thousands_of_digits_is_a_located_field_error(cli, write_y
     assert r.code == 1, r.err
     assert f"{p}:{line}: {field}: " in r.err and "digits" in r.err
     assert "internal error" not in r.err and "Traceback" not in r.err
+
+
+@pytest.mark.parametrize("name", ["r" * 300 + ".txt", "d/" * 3000 + "r.txt"], ids=["file-name", "path"])
+def test_a_requirements_name_longer_than_the_file_system_allows_is_a_field_error(cli, write_yaml, name) -> None:
+    p = write_yaml(f"name: x\n{BASE}".replace("packages: [torch==2.4.1+cu124]", f"requirements: {name}"))
+    r = cli("validate", str(p))
+    assert r.code == 1, r.err
+    assert f"{p}:3: stack.requirements: lock file " in r.err and "too long for the file system" in r.err
+    assert "internal error" not in r.err and "Traceback" not in r.err and name not in r.err  # not echoed whole
