@@ -30,3 +30,27 @@ def test_a_requirements_name_longer_than_the_file_system_allows_is_a_field_error
     assert r.code == 1, r.err
     assert f"{p}:3: stack.requirements: lock file " in r.err and "too long for the file system" in r.err
     assert "internal error" not in r.err and "Traceback" not in r.err and name not in r.err  # not echoed whole
+
+
+def test_a_profile_in_a_folder_the_user_cannot_search_is_an_input_error(cli, write_yaml, monkeypatch) -> None:
+    """The tests run as root, for whom every folder is searchable: the lookup of trainvm.yaml beside the profile
+    meets the PermissionError an ordinary user gets from a folder without read/search permission through a
+    patched ``Path.stat`` (what ``Path.is_file`` calls) for that one path."""
+    from pathlib import Path
+
+    p = write_yaml("name: x\n" + BASE, folder=None)
+    denied = (p.parent / "trainvm.yaml").resolve()
+    real_stat = Path.stat
+
+    def stat(self, *args, **kwargs):
+        if self == denied:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_stat(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "stat", stat)
+    for verb in ("validate", "plan", "lock"):
+        r = cli(verb, str(p))
+        assert r.code == 2, (verb, r.err)
+        assert f"{p.parent.resolve()}: cannot look for trainvm.yaml in this folder: Permission denied" in r.err
+        assert "give your user read and search (x) permission" in r.err
+        assert "internal error" not in r.err and "Traceback" not in r.err
