@@ -91,3 +91,33 @@ def test_aws_profile_naming_a_missing_profile_is_a_credentials_error_for_aws(cli
     assert r.code == 3, r.err
     assert "AWS_PROFILE names the config profile 'nosuch', which is not in ~/.aws/config or ~/.aws/credentials" in r.err
     assert "internal error" not in r.err and "Traceback" not in r.err
+
+
+@pytest.mark.parametrize("json_out", [False, True], ids=["text", "json"])
+@pytest.mark.parametrize("how", ["script", "module"])
+def test_ctrl_c_while_the_command_line_is_still_importing_is_one_line_and_exit_130(tmp_path, how, json_out) -> None:
+    """A Ctrl-C in the first few hundred milliseconds lands in the import of the command line. Without timing:
+    a ``typer`` placed first on the path raises KeyboardInterrupt when imported, as SIGINT would there."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    fake = tmp_path / "fake"
+    (fake / "typer").mkdir(parents=True)
+    (fake / "typer" / "__init__.py").write_text("raise KeyboardInterrupt\n")
+    script = Path(sys.executable).parent / "trainvm"
+    if how == "script" and not script.exists():
+        pytest.skip("no installed trainvm console script beside this interpreter")
+    argv = [str(script)] if how == "script" else [sys.executable, "-m", "provisioner"]
+    env = {**os.environ, "PYTHONPATH": str(fake)}
+    r = subprocess.run([*argv, "plan", "p.yaml", *(["--json"] if json_out else [])], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 130, (r.returncode, r.stderr)
+    assert r.stderr == "aborted\n"
+    if json_out:
+        import json
+
+        assert json.loads(r.stdout)["error"]["exit_code"] == 130
+    else:
+        assert r.stdout == ""
