@@ -96,6 +96,9 @@ def _short(value: Any) -> str:
         # never repr() it: Python refuses to print an integer of more than 4,300 digits (ValueError)
         return f"an integer of about {int(value.bit_length() * 0.30103) + 1} digits"
     text = repr(value)
+    what = find_secret(text)
+    if what:  # never repeated, not even cut short: a cut secret no longer looks like one to redact()
+        return f"a value that looks like {what}, not repeated here"
     return text if len(text) <= 60 else text[:57] + "..."
 
 

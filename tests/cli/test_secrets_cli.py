@@ -103,3 +103,16 @@ def test_a_64_hex_value_is_rejected_under_a_neutral_key_naming_the_field(cli, tm
     assert r.code == 1 and "stack.env" in r.err and "MODEL_SETTING" in r.err and "64-hex" in r.err, r.err
     assert value not in r.err
 
+
+@pytest.mark.parametrize("packages", [
+    '"torch==2.4.1+cu124 --extra-index-url {secret}"',  # a string where a list belongs
+    "[torch==2.4.1+cu124, {{pin: numpy==1.26.4, extra_index_credentials: \"{secret}\"}}]",  # a mapping where a pin belongs
+    '[torch==2.4.1+cu124, "numpy==1.26.4 --index {secret}"]',
+], ids=["string", "mapping", "pin"])
+def test_a_rejected_pin_never_echoes_a_secret_looking_value(cli, tmp_path, packages):
+    from tests.unit.test_secrets import AWS_SECRET
+
+    text = T4.split("  packages:")[0] + f"  packages: {packages.format(secret=AWS_SECRET)}\n"
+    r = cli("validate", str(profile(tmp_path, text)))
+    assert r.code == 1 and "stack.packages" in r.err and "looks like an AWS secret access key" in r.err, r.err
+    assert AWS_SECRET[:12] not in r.err and AWS_SECRET[:12] not in r.out  # not even a cut-short part of it
