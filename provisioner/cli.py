@@ -100,7 +100,7 @@ def plan(
 @catalog_app.command("show")
 def catalog_show(
     cloud: Annotated[Optional[str], typer.Option("--cloud", help="gcp, azure or aws.")] = None,
-    gpu: Annotated[Optional[str], typer.Option("--gpu", help="GPU name, e.g. H100.")] = None,
+    gpu: Annotated[Optional[str], typer.Option("--gpu", help="GPU name or alias, as hardware.gpu takes it (e.g. H100, A100-40GB).")] = None,
     region: Annotated[Optional[str], typer.Option("--region", help="Region glob, e.g. europe-*.")] = None,
     limit: Annotated[int, typer.Option("--limit", min=1, help="Rows to show (text mode).")] = 50,
     json_out: JsonFlag = False,

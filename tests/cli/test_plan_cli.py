@@ -126,3 +126,24 @@ def test_region_glob_that_excludes_a_whole_cloud_warns(cli, write_yaml) -> None:
     assert any("matches no azure region" in w for w in doc["warnings"])
     ok = write_yaml("name: r\nextends: base/torch-2.4-cu124\nhardware: {gpu: T4}\nplacement: {regions: ['us-*', '*us']}\n", "ok.yaml")
     assert "matches no" not in cli("plan", str(ok)).err
+
+
+@pytest.mark.parametrize(("given", "same_as"), [("A100-40GB", "A100"), ("H100-80GB", "H100"), ("a100", "A100"), ("l4", "L4")])
+def test_catalog_show_gpu_takes_the_names_and_aliases_validate_takes(cli, given, same_as) -> None:
+    want = cli("catalog", "show", "--gpu", same_as, "--json").json()
+    got = cli("catalog", "show", "--gpu", given, "--json").json()
+    assert want["count"] > 0 and got["count"] == want["count"] and got["offers"] == want["offers"]
+
+
+@pytest.mark.parametrize("json_out", [False, True], ids=["text", "json"])
+def test_catalog_show_unknown_gpu_is_an_input_error_with_suggestions(cli, json_out) -> None:
+    r = cli("catalog", "show", "--gpu", "Z100", *(["--json"] if json_out else []))
+    assert r.code == 2, (r.out, r.err)
+    assert "--gpu: unknown GPU 'Z100'; did you mean V100 or P100?" in r.err and "Traceback" not in r.err
+    if json_out:
+        assert r.json()["error"]["exit_code"] == 2
+
+
+def test_catalog_show_workstation_gpu_says_no_cloud_rents_it(cli) -> None:
+    r = cli("catalog", "show", "--gpu", "RTX-4090")
+    assert r.code == 2 and "workstation GPU that no cloud rents" in r.err, r.err
