@@ -66,7 +66,8 @@ def run_plan(
         if show_script:
             doc["script"] = rendered.startup_sh if rendered else None
         doc["warnings"] = warnings
-        if plan.chosen is None:
+        if plan.chosen is None:  # the answer "no" (exit 1), in the same words as the text
+            doc["message"] = no_offer_message(plan, catalog)
             doc["suggestions"] = [
                 {"relax": list(r.reasons), "change": r.change, "offer": r.offer.to_json(plan.request.spot), "price_hourly": r.price_hourly}
                 for r in closest_offers(plan, catalog)
@@ -76,9 +77,10 @@ def run_plan(
     print_messages(m for m in loaded.warnings if m.level == "warning")
     for w in [*plan.warnings, *extra]:
         notice("warning", w)
-    if plan.chosen is None:
-        notice("error", no_offer_message(plan, catalog))
-        _print_rejections(plan)
+    if plan.chosen is None:  # the plan's answer is "no" (exit 1): a result on stdout like --json's, not an error
+        out = stdout_console()
+        out.print(no_offer_message(plan, catalog), soft_wrap=True)
+        _print_rejections(plan, out)
         return 1
     _print_plan(loaded, plan, applied, top, hours)
     if explain:

@@ -78,10 +78,15 @@ def test_failover_order_same_region_then_other_regions_then_other_cloud(cli) -> 
 def test_no_feasible_offer_exit_1_with_nearest(cli, write_yaml) -> None:
     p = write_yaml("name: h\nextends: base/torch-2.4-cu124\nhardware: {gpu: H100}\nplacement: {regions: ['europe-north9*']}\n")
     r = cli("plan", str(p))
+    # the plan's answer is "no" (docs/spec.md "Exit codes": 1), in text and JSON alike: a result on stdout, not an error
     assert r.code == 1
-    assert "no feasible offer for H100 x1 in europe-north9*" in r.err and "nearest" in r.err and "$" in r.err
-    doc = cli("plan", str(p), "--json").json()
+    assert "no feasible offer for H100 x1 in europe-north9*" in r.out and "nearest" in r.out and "$" in r.out
+    assert "rejected: " in r.out and "error" not in r.err
+    j = cli("plan", str(p), "--json")
+    doc = j.json()
+    assert j.code == 1 and "error" not in doc
     assert doc["chosen"] is None and doc["suggestions"] and doc["suggestions"][0]["price_hourly"] > 0
+    assert doc["message"].startswith("no feasible offer for H100 x1 in europe-north9*")
 
 
 def test_plan_explain_lists_near_misses(cli) -> None:
