@@ -75,7 +75,10 @@ def run_render(path: Path, *, cloud: str, out: Path | None, regions: list[str] |
                 (out / name).parent.mkdir(parents=True, exist_ok=True)
                 (out / name).write_bytes(data)
         except OSError as exc:
-            raise InputError(f"--out {out}: {exc}") from None
+            from provisioner.output import os_error_words
+
+            raise InputError(f"--out {out}: {os_error_words(exc, out, folder=True)}",
+                             hint="--out takes a folder: it receives user-data, payload.tar.gz, payload/ and request.json") from None
         summary["files"] = [str(out / n) for n in files if not n.startswith("payload/")] + [str(out / "payload") + "/"]
     if json_out:
         if out is None:

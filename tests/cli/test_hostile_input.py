@@ -121,3 +121,33 @@ def test_ctrl_c_while_the_command_line_is_still_importing_is_one_line_and_exit_1
         assert json.loads(r.stdout)["error"]["exit_code"] == 130
     else:
         assert r.stdout == ""
+
+
+T4_PROFILE = "profiles/examples/bert-finetune-t4.yaml"
+
+
+def test_render_out_naming_an_existing_file_says_it_takes_a_folder(cli, clouds, tmp_path) -> None:
+    from tests.helpers import REPO
+
+    target = tmp_path / "notes.txt"
+    target.write_text("mine\n")
+    r = cli("render", str(REPO / T4_PROFILE), "--cloud", "gcp", "--out", str(target))
+    assert r.code == 2, r.err
+    assert f"--out {target}: is a file, not a folder" in r.err and "Errno" not in r.err
+    assert target.read_text() == "mine\n"  # left as it was
+
+
+def test_render_out_below_a_file_names_the_file(cli, clouds, tmp_path) -> None:
+    from tests.helpers import REPO
+
+    (tmp_path / "f").write_text("")
+    r = cli("render", str(REPO / T4_PROFILE), "--cloud", "gcp", "--out", str(tmp_path / "f" / "out"))
+    assert r.code == 2 and f"{tmp_path / 'f'} is a file, not a folder" in r.err and "Errno" not in r.err, r.err
+
+
+def test_capture_out_into_a_missing_folder_is_an_input_error(cli, tmp_path) -> None:
+    target = tmp_path / "no" / "such" / "p.yaml"
+    r = cli("capture", "-o", str(target))
+    assert r.code == 2, r.err
+    assert f"-o {target}: no such folder: {target.parent}" in r.err
+    assert "internal error" not in r.err and "Errno" not in r.err and "Traceback" not in r.err
