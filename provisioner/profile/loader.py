@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from provisioner.errors import InputError, ProfileError
 from provisioner.profile.inputfile import read_capped
 from provisioner.profile.messages import Message
-from provisioner.profile.source import Located, load_resolved
+from provisioner.profile.source import Located, load_resolved, yaml_kind
 from provisioner.providers.registry import HASHED_DEFAULT_CLOUDS
 from provisioner.secrets import find_secret, redact
 
@@ -77,14 +77,30 @@ def _schema_messages(exc: ValidationError, doc: Located) -> list[Message]:
             msg = "required field is missing"
         elif kind in ("float_type", "float_parsing", "int_type") and _huge(err.get("input")):
             msg = f"far too large ({_short(err.get('input'))})"
-        elif kind in ("string_type", "int_type", "float_type", "bool_type", "dict_type", "list_type", "model_type", "model_attributes_type"):
-            msg = f"{msg} (got {type(err.get('input')).__name__}: {_short(err.get('input'))})"
+        elif kind in ("float_parsing", "int_parsing", "bool_parsing"):
+            msg = _yaml_words(msg) + f" (got {yaml_kind(err.get('input'))}: {_short(err.get('input'))})"
+        elif kind in ("string_type", "int_type", "float_type", "bool_type", "dict_type", "list_type", "model_type", "model_attributes_type", "tuple_type"):
+            msg = _yaml_words(msg) + f" (got {yaml_kind(err.get('input'))}: {_short(err.get('input'))})"
         if (text, msg) in seen:
             continue
         seen.add((text, msg))
         file, line = doc.where(path)
         out.append(Message(text, redact(msg), file=file, line=line))
     return out
+
+
+_PYDANTIC_KINDS = {"a valid dictionary": "a mapping", "a valid list": "a list", "a valid string": "a string",
+                   "a valid integer": "a whole number", "a valid number": "a number", "a valid boolean": "true or false",
+                   "a valid tuple": "a list"}
+
+
+def _yaml_words(msg: str) -> str:
+    """pydantic's "Input should be a valid dictionary" in the words of YAML ("Input should be a mapping")."""
+    msg = re.sub(r" or instance of \w+", "", msg)  # "a valid dictionary or instance of Hardware": a class name
+    msg = re.sub(r", unable to parse string as an? \w+$", "", msg)
+    for python, yaml in _PYDANTIC_KINDS.items():
+        msg = msg.replace(python, yaml)
+    return msg
 
 
 def _huge(value: Any) -> bool:

@@ -151,3 +151,30 @@ def test_capture_out_into_a_missing_folder_is_an_input_error(cli, tmp_path) -> N
     assert r.code == 2, r.err
     assert f"-o {target}: no such folder: {target.parent}" in r.err
     assert "internal error" not in r.err and "Errno" not in r.err and "Traceback" not in r.err
+
+
+@pytest.mark.parametrize(("text", "kind"), [("- a\n- b\n", "a list"), ("just words\n", "a string"), ("42\n", "a number"),
+                                            ("true\n", "true/false")])
+def test_a_profile_that_is_not_a_mapping_is_named_in_user_words(cli, write_yaml, text, kind) -> None:
+    r = cli("validate", str(write_yaml(text)))
+    assert r.code == 2, r.err
+    assert f"a profile is a YAML mapping (key: value lines), not {kind}" in r.err
+    assert "Commented" not in r.err and "str" not in r.err.replace("string", "")
+
+
+def test_schema_type_errors_name_yaml_kinds_not_python_types(cli, write_yaml) -> None:
+    r = cli("validate", str(write_yaml("name: x\nextends: base/torch-2.4-cu124\nhardware: {gpu: T4}\n"
+                                       "stack:\n  packages: {a: 1}\n  env: [a]\n")))
+    assert r.code == 1, r.err
+    assert "stack.packages: Input should be a list (got a mapping: {'a': 1})" in r.err
+    assert "stack.env: Input should be a mapping (got a list: ['a'])" in r.err
+    assert "got dict" not in r.err and "got list" not in r.err and "dictionary" not in r.err
+
+
+def test_a_section_of_the_wrong_kind_names_no_model_class(cli, write_yaml) -> None:
+    r = cli("validate", str(write_yaml("name: x\nextends: base/torch-2.4-cu124\nhardware: [a]\n"
+                                       "lifecycle: {max_run_hours: abc}\n")))
+    assert r.code == 1, r.err
+    assert "hardware: Input should be a mapping (got a list: ['a'])" in r.err
+    assert "lifecycle.max_run_hours: Input should be a number (got a string: 'abc')" in r.err
+    assert "instance of" not in r.err and "Hardware" not in r.err and "unable to parse" not in r.err
