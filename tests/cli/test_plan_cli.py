@@ -28,6 +28,7 @@ def test_plan_json_golden(cli, path: Path) -> None:
     assert set(doc["chosen"]) == OFFER_KEYS
     doc.pop("script_sha256")
     doc["failover"] = doc["failover"][:10]
+    doc["warnings"] = [w.replace(f"`trainvm lock {path}`", "`trainvm lock <profile>`") for w in doc["warnings"]]  # no machine path
     golden = GOLDEN / f"plan-{path.stem}.json"
     if os.environ.get("TRAINVM_UPDATE_GOLDEN"):
         golden.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
@@ -152,3 +153,15 @@ def test_catalog_show_unknown_gpu_is_an_input_error_with_suggestions(cli, json_o
 def test_catalog_show_workstation_gpu_says_no_cloud_rents_it(cli) -> None:
     r = cli("catalog", "show", "--gpu", "RTX-4090")
     assert r.code == 2 and "workstation GPU that no cloud rents" in r.err, r.err
+
+
+def test_the_no_lock_warning_names_the_real_profile_path(cli, tmp_path) -> None:
+    import shlex
+
+    folder = tmp_path / "my profiles"
+    folder.mkdir()
+    p = folder / "t4.yaml"
+    p.write_text((EXAMPLES[0].parent / "bert-finetune-t4.yaml").read_text())  # extends a bundled profile
+    r = cli("plan", str(p))
+    assert r.code == 0, r.err
+    assert f"run `trainvm lock {shlex.quote(str(p))}`" in r.err and "PROFILE" not in r.err
