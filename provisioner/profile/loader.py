@@ -46,6 +46,8 @@ class LoadedProfile:
     sources: tuple[Any, ...] = ()  # provisioner.lock.sources.UsedSource: team sources the profile extends
     #: every secret:// reference outside data[].credential (stack.env values): (field and file:line, reference)
     secret_refs: tuple[tuple[str, str], ...] = ()
+    #: (path) -> (file, line) of a field where the profile (or a profile it extends) sets it
+    locate: Any = None
 
 
 def _loc_path(loc: tuple[Any, ...]) -> tuple[tuple[str | int, ...], str]:
@@ -268,6 +270,7 @@ def load_profile(path: str | Path, *, compat: bool = True, upgrade: bool = False
         lock_state=lock_state,
         sources=tuple(resolver.used),
         secret_refs=tuple((f"{text} ({_where(doc, path)})", ref) for path, text, ref in secret_references(profile)),
+        locate=doc.where,
     )
 
 
