@@ -35,3 +35,27 @@ def test_docs_link_only_files_in_the_repository() -> None:
             if re.match(r"[a-z]+://", target):
                 continue
             assert (doc.parent / target).exists(), f"{doc.name} links {target}, which does not exist"
+
+
+
+def _section(text: str, heading: str) -> str:
+    start = text.index(heading)
+    end = text.find("\n## ", start + len(heading))
+    return text[start:end if end >= 0 else len(text)]
+
+
+def test_the_emulator_walkthrough_installs_what_it_needs_first() -> None:
+    walk = _section((REPO / "README.md").read_text(encoding="utf-8"), "## Trying it against the emulators")
+    assert "make install-dev" in walk and walk.index("make install-dev") < walk.index("tests.emulators.serve")
+
+
+def test_the_spec_says_what_the_gce_request_sends() -> None:
+    from provisioner.profile.model import Lifecycle
+    from provisioner.providers.gcp_request import TERMINATION_ACTION
+
+    spec = (REPO / "docs" / "spec.md").read_text(encoding="utf-8")
+    default = TERMINATION_ACTION[Lifecycle.model_fields["on_max_run"].default]
+    assert "`instanceTerminationAction=DELETE`" not in spec
+    assert f"`instanceTerminationAction` follows `lifecycle.on_max_run` (`{default}` by default" in spec
+    plan_row = next(ln for ln in spec.splitlines() if ln.startswith("| `trainvm plan PROFILE`"))
+    assert "request body" not in plan_row.replace("create-request body: `trainvm render`", "")  # --show-script: the script only
