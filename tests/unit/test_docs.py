@@ -59,3 +59,25 @@ def test_the_spec_says_what_the_gce_request_sends() -> None:
     assert f"`instanceTerminationAction` follows `lifecycle.on_max_run` (`{default}` by default" in spec
     plan_row = next(ln for ln in spec.splitlines() if ln.startswith("| `trainvm plan PROFILE`"))
     assert "request body" not in plan_row.replace("create-request body: `trainvm render`", "")  # --show-script: the script only
+
+
+def test_the_reference_names_every_secret_store_and_the_bundled_fallback() -> None:
+    from provisioner.profile.fields import SECRET_REF_RE
+
+    text = (REPO / "docs" / "profile-reference.md").read_text(encoding="utf-8")
+    env_row = next(ln for ln in text.splitlines() if ln.startswith("| `env` |"))
+    for scheme in re.findall(r"\((?:\|)?(\w[\w-]*)/", SECRET_REF_RE.pattern):
+        assert f"secret://{scheme}/" in env_row, scheme
+    assert "bundled" in _section(text, "**`extends` merge rules.**")
+
+
+def test_docs_name_only_commands_that_exist() -> None:
+    from provisioner.cli import app, catalog_app
+
+    names = {c.name or c.callback.__name__.replace("_", "-") for c in app.registered_commands}
+    names |= {g.name for g in app.registered_groups} | {"--help", "--version", "--debug", "--install-completion"}
+    for doc in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]:
+        text = doc.read_text(encoding="utf-8")
+        for word in re.findall(r"`trainvm ([a-z-]+)", text) + re.findall(r"`(?:list|status)`/`([a-z]+)`", text):
+            assert word in names, f"{doc.name} names `trainvm {word}`, which is not a command"
+    assert {c.name for c in catalog_app.registered_commands} == {"show"}
