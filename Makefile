@@ -65,6 +65,8 @@ bench: install-dev
 	@$(BIN)/python -m compileall -q provisioner
 	@for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
+# rebuild provisioner/catalog/data/ from the offer snapshot committed in scripts/catalog-snapshot/ (nothing outside
+# the repository); `$(BIN)/python scripts/build_catalog.py --check` says whether the committed catalog is current
 catalog: install
 	$(BIN)/python scripts/build_catalog.py
 

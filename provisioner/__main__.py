@@ -1,3 +1,3 @@
-from provisioner.cli import entry
+from provisioner.console import entry
 
 entry()

@@ -13,6 +13,30 @@ from typing import Annotated, Optional
 
 import typer
 
+
+def _plain_argument_help() -> None:
+    """Arguments in help as their metavar says (``Usage: trainvm plan [OPTIONS] PROFILE``; ``PROFILE  Profile YAML
+    file.``): typer >= 0.2x writes a required argument as ``{profile}`` and adds its Python type (``<path>``,
+    ``<list[str]>``) beside it. Options with a metavar already show only it (``--cloud CLOUD``)."""
+    from typer.core import TyperArgument
+
+    if not hasattr(TyperArgument, "_usage_display_name"):  # an older typer prints plain metavars itself
+        return
+
+    def usage(self: TyperArgument) -> str:
+        name = self.metavar or (self.name or "").upper()
+        name = name if self.required else f"[{name}]"
+        return name + ("..." if self.nargs != 1 else "")
+
+    def display_type(self: TyperArgument, ctx: object) -> None:
+        return None
+
+    TyperArgument._usage_display_name = usage  # type: ignore[method-assign]
+    TyperArgument.display_type_rich = display_type  # type: ignore[method-assign,assignment]
+
+
+_plain_argument_help()
+
 app = typer.Typer(
     name="trainvm",
     help="Reproducible cloud GPU training VMs from one pinned profile.",
@@ -26,9 +50,9 @@ catalog_app = typer.Typer(help="The offers the planner sees.", no_args_is_help=T
 app.add_typer(catalog_app, name="catalog")
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
-ProfileArg = Annotated[Path, typer.Argument(help="Profile YAML file.", show_default=False)]
-DataOpt = Annotated[Optional[str], typer.Option("--data", help="Path of the training data (disk and loader blocks read it).")]
-BudgetOpt = Annotated[float, typer.Option("--budget", min=1, help="Seconds the perf probe aims to spend.")]
+ProfileArg = Annotated[Path, typer.Argument(help="Profile YAML file.", metavar="PROFILE", show_default=False)]
+DataOpt = Annotated[Optional[str], typer.Option("--data", metavar="PATH", help="Path of the training data (disk and loader blocks read it).")]
+BudgetOpt = Annotated[float, typer.Option("--budget", min=1, metavar="SECONDS", help="Seconds the perf probe aims to spend.")]
 ResolveImageFlag = Annotated[bool, typer.Option("--resolve-image", help="Ask the registry for stack.container's digest and facts (network; TRAINVM_REGISTRY_USER/_PASSWORD for private images).")]
 
 
@@ -52,11 +76,16 @@ def _root(
 
 @app.command()
 def validate(
-    profiles: Annotated[list[Path], typer.Argument(help="Profile YAML files.", show_default=False)],
+    profiles: Annotated[list[Path], typer.Argument(help="Profile YAML files.", metavar="PROFILE", show_default=False)],
     json_out: JsonFlag = False,
     resolve_image: ResolveImageFlag = False,
 ) -> None:
-    """Check profiles against the schema and the compatibility facts."""
+    """Check profiles against the schema and the compatibility facts.
+
+    \b
+    Example:
+      trainvm validate profiles/examples/*.yaml
+    """
     from provisioner.commands.validate import run_validate
 
     _resolve_images(resolve_image)
@@ -65,14 +94,19 @@ def validate(
 
 @app.command()
 def schema() -> None:
-    """Print the JSON Schema (2020-12) of the profile format, for editors."""
+    """Print the JSON Schema (2020-12) of the profile format, for editors.
+
+    \b
+    Example:
+      trainvm schema > trainvm-profile.schema.json
+    """
     from provisioner.commands.validate import run_schema
 
     run_schema()
 
 
-CloudOpt = Annotated[Optional[list[str]], typer.Option("--cloud", help="Only these clouds (repeatable): gcp, azure, aws.")]
-RegionOpt = Annotated[Optional[list[str]], typer.Option("--region", help="Only regions matching these globs (repeatable).")]
+CloudOpt = Annotated[Optional[list[str]], typer.Option("--cloud", metavar="CLOUD", help="Only these clouds (repeatable): gcp, azure, aws.")]
+RegionOpt = Annotated[Optional[list[str]], typer.Option("--region", metavar="GLOB", help="Only regions matching these globs (repeatable).")]
 
 
 @app.command()
@@ -81,14 +115,19 @@ def plan(
     cloud: CloudOpt = None,
     region: RegionOpt = None,
     spot: Annotated[Optional[bool], typer.Option("--spot/--on-demand", help="Override placement.spot.", show_default=False)] = None,
-    top: Annotated[int, typer.Option("--top", min=1, help="Offers to show.")] = 5,
+    top: Annotated[int, typer.Option("--top", min=1, metavar="N", help="Offers to show.")] = 5,
     explain: Annotated[bool, typer.Option("--explain", help="Show why each near miss was rejected.")] = False,
     show_script: Annotated[bool, typer.Option("--show-script", help="Also print the startup script for the chosen offer.")] = False,
     json_out: JsonFlag = False,
     resolve_image: ResolveImageFlag = False,
     frozen: FrozenFlag = False,
 ) -> None:
-    """Pick the cheapest feasible offer (offline, from the embedded catalog)."""
+    """Pick the cheapest feasible offer (offline, from the embedded catalog).
+
+    \b
+    Example:
+      trainvm plan profiles/examples/bert-finetune-t4.yaml --cloud gcp --top 3
+    """
     from provisioner.commands.plan import run_plan
 
     _resolve_images(resolve_image)
@@ -99,22 +138,27 @@ def plan(
 
 @catalog_app.command("show")
 def catalog_show(
-    cloud: Annotated[Optional[str], typer.Option("--cloud", help="gcp, azure or aws.")] = None,
-    gpu: Annotated[Optional[str], typer.Option("--gpu", help="GPU name, e.g. H100.")] = None,
-    region: Annotated[Optional[str], typer.Option("--region", help="Region glob, e.g. europe-*.")] = None,
-    limit: Annotated[int, typer.Option("--limit", min=1, help="Rows to show (text mode).")] = 50,
+    cloud: Annotated[Optional[str], typer.Option("--cloud", metavar="CLOUD", help="gcp, azure or aws.")] = None,
+    gpu: Annotated[Optional[str], typer.Option("--gpu", metavar="GPU", help="GPU name or alias, as hardware.gpu takes it (e.g. H100, A100-40GB).")] = None,
+    region: Annotated[Optional[str], typer.Option("--region", metavar="GLOB", help="Region glob, e.g. europe-*.")] = None,
+    limit: Annotated[int, typer.Option("--limit", min=1, metavar="N", help="Rows to show (text mode).")] = 50,
     json_out: JsonFlag = False,
 ) -> None:
-    """Show the offers the planner sees, with the catalog's source and date."""
+    """Show the offers the planner sees, with the catalog's source and date.
+
+    \b
+    Example:
+      trainvm catalog show --gpu A100-40GB --region 'europe-*'
+    """
     from provisioner.commands.plan import run_catalog_show
 
     _check_clouds([cloud] if cloud else None)
     raise typer.Exit(run_catalog_show(cloud=cloud, gpu=gpu, region=region, json_out=json_out, limit=limit))
 
 
-NameArg = Annotated[str, typer.Argument(help="VM name.", show_default=False)]
+NameArg = Annotated[str, typer.Argument(help="VM name.", metavar="NAME", show_default=False)]
 YesFlag = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
-OneCloudOpt = Annotated[Optional[str], typer.Option("--cloud", help="Only this cloud (gcp, azure, aws); needed when the name exists on two.")]
+OneCloudOpt = Annotated[Optional[str], typer.Option("--cloud", metavar="CLOUD", help="Only this cloud (gcp, azure, aws); needed when the name exists on two.")]
 
 
 @app.command()
@@ -123,11 +167,16 @@ def lock(
     upgrade: Annotated[bool, typer.Option("--upgrade", help="Re-resolve every package and move team sources to their refs' current commits.")] = False,
     check: Annotated[bool, typer.Option("--check", help="Write nothing; exit 1 when the lock is missing or no longer matches the profile (for CI).")] = False,
     frozen: Annotated[bool, typer.Option("--frozen", help="Never fetch team sources; fail when the lock and the cache disagree (for CI).")] = False,
-    index_url: Annotated[Optional[str], typer.Option("--index-url", help="PyPI-compatible index to resolve from (default https://pypi.org/simple).")] = None,
-    torch_index_url: Annotated[Optional[str], typer.Option("--torch-index-url", help="Index for the PyTorch CUDA build (default https://download.pytorch.org/whl/<variant>).")] = None,
+    index_url: Annotated[Optional[str], typer.Option("--index-url", metavar="URL", help="PyPI-compatible index to resolve from (default https://pypi.org/simple).")] = None,
+    torch_index_url: Annotated[Optional[str], typer.Option("--torch-index-url", metavar="URL", help="Index for the PyTorch CUDA build (default https://download.pytorch.org/whl/<variant>).")] = None,
     json_out: JsonFlag = False,
 ) -> None:
-    """Pin the profile's whole Python closure for its target VM, with hashes, in NAME.lock."""
+    """Pin the profile's whole Python closure for its target VM, with hashes, in NAME.lock.
+
+    \b
+    Example:
+      trainvm lock profiles/examples/bert-finetune-t4.yaml
+    """
     from provisioner.commands.lock import run_lock
 
     raise typer.Exit(run_lock(profile, upgrade=upgrade, check=check, frozen=frozen, index_url=index_url,
@@ -137,12 +186,17 @@ def lock(
 @app.command()
 def render(
     profile: ProfileArg,
-    cloud: Annotated[str, typer.Option("--cloud", help="gcp, azure or aws.")],
-    out: Annotated[Optional[Path], typer.Option("--out", help="Write startup.sh, user-data and request.json here.")] = None,
+    cloud: Annotated[str, typer.Option("--cloud", metavar="CLOUD", help="gcp, azure or aws.")],
+    out: Annotated[Optional[Path], typer.Option("--out", metavar="DIR", help="Write user-data, payload.tar.gz, payload/ and request.json into this folder.")] = None,
     region: RegionOpt = None,
     json_out: JsonFlag = False,
 ) -> None:
-    """Write the startup script and the create-request body for the planned offer."""
+    """Write the startup script and the create-request body for the planned offer.
+
+    \b
+    Example:
+      trainvm render profiles/examples/bert-finetune-t4.yaml --cloud aws --out build/aws
+    """
     from provisioner.commands.render import run_render
 
     _check_clouds([cloud])
@@ -152,19 +206,24 @@ def render(
 @app.command()
 def up(
     profile: ProfileArg,
-    name: Annotated[Optional[str], typer.Option("--name", help="VM name (default: trainvm-<profile>-<hash8>).")] = None,
+    name: Annotated[Optional[str], typer.Option("--name", metavar="NAME", help="VM name (default: trainvm-<profile>-<hash8>).")] = None,
     yes: YesFlag = False,
     wait_ready: Annotated[bool, typer.Option("--wait-ready", help="Also wait for the startup script's report and verify it.")] = False,
-    ready_timeout: Annotated[float, typer.Option("--ready-timeout", min=0, help="Seconds --wait-ready waits.")] = 3600,
+    ready_timeout: Annotated[float, typer.Option("--ready-timeout", min=0, metavar="SECONDS", help="Seconds --wait-ready waits.")] = 3600,
     cloud: CloudOpt = None,
     region: RegionOpt = None,
     spot: Annotated[Optional[bool], typer.Option("--spot/--on-demand", help="Override placement.spot.", show_default=False)] = None,
-    ssh_from: Annotated[Optional[str], typer.Option("--ssh-from", help="CIDR allowed to SSH in (overrides placement.ssh_from).")] = None,
-    max_attempts: Annotated[int, typer.Option("--max-attempts", min=1, help="Give up after this many create attempts.")] = 30,
+    ssh_from: Annotated[Optional[str], typer.Option("--ssh-from", metavar="CIDR", help="CIDR allowed to SSH in (overrides placement.ssh_from).")] = None,
+    max_attempts: Annotated[int, typer.Option("--max-attempts", min=1, metavar="N", help="Give up after this many create attempts.")] = 30,
     json_out: JsonFlag = False,
     frozen: FrozenFlag = False,
 ) -> None:
-    """Create the VM: plan, then try the offers in failover order until one runs."""
+    """Create the VM: plan, then try the offers in failover order until one runs.
+
+    \b
+    Example:
+      trainvm up profiles/examples/bert-finetune-t4.yaml --yes --wait-ready
+    """
     from provisioner.commands.up import run_up
 
     _check_clouds(cloud)
@@ -174,18 +233,31 @@ def up(
 
 
 @app.command()
-def status(name: Annotated[Optional[str], typer.Argument(help="VM name (default: all).")] = None,
+def status(name: Annotated[Optional[str], typer.Argument(help="VM name (default: all).", metavar="NAME")] = None,
            cloud: OneCloudOpt = None, json_out: JsonFlag = False) -> None:
-    """trainvm VMs with state, zone, type, price and cost so far (rebuilt from cloud labels)."""
+    """trainvm VMs with state, zone, type, price and cost so far (rebuilt from cloud labels).
+
+    \b
+    Example:
+      trainvm status trainvm-bert-finetune-1a2b3c4d
+    """
     from provisioner.commands.status import run_status
 
     _check_clouds([cloud] if cloud else None)
     raise typer.Exit(run_status(name, json_out, cloud))
 
 
+ListCloudOpt = Annotated[Optional[str], typer.Option("--cloud", metavar="CLOUD", help="Only list the VMs on this cloud (gcp, azure, aws).")]
+
+
 @app.command("list")
-def list_(cloud: OneCloudOpt = None, json_out: JsonFlag = False) -> None:
-    """All trainvm VMs on every cloud with credentials."""
+def list_(cloud: ListCloudOpt = None, json_out: JsonFlag = False) -> None:
+    """All trainvm VMs on every cloud with credentials.
+
+    \b
+    Example:
+      trainvm list --cloud gcp --json
+    """
     from provisioner.commands.status import run_status
 
     _check_clouds([cloud] if cloud else None)
@@ -200,14 +272,19 @@ def down(
     cloud: OneCloudOpt = None,
     json_out: JsonFlag = False,
 ) -> None:
-    """Delete the VM and everything created for it (idempotent)."""
+    """Delete the VM and everything created for it (idempotent).
+
+    \b
+    Example:
+      trainvm down trainvm-bert-finetune-1a2b3c4d --yes
+    """
     from provisioner.commands.down import run_down
 
     _check_clouds([cloud] if cloud else None)
     raise typer.Exit(run_down(name, yes=yes, wait=not no_wait, json_out=json_out, cloud=cloud))
 
 
-LookCloudOpt = Annotated[Optional[str], typer.Option("--cloud", help="Only look on this cloud (gcp, azure, aws).", show_default=False)]
+LookCloudOpt = Annotated[Optional[str], typer.Option("--cloud", metavar="CLOUD", help="Only look on this cloud (gcp, azure, aws).", show_default=False)]
 
 
 @app.command()
@@ -218,7 +295,12 @@ def stop(
     no_wait: Annotated[bool, typer.Option("--no-wait", help="Return once stopping has started.")] = False,
     json_out: JsonFlag = False,
 ) -> None:
-    """Stop the VM: compute billing ends, its disks and their data stay (and bill); `start` resumes it."""
+    """Stop the VM: compute billing ends, its disks and their data stay (and bill); `start` resumes it.
+
+    \b
+    Example:
+      trainvm stop trainvm-bert-finetune-1a2b3c4d --yes
+    """
     from provisioner.commands.power import run_stop
 
     _check_clouds([cloud] if cloud else None)
@@ -232,7 +314,12 @@ def start(
     no_wait: Annotated[bool, typer.Option("--no-wait", help="Return once starting has begun.")] = False,
     json_out: JsonFlag = False,
 ) -> None:
-    """Start a stopped VM; its startup script re-verifies the stack (nothing is reinstalled)."""
+    """Start a stopped VM; its startup script re-verifies the stack (nothing is reinstalled).
+
+    \b
+    Example:
+      trainvm start trainvm-bert-finetune-1a2b3c4d
+    """
     from provisioner.commands.power import run_start
 
     _check_clouds([cloud] if cloud else None)
@@ -241,22 +328,28 @@ def start(
 
 @app.command()
 def verify(
-    target: Annotated[str, typer.Argument(help="VM name, or with --local a profile file.", show_default=False)],
+    target: Annotated[str, typer.Argument(help="VM name, or with --local a profile file.", metavar="TARGET", show_default=False)],
     local: Annotated[bool, typer.Option("--local", help="Probe this machine instead of a VM; TARGET is a profile.")] = False,
-    python: Annotated[Optional[str], typer.Option("--python", help="With --local: the interpreter to inspect.")] = None,
+    python: Annotated[Optional[str], typer.Option("--python", metavar="PYTHON", help="With --local: the interpreter to inspect.")] = None,
     perf: Annotated[bool, typer.Option("--perf", help="Compare performance with the perf baseline (PROFILE.perf.json) instead.")] = False,
-    baseline: Annotated[Optional[Path], typer.Option("--baseline", help="With --perf on a VM: PROFILE.yaml or a perf result JSON.")] = None,
+    baseline: Annotated[Optional[Path], typer.Option("--baseline", metavar="FILE", help="With --perf on a VM: PROFILE.yaml or a perf result JSON.")] = None,
     data: DataOpt = None,
     budget: BudgetOpt = 30.0,
     cloud: LookCloudOpt = None,
-    profile: Annotated[Optional[Path], typer.Option("--profile", help="Verify a VM against this profile file instead of the one stored on it.")] = None,
+    profile: Annotated[Optional[Path], typer.Option("--profile", metavar="PROFILE", help="Verify a VM against this profile file instead of the one stored on it.")] = None,
     json_out: JsonFlag = False,
 ) -> None:
     """Compare a VM's stack report (or this machine) field by field with the profile.
 
     States: match (exit 0), drift (1), failed (1: the startup script failed; phase, line, message),
     provisioning (5: no report yet or a phase still running). A VM whose stored profile cannot be
-    read is an error (3), never a match."""
+    read is an error (3), never a match.
+
+    \b
+    Examples:
+      trainvm verify trainvm-bert-finetune-1a2b3c4d
+      trainvm verify profiles/examples/bert-finetune-t4.yaml --local
+    """
     if perf:
         from provisioner.commands.perf import verify_perf
 
@@ -280,7 +373,12 @@ def logs(
     cloud: OneCloudOpt = None,
     json_out: JsonFlag = False,
 ) -> None:
-    """The VM's provisioning log (its console) and the startup phases' timings."""
+    """The VM's provisioning log (its console) and the startup phases' timings.
+
+    \b
+    Example:
+      trainvm logs trainvm-bert-finetune-1a2b3c4d --follow
+    """
     from provisioner.commands.logs import run_logs
 
     _check_clouds([cloud] if cloud else None)
@@ -290,12 +388,17 @@ def logs(
 @app.command()
 def ssh(
     name: NameArg,
-    command: Annotated[Optional[list[str]], typer.Argument(help="Command to run on the VM (after --).", show_default=False)] = None,
+    command: Annotated[Optional[list[str]], typer.Argument(help="Command to run on the VM (after --).", metavar="-- COMMAND", show_default=False)] = None,
     cloud: OneCloudOpt = None,
-    node: Annotated[Optional[int], typer.Option("--node", help="For a cluster: the node (rank) to open SSH to; default 0.",
+    node: Annotated[Optional[int], typer.Option("--node", metavar="N", help="For a cluster: the node (rank) to open SSH to; default 0.",
                                                 show_default=False)] = None,
 ) -> None:
-    """Open SSH to the VM (its user, key and address), or run `-- CMD...` there."""
+    """Open SSH to the VM (its user, key and address), or run `-- CMD...` there.
+
+    \b
+    Example:
+      trainvm ssh trainvm-bert-finetune-1a2b3c4d -- nvidia-smi
+    """
     from provisioner.commands.ssh import run_ssh
 
     _check_clouds([cloud] if cloud else None)
@@ -304,16 +407,21 @@ def ssh(
 
 @app.command()
 def capture(
-    out: Annotated[Optional[Path], typer.Option("-o", "--out", help="Write the profile here (default: stdout).")] = None,
-    name: Annotated[Optional[str], typer.Option("--name", help="Profile name.")] = None,
-    python: Annotated[Optional[str], typer.Option("--python", help="Interpreter whose packages to capture.")] = None,
-    data: Annotated[Optional[str], typer.Option("--data", help="Path of the training data (its disk is recorded).")] = None,
+    out: Annotated[Optional[Path], typer.Option("-o", "--out", metavar="FILE", help="Write the profile here (default: stdout).")] = None,
+    name: Annotated[Optional[str], typer.Option("--name", metavar="NAME", help="Profile name.")] = None,
+    python: Annotated[Optional[str], typer.Option("--python", metavar="PYTHON", help="Interpreter whose packages to capture.")] = None,
+    data: Annotated[Optional[str], typer.Option("--data", metavar="PATH", help="Path of the training data (its disk is recorded).")] = None,
     perf: Annotated[bool, typer.Option("--perf", help="Also record the perf baseline beside -o (PROFILE.perf.json).")] = False,
     budget: BudgetOpt = 30.0,
-    container: Annotated[Optional[str], typer.Option("--container", help="The image this workstation trains in: write a stack.container profile (pinned by digest).")] = None,
+    container: Annotated[Optional[str], typer.Option("--container", metavar="IMAGE", help="The image this workstation trains in: write a stack.container profile (pinned by digest).")] = None,
     json_out: JsonFlag = False,
 ) -> None:
-    """Probe this workstation and write a profile that reproduces it."""
+    """Probe this workstation and write a profile that reproduces it.
+
+    \b
+    Example:
+      trainvm capture -o my-workstation.yaml --name my-workstation
+    """
     from provisioner.commands.mirror import run_capture
 
     if container is not None:
@@ -339,13 +447,18 @@ def capture(
 @app.command()
 def probe(
     perf: Annotated[bool, typer.Option("--perf", help="Run the performance probe (blocks 0-7) instead of the stack probe.")] = False,
-    python: Annotated[Optional[str], typer.Option("--python", help="Interpreter to run under (default: trainvm's own).")] = None,
+    python: Annotated[Optional[str], typer.Option("--python", metavar="PYTHON", help="Interpreter to run under (default: trainvm's own).")] = None,
     data: DataOpt = None,
-    out: Annotated[Optional[Path], typer.Option("-o", "--out", help="Also write the JSON result here.")] = None,
+    out: Annotated[Optional[Path], typer.Option("-o", "--out", metavar="FILE", help="Also write the JSON result here.")] = None,
     budget: BudgetOpt = 30.0,
     json_out: JsonFlag = False,
 ) -> None:
-    """Probe this machine: the stack report (JSON), or with --perf its measured performance."""
+    """Probe this machine: the stack report (JSON), or with --perf its measured performance.
+
+    \b
+    Example:
+      trainvm probe --perf -o workstation.perf.json
+    """
     from provisioner.commands.perf import run_probe
 
     raise typer.Exit(run_probe(perf=perf, python=python, data=data, json_out=json_out, out=out, budget=budget))
@@ -353,11 +466,16 @@ def probe(
 
 @app.command()
 def parity(
-    a: Annotated[Path, typer.Argument(help="Reference perf result (JSON), e.g. the workstation's.", show_default=False)],
-    b: Annotated[Path, typer.Argument(help="Perf result to judge (JSON), e.g. the VM's.", show_default=False)],
+    a: Annotated[Path, typer.Argument(help="Reference perf result (JSON), e.g. the workstation's.", metavar="A", show_default=False)],
+    b: Annotated[Path, typer.Argument(help="Perf result to judge (JSON), e.g. the VM's.", metavar="B", show_default=False)],
     json_out: JsonFlag = False,
 ) -> None:
-    """Per-metric match/worse/better of B against A, with the likely cause of each slowdown (exit 1 when worse)."""
+    """Per-metric match/worse/better of B against A, with the likely cause of each slowdown (exit 1 when worse).
+
+    \b
+    Example:
+      trainvm parity workstation.perf.json vm.perf.json
+    """
     from provisioner.commands.perf import run_parity
 
     raise typer.Exit(run_parity(a, b, json_out))
@@ -365,11 +483,16 @@ def parity(
 
 @app.command()
 def diff(
-    a: Annotated[Path, typer.Argument(help="Profile (YAML) or report (JSON).", show_default=False)],
-    b: Annotated[Path, typer.Argument(help="Profile (YAML) or report (JSON).", show_default=False)],
+    a: Annotated[Path, typer.Argument(help="Profile (YAML) or report (JSON).", metavar="A", show_default=False)],
+    b: Annotated[Path, typer.Argument(help="Profile (YAML) or report (JSON).", metavar="B", show_default=False)],
     json_out: JsonFlag = False,
 ) -> None:
-    """Field-by-field difference of two profiles or reports (exit 1 when they differ)."""
+    """Field-by-field difference of two profiles or reports (exit 1 when they differ).
+
+    \b
+    Example:
+      trainvm diff profiles/examples/bert-finetune-t4.yaml my-workstation.yaml
+    """
     from provisioner.commands.mirror import run_diff
 
     raise typer.Exit(run_diff(a, b, json_out))

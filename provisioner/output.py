@@ -8,12 +8,49 @@ and ``(text, style)`` pairs."""
 
 from __future__ import annotations
 
+import errno
 import json
 import sys
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from provisioner.profile.messages import Message
+
+
+def os_error_words(exc: OSError, path: Path, *, folder: bool) -> str:
+    """What went wrong writing ``path`` (a folder to create when ``folder``, else a file), in the user's words,
+    without "[Errno 17]"."""
+    where = Path(exc.filename) if isinstance(exc.filename, str) else path
+    code = exc.errno or 0
+    if code in (errno.EEXIST, errno.ENOTDIR):
+        # the path itself, or a folder above it, is a file
+        blocker = next((p for p in (path, *path.parents) if p.exists() and not p.is_dir()), where)
+        if blocker == path:
+            return "is a file, not a folder; give a folder (it is created if missing)" if folder else "is not a file"
+        return f"{blocker} is a file, not a folder"
+    if code == errno.ENOENT:
+        return f"no such folder: {path.parent}"
+    if code == errno.EISDIR:
+        return "is a folder; give a file name"
+    if code in (errno.EACCES, errno.EPERM):
+        return f"permission denied ({where})"
+    if code == errno.ENAMETOOLONG:
+        return "the name is too long for the file system"
+    return f"{exc.strerror or exc} ({where})"
+
+
+def write_output(path: Path, data: str | bytes, flag: str) -> None:
+    """Write a command's output file (``-o``/``--out``); an input error (exit 2) in user words when it cannot."""
+    from provisioner.errors import InputError
+
+    try:
+        if isinstance(data, str):
+            path.write_text(data, encoding="utf-8")
+        else:
+            path.write_bytes(data)
+    except OSError as exc:
+        raise InputError(f"{flag} {path}: {os_error_words(exc, path, folder=False)}") from None
 
 
 def emit_json(doc: Any) -> None:

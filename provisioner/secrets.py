@@ -7,7 +7,8 @@ URL userinfo (``postgres://user:pass@``, ``https://__token__:...@``), presigned/
 (``X-Goog-Signature``, ``X-Amz-Signature``, ``sig=``, ``token=``...), and long high-entropy strings.
 ``redact(text)`` replaces each of those, and every URL query string, with ``***`` so an error message
 can say what it rejected without repeating it. Checked against false positives: the bundled profiles,
-paths, versions, pins, ``--hash=sha256:`` digests and CUBLAS settings such as ``:4096:8`` pass.
+paths, versions, pins, ``--hash=sha256:`` digests, image digests (``@sha256:...``), model names and CUBLAS settings
+such as ``:4096:8`` pass.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from collections import Counter
 # (pattern, description). Patterns match inside a larger text; keep them anchored on distinctive prefixes.
 PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(p), what) for p, what in (
     (r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA)[0-9A-Z]{16}\b", "an AWS access key id"),
+    # STS session tokens: base64 of a binary blob that starts "!\n\torigin_ec" (IQoJ...) or, older, "\x17\n\x06er/aws"
+    (r"(?:IQoJb3JpZ2luX2Vj|FwoGZXIvYXdz|FQoGZXIvYXdz)[A-Za-z0-9+/=]{60,}", "an AWS session token"),
     (r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----", "a private key"),
     (r"\"(?:type|private_key|private_key_id|client_email)\"\s*:\s*\"(?:service_account|[^\"]{8,})\"", "a service-account key (JSON)"),
     (r"\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{30,}|\bgithub_pat_[A-Za-z0-9_]{40,}", "a GitHub token"),
@@ -35,6 +38,9 @@ PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(p), what) 
     (r"\bya29\.[A-Za-z0-9_-]{20,}", "a Google OAuth access token"),
     (r"\b1//0[A-Za-z0-9_-]{30,}", "a Google OAuth refresh token"),
     (r"\beyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}", "a JWT bearer token"),
+    # a docker config.json: "auth" is base64(user:password), "identitytoken" an OAuth refresh token
+    (r"\"(?:auth|identitytoken|registrytoken)\"\s*:\s*\"[A-Za-z0-9+/=._~-]{8,}\"", "a registry credential (docker config.json)"),
+    (r"\"password\"\s*:\s*\"[^\"]+\"", "a password (in JSON)"),
     (r"(?i)AccountKey=[A-Za-z0-9+/=]{20,}|SharedAccessSignature=|SharedAccessKey=[A-Za-z0-9+/=]{20,}", "an Azure storage or Service Bus key"),
     (r"\b[A-Za-z0-9_~.-]{3}\dQ~[A-Za-z0-9_~.-]{31,34}", "an Azure client secret"),
     (r"\bnpm_[A-Za-z0-9]{36}\b", "an npm token"),
@@ -52,6 +58,17 @@ PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(p), what) 
 ))
 HEX40_WHAT = "a 40-hex key (an API key or token)"
 HEX40 = re.compile(r"(?<![0-9a-fA-F:])[0-9a-f]{40}(?![0-9a-fA-F])")  # also a git commit id: see ``guess``
+#: 64 hex digits or more (a generated secret, an HMAC key); after "sha256:" (a lock's --hash, an image digest) it is a
+#: digest, and under a key that says so (MODEL_SHA256, ..._DIGEST) ``fields.looks_like_secret`` lets it pass
+HEX64_WHAT = "a 64-hex secret (a key, token or password)"
+HEX64 = re.compile(r"(?<![0-9a-zA-Z:=+/-])[0-9a-fA-F]{64,}(?![0-9a-zA-Z])")
+#: Azure AD (Entra) client secrets in the legacy formats (Microsoft security-utilities, rule SEC101/101): 32
+#: characters of letters, digits and .=-:[_@/*]+?, or 34 URL-unreserved characters, with at least one symbol
+LEGACY_AZURE_WHAT = "an Azure client secret (legacy format)"
+LEGACY_AZURE = (re.compile(r"[A-Za-z0-9.=\-:\[\]_@/*+?]{32}"), re.compile(r"[A-Za-z0-9._~-]{34}"))
+#: Where a whole value is looked at word by word (the legacy Azure secrets have no prefix to anchor on).
+WORD_SPLIT = re.compile(r"[\s\"',;]+")
+AWS_SECRET_WHAT = "an AWS secret access key"
 #: URL userinfo: scheme://user:password@ (any scheme) or a long token as the user name.
 USERINFO = re.compile(r"\b([a-z][a-z0-9+.-]*://)(?:[^/@\s:?#]*:[^/@\s?#]*|[^/@\s:?#]{20,})@", re.I)
 #: Query parameters that carry a signature or a credential (presigned GCS/S3 URLs, Azure SAS, tokens).
@@ -74,7 +91,7 @@ def entropy(text: str) -> float:
 def _random_token(token: str) -> bool:
     """Long, mixed-class and high-entropy: what keys look like and words, paths and versions do not."""
     core = token.strip("=._~-")
-    if len(core) < 24 or "/" in core.strip("/") and core.count("/") > 2:  # paths
+    if len(core) < 24 or "/" in core.strip("/") and core.count("/") > 2 and "+" not in core:  # paths (base64 has +)
         return False
     classes = sum(bool(re.search(p, core)) for p in ("[a-z]", "[A-Z]", "[0-9]"))
     return classes == 3 and entropy(core) >= MIN_ENTROPY
@@ -89,9 +106,44 @@ def _decoded_json_key(token: str) -> bool:
             text = decode(token + "=" * (-len(token) % 4)).decode("utf-8", "strict")
         except (binascii.Error, UnicodeDecodeError, ValueError):
             continue
-        if re.search(r"\"(?:type|private_key|client_secret|refresh_token)\"\s*:", text):
+        if re.search(r"\"(?:type|private_key|client_secret|refresh_token|auths?|identitytoken|password)\"\s*:", text):
             return True
     return False
+
+
+def _classes(text: str) -> bool:
+    return bool(re.search(r"[A-Z]", text) and re.search(r"[a-z]", text) and re.search(r"[0-9]", text))
+
+
+def _legacy_azure(word: str) -> bool:
+    """A whole word in one of the legacy Azure client-secret formats: mixed letters and digits, a symbol, random
+    (names such as ``meta-llama/Meta-Llama-3-8B-Instr`` have long lowercase words and less entropy)."""
+    if not any(p.fullmatch(word) for p in LEGACY_AZURE) or word.isalnum() or not _classes(word) or word.count("/") > 3:
+        return False
+    e = entropy(word)
+    return e >= 4.2 and not (re.search(r"[a-z]{6,}|[A-Z]{6,}", word) and e < 4.5)
+
+
+def _aws_secret_in_path(url: str) -> tuple[int, int] | None:
+    """(start, end) of a 40-character AWS secret access key that fills one or more whole path segments of
+    ``url`` (``s3://bucket/<key with its own slashes>/data``): the AWS pattern cannot see it there, since a
+    key may itself contain '/'. Folder names (words, many slashes, little entropy) are not keys."""
+    head = url.find("://")
+    start = url.find("/", head + 3) if head >= 0 else -1
+    if start < 0:
+        return None
+    bounds = [i for i, c in enumerate(url) if c == "/" and i >= start]
+    end_of_path = len(re.split(r"[?#]", url, maxsplit=1)[0])
+    for i in bounds:
+        j = i + 1 + 40
+        if j <= end_of_path and (j == end_of_path or url[j] in "/?#"):
+            cand = url[i + 1:j]
+            if (re.fullmatch(r"[A-Za-z0-9/+]{40}", cand) and not cand.startswith("/") and _classes(cand)
+                    and cand.count("/") <= 3):
+                e = entropy(cand)
+                if e >= 4.4 and not (re.search(r"[a-z]{6,}", cand) and e < 4.6):
+                    return i + 1, j
+    return None
 
 
 def find_secret(text: str, *, guess: bool = True) -> str | None:
@@ -104,12 +156,18 @@ def find_secret(text: str, *, guess: bool = True) -> str | None:
             return what
     if guess and HEX40.search(text):
         return HEX40_WHAT
+    if guess and HEX64.search(text):
+        return HEX64_WHAT
+    if guess and any(_legacy_azure(w) for w in WORD_SPLIT.split(text) if len(w) in (32, 34)):
+        return LEGACY_AZURE_WHAT
     if USERINFO.search(text):
         return "a URL with a user name and password (or token) in it"
     for url in URL.findall(text):
         m = SIGNED_PARAM.search(url)
         if m:
             return f"a signed or credential-carrying URL (query parameter {m.group(1)})"
+        if _aws_secret_in_path(url):
+            return f"{AWS_SECRET_WHAT} (in the URL's path)"
     if not guess:
         return None
     for m in TOKEN.finditer(text):
@@ -117,7 +175,7 @@ def find_secret(text: str, *, guess: bool = True) -> str | None:
         if HASH_PREFIX.search(text[max(0, m.start() - 7):m.start()]):
             continue  # --hash=sha256:... in a lock file: a digest, not a key
         if _decoded_json_key(token):
-            return "a base64-encoded credential file (service-account JSON)"
+            return "a base64-encoded credential file (service-account or registry JSON)"
         if _random_token(token):
             return "a high-entropy string (a key or token)"
     return None
@@ -125,10 +183,20 @@ def find_secret(text: str, *, guess: bool = True) -> str | None:
 
 def redact(text: str) -> str:
     """``text`` with every credential found by ``find_secret``'s rules, URL userinfo and URL query string
-    replaced by ``***`` (for messages, logs and reports). 40-hex strings stay: in a message they are commit ids
-    and digests far more often than keys (``find_secret`` still rejects them as input values)."""
+    replaced by ``***`` (for messages, logs and reports). 40- and 64-hex strings stay: in a message they are commit
+    ids, digests and profile hashes far more often than keys (``find_secret`` still rejects them as input values)."""
     text = USERINFO.sub(lambda m: f"{m.group(1)}***@", text)
-    text = URL.sub(lambda m: m.group(0).split("?", 1)[0] + ("?***" if "?" in m.group(0) else ""), text)
+
+    def url(m: re.Match[str]) -> str:
+        u = m.group(0).split("?", 1)[0]
+        while (key := _aws_secret_in_path(u)) is not None:
+            u = u[:key[0]] + "***" + u[key[1]:]
+        return u + ("?***" if "?" in m.group(0) else "")
+
+    text = URL.sub(url, text)
+    words = [w for w in WORD_SPLIT.split(text) if len(w) in (32, 34) and _legacy_azure(w)]
+    for w in words:
+        text = text.replace(w, "***")
     for pattern, _ in PATTERNS:
         text = pattern.sub("***", text)
 

@@ -34,7 +34,9 @@ def run_capture(*, out: Path | None, name: str | None, python: str | None, data:
 
         sys.stdout.write(text)
     if out is not None:
-        out.write_text(text, encoding="utf-8")
+        from provisioner.output import write_output
+
+        write_output(out, text, "-o")
         err.print(f"wrote {out}")
         from provisioner.commands.lock import lock_captured
 

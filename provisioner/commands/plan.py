@@ -66,7 +66,8 @@ def run_plan(
         if show_script:
             doc["script"] = rendered.startup_sh if rendered else None
         doc["warnings"] = warnings
-        if plan.chosen is None:
+        if plan.chosen is None:  # the answer "no" (exit 1), in the same words as the text
+            doc["message"] = no_offer_message(plan, catalog)
             doc["suggestions"] = [
                 {"relax": list(r.reasons), "change": r.change, "offer": r.offer.to_json(plan.request.spot), "price_hourly": r.price_hourly}
                 for r in closest_offers(plan, catalog)
@@ -76,9 +77,10 @@ def run_plan(
     print_messages(m for m in loaded.warnings if m.level == "warning")
     for w in [*plan.warnings, *extra]:
         notice("warning", w)
-    if plan.chosen is None:
-        notice("error", no_offer_message(plan, catalog))
-        _print_rejections(plan)
+    if plan.chosen is None:  # the plan's answer is "no" (exit 1): a result on stdout like --json's, not an error
+        out = stdout_console()
+        out.print(no_offer_message(plan, catalog), soft_wrap=True)
+        _print_rejections(plan, out)
         return 1
     _print_plan(loaded, plan, applied, top, hours)
     if explain:
@@ -243,15 +245,35 @@ def _print_explain(plan: Any) -> None:
         out.print(f"  {o.cloud} {o.zone or o.region} {o.instance_type} {_money(plan.price(o))}/h: {nm.reason} - {reason_text(nm.reason, o, plan.request)}")
 
 
+def _catalog_gpu(given: str, offered: set[str]) -> str:
+    """The catalog's name for ``--gpu``: the names and aliases ``hardware.gpu`` takes (also in any case), or a name
+    the catalog offers; an unknown or workstation GPU is an input error with validate's suggestions (exit 2)."""
+    from provisioner.compat.facts import load_facts
+    from provisioner.errors import InputError
+    from provisioner.profile.fields import check_gpu_name
+
+    facts = load_facts()
+    names = {n.lower(): n for n in [*facts.cloud_gpu_names(), *offered]}
+    names.update({alias.lower(): facts.canonical_gpu(alias) or alias for alias in facts.gpu_aliases
+                  if facts.canonical_gpu(alias) in names.values()})
+    if given.strip().lower() in names:
+        return names[given.strip().lower()]
+    try:
+        return check_gpu_name(given)
+    except ValueError as exc:
+        raise InputError(f"--gpu: {exc}", hint="`trainvm catalog show` without --gpu lists every offer") from None
+
+
 def run_catalog_show(*, cloud: str | None, gpu: str | None, region: str | None, json_out: bool, limit: int) -> int:
     from fnmatch import fnmatchcase
 
     from provisioner.catalog.storage import load_catalog
 
     catalog = load_catalog()
+    gpu = _catalog_gpu(gpu, {o.gpu_name for o in catalog.offers}) if gpu is not None else None
     offers = [
         o for o in catalog.offers
-        if (cloud is None or o.cloud == cloud) and (gpu is None or o.gpu_name.lower() == gpu.lower())
+        if (cloud is None or o.cloud == cloud) and (gpu is None or o.gpu_name == gpu)
         and (region is None or fnmatchcase(o.region, region))
     ]
     offers.sort(key=lambda o: (o.price_hourly, o.cloud, o.region, o.zone or "", o.instance_type))

@@ -23,6 +23,20 @@ def request_body(cloud: str, spec: Any, offer: Any) -> dict[str, Any]:
     return body
 
 
+def _left_out(loaded: Any, cloud: str) -> list[str]:
+    """A warning when ``--cloud`` names a cloud the profile's ``placement.clouds`` leaves out: render is for review,
+    so it still renders, but the user should know that `plan` and `up` would not go there (without --cloud)."""
+    clouds = list(loaded.profile.placement.clouds)
+    if cloud in clouds:
+        return []
+    file, line = loaded.locate(("placement", "clouds")) if loaded.locate else (None, None)
+    explicit = "clouds" in loaded.profile.placement.model_fields_set
+    where = f"{file}:{line}: " if explicit and file and line else ""
+    what = f"placement.clouds is [{', '.join(clouds)}]" + ("" if explicit else " (the default)")
+    return [f"{where}{what}: `plan` and `up` leave {cloud} out for this profile (unless given --cloud {cloud}); "
+            "this render is for review"]
+
+
 def run_render(path: Path, *, cloud: str, out: Path | None, regions: list[str] | None, json_out: bool) -> int:
     from provisioner.catalog.models import Offer
     from provisioner.planner.explain import no_offer_message
@@ -31,6 +45,9 @@ def run_render(path: Path, *, cloud: str, out: Path | None, regions: list[str] |
     from provisioner.provision.launch import launch_spec, render_for_offer
 
     loaded = load_profile(path)
+    warnings = _left_out(loaded, cloud)
+    for w in warnings:
+        notice("warning", w)
     planned = make_plan(loaded, Overrides((cloud,), tuple(regions or ()) or None, None))
     plan, catalog = planned.plan, planned.catalog
     offer: Offer | None = plan.chosen
@@ -67,6 +84,7 @@ def run_render(path: Path, *, cloud: str, out: Path | None, regions: list[str] |
         "script_sha256": rendered.script_sha256,
         "payload": {"sha256": payload.sha256, "files": len(payload.files), "where": boot.ref.url,
                     "note": "the store's account part (PROJECT/ACCOUNT) is resolved by `up`"},
+        "warnings": warnings,
     }
     if out is not None:
         try:
@@ -75,7 +93,10 @@ def run_render(path: Path, *, cloud: str, out: Path | None, regions: list[str] |
                 (out / name).parent.mkdir(parents=True, exist_ok=True)
                 (out / name).write_bytes(data)
         except OSError as exc:
-            raise InputError(f"--out {out}: {exc}") from None
+            from provisioner.output import os_error_words
+
+            raise InputError(f"--out {out}: {os_error_words(exc, out, folder=True)}",
+                             hint="--out takes a folder: it receives user-data, payload.tar.gz, payload/ and request.json") from None
         summary["files"] = [str(out / n) for n in files if not n.startswith("payload/")] + [str(out / "payload") + "/"]
     if json_out:
         if out is None:

@@ -23,7 +23,7 @@ def validate_one(path: Path) -> tuple[dict[str, Any], int]:
         warnings = [m for m in exc.messages if m.level == "warning"]
         return _result(path, False, None, errors, warnings), 1
     except InputError as exc:
-        return _result(path, False, None, [Message("", str(exc))], []), 2
+        return _result(path, False, None, [Message("", f"{exc}; {exc.hint}" if exc.hint else str(exc))], []), 2
     return _result(path, True, loaded.hash, [], list(loaded.warnings)), 0
 
 

@@ -118,6 +118,8 @@ def run_capture_container(*, image: str, out: Any, name: str | None, data: str |
 
         sys.stdout.write(text)
     if out is not None:
-        Path(out).write_text(text, encoding="utf-8")
+        from provisioner.output import write_output
+
+        write_output(Path(out), text, "-o")
         err.print(f"wrote {out}")
     return 0

@@ -21,6 +21,8 @@ def frozen_mode(flag: bool = False) -> bool:
 def lock_gate(loaded: Any, *, frozen: bool = False) -> list[str]:
     """Warnings to show; raises ``StaleLockError`` when NAME.lock no longer matches the profile, or
     (frozen) when there is none."""
+    import shlex
+
     from provisioner.lock import lock_path_for
 
     if loaded.lock_state == "stale":
@@ -37,5 +39,5 @@ def lock_gate(loaded: Any, *, frozen: bool = False) -> list[str]:
     out = [f"{s.shadowed_by} (TRAINVM_PROFILE_PATH) shadows team source {s.name} at {s.commit[:12]}" for s in loaded.sources if s.shadowed_by]
     if loaded.lock_state == "none" and loaded.requirements_path is None and loaded.profile.stack.packages:
         out.append(f"no lock file {lock_path_for(loaded.path).name} next to the profile: only the top-level pins are exact, their "
-                   "dependencies float from one VM to the next; run `trainvm lock PROFILE`")
+                   f"dependencies float from one VM to the next; run `trainvm lock {shlex.quote(str(loaded.path))}`")
     return out

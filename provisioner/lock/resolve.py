@@ -37,9 +37,22 @@ _NOT_FOUND = re.compile(r"Because ([A-Za-z0-9][A-Za-z0-9._-]*) was not found in 
 
 
 class LockError(TrainvmError):
-    """The closure cannot be resolved for the target (no wheel, unknown package, index unreachable): exit 1."""
+    """The closure cannot be resolved for the target (no wheel, unknown package): exit 1 (an unreachable index: 3)."""
 
     exit_code = 1
+
+
+class IndexUnreachableError(LockError):
+    """The package index could not be reached (connection refused, no DNS, a timeout, TLS): a network error,
+    exit 3 like every other cloud or network failure (docs/spec.md "Exit codes"), not the answer "no"."""
+
+    exit_code = 3
+
+
+#: uv's words for a transport failure (as opposed to an index that answered "no such package/wheel")
+_NETWORK = re.compile(r"tcp connect error|Connection refused|dns error|failed to lookup address|Network is unreachable|"
+                      r"operation timed out|timed out|Connection reset|connection closed before message completed|"
+                      r"error trying to connect|invalid peer certificate|certificate verify failed", re.I)
 
 
 @dataclass(frozen=True)
@@ -140,7 +153,14 @@ def resolve(pins: list[str], *, python: str, os_name: str, pypi_index: str, torc
                 "--no-config", "--python", sys.executable, "--no-python-downloads", "--index-url", pypi_index, "--quiet", "--no-progress", "--color", "never"]
         done = run_command(argv, UV_TIMEOUT_S, cwd=tmp, env=_uv_env())
         if done.returncode != 0:
-            raise LockError(_explain(done.stderr or done.stdout, python, platform))
+            said = done.stderr or done.stdout or ""
+            network = _NETWORK.search(said)
+            if network and not _NOT_FOUND.search(said):
+                raise IndexUnreachableError(
+                    f"cannot reach the package index ({network.group(0)}): {' '.join(said.split())[:600]}",
+                    hint=f"check the network and the index URLs (--index-url {pypi_index}, --torch-index-url {torch_index}); "
+                         "`trainvm lock` asks them for every package") from None
+            raise LockError(_explain(said, python, platform))
         doc = tomllib.loads((Path(tmp) / "pylock.toml").read_text(encoding="utf-8"))
     return Resolution(_wheels(doc, python, os_name, platform), platform, uv_version(uv))
 

@@ -46,10 +46,17 @@ class ProjectFile(BaseModel):
 
 
 def find_project_file(start: Path) -> Path | None:
+    """The nearest ``trainvm.yaml`` in ``start`` or a folder above it. A folder that cannot be searched (no
+    permission) is an input error: a project file there could not be seen, so going on would be a guess."""
     for folder in [start.resolve(), *start.resolve().parents]:
         cand = folder / PROJECT_FILE
-        if cand.is_file():
-            return cand
+        try:
+            if cand.is_file():
+                return cand
+        except OSError as exc:  # PermissionError (EACCES); is_file() itself ignores only "not there" errors
+            raise InputError(f"{folder}: cannot look for {PROJECT_FILE} in this folder: {exc.strerror or exc}",
+                             hint=f"give your user read and search (x) permission on {folder}, or move the profile "
+                                  "to a folder you can read") from None
     return None
 
 

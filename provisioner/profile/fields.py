@@ -210,12 +210,12 @@ def check_cidr(value: str) -> str:
 def looks_like_secret(key: str, value: str) -> str | None:
     """Name what ``value`` looks like when it appears to be a credential, by its format and entropy whatever
     the key (``provisioner.secrets``), or by the key's name; None otherwise."""
-    from provisioner.secrets import HEX40_WHAT, find_secret
+    from provisioner.secrets import HEX40_WHAT, HEX64_WHAT, find_secret
 
     if value.startswith("secret://"):
         return None
     what = find_secret(value)
-    if what == HEX40_WHAT and HASH_KEY_RE.search(key):
+    if what in (HEX40_WHAT, HEX64_WHAT) and HASH_KEY_RE.search(key):
         what = None  # GIT_SHA, MODEL_REVISION...: a commit id or digest under a key that says so
     if what:
         return what

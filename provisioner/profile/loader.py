@@ -4,6 +4,7 @@ travel with the result."""
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -17,7 +18,7 @@ from pydantic import ValidationError
 from provisioner.errors import InputError, ProfileError
 from provisioner.profile.inputfile import read_capped
 from provisioner.profile.messages import Message
-from provisioner.profile.source import Located, load_resolved
+from provisioner.profile.source import Located, load_resolved, yaml_kind
 from provisioner.providers.registry import HASHED_DEFAULT_CLOUDS
 from provisioner.secrets import find_secret, redact
 
@@ -45,6 +46,8 @@ class LoadedProfile:
     sources: tuple[Any, ...] = ()  # provisioner.lock.sources.UsedSource: team sources the profile extends
     #: every secret:// reference outside data[].credential (stack.env values): (field and file:line, reference)
     secret_refs: tuple[tuple[str, str], ...] = ()
+    #: (path) -> (file, line) of a field where the profile (or a profile it extends) sets it
+    locate: Any = None
 
 
 def _loc_path(loc: tuple[Any, ...]) -> tuple[tuple[str | int, ...], str]:
@@ -74,8 +77,12 @@ def _schema_messages(exc: ValidationError, doc: Located) -> list[Message]:
             msg = f"unknown key{_did_you_mean(Profile, path)}"
         elif kind == "missing":
             msg = "required field is missing"
-        elif kind in ("string_type", "int_type", "float_type", "bool_type", "dict_type", "list_type", "model_type", "model_attributes_type"):
-            msg = f"{msg} (got {type(err.get('input')).__name__}: {_short(err.get('input'))})"
+        elif kind in ("float_type", "float_parsing", "int_type") and _huge(err.get("input")):
+            msg = f"far too large ({_short(err.get('input'))})"
+        elif kind in ("float_parsing", "int_parsing", "bool_parsing"):
+            msg = _yaml_words(msg) + f" (got {yaml_kind(err.get('input'))}: {_short(err.get('input'))})"
+        elif kind in ("string_type", "int_type", "float_type", "bool_type", "dict_type", "list_type", "model_type", "model_attributes_type", "tuple_type"):
+            msg = _yaml_words(msg) + f" (got {yaml_kind(err.get('input'))}: {_short(err.get('input'))})"
         if (text, msg) in seen:
             continue
         seen.add((text, msg))
@@ -84,8 +91,32 @@ def _schema_messages(exc: ValidationError, doc: Located) -> list[Message]:
     return out
 
 
+_PYDANTIC_KINDS = {"a valid dictionary": "a mapping", "a valid list": "a list", "a valid string": "a string",
+                   "a valid integer": "a whole number", "a valid number": "a number", "a valid boolean": "true or false",
+                   "a valid tuple": "a list"}
+
+
+def _yaml_words(msg: str) -> str:
+    """pydantic's "Input should be a valid dictionary" in the words of YAML ("Input should be a mapping")."""
+    msg = re.sub(r" or instance of \w+", "", msg)  # "a valid dictionary or instance of Hardware": a class name
+    msg = re.sub(r", unable to parse string as an? \w+$", "", msg)
+    for python, yaml in _PYDANTIC_KINDS.items():
+        msg = msg.replace(python, yaml)
+    return msg
+
+
+def _huge(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 200
+
+
 def _short(value: Any) -> str:
+    if _huge(value):
+        # never repr() it: Python refuses to print an integer of more than 4,300 digits (ValueError)
+        return f"an integer of about {int(value.bit_length() * 0.30103) + 1} digits"
     text = repr(value)
+    what = find_secret(text)
+    if what:  # never repeated, not even cut short: a cut secret no longer looks like one to redact()
+        return f"a value that looks like {what}, not repeated here"
     return text if len(text) <= 60 else text[:57] + "..."
 
 
@@ -151,8 +182,15 @@ def _requirements(profile: Any, doc: Located) -> tuple[Path | None, str | None, 
         return None, None, []
     file, line = doc.where(("stack", "requirements"))
     path = (Path(file).parent if file else Path.cwd()) / rel
-    if not path.exists() and not path.is_symlink():
-        return None, None, [Message("stack.requirements", f"lock file {rel} not found next to {file}", file=file, line=line)]
+    shown = rel if len(rel) <= 80 else rel[:77] + "..."
+    try:
+        path.lstat()
+    except FileNotFoundError:
+        return None, None, [Message("stack.requirements", f"lock file {shown} not found next to {file}", file=file, line=line)]
+    except OSError as exc:  # a name longer than the file system allows (ENAMETOOLONG), a folder that cannot be read
+        reason = ("the name is too long for the file system" if exc.errno == errno.ENAMETOOLONG
+                  else f"cannot be read ({exc.strerror or exc})")
+        return None, None, [Message("stack.requirements", f"lock file {shown}: {reason}", file=file, line=line)]
     try:  # a regular file under the cap, checked before reading (cloud user data holds no more anyway)
         content = read_capped(path, MAX_LOCK_BYTES, "lock file")
     except InputError as exc:
@@ -232,6 +270,7 @@ def load_profile(path: str | Path, *, compat: bool = True, upgrade: bool = False
         lock_state=lock_state,
         sources=tuple(resolver.used),
         secret_refs=tuple((f"{text} ({_where(doc, path)})", ref) for path, text, ref in secret_references(profile)),
+        locate=doc.where,
     )
 
 

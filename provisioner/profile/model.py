@@ -142,7 +142,7 @@ class Stack(Strict):
     )
     env: Annotated[dict[str, str], AfterValidator(f.check_env)] = Field(
         default_factory=dict,
-        description="Environment for training (written to /etc/trainvm/env). Secrets are references: secret://gcp/NAME, secret://azure-keyvault/VAULT/NAME.",
+        description="Environment for training (written to /etc/trainvm/env). Secrets are references: secret://gcp/NAME, secret://azure-keyvault/VAULT/NAME, secret://aws/NAME (AWS Secrets Manager).",
         examples=[{"CUBLAS_WORKSPACE_CONFIG": ":4096:8", "PYTHONHASHSEED": "0"}],
     )
     # Last, so that its validator (validate_default runs it when absent too) sees the other fields.
@@ -197,7 +197,7 @@ class PerfProbe(Strict):
 
 class Profile(Strict):
     name: Annotated[str, AfterValidator(f.check_name)] = Field(description="Profile name: prefix of VM names and a label value.", examples=["bert-finetune"])
-    extends: str | None = Field(None, description="Parent profile: a path relative to this file, a name found on TRAINVM_PROFILE_PATH, or SOURCE:path through a team source declared in trainvm.yaml.")
+    extends: str | None = Field(None, description="Parent profile: a path relative to this file, a name found on TRAINVM_PROFILE_PATH or else among the profiles bundled with trainvm (e.g. base/torch-2.4-cu124), or SOURCE:path through a team source declared in trainvm.yaml.")
     hardware: Hardware = Field(default_factory=Hardware)
     placement: Placement = Field(default_factory=Placement)
     stack: Stack

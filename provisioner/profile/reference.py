@@ -14,8 +14,10 @@ HEADER = """# Profile reference
 A profile is one YAML file. Unknown keys are errors; every error names the file, the line and the field
 path. `validate` also checks the compatibility rules (docs/spec.md, "Compatibility rules").
 
-**`extends` merge rules.** `extends:` names a parent profile (a path relative to this file, or a name found
-on `TRAINVM_PROFILE_PATH`); chains may be up to {depth} deep, cycles are errors. The child is merged onto
+**`extends` merge rules.** `extends:` names a parent profile: a path relative to this file, or a name looked up
+in this file's folder, then on `TRAINVM_PROFILE_PATH`, then among the profiles bundled with trainvm (`profiles/`
+in the package: `base/torch-2.4-cu124`, ...), the first found winning; chains may be up to {depth} deep,
+cycles are errors. The child is merged onto
 the parent: **maps merge key by key (the child wins); lists and scalars replace** the parent's value whole
 (a child's `stack.packages` is the complete package list, not an addition to the parent's). Errors point
 at the file and line the value came from.

@@ -158,7 +158,7 @@ def read_yaml(path: Path, label: str | None = None) -> Located:
     from ruamel.yaml.comments import CommentedMap
 
     if not isinstance(doc, CommentedMap):
-        raise _located_input(file, 1, "", f"a profile is a YAML mapping, not a {type(doc).__name__}")
+        raise _located_input(file, 1, "", f"a profile is a YAML mapping (key: value lines), not {yaml_kind(doc)}")
     lines: dict[Path_, tuple[str, int]] = {}
     try:
         data = _plain(doc, file, (), lines)
@@ -272,3 +272,20 @@ def load_resolved(path: Path, sources: Any = None) -> Located:
     merged.data.pop("extends", None)
     merged.data["extends"] = chain[0].data.get("extends")
     return merged
+
+
+def yaml_kind(value: object) -> str:
+    """What a YAML value is, in the words of the YAML a user wrote ("a list"), not Python's ("CommentedSeq")."""
+    if value is None:
+        return "nothing (null)"
+    if isinstance(value, bool):
+        return "true/false"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    return "a date" if type(value).__name__ in ("date", "datetime", "TimeStamp") else "a value of another kind"

@@ -63,8 +63,17 @@ class AwsCalls:
 
     # ------------------------------------------------------------------ clients
     def _auth(self) -> Any:
-        session = _shared_session()
-        if not self.endpoint and session.get_credentials() is None:
+        from botocore.exceptions import ProfileNotFound
+
+        try:
+            session = _shared_session()
+            credentials = None if self.endpoint else session.get_credentials()
+        except ProfileNotFound as exc:  # AWS_PROFILE (or AWS_DEFAULT_PROFILE) names a profile that is not configured
+            raise AwsCredentialsError(f"AWS_PROFILE names the config profile {exc.kwargs.get('profile')!r}, which is not "
+                                      "in ~/.aws/config or ~/.aws/credentials",
+                                      hint="`aws configure list-profiles` shows the profiles there; set AWS_PROFILE to "
+                                           "one of them, or unset it") from None
+        if not self.endpoint and credentials is None:
             raise AwsCredentialsError("no AWS credentials found",
                                       hint="run `aws configure` (or `aws sso login`), or set AWS_ACCESS_KEY_ID / "
                                            "AWS_SECRET_ACCESS_KEY / AWS_PROFILE")

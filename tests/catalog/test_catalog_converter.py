@@ -11,8 +11,8 @@ import scripts_build as sb
 from provisioner.catalog.storage import EMBEDDED_DIR
 
 SNAPSHOT = sb.DEFAULT_SRC
-needs_snapshot = pytest.mark.skipif(not (SNAPSHOT / "gcp.csv").is_file(),
-                                    reason="../shared/data/catalog-snapshot not available")
+needs_snapshot = pytest.mark.skipif(not sb.snapshot_file(SNAPSHOT, "gcp").is_file(),
+                                    reason="scripts/catalog-snapshot (committed) is missing")
 
 
 @needs_snapshot

@@ -28,6 +28,7 @@ def test_plan_json_golden(cli, path: Path) -> None:
     assert set(doc["chosen"]) == OFFER_KEYS
     doc.pop("script_sha256")
     doc["failover"] = doc["failover"][:10]
+    doc["warnings"] = [w.replace(f"`trainvm lock {path}`", "`trainvm lock <profile>`") for w in doc["warnings"]]  # no machine path
     golden = GOLDEN / f"plan-{path.stem}.json"
     if os.environ.get("TRAINVM_UPDATE_GOLDEN"):
         golden.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
@@ -78,10 +79,15 @@ def test_failover_order_same_region_then_other_regions_then_other_cloud(cli) -> 
 def test_no_feasible_offer_exit_1_with_nearest(cli, write_yaml) -> None:
     p = write_yaml("name: h\nextends: base/torch-2.4-cu124\nhardware: {gpu: H100}\nplacement: {regions: ['europe-north9*']}\n")
     r = cli("plan", str(p))
+    # the plan's answer is "no" (docs/spec.md "Exit codes": 1), in text and JSON alike: a result on stdout, not an error
     assert r.code == 1
-    assert "no feasible offer for H100 x1 in europe-north9*" in r.err and "nearest" in r.err and "$" in r.err
-    doc = cli("plan", str(p), "--json").json()
+    assert "no feasible offer for H100 x1 in europe-north9*" in r.out and "nearest" in r.out and "$" in r.out
+    assert "rejected: " in r.out and "error" not in r.err
+    j = cli("plan", str(p), "--json")
+    doc = j.json()
+    assert j.code == 1 and "error" not in doc
     assert doc["chosen"] is None and doc["suggestions"] and doc["suggestions"][0]["price_hourly"] > 0
+    assert doc["message"].startswith("no feasible offer for H100 x1 in europe-north9*")
 
 
 def test_plan_explain_lists_near_misses(cli) -> None:
@@ -126,3 +132,36 @@ def test_region_glob_that_excludes_a_whole_cloud_warns(cli, write_yaml) -> None:
     assert any("matches no azure region" in w for w in doc["warnings"])
     ok = write_yaml("name: r\nextends: base/torch-2.4-cu124\nhardware: {gpu: T4}\nplacement: {regions: ['us-*', '*us']}\n", "ok.yaml")
     assert "matches no" not in cli("plan", str(ok)).err
+
+
+@pytest.mark.parametrize(("given", "same_as"), [("A100-40GB", "A100"), ("H100-80GB", "H100"), ("a100", "A100"), ("l4", "L4")])
+def test_catalog_show_gpu_takes_the_names_and_aliases_validate_takes(cli, given, same_as) -> None:
+    want = cli("catalog", "show", "--gpu", same_as, "--json").json()
+    got = cli("catalog", "show", "--gpu", given, "--json").json()
+    assert want["count"] > 0 and got["count"] == want["count"] and got["offers"] == want["offers"]
+
+
+@pytest.mark.parametrize("json_out", [False, True], ids=["text", "json"])
+def test_catalog_show_unknown_gpu_is_an_input_error_with_suggestions(cli, json_out) -> None:
+    r = cli("catalog", "show", "--gpu", "Z100", *(["--json"] if json_out else []))
+    assert r.code == 2, (r.out, r.err)
+    assert "--gpu: unknown GPU 'Z100'; did you mean V100 or P100?" in r.err and "Traceback" not in r.err
+    if json_out:
+        assert r.json()["error"]["exit_code"] == 2
+
+
+def test_catalog_show_workstation_gpu_says_no_cloud_rents_it(cli) -> None:
+    r = cli("catalog", "show", "--gpu", "RTX-4090")
+    assert r.code == 2 and "workstation GPU that no cloud rents" in r.err, r.err
+
+
+def test_the_no_lock_warning_names_the_real_profile_path(cli, tmp_path) -> None:
+    import shlex
+
+    folder = tmp_path / "my profiles"
+    folder.mkdir()
+    p = folder / "t4.yaml"
+    p.write_text((EXAMPLES[0].parent / "bert-finetune-t4.yaml").read_text())  # extends a bundled profile
+    r = cli("plan", str(p))
+    assert r.code == 0, r.err
+    assert f"run `trainvm lock {shlex.quote(str(p))}`" in r.err and "PROFILE" not in r.err

@@ -40,7 +40,7 @@ def test_compact_true_rules_out_n1_t4(cli, write_yaml) -> None:
     assert doc["rejected"]["gcp"]["placement"] > 0
     assert any(s["relax"] == ["placement"] and "placement.compact: false" in s["change"] for s in doc["suggestions"])
     text = cli("plan", str(_profile(write_yaml, "T4", nodes=4, compact="true")))
-    assert "placement" in text.err and "cannot be placed compactly" in text.err
+    assert text.code == 1 and "placement" in text.out and "cannot be placed compactly" in text.out  # the answer, on stdout
 
 
 def test_compact_true_keeps_l4_and_compact_false_is_honoured(cli, write_yaml) -> None:

@@ -88,3 +88,16 @@ def test_render_no_offer_on_that_cloud_exit_1(cli, write_yaml) -> None:
 
 def test_render_bad_cloud_exit_2(cli) -> None:
     assert cli("render", T4, "--cloud", "ibm").code == 2
+
+
+@pytest.mark.parametrize("json_out", [False, True], ids=["text", "json"])
+def test_render_for_a_cloud_the_profile_leaves_out_warns(cli, write_yaml, tmp_path, json_out) -> None:
+    p = write_yaml("name: x\nextends: base/torch-2.4-cu124\nhardware: {gpu: T4}\nplacement: {clouds: [gcp]}\n")
+    r = cli("render", str(p), "--cloud", "aws", "--out", str(tmp_path / "aws"), *(["--json"] if json_out else []))
+    assert r.code == 0, r.err  # render is for review: it still renders
+    said = f"{p}:4: placement.clouds is [gcp]: `plan` and `up` leave aws out for this profile"
+    assert said in r.err
+    if json_out:
+        assert any(w.startswith(said) for w in r.json()["warnings"])
+    ok = cli("render", str(p), "--cloud", "gcp", "--out", str(tmp_path / "gcp"))
+    assert ok.code == 0 and "placement.clouds" not in ok.err  # the other side: a cloud the profile names

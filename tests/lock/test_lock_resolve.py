@@ -131,3 +131,15 @@ def test_the_users_uv_settings_do_not_change_the_closure(write_yaml, lock_cli, p
     path = write_yaml(profile_doc(["alpha==1.0"]))
     assert lock_cli(path).code == 0
     assert read_lock(path.with_suffix(".lock")).versions()["beta"] == "1.2"
+
+
+@pytest.mark.parametrize("json_out", [False, True], ids=["text", "json"])
+def test_an_unreachable_package_index_is_a_network_error_exit_3(write_yaml, cli, profile_doc, json_out) -> None:
+    path = write_yaml(profile_doc(["alpha==1.0"]))
+    dead = "http://127.0.0.1:9/simple"  # nothing listens on port 9
+    r = cli("lock", str(path), "--index-url", dead, "--torch-index-url", dead, *(["--json"] if json_out else []))
+    assert r.code == 3, r.err
+    assert "cannot reach the package index" in r.err and "Connection refused" in r.err and "Traceback" not in r.err
+    assert not path.with_suffix(".lock").exists()
+    if json_out:
+        assert r.json()["error"]["exit_code"] == 3

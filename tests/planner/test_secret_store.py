@@ -52,7 +52,7 @@ def test_plan_matrix_through_the_cli(cli, write_yaml, kind: str, cloud: str) -> 
     why = doc["request"]["secret_excluded_clouds"][cloud]
     assert why.startswith(f"stack.env.TOKEN ({path}:8): {REFS[kind]} is in a secret store that a VM on {cloud} cannot read")
     explained = cli("plan", path, "--explain")
-    assert "secret_store" in explained.err and f"stack.env.TOKEN ({path}:8)" in explained.err
+    assert explained.code == 1 and "secret_store" in explained.out and f"stack.env.TOKEN ({path}:8)" in explained.out  # the answer, on stdout
 
 
 def test_other_clouds_stay_out_of_the_plan_and_failover(cli, write_yaml) -> None:

@@ -35,3 +35,85 @@ def test_docs_link_only_files_in_the_repository() -> None:
             if re.match(r"[a-z]+://", target):
                 continue
             assert (doc.parent / target).exists(), f"{doc.name} links {target}, which does not exist"
+
+
+def _section(text: str, heading: str) -> str:
+    start = text.index(heading)
+    end = text.find("\n## ", start + len(heading))
+    return text[start:end if end >= 0 else len(text)]
+
+
+def test_the_emulator_walkthrough_installs_what_it_needs_first() -> None:
+    walk = _section((REPO / "README.md").read_text(encoding="utf-8"), "## Trying it against the emulators")
+    assert "make install-dev" in walk and walk.index("make install-dev") < walk.index("tests.emulators.serve")
+
+
+def test_the_spec_says_what_the_gce_request_sends() -> None:
+    from provisioner.profile.model import Lifecycle
+    from provisioner.providers.gcp_request import TERMINATION_ACTION
+
+    spec = (REPO / "docs" / "spec.md").read_text(encoding="utf-8")
+    default = TERMINATION_ACTION[Lifecycle.model_fields["on_max_run"].default]
+    assert "`instanceTerminationAction=DELETE`" not in spec
+    assert f"`instanceTerminationAction` follows `lifecycle.on_max_run` (`{default}` by default" in spec
+    plan_row = next(ln for ln in spec.splitlines() if ln.startswith("| `trainvm plan PROFILE`"))
+    assert "request body" not in plan_row.replace("create-request body: `trainvm render`", "")  # --show-script: the script only
+
+
+def test_the_reference_names_every_secret_store_and_the_bundled_fallback() -> None:
+    from provisioner.profile.fields import SECRET_REF_RE
+
+    text = (REPO / "docs" / "profile-reference.md").read_text(encoding="utf-8")
+    env_row = next(ln for ln in text.splitlines() if ln.startswith("| `env` |"))
+    for scheme in re.findall(r"\((?:\|)?(\w[\w-]*)/", SECRET_REF_RE.pattern):
+        assert f"secret://{scheme}/" in env_row, scheme
+    assert "bundled" in _section(text, "**`extends` merge rules.**")
+
+
+def test_the_catalog_readme_states_the_schema_version_of_the_data() -> None:
+    import json
+
+    data = REPO / "provisioner" / "catalog" / "data"
+    version = json.loads((data / "catalog.json").read_text())["schema_version"]
+    assert f"(schema_version {version})" in (data / "README.md").read_text(encoding="utf-8")
+
+
+def test_docs_name_only_commands_that_exist() -> None:
+    from provisioner.cli import app, catalog_app
+
+    names = {c.name or c.callback.__name__.replace("_", "-") for c in app.registered_commands}
+    names |= {g.name for g in app.registered_groups} | {"--help", "--version", "--debug", "--install-completion"}
+    for doc in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]:
+        text = doc.read_text(encoding="utf-8")
+        for word in re.findall(r"`trainvm ([a-z-]+)", text) + re.findall(r"`(?:list|status)`/`([a-z]+)`", text):
+            assert word in names, f"{doc.name} names `trainvm {word}`, which is not a command"
+    assert {c.name for c in catalog_app.registered_commands} == {"show"}
+
+
+def test_nothing_points_outside_the_repository_or_at_one_machine() -> None:
+    import subprocess
+
+    # provisioner/render/ is left to its owners (issue 30: a pointer to ../shared/knowledge there is theirs to fix)
+    found = subprocess.run(["git", "grep", "-n", "-I", "-e", "\\.\\./shared", "--", ".", ":!tests/unit/test_docs.py",
+                            ":!provisioner/render/__init__.py"],
+                           cwd=REPO, capture_output=True, text=True).stdout
+    assert found == "", f"pointers outside the repository:\n{found}"
+    for doc in [*sorted((REPO / "bench").glob("*.md")), *sorted((REPO / "docs").glob("*.md")), REPO / "README.md"]:
+        text = doc.read_text(encoding="utf-8")
+        assert not re.search(r"(?<![\w.])/(?:work|home|Users|root)/\w", text), f"{doc.name} names a path of one machine"
+
+
+def test_make_catalog_builds_from_the_repository_alone(tmp_path) -> None:
+    """In a copy of the repository with nothing beside it (a fresh clone), the catalog build finds its snapshot
+    and reproduces the committed catalog."""
+    import shutil
+    import subprocess
+    import sys
+
+    clone = tmp_path / "clone"
+    for part in ("scripts", "provisioner"):
+        shutil.copytree(REPO / part, clone / part, ignore=shutil.ignore_patterns("__pycache__"))
+    r = subprocess.run([sys.executable, "scripts/build_catalog.py", "--check"], cwd=clone, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "up to date" in r.stdout
+    assert "catalog:" in (REPO / "Makefile").read_text() and "../shared" not in (REPO / "Makefile").read_text()

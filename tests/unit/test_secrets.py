@@ -4,7 +4,9 @@ found whatever key it sits under, and redacted; ordinary values (paths, versions
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
+import random
 
 import pytest
 
@@ -14,6 +16,9 @@ SA_JSON = json.dumps({"type": "service_account", "project_id": "p", "private_key
                       "client_email": "x@p.iam.gserviceaccount.com"})
 # Built from parts so that the test file itself does not look like a leaked credential to scanners.
 F = "".join
+AWS_SECRET = F(["wJalrXUtnFEMI/K7MDENG/bPxRfi", "CYEXAMPLEKEY"])
+# an STS session token: base64 of "!\n\torigin_ec..." and a binary blob (real ones are 400-1,200 characters)
+SESSION_TOKEN = base64.b64encode(b"!\n\torigin_ec" + random.Random(30).randbytes(420)).decode()
 CORPUS = {
     "aws_access_key_id": F(["AKIA", "IOSFODNN7EXAMPLE"]),
     "aws_secret": F(["wJalrXUtnFEMI/K7MDENG/bPxRfi", "CYEXAMPLEKEY"]),
@@ -50,11 +55,29 @@ CORPUS = {
     "databricks": F(["dapi", "0123456789abcdef0123456789abcdef"]),
     "bearer": F(["Bearer ", "abcdefghijklmnop1234567890"]),
     "random_base64": "q8Zr3VfT0pLw9XyBn2KcMa7Hd5Js1Gu4",
+    "aws_session_token": SESSION_TOKEN,
+    # the legacy Azure AD client-secret formats (Microsoft security-utilities SEC101/101): 32 of [A-Za-z0-9.=-:[_@/*]+?]
+    # and 34 URL-unreserved characters, each with a symbol
+    "azure_client_secret_legacy32": F(["x2q:A?V.@l-b]Pn5", "sZsC1e0U-lQkW6J7"]),
+    "azure_client_secret_legacy34": F(["Zk8.Qa-Tb3~nR5_w", "E1xLp9Yc2Vd7Hs4Gj6"]),
+    "hex64": hashlib.sha256(b"a generated secret").hexdigest(),
+    "aws_secret_in_s3_path": f"s3://my-bucket/{AWS_SECRET}/train/",
+    "docker_config_json": json.dumps({"auths": {"registry.example.com": {"auth": base64.b64encode(b"user:pass").decode()}}}),
+    "docker_config_json_base64": base64.b64encode(json.dumps(
+        {"auths": {"registry.example.com": {"auth": base64.b64encode(b"user:pass").decode()}}}).encode()).decode(),
 }
 ORDINARY = ["/mnt/data/imagenet", "12.4", "550.127.05", "torch==2.4.1+cu124", ":4096:8", "1", "true", "bert-base-uncased",
             "https://download.pytorch.org/whl/cu124", "gs://my-bucket/corpus/", "en_US.UTF-8", "0,1,2,3",
             "--hash=sha256:" + "0123456789abcdef" * 4, "nvidia-cudnn-cu12==9.1.0.70", "expandable_segments:True",
-            "s3://open-data/imagenet/train/", "https://huggingface.co/datasets/wikitext", "WARN", "my-project-123456"]
+            "s3://open-data/imagenet/train/", "https://huggingface.co/datasets/wikitext", "WARN", "my-project-123456",
+            # digests where they belong (a lock's --hash, an image digest), and names of the legacy Azure lengths (32, 34)
+            "--hash=sha256:" + hashlib.sha256(b"wheel").hexdigest(),
+            "nvcr.io/nvidia/pytorch@sha256:" + hashlib.sha256(b"image").hexdigest(),
+            "nvcr.io/nvidia/pytorch:24.05-py3", "meta-llama/Meta-Llama-3-8B-Instr", "mistralai/Mistral-7B-Instruct-v0.2",
+            "/mnt/data/Imagenet2012/train_set", "datasets/ImageNet-1K/v2/shards/00", "Qwen/Qwen2.5-7B-Instruct-AWQ:v12",
+            "2024-01-01T00:00:00.0000000Z", "s3://open-data/imagenet/ILSVRC2012/train/n01440764/abcd/",
+            "gs://corpus/ImageNet/train/shards/part-00001-of-0128/", "s3://lm/Llama3/checkpoints/step4000/model00001of/x",
+            json.dumps({"auths": {}}), '{"registry-mirrors": ["https://mirror.example.com"]}']
 
 
 def test_corpus_has_at_least_30_formats():
@@ -66,7 +89,7 @@ def test_every_format_is_found_and_redacted(name):
     value = CORPUS[name]
     assert find_secret(value), name
     assert find_secret(f"prefix {value} suffix"), name  # inside a longer text too
-    if name != "hex40":  # commit ids in messages stay readable (redact's docstring)
+    if name not in ("hex40", "hex64"):  # commit ids, digests and hashes in messages stay readable (redact's docstring)
         red = redact(f"failed: curl {value}")
         assert value not in red and "***" in red, red
 
