@@ -73,7 +73,37 @@ def main() -> int:
                     print(f"{path.stem:<24} {label:<12} {cloud_name:<6} {boot.size:>9,} {boot.gzip_size:>6,} "
                           f"{cloud(cloud_name).user_data.limit:>7,} {rendered.payload.size:>9,} {len(rendered.startup_sh.encode()):>8,}")
     print(f"\nlargest bootstrap: {worst:,} bytes gzipped (aim {AIM:,}): {'OK' if worst <= AIM else 'OVER'}")
+    signed_url_sizes()
     return 0 if worst <= AIM else 1
+
+
+def signed_url_sizes() -> None:
+    """AWS on Ubuntu 22.04 also carries a URL presigned by boto3 (fetch-aws.sh: its curl cannot sign the session
+    token header): the bootstrap with such a URL, made offline by botocore with long-term keys and with temporary
+    ones (a 1,024-character session token, the order of an SSO/STS token), for the real bucket and key lengths."""
+    import boto3
+    from botocore.config import Config
+
+    from provisioner.providers.store import PayloadRef, payload_key
+    from provisioner.render.bootstrap import render_bootstrap
+
+    import base64
+    import hashlib
+    import os
+
+    sha = hashlib.sha256(b"payload").hexdigest()  # random-looking values: they do not compress, as real ones do not
+    token = base64.b64encode(os.urandom(768)).decode()
+    for label, tok in (("long-term keys", None), ("temporary keys", token)):
+        s3 = boto3.client("s3", region_name="us-east-1", aws_access_key_id="AKIA" + os.urandom(8).hex().upper(),
+                          aws_secret_access_key=base64.b64encode(os.urandom(30)).decode(),
+                          aws_session_token=tok, config=Config(signature_version="s3v4"))
+        bucket = "trainvm-123456789012-us-east-1"
+        url = s3.generate_presigned_url("get_object", Params={"Bucket": bucket, "Key": payload_key(sha)}, ExpiresIn=21600)
+        ref = PayloadRef(cloud="aws", region="us-east-1", store=bucket, key=payload_key(sha), sha256=sha, size=1,
+                         url=f"https://{bucket}.s3.us-east-1.amazonaws.com/{payload_key(sha)}", signed_url=url)
+        boot = render_bootstrap(ref, "f" * 64, "ubuntu-22.04")
+        print(f"aws ubuntu-22.04 with a presigned URL ({label}): {boot.size:,} bytes, {boot.gzip_size:,} gzipped "
+              f"(limit {cloud('aws').user_data.limit:,} raw)")
 
 
 if __name__ == "__main__":

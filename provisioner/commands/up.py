@@ -67,8 +67,11 @@ def run_up(path: Path, *, name: str | None, yes: bool, wait_ready: bool, clouds:
         raise CloudError("no cloud with usable credentials among the planned offers", hint=_cred_hint())
     vm = vm_name(loaded.profile.name, loaded.hash, name)
 
+    staged: list[Any] = []  # the PayloadRef of each attempt, in order
+
     def staged_spec(offer: Any) -> Any:  # render this offer's payload once, stage it, and the bootstrap that fetches it
         rendered, ref = stage_for_offer(loaded, offer, providers[offer.cloud])
+        staged.append(ref)
         return launch_spec(loaded, offer, name=name, spot=spot, ssh_from=ssh_from, rendered=rendered, ref=ref)
 
     existing = find_existing(vm, list(providers), providers.__getitem__, loaded.hash)
@@ -123,6 +126,13 @@ def run_up(path: Path, *, name: str | None, yes: bool, wait_ready: bool, clouds:
         ) from None
     record, attempts = result.record, list(result.attempts)
     members = _members(providers[record.cloud], record)
+    if summary is not None and staged:
+        ref = staged[-1]  # the created VM's payload
+        summary = {**summary, "payload": {**summary["payload"], "url": ref.url, "location": ref.store, "sha256": ref.sha256,
+                                           "size_bytes": ref.size, "uploaded": ref.uploaded, "access": ref.access}}
+        if not json_out:
+            err.print(f"payload: {ref.sha256[:12]} ({ref.size:,} bytes) {'uploaded to' if ref.uploaded else 'already in'} "
+                      f"{ref.store}; the VM reads it with {ref.access}")
     if wait_ready:
         up_doc = _up_doc(record, attempts, exists=False, warnings=warnings, summary=summary, members=members)
         if not json_out:

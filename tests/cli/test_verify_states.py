@@ -94,3 +94,34 @@ def test_a_missing_vm_is_the_same_code_everywhere_and_down_stays_0(cli, vm) -> N
         assert "no trainvm VM named no-such-vm" in cli(cmd, "no-such-vm").err
     down = cli("down", "no-such-vm", "--yes")
     assert down.code == 0 and "already gone" in down.out
+
+
+@pytest.mark.parametrize("why", ["payload hash mismatch", "payload missing", "identity without read access",
+                                 "store unreachable"])
+def test_a_bootstrap_failure_is_named_by_verify(cli, vm, tmp_path, monkeypatch, why) -> None:
+    """The bootstrap's own failure report (the report line it prints, made by running the real bootstrap against a
+    loopback store in tests/render/test_bootstrap_run.py) reaches `verify` as failed in phase bootstrap, with its
+    reason: each failure mode says what is wrong, not "no report yet"."""
+    import subprocess
+
+    from provisioner.providers.store import PayloadRef, payload_key
+    from provisioner.render import bootstrap as B
+    from provisioner.verify.report import last_console_report
+
+    fake, name = vm
+    monkeypatch.setattr(B, "fetch_code", lambda cloud: "tv_fetch() { return %d; }" % {
+        "payload missing": 4, "identity without read access": 3, "store unreachable": 2}.get(why, 0))
+    ref = PayloadRef(cloud="gcp", region="us-central1", store="b", key=payload_key("a" * 64),
+                     url="https://store.example/p", sha256="a" * 64, size=1, access="objectViewer")
+    boot = B.render_bootstrap(ref, "f" * 64, "debian-12").text
+    if why == "payload hash mismatch":  # the fetch "succeeds" with other bytes
+        boot = boot.replace("tv_fetch() { return 0; }", 'tv_fetch() { echo other >"$2"; }')
+    env = {"PATH": "/usr/bin:/bin", "TRAINVM_ROOT": str(tmp_path), "TRAINVM_RETRY_SLEEP": "0",
+           "TRAINVM_FETCH_SECONDS": "0", "TRAINVM_MISSING_TRIES": "1"}
+    out = subprocess.run(["bash", "-c", boot], capture_output=True, text=True, env=env, timeout=60).stdout
+    report = last_console_report(out)
+    assert report is not None and report.status.startswith("failed:bootstrap:")
+    fake.reports[name] = report.model_dump(mode="json", by_alias=True, exclude_none=True)
+    r = cli("verify", name, "--json")
+    doc = r.json()
+    assert r.code == 1 and (doc["status"], doc["phase"]) == ("failed", "bootstrap") and why in doc["message"]

@@ -2,6 +2,8 @@
 
     .venv/bin/python -m tests.emulators.serve [--cloud gcp|azure|both]   # prints the environment to export
 
+GCE comes with the GCS emulator (gcp-storage-emulator) where `up` stages the payload.
+
 Then, in another shell with that environment: ``trainvm up profiles/examples/bert-finetune-t4.yaml --yes``,
 ``trainvm list``, ``trainvm verify NAME``, ``trainvm down NAME --yes``. State lives in memory and
 is gone when this process stops (Ctrl-C). Nothing listens beyond 127.0.0.1."""
@@ -24,9 +26,11 @@ def main() -> None:
     env: dict[str, str] = {}
     running = []
     if args.cloud in ("gcp", "both"):
-        gce = GceEmulator().start()
-        running.append(gce)
-        env.update({"TRAINVM_GCE_ENDPOINT": gce.url, "GOOGLE_CLOUD_PROJECT": "trainvm-demo"})
+        from tests.emulators.gcs import GcsEmulator
+
+        gce, gcs = GceEmulator().start(), GcsEmulator().start()
+        running += [gce, gcs]
+        env.update({"TRAINVM_GCE_ENDPOINT": gce.url, "TRAINVM_GCS_ENDPOINT": gcs.url, "GOOGLE_CLOUD_PROJECT": "trainvm-demo"})
     if args.cloud in ("azure", "both"):
         arm = ArmEmulator().start()
         running.append(arm)
