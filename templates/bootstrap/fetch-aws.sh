@@ -39,9 +39,17 @@ _tv_curl_signs_headers() {
 # _tv_fetch_signed OUT: GET the presigned URL ($TV_SIGNED_URL, made by `up` with boto3) into OUT; the URL reaches
 # curl through -K - (its signature never in argv). Used only where this curl cannot sign the identity request.
 _tv_fetch_signed() {
-  local out=$1 rc=0 code err
-  code=$(printf 'url = "%s"\n' "$TV_SIGNED_URL" |
-    curl -sS --connect-timeout 10 --max-time 300 -K - -o "$out.part" -w '%{http_code}') || rc=$?
+  printf 'url = "%s"\n' "$TV_SIGNED_URL" | _tv_s3_get "$1" "the presigned GET of the payload" \
+    "S3 refused the presigned GET (HTTP: expired? \`trainvm up\` signs it for 6 h, less with temporary credentials)"
+}
+
+# _tv_s3_get OUT WHAT REFUSED [CURL ARG...]: curl GETs into OUT, its config (credentials, or the URL) read from stdin
+# (-K -); rc as tv_fetch; WHAT names the request, REFUSED says who was refused (HTTP 401/403/other 4xx). Only S3's
+# <Code> of an error body is printed: the body can echo the signed request.
+_tv_s3_get() {
+  local out=$1 what=$2 refused=$3 rc=0 code err
+  shift 3
+  code=$(curl -sS --connect-timeout 10 --max-time 300 -K - -o "$out.part" -w '%{http_code}' "$@") || rc=$?
   if [ "$rc" -eq 0 ] && [ "$code" = 200 ]; then
     mv -f "$out.part" "$out"
     return 0
@@ -51,16 +59,19 @@ _tv_fetch_signed() {
   err=${err%</Code>}
   rm -f "$out.part"
   if [ "$rc" -ne 0 ] || [ "$code" = 000 ] || [ "$code" -ge 500 ] || [ "$code" = 429 ]; then
-    echo "tv_fetch: S3 did not answer the presigned GET of the payload (curl $rc, HTTP $code${err:+ $err})" >&2
+    echo "tv_fetch: S3 did not answer $what (curl $rc, HTTP $code${err:+ $err})" >&2
     return 2
   fi
-  [ "$code" != 404 ] || { echo "tv_fetch: no such payload object (HTTP 404${err:+ $err})" >&2; return 4; }
-  echo "tv_fetch: S3 refused the presigned GET (HTTP $code${err:+ $err}: expired? \`trainvm up\` signs it for 6 h, less with temporary credentials)" >&2
+  if [ "$code" = 404 ]; then
+    echo "tv_fetch: no such payload object (HTTP 404${err:+ $err})" >&2
+    return 4
+  fi
+  echo "tv_fetch: ${refused/HTTP/HTTP $code${err:+ $err}}" >&2
   return 3
 }
 
 tv_fetch() {
-  local url=$1 out=$2 rc=0 code role doc key secret token err version
+  local url=$1 out=$2 rc=0 code role doc key secret token version
   local _tv_token
   if [ -n "${TV_SIGNED_URL:-}" ] && ! _tv_curl_signs_headers; then
     _tv_fetch_signed "$out"
@@ -88,30 +99,11 @@ tv_fetch() {
     echo "tv_fetch: the instance profile $role has no usable credentials in the instance metadata" >&2
     return 3
   fi
-  rc=0
-  code=$({
-    printf 'user = "%s:%s"\n' "$key" "$secret"
-    [ -z "$token" ] || printf 'header = "x-amz-security-token: %s"\n' "$token"
-  } | curl -sS --connect-timeout 10 --max-time 300 --aws-sigv4 "aws:amz:$TV_REGION:s3" \
-      -H "x-amz-content-sha256: $TV_EMPTY_SHA256" -K - -o "$out.part" -w '%{http_code}' "$url") || rc=$?
-  if [ "$rc" -eq 0 ] && [ "$code" = 200 ]; then
-    mv -f "$out.part" "$out"
-    return 0
-  fi
-  err=$(grep -o '<Code>[A-Za-z]*</Code>' "$out.part" 2>/dev/null | head -n 1) || true
-  err=${err#<Code>}
-  err=${err%</Code>}
-  rm -f "$out.part"
-  if [ "$rc" -ne 0 ] || [ "$code" = 000 ] || [ "$code" -ge 500 ] || [ "$code" = 429 ]; then
-    echo "tv_fetch: S3 did not answer the GET of the payload (curl $rc, HTTP $code${err:+ $err})" >&2
-    return 2
-  fi
-  if [ "$code" = 404 ]; then
-    echo "tv_fetch: no such payload object (HTTP 404${err:+ $err})" >&2
-    return 4
-  fi
   version=$(curl --version 2>/dev/null | head -n 1) || true
   version=${version#curl }
-  echo "tv_fetch: S3 refused the instance profile $role (HTTP $code${err:+ $err}; curl ${version%% *})" >&2
-  return 3
+  {
+    printf 'user = "%s:%s"\n' "$key" "$secret"
+    [ -z "$token" ] || printf 'header = "x-amz-security-token: %s"\n' "$token"
+  } | _tv_s3_get "$out" "the GET of the payload" "S3 refused the instance profile $role (HTTP; curl ${version%% *})" \
+      --aws-sigv4 "aws:amz:$TV_REGION:s3" -H "x-amz-content-sha256: $TV_EMPTY_SHA256" "$url"
 }
