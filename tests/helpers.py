@@ -95,14 +95,11 @@ def load_helper(name: str) -> Any:
 
 
 def payload_stores(monkeypatch: Any) -> None:
-    """Where `up` stages payloads in the CLI end-to-end tests, which are about VMs, not stores: GCE's in the shared
-    GCS emulator (tests/emulators/gcs.py, through google-cloud-storage), AWS's in moto's S3 (TRAINVM_AWS_ENDPOINT,
-    as every AWS call); Azure's in memory (tests/fakes.FakePayloadStore), because these tests' ARM emulator runs
-    without Azurite. The Azure store itself (ARM emulator + Azurite, the VM's reader role) is tested in
-    tests/azure/test_payload_store.py; the in-memory one models no Blob Storage, IAM or failure."""
-    from tests.emulators.gcs import shared
-    from tests.fakes import FakePayloadStore
+    """Where `up` stages payloads in the CLI end-to-end tests, through the clouds' own SDKs: GCE's in the shared GCS
+    emulator (tests/emulators/gcs.py), AWS's in moto's S3 (TRAINVM_AWS_ENDPOINT, as every AWS call), Azure's through
+    the ARM emulator (group, storage account, container, policy, listKeys) and the shared Azurite (the blob; its
+    certificate from the CA the ARM emulator uses by default, so one REQUESTS_CA_BUNDLE serves both)."""
+    from tests.emulators import azurite_server, gcs
 
-    monkeypatch.setenv("TRAINVM_GCS_ENDPOINT", shared().url)
-    store = FakePayloadStore("azure")
-    monkeypatch.setattr("provisioner.providers.azure.AzureProvider.payload_store", lambda self: store)
+    monkeypatch.setenv("TRAINVM_GCS_ENDPOINT", gcs.shared().url)
+    monkeypatch.setenv("TRAINVM_AZURE_BLOB_ENDPOINT", azurite_server.shared().url)

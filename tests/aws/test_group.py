@@ -84,7 +84,7 @@ def test_create_launches_every_node_in_one_request_into_a_cluster_placement_grou
         assert inst["Placement"]["AvailabilityZone"] == rec.zone
         assert inst["InstanceType"] == offer.instance_type and inst["State"]["Name"] == "running"
         data = ec2.describe_instance_attribute(InstanceId=inst["InstanceId"], Attribute="userData")["UserData"]["Value"]
-        assert base64.b64decode(data) == spec.user_data  # every node runs the same script
+        assert base64.b64decode(data).decode() == spec.user_data  # every node runs the same bootstrap
         # the node list: private IPs in rank order, on every node
         assert parse_node_list(t) == [i["PrivateIpAddress"] for i in insts]
     got = aws.client("ec2").describe_instances(InstanceIds=[insts[0]["InstanceId"]])["Reservations"][0]["Instances"][0]

@@ -117,6 +117,13 @@ def test_a_profile_too_large_for_the_tags_is_refused(spec, offer) -> None:
         params(replace(spec, profile_json=big), offer)
 
 
+@pytest.mark.parametrize("idle, hours, on_idle, on_max_run, behavior", [
+    (60, None, "stop", "delete", "stop"), (60, None, "delete", "stop", "terminate"),   # only idle in use
+    (None, 24, "delete", "stop", "stop"), (None, 24, "stop", "delete", "terminate"),   # only max-run in use
+    (60, 24, "delete", "delete", "terminate"), (60, 24, "stop", "stop", "stop"),
+    (60, 24, "delete", "stop", "stop"), (60, 24, "stop", "delete", "stop"),            # mixed: never terminate
+    (None, None, "delete", "delete", "stop"),
+])
 def test_shutdown_behavior_terminates_only_when_every_action_in_use_deletes(spec, offer, idle, hours, on_idle, on_max_run,
                                                                               behavior) -> None:
     """A guest shutdown is the fallback of both the idle watchdog and the max-run timer (when the helper's

@@ -96,7 +96,7 @@ def test_azure_lifecycle(cli, env, tmp_path) -> None:
             listed = cli("list", "--json").json()
             assert [v["name"] for v in listed["vms"]] == [name]
             assert cli("down", name, "--yes", "--json").json()["deleted"] is True
-            assert not [g for g in emu.resource_groups() if g.lower().startswith("trainvm-")]
+            assert not [g for g in emu.vm_groups() if g.lower().startswith("trainvm-")]
             assert cli("down", name, "--yes", "--json").code == 0
         finally:
             emu.finish_operations(stuck=True)

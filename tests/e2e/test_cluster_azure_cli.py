@@ -79,7 +79,7 @@ def test_up_status_verify_ssh_down(cli, arm, tmp_path, monkeypatch, n) -> None:
 
     down = cli("down", name, "--yes", "--json")
     assert down.code == 0 and down.json()["nodes"] == n and down.json()["deleted"] is True
-    assert arm.resource_groups() == []
+    assert arm.vm_groups() == []
     assert cli("status", "--json").json()["vms"] == []
 
 
@@ -91,5 +91,5 @@ def test_a_partial_stock_out_moves_the_whole_cluster_and_leaves_nothing_behind(c
     doc = r.json()
     assert doc["attempts"][0]["region"] == plan["region"] and doc["attempts"][0]["error_code"] == "AllocationFailed"
     assert doc["region"] != plan["region"] and doc["attempts"][-1]["outcome"] == "created"
-    assert arm.resource_groups() == [f"trainvm-{doc['name']}"]
-    assert cli("down", doc["name"], "--yes").code == 0 and arm.resource_groups() == []
+    assert arm.vm_groups() == [f"trainvm-{doc['name']}"]
+    assert cli("down", doc["name"], "--yes").code == 0 and arm.vm_groups() == []

@@ -117,7 +117,7 @@ def test_azure_down_during_pending_create_is_not_undone(cli, arm, az_t4):
     up = cli("up", az_t4, "--yes", "--cloud", "azure")
     assert up.code == 3, up.err
     assert "was deleted while `up` waited for it" in up.err
-    assert len(arm.calls("PUT", "/virtualMachines/")) == 1 and arm.resource_groups() == []
+    assert len(arm.calls("PUT", "/virtualMachines/")) == 1 and arm.vm_groups() == []
 
 
 def test_gce_up_while_another_up_creates_the_vm_is_exit_5_naming_what_to_do(cli, gce, env):

@@ -128,8 +128,9 @@ class ArmEmulator(ArmRouter):
 
     # ------------------------------------------------------------------ lifecycle
     def start(self):
-        import trustme
-        ca = self._ca or trustme.CA()
+        from tests.emulators.azurite_server import shared_ca
+
+        ca = self._ca or shared_ca()  # one CA per process by default: the shared Azurite's certificate comes from it
         self._tmp = tempfile.mkdtemp(prefix="arm-emulator-")
         self.ca_path = f"{self._tmp}/ca.pem"
         ca.cert_pem.write_to_path(self.ca_path)
@@ -226,6 +227,11 @@ class ArmEmulator(ArmRouter):
     def resource_groups(self):
         with self._lock:
             return self.state.resource_groups()
+
+    def vm_groups(self):
+        """The resource groups but the payload stores' (``trainvm-payload-REGION``, kept by `down` by design: one per
+        subscription and region, shared by every VM there; README "The payload")."""
+        return [g for g in self.resource_groups() if not g.lower().startswith("trainvm-payload-")]
 
     def resource(self, rid):
         """The resource as GET would return it (None when absent)."""

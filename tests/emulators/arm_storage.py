@@ -7,7 +7,8 @@ Modelled, under ``/subscriptions/S/resourceGroups/RG/providers/Microsoft.Storage
   -> 400 AccountNameInvalid (*); a name in ``State.taken_storage_names`` (another tenant's account) or in
   another group -> 409 StorageAccountAlreadyTaken (*) ("The storage account named X is already taken.").
 - GET -> the account (``primaryEndpoints.blob`` = ``https://NAME.blob.core.windows.net/``), 404 ResourceNotFound.
-- POST ``/listKeys`` -> two keys; ``State.storage_keys[NAME]`` presets key1 (tests give Azurite the same key).
+- POST ``/listKeys`` -> two keys; ``State.storage_keys[NAME]`` presets key1 (tests give Azurite the same key), else
+  key1 is ``default_key(NAME)``, the key the shared Azurite (azurite_server.shared) knows the account by.
 - PUT/GET ``/blobServices/default/containers/C`` (BlobContainer): container names 3-63 lowercase letters,
   digits and single hyphens (400 ContainerOperationFailure); ``publicAccess`` other than None on an account with
   ``allowBlobPublicAccess: false`` -> 409 PublicAccessNotPermitted (*).
@@ -26,6 +27,7 @@ account deleted recently in another tenant. (*) codes seen in real Azure output 
 from __future__ import annotations
 
 import base64
+import hashlib
 import datetime
 import os
 import re
@@ -140,7 +142,7 @@ class StorageMixin:
                                f"'{other['location']}' in resource group '{rg}'.")
             other["body"] = body
             return 200, None, self.render_account(other), ignored
-        key = self.storage_keys.get(name) or base64.b64encode(os.urandom(64)).decode()
+        key = self.storage_keys.get(name) or default_key(name)
         rec = {"name": name, "rg": rg.lower(), "group": self.group(rg)["name"], "location": loc, "body": body,
                "keys": [key, base64.b64encode(os.urandom(64)).decode()], "containers": {}, "policy": None,
                "state": "Creating", "created": now()}
@@ -280,3 +282,8 @@ class StorageRoutes:
     def _two(status_out):
         status, out = status_out
         return status, {}, out
+
+
+def default_key(name: str) -> str:
+    """A storage account's key1 when no test preset one: derived from its name (azurite_server.shared uses it)."""
+    return base64.b64encode(hashlib.sha256(name.encode()).digest() * 2).decode()

@@ -96,3 +96,47 @@ class Azurite:
         return BlobServiceClient(f"{self.url}/{account}", credential={"account_name": account,
                                                                       "account_key": self.accounts[account]},
                                  connection_verify=ca_path, retry_total=0)
+
+
+_CA = None
+_SHARED: Azurite | None = None
+
+
+def shared_ca():
+    """One trustme CA per test process: the ARM emulator's default, and the shared Azurite's."""
+    global _CA
+    if _CA is None:
+        import trustme
+
+        _CA = trustme.CA()
+    return _CA
+
+
+def shared() -> Azurite:
+    """One Azurite per test process for the CLI end-to-end tests (``up`` stages the Azure payload there): an account
+    for every Azure region of the embedded catalog on the ARM emulator's default subscription, keyed as the emulator's
+    listKeys answers (arm_storage.default_key), each with trainvm's container made (what the store's container PUT
+    through ARM does on Azure; the emulator and Azurite are two programs)."""
+    global _SHARED
+    if _SHARED is None:
+        import csv
+        import tempfile
+
+        from pathlib import Path
+
+        import provisioner
+        from provisioner.providers.azure_store import CONTAINER, account_name
+        from tests.emulators.arm import DEFAULT_SUBSCRIPTION
+        from tests.emulators.arm_storage import default_key
+
+        with open(Path(provisioner.__file__).parent / "catalog/data/azure.csv", encoding="utf-8") as fh:
+            regions = sorted({row["region"] for row in csv.DictReader(fh)})
+        names = [account_name(DEFAULT_SUBSCRIPTION, r) for r in regions]
+        az = Azurite(shared_ca(), {n: default_key(n) for n in names}).start()
+        ca = tempfile.NamedTemporaryFile("wb", suffix=".pem", delete=False)
+        ca.write(shared_ca().cert_pem.bytes())
+        ca.close()
+        for n in names:
+            az.service(n, ca.name).create_container(CONTAINER)
+        _SHARED = az
+    return _SHARED
