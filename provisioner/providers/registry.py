@@ -119,10 +119,6 @@ class LifecycleFacts:
     #: chooses it); or nothing (keeps billing)
     guest_shutdown: Literal["stop", "settable", "keep-billing"]
     spot_reclaim: Callable[[str], str]  # on_max_run -> what reclaiming a spot VM does
-    #: the data scheme whose copy tool carries this cloud's SDK: when the profile installs it
-    #: (render/data.py), trainvm-lifecycle makes its own API call through that SDK and the helper's
-    #: ``api_CLOUD`` is left out of the script (render/script.py python_keep); None: the helper's call only
-    api_sdk_scheme: str | None = None
 
 
 @dataclass(frozen=True)
@@ -276,7 +272,6 @@ CLOUDS: Mapping[str, CloudSpec] = MappingProxyType({c.name: c for c in (
             enforces_max_run=False,
             guest_shutdown="settable",  # InstanceInitiatedShutdownBehavior
             spot_reclaim=lambda on_max_run: "a reclaimed spot instance is terminated",
-            api_sdk_scheme="s3",  # the s3 copy tool's venv has boto3 (templates/files/trainvm-lifecycle-aws.sh)
         ),
         nvswitch_shapes=r"^(p4de?\.24xlarge|p5(e|en)?\.48xlarge|p6-b200\.48xlarge)$",
         group_engine=True,  # providers/aws_group.py: cluster placement group + one RunInstances (MinCount = MaxCount = N)

@@ -20,9 +20,9 @@ from provisioner.compat.facts import Facts, load_facts
 from provisioner.compat.stack import frameworks
 from provisioner.errors import RenderError
 from provisioner.profile.fields import BUCKET_RES, DANGEROUS_ENV_KEYS, RESERVED_DIRS
-from provisioner.providers.lifecycle import guest_shutdown_does, on_vm_max_run_seconds
+from provisioner.providers.lifecycle import api_actions, guest_shutdown_does, on_vm_max_run_seconds
 from provisioner.providers.registry import CLOUD_NAMES, CLOUDS
-from provisioner.render.data import DataPlan, DataTool, data_plans, data_tools, unreadable
+from provisioner.render.data import DataPlan, DataTool, aws_api, data_plans, data_tools, unreadable
 
 # cuda-keyring_1.1-1_all.deb per NVIDIA repository (x86_64). Sources: NVIDIA repo Packages files;
 # GoogleCloudPlatform/compute-gpu-installation linux/cuda_installer/config.py NVIDIA_KEYRING_SHA256_SUMS.
@@ -142,7 +142,8 @@ class ScriptContext:
     lock_sha256: str
     packages_fingerprint: str
     data: tuple[DataPlan, ...]
-    # the SDK copy tools the data needs (their locks for this OS; none when the data is unreadable here)
+    # the SDK venvs the VM installs (their locks for this OS): the data's copy tools, and the s3 one (boto3) when the
+    # VM calls an AWS API (aws_sdk); none when the data is unreadable here
     datatools: tuple[DataTool, ...]
     data_unreadable: str  # why this cloud's VM cannot read the data ("": it can); the script stops at preflight
     nvme: str  # none | optional | required
@@ -161,6 +162,10 @@ class ScriptContext:
     container: Any = None  # provisioner.render.container.ContainerContext for stack.container, else None
     driver_pkgver: str = ""  # the exact apt version of driver_pkg NAME.lock recorded ("": resolved on the VM)
     cluster: Any = None  # provisioner.render.cluster.ClusterContext for hardware.nodes > 1, else None
+    #: some data item is copied by templates/files/trainvm_copy.py (the copier is rendered)
+    copier: bool = False
+    #: the VM calls an AWS API (render/data.py aws_api): the env phase first installs the s3 tool's venv (boto3)
+    aws_sdk: bool = False
 
 
 def _kernel_packages(os_family: str, cloud: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -282,6 +287,10 @@ def build_context(loaded: Any, target: RenderTarget, facts: Facts | None = None)
     scratch = _scratch_mount(dests) if nvme != "none" else ""
     data = data_plans(profile, scratch)
     data_unreadable = unreadable(profile, target.cloud)
+    shutdown_does = guest_shutdown_does(target.cloud, profile.lifecycle)
+    lc = profile.lifecycle
+    used = [a for a, on in ((lc.on_idle, lc.idle_shutdown_minutes), (lc.on_max_run, lc.max_run_hours)) if on]
+    aws_sdk = not data_unreadable and aws_api(profile, target.cloud, data, api_actions(used, shutdown_does))
     fingerprint = hashlib.sha256(json.dumps([pins, lock_sha, torch_index, stack.python]).encode()).hexdigest()
     if nvme != "none":
         disk_path = scratch
@@ -350,7 +359,7 @@ def build_context(loaded: Any, target: RenderTarget, facts: Facts | None = None)
         lock_sha256=lock_sha,
         packages_fingerprint=fingerprint,
         data=data,
-        datatools=() if data_unreadable else data_tools(data, stack.os),
+        datatools=() if data_unreadable else data_tools(data, stack.os, aws_api=aws_sdk),
         data_unreadable=data_unreadable,
         nvme=nvme,
         scratch=scratch,
@@ -358,13 +367,15 @@ def build_context(loaded: Any, target: RenderTarget, facts: Facts | None = None)
         on_idle=profile.lifecycle.on_idle,
         on_max_run=profile.lifecycle.on_max_run,
         max_run_seconds=on_vm_max_run_seconds(target.cloud, profile.lifecycle.max_run_hours),
-        shutdown_does=guest_shutdown_does(target.cloud, profile.lifecycle),
+        shutdown_does=shutdown_does,
         max_reboots=MAX_REBOOTS,
         expected_json=json.dumps(expected, sort_keys=True, ensure_ascii=True, separators=(",", ":")),
         **_perf_fields(profile),
         container=container,
         driver_pkgver=_locked_driver_version(loaded, "nvidia-open" if gpu.modules == "open" else "cuda-drivers"),
         cluster=cluster_context(profile, target.cloud, target.instance_type, target.gpu_count),
+        copier=not data_unreadable and any(p.tool for p in data),
+        aws_sdk=aws_sdk,
     )
 
 

@@ -10,6 +10,10 @@
   cannot read, or a source it cannot read without one, makes ``unreadable`` non-empty: the script then stops
   in its first phase with ``failed:data`` (``trainvm render`` shows such a script for review only; ``plan``
   and ``up`` rule that cloud out, providers/access.py ``data_locality_exclusions``).
+- The AWS API (``aws_api``): every call an AWS VM makes with its instance profile (Secrets Manager for
+  ``secret://aws/``, EC2 Stop/TerminateInstances of a mixed stop/delete lifecycle, S3 for ``s3://``) is boto3 of
+  the s3 tool's venv, so that venv is installed whenever an AWS VM makes one (``data_tools(..., aws_api=True)``),
+  before the env phase resolves secrets.
 """
 
 from __future__ import annotations
@@ -74,11 +78,27 @@ def unreadable(profile: Any, cloud: str) -> str:
     return data_locality_exclusions([(d.source, d.credential) for d in profile.data], (cloud,)).get(cloud, "")
 
 
-def data_tools(plans: tuple[DataPlan, ...], os_name: str) -> tuple[DataTool, ...]:
-    """The copy tool of each scheme the plans use, with its lock for ``os_name``, in a stable order."""
+#: the tool whose venv (boto3) makes every AWS API call of an AWS VM (templates/files/trainvm_helper.py AWS_PROGRAM)
+AWS_SDK_SCHEME = "s3"
+
+
+def aws_api(profile: Any, cloud: str, plans: tuple[DataPlan, ...], api_actions: set[str]) -> bool:
+    """Whether a VM on ``cloud`` calls an AWS API with its instance profile: on AWS, ``s3://`` data, a
+    ``secret://aws/`` reference (stack.env or a data credential), or a lifecycle action its guest shutdown does not
+    do (``api_actions``: trainvm-lifecycle's EC2 call)."""
+    if cloud != "aws":
+        return False
+    refs = [*profile.stack.env.values(), *(p.credential for p in plans)]
+    return (any(p.tool == AWS_SDK_SCHEME for p in plans) or any(r.startswith("secret://aws/") for r in refs)
+            or bool(api_actions))
+
+
+def data_tools(plans: tuple[DataPlan, ...], os_name: str, *, aws_api: bool = False) -> tuple[DataTool, ...]:
+    """The SDK venv of each scheme the plans use, and the s3 one when the VM calls an AWS API (``aws_api``), with
+    its lock for ``os_name``, in a stable order."""
     tools = []
     for scheme in COPY_SCHEMES:
-        if not any(p.tool == scheme for p in plans):
+        if not any(p.tool == scheme for p in plans) and not (aws_api and scheme == AWS_SDK_SCHEME):
             continue
         path = template_dir() / "datatools" / f"{scheme}-{os_name}.txt"
         try:

@@ -6,8 +6,9 @@
 #                the values of secrets.env and the data credentials replaced by *** (the console and provision.log)
 #   credential REF FILE  a data[].credential (secret://...) read with the VM's identity into FILE (0600)
 #   ec2 stop|terminate  EC2 StopInstances / TerminateInstances of this instance with its instance profile
-#                (IMDSv2 credentials, curl --aws-sigv4); exit 0 once it is stopping / shutting down, 1 when EC2 refused
-#                (the error's code on stderr) or failed 3 times (trainvm-lifecycle then falls back)
+#                (boto3 of the s3 tool's venv: AWS_PROGRAM); exit 0 once it is stopping / shutting down, 1 when EC2
+#                refused (the error's code on stderr), boto3's retries ran out or the SDK is missing (trainvm-lifecycle
+#                then falls back where that is safe)
 #   driver-pin PKG...  apt preferences pinning the source packages of PKG's dependency closure
 #                at the driver's version; the closure's names to driver-packages
 # Paths are under $TRAINVM_ROOT; the manifest is /var/lib/trainvm/expected.json.
@@ -17,10 +18,8 @@ import os
 import re
 import subprocess
 import sys
-import time
 import urllib.parse
 import urllib.request
-import xml.etree.ElementTree as ET
 
 ROOT = os.environ.get("TRAINVM_ROOT", "")
 STATE = ROOT + "/var/lib/trainvm"
@@ -66,68 +65,88 @@ def secret_gcp(name):  # Secret Manager with the VM's service account (metadata-
     return base64.b64decode(json.loads(http(url, {"Authorization": "Bearer " + token}))["payload"]["data"]).decode("utf-8")
 
 
-def aws_role():  # IMDSv2: a metadata reader, the region and the instance profile's credentials
+def aws_md(*paths):  # IMDSv2: this instance's metadata (region, instance id; never credentials: boto3 reads those)
     imds = "http://169.254.169.254/latest/"
     tok = {"X-aws-ec2-metadata-token": http(imds + "api/token", {"X-aws-ec2-metadata-token-ttl-seconds": "300"}, method="PUT")}
-
-    def md(path):
-        return http(imds + "meta-data/" + path, tok)
-
-    role = md("iam/security-credentials/").split()[0]
-    return md, md("placement/region"), json.loads(md("iam/security-credentials/" + role))
+    return [http(imds + "meta-data/" + p, tok).strip() for p in paths]
 
 
-def secret_aws(name, sm="https://secretsmanager.{}.amazonaws.com/"):  # Secrets Manager GetSecretValue with the instance profile; tests give SM
-    md, region, keys = aws_role()
-    status, text = aws_curl(keys, region, "secretsmanager", sm.format(region), json.dumps({"SecretId": name}),
-                            {"content-type": "application/x-amz-json-1.1", "x-amz-target": "secretsmanager.GetSecretValue"})
-    if status != 200:  # the error's code only: an error body may echo the signed request
-        code = re.search(r'"__type"\s*:\s*"(?:[^"#]*#)?([\w.]+)"|<Code>([\w.]+)</Code>', text)
-        raise RuntimeError("Secrets Manager answered %d %s" % (status, code and (code.group(1) or code.group(2))))
-    return json.loads(text)["SecretString"]
+# Every AWS API call of this VM: boto3 of the s3 tool's venv (the hash-locked templates/datatools/s3-OS.txt, installed
+# by the startup script's tv_aws_sdk), credentials only from botocore's own instance-metadata provider (IMDSv2: the
+# instance profile; nothing passes keys around), throttling / 5xx / network errors retried by boto3 itself (3
+# attempts). argv: SERVICE OPERATION REGION PARAMS-JSON. The response on stdout as JSON; an error as one line on
+# stderr, "STATUS CODE MESSAGE" (exit 1) or the SDK's own error (exit 3).
+AWS_SDK = ROOT + "/opt/trainvm/datatools/s3/bin/python"
+AWS_PROGRAM = r"""
+import json, re, sys
+import boto3, botocore.session
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
+service, op, region, params = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
+bs = botocore.session.get_session()
+chain = bs.get_component("credential_provider")
+for name in [p.METHOD for p in chain.providers if p.METHOD != "iam-role"]:
+    chain.remove(name)
+try:
+    if bs.get_credentials() is None:
+        sys.stderr.write("no instance profile credentials from the instance metadata service\n")
+        sys.exit(3)
+    client = boto3.Session(botocore_session=bs).client(service, region_name=region, config=Config(
+        retries={"mode": "standard", "total_max_attempts": 3}, connect_timeout=10, read_timeout=30))
+    sys.stdout.write(json.dumps(getattr(client, op)(**params), default=str))
+except ClientError as exc:
+    err, meta = exc.response.get("Error", {}), exc.response.get("ResponseMetadata", {})
+    code, message = str(err.get("Code", "")), str(err.get("Message", ""))
+    if not re.fullmatch(r"[A-Za-z][\w.]*", code):  # a body botocore could not parse (it may echo the request): its code only
+        found = re.search(r"<Code>([\w.]+)</Code>|\"__type\"\s*:\s*\"(?:[^\"#]*#)?([\w.]+)\"", code + " " + message)
+        code, message = (found.group(1) or found.group(2)) if found else "Unknown", ""
+    message = " ".join(message.split())
+    sys.stderr.write("%s %s %s\n" % (meta.get("HTTPStatusCode", 0), code, message))
+    sys.exit(1)
+except BotoCoreError as exc:
+    sys.stderr.write("%s: %s\n" % (type(exc).__name__, exc))
+    sys.exit(3)
+"""
 
 
-def api_aws(verb, ec2="https://ec2.{}.amazonaws.com/"):  # ec2 stop|terminate (trainvm-lifecycle); tests give EC2
+def aws_call(service, op, region, params):  # (0, response) or (exit code, its error line) of one call through boto3
+    if not os.access(AWS_SDK, os.X_OK):
+        return 3, "the AWS SDK (boto3 in %s) is not installed on this VM" % AWS_SDK[len(ROOT):].rsplit("/bin/", 1)[0]
+    try:
+        p = subprocess.run([AWS_SDK, "-c", AWS_PROGRAM, service, op, region, json.dumps(params)], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, universal_newlines=True, timeout=300)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return 3, str(exc)
+    if p.returncode != 0:
+        lines = p.stderr.strip().splitlines()
+        return p.returncode, (lines[-1] if lines else "exit %d" % p.returncode)[:400]
+    return 0, json.loads(p.stdout)
+
+
+def secret_aws(name):  # Secrets Manager GetSecretValue with the instance profile
+    rc, out = aws_call("secretsmanager", "get_secret_value", aws_md("placement/region")[0], {"SecretId": name})
+    if rc == 1:  # the error's status and code only
+        raise RuntimeError("Secrets Manager answered %s" % " ".join(out.split()[:2]))
+    if rc != 0:
+        raise RuntimeError("Secrets Manager GetSecretValue failed: %s" % out)
+    return out["SecretString"]
+
+
+def api_aws(verb):  # ec2 stop|terminate (trainvm-lifecycle): 0 once stopping / shutting down, 1 otherwise
     if verb not in ("stop", "terminate"):
         return 2
-    action, err = verb.title() + "Instances", ""
-    for attempt in range(3):  # bounded: a network error, a 5xx or EC2's throttling is tried again
-        time.sleep(attempt * 5)
-        try:
-            md, region, keys = aws_role()
-            body = urllib.parse.urlencode({"Action": action, "InstanceId.1": md("instance-id"), "Version": "2016-11-15"})
-            status, text = aws_curl(keys, region, "ec2", ec2.format(region), body,
-                                    {"content-type": "application/x-www-form-urlencoded; charset=utf-8"})
-            doc = ET.fromstring(text) if text.lstrip().startswith("<") else ET.Element("empty")
-            if status == 200:  # <TerminateInstancesResponse>...<currentState><code>32</code><name>shutting-down</name>
-                state = doc.findtext(".//{*}currentState/{*}name")
-                print("EC2 %s: %s" % (action, state))
-                return 0 if state in ("stopping", "stopped", "shutting-down", "terminated") else 1
-            # <Response><Errors><Error><Code>C</Code><Message>M</Message></Error></Errors>...
-            err = ("%d %s %s" % (status, doc.findtext(".//{*}Code") or "", doc.findtext(".//{*}Message") or "")).strip()[:400]
-            if status < 500 and doc.findtext(".//{*}Code") != "RequestLimitExceeded":
-                break
-        except (OSError, ValueError, IndexError, ET.ParseError, subprocess.SubprocessError) as exc:
-            err = str(exc)
-    print("EC2 %s failed: %s" % (action, err), file=sys.stderr)
-    return 1
-
-
-def aws_curl(keys, region, service, url, body, headers):  # (HTTP status, body) of a POST signed by curl's --aws-sigv4
-    # the key pair and session token reach curl only through its config on stdin (-K -): never argv, a file or output
-    quote = lambda v: '"%s"' % v.replace("\\", "\\\\").replace('"', '\\"')  # noqa: E731
-    config = "user = %s\n" % quote(keys["AccessKeyId"] + ":" + keys["SecretAccessKey"])
-    if keys.get("Token"):
-        config += "header = %s\n" % quote("x-amz-security-token: " + keys["Token"])
-    argv = ["curl", "-sS", "--connect-timeout", "10", "--max-time", "30", "--aws-sigv4", "aws:amz:%s:%s" % (region, service),
-            "-K", "-", "--data-binary", body, "-w", "\n%{http_code}", url]
-    for name, value in sorted(headers.items()):
-        argv[1:1] = ["-H", "%s: %s" % (name, value)]
-    p = subprocess.run(argv, input=config, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, timeout=60)
-    if p.returncode != 0:
-        raise OSError("curl exited with %d: %s" % (p.returncode, p.stderr.strip()[-200:]))
-    text, _, status = p.stdout.rpartition("\n")
-    return int(status), text
+    action = verb.title() + "Instances"
+    try:
+        region, instance = aws_md("placement/region", "instance-id")
+        rc, out = aws_call("ec2", verb + "_instances", region, {"InstanceIds": [instance]})
+    except (OSError, ValueError) as exc:
+        rc, out = 3, "instance metadata: %s" % exc
+    if rc != 0:
+        print("EC2 %s failed: %s" % (action, out), file=sys.stderr)
+        return 1
+    state = [v for k, v in out.items() if k.endswith("Instances")][0][0]["CurrentState"]["Name"]
+    print("EC2 %s: %s" % (action, state))
+    return 0 if state in ("stopping", "stopped", "shutting-down", "terminated") else 1
 
 
 def secret_azure_keyvault(rest):  # Key Vault with the VM's managed identity (IMDS token)

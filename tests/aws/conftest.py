@@ -82,7 +82,8 @@ def moto_auth(moto_aws):
 
 def role_credentials(aws, name: str, policy: dict[str, Any]) -> dict[str, str]:
     """An IAM role with ``policy`` (as ``ensure_instance_profile`` puts it) and temporary credentials of it from
-    moto's STS, as the instance metadata service serves them (AccessKeyId ASIA..., SecretAccessKey, Token)."""
+    moto's STS, as the instance metadata service serves them (AccessKeyId ASIA..., SecretAccessKey, Token,
+    Expiration: botocore's instance-metadata provider refuses credentials without it)."""
     import json
 
     from provisioner.providers.aws_request import ASSUME_ROLE_POLICY
@@ -91,5 +92,6 @@ def role_credentials(aws, name: str, policy: dict[str, Any]) -> dict[str, str]:
     arn = iam.create_role(RoleName=name, AssumeRolePolicyDocument=json.dumps(ASSUME_ROLE_POLICY))["Role"]["Arn"]
     iam.put_role_policy(RoleName=name, PolicyName="trainvm", PolicyDocument=json.dumps(policy))
     got = sts.assume_role(RoleArn=arn, RoleSessionName="i-0123456789abcdef0")["Credentials"]
-    return {"Code": "Success", "Type": "AWS-HMAC", "AccessKeyId": got["AccessKeyId"],
-            "SecretAccessKey": got["SecretAccessKey"], "Token": got["SessionToken"]}
+    return {"Code": "Success", "LastUpdated": got["Expiration"].strftime("%Y-%m-%dT%H:%M:%SZ"), "Type": "AWS-HMAC",
+            "AccessKeyId": got["AccessKeyId"], "SecretAccessKey": got["SecretAccessKey"], "Token": got["SessionToken"],
+            "Expiration": got["Expiration"].strftime("%Y-%m-%dT%H:%M:%SZ")}

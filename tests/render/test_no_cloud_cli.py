@@ -2,7 +2,7 @@
 on AWS or Azure images). Every bundled profile on every cloud and OS, with its data where that cloud reads it
 natively and with a cross-cloud source read through a credential from that cloud's own secret store: the
 rendered script (as the VM runs it) names none of them, the AWS lifecycle script (trainvm-lifecycle, idle/max-run)
-included: its EC2 call is the helper's own (`trainvm_helper.py ec2 terminate`, SigV4 in the standard library)."""
+included: its EC2 call is the helper's (`trainvm_helper.py ec2 terminate`, boto3 of the s3 tool's venv)."""
 
 from __future__ import annotations
 

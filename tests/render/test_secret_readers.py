@@ -1,6 +1,6 @@
 """The helper's secret readers (templates/files/trainvm_helper.py): no cloud CLI on the VM (images ship none
 on AWS; the data phase must not depend on one anywhere), only the VM's identity through its metadata server
-and the store's HTTPS API. The AWS reader (Secrets Manager, signed by curl's own --aws-sigv4) is tested against
+and the store's HTTPS API. The AWS reader (Secrets Manager through boto3 of the s3 tool's venv) is tested against
 moto's server with its signature checks on: tests/aws/test_ec2_call.py."""
 
 from __future__ import annotations

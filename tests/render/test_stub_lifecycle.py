@@ -1,7 +1,7 @@
 """The lifecycle programs the rendered script installs, run under the stub harness: the idle
 watchdog (what counts as busy, the idle clock keyed to the boot), ``trainvm-lifecycle`` per cloud
 (what idle and max-run call: Azure deallocates/deletes through ARM with an IMDS token, AWS calls
-EC2 StopInstances/TerminateInstances from the helper, GCE stops from the guest or deletes through the Compute API) and the max-run
+EC2 StopInstances/TerminateInstances through the helper's boto3 program, GCE stops from the guest or deletes through the Compute API) and the max-run
 timer on clouds that do not enforce max_run_hours themselves (issue 10)."""
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ AZ_VM = "/subscriptions/sub-1/resourceGroups/trainvm-vm/providers/Microsoft.Comp
 @functools.cache
 def script(cloud: str, https_data: bool = False, **lifecycle) -> str:
     """The golden profile's script for ``cloud``, its data on that cloud's own storage (AWS: s3://, so the s3 copy
-    tool's boto3 is installed), or with ``https_data`` on plain https:// (no copy tool)."""
+    tool's boto3 is installed), or with ``https_data`` on plain https:// (no copy tool; on AWS the s3 tool's venv
+    only when the VM calls an AWS API: a mixed lifecycle, secret://aws/)."""
     lp = S.data_native_to(S.loaded(S.GOLDEN_PROFILE), cloud)
     if https_data:
         items = [d.model_copy(update={"source": "https://data.example.com/" + d.source.split("://", 1)[1]})
@@ -166,9 +167,9 @@ def run_lc(h, *args, **knobs):
     return r, calls(h)
 
 
-#: the two ways trainvm-lifecycle calls EC2: through the s3:// copy tool's boto3 when the profile installs it (the
-#: helper then carries no EC2 code), else the helper's own SigV4 call (https:// data: no copy tool)
-EC2_PATHS = pytest.mark.parametrize("https_data", [False, True], ids=["boto3-of-s3-tool", "helper-sigv4"])
+#: the data of the AWS profile: s3:// (the s3 tool is installed for it too) or https:// (installed for the mixed
+#: lifecycle's EC2 call alone): either way trainvm-lifecycle calls EC2 through that venv's boto3
+EC2_PATHS = pytest.mark.parametrize("https_data", [False, True], ids=["s3-data", "https-data"])
 
 
 @EC2_PATHS
@@ -176,29 +177,42 @@ EC2_PATHS = pytest.mark.parametrize("https_data", [False, True], ids=["boto3-of-
                                                       ("stop", "delete", "TerminateInstances")])
 def test_aws_mixed_lifecycle_deletes_through_ec2_never_poweroff(make_harness, on_idle, on_max_run, api, https_data):
     """A mixed stop/delete: the guest shutdown is set to stop, so the `delete` is trainvm-lifecycle's own EC2
-    TerminateInstances: through the s3 copy tool's boto3 (the stub's boto3 records it), or the helper's
-    (`trainvm_helper.py ec2 terminate`), signed with the instance profile's IMDSv2 credentials (the stub EC2
-    refuses anything else); no AWS CLI, which AWS's images do not have."""
+    TerminateInstances: `trainvm_helper.py ec2 terminate`, boto3 of the s3 tool's venv (installed for it even with
+    https:// data; the fake records the call), with the instance role's credentials that botocore reads from IMDSv2
+    (the fake EC2 refuses any other); no AWS CLI, which AWS's images do not have, and no curl signing."""
     h = provisioned(make_harness, "aws", https_data, on_idle=on_idle, on_max_run=on_max_run, max_run_hours=2)
     assert "SHUTDOWN_DOES=stop" in h.path("/etc/trainvm/watchdog.conf").read_text()
-    assert h.path("/opt/trainvm/datatools/s3/bin/python").exists() is not https_data
+    assert h.path("/opt/trainvm/datatools/s3/bin/python").exists()
     if on_idle == "delete":
         out, log = go_idle(h)
     else:
         out, log = run_lc(h, on_max_run, "max-run")
     assert out.returncode == 0, out.stdout
-    assert f"ec2\t{api}\ti-0123456789abcdef0" in log.splitlines()
-    assert "poweroff" not in log and "aws\t" not in log
-    if https_data:
-        assert "http\tPUT\thttp://169.254.169.254/latest/api/token" in log  # IMDSv2
-    else:
-        assert "sdk\ts3\tclient\tec2\tkey=instance-profile" in log.splitlines()
-        assert any(c.startswith("curl") and "-X\tPUT" in c and "169.254.169.254/latest/api/token" in c for c in log.splitlines())
+    lines = log.splitlines()
+    assert f"ec2\t{api}\ti-0123456789abcdef0" in lines
+    assert "poweroff" not in log and "aws\t" not in log and "--aws-sigv4" not in log
+    assert "sdk\ts3\tclient\tec2\tkey=iam-role" in lines
+    token = lines.index("http\tPUT\thttp://169.254.169.254/latest/api/token")  # IMDSv2, before the call
+    assert token < lines.index(f"ec2\t{api}\ti-0123456789abcdef0")
+    assert "http\tGET\thttp://169.254.169.254/latest/meta-data/iam/security-credentials/trainvm-role" in lines
     assert f"EC2 {api}: shutting-down" in out.stdout
     # the other action, stop, is what the guest shutdown does exactly: no API call
     r, log = run_lc(h, "stop", "idle" if on_idle == "stop" else "max-run")
     assert r.returncode == 0 and "systemctl\tpoweroff" in log and "ec2\t" not in log
     assert "InstanceInitiatedShutdownBehavior does stop" in r.stdout
+
+
+def test_aws_mixed_lifecycle_without_the_sdk_venv_says_so_and_falls_back_to_the_stop_shutdown(make_harness):
+    """The venv gone (removed by hand): the EC2 call is a clear failure (no other way to call EC2), and the `delete`
+    ends in the guest shutdown set to stop, which loses nothing that was not asked."""
+    import shutil
+
+    h = provisioned(make_harness, "aws", True, on_idle="delete", on_max_run="stop", max_run_hours=2)
+    shutil.rmtree(h.path("/opt/trainvm/datatools/s3"))
+    r, log = run_lc(h, "delete", "idle")
+    assert r.returncode == 0 and "systemctl\tpoweroff" in log and "ec2\t" not in log
+    assert "EC2 TerminateInstances failed: the AWS SDK (boto3 in /opt/trainvm/datatools/s3) is not installed" in r.stderr
+    assert "the EC2 call failed" in r.stdout and "InstanceInitiatedShutdownBehavior does stop" in r.stdout
 
 
 @pytest.mark.parametrize("action", ["stop", "delete"])
@@ -234,10 +248,12 @@ def test_aws_failed_ec2_call_falls_back_to_the_stop_shutdown(make_harness, on_id
 @EC2_PATHS
 def test_aws_a_shutdown_never_deletes_what_should_stop(make_harness, https_data):
     """All actions delete: the shutdown behaviour is terminate, so a `stop` (only by hand here) is never a shutdown.
-    Without the s3 copy tool there is no EC2 call in this script to make it, so it exits non-zero and nothing
-    happens; with it, boto3 asks EC2 for StopInstances, which the instance profile does not allow (only the actions
-    in use: aws_request.role_policy), and when EC2 refuses, nothing happens either."""
+    Without s3:// data this VM calls no AWS API, has no SDK venv, and the helper's EC2 call fails at once (the venv
+    is missing), so it exits non-zero and nothing happens; with it, boto3 asks EC2 for StopInstances, which the
+    instance profile does not allow (only the actions in use: aws_request.role_policy), and when EC2 refuses,
+    nothing happens either."""
     h = provisioned(make_harness, "aws", https_data, on_idle="delete", on_max_run="delete", max_run_hours=2)
+    assert h.path("/opt/trainvm/datatools/s3").exists() is not https_data
     r, log = run_lc(h, "stop", "manual", STUB_AWS_EC2_FAIL="1")
     assert r.returncode != 0 and "poweroff" not in log
     assert ("ec2\t" in log) is not https_data

@@ -1,6 +1,6 @@
 """The stub world's network for the on-VM Python (the helper's secret readers): urllib.request.urlopen
 answers the metadata servers (GCE, Azure IMDS, EC2 IMDSv2) and the secret stores (Secret Manager, Key Vault; EC2
-and Secrets Manager are called through curl --aws-sigv4: pyfake/aws_api.py) from STUB_SECRETS (JSON {"KIND/NAME": value}; default: every secret reads "s3cr3t-from-KIND"); a
+and Secrets Manager are called through boto3: fakesdk/boto3, whose botocore reads IMDSv2 here) from STUB_SECRETS (JSON {"KIND/NAME": value}; default: every secret reads "s3cr3t-from-KIND"); a
 secret set to null answers 404 like the real store. Each request is recorded in calls.log as
 `http METHOD URL`. Any other URL is refused (the stub world has no network). Not modelled: IAM/scopes (any
 token is accepted), token expiry."""
