@@ -81,15 +81,15 @@ def signed_url_sizes() -> None:
     """AWS on Ubuntu 22.04 also carries a URL presigned by boto3 (fetch-aws.sh: its curl cannot sign the session
     token header): the bootstrap with such a URL, made offline by botocore with long-term keys and with temporary
     ones (a 1,024-character session token, the order of an SSO/STS token), for the real bucket and key lengths."""
+    import base64
+    import hashlib
+    import os
+
     import boto3
     from botocore.config import Config
 
     from provisioner.providers.store import PayloadRef, payload_key
     from provisioner.render.bootstrap import render_bootstrap
-
-    import base64
-    import hashlib
-    import os
 
     sha = hashlib.sha256(b"payload").hexdigest()  # random-looking values: they do not compress, as real ones do not
     token = base64.b64encode(os.urandom(768)).decode()

@@ -27,8 +27,8 @@ account deleted recently in another tenant. (*) codes seen in real Azure output 
 from __future__ import annotations
 
 import base64
-import hashlib
 import datetime
+import hashlib
 import os
 import re
 import typing

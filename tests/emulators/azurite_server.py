@@ -121,7 +121,6 @@ def shared() -> Azurite:
     if _SHARED is None:
         import csv
         import tempfile
-
         from pathlib import Path
 
         import provisioner
