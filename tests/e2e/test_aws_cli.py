@@ -5,7 +5,9 @@ console output (what its startup script would print) is planted."""
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
+import re
 import sys
 from pathlib import Path
 
