@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # the model is imported lazily at run time
 #: Left out of the profile hash (the VM's identity): ``extends`` (resolved away) and how far `up` may fail
 #: over (a policy of `up`, not a property of the VM; leaving it out keeps existing VMs' names stable).
 HASH_EXCLUDE: dict[str, Any] = {"extends": True, "placement": {"max_failover_premium", "compact"}}
-MAX_LOCK_BYTES = 200_000
+MAX_LOCK_BYTES = 8_000_000  # a bound on a hostile file, not on what a VM can take: the lock travels in the payload
 _UNION_TAG = re.compile(r"^(function-[a-z]+\[.*\]|[a-z]+\[.*\])$")
 
 
@@ -191,11 +191,11 @@ def _requirements(profile: Any, doc: Located) -> tuple[Path | None, str | None, 
         reason = ("the name is too long for the file system" if exc.errno == errno.ENAMETOOLONG
                   else f"cannot be read ({exc.strerror or exc})")
         return None, None, [Message("stack.requirements", f"lock file {shown}: {reason}", file=file, line=line)]
-    try:  # a regular file under the cap, checked before reading (cloud user data holds no more anyway)
+    try:  # a regular file under the cap, checked before reading
         content = read_capped(path, MAX_LOCK_BYTES, "lock file")
     except InputError as exc:
-        return None, None, [Message("stack.requirements", f"{rel}: {str(exc).split(': ', 1)[-1]} (a lock file over "
-                                    f"{MAX_LOCK_BYTES} bytes does not fit in cloud user data)", file=file, line=line)]
+        return None, None, [Message("stack.requirements", f"{rel}: {str(exc).split(': ', 1)[-1]} (trainvm reads lock "
+                                    f"files of at most {MAX_LOCK_BYTES:,} bytes)", file=file, line=line)]
     try:
         text = content.decode("utf-8")
     except UnicodeDecodeError:

@@ -66,8 +66,8 @@ def cluster_params(single: dict[str, Any], spec: LaunchSpec, placement_group: st
     later = 2 + node_list_tag_count(n)  # Name, trainvm-rank, the node list
     count = len(body["TagSpecifications"][0]["Tags"]) + later
     if count > R.MAX_TAGS:
-        raise InvalidRequestError(f"a node of {n} needs {count} tags (the resolved profile, the spilled embedded files "
-                                  f"(render/spill.py), the cluster's and the node list's); EC2 allows {R.MAX_TAGS} per instance",
+        raise InvalidRequestError(f"a node of {n} needs {count} tags (the resolved profile's, the cluster's and "
+                                  f"the node list's); EC2 allows {R.MAX_TAGS} per instance",
                                   code="PROFILE_TOO_LARGE")
     body["ClientToken"] = R.request_token(spec, "", body)  # another request than the single VM's
     return body

@@ -10,7 +10,7 @@ Per-cloud facts and their sources:
 
 * ``user_data``: what the create request carries the bootstrap in, and the platform limit checked at
   render time (GCE: one metadata value <= 256 KiB; Azure: customData <= 87,380 base64 characters = 64 KiB
-  raw; EC2: user data <= 16,384 bytes raw). The bootstrap is ~4 KB whatever the profile.
+  raw; EC2: user data <= 16,384 bytes raw). The bootstrap is 3-4 KB gzipped whatever the profile.
 * ``payload``: where the payload the bootstrap fetches is staged (GCS bucket, Blob container, S3 bucket per
   account and region; providers/store.py) and what the VM's identity needs to read it.
 * ``kernel_flavour``: Ubuntu's cloud-tuned kernel metapackages (linux-<flavour>, linux-headers-<flavour>)
@@ -152,6 +152,10 @@ class CloudSpec:
     #: (``Provider.create`` with ``LaunchSpec.nodes`` > 1, ``cluster_nodes``, ``read_cluster_reports``;
     #: providers/base.py). Without it the planner rejects that cloud's offers for a cluster (reason ``cluster``)
     group_engine: bool = False
+    #: the copy tool (data scheme) whose hash-locked SDK venv the VM installs for its own API calls with its identity
+    #: (secrets, lifecycle): AWS "s3" (boto3: curl's --aws-sigv4 before 7.86 cannot sign a session token, and nothing
+    #: is signed by hand); None where the VM calls the cloud's REST API with a metadata-server token (GCE, Azure)
+    vm_api_sdk: str | None = None
 
     @property
     def provisionable(self) -> bool:
@@ -275,6 +279,7 @@ CLOUDS: Mapping[str, CloudSpec] = MappingProxyType({c.name: c for c in (
         ),
         nvswitch_shapes=r"^(p4de?\.24xlarge|p5(e|en)?\.48xlarge|p6-b200\.48xlarge)$",
         group_engine=True,  # providers/aws_group.py: cluster placement group + one RunInstances (MinCount = MaxCount = N)
+        vm_api_sdk="s3",
     ),
 )})
 

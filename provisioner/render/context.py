@@ -22,7 +22,7 @@ from provisioner.errors import RenderError
 from provisioner.profile.fields import BUCKET_RES, DANGEROUS_ENV_KEYS, RESERVED_DIRS
 from provisioner.providers.lifecycle import api_actions, guest_shutdown_does, on_vm_max_run_seconds
 from provisioner.providers.registry import CLOUD_NAMES, CLOUDS
-from provisioner.render.data import DataPlan, DataTool, aws_api, data_plans, data_tools, unreadable
+from provisioner.render.data import DataPlan, DataTool, data_plans, data_tools, unreadable, vm_api_sdk
 
 # cuda-keyring_1.1-1_all.deb per NVIDIA repository (x86_64). Sources: NVIDIA repo Packages files;
 # GoogleCloudPlatform/compute-gpu-installation linux/cuda_installer/config.py NVIDIA_KEYRING_SHA256_SUMS.
@@ -164,7 +164,8 @@ class ScriptContext:
     cluster: Any = None  # provisioner.render.cluster.ClusterContext for hardware.nodes > 1, else None
     #: some data item is copied by templates/files/trainvm_copy.py (the copier is rendered)
     copier: bool = False
-    #: the VM calls an AWS API (render/data.py aws_api): the env phase first installs the s3 tool's venv (boto3)
+    #: the VM makes its own API calls through a copy tool's SDK (render/data.py vm_api_sdk; AWS: boto3 of the s3
+    #: tool): the env phase first installs that venv
     aws_sdk: bool = False
 
 
@@ -290,7 +291,7 @@ def build_context(loaded: Any, target: RenderTarget, facts: Facts | None = None)
     shutdown_does = guest_shutdown_does(target.cloud, profile.lifecycle)
     lc = profile.lifecycle
     used = [a for a, on in ((lc.on_idle, lc.idle_shutdown_minutes), (lc.on_max_run, lc.max_run_hours)) if on]
-    aws_sdk = not data_unreadable and aws_api(profile, target.cloud, data, api_actions(used, shutdown_does))
+    api_sdk = None if data_unreadable else vm_api_sdk(profile, target.cloud, data, api_actions(used, shutdown_does))
     fingerprint = hashlib.sha256(json.dumps([pins, lock_sha, torch_index, stack.python]).encode()).hexdigest()
     if nvme != "none":
         disk_path = scratch
@@ -359,7 +360,7 @@ def build_context(loaded: Any, target: RenderTarget, facts: Facts | None = None)
         lock_sha256=lock_sha,
         packages_fingerprint=fingerprint,
         data=data,
-        datatools=() if data_unreadable else data_tools(data, stack.os, aws_api=aws_sdk),
+        datatools=() if data_unreadable else data_tools(data, stack.os, api_sdk=api_sdk),
         data_unreadable=data_unreadable,
         nvme=nvme,
         scratch=scratch,
@@ -375,7 +376,7 @@ def build_context(loaded: Any, target: RenderTarget, facts: Facts | None = None)
         driver_pkgver=_locked_driver_version(loaded, "nvidia-open" if gpu.modules == "open" else "cuda-drivers"),
         cluster=cluster_context(profile, target.cloud, target.instance_type, target.gpu_count),
         copier=not data_unreadable and any(p.tool for p in data),
-        aws_sdk=aws_sdk,
+        aws_sdk=api_sdk is not None,
     )
 
 

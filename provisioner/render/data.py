@@ -10,9 +10,9 @@
   cannot read, or a source it cannot read without one, makes ``unreadable`` non-empty: the script then stops
   in its first phase with ``failed:data`` (``trainvm render`` shows such a script for review only; ``plan``
   and ``up`` rule that cloud out, providers/access.py ``data_locality_exclusions``).
-- The AWS API (``aws_api``): every call an AWS VM makes with its instance profile (Secrets Manager for
+- The VM's own API calls (``vm_api_sdk``; on AWS): every call an AWS VM makes with its instance profile (Secrets Manager for
   ``secret://aws/``, EC2 Stop/TerminateInstances of a mixed stop/delete lifecycle, S3 for ``s3://``) is boto3 of
-  the s3 tool's venv, so that venv is installed whenever an AWS VM makes one (``data_tools(..., aws_api=True)``),
+  the s3 tool's venv, so that venv is installed whenever an AWS VM makes one (``data_tools(..., api_sdk="s3")``),
   before the env phase resolves secrets.
 """
 
@@ -53,7 +53,7 @@ class DataTool:
 
     @property
     def heredoc(self) -> str:
-        """The delimiter of the heredoc that writes the lock on the VM (render/spill.py may spill it)."""
+        """The delimiter of the heredoc that writes the lock on the VM."""
         return f"TRAINVM_LOCK_{self.scheme.upper()}"
 
 
@@ -78,27 +78,29 @@ def unreadable(profile: Any, cloud: str) -> str:
     return data_locality_exclusions([(d.source, d.credential) for d in profile.data], (cloud,)).get(cloud, "")
 
 
-#: the tool whose venv (boto3) makes every AWS API call of an AWS VM (templates/files/trainvm_helper.py AWS_PROGRAM)
-AWS_SDK_SCHEME = "s3"
+def vm_api_sdk(profile: Any, cloud: str, plans: tuple[DataPlan, ...], api_actions: set[str]) -> str | None:
+    """The copy tool whose SDK venv the VM needs for its own API calls with its identity (registry
+    ``CloudSpec.vm_api_sdk``; AWS: boto3 of the s3 tool), or None: that tool's data, a ``secret://`` reference to the
+    cloud's own store (stack.env or a data credential), or a lifecycle action its guest shutdown does not do
+    (``api_actions``: trainvm-lifecycle's call). Clouds whose VMs call their REST APIs with a metadata token need none."""
+    from provisioner.providers.registry import CLOUDS
 
-
-def aws_api(profile: Any, cloud: str, plans: tuple[DataPlan, ...], api_actions: set[str]) -> bool:
-    """Whether a VM on ``cloud`` calls an AWS API with its instance profile: on AWS, ``s3://`` data, a
-    ``secret://aws/`` reference (stack.env or a data credential), or a lifecycle action its guest shutdown does not
-    do (``api_actions``: trainvm-lifecycle's EC2 call)."""
-    if cloud != "aws":
-        return False
+    spec = CLOUDS[cloud]
+    if spec.vm_api_sdk is None:
+        return None
     refs = [*profile.stack.env.values(), *(p.credential for p in plans)]
-    return (any(p.tool == AWS_SDK_SCHEME for p in plans) or any(r.startswith("secret://aws/") for r in refs)
-            or bool(api_actions))
+    kinds = tuple(f"secret://{k}/" for k in spec.secret_kinds)
+    needed = (any(p.tool == spec.vm_api_sdk for p in plans) or any(isinstance(r, str) and r.startswith(kinds) for r in refs)
+              or bool(api_actions))
+    return spec.vm_api_sdk if needed else None
 
 
-def data_tools(plans: tuple[DataPlan, ...], os_name: str, *, aws_api: bool = False) -> tuple[DataTool, ...]:
-    """The SDK venv of each scheme the plans use, and the s3 one when the VM calls an AWS API (``aws_api``), with
-    its lock for ``os_name``, in a stable order."""
+def data_tools(plans: tuple[DataPlan, ...], os_name: str, *, api_sdk: str | None = None) -> tuple[DataTool, ...]:
+    """The SDK venv of each scheme the plans use, and ``api_sdk``'s (``vm_api_sdk``) when the VM makes its own API
+    calls through it, with its lock for ``os_name``, in a stable order."""
     tools = []
     for scheme in COPY_SCHEMES:
-        if not any(p.tool == scheme for p in plans) and not (aws_api and scheme == AWS_SDK_SCHEME):
+        if not any(p.tool == scheme for p in plans) and scheme != api_sdk:
             continue
         path = template_dir() / "datatools" / f"{scheme}-{os_name}.txt"
         try:
