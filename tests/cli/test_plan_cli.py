@@ -27,6 +27,10 @@ def test_plan_json_golden(cli, path: Path) -> None:
     assert set(doc) >= {"profile", "hash", "chosen", "alternatives", "failover", "rejected", "defaults", "catalog", "script_sha256"}
     assert set(doc["chosen"]) == OFFER_KEYS
     doc.pop("script_sha256")
+    # the payload's bytes carry the agent and the installed `packaging` (its version is the environment's): its
+    # sha256, size and cost bound are checked where they are made (tests/render/test_sizes.py), not pinned here
+    assert len(doc["payload"].pop("sha256")) == 64 and doc["payload"].pop("size_bytes") > 0
+    assert doc["payload"].pop("cost_monthly_at_most") < 0.001
     doc["failover"] = doc["failover"][:10]
     doc["warnings"] = [w.replace(f"`trainvm lock {path}`", "`trainvm lock <profile>`") for w in doc["warnings"]]  # no machine path
     golden = GOLDEN / f"plan-{path.stem}.json"

@@ -9,8 +9,8 @@ umask 022
 export LC_ALL=C
 export PATH="$PATH:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 TV_ROOT="${TRAINVM_ROOT:-}"
-TV_SHA256='c4f43774696a6641df4b17bd066303868f76120d77d5042c906260fb03fbe4ac'
-TV_URL='https://trainvm-ACCOUNT-us-east-1.s3.us-east-1.amazonaws.com/payloads/c4f43774696a6641df4b17bd066303868f76120d77d5042c906260fb03fbe4ac.tar.gz'
+TV_SHA256='SHA256'
+TV_URL='https://trainvm-ACCOUNT-us-east-1.s3.us-east-1.amazonaws.com/payloads/SHA256.tar.gz'
 # shellcheck disable=SC2034  # read by fetch-aws.sh where the image's curl cannot sign the identity request
 TV_SIGNED_URL=''
 # shellcheck disable=SC2034  # TV_REGION, TV_MD: read by the fetch function of some clouds
