@@ -203,8 +203,10 @@ def test_lock_file_limits(write_yaml, tmp_path: Path) -> None:
     assert any("control characters" in e for e in errors_of(path))
     lock.write_bytes(b"\xff\xfe numpy==1 --hash=sha256:")
     assert any("not UTF-8" in e for e in errors_of(path))
-    lock.write_text("numpy==2.0.1 --hash=sha256:" + "a" * 64 + "\n" + "# pad\n" * 40000)
-    assert any("does not fit" in e for e in errors_of(path))
+    lock.write_text("numpy==2.0.1 --hash=sha256:" + "a" * 64 + "\n" + "# pad\n" * 40000)  # 240 KB: fine now
+    assert load_profile(path).requirements_path == lock  # it travels in the payload, not in user data
+    lock.write_text("numpy==2.0.1 --hash=sha256:" + "a" * 64 + "\n" + "# pad\n" * 1_400_000)  # 8.4 MB: a bounded read
+    assert any("reads lock files of at most 8,000,000 bytes" in e for e in errors_of(path))
 
 
 @pytest.mark.parametrize(
