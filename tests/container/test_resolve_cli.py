@@ -1,0 +1,60 @@
+"""`validate/plan --resolve-image` and `lock` when the registry cannot answer: what the user is told, and the exit code."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.container.registry_server import NGC_ENV, free_port, push_image
+from tests.container.test_profile import container_profile
+
+
+@pytest.fixture(autouse=True)
+def _cold_cache(monkeypatch, tmp_path):
+    monkeypatch.delenv("TRAINVM_RESOLVE_IMAGES", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # each test starts with no image facts
+    yield
+    import os
+
+    os.environ.pop("TRAINVM_RESOLVE_IMAGES", None)  # --resolve-image sets it in-process
+
+
+def offline(cli, *args):
+    """The command without --resolve-image (the flag sets TRAINVM_RESOLVE_IMAGES in this process)."""
+    import os
+
+    os.environ.pop("TRAINVM_RESOLVE_IMAGES", None)
+    return cli(*args)
+
+
+def _image_line(path) -> int:
+    return next(i for i, ln in enumerate(path.read_text().splitlines(), 1) if "image:" in ln)
+
+
+def test_resolve_image_fails_for_a_digest_the_registry_does_not_have(cli, write_yaml, registry, monkeypatch):
+    push_image(registry, "team/gone", "v1", NGC_ENV, seed="gone")
+    monkeypatch.setenv("TRAINVM_INSECURE_REGISTRIES", registry.host)
+    path = write_yaml(container_profile(f"{registry.host}/team/gone:v1@sha256:{'0' * 64}"))
+    r = cli("validate", str(path), "--resolve-image")
+    assert r.code == 1 and "invalid" in r.err, (r.out, r.err)
+    assert f"{path}:{_image_line(path)}: stack.container.image: " in r.err and "not found" in r.err and "MANIFEST_UNKNOWN" in r.err
+    r = cli("plan", str(path), "--resolve-image")
+    assert r.code == 1 and "not found" in r.err and f"{path}:{_image_line(path)}:" in r.err, (r.out, r.err)
+    # without the flag nothing is asked: the skipped checks are a warning, as before
+    r = offline(cli, "validate", str(path))
+    assert r.code == 0 and "not known offline" in r.err, r.err
+
+
+def test_resolve_image_fails_when_the_registry_is_unreachable(cli, write_yaml, monkeypatch):
+    host = f"127.0.0.1:{free_port()}"  # nothing listens
+    monkeypatch.setenv("TRAINVM_INSECURE_REGISTRIES", host)
+    for image in (f"{host}/team/any:v1", f"{host}/team/any:v1@sha256:{'1' * 64}"):
+        path = write_yaml(container_profile(image))
+        r = cli("validate", str(path), "--resolve-image", "--json")
+        res = r.json()["results"][0]
+        assert r.code == 1 and not res["valid"], res
+        err = res["errors"][0]
+        assert err["path"] == "stack.container.image" and err["line"] == _image_line(path) and "cannot reach" in err["message"]
+        r = cli("plan", str(path), "--resolve-image")
+        assert r.code == 3 and "cannot reach" in r.err and f"{path}:{_image_line(path)}:" in r.err, (r.code, r.err)
+        r = offline(cli, "plan", str(path))  # without the flag: offline, as before
+        assert r.code == 0, r.err
