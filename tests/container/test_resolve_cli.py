@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import http.server
+import threading
+import time
+
 import pytest
 
 from tests.container.registry_server import NGC_ENV, free_port, push_image
@@ -58,3 +62,44 @@ def test_resolve_image_fails_when_the_registry_is_unreachable(cli, write_yaml, m
         assert r.code == 3 and "cannot reach" in r.err and f"{path}:{_image_line(path)}:" in r.err, (r.code, r.err)
         r = offline(cli, "plan", str(path))  # without the flag: offline, as before
         assert r.code == 0, r.err
+
+
+class _Slow(http.server.BaseHTTPRequestHandler):
+    """A registry that sends its manifest a byte at a time (each byte well within any per-read timeout)."""
+
+    def log_message(self, *args) -> None:
+        pass
+
+    def do_GET(self) -> None:  # noqa: N802
+        body = b'{"schemaVersion": 2, "layers": []}'.ljust(200)
+        self.send_response(200)
+        self.send_header("Content-Type", "application/vnd.oci.image.manifest.v1+json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        try:
+            for i in range(len(body)):
+                self.wfile.write(body[i:i + 1])
+                self.wfile.flush()
+                time.sleep(0.05)
+        except OSError:
+            pass  # the client gave up
+
+
+@pytest.fixture
+def slow_registry():
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Slow)
+    httpd.daemon_threads = True
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def test_a_registry_that_trickles_its_manifest_is_bounded_by_the_deadline(cli, write_yaml, slow_registry, monkeypatch):
+    monkeypatch.setenv("TRAINVM_INSECURE_REGISTRIES", slow_registry)
+    monkeypatch.setenv("TRAINVM_REGISTRY_TIMEOUT", "1")  # the whole lookup; the server needs ~10 s for its 200 bytes
+    path = write_yaml(container_profile(f"{slow_registry}/team/slow:v1"))
+    r = cli("lock", str(path))
+    assert r.code == 3 and "registry lookup took longer than 1 s" in r.err, (r.code, r.err)
+    r = cli("validate", str(path), "--resolve-image")
+    assert r.code == 1 and "took longer than 1 s" in r.err, (r.code, r.err)
