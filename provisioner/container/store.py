@@ -75,15 +75,20 @@ def registry_failure() -> RegistryFailure | None:
     return next((f for _, _, f in _asked.values() if f is not None), None)
 
 
-def _ask_registry(image: str) -> tuple[ImageFacts | None, tuple[Message, ...], RegistryFailure | None]:
-    """An explicit --resolve-image: a failure is an error, never a silent skip."""
+def _ask_registry(image: str, cached: ImageFacts | None) -> tuple[ImageFacts | None, tuple[Message, ...], RegistryFailure | None]:
+    """An explicit --resolve-image: the facts (from the cache when the digest's are known: they cannot
+    change) and, for TAG@DIGEST, where the tag points now (that can). A failure is an error, never a
+    silent skip."""
     from provisioner.container.registry import RegistryError, registry_client
 
     ref = parse_image_ref(image)
+    if cached is not None and not ref.tag:
+        return cached, (), None
     client = registry_client()
     try:
-        facts = client.resolve(ref)
-        record(facts)
+        facts = cached or client.resolve(ref)
+        if cached is None:
+            record(facts)
         moved = client.tag_moved(ref) if ref.digest and ref.tag else None
     except RegistryError as exc:
         text = f"could not read the image from its registry (--resolve-image): {exc}"
@@ -98,9 +103,9 @@ def image_facts(image: str) -> tuple[ImageFacts | None, list[Message]]:
     Asked explicitly, a registry that cannot be read is an error (located at the image line)."""
     ref = parse_image_ref(image)
     cached = lookup(ref.digest) if ref.digest else None
-    if cached is None and settings.text(RESOLVE_ENV) == "1":
+    if settings.text(RESOLVE_ENV) == "1":
         if image not in _asked:
-            _asked[image] = _ask_registry(image)
+            _asked[image] = _ask_registry(image, cached)
         facts, said, failure = _asked[image]
         if failure is not None:
             return None, list(said)

@@ -103,3 +103,17 @@ def test_a_registry_that_trickles_its_manifest_is_bounded_by_the_deadline(cli, w
     assert r.code == 3 and "registry lookup took longer than 1 s" in r.err, (r.code, r.err)
     r = cli("validate", str(path), "--resolve-image")
     assert r.code == 1 and "took longer than 1 s" in r.err, (r.code, r.err)
+
+
+def test_explicit_resolve_rereads_the_tag_with_a_warm_cache(cli, write_yaml, registry, monkeypatch):
+    monkeypatch.setenv("TRAINVM_INSECURE_REGISTRIES", registry.host)
+    old = push_image(registry, "team/retag", "stable", NGC_ENV, seed="retag-old")
+    path = write_yaml(container_profile(f"{registry.host}/team/retag:stable@{old.digest}"))
+    r = cli("validate", str(path), "--resolve-image", "--json")
+    assert r.code == 0 and not any("now points at" in w["message"] for w in r.json()["results"][0]["warnings"])  # cache now warm
+    new = push_image(registry, "team/retag", "stable", {**NGC_ENV, "CUDA_VERSION": "12.8.0"}, seed="retag-new")
+    r = cli("validate", str(path), "--resolve-image", "--json")
+    warnings = [w["message"] for w in r.json()["results"][0]["warnings"]]
+    assert r.code == 0 and any(f"the tag stable now points at {new.digest}" in w for w in warnings), warnings
+    r = offline(cli, "validate", str(path), "--json")  # without the flag: the cached facts, no network
+    assert r.code == 0 and not any("now points at" in w["message"] for w in r.json()["results"][0]["warnings"])
