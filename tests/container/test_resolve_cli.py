@@ -117,3 +117,25 @@ def test_explicit_resolve_rereads_the_tag_with_a_warm_cache(cli, write_yaml, reg
     assert r.code == 0 and any(f"the tag stable now points at {new.digest}" in w for w in warnings), warnings
     r = offline(cli, "validate", str(path), "--json")  # without the flag: the cached facts, no network
     assert r.code == 0 and not any("now points at" in w["message"] for w in r.json()["results"][0]["warnings"])
+
+
+def test_lock_uses_the_cached_facts_of_a_pinned_digest_when_the_registry_is_down(cli, write_yaml, registry, monkeypatch):
+    from provisioner.container import store
+    from provisioner.container.registry import RegistryClient
+    from provisioner.lock.model import read_lock
+
+    pushed = push_image(registry, "team/offline", "v1", NGC_ENV, seed="offline")
+    facts = RegistryClient(scheme="http").resolve(f"{registry.host}/team/offline:v1@{pushed.digest}")
+    down = f"127.0.0.1:{free_port()}"  # the same image, on a registry that does not answer now
+    store.record(facts.model_copy(update={"image": f"{down}/team/offline:v1@{pushed.digest}"}))
+    monkeypatch.setenv("TRAINVM_INSECURE_REGISTRIES", down)
+    path = write_yaml(container_profile(f"{down}/team/offline:v1@{pushed.digest}"))
+    r = cli("lock", str(path))
+    assert r.code == 0, r.err
+    assert "note: " in r.err and "cannot reach" in r.err and f"the facts cached for {pushed.digest}" in r.err and "not checked" in r.err
+    assert read_lock(path.with_suffix(".lock")).container["digest"] == pushed.digest
+    r = cli("lock", str(path), "--json")
+    assert r.code == 0 and any("facts cached" in n for n in r.json()["notes"])
+    # a tag (no digest) cannot be locked from the cache: what it points at is the question
+    r = cli("lock", str(write_yaml(container_profile(f"{down}/team/offline:v1"), name="tag.yaml")))
+    assert r.code == 3 and "cannot reach" in r.err
