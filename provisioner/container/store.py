@@ -98,7 +98,32 @@ def _ask_registry(image: str, cached: ImageFacts | None) -> tuple[ImageFacts | N
     return facts, (), None
 
 
+LOOPBACK = "is this workstation's loopback address: a VM cannot pull from it"
+
+
+def loopback_warning(image: str) -> Message | None:
+    """A warning when the image's registry is a loopback address (127.0.0.0/8, ::1, localhost): it answers
+    here, so validate and lock read it, but on the VM that address is the VM itself."""
+    import ipaddress
+
+    registry = parse_image_ref(image).registry
+    host = registry[1:registry.index("]")] if registry.startswith("[") and "]" in registry else registry.rsplit(":", 1)[0]
+    try:
+        loopback = host.lower() == "localhost" or host.lower().endswith(".localhost") or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback:
+        return None
+    return Message(PATH, f"{registry} {LOOPBACK}, so `up` would fail to pull the image; push it to a registry the VM can reach", level="warning")
+
+
 def image_facts(image: str) -> tuple[ImageFacts | None, list[Message]]:
+    facts, out = _image_facts(image)
+    near = loopback_warning(image)
+    return facts, ([near] if near else []) + out
+
+
+def _image_facts(image: str) -> tuple[ImageFacts | None, list[Message]]:
     """The facts of ``image`` (stored, or resolved when TRAINVM_RESOLVE_IMAGES=1) and what to tell the user.
     Asked explicitly, a registry that cannot be read is an error (located at the image line)."""
     ref = parse_image_ref(image)

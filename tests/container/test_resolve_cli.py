@@ -139,3 +139,15 @@ def test_lock_uses_the_cached_facts_of_a_pinned_digest_when_the_registry_is_down
     # a tag (no digest) cannot be locked from the cache: what it points at is the question
     r = cli("lock", str(write_yaml(container_profile(f"{down}/team/offline:v1"), name="tag.yaml")))
     assert r.code == 3 and "cannot reach" in r.err
+
+
+@pytest.mark.parametrize("registry_host", ["127.0.0.1:5000", "localhost:5000", "[::1]:5000", "127.0.1.1:5000"])
+def test_a_loopback_registry_is_a_warning_where_the_image_is_shown(cli, write_yaml, registry_host):
+    path = write_yaml(container_profile(f"{registry_host}/team/train:v1@sha256:{'2' * 64}"))
+    where = f"{path}:{_image_line(path)}: stack.container.image: "
+    for args in (("validate",), ("plan",), ("render", "--cloud", "gcp")):
+        r = offline(cli, args[0], str(path), *args[1:])
+        assert r.code == 0, (args, r.err)
+        assert f"{where}{registry_host} is this workstation's loopback address: a VM cannot pull from it" in r.err, (args, r.err)
+    r = offline(cli, "validate", str(write_yaml(container_profile(f"nvcr.io/nvidia/pytorch:24.08-py3@sha256:{'2' * 64}"), name="ngc.yaml")))
+    assert r.code == 0 and "loopback address" not in r.err
