@@ -60,6 +60,9 @@ FrozenFlag = Annotated[bool, typer.Option("--frozen", help="Use only what NAME.l
 
 
 def _resolve_images(on: bool) -> None:
+    from provisioner.container.store import forget
+
+    forget()  # what the registry said to an earlier in-process command is not this command's answer
     if on:
         os.environ["TRAINVM_RESOLVE_IMAGES"] = "1"
 

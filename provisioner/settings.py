@@ -55,6 +55,7 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     Setting("TRAINVM_CAPTURE_LOCK", "1", "`0`: `capture -o` writes no lock"),
     Setting("TRAINVM_REGISTRY_USER", "", "registry user for `--resolve-image` / `lock` (never stored)"),
     Setting("TRAINVM_REGISTRY_PASSWORD", "", "registry password or token for `--resolve-image` / `lock` (never stored)"),
+    Setting("TRAINVM_REGISTRY_TIMEOUT", "60", "seconds one image lookup (`--resolve-image`, `lock`) may take in all, every request and byte of it"),
     Setting("TRAINVM_INSECURE_REGISTRIES", "", "`host:port,...` registries spoken to over plain http (test registries)"),
     Setting("TRAINVM_RESOLVE_IMAGES", "", "`1`: ask the registry for `stack.container`'s digest and facts (what `--resolve-image` sets)"),
     # the command line

@@ -32,11 +32,26 @@ def _script_for(loaded: Any, offer: Any, warnings: list[str]) -> Any:
         return None
 
 
+def _load(path: Path, frozen: bool) -> Any:
+    """The profile; when --resolve-image could not reach the registry the profile error exits 3 (network),
+    as every registry failure does, not 1 (the profile is not known to be wrong)."""
+    from provisioner.container.store import registry_failure
+    from provisioner.errors import ProfileError
+
+    try:
+        return load_profile(path, frozen=frozen or None)
+    except ProfileError as exc:
+        failure = registry_failure()
+        if failure is not None:
+            exc.exit_code = failure.exit_code
+        raise
+
+
 def run_plan(
     path: Path, *, clouds: list[str] | None, regions: list[str] | None, spot: bool | None, top: int,
     explain: bool, show_script: bool, json_out: bool, frozen: bool = False,
 ) -> int:
-    loaded = load_profile(path, frozen=frozen or None)
+    loaded = _load(path, frozen)
     from provisioner.lock.gate import lock_gate
 
     lock_notes = lock_gate(loaded, frozen=frozen)

@@ -37,6 +37,14 @@ def _left_out(loaded: Any, cloud: str) -> list[str]:
             "this render is for review"]
 
 
+def _loopback_image(loaded: Any) -> list[str]:
+    """The profile's warning that its image is on this workstation's loopback registry (validate and plan
+    show it with the other profile warnings): the script render shows would pull from the VM itself."""
+    from provisioner.container.store import LOOPBACK
+
+    return [m.render() for m in loaded.warnings if m.level == "warning" and LOOPBACK in m.message]
+
+
 def run_render(path: Path, *, cloud: str, out: Path | None, regions: list[str] | None, json_out: bool) -> int:
     from provisioner.catalog.models import Offer
     from provisioner.planner.explain import no_offer_message
@@ -45,7 +53,7 @@ def run_render(path: Path, *, cloud: str, out: Path | None, regions: list[str] |
     from provisioner.provision.launch import launch_spec, render_for_offer
 
     loaded = load_profile(path)
-    warnings = _left_out(loaded, cloud)
+    warnings = _left_out(loaded, cloud) + _loopback_image(loaded)
     for w in warnings:
         notice("warning", w)
     planned = make_plan(loaded, Overrides((cloud,), tuple(regions or ()) or None, None))

@@ -14,20 +14,36 @@ from typing import Any
 
 def lock_container(loaded: Any, *, json_out: bool) -> int:
     from provisioner.container.reference import parse_image_ref
-    from provisioner.container.registry import registry_client
-    from provisioner.container.store import record
-    from provisioner.output import emit_json, escape, stderr_console, stdout_console
+    from provisioner.container.registry import ImageNotFoundError, RegistryError, registry_client
+    from provisioner.container.store import lookup, record
+    from provisioner.output import emit_json, escape, notice, stderr_console, stdout_console
 
     image = loaded.profile.stack.container.image
     ref = parse_image_ref(image)
     client = registry_client()
-    facts = client.resolve(ref)
-    record(facts)
-    moved = client.tag_moved(ref) if ref.digest and ref.tag else None
+    notes: list[str] = []
+    try:
+        facts = client.resolve(ref)
+        record(facts)
+    except RegistryError as exc:
+        # a pinned digest's facts cannot change: when the registry cannot answer, the cached ones are the
+        # image's (a digest the registry says it does not have, or a bare tag, still fails)
+        cached = lookup(ref.digest) if ref.digest and not isinstance(exc, ImageNotFoundError) else None
+        if cached is None:
+            raise
+        facts = cached
+        notes.append(f"the registry could not be read ({exc}); using the facts cached for {ref.digest} "
+                     "(content-addressed, so still the image's); whether the tag moved was not checked")
+    moved = None
+    if ref.digest and ref.tag and not notes:
+        try:
+            moved = client.tag_moved(ref)
+        except RegistryError as exc:
+            notes.append(f"whether the tag {ref.tag} moved was not checked: {exc}")
     pinned = bool(ref.digest)
     written = write_container_lock(loaded, facts) if pinned else None
     doc = {"profile": str(loaded.path), "image": image, "resolved": facts.image, "pinned": pinned, "tag_moved_to": moved,
-           "facts": facts.to_record(), "lock": str(written) if written else None}
+           "facts": facts.to_record(), "lock": str(written) if written else None, "notes": notes}
     if json_out:
         emit_json(doc)
         return 0 if pinned else 1
@@ -38,6 +54,8 @@ def lock_container(loaded: Any, *, json_out: bool) -> int:
                      f"CUDA {env.get('CUDA_VERSION', '?')}, cuDNN {env.get('CUDNN_VERSION', '?')}, NCCL {env.get('NCCL_VERSION', '?')}"
                      + (f", {fw[0]} {fw[1]}" if fw else "") + (f", arch list {env['TORCH_CUDA_ARCH_LIST']}" if env.get("TORCH_CUDA_ARCH_LIST") else "")),
               highlight=False)
+    for note in notes:
+        notice("note", escape(note))
     if moved:
         err.print(escape(f"warning: the tag {ref.tag} now points at {moved}; the profile keeps the pinned {ref.digest} (set it to move)"))
     if not pinned:

@@ -12,7 +12,8 @@ never layers, and no docker daemon.
   Credentials are sent only over https, or to loopback.
 - Redirects (blob storage) are followed by hand, at most 5, and the Authorization header is dropped
   when the host changes (as docker does).
-- Every response is bounded: a per-request timeout, an overall deadline, and a byte limit per kind.
+- Every response is bounded: a per-request timeout, one deadline for the whole resolution (checked
+  while a body is read, not only between requests; ``TRAINVM_REGISTRY_TIMEOUT``), and a byte limit per kind.
 
 ``resolve_image`` is the entry point ``trainvm lock`` and ``validate --resolve`` use.
 """
@@ -243,13 +244,49 @@ class RegistryClient:
             length = resp.headers.get("Content-Length")
             if length and length.isdigit() and int(length) > cap:
                 raise RegistryError(f"{_redact(url)}: response of {length} bytes is over the {cap}-byte limit")
-            try:
-                body = resp.read(cap + 1)
-            except (OSError, TimeoutError) as exc:
-                raise RegistryError(f"reading {_redact(url)}: {exc}") from None
+            body = self._read_body(resp, cap, url)
             if len(body) > cap:
                 raise RegistryError(f"{_redact(url)}: response is over the {cap}-byte limit")
             return status, resp.headers, body
+
+
+    def _read_body(self, resp: Any, cap: int, url: str) -> bytes:
+        """At most ``cap + 1`` bytes, in whatever pieces the server sends, checking the overall deadline
+        after each: a server that trickles its answer (a byte a second) cannot outlast the deadline by more
+        than one read, and each read waits at most what is left of it."""
+        sock = _socket_of(resp)
+        chunks: list[bytes] = []
+        got = 0
+        while got <= cap:
+            left = self.deadline - (time.monotonic() - self._started)
+            if left <= 0:
+                raise RegistryError(f"registry lookup took longer than {self.deadline:g} s (reading {_redact(url)})")
+            if sock is not None:
+                sock.settimeout(min(self.timeout, left))
+            try:
+                chunk = resp.read1(min(65536, cap + 1 - got))
+            except (OSError, TimeoutError) as exc:
+                if time.monotonic() - self._started >= self.deadline:
+                    raise RegistryError(f"registry lookup took longer than {self.deadline:g} s (reading {_redact(url)})") from None
+                raise RegistryError(f"reading {_redact(url)}: {exc}") from None
+            if not chunk:
+                break
+            chunks.append(chunk)
+            got += len(chunk)
+        return b"".join(chunks)
+
+
+def _socket_of(resp: Any) -> Any:
+    """The socket under an http.client response (an HTTPError wraps one), to shorten its timeout; None
+    where it cannot be found (the per-request timeout then bounds each read)."""
+    inner = getattr(resp, "fp", None)
+    for _ in range(3):
+        raw = getattr(inner, "raw", None)
+        sock = getattr(raw, "_sock", None)
+        if sock is not None:
+            return sock
+        inner = getattr(inner, "fp", None)
+    return None
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -306,6 +343,9 @@ def registry_client(**options: Any) -> RegistryClient:
     user, password = settings.text("TRAINVM_REGISTRY_USER") or None, settings.text("TRAINVM_REGISTRY_PASSWORD") or None
     if user and password and "credentials" not in options:
         options["credentials"] = (user, password)
+    if "deadline" not in options:
+        options["deadline"] = settings.seconds("TRAINVM_REGISTRY_TIMEOUT", 60.0)
+        options.setdefault("timeout", min(15.0, options["deadline"]))
     insecure = settings.text("TRAINVM_INSECURE_REGISTRIES")
     if insecure and "insecure" not in options:
         options["insecure"] = tuple(h.strip() for h in insecure.split(",") if h.strip())

@@ -53,24 +53,90 @@ def lookup(digest: str) -> ImageFacts | None:
     return facts if digest in (facts.digest, facts.manifest_digest) else None
 
 
-def image_facts(image: str) -> tuple[ImageFacts | None, list[Message]]:
-    """The facts of ``image`` (stored, or resolved when TRAINVM_RESOLVE_IMAGES=1) and what to tell the user."""
-    ref = parse_image_ref(image)
-    out: list[Message] = []
-    resolve = settings.text(RESOLVE_ENV) == "1"
-    facts = lookup(ref.digest) if ref.digest else None
-    if facts is None and resolve:
-        from provisioner.container.registry import RegistryError, registry_client
+class RegistryFailure:
+    """Why an explicit resolution failed: the message and the exit code of the registry error."""
 
-        client = registry_client()
-        try:
-            facts = client.resolve(ref)
+    def __init__(self, message: str, exit_code: int) -> None:
+        self.message, self.exit_code = message, exit_code
+
+
+# What an explicit --resolve-image got from the registry in this command, by image: the profile is
+# checked more than once per command (validate, then the planner's GPU table), the registry asked once.
+_asked: dict[str, tuple[ImageFacts | None, tuple[Message, ...], RegistryFailure | None]] = {}
+
+
+def forget() -> None:
+    """Start a command afresh: what the registry said to an earlier command (in-process) is not reused."""
+    _asked.clear()
+
+
+def registry_failure() -> RegistryFailure | None:
+    """The failure of an explicit resolution in this command, if one failed (plan maps it to an exit code)."""
+    return next((f for _, _, f in _asked.values() if f is not None), None)
+
+
+def _ask_registry(image: str, cached: ImageFacts | None) -> tuple[ImageFacts | None, tuple[Message, ...], RegistryFailure | None]:
+    """An explicit --resolve-image: the facts (from the cache when the digest's are known: they cannot
+    change) and, for TAG@DIGEST, where the tag points now (that can). A failure is an error, never a
+    silent skip."""
+    from provisioner.container.registry import RegistryError, registry_client
+
+    ref = parse_image_ref(image)
+    if cached is not None and not ref.tag:
+        return cached, (), None
+    client = registry_client()
+    try:
+        facts = cached or client.resolve(ref)
+        if cached is None:
             record(facts)
-            moved = client.tag_moved(ref) if ref.digest and ref.tag else None
-        except RegistryError as exc:
-            return None, [Message(PATH, f"could not read the image from its registry: {exc}", level="warning")]
-        if moved:
-            out.append(Message(PATH, f"the tag {ref.tag} now points at {moved}, not at the pinned {ref.digest}; the pinned digest is what runs (re-pin to move)", level="warning"))
+        moved = client.tag_moved(ref) if ref.digest and ref.tag else None
+    except RegistryError as exc:
+        text = f"could not read the image from its registry (--resolve-image): {exc}"
+        return None, (Message(PATH, text),), RegistryFailure(text, exc.exit_code)
+    if moved:
+        return facts, (Message(PATH, f"the tag {ref.tag} now points at {moved}, not at the pinned {ref.digest}; the pinned digest is what runs (re-pin to move)", level="warning"),), None
+    return facts, (), None
+
+
+LOOPBACK = "is this workstation's loopback address: a VM cannot pull from it"
+
+
+def loopback_warning(image: str) -> Message | None:
+    """A warning when the image's registry is a loopback address (127.0.0.0/8, ::1, localhost): it answers
+    here, so validate and lock read it, but on the VM that address is the VM itself."""
+    import ipaddress
+
+    registry = parse_image_ref(image).registry
+    host = registry[1:registry.index("]")] if registry.startswith("[") and "]" in registry else registry.rsplit(":", 1)[0]
+    try:
+        loopback = host.lower() == "localhost" or host.lower().endswith(".localhost") or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback:
+        return None
+    return Message(PATH, f"{registry} {LOOPBACK}, so `up` would fail to pull the image; push it to a registry the VM can reach", level="warning")
+
+
+def image_facts(image: str) -> tuple[ImageFacts | None, list[Message]]:
+    facts, out = _image_facts(image)
+    near = loopback_warning(image)
+    return facts, ([near] if near else []) + out
+
+
+def _image_facts(image: str) -> tuple[ImageFacts | None, list[Message]]:
+    """The facts of ``image`` (stored, or resolved when TRAINVM_RESOLVE_IMAGES=1) and what to tell the user.
+    Asked explicitly, a registry that cannot be read is an error (located at the image line)."""
+    ref = parse_image_ref(image)
+    cached = lookup(ref.digest) if ref.digest else None
+    if settings.text(RESOLVE_ENV) == "1":
+        if image not in _asked:
+            _asked[image] = _ask_registry(image, cached)
+        facts, said, failure = _asked[image]
+        if failure is not None:
+            return None, list(said)
+        out = list(said)
+    else:
+        facts, out = cached, []
     if not ref.digest:
         hint = f"; it resolves to {facts.digest} now: pin {facts.image}" if facts else " (run `trainvm validate --resolve-image` or `trainvm lock` to resolve it)"
         out.append(Message(PATH, f"{image} is a tag without a digest: what it points at can change, so `up` refuses it{hint}", level="warning"))
