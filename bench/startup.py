@@ -8,7 +8,7 @@ For each command: the median and min wall time of RUNS whole-process runs (defau
 first); CPU time barely does, so it is the figure to compare between runs made under different
 loads. ``--importtime`` adds the slowest imports of ``trainvm plan <t4>`` and ``trainvm --help``
 (cumulative, from ``python -X importtime``). ``--baseline DIR`` (another checkout with its own ``.venv``,
-e.g. /work/main) runs each command alternately there and here, so that both see the same load, and
+e.g. ../main) runs each command alternately there and here, so that both see the same load, and
 prints both.
 
 Targets (issue 12), warm, .pyc present, on the 2-core machine: ``trainvm --help`` <= 100 ms,

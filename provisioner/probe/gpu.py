@@ -52,8 +52,8 @@ class GpuSpec:
         return parse_cc(self.compute_capability)
 
 
-# Source: /work/shared/data/compat-facts.yaml `gpu.entries` (NVIDIA CUDA GPU tables; VRAM from cloud
-# GPU tables). The compat engine will expose the same data; swap the body of cloud_gpus() then.
+# Source: NVIDIA's CUDA GPU tables (compute capability) and the clouds' GPU tables (VRAM), as in
+# provisioner/compat/data/gpus.yaml. The compat engine exposes the same data; swap the body of cloud_gpus() then.
 # Workstation / consumer parts we recognise (never rented by the clouds trainvm supports).
 _LOCAL_GPUS: Mapping[str, GpuSpec] = MappingProxyType(
     {

@@ -2,8 +2,7 @@
 ``trainvm down`` do on each cloud, in words: what `plan`, `up`, `stop` and the README say about compute
 billing, disks and data. Pure (no SDK); the per-cloud facts are the registry's ``CloudSpec.lifecycle``.
 
-Sources: /work/shared/knowledge/startup-scripts.md section 7 (local NVMe/scratch is lost on stop on every
-cloud: GCE local SSD "lost on stop", Azure NVMe temp disks "must be initialized after every
+Sources (local NVMe/scratch is lost on stop on every cloud, the clouds' own documentation: GCE local SSD "lost on stop", Azure NVMe temp disks "must be initialized after every
 stop/deallocate", AWS instance store keys "destroyed when the instance is stopped"); the clouds' billing
 rules: a GCE TERMINATED VM and a *deallocated* Azure VM bill no compute (an Azure VM shut down from the
 guest is "Stopped" and still bills compute); persistent disks bill while they exist.

@@ -1,5 +1,5 @@
 """Startup scripts: rendering the templates for a profile on a machine (SPEC "Startup script
-contract"; ../shared/knowledge/startup-scripts.md section 9).
+contract"; the payload and the bootstrap: README "The payload").
 
     from provisioner.render import RenderTarget, render_script
     rendered = render_script(loaded_profile, RenderTarget("gcp", "n1-standard-8", "T4", 1, "us-central1", "us-central1-a"))
