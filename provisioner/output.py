@@ -78,7 +78,7 @@ def styled(*parts: str | tuple[str, str]):  # noqa: ANN201 - rich.text.Text, imp
     return Text.assemble(*parts)
 
 
-LEVEL_STYLE = {"error": "red", "warning": "yellow", "note": "yellow", "skipped": "yellow"}
+LEVEL_STYLE = {"error": "red", "warning": "yellow", "note": "yellow", "skipped": "yellow", "not asked": "yellow"}
 
 
 def notice(level: str, text: str) -> None:
