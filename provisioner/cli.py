@@ -616,6 +616,9 @@ def _emit_error(exc: BaseException, code: int, hint: str | None, *, kind: str | 
     attempts = getattr(exc, "attempts", None)
     if attempts:  # ProvisionError: what was tried
         doc["attempts"] = [a.to_json() for a in attempts]
+    skipped = getattr(exc, "skipped", None)
+    if skipped:  # no cloud could be asked: which, and why
+        doc["skipped"] = skipped
     results = getattr(exc, "results", None)
     if results:  # validate: every file's result, the unreadable one included
         doc["results"] = results

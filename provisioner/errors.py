@@ -93,6 +93,17 @@ class CredentialsError(CloudError):
     in ``hint`` (``gcloud auth application-default login``, ``az login``...)."""
 
 
+class NoCloudAskedError(CredentialsError):
+    """Not one cloud could be asked (no credentials, or every listing failed): exit 3, never "nothing found".
+    ``skipped`` says which clouds and why (``--json`` carries it in the error document)."""
+
+    def __init__(self, skipped: list[dict[str, str]]) -> None:
+        self.skipped = skipped
+        why = "; ".join(f"{s['cloud']} ({s['reason']})" for s in skipped)
+        hints = "; ".join(s["hint"] for s in skipped if s.get("hint"))
+        super().__init__(f"no cloud could be asked: {why}", hint=hints or None)
+
+
 class ProviderError(CloudError):
     """A classified cloud failure (exit 3 when it reaches the CLI). ``code`` is the cloud's own error code."""
 

@@ -53,6 +53,23 @@ def write_output(path: Path, data: str | bytes, flag: str) -> None:
         raise InputError(f"{flag} {path}: {os_error_words(exc, path, folder=False)}") from None
 
 
+def check_output_file(path: Path, flag: str) -> None:
+    """Refuse, before any work is done, an output file (``-o``/``--out``) that cannot be written: a folder, or a
+    parent that is missing or a file. The same words as :func:`write_output` (exit 2)."""
+    import os
+
+    from provisioner.errors import InputError
+
+    if path.is_dir():
+        code = errno.EISDIR
+    elif not path.parent.is_dir():
+        code = errno.ENOTDIR if any(p.exists() and not p.is_dir() for p in path.parents) else errno.ENOENT
+    else:
+        return
+    exc = OSError(code, os.strerror(code), str(path))
+    raise InputError(f"{flag} {path}: {os_error_words(exc, path, folder=False)}")
+
+
 def emit_json(doc: Any) -> None:
     sys.stdout.write(json.dumps(doc, indent=2, sort_keys=False, default=str) + "\n")
 
@@ -78,7 +95,7 @@ def styled(*parts: str | tuple[str, str]):  # noqa: ANN201 - rich.text.Text, imp
     return Text.assemble(*parts)
 
 
-LEVEL_STYLE = {"error": "red", "warning": "yellow", "note": "yellow", "skipped": "yellow"}
+LEVEL_STYLE = {"error": "red", "warning": "yellow", "note": "yellow", "skipped": "yellow", "not asked": "yellow"}
 
 
 def notice(level: str, text: str) -> None:

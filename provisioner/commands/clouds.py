@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from provisioner.errors import CloudError, InputError
+from provisioner.errors import CloudError, InputError, NoCloudAskedError
 from provisioner.providers import PROVIDERS, get_provider
 from provisioner.providers.base import InstanceRecord, Provider
 
@@ -23,8 +23,16 @@ def check_name(name: str) -> str:
     return name
 
 
+def _skip(cloud: str, exc: CloudError) -> dict[str, str]:
+    """A cloud that could not be asked: why, and how to fix it (the provider's hint, else the cloud's own)."""
+    from provisioner.providers.registry import CLOUDS
+
+    hint = f"{cloud}: {exc.hint}" if exc.hint else (CLOUDS[cloud].credential_hint if cloud in CLOUDS else "")
+    return {"cloud": cloud, "reason": str(exc), **({"hint": hint} if hint else {})}
+
+
 def _providers(clouds: list[str]) -> tuple[dict[str, Provider], list[dict[str, str]]]:
-    """Providers for the clouds that have credentials; the others are skipped with a reason."""
+    """Providers for the clouds that have credentials; the others are skipped with a reason (and a hint)."""
     ready, skipped = {}, []
     for cloud in dict.fromkeys(clouds):
         if cloud not in PROVIDERS:
@@ -33,7 +41,7 @@ def _providers(clouds: list[str]) -> tuple[dict[str, Provider], list[dict[str, s
         try:
             ready[cloud] = get_provider(cloud)
         except CloudError as exc:
-            skipped.append({"cloud": cloud, "reason": str(exc)})
+            skipped.append(_skip(cloud, exc))
     return ready, skipped
 
 
@@ -50,15 +58,23 @@ def _credentialed() -> dict[str, Provider]:
     return providers
 
 
-def _all_records(cloud_filter: Callable[[str], bool] = lambda c: True) -> tuple[list[tuple[InstanceRecord, Provider]], list[dict[str, str]]]:
+def _all_records(cloud_filter: Callable[[str], bool] = lambda c: True
+                 ) -> tuple[list[tuple[InstanceRecord, Provider]], list[dict[str, str]], list[str]]:
+    """Every trainvm VM on the clouds ``cloud_filter`` keeps, the clouds that could not be asked (skipped, with
+    why) and the clouds that answered. When none answered, ``NoCloudAskedError`` (exit 3)."""
     providers, skipped = _providers([c for c in PROVIDERS if cloud_filter(c)])
     found: list[tuple[InstanceRecord, Provider]] = []
+    asked: list[str] = []
     for cloud, provider in providers.items():
         try:
             found.extend((r, provider) for r in provider.list())
         except CloudError as exc:
-            skipped.append({"cloud": cloud, "reason": str(exc)})
-    return found, skipped
+            skipped.append(_skip(cloud, exc))
+        else:
+            asked.append(cloud)
+    if not asked:
+        raise NoCloudAskedError(skipped)
+    return found, skipped, asked
 
 
 def providers_for(cloud: str | None) -> dict[str, Provider]:

@@ -117,14 +117,24 @@ def print_perf(doc: dict[str, Any]) -> None:
 
 
 def run_probe(*, perf: bool, python: str | None, data: str | None, json_out: bool, out: Path | None, budget: float) -> int:
+    """The stack report (JSON on stdout) or, with ``perf``, the perf document; ``out`` gets the same JSON too
+    (checked before probing, so a folder or a missing parent costs no probe run)."""
+    from provisioner.output import check_output_file, write_output
+
+    if out is not None:
+        check_output_file(out, "-o")
     if not perf:
         from provisioner.probe.report import probe
 
-        emit_json(probe(python=python, data_path=data or "."))
+        report = probe(python=python, data_path=data or ".")
+        if out is not None:
+            write_output(out, json.dumps(report, indent=2, default=str) + "\n", "-o")
+            stderr_console().print(f"wrote {str(out)}")
+        emit_json(report)
         return 0
     doc = run_perf_probe(python, data, budget)
     if out is not None:
-        out.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+        write_output(out, json.dumps(doc, indent=2) + "\n", "-o")
         stderr_console().print(f"wrote {str(out)}")
     if json_out:
         emit_json(doc)

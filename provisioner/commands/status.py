@@ -107,7 +107,7 @@ def rows_of(records: list[InstanceRecord]) -> list[dict[str, Any]]:
 def run_status(name: str | None, json_out: bool, cloud: str | None = None) -> int:
     if name is not None:
         check_name(name)
-    found, skipped = _all_records(lambda c: cloud is None or c == cloud)
+    found, skipped, asked = _all_records(lambda c: cloud is None or c == cloud)  # none asked: exit 3
     records = [r for r, _ in found if name is None or name in (r.name, r.cluster)]
     if name is not None and not records:
         from provisioner.commands.verify import not_found
@@ -118,13 +118,13 @@ def run_status(name: str | None, json_out: bool, cloud: str | None = None) -> in
         raise err
     rows = rows_of(records)
     if json_out:
-        emit_json({"vms": rows, "skipped": skipped})
+        emit_json({"vms": rows, "asked": asked, "skipped": skipped})
     else:
         from rich.table import Table
 
         err = stderr_console()
         for s in skipped:
-            notice("skipped", f"{s['cloud']}: {s['reason']}")
+            notice("not asked", f"{s['cloud']}: {s['reason']}" + (f" ({s['hint']})" if s.get("hint") else ""))
         table = Table(show_edge=False, pad_edge=False)
         for col in ("name", "cloud", "zone", "type", "state", "profile", "$/h", "run", "cost so far"):
             table.add_column(col)
@@ -133,7 +133,7 @@ def run_status(name: str | None, json_out: bool, cloud: str | None = None) -> in
             _add_row(table, v, name_cell)
             for m in v.get("members", []):
                 _add_row(table, m, f"  node {m['rank']}: {m['name']}")
-        stdout_console().print(table if rows else "no trainvm VMs found")
+        stdout_console().print(table if rows else f"no trainvm VMs found on {', '.join(asked)}")
     return 0
 
 

@@ -79,16 +79,30 @@ def effect(cloud: str, action: str) -> dict[str, str]:
     return {"compute": "ends", "disks": "deleted (billing ends)", "data": "all lost"}
 
 
-def describe(cloud: str | None, action: str) -> str:
-    """One sentence: what ``action`` does (on ``cloud`` when known)."""
+def mechanism(cloud: str, action: str, lifecycle: Any = None) -> str:
+    """What ``action`` is on ``cloud``, as the console shows it. With ``lifecycle``: where the guest shutdown is set
+    at create and a mixed setting sets it to the other action (api_actions), the VM's own API call
+    (``LifecycleFacts.self_delete``: AWS TerminateInstances, the shutdown behaviour staying stop)."""
+    facts = CLOUDS[cloud].lifecycle
+    if lifecycle is not None and action == "delete" and facts.self_delete and facts.guest_shutdown == "settable":
+        used = [a for a, on in ((lifecycle.on_idle, lifecycle.idle_shutdown_minutes),
+                                (lifecycle.on_max_run, lifecycle.max_run_hours)) if on]
+        if action in api_actions(used, guest_shutdown_does(cloud, lifecycle)):
+            return facts.self_delete
+    return MECHANISM[cloud][action]
+
+
+def describe(cloud: str | None, action: str, lifecycle: Any = None) -> str:
+    """One sentence: what ``action`` does (on ``cloud`` when known; for ``lifecycle``'s settings when given)."""
     if cloud not in MECHANISM:
         if action == "stop":
             return "stop: compute billing ends; disks and their data stay (and keep billing); " + SCRATCH_LOST
         return "delete: the VM and its disks are deleted; billing ends and nothing stays"
     e = effect(cloud, action)
+    how = mechanism(cloud, action, lifecycle)
     if action == "stop":
-        return f"{MECHANISM[cloud][action]}: compute billing ends, {KEPT_BILLING[cloud]}; {SCRATCH_LOST}"
-    return f"{MECHANISM[cloud][action]}: billing ends, {e['data']}"
+        return f"{how}: compute billing ends, {KEPT_BILLING[cloud]}; {SCRATCH_LOST}"
+    return f"{how}: billing ends, {e['data']}"
 
 
 def summary(lifecycle: Any, cloud: str | None) -> dict[str, Any]:
@@ -98,10 +112,10 @@ def summary(lifecycle: Any, cloud: str | None) -> dict[str, Any]:
     return {
         "idle_shutdown_minutes": idle,
         "on_idle": lifecycle.on_idle,
-        "on_idle_effect": describe(cloud, lifecycle.on_idle) if idle else None,
+        "on_idle_effect": describe(cloud, lifecycle.on_idle, lifecycle) if idle else None,
         "max_run_hours": hours,
         "on_max_run": lifecycle.on_max_run,
-        "on_max_run_effect": describe(cloud, lifecycle.on_max_run) if hours else None,
+        "on_max_run_effect": describe(cloud, lifecycle.on_max_run, lifecycle) if hours else None,
     }
 
 
@@ -120,7 +134,7 @@ def summary_lines(lifecycle: Any, cloud: str | None, *, spot: bool = False) -> l
     for key, on in (("idle_shutdown_minutes", "on_idle"), ("max_run_hours", "on_max_run")):
         if s[key] and s[on] not in used:
             used.append(s[on])
-    lines = [f"{idle}; {run}"] + [f"{a}{' on ' + cloud if cloud else ''}: {describe(cloud, a)}" for a in used]
+    lines = [f"{idle}; {run}"] + [f"{a}{' on ' + cloud if cloud else ''}: {describe(cloud, a, lifecycle)}" for a in used]
     mixed = mixed_fallback_line(lifecycle, cloud)
     lines += [mixed] if mixed else []
     reclaim = spot_line(lifecycle, cloud) if spot else None

@@ -119,6 +119,9 @@ class LifecycleFacts:
     #: chooses it); or nothing (keeps billing)
     guest_shutdown: Literal["stop", "settable", "keep-billing"]
     spot_reclaim: Callable[[str], str]  # on_max_run -> what reclaiming a spot VM does
+    #: where the guest shutdown is settable: what a ``delete`` is when the shutdown is set to stop (a mixed
+    #: stop/delete), i.e. the VM's own API call (lifecycle.api_actions); ``delete`` says the uniform case
+    self_delete: str | None = None
 
 
 @dataclass(frozen=True)
@@ -276,6 +279,8 @@ CLOUDS: Mapping[str, CloudSpec] = MappingProxyType({c.name: c for c in (
             enforces_max_run=False,
             guest_shutdown="settable",  # InstanceInitiatedShutdownBehavior
             spot_reclaim=lambda on_max_run: "a reclaimed spot instance is terminated",
+            self_delete="the instance terminates itself through its own EC2 TerminateInstances call (its shutdown "
+                        "behaviour stays InstanceInitiatedShutdownBehavior=stop) and its EBS root volume is deleted",
         ),
         nvswitch_shapes=r"^(p4de?\.24xlarge|p5(e|en)?\.48xlarge|p6-b200\.48xlarge)$",
         group_engine=True,  # providers/aws_group.py: cluster placement group + one RunInstances (MinCount = MaxCount = N)

@@ -162,8 +162,9 @@ def test_cloud_without_credentials_is_skipped(cli, monkeypatch) -> None:
     from provisioner.errors import CloudError
 
     monkeypatch.setattr("provisioner.commands.clouds.get_provider", lambda c: (_ for _ in ()).throw(CloudError(f"no credentials for {c}")))
-    doc = cli("list", "--json")
-    assert doc.code == 0 and {s["cloud"] for s in doc.json()["skipped"]} == {"gcp", "azure", "aws"}
+    doc = cli("list", "--json")  # no cloud could be asked: a cloud/credentials error, not an empty list
+    assert doc.code == 3 and {s["cloud"] for s in doc.json()["error"]["skipped"]} == {"gcp", "azure", "aws"}
+    assert "GOOGLE_CLOUD_PROJECT" in doc.json()["error"]["hint"]  # no provider hint: the cloud's own
     r = cli("up", T4, "--yes")
     assert r.code == 3 and "no cloud with usable credentials" in r.err
 

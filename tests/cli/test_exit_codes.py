@@ -129,3 +129,89 @@ def test_a_lock_file_that_is_not_a_regular_file_is_an_input_error_not_no_lock(cl
     assert r.code == 2, r.err
     assert "bert-finetune-t4.lock" in r.err and "no lock file" not in r.err
     assert {"fifo": "FIFO", "dev_zero": "character device", "symlink_loop": "symlink loop", "sparse": "bytes"}[kind] in r.err
+
+
+# ------------------------------------------------------------------ no cloud could be asked (issue 30)
+@pytest.fixture
+def no_cloud_to_ask(clouds, monkeypatch):
+    """No cloud can be asked: GCE and Azure have no credentials (their provider cannot be made, as the real
+    ones raise), AWS's provider is made but fails at its first call (as boto3 does without credentials)."""
+    from provisioner.errors import CredentialsError
+    from provisioner.providers.aws_calls import AwsCredentialsError
+
+    def get(cloud):
+        if cloud == "aws":
+            return clouds["aws"]
+        raise CredentialsError(f"no {cloud} credentials (fake)", hint=f"log in to {cloud} (fake hint)")
+
+    def aws_fails(*_args):
+        raise AwsCredentialsError("no AWS credentials found", hint="run `aws configure` (fake hint)")
+
+    monkeypatch.setattr("provisioner.commands.clouds.get_provider", get)
+    clouds["aws"].list = aws_fails
+    clouds["aws"].find = aws_fails
+    return clouds
+
+
+def _names_every_cloud_not_asked(text: str) -> None:
+    assert "no cloud could be asked" in text, text
+    assert "no gcp credentials (fake)" in text and "no azure credentials (fake)" in text
+    assert "no AWS credentials found" in text
+
+
+@pytest.mark.parametrize("argv", [["list"], ["status"], ["list", "--cloud", "aws"]], ids=" ".join)
+def test_list_and_status_with_no_cloud_to_ask_are_exit_3_not_nothing_found(cli, no_cloud_to_ask, argv) -> None:
+    r = cli(*argv)
+    assert r.code == 3, (r.out, r.err)
+    assert "no trainvm VMs found" not in r.out + r.err
+    if "--cloud" in argv:
+        assert "no cloud could be asked" in r.err and "no AWS credentials found" in r.err
+        assert "run `aws configure` (fake hint)" in r.err
+    else:
+        _names_every_cloud_not_asked(r.err)
+        for hint in ("log in to gcp (fake hint)", "log in to azure (fake hint)", "run `aws configure` (fake hint)"):
+            assert hint in r.err
+    doc = cli(*argv, "--json")
+    assert doc.code == 3
+    err = doc.json()["error"]
+    assert set(doc.json()) == {"error"} and err["exit_code"] == 3 and err["type"] == "NoCloudAskedError"
+    assert "no cloud could be asked" in err["message"] and "run `aws configure` (fake hint)" in err["hint"]
+    expected = {"aws"} if "--cloud" in argv else {"gcp", "azure", "aws"}
+    assert {s["cloud"] for s in err["skipped"]} == expected
+
+
+@pytest.mark.parametrize("verb", [*VM_COMMANDS, "down"])
+def test_every_vm_command_with_no_cloud_to_ask_is_exit_3(cli, no_cloud_to_ask, verb, monkeypatch) -> None:
+    if verb == "verify --perf":
+        monkeypatch.setattr("provisioner.verify.perfdoc.load_perf", lambda path: {})
+    argv = [a.format(name="some-vm") for a in VM_COMMANDS.get(verb, ["down", "{name}", "--yes"])]
+    r = cli(*argv)
+    assert r.code == 3, (verb, r.out, r.err)
+    assert "no trainvm VM named" not in r.err and "already gone" not in r.out
+
+
+def test_status_name_with_no_cloud_to_ask_names_the_clouds(cli, no_cloud_to_ask) -> None:
+    r = cli("status", "some-vm")
+    assert r.code == 3 and "no trainvm VM named" not in r.err
+    _names_every_cloud_not_asked(r.err)
+
+
+def test_list_with_some_clouds_asked_shows_what_was_found_and_names_the_others(cli, no_cloud_to_ask, monkeypatch) -> None:
+    from provisioner.commands import clouds as clouds_module
+    from tests.cli.test_up_money import _record
+
+    fakes = no_cloud_to_ask
+    fallback = clouds_module.get_provider
+    monkeypatch.setattr(clouds_module, "get_provider", lambda c: fakes["gcp"] if c == "gcp" else fallback(c))
+    r = cli("list")
+    assert r.code == 0, r.err
+    assert "no trainvm VMs found on gcp" in r.out
+    assert "not asked" in r.err and "azure: no azure credentials (fake)" in r.err and "aws: no AWS credentials found" in r.err
+    doc = cli("list", "--json").json()
+    assert doc["vms"] == [] and doc["asked"] == ["gcp"] and {s["cloud"] for s in doc["skipped"]} == {"azure", "aws"}
+
+    fakes["gcp"].vms["trainvm-s-1"] = _record()
+    r = cli("list")
+    assert r.code == 0 and "trainvm-s-1" in r.out and "azure" in r.err and "aws" in r.err
+    r = cli("status", "no-such-vm")  # some cloud was asked: it is not there (4), and the hint says where it was not looked for
+    assert r.code == 4 and "not looked for on: azure" in r.err

@@ -169,3 +169,23 @@ def test_the_no_lock_warning_names_the_real_profile_path(cli, tmp_path) -> None:
     r = cli("plan", str(p))
     assert r.code == 0, r.err
     assert f"run `trainvm lock {shlex.quote(str(p))}`" in r.err and "PROFILE" not in r.err
+
+
+@pytest.mark.parametrize(("on_idle", "on_max_run"), [("delete", "stop"), ("stop", "delete")])
+def test_plan_of_a_mixed_aws_lifecycle_says_the_delete_is_the_vms_own_call_not_terminate(cli, write_yaml, on_idle, on_max_run) -> None:
+    """A mixed stop/delete on AWS sets InstanceInitiatedShutdownBehavior=stop (aws_request.shutdown_behavior): the
+    delete is the VM's own EC2 TerminateInstances call. The plan must not say the shutdown behaviour is terminate."""
+    p = write_yaml("name: m\nextends: base/torch-2.4-cu124\nhardware: {gpu: A10G}\nplacement: {clouds: [aws]}\n"
+                   f"lifecycle: {{idle_shutdown_minutes: 60, on_idle: {on_idle}, max_run_hours: 24, on_max_run: {on_max_run}}}\n")
+    r = cli("plan", str(p))
+    assert r.code == 0, r.err
+    assert "InstanceInitiatedShutdownBehavior=terminate" not in r.out
+    [delete] = [ln for ln in r.out.splitlines() if ln.strip().startswith("delete on aws:")]
+    assert "TerminateInstances" in delete and "its own" in delete, delete
+    doc = cli("plan", str(p), "--json").json()["lifecycle"]
+    effect = doc["on_idle_effect"] if on_idle == "delete" else doc["on_max_run_effect"]
+    assert "terminate)" not in effect and "TerminateInstances" in effect
+    # the same profile all delete: the shutdown behaviour is terminate, and the plan says so
+    uniform = write_yaml(p.read_text().replace(": stop}", ": delete}").replace("on_idle: stop", "on_idle: delete"), name="u.yaml")
+    r = cli("plan", str(uniform))
+    assert r.code == 0 and "InstanceInitiatedShutdownBehavior=terminate" in r.out, r.out

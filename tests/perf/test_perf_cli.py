@@ -78,3 +78,30 @@ def test_capture_perf_needs_an_output_file(cli) -> None:
 
 def test_baseline_path() -> None:
     assert perfcmd.baseline_path(Path("profiles/ws.yaml")) == Path("profiles/ws.perf.json")
+
+
+# ------------------------------------------------------------------ probe -o FILE (issue 30): every form writes the file
+@pytest.mark.parametrize("argv", [["-o"], ["--out"], ["--json", "-o"]], ids=" ".join)
+def test_probe_out_writes_the_stack_report(cli, tmp_path: Path, argv: list[str]) -> None:
+    out = tmp_path / "ws.probe.json"
+    r = cli("probe", *argv, str(out))
+    assert r.code == 0, r.err
+    assert out.exists(), "probe -o wrote no file"
+    written = json.loads(out.read_text())
+    assert written["source"] == "local" and "packages" in written
+    assert json.loads(r.out) == written  # the same report as on stdout
+    assert f"wrote {out}" in r.err
+
+
+@pytest.mark.parametrize("perf", [False, True], ids=["stack", "perf"])
+@pytest.mark.parametrize("where", ["folder", "missing_parent"])
+def test_probe_out_that_cannot_be_written_is_an_input_error_before_probing(cli, tmp_path: Path, monkeypatch, perf, where) -> None:
+    ran = []
+    monkeypatch.setattr(perfcmd, "run_perf_probe", lambda *a, **k: ran.append("perf") or {})
+    monkeypatch.setattr("provisioner.probe.report.probe", lambda **k: ran.append("stack") or {})
+    target = tmp_path if where == "folder" else tmp_path / "no" / "such" / "ws.json"
+    r = cli("probe", *(["--perf"] if perf else []), "-o", str(target))
+    assert r.code == 2, (r.out, r.err)
+    words = "is a folder; give a file name" if where == "folder" else f"no such folder: {target.parent}"
+    assert f"-o {target}: {words}" in r.err
+    assert "internal error" not in r.err and "Errno" not in r.err and ran == []  # refused before the probe ran
