@@ -34,14 +34,17 @@ def run_stop(name: str, *, cloud: str | None, yes: bool, wait: bool, json_out: b
             return 1
     after = provider.stop(name, wait=wait)
     state = after.state if after else "GONE"
+    already = record.state.upper() == "STOPPING"  # an earlier stop still in progress: waited for, or left to end
     if json_out:
         emit_json({"name": name, "cloud": record.cloud, "found": True, "stopped": True, "state": state, "waited": wait,
-                   "was": record.state, "how": MECHANISM[record.cloud]["stop"], "keeps_billing": KEPT_BILLING[record.cloud],
-                   "lost": SCRATCH_LOST})
+                   "was": record.state, "already_stopping": already, "how": MECHANISM[record.cloud]["stop"],
+                   "keeps_billing": KEPT_BILLING[record.cloud], "lost": SCRATCH_LOST})
         return 0
     out = stdout_console()
-    out.print(f"{name}: {state.lower()} ({record.cloud} {record.zone or record.region})"
-              + ("" if wait else " (stopping)") + f": compute billing ends; {keeps}")
+    how = (" (already stopping: an earlier stop is in progress)" if already else " (stopping)") if not wait else (
+        " (an earlier stop was in progress: it has ended)" if already else "")
+    out.print(f"{name}: {state.lower()} ({record.cloud} {record.zone or record.region})" + how
+              + f": compute billing ends; {keeps}")
     out.print(f"  `trainvm start {name}` resumes it; `trainvm down {name}` deletes it and everything kept")
     return 0
 

@@ -6,6 +6,10 @@ bills; the ephemeral external IP is released (start gives a new one); Local SSD 
 types that can preserve it; the startup script re-stages data on the next boot). start: the instance boots
 again and GCE runs its ``startup-script`` on every boot, so the script re-verifies the stack (phase
 markers: nothing is reinstalled) and re-stages local data.
+
+A stop of a VM that is still STOPPING (an earlier ``stop --no-wait``, or a stop from the console) sends nothing:
+GCE would answer ``resourceNotReady``. With ``wait`` it polls the instance until that stop ends (the provider's
+poll interval, within TRAINVM_GCE_OP_TIMEOUT), without it it answers the STOPPING record ("already stopping").
 """
 
 from __future__ import annotations
@@ -14,8 +18,11 @@ from collections.abc import Callable
 from typing import Any
 
 from provisioner.providers import gcp_errors as errs
-from provisioner.providers.base import ConflictError, InstanceRecord
+from provisioner.providers.base import ConflictError, InstanceRecord, InvalidRequestError, RetryExhaustedError
 from provisioner.providers.gcp_api import GceApi
+from provisioner.providers.poll import poll
+
+STOPPING = "STOPPING"
 
 
 def _managed(gce: GceApi, name: str) -> tuple[Any, str] | None:
@@ -37,8 +44,16 @@ def power(gce: GceApi, name: str, action: str, record: Callable[[Any], InstanceR
     inst, zone = found
     api = gce.clients()
     if action == "stop":
+        if inst.status == STOPPING:
+            return _record_of(record, _stopped(gce, zone, inst) if wait else inst)
         req = api.v1.StopInstanceRequest(project=api.project, zone=zone, instance=name, discard_local_ssd=True)
-        op = gce.call(lambda: api.instances.stop_unary(request=req, retry=None, timeout=gce.http_timeout))
+        try:
+            op = gce.call(lambda: api.instances.stop_unary(request=req, retry=None, timeout=gce.http_timeout))
+        except InvalidRequestError as exc:  # a stop that began since it was read: resourceNotReady
+            now = gce.get(zone, name) if exc.code == "resourceNotReady" else None
+            if now is None or now.status != STOPPING:
+                raise
+            return _record_of(record, _stopped(gce, zone, now) if wait else now)
     else:
         op = gce.call(lambda: api.instances.start_unary(project=api.project, zone=zone, instance=name,
                                                               retry=None, timeout=gce.http_timeout))
@@ -47,3 +62,22 @@ def power(gce: GceApi, name: str, action: str, record: Callable[[Any], InstanceR
         if failure:
             raise errs.classify(failure)
     return record(gce.get(zone, name) or inst)
+
+
+def _record_of(record: Callable[[Any], InstanceRecord], inst: Any) -> InstanceRecord | None:
+    return None if inst is None else record(inst)
+
+
+def _stopped(gce: GceApi, zone: str, inst: Any) -> Any:
+    """The instance once the stop in progress has ended (it leaves STOPPING), polled at the provider's interval
+    within the operation timeout; None when it vanished meanwhile (deleted)."""
+    name = inst.name
+
+    def timed_out(last: Any) -> RetryExhaustedError:
+        return RetryExhaustedError(f"{name} in {zone} was still {getattr(last, 'status', STOPPING)} after "
+                                   f"{gce.op_timeout:g} s (TRAINVM_GCE_OP_TIMEOUT): an earlier stop has not ended",
+                                   code="OPERATION_TIMEOUT")
+
+    got = poll(lambda: gce.get(zone, name), ready=lambda i: i is None or i.status != STOPPING, deadline=gce.deadline(),
+               timed_out=timed_out, interval=gce.poll_interval, clock=gce.clock, sleep=gce.sleep)
+    return got

@@ -103,3 +103,66 @@ def test_azure_stop_is_deallocate(cli, env, tmp_path) -> None:
             assert cli("list", "--json").json()["vms"][0]["state"] == "RUNNING"
         finally:
             emu.finish_operations(stuck=True)
+
+
+def test_gce_stop_while_a_previous_stop_is_still_stopping_waits_for_it(cli, env) -> None:
+    """issue 30: `stop` of a VM that a previous `stop --no-wait` left STOPPING: GCE answers instances.stop with
+    resourceNotReady there; trainvm waits for that stop to end (the provider's own bounded polling), exit 0."""
+    with GceEmulator(power_ends_after_reads=2) as emu:  # the pending stop ends with time: its 2nd read sees it done
+        env.setenv("TRAINVM_GCE_ENDPOINT", emu.url)
+        env.setenv("GOOGLE_CLOUD_PROJECT", "e2e-proj")
+        name = cli("up", T4, "--yes", "--json", "--cloud", "gcp").json()["name"]
+        first = cli("stop", name, "--yes", "--no-wait", "--json")
+        assert first.code == 0 and emu.instance(name)["status"] == "STOPPING"
+
+        again = cli("stop", name, "--yes", "--no-wait")  # not waiting: it says so, exit 0
+        assert again.code == 0, again.err
+        assert "already stopping" in again.out and emu.instance(name)["status"] == "STOPPING"
+
+        waited = cli("stop", name, "--yes", "--json")
+        assert waited.code == 0, waited.err
+        doc = waited.json()
+        assert doc["was"] == "STOPPING" and doc["state"] == "TERMINATED" and doc["stopped"] is True
+        assert emu.instance(name)["status"] == "TERMINATED"
+        assert len(emu.calls("instances.stop")) == 1  # no second stop was sent into resourceNotReady
+        text = cli("stop", name, "--yes")
+        assert text.code == 0 and "terminated" in text.out
+
+
+def test_gce_stop_of_a_vm_stuck_in_stopping_gives_up_at_the_operation_timeout(cli, env) -> None:
+    with GceEmulator() as emu:
+        env.setenv("TRAINVM_GCE_ENDPOINT", emu.url)
+        env.setenv("GOOGLE_CLOUD_PROJECT", "e2e-proj")
+        env.setenv("TRAINVM_GCE_OP_TIMEOUT", "0.5")
+        name = cli("up", T4, "--yes", "--json", "--cloud", "gcp").json()["name"]
+        emu.set_status(name, "STOPPING")  # held: no operation will end it
+        r = cli("stop", name, "--yes")
+        assert r.code == 3, (r.out, r.err)
+        assert f"{name} in us-central1-a was still STOPPING after 0.5 s" in r.err and "TRAINVM_GCE_OP_TIMEOUT" in r.err
+        assert "not ready" not in r.err and emu.calls("instances.stop") == []
+
+
+def test_gce_stop_that_meets_a_stop_begun_since_it_read_the_vm_waits_too(cli, env, monkeypatch) -> None:
+    """The VM read RUNNING, but a stop began before ours was sent: GCE answers resourceNotReady (400); trainvm
+    reads it again, sees STOPPING and treats it like the case above (without --wait: says it is stopping, exit 0)."""
+    from provisioner.providers import gcp_power
+
+    with GceEmulator() as emu:
+        env.setenv("TRAINVM_GCE_ENDPOINT", emu.url)
+        env.setenv("GOOGLE_CLOUD_PROJECT", "e2e-proj")
+        env.setenv("TRAINVM_GCE_OP_TIMEOUT", "0.5")
+        name = cli("up", T4, "--yes", "--json", "--cloud", "gcp").json()["name"]
+        emu.set_status(name, "STOPPING")
+        real = gcp_power._managed
+
+        def read_before_the_other_stop(gce, vm):
+            found = real(gce, vm)
+            found[0].status = "RUNNING"  # as it was when read
+            return found
+
+        monkeypatch.setattr(gcp_power, "_managed", read_before_the_other_stop)
+        r = cli("stop", name, "--yes", "--no-wait", "--json")
+        assert r.code == 0, r.err
+        assert r.json()["state"] == "STOPPING" and len(emu.calls("instances.stop")) == 1
+        r = cli("stop", name, "--yes")  # waiting: bounded, the stop that never ends is named
+        assert r.code == 3 and "was still STOPPING after 0.5 s" in r.err and "not ready" not in r.err

@@ -105,12 +105,14 @@ class GceEmulator(FirewallsMixin, ComputeMethodsMixin, PowerMethodsMixin):
     added).  images: {(image project, family): image name}.  networks: names accepted in networkInterfaces.
     serial_buffer_bytes: console bytes kept (older output is discarded, as GCE keeps 1 MiB).
     default_firewalls: every project's default network starts with GCE's default rules (default-allow-ssh, ...).
+    power_ends_after_reads: a stop/start operation nobody polls still ends (GCE runs them with time) after that
+    many instances.get of its instance (0: only zoneOperations polls end it).
     """
 
     def __init__(self, *, polls_to_done: int = 1, initial_op_status: str = "RUNNING", reject_output_only: bool = True,
                  require_auth: bool = False, zones=DEFAULT_ZONES, images: dict | None = None,
                  networks=("default",), serial_buffer_bytes: int = 1 << 20, seed: int | None = None,
-                 default_firewalls: bool = True, projects=None):
+                 default_firewalls: bool = True, projects=None, power_ends_after_reads: int = 0):
         self.polls_to_done, self.initial_op_status, self.require_auth = polls_to_done, initial_op_status, require_auth
         self.discovery = Discovery(reject_output_only=reject_output_only)
         self.known_zones, self.networks, self.serial_buffer_bytes = list(zones), tuple(networks), serial_buffer_bytes
@@ -118,6 +120,7 @@ class GceEmulator(FirewallsMixin, ComputeMethodsMixin, PowerMethodsMixin):
         self.default_firewalls = default_firewalls
         self.projects = None if projects is None else set(projects)
         self.on_poll = None
+        self.power_ends_after_reads = power_ends_after_reads
         self._rng = random.Random(seed)
         self._lock = threading.RLock()
         self._routes = []

@@ -135,7 +135,17 @@ class ComputeMethodsMixin:
                 raise ApiError(404, "notFound", f"The resource '{relative(src)}' was not found")
 
     def _instances_get(self, req, project, zone, instance):
-        return copy.deepcopy(self.instances[self._lookup(project, zone, instance)])
+        key = self._lookup(project, zone, instance)
+        if self.power_ends_after_reads:
+            # GCE's operations run with time, not with polls: a stop/start nobody waits for (`stop --no-wait`)
+            # still ends, here after that many reads of its instance (one held with set_status has no operation)
+            for k, op in list(self.operations.items()):
+                st = self._op_state[k]
+                if op["status"] != "DONE" and op["operationType"] in ("stop", "start") and st["target"] == key:
+                    st["reads"] = st.get("reads", 0) + 1
+                    if st["reads"] >= self.power_ends_after_reads:
+                        self._finish(k)
+        return copy.deepcopy(self.instances[key])
 
     def _instances_delete(self, req, project, zone, instance):
         if (dup := self._request_id(req, project)) is not None:
