@@ -79,8 +79,8 @@ def release_payload(provider: Any, record: Any, name: str) -> dict[str, Any]:
         if users:
             return {"state": "kept", "sha256": prefix, "users": users,
                     "message": f"kept: {len(users)} other VM(s) use it ({', '.join(users[:3])})"}
-        shas = [s for s in provider.payload_store().stored(record.region) if s.startswith(prefix)]
-        released = [s for s in shas if provider.payload_store().release(record.region, s)]
+        store = provider.payload_store()
+        released = [s for s in store.stored(record.region) if s.startswith(prefix) and store.release(record.region, s)]
     except ProviderError as exc:
         return {"state": "error", "sha256": prefix,
                 "message": f"could not be removed ({exc}); the store's lifecycle rule deletes it within {EXPIRE_DAYS} days"}

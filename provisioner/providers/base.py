@@ -32,6 +32,7 @@ from provisioner.errors import (  # noqa: F401
     RetryExhaustedError,
     VanishedError,
 )
+from provisioner.providers.store import PAYLOAD_LABEL
 
 if TYPE_CHECKING:
     from provisioner.providers.store import PayloadRef, PayloadStore
@@ -220,7 +221,8 @@ def price_from_labels(labels: dict[str, str] | None) -> float | None:
     return int(raw[:-1]) / 1_000_000
 
 
-def labels_for(profile_name: str, profile_hash: str, price_hourly: float | None = None) -> dict[str, str]:
+def labels_for(profile_name: str, profile_hash: str, price_hourly: float | None = None,
+               payload_sha256: str | None = None) -> dict[str, str]:
     labels = {
         "trainvm-managed": "true",
         "trainvm-profile": profile_name,
@@ -229,6 +231,8 @@ def labels_for(profile_name: str, profile_hash: str, price_hourly: float | None 
     }
     if price_hourly is not None:
         labels[PRICE_LABEL] = price_label(price_hourly)
+    if payload_sha256 is not None:  # `down` keeps a payload another VM carries (providers/store.py)
+        labels[PAYLOAD_LABEL] = payload_sha256[:16]
     return labels
 
 

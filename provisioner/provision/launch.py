@@ -10,7 +10,7 @@ from provisioner.catalog.models import Offer
 from provisioner.profile import LoadedProfile
 from provisioner.profile.loader import canonical_json
 from provisioner.providers.base import LaunchSpec, Provider, labels_for, vm_name
-from provisioner.providers.store import PAYLOAD_LABEL, PayloadRef
+from provisioner.providers.store import PayloadRef
 
 if TYPE_CHECKING:
     from provisioner.render.script import RenderedScript
@@ -55,14 +55,12 @@ def launch_spec(loaded: LoadedProfile, offer: Offer, *, name: str | None = None,
     spot = p.placement.spot if spot is None else spot
     price = offer.price(spot)
     price = offer.price_hourly if price is None else price
-    labels = labels_for(p.name, loaded.hash, price)
-    labels[PAYLOAD_LABEL] = rendered.payload.sha256[:16]
     return LaunchSpec(
         name=vm_name(p.name, loaded.hash, name),
         profile_name=p.name,
         profile_hash=loaded.hash,
         profile_json=resolved_profile_json(loaded),
-        labels=labels,
+        labels=labels_for(p.name, loaded.hash, price, rendered.payload.sha256),
         startup_script=rendered.startup_sh,
         user_data=user_data.text,  # the bootstrap; the request carries it as the cloud wants (registry UserDataFormat)
         os=p.stack.os,
