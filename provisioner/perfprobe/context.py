@@ -7,7 +7,7 @@ import importlib
 import os
 import re
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, TypedDict
 
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "BLIS_NUM_THREADS",
                "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS", "TORCH_NUM_THREADS")
@@ -15,6 +15,59 @@ THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "BL
 NETWORK_FS = ("nfs", "nfs4", "cifs", "smb3", "smbfs", "fuse.gcsfuse", "fuse.blobfuse", "fuse.blobfuse2",
               "fuse.s3fs", "fuse.goofys", "fuse.mountpoint-s3", "fuse.sshfs", "9p", "ceph", "glusterfs",
               "lustre", "fuse.rclone", "fuse.juicefs", "beegfs", "gpfs", "virtiofs")
+
+
+class DataFs(TypedDict):
+    """Where the data path lives (parity: a network file system slows disk and loader blocks)."""
+
+    path: str
+    fstype: Optional[str]
+    mount_point: Optional[str]
+    network: bool
+
+
+class HostContext(TypedDict):
+    """``context.host`` of a perf document: written by :func:`host_context`, read by
+    ``provisioner.verify.parity`` through these keys (mypy checks both sides)."""
+
+    cpu_count: Optional[int]
+    affinity: Optional[int]
+    cgroup_cpu_quota: Optional[float]
+    governors: List[str]
+    shm_gib: Optional[float]
+    thread_env: Dict[str, str]
+    data_fs: DataFs
+
+
+class GpuState(TypedDict):
+    """One GPU of ``context.gpu.gpus`` (and of ``context_under_load``): :func:`nvml_gpus`."""
+
+    index: int
+    name: str
+    memory_mib: int
+    sm_clock_mhz: Optional[int]
+    sm_clock_max_mhz: Optional[int]
+    mem_clock_mhz: Optional[int]
+    mem_clock_max_mhz: Optional[int]
+    throttle_reasons: Optional[List[str]]
+    power_limit_w: Optional[float]
+    power_default_limit_w: Optional[float]
+    temperature_c: Optional[int]
+    pcie_gen: Optional[int]
+    pcie_gen_max: Optional[int]
+    pcie_width: Optional[int]
+    pcie_width_max: Optional[int]
+    ecc: Optional[bool]
+    mig: Optional[bool]
+    persistence: Optional[int]
+
+
+class BlasLibrary(TypedDict):
+    user_api: Optional[str]
+    internal_api: Optional[str]
+    num_threads: Optional[int]
+    version: Optional[str]
+    threading_layer: Optional[str]
 
 
 def _read(path: Path) -> Optional[str]:
@@ -46,7 +99,7 @@ def mount_of(path: str, mountinfo: str) -> Optional[Dict[str, str]]:
     return best
 
 
-def filesystem(path: str, root: Path = Path("/")) -> Dict[str, Any]:
+def filesystem(path: str, root: Path = Path("/")) -> DataFs:
     mount = mount_of(os.path.realpath(path), _read(root / "proc/self/mountinfo") or "")
     fstype = mount["fstype"] if mount else None
     return {"path": path, "fstype": fstype, "mount_point": mount["mount_point"] if mount else None,
@@ -104,7 +157,7 @@ def blas_info(threadpoolctl: Any = None) -> Dict[str, Any]:
         importlib.import_module("numpy")
     except ImportError:
         pass
-    libs = []
+    libs: List[BlasLibrary] = []
     for lib in threadpoolctl.threadpool_info():
         libs.append({"user_api": lib.get("user_api"), "internal_api": lib.get("internal_api"),
                      "num_threads": lib.get("num_threads"), "version": lib.get("version"),
@@ -150,12 +203,12 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def nvml_gpus(nvml: Any) -> List[Dict[str, Any]]:
+def nvml_gpus(nvml: Any) -> List[GpuState]:
     """Per-GPU clocks, throttle reasons, power, PCIe, ECC, MIG, persistence through pynvml.
     Fields a board does not support are None. ``nvml`` is pynvml or a recording of it."""
     nvml.nvmlInit()
     try:
-        gpus = []
+        gpus: List[GpuState] = []
         for i in range(int(nvml.nvmlDeviceGetCount())):
             h = nvml.nvmlDeviceGetHandleByIndex(i)
             sm, mem = nvml.NVML_CLOCK_SM, nvml.NVML_CLOCK_MEM
@@ -213,7 +266,7 @@ def gpu_context(nvml: Any = None) -> Dict[str, Any]:
         return {"status": "skipped", "reason": f"NVML unavailable: {exc}", "gpus": []}
 
 
-def host_context(data_path: str, root: Path = Path("/"), environ: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
+def host_context(data_path: str, root: Path = Path("/"), environ: Optional[Dict[str, str]] = None) -> HostContext:
     env = os.environ if environ is None else environ
     return {
         "cpu_count": os.cpu_count(),

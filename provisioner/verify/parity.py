@@ -8,8 +8,9 @@ workstation; B = the machine under test, usually the VM).
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, cast
 
+from provisioner.perfprobe.context import BlasLibrary, DataFs, GpuState, HostContext
 from provisioner.verify.perfspec import METRIC_SPEC, GpuPerfSpec, efficiency, gpu_name, load_specs
 
 # Run-to-run tolerance per metric class (relative). The verdict's tolerance is
@@ -77,16 +78,18 @@ def _ctx(doc: dict[str, Any]) -> dict[str, Any]:
     return doc.get("context") or {}
 
 
-def _host(doc: dict[str, Any]) -> dict[str, Any]:
-    return _ctx(doc).get("host") or {}
+# The context is read through the producer's own TypedDicts (perfprobe/context.py): a key renamed on
+# either side fails mypy, and tests/perf/test_context_to_parity.py runs the producer into these rules.
+def _host(doc: dict[str, Any]) -> HostContext:
+    return cast(HostContext, _ctx(doc).get("host") or {})
 
 
-def _gpus(doc: dict[str, Any], loaded: bool = False) -> list[dict[str, Any]]:
+def _gpus(doc: dict[str, Any], loaded: bool = False) -> list[GpuState]:
     ctx = _ctx(doc)
     under_load = (((doc.get("blocks") or {}).get("gpu_matmul") or {}).get("info") or {}).get("context_under_load") or {}
     if loaded and under_load.get("gpus"):
-        return under_load["gpus"]
-    return (ctx.get("gpu") or {}).get("gpus") or []
+        return cast("list[GpuState]", under_load["gpus"])
+    return cast("list[GpuState]", (ctx.get("gpu") or {}).get("gpus") or [])
 
 
 def usable_cpus(doc: dict[str, Any]) -> float | None:
@@ -103,7 +106,8 @@ def _threads(doc: dict[str, Any]) -> dict[str, str]:
 
 
 def blas_vendor(doc: dict[str, Any]) -> str | None:
-    for lib in (_ctx(doc).get("blas") or {}).get("libraries") or []:
+    libs = cast("list[BlasLibrary]", (_ctx(doc).get("blas") or {}).get("libraries") or [])
+    for lib in libs:
         if lib.get("user_api") == "blas":
             return lib.get("internal_api")
     return None
@@ -192,7 +196,7 @@ def cpu_causes(a: dict[str, Any], b: dict[str, Any]) -> list[Cause]:
 
 
 def storage_causes(a: dict[str, Any], b: dict[str, Any]) -> list[Cause]:
-    fs = _host(b).get("data_fs") or {}
+    fs = _host(b).get("data_fs") or cast(DataFs, {})
     if fs.get("network"):
         return [Cause(f"the data path {fs.get('path')} is on a network file system ({fs.get('fstype')} at {fs.get('mount_point')})",
                       "stage the data to local disk: `data: [{source: ..., dest: /mnt/data/...}]` with "
