@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from provisioner.providers.lifecycle import idle_gpu_line
 from provisioner.providers.registry import ssh_exposure
 
 
@@ -31,6 +32,7 @@ def up_summary(loaded: Any, plan: Any, first: Any, *, spot: bool, ssh_from: str 
         "run_cost": None if hours is None else round(price * n * hours, 2),
         "worst_case_run_cost": None if hours is None or worst is None else round(worst * n * hours, 2),
         "lifecycle": lifecycle,
+        "idle_gpu_rule": idle_gpu_line(lc),
         "ssh": ssh_exposure(first.cloud, ssh_from or p.placement.ssh_from),
         "data_sources": [d.source for d in p.data],
         "payload": payload_where(first),
@@ -63,6 +65,8 @@ def summary_lines(s: dict[str, Any]) -> list[str]:
     idle = "never" if lc["idle_shutdown_minutes"] is None else f"after {lc['idle_shutdown_minutes']} idle minutes"
     actions = "".join(f", {k}={lc[k]}" for k in ("on_idle", "on_max_run") if k in lc)
     lines.append(f"lifecycle: idle shutdown {idle}{actions}")
+    if s.get("idle_gpu_rule"):
+        lines.append(s["idle_gpu_rule"])
     lines.append(f"ssh: {s['ssh']}")
     lines.append("data: " + (", ".join(s["data_sources"]) if s["data_sources"] else "none"))
     if s.get("payload"):

@@ -7,6 +7,7 @@ release appears; this module only parses them. Every table carries ``sources`` t
 from __future__ import annotations
 
 import functools
+import re
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -67,13 +68,38 @@ class CudaRelease(NamedTuple):
 
 
 class ArchTarget(NamedTuple):
+    """One entry of a build's arch list: SASS for ``sm`` (cubin), plus PTX for it when ``ptx``.
+
+    ``specific``: arch-specific SASS (sm_90a, sm_100a) that runs only on exactly that compute capability."""
+
     sm: int
     ptx: bool
+    specific: bool = False
 
     @classmethod
     def parse(cls, raw: int | str) -> ArchTarget:
-        text = str(raw)
-        return cls(int(text.split("+")[0]), text.endswith("+PTX"))
+        """Torch notation (``86``, ``"8.6"``, ``"120+PTX"``, ``"9.0a"``) or XLA/nvcc notation (``"sm_80"``,
+        ``"sm_90a"``, ``"compute_90"``; in TensorFlow/JAX builds ``compute_XY`` means SASS and PTX for XY)."""
+        text = str(raw).strip()
+        ptx = text.endswith("+PTX") or text.startswith("compute_")
+        text = text.removesuffix("+PTX").removeprefix("compute_").removeprefix("sm_")
+        specific = text.endswith("a")
+        text = text.removesuffix("a")
+        if "." in text:
+            major, _, minor = text.partition(".")
+            text = f"{int(major)}{int(minor)}"
+        return cls(int(text), ptx, specific)
+
+    def __str__(self) -> str:
+        return f"sm_{self.sm}{'a' if self.specific else ''}{'+PTX' if self.ptx else ''}"
+
+
+def parse_arch(raw: list[int | str] | str | None) -> tuple[ArchTarget, ...] | None:
+    """An arch list as the YAML holds it: a list, or one string split on ``;`` / ``,`` / spaces."""
+    if raw is None:
+        return None
+    items = re.split(r"[;,\s]+", raw.strip()) if isinstance(raw, str) else raw
+    return tuple(ArchTarget.parse(a) for a in items if str(a))
 
 
 class TorchVariant(NamedTuple):
@@ -81,6 +107,7 @@ class TorchVariant(NamedTuple):
     cuda: str  # 12.4
     arch: tuple[ArchTarget, ...]
     cudnn: str | None
+    arch_source: str | None = None  # where the arch list was read (messages cite it)
 
 
 class TorchRelease(NamedTuple):
@@ -100,6 +127,8 @@ class TensorflowRelease(NamedTuple):
     ptx: tuple[int, int] | None
     glibc: str
     and_cuda: bool
+    arch: tuple[ArchTarget, ...] | None = None  # TF_CUDA_COMPUTE_CAPABILITIES of the official wheels, if recorded
+    arch_source: str | None = None
 
 
 class JaxExtra(NamedTuple):
@@ -109,6 +138,8 @@ class JaxExtra(NamedTuple):
     min_driver: str
     min_cc: tuple[int, int]
     cudnn: tuple[str, ...]
+    arch: tuple[ArchTarget, ...] | None = None  # HERMETIC_CUDA_COMPUTE_CAPABILITIES of the jaxlib CUDA plugin
+    arch_source: str | None = None
 
 
 class OsImage(NamedTuple):
@@ -163,6 +194,11 @@ def _cc_or_none(raw: str | None) -> tuple[int, int] | None:
     return cc_tuple(str(raw)) if raw else None
 
 
+def _source(key: str | None, sources: dict[str, str]) -> str | None:
+    """``arch_source`` names an entry of the file's ``sources:`` (or is the citation itself)."""
+    return sources.get(key, key) if key else None
+
+
 @functools.cache
 def load_facts() -> Facts:
     """The facts, parsed once per process (and cached on disk by content hash)."""
@@ -194,10 +230,12 @@ def _parse_facts() -> Facts:
         for v, r in cuda_doc["releases"].items()
     }
     torch = {}
+    tsrc, tfsrc, jsrc = torch_doc["sources"], tf_doc["sources"], jax_doc["sources"]
     for v, r in torch_doc["versions"].items():
         variants = {
             name: TorchVariant(
-                name, variant_cuda(name), tuple(ArchTarget.parse(a) for a in d["arch"]), d.get("cudnn")
+                name, variant_cuda(name), parse_arch(d["arch"]) or (), d.get("cudnn"),
+                _source(d.get("arch_source") or r.get("arch_source"), tsrc),
             )
             for name, d in r["variants"].items()
         }
@@ -206,11 +244,13 @@ def _parse_facts() -> Facts:
         v: TensorflowRelease(
             v, tuple(r["python"]), r["cuda"], r["cudnn"], _cc_or_none(r.get("min_cc")),
             _cc_or_none(r.get("ptx")), r["glibc"], bool(r.get("and_cuda")),
+            parse_arch(r.get("arch")), _source(r.get("arch_source"), tfsrc),
         )
         for v, r in tf_doc["versions"].items()
     }
     jax_extras = {
-        n: JaxExtra(n, e["cuda_major"], e["min_cuda"], e["min_driver"], cc_tuple(e["min_cc"]), tuple(e["cudnn"]))
+        n: JaxExtra(n, e["cuda_major"], e["min_cuda"], e["min_driver"], cc_tuple(e["min_cc"]), tuple(e["cudnn"]),
+                    parse_arch(e.get("arch")), _source(e.get("arch_source"), jsrc))
         for n, e in jax_doc["extras"].items()
     }
     os_images = {

@@ -25,7 +25,7 @@ from provisioner.profile.model import Profile, Stack
 RULES = {
     "cuda-exists": "stack.cuda names a CUDA release that exists",
     "gpu-vendor": "a CUDA stack never runs on an AMD GPU",
-    "gpu-cc-in-cuda": "the GPU's compute capability is inside the CUDA release's supported range",
+    "gpu-cc-in-cuda": "the GPU's compute capability is inside the CUDA release's range; above it only within the toolkit's newest major, where the frameworks' arch lists decide",
     "gpu-driver-branch": "the driver branch still supports the GPU (K80 <= R470; Maxwell/Pascal/Volta <= R580)",
     "gpu-min-driver": "the GPU's own minimum driver is met (e.g. HGX B200 >= 570.133.20)",
     "driver-cuda-floor": "driver >= the CUDA family floor (minor-version compatibility)",
@@ -33,7 +33,7 @@ RULES = {
     "driver-known": "the driver branch is not newer than every branch in the facts (warning: facts may be stale)",
     "framework-known": "the framework release is in the facts (warning otherwise)",
     "framework-build-exists": "the pinned build (+cuXYZ local label) exists for that release",
-    "framework-covers-gpu": "the framework build has SASS for the GPU's major or PTX it can JIT",
+    "framework-covers-gpu": "the framework build's arch list has SASS sm_X.Z (Z <= the GPU's minor, same major; sm_90a-style only on X.Z exactly) or PTX <= the GPU's CC (JIT: warning)",
     "framework-cuda": "stack.cuda equals the CUDA the framework build targets",
     "framework-cudnn": "stack.cudnn matches the framework's bundled cuDNN at the precision given",
     "framework-python": "the framework release has wheels for stack.python",
@@ -78,7 +78,7 @@ def gpu_problems(gpu: GpuFact, ctx: StackContext) -> list[Message]:
     if gpu.vendor != "nvidia" or gpu.cc is None:
         return [Message("hardware.gpu", f"{gpu.name} is an {gpu.vendor.upper()} GPU; a CUDA stack (NVIDIA driver {ctx.stack.driver}) never runs on it", source=src["cc"])]
     rel = facts.cuda_releases.get(ctx.cuda) if ctx.cuda else None
-    if rel is not None and not (rel.cc_min <= gpu.cc <= rel.cc_max):
+    if rel is not None and (gpu.cc < rel.cc_min or (gpu.cc > rel.cc_max and not _arch_decides(ctx, gpu.cc, rel.cc_max))):
         lo, hi = (f"{c[0]}.{c[1]}" for c in (rel.cc_min, rel.cc_max))
         out.append(Message("stack.cuda", f"{gpu.name} has compute capability {gpu.cc_str}, outside CUDA {rel.version}'s supported range {lo}-{hi}", source=facts.cuda_sources["arch"]))
     if gpu.last_branch is not None and _branch(ctx.stack.driver) > gpu.last_branch:
@@ -89,13 +89,48 @@ def gpu_problems(gpu: GpuFact, ctx: StackContext) -> list[Message]:
         path = f"stack.packages[{fw.index}]"
         if fw.arch is not None:
             if sass_or_ptx_covers(fw.arch, gpu.cc) is None:
-                targets = ", ".join(f"sm_{t.sm}{'+PTX' if t.ptx else ''}" for t in fw.arch)
-                out.append(Message(path, f"{fw.label} ({fw.torch_variant.name if fw.torch_variant else '?'}) has no code for {gpu.name} (sm_{gpu.cc[0]}{gpu.cc[1]}): its build targets {targets}; SASS runs only on the same major with minor >= its own, PTX only on newer GPUs", source=facts.torch_sources["arch"]))
+                targets = ", ".join(map(str, fw.arch))
+                out.append(Message(path, f"{_build_label(fw)} has no code for {gpu.name} (sm_{gpu.cc[0]}{gpu.cc[1]}): its build targets {targets}; SASS runs only on the same major with minor >= its own, PTX only on newer GPUs", source=_arch_source(fw, facts)))
         elif fw.min_cc is not None and gpu.cc < fw.min_cc:
             need = f"{fw.min_cc[0]}.{fw.min_cc[1]}"
             source = facts.tf_sources["min_cc"] if fw.name == "tensorflow" else facts.jax_sources["install"]
             what = f"{fw.label}" + (f"[{fw.jax_extra.name}]" if fw.jax_extra else "")
             out.append(Message(path, f"{what} needs compute capability {need} or newer; {gpu.name} has {gpu.cc_str}", source=source))
+    return out
+
+
+def _arch_decides(ctx: StackContext, cc: tuple[int, int], cc_max: tuple[int, int]) -> bool:
+    """A GPU newer than the toolkit's nvcc range: the builds' own arch lists decide (framework-covers-gpu) when
+    every framework records one and the GPU is of a major the toolkit knows (8.9 with CUDA 11.6: sm_86 SASS of the
+    framework and of the CUDA 11.6 libraries it bundles runs by binary compatibility). A newer major (9.0 with
+    CUDA 11.2) stays refused: the framework's PTX may JIT, but nothing records that the toolkit's libraries do."""
+    return bool(ctx.frameworks) and all(fw.arch is not None for fw in ctx.frameworks) and cc[0] <= cc_max[0]
+
+
+def _build_label(fw: Framework) -> str:
+    if fw.torch_variant is not None:
+        return f"{fw.label} ({fw.torch_variant.name})"
+    return fw.label + (f"[{fw.jax_extra.name}]" if fw.jax_extra else "")
+
+
+def _arch_source(fw: Framework, facts: Facts) -> str:
+    rule = facts.cuda_sources["binary_compat"]
+    return f"{fw.arch_source}; {rule}" if fw.arch_source else rule
+
+
+def gpu_warnings(gpu: GpuFact, ctx: StackContext) -> list[Message]:
+    """What is true but worth knowing about running this stack on ``gpu`` (it can run: see gpu_problems)."""
+    if gpu.cc is None:
+        return []
+    out = []
+    for fw in ctx.frameworks:
+        how = sass_or_ptx_covers(fw.arch, gpu.cc) if fw.arch is not None else None
+        if how is not None and how.endswith("(JIT)"):
+            out.append(Message(f"stack.packages[{fw.index}]", f"{gpu.name}: {_build_label(fw)} has no SASS for sm_{gpu.cc[0]}{gpu.cc[1]}; the driver JIT-compiles its {how.removesuffix(' (JIT)')} at first use (a slower first start, cached after in ~/.nv/ComputeCache)", level="warning", source=_arch_source(fw, ctx.facts)))
+    rel = ctx.facts.cuda_releases.get(ctx.cuda) if ctx.cuda else None
+    if rel is not None and ctx.stack.cuda_toolkit and gpu.cc > rel.cc_max:
+        hi = f"{rel.cc_max[0]}.{rel.cc_max[1]}"
+        out.append(Message("stack.cuda", f"{gpu.name} ({gpu.cc_str}) is newer than CUDA {rel.version}'s nvcc can target (up to {hi}): the framework builds run, but code you compile with that toolkit runs only as older SASS of the same major or JIT-compiled PTX", level="warning", source=ctx.facts.cuda_sources["arch"]))
     return out
 
 
@@ -208,6 +243,8 @@ def check_profile(profile: Profile, facts: Facts | None = None) -> list[Message]
     if listed is not None:
         problems = {name: gpu_problems(ctx.facts.gpus[name], ctx) for name in listed}
         ok = [n for n, p in problems.items() if not p]
+        for name in ok:
+            out.extend(gpu_warnings(ctx.facts.gpus[name], ctx))
         for i, name in enumerate(listed):
             for m in problems[name]:
                 level: Literal["error", "warning"] = "error" if not ok else "warning"

@@ -31,7 +31,8 @@ class Framework:
     cudnn: str | None  # bundled cuDNN when recorded
     python: tuple[str, ...] | None  # supported Python minors (None = not recorded)
     glibc: str | None
-    arch: tuple[ArchTarget, ...] | None = None  # torch: SASS/PTX targets
+    arch: tuple[ArchTarget, ...] | None = None  # SASS/PTX targets of the build (None = not recorded)
+    arch_source: str | None = None
     min_cc: tuple[int, int] | None = None  # tf/jax: oldest compute capability
     torch_release: TorchRelease | None = None
     torch_variant: TorchVariant | None = None
@@ -68,7 +69,8 @@ def frameworks(packages: list[str], facts: Facts) -> list[Framework]:
                 Framework(
                     "torch", i, version, cuda, variant.cudnn if variant else None,
                     rel.python if rel else None, rel.glibc if rel else None,
-                    arch=variant.arch if variant else None, torch_release=rel, torch_variant=variant, local_label=label,
+                    arch=variant.arch if variant else None, arch_source=variant.arch_source if variant else None,
+                    torch_release=rel, torch_variant=variant, local_label=label,
                 )
             )
         elif name in ("tensorflow", "tensorflow-gpu", "tensorflow-cpu"):
@@ -77,6 +79,7 @@ def frameworks(packages: list[str], facts: Facts) -> list[Framework]:
                 Framework(
                     "tensorflow", i, version, tf.cuda if tf and name != "tensorflow-cpu" else None,
                     tf.cudnn if tf else None, tf.python if tf else None, tf.glibc if tf else None,
+                    arch=tf.arch if tf and name != "tensorflow-cpu" else None, arch_source=tf.arch_source if tf else None,
                     min_cc=tf.min_cc if tf else None, tf_release=tf, tf_and_cuda="and-cuda" in extras,
                 )
             )
@@ -93,6 +96,7 @@ def frameworks(packages: list[str], facts: Facts) -> list[Framework]:
             found.append(
                 Framework(
                     "jax", i, version, None, None, pys, facts.jax_glibc,
+                    arch=extra.arch if extra else None, arch_source=extra.arch_source if extra else None,
                     min_cc=extra.min_cc if extra else None, jax_extra=extra,
                 )
             )
@@ -102,13 +106,14 @@ def frameworks(packages: list[str], facts: Facts) -> list[Framework]:
 def sass_or_ptx_covers(targets: tuple[ArchTarget, ...], cc: tuple[int, int]) -> str | None:
     """How a build with ``targets`` runs on compute capability ``cc``; None when it cannot.
 
-    SASS for sm_XY runs on the same major X with minor >= Y; PTX for compute_XY is JIT-compiled
-    for any cc >= XY (NVIDIA CUDA binary compatibility; TensorFlow .bazelrc comment)."""
+    SASS for sm_XY runs on the same major X with minor >= Y (binary compatibility); arch-specific SASS
+    (sm_90a, sm_100a) only on exactly X.Y; PTX for compute_XY is JIT-compiled by the driver for any
+    cc >= XY (slower first start). Sources: cuda.yaml ``binary_compat``."""
     for t in targets:
         major, minor = divmod(t.sm, 10)
-        if major == cc[0] and minor <= cc[1]:
-            return f"sm_{t.sm} SASS"
+        if major == cc[0] and (minor == cc[1] if t.specific else minor <= cc[1]):
+            return f"sm_{t.sm}{'a' if t.specific else ''} SASS"
     for t in targets:
-        if t.ptx and (t.sm // 10, t.sm % 10) <= cc:
+        if t.ptx and not t.specific and divmod(t.sm, 10) <= cc:
             return f"compute_{t.sm} PTX (JIT)"
     return None

@@ -8,7 +8,9 @@ declared in the project file ``trainvm.yaml`` (found upward from the profile)::
 
 The lock decides which commit is used: once ``trainvm lock`` recorded a source's commit, later runs
 read that commit from the cache (no network) even if the tag or branch moved since; a moved ref is
-a warning naming both commits, and ``trainvm lock --upgrade`` moves the lock. Frozen mode (``--frozen``
+a warning naming both commits, and ``trainvm lock --upgrade`` moves the lock. A locked commit that is gone
+upstream (force-pushed away) and not in the cache is refused by plain ``trainvm lock`` (``refresh``), naming
+both commits: only ``--upgrade`` re-pins, so two teammates never get two different locks. Frozen mode (``--frozen``
 or ``TRAINVM_FROZEN=1``) never fetches and fails when the lock and the cache disagree.
 ``TRAINVM_PROFILE_PATH`` still wins as a local override, with a warning that it shadowed the source.
 """
@@ -178,7 +180,13 @@ class SourceResolver:
                 if not co.has_commit(pinned):
                     git(["-C", str(co.repo), "fetch", "--quiet", "--no-write-fetch-head", "--", decl.url, pinned], check=False)
                 if not co.has_commit(pinned):
-                    self._warn(f"source {decl.name}: the locked commit {pinned} is unknown to {decl.url}; {decl.ref} is now {current}; using {current} (the lock is stale: run `trainvm lock`)", file, line)
+                    gone = f"source {decl.name}: the locked commit {pinned} is gone from {decl.url} (force-pushed or deleted) and not in the local cache; {decl.ref} is now {current}"
+                    if self.refresh:  # plain `trainvm lock`: re-pinning here would give two teammates two different locks
+                        where = f" ({file}:{line})" if file and line else ""
+                        raise SourceError(f"{gone}{where}; `trainvm lock` keeps the lock's commits and will not re-pin silently",
+                                          hint=f"`trainvm lock --upgrade` re-pins {decl.name} to {current} (commit the new lock so the team shares it), "
+                                               f"or restore {pinned} upstream (a tag or branch on it)")
+                    self._warn(f"{gone}; using {current} (the lock is stale: `trainvm lock --upgrade` re-pins it)", file, line)
                 else:
                     if current != pinned:
                         self._warn(f"source {decl.name}: {decl.ref} moved: the lock pins {pinned}, {decl.url} now has {current}; using the locked {pinned} (`trainvm lock --upgrade` moves it)", file, line)

@@ -158,6 +158,9 @@ def profile_hash(profile: Any, requirements_sha256: str | None = None, lock_sha2
     # perf unset leaves the hash of every profile written before it existed unchanged
     exclude = {**HASH_EXCLUDE, **({"perf": True} if getattr(profile, "perf", None) is None else {})}
     data = profile.model_dump(mode="json", exclude=exclude)
+    for key in ("idle_gpu_util_percent", "idle_gpu_minutes"):  # the stalled-GPU rule, unset: the hash from before it
+        if key not in profile.lifecycle.model_fields_set:
+            data["lifecycle"].pop(key, None)
     for item in data.get("data", []):  # data[].size_gib only feeds the egress estimate; an unset credential
         item.pop("size_gib", None)     # leaves the hash as it was before the field existed
         if item.get("credential") is None:

@@ -187,6 +187,8 @@ class Lifecycle(Strict):
     max_run_hours: float | None = Field(None, gt=0, le=720, description="Hard limit on run time (GCE maxRunDuration; a timer on the VM elsewhere); see on_max_run.")
     on_idle: LifecycleAction = Field("stop", description="What idle shutdown does. stop: " + LIFECYCLE_ACTIONS["stop"] + ". delete: " + LIFECYCLE_ACTIONS["delete"] + ".")
     on_max_run: LifecycleAction = Field("stop", description="What reaching max_run_hours does: stop or delete, as for on_idle.")
+    idle_gpu_util_percent: int = Field(5, ge=1, le=100, description="Stalled-GPU rule: a GPU below this utilisation (nvidia-smi utilization.gpu, every GPU, sampled each minute) is not working; at or above it the VM is busy.")
+    idle_gpu_minutes: int | None = Field(60, ge=5, le=10080, description="Stalled-GPU rule: a process holding the GPU (a hung training loop, an idle notebook kernel) while every GPU stays below idle_gpu_util_percent this long stops counting as busy, nor does its trainvm-run job; then idle_shutdown_minutes runs. Sessions, SSH, tmux/screen and CPU load still count (null = a GPU holder is always busy).")
 
 
 class PerfProbe(Strict):

@@ -105,6 +105,23 @@ def describe(cloud: str | None, action: str, lifecycle: Any = None) -> str:
     return f"{how}: billing ends, {e['data']}"
 
 
+def idle_gpu(lifecycle: Any) -> dict[str, int] | None:
+    """The stalled-GPU idle rule (templates/files/trainvm-idle-watchdog.sh), None when off."""
+    minutes = getattr(lifecycle, "idle_gpu_minutes", None)
+    return {"util_percent": lifecycle.idle_gpu_util_percent, "minutes": minutes} if minutes else None
+
+
+def idle_gpu_line(lifecycle: Any) -> str | None:
+    """What `plan` and `up` say about the stalled-GPU rule (None without idle shutdown: it only feeds it)."""
+    if not lifecycle.idle_shutdown_minutes:
+        return None
+    rule = idle_gpu(lifecycle)
+    if rule is None:
+        return "stalled GPU: a process holding the GPU is always busy (idle_gpu_minutes: null)"
+    return (f"stalled GPU: a process holding the GPU below {rule['util_percent']} % for {rule['minutes']} min counts as idle "
+            f"(then idle shutdown after {lifecycle.idle_shutdown_minutes} min)")
+
+
 def summary(lifecycle: Any, cloud: str | None) -> dict[str, Any]:
     """The lifecycle block of `plan --json` (and the `up` prompt): settings plus what they do on ``cloud``."""
     idle = lifecycle.idle_shutdown_minutes
@@ -113,6 +130,7 @@ def summary(lifecycle: Any, cloud: str | None) -> dict[str, Any]:
         "idle_shutdown_minutes": idle,
         "on_idle": lifecycle.on_idle,
         "on_idle_effect": describe(cloud, lifecycle.on_idle, lifecycle) if idle else None,
+        "idle_gpu": idle_gpu(lifecycle) if idle else None,
         "max_run_hours": hours,
         "on_max_run": lifecycle.on_max_run,
         "on_max_run_effect": describe(cloud, lifecycle.on_max_run, lifecycle) if hours else None,
@@ -135,6 +153,8 @@ def summary_lines(lifecycle: Any, cloud: str | None, *, spot: bool = False) -> l
         if s[key] and s[on] not in used:
             used.append(s[on])
     lines = [f"{idle}; {run}"] + [f"{a}{' on ' + cloud if cloud else ''}: {describe(cloud, a, lifecycle)}" for a in used]
+    gpu_rule = idle_gpu_line(lifecycle)
+    lines += [gpu_rule] if gpu_rule else []
     mixed = mixed_fallback_line(lifecycle, cloud)
     lines += [mixed] if mixed else []
     reclaim = spot_line(lifecycle, cloud) if spot else None

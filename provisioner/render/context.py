@@ -150,6 +150,8 @@ class ScriptContext:
     scratch: str  # local NVMe mount point ("" without NVMe)
     idle_minutes: int  # 0 = no watchdog
     on_idle: str  # lifecycle.on_idle: stop | delete
+    gpu_idle_util: int  # lifecycle.idle_gpu_util_percent
+    gpu_idle_minutes: int  # lifecycle.idle_gpu_minutes (0 = a GPU holder is always busy)
     on_max_run: str  # lifecycle.on_max_run: stop | delete
     max_run_seconds: int  # the on-VM max-run timer (0: none, or the cloud enforces it itself)
     shutdown_does: str  # what a shutdown from inside the guest does on this cloud: stop | delete | keep-billing
@@ -366,6 +368,8 @@ def build_context(loaded: Any, target: RenderTarget, facts: Facts | None = None)
         scratch=scratch,
         idle_minutes=int(profile.lifecycle.idle_shutdown_minutes or 0),
         on_idle=profile.lifecycle.on_idle,
+        gpu_idle_util=int(profile.lifecycle.idle_gpu_util_percent),
+        gpu_idle_minutes=int(profile.lifecycle.idle_gpu_minutes or 0),
         on_max_run=profile.lifecycle.on_max_run,
         max_run_seconds=on_vm_max_run_seconds(target.cloud, profile.lifecycle.max_run_hours),
         shutdown_does=shutdown_does,

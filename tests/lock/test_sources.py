@@ -135,8 +135,60 @@ def test_an_unknown_pinned_commit_warns_with_both_commits(team, lock_cli, cli, m
     monkeypatch.setenv("XDG_CACHE_HOME", str(team["tmp"] / "cache-fresh"))
     r = cli("plan", str(team["child"]))
     text = r.err.replace("\n", "")
-    assert f"the locked commit {team['v1']} is unknown" in text and new in text
+    assert f"the locked commit {team['v1']} is gone" in text and new in text
     assert r.code == 1 and "stale" in text  # the lock cannot be honoured: plan refuses
+
+
+def test_plain_lock_refuses_to_repin_a_commit_force_pushed_away(team, lock_cli, cli, monkeypatch) -> None:
+    """Upstream force-pushes v1 (and main) over the locked commit and drops it; a teammate with an empty cache runs
+    plain `trainvm lock`: it refuses (exit 1) naming the locked commit and upstream's, and writes nothing, so two
+    teammates cannot end with different locks. `--upgrade` re-pins. A real bare upstream and `git push --force`."""
+    tmp = team["tmp"]
+    upstream = tmp / "upstream.git"
+    subprocess.run(["git", "clone", "-q", "--bare", str(team["repo"]), str(upstream)], check=True, timeout=60)
+    (team["project"] / "trainvm.yaml").write_text(f"sources:\n  - name: team\n    url: {upstream.as_uri()}\n    ref: v1\n")
+    assert lock_cli(team["child"]).code == 0
+    lock_file = team["child"].with_suffix(".lock")
+    before = lock_file.read_bytes()
+    assert read_lock(lock_file).sources[0].commit == team["v1"]
+    work = tmp / "work"
+    subprocess.run(["git", "clone", "-q", str(upstream), str(work)], check=True, timeout=60)
+    (work / "base/torch-2.4-cu124.yaml").write_text(BASE.format(python="3.11.10", packages='"alpha==1.0"'))
+    _git(work, "commit", "-q", "-a", "--amend", "-m", "base v1 rewritten")
+    new = _git(work, "rev-parse", "HEAD")
+    _git(work, "tag", "-f", "v1")
+    _git(work, "push", "-q", "--force", "origin", "HEAD:main", "refs/tags/v1:refs/tags/v1")
+    _git(upstream, "reflog", "expire", "--expire=now", "--all")
+    _git(upstream, "gc", "-q", "--prune=now")
+    assert subprocess.run(["git", "-C", str(upstream), "cat-file", "-e", f"{team['v1']}^{{commit}}"], capture_output=True).returncode != 0
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp / "cache-teammate"))  # not in the local cache either
+
+    r = lock_cli(team["child"])
+    text = (r.out + r.err).replace("\n", "")
+    assert r.code == 1, text
+    assert team["v1"] in text and new in text and "--upgrade" in text and "Traceback" not in text
+    assert lock_file.read_bytes() == before  # nothing re-pinned
+
+    r = lock_cli(team["child"], "--upgrade")
+    assert r.code == 0, r.err
+    assert read_lock(lock_file).sources[0].commit == new
+
+
+def test_plain_lock_keeps_a_force_pushed_commit_still_in_the_cache(team, lock_cli) -> None:
+    """The same force-push, but this machine's cache still holds the locked commit: plain `lock` keeps the pin
+    (a warning names both commits), as before."""
+    assert lock_cli(team["child"]).code == 0
+    repo = team["repo"]
+    (repo / "base/torch-2.4-cu124.yaml").write_text(BASE.format(python="3.11.10", packages='"alpha==1.0"'))
+    _git(repo, "commit", "-q", "-a", "--amend", "-m", "base v1 rewritten")
+    new = _git(repo, "rev-parse", "HEAD")
+    _git(repo, "tag", "-f", "v1")
+    _git(repo, "reflog", "expire", "--expire=now", "--all")
+    _git(repo, "gc", "-q", "--prune=now")
+    r = lock_cli(team["child"])
+    assert r.code == 0, r.err
+    assert team["v1"] in r.err.replace("\n", "") and new in r.err.replace("\n", "")
+    assert read_lock(team["child"].with_suffix(".lock")).sources[0].commit == team["v1"]
 
 
 def test_frozen_never_fetches_and_fails_when_the_cache_lacks_the_lock(team, lock_cli, cli, monkeypatch) -> None:

@@ -47,7 +47,8 @@ def test_summary_lines_name_only_actions_in_use() -> None:
     from provisioner.profile.model import Lifecycle
 
     lines = summary_lines(Lifecycle(idle_shutdown_minutes=30, on_idle="delete", max_run_hours=None), "azure")
-    assert lines[0] == "idle 30 min -> delete; no max run" and len(lines) == 2 and lines[1].startswith("delete on azure:")
+    assert lines[0] == "idle 30 min -> delete; no max run" and len(lines) == 3 and lines[1].startswith("delete on azure:")
+    assert lines[2].startswith("stalled GPU: a process holding the GPU below 5 % for 60 min counts as idle")
     lines = summary_lines(Lifecycle(idle_shutdown_minutes=None, max_run_hours=3), "gcp")
     assert lines[0].startswith("no idle shutdown") and "max run 3 h -> stop" in lines[0] and lines[1].startswith("stop on gcp:")
 

@@ -337,3 +337,87 @@ def test_start_reruns_the_script_from_the_installed_unit_and_reinstalls_nothing(
     again = h.run()
     assert again.status == "ready" and again.installs() == [], again.output[-2000:]
     assert not h.path("/run/trainvm/idle-since").exists()  # a new boot starts with no idle clock
+
+
+# ---------------------------------------------------------------------------- stalled GPU (issue 30)
+# lifecycle.idle_gpu_util_percent / idle_gpu_minutes: a process holding /dev/nvidia* while every GPU stays below
+# the threshold for N minutes no longer counts as busy. The clock is /run/trainvm/gpu-low-since (boot-keyed), moved
+# back by the test like the idle clock; nvidia-smi is the stub's (STUB_GPU_UTIL, every GPU).
+def age_gpu_clock(h, minutes: int) -> None:
+    f = h.path("/run/trainvm/gpu-low-since")
+    boot, since = f.read_text().split()
+    f.write_text(f"{boot} {int(since) - minutes * 60}\n")
+
+
+def holding_gpu(make_harness, **lifecycle):
+    h = provisioned(make_harness, "azure", **lifecycle)
+    h.process(4242, "python", ("/dev/nvidia0", "/dev/nvidiactl"))
+    return h
+
+
+def test_training_at_80_percent_stays_busy(make_harness):
+    h = holding_gpu(make_harness)
+    for _ in range(3):
+        out, log = check(h, STUB_GPU_UTIL="80")
+        assert out.returncode == 0 and "deallocate" not in log, out.stdout
+    assert not h.path("/run/trainvm/gpu-low-since").exists() and not h.path("/run/trainvm/idle-since").exists()
+
+
+def test_stalled_at_0_percent_for_n_minutes_goes_idle(make_harness):
+    """The default rule (below 5 % for 60 minutes), then the idle clock (60 minutes): stopped, never earlier."""
+    h = holding_gpu(make_harness)
+    out, log = check(h, STUB_GPU_UTIL="0")
+    assert h.path("/run/trainvm/gpu-low-since").exists() and not h.path("/run/trainvm/idle-since").exists()
+    age_gpu_clock(h, 59)
+    out, log = check(h, STUB_GPU_UTIL="0")  # 59 minutes below 5 %: the holder still counts as busy
+    assert not h.path("/run/trainvm/idle-since").exists() and "deallocate" not in log
+    age_gpu_clock(h, 2)
+    out, log = check(h, STUB_GPU_UTIL="0")  # 61 minutes: the stalled holder is idle; the idle clock starts
+    assert h.path("/run/trainvm/idle-since").exists() and "deallocate" not in log, out.stdout
+    age_idle_clock(h, 61)
+    out, log = check(h, STUB_GPU_UTIL="0")
+    assert "idle for 61 minutes (limit 60): stop" in out.stdout and "GPU held below 5 %" in out.stdout
+    assert f"{AZ_VM}/deallocate" in log
+
+
+def test_gpu_work_resumes_resets_the_stall_clock(make_harness):
+    """A data-loading phase (low GPU) that ends before N minutes never counts as idle."""
+    h = holding_gpu(make_harness)
+    check(h, STUB_GPU_UTIL="1")
+    age_gpu_clock(h, 59)
+    check(h, STUB_GPU_UTIL="64")
+    assert not h.path("/run/trainvm/gpu-low-since").exists()
+    check(h, STUB_GPU_UTIL="0")
+    age_gpu_clock(h, 30)
+    out, log = check(h, STUB_GPU_UTIL="0")
+    assert not h.path("/run/trainvm/idle-since").exists()
+
+
+def test_rule_off_keeps_a_gpu_holder_busy_forever(make_harness):
+    h = holding_gpu(make_harness, idle_gpu_minutes=None)
+    check(h, STUB_GPU_UTIL="0")
+    assert not h.path("/run/trainvm/gpu-low-since").exists() and not h.path("/run/trainvm/idle-since").exists()
+
+
+def test_threshold_and_minutes_from_the_profile(make_harness):
+    h = holding_gpu(make_harness, idle_gpu_util_percent=20, idle_gpu_minutes=10)
+    check(h, STUB_GPU_UTIL="12")  # below 20 %: low
+    age_gpu_clock(h, 11)
+    check(h, STUB_GPU_UTIL="12")
+    assert h.path("/run/trainvm/idle-since").exists()
+    check(h, STUB_GPU_UTIL="25")  # at 20 % or more: busy again, both clocks reset
+    assert not h.path("/run/trainvm/gpu-low-since").exists() and not h.path("/run/trainvm/idle-since").exists()
+
+
+def test_a_stalled_trainvm_job_does_not_keep_the_vm_but_cpu_load_and_sessions_do(make_harness):
+    h = holding_gpu(make_harness)
+    job = {"STUB_GPU_UTIL": "0", "STUB_ACTIVE_JOBS": "trainvm-job-20261122-100000.service"}
+    check(h, **job)
+    age_gpu_clock(h, 61)
+    check(h, **job)
+    assert h.path("/run/trainvm/idle-since").exists()  # the job's unit is the stalled holder
+    check(h, **job, STUB_WHO="alice pts/0 2026-11-22 10:00 (203.0.113.7)")
+    assert not h.path("/run/trainvm/idle-since").exists()  # someone is logged in
+    h.path("/proc/loadavg").write_text("1.45 1.20 0.90 2/311 4242\n")
+    check(h, **job)
+    assert not h.path("/run/trainvm/idle-since").exists()  # a CPU-bound phase (data loading) is busy

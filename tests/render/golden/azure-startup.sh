@@ -63,6 +63,8 @@ TV_NVME='none'
 TV_SCRATCH=''
 TV_IDLE_MINUTES=60
 TV_ON_IDLE='stop'
+TV_GPU_IDLE_UTIL=5
+TV_GPU_IDLE_MINUTES=60
 TV_ON_MAX_RUN='stop'
 TV_MAX_RUN_SECONDS=86400
 TV_SHUTDOWN_DOES='keep-billing'
@@ -971,7 +973,8 @@ phase_data() {
 }
 # ---- phase 8: lifecycle. trainvm-lifecycle ACTION EVENT stops (or deletes) the VM the way this
 # cloud bills for it (see the file). The idle watchdog runs it with TV_ON_IDLE after TV_IDLE_MINUTES
-# without GPU use, sessions, jobs or CPU load (a timer checks every minute); where the cloud does not
+# without GPU use, sessions, jobs or CPU load (a timer checks every minute; a process holding the GPU
+# below TV_GPU_IDLE_UTIL % for TV_GPU_IDLE_MINUTES stops counting as GPU use); where the cloud does not
 # enforce max_run_hours itself, a timer runs it with TV_ON_MAX_RUN TV_MAX_RUN_SECONDS after boot ----
 phase_watchdog() {
   if [ "$TV_IDLE_MINUTES" -eq 0 ]; then systemctl disable --now trainvm-idle.timer >/dev/null 2>&1 || true; fi
@@ -981,8 +984,9 @@ phase_watchdog() {
     return 0
   fi
   TV_CHANGED=0
-  printf 'IDLE_MINUTES=%d\nON_IDLE=%s\nON_MAX_RUN=%s\nSHUTDOWN_DOES=%s\n' \
-    "$TV_IDLE_MINUTES" "$TV_ON_IDLE" "$TV_ON_MAX_RUN" "$TV_SHUTDOWN_DOES" | tv_write_file "$TV_ETC/watchdog.conf" 0644
+  printf 'IDLE_MINUTES=%d\nON_IDLE=%s\nON_MAX_RUN=%s\nSHUTDOWN_DOES=%s\nGPU_IDLE_UTIL=%d\nGPU_IDLE_MINUTES=%d\n' \
+    "$TV_IDLE_MINUTES" "$TV_ON_IDLE" "$TV_ON_MAX_RUN" "$TV_SHUTDOWN_DOES" "$TV_GPU_IDLE_UTIL" "$TV_GPU_IDLE_MINUTES" |
+    tv_write_file "$TV_ETC/watchdog.conf" 0644
   tv_write_file "$TV_ROOT/usr/local/sbin/trainvm-lifecycle" 0755 <<'TRAINVM_LIFECYCLE_SH'
 #!/bin/bash
 # trainvm-lifecycle ACTION EVENT on Azure (installed by the trainvm startup script; run by the idle
@@ -1033,27 +1037,48 @@ TRAINVM_LIFECYCLE_SH
 # trainvm-idle.timer). Once the VM has been idle for IDLE_MINUTES it runs
 # `trainvm-lifecycle ON_IDLE idle`, which stops (or deletes) the VM the way its cloud stops billing
 # (never a bare poweroff where that keeps billing). Busy (any one resets the idle clock):
-#   - a GPU at 5 % utilisation or more (nvidia-smi)
-#   - a process holding /dev/nvidia* (other than nvidia-persistenced, DCGM's nv-hostengine, nvidia-smi)
+#   - a GPU at GPU_IDLE_UTIL % utilisation or more (nvidia-smi; default 5)
+#   - a process holding /dev/nvidia* (other than nvidia-persistenced, DCGM's nv-hostengine, nvidia-smi),
+#     unless every GPU has stayed below GPU_IDLE_UTIL % for GPU_IDLE_MINUTES while it holds them (the
+#     stalled-GPU rule: a hung training loop, an idle notebook kernel); then neither it nor an active
+#     trainvm-run job counts, and the other signals decide. GPU_IDLE_MINUTES=0: a holder is always busy
 #   - a tmux or screen server, a login session (who), an established SSH connection on port 22
-#   - an active trainvm-run job (trainvm-job-* units)
+#   - an active trainvm-run job (trainvm-job-* units), unless the GPU has stalled (above)
 #   - sustained CPU load: 5-minute load average >= 1.0 (one vCPU's worth of work, whatever the VM's
 #     size: a single-threaded nohup/Docker/Jupyter job in a CPU-only phase counts; a threshold
 #     scaled by vCPUs would call that job idle on a 200-vCPU VM)
 #   - a provisioning run holding /var/lib/trainvm/lock
-# The idle clock lives under /run (emptied at every boot) and is keyed to the boot id, so a clock
-# left by a previous boot (stop/start) never counts. If the action fails, the next check retries.
+# The idle clock (and the stalled-GPU clock, gpu-low-since) live under /run (emptied at every boot) and
+# are keyed to the boot id, so a clock left by a previous boot (stop/start) never counts. If the action
+# fails, the next check retries.
 set -euo pipefail
 ROOT="${TRAINVM_ROOT:-}"
 conf="$ROOT/etc/trainvm/watchdog.conf"
 minutes=$(sed -n 's/^IDLE_MINUTES=\([0-9]*\)$/\1/p' "$conf" 2>/dev/null || true)
 action=$(sed -n 's/^ON_IDLE=\([a-z]*\)$/\1/p' "$conf" 2>/dev/null || true)
+gpu_util=$(sed -n 's/^GPU_IDLE_UTIL=\([0-9]*\)$/\1/p' "$conf" 2>/dev/null || true)
+gpu_minutes=$(sed -n 's/^GPU_IDLE_MINUTES=\([0-9]*\)$/\1/p' "$conf" 2>/dev/null || true)
+gpu_util=${gpu_util:-5} gpu_minutes=${gpu_minutes:-0}
 if [ "${minutes:-0}" -eq 0 ]; then exit 0; fi
+run="$ROOT/run/trainvm"
+mkdir -p "$run"
+boot=$(cat "$ROOT/proc/sys/kernel/random/boot_id" 2>/dev/null || echo unknown)
+now=$(date +%s)
+stalled=
 
-busy() {
+clock_age() {  # clock_age FILE: seconds since the clock in FILE started this boot; starts it when absent/stale
+  local was since
+  read -r was since 2>/dev/null <"$1" || true
+  if [ "${was:-}" != "$boot" ] || ! [[ ${since:-} =~ ^[0-9]+$ ]]; then
+    echo "$boot $now" >"$1"
+    echo 0
+  else
+    echo $((now - since))
+  fi
+}
+
+holds_gpu() {
   local f
-  nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader,nounits 2>/dev/null |
-    awk '$1 + 0 >= 5 {b = 1} END {exit !b}' && return
   for f in "$ROOT"/proc/[0-9]*/fd/*; do
     case $(readlink "$f" 2>/dev/null) in
       /dev/nvidia[0-9]* | /dev/nvidia-uvm*) ;;
@@ -1064,31 +1089,42 @@ busy() {
       *) return 0 ;;
     esac
   done
+  return 1
+}
+
+busy() {
+  local f
+  if nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader,nounits 2>/dev/null |
+    awk -v t="$gpu_util" '$1 + 0 >= t {b = 1} END {exit !b}'; then
+    rm -f "$run/gpu-low-since"
+    return 0
+  fi
+  if holds_gpu; then
+    [ "$gpu_minutes" -gt 0 ] || return 0
+    [ "$(clock_age "$run/gpu-low-since")" -ge $((gpu_minutes * 60)) ] || return 0
+    stalled=1  # held below gpu_util % for gpu_minutes: the holder (and its job) is not working
+  else
+    rm -f "$run/gpu-low-since"
+  fi
   for f in "$ROOT"/proc/[0-9]*/comm; do
     case $(cat "$f" 2>/dev/null) in tmux* | screen | SCREEN) return 0 ;; esac
   done
   [ -n "$(who 2>/dev/null)" ] && return
   [ -n "$(ss -Htn state established '( sport = :22 )' 2>/dev/null)" ] && return
-  [ -n "$(systemctl list-units --no-legend --plain --state=active 'trainvm-job-*' 2>/dev/null)" ] && return
+  [ -z "$stalled" ] && [ -n "$(systemctl list-units --no-legend --plain --state=active 'trainvm-job-*' 2>/dev/null)" ] && return
   awk '{exit !($2 + 0 >= 1)}' "$ROOT/proc/loadavg" 2>/dev/null && return
   [ -e "$ROOT/var/lib/trainvm/lock" ] && ! flock -n "$ROOT/var/lib/trainvm/lock" true
 }
 
-run="$ROOT/run/trainvm"
-mkdir -p "$run"
-boot=$(cat "$ROOT/proc/sys/kernel/random/boot_id" 2>/dev/null || echo unknown)
-now=$(date +%s)
 if busy; then
   rm -f "$run/idle-since"
   exit 0
 fi
-read -r was since 2>/dev/null <"$run/idle-since" || true
-if [ "${was:-}" != "$boot" ] || ! [[ ${since:-} =~ ^[0-9]+$ ]]; then
-  echo "$boot $now" >"$run/idle-since"
-  exit 0
-fi
+since=$((now - $(clock_age "$run/idle-since")))
+if [ "$since" -eq "$now" ]; then exit 0; fi
 if [ $((now - since)) -ge $((minutes * 60)) ]; then
-  echo "trainvm: idle for $(((now - since) / 60)) minutes (limit $minutes): ${action:-stop}"
+  why=${stalled:+ (GPU held below $gpu_util % for over $gpu_minutes minutes counts as idle)}
+  echo "trainvm: idle for $(((now - since) / 60)) minutes (limit $minutes): ${action:-stop}$why"
   "$ROOT/usr/local/sbin/trainvm-lifecycle" "${action:-stop}" idle
 fi
 TRAINVM_WATCHDOG_SH
