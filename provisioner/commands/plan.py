@@ -64,8 +64,10 @@ def run_plan(
     render_notes: list[str] = []
     rendered = _script_for(loaded, plan.chosen, render_notes) if need_script else None
     from provisioner.planner.from_profile import region_warnings
+    from provisioner.providers.registry_auth import profile_pull_auth
 
-    extra = region_warnings(plan.request, catalog) + lock_notes + render_notes
+    pull = profile_pull_auth(loaded.profile, plan.chosen.cloud) if plan.chosen else None
+    extra = region_warnings(plan.request, catalog) + lock_notes + render_notes + ([pull.warning] if pull and pull.warning else [])
     warnings = [m.render() for m in loaded.warnings if m.level == "warning"] + list(plan.warnings) + extra
     hours = loaded.profile.lifecycle.max_run_hours
     if json_out:
@@ -78,6 +80,7 @@ def run_plan(
         doc["lifecycle"] = lifecycle_summary(loaded.profile.lifecycle, plan.chosen.cloud if plan.chosen else None)
         doc["script_sha256"] = rendered.script_sha256 if rendered else None
         doc["payload"] = _payload(plan.chosen, rendered)
+        doc["image_pull"] = pull.to_json() if pull else None
         if show_script:
             doc["script"] = rendered.startup_sh if rendered else None
         doc["warnings"] = warnings
@@ -179,6 +182,11 @@ def _print_plan(loaded: Any, plan: Any, applied: dict[str, Any], top: int, hours
     from provisioner.providers.store import describe, describe_line
 
     out.print("payload: " + describe_line(describe(c.cloud, c.region)))
+    from provisioner.providers.registry_auth import profile_pull_auth
+
+    pull = profile_pull_auth(loaded.profile, c.cloud)
+    if pull is not None:
+        out.print("image pull: " + pull.text, soft_wrap=True, highlight=False, markup=False)
     for i, line in enumerate(lifecycle_lines(loaded.profile.lifecycle, c.cloud, spot=req.spot)):
         out.print(("lifecycle: " if i == 0 else "  ") + line)
     if plan.failover:

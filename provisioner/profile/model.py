@@ -119,6 +119,11 @@ class Container(Strict):
         description="Extra `docker run` arguments (trainvm already passes --gpus all, --ipc=host, --ulimit memlock=-1, the data mounts and /etc/trainvm/env).",
         examples=[["--ulimit", "stack=67108864"]],
     )
+    registry_auth: Annotated[str, AfterValidator(f.check_secret_ref)] | None = Field(
+        None,
+        description="secret:// reference to the image registry's credential (`user:password`, or a token alone: sent with the user `$oauthtoken`, NGC's convention), read on the VM with its identity and written to a private docker config (0600) that is removed after the pull. Without it the VM logs in with its own identity to its own cloud's registry (Artifact Registry/GCR on gcp, ECR on aws, ACR on azure) and pulls anonymously elsewhere; `plan` says which (\"image pull:\").",
+        examples=["secret://gcp/ngc-api-key"],
+    )
 
 
 class Stack(Strict):

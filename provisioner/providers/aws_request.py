@@ -277,6 +277,7 @@ def role_policy(spec: LaunchSpec, region: str) -> dict[str, Any] | None:
     if secrets:  # Secrets Manager appends "-" and 6 random characters to a secret's ARN
         statements.append({"Effect": "Allow", "Action": "secretsmanager:GetSecretValue",
                            "Resource": [f"arn:aws:secretsmanager:{region}:*:secret:{s}-??????" for s in secrets]})
+    statements.extend(_ecr_statements(spec.profile_json))  # the VM's own ECR pull of stack.container.image
     used = [a for a, on in ((spec.on_idle, spec.idle_shutdown_minutes), (spec.on_max_run, spec.max_run_hours)) if on]
     calls = api_actions(used, guest_shutdown_action(spec.on_idle, spec.on_max_run, spec.idle_shutdown_minutes,
                                                     spec.max_run_hours))
@@ -287,6 +288,15 @@ def role_policy(spec: LaunchSpec, region: str) -> dict[str, Any] | None:
                            "Condition": {"StringEquals": {f"aws:ResourceTag/{key}": spec.name},
                                          "ArnLike": {"ec2:InstanceProfile": instance_profile_arn(spec.name)}}})
     return {"Version": "2012-10-17", "Statement": statements} if statements else None
+
+
+def _ecr_statements(profile_json: str) -> list[dict[str, Any]]:
+    import json
+
+    from provisioner.providers.registry_auth import ecr_statements
+
+    container = (json.loads(profile_json).get("stack") or {}).get("container") or {} if profile_json else {}
+    return ecr_statements(container.get("image"), container.get("registry_auth"))
 
 
 ASSUME_ROLE_POLICY = {"Version": "2012-10-17", "Statement": [

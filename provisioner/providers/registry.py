@@ -31,6 +31,10 @@ Per-cloud facts and their sources:
 * ``ssh_default``: who can reach port 22 when neither ``placement.ssh_from`` nor ``--ssh-from`` is set.
 * ``lifecycle``: what stop/delete do and what keeps billing (providers/lifecycle.py words it).
 * ``nvswitch_shapes``: 8-GPU HGX shapes whose GPUs talk through NVSwitch (they need fabric manager).
+* ``registry_login``: the container registries a VM of that cloud logs in to with its own identity, and how
+  (providers/registry_auth.py decides per image; the startup script's helper does it): GCE Artifact Registry /
+  Container Registry with the metadata server's access token as user ``oauth2accesstoken``; ECR with
+  ``ecr:GetAuthorizationToken`` through boto3; ACR with an IMDS token exchanged at ``https://REGISTRY/oauth2/exchange``.
 * what a VM can read (data locality, secret stores) and what a cross-cloud copy costs: providers/access.py
   (egress prices: data/egress.yaml, each with its source and whether it was checked).
 """
@@ -75,6 +79,16 @@ class PayloadStoreFacts:
     access: str
     #: the metadata server the VM asks for its identity's token or credentials
     metadata_url: str
+
+
+@dataclass(frozen=True)
+class RegistryLogin:
+    """The cloud's own container registries, which its VM logs in to with its identity (providers/registry_auth.py)."""
+
+    title: str  # "Artifact Registry"
+    hosts: str  # regex (fullmatch) over the registry host
+    login: Literal["gcp-token", "ecr", "acr"]  # what the on-VM helper does (templates/files/trainvm_helper.py)
+    needs: str  # what the VM's identity needs, in words
 
 
 @dataclass(frozen=True)
@@ -159,6 +173,8 @@ class CloudSpec:
     #: (secrets, lifecycle): AWS "s3" (boto3: curl's --aws-sigv4 before 7.86 cannot sign a session token, and nothing
     #: is signed by hand); None where the VM calls the cloud's REST API with a metadata-server token (GCE, Azure)
     vm_api_sdk: str | None = None
+    #: the cloud's own container registries, pulled from with the VM's identity (None: none)
+    registry_login: RegistryLogin | None = None
 
     @property
     def provisionable(self) -> bool:
@@ -208,6 +224,13 @@ CLOUDS: Mapping[str, CloudSpec] = MappingProxyType({c.name: c for c in (
         group_engine=True,  # providers/gcp_group.py: compact resourcePolicies + one bulkInsert (count = minCount = N)
         # the script writes trainvm/status through the metadata server; the instance has enable-guest-attributes
         live_status="guest attribute trainvm/status",
+        registry_login=RegistryLogin(
+            title="Artifact Registry / Container Registry",
+            hosts=r"[a-z0-9-]+-docker\.pkg\.dev|([a-z]+\.)?gcr\.io",
+            login="gcp-token",
+            needs="roles/artifactregistry.reader on the repository for the VM's service account, "
+                  "and the cloud-platform or devstorage.read_only scope",
+        ),
     ),
     CloudSpec(
         name="azure",
@@ -244,6 +267,12 @@ CLOUDS: Mapping[str, CloudSpec] = MappingProxyType({c.name: c for c in (
         ),
         nvswitch_shapes=r"(?i)^standard_nd96",
         group_engine=True,  # providers/azure_group.py: a Uniform scale set (capacity N) in a proximity placement group
+        registry_login=RegistryLogin(
+            title="ACR",
+            hosts=r"[a-z0-9]{5,50}\.azurecr\.io",
+            login="acr",
+            needs="AcrPull on the registry for the VM's managed identity",
+        ),
     ),
     CloudSpec(
         name="aws",
@@ -285,6 +314,13 @@ CLOUDS: Mapping[str, CloudSpec] = MappingProxyType({c.name: c for c in (
         nvswitch_shapes=r"^(p4de?\.24xlarge|p5(e|en)?\.48xlarge|p6-b200\.48xlarge)$",
         group_engine=True,  # providers/aws_group.py: cluster placement group + one RunInstances (MinCount = MaxCount = N)
         vm_api_sdk="s3",
+        registry_login=RegistryLogin(
+            title="ECR",
+            hosts=r"[0-9]{12}\.dkr\.ecr(-fips)?\.[a-z0-9-]+\.amazonaws\.com",
+            login="ecr",
+            needs="ecr:GetAuthorizationToken, and ecr:BatchGetImage and ecr:GetDownloadUrlForLayer on the repository, "
+                  "for the instance profile (trainvm adds them)",
+        ),
     ),
 )})
 

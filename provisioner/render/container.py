@@ -51,14 +51,23 @@ class ContainerContext:
     ctk_version: str
     docker_key_fpr: str
     ctk_key_fpr: str
+    #: how the VM logs in to the registry before the pull (providers/registry_auth.py): "" anonymous, gcp-token,
+    #: ecr, acr or secret; the helper's ``registry-login`` writes the private docker config
+    login: str = ""
+    registry: str = ""  # the image's registry host[:port]
+    login_arg: str = ""  # secret: the secret:// reference; ecr: the registry's region
+    pull_auth: str = ""  # what `plan` says ("image pull: ...")
 
 
-def container_context(stack: Any) -> ContainerContext:
+def container_context(stack: Any, cloud: str) -> ContainerContext:
+    from provisioner.providers.registry_auth import pull_auth
+
     ref = parse_image_ref(stack.container.image)
     distro, release, codename = DOCKER_DISTROS[stack.os]
     registry = "" if ref.registry == "registry-1.docker.io" else ref.registry + "/"
     name = f"{registry}{ref.repository}"
     pull = f"{name}@{ref.digest}" if ref.digest else f"{name}:{ref.tag}"
+    auth = pull_auth(cloud, stack.container.image, stack.container.registry_auth)
     return ContainerContext(
         image=stack.container.image,
         pull_ref=pull,
@@ -74,4 +83,8 @@ def container_context(stack: Any) -> ContainerContext:
         ctk_version=CTK_VERSION,
         docker_key_fpr=DOCKER_KEY_FPR,
         ctk_key_fpr=CTK_KEY_FPR,
+        login=auth.login,
+        registry=auth.registry,
+        login_arg=auth.secret or auth.region,
+        pull_auth=auth.text,
     )

@@ -321,7 +321,7 @@ def build_context(loaded: Any, target: RenderTarget, facts: Facts | None = None)
     if stack.container is not None:
         from provisioner.render.container import container_context
 
-        container = container_context(stack)
+        container = container_context(stack, target.cloud)
     return ScriptContext(
         profile_name=profile.name,
         profile_hash=loaded.hash,

@@ -88,10 +88,13 @@ def vm_api_sdk(profile: Any, cloud: str, plans: tuple[DataPlan, ...], api_action
     spec = CLOUDS[cloud]
     if spec.vm_api_sdk is None:
         return None
-    refs = [*profile.stack.env.values(), *(p.credential for p in plans)]
+    from provisioner.providers.registry_auth import profile_pull_auth
+
+    pull = profile_pull_auth(profile, cloud)  # stack.container's registry login: a secret, or ECR's GetAuthorizationToken
+    refs = [*profile.stack.env.values(), *(p.credential for p in plans), pull.secret if pull else ""]
     kinds = tuple(f"secret://{k}/" for k in spec.secret_kinds)
     needed = (any(p.tool == spec.vm_api_sdk for p in plans) or any(isinstance(r, str) and r.startswith(kinds) for r in refs)
-              or bool(api_actions))
+              or bool(api_actions) or (pull is not None and pull.method == "identity"))
     return spec.vm_api_sdk if needed else None
 
 

@@ -96,10 +96,18 @@ def test_wrong_signing_key_stops_before_installing_docker(make_harness):
     assert not any("docker-ce=" in c.line for c in run.named("apt-get"))
 
 
-def test_pull_failure_is_retried_then_fails(make_harness):
+def test_a_transient_pull_failure_is_retried_then_fails(make_harness):
+    run = make_harness(script(), STUB_DOCKER_PULL_FAIL="network").run()
+    assert run.rc != 0 and re.fullmatch(r"failed:container:\d+", run.status)
+    assert "failed 3 times: tv_pull_once" in run.report["error"]
+    assert len([c for c in run.named("docker") if c.args[0] == "pull"]) == 4  # the background pull, then 3 tries
+
+
+def test_an_image_the_registry_does_not_have_fails_at_once_saying_not_found(make_harness):
     run = make_harness(script(), STUB_DOCKER_PULL_FAIL="1").run()
     assert run.rc != 0 and re.fullmatch(r"failed:container:\d+", run.status)
-    assert "failed 3 times: docker pull" in run.report["error"]
+    assert f"docker pull {PULL} not found in nvcr.io: " in run.report["error"] and "manifest unknown" in run.report["error"]
+    assert len([c for c in run.named("docker") if c.args[0] == "pull"]) == 2  # the background pull, then one more
 
 
 def test_debian_uses_dockers_debian_repository(make_harness):

@@ -255,6 +255,9 @@ tv_write_helper() {  # the on-VM helper (env file, redaction, data credentials, 
 #                (boto3 of the s3 tool's venv: AWS_PROGRAM); exit 0 once it is stopping / shutting down, 1 when EC2
 #                refused (the error's code on stderr), boto3's retries ran out or the SDK is missing (trainvm-lifecycle
 #                then falls back where that is safe)
+#   registry-login METHOD HOST [ARG]  the docker config of the image's pull (REGISTRY_AUTH/config.json, 0600 in a 0700
+#                folder; the script removes it after the pull): METHOD secret (ARG: secret://...), gcp-token, ecr (ARG: the
+#                region) or acr; never printed, and hidden by redact while it exists
 #   driver-pin PKG...  apt preferences pinning the source packages of PKG's dependency closure
 #                at the driver's version; the closure's names to driver-packages
 # Paths are under $TRAINVM_ROOT; the manifest is /var/lib/trainvm/expected.json.
@@ -264,6 +267,7 @@ import os
 import re
 import subprocess
 import sys
+import urllib.error
 import urllib.parse
 import urllib.request
 
@@ -421,7 +425,69 @@ REDACT = re.compile(r"(?i)(\w://)[^\s/@'\"]+@|([?&][\w.-]+=|\b(?:sig|token|signa
 def hidden_values():  # the values of /etc/trainvm/secrets.env (and of the data credentials: cred_hidden)
     out = [re.sub(r"\\(.)", r"\1", v) for v in re.findall(r'^\w+="(.{4,})"$', read("/etc/trainvm/secrets.env"), re.M)]
     more = globals().get("cred_hidden")  # kept by the script only where the profile has data credentials
-    return out + (more() if more else [])
+    return out + (more() if more else []) + registry_hidden()
+
+
+# The registry login of a container stack (providers/registry_auth.py decides the METHOD at render time)
+REGISTRY_AUTH = STATE + "/registry-auth"
+ACR_USER = "00000000-0000-0000-0000-000000000000"  # the user of an ACR refresh token (Azure/acr docs/AAD-OAuth.md)
+
+
+def registry_hidden():  # the password and auth of the pull's docker config while it exists
+    try:
+        with open(REGISTRY_AUTH + "/config.json", encoding="utf-8") as fh:
+            auths = json.load(fh).get("auths", {})
+    except (OSError, ValueError, AttributeError):
+        return []
+    out = []
+    for entry in auths.values():
+        auth = str(entry.get("auth", ""))
+        out += [auth, base64.b64decode(auth).decode("utf-8", "replace").partition(":")[2]] if auth else []
+    return [v for v in out if len(v) >= 4]
+
+
+def registry_credential(method, host, arg):  # (user, password) for docker, with the VM's identity or a secret
+    if method == "secret":  # user:password, or a token alone (user $oauthtoken: NGC's convention)
+        value = resolve_secret(arg).strip()
+        user, sep, password = value.partition(":")
+        return (user, password) if sep and user else ("$oauthtoken", value)
+    if method == "gcp-token":  # Artifact Registry / GCR: the metadata server's access token (user oauth2accesstoken)
+        url = "http://metadata.google.internal/computeMetadata/v1/instance/service-accounts/default/token"
+        return "oauth2accesstoken", json.loads(http(url, {"Metadata-Flavor": "Google"}))["access_token"]
+    if method == "ecr":  # GetAuthorizationToken with the instance profile: base64 of AWS:PASSWORD, valid 12 hours
+        rc, out = aws_call("ecr", "get_authorization_token", arg, {})
+        if rc != 0:
+            raise RuntimeError("ECR GetAuthorizationToken failed: %s" % (" ".join(out.split()[:2]) if rc == 1 else out))
+        user, _, password = base64.b64decode(out["authorizationData"][0]["authorizationToken"]).decode("utf-8").partition(":")
+        return user, password
+    if method == "acr":  # the managed identity's token exchanged for an ACR refresh token
+        imds = "http://169.254.169.254/metadata/identity/oauth2/token?api-version=2018-02-01&resource=https%3A%2F%2Fmanagement.azure.com%2F"
+        aad = json.loads(http(imds, {"Metadata": "true"}))["access_token"]
+        form = urllib.parse.urlencode({"grant_type": "access_token", "service": host, "access_token": aad}).encode()
+        answer = http("https://%s/oauth2/exchange" % host, {"Content-Type": "application/x-www-form-urlencoded"}, form, "POST")
+        return ACR_USER, json.loads(answer)["refresh_token"]
+    raise RuntimeError("unknown registry login %r" % method)
+
+
+def registry_login(method, host, arg):  # 0: REGISTRY_AUTH/config.json written; 1: why not, on stderr (no secret in it)
+    try:
+        user, password = registry_credential(method, host, arg)
+    except urllib.error.HTTPError as exc:
+        print("registry-login: %s answered HTTP %s" % (urllib.parse.urlsplit(exc.url or "").netloc, exc.code), file=sys.stderr)
+        return 1
+    except Exception as exc:  # noqa: BLE001 (any failure is the login's)
+        print("registry-login: %s" % (exc.__class__.__name__ if isinstance(exc, KeyError) else exc), file=sys.stderr)
+        return 1
+    key = "https://index.docker.io/v1/" if host == "registry-1.docker.io" else host  # docker's key for Docker Hub
+    auth = base64.b64encode(("%s:%s" % (user, password)).encode("utf-8")).decode()
+    os.makedirs(REGISTRY_AUTH, mode=0o700, exist_ok=True)
+    os.chmod(REGISTRY_AUTH, 0o700)
+    path = REGISTRY_AUTH + "/config.json"
+    with os.fdopen(os.open(path + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w", encoding="utf-8") as fh:
+        json.dump({"auths": {key: {"auth": auth}}}, fh)
+    os.chmod(path + ".tmp", 0o600)
+    os.replace(path + ".tmp", path)
+    return 0
 
 
 def cred_hidden():  # each data credential, its lines and its JSON string values
@@ -549,6 +615,8 @@ def main(argv):
     if exp is None:
         print("trainvm helper: %s/expected.json is missing" % STATE, file=sys.stderr)
         return 2
+    if cmd == "registry-login" and len(argv) in (4, 5):
+        return registry_login(argv[2], argv[3], argv[4] if len(argv) == 5 else "")
     if cmd == "credential" and len(argv) == 4 and "cred_file" in globals():
         return globals()["cred_file"](argv[2], argv[3])
     if cmd == "driver-pin" and len(argv) > 2:

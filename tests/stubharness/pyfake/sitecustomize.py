@@ -3,7 +3,9 @@ answers the metadata servers (GCE, Azure IMDS, EC2 IMDSv2) and the secret stores
 and Secrets Manager are called through boto3: fakesdk/boto3, whose botocore reads IMDSv2 here) from STUB_SECRETS (JSON {"KIND/NAME": value}; default: every secret reads "s3cr3t-from-KIND"); a
 secret set to null answers 404 like the real store. Each request is recorded in calls.log as
 `http METHOD URL`. Any other URL is refused (the stub world has no network). Not modelled: IAM/scopes (any
-token is accepted), token expiry."""
+token is accepted), token expiry. ACR's /oauth2/exchange answers a refresh token to the form grant_type=access_token,
+service=REGISTRY, access_token=the IMDS token (401 otherwise); not modelled there: the tenant parameter, AcrPull role
+checks, the refresh token's expiry."""
 import base64
 import io
 import json
@@ -35,6 +37,12 @@ def _answer(method, url, body):
     if m:
         value = _secret("azure-keyvault", m.group(1) + "/" + m.group(2))
         return None if value is None else {"value": value}
+    m = re.match(r"https://([a-z0-9]{5,50}\.azurecr\.io)/oauth2/exchange$", url)
+    if m and method == "POST":  # ACR's AAD token exchange (github.com/Azure/acr docs/AAD-OAuth.md): form in, refresh token out
+        form = urllib.parse.parse_qs((body or b"").decode())
+        if form.get("grant_type") != ["access_token"] or form.get("service") != [m.group(1)] or form.get("access_token") != ["stub-token"]:
+            raise urllib.error.HTTPError(url, 401, "Unauthorized", {}, io.BytesIO(b'{"errors":[{"code":"UNAUTHORIZED"}]}'))
+        return {"refresh_token": "acr-refresh-for-" + m.group(1)}
     if url.endswith("/latest/api/token"):
         return "stub-imds-token"
     if url.endswith("/latest/meta-data/placement/region"):
