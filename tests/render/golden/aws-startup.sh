@@ -157,21 +157,68 @@ tv_caller_line() {  # the line that called tv_retry/tv_apt (for failed:PHASE:LIN
   local i
   for ((i = 1; i < ${#FUNCNAME[@]}; i++)); do
     case ${FUNCNAME[$i]} in
-      tv_retry | tv_apt) ;;
+      tv_retry | tv_apt | tv_run_tail) ;;
       *) printf '%s\n' "${BASH_LINENO[$((i - 1))]}"; return 0 ;;
     esac
   done
   printf '0\n'
 }
 
-tv_retry() {  # tv_retry CMD...: three attempts, TV_RETRY_SLEEP seconds apart, then fail the phase
-  local i
+tv_cause_line() {  # tv_cause_line FILE ERE: the line of FILE matching ERE (any case), an error line (E:, error, cause:) first
+  awk -v want="$2" 'tolower($0) ~ tolower(want) { last = $0; if (pref == "" && $0 ~ /^[ \t]*(E:|[Ee]rror|[Cc]ause:|fatal)/) pref = $0 }
+    END { if (pref != "") print pref; else if (last != "") print last; else exit 1 }' "$1"
+}
+
+tv_cause() {  # tv_cause FILE: "KIND<TAB>LINE": why the command whose (last) output is FILE failed, in one short line
+  # KIND hash or signature: the bytes or keys are not those of the signed index or the lock (tampered or broken
+  # mirror); a retry fetches the same, it cannot heal. network (refused, timed out, DNS, 5xx) and unknown: retried.
+  local kind line
+  if line=$(tv_cause_line "$1" 'Hash Sum mismatch|File has unexpected size|hash mismatch'); then
+    kind='hash'
+  elif line=$(tv_cause_line "$1" 'NO_PUBKEY|BADSIG|EXPKEYSIG|signatures were invalid|signatures couldn.t be verified|is not signed'); then
+    kind='signature'
+  elif line=$(tv_cause_line "$1" 'Connection refused|timed out|Could not resolve|Temporary failure|Connection reset|Network is unreachable|No route to host|Could not connect|Failed to connect|returned error: 5[0-9][0-9]|server error \(5|Service Unavailable|Bad Gateway|Gateway Time-?out|Internal Server Error'); then
+    kind='network'
+  else
+    kind='unknown'
+    line=$(tv_cause_line "$1" '^[ \t]*(E:|error|cause:|fatal)' || tv_cause_line "$1" '[^ \t]') || line=""
+  fi
+  line=${line//[^[:print:]]/}
+  line=${line#"${line%%[![:space:]]*}"}
+  if [ "${#line}" -gt 200 ]; then line="${line:0:197}..."; fi
+  printf '%s\t%s\n' "$kind" "${line:-no output}"
+}
+
+tv_run_tail() {  # tv_run_tail FILE CMD...: CMD with its output to the console and to FILE; CMD's exit status
+  local f=$1 st=()
+  shift
+  { "$@" 2>&1 | tee "$f"; st=("${PIPESTATUS[@]}"); } || true
+  return "${st[0]:-1}"
+}
+
+tv_retry() {  # tv_retry CMD...: three attempts, TV_RETRY_SLEEP seconds apart, then fail the phase with the cause;
+  # a cause a retry cannot heal (hash mismatch, bad signature) fails at once
+  local i out="$TV_STATE/retry-output" kind cause why
+  mkdir -p "$TV_STATE"
   for i in 1 2 3; do
-    if "$@"; then return 0; fi
-    tv_log "attempt $i of 3 failed: $*"
+    if tv_run_tail "$out" "$@"; then
+      rm -f "$out"
+      return 0
+    fi
+    IFS=$'\t' read -r kind cause < <(tv_cause "$out")
+    rm -f "$out"
+    case $kind in
+      hash | signature)
+        tv_log "attempt $i failed, not retried: $* ($kind: $cause)"
+        why="a hash mismatch"
+        if [ "$kind" = signature ]; then why="a bad or missing signature"; fi
+        tv_fail "$TV_PHASE" "$(tv_caller_line)" "failed, not retried ($why does not heal by retrying): $*; cause: $cause"
+        ;;
+    esac
+    tv_log "attempt $i of 3 failed: $* ($kind: $cause)"
     if [ "$i" -lt 3 ]; then sleep "$TV_RETRY_SLEEP"; fi
   done
-  tv_fail "$TV_PHASE" "$(tv_caller_line)" "failed 3 times: $*"
+  tv_fail "$TV_PHASE" "$(tv_caller_line)" "failed 3 times: $*; cause: $cause"
 }
 
 # needrestart (Ubuntu) is suspended: it could restart the unit that runs this script.
