@@ -22,6 +22,9 @@ TV_NVIDIA_REPO='ubuntu2204'
 TV_KEYRING_SHA256='d93190d50b98ad4699ff40f4f7af50f16a76dac3bb8da1eaaf366d47898ff8df'
 TV_DRIVER='550.127.05'
 TV_DRIVER_PKG='nvidia-open'
+TV_DRIVER_SET='desktop and compute'
+TV_DRIVER_PKGS=( 'nvidia-open' )
+TV_DRIVER_PKGVERS=( '' )
 TV_MODULES='open'
 TV_NVSWITCH=0
 TV_FM_PKG=''
@@ -784,7 +787,7 @@ tv_driver_pin() {  # pin the driver and its whole dependency closure in the repo
   # The closure (not name globs): Debian-named parts such as libcuda1 or firmware-nvidia-gsp have
   # exact-version dependencies too, and a newer driver is always in the repository. The pin names
   # their source packages (src:...), as NVIDIA's nvidia-driver-pinning-<V> packages do.
-  local pin roots=("$TV_DRIVER_PKG" "nvidia-driver-pinning-$TV_DRIVER")
+  local pin roots=("${TV_DRIVER_PKGS[@]}" "nvidia-driver-pinning-$TV_DRIVER")
   if [ -n "$TV_FM_PKG" ]; then roots+=("$TV_FM_PKG"); fi
   if ! pin=$(python3 "$TV_HELPER" driver-pin "${roots[@]}"); then
     tv_fail driver "$LINENO" "$TV_DRIVER_PKG $TV_DRIVER is not in NVIDIA's repository"
@@ -809,24 +812,37 @@ tv_kernel_prepare() {  # headers for the running kernel (DKMS); kernel packages 
     printf '%s\n' "$kver" >"$TV_STATE/kernel-moved"
     tv_reboot "$LINENO" "linux-headers-$kver is not in the archive; booting ${TV_KERNEL_HOLD[0]}"
   fi
-  tv_apt install "linux-headers-$kver" "${TV_KERNEL_HEADERS_META[@]}" dkms
+  # Without dkms's recommended packages: they are the generic kernel's headers (linux-headers-amd64 |
+  # linux-headers-generic), not held, so a later `apt upgrade` would make DKMS build for a kernel the VM never runs.
+  tv_apt install --no-install-recommends "linux-headers-$kver" "${TV_KERNEL_HEADERS_META[@]}" dkms
   tv_hold_installed "linux-image-$kver" "linux-headers-$kver" "linux-modules-$kver" "${TV_KERNEL_HOLD[@]}"
   tv_mark kernel
 }
 
-tv_driver_install() {  # pinning package when NVIDIA publishes one, then PKG=<exact version>
-  local pin="nvidia-driver-pinning-$TV_DRIVER" pinver pkgver held=()
+tv_driver_version() {  # tv_driver_version PKG LOCKED: LOCKED (NAME.lock's) if the repository has it, else PKG's newest TV_DRIVER-*
+  if [ -n "$2" ]; then
+    apt-cache madison "$1" 2>/dev/null | awk -v w="$2" '$3 == w { print w; exit }' || true
+  else
+    tv_pkgver "$1" "$TV_DRIVER-"
+  fi
+}
+
+tv_driver_install() {  # pinning package when NVIDIA publishes one, then each of TV_DRIVER_PKGS=<exact version>
+  local pin="nvidia-driver-pinning-$TV_DRIVER" pinver i ver specs=() held=()
   if tv_done driver-pkg; then return 0; fi
   pinver=$(tv_pkgver "$pin" "")
   if [ -n "$pinver" ]; then tv_apt install "$pin=$pinver"; fi
-  pkgver=$(tv_pkgver "$TV_DRIVER_PKG" "$TV_DRIVER-")
-  if [ -z "$pkgver" ]; then
-    tv_fail driver "$LINENO" "$TV_DRIVER_PKG $TV_DRIVER is not in NVIDIA's $TV_NVIDIA_REPO repository (apt-cache madison); no other version is installed"
-  fi
-  tv_log "installing $TV_DRIVER_PKG=$pkgver ($TV_MODULES kernel modules)"
-  tv_apt install "$TV_DRIVER_PKG=$pkgver"
+  for i in "${!TV_DRIVER_PKGS[@]}"; do
+    ver=$(tv_driver_version "${TV_DRIVER_PKGS[$i]}" "${TV_DRIVER_PKGVERS[$i]:-}")
+    if [ -z "$ver" ]; then
+      tv_fail driver "$LINENO" "${TV_DRIVER_PKGS[$i]} $TV_DRIVER is not in NVIDIA's $TV_NVIDIA_REPO repository (apt-cache madison); no other version is installed"
+    fi
+    specs+=("${TV_DRIVER_PKGS[$i]}=$ver")
+  done
+  tv_log "installing the $TV_DRIVER_SET driver set: ${specs[*]} ($TV_MODULES kernel modules)"
+  tv_apt install "${specs[@]}"
   mapfile -t held <"$TV_STATE/driver-packages"
-  tv_hold_installed "$TV_DRIVER_PKG" "$pin" "${held[@]}"
+  tv_hold_installed "${TV_DRIVER_PKGS[@]}" "$pin" "${held[@]}"
   tv_mark driver-pkg
 }
 
