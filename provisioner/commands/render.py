@@ -94,6 +94,8 @@ def run_render(path: Path, *, cloud: str, out: Path | None, regions: list[str] |
                     "note": "the store's account part (PROJECT/ACCOUNT) is resolved by `up`"},
         "warnings": warnings,
     }
+    if rendered.driver:
+        summary["driver"] = rendered.driver
     if out is not None:
         try:
             out.mkdir(parents=True, exist_ok=True)
@@ -118,4 +120,7 @@ def run_render(path: Path, *, cloud: str, out: Path | None, regions: list[str] |
                                "(use --out DIR for the bootstrap, the payload and request.json)")
     else:
         stderr_console().print("wrote " + ", ".join(summary["files"]))
+    if rendered.driver and not json_out:
+        d = rendered.driver
+        stderr_console().print(f"# driver {d['version']}: the {d['set']} set, {' + '.join(d['packages'])} (exact version, held)")
     return 0

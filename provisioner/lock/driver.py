@@ -6,7 +6,7 @@ A profile says ``driver: "550.127.08"``; NVIDIA's repository publishes that driv
 repository's index once (``TRAINVM_DRIVER_INDEX_URL``, else NVIDIA's
 ``https://developer.download.nvidia.com/compute/cuda/repos/<repo>/x86_64/Packages.gz``) and records,
 per package the startup script may install (``nvidia-open``, ``cuda-drivers``, the pinning package,
-fabric manager), the exact version whose upstream part is the profile's driver; of several revisions,
+fabric manager, the compute-only set ``nvidia-driver-cuda`` + ``nvidia-kernel-*-dkms``), the exact version whose upstream part is the profile's driver; of several revisions,
 the highest in dpkg's order (what apt would pick). The script then installs ``PKG=<that version>``.
 
 What this does *not* model (apt on the VM still does it): pin priorities and origins, several
@@ -124,10 +124,13 @@ def dpkg_compare(a: str, b: str) -> int:
 # ------------------------------------------------------------------ resolution
 def driver_packages(driver: str) -> tuple[str, ...]:
     """The names the startup script may install for ``driver``: both kernel-module flavours'
-    metapackages (the GPU decides which at render time), the pinning package, fabric manager."""
+    metapackages (the GPU decides which at render time), the pinning package, fabric manager, and the
+    compute-only set (Debian: ``nvidia-driver-cuda`` with ``nvidia-kernel-open-dkms`` or ``nvidia-kernel-dkms``;
+    render/context.py ``driver_set``)."""
     branch = int(driver.split(".")[0])
     fm = "nvidia-fabricmanager" if branch >= 580 else f"nvidia-fabricmanager-{branch}"
-    return ("nvidia-open", "cuda-drivers", f"nvidia-driver-pinning-{driver}", fm)
+    return ("nvidia-open", "cuda-drivers", f"nvidia-driver-pinning-{driver}", fm,
+            "nvidia-driver-cuda", "nvidia-kernel-open-dkms", "nvidia-kernel-dkms")
 
 
 def resolve_versions(stanzas: list[dict[str, str]], driver: str, names: tuple[str, ...]) -> dict[str, str]:

@@ -116,7 +116,7 @@ class ScriptContext:
     driver: str
     driver_branch: int
     modules: str  # open | proprietary
-    driver_pkg: str  # nvidia-open | cuda-drivers
+    driver_pkg: str  # the first of driver_pkgs (nvidia-driver-cuda, nvidia-open, cuda-drivers): messages, the pin's root
     nvswitch: bool
     fabricmanager_pkg: str  # "" without NVSwitch
     kernel_headers_meta: tuple[str, ...]
@@ -163,12 +163,30 @@ class ScriptContext:
     perf_bundle: str = ""
     container: Any = None  # provisioner.render.container.ContainerContext for stack.container, else None
     driver_pkgver: str = ""  # the exact apt version of driver_pkg NAME.lock recorded ("": resolved on the VM)
+    #: what the driver phase installs, each at exactly the driver's version (see driver_set)
+    driver_pkgs: tuple[str, ...] = ()
+    driver_pkgvers: tuple[str, ...] = ()  # aligned with driver_pkgs: NAME.lock's exact versions ("": resolved on the VM)
+    driver_set: str = ""  # "compute-only (headless)" | "desktop and compute": what render says it installs
     cluster: Any = None  # provisioner.render.cluster.ClusterContext for hardware.nodes > 1, else None
     #: some data item is copied by templates/files/trainvm_copy.py (the copier is rendered)
     copier: bool = False
     #: the VM makes its own API calls through a copy tool's SDK (render/data.py vm_api_sdk; AWS: boto3 of the s3
     #: tool): the env phase first installs that venv
     aws_sdk: bool = False
+
+
+def driver_set(os_family: str, modules: str) -> tuple[str, tuple[str, ...]]:
+    """(which set, its packages) the driver phase installs. Debian 12: NVIDIA's compute-only ("headless") set --
+    the CUDA user space (``nvidia-driver-cuda``) and the kernel modules (``nvidia-kernel-open-dkms``, proprietary:
+    ``nvidia-kernel-dkms``), without the X/GL desktop stack that ``nvidia-open``/``cuda-drivers`` also pull
+    (NVIDIA driver installation guide, "Compute-only and Desktop Installation";
+    https://docs.nvidia.com/datacenter/tesla/driver-installation-guide/compute-only-and-desktop-installation.html).
+    Ubuntu keeps ``nvidia-open``/``cuda-drivers`` (desktop and compute): its compute-only names are not modelled by
+    any test repository here yet."""
+    if os_family == "debian":
+        kernel = "nvidia-kernel-open-dkms" if modules == "open" else "nvidia-kernel-dkms"
+        return "compute-only (headless)", ("nvidia-driver-cuda", kernel)
+    return "desktop and compute", ("nvidia-open" if modules == "open" else "cuda-drivers",)
 
 
 def _kernel_packages(os_family: str, cloud: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -336,7 +354,10 @@ def build_context(loaded: Any, target: RenderTarget, facts: Facts | None = None)
         driver=stack.driver,
         driver_branch=branch,
         modules=gpu.modules,
-        driver_pkg="nvidia-open" if gpu.modules == "open" else "cuda-drivers",
+        driver_pkg=driver_set(os_family, gpu.modules)[1][0],
+        driver_pkgs=driver_set(os_family, gpu.modules)[1],
+        driver_pkgvers=tuple(_locked_driver_version(loaded, p) for p in driver_set(os_family, gpu.modules)[1]),
+        driver_set=driver_set(os_family, gpu.modules)[0],
         nvswitch=bool(target.nvswitch),
         fabricmanager_pkg=("nvidia-fabricmanager" if branch >= 580 else f"nvidia-fabricmanager-{branch}") if target.nvswitch else "",
         kernel_headers_meta=headers_meta,
@@ -377,7 +398,7 @@ def build_context(loaded: Any, target: RenderTarget, facts: Facts | None = None)
         expected_json=json.dumps(expected, sort_keys=True, ensure_ascii=True, separators=(",", ":")),
         **_perf_fields(profile),
         container=container,
-        driver_pkgver=_locked_driver_version(loaded, "nvidia-open" if gpu.modules == "open" else "cuda-drivers"),
+        driver_pkgver=_locked_driver_version(loaded, driver_set(os_family, gpu.modules)[1][0]),
         cluster=cluster_context(profile, target.cloud, target.instance_type, target.gpu_count),
         copier=not data_unreadable and any(p.tool for p in data),
         aws_sdk=api_sdk is not None,

@@ -31,6 +31,8 @@ class RenderedScript:
     os_name: str
     startup_sh: str  # the script as it runs on the VM (render --out: payload/startup.sh)
     payload: Payload
+    #: what the driver phase installs: {"driver", "set" ("compute-only (headless)" | "desktop and compute"), "packages"}
+    driver: dict[str, Any] | None = None
 
     @property
     def script_sha256(self) -> str:
@@ -66,4 +68,5 @@ def render_script(loaded: Any, target: RenderTarget, *, facts: Any = None) -> Re
     meta = {"profile": ctx.profile_name, "profile_hash": ctx.profile_hash, "cloud": target.cloud,
             "region": target.region, "instance_type": target.instance_type, "os": ctx.os_name}
     return RenderedScript(cloud=target.cloud, region=target.region, profile_hash=ctx.profile_hash, os_name=ctx.os_name,
-                          startup_sh=script, payload=build_payload(script, meta))
+                          startup_sh=script, payload=build_payload(script, meta),
+                          driver={"version": ctx.driver, "set": ctx.driver_set, "packages": list(ctx.driver_pkgs)})

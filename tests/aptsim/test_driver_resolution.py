@@ -132,12 +132,17 @@ def test_driver_resolves_to_exactly_the_pinned_version(world, version, modules, 
     out, held = _simulate(world, version, modules, tmp_path)
     installs = fakerepo.inst_lines(out)
     driver_pkgs = {n: v for n, v in installs.items() if n in world.driver_names()}
-    top = "nvidia-open" if modules == "open" else "cuda-drivers"
-    assert driver_pkgs.get(top) == f"{version}-1", out[-4000:]
+    # NVIDIA's compute-only (headless) set: the CUDA user space and the kernel modules, no desktop metapackage
+    kernel = "nvidia-kernel-open-dkms" if modules == "open" else "nvidia-kernel-dkms"
+    assert driver_pkgs.get("nvidia-driver-cuda") == driver_pkgs.get(kernel) == f"{version}-1", out[-4000:]
+    assert f"the compute-only (headless) driver set: nvidia-driver-cuda={version}-1 {kernel}={version}-1" in out
     wrong = {n: v for n, v in driver_pkgs.items() if v != f"{version}-1"}
     assert not wrong, f"driver packages not at {version}-1: {wrong}"
     # The Debian-named parts are on the path of every install (the W1 defect's packages).
-    assert {"libcuda1", "firmware-nvidia-gsp", "nvidia-driver-cuda"} <= set(driver_pkgs)
+    assert {"libcuda1", "firmware-nvidia-gsp", "nvidia-smi", "nvidia-persistenced"} <= set(driver_pkgs)
+    desktop = {"nvidia-open", "cuda-drivers", "nvidia-driver", "xserver-xorg-video-nvidia", "xserver-xorg-core",
+               "libgl1-nvidia-glvnd-glx", "nvidia-settings", "libgl1"}
+    assert not desktop & set(installs), f"the desktop stack is installed: {sorted(desktop & set(installs))}"
     if modules == "open":
         assert "nvidia-kernel-open-dkms" in driver_pkgs and "nvidia-kernel-dkms" not in driver_pkgs
         fm = "nvidia-fabricmanager" if int(version.split(".")[0]) >= 580 else f"nvidia-fabricmanager-{version.split('.')[0]}"

@@ -7,6 +7,7 @@ come from tests/aptsim/fakerepo.py's model, on top of the real packaging renumbe
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -59,28 +60,40 @@ def test_lock_records_the_exact_versions_and_the_highest_revision(write_yaml, lo
     assert lock_cli(path).code == 0
     d = read_lock(path.with_suffix(".lock")).driver
     # nvidia-open was published twice at 550.127.05 (-1, -2): apt would take -2, so does the lock
-    assert d.packages == {"nvidia-open": "550.127.05-2", "cuda-drivers": "550.127.05-1", "nvidia-fabricmanager-550": "550.127.05-1"}
+    assert d.packages == {"nvidia-open": "550.127.05-2", "cuda-drivers": "550.127.05-1", "nvidia-fabricmanager-550": "550.127.05-1",
+                          # the compute-only set the debian-12 script installs (render/context.py driver_set)
+                          "nvidia-driver-cuda": "550.127.05-1", "nvidia-kernel-open-dkms": "550.127.05-1",
+                          "nvidia-kernel-dkms": "550.127.05-1"}
     assert d.index == str(driver_index) and not d.unresolved and d.apt_version == "550.127.05-*"
 
 
-def test_the_script_installs_exactly_the_locked_version(write_yaml, lock_cli, profile_doc) -> None:
+@pytest.mark.parametrize(("os_name", "locked_line"), [
+    ("ubuntu-22.04", "TV_DRIVER_PKGVERS=( '550.127.05-2' )"),  # T4: open modules -> nvidia-open
+    ("debian-12", "TV_DRIVER_PKGVERS=( '550.127.05-1' '550.127.05-1' )"),  # nvidia-driver-cuda + nvidia-kernel-open-dkms
+])
+def test_the_script_installs_exactly_the_locked_version(write_yaml, lock_cli, profile_doc, os_name, locked_line) -> None:
     from provisioner.profile import load_profile
     from provisioner.render import RenderTarget, render_script
 
-    def render_gcp(loaded):  # a T4: open kernel modules -> nvidia-open
+    def render_gcp(loaded):
         return render_script(loaded, RenderTarget("gcp", "n1-standard-8", "T4", 1, "us-central1", "us-central1-a")).startup_sh
 
-    path = write_yaml(profile_doc(["alpha==1.0"]))
+    path = write_yaml(profile_doc(["alpha==1.0"], os=os_name))
     unlocked = render_gcp(load_profile(path))
-    assert "tv_pkgver \"$TV_DRIVER_PKG\" \"$TV_DRIVER-\"" in unlocked
+    assert re.search(r"^TV_DRIVER_PKGVERS=\(( '')+ \)$", unlocked, re.M)
     assert lock_cli(path).code == 0
     locked = render_gcp(load_profile(path))
-    assert "awk -v w='550.127.05-2' '$3==w{print w;exit}'" in locked  # T4: open modules -> nvidia-open
-    assert "tv_pkgver \"$TV_DRIVER_PKG\" \"$TV_DRIVER-\"" not in locked
+    assert locked_line in locked.splitlines()
 
 
-def _pkgver_line(script: str) -> str:
-    return next(ln.strip() for ln in script.splitlines() if ln.strip().startswith("pkgver=$("))
+def _driver_version_program(script: str) -> str:
+    """The rendered script's TV_DRIVER* lines and its version helpers, then: the version of TV_DRIVER_PKGS[0]."""
+    lines = [ln for ln in script.splitlines() if re.match(r"TV_DRIVER(_PKGS|_PKGVERS)?=", ln)]
+    funcs = []
+    for name in ("tv_pkgver", "tv_driver_version"):
+        body = script[script.index(f"{name}() {{"):]
+        funcs.append(body[:body.index("\n}\n") + 3])
+    return "set -Eeuo pipefail\n" + "\n".join(lines + funcs) + '\ntv_driver_version "${TV_DRIVER_PKGS[0]}" "${TV_DRIVER_PKGVERS[0]}"\n'
 
 
 @pytest.mark.skipif(shutil.which("apt-cache") is None, reason="apt-cache is not on this machine")
@@ -106,19 +119,17 @@ def test_the_locked_line_picks_the_locked_revision_with_real_apt(write_yaml, loc
     doc["driver"]["packages"]["nvidia-open"] = "550.127.05-1"
     path.with_suffix(".lock").write_text(json.dumps(doc))
     locked = render_script(load_profile(path), target).startup_sh
-    helper = unlocked[unlocked.index("tv_pkgver() {"):]
-    helper = helper[:helper.index("\n}\n") + 3]
 
-    def run(line: str) -> str:
-        prog = f"set -Eeuo pipefail\nTV_DRIVER_PKG=nvidia-open\nTV_DRIVER=550.127.05\n{helper}\n{line}\necho \"$pkgver\"\n"
-        done = subprocess.run(["bash", "-c", prog], env=world.env, capture_output=True, text=True, timeout=60, check=True)
+    def run(script: str) -> str:
+        done = subprocess.run(["bash", "-c", _driver_version_program(script)], env=world.env, capture_output=True,
+                              text=True, timeout=60, check=True)
         return done.stdout.strip()
 
-    assert run(_pkgver_line(unlocked)) == "550.127.05-2"
-    assert run(_pkgver_line(locked)) == "550.127.05-1"
+    assert run(unlocked) == "550.127.05-2"
+    assert run(locked) == "550.127.05-1"
     doc["driver"]["packages"]["nvidia-open"] = "550.127.05-3"  # a locked version the repository no longer has
     path.with_suffix(".lock").write_text(json.dumps(doc))
-    assert run(_pkgver_line(render_script(load_profile(path), target).startup_sh)) == ""  # the script's -z check fails it
+    assert run(render_script(load_profile(path), target).startup_sh) == ""  # the script's -z check fails it
 
 
 def test_an_unreachable_index_leaves_the_driver_unresolved_and_says_so(write_yaml, lock_cli, profile_doc, monkeypatch) -> None:

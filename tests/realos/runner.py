@@ -30,6 +30,8 @@ def log(msg: str) -> None:
 def port_443_free() -> bool:
     """Whether the fake NVIDIA host can listen on 127.0.0.1:443 (another lane may be running)."""
     with socket.socket() as sock:
+        # as the server binds (http.server: SO_REUSEADDR): a previous run's TIME-WAIT connections do not count
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind(("127.0.0.1", 443))
         except OSError:

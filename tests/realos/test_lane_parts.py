@@ -142,7 +142,7 @@ def built_repo(tmp_path_factory):
 
     www = tmp_path_factory.mktemp("osrepo") / "www"
     repo = osrepo.build(www, [lane.DRIVER], lambda msg: None)
-    return repo, www / osrepo.REPO_PATH
+    return repo, www / osrepo.REPO_PATH, www.parent / "gnupg"
 
 
 def _apt(tmp: Path, repo_dir: Path, keyring: Path, *args: str, tool: str = "apt-get") -> subprocess.CompletedProcess[str]:
@@ -160,7 +160,7 @@ def _apt(tmp: Path, repo_dir: Path, keyring: Path, *args: str, tool: str = "apt-
 
 
 def test_fake_nvidia_repository_is_signed_for_the_key_its_cuda_keyring_carries(built_repo, tmp_path):
-    repo, repo_dir = built_repo
+    repo, repo_dir, _ = built_repo
     keyring_deb = repo_dir / "cuda-keyring_1.1-1_all.deb"
     assert hashlib.sha256(keyring_deb.read_bytes()).hexdigest() == repo.keyring_sha256
     subprocess.run(["dpkg-deb", "-x", str(keyring_deb), str(tmp_path / "kr")], check=True)
@@ -206,3 +206,34 @@ def test_nvidia_smi_stub_answers_what_the_agent_asks(tmp_path):
     xml_gpus, xml_driver, cuda = parse_smi_xml(smi("-q", "-x"))
     assert (xml_gpus, xml_driver, cuda) == (gpus, lane.DRIVER, "12.4")
     assert smi("--query-gpu=utilization.gpu", "--format=csv,noheader,nounits") == "0\n"
+
+
+def test_building_the_repository_leaves_no_gpg_agent(built_repo):
+    """osrepo.build signs with a throwaway GNUPGHOME; the gpg-agent gpg starts for it is stopped at the end (it
+    used to outlive every lane run). Asked without autostart, no agent answers on that home's socket."""
+    _, _, gnupg = built_repo
+    assert gnupg.is_dir()
+    env = {**os.environ, "GNUPGHOME": str(gnupg)}
+    asked = subprocess.run(["gpg-connect-agent", "--no-autostart", "/bye"], env=env, capture_output=True, text=True, timeout=30)
+    assert "no gpg-agent running" in asked.stderr, "a gpg-agent still runs for the lane's GNUPGHOME: " + asked.stdout + asked.stderr
+
+
+def test_python_stand_in_copies_the_interpreter_and_its_stdlib_never_the_rest_of_the_prefix(tmp_path):
+    """On a Debian host without pyenv, sys.base_prefix is /usr: the stand-in for uv's Python download takes
+    bin/pythonX.Y, libpythonX.Y and lib/pythonX.Y (no site-/dist-packages), nothing else of the prefix."""
+    import osroot
+
+    usr = tmp_path / "usr"
+    for rel in ("bin/python3.11", "bin/gcc", "lib/python3.11/os.py", "lib/python3.11/lib-dynload/_ssl.so",
+                "lib/python3.11/dist-packages/apt/__init__.py", "lib/python3.11/test/test_os.py",
+                "lib/x86_64-linux-gnu/libc.so.6", "share/doc/big/README", "lib/libpython3.11.so.1.0", "include/python3.11/Python.h"):
+        (usr / rel).parent.mkdir(parents=True, exist_ok=True)
+        (usr / rel).write_text(rel)
+    copied = osroot.stage_python(usr, tmp_path / "stage/python", "3.11.7")
+    files = sorted(str(p.relative_to(tmp_path / "stage/python")) for p in (tmp_path / "stage/python").rglob("*")
+                   if p.is_file() or p.is_symlink())
+    assert files == ["bin/python", "bin/python3", "bin/python3.11", "lib/libpython3.11.so.1.0",
+                     "lib/python3.11/lib-dynload/_ssl.so", "lib/python3.11/os.py"], files
+    assert "lib/python3.11" in copied
+    with pytest.raises(SystemExit, match="no CPython 3.12"):
+        osroot.stage_python(usr, tmp_path / "other", "3.12.1")

@@ -82,7 +82,7 @@ def test_happy_path_gcp_ends_ready_with_a_correct_report(make_harness):
     assert any(line.endswith(f"install nvidia-open={DRIVER}-0ubuntu1") for line in apt)
     names = [a.split("=")[0] for c in run.named("apt-get") if "install" in c.args for a in c.args[c.args.index("install") + 1:]]
     assert not [n for n in names if n in ("cuda", "cuda-toolkit", "cudnn", "nvidia-cuda-toolkit") or re.match(r"cuda-(drivers|\d+-\d+$)", n)]
-    assert any("install linux-headers-5.15.0-1071-gcp linux-headers-gcp dkms" in line for line in apt)
+    assert any("install --no-install-recommends linux-headers-5.15.0-1071-gcp linux-headers-gcp dkms" in line for line in apt)
     held = " ".join(run.lines("apt-mark"))
     for pkg in ("nvidia-open", "linux-image-5.15.0-1071-gcp", "linux-image-gcp", "linux-gcp", "linux-headers-gcp"):
         assert f" {pkg}" in held
@@ -253,7 +253,7 @@ def test_headers_gone_from_the_archive_boot_the_image_kernel_metapackage(make_ha
     h.reboot()
     second = do(h, STUB_KERNEL=new)
     assert second.status == "ready", second.output[-3000:]
-    assert any(f"install linux-headers-{new} linux-headers-cloud-amd64 dkms" in line for line in second.lines("apt-get"))
+    assert any(f"install --no-install-recommends linux-headers-{new} linux-headers-cloud-amd64 dkms" in line for line in second.lines("apt-get"))
     # the kernel did not change (e.g. the boot loader kept the old one): a clear failure, no loop
     h2 = sys.modules["trainvm_stubharness"].Harness(tmp_path / "same-kernel", script(os_name="debian-12"),
                                                     os_name="debian-12", STUB_HEADERS_GONE=old)
@@ -303,7 +303,8 @@ def test_transient_copy_errors_are_retried(make_harness):
     h = make_harness(script(), STUB_COPY_FAIL="2")
     run = do(h)
     assert run.status == "ready" and len(run.lines("sdk")) == 6  # the copier, three times (tv_retry)
-    assert run.output.count("ConnectionError: 503 Service Unavailable (stub)") == 2
+    assert run.output.count("ConnectionError: 503 Service Unavailable (stub)") == 4  # the copier's, and each retry's cause
+    assert len(re.findall(r"attempt \d of 3 failed: .* \(network: trainvm_copy\.py: \S+: ConnectionError: 503 Service Unavailable \(stub\)\)", run.output)) == 2
 
 
 # ---------------------------------------------------------------------------- data, NVSwitch

@@ -22,6 +22,9 @@ TV_NVIDIA_REPO='ubuntu2204'
 TV_KEYRING_SHA256='d93190d50b98ad4699ff40f4f7af50f16a76dac3bb8da1eaaf366d47898ff8df'
 TV_DRIVER='550.127.05'
 TV_DRIVER_PKG='nvidia-open'
+TV_DRIVER_SET='desktop and compute'
+TV_DRIVER_PKGS=( 'nvidia-open' )
+TV_DRIVER_PKGVERS=( '' )
 TV_MODULES='open'
 TV_NVSWITCH=0
 TV_FM_PKG=''
@@ -159,21 +162,68 @@ tv_caller_line() {  # the line that called tv_retry/tv_apt (for failed:PHASE:LIN
   local i
   for ((i = 1; i < ${#FUNCNAME[@]}; i++)); do
     case ${FUNCNAME[$i]} in
-      tv_retry | tv_apt) ;;
+      tv_retry | tv_apt | tv_run_tail) ;;
       *) printf '%s\n' "${BASH_LINENO[$((i - 1))]}"; return 0 ;;
     esac
   done
   printf '0\n'
 }
 
-tv_retry() {  # tv_retry CMD...: three attempts, TV_RETRY_SLEEP seconds apart, then fail the phase
-  local i
+tv_cause_line() {  # tv_cause_line FILE ERE: the line of FILE matching ERE (any case), an error line (E:, error, cause:) first
+  awk -v want="$2" 'tolower($0) ~ tolower(want) { last = $0; if (pref == "" && $0 ~ /^[ \t]*(E:|[Ee]rror|[Cc]ause:|fatal)/) pref = $0 }
+    END { if (pref != "") print pref; else if (last != "") print last; else exit 1 }' "$1"
+}
+
+tv_cause() {  # tv_cause FILE: "KIND<TAB>LINE": why the command whose (last) output is FILE failed, in one short line
+  # KIND hash or signature: the bytes or keys are not those of the signed index or the lock (tampered or broken
+  # mirror); a retry fetches the same, it cannot heal. network (refused, timed out, DNS, 5xx) and unknown: retried.
+  local kind line
+  if line=$(tv_cause_line "$1" 'Hash Sum mismatch|File has unexpected size|hash mismatch'); then
+    kind='hash'
+  elif line=$(tv_cause_line "$1" 'NO_PUBKEY|BADSIG|EXPKEYSIG|signatures were invalid|signatures couldn.t be verified|is not signed'); then
+    kind='signature'
+  elif line=$(tv_cause_line "$1" 'Connection refused|timed out|Could not resolve|Temporary failure|Connection reset|Network is unreachable|No route to host|Could not connect|Failed to connect|returned error: 5[0-9][0-9]|server error \(5|Service Unavailable|Bad Gateway|Gateway Time-?out|Internal Server Error'); then
+    kind='network'
+  else
+    kind='unknown'
+    line=$(tv_cause_line "$1" '^[ \t]*(E:|error|cause:|fatal)' || tv_cause_line "$1" '[^ \t]') || line=""
+  fi
+  line=${line//[^[:print:]]/}
+  line=${line#"${line%%[![:space:]]*}"}
+  if [ "${#line}" -gt 200 ]; then line="${line:0:197}..."; fi
+  printf '%s\t%s\n' "$kind" "${line:-no output}"
+}
+
+tv_run_tail() {  # tv_run_tail FILE CMD...: CMD with its output to the console and to FILE; CMD's exit status
+  local f=$1 st=()
+  shift
+  { "$@" 2>&1 | tee "$f"; st=("${PIPESTATUS[@]}"); } || true
+  return "${st[0]:-1}"
+}
+
+tv_retry() {  # tv_retry CMD...: three attempts, TV_RETRY_SLEEP seconds apart, then fail the phase with the cause;
+  # a cause a retry cannot heal (hash mismatch, bad signature) fails at once
+  local i out="$TV_STATE/retry-output" kind cause why
+  mkdir -p "$TV_STATE"
   for i in 1 2 3; do
-    if "$@"; then return 0; fi
-    tv_log "attempt $i of 3 failed: $*"
+    if tv_run_tail "$out" "$@"; then
+      rm -f "$out"
+      return 0
+    fi
+    IFS=$'\t' read -r kind cause < <(tv_cause "$out")
+    rm -f "$out"
+    case $kind in
+      hash | signature)
+        tv_log "attempt $i failed, not retried: $* ($kind: $cause)"
+        why="a hash mismatch"
+        if [ "$kind" = signature ]; then why="a bad or missing signature"; fi
+        tv_fail "$TV_PHASE" "$(tv_caller_line)" "failed, not retried ($why does not heal by retrying): $*; cause: $cause"
+        ;;
+    esac
+    tv_log "attempt $i of 3 failed: $* ($kind: $cause)"
     if [ "$i" -lt 3 ]; then sleep "$TV_RETRY_SLEEP"; fi
   done
-  tv_fail "$TV_PHASE" "$(tv_caller_line)" "failed 3 times: $*"
+  tv_fail "$TV_PHASE" "$(tv_caller_line)" "failed 3 times: $*; cause: $cause"
 }
 
 # needrestart (Ubuntu) is suspended: it could restart the unit that runs this script.
@@ -778,7 +828,7 @@ tv_driver_pin() {  # pin the driver and its whole dependency closure in the repo
   # The closure (not name globs): Debian-named parts such as libcuda1 or firmware-nvidia-gsp have
   # exact-version dependencies too, and a newer driver is always in the repository. The pin names
   # their source packages (src:...), as NVIDIA's nvidia-driver-pinning-<V> packages do.
-  local pin roots=("$TV_DRIVER_PKG" "nvidia-driver-pinning-$TV_DRIVER")
+  local pin roots=("${TV_DRIVER_PKGS[@]}" "nvidia-driver-pinning-$TV_DRIVER")
   if [ -n "$TV_FM_PKG" ]; then roots+=("$TV_FM_PKG"); fi
   if ! pin=$(python3 "$TV_HELPER" driver-pin "${roots[@]}"); then
     tv_fail driver "$LINENO" "$TV_DRIVER_PKG $TV_DRIVER is not in NVIDIA's repository"
@@ -803,24 +853,37 @@ tv_kernel_prepare() {  # headers for the running kernel (DKMS); kernel packages 
     printf '%s\n' "$kver" >"$TV_STATE/kernel-moved"
     tv_reboot "$LINENO" "linux-headers-$kver is not in the archive; booting ${TV_KERNEL_HOLD[0]}"
   fi
-  tv_apt install "linux-headers-$kver" "${TV_KERNEL_HEADERS_META[@]}" dkms
+  # Without dkms's recommended packages: they are the generic kernel's headers (linux-headers-amd64 |
+  # linux-headers-generic), not held, so a later `apt upgrade` would make DKMS build for a kernel the VM never runs.
+  tv_apt install --no-install-recommends "linux-headers-$kver" "${TV_KERNEL_HEADERS_META[@]}" dkms
   tv_hold_installed "linux-image-$kver" "linux-headers-$kver" "linux-modules-$kver" "${TV_KERNEL_HOLD[@]}"
   tv_mark kernel
 }
 
-tv_driver_install() {  # pinning package when NVIDIA publishes one, then PKG=<exact version>
-  local pin="nvidia-driver-pinning-$TV_DRIVER" pinver pkgver held=()
+tv_driver_version() {  # tv_driver_version PKG LOCKED: LOCKED (NAME.lock's) if the repository has it, else PKG's newest TV_DRIVER-*
+  if [ -n "$2" ]; then
+    apt-cache madison "$1" 2>/dev/null | awk -v w="$2" '$3 == w { print w; exit }' || true
+  else
+    tv_pkgver "$1" "$TV_DRIVER-"
+  fi
+}
+
+tv_driver_install() {  # pinning package when NVIDIA publishes one, then each of TV_DRIVER_PKGS=<exact version>
+  local pin="nvidia-driver-pinning-$TV_DRIVER" pinver i ver specs=() held=()
   if tv_done driver-pkg; then return 0; fi
   pinver=$(tv_pkgver "$pin" "")
   if [ -n "$pinver" ]; then tv_apt install "$pin=$pinver"; fi
-  pkgver=$(tv_pkgver "$TV_DRIVER_PKG" "$TV_DRIVER-")
-  if [ -z "$pkgver" ]; then
-    tv_fail driver "$LINENO" "$TV_DRIVER_PKG $TV_DRIVER is not in NVIDIA's $TV_NVIDIA_REPO repository (apt-cache madison); no other version is installed"
-  fi
-  tv_log "installing $TV_DRIVER_PKG=$pkgver ($TV_MODULES kernel modules)"
-  tv_apt install "$TV_DRIVER_PKG=$pkgver"
+  for i in "${!TV_DRIVER_PKGS[@]}"; do
+    ver=$(tv_driver_version "${TV_DRIVER_PKGS[$i]}" "${TV_DRIVER_PKGVERS[$i]:-}")
+    if [ -z "$ver" ]; then
+      tv_fail driver "$LINENO" "${TV_DRIVER_PKGS[$i]} $TV_DRIVER is not in NVIDIA's $TV_NVIDIA_REPO repository (apt-cache madison); no other version is installed"
+    fi
+    specs+=("${TV_DRIVER_PKGS[$i]}=$ver")
+  done
+  tv_log "installing the $TV_DRIVER_SET driver set: ${specs[*]} ($TV_MODULES kernel modules)"
+  tv_apt install "${specs[@]}"
   mapfile -t held <"$TV_STATE/driver-packages"
-  tv_hold_installed "$TV_DRIVER_PKG" "$pin" "${held[@]}"
+  tv_hold_installed "${TV_DRIVER_PKGS[@]}" "$pin" "${held[@]}"
   tv_mark driver-pkg
 }
 

@@ -1,0 +1,131 @@
+"""The driver phase's kernel step (``tv_kernel_prepare``) on debian-12 against real ``apt-get -s``: dkms comes
+without its recommended packages, so the generic kernel's headers (``linux-headers-amd64``, which dkms recommends
+through ``linux-headers-generic``) are not installed; what is installed and held survives a later
+``apt-get -s upgrade`` without new headers (a DKMS build for a kernel the VM never runs).
+
+Real: Debian's stanzas of dkms, linux-headers-6.1.0-56-amd64/-common, linux-headers-amd64, linux-kbuild-6.1
+(tests/fixtures/nvidia-repo/debian12-archive.Packages). **Modelled** (Debian's cloud kernel is not in the
+fixture): ``linux-headers-6.1.0-56-cloud-amd64`` and its metapackage ``linux-headers-cloud-amd64``, shaped like
+the generic ones, and a later kernel ABI (-57, generic and cloud) for the upgrade. Stubbed: ``uname -r`` (the
+cloud kernel), ``dpkg-query``/``apt-mark`` (apt-get -s installs nothing, so the holds the script asks for are
+recorded and applied to the simulated dpkg status).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+
+
+def _load(name: str, path: Path):
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+fakerepo = _load("trainvm_fakerepo", HERE / "fakerepo.py")
+support = _load("trainvm_render_support", REPO / "tests/render/support.py")
+
+KVER = "6.1.0-56-cloud-amd64"
+OLD, NEW = "6.1.192-2", "6.1.199-1"
+
+
+def _kernel(abi: str, version: str) -> list[dict[str, str]]:
+    """Modelled cloud headers (and, for a new ABI, the generic ones) of ``abi`` at ``version``."""
+    out = [
+        {"Package": f"linux-headers-{abi}-cloud-amd64", "Source": "linux", "Version": version, "Architecture": "amd64",
+         "Depends": f"linux-headers-{abi}-common (= {version}), linux-kbuild-6.1 (>= {OLD}), linux-compiler-gcc-12-x86"},
+        {"Package": "linux-headers-cloud-amd64", "Source": "linux-signed-amd64", "Version": version, "Architecture": "amd64",
+         "Depends": f"linux-headers-{abi}-cloud-amd64 (= {version})"},
+    ]
+    if abi != "6.1.0-56":
+        out += [
+            {"Package": f"linux-headers-{abi}-common", "Source": "linux", "Version": version, "Architecture": "all"},
+            {"Package": f"linux-headers-{abi}-amd64", "Source": "linux", "Version": version, "Architecture": "amd64",
+             "Depends": f"linux-headers-{abi}-common (= {version}), linux-kbuild-6.1 (>= {OLD}), linux-compiler-gcc-12-x86"},
+            {"Package": "linux-headers-amd64", "Source": "linux-signed-amd64", "Version": version, "Architecture": "amd64",
+             "Provides": "linux-headers-generic", "Depends": f"linux-headers-{abi}-amd64 (= {version})"},
+        ]
+    return out
+
+
+PROGRAM = r"""
+TV_PHASE=driver
+mkdir -p "$TV_STATE/lib" "$TV_STATE/phases"
+uname() { if [ "${1:-}" = -r ]; then echo "$TRAINVM_TEST_KVER"; else command uname "$@"; fi; }
+dpkg-query() { printf 'install ok installed'; }
+apt-mark() { shift 3; printf 'HELD %s\n' "$*" >&2; }  # -o DPkg::Lock::Timeout=600 hold PKG...
+tv_apt() { apt-get "${TV_APT_OPTS[@]}" -s "$@"; }
+tv_kernel_prepare
+echo TRAINVM_SIMULATED_OK
+"""
+
+
+@pytest.fixture
+def world(tmp_path):
+    if shutil.which("apt-get") is None:
+        if os.environ.get("TRAINVM_NO_APT") == "1":
+            pytest.skip("TRAINVM_NO_APT=1: apt-get is not on this machine")
+        pytest.fail("apt-get is not installed (see tests/aptsim/test_driver_resolution.py)")
+    w = fakerepo.AptWorld(tmp_path / "apt", ["550.127.05"])
+    w.kernel = _kernel("6.1.0-56", OLD)
+    fakerepo.write_flat_repo(w.tmp / "repo/kernel", w.kernel, "Debian", "Debian")
+    with open(w.tmp / "etc/sources.list", "a") as fh:
+        fh.write(f"deb [trusted=yes] file:{w.tmp}/repo/kernel ./\n")
+    w.apt("update")
+    return w
+
+
+def _prepare(world, tmp_path: Path) -> tuple[dict[str, str], set[str]]:
+    lp = support.from_dict(support.minimal_profile(os="debian-12", driver="550.127.05"))
+    body, last = support.render(lp, "gcp").startup_sh.rstrip("\n").rsplit("\n", 1)
+    assert last.startswith("tv_main"), last
+    script = tmp_path / "kernel.sh"
+    script.write_text(body + "\n" + PROGRAM)
+    env = {**world.env, "TRAINVM_ROOT": str(world.root), "TRAINVM_RETRY_SLEEP": "0", "TRAINVM_TEST_KVER": KVER,
+           "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    proc = subprocess.run(["bash", str(script)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0 and "TRAINVM_SIMULATED_OK" in proc.stdout, proc.stdout[-5000:]
+    held = {n for line in re.findall(r"^HELD (.*)$", proc.stdout, re.M) for n in line.split()}
+    return fakerepo.inst_lines(proc.stdout), held
+
+
+def test_dkms_comes_without_the_generic_kernel_headers(world, tmp_path):
+    installs, held = _prepare(world, tmp_path)
+    assert {"dkms", f"linux-headers-{KVER}", "linux-headers-cloud-amd64"} <= set(installs), sorted(installs)
+    generic = sorted(n for n in installs if n in ("linux-headers-amd64", "linux-headers-6.1.0-56-amd64"))
+    assert not generic, f"dkms's recommends bring the generic kernel's headers: {generic}"
+    assert {f"linux-headers-{KVER}", "linux-headers-cloud-amd64"} <= held
+
+
+def test_a_later_upgrade_brings_no_new_kernel_headers(world, tmp_path):
+    installs, held = _prepare(world, tmp_path)
+    index = {(st["Package"], st["Version"]): st for st in fakerepo.archive() + world.kernel}
+    status = []
+    for name, version in sorted(installs.items()):
+        st = dict(index[(name, version)])
+        st["Status"] = ("hold" if name in held else "install") + " ok installed"
+        status.append(st)
+    (world.tmp / "state/status").write_text(fakerepo.dump(status, ("Status",)))
+    # the archive moves on: a new kernel ABI, generic and cloud
+    fakerepo.write_flat_repo(world.tmp / "repo/kernel", world.kernel + _kernel("6.1.0-57", NEW), "Debian", "Debian")
+    world.apt("update")
+    for command in ("upgrade", "dist-upgrade"):
+        out = world.apt("-s", command).stdout
+        headers = sorted(n for n in fakerepo.inst_lines(out) if n.startswith("linux-headers"))
+        assert not headers, f"apt-get -s {command} brings kernel headers: {headers}\n{out[-2000:]}"
