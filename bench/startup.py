@@ -7,7 +7,11 @@ For each command: the median and min wall time of RUNS whole-process runs (defau
 (user + sys of the child). On a shared machine wall time grows with the load average (printed
 first); CPU time barely does, so it is the figure to compare between runs made under different
 loads. ``--importtime`` adds the slowest imports of ``trainvm plan <t4>`` and ``trainvm --help``
-(cumulative, from ``python -X importtime``). ``--baseline DIR`` (another checkout with its own ``.venv``,
+(cumulative, from ``python -X importtime``). ``--no-credentials`` times the cloud commands instead (``list``,
+``status NAME``, ``down NAME --yes``; issue 30: <= 1 s off-cloud) with no credentials for any cloud and the GCE and
+EC2 metadata servers pointed at a loopback socket that accepts and never answers (as 169.254.169.254 behaves where
+its packets are dropped: ``GCE_METADATA_IP``, ``AWS_EC2_METADATA_SERVICE_ENDPOINT``), printing how many connections
+reached it. ``--baseline DIR`` (another checkout with its own ``.venv``,
 e.g. ../main) runs each command alternately there and here, so that both see the same load, and
 prints both.
 
@@ -48,21 +52,53 @@ COMMANDS = {
 }
 
 
+NO_CREDENTIALS = {
+    "trainvm list": [TRAINVM, "list"],
+    "trainvm status NAME": [TRAINVM, "status", "bench-vm"],
+    "trainvm down NAME --yes": [TRAINVM, "down", "bench-vm", "--yes"],
+}
+
+
+class Blackhole:
+    """A loopback socket that accepts connections (counted) and never answers."""
+
+    def __init__(self) -> None:
+        import socket
+        import threading
+
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.accepted: list[object] = []
+        threading.Thread(target=lambda: [self.accepted.append(self.sock.accept()) for _ in iter(int, 1)],
+                         daemon=True).start()
+
+
+def no_credentials_env(hole: Blackhole, tmp: str) -> dict[str, str]:
+    drop = ("GOOGLE_", "AWS_", "AZURE_", "CLOUDSDK_", "GCE_METADATA", "TRAINVM_")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
+    at = f"127.0.0.1:{hole.port}"
+    return {**env, "HOME": tmp, "CLOUDSDK_CONFIG": tmp, "GCE_METADATA_IP": at, "GCE_METADATA_HOST": at,
+            "AWS_EC2_METADATA_SERVICE_ENDPOINT": f"http://{at}/", "AWS_CONFIG_FILE": os.devnull,
+            "AWS_SHARED_CREDENTIALS_FILE": os.devnull, "TRAINVM_AWS_REGIONS": "us-east-1",
+            "AZURE_SUBSCRIPTION_ID": "00000000-0000-0000-0000-000000000000"}
+
+
 def _cpu() -> float:
     r = resource.getrusage(resource.RUSAGE_CHILDREN)
     return r.ru_utime + r.ru_stime
 
 
-def measure(argvs: list[list[str]], runs: int, env: dict[str, str]) -> list[tuple[list[float], list[float]]]:
+def measure(argvs: list[list[str]], runs: int, env: dict[str, str],
+            check: bool = True) -> list[tuple[list[float], list[float]]]:
     """(wall ms, cpu ms) of each run of each argv, run alternately; one unmeasured run of each first warms
     the page cache and .pyc files."""
     for argv in argvs:
-        subprocess.run(argv, capture_output=True, env=env, check=True)
+        subprocess.run(argv, capture_output=True, env=env, check=check)
     out: list[tuple[list[float], list[float]]] = [([], []) for _ in argvs]
     for _ in range(runs):
         for argv, (wall, cpu) in zip(argvs, out):
             c0, t0 = _cpu(), time.perf_counter()
-            subprocess.run(argv, capture_output=True, env=env, check=True)
+            subprocess.run(argv, capture_output=True, env=env, check=check)
             wall.append((time.perf_counter() - t0) * 1000)
             cpu.append((_cpu() - c0) * 1000)
     return out
@@ -95,6 +131,12 @@ def main() -> None:
     args = [a for a in argv if not a.startswith("--")]
     runs = int(args[0]) if args else 31
     env = {**os.environ, "TRAINVM_TODAY": "2026-11-22"}
+    commands, check = COMMANDS, True
+    if "--no-credentials" in argv:
+        import tempfile
+
+        hole = Blackhole()
+        env, commands, check = no_credentials_env(hole, tempfile.mkdtemp(prefix="trainvm-bench-")), NO_CREDENTIALS, False
     load = os.getloadavg()
     print(f"whole-process start-up, {runs} runs each, {os.cpu_count()} CPUs, Python {sys.version.split()[0]}, "
           f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
@@ -103,12 +145,15 @@ def main() -> None:
         print(f"baseline: {baseline} (runs alternate with this checkout, {REPO})")
     print(f"{'command':34s} {'':9s}{'median':>8s} {'min':>6s} {'x pass':>7s} {'cpu med':>8s}")
     base: dict[str, float] = {}
-    for label, cmd in COMMANDS.items():
-        results = measure([rebase(cmd, tree) if name == "baseline" else cmd for name, tree in trees], runs, env)
+    for label, cmd in commands.items():
+        results = measure([rebase(cmd, tree) if name == "baseline" else cmd for name, tree in trees], runs, env, check)
         for (name, _), (wall, cpu) in zip(trees, results):
             med = statistics.median(wall)
             base.setdefault(name, med)
             print(f"{label:34s} {name:9s}{med:6.0f}ms {min(wall):4.0f}ms {med / base[name]:6.1f}x {statistics.median(cpu):6.0f}ms")
+    if commands is NO_CREDENTIALS:
+        print(f"connections to the never-answering metadata server: {len(hole.accepted)} "
+              f"({(runs + 1) * len(commands) * len(trees)} runs)")
     load = os.getloadavg()
     print(f"load average after: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     if "--importtime" in sys.argv:

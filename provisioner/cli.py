@@ -372,7 +372,8 @@ def verify(
 @app.command()
 def logs(
     name: NameArg,
-    follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep reading until the startup script reports ready or failed.")] = False,
+    follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep reading until the startup script reports ready (exit 0) or failed (exit 1).")] = False,
+    timeout: Annotated[float, typer.Option("--timeout", min=0, metavar="SECONDS", help="With --follow: stop after this many seconds without ready/failed (exit 5).")] = 1800,
     cloud: OneCloudOpt = None,
     json_out: JsonFlag = False,
 ) -> None:
@@ -385,7 +386,7 @@ def logs(
     from provisioner.commands.logs import run_logs
 
     _check_clouds([cloud] if cloud else None)
-    raise typer.Exit(run_logs(name, follow=follow, json_out=json_out, cloud=cloud))
+    raise typer.Exit(run_logs(name, follow=follow, json_out=json_out, cloud=cloud, timeout=timeout))
 
 
 @app.command()

@@ -33,6 +33,7 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     Setting("TRAINVM_AZURE_BLOB_ENDPOINT", "", "Blob Storage base URL for the payload store: `<this>/<account>` instead of `https://<account>.blob.core.windows.net` (Azurite's path style in tests; CA from `REQUESTS_CA_BUNDLE`)"),
     Setting("TRAINVM_AWS_ENDPOINT", "", "one endpoint for every AWS client (EC2, SSM, IAM): moto's server in tests"),
     Setting("TRAINVM_AWS_REGIONS", "", "comma-separated regions that `list`, `status` and the commands that look a VM up by name (`down`, `stop`, `start`, `logs`, `ssh`, `verify`) ask on AWS (default: the catalog's AWS regions that the account has enabled)"),
+    Setting("TRAINVM_METADATA_PROBE", "auto", "whether the clouds' credential chains may ask an instance metadata server (169.254.169.254): `auto` only the cloud whose VM this is by its DMI strings (`/sys/class/dmi/id`), `always` (a cloud VM whose DMI is hidden, e.g. a container without `/sys`), `never`"),
     Setting("TRAINVM_SSH_PUBLIC_KEY", "", "public key for the Azure admin user / the AWS key pair (default `~/.ssh/id_ed25519.pub`, then `id_rsa.pub`)"),
     # timeouts and polling (seconds)
     Setting("TRAINVM_GCE_OP_TIMEOUT", "600", "seconds to wait for one GCE create/delete operation"),

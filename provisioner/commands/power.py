@@ -54,13 +54,16 @@ def run_start(name: str, *, cloud: str | None, wait: bool, json_out: bool) -> in
     after = provider.start(name, wait=wait)
     state = after.state if after else "GONE"
     ip = after.ip if after else None
+    stopping = record.state.upper() == "STOPPING"  # an earlier stop in progress: the provider waited for it to end
     if json_out:
         emit_json({"name": name, "cloud": record.cloud, "found": True, "started": True, "state": state, "was": record.state,
-                   "ip": ip, "waited": wait})
+                   "ip": ip, "waited": wait, "waited_for_stop": stopping})
         return 0
     out = stdout_console()
     out.print(f"{name}: {state.lower()} ({record.cloud} {record.zone or record.region}"
-              + (f", {ip}" if ip else "") + "): compute billing resumed")
+              + (f", {ip}" if ip else "") + ")"
+              + (": an earlier stop was in progress: waited for it to end, then started it" if stopping else "")
+              + ("" if wait else " (starting)") + ": compute billing resumed")
     out.print("  its startup script runs again: it re-verifies the stack (nothing is reinstalled) and re-stages local data; "
               f"`trainvm verify {name}` once it is ready")
     return 0

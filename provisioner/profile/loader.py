@@ -239,8 +239,13 @@ def load_profile(path: str | Path, *, compat: bool = True, upgrade: bool = False
     resolver.finish(doc.files)
     try:
         profile = Profile.model_validate(doc.data)
-    except ValidationError as exc:
-        raise ProfileError(_schema_messages(exc, doc)) from None
+    except ValidationError as exc:  # every independent problem in one run (one_round.py)
+        from provisioner.profile.one_round import compat_of_what_parsed, env_secrets
+
+        secrets = env_secrets(doc)
+        schema = [m for m in _schema_messages(exc, doc)
+                  if not (secrets and m.path == "stack.env" and "secrets never go into a profile" in m.message)]
+        raise ProfileError(schema + secrets + (compat_of_what_parsed(exc, doc, _loc_path) if compat else [])) from None
     req_path, req_sha, req_errors = _requirements(profile, doc)
     messages: list[Message] = list(req_errors) + list(resolver.messages)
     lock_state, lock_sha = "none", None

@@ -3,7 +3,8 @@
 Thin on purpose: the requests come from ``aws_request`` (pure), failures are classified by ``aws_errors``,
 the client plumbing (AZ names, the AMI, the security group and the instance profile) is in ``aws_calls``.
 
-- Credentials: boto3's default chain (environment, ``~/.aws``, SSO, instance role). ``TRAINVM_AWS_ENDPOINT``
+- Credentials: boto3's default chain (environment, ``~/.aws``, SSO, instance role; the instance role only on EC2,
+  ``host.probe_metadata``). ``TRAINVM_AWS_ENDPOINT``
   points every client at another endpoint (moto's server in the tests) with dummy credentials.
 - Retries: botocore's adaptive retry mode (throttling codes such as ``RequestLimitExceeded``, 5xx, connection
   errors), at most ``tries`` attempts per call; what still fails is ``RetryExhaustedError``.

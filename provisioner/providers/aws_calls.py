@@ -24,6 +24,7 @@ from provisioner.errors import CloudError
 from provisioner.providers import aws_errors as errs
 from provisioner.providers import aws_request as R
 from provisioner.providers.base import CapacityError, InvalidRequestError, LaunchSpec, ProviderError
+from provisioner.providers.host import probe_metadata
 from provisioner.providers.ssh_key import read_public_key
 from provisioner.settings import env_seconds
 
@@ -291,8 +292,12 @@ def _shared_session() -> Any:
     with _LOCK:
         if not _SESSION:
             import boto3
+            import botocore.session
 
-            _SESSION.append(boto3.session.Session())
+            core = botocore.session.get_session()
+            if not probe_metadata("aws"):  # off EC2, the instance-metadata provider only costs time (host.py)
+                core.get_component("credential_provider").remove("iam-role")
+            _SESSION.append(boto3.session.Session(botocore_session=core))
         return _SESSION[0]
 
 

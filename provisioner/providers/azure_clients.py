@@ -2,7 +2,7 @@
 
 - ``AZURE_SUBSCRIPTION_ID`` is required (``CredentialsError``, a CloudError: exit 3).
 - Credentials: ``TRAINVM_AZURE_ACCESS_TOKEN`` (a static bearer token, ``StaticTokenCredential``) or
-  ``azure.identity.DefaultAzureCredential``.
+  ``azure.identity.DefaultAzureCredential`` (without ManagedIdentityCredential off Azure: ``host.probe_metadata``).
 - ``TRAINVM_AZURE_ENDPOINT``: another ARM base URL (an emulator in tests). https only: azure-core refuses
   bearer tokens over http (trap A1). The token scope stays ``https://management.azure.com/.default``; the CA
   comes from ``REQUESTS_CA_BUNDLE`` (passed on as ``connection_verify`` when set).
@@ -29,6 +29,7 @@ from typing import Any
 
 from provisioner import settings
 from provisioner.errors import CredentialsError
+from provisioner.providers.host import probe_metadata
 from provisioner.settings import env_seconds
 
 ARM_SCOPE = "https://management.azure.com/.default"
@@ -98,7 +99,10 @@ def default_credential() -> Any:
         return StaticTokenCredential(token)
     from azure.identity import DefaultAzureCredential
 
-    return DefaultAzureCredential()
+    # Off Azure (host.probe_metadata), ManagedIdentityCredential's IMDS probe only costs time (1 s where packets
+    # to 169.254.169.254 are dropped); an explicit AZURE_TOKEN_CREDENTIALS choice is the user's and wins.
+    off_azure = not probe_metadata("azure") and not os.environ.get("AZURE_TOKEN_CREDENTIALS")
+    return DefaultAzureCredential(**({"exclude_managed_identity_credential": True} if off_azure else {}))
 
 
 def policies(credential: Any, moniker: str, call_timeout: float = 30.0, **kw: Any) -> list[Any]:

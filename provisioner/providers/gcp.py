@@ -4,7 +4,7 @@ Thin on purpose: the request body comes from ``gcp_request`` (pure), failures ar
 ``gcp_errors``; this module makes the SDK calls. ``compute_v1`` is imported on first use, so that
 ``get_provider("gcp")`` stays cheap until a cloud call is made (cloud-sdks.md G5).
 
-- Credentials: ``google.auth.default()`` and ``GOOGLE_CLOUD_PROJECT``. ``TRAINVM_GCE_ENDPOINT`` sends
+- Credentials: ``google.auth.default()`` and ``GOOGLE_CLOUD_PROJECT`` (``gcp_auth``; no metadata-server ping off GCE). ``TRAINVM_GCE_ENDPOINT`` sends
   every client (the zone- and global-operations clients included) to another base URL with anonymous
   credentials (no token leaves for a non-Google endpoint); the project then defaults to ``trainvm-test``.
 - SDK calls, waits and listings go through ``gcp_api.GceApi`` (shared with ``gcp_firewall``, ``gcp_report``
@@ -73,6 +73,7 @@ from provisioner.providers.base import (
     refuse_foreign,
 )
 from provisioner.providers.gcp_api import GceApi
+from provisioner.providers.gcp_auth import default_credentials
 from provisioner.providers.gcp_cluster import GceClusters
 from provisioner.providers.gcp_cluster_request import cluster_of
 from provisioner.providers.gcp_firewall import FirewallTouched, SshFirewall
@@ -92,7 +93,6 @@ from provisioner.providers.store import PAYLOAD_LABEL
 from provisioner.settings import env_seconds
 from provisioner.verify.report import StackReport
 
-COMPUTE_SCOPE = "https://www.googleapis.com/auth/compute"
 MANAGED_FILTER = "labels.trainvm-managed = true"
 IN_FLIGHT = ("PROVISIONING", "STAGING")
 
@@ -145,23 +145,12 @@ class GcpProvider:
             from google.auth.credentials import AnonymousCredentials
 
             return self._credentials or AnonymousCredentials(), project or "trainvm-test"
-        creds = self._credentials
-        if creds is None:
-            import google.auth
-            import google.auth.exceptions
-
-            try:
-                creds, default_project = google.auth.default(scopes=[COMPUTE_SCOPE])
-            except google.auth.exceptions.GoogleAuthError as exc:
-                raise CredentialsError(
-                    f"no Google Cloud credentials found ({exc})",
-                    hint="run `gcloud auth application-default login`, or set GOOGLE_APPLICATION_CREDENTIALS "
-                         "to a service-account key file") from None
-            project = project or default_project
+        if self._credentials is None:
+            return default_credentials(project)  # gcp_auth: no metadata-server ping off GCE
         if not project:
             raise CredentialsError("no Google Cloud project is set",
                                       hint="export GOOGLE_CLOUD_PROJECT=<project id> (or `gcloud config set project`)")
-        return creds, project
+        return self._credentials, project
 
     # ------------------------------------------------------------------ building the request
     def resolve_image(self, os_name: str) -> str:

@@ -10,6 +10,9 @@ markers: nothing is reinstalled) and re-stages local data.
 A stop of a VM that is still STOPPING (an earlier ``stop --no-wait``, or a stop from the console) sends nothing:
 GCE would answer ``resourceNotReady``. With ``wait`` it polls the instance until that stop ends (the provider's
 poll interval, within TRAINVM_GCE_OP_TIMEOUT), without it it answers the STOPPING record ("already stopping").
+A start of a VM that is STOPPING (or whose start meets a stop begun since it was read: resourceNotReady) first
+waits for that stop to end the same way, with or without ``wait`` (the start cannot be sent before), then starts
+it; a stop that does not end in time is a named OPERATION_TIMEOUT and no start is sent.
 """
 
 from __future__ import annotations
@@ -55,13 +58,32 @@ def power(gce: GceApi, name: str, action: str, record: Callable[[Any], InstanceR
                 raise
             return _record_of(record, _stopped(gce, zone, now) if wait else now)
     else:
-        op = gce.call(lambda: api.instances.start_unary(project=api.project, zone=zone, instance=name,
-                                                              retry=None, timeout=gce.http_timeout))
+        if inst.status == STOPPING:  # GCE refuses a start until the stop has ended (resourceNotReady)
+            inst = _stopped(gce, zone, inst)
+            if inst is None:
+                return None
+        try:
+            op = _send_start(gce, zone, name)
+        except InvalidRequestError as exc:  # a stop that began since it was read: wait for it, then start once more
+            if exc.code != "resourceNotReady":
+                raise
+            now = gce.get(zone, name)
+            if now is not None and now.status == STOPPING:
+                now = _stopped(gce, zone, now)
+            if now is None:
+                return None
+            op = _send_start(gce, zone, name)
     if wait:
         failure = errs.from_operation(gce.wait(zone, op, gce.deadline()))
         if failure:
             raise errs.classify(failure)
     return record(gce.get(zone, name) or inst)
+
+
+def _send_start(gce: GceApi, zone: str, name: str) -> Any:
+    api = gce.clients()
+    return gce.call(lambda: api.instances.start_unary(project=api.project, zone=zone, instance=name, retry=None,
+                                                      timeout=gce.http_timeout))
 
 
 def _record_of(record: Callable[[Any], InstanceRecord], inst: Any) -> InstanceRecord | None:
