@@ -20,21 +20,6 @@ from tests.catalog.price_server import PriceServer
 REGION = "eastus"
 
 
-@pytest.fixture
-def embedded():
-    return load_catalog(EMBEDDED_DIR)
-
-
-@pytest.fixture
-def cache(tmp_path, monkeypatch):
-    """A cache of this test's own (the session's would carry one test's refreshed catalog into the next)."""
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    monkeypatch.delenv("TRAINVM_CATALOG", raising=False)
-    monkeypatch.setenv("TRAINVM_RETRY_BASE_DELAY", "0")
-    monkeypatch.setenv("TRAINVM_TODAY", "2026-11-27")
-    return tmp_path / "cache" / "trainvm" / "catalog"
-
-
 def serve(monkeypatch, items):
     fake = AzureRetailFake(items)
     server = PriceServer(fake.handle).__enter__()
