@@ -3,8 +3,8 @@
 Layout under ``$XDG_CACHE_HOME/trainvm/catalog/`` (``~/.cache/...``)::
 
     CURRENT                      the name of the current generation (one line, replaced with os.replace)
-    catalog-20261127T175500Z/    catalog.json (schema 3), gcp.csv, azure.csv, aws.csv, disks.csv
-    catalog-20261120T090000Z/    the previous generation (kept; older ones are deleted)
+    catalog-20261127T175500…Z-x1y2/  catalog.json (schema 3), gcp.csv, azure.csv, aws.csv, disks.csv
+    catalog-20261120T090000…Z-a7b8/  the previous generation (kept; older ones are deleted)
 
 A generation is written into a hidden temporary folder, loaded back (the same loader ``plan`` uses), renamed
 into place, and only then named in ``CURRENT``: a reader sees the old catalog or the new one, never a half.
@@ -28,13 +28,19 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from provisioner.catalog.models import Offer
-from provisioner.catalog.storage import POINTER, fmt_number, load_catalog, refreshed_root, write_catalog
+from provisioner.catalog.storage import (
+    POINTER,
+    fmt_number,
+    load_catalog,
+    refreshed_dir,
+    refreshed_root,
+    write_catalog,
+)
 
 DISK_COLUMNS = ("cloud", "region", "disk_type", "size_max_gib", "unit", "price_month", "source", "fetched_at")
 DISK_TYPES = ("standard", "balanced", "ssd", "local_ssd")
 DISK_UNITS = ("gib", "disk")
 DISKS_FILE = "disks.csv"
-KEEP_GENERATIONS = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,22 +102,24 @@ def publish(offers: Iterable[Offer], disks: Iterable[DiskPrice], *, source: str,
                       stats=stats)
         write_disks(tmp / DISKS_FILE, disks)
         load_catalog(tmp)  # what plan will read: a folder that does not load never becomes current
-        final = root / f"catalog-{fetched.astimezone(UTC):%Y%m%dT%H%M%S%fZ}"
+        # the time sorts generations; the temporary folder's random part keeps two refreshes of one instant apart
+        final = root / f"catalog-{fetched.astimezone(UTC):%Y%m%dT%H%M%S%fZ}-{tmp.name.removeprefix('.tmp-')}"
         os.rename(tmp, final)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    previous = refreshed_dir()
     fd, ptr = tempfile.mkstemp(dir=root, prefix=".CURRENT-")
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         fh.write(final.name + "\n")
     os.replace(ptr, root / POINTER)
-    _prune(root, keep=final.name)
+    _prune(root, keep={final.name, previous.name if previous else ""})
     return final
 
 
-def _prune(root: Path, keep: str) -> None:
-    """Delete generations but the newest KEEP_GENERATIONS (the current one always stays)."""
-    gens = sorted((p for p in root.iterdir() if p.is_dir() and p.name.startswith("catalog-")), reverse=True)
-    for p in gens[KEEP_GENERATIONS:]:
-        if p.name != keep:
+def _prune(root: Path, keep: set[str]) -> None:
+    """Delete every generation but the new current one and the one it replaced (a reader that chose the old
+    one a moment ago can still read it)."""
+    for p in root.iterdir():
+        if p.is_dir() and p.name.startswith("catalog-") and p.name not in keep:
             shutil.rmtree(p, ignore_errors=True)
