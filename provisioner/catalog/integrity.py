@@ -60,16 +60,19 @@ def suspect_groups(items: Iterable[tuple[K, Hashable, float]]) -> set[K]:
     return set().union(*(suspect_low(p) for p in groups.values()))
 
 
-def reflag(offers: list[Offer], group: Callable[[Offer], Hashable] | None = None) -> list[Offer]:
-    """Offers with their price flags recomputed: spot_check per row, suspect_low per group (default: one
-    instance type with one GPU configuration across regions and zones)."""
+def reflag(fresh: list[Offer], reference: Iterable[Offer] = (),
+           group: Callable[[Offer], Hashable] | None = None) -> list[Offer]:
+    """``fresh`` offers with their price flags recomputed: spot_check per row, suspect_low per group (default:
+    one instance type with one GPU configuration across regions and zones), the group's prices including
+    ``reference`` (the same cloud's rows that were not refreshed, whose own flags are left as they are)."""
     group = group or (lambda o: (o.cloud, o.instance_type, o.gpu_name, o.gpu_count))
     checked = []
-    for o in offers:
+    for o in fresh:
         spot, flags = spot_check(o.price_hourly, o.spot_price_hourly)
         kept = [f for f in o.flags if f not in PRICE_FLAGS]
         checked.append(replace(o, spot_price_hourly=spot, flags=tuple(sorted(kept + flags))))
-    suspect = suspect_groups((i, group(o), o.price_hourly) for i, o in enumerate(checked))
+    ref = [(-1 - i, group(o), o.price_hourly) for i, o in enumerate(reference) if o.excluded_by() is None]
+    suspect = suspect_groups([*((i, group(o), o.price_hourly) for i, o in enumerate(checked)), *ref])
     return [replace(o, flags=tuple(sorted((*o.flags, "suspect_price")))) if i in suspect else o
             for i, o in enumerate(checked)]
 

@@ -99,8 +99,9 @@ def refresh(current: Catalog, clouds: list[str], region_globs: list[str] | None,
     kept = [o for o in current.offers if not in_scope(o)]
     fresh = [o for r in results.values() for o in r.offers]
     refreshed_clouds = set(clouds)
-    merged = [o for o in kept if o.cloud not in refreshed_clouds]
-    merged += reflag([o for o in kept if o.cloud in refreshed_clouds] + fresh)
+    # kept rows keep their flags (the embedded GCP rows were checked per GPU part, which a whole-VM price
+    # cannot be); they are the reference the fresh prices are compared with
+    merged = kept + reflag(fresh, reference=[o for o in kept if o.cloud in refreshed_clouds])
     report: dict[str, dict[str, Any]] = {}
     for cloud, r in results.items():
         rows = [o for o in merged if o.cloud == cloud and in_scope(o)]

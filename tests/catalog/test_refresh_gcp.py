@@ -100,3 +100,14 @@ def test_no_key_and_no_application_default_credentials(cli, gcp, monkeypatch):
     assert r.code == 3 and "no API key and no application-default credentials" in r.err
     assert "TRAINVM_GCP_PRICES_API_KEY" in r.err and "Traceback" not in r.err
     assert gcp.requests == []
+
+
+def test_rows_outside_the_refreshed_region_keep_their_prices_and_flags(cli, gcp, embedded):
+    """The embedded GCP rows were flagged per GPU part (a4-highgpu-8g's zero host price, suspect regional GPU
+    prices); a refresh of one region must not clear those flags elsewhere."""
+    refresh(cli)
+    before = {o.key(): (o.price_hourly, o.spot_price_hourly, o.flags) for o in embedded.offers if o.region != REGION}
+    after = {o.key(): (o.price_hourly, o.spot_price_hourly, o.flags) for o in load_catalog().offers
+             if o.region != REGION}
+    assert after == before
+    assert any("host_price_zero" in f for _, _, f in after.values())
