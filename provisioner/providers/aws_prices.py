@@ -16,9 +16,13 @@ price > 0. ``UnusedCapacityReservation`` rows sit under OnDemand too, cheaper: t
 one type: the highest price, reported. The price is regional; the catalog's rows are per AZ and all get it.
 
 Spot prices are not in the Price List (price-changes.html: "doesn't include EC2 Spot Instances"); they come from
-``DescribeSpotPriceHistory``, which needs credentials. This source does not ask it: a row keeps the current
-catalog's spot price (rechecked against the new on-demand price) and says so in its provenance. Shapes (GPU
-name and memory: ``DescribeInstanceTypes``) are the catalog's, for the same reason.
+``DescribeSpotPriceHistory`` (credentials: boto3's default chain), per region for the known types,
+``ProductDescriptions ["Linux/UNIX"]`` and ``StartTime`` now, which returns the price in force per (type, AZ)
+(the last change before the start time); the newest per AZ ID wins (``AvailabilityZoneId``, else the account's
+zone name mapped by ``DescribeAvailabilityZones``). A (type, AZ) without a spot price has none (``no_spot_price``).
+Without credentials this is not asked: a row keeps the current catalog's spot price (rechecked against the new
+on-demand price) and says so in its provenance and the notes. Shapes (GPU name and memory:
+``DescribeInstanceTypes``) are the catalog's.
 
 Disks: EBS ``gp3`` (trainvm's boot disk for every profile disk type: registry ``disk_types``), ``Product Family
 Storage``, ``Volume API Name gp3``, ``Unit GB-Mo`` -> one ``gib`` row per profile disk type. Instance store is part
@@ -125,15 +129,54 @@ def _pick(cands: list[tuple[float, str]], what: str, ambiguous: list[str]) -> tu
     return best
 
 
+def ec2_client(region: str) -> Any | None:
+    """An EC2 client with the user's credentials (boto3's default chain), or None when there are none."""
+    from provisioner.errors import CredentialsError
+    from provisioner.providers.aws_calls import AwsCalls
+
+    try:
+        return AwsCalls(regions=[region]).ec2(region)
+    except CredentialsError:
+        return None
+
+
+def spot_prices(client: Any, types: set[str], now: datetime) -> dict[tuple[str, str], tuple[float, str]]:
+    """(instance type, AZ ID) -> (USD/h, "DescribeSpotPriceHistory <timestamp>") in force at ``now``."""
+    from provisioner.providers.aws_errors import classify
+
+    try:
+        names: dict[str, str] = {}
+        newest: dict[tuple[str, str], tuple[Any, float]] = {}
+        pages = client.get_paginator("describe_spot_price_history").paginate(
+            InstanceTypes=sorted(types), ProductDescriptions=["Linux/UNIX"], StartTime=now)
+        for page in pages:
+            for p in page.get("SpotPriceHistory", []):
+                az_id = p.get("AvailabilityZoneId")
+                if not az_id:
+                    if not names:
+                        names = {z["ZoneName"]: z["ZoneId"] for z in
+                                 client.describe_availability_zones(AllAvailabilityZones=True)["AvailabilityZones"]}
+                    az_id = names.get(p.get("AvailabilityZone", ""), "")
+                key = (p.get("InstanceType", ""), az_id)
+                try:
+                    price = float(p.get("SpotPrice", ""))
+                except ValueError:
+                    continue
+                if az_id and price > 0 and (key not in newest or p["Timestamp"] > newest[key][0]):
+                    newest[key] = (p["Timestamp"], price)
+    except Exception as e:  # noqa: BLE001 - botocore's errors, classified like every AWS call
+        raise classify(e) from None
+    return {k: (price, f"DescribeSpotPriceHistory {ts:%Y-%m-%dT%H:%M:%SZ}") for k, (ts, price) in newest.items()}
+
+
 def fetch(known: list[Offer], regions: list[str], now: datetime) -> SourceResult:
     from dataclasses import replace
 
     res = SourceResult(offers=[], row_source={}, source=SOURCE, notes=[
-        "shapes: the instance types the catalog already knows (DescribeInstanceTypes needs credentials; not asked)",
-        "spot: the current catalog's spot prices, rechecked against the new on-demand prices "
-        "(DescribeSpotPriceHistory needs credentials; not asked)"])
+        "shapes: the instance types the catalog already knows (DescribeInstanceTypes needs credentials; not asked)"])
     if not regions:
         return res
+    no_spot_api = False
     files = region_files()
     fetched_at = now.date().isoformat()
     for region in regions:
@@ -148,16 +191,27 @@ def fetch(known: list[Offer], regions: list[str], now: datetime) -> SourceResult
         if bad:
             res.dropped["zero_or_missing_price"] += bad
         picked = {t: _pick(c, f"{t} {region}", res.ambiguous) for t, c in sorted(vm.items())}
+        client = ec2_client(region) if picked else None
+        spot = spot_prices(client, set(picked), now) if client is not None else None
+        no_spot_api = no_spot_api or (spot is None and bool(picked))
         for o in here:
             if o.instance_type not in picked:
                 res.dropped["no_ondemand_price"] += 1
                 continue
             price, sku = picked[o.instance_type]
-            res.offers.append(replace(o, price_hourly=price))
-            res.row_source[o.key()] = (f"{SOURCE} SKU {sku}"
-                                       + ("; spot from the previous catalog" if o.spot_price_hourly else ""))
+            if spot is None:
+                res.offers.append(replace(o, price_hourly=price))
+                res.row_source[o.key()] = (f"{SOURCE} SKU {sku}"
+                                           + ("; spot from the previous catalog" if o.spot_price_hourly else ""))
+                continue
+            s = spot.get((o.instance_type, o.zone or ""))
+            res.offers.append(replace(o, price_hourly=price, spot_price_hourly=s[0] if s else None))
+            res.row_source[o.key()] = f"{SOURCE} SKU {sku}" + (f"; spot {s[1]}" if s else "")
         if gp3:
             price, sku = _pick(gp3, f"gp3 {region}", res.ambiguous)
             res.disks.extend(DiskPrice("aws", region, t, None, "gib", price, f"{SOURCE} SKU {sku} (EBS gp3)",
                                        fetched_at) for t in PROFILE_DISK_TYPES)
+    res.notes.append("spot: the current catalog's spot prices, rechecked against the new on-demand prices (no AWS "
+                     "credentials for DescribeSpotPriceHistory)" if no_spot_api else
+                     "spot: DescribeSpotPriceHistory (Linux/UNIX, in force now, per AZ)")
     return res

@@ -1,7 +1,9 @@
 """`trainvm catalog refresh --cloud aws` against a fake Price List bulk API on a loopback server
 (tests/catalog/fake_aws.py says which parts of the files come from the documentation or recordings and which were
-built). Not modelled: DescribeSpotPriceHistory and DescribeInstanceTypes (credentials; the refresh does not ask
-them: spot prices and shapes stay the catalog's), the JSON offer files, the Query API."""
+built); DescribeSpotPriceHistory through botocore's Stubber (moto answers a constant 0.00001 for every spot price),
+its responses built from the botocore model's SpotPrice shape. Without credentials (every test but the spot ones:
+``ec2_client`` answers None, as it does with no AWS credentials) spot prices stay the catalog's.
+Not modelled: DescribeInstanceTypes (shapes stay the catalog's), the JSON offer files, the Query API."""
 
 from __future__ import annotations
 
@@ -16,6 +18,11 @@ from tests.catalog.fake_aws import AwsBulkFake, offer_rows
 from tests.catalog.price_server import PriceServer
 
 REGION = "us-west-2"
+
+
+@pytest.fixture(autouse=True)
+def no_aws_credentials(monkeypatch):
+    monkeypatch.setattr(aws_prices, "ec2_client", lambda region: None)
 
 
 @pytest.fixture
@@ -35,7 +42,7 @@ def test_refresh_prices_known_types_from_the_linux_on_demand_rows(cli, known, mo
     assert r.code == 0, r.err
     aws = r.json()["clouds"]["aws"]
     assert aws["rows"] == aws["known_rows"] == len(known) and aws["dropped"] == {} and aws["ambiguous"] == []
-    assert any("DescribeSpotPriceHistory needs credentials" in n for n in aws["notes"])
+    assert any("no AWS credentials for DescribeSpotPriceHistory" in n for n in aws["notes"])
     assert server.paths() == ["/offers/v1.0/aws/AmazonEC2/current/region_index.json",
                               f"/offers/v1.0/aws/AmazonEC2/20261101000000/{REGION}/index.csv"]
     now = {o.key(): o for o in load_catalog().offers if o.cloud == "aws" and o.region == REGION}
@@ -91,3 +98,56 @@ def test_a_region_without_an_offer_file_is_an_error(cli, known, monkeypatch, cac
     with serve(monkeypatch, {"us-east-1": []}):
         r = cli("catalog", "refresh", "--cloud", "aws", "--region", REGION)
     assert r.code == 3 and f"no offer file for {REGION}" in r.err
+
+
+def test_spot_prices_from_describe_spot_price_history_when_credentials_exist(cli, known, monkeypatch, cache):
+    import boto3
+    from botocore.stub import ANY, Stubber
+
+    client = boto3.client("ec2", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x")
+    stub = Stubber(client)
+    types = sorted({o.instance_type for o in known})
+    g4 = next(o for o in known if o.instance_type == "g4dn.xlarge")
+    old, new = datetime(2026, 11, 1, tzinfo=UTC), datetime(2026, 11, 20, tzinfo=UTC)
+    params = {"InstanceTypes": types, "ProductDescriptions": ["Linux/UNIX"], "StartTime": ANY}
+    stub.add_response("describe_spot_price_history", {"NextToken": "t2", "SpotPriceHistory": [
+        {"AvailabilityZoneId": g4.zone, "AvailabilityZone": "us-west-2a", "InstanceType": "g4dn.xlarge",
+         "ProductDescription": "Linux/UNIX", "SpotPrice": "0.300000", "Timestamp": old},
+        {"AvailabilityZoneId": g4.zone, "AvailabilityZone": "us-west-2a", "InstanceType": "g4dn.xlarge",
+         "ProductDescription": "Linux/UNIX", "SpotPrice": "0.210000", "Timestamp": new}]}, params)
+    # a page without AvailabilityZoneId: the zone name is the account's, mapped to the catalog's AZ ID
+    stub.add_response("describe_spot_price_history", {"SpotPriceHistory": [
+        {"AvailabilityZone": "us-west-2x", "InstanceType": "g5.xlarge", "ProductDescription": "Linux/UNIX",
+         "SpotPrice": "0.450000", "Timestamp": new}]}, {**params, "NextToken": "t2"})
+    g5 = next(o for o in known if o.instance_type == "g5.xlarge")
+    stub.add_response("describe_availability_zones", {"AvailabilityZones": [
+        {"ZoneName": "us-west-2x", "ZoneId": g5.zone, "RegionName": REGION, "State": "available"}]},
+        {"AllAvailabilityZones": True})
+    stub.activate()
+    monkeypatch.setattr(aws_prices, "ec2_client", lambda region: client)
+    with serve(monkeypatch, {REGION: offer_rows(known, REGION)}):
+        r = cli("catalog", "refresh", "--cloud", "aws", "--region", REGION, "--json")
+    assert r.code == 0, r.err
+    stub.assert_no_pending_responses()
+    assert any(n.startswith("spot: DescribeSpotPriceHistory") for n in r.json()["clouds"]["aws"]["notes"])
+    now = {o.key(): o for o in load_catalog().offers if o.cloud == "aws" and o.region == REGION}
+    assert now[g4.key()].spot_price_hourly == 0.21  # the newest
+    assert now[g5.key()].spot_price_hourly == 0.45
+    others = [o for k, o in now.items() if k not in (g4.key(), g5.key())]
+    assert others and all(o.spot_price_hourly is None and "no_spot_price" in o.flags for o in others)
+
+
+def test_spot_api_refusal_is_a_cloud_error_and_nothing_is_written(cli, known, monkeypatch, cache):
+    import boto3
+    from botocore.stub import Stubber
+
+    client = boto3.client("ec2", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x")
+    stub = Stubber(client)
+    stub.add_client_error("describe_spot_price_history", "UnauthorizedOperation",
+                          "You are not authorized to perform this operation.", 403)
+    stub.activate()
+    monkeypatch.setattr(aws_prices, "ec2_client", lambda region: client)
+    with serve(monkeypatch, {REGION: offer_rows(known, REGION)}):
+        r = cli("catalog", "refresh", "--cloud", "aws", "--region", REGION)
+    assert r.code == 3 and "not authorized" in r.err and "Traceback" not in r.err
+    assert not (cache / "CURRENT").exists()
