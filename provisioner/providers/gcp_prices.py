@@ -81,7 +81,8 @@ def auth_headers() -> dict[str, str]:
     except Exception as e:  # noqa: BLE001 - DefaultCredentialsError, RefreshError, transport errors
         raise CloudError(f"{SOURCE}: no API key and no application-default credentials ({type(e).__name__})",
                          hint="set TRAINVM_GCP_PRICES_API_KEY to an API key with the Cloud Billing API enabled, "
-                              "or run `gcloud auth application-default login`") from None
+                              "or run `gcloud auth application-default login`; `--cloud azure --cloud aws` "
+                              "refreshes the other clouds without it") from None
     return {"Authorization": f"Bearer {creds.token}"}
 
 
