@@ -132,11 +132,11 @@ def _pick(cands: list[tuple[float, str]], what: str, ambiguous: list[str]) -> tu
 def ec2_client(region: str) -> Any | None:
     """An EC2 client with the user's credentials (boto3's default chain), or None when there are none."""
     from provisioner.errors import CredentialsError
-    from provisioner.providers.aws_calls import AwsCalls
+    from provisioner.providers.aws_calls import AwsCalls, AwsCredentialsError
 
     try:
         return AwsCalls(regions=[region]).ec2(region)
-    except CredentialsError:
+    except (CredentialsError, AwsCredentialsError):
         return None
 
 

@@ -21,8 +21,9 @@ REGION = "us-west-2"
 
 
 @pytest.fixture(autouse=True)
-def no_aws_credentials(monkeypatch):
-    monkeypatch.setattr(aws_prices, "ec2_client", lambda region: None)
+def no_aws_credentials(monkeypatch, request):
+    if "real_ec2_client" not in request.node.name:
+        monkeypatch.setattr(aws_prices, "ec2_client", lambda region: None)
 
 
 @pytest.fixture
@@ -151,3 +152,19 @@ def test_spot_api_refusal_is_a_cloud_error_and_nothing_is_written(cli, known, mo
         r = cli("catalog", "refresh", "--cloud", "aws", "--region", REGION)
     assert r.code == 3 and "not authorized" in r.err and "Traceback" not in r.err
     assert not (cache / "CURRENT").exists()
+
+
+def test_real_ec2_client_is_none_without_any_aws_credentials(monkeypatch, tmp_path):
+    """The real ``ec2_client`` on a machine with no AWS credentials anywhere in boto3's chain: None (the refresh
+    then keeps the catalog's spot prices), not the "no AWS credentials" error `up` gives."""
+    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
+                "AWS_DEFAULT_PROFILE", "TRAINVM_AWS_ENDPOINT", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+                "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_WEB_IDENTITY_TOKEN_FILE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    from provisioner.providers import aws_calls
+
+    monkeypatch.setattr(aws_calls, "_shared_session", lambda: __import__("boto3").session.Session())
+    assert aws_prices.ec2_client(REGION) is None
