@@ -159,6 +159,27 @@ def catalog_show(
     raise typer.Exit(run_catalog_show(cloud=cloud, gpu=gpu, region=region, json_out=json_out, limit=limit))
 
 
+@catalog_app.command("refresh")
+def catalog_refresh(
+    cloud: CloudOpt = None,
+    region: RegionOpt = None,
+    json_out: JsonFlag = False,
+) -> None:
+    """Renew the catalog's prices from the clouds' official price APIs (network) into ~/.cache/trainvm/catalog.
+
+    Plans then use it (TRAINVM_CATALOG still wins; the embedded snapshot stays the fallback). A failed or
+    suspicious refresh writes nothing and keeps the current catalog.
+
+    \b
+    Example:
+      trainvm catalog refresh --cloud azure --region 'eastus*'
+    """
+    from provisioner.commands.catalog_refresh import run_catalog_refresh
+
+    _check_clouds(cloud)
+    raise typer.Exit(run_catalog_refresh(clouds=cloud, regions=region, json_out=json_out))
+
+
 NameArg = Annotated[str, typer.Argument(help="VM name.", metavar="NAME", show_default=False)]
 YesFlag = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
 OneCloudOpt = Annotated[Optional[str], typer.Option("--cloud", metavar="CLOUD", help="Only this cloud (gcp, azure, aws); needed when the name exists on two.")]

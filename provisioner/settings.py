@@ -22,6 +22,10 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     # profiles, catalog and facts
     Setting("TRAINVM_PROFILE_PATH", "", "`:`-separated folders searched for `extends:` names"),
     Setting("TRAINVM_CATALOG", "", "folder with catalog files to use instead of the embedded snapshot"),
+    Setting("TRAINVM_AZURE_PRICES_URL", "", "Azure Retail Prices API URL for `catalog refresh` (default `https://prices.azure.com/api/retail/prices`; a fake in tests)"),
+    Setting("TRAINVM_AWS_PRICES_URL", "", "AWS Price List bulk API base for `catalog refresh` (default `https://pricing.us-east-1.amazonaws.com`; a fake in tests)"),
+    Setting("TRAINVM_GCP_BILLING_URL", "", "Cloud Billing Catalog API base for `catalog refresh` (default `https://cloudbilling.googleapis.com`; a fake in tests)"),
+    Setting("TRAINVM_GCP_PRICES_API_KEY", "", "API key for the Cloud Billing Catalog API (`catalog refresh --cloud gcp`; else application-default credentials); sent as a header, never logged"),
     Setting("TRAINVM_FACTS_DIR", "", "folder with compatibility facts (gpus/cuda/torch/tensorflow/jax/os.yaml) to use instead of the bundled ones"),
     Setting("TRAINVM_TODAY", "", "the date plans are computed for (catalog age, YYYY-MM-DD), for reproducible output"),
     Setting("TRAINVM_NO_CACHE", "", "set: do not use the parsed-data cache in `~/.cache/trainvm`"),

@@ -28,6 +28,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from provisioner.catalog import families as F  # noqa: E402
+from provisioner.catalog.integrity import SUSPECT_GAP, spot_check, suspect_low  # noqa: E402
 from provisioner.catalog.models import COLUMNS, EXCLUDING_FLAGS, SCHEMA_VERSION, Offer  # noqa: E402
 from provisioner.catalog.storage import MANIFEST, write_catalog  # noqa: E402
 
@@ -37,11 +38,6 @@ SNAPSHOT_DATE = "2026-09-23"
 UPSTREAM_COMMITS = {"gcp": "006059e0", "aws": "00148f2a", "azure": "20291d7e"}
 SOURCE = ("SkyPilot catalog v8 snapshot of public list prices "
           "(skypilot-org/skypilot-catalog, catalogs/v8)")
-#: A regional price is "suspiciously low" when the sorted distinct per-GPU prices of one GPU
-#: (GCP: the GPU part; elsewhere: the whole offer per instance type) show a jump of at least
-#: this factor, and it sits below the jump. Observed: legitimate regional spreads between
-#: neighbouring prices are <= 1.30 (Azure ND96isr_H100_v5), defective ones >= 1.40 (B200).
-SUSPECT_GAP = 1.35
 INPUT_COLUMNS = ["cloud", "instance_type", "gpu_name", "gpu_count", "region", "zone", "vcpus",
                  "memory_gib", "gpu_memory_gib", "price_hourly", "spot_price_hourly", "gpu_attach",
                  "host_price_hourly", "gpu_price_hourly", "arch_or_generation", "notes"]
@@ -80,17 +76,6 @@ def read_rows(path: Path) -> list[dict[str, str]]:
         return rows
 
 
-def suspect_low(prices: dict[Any, float]) -> set[Any]:
-    """Keys whose price sits below the largest relative jump, when that jump >= SUSPECT_GAP."""
-    distinct = sorted({round(v, 4) for v in prices.values()})
-    if len(distinct) < 2:
-        return set()
-    ratio, low = max((b / a, a) for a, b in zip(distinct, distinct[1:]))
-    if ratio < SUSPECT_GAP:
-        return set()
-    return {k for k, v in prices.items() if round(v, 4) <= low}
-
-
 def _f(row: dict[str, str], col: str) -> float | None:
     v = row[col].strip()
     return float(v) if v else None
@@ -103,17 +88,8 @@ def _prices(row: dict[str, str], b: Build,
     if price is None or price <= 0:
         b.drop(cloud, "no_ondemand_price")
         return None
-    spot = _f(row, "spot_price_hourly")
-    flags: list[str] = []
-    if spot is None or spot <= 0:
-        spot = None
-        flags.append("no_spot_price")
-    elif spot > price * 1.001 or "spot price > on-demand" in row["notes"]:
-        spot = None
-        flags.append("spot_above_ondemand")
-    elif spot >= price * 0.999:  # equal up to the 4-6 decimals the snapshot rounds spot to
-        spot = None
-        flags.append("spot_equals_ondemand")
+    spot, flags = spot_check(price, _f(row, "spot_price_hourly"),
+                             noted_above="spot price > on-demand" in row["notes"])
     return price, spot, flags
 
 

@@ -5,15 +5,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import date
+from datetime import date as _date
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping
 
 from provisioner.errors import CatalogError
 
-__all__ = ["CatalogError", "Offer", "Catalog", "COLUMNS", "SCHEMA_VERSION", "EXCLUDING_FLAGS"]
+__all__ = ["CatalogError", "Offer", "Catalog", "COLUMNS", "SCHEMA_VERSION", "EXCLUDING_FLAGS",
+           "SCHEMA_WITH_PROVENANCE", "PROVENANCE_COLUMNS"]
 
 SCHEMA_VERSION = 2  # 2: no `provisionable` column (the cloud registry decides, at plan time)
+#: 3: schema 2's columns plus PROVENANCE_COLUMNS (what ``catalog refresh`` writes); the loader reads both
+SCHEMA_WITH_PROVENANCE = 3
+#: Per-row provenance of a refreshed catalog: the API and SKU/meter the price came from, and when.
+PROVENANCE_COLUMNS: tuple[str, ...] = ("source", "fetched_at")
+#: Days after which a plan warns that the catalog is old: a refreshed or TRAINVM_CATALOG catalog (renewable
+#: with ``trainvm catalog refresh``), and the embedded snapshot (as old as the trainvm release that ships it).
+STALE_AFTER_DAYS = 30
+EMBEDDED_STALE_AFTER_DAYS = 90
 
 #: Column order of every catalog CSV file (and of Offer's fields).
 COLUMNS: tuple[str, ...] = (
@@ -126,6 +136,12 @@ class Catalog:
     schema_version: int
     path: Path
     provenance: Mapping[str, Any] = field(default_factory=dict)
+    #: which catalog this is: "embedded", "refreshed" (``trainvm catalog refresh``), "TRAINVM_CATALOG", "argument"
+    origin: str = "embedded"
+    #: a plan warns past this age (days)
+    stale_after_days: int = EMBEDDED_STALE_AFTER_DAYS
+    #: why the catalog is not the one the selection order would have given (a refreshed one that did not load)
+    note: str = ""
 
     def clouds(self) -> tuple[str, ...]:
         return tuple(sorted({o.cloud for o in self.offers}))
@@ -141,4 +157,12 @@ class Catalog:
     def info(self) -> dict[str, Any]:
         """``{source, date, schema_version, path}`` for JSON output."""
         return {"source": self.source, "date": self.date.isoformat(),
-                "schema_version": self.schema_version, "path": str(self.path)}
+                "schema_version": self.schema_version, "path": str(self.path), "origin": self.origin}
+
+    def age_days(self, today: _date) -> int:
+        return (today - self.date).days
+
+    def describe(self, today: _date) -> str:
+        """``refreshed catalog: <source> (2026-11-20, 2 days old)`` for plan and catalog show."""
+        return (f"{self.origin} catalog: {self.source} ({self.date.isoformat()}, "
+                f"{self.age_days(today)} days old)")

@@ -2,7 +2,10 @@
 
 A catalog folder holds ``catalog.json`` (schema version, column list, file list, provenance) and
 one CSV per cloud whose header equals the column list. The embedded snapshot lives in
-``provisioner/catalog/data/``; ``TRAINVM_CATALOG`` names another folder in the same format.
+``provisioner/catalog/data/`` (schema 2); ``trainvm catalog refresh`` writes schema 3 (schema 2's
+columns plus per-row ``source``/``fetched_at``) under the user's cache (``refreshed_dir()``);
+``TRAINVM_CATALOG`` names another folder in either format.
+Which folder: TRAINVM_CATALOG, else the refreshed catalog when it loads, else the embedded one.
 Loading uses the csv module only (no pandas): the embedded data loads in a few tens of ms.
 """
 
@@ -13,11 +16,20 @@ import json
 from dataclasses import fields
 from datetime import date
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from provisioner import settings
 from provisioner.catalog.families import ARCHES, CLOUDS, DISK_TYPES
-from provisioner.catalog.models import COLUMNS, SCHEMA_VERSION, Catalog, CatalogError, Offer
+from provisioner.catalog.models import (
+    COLUMNS,
+    PROVENANCE_COLUMNS,
+    SCHEMA_VERSION,
+    SCHEMA_WITH_PROVENANCE,
+    STALE_AFTER_DAYS,
+    Catalog,
+    CatalogError,
+    Offer,
+)
 
 ENV_VAR = "TRAINVM_CATALOG"
 MANIFEST = "catalog.json"
@@ -26,24 +38,64 @@ EMBEDDED_DIR = Path(__file__).resolve().parent / "data"
 _CACHE: dict[tuple[Any, ...], Catalog] = {}
 
 
+REFRESHED = "refreshed"
+#: the file in the refreshed-catalog folder that names the current generation (replaced atomically)
+POINTER = "CURRENT"
+
+
+def refreshed_root() -> Path:
+    """Where ``catalog refresh`` keeps its catalogs: ``$XDG_CACHE_HOME/trainvm/catalog`` (~/.cache/...)."""
+    from provisioner.cache import cache_dir
+
+    return cache_dir() / "catalog"
+
+
+def refreshed_dir() -> Path | None:
+    """The current refreshed catalog folder, or None when there is none."""
+    root = refreshed_root()
+    try:
+        name = (root / POINTER).read_text(encoding="utf-8").strip()
+    except OSError:
+        return None
+    if not name or "/" in name or name.startswith("."):
+        return None
+    return root / name
+
+
 def catalog_dir(folder: Path | str | None = None) -> tuple[Path, str]:
-    """The folder to read and where that choice came from (argument, env var or embedded)."""
+    """The folder to read and where that choice came from (argument, env var, refreshed or embedded)."""
     if folder is not None:
         return Path(folder), "argument"
     env = settings.text(ENV_VAR)
     if env:
         return Path(env).expanduser(), ENV_VAR
+    refreshed = refreshed_dir()
+    if refreshed is not None:
+        return refreshed, REFRESHED
     return EMBEDDED_DIR, "embedded"
 
 
 def load_catalog(folder: Path | str | None = None) -> Catalog:
-    """Load a catalog folder (default: ``$TRAINVM_CATALOG``, else the embedded snapshot).
+    """Load a catalog folder (default: ``$TRAINVM_CATALOG``, else the refreshed catalog, else the embedded snapshot).
 
     Raises CatalogError (naming the file and line) for a missing folder or manifest, an
     unsupported schema version, a column list that differs from this trainvm's, or a bad row.
+    A refreshed catalog that does not load is passed over for the embedded one (the plan says so).
     Results are cached per folder and file modification times.
     """
     path, origin = catalog_dir(folder)
+    if origin == REFRESHED:
+        try:
+            return _load(path, origin)
+        except CatalogError as e:
+            from dataclasses import replace
+
+            return replace(_load(EMBEDDED_DIR, "embedded"),
+                           note=f"the refreshed catalog was not used ({e}); using the embedded one")
+    return _load(path, origin)
+
+
+def _load(path: Path, origin: str) -> Catalog:
     where = f" (from {ENV_VAR})" if origin == ENV_VAR else ""
     if not path.is_dir():
         raise CatalogError(f"catalog folder {path}{where} does not exist or is not a folder")
@@ -59,7 +111,7 @@ def load_catalog(folder: Path | str | None = None) -> Catalog:
     except FileNotFoundError as e:
         raise CatalogError(
             f"{manifest_path}: lists {Path(e.filename).name}, which is missing") from None
-    key = (str(path.resolve()), sig)
+    key = (str(path.resolve()), origin, sig)
     cached = _CACHE.get(key)
     if cached is not None:
         return cached
@@ -67,13 +119,16 @@ def load_catalog(folder: Path | str | None = None) -> Catalog:
 
     def parse() -> list[tuple[Any, ...]]:  # plain tuples unpickle ~10x faster than dataclasses
         interned: dict[str, Any] = {}
-        return [astuple_fast(o) for f in files for o in _read_csv(f, interned)]
+        return [astuple_fast(o) for f in files
+                for o in _read_csv(f, interned, manifest["schema_version"])]
 
     offers = tuple(Offer(*row) for row in disk_cached("catalog", [manifest_path, *files], parse))
     prov = manifest["provenance"]
     catalog = Catalog(offers=offers, source=str(prov["source"]), date=prov["_date"],
                       schema_version=manifest["schema_version"], path=path,
-                      provenance={k: v for k, v in prov.items() if k != "_date"})
+                      provenance={k: v for k, v in prov.items() if k != "_date"}, origin=origin,
+                      stale_after_days=(catalog_stale_days() if origin != "embedded"
+                                        else Catalog.stale_after_days))
     _CACHE.clear()  # keep one catalog: the CLI loads one per process, tests switch folders
     _CACHE[key] = catalog
     return catalog
@@ -86,6 +141,31 @@ def astuple_fast(o: Offer) -> tuple[Any, ...]:
     return tuple(getattr(o, n) for n in _FIELDS)
 
 
+def row_provenance(catalog: Catalog) -> dict[tuple[Any, ...], tuple[str, str]]:
+    """Offer.key() -> (source, fetched_at) of a schema-3 folder's rows (read again: loading drops them); a
+    schema-2 catalog's rows all come from its manifest's source and date."""
+    out: dict[tuple[Any, ...], tuple[str, str]] = {}
+    if catalog.schema_version != SCHEMA_WITH_PROVENANCE:
+        return out
+    manifest = _read_manifest(catalog.path / MANIFEST)
+    for name in manifest["files"]:
+        with (catalog.path / name).open(newline="", encoding="utf-8") as fh:
+            reader = csv.reader(fh)
+            next(reader, None)
+            for row in reader:
+                key = (row[0], row[8], row[9], row[1], row[3], int(row[4]))
+                out[key] = (row[18], row[19])
+    return out
+
+
+def catalog_stale_days() -> int:
+    return STALE_AFTER_DAYS
+
+
+def columns_of(schema_version: int) -> tuple[str, ...]:
+    return COLUMNS + PROVENANCE_COLUMNS if schema_version == SCHEMA_WITH_PROVENANCE else COLUMNS
+
+
 def _read_manifest(p: Path) -> dict[str, Any]:
     try:
         m = json.loads(p.read_text(encoding="utf-8"))
@@ -94,13 +174,14 @@ def _read_manifest(p: Path) -> dict[str, Any]:
     if not isinstance(m, dict):
         raise CatalogError(f"{p}: expected a JSON object")
     version = m.get("schema_version")
-    if version != SCHEMA_VERSION:
-        raise CatalogError(f"{p}: schema_version {version!r} is not supported "
-                           f"(this trainvm reads schema_version {SCHEMA_VERSION})")
+    if version not in (SCHEMA_VERSION, SCHEMA_WITH_PROVENANCE):
+        raise CatalogError(f"{p}: schema_version {version!r} is not supported (this trainvm reads "
+                           f"schema_version {SCHEMA_VERSION} and {SCHEMA_WITH_PROVENANCE})")
     cols = m.get("columns")
-    if cols != list(COLUMNS):
-        raise CatalogError(f"{p}: columns differ from schema {SCHEMA_VERSION}: "
-                           f"{_col_diff(cols)}; expected {', '.join(COLUMNS)}")
+    want = columns_of(version)
+    if cols != list(want):
+        raise CatalogError(f"{p}: columns differ from schema {version}: "
+                           f"{_col_diff(cols, want)}; expected {', '.join(want)}")
     files = m.get("files")
     if not (isinstance(files, list) and files and all(isinstance(x, str) and "/" not in x
                                                      and x.endswith(".csv") for x in files)):
@@ -115,17 +196,17 @@ def _read_manifest(p: Path) -> dict[str, Any]:
     return m
 
 
-def _col_diff(cols: Any) -> str:
+def _col_diff(cols: Any, want: tuple[str, ...] = COLUMNS) -> str:
     if not isinstance(cols, list):
         return "'columns' is missing or not a list"
-    missing = [c for c in COLUMNS if c not in cols]
-    extra = [c for c in cols if c not in COLUMNS]
+    missing = [c for c in want if c not in cols]
+    extra = [c for c in cols if c not in want]
     parts = ([f"missing {', '.join(missing)}"] if missing else []) + (
         [f"unknown {', '.join(map(str, extra))}"] if extra else [])
     return "; ".join(parts) or "same names in another order"
 
 
-def _read_csv(p: Path, interned: dict[str, Any]) -> list[Offer]:
+def _read_csv(p: Path, interned: dict[str, Any], schema_version: int = SCHEMA_VERSION) -> list[Offer]:
     try:
         fh = p.open(newline="", encoding="utf-8")
     except OSError as e:
@@ -134,17 +215,18 @@ def _read_csv(p: Path, interned: dict[str, Any]) -> list[Offer]:
     with fh:
         reader = csv.reader(fh)
         header = next(reader, None)
-        if header != list(COLUMNS):
+        want = columns_of(schema_version)
+        if header != list(want):
             raise CatalogError(f"{p}:1: header differs from the manifest's columns: "
-                               f"{_col_diff(header)}")
-        ncols = len(COLUMNS)
+                               f"{_col_diff(header, want)}")
+        ncols = len(want)
         s = interned.setdefault
         disks_ok = set(DISK_TYPES)
         for lineno, row in enumerate(reader, start=2):
             if len(row) != ncols:
                 raise CatalogError(f"{p}:{lineno}: {len(row)} fields, expected {ncols}")
             (cloud, it, fam, gpu, gc, gm, vc, mem, region, zone, price, spot, attach, disks,
-             nvme, arch, hv, flags) = row
+             nvme, arch, hv, flags) = row[:18]  # schema 3: + source, fetched_at (not kept in memory)
             try:
                 disk_t = interned.get("d:" + disks)
                 if disk_t is None:
@@ -242,8 +324,10 @@ def sort_key(o: Offer) -> tuple[Any, ...]:
 
 def write_catalog(folder: Path | str, offers: Iterable[Offer], *, source: str,
                   catalog_date: date | str, extra_provenance: Mapping[str, Any] | None = None,
-                  stats: Mapping[str, Any] | None = None) -> list[Path]:
-    """Write ``offers`` as a catalog folder (one CSV per cloud, rows sorted). Deterministic."""
+                  stats: Mapping[str, Any] | None = None,
+                  provenance_of: Callable[[Offer], tuple[str, str]] | None = None) -> list[Path]:
+    """Write ``offers`` as a catalog folder (one CSV per cloud, rows sorted). Deterministic.
+    With ``provenance_of`` (offer -> (source, fetched_at)) it is schema 3, with per-row provenance."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     by_cloud: dict[str, list[Offer]] = {}
@@ -255,13 +339,14 @@ def write_catalog(folder: Path | str, offers: Iterable[Offer], *, source: str,
         p = folder / f"{cloud}.csv"
         with p.open("w", newline="", encoding="utf-8") as fh:
             w = csv.writer(fh, lineterminator="\n")
-            w.writerow(COLUMNS)
-            w.writerows(offer_row(o) for o in sorted(by_cloud[cloud], key=sort_key))
+            w.writerow(COLUMNS + (PROVENANCE_COLUMNS if provenance_of else ()))
+            w.writerows(offer_row(o) + (list(provenance_of(o)) if provenance_of else [])
+                        for o in sorted(by_cloud[cloud], key=sort_key))
         written.append(p)
     d = catalog_date if isinstance(catalog_date, str) else catalog_date.isoformat()
     manifest: dict[str, Any] = {
-        "schema_version": SCHEMA_VERSION,
-        "columns": list(COLUMNS),
+        "schema_version": SCHEMA_WITH_PROVENANCE if provenance_of else SCHEMA_VERSION,
+        "columns": list(COLUMNS + (PROVENANCE_COLUMNS if provenance_of else ())),
         "files": [f"{c}.csv" for c in names],
         "provenance": {"source": source, "date": d, **(extra_provenance or {})},
     }

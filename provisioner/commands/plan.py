@@ -197,7 +197,7 @@ def _print_plan(loaded: Any, plan: Any, applied: dict[str, Any], top: int, hours
         out.print(f"failover: none (no other {c.gpu_count}x {c.gpu_name} offer within the bound); a stock-out stops `up`")
     out.print(bound_line(plan))
     _print_rejections(plan, out)
-    out.print(f"catalog: {plan.catalog_source} ({plan.catalog_date.isoformat()}, {plan.catalog_age_days} days old)")
+    out.print(f"catalog: {plan.catalog_origin}, {plan.catalog_source} ({plan.catalog_date.isoformat()}, {plan.catalog_age_days} days old)")
 
 
 def cluster_json(loaded: Any, plan: Any, hours: float | None) -> dict[str, Any] | None:
@@ -300,8 +300,17 @@ def run_catalog_show(*, cloud: str | None, gpu: str | None, region: str | None, 
         and (region is None or fnmatchcase(o.region, region))
     ]
     offers.sort(key=lambda o: (o.price_hourly, o.cloud, o.region, o.zone or "", o.instance_type))
-    meta = {"source": catalog.source, "date": catalog.date.isoformat(), "schema_version": catalog.schema_version}
+    from provisioner.planner.from_profile import _today
+
+    today = _today()
+    meta = {"source": catalog.source, "date": catalog.date.isoformat(), "schema_version": catalog.schema_version,
+            "origin": catalog.origin, "age_days": catalog.age_days(today)}
+    stale = [catalog.note] if catalog.note else []
+    if catalog.age_days(today) > catalog.stale_after_days:
+        stale.append(f"the {catalog.origin} offer catalog is {catalog.age_days(today)} days old; "
+                     "`trainvm catalog refresh` renews it")
     if json_out:
+        meta["warnings"] = stale
         emit_json({"catalog": meta, "count": len(offers), "offers": [
             {**o.to_json(False), "spot_price_hourly": o.spot_price_hourly, "provisionable": o.provisionable, "flags": list(o.flags)}
             for o in offers]})
@@ -318,5 +327,7 @@ def run_catalog_show(*, cloud: str | None, gpu: str | None, region: str | None, 
                       f"{o.vcpus:g}", f"{o.memory_gib:g}", _money(o.price_hourly), _money(o.spot_price_hourly), notes)
     out.print(table)
     more = f" (showing {limit}; --limit to see more)" if len(offers) > limit else ""
-    out.print(f"{len(offers)} offers{more}; catalog: {catalog.source} ({catalog.date.isoformat()})")
+    out.print(f"{len(offers)} offers{more}; {catalog.describe(today)}")
+    for w in stale:
+        notice("warning", w)
     return 0

@@ -16,12 +16,13 @@ from operator import attrgetter
 from typing import Any, Iterable, NamedTuple
 
 from provisioner.catalog.families import GPU_MEMORY_GIB
-from provisioner.catalog.models import EXCLUDING_FLAGS, Catalog, Offer
+from provisioner.catalog.models import EMBEDDED_STALE_AFTER_DAYS, EXCLUDING_FLAGS, Catalog, Offer
 from provisioner.planner.request import REASONS, PlanRequest
 from provisioner.providers.registry import CLOUD_NAMES, cluster_clouds, os_arches, provisionable_clouds
 
-#: A catalog older than this many days gets a warning in every plan.
-STALE_AFTER_DAYS = 90
+#: A catalog older than its ``stale_after_days`` gets a warning in every plan: 30 days for a refreshed or
+#: TRAINVM_CATALOG catalog, 90 for the embedded snapshot (catalog/models.py says why).
+STALE_AFTER_DAYS = EMBEDDED_STALE_AFTER_DAYS
 #: Near misses kept per reason (the cheapest ones).
 NEAR_MISSES_PER_REASON = 3
 
@@ -50,6 +51,7 @@ class Plan:
     offers_considered: int = 0
     cheaper_flagged: tuple[Offer, ...] = field(default=())
     failover_bound: float | None = None  # no failover offer costs more per hour (None: nothing chosen)
+    catalog_origin: str = "embedded"  # Catalog.origin: embedded, refreshed, TRAINVM_CATALOG
 
     @property
     def failover_worst_case(self) -> float | None:
@@ -89,7 +91,7 @@ class Plan:
             "near_misses": [{**nm.offer.to_json(spot), "reason": nm.reason,
                              "price_hourly": self.price(nm.offer)} for nm in self.near_misses],
             "catalog": {"source": self.catalog_source, "date": self.catalog_date.isoformat(),
-                        "age_days": self.catalog_age_days},
+                        "age_days": self.catalog_age_days, "origin": self.catalog_origin},
             "warnings": list(self.warnings),
         }
 
@@ -344,9 +346,12 @@ def plan(request: PlanRequest, catalog: Catalog, today: date) -> Plan:
     near_misses = tuple(sorted(picked, key=lambda nm: (key(nm.offer), _RANK[nm.reason])))
     age = (today - catalog.date).days
     warnings: list[str] = []
-    if age > STALE_AFTER_DAYS:
-        warnings.append(f"the offer catalog is {age} days old (snapshot of "
-                        f"{catalog.date.isoformat()}); prices and availability may have changed")
+    if catalog.note:
+        warnings.append(catalog.note)
+    if age > catalog.stale_after_days:
+        warnings.append(f"the {catalog.origin} offer catalog is {age} days old (prices of "
+                        f"{catalog.date.isoformat()}); prices and availability may have changed; "
+                        f"`trainvm catalog refresh` renews it")
     cheaper_flagged: tuple[Offer, ...] = ()
     if chosen is not None:
         price_of = _price_key(spot)
@@ -367,7 +372,7 @@ def plan(request: PlanRequest, catalog: Catalog, today: date) -> Plan:
                   for c in sorted(rejected)},
         near_misses=near_misses, catalog_source=catalog.source, catalog_date=catalog.date,
         catalog_age_days=age, warnings=tuple(warnings), offers_considered=len(catalog.offers),
-        cheaper_flagged=cheaper_flagged, failover_bound=bound)
+        cheaper_flagged=cheaper_flagged, failover_bound=bound, catalog_origin=catalog.origin)
 
 
 def failover_bound(request: PlanRequest, chosen_price: float) -> float:

@@ -175,6 +175,9 @@ class CloudSpec:
     vm_api_sdk: str | None = None
     #: the cloud's own container registries, pulled from with the VM's identity (None: none)
     registry_login: RegistryLogin | None = None
+    #: "module:function" that prices the catalog's shapes from the cloud's public price API for
+    #: ``trainvm catalog refresh`` (catalog/refresh.py ``Fetch``); imported only when a refresh runs
+    price_source: str | None = None
 
     @property
     def provisionable(self) -> bool:
@@ -191,6 +194,7 @@ CLOUDS: Mapping[str, CloudSpec] = MappingProxyType({c.name: c for c in (
         title="GCE",
         provider="provisioner.providers.gcp:GcpProvider",
         request_builder="provisioner.providers.gcp_request",
+        price_source="provisioner.providers.gcp_prices:fetch",
         credential_hint="GCE: set GOOGLE_CLOUD_PROJECT and run `gcloud auth application-default login`",
         user_data=UserDataFormat("gce-metadata", "plain", 262_144, "bytes per metadata value"),
         payload=PayloadStoreFacts(
@@ -237,6 +241,7 @@ CLOUDS: Mapping[str, CloudSpec] = MappingProxyType({c.name: c for c in (
         title="Azure",
         provider="provisioner.providers.azure:AzureProvider",
         request_builder="provisioner.providers.azure_request",
+        price_source="provisioner.providers.azure_prices:fetch",
         credential_hint="Azure: set AZURE_SUBSCRIPTION_ID and run `az login`",
         user_data=UserDataFormat("azure-custom-data", "base64", 87_380, "base64 characters (64 KiB raw)"),
         payload=PayloadStoreFacts(
@@ -279,6 +284,7 @@ CLOUDS: Mapping[str, CloudSpec] = MappingProxyType({c.name: c for c in (
         title="AWS",
         provider="provisioner.providers.aws:AwsProvider",
         request_builder="provisioner.providers.aws_request",
+        price_source="provisioner.providers.aws_prices:fetch",
         credential_hint="AWS: run `aws configure` (or `aws sso login`, or set AWS_PROFILE)",
         user_data=UserDataFormat("ec2-user-data", "base64", 16_384, "bytes raw (before base64)"),
         payload=PayloadStoreFacts(
@@ -352,6 +358,11 @@ def cluster_clouds() -> tuple[str, ...]:
 def default_clouds() -> tuple[str, ...]:
     """The clouds a profile without ``placement.clouds`` is planned on."""
     return tuple(n for n, c in CLOUDS.items() if c.provisionable and c.default)
+
+
+def priced_clouds() -> tuple[str, ...]:
+    """The clouds ``catalog refresh`` can renew (a ``price_source``)."""
+    return tuple(n for n, c in CLOUDS.items() if c.price_source is not None)
 
 
 def provisionable(name: str) -> bool:

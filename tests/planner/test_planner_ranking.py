@@ -115,7 +115,17 @@ def test_catalog_age_warning_after_90_days():
     assert p.catalog_age_days == 91
     assert any("91 days old" in w for w in p.warnings)
     assert p.to_json()["catalog"] == {"source": "synthetic test catalog",
-                                      "date": "2026-09-23", "age_days": 91}
+                                      "date": "2026-09-23", "age_days": 91, "origin": "embedded"}
+
+
+def test_refreshed_catalog_warns_after_30_days():
+    from dataclasses import replace
+
+    cat = replace(catalog([offer()]), origin="refreshed", stale_after_days=30)
+    assert not plan(PlanRequest(), cat, CATALOG_DATE + timedelta(days=30)).warnings
+    p = plan(PlanRequest(), cat, CATALOG_DATE + timedelta(days=31))
+    assert any("refreshed offer catalog is 31 days old" in w and "catalog refresh" in w for w in p.warnings)
+    assert p.to_json()["catalog"]["origin"] == "refreshed"
 
 
 def test_warns_about_cheaper_flagged_offers():

@@ -87,7 +87,7 @@ def test_docs_name_only_commands_that_exist() -> None:
         text = doc.read_text(encoding="utf-8")
         for word in re.findall(r"`trainvm ([a-z-]+)", text) + re.findall(r"`(?:list|status)`/`([a-z]+)`", text):
             assert word in names, f"{doc.name} names `trainvm {word}`, which is not a command"
-    assert {c.name for c in catalog_app.registered_commands} == {"show"}
+    assert {c.name for c in catalog_app.registered_commands} == {"show", "refresh"}
 
 
 def test_nothing_points_outside_the_repository_or_at_one_machine() -> None:

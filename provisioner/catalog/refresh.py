@@ -1,0 +1,145 @@
+"""``trainvm catalog refresh``: renew the catalog's prices from each cloud's official price API.
+
+Cloud-neutral: each cloud's price source is named by the registry (``CloudSpec.price_source``,
+``providers/<cloud>_prices.py``) and called as ``fetch(known, regions, fetched_at) -> SourceResult``.
+
+* ``known``: the current catalog's offers of that cloud in the asked regions. Without the clouds' shape APIs
+  (credentials) the refresh prices the shapes already known; a known shape the source has no price for is
+  dropped and reported, never priced 0; a shape the source prices but the catalog does not know is not added.
+* Every cloud asked must answer: one failure (network, 5xx after retries) writes nothing (exit 3).
+* The merged catalog (refreshed rows + the current rows outside the scope) has its price flags recomputed
+  (catalog/integrity.py: spot checks, suspiciously low regional prices) and must pass ``check_refreshed``;
+  a catalog that does not is not written (exit 1). Either way the current catalog stays in use.
+* The result goes to the user's cache atomically (catalog/publish.py); the embedded snapshot stays the fallback.
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from fnmatch import fnmatchcase
+from typing import Any, Callable
+
+from provisioner.catalog.integrity import check_refreshed, reflag
+from provisioner.catalog.models import Catalog, Offer
+from provisioner.catalog.publish import DiskPrice
+from provisioner.errors import TrainvmError
+
+SOURCE = "trainvm catalog refresh (official price APIs)"
+
+
+@dataclass
+class SourceResult:
+    """What one cloud's price source gives back."""
+
+    offers: list[Offer]  # known shapes with the new prices (spot None where the source has none)
+    row_source: dict[tuple[Any, ...], str]  # Offer.key() -> "API SKU/meter" the price came from
+    disks: list[DiskPrice] = field(default_factory=list)
+    dropped: Counter[str] = field(default_factory=Counter)  # reason -> rows dropped
+    ambiguous: list[str] = field(default_factory=list)  # SKU conflicts, each resolved deterministically
+    notes: list[str] = field(default_factory=list)  # what was not asked or modelled (credentials, ...)
+    source: str = ""  # the API, for the manifest
+
+
+class RefreshFailed(TrainvmError):
+    """The refreshed catalog failed its integrity checks: exit 1, the current catalog is kept."""
+
+    exit_code = 1
+
+
+@dataclass
+class RefreshReport:
+    clouds: dict[str, dict[str, Any]]
+    seconds: float
+    path: str | None
+    problems: list[str]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"clouds": self.clouds, "seconds": round(self.seconds, 2), "path": self.path,
+                "problems": self.problems, "written": self.path is not None}
+
+
+Fetch = Callable[[list[Offer], list[str], datetime], SourceResult]
+
+
+def price_source(cloud: str) -> Fetch | None:
+    from provisioner.providers.registry import cloud as spec
+
+    ref = spec(cloud).price_source
+    if ref is None:
+        return None
+    module, func = ref.split(":")
+    fetch: Fetch = getattr(importlib.import_module(module), func)
+    return fetch
+
+
+def refresh(current: Catalog, clouds: list[str], region_globs: list[str] | None,
+            now: datetime | None = None) -> RefreshReport:
+    """Fetch, check and publish. Raises CloudError (a source failed) or RefreshFailed (integrity)."""
+    from provisioner.catalog.storage import row_provenance
+
+    started = time.monotonic()
+    now = now or datetime.now(UTC)
+    fetched_at = now.date().isoformat()
+
+    def in_scope(o: Offer) -> bool:
+        return o.cloud in clouds and (not region_globs or any(fnmatchcase(o.region, g) for g in region_globs))
+
+    old_prov = row_provenance(current)
+    results: dict[str, SourceResult] = {}
+    for cloud in clouds:
+        fetch = price_source(cloud)
+        assert fetch is not None  # the CLI offers only clouds with a price source
+        known = [o for o in current.offers if in_scope(o) and o.cloud == cloud]
+        regions = sorted({o.region for o in known})
+        results[cloud] = fetch(known, regions, now)  # CloudError propagates: nothing is written
+    kept = [o for o in current.offers if not in_scope(o)]
+    fresh = [o for r in results.values() for o in r.offers]
+    refreshed_clouds = set(clouds)
+    # kept rows keep their flags (the embedded GCP rows were checked per GPU part, which a whole-VM price
+    # cannot be); they are the reference the fresh prices are compared with
+    merged = kept + reflag(fresh, reference=[o for o in kept if o.cloud in refreshed_clouds])
+    report: dict[str, dict[str, Any]] = {}
+    for cloud, r in results.items():
+        rows = [o for o in merged if o.cloud == cloud and in_scope(o)]
+        flags = Counter(f for o in rows for f in o.flags)
+        report[cloud] = {
+            "source": r.source, "rows": len(rows), "known_rows": sum(1 for o in current.offers
+                                                                  if in_scope(o) and o.cloud == cloud),
+            "dropped": dict(sorted(r.dropped.items())), "flagged": dict(sorted(flags.items())),
+            "ambiguous": r.ambiguous, "disk_rows": len(r.disks), "notes": r.notes,
+        }
+    problems = check_refreshed(merged)
+    problems += [f"{c}: no offer left in the refreshed regions" for c, v in report.items()
+                 if v["known_rows"] and not v["rows"]]
+    if problems:
+        shown = "; ".join(problems[:5]) + (f" (+{len(problems) - 5} more)" if len(problems) > 5 else "")
+        err = RefreshFailed(f"the refreshed catalog failed its integrity checks: {shown}",
+                            hint="nothing was written; the current catalog stays in use")
+        err.report = RefreshReport(report, time.monotonic() - started, None, problems)  # type: ignore[attr-defined]
+        raise err
+    new_source = {k: s for r in results.values() for k, s in r.row_source.items()}
+
+    def provenance_of(o: Offer) -> tuple[str, str]:
+        if o.key() in new_source and in_scope(o):
+            return new_source[o.key()], fetched_at
+        return old_prov.get(o.key(), (current.source, current.date.isoformat()))
+
+    from provisioner.catalog.publish import publish
+
+    # the catalog is as old as its oldest price: a refresh of one cloud leaves the others' dates as they were
+    oldest = min((provenance_of(o)[1] for o in merged), default=fetched_at)
+    path = publish(
+        merged, [d for r in results.values() for d in r.disks], source=SOURCE, fetched=now, catalog_date=oldest,
+        provenance_of=provenance_of,
+        extra_provenance={"refreshed": {c: {"source": r.source, "regions": region_globs or ["*"]}
+                                        for c, r in results.items()},
+                          "base": {"source": current.source, "date": current.date.isoformat(),
+                                   "origin": current.origin}},
+        stats={"rows": {c: v["rows"] for c, v in report.items()},
+               "dropped": {c: v["dropped"] for c, v in report.items()},
+               "flags": {c: v["flagged"] for c, v in report.items()}})
+    return RefreshReport(report, time.monotonic() - started, str(path), [])

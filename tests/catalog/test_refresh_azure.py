@@ -1,0 +1,150 @@
+"""`trainvm catalog refresh --cloud azure` against a fake Retail Prices API on a loopback server
+(tests/catalog/fake_azure.py says which response fields come from the documentation and which were built).
+
+The fake serves, for the embedded catalog's Azure sizes in the asked regions, the Linux on-demand and spot rows
+at the embedded prices plus the rows a classifier must drop (Windows, Windows Spot, Low Priority, DevTest,
+Reservation), seven items a page. Not modelled: Resource SKUs (shapes; the refresh does not ask it without
+credentials), savings plans, an empty NextPageLink while pages remain."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+
+from provisioner.catalog import http
+from provisioner.catalog.storage import EMBEDDED_DIR, load_catalog
+from tests.catalog.fake_azure import AzureRetailFake, disk_items, vm_items
+from tests.catalog.price_server import PriceServer
+
+REGION = "eastus"
+
+
+def serve(monkeypatch, items):
+    fake = AzureRetailFake(items)
+    server = PriceServer(fake.handle).__enter__()
+    fake.url = server.url
+    monkeypatch.setenv("TRAINVM_AZURE_PRICES_URL", server.url + "/api/retail/prices")
+    return server
+
+
+@pytest.fixture
+def azure(embedded, monkeypatch, cache):
+    known = [o for o in embedded.offers if o.cloud == "azure" and o.region == REGION]
+    server = serve(monkeypatch, vm_items(known) + disk_items([REGION]))
+    yield server
+    server.__exit__(None, None, None)
+
+
+def known_rows(embedded):
+    return [o for o in embedded.offers if o.cloud == "azure" and o.region == REGION]
+
+
+def test_refresh_writes_the_cache_and_plan_and_show_use_it(cli, azure, embedded, cache, write_yaml, monkeypatch):
+    r = cli("catalog", "refresh", "--cloud", "azure", "--region", REGION, "--json")
+    assert r.code == 0, r.err
+    doc = r.json()
+    az = doc["clouds"]["azure"]
+    assert az["rows"] == az["known_rows"] == len(known_rows(embedded)) and az["dropped"] == {}
+    assert doc["written"] and doc["path"].startswith(str(cache))
+    assert (cache / "CURRENT").read_text().strip() == doc["path"].rsplit("/", 1)[1]
+    show = cli("catalog", "show", "--cloud", "azure", "--region", REGION, "--json").json()
+    # as old as its oldest price: the other regions' rows are still the snapshot's
+    assert show["catalog"]["origin"] == "refreshed" and show["catalog"]["date"] == embedded.date.isoformat()
+    got = {o["instance_type"]: (o["price_hourly"], o["spot_price_hourly"]) for o in show["offers"]}
+    # the Linux prices, not the Windows, Low Priority, DevTest or Reservation rows beside them
+    want = {o.instance_type: (o.price_hourly, o.spot_price_hourly) for o in known_rows(embedded)}
+    assert got == want
+    # rows outside the refreshed region are the current catalog's, untouched
+    assert len(load_catalog().offers) == len(embedded.offers)
+    p = write_yaml("name: t\nextends: base/torch-2.4-cu124\nhardware: {gpu: T4}\n")
+    refreshed = cli("plan", str(p), "--cloud", "azure", "--region", REGION, "--json").json()
+    assert refreshed["catalog"]["origin"] == "refreshed"
+    monkeypatch.setenv("TRAINVM_CATALOG", str(EMBEDDED_DIR))
+    snapshot = cli("plan", str(p), "--cloud", "azure", "--region", REGION, "--json").json()
+    # prices agree, so the picks do
+    assert refreshed["chosen"] == snapshot["chosen"] and refreshed["failover"] == snapshot["failover"]
+
+
+def test_pages_are_followed(cli, azure):
+    assert cli("catalog", "refresh", "--cloud", "azure", "--region", REGION).code == 0
+    vm = [r for r in azure.requests if "Virtual Machines" in r.query.get("$filter", "")]
+    assert len(vm) > 3 and [int(r.query.get("$skip", 0)) for r in vm] == list(range(0, 7 * len(vm), 7))
+
+
+def test_429_waits_retry_after_then_succeeds(cli, azure, monkeypatch):
+    waits: list[float] = []
+    monkeypatch.setattr(http, "sleep", waits.append)
+    azure.failures["/api"] = [(429, {"Retry-After": "7"}, b"Too Many Requests")]
+    r = cli("catalog", "refresh", "--cloud", "azure", "--region", REGION, "--json")
+    assert r.code == 0, r.err
+    assert waits == [7.0]
+
+
+def test_a_failing_source_writes_nothing_and_exits_3(cli, azure, monkeypatch, cache):
+    assert cli("catalog", "refresh", "--cloud", "azure", "--region", REGION).code == 0
+    before = (cache / "CURRENT").read_text()
+    monkeypatch.setattr(http, "sleep", lambda s: None)
+    # the API fails for good: 5 tries, then exit 3
+    azure.failures["/api"] = [(503, {}, b"unavailable")] * 5
+    r = cli("catalog", "refresh", "--cloud", "azure", "--region", REGION)
+    assert r.code == 3 and "HTTP 503" in r.err and "after 5 tries" in r.err and "Traceback" not in r.err
+    assert "old catalog is kept" in r.err
+    assert (cache / "CURRENT").read_text() == before
+    assert len([p for p in cache.iterdir() if p.name.startswith("catalog-")]) == 1
+
+
+def test_zero_and_missing_prices_are_dropped_and_reported(cli, embedded, monkeypatch, cache):
+    known = known_rows(embedded)
+    items = vm_items(known) + disk_items([REGION])
+    zero, missing = known[0].instance_type, known[1].instance_type
+    for it in items:
+        if it.get("armSkuName") == zero and it["type"] == "Consumption" and not it["productName"].endswith("Windows"):
+            it["retailPrice"] = it["unitPrice"] = 0.0
+    items = [it for it in items if it.get("armSkuName") != missing]
+    with serve(monkeypatch, items):
+        r = cli("catalog", "refresh", "--cloud", "azure", "--region", REGION, "--json")
+    assert r.code == 0, r.err
+    az = r.json()["clouds"]["azure"]
+    assert az["rows"] == len(known) - 2
+    assert az["dropped"]["no_ondemand_price"] == 2 and az["dropped"]["zero_or_missing_price"] >= 1
+    left = {o.instance_type for o in load_catalog().offers if o.cloud == "azure" and o.region == REGION}
+    assert zero not in left and missing not in left
+    assert all(o.price_hourly > 0 for o in load_catalog().offers)
+
+
+def test_a_sudden_50_percent_regional_drop_is_flagged(cli, embedded, monkeypatch, cache, write_yaml):
+    known = known_rows(embedded)
+    t4 = min((o for o in known if o.gpu_name == "T4"), key=lambda o: o.price_hourly)
+    with serve(monkeypatch, vm_items(known, {(t4.instance_type, REGION): t4.price_hourly / 2})):
+        r = cli("catalog", "refresh", "--cloud", "azure", "--region", REGION, "--json")
+    assert r.code == 0, r.err
+    assert r.json()["clouds"]["azure"]["flagged"]["suspect_price"] >= 1
+    row = next(o for o in load_catalog().offers if o.key() == t4.key())
+    assert row.price_hourly == t4.price_hourly / 2 and "suspect_price" in row.flags
+    p = write_yaml("name: t\nextends: base/torch-2.4-cu124\nhardware: {gpu: T4}\n")
+    doc = cli("plan", str(p), "--cloud", "azure", "--json").json()
+    assert doc["chosen"]["price_hourly"] != t4.price_hourly / 2  # excluded, like the snapshot's suspect rows
+
+
+def test_a_refresh_that_fails_the_checks_keeps_the_old_catalog(cli, embedded, monkeypatch, cache):
+    with serve(monkeypatch, []):  # the API answers, with no price for any known size
+        r = cli("catalog", "refresh", "--cloud", "azure", "--region", REGION)
+    assert r.code == 1 and "integrity checks" in r.err and "azure: no offer left" in r.err
+    assert not (cache / "CURRENT").exists()
+    assert load_catalog().origin == "embedded"
+
+
+def test_disks_csv_in_the_shared_format(cli, azure, cache):
+    doc = cli("catalog", "refresh", "--cloud", "azure", "--region", REGION, "--json").json()
+    with open(doc["path"] + "/disks.csv", newline="") as fh:
+        rows = list(csv.reader(fh))
+    assert rows[0] == ["cloud", "region", "disk_type", "size_max_gib", "unit", "price_month", "source", "fetched_at"]
+    body = [dict(zip(rows[0], r)) for r in rows[1:]]
+    assert {(r["disk_type"], r["size_max_gib"]) for r in body} == {
+        (t, g) for t in ("standard", "balanced", "ssd") for g in ("32", "128", "1024")}
+    assert all(r["unit"] == "disk" and r["region"] == REGION and float(r["price_month"]) > 0
+               and r["fetched_at"] == doc["path"].rsplit("catalog-", 1)[1][:4] + r["fetched_at"][4:]
+               and "meterId d" in r["source"] for r in body)  # LRS rows only: no ZRS, no Disk Operations
+    p128 = next(r for r in body if r["disk_type"] == "ssd" and r["size_max_gib"] == "128")
+    assert float(p128["price_month"]) == pytest.approx(0.15 * 128)
