@@ -211,6 +211,16 @@ class ArmEmulator(ArmRouter):
         with self._lock:
             self.state.images[(publisher, offer, sku)] = (generation, list(versions), os_version)
 
+    def deleting_group(self, rg, location, tags=None):
+        """A resource group whose deletion is still running (an earlier attempt's cleanup, a `trainvm down` that did
+        not wait): GET answers provisioningState Deleting and a PUT of the group or into it 409
+        ResourceGroupBeingDeleted, as ARM does, until finish_operations(stuck=True) ends the deletion."""
+        with self._lock:
+            self.state.put_group(rg, {"location": location, "tags": dict(tags or {})})
+            op = self.state.delete_group(rg, self.polls, ("DELETE", ""))
+            op.never = True
+            return op
+
     def finish_operations(self, stuck=False):
         """Run every in-flight LRO to its end now; stuck=True also releases lro_never_done ones (do that before
         a test ends: a poller left on a never-ending LRO keeps polling in its thread)."""

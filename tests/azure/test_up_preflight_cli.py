@@ -1,0 +1,76 @@
+"""Issue 30 (Azure), at the level the user meets it: `trainvm up` through the real azure-mgmt SDKs against the ARM
+emulator (tests/emulators/arm*.py) and the shared Azurite for the payload.
+
+- an earlier attempt's resource group still being deleted stops the failover at once (exit 5), instead of every region
+  waiting the operation timeout for the same group name;
+- the preflight (ARM's permissions API) stops a Contributor-only caller before anything is created;
+- a user-assigned identity an administrator made once keeps idle shutdown for such a caller.
+
+What the emulator does not model is said in tests/emulators/arm_permissions.py and arm_roles.py: deny assignments,
+conditions (RBAC Administrator's ABAC condition), management-group scopes, role-assignment propagation delays."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.emulators.arm import ArmEmulator
+from tests.helpers import payload_stores
+
+REPO = Path(__file__).resolve().parents[2]
+T4 = REPO / "profiles" / "examples" / "bert-finetune-t4.yaml"
+SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHtrainvmTestKeyOnlyForTheEmulator0000000 tester@example"
+NAME = "box30"
+RG = f"trainvm-{NAME}"
+
+
+@pytest.fixture
+def arm(monkeypatch, tmp_path):
+    monkeypatch.setenv("TRAINVM_TODAY", "2026-11-22")
+    monkeypatch.setenv("TRAINVM_RETRY_BASE_DELAY", "0")
+    for var in ("TRAINVM_GCE_ENDPOINT", "GOOGLE_CLOUD_PROJECT"):
+        monkeypatch.delenv(var, raising=False)
+    key = tmp_path / "id.pub"
+    key.write_text(SSH_KEY + "\n")
+    monkeypatch.setenv("TRAINVM_SSH_PUBLIC_KEY", str(key))
+    payload_stores(monkeypatch)
+    with ArmEmulator() as emu:
+        for k, v in emu.env().items():
+            monkeypatch.setenv(k, v)
+        monkeypatch.setenv("TRAINVM_AZURE_POLL_SECONDS", "0")
+        monkeypatch.setenv("TRAINVM_AZURE_OP_TIMEOUT", "3")
+        try:
+            yield emu
+        finally:
+            emu.finish_operations(stuck=True)
+
+
+@pytest.fixture
+def profile(tmp_path):
+    """The T4 example with its data over https (a gs:// source rules Azure out: data locality)."""
+    def write(extra: str = "") -> str:
+        p = tmp_path / "t4.yaml"
+        text = T4.read_text().replace("gs://example-ml-data/glue/", "https://example.com/glue/")
+        p.write_text(text + extra)
+        return str(p)
+    return write
+
+
+def vm_puts(emu):
+    return emu.calls("PUT", r"/virtualMachines/")
+
+
+# ---------------------------------------------------------------------------------------------- group being deleted
+def test_group_of_an_earlier_attempt_still_deleting_stops_failover_at_once(cli, arm, profile):
+    """An earlier attempt's (or a `trainvm down`'s) deletion of trainvm-NAME is still running. Every region would use
+    that same group name and ARM refuses new resources in it (409 ResourceGroupBeingDeleted) until the delete ends:
+    one attempt, exit 5 (not ready yet), the message says to wait or run `trainvm down NAME`; no VM PUT, no walk."""
+    arm.deleting_group(RG, "eastus", {"trainvm-managed": "true"})
+    up = cli("up", profile(), "--yes", "--json", "--cloud", "azure", "--name", NAME)
+    assert up.code == 5, up.err
+    err = up.json()["error"]
+    assert len(err["attempts"]) == 1 and err["attempts"][0]["error_code"] == "ResourceGroupBeingDeleted"
+    assert "still being deleted" in err["message"] and "second VM" not in err["message"]
+    assert f"trainvm down {NAME}" in err["hint"] and "wait" in err["hint"]
+    assert not vm_puts(arm) and not arm.calls("PUT", rf"/resourcegroups/{RG}$")
