@@ -159,6 +159,9 @@ class CloudSpec:
     #: (secrets, lifecycle): AWS "s3" (boto3: curl's --aws-sigv4 before 7.86 cannot sign a session token, and nothing
     #: is signed by hand); None where the VM calls the cloud's REST API with a metadata-server token (GCE, Azure)
     vm_api_sdk: str | None = None
+    #: "module:function" that checks a ``placement.identity`` value for this cloud (a pre-made VM identity an
+    #: administrator granted once; pure, no SDK) and returns it normalised; None: the cloud takes none
+    identity_check: str | None = None
 
     @property
     def provisionable(self) -> bool:
@@ -244,6 +247,7 @@ CLOUDS: Mapping[str, CloudSpec] = MappingProxyType({c.name: c for c in (
         ),
         nvswitch_shapes=r"(?i)^standard_nd96",
         group_engine=True,  # providers/azure_group.py: a Uniform scale set (capacity N) in a proximity placement group
+        identity_check="provisioner.providers.azure_identity:check_identity",  # a user-assigned identity's ARM id
     ),
     CloudSpec(
         name="aws",
@@ -360,6 +364,18 @@ def os_arches() -> dict[str, Mapping[str, frozenset[str]]]:
 # Back-compatible views (data locality, plan, up's summary)
 SSH_DEFAULT: Mapping[str, str] = MappingProxyType({n: c.ssh_default for n, c in CLOUDS.items()})
 NATIVE_SCHEMES: Mapping[str, frozenset[str]] = MappingProxyType({n: c.native_schemes for n, c in CLOUDS.items()})
+
+
+def check_identity(cloud: str, value: str) -> str:
+    """``placement.identity.CLOUD``: the cloud's own check of a pre-made VM identity (ValueError when refused)."""
+    import importlib
+
+    spec = CLOUDS[cloud]
+    if spec.identity_check is None:
+        takes = or_list(tuple(c.name for c in CLOUDS.values() if c.identity_check))
+        raise ValueError(f"{cloud}: trainvm uses a pre-made VM identity only on {takes}")
+    module, _, fn = spec.identity_check.partition(":")
+    return str(getattr(importlib.import_module(module), fn)(value))
 
 
 def secret_kind(ref: str) -> str:

@@ -74,3 +74,46 @@ def test_group_of_an_earlier_attempt_still_deleting_stops_failover_at_once(cli, 
     assert "still being deleted" in err["message"] and "second VM" not in err["message"]
     assert f"trainvm down {NAME}" in err["hint"] and "wait" in err["hint"]
     assert not vm_puts(arm) and not arm.calls("PUT", rf"/resourcegroups/{RG}$")
+
+
+# ---------------------------------------------------------------------------------------------- preflight
+def test_contributor_only_stops_before_anything_is_created_with_the_choices(cli, arm, profile):
+    """Before: `up` created the group, VNet, NSG and VM, met 403 on the role assignment and deleted it all (a VM
+    billed for minutes). Now the permissions API (Contributor: actions *, notActions Microsoft.Authorization/*/Write)
+    says no first: exit 3, no PUT at all (not even the payload store), and the message names the honest choices."""
+    arm.caller("Contributor")
+    up = cli("up", profile(), "--yes", "--json", "--cloud", "azure", "--name", NAME)
+    assert up.code == 3, up.err
+    err = up.json()["error"]
+    assert "Microsoft.Authorization/roleAssignments/write" in err["message"] and "Nothing was created" in err["message"]
+    assert "Virtual Machine Contributor" in err["message"] and "Storage Blob Data Reader" in err["message"]
+    hint = err["hint"]
+    assert "Role Based Access Control Administrator" in hint and "User Access Administrator" in hint and "Owner" in hint
+    assert "placement.identity" in hint and "--cloud" in hint
+    assert "bills until `trainvm down`" in hint  # (idle shutdown off is no way out: the payload reader remains)
+    assert not arm.calls("PUT") and not arm.calls("POST")
+    assert arm.calls("GET", r"/providers/Microsoft\.Authorization/permissions$")
+
+
+def test_owner_passes_and_the_summary_says_so(cli, arm, profile):
+    up = cli("up", profile(), "--yes", "--json", "--cloud", "azure", "--name", NAME)
+    assert up.code == 0, up.err
+    pre = up.json()["summary"]["preflight"]
+    assert pre == [{"cloud": "azure", "status": "ok", "message": pre[0]["message"]}]
+    assert "roleAssignments/write" in pre[0]["message"]
+    assert arm.calls("PUT", r"/roleAssignments/")  # the VM's identity got its roles, as before
+
+
+def test_rbac_administrator_on_the_subscription_with_contributor_passes(cli, arm, profile):
+    arm.caller("Contributor", "Role Based Access Control Administrator")
+    up = cli("up", profile(), "--yes", "--json", "--cloud", "azure", "--name", NAME)
+    assert up.code == 0, up.err
+    assert up.json()["summary"]["preflight"][0]["status"] == "ok"
+
+
+def test_unreadable_permissions_warn_and_claim_nothing(cli, arm, profile):
+    """A 403 on the permissions read: `up` goes on (the create then meets ARM's own answer), saying it did not check."""
+    arm.state.permissions_forbidden = True
+    up = cli("up", profile(), "--yes", "--cloud", "azure", "--name", NAME)
+    assert up.code == 0, up.err
+    assert "could not check your Azure permissions" in up.err and "AuthorizationFailed" in up.err
