@@ -117,3 +117,66 @@ def test_unreadable_permissions_warn_and_claim_nothing(cli, arm, profile):
     up = cli("up", profile(), "--yes", "--cloud", "azure", "--name", NAME)
     assert up.code == 0, up.err
     assert "could not check your Azure permissions" in up.err and "AuthorizationFailed" in up.err
+
+
+# ---------------------------------------------------------------------------------------------- user-assigned identity
+def _placement(profile, line):
+    path = Path(profile())
+    text = path.read_text()
+    assert "\nplacement:\n" in text
+    path.write_text(text.replace("\nplacement:\n", f"\nplacement:\n  {line}\n", 1))
+    return str(path)
+
+
+def test_contributor_with_an_administrators_identity_keeps_idle_shutdown(cli, arm, profile):
+    """The administrator made the identity once and granted it Virtual Machine Contributor on the subscription and
+    Storage Blob Data Reader on the payload store's group: the Contributor's VM carries that identity (no system
+    one), its tag names it for the on-VM scripts, and trainvm sends no role assignment at all."""
+    ident = arm.add_identity("ops", "trainvm-vms")
+    pid = ident["properties"]["principalId"]
+    sub = f"/subscriptions/{arm.subscription_id}"
+    arm.grant(pid, "Virtual Machine Contributor")
+    arm.grant(pid, "Storage Blob Data Reader", f"{sub}/resourceGroups/trainvm-payload-eastus")
+    arm.caller("Contributor")
+    up = cli("up", _placement(profile, f"identity: {{azure: '{ident['id']}'}}"), "--yes", "--json", "--cloud", "azure",
+             "--name", NAME, "--region", "eastus")
+    assert up.code == 0, up.err
+    doc = up.json()
+    assert doc["summary"]["preflight"][0]["status"] == "ok" and "trainvm-vms" in doc["summary"]["preflight"][0]["message"]
+    body = vm_puts(arm)[-1].body
+    assert body["identity"] == {"type": "UserAssigned", "userAssignedIdentities": {ident["id"]: {}}}
+    assert body["tags"]["trainvm-identity"] == ident["id"]
+    assert not arm.calls("PUT", r"/roleAssignments/")
+    assert any("user-assigned identity trainvm-vms" in n for n in doc["notes"])
+
+
+def test_identity_without_the_lifecycle_role_is_named_with_the_admins_command(cli, arm, profile):
+    ident = arm.add_identity("ops", "trainvm-vms")
+    pid = ident["properties"]["principalId"]
+    arm.grant(pid, "Storage Blob Data Reader")  # the payload, but no right to deallocate
+    arm.caller("Contributor")
+    up = cli("up", _placement(profile, f"identity: {{azure: '{ident['id']}'}}"), "--yes", "--json", "--cloud", "azure",
+             "--name", NAME, "--region", "eastus")
+    assert up.code == 3, up.err
+    err = up.json()["error"]
+    assert "Virtual Machine Contributor" in err["message"] and "deallocate/action" in err["message"]
+    assert "Storage Blob Data Reader" not in err["message"]
+    assert f"az role assignment create --assignee-object-id {pid}" in err["hint"]
+    assert not arm.calls("PUT") and not arm.calls("POST")
+
+
+def test_identity_that_does_not_exist_is_an_input_error(cli, arm, profile):
+    missing = f"/subscriptions/{arm.subscription_id}/resourceGroups/ops/providers/Microsoft.ManagedIdentity/" \
+              "userAssignedIdentities/nope"
+    arm.add_identity("ops", "other")
+    up = cli("up", _placement(profile, f"identity: {{azure: '{missing}'}}"), "--yes", "--cloud", "azure",
+             "--name", NAME)
+    assert up.code == 2, up.err
+    assert "does not exist" in up.err and not arm.calls("PUT")
+
+
+def test_identity_is_checked_by_the_cloud_it_names(cli, profile):
+    bad = cli("validate", _placement(profile, "identity: {azure: 'my-identity'}"))
+    assert bad.code == 1 and "placement.identity" in bad.out + bad.err and "resource id" in bad.out + bad.err
+    gcp = cli("validate", _placement(profile, "identity: {gcp: 'sa@p.iam.gserviceaccount.com'}"))
+    assert gcp.code == 1 and "only on azure" in gcp.out + gcp.err
