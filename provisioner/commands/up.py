@@ -84,7 +84,11 @@ def run_up(path: Path, *, name: str | None, yes: bool, wait_ready: bool, clouds:
                           members=_members(providers[existing.cloud], existing))
     first = offers[0]
     use_spot = plan.request.spot
-    summary = up_summary(loaded, plan, first, spot=use_spot, ssh_from=ssh_from)
+    checked = _preflight(providers, offers, loaded.profile, vm)  # a refusal stops here: nothing created yet
+    for c in checked:
+        if c["status"] != "ok" and not json_out:
+            notice("warning", f"{c['cloud']}: {c['message']}")
+    summary = {**up_summary(loaded, plan, first, spot=use_spot, ssh_from=ssh_from), "preflight": checked}
     if not yes:
         if not sys.stdin.isatty():
             what = (f"{nodes} nodes of {first.instance_type} in {first.zone or first.region}, ${plan.price(first):.2f}/h each, "
@@ -139,6 +143,17 @@ def run_up(path: Path, *, name: str | None, yes: bool, wait_ready: bool, clouds:
             _report_up(record, attempts, False, members=members)
         return _wait_ready(providers[record.cloud], record, ready_timeout, json_out, up_doc, poll)
     return _report_up(record, attempts, json_out, warnings=warnings, summary=summary, members=members)
+
+
+def _preflight(providers: dict[str, Provider], offers: list[Any], profile: Any, vm: str) -> list[dict[str, Any]]:
+    """Each planned cloud's ``preflight(profile, name, regions)`` (optional: a provider without one has nothing to
+    check before creating): ``{cloud, status: ok|unchecked, message}``; a refusal raises (exit 3)."""
+    out = []
+    for cloud in dict.fromkeys(o.cloud for o in offers):
+        check = getattr(providers[cloud], "preflight", None)
+        if check is not None:
+            out.append(check(profile, vm, [o.region for o in offers if o.cloud == cloud]))
+    return out
 
 
 def _ssh(record: InstanceRecord) -> str | None:

@@ -69,6 +69,8 @@ def summary_lines(s: dict[str, Any]) -> list[str]:
         lines.append(s["idle_gpu_rule"])
     lines.append(f"ssh: {s['ssh']}")
     lines.append("data: " + (", ".join(s["data_sources"]) if s["data_sources"] else "none"))
+    for c in s.get("preflight") or []:
+        lines.append(f"preflight: {c['cloud']}: {c['status']}: {c['message']}")
     if s.get("payload"):
         from provisioner.providers.store import describe_line
 

@@ -10,9 +10,11 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    SerializerFunctionWrapHandler,
     ValidationInfo,
     WithJsonSchema,
     field_validator,
+    model_serializer,
     model_validator,
 )
 
@@ -87,6 +89,12 @@ class Hardware(Strict):
         return tuple(self.gpu) if self.gpu is not None else None
 
 
+def _check_identities(value: dict[str, str]) -> dict[str, str]:
+    from provisioner.providers.registry import check_identity
+
+    return {cloud: check_identity(cloud, ident) for cloud, ident in value.items()}
+
+
 class Placement(Strict):
     clouds: list[CloudName] = Field(
         default_factory=lambda: list(DEFAULT_CLOUDS), min_length=1, description=f"Clouds to consider (default: {', '.join(DEFAULT_CLOUDS)}{_OPT_IN})."
@@ -107,6 +115,19 @@ class Placement(Strict):
     ssh_from: Annotated[str, AfterValidator(f.check_cidr)] | None = Field(
         None, description="The only source CIDR allowed to SSH in.", examples=["203.0.113.7/32"]
     )
+    identity: Annotated[dict[CloudName, str], AfterValidator(_check_identities)] | None = Field(
+        None,
+        description="A VM identity an administrator made once, per cloud, used instead of the one trainvm makes and grants (azure: a user-assigned managed identity's resource id, for users who may not create role assignments; README \"Azure without role-assignment rights\"). Unset: not part of the profile hash.",
+        examples=[{"azure": "/subscriptions/SUB/resourceGroups/ops/providers/Microsoft.ManagedIdentity/userAssignedIdentities/trainvm-vms"}],
+    )
+
+    @model_serializer(mode="wrap")
+    def _unset_identity_absent(self, handler: SerializerFunctionWrapHandler) -> dict[str, object]:
+        """An unset identity is left out of the dump: the hash and stored profile of every older profile stay."""
+        data = handler(self)
+        if isinstance(data, dict) and data.get("identity") is None:
+            data.pop("identity", None)
+        return cast(dict[str, object], data)
 
 
 class Container(Strict):

@@ -247,6 +247,13 @@ class AzureProvider(CreateTransaction, GroupLease):
         self._revoke_payload_reader(name, rg)
         return self._delete_group(rg, wait=wait)
 
+    def preflight(self, profile: Any, name: str, regions: builtins.list[str]) -> dict[str, Any]:
+        """Before ``up`` creates anything: may this caller make the role assignments (or is the user-assigned
+        identity usable)? azure_preflight; AuthError names the choices when not."""
+        from provisioner.providers.azure_preflight import preflight
+
+        return preflight(self, profile, name, regions)
+
     def payload_store(self) -> BlobPayloadStore:
         """The payload store on Blob Storage (providers/azure_store.py), on this provider's subscription."""
         from provisioner.providers.azure_store import BlobPayloadStore

@@ -34,8 +34,10 @@ from provisioner.providers import azure_errors as errs
 from provisioner.providers import azure_request as R
 from provisioner.providers.azure_lease import (
     CONFLICT_CODES,
+    GROUP_DELETING,
     LEASE,
     LEASE_UNTIL,
+    GroupBeingDeletedError,
     _foreign_live,
     _lease,
     _props,
@@ -85,12 +87,14 @@ class CreateTransaction:
         def _delete_group(self, *args: Any, **kwargs: Any) -> Any: ...
         def _vanished(self, *args: Any, **kwargs: Any) -> Any: ...
         def _lost(self, *args: Any, **kwargs: Any) -> Any: ...
+        def _refuse_deleting_group(self, *args: Any, **kwargs: Any) -> Any: ...
         def image_for(self, *args: Any, **kwargs: Any) -> Any: ...
 
     def _create_vm(self, spec: LaunchSpec, offer: Offer, key: str) -> InstanceRecord:
         n, deadline = R.names(spec.name), self._clock() + self.op_timeout
         notes = R.notes(spec, offer, self.subscription_id)
         attempt = new_attempt_id()  # this create's owner id: a local, never kept on the provider (parallel creates)
+        self._refuse_deleting_group(n.rg, spec.name)  # no region can succeed until that deletion ends
         existing = self._get_vm(n.rg, spec.name)
         if existing is not None:
             adopted = self._adopt(existing, spec, notes, deadline, attempt)
@@ -110,7 +114,12 @@ class CreateTransaction:
         group_body["tags"] = {**group_body["tags"], **owner}
         made_group = sent = False
         try:
-            self._call(lambda: api.resource.resource_groups.create_or_update(n.rg, group_body))
+            try:
+                self._call(lambda: api.resource.resource_groups.create_or_update(n.rg, group_body))
+            except ProviderError as exc:  # its deletion began since the check above (a racing cleanup or down)
+                if exc.code == GROUP_DELETING:
+                    raise GroupBeingDeletedError(n.rg, spec.name) from exc
+                raise
             made_group = True
             if _lease(self._get_group(n.rg)) != attempt:  # another `up` wrote the group just after us: its attempt
                 # owns the group; its VM is ours too, and when it gives up (its cleanup deletes the group) this
@@ -147,6 +156,8 @@ class CreateTransaction:
             grant_payload_reader(self, spec, created)  # last: a failure before it leaves no assignment outside the group
             return self._record(created, notes=notes)
         except Exception as exc:
+            if isinstance(exc, GroupBeingDeletedError):
+                raise  # not this attempt's group: nothing to clean up, and deleting it again would wait for it
             if made_group and isinstance(exc, ProviderError) \
                     and not isinstance(exc, (VanishedError, AttemptInProgressError)):  # the other attempt's cleanup
                 exc = self._vanished(n.rg, spec, exc, attempt, sent)

@@ -218,6 +218,7 @@ def create(p: Any, spec: LaunchSpec, offer: Offer) -> InstanceRecord:
     R.user_data(spec)
     n, deadline = R.names(spec.name), p._clock() + p.op_timeout
     notes = R.notes(spec, offer, p.subscription_id)
+    p._refuse_deleting_group(n.rg, spec.name)  # GroupBeingDeletedError: no region can succeed until it is gone
     if p._get_vm(n.rg, spec.name) is not None:
         raise ConflictError(f"a single VM named {spec.name} exists; run `trainvm down {spec.name}` or pass --name")
     existing = get_scale_set(p, spec.name)

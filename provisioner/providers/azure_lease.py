@@ -48,6 +48,25 @@ WAITING = object()  # _await_other_attempt: the other attempt is still at work
 MANAGED = "trainvm-managed"
 
 
+GROUP_DELETING = "ResourceGroupBeingDeleted"  # ARM's 409 for a PUT of, or into, a group whose deletion runs
+
+
+class GroupBeingDeletedError(AttemptInProgressError):
+    """The VM's resource group (``trainvm-NAME``, the same name in every region) is still being deleted: an earlier
+    attempt's cleanup or a ``trainvm down`` that did not wait. ARM refuses new resources in it until the deletion
+    ends, and every other region would meet the same group, so ``provision`` stops at once (exit 5, not ready yet)
+    instead of waiting the operation timeout once per region. Nothing was created."""
+
+    def __init__(self, rg: str, name: str) -> None:
+        super().__init__(f"resource group {rg} of an earlier attempt is still being deleted (provisioningState "
+                         "Deleting); Azure creates nothing in it until the deletion ends, and every region would use "
+                         "that same group", name=name, where=rg, code=GROUP_DELETING)
+        self.hint = (f"wait for the deletion to end (`az group show -n {rg} --query properties.provisioningState`; "
+                     f"usually minutes), or run `trainvm down {name}` (it waits for it), then `trainvm up` again")
+        #: what ``provision`` says when it stops (instead of "a second VM would be created")
+        self.stop_reason = "nothing can be created under that name in any region until the deletion ends"
+
+
 def _props(res: dict[str, Any]) -> dict[str, Any]:
     return res.get("properties") or {}
 
@@ -125,6 +144,11 @@ class GroupLease:
 
         return poll(lambda: self._call(fn), deadline=deadline, timed_out=lambda last: last, transient=ours_held_up,
                     tries=1 << 30, backoff=max(self.poll_seconds, 0.05), clock=self._clock, sleep=self._sleep)
+
+    def _refuse_deleting_group(self, rg: str, name: str) -> None:
+        """Stop before anything is sent when the group is still being deleted (``GroupBeingDeletedError``)."""
+        if _props(self._get_group(rg) or {}).get("provisioningState") == "Deleting":
+            raise GroupBeingDeletedError(rg, name)
 
     def _lost(self, spec: LaunchSpec, rg: str) -> InstanceRecord:
         raise AttemptInProgressError(f"another `trainvm up` took over resource group {rg} of {spec.name} and gave it up "

@@ -55,6 +55,8 @@ from typing import Any
 
 from provisioner.catalog.families import azure_disk_types
 from provisioner.catalog.models import Offer
+from provisioner.providers.azure_identity import TAG as IDENTITY_TAG
+from provisioner.providers.azure_identity import identity_body, user_identity
 from provisioner.providers.base import InvalidRequestError, LaunchSpec
 from provisioner.providers.registry import AzureImage, cloud
 
@@ -178,7 +180,9 @@ def user_data(spec: LaunchSpec) -> str:
 
 
 def tags(spec: LaunchSpec) -> dict[str, str]:
-    return dict(spec.labels)
+    """The labels; with a user-assigned identity also its id, which the on-VM scripts read from IMDS (azure_identity)."""
+    identity = user_identity(spec)
+    return {**spec.labels, IDENTITY_TAG: identity} if identity else dict(spec.labels)
 
 
 def group_body(spec: LaunchSpec, location: str) -> dict[str, Any]:
@@ -243,11 +247,13 @@ def vm_body(spec: LaunchSpec, offer: Offer, *, subscription_id: str, image: Imag
     if spec.spot:
         props.update(priority="Spot", evictionPolicy="Delete",
                      billingProfile={"maxPrice": spec.max_price_per_hour if spec.max_price_per_hour else -1})
-    return {"location": offer.region, "tags": tags(spec), "identity": {"type": "SystemAssigned"}, "properties": props}
+    identity = user_identity(spec)  # placement.identity.azure: an administrator's user-assigned identity
+    return {"location": offer.region, "tags": tags(spec), "identity": identity_body(identity), "properties": props}
 
 
-def lifecycle_role(spec: LaunchSpec) -> str | None:
-    """The built-in role the VM's identity needs on its resource group, or None when it never acts on itself."""
+def lifecycle_role(spec: Any) -> str | None:
+    """The built-in role the VM's identity needs on its resource group, or None when it never acts on itself
+    (``spec``: a LaunchSpec, or anything with its four lifecycle fields)."""
     actions = ([spec.on_idle] if spec.idle_shutdown_minutes else []) + ([spec.on_max_run] if spec.max_run_hours else [])
     if not actions:
         return None
@@ -284,7 +290,11 @@ def notes(spec: LaunchSpec, offer: Offer, subscription_id: str | None = None) ->
     if disk_note:
         out.append(disk_note)
     role = lifecycle_role(spec)
-    if role:
+    identity = user_identity(spec)
+    if identity:
+        out.append(f"the VM uses the user-assigned identity {identity.rsplit('/', 1)[-1]} (placement.identity.azure) "
+                   "with the roles an administrator granted it; trainvm created no role assignment")
+    elif role:
         out.append(f"the VM's managed identity holds {role} on {n.rg} only, so that its idle watchdog / max-run timer "
                    "can deallocate (or delete) it through Azure Resource Manager")
     return out
@@ -328,7 +338,7 @@ def request_preview(spec: LaunchSpec, offer: Offer, subscription_id: str = "SUBS
         del out[f"{COMPUTE}/virtualMachines"]
         out.update(preview(spec, offer, subscription_id, image))
     role = lifecycle_role(spec)
-    if role:
+    if role and not user_identity(spec):  # a user-assigned identity holds the administrator's grants
         out[f"{AUTHZ}/roleAssignments"] = {
             "name": role_assignment_name(spec, role), "scope": role_assignment_scope(subscription_id, spec),
             "body": role_assignment_body(subscription_id, role, "<the VM's identity.principalId, after create>", spec)}

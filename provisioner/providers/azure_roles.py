@@ -19,6 +19,7 @@ from typing import Any
 
 from provisioner.providers import azure_errors as errs
 from provisioner.providers import azure_request as R
+from provisioner.providers.azure_identity import user_identity
 from provisioner.providers.base import AuthError, LaunchSpec, ProviderError
 from provisioner.providers.store import PayloadRef
 
@@ -35,7 +36,7 @@ def _principal(spec: LaunchSpec, vm: dict[str, Any], why: str) -> str:
 def grant_lifecycle_role(provider: Any, spec: LaunchSpec, vm: dict[str, Any]) -> dict[str, Any] | None:
     """Create the VM identity's role assignment when the VM acts on itself; the assignment as ARM returns it."""
     role = R.lifecycle_role(spec)
-    if role is None:
+    if role is None or user_identity(spec):  # a user-assigned identity: its administrator granted the roles
         return None
     principal = _principal(spec, vm, "it could not deallocate itself")
     scope = R.role_assignment_scope(provider.subscription_id, spec)
@@ -70,7 +71,7 @@ def grant_payload_reader(provider: Any, spec: LaunchSpec, vm: dict[str, Any]) ->
     significant time", Microsoft's managed-identity best practices): the bootstrap retries rc 3 until its deadline.
     Kept when the VM goes (the container is shared); ``down`` removes it (``revoke_payload_reader``)."""
     ref = spec.payload
-    if ref is None or ref.cloud != "azure":
+    if ref is None or ref.cloud != "azure" or user_identity(spec):  # user-assigned: granted by its administrator
         return None
     from provisioner.providers.azure_store import BLOB_DATA_READER
 

@@ -178,6 +178,9 @@ class CloudSpec:
     #: "module:function" that prices the catalog's shapes from the cloud's public price API for
     #: ``trainvm catalog refresh`` (catalog/refresh.py ``Fetch``); imported only when a refresh runs
     price_source: str | None = None
+    #: "module:function" that checks a ``placement.identity`` value for this cloud (a pre-made VM identity an
+    #: administrator granted once; pure, no SDK) and returns it normalised; None: the cloud takes none
+    identity_check: str | None = None
 
     @property
     def provisionable(self) -> bool:
@@ -278,6 +281,7 @@ CLOUDS: Mapping[str, CloudSpec] = MappingProxyType({c.name: c for c in (
             login="acr",
             needs="AcrPull on the registry for the VM's managed identity",
         ),
+        identity_check="provisioner.providers.azure_identity:check_identity",  # a user-assigned identity's ARM id
     ),
     CloudSpec(
         name="aws",
@@ -407,6 +411,18 @@ def os_arches() -> dict[str, Mapping[str, frozenset[str]]]:
 # Back-compatible views (data locality, plan, up's summary)
 SSH_DEFAULT: Mapping[str, str] = MappingProxyType({n: c.ssh_default for n, c in CLOUDS.items()})
 NATIVE_SCHEMES: Mapping[str, frozenset[str]] = MappingProxyType({n: c.native_schemes for n, c in CLOUDS.items()})
+
+
+def check_identity(cloud: str, value: str) -> str:
+    """``placement.identity.CLOUD``: the cloud's own check of a pre-made VM identity (ValueError when refused)."""
+    import importlib
+
+    spec = CLOUDS[cloud]
+    if spec.identity_check is None:
+        takes = or_list(tuple(c.name for c in CLOUDS.values() if c.identity_check))
+        raise ValueError(f"{cloud}: trainvm uses a pre-made VM identity only on {takes}")
+    module, _, fn = spec.identity_check.partition(":")
+    return str(getattr(importlib.import_module(module), fn)(value))
 
 
 def secret_kind(ref: str) -> str:

@@ -253,8 +253,8 @@ def _stop_if_unsafe(exc: ProviderError, name: str, offer: Offer, attempts: list[
     offer would make a second, billed VM of the same name), and an attempt that may have left its VM (the next
     would reuse the name)."""
     if isinstance(exc, AttemptInProgressError):
-        raise ProvisionInProgressError(
-            f"{exc}; not trying other offers: a second VM named {name} would be created and billed as well", attempts,
+        why = getattr(exc, "stop_reason", None) or f"a second VM named {name} would be created and billed as well"
+        raise ProvisionInProgressError(f"{exc}; not trying other offers: {why}", attempts,
             hint=exc.hint) from exc
     if isinstance(exc, (AuthError, InvalidRequestError)):
         hint = f"check your credentials ({credential_hint((offer.cloud,))})" if isinstance(exc, AuthError) else None

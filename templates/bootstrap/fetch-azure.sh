@@ -1,9 +1,15 @@
 # shellcheck shell=bash
 # tv_fetch URL OUT (templates/bootstrap/README.md, "fetch-azure.sh", says how and why)
 tv_fetch() {
-  local url=$1 out=$2 resp code rc token=""
+  local url=$1 out=$2 resp code rc token="" mi=""
+  # placement.identity.azure: the VM's tag trainvm-identity names its user-assigned identity, which IMDS needs named
+  resp=$(curl -sS --connect-timeout 5 --max-time 30 -H 'Metadata: true' \
+    "${TV_MD:-http://169.254.169.254}/metadata/instance/compute/tagsList?api-version=2021-02-01" 2>/dev/null) || resp=""
+  if [[ $resp =~ \"name\"[[:space:]]*:[[:space:]]*\"trainvm-identity\"[[:space:]]*,[[:space:]]*\"value\"[[:space:]]*:[[:space:]]*\"([^\"]+)\" ]]; then
+    mi="&msi_res_id=${BASH_REMATCH[1]//\//%2F}"
+  fi
   resp=$(curl -sS --connect-timeout 5 --max-time 30 -H 'Metadata: true' -w '\n%{http_code}' \
-    "${TV_MD:-http://169.254.169.254}/metadata/identity/oauth2/token?api-version=2018-02-01&resource=https%3A%2F%2Fstorage.azure.com%2F" 2>/dev/null) || {
+    "${TV_MD:-http://169.254.169.254}/metadata/identity/oauth2/token?api-version=2018-02-01&resource=https%3A%2F%2Fstorage.azure.com%2F$mi" 2>/dev/null) || {
     echo "tv_fetch: the metadata server did not answer (identity token)" >&2
     return 2
   }

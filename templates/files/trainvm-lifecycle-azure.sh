@@ -2,8 +2,9 @@
 # trainvm-lifecycle ACTION EVENT on Azure (installed by the trainvm startup script; run by the idle
 # watchdog and the max-run timer). ACTION is lifecycle.on_idle / lifecycle.on_max_run: stop | delete.
 # A shutdown from inside the guest leaves an Azure VM "Stopped" and still billed for compute, so
-# this never powers off: it calls Azure Resource Manager with a token of the VM's system-assigned
-# managed identity from IMDS (the identity holds a role on the VM's own resource group only).
+# this never powers off: it calls Azure Resource Manager with a token of the VM's managed identity from
+# IMDS: its system-assigned one (holding a role on the VM's own resource group only), or the user-assigned
+# one named by the VM's tag trainvm-identity (placement.identity.azure; its roles an administrator granted).
 #   stop: POST .../virtualMachines/NAME/deallocate: compute billing ends, the OS disk and the
 #         public IP stay (and bill); the temporary/NVMe disk is lost.
 #   delete: DELETE the VM's resource group (what `trainvm down` does): nothing stays.
@@ -22,7 +23,10 @@ case $action in
     ;;
 esac
 vm=$(get 'instance/compute/resourceId?api-version=2021-02-01&format=text')
-token=$(get 'identity/oauth2/token?api-version=2018-02-01&resource=https%3A%2F%2Fmanagement.azure.com%2F' |
+# placement.identity.azure: the tag trainvm-identity names the user-assigned identity (IMDS needs it named)
+mi=$(get 'instance/compute/tagsList?api-version=2021-02-01' 2>/dev/null |
+  sed -n 's/.*"name" *: *"trainvm-identity" *, *"value" *: *"\([^"]*\)".*/\1/p' || true)
+token=$(get "identity/oauth2/token?api-version=2018-02-01&resource=https%3A%2F%2Fmanagement.azure.com%2F${mi:+&msi_res_id=${mi//\//%2F}}" |
   sed -n 's/.*"access_token" *: *"\([^"]*\)".*/\1/p')
 if [ -z "$vm" ] || [ -z "$token" ]; then
   echo "trainvm: $event: no resource id or managed-identity token from IMDS; cannot $action the VM" >&2

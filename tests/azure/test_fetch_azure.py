@@ -90,8 +90,8 @@ def test_200_writes_the_body(blob, tmp_path, curl_log):
         rc, output = fetch(blob["url"], out, md=md.url, ca=blob["ca"], curl_log=curl_log)
         assert rc == 0, output
         assert out.read_bytes() == blob["data"]
-        (path, headers), = md.requests
-        assert headers.get("Metadata") == "true"
+        (path, headers), = [r for r in md.requests if "/identity/" in r[0]]
+        assert headers.get("Metadata") == "true" and "msi_res_id" not in path  # no tag: the system identity
         assert "resource=https%3A%2F%2Fstorage.azure.com%2F" in path and "api-version=2018-02-01" in path
         assert_secret_kept(md, output, curl_log)
         assert len(md.tokens) == 1
@@ -146,3 +146,75 @@ def free_port() -> int:
     with socket.socket() as s:  # bound then closed: nobody listens there
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+# ---------------------------------------------------------------------------------------------- user-assigned identity
+ADMIN_ID = (f"/subscriptions/{SUB}/resourceGroups/ops/providers/Microsoft.ManagedIdentity/userAssignedIdentities/"
+            "trainvm-vms")
+POLICY_ID = ADMIN_ID.replace("trainvm-vms", "monitoring-agent")  # e.g. one Azure Policy attaches to every VM
+
+
+def test_user_assigned_identity_named_by_the_vm_tag(blob, tmp_path, curl_log):
+    """placement.identity.azure: the VM has no system identity and two user-assigned ones (the administrator's and
+    one a policy attached). The fetch reads the tag trainvm-identity from IMDS and asks for that identity's token
+    (msi_res_id); IMDS would refuse a token request that names none."""
+    out = tmp_path / "payload.tar.gz"
+    with Imds(identities={"system": False, "user": [POLICY_ID, ADMIN_ID]},
+              tags={"trainvm-managed": "true", "trainvm-identity": ADMIN_ID}) as md:
+        rc, output = fetch(blob["url"], out, md=md.url, ca=blob["ca"], curl_log=curl_log)
+        assert rc == 0, output
+        assert out.read_bytes() == blob["data"] and md.tokens_for == [ADMIN_ID]
+        (path, _), = [r for r in md.requests if "/identity/" in r[0]]
+        assert "msi_res_id=" + ADMIN_ID.replace("/", "%2F") in path
+        assert_secret_kept(md, output, curl_log)
+
+
+def test_user_assigned_identities_without_the_tag_are_refused_by_imds(blob, tmp_path, curl_log):
+    """The same VM without the tag (what the fetch did before): IMDS cannot tell which identity: rc 3, no token."""
+    with Imds(identities={"system": False, "user": [POLICY_ID, ADMIN_ID]}, tags={"trainvm-managed": "true"}) as md:
+        rc, output = fetch(blob["url"], tmp_path / "x", md=md.url, ca=blob["ca"], curl_log=curl_log)
+    assert rc == 3 and "HTTP 400" in output and md.tokens == []
+
+
+LIFECYCLE = REPO / "templates" / "files" / "trainvm-lifecycle-azure.sh"
+
+
+def _lifecycle(tmp_path, md, action="stop"):
+    """trainvm-lifecycle-azure.sh in real bash: a curl first on PATH sends the IMDS calls (169.254.169.254) to the
+    stub with the real curl and records the Azure Resource Manager call instead of making it (arm.log)."""
+    real = shutil.which("curl")
+    bindir = tmp_path / "lbin"
+    bindir.mkdir()
+    arm_log = tmp_path / "arm.log"
+    (bindir / "curl").write_text(
+        "#!/bin/bash\nargs=()\nfor a in \"$@\"; do\n"
+        "  case $a in https://management.azure.com/*) printf '%s\\n' \"$*\" >> " + f'"{arm_log}"' + "; exit 0 ;; esac\n"
+        "  args+=(\"${a/http:\\/\\/169.254.169.254/" + md.url.replace("/", "\\/") + "}\")\n"
+        "done\nexec " + f'"{real}"' + " \"${args[@]}\"\n")
+    (bindir / "curl").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}"}
+    p = subprocess.run(["bash", str(LIFECYCLE), action, "idle"], env=env, capture_output=True, text=True, timeout=60)
+    return p, (arm_log.read_text() if arm_log.exists() else "")
+
+
+def test_lifecycle_deallocates_with_the_user_assigned_identity(tmp_path):
+    vm_id = f"/subscriptions/{SUB}/resourceGroups/trainvm-box/providers/Microsoft.Compute/virtualMachines/box"
+    with Imds(identities={"system": False, "user": [POLICY_ID, ADMIN_ID]},
+              tags={"trainvm-identity": ADMIN_ID}) as md:
+        md.resource_id = vm_id
+        p, arm = _lifecycle(tmp_path, md)
+        assert p.returncode == 0, p.stderr
+        assert md.tokens_for == [ADMIN_ID]
+        (path, _), = [r for r in md.requests if "/identity/" in r[0]]
+        assert "resource=https%3A%2F%2Fmanagement.azure.com%2F" in path and "msi_res_id=" in path
+        assert f"{vm_id}/deallocate" in arm and "-X POST" in arm
+
+
+def test_lifecycle_with_the_system_identity_names_none(tmp_path):
+    vm_id = f"/subscriptions/{SUB}/resourceGroups/trainvm-box/providers/Microsoft.Compute/virtualMachines/box"
+    with Imds(tags={"trainvm-managed": "true"}) as md:
+        md.resource_id = vm_id
+        p, arm = _lifecycle(tmp_path, md)
+        assert p.returncode == 0, p.stderr
+        assert md.tokens_for == ["system"] and f"{vm_id}/deallocate" in arm
+        assert not any("msi_res_id" in r[0] for r in md.requests)

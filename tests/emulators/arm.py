@@ -211,6 +211,45 @@ class ArmEmulator(ArmRouter):
         with self._lock:
             self.state.images[(publisher, offer, sku)] = (generation, list(versions), os_version)
 
+    def deleting_group(self, rg, location, tags=None):
+        """A resource group whose deletion is still running (an earlier attempt's cleanup, a `trainvm down` that did
+        not wait): GET answers provisioningState Deleting and a PUT of the group or into it 409
+        ResourceGroupBeingDeleted, as ARM does, until finish_operations(stuck=True) ends the deletion."""
+        with self._lock:
+            self.state.put_group(rg, {"location": location, "tags": dict(tags or {})})
+            op = self.state.delete_group(rg, self.polls, ("DELETE", ""))
+            op.never = True
+            return op
+
+    def caller(self, *roles):
+        """The caller's role assignments: ("Contributor",) or ("Contributor", "/subscriptions/S/resourceGroups/RG"),
+        ...; a role without a scope is held on the subscription (arm_permissions.py)."""
+        with self._lock:
+            self.state.caller_roles = [(r, f"/subscriptions/{self.subscription_id}") if isinstance(r, str) else tuple(r)
+                                       for r in roles]
+
+    def add_identity(self, rg, name, location="eastus"):
+        """A user-assigned identity an administrator created (its group too): the resource as ARM returns it."""
+        with self._lock:
+            if self.state.group(rg, required=False) is None:
+                self.state.put_group(rg, {"location": location})
+            return self.state.identity("PUT", rg, name, {"location": location})[1]
+
+    def grant(self, principal_id, role, scope=None):
+        """An administrator's role assignment of a built-in ``role`` to ``principal_id`` at ``scope`` (default the
+        subscription), made outside trainvm (no caller check)."""
+        import uuid as _uuid
+
+        from .arm_permissions import AUTHZ, ROLE_DEFINITIONS
+        with self._lock:
+            scope = scope or f"/subscriptions/{self.subscription_id}"
+            name = str(_uuid.uuid4())
+            rid = f"{scope}/providers/{AUTHZ}/roleAssignments/{name}"
+            self.state.role_assignments[rid.lower()] = {
+                "id": rid, "name": name, "scope": scope, "principalId": principal_id, "principalType": "ServicePrincipal",
+                "roleDefinitionId": f"/subscriptions/{self.subscription_id}/providers/{AUTHZ}/roleDefinitions/"
+                                    f"{ROLE_DEFINITIONS[role][0]}", "description": "granted by an administrator"}
+
     def finish_operations(self, stuck=False):
         """Run every in-flight LRO to its end now; stuck=True also releases lro_never_done ones (do that before
         a test ends: a poller left on a never-ending LRO keeps polling in its thread)."""

@@ -16,6 +16,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 from .arm_catalog import DISK_T, TYPES, VM_T
 from .arm_checks import check_tags
 from .arm_faults import http_fault_error, not_found
+from .arm_permissions import AuthzRoutes
 from .arm_schemas import RESOURCE_GROUP
 from .arm_storage import StorageRoutes
 from .arm_validate import ArmError, validate
@@ -58,7 +59,7 @@ class Handler(BaseHTTPRequestHandler):
 
 
 
-class ArmRouter(VmssRoutes, StorageRoutes):
+class ArmRouter(VmssRoutes, StorageRoutes, AuthzRoutes):
     """Request handling for ArmEmulator (needs .state, ._lock, .requests, .polls, .lro_style, .page_size,
     .token, .url, .subscription_id and a Recorded class)."""
 
@@ -128,6 +129,9 @@ class ArmRouter(VmssRoutes, StorageRoutes):
         rec.namespace = next((seg[2 + i + 1] for i, x in enumerate(ls) if x == "providers" and i + 1 < len(s)),
                              "Microsoft.Resources")
         mp = (method, path)
+        authz = self._authz_route(method, s, ls, q, body)  # arm_permissions.py
+        if authz is not None:
+            return authz
         if ls[0] == "resourcegroups" and len(s) <= 2:
             return self._groups(method, s[1] if len(s) == 2 else None, q, body, rec, path)
         if ls[0] == "resources" and len(s) == 1 and method == "GET":

@@ -13,7 +13,7 @@ Modelled:
   (replication delay: ``replication_misses`` PUTs fail first); the same role + principal at the same scope
   already assigned -> 409 RoleAssignmentExists (also for a repeated PUT of the same name); a missing resource
   group -> 404 ResourceGroupNotFound; ``deny_role_assignments`` -> 403 AuthorizationFailed (a caller without
-  Microsoft.Authorization/roleAssignments/write).
+  Microsoft.Authorization/roleAssignments/write; also derived from the caller's roles, arm_permissions.py).
 - deleting the resource group removes the role assignments scoped to it.
 - the same at a storage container's scope (arm_storage.py routes it; the container must exist).
 Not modelled: role definitions beyond the built-in ids below, custom roles, conditions, scopes other than
@@ -101,7 +101,7 @@ class RolesMixin:
             return 200, self._render_role(rec)
         if method != "PUT":
             raise ArmError(405, "MethodNotAllowed", f"The requested method '{method}' is not allowed.")
-        if self.deny_role_assignments:
+        if self.deny_role_assignments or not self.caller_may(f"{ROLE_T}/write", scope):  # arm_permissions.py
             raise ArmError(403, "AuthorizationFailed", "The client 'trainvm-user' with object id "
                            "'00000000-0000-0000-0000-00000000cafe' does not have authorization to perform action "
                            f"'{ROLE_T}/write' over scope '{rid}' or the scope is invalid. If access was recently "

@@ -19,6 +19,7 @@ from . import arm_validate as V
 from .arm_catalog import DISK_T, IMAGES, LOCATIONS, NIC_T, NSG_T, PIP_T, VM_T, VNET_T, now, parse_id, under
 from .arm_faults import rg_not_found
 from .arm_lro import LroMixin
+from .arm_permissions import PermissionsMixin
 from .arm_put import PutMixin
 from .arm_render import RenderMixin
 from .arm_roles import RolesMixin
@@ -28,7 +29,7 @@ from .arm_vm_actions import VmActionsMixin
 from .arm_vmss import VmssMixin
 
 
-class State(LroMixin, PutMixin, RenderMixin, VmActionsMixin, RolesMixin, VmssMixin, StorageMixin):
+class State(LroMixin, PutMixin, RenderMixin, VmActionsMixin, RolesMixin, VmssMixin, StorageMixin, PermissionsMixin):
     """Everything the emulator knows. All methods run under ArmEmulator's lock."""
 
     def __init__(self, sub):

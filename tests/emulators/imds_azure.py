@@ -9,7 +9,13 @@ The token is JWT-shaped (header.claims.signature, base64url) with the claims Azu
 random bytes: nothing downstream checks signatures.
 ``mode``: "ok"; "expired" (exp in the past); "audience" (the token is for ARM, not storage); "no_identity" (400
 ``invalid_request`` "Identity not found", what IMDS answers on a VM without a managed identity); "busy" (500).
-Not modelled: rate limits, the token cache, client_id/object_id selection of user-assigned identities.
+``identities``: the VM's managed identities, {"system": bool, "user": [ARM ids of user-assigned ones]} (default: a
+system-assigned one only). A token request names one with ``msi_res_id`` (``client_id``/``object_id``
+are not modelled); without a selector IMDS uses the system-assigned identity, else the only user-assigned one, else answers 400 (Microsoft: the
+selector is "required, if your VM has multiple user-assigned managed identities"). A named identity the VM does not
+carry: 400 "Identity not found". The token's ``xms_mirid`` claim is the identity's id (``tokens_for`` records it).
+``tags``: the VM's tags, served at ``/metadata/instance/compute/tagsList`` ([{name, value}], as IMDS 2021-02-01).
+Not modelled: rate limits, the token cache, object_id selection, client_id values.
 """
 from __future__ import annotations
 
@@ -55,6 +61,18 @@ class _Handler(BaseHTTPRequestHandler):
         parts = urlsplit(self.path)
         q = {k: v[0] for k, v in parse_qs(parts.query).items()}
         imds.requests.append((self.path, dict(self.headers)))
+        if parts.path == "/metadata/instance/compute/tagsList":
+            if self.headers.get("Metadata") != "true":
+                return self._send(400, {"error": "Bad request. Required metadata header not specified"})
+            return self._send(200, [{"name": k, "value": v} for k, v in imds.tags.items()])
+        if parts.path == "/metadata/instance/compute/resourceId":  # format=text
+            data = imds.resource_id.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; charset=utf-8")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            return None
         if parts.path != "/metadata/identity/oauth2/token":
             return self._send(404, {"error": "Not found"})
         if self.headers.get("Metadata") != "true":
@@ -65,13 +83,27 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send(400, {"error": "invalid_request", "error_description": "Identity not found"})
         if imds.mode == "busy":
             return self._send(500, {"error": "unknown_error", "error_description": "Internal error"})
+        users, wanted = imds.identities.get("user") or [], q.get("msi_res_id") or q.get("mi_res_id")
+        if wanted is not None:
+            if wanted.lower() not in [u.lower() for u in users]:
+                return self._send(400, {"error": "invalid_request", "error_description": "Identity not found"})
+            chosen = wanted
+        elif imds.identities.get("system"):
+            chosen = "system"
+        elif len(users) == 1:
+            chosen = users[0]
+        else:
+            return self._send(400, {"error": "invalid_request", "error_description": "Multiple user assigned "
+                                    "identities exist, please specify the clientId / resourceId of the identity in "
+                                    "the token request" if users else "Identity not found"})
         now = int(time.time())
         resource = q["resource"]
         aud = "https://management.azure.com/" if imds.mode == "audience" else resource.rstrip("/")
         exp = now - 600 if imds.mode == "expired" else now + 3600
         token = jwt({"aud": aud, "iss": f"https://sts.windows.net/{TENANT}/", "iat": now - 900, "nbf": now - 900,
-                     "exp": exp, "oid": imds.marker, "sub": imds.marker, "tid": TENANT, "xms_mirid": "/subscriptions/s"})
+                     "exp": exp, "oid": imds.marker, "sub": imds.marker, "tid": TENANT, "xms_mirid": chosen})
         imds.tokens.append(token)
+        imds.tokens_for.append(chosen)
         self._send(200, {"access_token": token, "client_id": "00000000-0000-0000-0000-0000000000c1",
                          "expires_in": str(exp - now), "expires_on": str(exp), "ext_expires_in": str(exp - now),
                          "not_before": str(now - 900), "resource": resource, "token_type": "Bearer"})
@@ -80,8 +112,11 @@ class _Handler(BaseHTTPRequestHandler):
 class Imds:
     """``with Imds() as md: md.url`` (``http://127.0.0.1:PORT``, what ``$TV_MD`` names on the VM)."""
 
-    def __init__(self, mode="ok"):
-        self.mode, self.requests, self.tokens = mode, [], []
+    def __init__(self, mode="ok", *, identities=None, tags=None):
+        self.mode, self.requests, self.tokens, self.tokens_for = mode, [], [], []
+        self.identities = identities if identities is not None else {"system": True, "user": []}
+        self.tags = dict(tags or {})
+        self.resource_id = ""  # instance/compute/resourceId (format=text)
         self.marker = _b64(os.urandom(12))  # in every token's claims: grep for it where the token must not be
         self._httpd = self._thread = None
         self.url = ""
