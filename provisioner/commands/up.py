@@ -85,6 +85,15 @@ def run_up(path: Path, *, name: str | None, yes: bool, wait_ready: bool, clouds:
     first = offers[0]
     use_spot = plan.request.spot
     summary = up_summary(loaded, plan, first, spot=use_spot, ssh_from=ssh_from)
+    # clouds trainvm provisions on that could not be asked (no credentials): a VM of that name may exist there
+    not_checked = [s for s in skipped if s["cloud"] in PROVIDERS]
+    summary = {**summary, "clouds_not_checked": [{"cloud": s["cloud"], "reason": s["reason"]} for s in not_checked]}
+    if not_checked:
+        twin = (f"not checked for a VM named {vm}: {', '.join(s['cloud'] + ' (' + s['reason'] + ')' for s in not_checked)}; "
+                f"a VM of that name may already exist there, and `up` would create a second one")
+        warnings.append(twin)
+        if not json_out:
+            notice("warning", twin)
     if not yes:
         if not sys.stdin.isatty():
             what = (f"{nodes} nodes of {first.instance_type} in {first.zone or first.region}, ${plan.price(first):.2f}/h each, "

@@ -5,8 +5,9 @@ the client plumbing (AZ names, the AMI, the security group and the instance prof
 
 - Credentials: boto3's default chain (environment, ``~/.aws``, SSO, instance role). ``TRAINVM_AWS_ENDPOINT``
   points every client at another endpoint (moto's server in the tests) with dummy credentials.
-- Retries: botocore's adaptive retry mode (throttling codes such as ``RequestLimitExceeded``, 5xx, connection
-  errors), at most ``tries`` attempts per call; what still fails is ``RetryExhaustedError``.
+- Retries: ``AwsCalls.call`` (throttling codes such as ``RequestLimitExceeded``, 5xx, connection errors and
+  timeouts), at most ``tries`` attempts per call within ``TRAINVM_API_TIMEOUT``, the budget GCE's calls have; what
+  still fails is ``RetryExhaustedError``.
 - Create: look for the VM in the offer's region (same hash: adopted once running; still pending at the
   deadline: AttemptInProgressError, left to the `up` creating it, and failover stops; another hash or not
   trainvm's: ConflictError); map the offer's AZ ID to this account's AZ name; pin the AMI (SSM parameter -> id, recorded
@@ -18,7 +19,8 @@ the client plumbing (AZ names, the AMI, the security group and the instance prof
 - Failure: the instance this attempt made is terminated and the termination awaited, then the security group
   and the instance profile are deleted; ``cleanup`` is "verified" only when AWS answered that the instance is
   terminated, else ``left_behind`` names what may remain.
-- list/find: ``DescribeInstances`` filtered on the ``trainvm-managed`` tag, in every region of ``regions()``.
+- list/find: ``DescribeInstances`` filtered on the ``trainvm-managed`` tag, in every region of ``regions()``; a
+  ``find`` that finds nothing while a region could not be listed is an UNREACHABLE error, never "no such VM".
 - down: terminate, await it (``wait=True``), then the security group and instance profile; no instance:
   leftovers only. stop/start: ``StopInstances`` / ``StartInstances`` (+ waiter).
 - Payload: ``payload_store()`` is ``aws_store.S3PayloadStore`` (one private bucket per account and region); the
@@ -98,7 +100,12 @@ class AwsProvider(AwsCalls):
         return found[0] if found else None
 
     def find(self, name: str) -> InstanceRecord | None:
+        """The VM (or cluster) called ``name``; "none" only where every region answered: a region that could not
+        be listed (throttled, no answer within ``TRAINVM_API_TIMEOUT``) is an UNREACHABLE error, so that `up`
+        never creates a twin of a VM it could not see."""
         inst = self._find_any(name)
+        if inst is None and self.unreachable:
+            raise self._cannot_tell(name)
         if inst is None:
             nodes = self.group.nodes(name)
             return self._record(nodes[0]) if nodes else None
@@ -287,8 +294,7 @@ class AwsProvider(AwsCalls):
         the instance is terminated: with ``wait=False`` it is left to a later ``down``)."""
         inst = self._managed(name)
         if inst is None and self.unreachable:
-            raise RetryExhaustedError(f"cannot tell whether {name} exists: AWS could not list "
-                                      f"{', '.join(self.unreachable)}; try `trainvm down {name}` again", code="UNREACHABLE")
+            raise self._cannot_tell(name, f"; try `trainvm down {name}` again")
         if inst is None:
             nodes = self.group.nodes(name)
             return self.group.delete(nodes, name, wait=wait) if nodes else self._leftovers(name)
@@ -299,6 +305,10 @@ class AwsProvider(AwsCalls):
             self.delete_instance_profile(name)
         self.delete_key_pair(region, name)
         return deleted
+
+    def _cannot_tell(self, name: str, then: str = "") -> RetryExhaustedError:
+        return RetryExhaustedError(f"cannot tell whether {name} exists: AWS could not list "
+                                   f"{', '.join(self.unreachable)} ({self.unreachable_why}){then}", code="UNREACHABLE")
 
     def _leftovers(self, name: str) -> bool:
         """No instance: delete a security group / instance profile an earlier ``down --no-wait`` left."""
