@@ -214,6 +214,12 @@ class FaultProxy:
         length = int(h.headers.get("Content-Length") or 0)
         body = h.rfile.read(length) if length else b""
         params = dict(parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True))
+        if params.get("Action") == "RunInstances":  # a token's lookup and launch are one step (aws_tokens)
+            with self.tokens.claim(region_of(h.headers.get("Authorization")), params):
+                return self._handle(h, body, params)
+        return self._handle(h, body, params)
+
+    def _handle(self, h: BaseHTTPRequestHandler, body: bytes, params: dict[str, str]) -> None:
         action = params.get("Action", "")
         rec = Recorded(action, params)
         with self.lock:
