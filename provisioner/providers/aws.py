@@ -290,20 +290,37 @@ class AwsProvider(AwsCalls):
         return inst
 
     def delete(self, name: str, *, wait: bool = True) -> bool:
-        """Terminate the instance, then its security group and instance profile (the group can go only once
-        the instance is terminated: with ``wait=False`` it is left to a later ``down``)."""
-        inst = self._managed(name)
-        if inst is None and self.unreachable:
+        """Terminate every trainvm instance called ``name`` (EC2 does not keep names unique: two `up` at once
+        could make two), then the security group and instance profile (the group can go only once the instances
+        are terminated: with ``wait=False`` it is left to a later ``down``). An instance that could not be
+        terminated is an error naming how many of them remain."""
+        found = self.each_region(lambda region: self._instances(region, name, managed=False))
+        if not found and self.unreachable:
             raise self._cannot_tell(name, f"; try `trainvm down {name}` again")
-        if inst is None:
+        mine = [i for i in found if _tags(i).get(MANAGED) == "true"]
+        if found and not mine:
+            raise ConflictError(f"{name} in {found[0]['_region']} is not managed by trainvm (no {MANAGED} tag); "
+                                "not touching it")
+        if not mine:
             nodes = self.group.nodes(name)
             return self.group.delete(nodes, name, wait=wait) if nodes else self._leftovers(name)
-        region = inst["_region"]
-        deleted = self._terminate(region, inst["InstanceId"], wait=wait)
+        deleted, failed = False, []
+        for inst in mine:
+            try:
+                deleted = self._terminate(inst["_region"], inst["InstanceId"], wait=wait) or deleted
+            except ProviderError as exc:
+                failed.append((inst, exc))
+        if failed:
+            ids = ", ".join(f"{i['InstanceId']} ({i['_region']})" for i, _ in failed)
+            raise ProviderError(f"{len(failed)} of {len(mine)} instances named {name} could not be terminated and "
+                                f"remain: {ids} ({failed[0][1]}); run `trainvm down {name}` again",
+                                code=failed[0][1].code)
+        for region in dict.fromkeys(i["_region"] for i in mine):
+            if wait:
+                self.delete_security_group(region, name)
+            self.delete_key_pair(region, name)
         if wait:
-            self.delete_security_group(region, name)
             self.delete_instance_profile(name)
-        self.delete_key_pair(region, name)
         return deleted
 
     def _cannot_tell(self, name: str, then: str = "") -> RetryExhaustedError:
