@@ -64,8 +64,9 @@ def run_plan(
     render_notes: list[str] = []
     rendered = _script_for(loaded, plan.chosen, render_notes) if need_script else None
     from provisioner.planner.from_profile import region_warnings
+    from provisioner.providers.access import plan_secret_warnings
 
-    extra = region_warnings(plan.request, catalog) + lock_notes + render_notes
+    extra = region_warnings(plan.request, catalog) + plan_secret_warnings(loaded, plan) + lock_notes + render_notes
     warnings = [m.render() for m in loaded.warnings if m.level == "warning"] + list(plan.warnings) + extra
     hours = loaded.profile.lifecycle.max_run_hours
     if json_out:

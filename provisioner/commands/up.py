@@ -55,7 +55,10 @@ def run_up(path: Path, *, name: str | None, yes: bool, wait_ready: bool, clouds:
     # Every cloud with credentials, not only the planned ones: one VM per name across clouds.
     providers, skipped = _providers([*planned_clouds, *PROVIDERS])
     err = stderr_console()
+    from provisioner.providers.access import plan_secret_warnings
+
     warnings = [m.render() for m in loaded.warnings if m.level == "warning"] + list(plan.warnings) + lock_notes
+    warnings += plan_secret_warnings(loaded, plan)
     if not json_out:
         for w in warnings:
             notice("warning", w)

@@ -278,3 +278,19 @@ def test_up_with_credentials_for_one_cloud_names_the_clouds_not_checked(cli, clo
 def test_up_with_every_cloud_checked_names_none(cli, clouds) -> None:
     doc = cli("up", T4, "--yes", "--json").json()
     assert doc["summary"]["clouds_not_checked"] == [] and not any("not checked" in w for w in doc["warnings"])
+
+
+def test_plan_warns_when_failover_can_pick_a_region_without_the_aws_secret(cli, write_yaml) -> None:
+    """secret://aws/NAME is read in the VM's region: with AWS offers in several regions `plan` says the secret must
+    exist in each (or be named by its ARN); an ARN reference is read in its own region and needs no warning."""
+    def plan(ref: str) -> list[str]:
+        profile = write_yaml(f"extends: {T4}\nname: bert-finetune\nstack: {{env: {{HF_TOKEN: '{ref}'}}}}\n"
+                             "data:\n  - {source: 'https://example.com/glue.tar', dest: /mnt/data/glue}\n")
+        r = cli("plan", str(profile), "--json", "--cloud", "aws", "--region", "us-east-1", "--region", "us-west-2")
+        assert r.code == 0, r.err
+        return [w for w in r.json()["warnings"] if "HF_TOKEN" in w]
+
+    [warning] = plan("secret://aws/hf/token")
+    assert "read in the VM's own region" in warning and "us-east-1, us-west-2" in warning
+    assert "secret://aws/arn:aws:secretsmanager:REGION:ACCOUNT:secret:hf/token" in warning
+    assert plan("secret://aws/arn:aws:secretsmanager:us-east-1:123456789012:secret:hf/token") == []
