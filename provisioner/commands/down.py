@@ -1,6 +1,7 @@
 """``trainvm down``: delete a VM and everything created for it (idempotent). For a cluster: every node, its
 placement resources and its firewall rules / network resources (the provider's ``delete``), and how many nodes.
-The payload object it was created with (providers/store.py) goes too, unless another VM of that store still
+Several VMs of one name (EC2 keeps no name unique): every one is deleted and reported, and `down` fails (exit 3)
+naming those that remain. The payload object it was created with (providers/store.py) goes too, unless another VM of that store still
 uses it (the ``trainvm-payload`` label); the store itself is kept."""
 
 from __future__ import annotations
@@ -45,12 +46,20 @@ def run_down(name: str, *, yes: bool, wait: bool, json_out: bool, cloud: str | N
 
         if not typer.confirm(f"Delete {noun} ({record.cloud} {record.zone or record.region}) and everything created for it?"):
             return 1
+    twins = [] if record.cluster else same_name(provider, name)  # EC2 keeps no name unique: two `up` may make two
     deleted = provider.delete(name, wait=wait)
+    left = _delete_twins(provider, name, twins) if len(twins) > 1 and wait else []
     payload = release_payload(provider, record, name)
+    instances = [{"id": t.cloud_id, "zone": t.zone or t.region, "deleted": t.cloud_id not in {r.cloud_id for r in left}}
+                 for t in twins] if len(twins) > 1 else []
     if json_out:
         emit_json({"name": name, "cloud": record.cloud, "deleted": deleted, "already_gone": not deleted, "waited": wait,
-                   "payload": payload, **({"cluster": True, "nodes": nodes} if record.cluster else {})})
+                   "payload": payload, **({"cluster": True, "nodes": nodes} if record.cluster else {}),
+                   **({"instances": instances, "remaining": len(left)} if instances else {})})
     else:
+        for one in instances:
+            stdout_console().print(f"{name} ({one['id']}, {one['zone']}): "
+                                   + ("deleted" if one["deleted"] else "still exists") + ("" if wait else " (deletion in progress)"))
         where = f"{record.cloud} {record.zone or record.region}"
         if record.cluster and deleted:
             stdout_console().print(f"{name} on {where}: deleted {nodes} nodes and the cluster's placement and network resources"
@@ -59,7 +68,33 @@ def run_down(name: str, *, yes: bool, wait: bool, json_out: bool, cloud: str | N
             stdout_console().print(f"{name} on {where}: {'deleted' if deleted else 'already gone'}" + ("" if wait or not deleted else " (deletion in progress)"))
         if payload["state"] != "none":
             stdout_console().print(f"payload {payload['sha256'] or ''}: {payload['message']}")
+    if left:
+        from provisioner.errors import CloudError
+
+        raise CloudError(f"{len(left)} of {len(twins)} VMs named {name} on {record.cloud} remain after `down`: "
+                         + ", ".join(f"{r.cloud_id} ({r.zone or r.region})" for r in left),
+                         hint=f"run `trainvm down {name}` again; `trainvm status {name}` lists them")
     return 0
+
+
+def same_name(provider: Any, name: str) -> list[Any]:
+    """Every single VM (not a cluster node) called ``name`` on ``provider``'s cloud."""
+    return [r for r in provider.list() if r.name == name and not r.cluster]
+
+
+def _delete_twins(provider: Any, name: str, twins: list[Any]) -> list[Any]:
+    """After ``delete``, those of ``twins`` that remain: ``delete`` again while it removes one more each time (a
+    provider whose ``delete`` takes one VM of the name per call), at most once per twin."""
+    left = same_name(provider, name)
+    for _ in twins:
+        if not left:
+            break
+        provider.delete(name, wait=True)
+        now = same_name(provider, name)
+        if len(now) >= len(left):
+            break
+        left = now
+    return left
 
 
 def release_payload(provider: Any, record: Any, name: str) -> dict[str, Any]:

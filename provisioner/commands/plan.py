@@ -64,10 +64,12 @@ def run_plan(
     render_notes: list[str] = []
     rendered = _script_for(loaded, plan.chosen, render_notes) if need_script else None
     from provisioner.planner.from_profile import region_warnings
+    from provisioner.providers.access import plan_secret_warnings
     from provisioner.providers.registry_auth import profile_pull_auth
 
     pull = profile_pull_auth(loaded.profile, plan.chosen.cloud) if plan.chosen else None
-    extra = region_warnings(plan.request, catalog) + lock_notes + render_notes + ([pull.warning] if pull and pull.warning else [])
+    extra = (region_warnings(plan.request, catalog) + plan_secret_warnings(loaded, plan) + lock_notes + render_notes
+             + ([pull.warning] if pull and pull.warning else []))
     warnings = [m.render() for m in loaded.warnings if m.level == "warning"] + list(plan.warnings) + extra
     hours = loaded.profile.lifecycle.max_run_hours
     if json_out:

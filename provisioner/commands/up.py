@@ -55,7 +55,10 @@ def run_up(path: Path, *, name: str | None, yes: bool, wait_ready: bool, clouds:
     # Every cloud with credentials, not only the planned ones: one VM per name across clouds.
     providers, skipped = _providers([*planned_clouds, *PROVIDERS])
     err = stderr_console()
+    from provisioner.providers.access import plan_secret_warnings
+
     warnings = [m.render() for m in loaded.warnings if m.level == "warning"] + list(plan.warnings) + lock_notes
+    warnings += plan_secret_warnings(loaded, plan)
     if not json_out:
         for w in warnings:
             notice("warning", w)
@@ -89,6 +92,15 @@ def run_up(path: Path, *, name: str | None, yes: bool, wait_ready: bool, clouds:
         if c["status"] != "ok" and not json_out:
             notice("warning", f"{c['cloud']}: {c['message']}")
     summary = {**up_summary(loaded, plan, first, spot=use_spot, ssh_from=ssh_from), "preflight": checked}
+    # clouds trainvm provisions on that could not be asked (no credentials): a VM of that name may exist there
+    not_checked = [s for s in skipped if s["cloud"] in PROVIDERS]
+    summary = {**summary, "clouds_not_checked": [{"cloud": s["cloud"], "reason": s["reason"]} for s in not_checked]}
+    if not_checked:
+        twin = (f"not checked for a VM named {vm}: {', '.join(s['cloud'] + ' (' + s['reason'] + ')' for s in not_checked)}; "
+                f"a VM of that name may already exist there, and `up` would create a second one")
+        warnings.append(twin)
+        if not json_out:
+            notice("warning", twin)
     if not yes:
         if not sys.stdin.isatty():
             what = (f"{nodes} nodes of {first.instance_type} in {first.zone or first.region}, ${plan.price(first):.2f}/h each, "

@@ -75,4 +75,6 @@ def summary_lines(s: dict[str, Any]) -> list[str]:
         from provisioner.providers.store import describe_line
 
         lines.append("payload: " + describe_line(s["payload"]))
+    for c in s.get("clouds_not_checked") or []:  # no credentials: a VM of this name may exist there
+        lines.append(f"not checked: {c['cloud']} ({c['reason']}): a VM of this name may already exist there")
     return lines

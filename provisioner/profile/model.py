@@ -168,7 +168,7 @@ class Stack(Strict):
     )
     env: Annotated[dict[str, str], AfterValidator(f.check_env)] = Field(
         default_factory=dict,
-        description="Environment for training (written to /etc/trainvm/env). Secrets are references: secret://gcp/NAME, secret://azure-keyvault/VAULT/NAME, secret://aws/NAME (AWS Secrets Manager).",
+        description="Environment for training (written to /etc/trainvm/env). Secrets are references: secret://gcp/NAME, secret://azure-keyvault/VAULT/NAME, secret://aws/NAME (AWS Secrets Manager, read in the VM's region: with AWS offers in several regions `plan` warns that it must exist in each) or secret://aws/ARN (the secret's ARN, read in its own region).",
         examples=[{"CUBLAS_WORKSPACE_CONFIG": ":4096:8", "PYTHONHASHSEED": "0"}],
     )
     # Last, so that its validator (validate_default runs it when absent too) sees the other fields.

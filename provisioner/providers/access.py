@@ -14,6 +14,7 @@ The per-cloud facts (native schemes, secret kinds) are ``CloudSpec`` fields in r
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from provisioner.providers.registry import CLOUDS, native_clouds, reads_natively, secret_kind
 
@@ -56,6 +57,31 @@ def secret_store_exclusions(refs: list[tuple[str, str]], clouds: tuple[str, ...]
                               f"identity (a VM on {cloud} reads {_stores(cloud)})")
                 break
     return out
+
+
+def secret_region_warnings(refs: list[tuple[str, str]], offers: list[tuple[str, str]]) -> list[str]:
+    """``refs`` = (where, ``secret://`` reference) read in the VM's own region (AWS Secrets Manager by name: its
+    secrets are regional) while ``offers`` = the (cloud, region) pairs `up` may create in span several regions of
+    that cloud: the secret must exist in each, or be named by its ARN (read in its own region)."""
+    from provisioner.providers.aws_request import secret_region
+
+    regions = sorted({r for c, r in offers if c == "aws"})
+    out = []
+    for where, ref in refs:
+        if len(regions) > 1 and ref.startswith("secret://aws/") and secret_region(ref[len("secret://aws/"):]) is None:
+            name = ref[len("secret://aws/"):]
+            out.append(f"{where}: {ref} is read in the VM's own region, and failover may create the VM in "
+                       f"{', '.join(regions)}: the secret must exist in each of them, or name it by its ARN "
+                       f"(secret://aws/arn:aws:secretsmanager:REGION:ACCOUNT:secret:{name}), read in its own region")
+    return out
+
+
+def plan_secret_warnings(loaded: Any, plan: Any) -> list[str]:
+    """``secret_region_warnings`` for a loaded profile (stack.env and data[].credential) and its plan's offers."""
+    refs = list(loaded.secret_refs) + [(f"data[{i}].credential", d.credential)
+                                       for i, d in enumerate(loaded.profile.data) if d.credential]
+    offers = [(o.cloud, o.region) for o in (plan.chosen, *plan.failover) if o is not None and o.provisionable]
+    return secret_region_warnings(refs, offers)
 
 
 def egress_prices() -> dict[str, dict[str, object]]:

@@ -6,8 +6,9 @@ the client plumbing (AZ names, the AMI, the security group and the instance prof
 - Credentials: boto3's default chain (environment, ``~/.aws``, SSO, instance role; the instance role only on EC2,
   ``host.probe_metadata``). ``TRAINVM_AWS_ENDPOINT``
   points every client at another endpoint (moto's server in the tests) with dummy credentials.
-- Retries: botocore's adaptive retry mode (throttling codes such as ``RequestLimitExceeded``, 5xx, connection
-  errors), at most ``tries`` attempts per call; what still fails is ``RetryExhaustedError``.
+- Retries: ``AwsCalls.call`` (throttling codes such as ``RequestLimitExceeded``, 5xx, connection errors and
+  timeouts), at most ``tries`` attempts per call within ``TRAINVM_API_TIMEOUT``, the budget GCE's calls have; what
+  still fails is ``RetryExhaustedError``.
 - Create: look for the VM in the offer's region (same hash: adopted once running; still pending at the
   deadline: AttemptInProgressError, left to the `up` creating it, and failover stops; another hash or not
   trainvm's: ConflictError); map the offer's AZ ID to this account's AZ name; pin the AMI (SSM parameter -> id, recorded
@@ -19,7 +20,8 @@ the client plumbing (AZ names, the AMI, the security group and the instance prof
 - Failure: the instance this attempt made is terminated and the termination awaited, then the security group
   and the instance profile are deleted; ``cleanup`` is "verified" only when AWS answered that the instance is
   terminated, else ``left_behind`` names what may remain.
-- list/find: ``DescribeInstances`` filtered on the ``trainvm-managed`` tag, in every region of ``regions()``.
+- list/find: ``DescribeInstances`` filtered on the ``trainvm-managed`` tag, in every region of ``regions()``; a
+  ``find`` that finds nothing while a region could not be listed is an UNREACHABLE error, never "no such VM".
 - down: terminate, await it (``wait=True``), then the security group and instance profile; no instance:
   leftovers only. stop/start: ``StopInstances`` / ``StartInstances`` (+ waiter).
 - Payload: ``payload_store()`` is ``aws_store.S3PayloadStore`` (one private bucket per account and region); the
@@ -99,7 +101,12 @@ class AwsProvider(AwsCalls):
         return found[0] if found else None
 
     def find(self, name: str) -> InstanceRecord | None:
+        """The VM (or cluster) called ``name``; "none" only where every region answered: a region that could not
+        be listed (throttled, no answer within ``TRAINVM_API_TIMEOUT``) is an UNREACHABLE error, so that `up`
+        never creates a twin of a VM it could not see."""
         inst = self._find_any(name)
+        if inst is None and self.unreachable:
+            raise self._cannot_tell(name)
         if inst is None:
             nodes = self.group.nodes(name)
             return self._record(nodes[0]) if nodes else None
@@ -284,22 +291,42 @@ class AwsProvider(AwsCalls):
         return inst
 
     def delete(self, name: str, *, wait: bool = True) -> bool:
-        """Terminate the instance, then its security group and instance profile (the group can go only once
-        the instance is terminated: with ``wait=False`` it is left to a later ``down``)."""
-        inst = self._managed(name)
-        if inst is None and self.unreachable:
-            raise RetryExhaustedError(f"cannot tell whether {name} exists: AWS could not list "
-                                      f"{', '.join(self.unreachable)}; try `trainvm down {name}` again", code="UNREACHABLE")
-        if inst is None:
+        """Terminate every trainvm instance called ``name`` (EC2 does not keep names unique: two `up` at once
+        could make two), then the security group and instance profile (the group can go only once the instances
+        are terminated: with ``wait=False`` it is left to a later ``down``). An instance that could not be
+        terminated is an error naming how many of them remain."""
+        found = self.each_region(lambda region: self._instances(region, name, managed=False))
+        if not found and self.unreachable:
+            raise self._cannot_tell(name, f"; try `trainvm down {name}` again")
+        mine = [i for i in found if _tags(i).get(MANAGED) == "true"]
+        if found and not mine:
+            raise ConflictError(f"{name} in {found[0]['_region']} is not managed by trainvm (no {MANAGED} tag); "
+                                "not touching it")
+        if not mine:
             nodes = self.group.nodes(name)
             return self.group.delete(nodes, name, wait=wait) if nodes else self._leftovers(name)
-        region = inst["_region"]
-        deleted = self._terminate(region, inst["InstanceId"], wait=wait)
+        deleted, failed = False, []
+        for inst in mine:
+            try:
+                deleted = self._terminate(inst["_region"], inst["InstanceId"], wait=wait) or deleted
+            except ProviderError as exc:
+                failed.append((inst, exc))
+        if failed:
+            ids = ", ".join(f"{i['InstanceId']} ({i['_region']})" for i, _ in failed)
+            raise ProviderError(f"{len(failed)} of {len(mine)} instances named {name} could not be terminated and "
+                                f"remain: {ids} ({failed[0][1]}); run `trainvm down {name}` again",
+                                code=failed[0][1].code)
+        for region in dict.fromkeys(i["_region"] for i in mine):
+            if wait:
+                self.delete_security_group(region, name)
+            self.delete_key_pair(region, name)
         if wait:
-            self.delete_security_group(region, name)
             self.delete_instance_profile(name)
-        self.delete_key_pair(region, name)
         return deleted
+
+    def _cannot_tell(self, name: str, then: str = "") -> RetryExhaustedError:
+        return RetryExhaustedError(f"cannot tell whether {name} exists: AWS could not list "
+                                   f"{', '.join(self.unreachable)} ({self.unreachable_why}){then}", code="UNREACHABLE")
 
     def _leftovers(self, name: str) -> bool:
         """No instance: delete a security group / instance profile an earlier ``down --no-wait`` left."""

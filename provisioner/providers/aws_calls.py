@@ -1,9 +1,16 @@
 """The AWS SDK calls behind ``AwsProvider``: clients per (service, region), regions, AZ ID -> AZ name, the AMI
 from its SSM parameter, the per-VM security group and IAM instance profile, and the waiters.
 
-boto3 is imported on first use. Every call goes through ``call`` (botocore's adaptive retries already ran;
-what is left is classified by ``aws_errors``). ``TRAINVM_AWS_ENDPOINT`` sends every client (EC2, SSM, IAM, STS, S3: path-style) to
-another base URL (moto's server in tests) with fixed dummy credentials, so that real AWS keys never leave for a
+boto3 is imported on first use. Every call goes through ``call``: one time budget for every cloud, as GCE's
+``gcp_api.call``: botocore itself sends each request once (its retries are off, each HTTP request may take half of
+``TRAINVM_API_TIMEOUT``), and ``call`` retries what is transient (throttling such as ``RequestLimitExceeded``, 5xx,
+connection errors and timeouts) through ``poll.poll`` with exponential backoff and equal jitter (base
+``TRAINVM_RETRY_BASE_DELAY``), at most ``tries`` times and within ``TRAINVM_API_TIMEOUT`` seconds (default 30), so a
+throttling storm or an endpoint that accepts connections and never answers fails in about that time (never
+botocore's adaptive mode, whose client-side rate limiter and backoff kept one call busy for minutes). What is left is
+classified by ``aws_errors``. The waiters (``wait``) are the one exception: their client keeps botocore's standard
+retries (``tries`` attempts per poll; a throttled poll would otherwise end the waiter), bounded by ``op_timeout``.
+``TRAINVM_AWS_ENDPOINT`` sends every client (EC2, SSM, IAM, STS, S3: path-style) to another base URL (moto's server in tests) with fixed dummy credentials, so that real AWS keys never leave for a
 non-AWS endpoint. ``TRAINVM_AWS_REGIONS`` (comma-separated) limits the regions ``list``/``find`` look at;
 by default the catalog's AWS regions that the account has enabled.
 """
@@ -14,6 +21,7 @@ import json
 import math
 import sys
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
@@ -25,12 +33,13 @@ from provisioner.providers import aws_errors as errs
 from provisioner.providers import aws_request as R
 from provisioner.providers.base import CapacityError, InvalidRequestError, LaunchSpec, ProviderError
 from provisioner.providers.host import probe_metadata
+from provisioner.providers.poll import poll
 from provisioner.providers.ssh_key import read_public_key
 from provisioner.settings import env_seconds
 
 T = TypeVar("T")
 TEST_CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
-LIST_THREADS = 8
+LIST_THREADS = 32  # every region at once (23 in the catalog): a region that never answers costs one time budget, not one per round
 
 
 class AwsCredentialsError(CloudError):
@@ -55,11 +64,13 @@ class AwsCalls:
         base = env_seconds("TRAINVM_RETRY_BASE_DELAY", 1.0)
         self.poll_interval = poll_interval if poll_interval is not None else min(5.0, 5 * base)
         self.call_timeout = env_seconds("TRAINVM_API_TIMEOUT", 30.0)
+        self.retry_base_delay = base
         self._warn = warn or _stderr_warning
-        self._clients: dict[tuple[str, str], Any] = {}
+        self._clients: dict[tuple[str, str, int], Any] = {}
         self._zones: dict[str, dict[str, str]] = {}
         self._amis: dict[tuple[str, str], R.Ami] = {}
         self.unreachable: list[str] = []
+        self.unreachable_why = ""  # the first unreachable region's failure
         self._session = self._auth()
 
     # ------------------------------------------------------------------ clients
@@ -80,12 +91,14 @@ class AwsCalls:
                                            "AWS_SECRET_ACCESS_KEY / AWS_PROFILE")
         return session
 
-    def client(self, service: str, region: str) -> Any:
-        key = (service, region if service != "iam" else "us-east-1")
+    def client(self, service: str, region: str, *, attempts: int = 1) -> Any:
+        """The (cached) client of ``service`` in ``region``; botocore sends each request ``attempts`` times at
+        most (1: ``call`` does the retrying, within the time budget)."""
+        key = (service, region if service != "iam" else "us-east-1", attempts)
         with _LOCK:  # boto3 sessions are not thread-safe while they build clients (each_region runs in threads)
             if key not in self._clients:
-                cfg = errs.botocore_config(max_attempts=self.tries, connect_timeout=max(1.0, self.call_timeout / 3),
-                                           read_timeout=max(1.0, self.call_timeout))
+                http = max(0.5, self.call_timeout / 2)  # each HTTP request: half the call's budget (as GCE's)
+                cfg = errs.botocore_config(max_attempts=attempts, connect_timeout=min(http, 10.0), read_timeout=http)
                 if service == "s3":  # SigV4 everywhere, presigned URLs included (SigV2 is refused in newer regions)
                     from botocore.config import Config
 
@@ -104,21 +117,40 @@ class AwsCalls:
         return self.client("ec2", region)
 
     def call(self, fn: Callable[[], T], *, missing: Any = ..., exists: Any = ...) -> T:
-        """``fn()``; an AWS failure becomes a classified ``ProviderError`` (``missing``/``exists``: the value
-        returned for a not-found / already-exists answer instead)."""
+        """``fn()``, retried while transient within the time budget (see the module doc); an AWS failure becomes
+        a classified ``ProviderError`` (``missing``/``exists``: the value returned for a not-found /
+        already-exists answer instead)."""
+        sent = 0
+
+        def target() -> Any:
+            nonlocal sent
+            sent += 1
+            try:
+                return fn()
+            except ProviderError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - botocore's exceptions are classified by code
+                code = errs.error_code(exc) or ""
+                if missing is not ... and errs.is_not_found(exc):
+                    return missing
+                if exists is not ... and (code.endswith(".Duplicate") or code == "EntityAlreadyExists"):
+                    return exists
+                if errs.is_transient(exc):
+                    raise _Transient(exc) from exc
+                if type(exc).__module__.startswith(("botocore", "boto3", "urllib3")) or code:
+                    raise errs.classify(exc) from exc
+                raise
+
         try:
-            return fn()
-        except ProviderError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - botocore's exceptions are classified by code
-            code = errs.error_code(exc) or ""
-            if missing is not ... and errs.is_not_found(exc):
-                return missing
-            if exists is not ... and (code.endswith(".Duplicate") or code == "EntityAlreadyExists"):
-                return exists
-            if type(exc).__module__.startswith(("botocore", "boto3", "urllib3")) or code:
-                raise errs.classify(exc) from exc
-            raise
+            return poll(target, deadline=time.monotonic() + self.call_timeout, timed_out=_OutOfTime,
+                        transient=lambda e: isinstance(e, _Transient), tries=self.tries, backoff=self.retry_base_delay)
+        except _Transient as last:
+            raise errs.classify(last.cause, attempts=sent) from last.cause
+        except _OutOfTime as out:  # the budget ran out between tries
+            assert isinstance(out.last, _Transient)
+            err = errs.classify(out.last.cause, attempts=sent)
+            err.args = (f"{err} (gave up after {self.call_timeout:g} s: TRAINVM_API_TIMEOUT)",)
+            raise err from out.last.cause
 
     # ------------------------------------------------------------------ regions and zones
     def regions(self) -> list[str]:
@@ -133,9 +165,9 @@ class AwsCalls:
 
     def each_region(self, fn: Callable[[str], list[T]]) -> list[T]:
         """``fn(region)`` for every region, concurrently; a region that fails is skipped with a warning."""
-        regions, self.unreachable = self.regions(), []
+        regions, self.unreachable, self.unreachable_why = self.regions(), [], ""
         out: list[T] = []
-        with ThreadPoolExecutor(max_workers=min(LIST_THREADS, max(1, len(regions)))) as pool:
+        with ThreadPoolExecutor(max_workers=max(1, min(LIST_THREADS, len(regions)))) as pool:
             futures = {r: pool.submit(fn, r) for r in regions}
             for region, fut in futures.items():
                 try:
@@ -144,6 +176,7 @@ class AwsCalls:
                     if exc.outcome == "auth" and exc.code != "OptInRequired":
                         raise
                     self.unreachable.append(region)
+                    self.unreachable_why = self.unreachable_why or (f"{exc.code}: {exc}" if exc.code else str(exc))
                     self._warn(f"AWS could not list {region} ({exc}); instances there are not shown")
         return out
 
@@ -275,12 +308,27 @@ class AwsCalls:
         return got is not None or found_role is not None
 
     # ------------------------------------------------------------------ waiting
-    def wait(self, region: str, waiter: str, instance_id: str) -> None:
-        """A botocore waiter, bounded by ``op_timeout`` (attempts = timeout / poll interval)."""
+    def wait(self, region: str, waiter: str, instance_id: str | list[str]) -> None:
+        """A botocore waiter, bounded by ``op_timeout`` (attempts = timeout / poll interval), on a client that
+        retries each poll (``tries``): a throttled poll does not end the wait."""
         attempts = max(2, math.ceil(self.op_timeout / max(self.poll_interval, 1.0)))
-        w = self.ec2(region).get_waiter(waiter)
-        self.call(lambda: w.wait(InstanceIds=[instance_id],
-                                 WaiterConfig={"Delay": self.poll_interval, "MaxAttempts": attempts}))
+        w = self.client("ec2", region, attempts=self.tries).get_waiter(waiter)
+        ids = [instance_id] if isinstance(instance_id, str) else instance_id
+        self.call(lambda: w.wait(InstanceIds=ids, WaiterConfig={"Delay": self.poll_interval, "MaxAttempts": attempts}))
+
+
+class _Transient(Exception):
+    """A retryable AWS failure inside ``call`` (never leaves it)."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
+class _OutOfTime(Exception):
+    def __init__(self, last: BaseException) -> None:
+        super().__init__(str(last))
+        self.last = last
 
 
 _LOCK = threading.RLock()

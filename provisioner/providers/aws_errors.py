@@ -1,8 +1,9 @@
 """EC2/IAM/SSM failures -> trainvm's ``ProviderError`` classes, in one place.
 
 botocore raises ``ClientError`` with ``response["Error"]["Code"]`` (the EC2 query protocol's
-``<Errors><Error><Code>``), after its own retries (adaptive mode: throttling codes, 5xx and connection
-errors). So a throttling or 5xx code that reaches ``classify`` has exhausted those retries.
+``<Errors><Error><Code>``). ``is_transient`` says which failures ``AwsCalls.call`` retries (throttling codes, 5xx,
+429, connection errors and timeouts: what botocore's own retry modes retry); a throttling or 5xx code that reaches
+``classify`` has exhausted those retries (or the call's time budget).
 Duck-typed over the exceptions: importing this module imports no cloud SDK.
 
 - capacity (next AZ): ``InsufficientInstanceCapacity`` and friends, ``Unsupported`` (the type is not offered
@@ -74,8 +75,22 @@ def is_not_found(exc: BaseException) -> bool:
     return code in NOT_FOUND_CODES or code.endswith(".NotFound") or code.endswith(".Malformed") and "ID" in code
 
 
-def classify(exc: BaseException) -> ProviderError:
-    """The ``ProviderError`` for a botocore exception (``ClientError`` or a connection error)."""
+def is_transient(exc: BaseException) -> bool:
+    """A failure worth sending again: a throttling or transient code, a 5xx or 429 answer, or no answer at all
+    (botocore's ``HTTPClientError`` and ``ConnectionError`` families: refused, closed, connect and read timeouts)."""
+    code = error_code(exc)
+    if code is None:
+        from botocore.exceptions import ConnectionError as BotoConnectionError
+        from botocore.exceptions import HTTPClientError
+
+        return isinstance(exc, (HTTPClientError, BotoConnectionError, ConnectionError))
+    status = http_status(exc) or 0
+    return code in RETRY_CODES or status >= 500 or status == 429
+
+
+def classify(exc: BaseException, *, attempts: int | None = None) -> ProviderError:
+    """The ``ProviderError`` for a botocore exception (``ClientError`` or a connection error); ``attempts``: how
+    many times the request was sent (said in the message of a retried failure)."""
     if isinstance(exc, ProviderError):
         return exc
     code = error_code(exc)
@@ -84,8 +99,11 @@ def classify(exc: BaseException) -> ProviderError:
         name = type(exc).__name__
         if name in ("NoCredentialsError", "PartialCredentialsError", "NoRegionError"):
             return AuthError(f"AWS credentials: {message}", code=name)
-        return RetryExhaustedError(f"AWS did not answer ({name}: {message})", code=name)
+        tail = f" (after {attempts} attempts)" if attempts and attempts > 1 else ""
+        return RetryExhaustedError(f"AWS did not answer ({name}: {message}){tail}", code=name)
     retries = ((getattr(exc, "response", None) or {}).get("ResponseMetadata") or {}).get("RetryAttempts")
+    if attempts is not None:
+        retries = attempts - 1
     if code in CAPACITY_CODES:
         return CapacityError(message, code=code)
     if code in QUOTA_CODES:
@@ -103,10 +121,11 @@ def classify(exc: BaseException) -> ProviderError:
 
 
 def botocore_config(*, max_attempts: int, connect_timeout: float, read_timeout: float) -> Any:
-    """botocore's client config: adaptive retry mode (throttling codes, 5xx, connection errors; client-side
-    rate limiting after throttles) with ``max_attempts`` in all, and bounded timeouts."""
+    """botocore's client config: standard retry mode (throttling codes, 5xx, connection errors) with
+    ``max_attempts`` in all (1: no retry, ``AwsCalls.call`` retries within its time budget), and bounded timeouts.
+    Never the adaptive mode: its client-side rate limiter sleeps outside any budget."""
     from botocore.config import Config
 
-    return Config(retries={"mode": "adaptive", "total_max_attempts": max(1, max_attempts)},
+    return Config(retries={"mode": "standard", "total_max_attempts": max(1, max_attempts)},
                   connect_timeout=connect_timeout, read_timeout=read_timeout,
                   user_agent_extra="trainvm")

@@ -177,12 +177,8 @@ class AwsGroup:
         _each(one, list(enumerate(insts)))
 
     def _wait(self, region: str, waiter: str, ids: list[str]) -> None:
-        """A botocore waiter over every node, bounded by the provider's ``op_timeout``."""
-        import math
-
-        attempts = max(2, math.ceil(self.p.op_timeout / max(self.p.poll_interval, 1.0)))
-        w = self.p.ec2(region).get_waiter(waiter)
-        self.p.call(lambda: w.wait(InstanceIds=ids, WaiterConfig={"Delay": self.p.poll_interval, "MaxAttempts": attempts}))
+        """A botocore waiter over every node, bounded by the provider's ``op_timeout`` (``AwsCalls.wait``)."""
+        self.p.wait(region, waiter, ids)
 
     def _until_running(self, region: str, ids: list[str], cluster: str) -> list[dict[str, Any]]:
         try:

@@ -239,8 +239,27 @@ def _s3_resources(sources: tuple[str, ...]) -> tuple[list[str], list[dict[str, A
     return objects, listing
 
 
+SECRET_ARN = r"arn:aws(?:-cn|-us-gov)?:secretsmanager:[a-z0-9-]+:\d{12}:secret:[A-Za-z0-9/_+=.@-]{1,512}"
+
+
 def secret_names(profile_json: str) -> list[str]:
-    return sorted(set(re.findall(r"secret://aws/([A-Za-z0-9/_+=.@-]{1,512})", profile_json)))
+    """The profile's ``secret://aws/`` references: a name (read in the VM's region) or a secret's ARN."""
+    return sorted(set(re.findall(rf"secret://aws/({SECRET_ARN}|[A-Za-z0-9/_+=.@-]{{1,512}})", profile_json)))
+
+
+def secret_resources(names: list[str], region: str) -> list[str]:
+    """What GetSecretValue is allowed on: a name's ARN in the VM's ``region`` (Secrets Manager appends "-" and 6
+    random characters to a secret's ARN), an ARN as given (a complete ARN) or with those 6 (a partial one), in the
+    secret's own region and account."""
+    out: list[str] = []
+    for name in names:
+        out += [name, f"{name}-??????"] if name.startswith("arn:") else [f"arn:aws:secretsmanager:{region}:*:secret:{name}-??????"]
+    return out
+
+
+def secret_region(name: str) -> str | None:
+    """The region a ``secret://aws/`` reference is read in: an ARN's own; None for a name (the VM's region)."""
+    return name.split(":")[3] if name.startswith("arn:") else None
 
 
 def payload_statements(spec: LaunchSpec) -> list[dict[str, Any]]:
@@ -274,9 +293,9 @@ def role_policy(spec: LaunchSpec, region: str) -> dict[str, Any] | None:
         statements.append({"Effect": "Allow", "Action": "s3:GetObject", "Resource": objects})
         statements.extend(listing)
     secrets = secret_names(spec.profile_json)
-    if secrets:  # Secrets Manager appends "-" and 6 random characters to a secret's ARN
+    if secrets:
         statements.append({"Effect": "Allow", "Action": "secretsmanager:GetSecretValue",
-                           "Resource": [f"arn:aws:secretsmanager:{region}:*:secret:{s}-??????" for s in secrets]})
+                           "Resource": secret_resources(secrets, region)})
     statements.extend(_ecr_statements(spec.profile_json))  # the VM's own ECR pull of stack.container.image
     used = [a for a, on in ((spec.on_idle, spec.idle_shutdown_minutes), (spec.on_max_run, spec.max_run_hours)) if on]
     calls = api_actions(used, guest_shutdown_action(spec.on_idle, spec.on_max_run, spec.idle_shutdown_minutes,

@@ -120,9 +120,19 @@ def _left_summary(unchecked: list[Attempt]) -> str:
 
 
 def find_existing(name: str, clouds: Sequence[str], providers: Callable[[str], Provider], profile_hash: str) -> InstanceRecord | None:
-    """The VM already called ``name`` on any of ``clouds``; a different profile hash is a clear error."""
+    """The VM already called ``name`` on any of ``clouds``; a different profile hash is a clear error, and so is
+    a lookup that could not answer (throttled, timed out, a region or zone unreachable): ``up`` never creates a VM
+    while one of that name may exist where it could not look."""
     for cloud in dict.fromkeys(clouds):
-        record = providers(cloud).find(name)
+        try:
+            record = providers(cloud).find(name)
+        except ProviderError as exc:
+            if isinstance(exc, AuthError):
+                raise
+            raise ProviderError(
+                f"could not tell whether {name} already exists on {cloud} ({exc}); not creating it: a second, billed VM "
+                "of that name could be made", code=exc.code or "LOOKUP_FAILED",
+                hint=f"run `trainvm up` again later; `trainvm status {name}` shows whether it exists") from exc
         if record is None:
             continue
         if record.hash and record.hash != profile_hash[: len(record.hash)]:

@@ -61,3 +61,36 @@ def test_loser_that_times_out_on_a_pending_instance_stops_instead_of_failing_ove
     assert _running(aws, "us-west-2") == [], "a second instance of that name was launched in the next region"
     assert not isinstance(winner["r"], Exception), winner  # the winner's instance was never terminated
     assert len(_running(aws, "us-east-1")) == 1 and not aws.faults.calls("TerminateInstances")
+
+
+def test_two_ups_that_send_one_client_token_at_once_make_one_instance(aws, offers):  # noqa: F811
+    """Both `up` pass the "no instance of that name yet" check, then send RunInstances with the same ClientToken at
+    the same moment (a barrier holds each request until both are on their way): EC2 answers the second with the
+    first's reservation, so one instance. The emulator used to look the token up for both before either had
+    launched, and moto launched twice."""
+    from provisioner.providers.aws import AwsProvider
+
+    spec = t4_spec(offers[0])
+    barrier = threading.Barrier(2, timeout=30)
+    results: list[object] = [None, None]
+
+    def up(i: int) -> None:
+        provider = AwsProvider(op_timeout=30)
+        def together(**kw: object) -> None:  # a before-send handler's answer would replace the request's: None
+            barrier.wait()
+
+        provider.ec2("us-east-1").meta.events.register("before-send.ec2.RunInstances", together)
+        try:
+            results[i] = provider.create(spec, offers[0])
+        except Exception as exc:  # noqa: BLE001 - recorded for the assertion
+            results[i] = exc
+
+    threads = [threading.Thread(target=up, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not any(isinstance(r, Exception) for r in results), results
+    assert len(aws.faults.calls("RunInstances")) == 2  # both were sent
+    [inst] = _running(aws, "us-east-1")
+    assert {r.cloud_id for r in results} == {inst["InstanceId"]}  # type: ignore[union-attr]

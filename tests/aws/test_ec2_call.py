@@ -215,3 +215,18 @@ def test_the_secret_reader_gets_a_secret_with_the_instance_profile(aws, helper, 
     with pytest.raises(RuntimeError, match=r"^Secrets Manager answered 403 (SignatureDoesNotMatch|InvalidSignatureException)$"):
         helper.secret_aws("hf/token")
 
+
+
+def test_a_secret_named_by_its_arn_is_read_in_its_own_region(aws, helper, vm, moto_auth):
+    """secret://aws/ARN: the helper asks the ARN's region (us-west-2), not the VM's (the metadata's us-east-1),
+    where a secret of that name does not exist."""
+    _, meta = vm
+    moto_auth.off()
+    arn = aws.client("secretsmanager", "us-west-2", direct=True).create_secret(Name="hf/token", SecretString="west")["ARN"]
+    keys = role_credentials(aws, "trainvm-sm2", {"Version": "2012-10-17", "Statement": [
+        {"Effect": "Allow", "Action": "secretsmanager:GetSecretValue", "Resource": "*"}]})
+    meta["iam/security-credentials/trainvm-vm"] = json.dumps(keys)
+    assert meta["placement/region"] != "us-west-2"
+    assert helper.secret_aws(arn) == "west"
+    with pytest.raises(RuntimeError, match="ResourceNotFoundException"):
+        helper.secret_aws("hf/token")  # by name: the VM's region, where it does not exist

@@ -248,3 +248,12 @@ def test_plan_says_what_a_mixed_lifecycle_does_on_aws() -> None:
     uniform = SimpleNamespace(idle_shutdown_minutes=60, on_idle="delete", max_run_hours=24, on_max_run="delete")
     assert not [ln for ln in summary_lines(uniform, "aws") if ln.startswith("mixed")]
     assert not [ln for ln in summary_lines(mixed, "azure") if ln.startswith("mixed")]  # Azure calls ARM for both
+
+
+def test_a_secret_named_by_its_arn_is_allowed_in_its_own_region_and_account(spec) -> None:
+    arn = "arn:aws:secretsmanager:us-west-2:123456789012:secret:hf/token"
+    s = replace(spec, data_sources=(), idle_shutdown_minutes=None, max_run_hours=None,
+                profile_json=json.dumps({"env": {"HF_TOKEN": f"secret://aws/{arn}", "B": "secret://aws/b"}}))
+    [secret] = [x for x in R.role_policy(s, "eu-west-1")["Statement"] if x["Action"] == "secretsmanager:GetSecretValue"]
+    assert secret["Resource"] == [arn, f"{arn}-??????", "arn:aws:secretsmanager:eu-west-1:*:secret:b-??????"]
+    assert R.secret_region(arn) == "us-west-2" and R.secret_region("hf/token") is None

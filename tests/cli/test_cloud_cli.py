@@ -245,3 +245,52 @@ def test_a_payload_store_refusal_stops_up_and_leaves_nothing(cli, clouds) -> Non
     r = cli("up", T4, "--yes", "--json")
     assert r.code == 3 and "AccessDenied" in r.err + r.out
     assert not any(f.vms for f in clouds.values()) and not any(f.store.objects for f in clouds.values())
+
+
+def test_up_with_credentials_for_one_cloud_names_the_clouds_not_checked(cli, clouds, monkeypatch, write_yaml) -> None:
+    """Only AWS has credentials: `up` cannot see a VM of that name on GCE or Azure, so before creating it says
+    which clouds it did not check (text and --json), and creates on AWS only."""
+    from provisioner.errors import CloudError
+    from provisioner.providers import get_provider
+
+    def only_aws(cloud: str):
+        if cloud != "aws":
+            raise CloudError(f"no {cloud} credentials (fake)")
+        return get_provider(cloud)
+
+    monkeypatch.setattr("provisioner.commands.clouds.get_provider", only_aws)
+    profile = str(write_yaml(f"extends: {T4}\nname: bert-finetune\n"
+                             "data:\n  - {source: 'https://example.com/glue.tar', dest: /mnt/data/glue}\n"))
+    r = cli("up", profile, "--yes", "--cloud", "aws")
+    assert r.code == 0, r.err
+    name = next(iter(clouds["aws"].vms))
+    line = next(ln for ln in r.err.splitlines() if "not checked" in ln)
+    assert "gcp" in line and "azure" in line and name in line and "may already exist" in line
+    assert r.err.index("not checked") < r.err.index("attempt 1")  # said before creating
+    clouds["aws"].vms.clear()
+    doc = cli("up", profile, "--yes", "--json", "--cloud", "aws").json()
+    assert [c["cloud"] for c in doc["summary"]["clouds_not_checked"]] == ["gcp", "azure"]
+    assert "no gcp credentials (fake)" in doc["summary"]["clouds_not_checked"][0]["reason"]
+    assert any("not checked" in w and "gcp" in w for w in doc["warnings"])
+    assert not clouds["gcp"].vms and not clouds["azure"].vms
+
+
+def test_up_with_every_cloud_checked_names_none(cli, clouds) -> None:
+    doc = cli("up", T4, "--yes", "--json").json()
+    assert doc["summary"]["clouds_not_checked"] == [] and not any("not checked" in w for w in doc["warnings"])
+
+
+def test_plan_warns_when_failover_can_pick_a_region_without_the_aws_secret(cli, write_yaml) -> None:
+    """secret://aws/NAME is read in the VM's region: with AWS offers in several regions `plan` says the secret must
+    exist in each (or be named by its ARN); an ARN reference is read in its own region and needs no warning."""
+    def plan(ref: str) -> list[str]:
+        profile = write_yaml(f"extends: {T4}\nname: bert-finetune\nstack: {{env: {{HF_TOKEN: '{ref}'}}}}\n"
+                             "data:\n  - {source: 'https://example.com/glue.tar', dest: /mnt/data/glue}\n")
+        r = cli("plan", str(profile), "--json", "--cloud", "aws", "--region", "us-east-1", "--region", "us-west-2")
+        assert r.code == 0, r.err
+        return [w for w in r.json()["warnings"] if "HF_TOKEN" in w]
+
+    [warning] = plan("secret://aws/hf/token")
+    assert "read in the VM's own region" in warning and "us-east-1, us-west-2" in warning
+    assert "secret://aws/arn:aws:secretsmanager:REGION:ACCOUNT:secret:hf/token" in warning
+    assert plan("secret://aws/arn:aws:secretsmanager:us-east-1:123456789012:secret:hf/token") == []

@@ -12,6 +12,8 @@ and its instances are ``running`` at once; the proxy adds:
 - ``set_capacity(zone_name, room)``: from now on that AZ has room for ``room`` more instances: a RunInstances
   whose ``MinCount`` exceeds it is answered ``InsufficientInstanceCapacity`` and launches nothing (EC2's
   all-or-nothing for MinCount); one that fits takes ``MinCount`` of the room (moto launches ``MinCount``);
+- ``hang(action, times)``: accept ``times`` matching requests and never answer them (an endpoint that accepts
+  connections and then says nothing) until ``release()`` or ``clear()``; the connection is then closed unanswered;
 - ``set_console(instance_id, text)``: the VM's console output (what the VM's startup script prints),
   answered for GetConsoleOutput; moto's own answer is a fixed placeholder.
 
@@ -50,6 +52,7 @@ from tests.emulators.aws_placement import PlacementGroups, region_of
 from tests.emulators.aws_tags import tag_error
 from tests.emulators.aws_tokens import ClientTokens, as_run_instances, describe_body
 
+HANG = "(hang)"  # a rule's code: the request is never answered
 #: HTTP status EC2 uses for each injected code (capacity and throttling are server-side errors there).
 STATUS = {"InsufficientInstanceCapacity": 500, "RequestLimitExceeded": 503, "VcpuLimitExceeded": 400,
           "MaxSpotInstanceCountExceeded": 400, "Unsupported": 400, "UnauthorizedOperation": 403,
@@ -104,6 +107,7 @@ class FaultProxy:
         self.lock = threading.Lock()
         self.placements = PlacementGroups()
         self.tokens = ClientTokens()
+        self.released = threading.Event()  # what the hung requests wait for
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -142,6 +146,7 @@ class FaultProxy:
         return self
 
     def stop(self) -> None:
+        self.release()
         self.httpd.shutdown()
         self.httpd.server_close()
 
@@ -151,6 +156,7 @@ class FaultProxy:
             self.started = {}
             self.capacity = {}
             self.hold_next = None
+        self.release()
         self.placements.clear()
         self.tokens.clear()
 
@@ -160,6 +166,16 @@ class FaultProxy:
         with self.lock:
             self.rules.append(Rule(action, code, status or STATUS.get(code, 400), message, times, dict(when or {}),
                                    after))
+
+    def hang(self, action: str, *, times: int = -1, when: dict[str, str] | None = None) -> None:
+        """``times`` matching requests are read and never answered (until ``release``)."""
+        with self.lock:
+            self.released = threading.Event()
+            self.rules.append(Rule(action, HANG, 0, None, times, dict(when or {})))
+
+    def release(self) -> None:
+        """The hung requests end: their connections are closed unanswered."""
+        self.released.set()
 
     def hold_pending(self, instance_id: str = "*") -> None:
         with self.lock:
@@ -198,6 +214,12 @@ class FaultProxy:
         length = int(h.headers.get("Content-Length") or 0)
         body = h.rfile.read(length) if length else b""
         params = dict(parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True))
+        if params.get("Action") == "RunInstances":  # a token's lookup and launch are one step (aws_tokens)
+            with self.tokens.claim(region_of(h.headers.get("Authorization")), params):
+                return self._handle(h, body, params)
+        return self._handle(h, body, params)
+
+    def _handle(self, h: BaseHTTPRequestHandler, body: bytes, params: dict[str, str]) -> None:
         action = params.get("Action", "")
         rec = Recorded(action, params)
         with self.lock:
@@ -211,6 +233,10 @@ class FaultProxy:
         if rule is None and action == "RunInstances" and self.tokens.lookup(region_of(h.headers.get("Authorization")),
                                                                             params) is None and self._no_room(params):
             rule = Rule(action, "InsufficientInstanceCapacity", STATUS["InsufficientInstanceCapacity"], None, 1)
+        if rule is not None and rule.code == HANG:
+            self.released.wait(300)
+            h.close_connection = True
+            return None
         if rule is not None and not rule.after:
             rec.status = rule.status
             return self._send(h, rule.status, self._error(rule, params))

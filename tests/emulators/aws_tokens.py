@@ -6,16 +6,20 @@
 - the same token with other parameters is refused with ``IdempotentParameterMismatch``;
 - a request that failed does not bind its token.
 
-Tokens are per region. Not modelled: the expiry of a token (at least 24 hours after its instances are
+Tokens are per region. Two requests with one token at once (two `up` of one profile) are answered one after the
+other (``claim``): the second sees the first's instances, as EC2 answers an idempotent request with the one
+reservation; before, both looked the token up before either had launched, and moto launched twice. Not modelled: the expiry of a token (at least 24 hours after its instances are
 terminated in EC2), and that EC2 compares parameters semantically (here: the form parameters byte for byte,
 which is what a botocore retry resends).
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
 import xml.etree.ElementTree as ET
+from typing import Any
 
 from tests.emulators.aws_placement import Answer, error
 
@@ -25,9 +29,19 @@ class ClientTokens:
         self.seen: dict[tuple[str, str], tuple[dict[str, str], list[str]]] = {}
         self.lock = threading.Lock()
 
+        self.claims: dict[tuple[str, str], threading.Lock] = {}
+
     def clear(self) -> None:
         with self.lock:
             self.seen.clear()
+
+    def claim(self, region: str, params: dict[str, str]) -> Any:
+        """A lock held from ``lookup`` to ``launched`` for the request's token (a no-op lock without one)."""
+        token = params.get("ClientToken")
+        if not token:
+            return contextlib.nullcontext()
+        with self.lock:
+            return self.claims.setdefault((region, token), threading.Lock())
 
     def lookup(self, region: str, params: dict[str, str]) -> Answer | list[str] | None:
         """None: a new token (launch); the instance ids to answer with; or the mismatch error."""

@@ -423,8 +423,9 @@ def aws_call(service, op, region, params):  # (0, response) or (exit code, its e
     return 0, json.loads(p.stdout)
 
 
-def secret_aws(name):  # Secrets Manager GetSecretValue with the instance profile
-    rc, out = aws_call("secretsmanager", "get_secret_value", aws_md("placement/region")[0], {"SecretId": name})
+def secret_aws(name):  # Secrets Manager GetSecretValue with the instance profile: a name in the VM's region, an ARN in its own
+    region = name.split(":")[3] if name.startswith("arn:") else aws_md("placement/region")[0]
+    rc, out = aws_call("secretsmanager", "get_secret_value", region, {"SecretId": name})
     if rc == 1:  # the error's status and code only
         raise RuntimeError("Secrets Manager answered %s" % " ".join(out.split()[:2]))
     if rc != 0:
