@@ -112,6 +112,12 @@ class Offer:
                 f"({self.gpu_count}x {self.gpu_name}) {price}")
 
 
+def _no_disk_prices() -> Any:
+    from provisioner.catalog.disks import DiskPrices
+
+    return DiskPrices()
+
+
 def _num(x: float) -> float | int:
     return int(x) if float(x).is_integer() else x
 
@@ -126,6 +132,8 @@ class Catalog:
     schema_version: int
     path: Path
     provenance: Mapping[str, Any] = field(default_factory=dict)
+    #: disk prices (``disks.csv``, catalog/disks.py); empty when the folder has none: every disk price unknown
+    disk_prices: Any = field(default_factory=lambda: _no_disk_prices())
 
     def clouds(self) -> tuple[str, ...]:
         return tuple(sorted({o.cloud for o in self.offers}))
