@@ -72,14 +72,23 @@ def test_up_finds_the_name_on_a_cloud_outside_the_plan(cli, clouds, write_yaml) 
 def test_plan_text_shows_the_bound_and_worst_case(cli, write_yaml) -> None:
     r = cli("plan", T4)
     assert r.code == 0, r.err
-    assert "failover bound: $1.50/h (placement.max_price_per_hour); worst-case failover price $" in r.out
+    assert "failover bound: $1.50/h running (placement.max_price_per_hour); worst-case failover price $" in r.out
     p = write_yaml("name: d\nextends: base/torch-2.4-cu124\nhardware: {gpu: T4, min_vcpus: 4, min_memory_gib: 15}\n"
                    "placement: {clouds: [gcp], max_failover_premium: 0.1}\n")
     doc = cli("plan", str(p), "--json").json()
-    assert doc["failover_bound"] == {"price_hourly": 0.594, "basis": "placement.max_failover_premium", "premium": 0.1,
-                                     "worst_case_price_hourly": max(o["price_hourly"] for o in [doc["chosen"], *doc["failover"]])}
-    assert all(o["price_hourly"] <= 0.594 and o["gpu_name"] == "T4" for o in doc["failover"])
-    assert "failover bound: $0.594/h (chosen $0.54/h +10%, placement.max_failover_premium)" in cli("plan", str(p)).out
+    # the bound and the worst case are running prices (compute + the request's disks: the same GCE boot disk
+    # price for every offer here, so running = compute + estimate.cost.disks_hourly)
+    disks = doc["estimate"]["cost"]["disks_hourly"]
+    assert doc["estimate"]["running_hourly"] == pytest.approx(0.54 + disks, abs=1e-6)
+    assert doc["failover_bound"] == {
+        "price_hourly": round(doc["estimate"]["running_hourly"] * 1.1, 6), "basis": "placement.max_failover_premium",
+        "premium": 0.1,
+        "worst_case_price_hourly": pytest.approx(max(o["price_hourly"] for o in [doc["chosen"], *doc["failover"]]) + disks,
+                                                 abs=1e-6)}
+    bound = doc["failover_bound"]["price_hourly"]
+    assert all(o["price_hourly"] + disks <= bound and o["gpu_name"] == "T4" for o in doc["failover"])
+    assert "failover bound: $0.6241/h running (chosen $0.5674/h +10%, placement.max_failover_premium)" in cli("plan", str(p)).out
+    assert bound == pytest.approx((0.54 + 200 * 0.10 / 730) * 1.1, abs=1e-6)  # 200 GiB pd-balanced boot disk
     bad = write_yaml("name: d\nextends: base/torch-2.4-cu124\nplacement: {max_failover_premium: -1}\n", name="bad.yaml")
     r = cli("validate", str(bad))
     assert r.code == 1 and "bad.yaml:3: placement.max_failover_premium: Input should be greater than or equal to 0" in r.err
