@@ -20,7 +20,12 @@ def test_up_json_summary_has_prices_run_cost_lifecycle_ssh_and_data(cli, clouds)
     assert (s["cloud"], s["instance_type"], s["gpu"], s["spot"]) == ("gcp", "n1-standard-8", "1x T4", False)
     assert s["price_hourly"] == 0.73 and s["failover_bound_hourly"] == 1.5  # placement.max_price_per_hour
     assert 0.73 <= s["worst_case_price_hourly"] <= 1.5
-    assert s["run_cost"] == pytest.approx(0.73 * 24) and s["worst_case_run_cost"] == round(s["worst_case_price_hourly"] * 24, 2)
+    # running = compute + the 150 GiB pd-balanced boot disk; stopped = that disk (what a stopped VM keeps costing)
+    boot = 150 * 0.10 / 730
+    assert s["running_hourly"] == pytest.approx(0.73 + boot, abs=1e-6) and s["stopped_hourly"] == pytest.approx(boot, abs=1e-6)
+    assert s["cluster_running_hourly"] == s["running_hourly"] and s["cluster_stopped_hourly"] == s["stopped_hourly"]
+    assert s["cost"]["parts"][1]["detail"] == "150 GiB balanced (pd-balanced)"
+    assert s["run_cost"] == round(s["running_hourly"] * 24, 2) and s["worst_case_run_cost"] == round(s["worst_case_price_hourly"] * 24, 2)
     assert s["lifecycle"] == {"idle_shutdown_minutes": 60, "max_run_hours": 24, "on_idle": "stop", "on_max_run": "stop"}
     assert s["ssh"].startswith("open to any address")
     assert s["data_sources"] == ["gs://example-ml-data/glue/"]
@@ -54,8 +59,9 @@ def test_confirmation_shows_the_summary_before_asking(cli, clouds, monkeypatch) 
     r = cli("up", T4)
     assert r.code == 1 and len(asked) == 1 and not clouds["gcp"].vms
     for expected in ("gcp n1-standard-8 (1x T4) in us-central1-a at $0.730/h",
-                     "failover: same GPU only, at most $1.500/h; worst case $",
-                     "run length: max_run_hours=24 -> $17.52", "lifecycle: idle shutdown after 60 idle minutes, on_idle=stop, on_max_run=stop",
+                     "cost: running $0.751/h (compute $0.730 + disks $0.021); stopped $0.021/h (the boot disk keeps billing)",
+                     "failover: same GPU only, at most $1.500/h running; worst case $",
+                     "run length: max_run_hours=24 -> $18.01", "lifecycle: idle shutdown after 60 idle minutes, on_idle=stop, on_max_run=stop",
                      "ssh: open to any address", "data: gs://example-ml-data/glue/"):
         assert expected in r.err
 
