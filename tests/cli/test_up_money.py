@@ -161,3 +161,31 @@ def test_status_and_verify_take_cloud(cli, clouds) -> None:
     assert f"{name} on gcp us-central1-a" in cli("verify", name, "--cloud", "gcp").out
     assert cli("verify", name, "--cloud", "azure").code == 4  # no such VM there (issue 12 exit codes)
     assert cli("down", name, "--cloud", "nope", "--yes").code == 2
+
+
+def test_list_and_status_show_running_and_stopped_prices_recorded_at_up(cli, clouds) -> None:
+    """`up` records the disks' $/h on the VM (trainvm-disks-price, trainvm-kept-price); `list`/`status` show compute +
+    disks running and what a stopped VM keeps costing."""
+    up = cli("up", T4, "--yes", "--json", "--cloud", "gcp").json()
+    boot = 150 * 0.10 / 730  # the profile's 150 GiB pd-balanced boot disk
+    vm = clouds["gcp"].vms[up["name"]]
+    assert vm.disks_hourly == pytest.approx(boot, abs=1e-6) and vm.kept_hourly == pytest.approx(boot, abs=1e-6)
+    v = cli("list", "--json").json()["vms"][0]
+    assert v["running_hourly"] == pytest.approx(0.73 + boot, abs=1e-6) and v["stopped_hourly"] == pytest.approx(boot, abs=1e-6)
+    assert v["billing_now_hourly"] == v["running_hourly"]
+    text = cli("list").out
+    assert "running $/h" in text and "stopped $/h" in text and "$0.751" in text and "$0.021" in text
+    from dataclasses import replace
+
+    clouds["gcp"].vms[up["name"]] = replace(vm, state="TERMINATED")
+    stopped = cli("status", up["name"], "--json").json()["vms"][0]
+    assert stopped["billing_now_hourly"] == stopped["stopped_hourly"] == pytest.approx(boot, abs=1e-6)
+    assert (f"{up['name']} is TERMINATED: compute billing has ended; it keeps costing $0.021/h (the boot disk keeps "
+            "billing)") in cli("status", up["name"]).out
+
+
+def test_a_vm_without_recorded_disk_prices_says_unknown_not_zero(cli, clouds) -> None:
+    clouds["gcp"].vms["trainvm-s-1"] = _record(state="TERMINATED")  # an older trainvm: no disk price labels
+    v = cli("status", "trainvm-s-1", "--json").json()["vms"][0]
+    assert v["running_hourly"] is None and v["stopped_hourly"] is None and v["billing_now_hourly"] is None
+    assert "it keeps costing an unknown amount per hour" in cli("status", "trainvm-s-1").out
