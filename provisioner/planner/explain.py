@@ -43,7 +43,7 @@ def reason_text(reason: str, offer: Offer, request: PlanRequest) -> str:
         "data_locality": r.data_excluded_clouds.get(o.cloud, f"{o.cloud} cannot read the data"),
         "secret_store": r.secret_excluded_clouds.get(o.cloud, f"{o.cloud} cannot read a secret of the profile"),
         "gpu_name": f"accept {o.gpu_name}",
-        "gpu_memory": f"accept {o.gpu_memory_gib:g} GiB per GPU",
+        "gpu_memory": f"accept {o.gpu_memory_gib:g} GiB per GPU (nominal, as min_gpu_memory_gib compares)",
         "stack_incompatible": f"a stack that runs on {o.gpu_name} "
                               f"({r.stack_excluded_gpus.get(o.gpu_name, 'incompatible')})",
         "gpu_count": f"gpu_count: {o.gpu_count}",
