@@ -274,7 +274,7 @@ def _print_explain(plan: Any) -> None:
     out.print("near misses (rejected by exactly one constraint):")
     for nm in plan.near_misses:
         o = nm.offer
-        out.print(f"  {o.cloud} {o.zone or o.region} {o.instance_type} {_money(plan.price(o))}/h: {nm.reason} - {reason_text(nm.reason, o, plan.request)}")
+        out.print(f"  {o.cloud} {o.zone or o.region} {o.instance_type} {_money(plan.price(o))}/h: {nm.reason} - {reason_text(nm.reason, o, plan.request, plan.running_price(o))}")
 
 
 def _catalog_gpu(given: str, offered: set[str]) -> str:

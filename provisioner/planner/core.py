@@ -392,8 +392,10 @@ def plan(request: PlanRequest, catalog: Catalog, today: date) -> Plan:
             # Suggest GPUs closest in memory to the ones asked for (capped), then the cheapest.
             want = min(GPU_MEMORY_GIB.get(g, 0.0) for g in names)
             k = lambda o, want=want: (-min(o.gpu_memory_gib, want), key(o))  # noqa: E731
+        elif r == "max_price":  # the cap is on the running price: the offers closest under it are the cheapest running
+            k = lambda o: (running(o), key(o))  # noqa: E731
         picked.extend(NearMiss(o, r) for o in heapq.nsmallest(NEAR_MISSES_PER_REASON, lst, key=k))
-    near_misses = tuple(sorted(picked, key=lambda nm: (key(nm.offer), _RANK[nm.reason])))
+    near_misses = tuple(sorted(picked, key=lambda nm: (running(nm.offer), key(nm.offer), _RANK[nm.reason])))
     age = (today - catalog.date).days
     warnings: list[str] = []
     if age > STALE_AFTER_DAYS:

@@ -59,3 +59,12 @@ def test_failover_bound_is_on_the_running_price() -> None:
     p = plan(replace(REQ, max_failover_premium=0.2), with_disks([CHEAP_COMPUTE, DEAR_COMPUTE], TABLE), TODAY)
     assert p.failover_bound == pytest.approx(p.running_price(DEAR_COMPUTE) * 1.2, abs=1e-5)
     assert p.failover == (CHEAP_COMPUTE,) and p.failover_worst_case == p.running_price(CHEAP_COMPUTE)
+
+
+def test_a_max_price_near_miss_names_the_running_price_to_allow() -> None:
+    from provisioner.planner import closest_offers
+
+    p = plan(replace(REQ, max_price_per_hour=1.2), with_disks([CHEAP_COMPUTE, DEAR_COMPUTE], TABLE), TODAY)
+    [first, *_] = closest_offers(p)
+    assert first.reasons == ("max_price",) and first.offer == DEAR_COMPUTE
+    assert first.change == f"max_price_per_hour >= {p.running_price(DEAR_COMPUTE):.2f}" == "max_price_per_hour >= 1.28"
