@@ -28,6 +28,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from provisioner.catalog import families as F  # noqa: E402
+from provisioner.catalog.disks import DISKS_FILE, DiskPrices, read_disk_prices  # noqa: E402
 from provisioner.catalog.integrity import SUSPECT_GAP, spot_check, suspect_low  # noqa: E402
 from provisioner.catalog.models import COLUMNS, EXCLUDING_FLAGS, SCHEMA_VERSION, Offer  # noqa: E402
 from provisioner.catalog.storage import MANIFEST, write_catalog  # noqa: E402
@@ -256,6 +257,14 @@ def sha256(p: Path) -> str:
     return hashlib.sha256(read_text(p).encode("utf-8")).hexdigest()
 
 
+def disk_prices(src: Path) -> DiskPrices | None:
+    """The snapshot's disks.csv (disk prices by hand from the published price pages, each row with its source
+    and date), checked by the catalog's own reader and carried into the catalog as is (sorted). None when the
+    snapshot folder has none: the catalog then prices no disk (every disk price unknown)."""
+    p = src / DISKS_FILE
+    return read_disk_prices(p) if p.is_file() else None
+
+
 def build(src: Path, out: Path) -> dict[str, Any]:
     b = Build()
     offers: list[Offer] = []
@@ -291,9 +300,15 @@ def build(src: Path, out: Path) -> dict[str, Any]:
         "input_sha256": {f"{c}.csv": sha256(snapshot_file(src, c)) for c in F.CLOUDS},
         "suspect_gap": SUSPECT_GAP,
     }
-    write_catalog(out, offers, source=SOURCE, catalog_date=SNAPSHOT_DATE,
-                  extra_provenance=prov, stats=stats)
-    (out / "README.md").write_text(render_readme(stats), encoding="utf-8")
+    disks = disk_prices(src)
+    if disks is not None:
+        prov["input_sha256"][DISKS_FILE] = sha256(src / DISKS_FILE)
+        prov["disk_prices"] = {"file": DISKS_FILE, "rows": len(disks.rows),
+                               "fetched_at": sorted({r.fetched_at.isoformat() for r in disks.rows}),
+                               "source": "published list prices by hand, each row's source column names its page"}
+    write_catalog(out, offers, source=SOURCE, catalog_date=SNAPSHOT_DATE, extra_provenance=prov, stats=stats,
+                  disk_prices=None if disks is None else disks.rows)
+    (out / "README.md").write_text(render_readme(stats, disks), encoding="utf-8")
     return stats
 
 
@@ -301,7 +316,7 @@ def _count(stats: dict[str, Any], section: str, key: str, clouds: Iterable[str] 
     return sum(stats[section].get(c, {}).get(key, 0) for c in clouds)
 
 
-def render_readme(s: dict[str, Any]) -> str:
+def render_readme(s: dict[str, Any], disks: DiskPrices | None = None) -> str:
     rows = " / ".join(f"{c} {s['rows'].get(c, 0)}" for c in F.CLOUDS)
     plannable = " / ".join(f"{c} {s['plannable_rows'].get(c, 0)}" for c in F.CLOUDS)
     excl = ", ".join(f"`{f}` → `{r}`" for f, r in EXCLUDING_FLAGS.items())
@@ -367,10 +382,34 @@ planner's per-GPU `min_vcpus`/`min_memory_gib` defaults keep them out when a pro
   Azure NVMe sizes from the size tables; AWS instance store.
 - Azure GPU memory comes from the per-series lookup (`families.AZURE_SERIES`).
 
+{_disks_text(disks)}
 ## Stats
 ```
 {_stats_text(s)}
 ```
+"""
+
+
+def _disks_text(disks: DiskPrices | None) -> str:
+    if not disks:
+        return ""
+    per = Counter((r.cloud, r.disk_type) for r in disks.rows)
+    kinds = "; ".join(f"{c} {k} ({n} row{'s' if n > 1 else ''})" for (c, k), n in per.items())
+    dates = ", ".join(sorted({r.fetched_at.isoformat() for r in disks.rows}))
+    return f"""## Disk prices (`{DISKS_FILE}`)
+Header `cloud,region,disk_type,size_max_gib,unit,price_month,source,fetched_at` (`trainvm catalog refresh`
+writes the same file). `disk_type` is the profile's boot-disk vocabulary plus `local_ssd`; `unit` `gib` = USD per
+GiB-month, `disk` = USD per disk-month for a disk up to `size_max_gib` (Azure's tiers: a disk is billed at the
+smallest tier at least its size); `region` `*` = every region of the cloud not listed. Rows: {kinds}.
+Recorded {dates} by hand from the pages each row's `source` names (`scripts/catalog-snapshot/disks.csv`), at the
+US reference region (GCE us-central1, Azure East US, AWS us-east-1) for every region (`*`): other regions
+cost up to about a third more. Cross-checked: GCE's page's worked example (200 GB pd-standard $8.00, pd-ssd
+$34.00 a month); Azure P15 $38.01 and P30 $135.17 (East US Retail Prices API rows recorded in public test
+fixtures). The others are as recorded; `catalog refresh` replaces them with the price APIs' numbers.
+Not in the table, so shown as unknown: AWS `ssd` (gp3 with provisioned IOPS and throughput: its price depends
+on them, not only on the size), GCE Hyperdisk (A3 Ultra, A4 boot disks), the Local SSD that A2 Ultra, A3 and
+A4 bring with the machine type. `local_ssd` at 0 (AWS instance store, Azure local NVMe) is part of the
+instance price, as the row's source says. Standard HDD/SSD transactions (Azure) are not priced.
 """
 
 

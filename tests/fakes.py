@@ -26,6 +26,7 @@ from provisioner.providers.base import (
     InstanceRecord,
     LaunchSpec,
     ProviderError,
+    costs_from_labels,
     price_from_labels,
 )
 from provisioner.providers.store import PAYLOAD_LABEL, PayloadRef, payload_key
@@ -141,7 +142,7 @@ class FakeProvider:
             record = InstanceRecord(
                 name=spec.name, cloud=offer.cloud, region=offer.region, zone=offer.zone,
                 instance_type=offer.instance_type, state="RUNNING", profile=spec.profile_name,
-                hash=spec.labels["trainvm-hash"], price_hourly=price_from_labels(spec.labels),
+                hash=spec.labels["trainvm-hash"], price_hourly=price_from_labels(spec.labels), **costs_from_labels(spec.labels),
                 created="2026-11-22T00:00:00Z", ip="203.0.113.10", spot=spec.spot, payload=spec.labels.get(PAYLOAD_LABEL))
             self.vms[spec.name] = record
             self.profiles[spec.name] = json.loads(spec.profile_json)
@@ -157,7 +158,7 @@ class FakeProvider:
             self.vms[name] = InstanceRecord(
                 name=name, cloud=offer.cloud, region=offer.region, zone=offer.zone, instance_type=offer.instance_type,
                 state="RUNNING", profile=spec.profile_name, hash=spec.labels["trainvm-hash"],
-                price_hourly=price_from_labels(spec.labels), created="2026-11-22T00:00:00Z", ip=f"203.0.113.{10 + rank}",
+                price_hourly=price_from_labels(spec.labels), **costs_from_labels(spec.labels), created="2026-11-22T00:00:00Z", ip=f"203.0.113.{10 + rank}",
                 spot=spec.spot, cluster=spec.name, rank=rank, nodes=spec.nodes, payload=spec.labels.get(PAYLOAD_LABEL))
             self.profiles[name] = json.loads(spec.profile_json)
             made.append(name)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Mapping
+from typing import Iterable, Mapping
 
 from provisioner.providers.registry import CLOUD_NAMES, DISK_TYPES
 
@@ -32,6 +32,22 @@ GPU_MEMORY_GIB: Mapping[str, float] = MappingProxyType({
     "H200": 141, "B200": 180, "MI25": 16,
 })
 CANONICAL_GPUS: frozenset[str] = frozenset(GPU_MEMORY_GIB)
+#: What a program can allocate on one GPU, where it is known to be less than the nominal size above (ECC and
+#: driver reservations): AWS's own figures for L4/A10G (22.35 GiB) and L40S (44.70 GiB), as its price list and
+#: DescribeInstanceTypes report them (scripts/catalog-snapshot/aws.csv). ``min_gpu_memory_gib`` compares nominal
+#: sizes (``GPU_MEMORY_GIB``); ``usable_memory_notes`` says when that differs from what a program gets.
+GPU_USABLE_GIB: Mapping[str, float] = MappingProxyType({"L4": 22.35, "A10G": 22.35, "L40S": 44.70})
+
+
+def usable_memory_notes(min_gib: float | None, gpus: Iterable[str] | None) -> list[str]:
+    """For each GPU (``gpus``; None: every GPU) that ``min_gpu_memory_gib`` admits by its nominal size but whose
+    usable memory is below ``min_gib``: one sentence saying so."""
+    if min_gib is None:
+        return []
+    names = sorted(GPU_USABLE_GIB) if gpus is None else sorted(set(gpus))
+    return [f"{n} counts as {GPU_MEMORY_GIB[n]:g} GiB (nominal, as clouds sell it) but about {GPU_USABLE_GIB[n]:g} GiB "
+            f"is usable, less than {min_gib:g}" for n in names
+            if n in GPU_USABLE_GIB and GPU_MEMORY_GIB[n] >= min_gib > GPU_USABLE_GIB[n]]
 
 #: Snapshot (SkyPilot) accelerator name -> trainvm canonical name. H100-MEGA is an H100 80GB on
 #: a3-megagpu-8g (the instance type keeps the distinction); "T4g" is the Graviton T4 of g5g.

@@ -122,6 +122,12 @@ class Offer:
                 f"({self.gpu_count}x {self.gpu_name}) {price}")
 
 
+def _no_disk_prices() -> Any:
+    from provisioner.catalog.disks import DiskPrices
+
+    return DiskPrices()
+
+
 def _num(x: float) -> float | int:
     return int(x) if float(x).is_integer() else x
 
@@ -142,6 +148,8 @@ class Catalog:
     stale_after_days: int = EMBEDDED_STALE_AFTER_DAYS
     #: why the catalog is not the one the selection order would have given (a refreshed one that did not load)
     note: str = ""
+    #: disk prices (``disks.csv``, catalog/disks.py); empty when the folder has none: every disk price unknown
+    disk_prices: Any = field(default_factory=lambda: _no_disk_prices())
 
     def clouds(self) -> tuple[str, ...]:
         return tuple(sorted({o.cloud for o in self.offers}))

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import csv
 import json
-from dataclasses import fields
+from dataclasses import fields, replace
 from datetime import date
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from provisioner import settings
+from provisioner.catalog.disks import DISKS_FILE, DiskPrice, read_disk_prices, write_disk_prices
 from provisioner.catalog.families import ARCHES, CLOUDS, DISK_TYPES
 from provisioner.catalog.models import (
     COLUMNS,
@@ -104,10 +105,11 @@ def _load(path: Path, origin: str) -> Catalog:
         raise CatalogError(f"{manifest_path}{where}: missing; a catalog folder needs {MANIFEST} "
                            f"(schema_version, columns, files, provenance) next to its CSV files")
     manifest = _read_manifest(manifest_path)
-    files = [path / name for name in manifest["files"]]
+    listed = [path / name for name in manifest["files"]]
+    files = [p for p in listed if p.name != DISKS_FILE]  # offer CSVs; disks.csv holds disk prices
     try:
         sig = tuple((str(p), p.stat().st_mtime_ns, p.stat().st_size)
-                    for p in [manifest_path, *files])
+                    for p in [manifest_path, *listed])
     except FileNotFoundError as e:
         raise CatalogError(
             f"{manifest_path}: lists {Path(e.filename).name}, which is missing") from None
@@ -124,11 +126,14 @@ def _load(path: Path, origin: str) -> Catalog:
 
     offers = tuple(Offer(*row) for row in disk_cached("catalog", [manifest_path, *files], parse))
     prov = manifest["provenance"]
+    disks = [p for p in listed if p.name == DISKS_FILE]
     catalog = Catalog(offers=offers, source=str(prov["source"]), date=prov["_date"],
                       schema_version=manifest["schema_version"], path=path,
                       provenance={k: v for k, v in prov.items() if k != "_date"}, origin=origin,
                       stale_after_days=(catalog_stale_days() if origin != "embedded"
                                         else Catalog.stale_after_days))
+    if disks:
+        catalog = replace(catalog, disk_prices=read_disk_prices(disks[0]))
     _CACHE.clear()  # keep one catalog: the CLI loads one per process, tests switch folders
     _CACHE[key] = catalog
     return catalog
@@ -325,8 +330,10 @@ def sort_key(o: Offer) -> tuple[Any, ...]:
 def write_catalog(folder: Path | str, offers: Iterable[Offer], *, source: str,
                   catalog_date: date | str, extra_provenance: Mapping[str, Any] | None = None,
                   stats: Mapping[str, Any] | None = None,
-                  provenance_of: Callable[[Offer], tuple[str, str]] | None = None) -> list[Path]:
-    """Write ``offers`` as a catalog folder (one CSV per cloud, rows sorted). Deterministic.
+                  provenance_of: Callable[[Offer], tuple[str, str]] | None = None,
+                  disk_prices: Iterable[DiskPrice] | None = None) -> list[Path]:
+    """Write ``offers`` as a catalog folder (one CSV per cloud, rows sorted; ``disk_prices`` as disks.csv,
+    listed in ``files``). Deterministic.
     With ``provenance_of`` (offer -> (source, fetched_at)) it is schema 3, with per-row provenance."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
@@ -343,11 +350,15 @@ def write_catalog(folder: Path | str, offers: Iterable[Offer], *, source: str,
             w.writerows(offer_row(o) + (list(provenance_of(o)) if provenance_of else [])
                         for o in sorted(by_cloud[cloud], key=sort_key))
         written.append(p)
+    files = [f"{c}.csv" for c in names]
+    if disk_prices is not None:
+        written.append(write_disk_prices(folder / DISKS_FILE, disk_prices))
+        files.append(DISKS_FILE)
     d = catalog_date if isinstance(catalog_date, str) else catalog_date.isoformat()
     manifest: dict[str, Any] = {
         "schema_version": SCHEMA_WITH_PROVENANCE if provenance_of else SCHEMA_VERSION,
         "columns": list(COLUMNS + (PROVENANCE_COLUMNS if provenance_of else ())),
-        "files": [f"{c}.csv" for c in names],
+        "files": files,
         "provenance": {"source": source, "date": d, **(extra_provenance or {})},
     }
     if stats is not None:

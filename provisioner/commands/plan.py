@@ -135,8 +135,16 @@ def _estimate(plan: Any, hours: float | None, loaded: Any) -> dict[str, Any] | N
     price = plan.price(plan.chosen)
     egress = _egress(loaded, plan.chosen)
     nodes = plan.request.nodes
+    cost = plan.cost(plan.chosen)
+    run = cost.running_hourly
     return {"price_hourly": price, "nodes": nodes, "cluster_price_hourly": round(price * nodes, 6), "hours": hours,
-            "per_run": round(price * nodes * hours, 2) if hours else None,
+            # running = compute + the request's disks; stopped = what a stopped VM keeps costing (its disks)
+            "running_hourly": run, "stopped_hourly": cost.stopped_hourly,
+            "cluster_running_hourly": cost.total(run), "cluster_stopped_hourly": cost.total(cost.stopped_hourly),
+            "cost": cost.to_json(),
+            # the run at the running price where every part is known, else at the known parts (a lower bound)
+            "per_run": round(cost.running_hourly_known * nodes * hours, 2) if hours else None,
+            "per_run_is_minimum": run is None,
             "egress": egress, "egress_cost": round(sum(e["cost"] for e in egress) * nodes, 2),
             "egress_cost_checked": all(e["checked"] for e in egress)}
 
@@ -158,22 +166,28 @@ def _print_plan(loaded: Any, plan: Any, applied: dict[str, Any], top: int, hours
     per_node = " per node" if req.nodes > 1 else ""
     run_col = "$/run" + (f" ({req.nodes} nodes)" if req.nodes > 1 else "")
     for col, just in [("", "left"), ("cloud", "left"), ("region", "left"), ("zone", "left"), ("instance type", "left"),
-                      ("GPU", "left"), ("vCPU", "right"), ("RAM GiB", "right"), ("$/h" + per_node, "right")] + ([(run_col, "right")] if hours else []):
+                      ("GPU", "left"), ("vCPU", "right"), ("RAM GiB", "right"), ("compute $/h", "right"),
+                      ("running $/h" + per_node, "right")] + ([(run_col, "right")] if hours else []):
         table.add_column(col, justify=just)  # type: ignore[arg-type]
     for i, o in enumerate(plan.ranked[:top]):
-        price = plan.price(o)
+        price = plan.running_price(o)  # what the ranking compares: compute + the request's disks
         row = ["*" if i == 0 else str(i + 1), o.cloud, o.region, o.zone or "-", o.instance_type,
-               f"{o.gpu_count}x {o.gpu_name} {o.gpu_memory_gib:g}G", f"{o.vcpus:g}", f"{o.memory_gib:g}", _money(price)]
+               f"{o.gpu_count}x {o.gpu_name} {o.gpu_memory_gib:g}G", f"{o.vcpus:g}", f"{o.memory_gib:g}",
+               _money(plan.price(o)), _money(price)]
         if hours:
             row.append(_money(price * hours * req.nodes))
         table.add_row(*row, style="bold green" if i == 0 else None)
     out.print(table)
     c = plan.chosen
     nodes = req.nodes
-    price = plan.price(c) * nodes
-    each = f" ({nodes} nodes x {_money(plan.price(c))}/h)" if nodes > 1 else ""
-    est = f"estimated cost: {_money(price)}/h{each}" + (f", {_money(price * hours)} for max_run_hours={hours:g}" if hours else f", {_money(price * 24)} per 24 h (no max_run_hours set)")
+    cost = plan.cost(c)
+    per_node = cost.running_hourly_known
+    price = per_node * nodes
+    at_least = "at least " if cost.running_hourly is None else ""
+    each = f" ({nodes} nodes x {_money(per_node)}/h)" if nodes > 1 else ""
+    est = f"estimated cost: {at_least}{_money(price)}/h{each}" + (f", {at_least}{_money(price * hours)} for max_run_hours={hours:g}" if hours else f", {at_least}{_money(price * 24)} per 24 h (no max_run_hours set)")
     out.print(f"chosen: {c.cloud} {c.zone or c.region} {c.instance_type}{f' x{nodes} nodes' if nodes > 1 else ''}; {est}")
+    out.print(f"cost: {cost.line()}", soft_wrap=True)
     for line in cluster_lines(loaded, plan):
         out.print(line)
     from provisioner.providers.access import egress_basis
@@ -213,9 +227,12 @@ def cluster_json(loaded: Any, plan: Any, hours: float | None) -> dict[str, Any] 
     facts = placement(c.cloud, c.family, c.instance_type)
     asked = loaded.profile.placement.compact
     price = plan.price(c)
+    cost = plan.cost(c)
     return {"nodes": nodes, "compact_requested": asked, "compact": facts.compact if asked is None else asked,
             "price_hourly_per_node": price, "price_hourly": round(price * nodes, 6),
-            "per_run": round(price * nodes * hours, 2) if hours else None,
+            "running_hourly_per_node": cost.running_hourly, "running_hourly": cost.total(cost.running_hourly),
+            "stopped_hourly_per_node": cost.stopped_hourly, "stopped_hourly": cost.total(cost.stopped_hourly),
+            "per_run": round(cost.running_hourly_known * nodes * hours, 2) if hours else None,
             "placement": facts.to_json(loaded.profile.stack.os)}
 
 
@@ -242,8 +259,8 @@ def bound_line(plan: Any) -> str:
     """``failover bound: $0.68/h (chosen +25%, placement.max_failover_premium); worst case $0.54/h``."""
     b = plan.bound_json()
     why = ("placement.max_price_per_hour" if b["premium"] is None
-           else f"chosen {_money(plan.price(plan.chosen))}/h +{b['premium'] * 100:g}%, placement.max_failover_premium")
-    return (f"failover bound: {_money(b['price_hourly'])}/h ({why}); worst-case failover price "
+           else f"chosen {_money(plan.running_price(plan.chosen))}/h +{b['premium'] * 100:g}%, placement.max_failover_premium")
+    return (f"failover bound: {_money(b['price_hourly'])}/h running ({why}); worst-case failover price "
             f"{_money(b['worst_case_price_hourly'])}/h, same GPU model and count only")
 
 
@@ -267,7 +284,7 @@ def _print_explain(plan: Any) -> None:
     out.print("near misses (rejected by exactly one constraint):")
     for nm in plan.near_misses:
         o = nm.offer
-        out.print(f"  {o.cloud} {o.zone or o.region} {o.instance_type} {_money(plan.price(o))}/h: {nm.reason} - {reason_text(nm.reason, o, plan.request)}")
+        out.print(f"  {o.cloud} {o.zone or o.region} {o.instance_type} {_money(plan.price(o))}/h: {nm.reason} - {reason_text(nm.reason, o, plan.request, plan.running_price(o))}")
 
 
 def _catalog_gpu(given: str, offered: set[str]) -> str:

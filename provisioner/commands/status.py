@@ -4,7 +4,10 @@ A cluster (``hardware.nodes`` > 1) is one entry named after it: its nodes under 
 below it (table), its price and cost the sums over the nodes, its state the nodes' common state (``MIXED``
 when they differ), ``nodes`` the count the cluster was made with and ``nodes_found`` how many the cloud lists.
 
-The price is the one recorded on the VM at create time (``trainvm-price``: the spot price for spot VMs).
+The price is the one recorded on the VM at create time (``trainvm-price``: the spot price for spot VMs); so are its
+disks' prices (``trainvm-disks-price``, ``trainvm-kept-price``): ``running_hourly`` is compute + disks,
+``stopped_hourly`` what the VM keeps costing while stopped (its persistent disks), each unknown (None) when not
+recorded; a stopped VM's line says what it keeps costing.
 A VM of an older trainvm without that label gets the catalog's on-demand price when it is not spot,
 and no price when it is (its spot price is not known). "Cost so far" counts only running time the cloud
 reports: the hours since the last start while it runs, the last run (last start to last stop) once it is
@@ -69,7 +72,11 @@ def _row(r: InstanceRecord) -> dict[str, Any]:
     hours = running_hours(r)
     running = r.state.upper() in RUNNING_STATES
     cost = None if (price is None or hours is None) else round(price * hours, 2)
+    run_h = None if price is None or r.disks_hourly is None else round(price + r.disks_hourly, 6)
     return {**r.to_json(), "price_hourly": price, "price_source": source, "billing_compute": running,
+            # recorded at create time (catalog/costs.py); None: unknown (a VM of an older trainvm, or no disk price)
+            "disks_hourly": r.disks_hourly, "running_hourly": run_h, "stopped_hourly": r.kept_hourly,
+            "billing_now_hourly": run_h if running else r.kept_hourly,
             "last_start": r.last_start, "last_stop": r.last_stop,
             "uptime_hours": None if hours is None else round(hours, 2),
             "cost_so_far": cost, "cost_so_far_is_minimum": cost is not None and r.last_start_is_latest}
@@ -88,6 +95,8 @@ def _cluster_row(name: str, nodes: list[InstanceRecord]) -> dict[str, Any]:
     return {**first, "name": name, "cluster": name, "rank": None, "nodes": nodes[0].nodes, "nodes_found": len(nodes),
             "state": states.pop() if len(states) == 1 else "MIXED",
             "price_hourly_per_node": first["price_hourly"], "price_hourly": _sum([m["price_hourly"] for m in members]),
+            **{k: _sum([m[k] for m in members])
+               for k in ("disks_hourly", "running_hourly", "stopped_hourly", "billing_now_hourly")},
             "billing_compute": any(m["billing_compute"] for m in members),
             "uptime_hours": max(hours) if hours else None, "cost_so_far": _sum([m["cost_so_far"] for m in members]),
             "cost_so_far_is_minimum": any(m["cost_so_far_is_minimum"] for m in members), "members": members}
@@ -126,15 +135,32 @@ def run_status(name: str | None, json_out: bool, cloud: str | None = None) -> in
         for s in skipped:
             notice("not asked", f"{s['cloud']}: {s['reason']}" + (f" ({s['hint']})" if s.get("hint") else ""))
         table = Table(show_edge=False, pad_edge=False)
-        for col in ("name", "cloud", "zone", "type", "state", "profile", "$/h", "run", "cost so far"):
+        for col in ("name", "cloud", "zone", "type", "state", "profile", "$/h", "running $/h", "stopped $/h", "run",
+                    "cost so far"):
             table.add_column(col)
         for v in rows:
             name_cell = v["name"] if "members" not in v else f"{v['name']} ({v['nodes_found']}/{v['nodes']} nodes)"
             _add_row(table, v, name_cell)
             for m in v.get("members", []):
                 _add_row(table, m, f"  node {m['rank']}: {m['name']}")
-        stdout_console().print(table if rows else f"no trainvm VMs found on {', '.join(asked)}")
+        out = stdout_console()
+        out.print(table if rows else f"no trainvm VMs found on {', '.join(asked)}")
+        for v in rows:
+            if not v["billing_compute"]:
+                out.print(kept_line(v), soft_wrap=True)
     return 0
+
+
+def kept_line(v: dict[str, Any]) -> str:
+    """What a stopped VM (or cluster) keeps costing per hour, and what bills, in the registry's words."""
+    from provisioner.providers.registry import CLOUDS
+
+    spec = CLOUDS.get(v["cloud"])
+    what = f" ({spec.lifecycle.kept_billing})" if spec is not None else ""
+    kept = v["stopped_hourly"]
+    price = "an unknown amount per hour" if kept is None else f"${kept:.3f}/h"
+    unknown = " (not recorded on the VM: made by an older trainvm, or no disk price known)" if kept is None else ""
+    return f"{v['name']} is {v['state']}: compute billing has ended; it keeps costing {price}{what}{unknown}"
 
 
 def _add_row(table: Any, v: dict[str, Any], name: str) -> None:
@@ -143,5 +169,7 @@ def _add_row(table: Any, v: dict[str, Any], name: str) -> None:
     if not v["billing_compute"]:
         price += ", not billing compute"
     at_least = ">= " if v["cost_so_far_is_minimum"] else ""
+    run_h, kept = v["running_hourly"], v["stopped_hourly"]
     table.add_row(name, v["cloud"], v["zone"] or v["region"], v["instance_type"], v["state"], v["profile"] or "-",
-                  price, "unknown" if h is None else f"{at_least}{h:.1f} h", "unknown" if cost is None else f"{at_least}${cost:.2f}")
+                  price, "unknown" if run_h is None else f"${run_h:.3f}", "unknown" if kept is None else f"${kept:.3f}",
+                  "unknown" if h is None else f"{at_least}{h:.1f} h", "unknown" if cost is None else f"{at_least}${cost:.2f}")

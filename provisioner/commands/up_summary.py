@@ -1,4 +1,5 @@
-"""What ``up`` shows before it asks (and puts under ``summary`` in ``up --json``): the chosen price, the
+"""What ``up`` shows before it asks (and puts under ``summary`` in ``up --json``): the chosen price, what it costs
+running and stopped with its disks (``running_hourly``/``stopped_hourly``, catalog/costs.py), the
 worst-case failover price and its bound, the cost of a full run, what the lifecycle settings do, who can
 reach SSH and where the data comes from. Cloud-neutral: per-cloud facts come from providers.registry."""
 
@@ -14,6 +15,8 @@ def up_summary(loaded: Any, plan: Any, first: Any, *, spot: bool, ssh_from: str 
     p = loaded.profile
     lc = p.lifecycle
     price = plan.price(first)
+    cost = plan.cost(first)  # compute + the request's disks, running and stopped (catalog/costs.py)
+    running = cost.running_hourly_known  # a lower bound when a part's price is unknown (``cost.unknown``)
     worst = plan.failover_worst_case
     hours = lc.max_run_hours
     n = p.hardware.nodes  # prices stay per node; run costs are the cluster's (n x price)
@@ -27,9 +30,14 @@ def up_summary(loaded: Any, plan: Any, first: Any, *, spot: bool, ssh_from: str 
         "price_hourly": price,
         "nodes": n,
         "cluster_price_hourly": round(price * n, 6),
+        "running_hourly": cost.running_hourly, "stopped_hourly": cost.stopped_hourly,
+        "cluster_running_hourly": cost.total(cost.running_hourly),
+        "cluster_stopped_hourly": cost.total(cost.stopped_hourly),
+        "cost": cost.to_json(), "cost_line": cost.line(),
         "failover_bound_hourly": plan.failover_bound,
         "worst_case_price_hourly": worst,
-        "run_cost": None if hours is None else round(price * n * hours, 2),
+        "run_cost": None if hours is None else round(running * n * hours, 2),
+        "run_cost_is_minimum": cost.running_hourly is None,
         "worst_case_run_cost": None if hours is None or worst is None else round(worst * n * hours, 2),
         "lifecycle": lifecycle,
         "idle_gpu_rule": idle_gpu_line(lc),
@@ -52,15 +60,20 @@ def summary_lines(s: dict[str, Any]) -> list[str]:
     if n > 1:
         lines = [f"{s['cloud']} {n} nodes x {s['instance_type']} ({s['gpu']} each) in {s['location']} at "
                  f"${s['price_hourly']:.3f}/h per node = ${s['cluster_price_hourly']:.3f}/h for the cluster{spot}",
-                 f"failover: the whole cluster, same GPU only, at most ${s['failover_bound_hourly']:.3f}/h per node; "
+                 f"failover: the whole cluster, same GPU only, at most ${s['failover_bound_hourly']:.3f}/h running per node; "
                  f"worst case ${s['worst_case_price_hourly']:.3f}/h per node"]
     else:
         lines = [f"{s['cloud']} {s['instance_type']} ({s['gpu']}) in {s['location']} at ${s['price_hourly']:.3f}/h{spot}",
-                 f"failover: same GPU only, at most ${s['failover_bound_hourly']:.3f}/h; worst case ${s['worst_case_price_hourly']:.3f}/h"]
+                 f"failover: same GPU only, at most ${s['failover_bound_hourly']:.3f}/h running; "
+                 f"worst case ${s['worst_case_price_hourly']:.3f}/h"]
+    if "cost_line" in s:
+        lines.insert(1, f"cost: {s['cost_line']}")
+    at_least = "at least " if s.get("run_cost_is_minimum") else ""
     if lc["max_run_hours"] is None:
-        lines.append(f"run length: no max_run_hours; ${s['price_hourly'] * n * 24:.2f} per 24 h until you run `trainvm down`")
+        per_day = (s.get("cluster_running_hourly") or s.get("cost", {}).get("running_hourly_known", s["price_hourly"]) * n) * 24
+        lines.append(f"run length: no max_run_hours; {at_least}${per_day:.2f} per 24 h until you run `trainvm down`")
     else:
-        lines.append(f"run length: max_run_hours={lc['max_run_hours']:g} -> ${s['run_cost']:.2f} "
+        lines.append(f"run length: max_run_hours={lc['max_run_hours']:g} -> {at_least}${s['run_cost']:.2f} "
                      f"(worst case ${s['worst_case_run_cost']:.2f})")
     idle = "never" if lc["idle_shutdown_minutes"] is None else f"after {lc['idle_shutdown_minutes']} idle minutes"
     actions = "".join(f", {k}={lc[k]}" for k in ("on_idle", "on_max_run") if k in lc)

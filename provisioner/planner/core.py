@@ -2,7 +2,9 @@
 
 ``plan(request, catalog, today)`` walks every offer once, tests every constraint (so that it can
 count rejections and find offers that miss by exactly one constraint), ranks the feasible offers
-by the price that applies and derives the failover order.
+by their running price (the price that applies plus the request's disks: catalog/costs.py, as far as
+the catalog's disk prices know them) and derives the failover order. ``max_price_per_hour`` and the
+failover bound compare that running price too.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from itertools import groupby
 from operator import attrgetter
 from typing import Any, Iterable, NamedTuple
 
+from provisioner.catalog.costs import Cost, cost_of
 from provisioner.catalog.families import GPU_MEMORY_GIB
 from provisioner.catalog.models import EMBEDDED_STALE_AFTER_DAYS, EXCLUDING_FLAGS, Catalog, Offer
 from provisioner.planner.request import REASONS, PlanRequest
@@ -40,7 +43,7 @@ class NearMiss(NamedTuple):
 class Plan:
     request: PlanRequest
     chosen: Offer | None
-    ranked: tuple[Offer, ...]  # every feasible offer, cheapest first (chosen = ranked[0])
+    ranked: tuple[Offer, ...]  # every feasible offer, cheapest running price first (chosen = ranked[0])
     failover: tuple[Offer, ...]  # after chosen, same GPU model/count within failover_bound (failover_order)
     rejected: dict[str, dict[str, int]]  # cloud -> reason -> count (first failing reason)
     near_misses: tuple[NearMiss, ...]  # cheapest first
@@ -52,13 +55,20 @@ class Plan:
     cheaper_flagged: tuple[Offer, ...] = field(default=())
     failover_bound: float | None = None  # no failover offer costs more per hour (None: nothing chosen)
     catalog_origin: str = "embedded"  # Catalog.origin: embedded, refreshed, TRAINVM_CATALOG
+    #: the catalog's disk prices (catalog/disks.py): ``cost`` adds the request's disks to an offer's price
+    disk_prices: Any = None
 
     @property
     def failover_worst_case(self) -> float | None:
-        """The dearest price that failover may end up paying (the chosen price when there is no failover)."""
+        """The dearest running price that failover may end up paying (the chosen one when there is no failover)."""
         if self.chosen is None:
             return None
-        return max(self.price(o) for o in (self.chosen, *self.failover))
+        return max(self.running_price(o) for o in (self.chosen, *self.failover))
+
+    def running_price(self, offer: Offer) -> float:
+        """What ranking, ``max_price_per_hour`` and the failover bound compare: the price that applies plus the
+        request's disks per node, as far as their prices are known (``cost`` says which are not)."""
+        return running_prices(self.request, self.disk_prices)(offer)
 
     def bound_json(self) -> dict[str, Any] | None:
         if self.chosen is None:
@@ -78,6 +88,15 @@ class Plan:
         p = offer.price(self.request.spot)
         return offer.price_hourly if p is None else p
 
+    def cost(self, offer: Offer) -> Cost:
+        """What ``offer`` costs per hour with the request's disks, running and stopped (catalog/costs.py)."""
+        from provisioner.catalog.disks import DiskPrices
+
+        req = self.request
+        return cost_of(offer, disk_prices=self.disk_prices or DiskPrices(), boot_disk_type=req.boot_disk_type,
+                       boot_disk_gib=req.boot_disk_gib, local_nvme_gib=req.local_nvme_gib, nodes=req.nodes,
+                       spot=req.spot, compute_hourly=self.price(offer), compute_source=self.catalog_source)
+
     def to_json(self, *, alternatives: int = 10, failover: int | None = None) -> dict[str, Any]:
         """The planner's part of the SPEC ``plan`` JSON document."""
         spot = self.request.spot
@@ -94,6 +113,27 @@ class Plan:
                         "age_days": self.catalog_age_days, "origin": self.catalog_origin},
             "warnings": list(self.warnings),
         }
+
+
+def running_prices(req: PlanRequest, disk_prices: Any):
+    """offer -> the price that applies + the known hourly price of the request's disks (per node), memoized by
+    what the disks depend on (cloud, region, family; the shape too when local scratch is asked for)."""
+    from provisioner.catalog.disks import DiskPrices
+
+    table = disk_prices if disk_prices is not None else DiskPrices()
+    compute = _price_key(req.spot)
+    memo: dict[tuple[str, str, str, str], float] = {}
+
+    def price(o: Offer) -> float:
+        k = (o.cloud, o.region, o.family, o.instance_type if req.local_nvme_gib else "")
+        d = memo.get(k)
+        if d is None:
+            c = cost_of(o, disk_prices=table, boot_disk_type=req.boot_disk_type, boot_disk_gib=req.boot_disk_gib,
+                        local_nvme_gib=req.local_nvme_gib, compute_hourly=0.0)
+            d = memo[k] = c.running_hourly_known
+        return round(compute(o) + d, 6)
+
+    return price
 
 
 def _price_key(spot: bool):
@@ -114,10 +154,12 @@ def rank_key(request: PlanRequest):
                       o.instance_type, o.gpu_name, o.gpu_count)
 
 
-def _rank(feasible: list[Offer], req: PlanRequest) -> tuple[Offer, ...]:
-    """Same order as ``sorted(feasible, key=rank_key(req))``, faster: a C-level sort on the price
-    alone, then the full tie-break key only inside runs of equal prices."""
-    price = attrgetter("spot_price_hourly" if req.spot else "price_hourly")
+def _rank(feasible: list[Offer], req: PlanRequest, price: Any = None) -> tuple[Offer, ...]:
+    """Same order as ``sorted(feasible, key=rank_key(req))`` with ``price`` (default: the price that applies; the
+    planner passes the running price, disks included) in place of the price, faster: a C-level sort on the
+    price alone, then the full tie-break key only inside runs of equal prices."""
+    if price is None:
+        price = attrgetter("spot_price_hourly" if req.spot else "price_hourly")
     feasible.sort(key=price)
     cloud_rank = {c: i for i, c in enumerate(req.clouds)}
     n = len(cloud_rank)
@@ -331,10 +373,20 @@ def plan(request: PlanRequest, catalog: Catalog, today: date) -> Plan:
                 lst.append(o)
 
     key = rank_key(req)
-    ranked = _rank(feasible, req)
+    running = running_prices(req, catalog.disk_prices)
+    if maxp is not None:  # the loop compared the compute price; the cap is on the running price (disks included)
+        over = [o for o in feasible if running(o) > maxp]
+        if over:
+            dear = set(map(id, over))
+            feasible = [o for o in feasible if id(o) not in dear]
+            for o in over:
+                by_reason = rejected.setdefault(o.cloud, {})
+                by_reason["max_price"] = by_reason.get("max_price", 0) + 1
+                near.setdefault("max_price", []).append(o)
+    ranked = _rank(feasible, req, running)
     chosen = ranked[0] if ranked else None
-    bound = failover_bound(req, _price_key(spot)(chosen)) if chosen else None
-    failover = failover_order(chosen, ranked[1:], bound, _price_key(spot)) if chosen else ()
+    bound = failover_bound(req, running(chosen)) if chosen else None
+    failover = failover_order(chosen, ranked[1:], bound, running) if chosen else ()
     picked: list[NearMiss] = []
     for r, lst in near.items():
         k = key
@@ -342,8 +394,10 @@ def plan(request: PlanRequest, catalog: Catalog, today: date) -> Plan:
             # Suggest GPUs closest in memory to the ones asked for (capped), then the cheapest.
             want = min(GPU_MEMORY_GIB.get(g, 0.0) for g in names)
             k = lambda o, want=want: (-min(o.gpu_memory_gib, want), key(o))  # noqa: E731
+        elif r == "max_price":  # the cap is on the running price: the offers closest under it are the cheapest running
+            k = lambda o: (running(o), key(o))  # noqa: E731
         picked.extend(NearMiss(o, r) for o in heapq.nsmallest(NEAR_MISSES_PER_REASON, lst, key=k))
-    near_misses = tuple(sorted(picked, key=lambda nm: (key(nm.offer), _RANK[nm.reason])))
+    near_misses = tuple(sorted(picked, key=lambda nm: (running(nm.offer), key(nm.offer), _RANK[nm.reason])))
     age = (today - catalog.date).days
     warnings: list[str] = []
     if catalog.note:
@@ -354,7 +408,7 @@ def plan(request: PlanRequest, catalog: Catalog, today: date) -> Plan:
                         f"`trainvm catalog refresh` renews it")
     cheaper_flagged: tuple[Offer, ...] = ()
     if chosen is not None:
-        price_of = _price_key(spot)
+        price_of = running
         best = price_of(chosen)
         if chosen.cloud not in provisionable:
             warnings.append(f"{chosen.cloud} is not provisionable yet: `up` cannot create "
@@ -372,7 +426,8 @@ def plan(request: PlanRequest, catalog: Catalog, today: date) -> Plan:
                   for c in sorted(rejected)},
         near_misses=near_misses, catalog_source=catalog.source, catalog_date=catalog.date,
         catalog_age_days=age, warnings=tuple(warnings), offers_considered=len(catalog.offers),
-        cheaper_flagged=cheaper_flagged, failover_bound=bound, catalog_origin=catalog.origin)
+        cheaper_flagged=cheaper_flagged, failover_bound=bound, catalog_origin=catalog.origin,
+        disk_prices=catalog.disk_prices)
 
 
 def failover_bound(request: PlanRequest, chosen_price: float) -> float:

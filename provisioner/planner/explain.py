@@ -33,8 +33,9 @@ class Relaxation(NamedTuple):
         return not (set(self.reasons) & NOT_USER_RELAXABLE)
 
 
-def reason_text(reason: str, offer: Offer, request: PlanRequest) -> str:
-    """What relaxing ``reason`` means for ``offer`` (imperative, short)."""
+def reason_text(reason: str, offer: Offer, request: PlanRequest, running: float | None = None) -> str:
+    """What relaxing ``reason`` means for ``offer`` (imperative, short). ``running``: the offer's running price
+    (``Plan.running_price``: compute + disks, what max_price_per_hour caps); default the compute price."""
     o, r = offer, request
     texts = {
         "cloud": f"add {o.cloud} to placement.clouds",
@@ -43,7 +44,7 @@ def reason_text(reason: str, offer: Offer, request: PlanRequest) -> str:
         "data_locality": r.data_excluded_clouds.get(o.cloud, f"{o.cloud} cannot read the data"),
         "secret_store": r.secret_excluded_clouds.get(o.cloud, f"{o.cloud} cannot read a secret of the profile"),
         "gpu_name": f"accept {o.gpu_name}",
-        "gpu_memory": f"accept {o.gpu_memory_gib:g} GiB per GPU",
+        "gpu_memory": f"accept {o.gpu_memory_gib:g} GiB per GPU (nominal, as min_gpu_memory_gib compares)",
         "stack_incompatible": f"a stack that runs on {o.gpu_name} "
                               f"({r.stack_excluded_gpus.get(o.gpu_name, 'incompatible')})",
         "gpu_count": f"gpu_count: {o.gpu_count}",
@@ -58,7 +59,7 @@ def reason_text(reason: str, offer: Offer, request: PlanRequest) -> str:
         "fractional_gpu": f"{o.instance_type} has only a slice of a GPU (catalog flag)",
         "flagged_price": f"its catalog price is unreliable ({', '.join(o.flags)})",
         "spot_unavailable": "spot: false (no reliable spot price)",
-        "max_price": f"max_price_per_hour >= {_applies(o, r):.2f}",
+        "max_price": f"max_price_per_hour >= {_applies(o, r) if running is None else running:.2f}",
     }
     return texts.get(reason, reason)
 
@@ -92,7 +93,7 @@ def closest_offers(plan: Plan, catalog: Catalog | Iterable[Offer] | None = None,
             cur = best.get(reasons)
             if cur is None or key(o) < key(cur):
                 best[reasons] = o
-    out = [Relaxation(rs, o, _applies(o, req), "; ".join(reason_text(x, o, req) for x in rs))
+    out = [Relaxation(rs, o, _applies(o, req), "; ".join(reason_text(x, o, req, plan.running_price(o)) for x in rs))
            for rs, o in best.items()]
     out.sort(key=lambda x: (max(RELAX_GROUP.get(r, 2) for r in x.reasons), x.price_hourly,
                             x.reasons))

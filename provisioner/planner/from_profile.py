@@ -101,6 +101,7 @@ def build_request(loaded: LoadedProfile, overrides: Overrides | None = None) -> 
         min_memory_gib=host.min_memory_gib,
         local_nvme_gib=p.hardware.local_nvme_gib,
         boot_disk_type=p.hardware.boot_disk.type,
+        boot_disk_gib=p.hardware.boot_disk.size_gib,
         clouds=tuple(ov.clouds or p.placement.clouds),
         region_globs=tuple(ov.regions) if ov.regions else (tuple(p.placement.regions) if p.placement.regions else None),
         spot=p.placement.spot if ov.spot is None else ov.spot,

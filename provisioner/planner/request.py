@@ -51,6 +51,8 @@ class PlanRequest:
     min_memory_gib: float = 0
     local_nvme_gib: int = 0
     boot_disk_type: str = "balanced"
+    #: boot disk size per node (disk prices: catalog/costs.py)
+    boot_disk_gib: int = 200
     clouds: tuple[str, ...] = DEFAULT_CLOUDS
     region_globs: tuple[str, ...] | None = None
     spot: bool = False
@@ -100,7 +102,7 @@ class PlanRequest:
             put(self, "cluster_clouds", frozenset(self.cluster_clouds))
         if self.boot_disk_type not in DISK_TYPES:
             raise ValueError(f"boot_disk_type must be one of {', '.join(DISK_TYPES)}")
-        for name in ("min_vcpus", "min_memory_gib", "local_nvme_gib"):
+        for name in ("min_vcpus", "min_memory_gib", "local_nvme_gib", "boot_disk_gib"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0")
         if self.max_price_per_hour is not None and self.max_price_per_hour <= 0:
@@ -124,7 +126,7 @@ class PlanRequest:
             "min_gpu_memory_gib": self.min_gpu_memory_gib, "gpu_count": self.gpu_count,
             "min_vcpus": self.min_vcpus, "min_memory_gib": self.min_memory_gib,
             "local_nvme_gib": self.local_nvme_gib, "boot_disk_type": self.boot_disk_type,
-            "clouds": list(self.clouds),
+            "boot_disk_gib": self.boot_disk_gib, "clouds": list(self.clouds),
             "region_globs": list(self.region_globs) if self.region_globs else None,
             "spot": self.spot, "max_price_per_hour": self.max_price_per_hour,
             "max_failover_premium": self.max_failover_premium, "os": self.os,

@@ -263,6 +263,14 @@ def load_profile(path: str | Path, *, compat: bool = True, upgrade: bool = False
         for m in check_profile(profile):
             file, line = doc.where(_split_path(m.path))
             messages.append(m.located(file, line))
+    from provisioner.catalog.families import usable_memory_notes
+
+    hw = profile.hardware
+    notes = usable_memory_notes(hw.min_gpu_memory_gib, hw.gpu)
+    if notes:  # min_gpu_memory_gib compares nominal sizes: say so where a GPU it admits has less usable memory
+        file, line = doc.where(("hardware", "min_gpu_memory_gib"))
+        messages.append(Message("hardware.min_gpu_memory_gib", "compared with nominal memory: " + "; ".join(notes)
+                                + " (name GPUs with more, or raise it)", level="warning", file=file, line=line))
     errors = [m for m in messages if m.level == "error"]
     if errors:
         raise ProfileError(messages)

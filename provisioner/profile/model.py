@@ -70,7 +70,7 @@ class Hardware(Strict):
         1, ge=1, le=MAX_NODES,
         description="Identical VMs (nodes) created together as one cluster, all on this stack, with the torchrun/MPI rendezvous variables in /etc/trainvm/env. Prices in `plan` are then per node and for the cluster.",
     )
-    min_gpu_memory_gib: float | None = Field(None, gt=0, le=1024, description="Minimum memory per GPU in GiB; may replace `gpu`.")
+    min_gpu_memory_gib: float | None = Field(None, gt=0, le=1024, description="Minimum memory per GPU in GiB, compared with the nominal size clouds sell (L4 24, L40S 48); usable memory can be less (L4 about 22.35), which validate and plan point out; may replace `gpu`.")
     min_vcpus: int | None = Field(None, ge=1, le=1024, description="Minimum host vCPUs. Omitted: a per-GPU default (see `trainvm plan`), so GPUs are not starved.")
     min_memory_gib: float | None = Field(None, gt=0, le=32768, description="Minimum host RAM in GiB. Omitted: a per-GPU default.")
     boot_disk: BootDisk = Field(default_factory=BootDisk, description="Boot disk type and size.")
@@ -103,10 +103,10 @@ class Placement(Strict):
         None, description="Region allow-list; shell-style globs allowed.", examples=[["us-central1", "europe-*"]]
     )
     spot: bool = Field(False, description="Use spot/preemptible capacity (cheaper, may be reclaimed).")
-    max_price_per_hour: float | None = Field(None, gt=0, le=10000, description="Upper bound on the hourly price that applies (USD), per node (VM).")
+    max_price_per_hour: float | None = Field(None, gt=0, le=10000, description="Upper bound on the hourly running price (USD), per node (VM): the price that applies plus the boot disk and local SSD, as far as the catalog prices them.")
     max_failover_premium: float = Field(
         0.25, ge=0, le=10,
-        description="When the chosen offer is stocked out, `up` fails over only to the same GPU model and count priced at most the chosen price x (1 + this); max_price_per_hour, when set, is the bound instead.",
+        description="When the chosen offer is stocked out, `up` fails over only to the same GPU model and count priced at most the chosen running price (compute + disks) x (1 + this); max_price_per_hour, when set, is the bound instead.",
     )
     compact: bool | None = Field(
         None,

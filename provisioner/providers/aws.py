@@ -54,6 +54,7 @@ from provisioner.providers.base import (
     ProviderError,
     RetryExhaustedError,
     VanishedError,
+    costs_from_labels,
     price_from_labels,
     refuse_foreign,
 )
@@ -411,7 +412,7 @@ class AwsProvider(AwsCalls):
         return InstanceRecord(
             name=tags.get("Name", inst["InstanceId"]), cloud=self.NAME, region=inst["_region"], zone=zone,
             instance_type=inst.get("InstanceType", ""), state=STATES.get(inst["State"]["Name"], inst["State"]["Name"].upper()),
-            profile=tags.get("trainvm-profile"), hash=tags.get("trainvm-hash"), price_hourly=price_from_labels(tags),
+            profile=tags.get("trainvm-profile"), hash=tags.get("trainvm-hash"), price_hourly=price_from_labels(tags), **costs_from_labels(tags),
             created=launched.isoformat() if isinstance(launched, datetime) else (str(launched) if launched else None),
             last_start=launched.isoformat() if isinstance(launched, datetime) else (str(launched) if launched else None),
             last_stop=stop_time(inst.get("StateTransitionReason")),

@@ -51,6 +51,7 @@ from provisioner.providers.base import (
     LaunchSpec,
     ProviderError,
     RetryExhaustedError,
+    costs_from_labels,
     price_from_labels,
 )
 from provisioner.providers.ssh_key import SSH_KEY_FILES, read_public_key
@@ -380,7 +381,7 @@ class AzureProvider(CreateTransaction, GroupLease):
         return InstanceRecord(
             name=name, cloud=self.NAME, region=vm.get("location") or "", zone=None,
             instance_type=(props.get("hardwareProfile") or {}).get("vmSize") or "", state=vm_state(props),
-            profile=tags.get("trainvm-profile"), hash=tags.get("trainvm-hash"), price_hourly=price_from_labels(tags),
+            profile=tags.get("trainvm-profile"), hash=tags.get("trainvm-hash"), price_hourly=price_from_labels(tags), **costs_from_labels(tags),
             created=props.get("timeCreated"), last_start=latest_start(props), last_start_is_latest=True, ip=ip or None, image=R.image_urn(storage.get("imageReference")),
             ssh_command=f"ssh {R.ADMIN_USER}@{ip}" if ip else None, ssh_user=R.ADMIN_USER, notes=tuple(notes or ()), adopted=existing,
             spot=props.get("priority") == "Spot", owner=tags.get("trainvm-owner"), cloud_id=vm.get("id"),

@@ -45,6 +45,7 @@ from provisioner.providers.base import (
     LaunchSpec,
     ProviderError,
     VanishedError,
+    costs_from_labels,
     price_from_labels,
 )
 from provisioner.providers.poll import poll
@@ -114,7 +115,7 @@ def node_records(p: Any, vmss: dict[str, Any], notes: list[str] | None = None, e
         out.append(InstanceRecord(
             name=G.node_name(name, rank), cloud="azure", region=vmss.get("location") or "", zone=None,
             instance_type=(vmss.get("sku") or {}).get("name") or "", state=vm_state(_props(inst)),
-            profile=tags.get("trainvm-profile"), hash=tags.get("trainvm-hash"), price_hourly=price_from_labels(tags),
+            profile=tags.get("trainvm-profile"), hash=tags.get("trainvm-hash"), price_hourly=price_from_labels(tags), **costs_from_labels(tags),
             created=_props(inst).get("timeCreated"), last_start=latest_start(_props(inst)), last_start_is_latest=True, ip=ip, image=R.image_urn(storage.get("imageReference")),
             ssh_command=f"ssh {R.ADMIN_USER}@{ip}" if ip else None, ssh_user=R.ADMIN_USER,
             notes=tuple(notes or ()) if rank == 0 else (), adopted=existing,

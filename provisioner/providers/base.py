@@ -12,7 +12,7 @@ import getpass
 import os
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
 from provisioner.catalog.models import Offer
 
@@ -120,6 +120,10 @@ class InstanceRecord:
     nodes: int = 1
     #: the ``trainvm-payload`` label: the first 16 hex of the sha256 of the payload it was created with
     payload: str | None = None
+    #: the disks' $/h recorded at create time (``DISKS_PRICE_LABEL``: boot disk + local SSD while running;
+    #: ``KEPT_PRICE_LABEL``: what the VM keeps costing while stopped); None: not recorded or not known
+    disks_hourly: float | None = None
+    kept_hourly: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -213,16 +217,34 @@ def price_label(price: float) -> str:
     return f"{round(price * 1_000_000)}u"
 
 
-def price_from_labels(labels: dict[str, str] | None) -> float | None:
+#: Labels/tags holding the disks' $/h at create time (catalog/costs.py), as ``price_label`` writes prices: the boot
+#: disk + local SSD while running, and what a stopped VM keeps costing (its persistent disks). Absent when unknown.
+DISKS_PRICE_LABEL = "trainvm-disks-price"
+KEPT_PRICE_LABEL = "trainvm-kept-price"
+
+
+class RecordedCosts(TypedDict):
+    disks_hourly: float | None
+    kept_hourly: float | None
+
+
+def costs_from_labels(labels: dict[str, str] | None) -> RecordedCosts:
+    """``InstanceRecord`` keyword arguments for the disk prices recorded at create time."""
+    return {"disks_hourly": price_from_labels(labels, DISKS_PRICE_LABEL),
+            "kept_hourly": price_from_labels(labels, KEPT_PRICE_LABEL)}
+
+
+def price_from_labels(labels: dict[str, str] | None, key: str = PRICE_LABEL) -> float | None:
     """The price recorded by ``price_label`` (None when absent or malformed: a VM of an older trainvm)."""
-    raw = (labels or {}).get(PRICE_LABEL, "")
+    raw = (labels or {}).get(key, "")
     if not re.fullmatch(r"[0-9]{1,12}u", raw):
         return None
     return int(raw[:-1]) / 1_000_000
 
 
 def labels_for(profile_name: str, profile_hash: str, price_hourly: float | None = None,
-               payload_sha256: str | None = None) -> dict[str, str]:
+               payload_sha256: str | None = None, *, disks_hourly: float | None = None,
+               kept_hourly: float | None = None) -> dict[str, str]:
     labels = {
         "trainvm-managed": "true",
         "trainvm-profile": profile_name,
@@ -231,6 +253,9 @@ def labels_for(profile_name: str, profile_hash: str, price_hourly: float | None 
     }
     if price_hourly is not None:
         labels[PRICE_LABEL] = price_label(price_hourly)
+    for key, value in ((DISKS_PRICE_LABEL, disks_hourly), (KEPT_PRICE_LABEL, kept_hourly)):
+        if value is not None:
+            labels[key] = price_label(value)
     if payload_sha256 is not None:  # `down` keeps a payload another VM carries (providers/store.py)
         labels[PAYLOAD_LABEL] = payload_sha256[:16]
     return labels

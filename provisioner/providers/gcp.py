@@ -69,6 +69,7 @@ from provisioner.providers.base import (
     ProviderError,
     RetryExhaustedError,
     VanishedError,
+    costs_from_labels,
     price_from_labels,
     refuse_foreign,
 )
@@ -399,7 +400,7 @@ class GcpProvider:
         return InstanceRecord(
             name=inst.name, cloud=self.NAME, region=zone.rsplit("-", 1)[0], zone=zone,
             instance_type=inst.machine_type.rsplit("/", 1)[-1], state=inst.status, profile=labels.get("trainvm-profile"),
-            hash=labels.get("trainvm-hash"), price_hourly=price_from_labels(labels), created=inst.creation_timestamp or None, ip=ip,
+            hash=labels.get("trainvm-hash"), price_hourly=price_from_labels(labels), **costs_from_labels(labels), created=inst.creation_timestamp or None, ip=ip,
             image=meta.get("trainvm-image"), last_start=inst.last_start_timestamp or None,
             last_stop=inst.last_stop_timestamp or None,
             ssh_command=f"gcloud compute ssh {inst.name} --zone {zone} --project {self.project}",

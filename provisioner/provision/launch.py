@@ -31,6 +31,17 @@ def stage_for_offer(loaded: LoadedProfile, offer: Offer, provider: Provider) -> 
     return rendered, ref
 
 
+def disk_costs(loaded: LoadedProfile, offer: Offer):  # -> catalog.costs.Cost
+    """What the profile's disks cost per node on ``offer`` (the catalog's disk prices), recorded on the VM so that
+    ``status``/``list`` show its running and stopped $/h."""
+    from provisioner.catalog.costs import cost_of
+    from provisioner.catalog.storage import load_catalog
+
+    hw = loaded.profile.hardware
+    return cost_of(offer, disk_prices=load_catalog().disk_prices, boot_disk_type=hw.boot_disk.type,
+                   boot_disk_gib=hw.boot_disk.size_gib, local_nvme_gib=hw.local_nvme_gib)
+
+
 def resolved_profile_json(loaded: LoadedProfile) -> str:
     """The resolved profile stored on the VM; with a lock, also the team source commits it was built
     from and every locked package (so ``verify`` judges the whole closure)."""
@@ -55,12 +66,14 @@ def launch_spec(loaded: LoadedProfile, offer: Offer, *, name: str | None = None,
     spot = p.placement.spot if spot is None else spot
     price = offer.price(spot)
     price = offer.price_hourly if price is None else price
+    disks = disk_costs(loaded, offer)
     return LaunchSpec(
         name=vm_name(p.name, loaded.hash, name),
         profile_name=p.name,
         profile_hash=loaded.hash,
         profile_json=resolved_profile_json(loaded),
-        labels=labels_for(p.name, loaded.hash, price, rendered.payload.sha256),
+        labels=labels_for(p.name, loaded.hash, price, rendered.payload.sha256, disks_hourly=disks.disks_hourly,
+                          kept_hourly=disks.stopped_hourly),
         startup_script=rendered.startup_sh,
         user_data=user_data.text,  # the bootstrap; the request carries it as the cloud wants (registry UserDataFormat)
         os=p.stack.os,

@@ -20,7 +20,7 @@ def test_committed_data_is_up_to_date(tmp_path: Path):
     out = tmp_path / "a"
     sb.build(SNAPSHOT, out)
     names = sorted(p.name for p in out.iterdir())
-    assert names == ["README.md", "aws.csv", "azure.csv", "catalog.json", "gcp.csv"]
+    assert names == ["README.md", "aws.csv", "azure.csv", "catalog.json", "disks.csv", "gcp.csv"]
     match, mismatch, errors = filecmp.cmpfiles(EMBEDDED_DIR, out, names, shallow=False)
     assert not mismatch and not errors, "run: python scripts/build_catalog.py"
 

@@ -10,6 +10,7 @@ import pytest
 
 from provisioner.catalog import COLUMNS, SCHEMA_VERSION, load_catalog
 from provisioner.catalog import families as F
+from provisioner.catalog.disks import DISK_COLUMNS, DISKS_FILE
 from provisioner.catalog.storage import EMBEDDED_DIR
 from provisioner.providers.registry import provisionable
 
@@ -37,7 +38,9 @@ def test_manifest_schema_columns_provenance(manifest, cat):
     assert prov["upstream_commits"] == {"gcp": "006059e0", "aws": "00148f2a", "azure": "20291d7e"}
     assert prov["generated_by"] == "scripts/build_catalog.py"
     for name in manifest["files"]:
-        assert (EMBEDDED_DIR / name).read_text().splitlines()[0] == ",".join(COLUMNS)
+        header = DISK_COLUMNS if name == DISKS_FILE else COLUMNS  # disks.csv: the disk prices
+        assert (EMBEDDED_DIR / name).read_text().splitlines()[0] == ",".join(header)
+    assert DISKS_FILE in manifest["files"] and prov["input_sha256"][DISKS_FILE]
     assert (EMBEDDED_DIR / "README.md").is_file()
 
 

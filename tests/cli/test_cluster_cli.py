@@ -34,7 +34,11 @@ def test_up_creates_the_whole_cluster_and_reports_it(up, clouds) -> None:
     assert c["price_hourly"] == pytest.approx(3 * c["price_hourly_per_node"])
     s = doc["summary"]
     assert s["nodes"] == 3 and s["cluster_price_hourly"] == pytest.approx(3 * s["price_hourly"])
-    assert s["run_cost"] == round(3 * s["price_hourly"] * 10, 2)
+    # a run costs every node's running price (compute + its disks); a stopped cluster keeps every node's disks
+    assert s["cluster_running_hourly"] == pytest.approx(3 * s["running_hourly"]) and s["running_hourly"] > s["price_hourly"]
+    assert s["cluster_stopped_hourly"] == pytest.approx(3 * s["stopped_hourly"]) and s["stopped_hourly"] > 0
+    assert s["run_cost"] == round(3 * s["running_hourly"] * 10, 2)
+    assert "for 3 nodes" in s["cost_line"]
 
 
 def test_up_refuses_without_yes_naming_the_nodes_and_the_cluster_price(cli, write_yaml, clouds) -> None:

@@ -189,3 +189,21 @@ def test_plan_of_a_mixed_aws_lifecycle_says_the_delete_is_the_vms_own_call_not_t
     uniform = write_yaml(p.read_text().replace(": stop}", ": delete}").replace("on_idle: stop", "on_idle: delete"), name="u.yaml")
     r = cli("plan", str(uniform))
     assert r.code == 0 and "InstanceInitiatedShutdownBehavior=terminate" in r.out, r.out
+
+
+def test_plan_text_and_json_show_running_and_stopped(cli) -> None:
+    """bert-pretrain-8xa100 on GCE: 500 GiB pd-ssd boot disk + 8 x 375 GiB Local SSD (GCE attaches at least 8 on
+    a2-highgpu-8g) are priced; a stopped VM keeps paying for the boot disk only."""
+    path = next(p for p in EXAMPLES if p.stem == "bert-pretrain-8xa100")
+    doc = cli("plan", str(path), "--json").json()
+    est = doc["estimate"]
+    boot, local = 500 * 0.17 / 730, 8 * 375 * 0.08 / 730
+    assert est["running_hourly"] == pytest.approx(est["price_hourly"] + boot + local, abs=1e-5)
+    assert est["stopped_hourly"] == pytest.approx(boot, abs=1e-6)
+    assert [p["detail"] for p in est["cost"]["parts"][1:]] == ["500 GiB ssd (pd-ssd)", "8 x 375 GiB local_ssd"]
+    assert est["per_run"] == round(est["running_hourly"] * est["hours"], 2)
+    r = cli("plan", str(path))
+    assert r.code == 0, r.err
+    assert (f"cost: running ${est['running_hourly']:.3f}/h (compute ${est['price_hourly']:.3f} + disks "
+            f"${boot + local:.3f}); stopped ${boot:.3f}/h (the boot disk keeps billing)") in r.out
+    assert "running $/h" in r.out and "compute $/h" in r.out

@@ -18,7 +18,9 @@ def test_one_node_has_no_cluster_and_same_prices(cli, write_yaml) -> None:
     assert doc["cluster"] is None
     est = doc["estimate"]
     assert est["nodes"] == 1 and est["cluster_price_hourly"] == est["price_hourly"]
-    assert est["per_run"] == round(est["price_hourly"] * 10, 2)
+    # a run costs the running price (compute + disks), not the compute price alone
+    assert est["running_hourly"] > est["price_hourly"]
+    assert est["per_run"] == round(est["running_hourly"] * 10, 2)
 
 
 def test_n_nodes_price_the_cluster(cli, write_yaml) -> None:
@@ -28,7 +30,9 @@ def test_n_nodes_price_the_cluster(cli, write_yaml) -> None:
     c = doc["cluster"]
     assert c["nodes"] == 16 and c["price_hourly_per_node"] == one["estimate"]["price_hourly"]
     assert c["price_hourly"] == pytest.approx(16 * c["price_hourly_per_node"])
-    assert doc["estimate"]["per_run"] == round(16 * c["price_hourly_per_node"] * 10, 2) == c["per_run"]
+    assert c["running_hourly"] == pytest.approx(16 * c["running_hourly_per_node"])
+    assert c["stopped_hourly"] == pytest.approx(16 * c["stopped_hourly_per_node"]) and c["stopped_hourly"] > 0
+    assert doc["estimate"]["per_run"] == round(16 * c["running_hourly_per_node"] * 10, 2) == c["per_run"]
     assert c["compact"] is False and c["placement"]["compact_supported"] is False  # N1 cannot; not asked
     assert doc["request"]["nodes"] == 16 and doc["request"]["compact_required"] is False
 

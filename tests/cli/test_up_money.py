@@ -20,7 +20,12 @@ def test_up_json_summary_has_prices_run_cost_lifecycle_ssh_and_data(cli, clouds)
     assert (s["cloud"], s["instance_type"], s["gpu"], s["spot"]) == ("gcp", "n1-standard-8", "1x T4", False)
     assert s["price_hourly"] == 0.73 and s["failover_bound_hourly"] == 1.5  # placement.max_price_per_hour
     assert 0.73 <= s["worst_case_price_hourly"] <= 1.5
-    assert s["run_cost"] == pytest.approx(0.73 * 24) and s["worst_case_run_cost"] == round(s["worst_case_price_hourly"] * 24, 2)
+    # running = compute + the 150 GiB pd-balanced boot disk; stopped = that disk (what a stopped VM keeps costing)
+    boot = 150 * 0.10 / 730
+    assert s["running_hourly"] == pytest.approx(0.73 + boot, abs=1e-6) and s["stopped_hourly"] == pytest.approx(boot, abs=1e-6)
+    assert s["cluster_running_hourly"] == s["running_hourly"] and s["cluster_stopped_hourly"] == s["stopped_hourly"]
+    assert s["cost"]["parts"][1]["detail"] == "150 GiB balanced (pd-balanced)"
+    assert s["run_cost"] == round(s["running_hourly"] * 24, 2) and s["worst_case_run_cost"] == round(s["worst_case_price_hourly"] * 24, 2)
     assert s["lifecycle"] == {"idle_shutdown_minutes": 60, "max_run_hours": 24, "on_idle": "stop", "on_max_run": "stop"}
     assert s["ssh"].startswith("open to any address")
     assert s["data_sources"] == ["gs://example-ml-data/glue/"]
@@ -54,8 +59,9 @@ def test_confirmation_shows_the_summary_before_asking(cli, clouds, monkeypatch) 
     r = cli("up", T4)
     assert r.code == 1 and len(asked) == 1 and not clouds["gcp"].vms
     for expected in ("gcp n1-standard-8 (1x T4) in us-central1-a at $0.730/h",
-                     "failover: same GPU only, at most $1.500/h; worst case $",
-                     "run length: max_run_hours=24 -> $17.52", "lifecycle: idle shutdown after 60 idle minutes, on_idle=stop, on_max_run=stop",
+                     "cost: running $0.751/h (compute $0.730 + disks $0.021); stopped $0.021/h (the boot disk keeps billing)",
+                     "failover: same GPU only, at most $1.500/h running; worst case $",
+                     "run length: max_run_hours=24 -> $18.01", "lifecycle: idle shutdown after 60 idle minutes, on_idle=stop, on_max_run=stop",
                      "ssh: open to any address", "data: gs://example-ml-data/glue/"):
         assert expected in r.err
 
@@ -72,14 +78,23 @@ def test_up_finds_the_name_on_a_cloud_outside_the_plan(cli, clouds, write_yaml) 
 def test_plan_text_shows_the_bound_and_worst_case(cli, write_yaml) -> None:
     r = cli("plan", T4)
     assert r.code == 0, r.err
-    assert "failover bound: $1.50/h (placement.max_price_per_hour); worst-case failover price $" in r.out
+    assert "failover bound: $1.50/h running (placement.max_price_per_hour); worst-case failover price $" in r.out
     p = write_yaml("name: d\nextends: base/torch-2.4-cu124\nhardware: {gpu: T4, min_vcpus: 4, min_memory_gib: 15}\n"
                    "placement: {clouds: [gcp], max_failover_premium: 0.1}\n")
     doc = cli("plan", str(p), "--json").json()
-    assert doc["failover_bound"] == {"price_hourly": 0.594, "basis": "placement.max_failover_premium", "premium": 0.1,
-                                     "worst_case_price_hourly": max(o["price_hourly"] for o in [doc["chosen"], *doc["failover"]])}
-    assert all(o["price_hourly"] <= 0.594 and o["gpu_name"] == "T4" for o in doc["failover"])
-    assert "failover bound: $0.594/h (chosen $0.54/h +10%, placement.max_failover_premium)" in cli("plan", str(p)).out
+    # the bound and the worst case are running prices (compute + the request's disks: the same GCE boot disk
+    # price for every offer here, so running = compute + estimate.cost.disks_hourly)
+    disks = doc["estimate"]["cost"]["disks_hourly"]
+    assert doc["estimate"]["running_hourly"] == pytest.approx(0.54 + disks, abs=1e-6)
+    assert doc["failover_bound"] == {
+        "price_hourly": round(doc["estimate"]["running_hourly"] * 1.1, 6), "basis": "placement.max_failover_premium",
+        "premium": 0.1,
+        "worst_case_price_hourly": pytest.approx(max(o["price_hourly"] for o in [doc["chosen"], *doc["failover"]]) + disks,
+                                                 abs=1e-6)}
+    bound = doc["failover_bound"]["price_hourly"]
+    assert all(o["price_hourly"] + disks <= bound and o["gpu_name"] == "T4" for o in doc["failover"])
+    assert "failover bound: $0.6241/h running (chosen $0.5674/h +10%, placement.max_failover_premium)" in cli("plan", str(p)).out
+    assert bound == pytest.approx((0.54 + 200 * 0.10 / 730) * 1.1, abs=1e-6)  # 200 GiB pd-balanced boot disk
     bad = write_yaml("name: d\nextends: base/torch-2.4-cu124\nplacement: {max_failover_premium: -1}\n", name="bad.yaml")
     r = cli("validate", str(bad))
     assert r.code == 1 and "bad.yaml:3: placement.max_failover_premium: Input should be greater than or equal to 0" in r.err
@@ -146,3 +161,31 @@ def test_status_and_verify_take_cloud(cli, clouds) -> None:
     assert f"{name} on gcp us-central1-a" in cli("verify", name, "--cloud", "gcp").out
     assert cli("verify", name, "--cloud", "azure").code == 4  # no such VM there (issue 12 exit codes)
     assert cli("down", name, "--cloud", "nope", "--yes").code == 2
+
+
+def test_list_and_status_show_running_and_stopped_prices_recorded_at_up(cli, clouds) -> None:
+    """`up` records the disks' $/h on the VM (trainvm-disks-price, trainvm-kept-price); `list`/`status` show compute +
+    disks running and what a stopped VM keeps costing."""
+    up = cli("up", T4, "--yes", "--json", "--cloud", "gcp").json()
+    boot = 150 * 0.10 / 730  # the profile's 150 GiB pd-balanced boot disk
+    vm = clouds["gcp"].vms[up["name"]]
+    assert vm.disks_hourly == pytest.approx(boot, abs=1e-6) and vm.kept_hourly == pytest.approx(boot, abs=1e-6)
+    v = cli("list", "--json").json()["vms"][0]
+    assert v["running_hourly"] == pytest.approx(0.73 + boot, abs=1e-6) and v["stopped_hourly"] == pytest.approx(boot, abs=1e-6)
+    assert v["billing_now_hourly"] == v["running_hourly"]
+    text = cli("list").out
+    assert "running $/h" in text and "stopped $/h" in text and "$0.751" in text and "$0.021" in text
+    from dataclasses import replace
+
+    clouds["gcp"].vms[up["name"]] = replace(vm, state="TERMINATED")
+    stopped = cli("status", up["name"], "--json").json()["vms"][0]
+    assert stopped["billing_now_hourly"] == stopped["stopped_hourly"] == pytest.approx(boot, abs=1e-6)
+    assert (f"{up['name']} is TERMINATED: compute billing has ended; it keeps costing $0.021/h (the boot disk keeps "
+            "billing)") in cli("status", up["name"]).out
+
+
+def test_a_vm_without_recorded_disk_prices_says_unknown_not_zero(cli, clouds) -> None:
+    clouds["gcp"].vms["trainvm-s-1"] = _record(state="TERMINATED")  # an older trainvm: no disk price labels
+    v = cli("status", "trainvm-s-1", "--json").json()["vms"][0]
+    assert v["running_hourly"] is None and v["stopped_hourly"] is None and v["billing_now_hourly"] is None
+    assert "it keeps costing an unknown amount per hour" in cli("status", "trainvm-s-1").out

@@ -48,8 +48,8 @@ def test_gce_t4_stockout_fails_over_to_the_same_shape_within_the_bound(cli, env,
     planned = _plan(cli, path)
     chosen = planned["chosen"]
     assert (chosen["instance_type"], chosen["gpu_name"], chosen["price_hourly"]) == ("n1-standard-4", "T4", 0.54)
-    bound = planned["failover_bound"]["price_hourly"]
-    assert bound == pytest.approx(0.54 * 1.25)
+    bound = planned["failover_bound"]["price_hourly"]  # a running price: compute + the boot disk (catalog/costs.py)
+    assert bound == pytest.approx((0.54 + planned["estimate"]["cost"]["disks_hourly"]) * 1.25)
     with GceEmulator() as emu:
         env.setenv("TRAINVM_GCE_ENDPOINT", emu.url)
         env.setenv("GOOGLE_CLOUD_PROJECT", "e2e-proj")
@@ -105,8 +105,8 @@ def test_azure_t4_stockout_in_eastus_fails_over_to_the_same_shape_within_the_bou
     path = _profile(tmp_path, "azure")
     planned = _plan(cli, path)
     assert (planned["chosen"]["instance_type"], planned["chosen"]["region"]) == ("Standard_NC4as_T4_v3", "eastus")
-    bound = planned["failover_bound"]["price_hourly"]
-    assert bound == pytest.approx(0.526 * 1.25)
+    bound = planned["failover_bound"]["price_hourly"]  # a running price: compute + the OS disk (catalog/costs.py)
+    assert bound == pytest.approx((0.526 + planned["estimate"]["cost"]["disks_hourly"]) * 1.25)
     with ArmEmulator() as emu:
         for k, v in emu.env().items():
             env.setenv(k, v)
