@@ -159,8 +159,9 @@ def _transient(exc: BaseException) -> bool:
 
 def read_index(location: str) -> str:
     """The text of a Packages index at a URL (https://, http://, file://) or a local path."""
-    from google.api_core.exceptions import RetryError
-    from google.api_core.retry import Retry
+    import time
+
+    from provisioner.providers.poll import poll
 
     if "://" not in location or location.startswith("file://"):
         path = Path(location.removeprefix("file://"))
@@ -176,11 +177,13 @@ def read_index(location: str) -> str:
             with urllib.request.urlopen(location, timeout=FETCH_TIMEOUT_S) as resp:  # noqa: S310 - scheme checked above
                 return resp.read(MAX_INDEX_BYTES + 1)
 
-        try:
-            data = Retry(predicate=_transient, initial=1.0, maximum=8.0, timeout=RETRY_DEADLINE_S)(get)()
-        except RetryError as exc:
-            reason = getattr(exc.cause, "reason", None) or exc.cause
-            raise DriverIndexError(f"{location}: {reason} (retried {RETRY_DEADLINE_S:.0f}s)") from None
+        def timed_out(last: BaseException) -> DriverIndexError:
+            reason = getattr(last, "reason", None) or last
+            return DriverIndexError(f"{location}: {reason} (retried {RETRY_DEADLINE_S:.0f}s)")
+
+        try:  # transient failures: exponential backoff from 1 s, within RETRY_DEADLINE_S
+            data = poll(get, deadline=time.monotonic() + RETRY_DEADLINE_S, timed_out=timed_out, transient=_transient,
+                        tries=None, backoff=1.0)
         except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as exc:
             reason = getattr(exc, "reason", None) or exc
             raise DriverIndexError(f"{location}: {reason}") from None
