@@ -26,7 +26,7 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     Setting("TRAINVM_AWS_PRICES_URL", "", "AWS Price List bulk API base for `catalog refresh` (default `https://pricing.us-east-1.amazonaws.com`; a fake in tests)"),
     Setting("TRAINVM_GCP_BILLING_URL", "", "Cloud Billing Catalog API base for `catalog refresh` (default `https://cloudbilling.googleapis.com`; a fake in tests)"),
     Setting("TRAINVM_GCP_PRICES_API_KEY", "", "API key for the Cloud Billing Catalog API (`catalog refresh --cloud gcp`; else application-default credentials); sent as a header, never logged"),
-    Setting("TRAINVM_FACTS_DIR", "", "folder with compatibility facts (gpus/cuda/torch/tensorflow/jax/os.yaml) to use instead of the bundled ones"),
+    Setting("TRAINVM_FACTS_DIR", "", "folder with compatibility facts (gpus/cuda/torch/tensorflow/jax/os.yaml) to use instead of the bundled ones; validated like input (FILE:LINE: field: message, exit 2)"),
     Setting("TRAINVM_TODAY", "", "the date plans are computed for (catalog age, YYYY-MM-DD), for reproducible output"),
     Setting("TRAINVM_NO_CACHE", "", "set: do not use the parsed-data cache in `~/.cache/trainvm`"),
     # cloud endpoints and credentials

@@ -201,77 +201,69 @@ def _source(key: str | None, sources: dict[str, str]) -> str | None:
 
 @functools.cache
 def load_facts() -> Facts:
-    """The facts, parsed once per process (and cached on disk by content hash)."""
+    """The facts, parsed once per process (and cached on disk by content hash: the data files, this module and
+    the schema module facts_schema.py, whose change must miss the cache too)."""
     from provisioner.cache import cached
 
     folder = facts_dir()
-    return cached("facts", [folder / f"{n}.yaml" for n in FILES], _parse_facts)
+    return cached("facts", [folder / f"{n}.yaml" for n in FILES] + [Path(__file__).with_name("facts_schema.py")],
+                  _parse_facts)
 
 
 def _parse_facts() -> Facts:
-    gpus_doc, cuda_doc, torch_doc = _load("gpus"), _load("cuda"), _load("torch")
-    tf_doc, jax_doc, os_doc = _load("tensorflow"), _load("jax"), _load("os")
+    """Each file validated (facts_schema.py: a malformed one is a located InputError), then mapped to the tables."""
+    from provisioner.compat import facts_schema as S
+
+    folder = facts_dir()
+    docs = {n: S.load_doc(folder / f"{n}.yaml", S.DOCS[n]) for n in FILES}
+    gpus_doc, cuda_doc, torch_doc = docs["gpus"], docs["cuda"], docs["torch"]
+    tf_doc, jax_doc, os_doc = docs["tensorflow"], docs["jax"], docs["os"]
     gpus = {
-        name: GpuFact(
-            name=name,
-            vendor=g["vendor"],
-            arch=g["arch"],
-            memory_gib=float(g["memory_gib"]),
-            cc=_cc_or_none(g.get("cc")),
-            last_branch=g.get("last_branch"),
-            min_driver=g.get("min_driver"),
-            modules=g.get("modules"),
-            cloud=g.get("cloud", True),
-        )
-        for name, g in gpus_doc["gpus"].items()
+        name: GpuFact(name=name, vendor=g.vendor, arch=g.arch, memory_gib=float(g.memory_gib), cc=_cc_or_none(g.cc),
+                      last_branch=g.last_branch, min_driver=g.min_driver, modules=g.modules, cloud=g.cloud)
+        for name, g in gpus_doc.gpus.items()
     }
     releases = {
-        v: CudaRelease(v, r["min_driver"], cc_tuple(r["cc"][0]), cc_tuple(r["cc"][1]))
-        for v, r in cuda_doc["releases"].items()
+        v: CudaRelease(v, r.min_driver, cc_tuple(r.cc[0]), cc_tuple(r.cc[1]))
+        for v, r in cuda_doc.releases.items()
     }
     torch = {}
-    tsrc, tfsrc, jsrc = torch_doc["sources"], tf_doc["sources"], jax_doc["sources"]
-    for v, r in torch_doc["versions"].items():
+    tsrc, tfsrc, jsrc = dict(torch_doc.sources), dict(tf_doc.sources), dict(jax_doc.sources)
+    for v, r in torch_doc.versions.items():
         variants = {
-            name: TorchVariant(
-                name, variant_cuda(name), parse_arch(d["arch"]) or (), d.get("cudnn"),
-                _source(d.get("arch_source") or r.get("arch_source"), tsrc),
-            )
-            for name, d in r["variants"].items()
+            name: TorchVariant(name, variant_cuda(name), parse_arch(d.arch) or (), d.cudnn,
+                               _source(d.arch_source or r.arch_source, tsrc))
+            for name, d in r.variants.items()
         }
-        torch[v] = TorchRelease(v, tuple(r["python"]), r["pypi_default"], r["glibc"], variants)
+        torch[v] = TorchRelease(v, tuple(r.python), r.pypi_default, r.glibc, variants)
     tf = {
         v: TensorflowRelease(
-            v, tuple(r["python"]), r["cuda"], r["cudnn"], _cc_or_none(r.get("min_cc")),
-            _cc_or_none(r.get("ptx")), r["glibc"], bool(r.get("and_cuda")),
-            parse_arch(r.get("arch")), _source(r.get("arch_source"), tfsrc),
+            v, tuple(r.python), r.cuda, r.cudnn, _cc_or_none(r.min_cc), _cc_or_none(r.ptx), r.glibc, r.and_cuda,
+            parse_arch(r.arch), _source(r.arch_source, tfsrc),
         )
-        for v, r in tf_doc["versions"].items()
+        for v, r in tf_doc.versions.items()
     }
     jax_extras = {
-        n: JaxExtra(n, e["cuda_major"], e["min_cuda"], e["min_driver"], cc_tuple(e["min_cc"]), tuple(e["cudnn"]),
-                    parse_arch(e.get("arch")), _source(e.get("arch_source"), jsrc))
-        for n, e in jax_doc["extras"].items()
+        n: JaxExtra(n, e.cuda_major, e.min_cuda, e.min_driver, cc_tuple(e.min_cc), tuple(e.cudnn),
+                    parse_arch(e.arch), _source(e.arch_source, jsrc))
+        for n, e in jax_doc.extras.items()
     }
-    os_images = {
-        n: OsImage(n, o["glibc"], o["nvidia_repo"])
-        for n, o in os_doc["os"].items()
-    }
+    os_images = {n: OsImage(n, o.glibc, o.nvidia_repo) for n, o in os_doc.os.items()}
     return Facts(
         gpus=gpus,
-        gpu_aliases=dict(gpus_doc.get("aliases") or {}),
-        gpu_sources=gpus_doc["sources"],
-        cuda_families={k: v["floor"] for k, v in cuda_doc["families"].items()},
+        gpu_aliases=dict(gpus_doc.aliases or {}),
+        gpu_sources=dict(gpus_doc.sources),
+        cuda_families={k: f.floor for k, f in cuda_doc.families.items()},
         cuda_releases=releases,
-        cuda_sources=cuda_doc["sources"],
+        cuda_sources=dict(cuda_doc.sources),
         torch=torch,
-        torch_sources=torch_doc["sources"],
+        torch_sources=tsrc,
         tensorflow=tf,
-        tf_sources=tf_doc["sources"],
+        tf_sources=tfsrc,
         jax_extras=jax_extras,
-        jax_python_floor=tuple((p["versions"], p["python_min"]) for p in jax_doc["python_floor"]),
-        jax_glibc=str(jax_doc["glibc"]),
-        jax_sources=jax_doc["sources"],
+        jax_python_floor=tuple((p.versions, p.python_min) for p in jax_doc.python_floor),
+        jax_glibc=jax_doc.glibc,
+        jax_sources=jsrc,
         os_images=os_images,
-        os_sources=os_doc["sources"],
+        os_sources=dict(os_doc.sources),
     )

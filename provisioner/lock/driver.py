@@ -20,10 +20,10 @@ from __future__ import annotations
 import bz2
 import gzip
 import lzma
-import re
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 from provisioner.errors import TrainvmError
 
@@ -31,7 +31,6 @@ NVIDIA_INDEX = "https://developer.download.nvidia.com/compute/cuda/repos/{repo}/
 MAX_INDEX_BYTES = 200_000_000  # NVIDIA's Packages is ~5 MB uncompressed per repository
 FETCH_TIMEOUT_S = 60.0
 RETRY_DEADLINE_S = 30.0  # transient failures (5xx, 429, resets) are retried this long
-_FIELD = re.compile(r"^([A-Za-z0-9][A-Za-z0-9-]*):[ \t]*(.*)$")
 
 
 class DriverIndexError(TrainvmError):
@@ -40,85 +39,49 @@ class DriverIndexError(TrainvmError):
     exit_code = 1
 
 
-# ------------------------------------------------------------------ the Packages format (deb822)
+# ------------------------------------------------------------------ the Packages format and dpkg's order
+# python-debian (the library of Debian's own tools, pure Python here: no python3-apt) does both; its order is
+# checked against the real ``dpkg --compare-versions`` by tests/lock/test_debian_order.py.
+FIELDS = ["Package", "Version", "Architecture"]  # the only fields read: deb822 then skips the rest (faster)
+
+
 def parse_packages(text: str) -> list[dict[str, str]]:
-    """Stanzas of a Debian ``Packages`` index: field -> value (continuation lines joined with "\\n")."""
-    out: list[dict[str, str]] = []
-    cur: dict[str, str] = {}
-    last = ""
-    for line in text.splitlines():
-        if not line.strip():
-            if cur:
-                out.append(cur)
-            cur, last = {}, ""
-        elif line[0] in " \t":
-            if last:
-                cur[last] += "\n" + line.strip()
-        else:
-            m = _FIELD.match(line)
-            if m:
-                last = m.group(1)
-                cur[last] = m.group(2).strip()
-    if cur:
-        out.append(cur)
-    return [st for st in out if st.get("Package") and st.get("Version")]
+    """Stanzas of a Debian ``Packages`` index (deb822): field -> value, for the fields in ``FIELDS``. Stanzas
+    without a name, or whose version is not a valid Debian version, are left out (apt ignores them too)."""
+    from debian.deb822 import Packages
+
+    out = []
+    for para in Packages.iter_paragraphs(text.splitlines(), fields=FIELDS, use_apt_pkg=False):
+        st = dict(para)
+        if st.get("Package") and st.get("Version") and _valid(st["Version"]):
+            out.append(st)
+    return out
 
 
-# ------------------------------------------------------------------ dpkg's version order
-def _order(c: str) -> int:
-    if c == "~":
-        return -1
-    if c.isdigit():
-        return 0
-    if c.isalpha():
-        return ord(c)
-    return ord(c) + 256
+def _version(v: str) -> Any:
+    from debian.debian_support import Version
+
+    return Version(v)
 
 
-def _cmp_part(a: str, b: str) -> int:
-    """dpkg's verrevcmp: alternating non-digit runs (``~`` sorts first) and numeric runs."""
-    i = j = 0
-    while i < len(a) or j < len(b):
-        first_diff = 0
-        while (i < len(a) and not a[i].isdigit()) or (j < len(b) and not b[j].isdigit()):
-            ac = _order(a[i]) if i < len(a) else 0
-            bc = _order(b[j]) if j < len(b) else 0
-            if ac != bc:
-                return ac - bc
-            i, j = i + 1, j + 1
-        while i < len(a) and a[i] == "0":
-            i += 1
-        while j < len(b) and b[j] == "0":
-            j += 1
-        while i < len(a) and a[i].isdigit() and j < len(b) and b[j].isdigit():
-            if not first_diff:
-                first_diff = ord(a[i]) - ord(b[j])
-            i, j = i + 1, j + 1
-        if i < len(a) and a[i].isdigit():
-            return 1
-        if j < len(b) and b[j].isdigit():
-            return -1
-        if first_diff:
-            return first_diff
-    return 0
+def _valid(v: str) -> bool:
+    try:
+        _version(v)
+    except ValueError:
+        return False
+    return True
 
 
 def split_version(v: str) -> tuple[int, str, str]:
     """(epoch, upstream, revision) of a Debian version string."""
-    epoch, _, rest = v.rpartition(":") if ":" in v else ("0", "", v)
-    upstream, sep, revision = rest.rpartition("-")
-    if not sep:
-        upstream, revision = rest, ""
-    return int(epoch or 0), upstream, revision
+    ver = _version(v)
+    return int(ver.epoch or 0), str(ver.upstream_version), str(ver.debian_revision or "")
 
 
 def dpkg_compare(a: str, b: str) -> int:
     """<0, 0, >0 as Debian version ``a`` sorts before, with, after ``b`` (dpkg --compare-versions)."""
-    ea, ua, ra = split_version(a)
-    eb, ub, rb = split_version(b)
-    if ea != eb:
-        return ea - eb
-    return _cmp_part(ua, ub) or _cmp_part(ra, rb)
+    va, vb = _version(a), _version(b)
+    return (va > vb) - (va < vb)
 
 
 # ------------------------------------------------------------------ resolution
@@ -196,8 +159,9 @@ def _transient(exc: BaseException) -> bool:
 
 def read_index(location: str) -> str:
     """The text of a Packages index at a URL (https://, http://, file://) or a local path."""
-    from google.api_core.exceptions import RetryError
-    from google.api_core.retry import Retry
+    import time
+
+    from provisioner.providers.poll import poll
 
     if "://" not in location or location.startswith("file://"):
         path = Path(location.removeprefix("file://"))
@@ -213,11 +177,13 @@ def read_index(location: str) -> str:
             with urllib.request.urlopen(location, timeout=FETCH_TIMEOUT_S) as resp:  # noqa: S310 - scheme checked above
                 return resp.read(MAX_INDEX_BYTES + 1)
 
-        try:
-            data = Retry(predicate=_transient, initial=1.0, maximum=8.0, timeout=RETRY_DEADLINE_S)(get)()
-        except RetryError as exc:
-            reason = getattr(exc.cause, "reason", None) or exc.cause
-            raise DriverIndexError(f"{location}: {reason} (retried {RETRY_DEADLINE_S:.0f}s)") from None
+        def timed_out(last: BaseException) -> DriverIndexError:
+            reason = getattr(last, "reason", None) or last
+            return DriverIndexError(f"{location}: {reason} (retried {RETRY_DEADLINE_S:.0f}s)")
+
+        try:  # transient failures: exponential backoff from 1 s, within RETRY_DEADLINE_S
+            data = poll(get, deadline=time.monotonic() + RETRY_DEADLINE_S, timed_out=timed_out, transient=_transient,
+                        tries=None, backoff=1.0)
         except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as exc:
             reason = getattr(exc, "reason", None) or exc
             raise DriverIndexError(f"{location}: {reason}") from None

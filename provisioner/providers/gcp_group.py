@@ -5,7 +5,7 @@ and the node list written into every node's metadata (``trainvm-cluster``, provi
 
 All or nothing: GCE deletes what it created when minCount is not reached; when fewer than N exist anyway (a
 partial success), or any later step fails, this engine deletes the nodes that exist and the policy before it
-raises, so nothing half-created is left. Waits are bounded (google.api_core.retry); the SDK is imported lazily.
+raises, so nothing half-created is left. Waits are bounded (providers/poll.py, tenacity); the SDK is imported lazily.
 The GCE provider calls it for ``LaunchSpec.nodes`` > 1 (providers/gcp_cluster.py; docs/spec.md "Multi-node clusters").
 """
 
@@ -85,23 +85,22 @@ class GroupClients:
     region_operations: Any
 
 
-class _NotDone(Exception):
-    pass
-
-
 class GceGroup:
     def __init__(self, clients: GroupClients, project: str, *, op_timeout: float = 600.0, poll: float = 2.0) -> None:
         self.c, self.project, self.op_timeout, self.poll = clients, project, op_timeout, poll
 
     # ------------------------------------------------------------------ waits
     def _wait(self, op: Any, zone: str | None = None, region: str | None = None) -> Any:
-        """Poll ``op`` until DONE, bounded by ``op_timeout`` (google.api_core.retry, exponential to ``poll``)."""
-        from google.api_core.exceptions import RetryError
-        from google.api_core.retry import Retry
+        """Poll ``op`` until DONE, bounded by ``op_timeout`` (providers/poll.py: between polls 0.2 s doubling up to
+        ``poll``; each poll is the long-polling ``operations.wait``). Failures of the wait call propagate at once."""
+        import time
+
         from google.cloud import compute_v1
 
+        from provisioner.providers.poll import poll
+
         done = compute_v1.Operation.Status.DONE
-        state = {"op": op}
+        state = {"op": op, "pause": min(0.2, self.poll)}
 
         def check() -> Any:
             cur = state["op"]
@@ -111,16 +110,17 @@ class GceGroup:
                 else:
                     cur = self.c.region_operations.wait(project=self.project, region=region, operation=cur.name)
                 state["op"] = cur
-            if cur.status != done:
-                raise _NotDone(cur.name)
             return cur
 
-        try:
-            return Retry(predicate=lambda e: isinstance(e, _NotDone), initial=min(0.2, self.poll), maximum=self.poll,
-                         multiplier=2, timeout=self.op_timeout)(check)()
-        except RetryError as exc:
-            raise ProviderError(f"operation {op.name} did not finish within {self.op_timeout:g} s",
-                                code="OPERATION_TIMEOUT") from exc
+        def pause() -> float:
+            now, state["pause"] = state["pause"], min(self.poll, state["pause"] * 2)
+            return now
+
+        def timed_out(last: Any) -> ProviderError:
+            return ProviderError(f"operation {op.name} did not finish within {self.op_timeout:g} s", code="OPERATION_TIMEOUT")
+
+        return poll(check, ready=lambda cur: cur.status == done, deadline=time.monotonic() + self.op_timeout,
+                    timed_out=timed_out, interval=pause)
 
     def _sdk(self, fn: Any) -> Any:
         try:

@@ -31,7 +31,9 @@ google-cloud-storage (imported on first use: ``trainvm --help`` and ``plan`` nev
   credentials: no token leaves for a non-Google endpoint). The VM's side is templates/bootstrap/fetch-gcp.sh.
 - Calls: each SDK call gets ``retry=`` a ``google.api_core.retry.Retry`` (429, 5xx and connection errors, as
   ``gcp_errors.is_retryable``; exponential backoff from ``TRAINVM_RETRY_BASE_DELAY``, within
-  ``TRAINVM_API_TIMEOUT`` seconds) and each HTTP request at most half that. Failures become the ``ProviderError``
+  ``TRAINVM_API_TIMEOUT`` seconds) and each HTTP request at most half that: the SDK's own retry, configured
+  (providers/poll.py states the rule). trainvm's own loop, the IAM read-modify-write redone on an etag
+  conflict, runs through ``poll`` (tenacity) within the same ``TRAINVM_API_TIMEOUT``. Failures become the ``ProviderError``
   family through ``gcp_errors`` (401/403: AuthError; retries exhausted: RetryExhaustedError).
 """
 
@@ -157,7 +159,7 @@ class GcsPayloadStore:
         except Exception as exc:  # noqa: BLE001 - classified below
             from google.api_core.exceptions import RetryError
 
-            gave_up = isinstance(exc, RetryError)
+            gave_up = isinstance(exc, (RetryError, _GaveUp))
             cause = (getattr(exc, "cause", None) or exc) if gave_up else exc
             if type(cause).__module__ == "builtins" and not isinstance(cause, (ConnectionError, TimeoutError)):
                 raise  # not a cloud answer: a bug, shown as such
@@ -296,8 +298,15 @@ class GcsPayloadStore:
 
         # the policy carries its etag: a concurrent change answers 412 (or 409), and the whole read-modify-write
         # is done again on the new policy
-        self._call(f"granting {READER_ROLE} on gs://{bucket.name} to {member}",
-                   lambda: self.retry(_etag_conflict)(grant)())
+        def redone_on_conflict() -> None:
+            import time
+
+            from provisioner.providers.poll import poll
+
+            poll(grant, deadline=time.monotonic() + self.call_timeout, timed_out=_GaveUp, transient=_etag_conflict,
+                 tries=None, backoff=self.retry_initial)
+
+        self._call(f"granting {READER_ROLE} on gs://{bucket.name} to {member}", redone_on_conflict)
         return reader
 
     def _reader_email(self) -> str:
@@ -322,6 +331,14 @@ def _check(region: str, sha256: str | None = None) -> None:
 
 def _retryable(exc: BaseException) -> bool:
     return errs.is_retryable(errs.from_exception(exc))
+
+
+class _GaveUp(Exception):
+    """trainvm's own retry (``poll``) ran out of time; ``cause`` is the last failure (as api_core's RetryError)."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
 
 
 def _etag_conflict(exc: BaseException) -> bool:

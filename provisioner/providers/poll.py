@@ -11,7 +11,16 @@ by a number of tries in a row.
   exception; a transient exception after ``tries`` failures in a row is re-raised as it is.
 
 The error classifiers (``gcp_errors.is_retryable``, Azure's conflict check) are the ``transient`` predicates;
-nothing here knows a cloud.
+nothing here knows a cloud. ``tries=None``: only the deadline bounds the retries.
+
+The rule (one retry library): every retry or wait loop trainvm runs itself (a poll of an operation, a
+read-modify-write redone on a conflict, an HTTP GET retried on 5xx) goes through ``poll``, hence tenacity;
+``google.api_core.retry`` is not used for them. The one exception is an SDK's *own* retry of its own calls:
+google-cloud-storage and google-cloud-compute methods take a ``retry=`` argument that must be an api_core
+``Retry`` object (e.g. ``bucket.get_blob(..., retry=...)`` in gcp_store.py), and botocore/azure-core configure
+theirs in the client; passing that argument is configuring the SDK, not a second retry mechanism. A
+``Retry(...)(fn)()`` that wraps trainvm's own function, or ``retry_target``, is a project-level loop and is not
+allowed.
 """
 
 from __future__ import annotations
@@ -33,7 +42,7 @@ def backoff_delay(base: float, failures: int, rng: random.Random | None = None) 
 
 def poll(fetch: Callable[[], T], *, deadline: float, timed_out: Callable[[Any], BaseException],
          ready: Callable[[T], bool] = lambda _: True, interval: float | Callable[[], float] = 0.0,
-         transient: Callable[[BaseException], bool] | None = None, tries: int = 1, backoff: float = 0.0,
+         transient: Callable[[BaseException], bool] | None = None, tries: int | None = 1, backoff: float = 0.0,
          clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
          rng: random.Random | None = None) -> T:
     """``fetch()`` until ``ready(result)``, within ``deadline`` (a ``clock()`` value). See the module doc."""
@@ -53,7 +62,7 @@ def poll(fetch: Callable[[], T], *, deadline: float, timed_out: Callable[[Any], 
 
     def stop(rs: RetryCallState) -> bool:
         assert rs.outcome is not None
-        return (rs.outcome.failed and failures >= tries) or clock() >= deadline
+        return (rs.outcome.failed and tries is not None and failures >= tries) or clock() >= deadline
 
     def wait(rs: RetryCallState) -> float:
         assert rs.outcome is not None
@@ -66,7 +75,7 @@ def poll(fetch: Callable[[], T], *, deadline: float, timed_out: Callable[[Any], 
         if rs.outcome.failed:
             exc = rs.outcome.exception()
             assert isinstance(exc, BaseException)
-            if failures >= tries or clock() < deadline:
+            if (tries is not None and failures >= tries) or clock() < deadline:
                 raise exc
             err = timed_out(exc)
             if err is exc:

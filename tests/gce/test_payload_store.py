@@ -318,7 +318,7 @@ def test_unreachable_endpoint_is_retry_exhausted(make_store):
 def test_a_concurrent_policy_change_is_read_again_not_overwritten(make_store, servers_iam):
     """GCS answers 412 to a setIamPolicy whose etag is stale (the emulator does not check etags: a loopback server
     plays the bucket here). The store reads the policy again and adds its binding to the new one."""
-    url, seen = servers_iam
+    url, seen, _ = servers_iam
     store = make_store(endpoint=url)
     assert store._grant(store.client().bucket(BUCKET)) == READER
     assert [(m, p.split("?")[0]) for m, p, _ in seen] == [("GET", f"/storage/v1/b/{BUCKET}/iam"), ("PUT", f"/storage/v1/b/{BUCKET}/iam")] * 2
@@ -349,7 +349,9 @@ def servers_iam():
         def do_GET(self):  # noqa: N802
             seen.append(("GET", self.path, b""))
             policy = {"kind": "storage#policy", "version": 1, **state}
-            if state["etag"] == "etag-1":  # someone else's change lands right after this read
+            if state.get("churn"):  # someone else changes the policy after every read
+                state["etag"] = f"etag-{len(seen) + 1}"
+            elif state["etag"] == "etag-1":  # someone else's change lands right after this read
                 state.update(etag="etag-2", bindings=[{"role": "roles/storage.admin", "members": ["user:other@example.com"]}])
             self._send(200, policy)
 
@@ -369,9 +371,21 @@ def servers_iam():
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), H)
     httpd.daemon_threads = True
     threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}", seen
+    yield f"http://127.0.0.1:{httpd.server_address[1]}", seen, state
     httpd.shutdown()
     httpd.server_close()
+
+
+def test_a_policy_that_keeps_changing_is_given_up_on_within_the_api_timeout(make_store, servers_iam):
+    """Every read-modify-write meets a newer etag (412): the store redoes it (providers/poll.py, tenacity) until
+    TRAINVM_API_TIMEOUT and then says so; it never overwrites the other writer's policy."""
+    url, seen, state = servers_iam
+    state["churn"] = True
+    store = make_store(endpoint=url, call_timeout=1.0)
+    with pytest.raises(Exception, match=r"GCS: granting roles/storage.objectViewer on gs://.*\(gave up after 1 s: TRAINVM_API_TIMEOUT\)"):
+        store._grant(store.client().bucket(BUCKET))
+    puts = [m for m, _, _ in seen if m == "PUT"]
+    assert len(puts) >= 2 and state["bindings"] == []
 
 
 def test_no_credentials_is_an_auth_error(make_store, monkeypatch, tmp_path):

@@ -78,3 +78,30 @@ def test_transient_error_at_the_deadline_is_timed_out_from_it():
         poll(fetch, deadline=clock() + 3, transient=lambda e: isinstance(e, Busy), tries=100, backoff=2.0, clock=clock,
              sleep=sleep, timed_out=lambda last: TimeoutError("gave up"))
     assert isinstance(err.value.__cause__, Busy)
+
+
+def test_tries_none_retries_transient_errors_until_the_deadline_only():
+    clock = Clock()
+
+    def sleep(s):
+        clock.advance(s)
+    fetch, calls = scripted(*[Busy()] * 50)
+    t0 = clock()
+    with pytest.raises(TimeoutError) as err:
+        poll(fetch, deadline=t0 + 100, transient=lambda e: isinstance(e, Busy), tries=None, backoff=1.0,
+             clock=clock, sleep=sleep, timed_out=lambda last: TimeoutError("gave up"))
+    assert isinstance(err.value.__cause__, Busy) and clock() == t0 + 100
+    assert 6 <= len(calls) <= 12  # 1, 2, 4, 8, 16, 30, 30... s (halved at most by the jitter) within 100 s
+
+
+def test_no_module_outside_poll_runs_its_own_api_core_retry_loop():
+    """The one-retry-library rule of poll.py's docstring: ``google.api_core.retry`` appears only as the ``retry=``
+    argument an SDK method takes (gcp_store.py), never as a loop around trainvm's own code. The AWS and Azure
+    modules still listed here are being converted by their owners (issue 26)."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).parents[2] / "provisioner"
+    users = sorted(str(p.relative_to(root)) for p in root.rglob("*.py")
+                   if re.search(r"api_core\.retry import|api_core import retry", p.read_text(encoding="utf-8")))
+    assert users == ["providers/aws.py", "providers/aws_group.py", "providers/azure_roles.py", "providers/gcp_store.py"]
