@@ -196,6 +196,9 @@ def main() -> None:
 
         hole = Blackhole()
         env, commands, check = no_credentials_env(hole, tempfile.mkdtemp(prefix="trainvm-bench-")), NO_CREDENTIALS, False
+    # "warm, .pyc present": where PYTHONDONTWRITEBYTECODE is set, an edited module would be compiled on every run
+    for tree in [t for _, t in ([("baseline", baseline)] if baseline else []) + [("this", REPO)]]:
+        subprocess.run([str(tree / ".venv" / "bin" / "python"), "-m", "compileall", "-q", str(tree / "provisioner")], check=True)
     load = os.getloadavg()
     print(f"whole-process start-up, {runs} runs each, {os.cpu_count()} CPUs, Python {sys.version.split()[0]}, "
           f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
