@@ -30,6 +30,8 @@ def test_plan_json_from_the_cache_equals_a_fresh_parse(tmp_path: Path) -> None:
         assert json.loads(cold.stdout) == json.loads(warm.stdout) == json.loads(off.stdout)
         assert cold.stderr == warm.stderr == off.stderr
     assert list(cache.glob("trainvm/profile-*.pickle")), "the parsed profiles are cached"
+    assert list(cache.glob("trainvm/payload-gz-*.pickle")), "so are the compressed payloads"
+    assert list(cache.glob("trainvm/jinja-*/*.cache")), "and the compiled templates"
 
 
 def test_an_edited_profile_is_parsed_again_and_errors_are_never_cached(tmp_path: Path) -> None:
