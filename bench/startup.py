@@ -15,7 +15,7 @@ reached it. ``--baseline DIR`` (another checkout with its own ``.venv``,
 e.g. ../main) runs each command alternately there and here, so that both see the same load, and
 prints both.
 
-Targets (issue 12), warm, .pyc present, on the 2-core machine: ``trainvm --help`` <= 100 ms,
+Targets (issues 12 and 26), warm, .pyc present, on the 2-core machine: ``trainvm --help`` <= 100 ms,
 ``trainvm plan <t4>`` <= 150 ms. Measured figures: bench/RESULTS.md. No cloud SDK may be imported on
 these paths (tests/cli/test_validate_cli.py checks it; timings are never asserted in tests).
 
