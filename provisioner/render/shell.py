@@ -70,7 +70,18 @@ def _bytecode_cache() -> jinja2.BytecodeCache | None:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError:  # a read-only home: compile every time
         return None
-    return jinja2.FileSystemBytecodeCache(str(folder))
+    return _QuietBytecodeCache(str(folder))
+
+
+class _QuietBytecodeCache(jinja2.FileSystemBytecodeCache):
+    """jinja2's file cache, except that a cache that cannot be written (its folder removed meanwhile, a full disk)
+    costs a compile, never an error. Reading is already forgiving (a missing or bad entry is recompiled)."""
+
+    def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+        try:
+            super().dump_bytecode(bucket)
+        except OSError:
+            pass
 
 
 @functools.cache

@@ -64,3 +64,31 @@ def test_the_profile_cache_keeps_a_bounded_number_of_entries(tmp_path: Path, mon
         assert source.read_yaml(path).data["name"] == f"stack-{i}"
         assert source.read_yaml(path).data["name"] == f"stack-{i}"  # a hit
     assert len(list((tmp_path / "cache" / "trainvm").glob("profile-*.pickle"))) == 3
+
+
+def test_plan_json_renders_when_the_cache_cannot_be_written(tmp_path: Path) -> None:
+    """A cache home that is a file (nothing can be cached) gives the same document as a working cache."""
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    good = _trainvm("plan", str(EXAMPLES[0]), "--json", cache=tmp_path / "cache")
+    bad = _trainvm("plan", str(EXAMPLES[0]), "--json", cache=blocker)
+    assert bad.returncode == good.returncode == 0, bad.stderr
+    assert json.loads(bad.stdout) == json.loads(good.stdout)
+
+
+def test_a_template_cache_folder_removed_meanwhile_costs_a_compile_not_an_error(tmp_path: Path, monkeypatch) -> None:
+    """Another process may clear ~/.cache/trainvm between the folder's creation and a compiled template's write."""
+    import shutil
+
+    from provisioner.render import shell
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.delenv("TRAINVM_NO_CACHE", raising=False)
+    shell.template_env.cache_clear()
+    try:
+        env = shell.template_env()
+        shutil.rmtree(tmp_path / "cache")
+        assert env.from_string("{{ 'a b' | shq }}").render() == "'a b'"
+        assert env.get_template("startup.sh.j2") is not None
+    finally:
+        shell.template_env.cache_clear()
