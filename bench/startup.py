@@ -15,12 +15,19 @@ reached it. ``--baseline DIR`` (another checkout with its own ``.venv``,
 e.g. ../main) runs each command alternately there and here, so that both see the same load, and
 prints both.
 
-Targets (issue 12), warm, .pyc present, on the 2-core machine: ``trainvm --help`` <= 100 ms,
+Targets (issues 12 and 26), warm, .pyc present, on the 2-core machine: ``trainvm --help`` <= 100 ms,
 ``trainvm plan <t4>`` <= 150 ms. Measured figures: bench/RESULTS.md. No cloud SDK may be imported on
-these paths (tests/cli/test_validate_cli.py checks it; timings are never asserted in tests)."""
+these paths (tests/cli/test_validate_cli.py checks it; timings are never asserted in tests).
+
+Also printed, so that the next person sees the trend: how many modules ``--help``, ``plan <t4>`` and
+``plan <t4> --json`` leave in ``sys.modules`` (all, and trainvm's own), and how many function-local imports
+``provisioner/`` has (an ``ast`` walk), by what they import: a cloud SDK (the one good reason: ``--help``
+and ``plan`` never import one), another third-party library, the standard library, or trainvm itself (these
+often hide a package cycle)."""
 
 from __future__ import annotations
 
+import ast
 import os
 import resource
 import statistics
@@ -121,6 +128,58 @@ def importtime(argv: list[str], env: dict[str, str], top: int = 15) -> list[tupl
     return sorted(rows, reverse=True)[:top]
 
 
+CLOUD_SDK_PREFIXES = ("google.cloud", "google.api_core", "google.auth", "google.oauth2", "googleapiclient", "azure",
+                      "boto3", "botocore", "msrest")
+MODULE_COUNT = ("import sys\nsys.argv = ['trainvm', *sys.argv[1:]]\nfrom provisioner.cli import main\n"
+                "try:\n    main()\nexcept SystemExit:\n    pass\n"
+                "mods = list(sys.modules)\n"
+                "sys.stderr.write('\\nMODULES %d %d\\n' % (len(mods), sum(m.split('.')[0] == 'provisioner' for m in mods)))\n")
+
+
+def module_counts(env: dict[str, str]) -> dict[str, tuple[int, int]]:
+    """(modules in sys.modules, of which provisioner.*) after each command, run in-process to its end."""
+    out = {}
+    for label in ("trainvm --help", "trainvm plan <t4>", "trainvm plan <t4> --json"):
+        done = subprocess.run([PY, "-c", MODULE_COUNT, *COMMANDS[label][1:]], capture_output=True, text=True, env=env)
+        line = [ln for ln in done.stderr.splitlines() if ln.startswith("MODULES ")][-1]
+        total, own = (int(x) for x in line.split()[1:])
+        out[label] = (total, own)
+    return out
+
+
+def import_kind(module: str) -> str:
+    top = module.split(".")[0]
+    if module.startswith(CLOUD_SDK_PREFIXES):
+        return "cloud SDK"
+    if top == "provisioner":
+        return "provisioner"
+    return "stdlib" if top in sys.stdlib_module_names else "other third-party"
+
+
+def local_imports(root: Path = REPO / "provisioner") -> dict[str, int]:
+    """Function-local import statements under ``root``, counted by :func:`import_kind` of what they import."""
+    counts = {"cloud SDK": 0, "other third-party": 0, "stdlib": 0, "provisioner": 0}
+    for path in sorted(root.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        package = ".".join(path.relative_to(REPO).with_suffix("").parts[:-1])
+        seen: set[int] = set()
+        for fn in ast.walk(tree):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(fn):
+                if id(node) in seen or not isinstance(node, (ast.Import, ast.ImportFrom)):
+                    continue
+                seen.add(id(node))  # an import in a nested function is counted once
+                if isinstance(node, ast.Import):
+                    for alias in node.names:
+                        counts[import_kind(alias.name)] += 1
+                else:
+                    base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                    name = f"{base}.{node.module or ''}" if node.level else (node.module or "")
+                    counts[import_kind(name)] += 1
+    return counts
+
+
 def main() -> None:
     argv = sys.argv[1:]
     baseline = None
@@ -137,6 +196,9 @@ def main() -> None:
 
         hole = Blackhole()
         env, commands, check = no_credentials_env(hole, tempfile.mkdtemp(prefix="trainvm-bench-")), NO_CREDENTIALS, False
+    # "warm, .pyc present": where PYTHONDONTWRITEBYTECODE is set, an edited module would be compiled on every run
+    for tree in [t for _, t in ([("baseline", baseline)] if baseline else []) + [("this", REPO)]]:
+        subprocess.run([str(tree / ".venv" / "bin" / "python"), "-m", "compileall", "-q", str(tree / "provisioner")], check=True)
     load = os.getloadavg()
     print(f"whole-process start-up, {runs} runs each, {os.cpu_count()} CPUs, Python {sys.version.split()[0]}, "
           f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
@@ -156,6 +218,13 @@ def main() -> None:
               f"({(runs + 1) * len(commands) * len(trees)} runs)")
     load = os.getloadavg()
     print(f"load average after: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+    if commands is COMMANDS:
+        print("\nmodules imported (sys.modules at the end of the command, all / provisioner.*):")
+        for label, (total, own) in module_counts(env).items():
+            print(f"  {label:32s} {total:5d} / {own:3d}")
+    counts = local_imports()
+    print(f"\nfunction-local imports in provisioner/: {sum(counts.values())} "
+          f"({', '.join(f'{kind} {n}' for kind, n in counts.items())})")
     if "--importtime" in sys.argv:
         for label in ("trainvm plan <t4>", "trainvm --help"):
             print(f"\nlargest imports of `{label}` (cumulative ms, self ms; indentation = import depth):")

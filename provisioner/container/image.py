@@ -21,7 +21,7 @@ _ARCH_TOKEN = re.compile(r"^(\d+)\.(\d+)([a-z]?)(\+PTX)?$")
 
 
 class ImageFacts(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)  # built on first use: `plan` needs no image facts
 
     image: str = Field(description="The reference as resolved: REGISTRY/REPO:TAG@sha256:DIGEST")
     digest: str = Field(description="Digest of what `docker pull IMAGE@DIGEST` fetches (an index when the tag names one)")

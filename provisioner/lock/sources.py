@@ -35,7 +35,7 @@ _REF = re.compile(rf"^({_NAME}):(.+)$")
 
 
 class SourceDecl(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)  # built on first use
     name: str = Field(pattern=rf"^{_NAME}$", description="Name used in `extends: NAME:path`.")
     url: str = Field(min_length=1, max_length=2000, pattern=r"^(https://|ssh://|git@|file://|/)[^\s]*$",
                      description="git URL (https://, ssh://, git@host:path, file:// or an absolute path).")
@@ -43,7 +43,7 @@ class SourceDecl(BaseModel):
 
 
 class ProjectFile(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)  # built on first use
     sources: list[SourceDecl] = Field(default_factory=list)
 
 

@@ -124,12 +124,16 @@ def _check_shape(text: str, file: str) -> None:
         raise _located_input(file, None, "", f"nests [ ] / {{ }} {deepest} levels deep; at most {MAX_FLOW_DEPTH} are allowed")
 
 
+#: parsed profiles kept in the cache (a few KB each); the oldest go first
+CACHED_PROFILES = 256
+
+
 def read_yaml(path: Path, label: str | None = None) -> Located:
     """Parse one YAML file into plain data with line numbers. Unreadable or unparsable: exit 2.
-    ``label`` names the file in messages (a team source file: ``team@1c7f5440e031:base/x.yaml``)."""
-    from ruamel.yaml import YAML
-    from ruamel.yaml.error import MarkedYAMLError, YAMLError
-
+    ``label`` names the file in messages (a team source file: ``team@1c7f5440e031:base/x.yaml``).
+    The result is a function of the file's name and bytes (and ruamel.yaml's version): it comes from the
+    parsed-data cache when those are unchanged, so a plan of an unchanged profile never imports ruamel.yaml."""
+    from provisioner.cache import cached_bytes
     from provisioner.profile.inputfile import MAX_PROFILE_BYTES, read_capped
 
     file = label or str(path)
@@ -139,6 +143,25 @@ def read_yaml(path: Path, label: str | None = None) -> Located:
     except UnicodeDecodeError as exc:
         raise InputError(f"{file}: is not UTF-8 text (byte {exc.start}); a profile is a YAML text file") from None
     _check_shape(text, file)
+    return cached_bytes("profile", [file.encode("utf-8", "surrogatepass"), raw, _ruamel_stamp()],
+                        lambda: _parse(text, file), keep=CACHED_PROFILES)
+
+
+def _ruamel_stamp() -> bytes:
+    """ruamel.yaml's ``__init__`` (it holds the version), without importing it: part of the cache key."""
+    from importlib.util import find_spec
+
+    try:
+        spec = find_spec("ruamel.yaml")
+        return Path(spec.origin).read_bytes() if spec and spec.origin else b"?"
+    except (ImportError, OSError, ValueError):
+        return b"?"
+
+
+def _parse(text: str, file: str) -> Located:
+    from ruamel.yaml import YAML
+    from ruamel.yaml.error import MarkedYAMLError, YAMLError
+
     yaml = YAML(typ="rt")
     yaml.allow_duplicate_keys = False
     try:

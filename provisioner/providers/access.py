@@ -14,6 +14,7 @@ The per-cloud facts (native schemes, secret kinds) are ``CloudSpec`` fields in r
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from provisioner.providers.registry import CLOUDS, native_clouds, reads_natively, secret_kind
@@ -87,12 +88,17 @@ def plan_secret_warnings(loaded: Any, plan: Any) -> list[str]:
 def egress_prices() -> dict[str, dict[str, object]]:
     """Per-cloud internet egress prices (data/egress.yaml): each with ``source``, ``checked`` (read from
     the provider's own page or price API) and, when not checked, the official ``api`` it was not read from."""
-    from pathlib import Path
+    from provisioner.cache import cached
 
+    path = Path(__file__).parent / "data" / "egress.yaml"
+    doc = cached("egress", [path], lambda: _read_yaml(path))  # `plan` need not import ruamel.yaml
+    return {c: dict(v, as_of=doc["as_of"]) for c, v in doc["clouds"].items()}
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
     from ruamel.yaml import YAML
 
-    doc = YAML(typ="safe").load((Path(__file__).parent / "data" / "egress.yaml").read_text())
-    return {c: dict(v, as_of=doc["as_of"]) for c, v in doc["clouds"].items()}
+    return dict(YAML(typ="safe").load(path.read_text()))
 
 
 GB_PER_GIB = 1.073741824

@@ -23,11 +23,14 @@ import hashlib
 import io
 import json
 import tarfile
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 SCHEMA = "trainvm.payload/1"
 _EXECUTABLE = frozenset({"startup.sh"})
+#: compressed payloads kept in the parsed-data cache (~200 KB each); the oldest go first
+PAYLOADS_CACHED = 32
 
 
 @dataclass(frozen=True)
@@ -71,7 +74,13 @@ def archive(files: Mapping[str, bytes]) -> bytes:
             info.size, info.mtime = len(data), 0
             info.mode = 0o755 if name in _EXECUTABLE else 0o644
             tar.addfile(info, io.BytesIO(data))
-    return gzip.compress(raw.getvalue(), compresslevel=9, mtime=0)
+    plain = raw.getvalue()
+    from provisioner.cache import cached_bytes
+
+    # gzip -9 of the payload costs ~50 ms (`plan --json`, each offer `up` tries); the same tar (and zlib) gives the
+    # same bytes, so the result is cached by them (at most PAYLOADS_CACHED, ~200 KB each)
+    return cached_bytes("payload-gz", [plain, zlib.ZLIB_RUNTIME_VERSION.encode()],
+                        lambda: gzip.compress(plain, compresslevel=9, mtime=0), keep=PAYLOADS_CACHED)
 
 
 def build_payload(startup_sh: str, meta: Mapping[str, str], extra: Mapping[str, bytes] | None = None) -> Payload:
