@@ -167,21 +167,22 @@ def test_what_down_could_not_delete_is_said(gce, tmp_path) -> None:
     assert any(line.startswith("  NOT DELETED (delete by hand)") for line in said)
 
 
-def test_sigterm_mid_scenario_runs_down(gce, tmp_path) -> None:
-    """SIGTERM (a CI runner cancelling, `kill`) while the VM exists: the lane raises Interrupted after down + list."""
+@pytest.mark.parametrize(("signum", "raised"), [(signal.SIGTERM, S.Interrupted), (signal.SIGINT, KeyboardInterrupt)])
+def test_a_signal_mid_scenario_runs_down(gce, tmp_path, signum, raised) -> None:
+    """SIGTERM (a CI runner cancelling, `kill`) or Ctrl-C while the VM exists: the lane re-raises after down + list."""
     world = W.GceWorld(gce)
     real_billing = world.billing_state
 
     def killed_after_stop(name, up_doc):
-        os.kill(os.getpid(), signal.SIGTERM)
+        os.kill(os.getpid(), signum)
         return real_billing(name, up_doc)
 
     world.billing_state = killed_after_stop  # type: ignore[method-assign]
     lane = _lane(world, tmp_path)
-    before = signal.getsignal(signal.SIGTERM)
-    with pytest.raises(S.Interrupted):
+    before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+    with pytest.raises(raised):
         lane.go()
-    assert signal.getsignal(signal.SIGTERM) == before  # the handler is put back
+    assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before  # the handlers are put back
     rec = _done(lane)
     assert rec["steps"][-2]["step"] == "down" and rec["leftovers"] == [] and not gce.instances
 
