@@ -191,3 +191,18 @@ def test_live_table_without_results_says_so(tmp_path) -> None:
     done = subprocess.run([sys.executable, str(REPO / "bench" / "live_table.py"), str(tmp_path / "none")],
                           capture_output=True, text=True)
     assert done.returncode == 0 and "no live results" in done.stdout
+
+
+def test_verify_perf_runs_when_the_profile_has_a_baseline(gce, tmp_path) -> None:
+    """PROFILE.perf.json beside the profile: the lane adds `verify --perf --baseline PROFILE`, which compares the
+    perf result in the VM's report with it (here the planted report carries the baseline itself: parity)."""
+    from tests.perf.docs import doc, m
+
+    profile = tmp_path / "live-t4.yaml"
+    profile.write_text(f"extends: {S.PROFILE}\nname: live-t4\n")
+    baseline = doc(cpu_single_units_s=m(1000, "cpu"))
+    (tmp_path / "live-t4.perf.json").write_text(json.dumps(baseline))
+    lane = _lane(W.GceWorld(gce, report={**W.planted_report(), "perf": baseline}), tmp_path, profile=profile)
+    rec = lane.go()
+    assert rec["ok"] and [s["step"] for s in rec["steps"]][-3:] == ["verify-perf", "down", "list"], lane.transcript
+    assert "--perf" in "\n".join(lane.transcript)
