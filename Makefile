@@ -9,7 +9,7 @@ EXAMPLE ?= profiles/examples/bert-finetune-t4.yaml
 PYTEST_ARGS ?=
 AZURITE := tests/emulators/azurite/node_modules/.installed
 
-.PHONY: run test lint fix test-os install install-dev validate-examples bench catalog golden clean
+.PHONY: run test lint fix test-os test-live install install-dev validate-examples bench catalog golden clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "trainvm needs Python >= 3.11; set PYTHON=/path/to/python3.11")'
@@ -57,6 +57,14 @@ fix: install-dev
 # rootfs is cached under /var/cache/trainvm-os (figures: bench/RESULTS.md). Not in make test or CI.
 test-os: install-dev
 	$(BIN)/python tests/realos/lane.py
+
+# The end-to-end scenario of tests/live/scenario.py on a REAL cloud account (costs money, bounded by LIVE_MAX_USD,
+# default 2 USD, checked before anything is created; `down` runs on every exit): README "Live lane". Skips, saying
+# why, without CLOUD or that cloud's credentials. Never in make test or CI (pytest marker `live`, deselected).
+CLOUD ?=
+PROFILE ?=
+test-live: install-dev
+	LIVE_CLOUD=$(CLOUD) LIVE_PROFILE=$(PROFILE) $(BIN)/python -m pytest tests/live/test_live.py -m live -p no:randomly -rs -s $(PYTEST_ARGS)
 
 validate-examples: install
 	$(BIN)/trainvm validate profiles/base/*.yaml profiles/examples/*.yaml
