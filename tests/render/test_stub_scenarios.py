@@ -116,7 +116,8 @@ def test_happy_path_gcp_ends_ready_with_a_correct_report(make_harness):
     assert 'CUBLAS_WORKSPACE_CONFIG=":4096:8"' in env and 'PYTHONHASHSEED="0"' in env
     assert "trainvm-env" in h.path("/opt/trainvm/venv/bin/activate").read_text()
     assert "EnvironmentFile=/etc/trainvm/env" in h.path("/usr/local/bin/trainvm-run").read_text()
-    assert h.path("/etc/trainvm/watchdog.conf").read_text() == "IDLE_MINUTES=60\nON_IDLE=stop\nON_MAX_RUN=stop\nSHUTDOWN_DOES=stop\n"
+    assert h.path("/etc/trainvm/watchdog.conf").read_text() == (
+            "IDLE_MINUTES=60\nON_IDLE=stop\nON_MAX_RUN=stop\nSHUTDOWN_DOES=stop\nGPU_IDLE_UTIL=5\nGPU_IDLE_MINUTES=60\n")
     assert "systemctl enable --now trainvm-idle.timer" in systemctl
     assert h.path("/usr/local/sbin/trainvm-provision").read_text() == h.script.read_text()
     assert not h.path("/etc/systemd/system/trainvm-provision.service").exists()  # GCE re-runs the script itself
