@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.conftest import env  # noqa: F401 - the CLI tests' environment (no GCE/Azure credentials)
-from tests.e2e.test_aws_cli import profile, ssh_key  # noqa: F401 - the T4 example reading https:// data
+from tests.e2e.conftest import (
+    env,  # noqa: F401 - the CLI tests' environment (no GCE/Azure credentials)
+    ssh_key,
+)
+from tests.e2e.test_aws_cli import profile  # noqa: F401 - the T4 example reading https:// data
 
 
 @pytest.fixture(autouse=True)

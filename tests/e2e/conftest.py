@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tests.helpers import payload_stores
@@ -21,3 +23,28 @@ def env(monkeypatch, tmp_path):
     monkeypatch.setenv("TRAINVM_SSH_PUBLIC_KEY", str(key))
     payload_stores(monkeypatch)
     return monkeypatch
+
+
+def ssh_key(folder: Path) -> Path:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    public = Ed25519PrivateKey.generate().public_key().public_bytes(serialization.Encoding.OpenSSH,
+                                                                    serialization.PublicFormat.OpenSSH)
+    path = folder / "aws_ed25519.pub"
+    path.write_text(public.decode() + " tester@example\n")
+    return path
+
+
+@pytest.fixture
+def aws(env, tmp_path):
+    pytest.importorskip("moto.server")
+    from tests.emulators.aws import shared_moto
+
+    emu = shared_moto()
+    emu.reset()
+    for k, v in emu.env().items():
+        env.setenv(k, v)
+    env.setenv("TRAINVM_AWS_OP_TIMEOUT", "5")
+    env.setenv("TRAINVM_SSH_PUBLIC_KEY", str(ssh_key(tmp_path)))  # EC2 (and moto) check the key's encoding
+    return emu

@@ -22,31 +22,6 @@ REPORT = json.loads((REPO / "tests" / "fixtures" / "probe" / "report-vm-t4.json"
 REPORT["packages"].update({"datasets": "2.21.0", "accelerate": "0.34.2"})
 
 
-def ssh_key(folder: Path) -> Path:
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
-    public = Ed25519PrivateKey.generate().public_key().public_bytes(serialization.Encoding.OpenSSH,
-                                                                    serialization.PublicFormat.OpenSSH)
-    path = folder / "aws_ed25519.pub"
-    path.write_text(public.decode() + " tester@example\n")
-    return path
-
-
-@pytest.fixture
-def aws(env, tmp_path):
-    pytest.importorskip("moto.server")
-    from tests.emulators.aws import shared_moto
-
-    emu = shared_moto()
-    emu.reset()
-    for k, v in emu.env().items():
-        env.setenv(k, v)
-    env.setenv("TRAINVM_AWS_OP_TIMEOUT", "5")
-    env.setenv("TRAINVM_SSH_PUBLIC_KEY", str(ssh_key(tmp_path)))  # EC2 (and moto) check the key's encoding
-    return emu
-
-
 @pytest.fixture
 def profile(tmp_path) -> str:
     """The T4 example reading its corpus over https:// (curl). With s3:// the script carries the s3 copy tool

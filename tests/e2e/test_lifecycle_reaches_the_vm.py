@@ -21,7 +21,6 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.test_aws_cli import ssh_key
 from tests.helpers import REPO, gce_cli_env
 
 T4 = REPO / "profiles" / "examples" / "bert-finetune-t4.yaml"
@@ -75,20 +74,7 @@ def test_gce_vm_carries_every_lifecycle_field(cli, gce, tmp_path, on_idle, on_ma
 
 
 # ---------------------------------------------------------------------------------------------- AWS
-
-
-@pytest.fixture
-def aws(env, tmp_path):
-    pytest.importorskip("moto.server")
-    from tests.emulators.aws import shared_moto
-
-    emu = shared_moto()
-    emu.reset()
-    for k, v in emu.env().items():
-        env.setenv(k, v)
-    env.setenv("TRAINVM_AWS_OP_TIMEOUT", "5")
-    env.setenv("TRAINVM_SSH_PUBLIC_KEY", str(ssh_key(tmp_path)))
-    return emu
+# (the aws fixture: tests/e2e/conftest.py, moto's server behind the fault proxy)
 
 
 def _aws_instance(emu: Any, name: str) -> tuple[str, dict[str, Any]]:

@@ -49,7 +49,7 @@ def azure(env):
 @pytest.fixture
 def aws(env, tmp_path):
     pytest.importorskip("moto.server")
-    from tests.e2e.test_aws_cli import ssh_key
+    from tests.e2e.conftest import ssh_key
     from tests.emulators.aws import shared_moto
 
     emu = shared_moto()
