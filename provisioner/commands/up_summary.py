@@ -69,6 +69,7 @@ def summary_lines(s: dict[str, Any]) -> list[str]:
         lines.append(s["idle_gpu_rule"])
     lines.append(f"ssh: {s['ssh']}")
     lines.append("data: " + (", ".join(s["data_sources"]) if s["data_sources"] else "none"))
+    lines += [q["message"] for q in s.get("quota") or []]
     if s.get("payload"):
         from provisioner.providers.store import describe_line
 

@@ -178,6 +178,9 @@ class CloudSpec:
     #: "module:function" that prices the catalog's shapes from the cloud's public price API for
     #: ``trainvm catalog refresh`` (catalog/refresh.py ``Fetch``); imported only when a refresh runs
     price_source: str | None = None
+    #: "module:function" returning the cloud's quota reader for a provider (provision/quota.py ``QuotaSource``)
+    #: for the quota preflight of ``up`` and ``plan --quota``; imported only when quotas are read
+    quota_reader: str | None = None
 
     @property
     def provisionable(self) -> bool:
@@ -195,6 +198,7 @@ CLOUDS: Mapping[str, CloudSpec] = MappingProxyType({c.name: c for c in (
         provider="provisioner.providers.gcp:GcpProvider",
         request_builder="provisioner.providers.gcp_request",
         price_source="provisioner.providers.gcp_prices:fetch",
+        quota_reader="provisioner.providers.gcp_quota:reader",
         credential_hint="GCE: set GOOGLE_CLOUD_PROJECT and run `gcloud auth application-default login`",
         user_data=UserDataFormat("gce-metadata", "plain", 262_144, "bytes per metadata value"),
         payload=PayloadStoreFacts(
