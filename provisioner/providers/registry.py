@@ -246,6 +246,7 @@ CLOUDS: Mapping[str, CloudSpec] = MappingProxyType({c.name: c for c in (
         provider="provisioner.providers.azure:AzureProvider",
         request_builder="provisioner.providers.azure_request",
         price_source="provisioner.providers.azure_prices:fetch",
+        quota_reader="provisioner.providers.azure_quota:reader",
         credential_hint="Azure: set AZURE_SUBSCRIPTION_ID and run `az login`",
         user_data=UserDataFormat("azure-custom-data", "base64", 87_380, "base64 characters (64 KiB raw)"),
         payload=PayloadStoreFacts(

@@ -128,3 +128,67 @@ def test_plan_quota_without_credentials_says_not_checked(cli, env, tmp_path) -> 
     r = cli("plan", _profile(tmp_path), "--quota")
     assert r.code == 0, r.err
     assert "quota: not checked in gcp" in r.out and "no credentials" in r.out
+
+
+AZURE_PROFILE = PROFILE.replace("clouds: [gcp]", "clouds: [azure]")
+
+
+def _azure_profile(tmp_path: Path, spot: bool = False) -> str:
+    path = tmp_path / "preflight-azure.yaml"
+    path.write_text(AZURE_PROFILE.replace("clouds: [azure]", f"clouds: [azure], spot: {str(spot).lower()}"))
+    return str(path)
+
+
+def _vm_put_locations(emu) -> list[str]:
+    return [r.body["location"] for r in emu.calls("PUT", r"/virtualMachines/[^/]+$")]
+
+
+def test_azure_zero_family_quota_location_is_skipped_without_a_create_call(cli, env, tmp_path) -> None:
+    """The ARM emulator's usages list (arm_quota.py) is what Azure documents; its usage does not grow with the VMs
+    it creates."""
+    from tests.emulators.arm import ArmEmulator
+    from tests.emulators.arm_quota import set_quota
+
+    path = _azure_profile(tmp_path)
+    first, second = _regions(cli, path)[:2]
+    with ArmEmulator() as emu:
+        for k, v in emu.env().items():
+            env.setenv(k, v)
+        env.setenv("TRAINVM_AZURE_POLL_SECONDS", "0")
+        try:
+            set_quota(emu, first, "standardNCASv3_T4Family", 0)  # a new subscription: no T4 family vCPUs
+            set_quota(emu, second, "standardNCASv3_T4Family", 24, current=20)
+            up = cli("up", path, "--yes", "--json")
+            assert up.code == 0, up.err
+            doc = up.json()
+            assert doc["region"] == second
+            assert _vm_put_locations(emu) == [second]  # no create call in the zero-quota location
+            skipped = doc["attempts"][0]
+            assert (skipped["region"], skipped["outcome"]) == (first, "no-quota")
+            assert (f"quota: 0 of 4 NCasT4_v3 family vCPUs free in {first} (standardNCASv3_T4Family: limit 0, 0 in use)"
+                    in skipped["message"]) and "Azure portal" in skipped["message"]
+        finally:
+            emu.finish_operations(stuck=True)
+
+
+def test_azure_spot_counts_against_low_priority_cores(cli, env, tmp_path) -> None:
+    from tests.emulators.arm import ArmEmulator
+    from tests.emulators.arm_quota import set_quota
+
+    path = _azure_profile(tmp_path, spot=True)
+    first = _regions(cli, path)[0]
+    with ArmEmulator() as emu:
+        for k, v in emu.env().items():
+            env.setenv(k, v)
+        set_quota(emu, first, "lowPriorityCores", 3)  # 3 Spot vCPUs free, 4 asked; the family quota is not used
+        r = cli("plan", path, "--quota")
+        assert r.code == 0, r.err
+        assert f"quota: 3 of 4 Spot (low-priority) vCPUs free in {first} (lowPriorityCores: limit 3, 0 in use)" in r.out
+
+
+def test_every_catalog_azure_family_has_its_quota_name() -> None:
+    from provisioner.catalog.storage import load_catalog
+    from provisioner.providers.azure_quota import FAMILY_QUOTA
+
+    families = {o.family for o in load_catalog().offers if o.cloud == "azure"}
+    assert families - set(FAMILY_QUOTA) == set()
