@@ -124,6 +124,7 @@ def plan(
     json_out: JsonFlag = False,
     resolve_image: ResolveImageFlag = False,
     frozen: FrozenFlag = False,
+    quota: Annotated[bool, typer.Option("--quota", help="Also read the clouds' quotas (needs credentials) and say which regions `up` would skip.")] = False,
 ) -> None:
     """Pick the cheapest feasible offer (offline, from the embedded catalog).
 
@@ -136,7 +137,7 @@ def plan(
     _resolve_images(resolve_image)
     _check_clouds(cloud)
     raise typer.Exit(run_plan(profile, clouds=cloud, regions=region, spot=spot, top=top, explain=explain, show_script=show_script, json_out=json_out,
-                        frozen=frozen))
+                        frozen=frozen, quota=quota))
 
 
 @catalog_app.command("show")

@@ -49,7 +49,7 @@ def _load(path: Path, frozen: bool) -> Any:
 
 def run_plan(
     path: Path, *, clouds: list[str] | None, regions: list[str] | None, spot: bool | None, top: int,
-    explain: bool, show_script: bool, json_out: bool, frozen: bool = False,
+    explain: bool, show_script: bool, json_out: bool, frozen: bool = False, quota: bool = False,
 ) -> int:
     loaded = _load(path, frozen)
     from provisioner.lock.gate import lock_gate
@@ -85,6 +85,8 @@ def run_plan(
         doc["image_pull"] = pull.to_json() if pull else None
         if show_script:
             doc["script"] = rendered.startup_sh if rendered else None
+        if quota:  # only when asked: `plan` stays offline by default
+            doc["quota"] = [c.to_json() for c in _quota_checks(plan, warnings)]
         doc["warnings"] = warnings
         if plan.chosen is None:  # the answer "no" (exit 1), in the same words as the text
             doc["message"] = no_offer_message(plan, catalog)
@@ -103,11 +105,36 @@ def run_plan(
         _print_rejections(plan, out)
         return 1
     _print_plan(loaded, plan, applied, top, hours)
+    if quota:
+        out = stdout_console()
+        for check in _quota_checks(plan, None):
+            skip = "; `up` skips it" if check.status == "short" else ""
+            age = f" (read {check.age_s:.0f} s ago)" if check.readings else ""
+            out.print(check.message() + skip + age, soft_wrap=True, highlight=False, markup=False)
     if explain:
         _print_explain(plan)
     if show_script and rendered is not None:
         sys.stdout.write(rendered.startup_sh)
     return 0
+
+
+def _quota_checks(plan: Any, warnings: list[str] | None) -> list[Any]:
+    """``--quota``: the quota check of each region in the failover order (the chosen offer's first), read with
+    the clouds' credentials (provision/quota.py); a cloud without credentials is "not checked"."""
+    if plan.chosen is None:
+        return []
+    from provisioner.commands.clouds import _providers
+    from provisioner.provision.quota import Preflight
+
+    offers = [o for o in (plan.chosen, *plan.failover) if o.provisionable]
+    providers, _ = _providers(list(dict.fromkeys(o.cloud for o in offers)))
+    preflight = Preflight(providers, spot=plan.request.spot, nodes=plan.request.nodes,
+                          warn=warnings.append if warnings is not None else lambda w: None)
+    seen: dict[tuple[str, str], Any] = {}
+    for o in offers:
+        if (o.cloud, o.region) not in seen:
+            seen[(o.cloud, o.region)] = preflight.check(o)
+    return list(seen.values())
 
 
 def _payload(offer: Any, rendered: Any) -> dict[str, Any] | None:

@@ -87,11 +87,20 @@ def run_up(path: Path, *, name: str | None, yes: bool, wait_ready: bool, clouds:
                           members=_members(providers[existing.cloud], existing))
     first = offers[0]
     use_spot = plan.request.spot
+    from provisioner.provision.quota import Preflight
+
+    def quota_warning(text: str) -> None:  # a quota read that failed: `up` goes on as without the check
+        warnings.append(text)
+        if not json_out:
+            notice("warning", text)
+
+    quota = Preflight(providers, spot=use_spot, nodes=nodes, warn=quota_warning)
     checked = _preflight(providers, offers, loaded.profile, vm)  # a refusal stops here: nothing created yet
     for c in checked:
         if c["status"] != "ok" and not json_out:
             notice("warning", f"{c['cloud']}: {c['message']}")
     summary = {**up_summary(loaded, plan, first, spot=use_spot, ssh_from=ssh_from), "preflight": checked}
+    summary = {**summary, "quota": [quota.check(first).to_json()]}
     # clouds trainvm provisions on that could not be asked (no credentials): a VM of that name may exist there
     not_checked = [s for s in skipped if s["cloud"] in PROVIDERS]
     summary = {**summary, "clouds_not_checked": [{"cloud": s["cloud"], "reason": s["reason"]} for s in not_checked]}
@@ -125,6 +134,9 @@ def run_up(path: Path, *, name: str | None, yes: bool, wait_ready: bool, clouds:
         return staged_spec(offer)
 
     def on_attempt(attempt: Any) -> None:
+        if attempt.outcome == "no-quota":  # skipped before any create call: no step was started
+            progress.line(f"skipped {attempt.cloud} {attempt.region}: {attempt.message}")
+            return
         code = f" [{attempt.error_code}]" if attempt.error_code else ""
         progress.end(f"{attempt.outcome}{code} {attempt.message}".rstrip(),
                      "green" if attempt.outcome == "created" else "yellow")
@@ -132,7 +144,8 @@ def run_up(path: Path, *, name: str | None, yes: bool, wait_ready: bool, clouds:
     try:
         with progress:
             result = provision(offers, spec_for, providers.__getitem__, on_attempt, max_attempts=max_attempts,
-                               price_of=plan.price, bound=plan.failover_bound, name=vm)
+                               price_of=plan.price, bound=plan.failover_bound, name=vm,
+                               preflight=quota.skip_reason)
     except KeyboardInterrupt:
         from provisioner.errors import TrainvmError
 
@@ -142,6 +155,7 @@ def run_up(path: Path, *, name: str | None, yes: bool, wait_ready: bool, clouds:
         ) from None
     record, attempts = result.record, list(result.attempts)
     members = _members(providers[record.cloud], record)
+    summary = {**summary, "quota": quota.to_json()}
     if summary is not None and staged:
         ref = staged[-1]  # the created VM's payload
         summary = {**summary, "payload": {**summary["payload"], "url": ref.url, "location": ref.store, "sha256": ref.sha256,

@@ -84,6 +84,7 @@ def summary_lines(s: dict[str, Any]) -> list[str]:
     lines.append("data: " + (", ".join(s["data_sources"]) if s["data_sources"] else "none"))
     for c in s.get("preflight") or []:
         lines.append(f"preflight: {c['cloud']}: {c['status']}: {c['message']}")
+    lines += [q["message"] for q in s.get("quota") or []]
     if s.get("payload"):
         from provisioner.providers.store import describe_line
 

@@ -181,6 +181,9 @@ class CloudSpec:
     #: "module:function" that checks a ``placement.identity`` value for this cloud (a pre-made VM identity an
     #: administrator granted once; pure, no SDK) and returns it normalised; None: the cloud takes none
     identity_check: str | None = None
+    #: "module:function" returning the cloud's quota reader for a provider (provision/quota.py ``QuotaSource``)
+    #: for the quota preflight of ``up`` and ``plan --quota``; imported only when quotas are read
+    quota_reader: str | None = None
 
     @property
     def provisionable(self) -> bool:
@@ -198,6 +201,7 @@ CLOUDS: Mapping[str, CloudSpec] = MappingProxyType({c.name: c for c in (
         provider="provisioner.providers.gcp:GcpProvider",
         request_builder="provisioner.providers.gcp_request",
         price_source="provisioner.providers.gcp_prices:fetch",
+        quota_reader="provisioner.providers.gcp_quota:reader",
         credential_hint="GCE: set GOOGLE_CLOUD_PROJECT and run `gcloud auth application-default login`",
         user_data=UserDataFormat("gce-metadata", "plain", 262_144, "bytes per metadata value"),
         payload=PayloadStoreFacts(
@@ -245,6 +249,7 @@ CLOUDS: Mapping[str, CloudSpec] = MappingProxyType({c.name: c for c in (
         provider="provisioner.providers.azure:AzureProvider",
         request_builder="provisioner.providers.azure_request",
         price_source="provisioner.providers.azure_prices:fetch",
+        quota_reader="provisioner.providers.azure_quota:reader",
         credential_hint="Azure: set AZURE_SUBSCRIPTION_ID and run `az login`",
         user_data=UserDataFormat("azure-custom-data", "base64", 87_380, "base64 characters (64 KiB raw)"),
         payload=PayloadStoreFacts(

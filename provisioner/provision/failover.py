@@ -171,13 +171,16 @@ def provision(
     price_of: Callable[[Offer], float] = _on_demand,
     bound: float | None = None,
     name: str = "the VM",
+    preflight: Callable[[Offer], str | None] | None = None,
 ) -> Provisioned:
     """Try ``offers`` in order; ``price_of`` is the price that applies (the plan's), ``bound`` the most
     any attempt may cost per hour (offers above it are never tried). ``spec_for`` renders and stages the offer's
     payload: a RenderError there skips that cloud (its script cannot be made for it), a ProviderError (the
     payload store refused) counts as that attempt's failure and skips the cloud's other offers (an auth error stops
     the walk, as any). A failed attempt whose ``create`` left nothing also
-    releases the payload object this attempt uploaded (``PayloadRef.uploaded``)."""
+    releases the payload object this attempt uploaded (``PayloadRef.uploaded``). ``preflight`` (provision/quota.py)
+    names why an offer's region lacks the quota headroom: that region is skipped with no create call (one
+    ``no-quota`` attempt, not counted by ``max_attempts``)."""
     attempts: list[Attempt] = []
     unchecked: list[Attempt] = []  # failed attempts whose cleanup the provider did not verify
     skip_regions: set[tuple[str, str]] = set()
@@ -185,7 +188,7 @@ def provision(
     stocked_out: set[tuple[str, str, str]] = set()  # (cloud, zone or region, gpu): no need to ask again
     capacity_run: dict[str, int] = {}  # cloud -> capacity errors in a row
     for offer in offers:
-        if max_attempts is not None and len(attempts) >= max_attempts:
+        if max_attempts is not None and sum(a.outcome != "no-quota" for a in attempts) >= max_attempts:
             raise ProvisionError(
                 f"gave up after {len(attempts)} attempt(s) (--max-attempts); {_left_summary(unchecked)}", attempts,
                 hint="raise --max-attempts, or relax the profile; `trainvm plan` lists the remaining offers",
@@ -196,6 +199,12 @@ def provision(
             continue
         price = price_of(offer)
         if bound is not None and price > bound:
+            continue
+        short = preflight(offer) if preflight is not None else None
+        if short is not None:  # no headroom there: no create call
+            attempts.append(_attempt(offer, "no-quota", "QUOTA_PREFLIGHT", short, price))
+            on_attempt(attempts[-1])
+            skip_regions.add((offer.cloud, offer.region))
             continue
         spec: LaunchSpec | None = None
         try:

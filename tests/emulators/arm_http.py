@@ -17,6 +17,7 @@ from .arm_catalog import DISK_T, TYPES, VM_T
 from .arm_checks import check_tags
 from .arm_faults import http_fault_error, not_found
 from .arm_permissions import AuthzRoutes
+from .arm_quota import usages
 from .arm_schemas import RESOURCE_GROUP
 from .arm_storage import StorageRoutes
 from .arm_validate import ArmError, validate
@@ -247,6 +248,8 @@ class ArmRouter(VmssRoutes, StorageRoutes, AuthzRoutes):
         if len(ls) == 4 and ls[0] == "microsoft.compute" and ls[1] == "locations" and ls[3] == "virtualmachines":
             return self._page([st.render(r) for r in st.of_type(VM_T)
                                if r["location"] == ls[2]], q, path)
+        if len(ls) == 4 and ls[:2] == ["microsoft.compute", "locations"] and ls[3] == "usages" and method == "GET":
+            return self._page(usages(self, s[2]), q, path)   # arm_quota.py
         if len(ls) == 5 and ls[1] == "locations" and ls[3] in ("operations", "operationresults") and method == "GET":
             return self._poll(s[4], location=(ls[3] == "operationresults" or q.get("monitor") == "true"), api=api)
         if len(ls) in (12, 13) and ls[1] == "locations" and ls[3:10:2] == ["publishers", "artifacttypes", "offers",

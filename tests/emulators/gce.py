@@ -12,7 +12,7 @@ cannot see (None: every project exists).  `on_poll(emu, operation)`: a test hook
 zoneOperations.get/wait advances an operation, e.g. to delete the VM while its insert is pending, as a
 concurrent `trainvm down` does; GCE then finishes the insert DONE without error and the VM is gone.  The Compute
 methods it serves are in gce_methods.py (zone operations, instances, images), gce_power.py (instances.stop/start)
-and gce_firewalls.py (global firewall rules and global operations, with the default
+gce_quota.py (regions.get and the project's quotas, `set_quota`) and gce_firewalls.py (global firewall rules and global operations, with the default
 network's rules and `ingress_decision` to evaluate them).  compute.projects.get answers the project with a
 `defaultServiceAccount` of GCE's form (`NUMBER-compute@developer.gserviceaccount.com`, the number derived from the id).
 """
@@ -32,6 +32,7 @@ from .gce_faults import HTTP_FAULTS, OP_FAULTS, http_fault_error
 from .gce_firewalls import FirewallsMixin
 from .gce_methods import ComputeMethodsMixin
 from .gce_power import PowerMethodsMixin
+from .gce_quota import QuotaMethodsMixin
 from .gce_validate import ApiError, Discovery, invalid
 
 DEFAULT_ZONES = ("us-central1-a", "us-central1-b", "us-central1-c", "us-east1-c", "us-east4-a", "us-west1-b",
@@ -45,7 +46,7 @@ ROUTES = ("compute.instances.insert", "compute.instances.list", "compute.instanc
           "compute.images.getFromFamily", "compute.images.get", "compute.firewalls.insert", "compute.firewalls.get",
           "compute.firewalls.list", "compute.firewalls.update", "compute.firewalls.delete",
           "compute.globalOperations.get", "compute.globalOperations.wait", "compute.instances.stop",
-          "compute.instances.start", "compute.zones.list", "compute.projects.get")
+          "compute.instances.start", "compute.zones.list", "compute.projects.get", "compute.regions.get")
 OP_FAULT_METHODS = (None, "insert", "instances.insert", "firewalls.insert")
 FAULT_KINDS = set(HTTP_FAULTS) | set(OP_FAULTS) | {"unreachable", "silent"}
 ZONE_NAME = re.compile(r"[a-z]+-[a-z]+[0-9]+-[a-z]")
@@ -95,7 +96,7 @@ class _Handler(BaseHTTPRequestHandler):
     do_GET = do_POST = do_DELETE = do_PUT = do_PATCH = _handle
 
 
-class GceEmulator(FirewallsMixin, ComputeMethodsMixin, PowerMethodsMixin):
+class GceEmulator(FirewallsMixin, ComputeMethodsMixin, PowerMethodsMixin, QuotaMethodsMixin):
     """Compute Engine REST emulator. Use as a context manager or start()/stop(); state is per emulator.
 
     polls_to_done: zoneOperations get/wait calls until an operation is DONE (0: insert/delete answer DONE).
@@ -183,6 +184,8 @@ class GceEmulator(FirewallsMixin, ComputeMethodsMixin, PowerMethodsMixin):
             self.requests: list[Request] = []
             #: projects.get answers these projects without a defaultServiceAccount (deleted by an admin)
             self.no_default_sa: set[str] = set()
+            #: region (None: project-wide) -> metric -> (limit, usage); gce_quota.py serves them
+            self.quotas: dict[str | None, dict[str, tuple[float, float]]] = {}
 
     # ------------------------------------------------------------------ test helpers
     def inject(self, kind: str, zone: str | None = None, times: int | None = 1, method: str | None = None,

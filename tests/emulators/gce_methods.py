@@ -189,6 +189,9 @@ class ComputeMethodsMixin:
         number = str(zlib.crc32(project.encode()) % 10**12 or 1)
         out = {"kind": "compute#project", "id": number, "name": project, "selfLink": f"{API}projects/{project}",
                "xpnProjectStatus": "UNSPECIFIED_XPN_PROJECT_STATUS"}
+        quotas = self._quota_items(None)
+        if quotas:
+            out["quotas"] = quotas
         if project not in self.no_default_sa:
             out["defaultServiceAccount"] = f"{number}-compute@developer.gserviceaccount.com"
         return out
