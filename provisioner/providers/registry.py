@@ -178,6 +178,9 @@ class CloudSpec:
     #: "module:function" that prices the catalog's shapes from the cloud's public price API for
     #: ``trainvm catalog refresh`` (catalog/refresh.py ``Fetch``); imported only when a refresh runs
     price_source: str | None = None
+    #: "module:Class" of the cloud's ``Baker`` (providers/bake_base.py), built from its provider, for ``trainvm bake`` and
+    #: ``trainvm images``; None: this cloud cannot bake yet (docs/bake.md)
+    baker: str | None = None
 
     @property
     def provisionable(self) -> bool:
@@ -193,6 +196,7 @@ CLOUDS: Mapping[str, CloudSpec] = MappingProxyType({c.name: c for c in (
         name="gcp",
         title="GCE",
         provider="provisioner.providers.gcp:GcpProvider",
+        baker="provisioner.providers.gcp_bake:GceBaker",
         request_builder="provisioner.providers.gcp_request",
         price_source="provisioner.providers.gcp_prices:fetch",
         credential_hint="GCE: set GOOGLE_CLOUD_PROJECT and run `gcloud auth application-default login`",
@@ -454,3 +458,8 @@ def compactable_families(clouds: tuple[str, ...]) -> frozenset[tuple[str, str]]:
     from provisioner.providers.placement import compactable
 
     return compactable(clouds)
+
+
+def bakers() -> dict[str, str]:
+    """cloud -> "module:Class" of its Baker, for the clouds that can bake."""
+    return {c.name: c.baker for c in CLOUDS.values() if c.baker}
