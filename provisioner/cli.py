@@ -258,6 +258,58 @@ def up(
 
 
 @app.command()
+def bake(
+    profile: ProfileArg,
+    cloud: Annotated[Optional[str], typer.Option("--cloud", metavar="CLOUD", help="The cloud to bake on (default: the first that can; docs/bake.md).")] = None,
+    region: Annotated[Optional[str], typer.Option("--region", metavar="GLOB", help="Only regions matching this glob.")] = None,
+    json_out: JsonFlag = False,
+) -> None:
+    """Bake a private image of the profile's locked stack; `up` boots it and installs nothing (docs/bake.md).
+
+    \b
+    Example:
+      trainvm bake profiles/examples/tf-resnet50.yaml --cloud gcp
+    """
+    from provisioner.bake.run import run_bake
+    from provisioner.providers.registry import bakers
+
+    _check_clouds([cloud] if cloud else None)
+    raise typer.Exit(run_bake(profile, cloud=cloud or next(iter(bakers())), region=region, json_out=json_out))
+
+
+images_app = typer.Typer(help="Baked images (trainvm bake): list and delete.", invoke_without_command=True, rich_markup_mode=None)
+app.add_typer(images_app, name="images")
+
+
+@images_app.callback()
+def images(
+    ctx: typer.Context,
+    cloud: Annotated[Optional[str], typer.Option("--cloud", metavar="CLOUD", help="Only this cloud.")] = None,
+    json_out: JsonFlag = False,
+) -> None:
+    """List baked images: size, age, regions, the profile they were baked for."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from provisioner.commands.images import run_images
+
+    _check_clouds([cloud] if cloud else None)
+    raise typer.Exit(run_images(cloud=cloud, json_out=json_out))
+
+
+@images_app.command("delete")
+def images_delete(
+    name: Annotated[str, typer.Argument(help="Image name.", metavar="NAME", show_default=False)],
+    cloud: Annotated[Optional[str], typer.Option("--cloud", metavar="CLOUD", help="The image's cloud.")] = None,
+    json_out: JsonFlag = False,
+) -> None:
+    """Delete one baked image (only images trainvm baked)."""
+    from provisioner.commands.images import run_images_delete
+
+    _check_clouds([cloud] if cloud else None)
+    raise typer.Exit(run_images_delete(name, cloud=cloud, json_out=json_out))
+
+
+@app.command()
 def status(name: Annotated[Optional[str], typer.Argument(help="VM name (default: all).", metavar="NAME")] = None,
            cloud: OneCloudOpt = None, json_out: JsonFlag = False) -> None:
     """trainvm VMs with state, zone, type, price and cost so far (rebuilt from cloud labels).

@@ -47,6 +47,7 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     Setting("TRAINVM_AZURE_POLL_SECONDS", "5", "Azure operation polling interval (0 in tests)"),
     Setting("TRAINVM_RETRY_BASE_DELAY", "1 (GCE, AWS) / 0.8 (Azure)", "first retry backoff (0 in tests)"),
     Setting("TRAINVM_READY_POLL_SECONDS", "15", "`up --wait-ready` polling interval (0 in tests)"),
+    Setting("TRAINVM_BAKE_TIMEOUT", "5400", "seconds `bake` waits for the builder's install phases (then the builder is deleted and the bake fails, naming the phase)"),
     Setting("TRAINVM_LOGS_POLL_SECONDS", "5", "`logs --follow` polling interval (0 in tests)"),
     Setting("TRAINVM_SSH_PROBE_SECONDS", "5", "how long `ssh` waits for tcp:22 before saying how to open the firewall (0 skips the probe)"),
     # lock files, team sources and container images

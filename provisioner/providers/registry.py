@@ -184,6 +184,9 @@ class CloudSpec:
     #: "module:function" returning the cloud's quota reader for a provider (provision/quota.py ``QuotaSource``)
     #: for the quota preflight of ``up`` and ``plan --quota``; imported only when quotas are read
     quota_reader: str | None = None
+    #: "module:Class" of the cloud's ``Baker`` (providers/bake_base.py), built from its provider, for ``trainvm bake`` and
+    #: ``trainvm images``; None: this cloud cannot bake yet (docs/bake.md)
+    baker: str | None = None
 
     @property
     def provisionable(self) -> bool:
@@ -199,6 +202,7 @@ CLOUDS: Mapping[str, CloudSpec] = MappingProxyType({c.name: c for c in (
         name="gcp",
         title="GCE",
         provider="provisioner.providers.gcp:GcpProvider",
+        baker="provisioner.providers.gcp_bake:GceBaker",
         request_builder="provisioner.providers.gcp_request",
         price_source="provisioner.providers.gcp_prices:fetch",
         quota_reader="provisioner.providers.gcp_quota:reader",
@@ -475,3 +479,8 @@ def compactable_families(clouds: tuple[str, ...]) -> frozenset[tuple[str, str]]:
     from provisioner.providers.placement import compactable
 
     return compactable(clouds)
+
+
+def bakers() -> dict[str, str]:
+    """cloud -> "module:Class" of its Baker, for the clouds that can bake."""
+    return {c.name: c.baker for c in CLOUDS.values() if c.baker}

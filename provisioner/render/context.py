@@ -173,6 +173,9 @@ class ScriptContext:
     #: the VM makes its own API calls through a copy tool's SDK (render/data.py vm_api_sdk; AWS: boto3 of the s3
     #: tool): the env phase first installs that venv
     aws_sdk: bool = False
+    #: the startup script's image mode (docs/bake.md): "" (install, the default), "bake" (a builder: install phases,
+    #: then clean the disk for capture), "baked" (boot of a baked image: install phases only verify)
+    image_mode: str = ""
 
 
 def driver_set(os_family: str, modules: str) -> tuple[str, tuple[str, ...]]:
@@ -250,8 +253,15 @@ def check_renderable(profile: Any) -> None:
             raise RenderError(f"data[{i}].source: {item.source!r}: the storage account must be 3-24 lowercase letters and digits")
 
 
-def build_context(loaded: Any, target: RenderTarget, facts: Facts | None = None) -> ScriptContext:
-    """All values of the script for ``loaded`` (a LoadedProfile) on ``target``."""
+IMAGE_MODES = ("", "bake", "baked")
+
+
+def build_context(loaded: Any, target: RenderTarget, facts: Facts | None = None, image_mode: str = "") -> ScriptContext:
+    """All values of the script for ``loaded`` (a LoadedProfile) on ``target`` (``image_mode``: see ScriptContext)."""
+    if image_mode not in IMAGE_MODES:
+        raise RenderError(f"unknown image mode {image_mode!r}; expected bake or baked")
+    if image_mode and loaded.profile.stack.container is not None:
+        raise RenderError("stack.container: a container stack cannot be baked yet (docs/bake.md); only stack.python + stack.packages")
     from provisioner.render.cluster import cluster_context
 
     facts = facts or load_facts()
@@ -402,6 +412,7 @@ def build_context(loaded: Any, target: RenderTarget, facts: Facts | None = None)
         cluster=cluster_context(profile, target.cloud, target.instance_type, target.gpu_count),
         copier=not data_unreadable and any(p.tool for p in data),
         aws_sdk=api_sdk is not None,
+        image_mode=image_mode,
     )
 
 

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-COMMANDS = [["validate"], ["schema"], ["plan"], ["catalog", "show"], ["catalog", "refresh"], ["lock"], ["render"], ["up"], ["status"], ["list"],
+COMMANDS = [["bake"], ["validate"], ["schema"], ["plan"], ["catalog", "show"], ["catalog", "refresh"], ["lock"], ["render"], ["up"], ["status"], ["list"],
             ["down"], ["stop"], ["start"], ["verify"], ["logs"], ["ssh"], ["capture"], ["probe"], ["parity"], ["diff"]]
 TYPE_LEAK = re.compile(r"<(?:list\[|tuple\[|\w+ range>|str>|int>|float>|path>|bool>|Path>)|\{\w+\}|\bTEXT\b|\bINTEGER\b|\bFLOAT\b")
 

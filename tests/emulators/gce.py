@@ -11,7 +11,8 @@ that does not answer).  `projects`: the project ids that exist for the caller; a
 cannot see (None: every project exists).  `on_poll(emu, operation)`: a test hook run (under the lock) before a
 zoneOperations.get/wait advances an operation, e.g. to delete the VM while its insert is pending, as a
 concurrent `trainvm down` does; GCE then finishes the insert DONE without error and the VM is gone.  The Compute
-methods it serves are in gce_methods.py (zone operations, instances, images), gce_power.py (instances.stop/start)
+methods it serves are in gce_methods.py (zone operations, instances, public images), gce_images.py (private images:
+insert from a disk, get, list, getFromFamily, delete), gce_power.py (instances.stop/start),
 gce_quota.py (regions.get and the project's quotas, `set_quota`) and gce_firewalls.py (global firewall rules and global operations, with the default
 network's rules and `ingress_decision` to evaluate them).  compute.projects.get answers the project with a
 `defaultServiceAccount` of GCE's form (`NUMBER-compute@developer.gserviceaccount.com`, the number derived from the id).
@@ -30,6 +31,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from .gce_faults import HTTP_FAULTS, OP_FAULTS, http_fault_error
 from .gce_firewalls import FirewallsMixin
+from .gce_images import ImagesMixin
 from .gce_methods import ComputeMethodsMixin
 from .gce_power import PowerMethodsMixin
 from .gce_quota import QuotaMethodsMixin
@@ -46,7 +48,8 @@ ROUTES = ("compute.instances.insert", "compute.instances.list", "compute.instanc
           "compute.images.getFromFamily", "compute.images.get", "compute.firewalls.insert", "compute.firewalls.get",
           "compute.firewalls.list", "compute.firewalls.update", "compute.firewalls.delete",
           "compute.globalOperations.get", "compute.globalOperations.wait", "compute.instances.stop",
-          "compute.instances.start", "compute.zones.list", "compute.projects.get", "compute.regions.get")
+          "compute.instances.start", "compute.zones.list", "compute.projects.get", "compute.regions.get",
+          "compute.images.insert", "compute.images.list", "compute.images.delete")
 OP_FAULT_METHODS = (None, "insert", "instances.insert", "firewalls.insert")
 FAULT_KINDS = set(HTTP_FAULTS) | set(OP_FAULTS) | {"unreachable", "silent"}
 ZONE_NAME = re.compile(r"[a-z]+-[a-z]+[0-9]+-[a-z]")
@@ -96,7 +99,7 @@ class _Handler(BaseHTTPRequestHandler):
     do_GET = do_POST = do_DELETE = do_PUT = do_PATCH = _handle
 
 
-class GceEmulator(FirewallsMixin, ComputeMethodsMixin, PowerMethodsMixin, QuotaMethodsMixin):
+class GceEmulator(ImagesMixin, FirewallsMixin, ComputeMethodsMixin, PowerMethodsMixin, QuotaMethodsMixin):
     """Compute Engine REST emulator. Use as a context manager or start()/stop(); state is per emulator.
 
     polls_to_done: zoneOperations get/wait calls until an operation is DONE (0: insert/delete answer DONE).
@@ -171,6 +174,7 @@ class GceEmulator(FirewallsMixin, ComputeMethodsMixin, PowerMethodsMixin, QuotaM
         with self._lock:
             self.instances: dict[tuple, dict] = {}
             self.firewalls: dict[tuple, dict] = {}  # (project, name) -> Firewall
+            self.baked: dict[tuple, dict] = {}  # (project, name) -> Image made by images.insert (gce_images.py)
             self._fw_projects: set[str] = set()  # projects whose default rules exist
             self.operations: dict[tuple, dict] = {}
             self._op_state: dict[tuple, dict] = {}

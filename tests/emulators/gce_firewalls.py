@@ -154,6 +154,8 @@ class FirewallsMixin:
 
     def _finish(self, key: tuple) -> None:
         st = self._op_state[key]
+        if st.get("collection") == "images":
+            return self._finish_image(key)
         if st.get("collection") != "firewalls":
             return super()._finish(key)
         op, (project, _, name), fault = self.operations[key], st["target"], st["fault"]

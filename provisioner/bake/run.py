@@ -1,0 +1,222 @@
+"""``trainvm bake``: a private image of the profile's locked stack (docs/bake.md).
+
+plan (the offer whose GPU the script is rendered for) -> render the startup script in ``bake`` mode -> stage its
+payload -> create the builder (the cloud's Baker: a small CPU shape, same OS image) through the cloud's Provider
+-> follow its console until ``TRAINVM_STATUS=baked`` (or ``failed:PHASE:LINE``) -> stop it -> capture its boot
+disk, labelled with the image identity -> delete the builder. The builder is deleted in every case (failure,
+Ctrl-C, SIGTERM); it also carries ``maxRunDuration`` with action DELETE, so that a killed ``trainvm`` still leaves
+nothing for longer than ``BUILDER_MAX_HOURS``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import signal
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from provisioner.errors import CloudError, InputError, NoFeasibleOfferError, NotReadyError, TrainvmError
+
+#: the builder's own time limit (GCE maxRunDuration, action DELETE): a bake still running then is deleted
+BUILDER_MAX_HOURS = 3.0
+BUILDER_ROLE_LABEL = "trainvm-role"
+
+
+class BakeFailedError(TrainvmError):
+    """The builder's startup script failed: the phase and line, as ``up --wait-ready`` reports them."""
+
+    exit_code = 1
+
+
+def builder_name(vm: str) -> str:
+    """``<vm name>-bake``, cut to 63 characters (the shortest VM name limit of the clouds, GCE's)."""
+    return f"{vm[:58].rstrip('-')}-bake"
+
+
+def baker_for(cloud: str, provider: Any = None) -> Any:
+    """The Baker of ``cloud`` built on its provider (``provider``, else the cloud's); InputError for a cloud that
+    cannot bake yet."""
+    import importlib
+
+    from provisioner.providers import get_provider
+    from provisioner.providers.registry import bakers
+
+    target = bakers().get(cloud)
+    if target is None:
+        can = ", ".join(sorted(bakers())) or "none"
+        raise InputError(f"--cloud {cloud}: trainvm cannot bake images on {cloud} yet (clouds that can: {can}); see docs/bake.md")
+    module, cls = target.split(":")
+    return getattr(importlib.import_module(module), cls)(provider if provider is not None else get_provider(cloud))
+
+
+def require_exact(loaded: Any) -> None:
+    """A bake must be exact: the profile needs a fresh lock (or hashed requirements) and a Python stack."""
+    path = loaded.path
+    if loaded.profile.stack.container is not None:
+        raise InputError(f"{path}: stack.container: a container stack cannot be baked yet (docs/bake.md)")
+    if loaded.requirements_path is None and loaded.lock is None:
+        raise InputError(f"{path}: the profile has no lock, and a bake must be exact; run `trainvm lock {path}` first")
+    if loaded.lock is not None and loaded.lock_state != "fresh":
+        raise InputError(f"{path}: {loaded.lock_path} is stale (the profile changed since it was written); run `trainvm lock {path}`")
+
+
+@dataclasses.dataclass(frozen=True)
+class BakePlan:
+    """Everything a bake needs, computed offline but for the base image (the cloud's current image of the OS)."""
+
+    loaded: Any
+    offer: Any  # the GPU offer the script is rendered for
+    builder_offer: Any
+    rendered: Any
+    identity: Any
+
+
+def plan_bake(loaded: Any, baker: Any, cloud: str, region: str | None) -> BakePlan:
+    from provisioner.bake.identity import identity_of
+    from provisioner.planner.explain import no_offer_message
+    from provisioner.planner.from_profile import Overrides, make_plan
+    from provisioner.provision.launch import locked_images
+    from provisioner.render import RenderTarget, build_context, is_nvswitch_shape, render_script
+
+    planned = make_plan(loaded, Overrides((cloud,), (region,) if region else None, None))
+    offer = planned.plan.chosen
+    if offer is None:
+        raise NoFeasibleOfferError(no_offer_message(planned.plan, planned.catalog))
+    target = RenderTarget(cloud, baker.builder_shape, offer.gpu_name, offer.gpu_count, offer.region, offer.zone,
+                          nvswitch=is_nvswitch_shape(cloud, offer.instance_type, offer.gpu_name, offer.gpu_count))
+    rendered = render_script(loaded, target, image_mode="bake")
+    ctx = build_context(loaded, target, None, "bake")
+    base = baker.base_image(loaded.profile.stack.os, locked_images(loaded).get(cloud))
+    return BakePlan(loaded, offer, baker.builder_offer(offer), rendered, identity_of(ctx, base))
+
+
+@contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM ends the bake like Ctrl-C (KeyboardInterrupt), so that the builder is deleted either way."""
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread: leave signals alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def wait_baked(provider: Any, name: str, *, timeout: float, interval: float, say: Any = None) -> str:
+    """Follow the builder's console until its script reports ``baked`` or ``failed:PHASE:LINE``; that status.
+    BakeFailedError names the phase, the line and the script's last ERROR message; NotReadyError on timeout."""
+    from provisioner.providers.poll import poll
+    from provisioner.verify.console import ConsoleFollower
+
+    follower = ConsoleFollower()
+    errors: list[str] = []
+
+    def step() -> str | None:
+        chunk = provider.console(name, follower.offset)
+        if chunk is None:
+            raise CloudError(f"the builder {name} is gone before its bake finished")
+        for line in chunk[0].splitlines():
+            if " ERROR: " in line:
+                errors.append(line.split(" ERROR: ", 1)[1].strip())
+        for ev in follower.feed(*chunk):
+            if say is not None and ev.kind == "start":
+                say(f"phase {ev.phase}")
+        return follower.status
+
+    def done(status: str | None) -> bool:
+        return status is not None and (status == "baked" or status.startswith("failed:"))
+
+    def timed_out(last: Any) -> BaseException:
+        if isinstance(last, BaseException):
+            return last
+        where = f"in phase {follower.phase}" if follower.phase else "before the script reported anything"
+        return NotReadyError(f"{name}: the bake did not finish within {timeout:g} s (TRAINVM_BAKE_TIMEOUT), {where}")
+
+    status = poll(step, ready=done, deadline=time.monotonic() + timeout, interval=interval, timed_out=timed_out)
+    assert status is not None
+    if status.startswith("failed:"):
+        _, phase, line = status.split(":", 2)
+        why = errors[-1] if errors else "see `trainvm logs` output above"
+        raise BakeFailedError(f"the bake failed in phase {phase} at line {line or '?'} of the startup script: {why}",
+                              hint="fix the cause and run `trainvm bake` again; the builder was deleted")
+    return status
+
+
+def run_bake(path: Path, *, cloud: str, region: str | None, json_out: bool) -> int:
+    from provisioner import settings
+    from provisioner.output import emit_json, stderr_console
+    from provisioner.profile import load_profile
+    from provisioner.providers.base import labels_for, vm_name
+    from provisioner.provision.launch import launch_spec
+
+    loaded = load_profile(path)
+    require_exact(loaded)
+    baker = baker_for(cloud)
+    provider = baker.provider
+    bp = plan_bake(loaded, baker, cloud, region)
+    err = stderr_console()
+    say = (lambda text: None) if json_out else (lambda text: err.print(text))
+    existing = baker.find(bp.identity)
+    if existing is not None:
+        say(f"{existing.name} already holds this exact stack (stack {bp.identity.stack}); nothing to bake")
+        if json_out:
+            emit_json({"image": _image_doc(existing), "baked": False, "reused": True})
+        else:
+            print(existing.name)
+        return 0
+    p = loaded.profile
+    name = builder_name(vm_name(p.name, loaded.hash))
+    ref = provider.payload_store().stage(bp.builder_offer.region, bp.rendered.payload.data, bp.rendered.payload.sha256)
+    spec = launch_spec(loaded, bp.builder_offer, name=name, spot=False, rendered=bp.rendered, ref=ref)
+    spec = dataclasses.replace(
+        spec, labels={**labels_for(p.name, loaded.hash, None, ref.sha256), BUILDER_ROLE_LABEL: "builder"},
+        local_nvme_gib=0, ssh_from=None, idle_shutdown_minutes=None, max_run_hours=BUILDER_MAX_HOURS, on_max_run="delete",
+        price_hourly=None)
+    timeout = settings.seconds("TRAINVM_BAKE_TIMEOUT", 5400.0)
+    interval = settings.seconds("TRAINVM_READY_POLL_SECONDS", 15.0)
+    t0 = time.monotonic()
+    image = None
+    try:
+        with _sigterm_interrupts():
+            say(f"builder {name}: {bp.builder_offer.instance_type} in {bp.builder_offer.zone or bp.builder_offer.region}, "
+                f"{p.stack.os} ({bp.identity.base_image}); rendered for {bp.offer.gpu_count} x {bp.offer.gpu_name}")
+            record = provider.create(spec, bp.builder_offer)
+            wait_baked(provider, record.name, timeout=timeout, interval=interval, say=say)
+            say(f"stopping {name} to capture its disk")
+            provider.stop(record.name, wait=True)
+            image = baker.capture(record, bp.identity, p.name)
+    finally:
+        _delete_builder(provider, name, say)
+    seconds = round(time.monotonic() - t0, 1)
+    if json_out:
+        emit_json({"image": _image_doc(image), "baked": True, "reused": False, "seconds": seconds, "builder": name})
+    else:
+        say(f"baked {image.name} (family {image.family}) in {seconds:g} s; the builder {name} was deleted")
+        print(image.name)
+    return 0
+
+
+def _delete_builder(provider: Any, name: str, say: Any) -> None:
+    """Delete the builder and its disks, whatever happened; say so, or say what is left and how to delete it."""
+    try:
+        gone = provider.delete(name, wait=True)
+    except BaseException as exc:  # noqa: BLE001 - reported, then the original outcome propagates
+        from provisioner.output import stderr_console
+
+        stderr_console().print(f"the builder {name} could not be deleted ({exc}); delete it: trainvm down {name} --yes")
+        return
+    if gone:
+        say(f"deleted the builder {name} and its disk")
+
+
+def _image_doc(image: Any) -> dict[str, Any]:
+    return {"name": image.name, "cloud": image.cloud, "ref": image.ref, "family": image.family, "status": image.status,
+            "created": image.created, "size_gib": image.size_gib, "regions": list(image.regions), "labels": image.labels}

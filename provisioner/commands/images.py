@@ -1,0 +1,72 @@
+"""``trainvm images`` / ``trainvm images delete NAME``: the baked images (docs/bake.md) of every cloud that can bake
+and has credentials (or of ``--cloud``), rebuilt from the clouds' own image labels (no local state)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from provisioner.errors import InputError
+from provisioner.output import emit_json, stdout_console
+
+
+def _bakers(cloud: str | None) -> dict[str, Any]:
+    from provisioner.bake.run import baker_for
+    from provisioner.commands.clouds import providers_for
+    from provisioner.providers.registry import bakers
+
+    if cloud is not None and cloud not in bakers():
+        baker_for(cloud)  # the "cannot bake on this cloud yet" error
+    providers = providers_for(cloud)
+    return {c: baker_for(c, p) for c, p in providers.items() if c in bakers()}
+
+
+def age_days(created: str, now: datetime | None = None) -> float | None:
+    """Days since ``created`` (RFC 3339), None when the cloud gave no time."""
+    if not created:
+        return None
+    try:
+        when = datetime.fromisoformat(created)
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return round(((now or datetime.now(UTC)) - when).total_seconds() / 86400, 1)
+
+
+def _doc(image: Any) -> dict[str, Any]:
+    from provisioner.bake.identity import LABEL_PROFILE, LABEL_STACK
+
+    return {"name": image.name, "cloud": image.cloud, "family": image.family, "status": image.status,
+            "profile": image.labels.get(LABEL_PROFILE), "stack": image.labels.get(LABEL_STACK),
+            "size_gib": image.size_gib, "created": image.created, "age_days": age_days(image.created),
+            "regions": list(image.regions), "ref": image.ref}
+
+
+def run_images(*, cloud: str | None, json_out: bool) -> int:
+    docs = [_doc(i) for c, b in _bakers(cloud).items() for i in b.images()]
+    if json_out:
+        emit_json({"images": docs})
+        return 0
+    out = stdout_console()
+    if not docs:
+        out.print("no baked images")
+        return 0
+    for d in docs:
+        size = f"{d['size_gib']:g} GiB" if d["size_gib"] is not None else "size unknown"
+        age = f"{d['age_days']:g} days old" if d["age_days"] is not None else "age unknown"
+        out.print(f"{d['name']}  {d['cloud']}  profile {d['profile'] or '?'}  stack {d['stack'] or '?'}  {size}  {age}  "
+                  f"stored in {', '.join(d['regions']) or '?'}  {d['status']}", markup=False, highlight=False)
+    return 0
+
+
+def run_images_delete(name: str, *, cloud: str | None, json_out: bool) -> int:
+    if not name or "/" in name:
+        raise InputError(f"images delete: {name!r} is not an image name")
+    deleted = [c for c, b in _bakers(cloud).items() if b.delete_image(name)]
+    if json_out:
+        emit_json({"name": name, "deleted": bool(deleted), "clouds": deleted})
+    else:
+        stdout_console().print(f"{name}: deleted on {', '.join(deleted)}" if deleted else f"{name}: no such baked image",
+                               markup=False, highlight=False)
+    return 0 if deleted else 4

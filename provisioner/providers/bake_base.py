@@ -1,0 +1,61 @@
+"""The ``Baker`` capability (``trainvm bake`` / ``trainvm images``, docs/bake.md): what a cloud must do to capture,
+find and delete baked images. Registered per cloud in the registry (``CloudSpec.baker``, "module:Class" built
+from that cloud's provider); a cloud without one cannot bake yet. Nothing here imports a cloud SDK."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from provisioner.bake.identity import ImageIdentity
+    from provisioner.catalog.models import Offer
+    from provisioner.providers.base import InstanceRecord
+
+
+@dataclass(frozen=True)
+class BakedImage:
+    """A baked image as the cloud reports it."""
+
+    name: str  # GCE image name, AMI id, Azure gallery image version id
+    cloud: str
+    ref: str  # what a create request boots (GCE: projects/P/global/images/NAME)
+    labels: dict[str, str]
+    created: str = ""
+    size_gib: float | None = None  # stored size (GCE archiveSizeBytes), None when the cloud does not say
+    regions: tuple[str, ...] = ()  # where it is stored / replicated
+    family: str = ""
+    status: str = ""
+    notes: tuple[str, ...] = field(default=())
+
+
+class Baker(Protocol):
+    """One cloud's image capture. The builder VM itself is created, watched, stopped and deleted through the
+    cloud's ``Provider`` (the same calls, retries and cleanup as ``up``)."""
+
+    #: the small CPU shape the builder runs on (no GPU: the driver's module is built by DKMS without one)
+    builder_shape: str
+
+    def builder_offer(self, gpu_offer: Offer) -> Offer:
+        """The builder's offer: ``gpu_offer``'s location with ``builder_shape`` and no GPU."""
+        ...
+
+    def base_image(self, os_name: str, locked: dict[str, str] | None) -> str:
+        """The OS image a builder (and a VM) of ``os_name`` boots now: the lock's pin, else the family's current one."""
+        ...
+
+    def capture(self, builder: InstanceRecord, identity: ImageIdentity, profile_name: str) -> BakedImage:
+        """Make the image from the stopped builder's boot disk, labelled with ``identity``; wait until it is ready."""
+        ...
+
+    def images(self) -> list[BakedImage]:
+        """Every trainvm baked image of the account/project."""
+        ...
+
+    def find(self, identity: ImageIdentity) -> BakedImage | None:
+        """The newest ready baked image whose labels match ``identity`` exactly, else None."""
+        ...
+
+    def delete_image(self, name: str) -> bool:
+        """Delete one baked image (False: there was none of that name)."""
+        ...
