@@ -14,6 +14,7 @@ import pytest
 
 from tests.contract.harness import REPORT
 from tests.emulators.arm import ArmEmulator
+from tests.emulators.arm_quota import set_quota
 from tests.helpers import assert_verify_names_drifting_node, capture_ssh
 
 VMSS = "/providers/Microsoft.Compute/virtualMachineScaleSets/"
@@ -25,6 +26,9 @@ def arm(env):
         for k, v in emu.env().items():
             env.setenv(k, v)
         env.setenv("TRAINVM_AZURE_POLL_SECONDS", "0")
+        # a subscription whose regional vCPU quota was raised for clusters (the emulator starts at 100 cores)
+        for location in ("eastus", "westus2", "southcentralus", "westeurope"):
+            set_quota(emu, location, "cores", 2000)
         try:
             yield emu
         finally:

@@ -21,7 +21,12 @@ DEFAULT_RULES = {"default-allow-icmp", "default-allow-internal", "default-allow-
 
 @pytest.fixture
 def gce(monkeypatch, tmp_path):
-    yield from gce_cli_env(monkeypatch, tmp_path, GceGroupEmulator)
+    """A project whose CPU quota was raised for clusters (the emulator starts at 24 CPUs per region, as new
+    projects often do: 4 x a2-highgpu-1g need 48)."""
+    for emu in gce_cli_env(monkeypatch, tmp_path, GceGroupEmulator):
+        for region in ("us-central1", "us-east1", "us-east4", "us-west1"):
+            emu.set_quota("CPUS", 512, region=region)
+        yield emu
 
 
 def _profile(write_yaml, nodes: int):
