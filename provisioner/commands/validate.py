@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from provisioner.errors import InputError, ProfileError
+from provisioner.messages import Message
 from provisioner.output import emit_json, print_messages
-from provisioner.profile.messages import Message
 
 
 def validate_one(path: Path) -> tuple[dict[str, Any], int]:
