@@ -68,9 +68,9 @@ def lock_container(loaded: Any, *, json_out: bool) -> int:
 def write_container_lock(loaded: Any, facts: Any) -> Any:
     """NAME.lock of a pinned container profile: the image's facts, the driver, the OS images."""
     from provisioner import __version__
-    from provisioner.commands.lock import locked_driver
     from provisioner.compat.facts import load_facts
     from provisioner.lock import lock_path_for
+    from provisioner.lock.driver import locked_driver
     from provisioner.lock.images import resolve_images
     from provisioner.lock.model import LOCK_VERSION, LockFile, LockTarget, dumps, inputs_sha256
     from provisioner.lock.sources import sources_inputs
