@@ -12,14 +12,13 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from typer.core import TyperArgument
 
 
 def _plain_argument_help() -> None:
     """Arguments in help as their metavar says (``Usage: trainvm plan [OPTIONS] PROFILE``; ``PROFILE  Profile YAML
     file.``): typer >= 0.2x writes a required argument as ``{profile}`` and adds its Python type (``<path>``,
     ``<list[str]>``) beside it. Options with a metavar already show only it (``--cloud CLOUD``)."""
-    from typer.core import TyperArgument
-
     if not hasattr(TyperArgument, "_usage_display_name"):  # an older typer prints plain metavars itself
         return
 
@@ -60,7 +59,7 @@ FrozenFlag = Annotated[bool, typer.Option("--frozen", help="Use only what NAME.l
 
 
 def _resolve_images(on: bool) -> None:
-    from provisioner.container.store import forget
+    from provisioner.container.store import forget  # lazy: startup
 
     forget()  # what the registry said to an earlier in-process command is not this command's answer
     if on:
@@ -89,7 +88,7 @@ def validate(
     Example:
       trainvm validate profiles/examples/*.yaml
     """
-    from provisioner.commands.validate import run_validate
+    from provisioner.commands.validate import run_validate  # lazy: startup
 
     _resolve_images(resolve_image)
     raise typer.Exit(run_validate(profiles, json_out))
@@ -103,7 +102,7 @@ def schema() -> None:
     Example:
       trainvm schema > trainvm-profile.schema.json
     """
-    from provisioner.commands.validate import run_schema
+    from provisioner.commands.validate import run_schema  # lazy: startup
 
     run_schema()
 
@@ -132,7 +131,7 @@ def plan(
     Example:
       trainvm plan profiles/examples/bert-finetune-t4.yaml --cloud gcp --top 3
     """
-    from provisioner.commands.plan import run_plan
+    from provisioner.commands.plan import run_plan  # lazy: startup
 
     _resolve_images(resolve_image)
     _check_clouds(cloud)
@@ -154,7 +153,7 @@ def catalog_show(
     Example:
       trainvm catalog show --gpu A100-40GB --region 'europe-*'
     """
-    from provisioner.commands.plan import run_catalog_show
+    from provisioner.commands.plan import run_catalog_show  # lazy: startup
 
     _check_clouds([cloud] if cloud else None)
     raise typer.Exit(run_catalog_show(cloud=cloud, gpu=gpu, region=region, json_out=json_out, limit=limit))
@@ -175,7 +174,7 @@ def catalog_refresh(
     Example:
       trainvm catalog refresh --cloud azure --region 'eastus*'
     """
-    from provisioner.commands.catalog_refresh import run_catalog_refresh
+    from provisioner.commands.catalog_refresh import run_catalog_refresh  # lazy: startup
 
     _check_clouds(cloud)
     raise typer.Exit(run_catalog_refresh(clouds=cloud, regions=region, json_out=json_out))
@@ -202,7 +201,7 @@ def lock(
     Example:
       trainvm lock profiles/examples/bert-finetune-t4.yaml
     """
-    from provisioner.commands.lock import run_lock
+    from provisioner.commands.lock import run_lock  # lazy: startup
 
     raise typer.Exit(run_lock(profile, upgrade=upgrade, check=check, frozen=frozen, index_url=index_url,
                               torch_index_url=torch_index_url, json_out=json_out))
@@ -222,7 +221,7 @@ def render(
     Example:
       trainvm render profiles/examples/bert-finetune-t4.yaml --cloud aws --out build/aws
     """
-    from provisioner.commands.render import run_render
+    from provisioner.commands.render import run_render  # lazy: startup
 
     _check_clouds([cloud])
     raise typer.Exit(run_render(profile, cloud=cloud, out=out, regions=region, json_out=json_out))
@@ -249,7 +248,7 @@ def up(
     Example:
       trainvm up profiles/examples/bert-finetune-t4.yaml --yes --wait-ready
     """
-    from provisioner.commands.up import run_up
+    from provisioner.commands.up import run_up  # lazy: startup
 
     _check_clouds(cloud)
     raise typer.Exit(run_up(profile, name=name, yes=yes, wait_ready=wait_ready, clouds=cloud, regions=region, spot=spot,
@@ -270,8 +269,8 @@ def bake(
     Example:
       trainvm bake profiles/examples/tf-resnet50.yaml --cloud gcp
     """
-    from provisioner.bake.run import run_bake
-    from provisioner.providers.registry import bakers
+    from provisioner.bake.run import run_bake  # lazy: startup
+    from provisioner.providers.registry import bakers  # lazy: startup
 
     _check_clouds([cloud] if cloud else None)
     raise typer.Exit(run_bake(profile, cloud=cloud or next(iter(bakers())), region=region, json_out=json_out))
@@ -290,7 +289,7 @@ def images(
     """List baked images: size, age, regions, the profile they were baked for."""
     if ctx.invoked_subcommand is not None:
         return
-    from provisioner.commands.images import run_images
+    from provisioner.commands.images import run_images  # lazy: startup
 
     _check_clouds([cloud] if cloud else None)
     raise typer.Exit(run_images(cloud=cloud, json_out=json_out))
@@ -303,7 +302,7 @@ def images_delete(
     json_out: JsonFlag = False,
 ) -> None:
     """Delete one baked image (only images trainvm baked)."""
-    from provisioner.commands.images import run_images_delete
+    from provisioner.commands.images import run_images_delete  # lazy: startup
 
     _check_clouds([cloud] if cloud else None)
     raise typer.Exit(run_images_delete(name, cloud=cloud, json_out=json_out))
@@ -318,7 +317,7 @@ def status(name: Annotated[Optional[str], typer.Argument(help="VM name (default:
     Example:
       trainvm status trainvm-bert-finetune-1a2b3c4d
     """
-    from provisioner.commands.status import run_status
+    from provisioner.commands.status import run_status  # lazy: startup
 
     _check_clouds([cloud] if cloud else None)
     raise typer.Exit(run_status(name, json_out, cloud))
@@ -335,7 +334,7 @@ def list_(cloud: ListCloudOpt = None, json_out: JsonFlag = False) -> None:
     Example:
       trainvm list --cloud gcp --json
     """
-    from provisioner.commands.status import run_status
+    from provisioner.commands.status import run_status  # lazy: startup
 
     _check_clouds([cloud] if cloud else None)
     raise typer.Exit(run_status(None, json_out, cloud))
@@ -355,7 +354,7 @@ def down(
     Example:
       trainvm down trainvm-bert-finetune-1a2b3c4d --yes
     """
-    from provisioner.commands.down import run_down
+    from provisioner.commands.down import run_down  # lazy: startup
 
     _check_clouds([cloud] if cloud else None)
     raise typer.Exit(run_down(name, yes=yes, wait=not no_wait, json_out=json_out, cloud=cloud))
@@ -378,7 +377,7 @@ def stop(
     Example:
       trainvm stop trainvm-bert-finetune-1a2b3c4d --yes
     """
-    from provisioner.commands.power import run_stop
+    from provisioner.commands.power import run_stop  # lazy: startup
 
     _check_clouds([cloud] if cloud else None)
     raise typer.Exit(run_stop(name, cloud=cloud, yes=yes, wait=not no_wait, json_out=json_out))
@@ -397,7 +396,7 @@ def start(
     Example:
       trainvm start trainvm-bert-finetune-1a2b3c4d
     """
-    from provisioner.commands.power import run_start
+    from provisioner.commands.power import run_start  # lazy: startup
 
     _check_clouds([cloud] if cloud else None)
     raise typer.Exit(run_start(name, cloud=cloud, wait=not no_wait, json_out=json_out))
@@ -428,16 +427,16 @@ def verify(
       trainvm verify profiles/examples/bert-finetune-t4.yaml --local
     """
     if perf:
-        from provisioner.commands.perf import verify_perf
+        from provisioner.commands.perf import verify_perf  # lazy: startup
 
         _check_clouds([cloud] if cloud else None)
         raise typer.Exit(verify_perf(target, local=local, python=python, data=data, json_out=json_out, budget=budget,
                                      baseline=baseline, cloud=cloud))
     if local:
-        from provisioner.commands.mirror import run_verify_local
+        from provisioner.commands.mirror import run_verify_local  # lazy: startup
 
         raise typer.Exit(run_verify_local(Path(target), python=python, json_out=json_out))
-    from provisioner.commands.verify import run_verify_remote
+    from provisioner.commands.verify import run_verify_remote  # lazy: startup
 
     _check_clouds([cloud] if cloud else None)
     raise typer.Exit(run_verify_remote(target, json_out, profile, cloud))
@@ -457,7 +456,7 @@ def logs(
     Example:
       trainvm logs trainvm-bert-finetune-1a2b3c4d --follow
     """
-    from provisioner.commands.logs import run_logs
+    from provisioner.commands.logs import run_logs  # lazy: startup
 
     _check_clouds([cloud] if cloud else None)
     raise typer.Exit(run_logs(name, follow=follow, json_out=json_out, cloud=cloud, timeout=timeout))
@@ -477,7 +476,7 @@ def ssh(
     Example:
       trainvm ssh trainvm-bert-finetune-1a2b3c4d -- nvidia-smi
     """
-    from provisioner.commands.ssh import run_ssh
+    from provisioner.commands.ssh import run_ssh  # lazy: startup
 
     _check_clouds([cloud] if cloud else None)
     raise typer.Exit(run_ssh(name, command or [], cloud, node))
@@ -500,20 +499,20 @@ def capture(
     Example:
       trainvm capture -o my-workstation.yaml --name my-workstation
     """
-    from provisioner.commands.mirror import run_capture
+    from provisioner.commands.mirror import run_capture  # lazy: startup
 
     if container is not None:
-        from provisioner.container.capture import run_capture_container
+        from provisioner.container.capture import run_capture_container  # lazy: startup
 
         raise typer.Exit(run_capture_container(image=container, out=out, name=name, data=data, json_out=json_out))
 
     if perf and out is None:
-        from provisioner.errors import InputError
+        from provisioner.errors import InputError  # lazy: startup
 
         raise InputError("capture --perf: also give -o PROFILE.yaml; the perf baseline is written beside it as PROFILE.perf.json")
     rc = run_capture(out=out, name=name, python=python, data=data, json_out=json_out)
     if perf:
-        from provisioner.commands.perf import capture_baseline
+        from provisioner.commands.perf import capture_baseline  # lazy: startup
 
         capture_baseline(out, python, data, budget)
     raise typer.Exit(rc)
@@ -537,7 +536,7 @@ def probe(
     Example:
       trainvm probe --perf -o workstation.perf.json
     """
-    from provisioner.commands.perf import run_probe
+    from provisioner.commands.perf import run_probe  # lazy: startup
 
     raise typer.Exit(run_probe(perf=perf, python=python, data=data, json_out=json_out, out=out, budget=budget))
 
@@ -554,7 +553,7 @@ def parity(
     Example:
       trainvm parity workstation.perf.json vm.perf.json
     """
-    from provisioner.commands.perf import run_parity
+    from provisioner.commands.perf import run_parity  # lazy: startup
 
     raise typer.Exit(run_parity(a, b, json_out))
 
@@ -571,17 +570,17 @@ def diff(
     Example:
       trainvm diff profiles/examples/bert-finetune-t4.yaml my-workstation.yaml
     """
-    from provisioner.commands.mirror import run_diff
+    from provisioner.commands.mirror import run_diff  # lazy: startup
 
     raise typer.Exit(run_diff(a, b, json_out))
 
 
 def _check_clouds(clouds: Optional[list[str]]) -> None:
-    from provisioner.providers.registry import CLOUDS, unknown_cloud_message
+    from provisioner.providers.registry import CLOUDS, unknown_cloud_message  # lazy: startup
 
     bad = [c for c in clouds or [] if c not in CLOUDS]
     if bad:
-        from provisioner.errors import InputError
+        from provisioner.errors import InputError  # lazy: startup
 
         raise InputError(f"--cloud: {unknown_cloud_message(bad[0])}")
 
@@ -620,13 +619,13 @@ def main() -> None:
     With ``--json`` an error is also one ``{"error": {...}}`` document on stdout."""
     # trainvm uses no pydantic plugins: skip their entry-point scan (pydantic's documented switch)
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
-    from provisioner.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, TrainvmError
+    from provisioner.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, TrainvmError  # lazy: startup
 
     args, debug, version, json_out = _split_global_flags(sys.argv[1:])
     if debug:
         os.environ["TRAINVM_DEBUG"] = "1"
     if version:
-        from provisioner import __version__
+        from provisioner import __version__  # lazy: startup
 
         sys.stdout.write(f"trainvm {__version__}\n")
         sys.exit(0)
@@ -678,9 +677,9 @@ def entry() -> None:
 
 def _emit_error(exc: BaseException, code: int, hint: str | None, *, kind: str | None = None,
                 text: str | None = None) -> None:
-    import json
+    import json  # lazy: startup
 
-    from provisioner.secrets import redact
+    from provisioner.secrets import redact  # lazy: startup
 
     message = redact(text or (exc.format_message() if hasattr(exc, "format_message") else str(exc)))  # click: no "Error: "
     doc: dict[str, object] = {"message": message, "hint": hint, "exit_code": code,
@@ -702,14 +701,14 @@ def _emit_error(exc: BaseException, code: int, hint: str | None, *, kind: str | 
 
 def _fail(exc: BaseException, code: int, hint: str | None, internal: bool = False, json_out: bool = False,
           text: str | None = None) -> None:
-    from provisioner.settings import is_set
+    from provisioner.settings import is_set  # lazy: startup
 
     if is_set("TRAINVM_DEBUG"):
-        import traceback
+        import traceback  # lazy: startup
 
         traceback.print_exception(exc)
-    from provisioner.output import printable
-    from provisioner.secrets import redact
+    from provisioner.output import printable  # lazy: startup
+    from provisioner.secrets import redact  # lazy: startup
 
     if internal:
         text = f"internal error: {type(exc).__name__}: {exc}"

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
-    from provisioner.profile.messages import Message
+    from provisioner.messages import Message
 
 
 EXIT_OK, EXIT_NO, EXIT_INPUT, EXIT_CLOUD, EXIT_NOT_FOUND, EXIT_NOT_READY = 0, 1, 2, 3, 4, 5

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from provisioner.profile.messages import Message
+from provisioner.messages import Message
 
 
 def os_error_words(exc: OSError, path: Path, *, folder: bool) -> str:

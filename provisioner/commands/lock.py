@@ -10,6 +10,7 @@ from typing import Any
 
 from provisioner import settings
 from provisioner.errors import InputError
+from provisioner.lock.driver import locked_driver
 from provisioner.output import emit_json, notice, print_messages, stderr_console, stdout_console
 
 
@@ -41,25 +42,6 @@ def build_lock(loaded: Any, *, pypi_index: str, torch_index: str | None) -> Any:
         sources=sources,
         packages=res.packages,
     )
-
-
-def locked_driver(driver: str, repo: str) -> Any:
-    """The driver facts of the lock: exact apt versions from the repository's index when it can be
-    read; when it cannot (no network), the pattern only, with the reason. A readable index that does
-    not have the driver fails ``lock``."""
-    from provisioner.lock.driver import DriverIndexError, index_location, read_index, resolve_driver
-    from provisioner.lock.model import LockedDriver
-
-    base = {"version": driver, "apt_version": f"{driver}-*", "nvidia_repo": repo}
-    where = index_location(repo)
-    if where is None:
-        return LockedDriver(**base, unresolved="not resolved (TRAINVM_DRIVER_INDEX_URL=none); the VM picks the newest revision of " + driver)
-    try:
-        text = read_index(where)
-    except DriverIndexError as exc:
-        notice("warning", f"driver {driver}: exact apt versions not resolved: {exc}; the VM picks the newest revision of {driver} in {repo}")
-        return LockedDriver(**base, index=where, unresolved=f"index unreachable when locked: {exc}")
-    return LockedDriver(**base, index=where, packages=resolve_driver(driver, repo, text, where))
 
 
 def profile_diff(old: Any, new: Any) -> list[str]:

@@ -8,8 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from provisioner.errors import InputError, ProfileError
+from provisioner.messages import Message
 from provisioner.output import emit_json, print_messages
-from provisioner.profile.messages import Message
+from provisioner.profile.reference import profile_json_schema
 
 
 def validate_one(path: Path) -> tuple[dict[str, Any], int]:
@@ -68,19 +69,6 @@ def run_validate(paths: list[Path], json_out: bool) -> int:
             print(f"{result['file']}: invalid", file=sys.stderr)
         print_messages(msgs)
     return code
-
-
-def profile_json_schema() -> dict[str, Any]:
-    from provisioner.profile.model import Profile
-
-    schema = Profile.model_json_schema(mode="validation")
-    return {
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "$id": "https://trainvm.dev/schema/profile.json",
-        "title": "trainvm profile",
-        "description": "Hardware, an exactly pinned software stack and data for one training VM.",
-        **{k: v for k, v in schema.items() if k != "title"},
-    }
 
 
 def run_schema() -> None:

@@ -24,7 +24,7 @@ from packaging.version import Version
 
 from provisioner.compat.facts import ArchTarget, Facts, GpuFact, _load, load_facts
 from provisioner.compat.stack import sass_or_ptx_covers
-from provisioner.profile.messages import Message
+from provisioner.messages import Message
 
 RULES = {
     "container-native": "host driver >= the driver of the image's CUDA release (native)",

@@ -19,7 +19,7 @@ from packaging.version import Version
 from provisioner import versions
 from provisioner.compat.facts import Facts, GpuFact, load_facts
 from provisioner.compat.stack import Framework, frameworks, sass_or_ptx_covers
-from provisioner.profile.messages import Message
+from provisioner.messages import Message
 from provisioner.profile.model import Profile, Stack
 
 RULES = {

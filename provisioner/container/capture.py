@@ -11,10 +11,22 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
+from packaging.version import Version
+
+from provisioner.compat.facts import load_facts
 from provisioner.container.reference import parse_image_ref
+from provisioner.container.registry import RegistryError, resolve_image
+from provisioner.container.store import lookup, record
+from provisioner.errors import InputError
+from provisioner.output import emit_json, escape, notice, stderr_console, write_output
+from provisioner.probe import report as host_probe  # called through the module: tests replace report.probe
+from provisioner.probe.capture import build_profile, comment_block, to_yaml
+from provisioner.probe.gpu import is_consumer
 
 
 def local_digest(image: str) -> str | None:
@@ -42,13 +54,10 @@ def local_digest(image: str) -> str | None:
 
 def container_stack(image: str, host_stack: Mapping[str, Any], warnings: list[str], *, resolve: bool = True) -> tuple[dict[str, Any], Any]:
     """(stack with ``container``, the image's facts or None)."""
-    from provisioner.container.registry import RegistryError, resolve_image
-    from provisioner.container.store import lookup, record
 
     try:
         ref = parse_image_ref(image)
     except ValueError as exc:
-        from provisioner.errors import InputError
 
         raise InputError(f"--container: {exc}") from None
     digest = ref.digest or local_digest(image)
@@ -69,9 +78,7 @@ def container_stack(image: str, host_stack: Mapping[str, Any], warnings: list[st
 
 
 def forward_compat_warning(driver: str | None, gpu_is_datacenter: bool, facts: Any) -> str | None:
-    from packaging.version import Version
 
-    from provisioner.compat.facts import load_facts
 
     if not driver or facts is None or not facts.cuda:
         return None
@@ -86,17 +93,11 @@ def forward_compat_warning(driver: str | None, gpu_is_datacenter: bool, facts: A
 
 def run_capture_container(*, image: str, out: Any, name: str | None, data: str | None, json_out: bool) -> int:
     """``trainvm capture --container IMAGE``: the host probe plus the image as the stack."""
-    from pathlib import Path
 
-    from provisioner.errors import InputError
-    from provisioner.output import emit_json, escape, notice, stderr_console
-    from provisioner.probe.capture import build_profile, comment_block, to_yaml
-    from provisioner.probe.gpu import is_consumer
-    from provisioner.probe.report import probe
 
     if data is not None and not Path(data).exists():
         raise InputError(f"--data: {data} does not exist")
-    report = probe(data_path=data or ".")
+    report = host_probe.probe(data_path=data or ".")
     profile, _comment, warnings = build_profile(report, name or "workstation")
     # the host's Python stack is not what runs: drop its warnings about packages/frameworks
     warnings = [w for w in warnings if not any(k in w for k in ("framework", "CPU-only", "nvcc", "pip", "conda", "packag"))]
@@ -114,11 +115,9 @@ def run_capture_container(*, image: str, out: Any, name: str | None, data: str |
     if json_out:
         emit_json(profile)
     elif out is None:
-        import sys
 
         sys.stdout.write(text)
     if out is not None:
-        from provisioner.output import write_output
 
         write_output(Path(out), text, "-o")
         err.print(f"wrote {out}")

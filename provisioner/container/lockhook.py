@@ -11,12 +11,21 @@ from __future__ import annotations
 
 from typing import Any
 
+from provisioner import __version__
+from provisioner.compat.facts import load_facts
+from provisioner.container.reference import parse_image_ref
+from provisioner.container.registry import ImageNotFoundError, RegistryError, registry_client
+from provisioner.container.store import lookup, record
+from provisioner.lock import lock_path_for
+from provisioner.lock.driver import locked_driver
+from provisioner.lock.images import resolve_images
+from provisioner.lock.model import LOCK_VERSION, LockFile, LockTarget, dumps, inputs_sha256
+from provisioner.lock.sources import sources_inputs
+from provisioner.lock.target import glibc_of
+from provisioner.output import emit_json, escape, notice, stderr_console, stdout_console
+
 
 def lock_container(loaded: Any, *, json_out: bool) -> int:
-    from provisioner.container.reference import parse_image_ref
-    from provisioner.container.registry import ImageNotFoundError, RegistryError, registry_client
-    from provisioner.container.store import lookup, record
-    from provisioner.output import emit_json, escape, notice, stderr_console, stdout_console
 
     image = loaded.profile.stack.container.image
     ref = parse_image_ref(image)
@@ -67,14 +76,6 @@ def lock_container(loaded: Any, *, json_out: bool) -> int:
 
 def write_container_lock(loaded: Any, facts: Any) -> Any:
     """NAME.lock of a pinned container profile: the image's facts, the driver, the OS images."""
-    from provisioner import __version__
-    from provisioner.commands.lock import locked_driver
-    from provisioner.compat.facts import load_facts
-    from provisioner.lock import lock_path_for
-    from provisioner.lock.images import resolve_images
-    from provisioner.lock.model import LOCK_VERSION, LockFile, LockTarget, dumps, inputs_sha256
-    from provisioner.lock.sources import sources_inputs
-    from provisioner.lock.target import glibc_of
 
     stack = loaded.profile.stack
     lock = LockFile(

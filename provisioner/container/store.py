@@ -16,7 +16,7 @@ from pathlib import Path
 from provisioner import settings
 from provisioner.container.image import ImageFacts
 from provisioner.container.reference import parse_image_ref
-from provisioner.profile.messages import Message
+from provisioner.messages import Message
 
 PATH = "stack.container.image"
 RESOLVE_ENV = "TRAINVM_RESOLVE_IMAGES"

@@ -26,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from provisioner.errors import TrainvmError
+from provisioner.lock.model import LockedDriver
+from provisioner.output import notice
 
 NVIDIA_INDEX = "https://developer.download.nvidia.com/compute/cuda/repos/{repo}/x86_64/Packages.gz"
 MAX_INDEX_BYTES = 200_000_000  # NVIDIA's Packages is ~5 MB uncompressed per repository
@@ -204,3 +206,19 @@ def index_location(repo: str) -> str | None:
     if env.lower() == "none":
         return None
     return (env or NVIDIA_INDEX).replace("{repo}", repo)
+
+
+def locked_driver(driver: str, repo: str) -> Any:
+    """The driver facts of the lock: exact apt versions from the repository's index when it can be
+    read; when it cannot (no network), the pattern only, with the reason. A readable index that does
+    not have the driver fails ``lock``."""
+    base = {"version": driver, "apt_version": f"{driver}-*", "nvidia_repo": repo}
+    where = index_location(repo)
+    if where is None:
+        return LockedDriver(**base, unresolved="not resolved (TRAINVM_DRIVER_INDEX_URL=none); the VM picks the newest revision of " + driver)
+    try:
+        text = read_index(where)
+    except DriverIndexError as exc:
+        notice("warning", f"driver {driver}: exact apt versions not resolved: {exc}; the VM picks the newest revision of {driver} in {repo}")
+        return LockedDriver(**base, index=where, unresolved=f"index unreachable when locked: {exc}")
+    return LockedDriver(**base, index=where, packages=resolve_driver(driver, repo, text, where))

@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from provisioner.errors import InputError
 from provisioner.lock.git import Checkout, SourceError, git
-from provisioner.profile.messages import Message
+from provisioner.messages import Message
 
 PROJECT_FILE = "trainvm.yaml"
 _NAME = r"[a-z][a-z0-9_-]{0,31}"

@@ -5,6 +5,7 @@ reference cannot drift from the model: ``python -m provisioner.profile.reference
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 HEADER = """# Profile reference
@@ -85,11 +86,20 @@ def reference_markdown(schema: dict[str, Any]) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
+def profile_json_schema() -> dict[str, Any]:
+    from provisioner.profile.model import Profile  # lazy: startup
+
+    schema = Profile.model_json_schema(mode="validation")
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "https://trainvm.dev/schema/profile.json",
+        "title": "trainvm profile",
+        "description": "Hardware, an exactly pinned software stack and data for one training VM.",
+        **{k: v for k, v in schema.items() if k != "title"},
+    }
+
+
 def main() -> None:
-    import sys
-
-    from provisioner.commands.validate import profile_json_schema
-
     sys.stdout.write(reference_markdown(profile_json_schema()))
 
 
