@@ -15,7 +15,7 @@ from datetime import date
 from fnmatch import fnmatchcase
 from itertools import groupby
 from operator import attrgetter
-from typing import Any, Iterable, NamedTuple
+from typing import Any, Callable, Iterable, NamedTuple
 
 from provisioner.catalog.costs import Cost, cost_of
 from provisioner.catalog.families import GPU_MEMORY_GIB
@@ -68,7 +68,8 @@ class Plan:
     def running_price(self, offer: Offer) -> float:
         """What ranking, ``max_price_per_hour`` and the failover bound compare: the price that applies plus the
         request's disks per node, as far as their prices are known (``cost`` says which are not)."""
-        return running_prices(self.request, self.disk_prices)(offer)
+        price: float = running_prices(self.request, self.disk_prices)(offer)
+        return price
 
     def bound_json(self) -> dict[str, Any] | None:
         if self.chosen is None:
@@ -115,7 +116,7 @@ class Plan:
         }
 
 
-def running_prices(req: PlanRequest, disk_prices: Any):
+def running_prices(req: PlanRequest, disk_prices: Any) -> Callable[[Offer], float]:
     """offer -> the price that applies + the known hourly price of the request's disks (per node), memoized by
     what the disks depend on (cloud, region, family; the shape too when local scratch is asked for)."""
     from provisioner.catalog.disks import DiskPrices
@@ -130,19 +131,19 @@ def running_prices(req: PlanRequest, disk_prices: Any):
         if d is None:
             c = cost_of(o, disk_prices=table, boot_disk_type=req.boot_disk_type, boot_disk_gib=req.boot_disk_gib,
                         local_nvme_gib=req.local_nvme_gib, compute_hourly=0.0)
-            d = memo[k] = c.running_hourly_known
+            d = memo[k] = float(c.running_hourly_known)
         return round(compute(o) + d, 6)
 
     return price
 
 
-def _price_key(spot: bool):
+def _price_key(spot: bool) -> Callable[[Offer], float]:
     if spot:
         return lambda o: o.price_hourly if o.spot_price_hourly is None else o.spot_price_hourly
     return lambda o: o.price_hourly
 
 
-def rank_key(request: PlanRequest):
+def rank_key(request: PlanRequest) -> Callable[[Offer], tuple[Any, ...]]:
     """Sort key: price that applies, then the request's cloud order, region, zone, type, GPU."""
     cloud_rank = {c: i for i, c in enumerate(request.clouds)}
     n = len(cloud_rank)
@@ -276,11 +277,11 @@ def plan(request: PlanRequest, catalog: Catalog, today: date) -> Plan:
     failover = failover_order(chosen, ranked[1:], bound, running) if chosen else ()
     picked: list[NearMiss] = []
     for r, lst in near.items():
-        k = key
+        k: Callable[[Offer], tuple[Any, ...]] = key
         if r == "gpu_name" and names:
             # Suggest GPUs closest in memory to the ones asked for (capped), then the cheapest.
             want = min(GPU_MEMORY_GIB.get(g, 0.0) for g in names)
-            k = lambda o, want=want: (-min(o.gpu_memory_gib, want), key(o))  # noqa: E731
+            k = lambda o: (-min(o.gpu_memory_gib, want), key(o))  # noqa: B023, E731 - used within this iteration
         elif r == "max_price":  # the cap is on the running price: the offers closest under it are the cheapest running
             k = lambda o: (running(o), key(o))  # noqa: E731
         picked.extend(NearMiss(o, r) for o in heapq.nsmallest(NEAR_MISSES_PER_REASON, lst, key=k))
