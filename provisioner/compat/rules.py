@@ -12,7 +12,7 @@ and tests; ``check_profile`` returns messages (not located: the loader adds file
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from packaging.version import Version
 
@@ -235,13 +235,14 @@ def _framework_rules(fw: Framework, ctx: StackContext) -> list[Message]:
     return out
 
 
-def check_profile(profile: Profile, facts: Facts | None = None, ctx: StackContext | None = None) -> list[Message]:
+def check_profile(profile: Profile, facts: Facts | None = None, ctx: StackContext | None = None,
+                  known: Any = None) -> list[Message]:
     """All compatibility messages for a profile that passed schema validation (``ctx``: its stack context, from the
     profile's record, when the caller has it)."""
     if profile.stack.container is not None:
         from provisioner.compat.container import check_container_profile
 
-        return check_container_profile(profile, facts)
+        return check_container_profile(profile, facts, known)
     ctx = ctx or stack_context(profile.stack, facts)
     out = _stack_rules(ctx)
     hw = profile.hardware

@@ -286,7 +286,8 @@ def load_profile(path: str | Path, *, compat: bool = True, upgrade: bool = False
 
         record = resolve(profile)  # the compat rules read the record's stack context: derived once
 
-        for m in check_profile(profile, ctx=record.stack):
+        known = (record.container_facts, record.container_notes) if record.image is not None else None
+        for m in check_profile(profile, ctx=record.stack, known=known):
             file, line = doc.where(_split_path(m.path))
             messages.append(m.located(file, line))
     from provisioner.catalog.families import usable_memory_notes

@@ -24,7 +24,9 @@ if TYPE_CHECKING:
     from provisioner.compat.facts import Facts
     from provisioner.compat.rules import StackContext
     from provisioner.compat.stack import Framework
+    from provisioner.container.image import ImageFacts
     from provisioner.container.reference import ImageRef
+    from provisioner.profile.messages import Message
     from provisioner.profile.model import Profile
 
 Action = Literal["stop", "delete"]
@@ -77,6 +79,10 @@ class Resolved:
     #: GPU name -> why the stack cannot run there (cloud GPUs only; the planner's ``stack_incompatible``)
     gpu_exclusions: Mapping[str, str]
     image: ImageRef | None
+    #: the image's facts (CUDA, cuDNN, framework, arch list, size) from the local store, None when not known offline
+    container_facts: ImageFacts | None
+    #: what looking them up said (a tag without a digest, facts not known offline...): validate's warnings
+    container_notes: tuple[Message, ...]
     placement: PlacementDecisions
     lifecycle: LifecycleDecisions
     #: (source URL, data[].credential or None) per data item, in profile order
@@ -96,19 +102,31 @@ def resolve(profile: Profile, facts: Facts | None = None) -> Resolved:
     facts = facts or load_facts()
     stack = profile.stack
     ctx = stack_context(stack, facts)
-    image = None
+    image: ImageRef | None = None
+    known: ImageFacts | None = None
+    notes: tuple[Message, ...] = ()
+    exclusions: dict[str, str]
     if stack.container is not None:
+        from provisioner.compat.container import container_gpu_exclusions
         from provisioner.container.reference import parse_image_ref
+        from provisioner.container.store import image_facts
 
         image = parse_image_ref(stack.container.image)
+        known, said = image_facts(stack.container.image)
+        notes = tuple(said)
+        exclusions = {n: ms[0].message for n, ms in container_gpu_exclusions(stack, facts, (known, notes)).items() if ms}
+    else:
+        exclusions = gpu_exclusions(stack, facts, ctx)
     pl, lc, nodes = profile.placement, profile.lifecycle, profile.hardware.nodes
     used = tuple(a for a, on in ((lc.on_idle, lc.idle_shutdown_minutes), (lc.on_max_run, lc.max_run_hours)) if on)
     return Resolved(
         stack=ctx,
         cuda=ctx.cuda,
         frameworks=ctx.frameworks,
-        gpu_exclusions=MappingProxyType(gpu_exclusions(stack, facts, ctx)),
+        gpu_exclusions=MappingProxyType(exclusions),
         image=image,
+        container_facts=known,
+        container_notes=notes,
         placement=PlacementDecisions(
             clouds=tuple(pl.clouds), regions=tuple(pl.regions) if pl.regions else None, spot=pl.spot, nodes=nodes,
             compact_asked=pl.compact, compact_required=nodes > 1 and bool(pl.compact),

@@ -68,3 +68,25 @@ def test_up_locates_a_tag_only_image_without_reading_the_yaml_again(cli, write_y
     line = next(i for i, ln in enumerate(path.read_text().splitlines(), 1) if "image:" in ln)
     assert r.code == 1 and f"{path}:{line}: stack.container.image:" in r.err, r.err
     assert calls["yaml read"] == 1, calls
+
+
+def test_a_container_stack_looks_up_the_image_facts_once(cli, write_yaml, monkeypatch) -> None:
+    """validate's container rules and the planner's GPU exclusions both read the record's image facts (the local
+    store; nothing stored here, so the facts are unknown offline and the warning says so)."""
+    import provisioner.container.store as store
+
+    monkeypatch.delenv("TRAINVM_RESOLVE_IMAGES", raising=False)
+    real = store.image_facts
+    asked: list[str] = []
+
+    def counting(image: str):  # type: ignore[no-untyped-def]
+        asked.append(image)
+        return real(image)
+
+    monkeypatch.setattr(store, "image_facts", counting)
+    digest = "sha256:" + "ab" * 32
+    path = write_yaml({"name": "ngc", "stack": {"os": "ubuntu-22.04", "driver": "560.35.03",
+                                                "container": {"image": f"nvcr.io/nvidia/pytorch:24.08-py3@{digest}"}}})
+    r = cli("plan", str(path), "--json")
+    assert r.code in (0, 1), r.err
+    assert len(asked) == 1, asked
