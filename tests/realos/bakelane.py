@@ -4,7 +4,9 @@ booted from the captured disk (docs/bake.md).
 1. The builder: a fresh overlay of the Debian 12 root, the lane's VM environment (stubs, the fake NVIDIA host, uv's
    Python stand-in); the profile rendered with ``image_mode="bake"``, staged in the GCS emulator, fetched and run by
    the bootstrap as user data (as the builder VM runs it) -> ``TRAINVM_STATUS=baked``: the install phases ran for
-   real (apt/dpkg/uv/PyPI), then ``bake-clean``.
+   real (apt/dpkg/uv/PyPI), then ``bake-clean``. Before it, what a booted VM has and a chroot lacks is planted
+   (``BOOTED_BUILDER``: cloud-init's instance state, D-Bus's machine id, guest agent state, shell history with a
+   token, a journal); the Debian root has its own machine-id and SSH host keys (openssh-server's postinst).
 2. The capture: the builder's API mounts (proc, sys, dev) taken away, then a tar of the **merged** overlay tree,
    numeric owners, xattrs and ACLs kept. The merged tree, not the upper directory: a cloud captures the whole disk,
    and the upper directory alone holds overlayfs whiteouts (character devices) instead of deletions, which is
@@ -13,7 +15,7 @@ booted from the captured disk (docs/bake.md).
 3. The archive is checked member by member (``archive_findings``: machine-id, SSH host keys, trainvm's secrets,
    env, state and payload, data, shell history, cloud-init state, apt's downloaded packages, trainvm's logs, docker
    credentials) and, unpacked into a fresh directory, for the bytes of the metadata token the builder's bootstrap
-   used (in no file); ``dpkg --get-selections`` in it shows the driver packages and the kernel's headers on hold.
+   used and of the token in its shell history (in no file); ``dpkg --get-selections`` in it shows the driver packages and the kernel's headers on hold.
 4. The baked boot: the unpacked tree (a plain directory: a new disk from the image), the VM environment again but
    no Python download site; the profile rendered with ``image_mode="baked"`` staged and run by the bootstrap ->
    ``ready``. Asserted: /var/lib/dpkg/status byte for byte the same and dpkg.log unchanged (no package installed),
@@ -22,6 +24,10 @@ booted from the captured disk (docs/bake.md).
    NVIDIA host (the NVIDIA apt repository and the profile's data source) was asked only for the data file.
    A request that bypasses the proxy env (a client that ignores it) is not seen by the proxy: dpkg's status and
    the NVIDIA host's own log are what catch an apt or a data download then.
+
+The user data sits at /root/user-data (the lane's stand-in for where the cloud's agent keeps it; cloud-init's copy
+under /var/lib/cloud/instances is planted and checked): it names the payload and its sha256, no secret, and the
+baked boot's bootstrap replaces it.
 
 Not modelled (on top of lane.py's list): the builder's stop, the cloud's image and a disk created from it (a tar
 stands in), the first boot's systemd (machine-id and SSH host keys regenerated: only their absence is checked),
@@ -47,6 +53,32 @@ REGION = "us-central1"
 # closure the driver phase held, the helper (written again by every run) and the run lock (an empty file)
 KEPT_STATE = ("var/lib/trainvm/done.", "var/lib/trainvm/driver-packages", "var/lib/trainvm/lib/",
               "var/lib/trainvm/lock")
+
+
+SECRET = "hf_testos_" + "q" * 24  # a token typed into the builder's shell (its history must not reach the image)
+# What a booted builder VM has that the lane's chroot does not (cloud-init's instance state and the user data it
+# keeps, D-Bus's machine id, the guest agent's state, shell history, a journal): planted before the bake, so that
+# the image checks find something to remove. Not planted: /root/.docker/config.json (a bake never logs in to a
+# registry: container stacks are refused), still checked for.
+BOOTED_BUILDER = {
+    "var/lib/cloud/instances/i-builder/user-data.txt": "#!/bin/bash\n# the builder's bootstrap\n",
+    "var/lib/cloud/instances/i-builder/obj.pkl": "instance i-builder\n",
+    "var/lib/cloud/data/instance-id": "i-builder\n",
+    "var/lib/cloud/sem/config_ssh.once": "\n",
+    "var/log/cloud-init.log": "cloud-init ran\n",
+    "var/lib/dbus/machine-id": "0123456789abcdef0123456789abcdef\n",
+    "var/lib/google/agent-state": "instance-id 42\n",
+    "root/.bash_history": f"export HF_TOKEN={SECRET}\n",
+    "home/debian/.bash_history": "sudo -i\n",
+    "var/log/journal/0123456789abcdef0123456789abcdef/system.journal": "journal of the builder\n",
+}
+
+
+def plant_booted_builder(root: Path) -> None:
+    for rel, text in BOOTED_BUILDER.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    (root / "var/lib/cloud/instance").symlink_to("/var/lib/cloud/instances/i-builder")
 
 
 def _blocked(h: BaseHTTPRequestHandler) -> tuple[int, str]:
@@ -189,6 +221,10 @@ def _bake(base, work, repo, server, pydist, driver, render, boot) -> tuple[float
     (work / "builder").mkdir()
     root = osroot.overlay(base, work / "builder", log)
     osroot.vm_environment(root, work / "builder", repo, server, pydist, driver, None)
+    plant_booted_builder(root)
+    identity = {rel: (root / rel).read_bytes() for rel in ("etc/machine-id", "etc/ssh/ssh_host_ed25519_key")}
+    check(all(identity.values()), "bake: the builder has a machine-id and SSH host keys (the Debian root's), and a "
+          f"booted VM's state planted ({len(BOOTED_BUILDER) + 1} paths: cloud-init, D-Bus id, agent, history, journal)")
     rendered = render(work, pydist.version, False, repo.keyring_sha256, "bake")
     rc, out, took = boot(root, rendered, "bake")
     check(rc == 0 and final_status(out) == "baked", f"bake: the builder's bootstrap runs the bake-mode script to baked ({took:.0f} s)", out)
@@ -205,6 +241,8 @@ def _bake(base, work, repo, server, pydist, driver, render, boot) -> tuple[float
     problems = archive_findings(found, ["/mnt/data/sample"])
     check(not problems, "bake: the image holds no machine-id, SSH host key, secret, per-VM state, payload, data, "
           "history, cloud-init state, downloaded package or log", "\n".join(problems))
+    planted = sorted(p for p in [*BOOTED_BUILDER, "var/lib/cloud/instance", "var/lib/google"] if p in found)
+    check(not planted, "bake: none of the booted builder's planted state is in the image", str(planted))
     kept = sorted(p for p in found if p.startswith(KEPT_STATE))
     check(bool(kept), f"bake: the install markers are kept ({', '.join(p.rsplit('/', 1)[-1] for p in kept)})")
     return took, archive, installed | {f"linux-headers-{kver}"}
@@ -212,8 +250,9 @@ def _bake(base, work, repo, server, pydist, driver, render, boot) -> tuple[float
 
 def _baked(work, archive, repo, server, pydist, driver, render, boot, held_pkgs: set[str]) -> float:
     root = unpack(archive, work / "vm")
-    leaked = files_holding(root, bootlane.GCE_TOKEN)
-    check(not leaked, "bake: the builder's metadata token is in no file of the image", str(leaked))
+    leaked = {needle: files_holding(root, needle) for needle in (bootlane.GCE_TOKEN, SECRET)}
+    check(not any(leaked.values()), "bake: the builder's metadata token and the token typed into its shell are in no "
+          "file of the image", str(leaked))
     selections = dict(line.split() for line in in_root(root, "dpkg", "--get-selections").splitlines() if line.strip())
     not_held = sorted(p for p in held_pkgs if selections.get(p) != "hold" and selections.get(p + ":amd64") != "hold")
     check(not not_held, f"bake: dpkg --get-selections in the image: {len(held_pkgs)} driver and kernel-header packages on hold",
