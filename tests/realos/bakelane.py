@@ -5,7 +5,7 @@ booted from the captured disk (docs/bake.md).
    Python stand-in); the profile rendered with ``image_mode="bake"``, staged in the GCS emulator, fetched and run by
    the bootstrap as user data (as the builder VM runs it) -> ``TRAINVM_STATUS=baked``: the install phases ran for
    real (apt/dpkg/uv/PyPI), then ``bake-clean``. Before it, what a booted VM has and a chroot lacks is planted
-   (``BOOTED_BUILDER``: cloud-init's instance state, D-Bus's machine id, guest agent state, shell history with a
+   (``BOOTED_BUILDER``: cloud-init's instance state, D-Bus's machine id, systemd's random seed, guest agent state, shell history with a
    token, a journal); the Debian root has its own machine-id and SSH host keys (openssh-server's postinst).
 2. The capture: the builder's API mounts (proc, sys, dev) taken away, then a tar of the **merged** overlay tree,
    numeric owners, xattrs and ACLs kept. The merged tree, not the upper directory: a cloud captures the whole disk,
@@ -57,7 +57,7 @@ KEPT_STATE = ("var/lib/trainvm/done.", "var/lib/trainvm/driver-packages", "var/l
 
 SECRET = "hf_testos_" + "q" * 24  # a token typed into the builder's shell (its history must not reach the image)
 # What a booted builder VM has that the lane's chroot does not (cloud-init's instance state and the user data it
-# keeps, D-Bus's machine id, the guest agent's state, shell history, a journal): planted before the bake, so that
+# keeps, D-Bus's machine id, systemd's random seed, the guest agent's state, shell history, a journal): planted before the bake, so that
 # the image checks find something to remove. Not planted: /root/.docker/config.json (a bake never logs in to a
 # registry: container stacks are refused), still checked for.
 BOOTED_BUILDER = {
@@ -67,6 +67,7 @@ BOOTED_BUILDER = {
     "var/lib/cloud/sem/config_ssh.once": "\n",
     "var/log/cloud-init.log": "cloud-init ran\n",
     "var/lib/dbus/machine-id": "0123456789abcdef0123456789abcdef\n",
+    "var/lib/systemd/random-seed": "512 bytes of the builder's entropy\n",
     "var/lib/google/agent-state": "instance-id 42\n",
     "root/.bash_history": f"export HF_TOKEN={SECRET}\n",
     "home/debian/.bash_history": "sudo -i\n",
@@ -118,6 +119,8 @@ def archive_findings(members: dict[str, tuple[str, int]], data_dests: list[str])
             out.append(f"{path}: {size} bytes (must be empty: systemd makes it at first boot)")
         elif path == "var/lib/dbus/machine-id" and kind == "file":
             out.append(f"{path}: a machine id")
+        elif path in ("var/lib/systemd/random-seed", "var/lib/systemd/credential.secret"):
+            out.append(f"{path}: the builder's {'random seed' if 'seed' in path else 'credential key'}")
         elif path.startswith("etc/ssh/ssh_host_"):
             out.append(f"{path}: an SSH host key")
         elif path in ("etc/trainvm/secrets.env", "etc/trainvm/env"):

@@ -262,6 +262,8 @@ def test_archive_findings_pass_a_clean_image():
 @pytest.mark.parametrize("path,kind,size,says", [
     ("etc/machine-id", "file", 33, "must be empty"),
     ("var/lib/dbus/machine-id", "file", 33, "a machine id"),
+    ("var/lib/systemd/random-seed", "file", 512, "random seed"),
+    ("var/lib/systemd/credential.secret", "file", 4096, "credential key"),
     ("etc/ssh/ssh_host_ed25519_key", "file", 411, "SSH host key"),
     ("etc/trainvm/secrets.env", "file", 40, "per-VM environment"),
     ("etc/trainvm/env", "file", 40, "per-VM environment"),

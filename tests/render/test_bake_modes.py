@@ -23,6 +23,8 @@ def _plant_machine_state(h) -> None:
     for rel, text in {
         "/etc/machine-id": "0123456789abcdef0123456789abcdef\n",
         "/var/lib/dbus/machine-id": "0123456789abcdef0123456789abcdef\n",
+        "/var/lib/systemd/random-seed": "512 bytes of the builder's entropy\n",
+        "/var/lib/systemd/credential.secret": "the builder's credential key\n",
         "/etc/ssh/ssh_host_ed25519_key": "PRIVATE KEY\n",
         "/etc/ssh/ssh_host_ed25519_key.pub": "ssh-ed25519 AAAA\n",
         "/etc/ssh/sshd_config": "PermitRootLogin no\n",
@@ -70,7 +72,8 @@ def test_bake_installs_the_stack_without_a_gpu_and_cleans_the_disk(make_harness)
     assert "nvidia-open" in (h.state / "held").read_text() or "nvidia-driver-cuda" in (h.state / "held").read_text()
     # what goes: identity, secrets, data, history, agent state, downloads
     assert h.path("/etc/machine-id").read_text() == ""
-    for rel in ("/var/lib/dbus/machine-id", "/etc/ssh/ssh_host_ed25519_key", "/etc/ssh/ssh_host_ed25519_key.pub",
+    # the random seed and the credential key: systemd's "Safely Building Images" (docs/BUILDING_IMAGES.md) says so
+    for rel in ("/var/lib/systemd/random-seed", "/var/lib/systemd/credential.secret", "/var/lib/dbus/machine-id", "/etc/ssh/ssh_host_ed25519_key", "/etc/ssh/ssh_host_ed25519_key.pub",
                 "/var/lib/cloud/instances", "/var/lib/google", "/root/.bash_history", "/home/builder/.bash_history",
                 "/etc/trainvm/secrets.env", "/mnt/data/glue", "/var/lib/trainvm/profile-hash",
                 "/var/cache/apt/archives/nvidia-driver-cuda_550.127.05-1_amd64.deb", "/usr/local/sbin/trainvm-provision"):
