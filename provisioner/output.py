@@ -13,9 +13,13 @@ import json
 import sys
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from provisioner.messages import Message
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.text import Text
 
 
 def os_error_words(exc: OSError, path: Path, *, folder: bool) -> str:
@@ -81,14 +85,14 @@ def stdout_console():  # noqa: ANN201 - rich is imported lazily
                    width=None if sys.stdout.isatty() else 160)
 
 
-def stderr_console():  # noqa: ANN201
+def stderr_console() -> Console:
     from rich.console import Console
 
     return Console(stderr=True, highlight=False, markup=False, emoji=False, soft_wrap=True,
                    width=None if sys.stderr.isatty() else 160)
 
 
-def styled(*parts: str | tuple[str, str]):  # noqa: ANN201 - rich.text.Text, imported lazily
+def styled(*parts: str | tuple[str, str]) -> Text:  # rich.text.Text, imported lazily
     """One line from plain strings and ``(text, style)`` pairs; nothing in them is parsed as markup."""
     from rich.text import Text
 

@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from provisioner.commands.clouds import _all_records, check_name
-from provisioner.output import emit_json, notice, stderr_console, stdout_console
+from provisioner.output import emit_json, notice, stdout_console
 from provisioner.providers.base import InstanceRecord
 
 RUNNING_STATES = frozenset({"RUNNING", "PROVISIONING", "STAGING", "STARTING", "REPAIRING"})
@@ -131,7 +131,6 @@ def run_status(name: str | None, json_out: bool, cloud: str | None = None) -> in
     else:
         from rich.table import Table
 
-        err = stderr_console()
         for s in skipped:
             notice("not asked", f"{s['cloud']}: {s['reason']}" + (f" ({s['hint']})" if s.get("hint") else ""))
         table = Table(show_edge=False, pad_edge=False)

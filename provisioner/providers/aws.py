@@ -184,19 +184,21 @@ class AwsProvider(AwsCalls):
 
     def _run(self, region: str, params: dict[str, Any]) -> dict[str, Any]:
         """RunInstances; a just-created instance profile may take seconds to be usable (IAM is eventually
-        consistent): that one answer is retried (``google.api_core.retry``, bounded)."""
-        from google.api_core.retry import (
-            Retry,  # the project's retry helper (a dependency through google-cloud-compute)
-        )
+        consistent): that one answer is retried (``poll``, within min(60 s, op_timeout)); past that, EC2's last
+        error propagates (an InvalidRequestError, cleaned up by ``create``)."""
+        import time
+
+        from provisioner.providers.poll import poll
 
         def iam_lag(exc: BaseException) -> bool:
             text = str(exc).lower()
             return isinstance(exc, InvalidRequestError) and "iam" in text and "instance profile" in text
 
         ec2 = self.ec2(region)
-        retry = Retry(predicate=iam_lag, initial=max(self.poll_interval / 2, 0.01), maximum=10, multiplier=2,
-                      timeout=min(60.0, self.op_timeout))
-        return retry(lambda: self.call(lambda: ec2.run_instances(**params)))()
+        out: dict[str, Any] = poll(lambda: self.call(lambda: ec2.run_instances(**params)),
+                                   deadline=time.monotonic() + min(60.0, self.op_timeout), transient=iam_lag,
+                                   tries=None, backoff=max(self.poll_interval / 2, 0.01), timed_out=lambda last: last)
+        return out
 
     def _until_running(self, region: str, instance_id: str, name: str) -> dict[str, Any]:
         try:

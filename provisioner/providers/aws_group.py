@@ -280,8 +280,11 @@ class AwsGroup:
 
     def delete_placement_group(self, region: str, cluster: str) -> bool:
         """Delete the cluster's placement group when it is trainvm's. EC2 answers ``InvalidPlacementGroup.InUse``
-        while a member is not yet terminated: retried for at most 60 s (``google.api_core.retry``)."""
-        from google.api_core.retry import Retry
+        while a member is not yet terminated: retried for at most min(60 s, op_timeout) (``poll``); past that,
+        EC2's last error propagates."""
+        import time
+
+        from provisioner.providers.poll import poll
 
         if self._placement_group(region, cluster) is None:
             return False
@@ -293,8 +296,8 @@ class AwsGroup:
         def delete() -> Any:
             return self.p.call(lambda: self.p.ec2(region).delete_placement_group(GroupName=name), missing=None)
 
-        Retry(predicate=in_use, initial=max(self.p.poll_interval / 2, 0.01), maximum=10, multiplier=2,
-              timeout=min(60.0, self.p.op_timeout))(delete)()
+        poll(delete, deadline=time.monotonic() + min(60.0, self.p.op_timeout), transient=in_use, tries=None,
+             backoff=max(self.p.poll_interval / 2, 0.01), timed_out=lambda last: last)
         return True
 
     def delete(self, nodes: list[dict[str, Any]], cluster: str, *, wait: bool) -> bool:

@@ -100,9 +100,10 @@ def revoke_payload_reader(provider: Any, scope: str, principal: str) -> bool:
 
 def _assign(provider: Any, scope: str, name: str, body: dict[str, Any], hint: str) -> dict[str, Any]:
     """PUT one role assignment: RoleAssignmentExists is done, PrincipalNotFound retried (bounded), refusals AuthError."""
-    from google.api_core.retry import Retry  # the project's retry helper (a dependency through google-cloud-compute)
+    import time
 
     from provisioner.providers.azure_clients import make_authorization_client
+    from provisioner.providers.poll import poll
 
     provider.api()  # settles the credential
     client = make_authorization_client(provider.settings, provider._credential)
@@ -110,11 +111,10 @@ def _assign(provider: Any, scope: str, name: str, body: dict[str, Any], hint: st
     def not_replicated(exc: BaseException) -> bool:
         return errs.is_sdk_error(exc) and errs.from_exception(exc).code == "PrincipalNotFound"
 
-    retry = Retry(predicate=not_replicated, initial=max(provider.settings.retry_backoff, 0.01), maximum=20,
-                  multiplier=2, timeout=PRINCIPAL_WAIT_SECONDS)
-
-    def create() -> Any:
-        return retry(client.role_assignments.create)(scope, name, body)
+    def create() -> Any:  # past PRINCIPAL_WAIT_SECONDS, ARM's last answer propagates (classified below)
+        return poll(lambda: client.role_assignments.create(scope, name, body),
+                    deadline=time.monotonic() + PRINCIPAL_WAIT_SECONDS, transient=not_replicated, tries=None,
+                    backoff=max(provider.settings.retry_backoff, 0.01), timed_out=lambda last: last)
 
     try:
         out = create()

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 from provisioner.catalog.models import Offer
 
 # The ProviderError family lives in provisioner/errors.py (the whole error tree in one place); it is
-# re-exported here because every provider raises it.
+# re-exported here (``__all__``, which mypy's no_implicit_reexport reads) because every provider raises it.
 from provisioner.errors import (  # noqa: F401
     AttemptInProgressError,
     AuthError,
@@ -38,6 +38,14 @@ if TYPE_CHECKING:
     from provisioner.providers.store import PayloadRef, PayloadStore
     from provisioner.verify.report import StackReport
 
+
+__all__ = [
+    "AttemptInProgressError", "AuthError", "CapacityError", "Cleanup", "ConflictError", "CredentialsError",
+    "InvalidRequestError", "Outcome", "ProviderError", "QuotaError", "RetryExhaustedError", "VanishedError",
+    "LaunchSpec", "InstanceRecord", "Provider", "OWNER_RE", "owner_label", "vm_name", "PRICE_LABEL", "price_label",
+    "DISKS_PRICE_LABEL", "KEPT_PRICE_LABEL", "RecordedCosts", "costs_from_labels", "price_from_labels", "labels_for",
+    "refuse_foreign",
+]
 
 
 @dataclass(frozen=True)

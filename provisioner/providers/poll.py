@@ -36,8 +36,9 @@ MAX_BACKOFF = 30.0
 
 def backoff_delay(base: float, failures: int, rng: random.Random | None = None) -> float:
     """Exponential backoff with "equal jitter": half fixed, half random."""
-    delay = min(MAX_BACKOFF, base * 2 ** (failures - 1))
-    return delay / 2 + (rng or random).uniform(0, delay / 2)
+    delay = min(MAX_BACKOFF, base * 2.0 ** (failures - 1))
+    uniform = rng.uniform if rng is not None else random.uniform
+    return delay / 2 + uniform(0, delay / 2)
 
 
 def poll(fetch: Callable[[], T], *, deadline: float, timed_out: Callable[[Any], BaseException],

@@ -44,7 +44,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Literal, get_args
+from typing import TYPE_CHECKING, Literal, get_args
+
+if TYPE_CHECKING:
+    from provisioner.providers.placement import ShapePlacement
 
 #: The clouds trainvm knows (the profile's ``placement.clouds`` accepts exactly these; a test checks that
 #: this spelling and ``CLOUDS`` agree).
@@ -453,7 +456,7 @@ def native_clouds(scheme: str) -> tuple[str, ...]:
     return tuple(sorted(c for c, schemes in NATIVE_SCHEMES.items() if scheme in schemes))
 
 
-def placement(cloud: str, family: str, instance_type: str):  # -> providers.placement.ShapePlacement
+def placement(cloud: str, family: str, instance_type: str) -> ShapePlacement:
     """Multi-node facts of one shape (data/placement.yaml): compact placement, fabric, what the guest
     needs to use the fabric."""
     from provisioner.providers.placement import shape_placement

@@ -13,6 +13,7 @@ from provisioner.providers.base import LaunchSpec, Provider, labels_for, vm_name
 from provisioner.providers.store import PayloadRef
 
 if TYPE_CHECKING:
+    from provisioner.catalog.costs import Cost
     from provisioner.render.script import RenderedScript
 
 
@@ -31,7 +32,7 @@ def stage_for_offer(loaded: LoadedProfile, offer: Offer, provider: Provider) -> 
     return rendered, ref
 
 
-def disk_costs(loaded: LoadedProfile, offer: Offer):  # -> catalog.costs.Cost
+def disk_costs(loaded: LoadedProfile, offer: Offer) -> Cost:
     """What the profile's disks cost per node on ``offer`` (the catalog's disk prices), recorded on the VM so that
     ``status``/``list`` show its running and stopped $/h."""
     from provisioner.catalog.costs import cost_of

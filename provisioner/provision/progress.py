@@ -12,9 +12,15 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 from provisioner.output import printable, stderr_console, styled
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.progress import Progress as Bar
+    from rich.progress import TaskID
+    from rich.text import Text
 
 
 def _clock(seconds: float) -> str:
@@ -23,12 +29,12 @@ def _clock(seconds: float) -> str:
 
 
 class Progress:
-    def __init__(self, enabled: bool = True, live: bool | None = None, console: Any = None) -> None:
+    def __init__(self, enabled: bool = True, live: bool | None = None, console: Console | None = None) -> None:
         self.enabled = enabled
         self.console = console if console is not None else stderr_console()
         self.live = enabled and (sys.stderr.isatty() if live is None else live)
-        self._bar: Any = None
-        self._task: Any = None
+        self._bar: Bar | None = None
+        self._task: TaskID | None = None
         self._label: str | None = None
         self._t0 = 0.0
 
@@ -64,7 +70,7 @@ class Progress:
         self.line(styled(label, ": " if verdict else "", (printable(verdict), style), f" ({_clock(elapsed)})"))
         return elapsed
 
-    def line(self, text: Any) -> None:
+    def line(self, text: str | Text) -> None:
         if not self.enabled:
             return
         if isinstance(text, str):

@@ -28,10 +28,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from importlib import import_module
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from provisioner import settings
 from provisioner.catalog.models import Offer
+
+if TYPE_CHECKING:
+    from provisioner.providers.base import Provider
 
 CACHE_SECONDS = 300.0
 GLOBAL = "global"  # the scope of account-wide metrics (GCE GPUS_ALL_REGIONS)
@@ -124,7 +127,7 @@ class QuotaSource(Protocol):
     def needs(self, offer: Offer, spot: bool, nodes: int, usage_of: Callable[[str], Usage]) -> list[QuotaNeed]: ...
 
 
-def quota_source(cloud: str, provider: Any) -> QuotaSource | None:
+def quota_source(cloud: str, provider: Provider) -> QuotaSource | None:
     """The cloud's quota reader for ``provider`` (None: the registry names none)."""
     from provisioner.providers.registry import cloud as cloud_spec
 
@@ -140,7 +143,7 @@ def quota_source(cloud: str, provider: Any) -> QuotaSource | None:
 class Preflight:
     """Quota checks for one ``up`` / ``plan --quota``: per offer, memoised per (cloud, region, shape)."""
 
-    providers: Mapping[str, Any]
+    providers: Mapping[str, Provider]
     spot: bool
     nodes: int
     warn: Callable[[str], None] = lambda text: None

@@ -16,7 +16,9 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from provisioner.verify.compare import FieldResult, VerifyResult, compare, framework_cuda, report_cudnn
+from provisioner.verify.compare import FieldResult, VerifyResult, compare_records, framework_cuda, report_cudnn
+from provisioner.verify.expect import expected_record
+from provisioner.verify.records import Expectation
 from provisioner.verify.report import StackReport
 
 _SEVERITY = {"failed": 3, "drift": 2, "provisioning": 1, "match": 0}
@@ -74,9 +76,11 @@ def compare_cluster(profile: Mapping[str, Any], reports: Mapping[str, StackRepor
     status = "match"
     failed_msgs = []
     idents: dict[str, dict[str, Any]] = {}
+    expected: Expectation | None = None  # one typed expectation, built once, every node judged against it
     for name, raw in reports.items():
         report = raw if raw is None or isinstance(raw, StackReport) else StackReport.model_validate(dict(raw))
-        result = compare(profile, report)
+        expected = expected or expected_record(profile)
+        result = compare_records(expected, report)
         fields.append(FieldResult(f"node[{name}].status", "ready", result.describe() if result.status != "match" else "ready",
                                   result.status == "match"))
         fields += [FieldResult(f"node[{name}].{f.field}", f.expected, f.observed, f.ok, f.skipped)

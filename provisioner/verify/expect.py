@@ -1,7 +1,8 @@
 """The expectation: what a machine must show to match a profile, with the compatibility facts applied.
 
-``expectation(profile)`` turns a resolved profile (``model_dump(mode="json")``, optionally with the
-stored lock as ``lock.packages``) into the plain document the agent's ``compare`` judges a report
+``expected_record(profile)`` turns a resolved profile (``model_dump(mode="json")``, optionally with the
+stored lock as ``lock.packages``) into a typed, frozen ``records.Expectation``; ``expectation(profile)`` is
+its document, the agent's ``compare`` judges a report
 against (``provisioner.agent.compare``). The workstation builds it for ``verify NAME`` and
 ``verify --local``; the renderer writes the same document into the VM's expected.json
 (``provisioner.render.context``), so the ready gate and ``verify`` judge by one rule set.
@@ -20,8 +21,18 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from provisioner.compat.facts import NOMINAL_TOLERANCE
+from provisioner.verify.records import (
+    SCHEMA,
+    ContainerFacts,
+    Expectation,
+    ExpectedContainer,
+    ExpectedFramework,
+    ExpectedHardware,
+    ExpectedStack,
+    SourceRef,
+)
 
-SCHEMA = "trainvm.expect/1"
+__all__ = ["SCHEMA", "allowed_gpus", "expectation", "expected_record", "parse_pin"]
 
 
 def parse_pin(pin: str) -> tuple[str, str | None]:
@@ -67,7 +78,7 @@ def _framework_cuda_of_pins(packages: Iterable[str]) -> str | None:
         return None
 
 
-def _container(stack: Mapping[str, Any]) -> dict[str, Any] | None:
+def _container(stack: Mapping[str, Any]) -> ExpectedContainer | None:
     container = stack.get("container")
     if not container:
         return None
@@ -81,13 +92,18 @@ def _container(stack: Mapping[str, Any]) -> dict[str, Any] | None:
     known = lookup(digest) if digest else None
     facts = None
     if known is not None:
-        facts = {"framework": list(known.framework) if known.framework else None, "cuda": known.cuda or None,
-                 "cudnn": known.env.get("CUDNN_VERSION") or None}
-    return {"image": container.get("image"), "digest": digest, "facts": facts}
+        facts = ContainerFacts(framework=tuple(known.framework) if known.framework else None, cuda=known.cuda or None,
+                               cudnn=known.env.get("CUDNN_VERSION") or None)
+    return ExpectedContainer(image=container.get("image"), digest=digest, facts=facts)
 
 
 def expectation(profile: Mapping[str, Any]) -> dict[str, Any]:
-    """The expectation document of a resolved profile (see the module docstring)."""
+    """The expectation document of a resolved profile: ``expected_record(profile).as_dict()``."""
+    return expected_record(profile).as_dict()
+
+
+def expected_record(profile: Mapping[str, Any]) -> Expectation:
+    """The expectation of a resolved profile as a typed record (see the module docstring)."""
     if not isinstance(profile, Mapping) or not isinstance(profile.get("stack"), Mapping):
         raise ValueError("compare() needs the resolved profile (with its stack); refusing to judge a report against nothing")
     stack, hardware = profile["stack"], profile.get("hardware") or {}
@@ -106,29 +122,29 @@ def expectation(profile: Mapping[str, Any]) -> dict[str, Any]:
         # a CUDA build must see the GPU; an unknown torch release is one unless its label says otherwise
         local = str(getattr(fw.version, "local", None) or "")
         gpu = bool(fw.cuda) or (fw.name == "torch" and not local.startswith(("cpu", "rocm", "xpu")))
-        framework = {"name": fw.name, "version": str(fw.version), "gpu": gpu}
-    return {
-        "schema": SCHEMA,
-        "tolerance": NOMINAL_TOLERANCE,
-        "sources": [{k: s.get(k) for k in ("name", "url", "ref", "commit")} for s in profile.get("sources") or [] if isinstance(s, Mapping)],
-        "stack": {
-            "os": stack.get("os"),
-            "driver": stack.get("driver"),
-            "cuda": cuda,
-            "cudnn": stack.get("cudnn"),
-            "cuda_toolkit": stack.get("cuda_toolkit") is True,
-            "python": stack.get("python"),
-            "packages": [list(p) for p in parsed],
-            "lock": [[n, v] for n, v in lock if n not in pinned],
-            "framework": framework,
-            "container": _container(stack),
-        },
-        "hardware": {
-            "gpu": allowed,
-            "gpu_count": int(count),
-            "min_gpu_memory_gib": min_mem,
-            "min_vcpus": hardware.get("min_vcpus"),
-            "min_memory_gib": hardware.get("min_memory_gib"),
-            "local_nvme": (hardware.get("local_nvme_gib") or 0) > 0,
-        },
-    }
+        framework = ExpectedFramework(name=fw.name, version=str(fw.version), gpu=gpu)
+    return Expectation(
+        tolerance=NOMINAL_TOLERANCE,
+        sources=tuple(SourceRef(**{k: s.get(k) for k in ("name", "url", "ref", "commit")})
+                      for s in profile.get("sources") or [] if isinstance(s, Mapping)),
+        stack=ExpectedStack(
+            os=stack.get("os"),
+            driver=stack.get("driver"),
+            cuda=cuda,
+            cudnn=stack.get("cudnn"),
+            cuda_toolkit=stack.get("cuda_toolkit") is True,
+            python=stack.get("python"),
+            packages=tuple(parsed),
+            lock=tuple((n, v) for n, v in lock if n not in pinned),
+            framework=framework,
+            container=_container(stack),
+        ),
+        hardware=ExpectedHardware(
+            gpu=tuple(allowed) if allowed is not None else None,
+            gpu_count=int(count),
+            min_gpu_memory_gib=min_mem,
+            min_vcpus=hardware.get("min_vcpus"),
+            min_memory_gib=hardware.get("min_memory_gib"),
+            local_nvme=(hardware.get("local_nvme_gib") or 0) > 0,
+        ),
+    )

@@ -75,7 +75,8 @@ def validate_doc(doc: Any, where: str) -> dict[str, Any]:
         first = exc.errors()[0]
         path = ".".join(str(p) for p in first["loc"]) or "(document)"
         raise InputError(f"{where}: {path}: {first['msg']} (not a trainvm perf result; `trainvm probe --perf -o FILE` writes one)") from None
-    return doc
+    valid: dict[str, Any] = doc  # PerfDoc validated it: a mapping
+    return valid
 
 
 def load_perf(path: Path) -> dict[str, Any]:

@@ -1,0 +1,64 @@
+"""Issue 26: "a typo such as ``loaded.profiel`` on the main path passes mypy". The stage boundaries trainvm's
+provision/, verify/ and the providers' contract expose are typed (and mypy-strict, pyproject.toml): this runs mypy
+(its API, the project's configuration, a cache in tmp) on a small caller of those entry points and asserts that
+every misspelled attribute or field (the lines marked ``# typo``) is an error, and that nothing else is (the
+correctly spelled calls beside them type-check)."""
+
+from __future__ import annotations
+
+import re
+
+from tests.helpers import REPO
+
+SNIPPET = '''\
+from provisioner.catalog.models import Offer
+from provisioner.profile import LoadedProfile
+from provisioner.provision.failover import provision
+from provisioner.provision.launch import launch_spec
+from provisioner.provision.quota import Preflight
+from provisioner.providers.base import LaunchSpec, Provider
+from provisioner.providers.poll import poll
+from provisioner.verify.compare import compare, compare_records
+from provisioner.verify.expect import expected_record
+from provisioner.verify.records import ExpectedStack
+from provisioner.verify.report import StackReport
+
+
+def main(loaded: LoadedProfile, offer: Offer, provider: Provider, report: StackReport) -> None:
+    spec = launch_spec(loaded, offer)
+    print(loaded.profile.name, spec.name, offer.instance_type)
+    print(loaded.profiel)  # typo
+    print(spec.nmae)  # typo
+    record = provider.create(spec, offer)
+    print(record.cloud_id, provider.craete)  # typo
+    print(record.clodu_id)  # typo
+    done = provision([offer], lambda o: spec, lambda cloud: provider)
+    print(done.record.name, done.recrod)  # typo
+    gate = Preflight({"gcp": provider}, spot=False, nodes=1)
+    print(gate.providers["gcp"].find("x"), gate.providers["gcp"].fnid("x"))  # typo
+    expected = expected_record({"stack": {}})
+    print(expected.stack.driver, expected.hardware.gpu_count)
+    print(expected.stack.drvier)  # typo
+    ExpectedStack(cuda_toolkit=True)
+    ExpectedStack(cuda_tolkit=True)  # typo
+    result = compare_records(expected, report)
+    print(result.status, report.framework, result.stauts)  # typo
+    print(report.framwork)  # typo
+    print(compare({"stack": {}}, None).fields)
+    spec2: LaunchSpec = poll(lambda: spec, deadline=0.0, timed_out=lambda last: TimeoutError())
+    print(spec2.profile_hash, spec2.profile_hsah)  # typo
+'''
+
+
+def test_a_misspelled_attribute_on_a_stage_boundary_is_a_mypy_error(tmp_path) -> None:
+    from mypy import api
+
+    path = tmp_path / "caller.py"
+    path.write_text(SNIPPET)
+    out, err, _ = api.run(["--config-file", str(REPO / "pyproject.toml"), "--cache-dir", str(tmp_path / "cache"),
+                           "--no-error-summary", "--show-error-codes", str(path)])
+    assert not err, err
+    errors = {int(m.group(1)) for m in re.finditer(rf"{re.escape(str(path))}:(\d+): error:", out)}
+    typos = {n for n, line in enumerate(SNIPPET.splitlines(), 1) if line.endswith("# typo")}
+    assert len(typos) == 11
+    assert errors == typos, out
