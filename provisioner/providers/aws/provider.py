@@ -58,6 +58,7 @@ from provisioner.providers.base import (
     price_from_labels,
     refuse_foreign,
 )
+from provisioner.providers.capabilities import ClusterReader, ImagePinner
 from provisioner.providers.store import PAYLOAD_LABEL
 from provisioner.verify.report import StackReport, last_console_report
 
@@ -76,7 +77,7 @@ def _tags(inst: dict[str, Any]) -> dict[str, str]:
     return {t["Key"]: t["Value"] for t in inst.get("Tags") or []}
 
 
-class AwsProvider(AwsCalls):
+class AwsProvider(AwsCalls, ImagePinner, ClusterReader):
     NAME = "aws"
 
     # ------------------------------------------------------------------ lookups

@@ -54,6 +54,7 @@ from provisioner.providers.base import (
     costs_from_labels,
     price_from_labels,
 )
+from provisioner.providers.capabilities import ClusterReader, ImagePinner, Preflighter
 from provisioner.providers.ssh_key import SSH_KEY_FILES, read_public_key
 from provisioner.providers.store import PAYLOAD_LABEL
 from provisioner.verify.report import StackReport, decode_report, last_console_report
@@ -81,7 +82,7 @@ def _group_of(vm: dict[str, Any]) -> str:
     return parts[4] if len(parts) > 4 and parts[3].lower() == "resourcegroups" else R.names(vm.get("name") or "").rg
 
 
-class AzureProvider(CreateTransaction, GroupLease):
+class AzureProvider(CreateTransaction, GroupLease, ImagePinner, Preflighter, ClusterReader):
     NAME = "azure"
 
     def __init__(self, *, subscription_id: str | None = None, endpoint: str | None = None, credential: Any = None,

@@ -72,6 +72,7 @@ from provisioner.providers.base import (
     price_from_labels,
     refuse_foreign,
 )
+from provisioner.providers.capabilities import ClusterReader, ImagePinner
 from provisioner.providers.gcp import errors as errs
 from provisioner.providers.gcp.api import GceApi
 from provisioner.providers.gcp.auth import default_credentials
@@ -110,7 +111,7 @@ class CreateAttempt:
     rules: FirewallTouched = field(default_factory=FirewallTouched)
 
 
-class GcpProvider:
+class GcpProvider(ImagePinner, ClusterReader):
     NAME = "gcp"
 
     def __init__(self, *, project: str | None = None, endpoint: str | None = None, credentials: Any = None,
