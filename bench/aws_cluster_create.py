@@ -1,4 +1,4 @@
-"""Wall time of the AWS group engine (providers/aws_group.py: security group, placement group, one RunInstances
+"""Wall time of the AWS group engine (providers/aws/group.py: security group, placement group, one RunInstances
 with MinCount = MaxCount = N, rank tags, the running waiter, the node list, then delete) through boto3 against
 moto's server and the fault proxy (tests/emulators/aws.py), for N nodes; N = 1 is the single-VM path for
 comparison. moto's instances run at once, so this measures trainvm's own calls and waits: it should stay
@@ -33,7 +33,7 @@ def main(counts: list[int]) -> None:
     os.environ.update(aws.env())
     os.environ.update(TRAINVM_RETRY_BASE_DELAY="0", TRAINVM_TODAY="2026-11-22")
     os.environ.pop("TRAINVM_SSH_PUBLIC_KEY", None)
-    from provisioner.providers.aws import AwsProvider
+    from provisioner.providers.aws.provider import AwsProvider
 
     offer = t4_offers()[0]
     base = t4_spec(offer)
@@ -83,7 +83,7 @@ def bodies(out: Path) -> None:
     from provisioner.planner.core import plan
     from provisioner.planner.from_profile import Overrides, build_request
     from provisioner.profile import load_profile
-    from provisioner.providers.aws import AwsProvider
+    from provisioner.providers.aws.provider import AwsProvider
     from provisioner.provision.launch import launch_spec
 
     with tempfile.TemporaryDirectory() as tmp:

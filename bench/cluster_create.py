@@ -1,4 +1,4 @@
-"""Wall time of the GCE group engine (providers/gcp_group.py: compact policy, one bulkInsert, node list into
+"""Wall time of the GCE group engine (providers/gcp/group.py: compact policy, one bulkInsert, node list into
 every node's metadata, then delete) against the loopback emulator with its group APIs, for N nodes.
 The emulator answers at once, so this measures trainvm's own calls and waits: it should stay nearly flat in N
 (one bulkInsert; per-node calls on up to gcp_group.PARALLEL threads).
@@ -31,7 +31,7 @@ def main(counts: list[int]) -> None:
     from google.auth.credentials import AnonymousCredentials
     from google.cloud import compute_v1
 
-    from provisioner.providers.gcp_group import GceGroup, GroupClients
+    from provisioner.providers.gcp.group import GceGroup, GroupClients
     from tests.emulators.gce_group import GceGroupEmulator
 
     with GceGroupEmulator(seed=1, polls_to_done=1) as emu:

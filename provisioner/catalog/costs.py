@@ -135,19 +135,20 @@ def _boot_disk_name(offer: Offer, disk_type: str) -> str:
 def _local_disks(offer: Offer, gib: int) -> tuple[int, int] | None:
     """(disks, GiB each) the cloud attaches for ``gib`` of scratch; None: the machine type brings its own
     (whether its price includes them is not in the table)."""
+    from provisioner.providers.capabilities import LocalSsdBuilder
     from provisioner.providers.registry import cloud
 
     builder = import_module(cloud(offer.cloud).request_builder)
-    count_fn = getattr(builder, "local_ssd_count", None)  # request builders that attach separate disks
-    bundled: frozenset[str] = getattr(builder, "BUNDLED_LOCAL_SSD", frozenset())
-    if offer.family in bundled:
-        return None
-    if count_fn is None or gib <= 0:
+    if not isinstance(builder, LocalSsdBuilder):  # a builder that attaches one scratch disk of the size asked
         return (1, gib) if gib > 0 else (0, 0)
+    if offer.family in builder.BUNDLED_LOCAL_SSD:
+        return None
+    if gib <= 0:
+        return (0, 0)
     from provisioner.errors import InvalidRequestError
 
     try:
-        return count_fn(offer.instance_type, gib), int(builder.LOCAL_SSD_DISK_GIB)
+        return builder.local_ssd_count(offer.instance_type, gib), int(builder.LOCAL_SSD_DISK_GIB)
     except InvalidRequestError:  # the request builder refuses the size: no disk to price
         return None
 

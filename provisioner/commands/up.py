@@ -174,11 +174,13 @@ def run_up(path: Path, *, name: str | None, yes: bool, wait_ready: bool, clouds:
 def _preflight(providers: dict[str, Provider], offers: list[Any], profile: Any, vm: str) -> list[dict[str, Any]]:
     """Each planned cloud's ``preflight(profile, name, regions)`` (optional: a provider without one has nothing to
     check before creating): ``{cloud, status: ok|unchecked, message}``; a refusal raises (exit 3)."""
+    from provisioner.providers.capabilities import Preflighter
+
     out = []
     for cloud in dict.fromkeys(o.cloud for o in offers):
-        check = getattr(providers[cloud], "preflight", None)
-        if check is not None:
-            out.append(check(profile, vm, [o.region for o in offers if o.cloud == cloud]))
+        provider = providers[cloud]
+        if isinstance(provider, Preflighter):
+            out.append(provider.preflight(profile, vm, [o.region for o in offers if o.cloud == cloud]))
     return out
 
 

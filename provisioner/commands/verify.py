@@ -81,10 +81,10 @@ def run_verify_remote(name: str, json_out: bool, profile_path: Path | None = Non
 def _verify_cluster(name: str, record: Any, provider: Any, profile: dict[str, Any], nodes: int) -> VerifyResult:
     """Every node's report (the provider's ``read_cluster_reports(name)``: node name -> report or None,
     rank order) judged against the profile and against each other (provisioner/verify/cluster.py)."""
+    from provisioner.providers.capabilities import ClusterReader
     from provisioner.verify.cluster import compare_cluster
 
-    read = getattr(provider, "read_cluster_reports", None)
-    if read is None:
+    if not isinstance(provider, ClusterReader):
         raise CloudError(f"{name} is a {nodes}-node cluster, and trainvm cannot list a cluster's nodes on {record.cloud} yet",
                          hint="verify one node against the profile with --profile, or `trainvm verify --local` on each node")
-    return compare_cluster(profile, read(name), nodes)
+    return compare_cluster(profile, provider.read_cluster_reports(name), nodes)

@@ -15,6 +15,7 @@ def resolve_images(os_name: str) -> dict[str, dict[str, str]]:
     """cloud -> reference + pinned facts (or ``unresolved``: why not)."""
     from provisioner import settings
     from provisioner.providers import PROVIDERS, get_provider
+    from provisioner.providers.capabilities import ImagePinner
     from provisioner.providers.registry import image_refs
 
     ask = settings.text("TRAINVM_LOCK_IMAGES", "1") != "0"
@@ -31,12 +32,11 @@ def resolve_images(os_name: str) -> dict[str, dict[str, str]]:
             except TrainvmError as exc:
                 entry["unresolved"] = f"no credentials when locked ({str(exc).splitlines()[0]}); `up` resolves the reference when it creates the VM"
             else:
-                pin = getattr(provider, "pin_image", None)
                 try:
-                    if pin is None:
+                    if not isinstance(provider, ImagePinner):
                         entry["unresolved"] = "this cloud's provider cannot pin images"
                     else:
-                        entry.update(pin(os_name))
+                        entry.update(provider.pin_image(os_name))
                 except TrainvmError as exc:
                     entry["unresolved"] = f"{cloud} could not resolve it when locked: {str(exc).splitlines()[0]}"
         out[cloud] = entry

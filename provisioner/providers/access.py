@@ -64,7 +64,7 @@ def secret_region_warnings(refs: list[tuple[str, str]], offers: list[tuple[str, 
     """``refs`` = (where, ``secret://`` reference) read in the VM's own region (AWS Secrets Manager by name: its
     secrets are regional) while ``offers`` = the (cloud, region) pairs `up` may create in span several regions of
     that cloud: the secret must exist in each, or be named by its ARN (read in its own region)."""
-    from provisioner.providers.aws_request import secret_region
+    from provisioner.providers.aws.request import secret_region
 
     regions = sorted({r for c, r in offers if c == "aws"})
     out = []

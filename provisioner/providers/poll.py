@@ -10,14 +10,14 @@ by a number of tries in a row.
   never depend on the machine's speed). Past it, ``timed_out(last)`` is raised, ``last`` being the last result or
   exception; a transient exception after ``tries`` failures in a row is re-raised as it is.
 
-The error classifiers (``gcp_errors.is_retryable``, Azure's conflict check) are the ``transient`` predicates;
+The error classifiers (``gcp.errors.is_retryable``, Azure's conflict check) are the ``transient`` predicates;
 nothing here knows a cloud. ``tries=None``: only the deadline bounds the retries.
 
 The rule (one retry library): every retry or wait loop trainvm runs itself (a poll of an operation, a
 read-modify-write redone on a conflict, an HTTP GET retried on 5xx) goes through ``poll``, hence tenacity;
 ``google.api_core.retry`` is not used for them. The one exception is an SDK's *own* retry of its own calls:
 google-cloud-storage and google-cloud-compute methods take a ``retry=`` argument that must be an api_core
-``Retry`` object (e.g. ``bucket.get_blob(..., retry=...)`` in gcp_store.py), and botocore/azure-core configure
+``Retry`` object (e.g. ``bucket.get_blob(..., retry=...)`` in gcp/store.py), and botocore/azure-core configure
 theirs in the client; passing that argument is configuring the SDK, not a second retry mechanism. A
 ``Retry(...)(fn)()`` that wraps trainvm's own function, or ``retry_target``, is a project-level loop and is not
 allowed.

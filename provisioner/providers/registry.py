@@ -204,11 +204,11 @@ CLOUDS: Mapping[str, CloudSpec] = MappingProxyType({c.name: c for c in (
     CloudSpec(
         name="gcp",
         title="GCE",
-        provider="provisioner.providers.gcp:GcpProvider",
-        baker="provisioner.providers.gcp_bake:GceBaker",
-        request_builder="provisioner.providers.gcp_request",
-        price_source="provisioner.providers.gcp_prices:fetch",
-        quota_reader="provisioner.providers.gcp_quota:reader",
+        provider="provisioner.providers.gcp.provider:GcpProvider",
+        baker="provisioner.providers.gcp.bake:GceBaker",
+        request_builder="provisioner.providers.gcp.request",
+        price_source="provisioner.providers.gcp.prices:fetch",
+        quota_reader="provisioner.providers.gcp.quota:reader",
         credential_hint="GCE: set GOOGLE_CLOUD_PROJECT and run `gcloud auth application-default login`",
         user_data=UserDataFormat("gce-metadata", "plain", 262_144, "bytes per metadata value"),
         payload=PayloadStoreFacts(
@@ -239,7 +239,7 @@ CLOUDS: Mapping[str, CloudSpec] = MappingProxyType({c.name: c for c in (
                                              "as on_max_run says"),
         ),
         nvswitch_shapes=r"^(a2-highgpu-8g|a2-megagpu-16g|a2-ultragpu-8g|a3-[a-z]+-8g|a4-highgpu-8g)$",
-        group_engine=True,  # providers/gcp_group.py: compact resourcePolicies + one bulkInsert (count = minCount = N)
+        group_engine=True,  # providers/gcp/group.py: compact resourcePolicies + one bulkInsert (count = minCount = N)
         # the script writes trainvm/status through the metadata server; the instance has enable-guest-attributes
         live_status="guest attribute trainvm/status",
         registry_login=RegistryLogin(
@@ -253,10 +253,10 @@ CLOUDS: Mapping[str, CloudSpec] = MappingProxyType({c.name: c for c in (
     CloudSpec(
         name="azure",
         title="Azure",
-        provider="provisioner.providers.azure:AzureProvider",
-        request_builder="provisioner.providers.azure_request",
-        price_source="provisioner.providers.azure_prices:fetch",
-        quota_reader="provisioner.providers.azure_quota:reader",
+        provider="provisioner.providers.azure.provider:AzureProvider",
+        request_builder="provisioner.providers.azure.request",
+        price_source="provisioner.providers.azure.prices:fetch",
+        quota_reader="provisioner.providers.azure.quota:reader",
         credential_hint="Azure: set AZURE_SUBSCRIPTION_ID and run `az login`",
         user_data=UserDataFormat("azure-custom-data", "base64", 87_380, "base64 characters (64 KiB raw)"),
         payload=PayloadStoreFacts(
@@ -286,21 +286,21 @@ CLOUDS: Mapping[str, CloudSpec] = MappingProxyType({c.name: c for c in (
             spot_reclaim=lambda on_max_run: "an evicted spot VM is deleted with its disk (evictionPolicy Delete)",
         ),
         nvswitch_shapes=r"(?i)^standard_nd96",
-        group_engine=True,  # providers/azure_group.py: a Uniform scale set (capacity N) in a proximity placement group
+        group_engine=True,  # providers/azure/group.py: a Uniform scale set (capacity N) in a proximity placement group
         registry_login=RegistryLogin(
             title="ACR",
             hosts=r"[a-z0-9]{5,50}\.azurecr\.io",
             login="acr",
             needs="AcrPull on the registry for the VM's managed identity",
         ),
-        identity_check="provisioner.providers.azure_identity:check_identity",  # a user-assigned identity's ARM id
+        identity_check="provisioner.providers.azure.identity:check_identity",  # a user-assigned identity's ARM id
     ),
     CloudSpec(
         name="aws",
         title="AWS",
-        provider="provisioner.providers.aws:AwsProvider",
-        request_builder="provisioner.providers.aws_request",
-        price_source="provisioner.providers.aws_prices:fetch",
+        provider="provisioner.providers.aws.provider:AwsProvider",
+        request_builder="provisioner.providers.aws.request",
+        price_source="provisioner.providers.aws.prices:fetch",
         credential_hint="AWS: run `aws configure` (or `aws sso login`, or set AWS_PROFILE)",
         user_data=UserDataFormat("ec2-user-data", "base64", 16_384, "bytes raw (before base64)"),
         payload=PayloadStoreFacts(
@@ -318,7 +318,7 @@ CLOUDS: Mapping[str, CloudSpec] = MappingProxyType({c.name: c for c in (
         }),
         os_arches=MappingProxyType({o: frozenset({"x86_64", "arm64"}) for o in OS_NAMES}),
         # EBS boot volume: gp3 always (st1/sc1 cannot be boot volumes; io1/io2 need Iops). "ssd" is gp3 with
-        # provisioned IOPS and throughput (providers/aws_request.py sizes them)
+        # provisioned IOPS and throughput (providers/aws/request.py sizes them)
         disk_types=MappingProxyType({"standard": "gp3", "balanced": "gp3", "ssd": "gp3"}),
         native_schemes=frozenset({"s3"}),
         secret_kinds=frozenset({"aws"}),
@@ -334,7 +334,7 @@ CLOUDS: Mapping[str, CloudSpec] = MappingProxyType({c.name: c for c in (
                         "behaviour stays InstanceInitiatedShutdownBehavior=stop) and its EBS root volume is deleted",
         ),
         nvswitch_shapes=r"^(p4de?\.24xlarge|p5(e|en)?\.48xlarge|p6-b200\.48xlarge)$",
-        group_engine=True,  # providers/aws_group.py: cluster placement group + one RunInstances (MinCount = MaxCount = N)
+        group_engine=True,  # providers/aws/group.py: cluster placement group + one RunInstances (MinCount = MaxCount = N)
         vm_api_sdk="s3",
         registry_login=RegistryLogin(
             title="ECR",

@@ -86,7 +86,7 @@ def role_credentials(aws, name: str, policy: dict[str, Any]) -> dict[str, str]:
     Expiration: botocore's instance-metadata provider refuses credentials without it)."""
     import json
 
-    from provisioner.providers.aws_request import ASSUME_ROLE_POLICY
+    from provisioner.providers.aws.request import ASSUME_ROLE_POLICY
 
     iam, sts = aws.client("iam", direct=True), aws.client("sts", direct=True)
     arn = iam.create_role(RoleName=name, AssumeRolePolicyDocument=json.dumps(ASSUME_ROLE_POLICY))["Role"]["Arn"]

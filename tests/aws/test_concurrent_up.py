@@ -25,7 +25,7 @@ def _running(aws, region):
 
 
 def test_loser_that_times_out_on_a_pending_instance_stops_instead_of_failing_over(aws, offers):  # noqa: F811
-    from provisioner.providers.aws import AwsProvider
+    from provisioner.providers.aws.provider import AwsProvider
 
     west = next(o for o in offers if o.region == "us-west-2" and o.zone.startswith("usw2-az"))  # not a Local Zone
     chain = [offers[0], west]  # us-east-1, then us-west-2
@@ -68,7 +68,7 @@ def test_two_ups_that_send_one_client_token_at_once_make_one_instance(aws, offer
     the same moment (a barrier holds each request until both are on their way): EC2 answers the second with the
     first's reservation, so one instance. The emulator used to look the token up for both before either had
     launched, and moto launched twice."""
-    from provisioner.providers.aws import AwsProvider
+    from provisioner.providers.aws.provider import AwsProvider
 
     spec = t4_spec(offers[0])
     barrier = threading.Barrier(2, timeout=30)

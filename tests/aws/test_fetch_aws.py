@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from provisioner.providers import aws_request as R
+from provisioner.providers.aws import request as R
 from tests.aws.conftest import role_credentials, t4_offers, t4_spec
 from tests.helpers import REPO
 
@@ -93,7 +93,7 @@ def dead_url() -> str:
 def vm(aws, moto_auth, monkeypatch, tmp_path):
     """The payload staged in us-east-1, the VM role's credentials in the IMDS stub, then moto's auth on."""
     monkeypatch.setenv("TRAINVM_AWS_ENDPOINT", aws.moto_url)
-    from provisioner.providers.aws import AwsProvider
+    from provisioner.providers.aws.provider import AwsProvider
 
     store = AwsProvider().payload_store()
     ref = store.stage("us-east-1", DATA, SHA)

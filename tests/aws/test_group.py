@@ -1,4 +1,4 @@
-"""The AWS group engine (providers/aws_group.py) through boto3 against moto's server and the fault proxy: what
+"""The AWS group engine (providers/aws/group.py) through boto3 against moto's server and the fault proxy: what
 moto stored is read back through the API (direct, not through the proxy), never from the request trainvm built.
 
 moto has no placement groups: the proxy answers CreatePlacementGroup / DescribePlacementGroups /
@@ -15,7 +15,7 @@ import json
 
 import pytest
 
-from provisioner.providers import aws_group_request as G
+from provisioner.providers.aws import group_request as G
 from provisioner.providers.base import CapacityError, ConflictError, InvalidRequestError
 from provisioner.provision.failover import provision
 from provisioner.render.cluster import parse_node_list
@@ -27,7 +27,7 @@ REPORT = json.loads((REPO / "tests" / "fixtures" / "probe" / "report-vm-t4.json"
 
 @pytest.fixture
 def provider(aws):
-    from provisioner.providers.aws import AwsProvider
+    from provisioner.providers.aws.provider import AwsProvider
 
     return AwsProvider(op_timeout=5, poll_interval=0)
 
@@ -115,7 +115,7 @@ def test_ranks_are_stable_and_a_rerun_adopts_the_cluster(aws, provider, offers) 
 
 
 def test_node_list_spans_several_tags_when_one_is_too_short(aws, provider) -> None:
-    from provisioner.providers.aws_group import AwsGroup
+    from provisioner.providers.aws.group import AwsGroup
 
     ips = [f"10.100.{i // 200}.{i % 200 + 10}" for i in range(40)]  # 40 addresses: more than 256 characters
     nodes = [{"InstanceId": f"i-{i:017x}", "PrivateIpAddress": ip} for i, ip in enumerate(ips)]
@@ -279,7 +279,7 @@ def test_a_single_vm_of_that_name_blocks_the_cluster(aws, provider, offers) -> N
 def test_too_many_tags_fail_before_anything_exists(aws, provider, offers) -> None:
     import hashlib
 
-    from provisioner.providers import aws_request as R
+    from provisioner.providers.aws import request as R
 
     offer = offers[0]
     base = cluster_spec(offer, 2)

@@ -1,4 +1,4 @@
-"""The pure cluster requests (providers/aws_group_request.py): what moto does not check (MinCount = MaxCount, the
+"""The pure cluster requests (providers/aws/group_request.py): what moto does not check (MinCount = MaxCount, the
 tags EC2 puts on every instance of one request, the tag budget, the instance role's condition) is asserted on
 the builder's output."""
 
@@ -8,8 +8,8 @@ from dataclasses import replace
 
 import pytest
 
-from provisioner.providers import aws_group_request as G
-from provisioner.providers import aws_request as R
+from provisioner.providers.aws import group_request as G
+from provisioner.providers.aws import request as R
 from provisioner.providers.base import InvalidRequestError
 from tests.aws.conftest import t4_offers, t4_spec
 

@@ -1,4 +1,4 @@
-"""S3PayloadStore (providers/aws_store.py) through boto3 against moto's server, what moto stored read back through
+"""S3PayloadStore (providers/aws/store.py) through boto3 against moto's server, what moto stored read back through
 the S3 API with another client. S3 goes to moto directly, not through the EC2 fault proxy (which speaks only
 EC2's POST/GET). What moto does not model here: bucket-name uniqueness across the real partition (only across
 moto's accounts), Block Public Access actually blocking anything, lifecycle expiry ever running, SSE-S3 actually
@@ -14,8 +14,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from provisioner.providers import aws_request as R
-from provisioner.providers.aws_store import S3PayloadStore, bucket_name, payload_url
+from provisioner.providers.aws import request as R
+from provisioner.providers.aws.store import S3PayloadStore, bucket_name, payload_url
 from provisioner.providers.base import ConflictError, InvalidRequestError, ProviderError, RetryExhaustedError
 from provisioner.providers.store import EXPIRE_DAYS, REFRESH_DAYS, payload_key
 from tests.aws.conftest import t4_offers, t4_spec
@@ -28,7 +28,7 @@ SHA = hashlib.sha256(DATA).hexdigest()
 @pytest.fixture
 def calls(aws, monkeypatch):
     monkeypatch.setenv("TRAINVM_AWS_ENDPOINT", aws.moto_url)
-    from provisioner.providers.aws import AwsProvider
+    from provisioner.providers.aws.provider import AwsProvider
 
     return AwsProvider()
 
@@ -154,7 +154,7 @@ def test_an_unreachable_endpoint_is_a_provider_error_after_a_bounded_number_of_t
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))
         dead = f"http://127.0.0.1:{s.getsockname()[1]}"
-    from provisioner.providers.aws_calls import AwsCalls
+    from provisioner.providers.aws.calls import AwsCalls
 
     calls = AwsCalls(endpoint=dead, tries=2)
     sent: list[str] = []

@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 
-from provisioner.providers import aws_request as R
+from provisioner.providers.aws import request as R
 from provisioner.providers.base import ConflictError
 from tests.aws.conftest import t4_offers, t4_spec
 from tests.helpers import REPO
@@ -19,7 +19,7 @@ REPORT = json.loads((REPO / "tests" / "fixtures" / "probe" / "report-vm-t4.json"
 
 @pytest.fixture
 def provider(aws):
-    from provisioner.providers.aws import AwsProvider
+    from provisioner.providers.aws.provider import AwsProvider
 
     return AwsProvider()
 

@@ -13,7 +13,7 @@ from tests.aws.conftest import t4_offers, t4_spec
 
 @pytest.fixture
 def provider(aws):
-    from provisioner.providers.aws import AwsProvider
+    from provisioner.providers.aws.provider import AwsProvider
 
     return AwsProvider()
 
@@ -107,7 +107,7 @@ def test_instance_that_never_runs_is_bounded_and_terminated(aws, provider, offer
 def test_errors_are_classified_for_failover() -> None:
     from botocore.exceptions import ClientError, EndpointConnectionError
 
-    from provisioner.providers.aws_errors import classify
+    from provisioner.providers.aws.errors import classify
 
     def err(code, status=400):
         return ClientError({"Error": {"Code": code, "Message": code}, "ResponseMetadata": {"HTTPStatusCode": status}}, "RunInstances")

@@ -12,7 +12,7 @@ from dataclasses import replace
 
 import pytest
 
-from provisioner.providers import aws_request as R
+from provisioner.providers.aws import request as R
 from provisioner.providers.base import InvalidRequestError
 from tests.aws.conftest import t4_offers, t4_spec
 from tests.helpers import REPO
@@ -40,7 +40,7 @@ def params(spec, offer, ami=UBUNTU, **kw):
 
 
 def test_importing_the_builder_imports_no_sdk() -> None:
-    code = ("import sys\nimport provisioner.providers.aws_request, provisioner.providers.aws_errors\n"
+    code = ("import sys\nimport provisioner.providers.aws.request, provisioner.providers.aws.errors\n"
             "print(','.join(m for m in sys.modules if m.startswith(('boto3', 'botocore', 'moto'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True).stdout
     assert out.strip() == ""
@@ -226,7 +226,7 @@ def test_aws_is_provisionable_and_a_default_cloud() -> None:
     from provisioner.planner.request import PlanRequest
     from provisioner.providers.registry import default_clouds, providers, provisionable
 
-    assert provisionable("aws") and providers()["aws"] == "provisioner.providers.aws:AwsProvider"
+    assert provisionable("aws") and providers()["aws"] == "provisioner.providers.aws.provider:AwsProvider"
     assert "aws" in default_clouds()
     day = datetime.date(2026, 11, 22)
     without = plan(PlanRequest(gpu_names={"A10G"}, clouds=("gcp", "azure")), load_catalog(), day)

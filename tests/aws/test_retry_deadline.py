@@ -19,7 +19,7 @@ IAM_LAG = ("Value (trainvm-x) for parameter iamInstanceProfile.name is invalid. 
 
 @pytest.fixture
 def provider(aws):
-    from provisioner.providers.aws import AwsProvider
+    from provisioner.providers.aws.provider import AwsProvider
 
     return AwsProvider(op_timeout=1, poll_interval=0)
 

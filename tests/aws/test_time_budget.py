@@ -18,7 +18,7 @@ from tests.e2e.test_aws_cli import profile  # noqa: F401 - the T4 example readin
 
 @pytest.fixture
 def provider(aws, monkeypatch):
-    from provisioner.providers.aws import AwsProvider
+    from provisioner.providers.aws.provider import AwsProvider
 
     monkeypatch.setenv("TRAINVM_API_TIMEOUT", "2")
     return AwsProvider(warn=lambda _: None)

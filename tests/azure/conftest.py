@@ -45,7 +45,7 @@ def emu(server, monkeypatch, tmp_path):
 
 @pytest.fixture
 def provider(emu):
-    from provisioner.providers.azure import AzureProvider
+    from provisioner.providers.azure.provider import AzureProvider
 
     return AzureProvider()
 
@@ -96,7 +96,7 @@ def azurite_keys() -> dict[str, str]:
     import base64
     import hashlib
 
-    from provisioner.providers.azure_store import account_name
+    from provisioner.providers.azure.store import account_name
 
     return {account_name(DEFAULT_SUBSCRIPTION, r): base64.b64encode(hashlib.sha256(r.encode()).digest() * 2).decode()
             for r in AZURITE_REGIONS}

@@ -15,8 +15,8 @@ import threading
 
 import pytest
 
-from provisioner.providers.azure import AzureProvider
-from provisioner.providers.azure_request import names
+from provisioner.providers.azure.provider import AzureProvider
+from provisioner.providers.azure.request import names
 from provisioner.provision.failover import provision
 from tests.azure.conftest import named
 
@@ -193,7 +193,7 @@ def test_loser_that_times_out_on_a_live_winner_stops_instead_of_failing_over(emu
     eastus, then a GCE zone. B waits its operation timeout for A and must then stop (exit 5, naming A, saying what
     to do). Before the fix B failed over to GCE and created a second, billed VM of the same name there."""
     from provisioner.errors import EXIT_NOT_READY, TrainvmError
-    from provisioner.providers.gcp import GcpProvider
+    from provisioner.providers.gcp.provider import GcpProvider
     from tests.emulators.gce import GceEmulator
 
     rg = names(t4_spec.name).rg

@@ -7,8 +7,8 @@ import copy
 
 import pytest
 
-from provisioner.providers import azure_group_request as G
-from provisioner.providers.azure_request import ImageRef, names
+from provisioner.providers.azure import group_request as G
+from provisioner.providers.azure.request import ImageRef, names
 from tests.azure.conftest import SSH_KEY, named
 
 T4 = "Standard_NC4as_T4_v3"

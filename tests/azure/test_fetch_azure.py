@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from provisioner.providers.azure_store import CONTAINER, account_name
+from provisioner.providers.azure.store import CONTAINER, account_name
 from tests.emulators.arm import DEFAULT_SUBSCRIPTION as SUB
 from tests.emulators.imds_azure import Imds
 

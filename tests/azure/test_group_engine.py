@@ -1,4 +1,4 @@
-"""The Azure group engine (providers/azure_group.py) through azure-mgmt-compute/-network/-resource against the
+"""The Azure group engine (providers/azure/group.py) through azure-mgmt-compute/-network/-resource against the
 ARM emulator's scale sets and proximity placement groups (tests/emulators/arm_vmss.py says what it does not
 model: placement itself, IMDS, overprovisioning, instance-id gaps). Every failure must leave no resource group."""
 
@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from provisioner.providers import azure_group_request as G
-from provisioner.providers.azure_request import names
+from provisioner.providers.azure import group_request as G
+from provisioner.providers.azure.request import names
 from provisioner.providers.base import CapacityError, InstanceRecord
 from provisioner.provision.failover import provision
 from provisioner.render.cluster import parse_node_list

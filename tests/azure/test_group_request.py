@@ -1,10 +1,10 @@
-"""The Azure cluster request bodies (providers/azure_group_request.py), offline: what ``render`` shows and what
+"""The Azure cluster request bodies (providers/azure/group_request.py), offline: what ``render`` shows and what
 the scale-set PUT carries for a 4-node ND A100 v4 cluster."""
 
 from __future__ import annotations
 
-from provisioner.providers import azure_group_request as G
-from provisioner.providers.azure_request import COMPUTE, request_preview
+from provisioner.providers.azure import group_request as G
+from provisioner.providers.azure.request import COMPUTE, request_preview
 from tests.azure.conftest import named
 
 A100 = "Standard_ND96asr_v4"

@@ -1,4 +1,4 @@
-"""The Azure payload store (providers/azure_store.py): azure-mgmt-storage against the ARM emulator (storage account,
+"""The Azure payload store (providers/azure/store.py): azure-mgmt-storage against the ARM emulator (storage account,
 container, lifecycle policy, listKeys; bodies validated against schemas generated from azure-mgmt-storage's models)
 and azure-storage-blob against Azurite (the real blob service's emulator, HTTPS, shared-key auth verified).
 
@@ -20,8 +20,8 @@ from dataclasses import replace
 
 import pytest
 
-from provisioner.providers.azure_request import names
-from provisioner.providers.azure_store import (
+from provisioner.providers.azure.request import names
+from provisioner.providers.azure.store import (
     BLOB_DATA_READER,
     CONTAINER,
     STORE_TAG,
@@ -284,7 +284,7 @@ def test_emulator_checks_storage_bodies_against_the_sdk_models(emu):
     from azure.mgmt.resource.resources import ResourceManagementClient
     from azure.mgmt.storage import StorageManagementClient
 
-    from provisioner.providers.azure_store import account_body, container_body, policy_body
+    from provisioner.providers.azure.store import account_body, container_body, policy_body
 
     kw = emu.client_kwargs()
     st = StorageManagementClient(**kw)

@@ -13,8 +13,8 @@ import time
 import pytest
 
 from provisioner.errors import CloudError, InputError
-from provisioner.providers.azure import AzureProvider
-from provisioner.providers.azure_request import names
+from provisioner.providers.azure.provider import AzureProvider
+from provisioner.providers.azure.request import names
 from provisioner.providers.base import ConflictError, InvalidRequestError
 from provisioner.verify.report import decode_report
 from tests.azure.conftest import SSH_KEY, USER_DATA, named
@@ -179,7 +179,7 @@ def test_rerun_replaces_a_failed_leftover(emu, provider, t4_spec, t4, monkeypatc
     emu.inject("allocation_failed_lro", location="eastus")
     monkeypatch.setattr(provider, "_cleanup", lambda *a: None)  # the process "died" before cleaning up
     with pytest.MonkeyPatch.context() as dead, pytest.raises(CapacityError):
-        dead.setattr("provisioner.providers.azure.os.getpid", lambda: 2 ** 22 + 1)  # no such pid: its lease is dead
+        dead.setattr("provisioner.providers.azure.provider.os.getpid", lambda: 2 ** 22 + 1)  # no such pid: its lease is dead
         provider.create(t4_spec, t4)
     rg = names(t4_spec.name).rg
     assert emu.resource(f"/subscriptions/{SUB}/resourceGroups/{rg}/providers/Microsoft.Compute/virtualMachines/"

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from provisioner.providers.azure import AzureProvider
-from provisioner.providers.azure_request import names
+from provisioner.providers.azure.provider import AzureProvider
+from provisioner.providers.azure.request import names
 from provisioner.providers.base import CapacityError, ProviderError, RetryExhaustedError
 from provisioner.provision.failover import ProvisionCloudError, ProvisionError, provision
 from tests.azure.conftest import SSH_KEY, named

@@ -8,8 +8,8 @@ import threading
 
 import pytest
 
-from provisioner.providers.azure import AzureProvider
-from provisioner.providers.azure_request import names
+from provisioner.providers.azure.provider import AzureProvider
+from provisioner.providers.azure.request import names
 from provisioner.providers.base import AuthError, VanishedError
 from provisioner.provision.failover import ProvisionCloudError, provision
 

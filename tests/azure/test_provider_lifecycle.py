@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from provisioner.providers.azure_request import ROLES, names
+from provisioner.providers.azure.request import ROLES, names
 from provisioner.providers.base import AuthError
 
 SUB = "00000000-0000-0000-0000-000000000000"
@@ -76,7 +76,7 @@ def test_caller_without_role_assignment_rights_leaves_nothing_billing(emu, provi
 def test_emulator_rejects_what_arm_rejects(emu, provider, t4_spec, t4):
     from azure.core.exceptions import HttpResponseError, ResourceExistsError
 
-    from provisioner.providers.azure_clients import make_authorization_client
+    from provisioner.providers.azure.clients import make_authorization_client
 
     spec = t4_spec.__class__(**{**t4_spec.__dict__, "idle_shutdown_minutes": None, "max_run_hours": None})
     provider.create(spec, t4)

@@ -11,8 +11,8 @@ from dataclasses import replace
 
 import pytest
 
-from provisioner.providers import azure_errors as errs
-from provisioner.providers import azure_request as R
+from provisioner.providers.azure import errors as errs
+from provisioner.providers.azure import request as R
 from provisioner.providers.base import (
     AuthError,
     CapacityError,
@@ -25,8 +25,8 @@ from tests.azure.conftest import REPO, named
 
 
 def test_importing_the_request_module_imports_no_sdk():
-    code = ("import sys, provisioner.providers.azure_request, provisioner.providers.azure_errors, "
-            "provisioner.providers.azure; print([m for m in sys.modules if m.startswith('azure')])")
+    code = ("import sys, provisioner.providers.azure.request, provisioner.providers.azure.errors, "
+            "provisioner.providers.azure.provider; print([m for m in sys.modules if m.startswith('azure')])")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 

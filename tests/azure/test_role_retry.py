@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from provisioner.providers import azure_roles
-from provisioner.providers.azure_request import names
+from provisioner.providers.azure import roles as azure_roles
+from provisioner.providers.azure.request import names
 from provisioner.providers.base import ProviderError
 
 GHOST = "22222222-2222-4222-8222-222222222222"

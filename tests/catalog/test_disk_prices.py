@@ -103,7 +103,7 @@ def test_bad_disks_csv_is_a_one_line_cli_error(cli, tmp_path, monkeypatch) -> No
 # ---- the cost record -------------------------------------------------------------------------------------
 def bert_pretrain_offer():
     """bert-pretrain-8xa100 on GCE: a2-highgpu-8g, 500 GiB pd-ssd boot disk, local_nvme_gib 1500, which GCE
-    attaches as 8 Local SSD disks (A2 Standard a2-highgpu-8g takes at least 8: providers/gcp_request.py)."""
+    attaches as 8 Local SSD disks (A2 Standard a2-highgpu-8g takes at least 8: providers/gcp/request.py)."""
     cat = load_catalog()
     return cat, next(o for o in cat.offers if o.instance_type == "a2-highgpu-8g" and o.zone == "us-central1-a")
 

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 import pytest
 
 from provisioner.catalog.storage import EMBEDDED_DIR, load_catalog
-from provisioner.providers import aws_prices
+from provisioner.providers.aws import prices as aws_prices
 from tests.catalog.fake_aws import AwsBulkFake, offer_rows
 from tests.catalog.price_server import PriceServer
 
@@ -164,7 +164,7 @@ def test_real_ec2_client_is_none_without_any_aws_credentials(monkeypatch, tmp_pa
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    from provisioner.providers import aws_calls
+    from provisioner.providers.aws import calls as aws_calls
 
     monkeypatch.setattr(aws_calls, "_shared_session", lambda: __import__("boto3").session.Session())
     assert aws_prices.ec2_client(REGION) is None

@@ -15,8 +15,8 @@ from provisioner.catalog.storage import EMBEDDED_DIR, load_catalog
 from tests.helpers import EXAMPLES, REPO
 
 REFRESH_MODULES = ("provisioner.catalog.refresh", "provisioner.catalog.http", "provisioner.catalog.publish",
-                   "provisioner.providers.azure_prices", "provisioner.providers.aws_prices",
-                   "provisioner.providers.gcp_prices", "google", "azure", "boto3", "botocore", "tenacity")
+                   "provisioner.providers.azure.prices", "provisioner.providers.aws.prices",
+                   "provisioner.providers.gcp.prices", "google", "azure", "boto3", "botocore", "tenacity")
 
 
 @pytest.mark.parametrize("argv", [["catalog", "refresh", "--help"], ["plan", "{t4}", "--json"],

@@ -59,7 +59,8 @@ def test_a_profile_in_a_folder_the_user_cannot_search_is_an_input_error(cli, wri
 @pytest.fixture
 def aws_profile_missing(clouds, monkeypatch, tmp_path):
     """Fake GCE and Azure, the real AWS provider, and AWS_PROFILE naming a profile no AWS config file has."""
-    from provisioner.providers import aws_calls, set_provider
+    from provisioner.providers import set_provider
+    from provisioner.providers.aws import calls as aws_calls
 
     set_provider("aws", None)
     monkeypatch.setattr(aws_calls, "_SESSION", [])  # a fresh boto3 session reads AWS_PROFILE

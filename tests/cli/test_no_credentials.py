@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from provisioner.errors import InputError
-from provisioner.providers import aws_calls, host
+from provisioner.providers import host
+from provisioner.providers.aws import calls as aws_calls
 
 AZURE_TAG = host.AZURE_CHASSIS_ASSET_TAG
 
@@ -171,7 +172,7 @@ def test_on_gce_the_metadata_server_gives_the_credentials(tmp_path, monkeypatch,
     from google.auth import compute_engine
     from google.auth.compute_engine import _metadata
 
-    from provisioner.providers.gcp import GcpProvider
+    from provisioner.providers.gcp.provider import GcpProvider
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), _MetadataServer)
     threading.Thread(target=server.serve_forever, daemon=True).start()

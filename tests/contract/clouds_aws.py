@@ -26,7 +26,7 @@ def contract_moto_server():
 @pytest.fixture
 def aws_cloud(contract_moto_server, monkeypatch) -> Any:
     from provisioner.catalog.storage import load_catalog
-    from provisioner.providers.aws import AwsProvider
+    from provisioner.providers.aws.provider import AwsProvider
 
     aws = contract_moto_server
     aws.reset()

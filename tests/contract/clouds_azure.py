@@ -34,8 +34,8 @@ def azure_offers() -> dict[tuple[str, str], Offer]:
 
 @pytest.fixture
 def azure_cloud(contract_arm_server, azure_offers, monkeypatch, tmp_path) -> Any:
-    from provisioner.providers import azure_request as R
-    from provisioner.providers.azure import AzureProvider
+    from provisioner.providers.azure import request as R
+    from provisioner.providers.azure.provider import AzureProvider
 
     emu = contract_arm_server
     emu.reset()

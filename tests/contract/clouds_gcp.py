@@ -27,7 +27,7 @@ def contract_gce_server():
 
 @pytest.fixture
 def gcp_cloud(contract_gce_server) -> Any:
-    from provisioner.providers.gcp import GcpProvider
+    from provisioner.providers.gcp.provider import GcpProvider
 
     gce = contract_gce_server
     gce.reset()

@@ -60,7 +60,7 @@ def test_gce_down_during_pending_create_is_not_undone(cli, gce):
 def test_gce_rerun_while_create_in_progress_finishes(cli, gce, env):
     from provisioner.planner.from_profile import Overrides, make_plan
     from provisioner.profile import load_profile
-    from provisioner.providers.gcp import GcpProvider
+    from provisioner.providers.gcp.provider import GcpProvider
     from provisioner.provision.launch import launch_spec
 
     gce.polls_to_done = 2
@@ -127,7 +127,7 @@ def test_gce_up_while_another_up_creates_the_vm_is_exit_5_naming_what_to_do(cli,
     VM in the next zone)."""
     from provisioner.planner.from_profile import Overrides, make_plan
     from provisioner.profile import load_profile
-    from provisioner.providers.gcp import GcpProvider
+    from provisioner.providers.gcp.provider import GcpProvider
     from provisioner.provision.launch import launch_spec
 
     env.setenv("TRAINVM_GCE_OP_TIMEOUT", "1")

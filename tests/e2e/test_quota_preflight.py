@@ -188,7 +188,7 @@ def test_azure_spot_counts_against_low_priority_cores(cli, env, tmp_path) -> Non
 
 def test_every_catalog_azure_family_has_its_quota_name() -> None:
     from provisioner.catalog.storage import load_catalog
-    from provisioner.providers.azure_quota import FAMILY_QUOTA
+    from provisioner.providers.azure.quota import FAMILY_QUOTA
 
     families = {o.family for o in load_catalog().offers if o.cloud == "azure"}
     assert families - set(FAMILY_QUOTA) == set()

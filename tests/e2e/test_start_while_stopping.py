@@ -61,7 +61,7 @@ def test_gce_start_of_a_vm_stuck_in_stopping_gives_up_at_the_operation_timeout(c
 def test_gce_start_that_meets_a_stop_begun_since_it_read_the_vm_waits_too(cli, env, monkeypatch) -> None:
     """The VM was read RUNNING, but a stop began before the start was sent: GCE answers
     resourceNotReady; trainvm reads it again, sees STOPPING, waits for that stop, then sends the start again."""
-    from provisioner.providers import gcp_power
+    from provisioner.providers.gcp import power as gcp_power
 
     with GceEmulator(power_ends_after_reads=2) as emu:
         env.setenv("TRAINVM_GCE_ENDPOINT", emu.url)

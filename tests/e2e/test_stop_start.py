@@ -145,7 +145,7 @@ def test_gce_stop_of_a_vm_stuck_in_stopping_gives_up_at_the_operation_timeout(cl
 def test_gce_stop_that_meets_a_stop_begun_since_it_read_the_vm_waits_too(cli, env, monkeypatch) -> None:
     """The VM read RUNNING, but a stop began before ours was sent: GCE answers resourceNotReady (400); trainvm
     reads it again, sees STOPPING and treats it like the case above (without --wait: says it is stopping, exit 0)."""
-    from provisioner.providers import gcp_power
+    from provisioner.providers.gcp import power as gcp_power
 
     with GceEmulator() as emu:
         env.setenv("TRAINVM_GCE_ENDPOINT", emu.url)

@@ -1,5 +1,5 @@
 """Microsoft.Storage for the ARM emulator (tests/emulators/arm.py): what trainvm's payload store
-(provisioner/providers/azure_store.py) uses through azure-mgmt-storage.
+(provisioner/providers/azure/store.py) uses through azure-mgmt-storage.
 
 Modelled, under ``/subscriptions/S/resourceGroups/RG/providers/Microsoft.Storage/storageAccounts/NAME``:
 - PUT (StorageAccountCreateParameters): 202 + Location, the operation then answers 200 with the account (the

@@ -79,7 +79,7 @@ class MotoAws:
         from moto.ec2.models import ec2_backends
         from moto.ssm.models import Parameter, ssm_backends
 
-        from provisioner.providers.aws_request import AMI_PARAMETERS
+        from provisioner.providers.aws.request import AMI_PARAMETERS
 
         for region in self.regions:
             ec2 = self.client("ec2", region, direct=True)

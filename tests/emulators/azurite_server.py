@@ -124,7 +124,7 @@ def shared() -> Azurite:
         from pathlib import Path
 
         import provisioner
-        from provisioner.providers.azure_store import CONTAINER, account_name
+        from provisioner.providers.azure.store import CONTAINER, account_name
         from tests.emulators.arm import DEFAULT_SUBSCRIPTION
         from tests.emulators.arm_storage import default_key
 

@@ -52,7 +52,7 @@ def emu(gce):
 
 @pytest.fixture
 def make_provider(gce) -> Callable[..., Any]:
-    from provisioner.providers.gcp import GcpProvider
+    from provisioner.providers.gcp.provider import GcpProvider
 
     def make(**kw: Any) -> GcpProvider:
         kw = {"endpoint": gce.url, "project": PROJECT, "retry_base_delay": 0, "poll_interval": 0, "op_timeout": 5, **kw}
@@ -153,7 +153,7 @@ READER = "123456789-compute@developer.gserviceaccount.com"
 @pytest.fixture
 def make_store(gcs) -> Callable[..., Any]:
     """A GcsPayloadStore on the emulator (anonymous credentials, short retries); ``now`` and the reader overridable."""
-    from provisioner.providers.gcp_store import GcsPayloadStore
+    from provisioner.providers.gcp.store import GcsPayloadStore
 
     def make(**kw: Any) -> GcsPayloadStore:
         kw = {"project": PROJECT, "credentials": None, "endpoint": gcs.url, "service_account": lambda: READER,

@@ -1,4 +1,4 @@
-"""GcpProvider's cluster half (providers/gcp_cluster.py) in the cases the contract suite cannot set up: a
+"""GcpProvider's cluster half (providers/gcp/cluster.py) in the cases the contract suite cannot set up: a
 concurrent `up` of the same cluster whose bulkInsert got in first (its nodes must never be deleted by the loser),
 through google-cloud-compute against the GCE emulator with its group APIs. What the emulator does not model:
 placement itself and the fabric (see tests/emulators/gce_group.py)."""
@@ -10,9 +10,9 @@ from dataclasses import replace
 import pytest
 
 from provisioner.providers.base import AttemptInProgressError
-from provisioner.providers.gcp import GcpProvider
-from provisioner.providers.gcp_cluster import GceClusters
-from provisioner.providers.gcp_cluster_request import node_body
+from provisioner.providers.gcp.cluster import GceClusters
+from provisioner.providers.gcp.cluster_request import node_body
+from provisioner.providers.gcp.provider import GcpProvider
 from tests.contract.clouds_fake import a2_offer
 from tests.contract.harness import spec_maker
 

@@ -1,4 +1,4 @@
-"""The pure bodies of a GCE cluster (providers/gcp_cluster_request.py) and the launch spec's nodes/compact
+"""The pure bodies of a GCE cluster (providers/gcp/cluster_request.py) and the launch spec's nodes/compact
 (provision/launch.py): labels, tags, the intra-cluster firewall rule, ranks read back from names and labels, the
 request preview `render` shows, and placement.compact resolved per offer as `plan` resolves it."""
 
@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from provisioner.providers.gcp_cluster_request import (
+from provisioner.providers.gcp.cluster_request import (
     cluster_of,
     cluster_tag,
     internal_rule_body,
@@ -16,7 +16,7 @@ from provisioner.providers.gcp_cluster_request import (
     node_body,
     request_preview,
 )
-from provisioner.providers.gcp_group import node_names
+from provisioner.providers.gcp.group import node_names
 from tests.contract.clouds_fake import a2_offer, gce_offer
 from tests.contract.harness import spec_maker
 

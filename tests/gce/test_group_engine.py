@@ -1,4 +1,4 @@
-"""Issue 18, part 4: the GCE group engine (providers/gcp_group.py) through the real google-cloud-compute SDK
+"""Issue 18, part 4: the GCE group engine (providers/gcp/group.py) through the real google-cloud-compute SDK
 against the emulator's group APIs (tests/emulators/gce_group.py): one bulkInsert with count = minCount = N and
 per-instance names, a compact placement policy created first and deleted with the cluster, partial success
 read from the operation, all or nothing on a stock-out, the node list in every node's metadata, delete leaves
@@ -11,7 +11,7 @@ import json
 import pytest
 
 from provisioner.providers.base import CapacityError
-from provisioner.providers.gcp_group import (
+from provisioner.providers.gcp.group import (
     GceGroup,
     GroupClients,
     bulk_body,
@@ -19,7 +19,7 @@ from provisioner.providers.gcp_group import (
     node_names,
     policy_name,
 )
-from provisioner.providers.gcp_request import request_preview
+from provisioner.providers.gcp.request import request_preview
 from provisioner.render.cluster import parse_node_list
 
 PROJECT = "test-proj"
@@ -115,7 +115,7 @@ def test_stock_out_leaves_nothing(emu, group, body, capacity, code) -> None:
 def test_partial_success_is_detected_and_undone(emu, group, body, monkeypatch) -> None:
     """GCE answers DONE without an error when minCount < count was met: a request that (wrongly) asked for
     less than all must still not pass as a cluster; the engine reads perLocationStatus and cleans up."""
-    import provisioner.providers.gcp_group as g
+    import provisioner.providers.gcp.group as g
 
     monkeypatch.setattr(g, "bulk_body", lambda names, props: {**bulk_body(names, props), "minCount": "2"})
     emu.capacity[ZONE] = 3

@@ -1,4 +1,4 @@
-"""The group engine's operation wait (providers/gcp_group.py ``_wait``, through providers/poll.py): it polls
+"""The group engine's operation wait (providers/gcp/group.py ``_wait``, through providers/poll.py): it polls
 ``zoneOperations.wait`` until DONE and gives up at ``op_timeout`` with OPERATION_TIMEOUT. The emulator's
 operations finish at once, so an operations client that reports RUNNING for a while (as GCE's long-poll does
 when its 2-minute wait ends first) stands in for it here; a failure of the wait call itself is not retried."""
@@ -10,7 +10,7 @@ import time
 import pytest
 
 from provisioner.providers.base import ProviderError
-from provisioner.providers.gcp_group import GceGroup, GroupClients
+from provisioner.providers.gcp.group import GceGroup, GroupClients
 
 
 class SlowOps:

@@ -1,4 +1,4 @@
-"""GcsPayloadStore (providers/gcp_store.py) through the real google-cloud-storage SDK against gcp-storage-emulator
+"""GcsPayloadStore (providers/gcp/store.py) through the real google-cloud-storage SDK against gcp-storage-emulator
 on loopback (tests/emulators/gcs.py).
 
 The emulator does NOT model: authentication (no token is checked), IAM enforcement (a policy is stored as sent and
@@ -23,7 +23,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from provisioner.providers.base import AuthError, ConflictError, InvalidRequestError, RetryExhaustedError
-from provisioner.providers.gcp_store import READER_ROLE, bucket_name, lifecycle_rule
+from provisioner.providers.gcp.store import READER_ROLE, bucket_name, lifecycle_rule
 from provisioner.providers.store import EXPIRE_DAYS, REFRESH_DAYS, payload_key
 
 PROJECT, REGION = "test-proj", "us-central1"

@@ -15,7 +15,7 @@ from provisioner.providers.base import (
     QuotaError,
     RetryExhaustedError,
 )
-from provisioner.providers.gcp_request import request_id
+from provisioner.providers.gcp.request import request_id
 
 PINNED = "projects/ubuntu-os-cloud/global/images/ubuntu-2204-jammy-v20261015"
 
@@ -193,7 +193,7 @@ def test_operation_that_never_finishes_is_cleaned_up(gce, make_provider, spec, o
 def test_unreachable_endpoint_is_retried_then_exhausted(gce, spec, offer):
     import socket
 
-    from provisioner.providers.gcp import GcpProvider
+    from provisioner.providers.gcp.provider import GcpProvider
 
     with socket.socket() as sock:  # a port nothing listens on
         sock.bind(("127.0.0.1", 0))
@@ -225,7 +225,7 @@ def test_missing_credentials_or_project_is_cloud_error(monkeypatch):
     import google.auth.exceptions
 
     from provisioner.errors import CloudError
-    from provisioner.providers.gcp import GcpProvider
+    from provisioner.providers.gcp.provider import GcpProvider
 
     monkeypatch.delenv("TRAINVM_GCE_ENDPOINT", raising=False)
     monkeypatch.delenv("GOOGLE_CLOUD_PROJECT", raising=False)

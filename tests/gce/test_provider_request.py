@@ -10,7 +10,6 @@ from types import SimpleNamespace
 
 import pytest
 
-from provisioner.providers import gcp_errors as errs
 from provisioner.providers.base import (
     AuthError,
     CapacityError,
@@ -19,7 +18,8 @@ from provisioner.providers.base import (
     QuotaError,
     RetryExhaustedError,
 )
-from provisioner.providers.gcp_request import (
+from provisioner.providers.gcp import errors as errs
+from provisioner.providers.gcp.request import (
     SCOPE_CLOUD_PLATFORM,
     SCOPE_GCS_READ,
     firewall_bodies,
@@ -235,7 +235,7 @@ def test_request_id_names_the_machine_type_and_the_gpus(spec, offer):
 
 
 def test_builder_imports_no_cloud_sdk():
-    code = ("import sys, provisioner.providers.gcp_request, provisioner.providers.gcp; "
+    code = ("import sys, provisioner.providers.gcp.request, provisioner.providers.gcp.provider; "
             "bad = sorted(m for m in sys.modules if m.startswith(('google', 'azure', 'boto'))); assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)
 
@@ -301,7 +301,7 @@ def test_classify_auth_and_network_exceptions():
 
 
 def test_compute_scope_only_when_the_vm_deletes_itself(spec, offer):
-    from provisioner.providers.gcp_request import SCOPE_COMPUTE
+    from provisioner.providers.gcp.request import SCOPE_COMPUTE
 
     assert SCOPE_COMPUTE not in instance_body(spec(), offer(), IMG, "p")["serviceAccounts"][0]["scopes"]
     assert SCOPE_COMPUTE in instance_body(spec(on_idle="delete"), offer(), IMG, "p")["serviceAccounts"][0]["scopes"]

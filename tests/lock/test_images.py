@@ -72,10 +72,10 @@ def test_without_credentials_lock_says_which_clouds_stay_unresolved(write_yaml, 
 
 def test_the_providers_boot_the_pinned_image_not_the_familys_newest(write_yaml, lock_cli, profile_doc, clouds) -> None:
     from provisioner.profile import load_profile
-    from provisioner.providers.aws import AwsProvider
-    from provisioner.providers.azure import AzureProvider
+    from provisioner.providers.aws.provider import AwsProvider
+    from provisioner.providers.azure.provider import AzureProvider
     from provisioner.providers.base import LaunchSpec
-    from provisioner.providers.gcp import GcpProvider
+    from provisioner.providers.gcp.provider import GcpProvider
     from provisioner.provision.launch import locked_images
 
     gce, arm, moto = clouds

@@ -196,7 +196,7 @@ def scenario(base: Path, work: Path, repo: Any, server: Any, pydist: Any, driver
     """The bake scenario (module docstring). ``render(work, python, nvme, keyring_sha, image_mode)`` is lane.render.
     With ``cold``, first the same profile installed the usual way on a fresh overlay (the bench's baseline).
     Returns the seconds to the end of each run: cold (when asked), bake, baked."""
-    from provisioner.providers.gcp_store import GcsPayloadStore
+    from provisioner.providers.gcp.store import GcsPayloadStore
     from tests.emulators.gcs import GcsEmulator
 
     times: dict[str, float] = {}

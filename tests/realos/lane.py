@@ -128,7 +128,7 @@ def render(work: Path, python: str, nvme: bool, keyring_sha: str, image_mode: st
 def scenario_gcp(root: Path, work: Path, repo, python: str, loop: str | None) -> dict[str, float]:
     """The payload staged in GCS (gcp-storage-emulator, GcsPayloadStore), read by the real fetch-gcp.sh with a
     token from a loopback metadata stub; the bootstrap is what runs, at every boot as GCE runs a startup-script."""
-    from provisioner.providers.gcp_store import GcsPayloadStore
+    from provisioner.providers.gcp.store import GcsPayloadStore
     from tests.emulators.gcs import GcsEmulator
 
     rendered = render(work, python, loop is not None, repo.keyring_sha256)

@@ -77,7 +77,7 @@ def role_policy(ref) -> dict:
     only sts:ExternalId to a condition), so there the condition would deny the listing that S3 allows."""
     from types import SimpleNamespace
 
-    from provisioner.providers import aws_request as R
+    from provisioner.providers.aws import request as R
 
     objects, listing = R._s3_resources((f"s3://{BUCKET}/dataset",))
     statements = [*R.payload_statements(SimpleNamespace(payload=ref)),  # type: ignore[arg-type]  # reads .payload only
@@ -91,7 +91,7 @@ def instance_profile(aws, policy: dict) -> dict[str, str]:
     Expiration boto3 requires)."""
     import json
 
-    from provisioner.providers.aws_request import ASSUME_ROLE_POLICY
+    from provisioner.providers.aws.request import ASSUME_ROLE_POLICY
 
     iam, sts = aws.client("iam", direct=True), aws.client("sts", direct=True)
     arn = iam.create_role(RoleName=ROLE, AssumeRolePolicyDocument=json.dumps(ASSUME_ROLE_POLICY))["Role"]["Arn"]
@@ -140,7 +140,7 @@ def scenario(root: Path, work: Path, driver: str, python: str, keyring_sha: str,
     import sys
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-    from provisioner.providers.aws import AwsProvider
+    from provisioner.providers.aws.provider import AwsProvider
     from tests.emulators.aws import MotoAws
 
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # moto's request lines, not the lane's log

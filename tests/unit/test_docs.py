@@ -50,7 +50,7 @@ def test_the_emulator_walkthrough_installs_what_it_needs_first() -> None:
 
 def test_the_spec_says_what_the_gce_request_sends() -> None:
     from provisioner.profile.model import Lifecycle
-    from provisioner.providers.gcp_request import TERMINATION_ACTION
+    from provisioner.providers.gcp.request import TERMINATION_ACTION
 
     spec = (REPO / "docs" / "spec.md").read_text(encoding="utf-8")
     default = TERMINATION_ACTION[Lifecycle.model_fields["on_max_run"].default]

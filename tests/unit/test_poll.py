@@ -105,4 +105,4 @@ def test_no_module_outside_poll_runs_its_own_api_core_retry_loop():
     root = Path(__file__).parents[2] / "provisioner"
     users = sorted(str(p.relative_to(root)) for p in root.rglob("*.py")
                    if re.search(r"api_core\.retry import|api_core import retry", p.read_text(encoding="utf-8")))
-    assert users == ["providers/gcp_store.py"]
+    assert users == ["providers/gcp/store.py"]

@@ -65,7 +65,7 @@ def test_image_references_are_well_formed() -> None:
 
 
 def test_aws_request_builder_uses_the_registry_ami_parameters() -> None:
-    from provisioner.providers import aws_request
+    from provisioner.providers.aws import request as aws_request
 
     params = getattr(aws_request, "AMI_PARAMETERS", None)
     if params is not None:

@@ -1,0 +1,363 @@
+"""The AWS SDK calls behind ``AwsProvider``: clients per (service, region), regions, AZ ID -> AZ name, the AMI
+from its SSM parameter, the per-VM security group and IAM instance profile, and the waiters.
+
+boto3 is imported on first use. Every call goes through ``call``: one time budget for every cloud, as GCE's
+``gcp_api.call``: botocore itself sends each request once (its retries are off, each HTTP request may take half of
+``TRAINVM_API_TIMEOUT``), and ``call`` retries what is transient (throttling such as ``RequestLimitExceeded``, 5xx,
+connection errors and timeouts) through ``poll.poll`` with exponential backoff and equal jitter (base
+``TRAINVM_RETRY_BASE_DELAY``), at most ``tries`` times and within ``TRAINVM_API_TIMEOUT`` seconds (default 30), so a
+throttling storm or an endpoint that accepts connections and never answers fails in about that time (never
+botocore's adaptive mode, whose client-side rate limiter and backoff kept one call busy for minutes). What is left is
+classified by ``aws_errors``. The waiters (``wait``) are the one exception: their client keeps botocore's standard
+retries (``tries`` attempts per poll; a throttled poll would otherwise end the waiter), bounded by ``op_timeout``.
+``TRAINVM_AWS_ENDPOINT`` sends every client (EC2, SSM, IAM, STS, S3: path-style) to another base URL (moto's server in tests) with fixed dummy credentials, so that real AWS keys never leave for a
+non-AWS endpoint. ``TRAINVM_AWS_REGIONS`` (comma-separated) limits the regions ``list``/``find`` look at;
+by default the catalog's AWS regions that the account has enabled.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+from typing import Any, TypeVar
+
+from provisioner import settings
+from provisioner.errors import CloudError
+from provisioner.providers.aws import errors as errs
+from provisioner.providers.aws import request as R
+from provisioner.providers.base import CapacityError, InvalidRequestError, LaunchSpec, ProviderError
+from provisioner.providers.host import probe_metadata
+from provisioner.providers.poll import poll
+from provisioner.providers.ssh_key import read_public_key
+from provisioner.settings import env_seconds
+
+T = TypeVar("T")
+TEST_CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
+LIST_THREADS = 32  # every region at once (23 in the catalog): a region that never answers costs one time budget, not one per round
+
+
+class AwsCredentialsError(CloudError):
+    """No usable AWS credentials (exit 3)."""
+
+
+def _stderr_warning(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr)
+
+
+class AwsCalls:
+    """Client plumbing shared by ``AwsProvider`` and the tests."""
+
+    def __init__(self, *, endpoint: str | None = None, regions: list[str] | None = None, tries: int = 4,
+                 op_timeout: float | None = None, poll_interval: float | None = None,
+                 warn: Callable[[str], None] | None = None) -> None:
+        self.endpoint = (endpoint if endpoint is not None else settings.text("TRAINVM_AWS_ENDPOINT")).rstrip("/")
+        env_regions = [r.strip() for r in settings.text("TRAINVM_AWS_REGIONS").split(",") if r.strip()]
+        self._regions = regions or env_regions or None
+        self.tries = max(1, tries)
+        self.op_timeout = op_timeout if op_timeout is not None else env_seconds("TRAINVM_AWS_OP_TIMEOUT", 600.0)
+        base = env_seconds("TRAINVM_RETRY_BASE_DELAY", 1.0)
+        self.poll_interval = poll_interval if poll_interval is not None else min(5.0, 5 * base)
+        self.call_timeout = env_seconds("TRAINVM_API_TIMEOUT", 30.0)
+        self.retry_base_delay = base
+        self._warn = warn or _stderr_warning
+        self._clients: dict[tuple[str, str, int], Any] = {}
+        self._zones: dict[str, dict[str, str]] = {}
+        self._amis: dict[tuple[str, str], R.Ami] = {}
+        self.unreachable: list[str] = []
+        self.unreachable_why = ""  # the first unreachable region's failure
+        self._session = self._auth()
+
+    # ------------------------------------------------------------------ clients
+    def _auth(self) -> Any:
+        from botocore.exceptions import ProfileNotFound
+
+        try:
+            session = _shared_session()
+            credentials = None if self.endpoint else session.get_credentials()
+        except ProfileNotFound as exc:  # AWS_PROFILE (or AWS_DEFAULT_PROFILE) names a profile that is not configured
+            raise AwsCredentialsError(f"AWS_PROFILE names the config profile {exc.kwargs.get('profile')!r}, which is not "
+                                      "in ~/.aws/config or ~/.aws/credentials",
+                                      hint="`aws configure list-profiles` shows the profiles there; set AWS_PROFILE to "
+                                           "one of them, or unset it") from None
+        if not self.endpoint and credentials is None:
+            raise AwsCredentialsError("no AWS credentials found",
+                                      hint="run `aws configure` (or `aws sso login`), or set AWS_ACCESS_KEY_ID / "
+                                           "AWS_SECRET_ACCESS_KEY / AWS_PROFILE")
+        return session
+
+    def client(self, service: str, region: str, *, attempts: int = 1) -> Any:
+        """The (cached) client of ``service`` in ``region``; botocore sends each request ``attempts`` times at
+        most (1: ``call`` does the retrying, within the time budget)."""
+        key = (service, region if service != "iam" else "us-east-1", attempts)
+        with _LOCK:  # boto3 sessions are not thread-safe while they build clients (each_region runs in threads)
+            if key not in self._clients:
+                http = max(0.5, self.call_timeout / 2)  # each HTTP request: half the call's budget (as GCE's)
+                cfg = errs.botocore_config(max_attempts=attempts, connect_timeout=min(http, 10.0), read_timeout=http)
+                if service == "s3":  # SigV4 everywhere, presigned URLs included (SigV2 is refused in newer regions)
+                    from botocore.config import Config
+
+                    cfg = cfg.merge(Config(signature_version="s3v4"))
+                kw: dict[str, Any] = {"region_name": key[1], "config": cfg}
+                if self.endpoint:
+                    kw.update(endpoint_url=self.endpoint, **TEST_CREDENTIALS)
+                    if service == "s3":  # the emulator is one host: path-style <endpoint>/<bucket>/<key>
+                        from botocore.config import Config
+
+                        kw["config"] = cfg.merge(Config(s3={"addressing_style": "path"}))
+                self._clients[key] = self._session.client(service, **kw)
+            return self._clients[key]
+
+    def ec2(self, region: str) -> Any:
+        return self.client("ec2", region)
+
+    def call(self, fn: Callable[[], T], *, missing: Any = ..., exists: Any = ...) -> T:
+        """``fn()``, retried while transient within the time budget (see the module doc); an AWS failure becomes
+        a classified ``ProviderError`` (``missing``/``exists``: the value returned for a not-found /
+        already-exists answer instead)."""
+        sent = 0
+
+        def target() -> Any:
+            nonlocal sent
+            sent += 1
+            try:
+                return fn()
+            except ProviderError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - botocore's exceptions are classified by code
+                code = errs.error_code(exc) or ""
+                if missing is not ... and errs.is_not_found(exc):
+                    return missing
+                if exists is not ... and (code.endswith(".Duplicate") or code == "EntityAlreadyExists"):
+                    return exists
+                if errs.is_transient(exc):
+                    raise _Transient(exc) from exc
+                if type(exc).__module__.startswith(("botocore", "boto3", "urllib3")) or code:
+                    raise errs.classify(exc) from exc
+                raise
+
+        try:
+            return poll(target, deadline=time.monotonic() + self.call_timeout, timed_out=_OutOfTime,
+                        transient=lambda e: isinstance(e, _Transient), tries=self.tries, backoff=self.retry_base_delay)
+        except _Transient as last:
+            raise errs.classify(last.cause, attempts=sent) from last.cause
+        except _OutOfTime as out:  # the budget ran out between tries
+            assert isinstance(out.last, _Transient)
+            err = errs.classify(out.last.cause, attempts=sent)
+            err.args = (f"{err} (gave up after {self.call_timeout:g} s: TRAINVM_API_TIMEOUT)",)
+            raise err from out.last.cause
+
+    # ------------------------------------------------------------------ regions and zones
+    def regions(self) -> list[str]:
+        """The regions ``list``/``find`` look at (see the module docstring)."""
+        if self._regions is None:
+            from provisioner.catalog.storage import load_catalog
+
+            known = {o.region for o in load_catalog().offers if o.cloud == "aws"}
+            enabled = self.call(lambda: self.ec2("us-east-1").describe_regions(AllRegions=False))["Regions"]
+            self._regions = sorted(known & {r["RegionName"] for r in enabled})
+        return list(self._regions)
+
+    def each_region(self, fn: Callable[[str], list[T]]) -> list[T]:
+        """``fn(region)`` for every region, concurrently; a region that fails is skipped with a warning."""
+        regions, self.unreachable, self.unreachable_why = self.regions(), [], ""
+        out: list[T] = []
+        with ThreadPoolExecutor(max_workers=max(1, min(LIST_THREADS, len(regions)))) as pool:
+            futures = {r: pool.submit(fn, r) for r in regions}
+            for region, fut in futures.items():
+                try:
+                    out.extend(fut.result())
+                except ProviderError as exc:
+                    if exc.outcome == "auth" and exc.code != "OptInRequired":
+                        raise
+                    self.unreachable.append(region)
+                    self.unreachable_why = self.unreachable_why or (f"{exc.code}: {exc}" if exc.code else str(exc))
+                    self._warn(f"AWS could not list {region} ({exc}); instances there are not shown")
+        return out
+
+    def zone_name(self, region: str, zone_id: str) -> str:
+        """This account's AZ name for the catalog's AZ ID (names are shuffled per account; IDs are not)."""
+        if region not in self._zones:
+            got = self.call(lambda: self.ec2(region).describe_availability_zones(AllAvailabilityZones=False))
+            self._zones[region] = {z["ZoneId"]: z["ZoneName"] for z in got["AvailabilityZones"]
+                                   if z.get("State", "available") == "available"}
+        name = self._zones[region].get(zone_id)
+        if name is None:
+            raise CapacityError(f"AZ {zone_id} is not available to this account in {region}", code="ZoneNotAvailable")
+        return name
+
+    # ------------------------------------------------------------------ the AMI
+    def resolve_ami(self, region: str, os_name: str) -> R.Ami:
+        """The AMI id the OS's public SSM parameter points to now, and its root device name (cached)."""
+        if (region, os_name) not in self._amis:
+            param = R.AMI_PARAMETERS[os_name]
+            got = self.call(lambda: self.client("ssm", region).get_parameter(Name=param), missing=None)
+            if got is None:
+                raise InvalidRequestError(f"the SSM parameter {param} ({os_name}) does not exist in {region}", code="AMI")
+            image_id = got["Parameter"]["Value"]
+            images = self.call(lambda: self.ec2(region).describe_images(ImageIds=[image_id]), missing=None)
+            image = (images or {}).get("Images") or []
+            if not image or not image[0].get("RootDeviceName"):
+                raise InvalidRequestError(f"AMI {image_id} ({param}) was not found in {region}", code="AMI")
+            self._amis[(region, os_name)] = R.Ami(image_id, image[0]["RootDeviceName"], param)
+        return self._amis[(region, os_name)]
+
+    # ------------------------------------------------------------------ security group
+    def find_security_group(self, region: str, name: str) -> dict[str, Any] | None:
+        got = self.call(lambda: self.ec2(region).describe_security_groups(
+            Filters=[{"Name": "group-name", "Values": [R.security_group_name(name)]},
+                     {"Name": "tag:trainvm-managed", "Values": ["true"]}]))
+        groups = got.get("SecurityGroups") or []
+        return groups[0] if groups else None
+
+    def ensure_security_group(self, region: str, spec: LaunchSpec) -> tuple[str, bool]:
+        """(the VM's security group id, whether this call created it). Its one ingress rule is converged."""
+        ec2, created = self.ec2(region), False
+        group = self.find_security_group(region, spec.name)
+        if group is None:
+            vpcs = self.call(lambda: ec2.describe_vpcs(Filters=[{"Name": "is-default", "Values": ["true"]}]))["Vpcs"]
+            if not vpcs:
+                raise InvalidRequestError(f"{region} has no default VPC; trainvm launches into the default VPC",
+                                          code="NoDefaultVpc")
+            params = R.security_group_params(spec, vpcs[0]["VpcId"])
+            gid = self.call(lambda: ec2.create_security_group(**params), exists=None)
+            if gid is None:
+                group = self.find_security_group(region, spec.name)
+                if group is None:
+                    raise ProviderError(f"security group {params['GroupName']} exists in {region} and is not trainvm's",
+                                        code="InvalidGroup.Duplicate")
+            else:
+                created, group = True, {"GroupId": gid["GroupId"], "IpPermissions": []}
+        gid = group["GroupId"]
+        want = R.ssh_ingress(spec.ssh_from)
+        have = group.get("IpPermissions") or []
+        if _rules(have) != _rules(want):
+            if have:
+                self.call(lambda: ec2.revoke_security_group_ingress(GroupId=gid, IpPermissions=have), missing=None)
+            if want:
+                self.call(lambda: ec2.authorize_security_group_ingress(GroupId=gid, IpPermissions=want), exists=None)
+        return gid, created
+
+    def delete_security_group(self, region: str, name: str) -> bool:
+        group = self.find_security_group(region, name)
+        if group is None:
+            return False
+        self.call(lambda: self.ec2(region).delete_security_group(GroupId=group["GroupId"]), missing=None)
+        return True
+
+    # ------------------------------------------------------------------ SSH key pair
+    def ensure_key_pair(self, region: str, spec: LaunchSpec) -> str | None:
+        """The user's SSH public key imported as the key pair ``<name>`` (None when there is no key: the VM then
+        has no SSH login). $TRAINVM_SSH_PUBLIC_KEY (a path), else ~/.ssh/id_ed25519.pub or id_rsa.pub."""
+        key = ssh_public_key()
+        if key is None:
+            return None
+        ec2 = self.ec2(region)
+        tags = [{"ResourceType": "key-pair", "Tags": [{"Key": k, "Value": v} for k, v in sorted(spec.labels.items())]}]
+        self.call(lambda: ec2.import_key_pair(KeyName=spec.name, PublicKeyMaterial=key.encode(), TagSpecifications=tags),
+                  exists=None)
+        return spec.name
+
+    def delete_key_pair(self, region: str, name: str) -> None:
+        got = self.call(lambda: self.ec2(region).describe_key_pairs(KeyNames=[name]), missing=None)
+        for pair in (got or {}).get("KeyPairs") or []:
+            tags = {t["Key"]: t["Value"] for t in pair.get("Tags") or []}
+            if tags.get("trainvm-managed", "true") == "true":
+                self.call(lambda: self.ec2(region).delete_key_pair(KeyName=name), missing=None)
+
+    # ------------------------------------------------------------------ IAM instance profile
+    def ensure_instance_profile(self, spec: LaunchSpec, region: str) -> str | None:
+        """The VM's instance profile (role + inline least-privilege policy), or None when it needs no AWS API and
+        has no payload to read (``aws_request.role_policy``: every VM with ``spec.payload`` gets one)."""
+        policy = R.role_policy(spec, region)
+        if policy is None:
+            return None
+        iam, name = self.client("iam", region), R.role_name(spec.name)
+        tags = [{"Key": k, "Value": v} for k, v in sorted(spec.labels.items())]
+        self.call(lambda: iam.create_role(RoleName=name, AssumeRolePolicyDocument=json.dumps(R.ASSUME_ROLE_POLICY),
+                                          Description=f"trainvm {spec.name}", Tags=tags), exists=None)
+        self.call(lambda: iam.put_role_policy(RoleName=name, PolicyName="trainvm", PolicyDocument=json.dumps(policy)))
+        made = self.call(lambda: iam.create_instance_profile(InstanceProfileName=name, Tags=tags), exists=None)
+        roles = [] if made is not None else (self.call(
+            lambda: iam.get_instance_profile(InstanceProfileName=name))["InstanceProfile"].get("Roles") or [])
+        if not any(r.get("RoleName") == name for r in roles):
+            self.call(lambda: iam.add_role_to_instance_profile(InstanceProfileName=name, RoleName=name), exists=None)
+        return name
+
+    def delete_instance_profile(self, name: str) -> bool:
+        """Remove the VM's instance profile and role (each step tolerates 'already gone')."""
+        iam, role = self.client("iam", "us-east-1"), R.role_name(name)
+        got = self.call(lambda: iam.get_instance_profile(InstanceProfileName=role), missing=None)
+        if got is not None:
+            tags = {t["Key"]: t["Value"] for t in got["InstanceProfile"].get("Tags") or []}
+            if tags and tags.get("trainvm-managed") != "true":
+                return False
+            for attached in got["InstanceProfile"].get("Roles") or []:
+                self.call(partial(iam.remove_role_from_instance_profile, InstanceProfileName=role,
+                                  RoleName=attached["RoleName"]), missing=None)
+            self.call(lambda: iam.delete_instance_profile(InstanceProfileName=role), missing=None)
+        found_role = self.call(lambda: iam.get_role(RoleName=role), missing=None)
+        if found_role is not None:
+            self.call(lambda: iam.delete_role_policy(RoleName=role, PolicyName="trainvm"), missing=None)
+            self.call(lambda: iam.delete_role(RoleName=role), missing=None)
+        return got is not None or found_role is not None
+
+    # ------------------------------------------------------------------ waiting
+    def wait(self, region: str, waiter: str, instance_id: str | list[str]) -> None:
+        """A botocore waiter, bounded by ``op_timeout`` (attempts = timeout / poll interval), on a client that
+        retries each poll (``tries``): a throttled poll does not end the wait."""
+        attempts = max(2, math.ceil(self.op_timeout / max(self.poll_interval, 1.0)))
+        w = self.client("ec2", region, attempts=self.tries).get_waiter(waiter)
+        ids = [instance_id] if isinstance(instance_id, str) else instance_id
+        self.call(lambda: w.wait(InstanceIds=ids, WaiterConfig={"Delay": self.poll_interval, "MaxAttempts": attempts}))
+
+
+class _Transient(Exception):
+    """A retryable AWS failure inside ``call`` (never leaves it)."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
+class _OutOfTime(Exception):
+    def __init__(self, last: BaseException) -> None:
+        super().__init__(str(last))
+        self.last = last
+
+
+_LOCK = threading.RLock()
+_SESSION: list[Any] = []
+
+
+def _shared_session() -> Any:
+    """One boto3 session per process: its loader parses each service model (EC2's is large) once."""
+    with _LOCK:
+        if not _SESSION:
+            import boto3
+            import botocore.session
+
+            core = botocore.session.get_session()
+            if not probe_metadata("aws"):  # off EC2, the instance-metadata provider only costs time (host.py)
+                core.get_component("credential_provider").remove("iam-role")
+            _SESSION.append(boto3.session.Session(botocore_session=core))
+        return _SESSION[0]
+
+
+def ssh_public_key() -> str | None:
+    return read_public_key(settings.text("TRAINVM_SSH_PUBLIC_KEY") or None)
+
+
+def _rules(perms: list[dict[str, Any]]) -> set[tuple[Any, ...]]:
+    out = set()
+    for p in perms:
+        for r in p.get("IpRanges") or []:
+            out.add((p.get("IpProtocol"), p.get("FromPort"), p.get("ToPort"), r.get("CidrIp")))
+        for r in p.get("Ipv6Ranges") or []:
+            out.add((p.get("IpProtocol"), p.get("FromPort"), p.get("ToPort"), r.get("CidrIpv6")))
+    return out

@@ -1,0 +1,1 @@
+"""Everything trainvm knows about azure lives in this package (no SDK is imported here)."""

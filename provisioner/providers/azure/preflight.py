@@ -1,0 +1,223 @@
+"""``up``'s Azure preflight (issue 30): before anything is created, may this caller make what ``up`` makes?
+
+trainvm creates two role assignments for a VM's system-assigned identity (azure_roles): the lifecycle role on the
+VM's group ``trainvm-NAME`` (when idle shutdown or max_run_hours is on) and Storage Blob Data Reader on the payload
+store's container. Creating them needs ``Microsoft.Authorization/roleAssignments/write``, which Contributor's
+notActions take away (``Microsoft.Authorization/*/Write``). Without this check ``up`` created the VM, failed on the
+assignment and deleted it again.
+
+The check reads ARM's permissions API, ``GET {scope}/providers/Microsoft.Authorization/permissions`` (api-version
+2022-04-01; at the subscription, since the VM's group does not exist yet, and at the payload store's group when it
+exists): a list of ``{actions, notActions, dataActions, notDataActions}``, one per role the caller holds at or above
+the scope. An action is allowed when the actions of one entry match it (``*`` is a wildcard, case-insensitive) and
+the notActions of that same entry do not (Microsoft, "Call Resource Manager to get the user's permissions").
+Deny assignments and ABAC conditions are not in that answer: a "yes" can still meet a refusal at create time.
+If the read itself fails (a 403 is possible), ``up`` goes on with a warning and claims nothing.
+
+With ``placement.identity.azure`` (azure_identity) no assignment is made; instead the identity must exist (GET) and,
+where its role assignments are readable, hold the lifecycle action at the subscription and blob read on the store.
+"""
+
+from __future__ import annotations
+
+import re
+from types import SimpleNamespace
+from typing import Any
+from urllib.parse import quote
+
+from provisioner.errors import InputError
+from provisioner.providers.azure import errors as errs
+from provisioner.providers.azure import request as R
+from provisioner.providers.azure.identity import check_identity
+from provisioner.providers.base import AuthError
+
+API = "2022-04-01"
+IDENTITY_API = "2023-01-31"
+ROLE_WRITE = "Microsoft.Authorization/roleAssignments/write"
+BLOB_READ = "Microsoft.Storage/storageAccounts/blobServices/containers/blobs/read"
+#: what the on-VM lifecycle script calls (templates/files/trainvm-lifecycle-azure.sh): deallocate its VM (a scale set
+#: node: its instance), or delete its resource group
+LIFECYCLE_ACTIONS = {"stop": "Microsoft.Compute/virtualMachines/deallocate/action",
+                     "stop-node": "Microsoft.Compute/virtualMachineScaleSets/virtualMachines/deallocate/action",
+                     "delete": "Microsoft.Resources/subscriptions/resourceGroups/delete"}
+
+
+class Unreadable(Exception):
+    """A read the preflight needed failed: not checked, never claimed."""
+
+
+def _match(pattern: str, action: str) -> bool:
+    return re.fullmatch(".*".join(re.escape(p) for p in pattern.split("*")), action, re.I) is not None
+
+
+def allows(permissions: list[dict[str, Any]], action: str, *, data: bool = False) -> bool:
+    """Whether ``permissions`` (the permissions API's entries, or role definitions' ``permissions``) allow ``action``."""
+    key, deny = ("dataActions", "notDataActions") if data else ("actions", "notActions")
+    return any(any(_match(a, action) for a in p.get(key) or []) and not any(_match(n, action) for n in p.get(deny) or [])
+               for p in permissions)
+
+
+def _covers(scope: str, target: str) -> bool:
+    scope, target = scope.rstrip("/").lower(), target.rstrip("/").lower()
+    return target == scope or target.startswith(scope + "/") or scope.startswith("/providers/microsoft.management/")
+
+
+def _get(provider: Any, path: str, api: str, extra: str = "") -> tuple[int, dict[str, Any]]:
+    from azure.core.rest import HttpRequest
+
+    client = provider.api().resource
+    url = f"{path}?api-version={api}{extra}"
+    out: dict[str, Any] = {"value": []}
+    while url:
+        try:
+            resp = client.send_request(HttpRequest("GET", url))
+        except Exception as exc:  # noqa: BLE001 - a network failure: not checked
+            raise Unreadable(str(exc)) from exc
+        try:
+            body = resp.json() if resp.text() else {}
+        except ValueError:
+            body = {}
+        if resp.status_code != 200:
+            return resp.status_code, body
+        if "value" not in body:
+            return 200, body
+        out["value"].extend(body.get("value") or [])
+        url = body.get("nextLink") or ""
+    return 200, out
+
+
+def _fail(status: int, body: dict[str, Any], what: str) -> Unreadable:
+    err = body.get("error") or {}
+    return Unreadable(f"{what}: HTTP {status} {err.get('code') or ''} {errs.classify(errs.Failure(status, err.get('code'), err.get('message') or '')).args[0]}".strip())
+
+
+def _permissions(provider: Any, scope: str) -> list[dict[str, Any]]:
+    status, body = _get(provider, f"{scope}/providers/Microsoft.Authorization/permissions", API)
+    if status != 200:
+        raise _fail(status, body, f"reading your permissions at {scope}")
+    return list(body.get("value") or [])
+
+
+def _lifecycle(profile: Any) -> tuple[str | None, str | None]:
+    """(the role trainvm would grant, the action the on-VM script needs), or (None, None) without self-stop."""
+    lc = profile.lifecycle
+    role = R.lifecycle_role(SimpleNamespace(idle_shutdown_minutes=lc.idle_shutdown_minutes, on_idle=lc.on_idle,
+                                            max_run_hours=lc.max_run_hours, on_max_run=lc.on_max_run))
+    if role is None:
+        return None, None
+    if role == R.LIFECYCLE_ROLE["delete"]:
+        return role, LIFECYCLE_ACTIONS["delete"]
+    return role, LIFECYCLE_ACTIONS["stop-node" if profile.hardware.nodes > 1 else "stop"]
+
+
+def _store_scope(provider: Any, region: str) -> str:
+    from provisioner.providers.azure.store import CONTAINER, account_name, store_group
+
+    return (f"/subscriptions/{provider.subscription_id}/resourceGroups/{store_group(region)}/providers/"
+            f"Microsoft.Storage/storageAccounts/{account_name(provider.subscription_id, region)}/blobServices/default/"
+            f"containers/{CONTAINER}")
+
+
+def preflight(provider: Any, profile: Any, name: str, regions: list[str]) -> dict[str, Any]:
+    """The check ``up`` runs before it creates anything: ``{cloud, status: ok|unchecked, message}``; raises AuthError
+    (exit 3) naming the choices when the caller cannot make what ``up`` makes, InputError for a missing identity."""
+    identity = ((getattr(profile.placement, "identity", None) or {}).get("azure"))
+    try:
+        if identity:
+            return _identity(provider, profile, name, regions, check_identity(identity))
+        return _assignments(provider, profile, name, regions)
+    except Unreadable as exc:
+        return {"cloud": "azure", "status": "unchecked",
+                "message": f"could not check your Azure permissions ({exc}); `up` goes on and may fail at the role "
+                           "assignment (it then deletes what it created)"}
+
+
+def _assignments(provider: Any, profile: Any, name: str, regions: list[str]) -> dict[str, Any]:
+    sub = f"/subscriptions/{provider.subscription_id}"
+    role, _ = _lifecycle(profile)
+    wanted: list[tuple[str, str]] = []  # (scope the permission is read at, what trainvm grants there)
+    if role:
+        wanted.append((sub, f"{role} on resource group {R.names(name).rg} (created by `up`: its rights come from the "
+                            f"subscription) for idle shutdown / max_run_hours"))
+    from provisioner.providers.azure.store import store_group
+
+    for region in dict.fromkeys(regions):
+        group = provider._get_group(store_group(region))
+        wanted.append((f"{sub}/resourceGroups/{store_group(region)}" if group is not None else sub,
+                       f"Storage Blob Data Reader on the payload store {store_group(region)} (the VM fetches its "
+                       "provisioning payload with it)"))
+    seen: dict[str, list[dict[str, Any]]] = {}
+    missing = []
+    for scope, what in wanted:
+        if scope not in seen:
+            seen[scope] = _permissions(provider, scope)
+        if not allows(seen[scope], ROLE_WRITE):
+            missing.append(what)
+    if missing:
+        raise AuthError(
+            f"you may not create the role assignments `up` makes for {name} ({ROLE_WRITE} is not among your permissions "
+            f"at {provider.subscription_id}: Contributor's notActions exclude Microsoft.Authorization/*/Write): "
+            + "; ".join(missing) + ". Nothing was created", code="RoleAssignmentNotPermitted", hint=_choices(profile))
+    return {"cloud": "azure", "status": "ok",
+            "message": f"you may create the role assignments `up` makes ({ROLE_WRITE} at {', '.join(seen)})"}
+
+
+def _choices(profile: Any) -> str:
+    role, _ = _lifecycle(profile)
+    lines = ["choose one:",
+             "(a) ask an administrator for Role Based Access Control Administrator (or User Access Administrator, or "
+             "Owner) on the subscription: `up` then grants the VM's own identity what it needs, and `down` removes it;",
+             "(b) ask an administrator to create one user-assigned identity once and grant it "
+             + (f"{role} on the subscription and " if role else "")
+             + "Storage Blob Data Reader on the payload store (README \"Azure without role-assignment rights\"), then "
+             "set placement.identity: {azure: <its resource id>}; every VM with it can then "
+             + ("deallocate (or delete) any VM of the subscription, and " if role else "")
+             + "read every payload;",
+             "(c) leave Azure out (placement.clouds or --cloud)."]
+    if role:
+        lines.append("Turning idle shutdown and max_run_hours off does not avoid it: the VM still needs Storage Blob "
+                     "Data Reader to fetch its payload, and without self-stop it bills until `trainvm down`.")
+    return "\n".join(lines)
+
+
+def _identity(provider: Any, profile: Any, name: str, regions: list[str], identity: str) -> dict[str, Any]:
+    status, body = _get(provider, identity, IDENTITY_API)
+    short = identity.rsplit("/", 1)[-1]
+    if status == 404:
+        raise InputError(f"placement.identity.azure: the user-assigned identity {identity} does not exist (or is in "
+                         "another subscription)", hint="`az identity list -o table` shows the identities you can see")
+    if status != 200:
+        raise _fail(status, body, f"reading the identity {short}")
+    principal = (body.get("properties") or {}).get("principalId")
+    flt = quote(f"principalId eq '{principal}'")
+    status, listed = _get(provider, f"/subscriptions/{provider.subscription_id}/providers/Microsoft.Authorization/"
+                                    "roleAssignments", API, f"&$filter={flt}")
+    if status != 200:
+        raise _fail(status, listed, f"reading the role assignments of {short}")
+    grants: list[tuple[str, list[dict[str, Any]]]] = []
+    for a in listed.get("value") or []:
+        props = a.get("properties") or {}
+        s2, definition = _get(provider, props.get("roleDefinitionId") or "", API)
+        if s2 != 200:
+            raise _fail(s2, definition, f"reading a role definition of {short}")
+        grants.append((props.get("scope") or "", (definition.get("properties") or {}).get("permissions") or []))
+    sub = f"/subscriptions/{provider.subscription_id}"
+    role, action = _lifecycle(profile)
+    missing: list[tuple[str, str, str]] = []  # (role, scope, what for)
+    if action and not any(_covers(scope, sub) and allows(perms, action) for scope, perms in grants):
+        missing.append((str(role), sub, action))
+    from provisioner.providers.azure.store import store_group
+
+    for region in dict.fromkeys(regions):
+        if not any(_covers(scope, _store_scope(provider, region)) and allows(perms, BLOB_READ, data=True)
+                   for scope, perms in grants):
+            missing.append(("Storage Blob Data Reader", f"{sub}/resourceGroups/{store_group(region)}", BLOB_READ))
+    if missing:
+        raise AuthError(f"the user-assigned identity {short} lacks: "
+                        + "; ".join(f"{r} on {sc} (for {why})" for r, sc, why in missing) + ". Nothing was created",
+                        code="IdentityRoleMissing", hint="an administrator grants it once: " + "; ".join(
+                            f"`az role assignment create --assignee-object-id {principal} --assignee-principal-type "
+                            f"ServicePrincipal --role \"{r}\" --scope {sc}`" for r, sc, _ in missing))
+    return {"cloud": "azure", "status": "ok",
+            "message": f"the user-assigned identity {short} exists and its roles allow "
+                       + (f"{action} and " if action else "") + "reading the payload; `up` creates no role assignment"}

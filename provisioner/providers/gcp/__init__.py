@@ -1,0 +1,1 @@
+"""Everything trainvm knows about gcp lives in this package (no SDK is imported here)."""

@@ -1,0 +1,238 @@
+"""The GCE group engine for clusters (hardware.nodes > 1): one ``instances.bulkInsert`` with count = minCount = N
+and explicit per-instance names (rank order), a compact ``resourcePolicies`` group placement policy created first
+and deleted with the cluster, a partial success read from the operation's per-location status (never assumed),
+and the node list written into every node's metadata (``trainvm-cluster``, provisioner/render/cluster.py).
+
+All or nothing: GCE deletes what it created when minCount is not reached; when fewer than N exist anyway (a
+partial success), or any later step fails, this engine deletes the nodes that exist and the policy before it
+raises, so nothing half-created is left. Waits are bounded (providers/poll.py, tenacity); the SDK is imported lazily.
+The GCE provider calls it for ``LaunchSpec.nodes`` > 1 (providers/gcp/cluster.py; docs/spec.md "Multi-node clusters").
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from provisioner.providers.base import CapacityError, ProviderError
+from provisioner.providers.gcp import errors as errs
+from provisioner.providers.gcp.request import fit_name
+from provisioner.render.cluster import node_list_metadata
+
+MIN_COUNT_CODE = "VM_MIN_COUNT_NOT_REACHED"
+#: The label every node carries (value: the cluster's name); ``delete`` touches only instances that carry it.
+CLUSTER_LABEL = "trainvm-cluster"
+#: The label holding a node's rank (bulkInsert gives every node the same labels: set per node afterwards).
+RANK_LABEL = "trainvm-rank"
+#: Per-node calls (metadata, delete) in flight at once.
+PARALLEL = 16
+POLICY_SUFFIX = "-compact"
+
+
+def node_names(cluster: str, nodes: int) -> list[str]:
+    """``NAME-0`` ... ``NAME-(N-1)``: the rank is the suffix (and the order of the node list); within GCE's
+    63 characters."""
+    return [fit_name(cluster, f"-{i}") for i in range(nodes)]
+
+
+def policy_name(cluster: str) -> str:
+    return fit_name(cluster, POLICY_SUFFIX)
+
+
+def policy_body(cluster: str, region: str) -> dict[str, Any]:
+    """A compact placement policy (COLLOCATED, one availability domain, as dstack builds it; ``region`` is
+    output only in the discovery document, so it goes in the URL alone)."""
+    return {"name": policy_name(cluster), "description": f"trainvm: compact placement of {cluster}",
+            "groupPlacementPolicy": {"collocation": "COLLOCATED", "availabilityDomainCount": 1}}
+
+
+def _bare(value: str) -> str:
+    return value.rsplit("/", 1)[-1]
+
+
+def instance_properties(instance: dict[str, Any], policy_link: str | None) -> dict[str, Any]:
+    """An ``instances.insert`` body (providers/gcp/request.instance_body) as bulkInsert's instanceProperties:
+    no name, and bare machineType / acceleratorType / diskType names (bulkInsert answers 503 to selfLinks)."""
+    props = {k: copy.deepcopy(v) for k, v in instance.items() if k not in ("name", "zone", "hostname")}
+    props["machineType"] = _bare(props["machineType"])
+    for acc in props.get("guestAccelerators") or []:
+        acc["acceleratorType"] = _bare(acc["acceleratorType"])
+    for disk in props.get("disks") or []:
+        init = disk.get("initializeParams") or {}
+        if "diskType" in init:
+            init["diskType"] = _bare(init["diskType"])
+        init.pop("diskName", None)  # one per node: GCE names each boot disk after its instance
+    if policy_link:
+        props["resourcePolicies"] = [policy_link]
+    return props
+
+
+def bulk_body(names: list[str], properties: dict[str, Any]) -> dict[str, Any]:
+    """count = minCount = N: all or nothing; explicit names keep the ranks stable."""
+    return {"count": str(len(names)), "minCount": str(len(names)),
+            "perInstanceProperties": {n: {} for n in names}, "instanceProperties": properties}
+
+
+@dataclass
+class GroupClients:
+    """compute_v1 clients: instances, zone_operations, resource_policies, region_operations."""
+
+    instances: Any
+    zone_operations: Any
+    resource_policies: Any
+    region_operations: Any
+
+
+class GceGroup:
+    def __init__(self, clients: GroupClients, project: str, *, op_timeout: float = 600.0, poll: float = 2.0) -> None:
+        self.c, self.project, self.op_timeout, self.poll = clients, project, op_timeout, poll
+
+    # ------------------------------------------------------------------ waits
+    def _wait(self, op: Any, zone: str | None = None, region: str | None = None) -> Any:
+        """Poll ``op`` until DONE, bounded by ``op_timeout`` (providers/poll.py: between polls 0.2 s doubling up to
+        ``poll``; each poll is the long-polling ``operations.wait``). Failures of the wait call propagate at once."""
+        import time
+
+        from google.cloud import compute_v1
+
+        from provisioner.providers.poll import poll
+
+        done = compute_v1.Operation.Status.DONE
+        state = {"op": op, "pause": min(0.2, self.poll)}
+
+        def check() -> Any:
+            cur = state["op"]
+            if cur.status != done:
+                if zone:
+                    cur = self.c.zone_operations.wait(project=self.project, zone=zone, operation=cur.name)
+                else:
+                    cur = self.c.region_operations.wait(project=self.project, region=region, operation=cur.name)
+                state["op"] = cur
+            return cur
+
+        def pause() -> float:
+            now, state["pause"] = state["pause"], min(self.poll, state["pause"] * 2)
+            return now
+
+        def timed_out(last: Any) -> ProviderError:
+            return ProviderError(f"operation {op.name} did not finish within {self.op_timeout:g} s", code="OPERATION_TIMEOUT")
+
+        return poll(check, ready=lambda cur: cur.status == done, deadline=time.monotonic() + self.op_timeout,
+                    timed_out=timed_out, interval=pause)
+
+    def _sdk(self, fn: Any) -> Any:
+        try:
+            return fn()
+        except Exception as exc:  # noqa: BLE001 - classified
+            f = errs.from_exception(exc)
+            if f.kind == "other":
+                raise
+            raise errs.classify(f) from exc
+
+    # ------------------------------------------------------------------ create
+    def create(self, cluster: str, zone: str, instance: dict[str, Any], nodes: int, *, compact: bool) -> list[dict[str, Any]]:
+        """Create the N nodes of ``cluster`` in ``zone`` from one node's insert body, all or nothing; write the
+        node list into each node's metadata. Returns the nodes (instances.get JSON) in rank order."""
+        from google.cloud import compute_v1
+
+        region = zone.rsplit("-", 1)[0]
+        names = node_names(cluster, nodes)
+        link = None
+        if compact:
+            body = compute_v1.ResourcePolicy.from_json(json.dumps(policy_body(cluster, region)))
+            op = self._sdk(lambda: self.c.resource_policies.insert_unary(project=self.project, region=region,
+                                                                          resource_policy_resource=body))
+            self._raise_op(self._wait(op, region=region))
+            link = f"projects/{self.project}/regions/{region}/resourcePolicies/{policy_name(cluster)}"
+        accepted = False  # GCE took the bulkInsert: from then on the nodes of these names are this call's
+        try:
+            props = instance_properties(instance, link)
+            props["labels"] = {**(props.get("labels") or {}), CLUSTER_LABEL: cluster}
+            res = compute_v1.BulkInsertInstanceResource.from_json(json.dumps(bulk_body(names, props)))
+            op = self._sdk(lambda: self.c.instances.bulk_insert_unary(project=self.project, zone=zone,
+                                                                       bulk_insert_instance_resource_resource=res))
+            accepted = True
+            op = self._wait(op, zone=zone)
+            self._raise_op(op)
+            status = op.instances_bulk_insert_operation_metadata.per_location_status.get(f"zones/{zone}")
+            created = status.created_vm_count if status is not None else 0
+            if created != nodes:  # a partial success is DONE without error: never assume all were made
+                raise CapacityError(f"bulkInsert created {created} of {nodes} nodes in {zone}", code=MIN_COUNT_CODE)
+            self.write_node_list(zone, self._each(lambda n: self._get(zone, n), names))
+            return self._each(lambda n: self._get(zone, n), names)
+        except BaseException:
+            # a refused bulkInsert (e.g. 409: a concurrent `up` made nodes of these names) made nothing: its nodes
+            # are not ours to delete (a request lost in transit may have made some: the caller's check finds them)
+            self.delete(cluster, zone, nodes if accepted else 0, compact=compact)
+            raise
+
+    def _raise_op(self, op: Any) -> None:
+        f = errs.from_operation(op)
+        if f is None:
+            return
+        if f.code == MIN_COUNT_CODE:
+            raise CapacityError(errs.short(f.message), code=MIN_COUNT_CODE)
+        raise errs.classify(f)
+
+    def _get(self, zone: str, name: str) -> Any:
+        return self._sdk(lambda: self.c.instances.get(project=self.project, zone=zone, instance=name))
+
+    def write_node_list(self, zone: str, nodes: list[Any]) -> None:
+        """``trainvm-cluster`` (the nodes' private IPs, rank order) into every node's metadata, and each node's rank
+        into its labels (``trainvm-rank``); both requests of a node go out before either is awaited."""
+        from google.cloud import compute_v1
+
+        from provisioner.providers.registry import METADATA_VALUE_LIMIT
+
+        items = node_list_metadata([n.network_interfaces[0].network_i_p for n in nodes], METADATA_VALUE_LIMIT["gcp"])
+        def one(ranked: tuple[int, Any]) -> None:
+            rank, node = ranked
+            kept = [compute_v1.Items(key=i.key, value=i.value) for i in node.metadata.items if i.key not in items]
+            md = compute_v1.Metadata(fingerprint=node.metadata.fingerprint,
+                                     items=kept + [compute_v1.Items(key=k, value=v) for k, v in items.items()])
+            labels = compute_v1.InstancesSetLabelsRequest(label_fingerprint=node.label_fingerprint,
+                                                          labels={**dict(node.labels), RANK_LABEL: str(rank)})
+            ops = [self._sdk(lambda: self.c.instances.set_metadata_unary(
+                       project=self.project, zone=zone, instance=node.name, metadata_resource=md)),
+                   self._sdk(lambda: self.c.instances.set_labels_unary(
+                       project=self.project, zone=zone, instance=node.name, instances_set_labels_request_resource=labels))]
+            for op in ops:
+                self._raise_op(self._wait(op, zone=zone))
+
+        self._each(one, list(enumerate(nodes)))
+
+    def _each(self, fn: Any, items: list[Any]) -> list[Any]:
+        """``fn`` over ``items`` on at most PARALLEL threads (wall time flat in N up to that); the first error
+        is raised after all have finished."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=max(1, min(PARALLEL, len(items)))) as pool:
+            futures = [pool.submit(fn, item) for item in items]
+        return [f.result() for f in futures]
+
+    # ------------------------------------------------------------------ delete
+    def delete(self, cluster: str, zone: str, nodes: int, *, compact: bool) -> None:
+        """Delete every node of ``cluster`` that exists, then its placement policy (idempotent). An instance of a
+        node's name that does not carry ``trainvm-cluster=cluster`` (another VM of that name) is never touched."""
+        from google.api_core.exceptions import NotFound
+
+        def one(name: str) -> None:
+            try:
+                inst = self.c.instances.get(project=self.project, zone=zone, instance=name)
+                if dict(inst.labels).get(CLUSTER_LABEL) != cluster:
+                    return
+                op = self.c.instances.delete_unary(project=self.project, zone=zone, instance=name)
+            except NotFound:
+                return
+            self._wait(op, zone=zone)
+
+        self._each(one, node_names(cluster, nodes))
+        if compact:
+            region = zone.rsplit("-", 1)[0]
+            try:
+                op = self.c.resource_policies.delete_unary(project=self.project, region=region, resource_policy=policy_name(cluster))
+            except NotFound:
+                return
+            self._raise_op(self._wait(op, region=region))

@@ -1,0 +1,105 @@
+"""``trainvm stop`` / ``trainvm start`` on Compute Engine (instances.stop / instances.start).
+
+stop: the instance goes TERMINATED: vCPU/GPU/RAM billing ends; the boot disk (and its data) stays and
+bills; the ephemeral external IP is released (start gives a new one); Local SSD data is discarded
+(``discardLocalSsd=true``: GCE refuses to stop a VM with Local SSD otherwise, except on the few machine
+types that can preserve it; the startup script re-stages data on the next boot). start: the instance boots
+again and GCE runs its ``startup-script`` on every boot, so the script re-verifies the stack (phase
+markers: nothing is reinstalled) and re-stages local data.
+
+A stop of a VM that is still STOPPING (an earlier ``stop --no-wait``, or a stop from the console) sends nothing:
+GCE would answer ``resourceNotReady``. With ``wait`` it polls the instance until that stop ends (the provider's
+poll interval, within TRAINVM_GCE_OP_TIMEOUT), without it it answers the STOPPING record ("already stopping").
+A start of a VM that is STOPPING (or whose start meets a stop begun since it was read: resourceNotReady) first
+waits for that stop to end the same way, with or without ``wait`` (the start cannot be sent before), then starts
+it; a stop that does not end in time is a named OPERATION_TIMEOUT and no start is sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from provisioner.providers.base import ConflictError, InstanceRecord, InvalidRequestError, RetryExhaustedError
+from provisioner.providers.gcp import errors as errs
+from provisioner.providers.gcp.api import GceApi
+from provisioner.providers.poll import poll
+
+STOPPING = "STOPPING"
+
+
+def _managed(gce: GceApi, name: str) -> tuple[Any, str] | None:
+    inst, _ = gce.find_any(name)
+    if inst is None:
+        return None
+    zone = inst.zone.rsplit("/", 1)[-1]
+    if dict(inst.labels).get("trainvm-managed") != "true":
+        raise ConflictError(f"{name} in {zone} is not managed by trainvm (no trainvm-managed label); not touching it")
+    return inst, zone
+
+
+def power(gce: GceApi, name: str, action: str, record: Callable[[Any], InstanceRecord], *,
+          wait: bool = True) -> InstanceRecord | None:
+    """Stop or start ``name``; the record after it (None when there is no such VM)."""
+    found = _managed(gce, name)
+    if found is None:
+        return None
+    inst, zone = found
+    api = gce.clients()
+    if action == "stop":
+        if inst.status == STOPPING:
+            return _record_of(record, _stopped(gce, zone, inst) if wait else inst)
+        req = api.v1.StopInstanceRequest(project=api.project, zone=zone, instance=name, discard_local_ssd=True)
+        try:
+            op = gce.call(lambda: api.instances.stop_unary(request=req, retry=None, timeout=gce.http_timeout))
+        except InvalidRequestError as exc:  # a stop that began since it was read: resourceNotReady
+            now = gce.get(zone, name) if exc.code == "resourceNotReady" else None
+            if now is None or now.status != STOPPING:
+                raise
+            return _record_of(record, _stopped(gce, zone, now) if wait else now)
+    else:
+        if inst.status == STOPPING:  # GCE refuses a start until the stop has ended (resourceNotReady)
+            inst = _stopped(gce, zone, inst)
+            if inst is None:
+                return None
+        try:
+            op = _send_start(gce, zone, name)
+        except InvalidRequestError as exc:  # a stop that began since it was read: wait for it, then start once more
+            if exc.code != "resourceNotReady":
+                raise
+            now = gce.get(zone, name)
+            if now is not None and now.status == STOPPING:
+                now = _stopped(gce, zone, now)
+            if now is None:
+                return None
+            op = _send_start(gce, zone, name)
+    if wait:
+        failure = errs.from_operation(gce.wait(zone, op, gce.deadline()))
+        if failure:
+            raise errs.classify(failure)
+    return record(gce.get(zone, name) or inst)
+
+
+def _send_start(gce: GceApi, zone: str, name: str) -> Any:
+    api = gce.clients()
+    return gce.call(lambda: api.instances.start_unary(project=api.project, zone=zone, instance=name, retry=None,
+                                                      timeout=gce.http_timeout))
+
+
+def _record_of(record: Callable[[Any], InstanceRecord], inst: Any) -> InstanceRecord | None:
+    return None if inst is None else record(inst)
+
+
+def _stopped(gce: GceApi, zone: str, inst: Any) -> Any:
+    """The instance once the stop in progress has ended (it leaves STOPPING), polled at the provider's interval
+    within the operation timeout; None when it vanished meanwhile (deleted)."""
+    name = inst.name
+
+    def timed_out(last: Any) -> RetryExhaustedError:
+        return RetryExhaustedError(f"{name} in {zone} was still {getattr(last, 'status', STOPPING)} after "
+                                   f"{gce.op_timeout:g} s (TRAINVM_GCE_OP_TIMEOUT): an earlier stop has not ended",
+                                   code="OPERATION_TIMEOUT")
+
+    got = poll(lambda: gce.get(zone, name), ready=lambda i: i is None or i.status != STOPPING, deadline=gce.deadline(),
+               timed_out=timed_out, interval=gce.poll_interval, clock=gce.clock, sleep=gce.sleep)
+    return got
