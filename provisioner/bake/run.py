@@ -72,6 +72,8 @@ class BakePlan:
     builder_offer: Any
     rendered: Any
     identity: Any
+    #: the cloud's regions of the failover order (the builder's first): where the image is copied/replicated
+    regions: tuple[str, ...] = ()
 
 
 def plan_bake(loaded: Any, baker: Any, cloud: str, region: str | None) -> BakePlan:
@@ -89,8 +91,9 @@ def plan_bake(loaded: Any, baker: Any, cloud: str, region: str | None) -> BakePl
                           nvswitch=is_nvswitch_shape(cloud, offer.instance_type, offer.gpu_name, offer.gpu_count))
     rendered = render_script(loaded, target, image_mode="bake")
     ctx = build_context(loaded, target, None, "bake")
-    base = baker.base_image(loaded.profile.stack.os, locked_images(loaded).get(cloud))
-    return BakePlan(loaded, offer, baker.builder_offer(offer), rendered, identity_of(ctx, base))
+    base = baker.base_image(loaded.profile.stack.os, locked_images(loaded).get(cloud), region=offer.region)
+    regions = tuple(dict.fromkeys(o.region for o in (offer, *planned.plan.failover) if o.cloud == cloud))
+    return BakePlan(loaded, offer, baker.builder_offer(offer), rendered, identity_of(ctx, base), regions)
 
 
 @contextmanager
@@ -192,7 +195,7 @@ def run_bake(path: Path, *, cloud: str, region: str | None, json_out: bool) -> i
             wait_baked(provider, record.name, timeout=timeout, interval=interval, say=say)
             say(f"stopping {name} to capture its disk")
             provider.stop(record.name, wait=True)
-            image = baker.capture(record, bp.identity, p.name)
+            image = baker.capture(record, bp.identity, p.name, regions=bp.regions)
     finally:
         _delete_builder(provider, name, say)
     seconds = round(time.monotonic() - t0, 1)

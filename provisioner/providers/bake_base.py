@@ -26,6 +26,8 @@ class BakedImage:
     regions: tuple[str, ...] = ()  # where it is stored / replicated
     family: str = ""
     status: str = ""
+    #: (region, what a create request boots there) where each region holds its own copy (AWS: one AMI id per region)
+    region_refs: tuple[tuple[str, str], ...] = ()
     notes: tuple[str, ...] = field(default=())
 
 
@@ -40,12 +42,16 @@ class Baker(Protocol):
         """The builder's offer: ``gpu_offer``'s location with ``builder_shape`` and no GPU."""
         ...
 
-    def base_image(self, os_name: str, locked: dict[str, str] | None) -> str:
-        """The OS image a builder (and a VM) of ``os_name`` boots now: the lock's pin, else the family's current one."""
+    def base_image(self, os_name: str, locked: dict[str, str] | None, region: str | None = None) -> str:
+        """The OS image a builder (and a VM) of ``os_name`` boots now in ``region`` (the builder's): the lock's pin,
+        else the family's current one."""
         ...
 
-    def capture(self, builder: InstanceRecord, identity: ImageIdentity, profile_name: str) -> BakedImage:
-        """Make the image from the stopped builder's boot disk, labelled with ``identity``; wait until it is ready."""
+    def capture(self, builder: InstanceRecord, identity: ImageIdentity, profile_name: str,
+                regions: tuple[str, ...] = ()) -> BakedImage:
+        """Make the image from the stopped builder's boot disk, labelled with ``identity``; wait until it is ready.
+        ``regions``: the cloud's regions of the profile's failover order (the builder's first), where a cloud with
+        regional images copies/replicates it. What the capture made is deleted when it fails or is interrupted."""
         ...
 
     def images(self) -> list[BakedImage]:

@@ -42,11 +42,12 @@ class GceBaker:
         return dataclasses.replace(gpu_offer, instance_type=BUILDER_SHAPE, family="n1", gpu_count=0,
                                    gpu_attach="attachable", local_nvme_max_gib=0, spot_price_hourly=None, flags=())
 
-    def base_image(self, os_name: str, locked: dict[str, str] | None) -> str:
+    def base_image(self, os_name: str, locked: dict[str, str] | None, region: str | None = None) -> str:
         image = (locked or {}).get("image") or self.provider.resolve_image(os_name)
         return image.rsplit("/", 1)[-1]
 
-    def capture(self, builder: InstanceRecord, identity: ImageIdentity, profile_name: str) -> BakedImage:
+    def capture(self, builder: InstanceRecord, identity: ImageIdentity, profile_name: str,
+                regions: tuple[str, ...] = ()) -> BakedImage:  # a GCE image is global: ``regions`` needs no copy
         api = self.gce.clients()
         zone = builder.zone or ""
         inst = self.gce.get(zone, builder.name)
