@@ -276,7 +276,7 @@ def bake(
     raise typer.Exit(run_bake(profile, cloud=cloud or next(iter(bakers())), region=region, json_out=json_out))
 
 
-images_app = typer.Typer(help="Baked images (trainvm bake): list and delete.", invoke_without_command=True, rich_markup_mode=None)
+images_app = typer.Typer(invoke_without_command=True, rich_markup_mode=None)  # help: the callback's docstring
 app.add_typer(images_app, name="images")
 
 
@@ -286,7 +286,12 @@ def images(
     cloud: Annotated[Optional[str], typer.Option("--cloud", metavar="CLOUD", help="Only this cloud.")] = None,
     json_out: JsonFlag = False,
 ) -> None:
-    """List baked images: size, age, regions, the profile they were baked for."""
+    """Baked images (trainvm bake): size, age, regions, the profile they were baked for, monthly storage cost.
+
+    \b
+    Example:
+      trainvm images --cloud gcp
+    """
     if ctx.invoked_subcommand is not None:
         return
     from provisioner.commands.images import run_images  # lazy: startup
@@ -301,7 +306,12 @@ def images_delete(
     cloud: Annotated[Optional[str], typer.Option("--cloud", metavar="CLOUD", help="The image's cloud.")] = None,
     json_out: JsonFlag = False,
 ) -> None:
-    """Delete one baked image (only images trainvm baked)."""
+    """Delete one baked image (only images trainvm baked).
+
+    \b
+    Example:
+      trainvm images delete trainvm-tf-resnet50-0123456789-20261127100000-ab12 --cloud gcp
+    """
     from provisioner.commands.images import run_images_delete  # lazy: startup
 
     _check_clouds([cloud] if cloud else None)

@@ -118,15 +118,19 @@ def mismatch(labels: Mapping[str, str], want: ImageIdentity) -> str | None:
     checks = (
         (LABEL_SCRIPT, "it was baked by startup script version {have}, this trainvm bakes version {want}"),
         (LABEL_BASE, "it was built from OS image {have}, the profile now boots {want}"),
-        (LABEL_STACK, "its installed stack {have} differs from the profile's {want} (driver, CUDA, Python or packages changed)"),
     )
     for key, message in checks:
         have = labels.get(key, "")
         if have != expected[key]:
             return message.format(have=have or "(none)", want=expected[key])
+    # the lock before the stack: the lock's sha256 is one of the stack's fields, so a new lock changes both
     lock = labels.get(LABEL_LOCK_A, "") + labels.get(LABEL_LOCK_B, "")
     if lock != want.lock_sha256:
-        return f"it was baked from lock sha256 {lock[:12] or '(none)'}, the profile's lock is {want.lock_sha256[:12]}"
+        return f"lock sha256 differs: it was baked from {lock[:12] or '(none)'}, the profile's lock is {want.lock_sha256[:12]}"
+    have = labels.get(LABEL_STACK, "")
+    if have != expected[LABEL_STACK]:
+        return (f"its installed stack {have or '(none)'} differs from the profile's {expected[LABEL_STACK]} "
+                "(driver, CUDA, Python or packages changed)")
     return None
 
 

@@ -169,6 +169,7 @@ def run_bake(path: Path, *, cloud: str, region: str | None, json_out: bool) -> i
     say = (lambda text: None) if json_out else (lambda text: err.print(text))
     existing = baker.find(bp.identity)
     if existing is not None:
+        _record(existing)
         say(f"{existing.name} already holds this exact stack (stack {bp.identity.stack}); nothing to bake")
         if json_out:
             emit_json({"image": _image_doc(existing), "baked": False, "reused": True})
@@ -199,12 +200,23 @@ def run_bake(path: Path, *, cloud: str, region: str | None, json_out: bool) -> i
     finally:
         _delete_builder(provider, name, say)
     seconds = round(time.monotonic() - t0, 1)
+    _record(image)
     if json_out:
         emit_json({"image": _image_doc(image), "baked": True, "reused": False, "seconds": seconds, "builder": name})
     else:
         say(f"baked {image.name} (family {image.family}) in {seconds:g} s; the builder {name} was deleted")
         print(image.name)
     return 0
+
+
+def _record(image: Any) -> None:
+    """The local record of bakes (provisioner/bake/records.py) that ``plan`` reads offline; best effort."""
+    from provisioner.bake import records
+
+    if not records.add(image):
+        from provisioner.output import notice
+
+        notice("note", f"could not write the local record of bakes ({records.path()}); `plan` will not know of {image.name}")
 
 
 def _delete_builder(provider: Any, name: str, say: Any) -> None:

@@ -30,7 +30,8 @@ from provisioner.catalog.models import CatalogError
 DISKS_FILE = "disks.csv"
 DISK_COLUMNS: tuple[str, ...] = ("cloud", "region", "disk_type", "size_max_gib", "unit", "price_month",
                                  "source", "fetched_at")
-DISK_KINDS: tuple[str, ...] = (*DISK_TYPES, "local_ssd")
+#: ``image``: a stored baked image (docs/bake.md), per GiB-month of its stored size
+DISK_KINDS: tuple[str, ...] = (*DISK_TYPES, "local_ssd", "image")
 UNITS: tuple[str, ...] = ("gib", "disk")
 #: Hours per month the clouds' monthly disk prices assume (GCE, Azure and AWS all bill 730 h).
 HOURS_PER_MONTH = 730

@@ -34,17 +34,37 @@ def age_days(created: str, now: datetime | None = None) -> float | None:
     return round(((now or datetime.now(UTC)) - when).total_seconds() / 86400, 1)
 
 
-def _doc(image: Any) -> dict[str, Any]:
+def monthly_cost(image: Any, prices: Any) -> dict[str, Any]:
+    """What storing ``image`` costs per month: its stored size x the catalog's ``image`` price (disks.csv) of its
+    cloud (the first storage location's row, else the cloud's ``*``); ``monthly`` None (unknown, never 0) when
+    the size or the price is unknown."""
+    region = image.regions[0] if image.regions else "*"
+    rows = prices.rows_for(image.cloud, region, "image")
+    if not rows or image.size_gib is None:
+        return {"monthly": None, "price_gib_month": rows[0].price_month if rows else None,
+                "source": rows[0].source if rows else None}
+    return {"monthly": round(rows[0].price_month * image.size_gib, 2), "price_gib_month": rows[0].price_month,
+            "source": rows[0].source}
+
+
+def _doc(image: Any, prices: Any) -> dict[str, Any]:
     from provisioner.bake.identity import LABEL_PROFILE, LABEL_STACK
 
     return {"name": image.name, "cloud": image.cloud, "family": image.family, "status": image.status,
             "profile": image.labels.get(LABEL_PROFILE), "stack": image.labels.get(LABEL_STACK),
             "size_gib": image.size_gib, "created": image.created, "age_days": age_days(image.created),
-            "regions": list(image.regions), "ref": image.ref}
+            "regions": list(image.regions), "ref": image.ref, "storage": monthly_cost(image, prices)}
 
 
 def run_images(*, cloud: str | None, json_out: bool) -> int:
-    docs = [_doc(i) for c, b in _bakers(cloud).items() for i in b.images()]
+    from provisioner.bake import records
+    from provisioner.catalog.storage import load_catalog
+
+    prices = load_catalog().disk_prices
+    listed = {c: b.images() for c, b in _bakers(cloud).items()}
+    for c, images in listed.items():  # the local record of bakes (plan's offline answer) follows the cloud
+        records.replace_cloud(c, images)
+    docs = [_doc(i, prices) for images in listed.values() for i in images]
     if json_out:
         emit_json({"images": docs})
         return 0
@@ -55,15 +75,26 @@ def run_images(*, cloud: str | None, json_out: bool) -> int:
     for d in docs:
         size = f"{d['size_gib']:g} GiB" if d["size_gib"] is not None else "size unknown"
         age = f"{d['age_days']:g} days old" if d["age_days"] is not None else "age unknown"
+        cost = d["storage"]["monthly"]
+        month = f"${cost:.2f}/month stored" if cost is not None else "storage $/month unknown"
         out.print(f"{d['name']}  {d['cloud']}  profile {d['profile'] or '?'}  stack {d['stack'] or '?'}  {size}  {age}  "
-                  f"stored in {', '.join(d['regions']) or '?'}  {d['status']}", markup=False, highlight=False)
+                  f"stored in {', '.join(d['regions']) or '?'}  {month}  {d['status']}", markup=False, highlight=False)
+    known = [d["storage"]["monthly"] for d in docs if d["storage"]["monthly"] is not None]
+    if known:
+        unknown = len(docs) - len(known)
+        out.print(f"{len(docs)} images: ${sum(known):.2f}/month of storage" + (f" (+{unknown} unknown)" if unknown else "")
+                  + " until `trainvm images delete NAME`", markup=False, highlight=False)
     return 0
 
 
 def run_images_delete(name: str, *, cloud: str | None, json_out: bool) -> int:
     if not name or "/" in name:
         raise InputError(f"images delete: {name!r} is not an image name")
+    from provisioner.bake import records
+
     deleted = [c for c, b in _bakers(cloud).items() if b.delete_image(name)]
+    for c in deleted:
+        records.remove(c, name)
     if json_out:
         emit_json({"name": name, "deleted": bool(deleted), "clouds": deleted})
     else:

@@ -83,6 +83,7 @@ def run_plan(
         doc["script_sha256"] = rendered.script_sha256 if rendered else None
         doc["payload"] = _payload(plan.chosen, rendered)
         doc["image_pull"] = pull.to_json() if pull else None
+        doc["baked_image"] = _baked(loaded, plan.chosen)
         if show_script:
             doc["script"] = rendered.startup_sh if rendered else None
         if quota:  # only when asked: `plan` stays offline by default
@@ -105,6 +106,10 @@ def run_plan(
         _print_rejections(plan, out)
         return 1
     _print_plan(loaded, plan, applied, top, hours)
+    from provisioner.bake.offline import plan_baked, plan_lines
+
+    for line in plan_lines(plan_baked(loaded, plan.chosen), plan.chosen.cloud):  # offline: the local record of bakes
+        stdout_console().print(line, soft_wrap=True, highlight=False, markup=False)
     if quota:
         out = stdout_console()
         for check in _quota_checks(plan, None):
@@ -116,6 +121,15 @@ def run_plan(
     if show_script and rendered is not None:
         sys.stdout.write(rendered.startup_sh)
     return 0
+
+
+def _baked(loaded: Any, offer: Any) -> dict[str, Any] | None:
+    """Whether ``up`` boots a baked image on ``offer`` (offline, docs/bake.md) and the expected time to ready."""
+    if offer is None:
+        return None
+    from provisioner.bake.offline import plan_baked
+
+    return plan_baked(loaded, offer)
 
 
 def _quota_checks(plan: Any, warnings: list[str] | None) -> list[Any]:

@@ -71,11 +71,18 @@ def run_up(path: Path, *, name: str | None, yes: bool, wait_ready: bool, clouds:
     vm = vm_name(loaded.profile.name, loaded.hash, name)
 
     staged: list[Any] = []  # the PayloadRef of each attempt, in order
+    from provisioner.bake.use import BakedImages
+
+    baked = BakedImages(loaded, providers)  # a matching baked image per offer (docs/bake.md), looked up once per stack
+    choices: list[Any] = []  # the BakedChoice of each attempt, in order
 
     def staged_spec(offer: Any) -> Any:  # render this offer's payload once, stage it, and the bootstrap that fetches it
-        rendered, ref = stage_for_offer(loaded, offer, providers[offer.cloud])
+        choice = baked.choose(offer)
+        rendered, ref = stage_for_offer(loaded, offer, providers[offer.cloud], choice.image_mode if choice else "")
         staged.append(ref)
-        return launch_spec(loaded, offer, name=name, spot=spot, ssh_from=ssh_from, rendered=rendered, ref=ref)
+        choices.append(choice)
+        spec = launch_spec(loaded, offer, name=name, spot=spot, ssh_from=ssh_from, rendered=rendered, ref=ref)
+        return baked.apply(spec, choice)
 
     existing = find_existing(vm, list(providers), providers.__getitem__, loaded.hash)
     if existing is not None:
@@ -101,6 +108,8 @@ def run_up(path: Path, *, name: str | None, yes: bool, wait_ready: bool, clouds:
             notice("warning", f"{c['cloud']}: {c['message']}")
     summary = {**up_summary(loaded, plan, first, spot=use_spot, ssh_from=ssh_from), "preflight": checked}
     summary = {**summary, "quota": [quota.check(first).to_json()]}
+    first_choice = baked.choose(first)
+    summary = {**summary, "baked_image": first_choice.to_json() if first_choice else None}
     # clouds trainvm provisions on that could not be asked (no credentials): a VM of that name may exist there
     not_checked = [s for s in skipped if s["cloud"] in PROVIDERS]
     summary = {**summary, "clouds_not_checked": [{"cloud": s["cloud"], "reason": s["reason"]} for s in not_checked]}
@@ -156,6 +165,10 @@ def run_up(path: Path, *, name: str | None, yes: bool, wait_ready: bool, clouds:
     record, attempts = result.record, list(result.attempts)
     members = _members(providers[record.cloud], record)
     summary = {**summary, "quota": quota.to_json()}
+    if choices and choices[-1] is not None:  # the created VM's: booted a baked image, or why not
+        summary = {**summary, "baked_image": choices[-1].to_json()}
+        if not json_out:
+            err.print(choices[-1].line(), markup=False, highlight=False)
     if summary is not None and staged:
         ref = staged[-1]  # the created VM's payload
         summary = {**summary, "payload": {**summary["payload"], "url": ref.url, "location": ref.store, "sha256": ref.sha256,

@@ -89,6 +89,10 @@ def summary_lines(s: dict[str, Any]) -> list[str]:
         from provisioner.providers.store import describe_line
 
         lines.append("payload: " + describe_line(s["payload"]))
+    b = s.get("baked_image")  # provisioner/bake/use.py: the image the first offer boots, or why not
+    if b:
+        lines.append(f"baked image: {b['name']} (the startup script only verifies)" if b["used"]
+                     else f"baked image not used: {b['reason']}")
     for c in s.get("clouds_not_checked") or []:  # no credentials: a VM of this name may exist there
         lines.append(f"not checked: {c['cloud']} ({c['reason']}): a VM of this name may already exist there")
     return lines

@@ -82,6 +82,9 @@ class LaunchSpec:
     #: the staged payload the bootstrap in ``user_data`` fetches (providers/store.py); the provider scopes the
     #: VM identity's read access to it (AWS instance profile, Azure role assignment). None: no payload
     payload: PayloadRef | None = None
+    #: a baked image (``Baker.find``'s ``BakedImage.ref``) the VM boots instead of the OS image; its payload is
+    #: rendered in ``baked`` mode (docs/bake.md). A cloud with a baker must boot it; None: the OS image
+    boot_image: str | None = None
 
 
 @dataclass(frozen=True)

@@ -17,17 +17,19 @@ if TYPE_CHECKING:
     from provisioner.render.script import RenderedScript
 
 
-def render_for_offer(loaded: LoadedProfile, offer: Offer) -> RenderedScript:
+def render_for_offer(loaded: LoadedProfile, offer: Offer, image_mode: str = "") -> RenderedScript:
     from provisioner.render.context import target_from_offer
     from provisioner.render.script import render_script
 
-    return render_script(loaded, target_from_offer(offer))
+    return render_script(loaded, target_from_offer(offer), image_mode=image_mode)
 
 
-def stage_for_offer(loaded: LoadedProfile, offer: Offer, provider: Provider) -> tuple[RenderedScript, PayloadRef]:
-    """Render the payload for ``offer`` and stage it in the offer's region of the cloud's payload store (an
-    upload only when that store does not hold it yet): what ``up`` does once per offer it tries."""
-    rendered = render_for_offer(loaded, offer)
+def stage_for_offer(loaded: LoadedProfile, offer: Offer, provider: Provider,
+                    image_mode: str = "") -> tuple[RenderedScript, PayloadRef]:
+    """Render the payload for ``offer`` (``image_mode`` "baked": for a VM that boots a baked image) and stage it in
+    the offer's region of the cloud's payload store (an upload only when that store does not hold it yet): what
+    ``up`` does once per offer it tries."""
+    rendered = render_for_offer(loaded, offer, image_mode)
     ref = provider.payload_store().stage(offer.region, rendered.payload.data, rendered.payload.sha256)
     return rendered, ref
 

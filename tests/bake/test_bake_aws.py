@@ -262,3 +262,20 @@ def test_a_failed_builder_reports_phase_and_line_and_leaves_nothing(cli, aws, pr
     assert "the bake failed in phase driver at line 212" in r.err
     assert not aws.faults.calls("CreateImage")
     _nothing_left(aws)
+
+
+def test_up_boots_the_baked_ami_of_the_offers_region_with_the_verify_only_payload(cli, aws, profile, builder, plant):
+    """After a bake, ``up`` on AWS boots the copy of the baked AMI in the region it creates in (AMI ids are per
+    region), not the public AMI, and says so; before the AWS provider honoured ``LaunchSpec.boot_image`` it booted the
+    public AMI with the verify-only payload (a VM that would fail its install check)."""
+    plant(builder, _console("packages"))
+    baked = cli("bake", str(profile), "--cloud", "aws", "--json")
+    assert baked.code == 0, baked.err[-3000:]
+    amis = {region: {a["ImageId"] for a in _amis(aws, region)} for region in REGIONS}
+    r = cli("up", str(profile), "--yes", "--cloud", "aws", "--json")
+    assert r.code == 0, r.err[-3000:]
+    doc = r.json()
+    assert doc["summary"]["baked_image"]["used"] is True, doc["summary"]["baked_image"]
+    region = doc["region"]
+    [inst] = [i for i in aws.instances(region) if i["State"]["Name"] in ("pending", "running")]
+    assert inst["ImageId"] in amis[region], (inst["ImageId"], amis)

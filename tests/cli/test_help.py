@@ -9,15 +9,17 @@ import re
 import pytest
 
 COMMANDS = [["bake"], ["validate"], ["schema"], ["plan"], ["catalog", "show"], ["catalog", "refresh"], ["lock"], ["render"], ["up"], ["status"], ["list"],
-            ["down"], ["stop"], ["start"], ["verify"], ["logs"], ["ssh"], ["capture"], ["probe"], ["parity"], ["diff"]]
+            ["down"], ["stop"], ["start"], ["verify"], ["logs"], ["ssh"], ["capture"], ["probe"], ["parity"], ["diff"],
+            ["images"], ["images", "delete"]]
 TYPE_LEAK = re.compile(r"<(?:list\[|tuple\[|\w+ range>|str>|int>|float>|path>|bool>|Path>)|\{\w+\}|\bTEXT\b|\bINTEGER\b|\bFLOAT\b")
 
 
 def test_every_command_is_checked() -> None:
-    from provisioner.cli import app, catalog_app
+    from provisioner.cli import app, catalog_app, images_app
 
     names = {c.name or c.callback.__name__.replace("_", "-") for c in app.registered_commands}
     names |= {f"catalog {c.name}" for c in catalog_app.registered_commands}
+    names |= {"images"} | {f"images {c.name}" for c in images_app.registered_commands}
     assert names == {" ".join(c) for c in COMMANDS}
 
 

@@ -131,6 +131,10 @@ class ComputeMethodsMixin:
     def _check_image(self, body: dict) -> None:
         for d in body.get("disks") or []:
             src = (d.get("initializeParams") or {}).get("sourceImage")
+            baked = relative(src).split("/") if src else []  # projects/P/global/images/NAME made by images.insert
+            if len(baked) == 5 and (baked[1], baked[4]) in getattr(self, "baked", {}) \
+                    and self.baked[(baked[1], baked[4])]["status"] == "READY":
+                continue
             if src and not image_known(relative(src), self.images):
                 raise ApiError(404, "notFound", f"The resource '{relative(src)}' was not found")
 

@@ -142,7 +142,15 @@ class AwsProvider(AwsCalls, ImagePinner, ClusterReader):
         return {"ami": ami.image_id, "region": region, "root_device": ami.root_device_name}
 
     def ami_for(self, spec: LaunchSpec, region: str) -> R.Ami:
-        """NAME.lock's AMI in the region it was pinned in; elsewhere the SSM parameter's AMI now."""
+        """The baked AMI ``up`` chose (``spec.boot_image``: that region's copy), else NAME.lock's AMI in the region it
+        was pinned in; elsewhere the SSM parameter's AMI now."""
+        if spec.boot_image:
+            image_id = spec.boot_image
+            got = self.call(lambda: self.ec2(region).describe_images(ImageIds=[image_id]), missing=None)
+            images = (got or {}).get("Images") or []
+            if not images or not images[0].get("RootDeviceName"):
+                raise InvalidRequestError(f"baked AMI {image_id} was not found in {region}", code="AMI")
+            return R.Ami(image_id, images[0]["RootDeviceName"])
         pin = spec.locked_images.get(self.NAME, {})
         if pin.get("ami") and pin.get("region") == region and pin.get("root_device"):
             return R.Ami(pin["ami"], pin["root_device"], pin.get("ssm_parameter", ""))

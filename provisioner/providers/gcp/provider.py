@@ -171,8 +171,8 @@ class GcpProvider(ImagePinner, ClusterReader):
         return {"image": self.resolve_image(os_name)}
 
     def image_for(self, spec: LaunchSpec) -> str:
-        """NAME.lock's pinned image when the lock has one, else the family's current image."""
-        return spec.locked_images.get(self.NAME, {}).get("image") or self.resolve_image(spec.os)
+        """A baked image ``up`` chose (``spec.boot_image``), else NAME.lock's pinned image, else the family's current one."""
+        return spec.boot_image or spec.locked_images.get(self.NAME, {}).get("image") or self.resolve_image(spec.os)
 
     def instance(self, spec: LaunchSpec, offer: Offer, image: str) -> Any:
         """``compute_v1.Instance`` from the pure body (``from_json`` rejects unknown field names)."""

@@ -1,0 +1,127 @@
+"""``up`` boots a matching baked image (docs/bake.md): per offer, the cloud's ``Baker.find`` with the identity the
+profile would bake on that offer; found, the VM boots that image and its payload is rendered in ``baked`` mode
+(verify only); not found, the normal install, and ``up`` says why. Cloud-neutral: a cloud takes part when the
+registry gives it a baker (``CloudSpec.baker``) and its provider boots ``LaunchSpec.boot_image``."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class BakedChoice:
+    """What ``up`` does about a baked image on one offer: boot ``image``, or the normal install because of ``reason``."""
+
+    cloud: str
+    image: Any = None  # providers.bake_base.BakedImage
+    reason: str | None = None  # why no baked image is used (None when one is)
+
+    @property
+    def image_mode(self) -> str:
+        return "baked" if self.image is not None else ""
+
+    def to_json(self) -> dict[str, Any]:
+        img = self.image
+        return {"cloud": self.cloud, "used": img is not None, "name": img.name if img else None,
+                "ref": img.ref if img else None, "reason": self.reason}
+
+    def line(self) -> str:
+        if self.image is not None:
+            return (f"baked image {self.image.name}: the VM boots it and its startup script only verifies "
+                    f"(GPU gate, stack check) and stages data")
+        return f"baked image not used: {self.reason}; the startup script installs the stack"
+
+
+def exact_reason(loaded: Any) -> str | None:
+    """Why ``loaded`` cannot boot (or bake) a baked image: None when its stack is exact (docs/bake.md)."""
+    from provisioner.bake.run import require_exact
+    from provisioner.errors import InputError
+
+    try:
+        require_exact(loaded)
+    except InputError as exc:
+        text = str(exc).split(": ", 1)[-1]  # without the path, the hint and require_exact's own "must be exact"
+        return text.split(";")[0].removesuffix(", and a bake must be exact")
+    return None
+
+
+def offer_stack(loaded: Any, offer: Any) -> tuple[str, str]:
+    """(stack hash, lock sha256) the profile's install phases have on ``offer``: pure and offline."""
+    from provisioner.bake.identity import stack_hash
+    from provisioner.render import build_context
+    from provisioner.render.context import target_from_offer
+
+    ctx = build_context(loaded, target_from_offer(offer), None, "")
+    return stack_hash(ctx), ctx.lock_sha256
+
+
+def in_region(choice: BakedChoice, region: str) -> BakedChoice:
+    """``choice`` for an offer in ``region``: where each region holds its own copy (``BakedImage.region_refs``, AWS:
+    one AMI id per region) the VM boots that region's copy, and a region without one installs as usual."""
+    image = choice.image
+    if image is None or not image.region_refs:
+        return choice
+    refs = dict(image.region_refs)
+    if region not in refs:
+        return BakedChoice(choice.cloud, reason=f"{image.name} has no copy in {region} (it is in {', '.join(sorted(refs))}; "
+                                                f"bake with {region} in the failover order)")
+    return BakedChoice(choice.cloud, image=dataclasses.replace(image, ref=refs[region]))
+
+
+class BakedImages:
+    """``up``'s lookup of baked images, once per (cloud, stack): ``choose(offer)`` for each offer it tries."""
+
+    def __init__(self, loaded: Any, providers: dict[str, Any]) -> None:
+        self.loaded = loaded
+        self.providers = providers
+        self._seen: dict[tuple[str, str], BakedChoice] = {}
+        self._not_exact = exact_reason(loaded)
+
+    def choose(self, offer: Any) -> BakedChoice | None:
+        """None: ``offer``'s cloud cannot bake (nothing to say); else the image to boot or why not."""
+        from provisioner.providers.registry import bakers
+
+        cloud = offer.cloud
+        if cloud not in bakers() or cloud not in self.providers:
+            return None
+        if self._not_exact is not None:
+            return BakedChoice(cloud, reason=f"a baked image must be exact, and {self._not_exact}")
+        stack, lock = offer_stack(self.loaded, offer)
+        key = (cloud, stack)
+        if key not in self._seen:
+            self._seen[key] = self._find(cloud, stack, lock)
+        return in_region(self._seen[key], offer.region)
+
+    def _find(self, cloud: str, stack: str, lock: str) -> BakedChoice:
+        from provisioner.bake.identity import LABEL_PROFILE, SCRIPT_VERSION, ImageIdentity, label_value, mismatch
+        from provisioner.bake.run import baker_for
+        from provisioner.errors import TrainvmError
+        from provisioner.provision.launch import locked_images
+
+        try:
+            baker = baker_for(cloud, self.providers[cloud])
+            base = baker.base_image(self.loaded.profile.stack.os, locked_images(self.loaded).get(cloud))
+            want = ImageIdentity(stack=stack, lock_sha256=lock, script_version=SCRIPT_VERSION, base_image=base)
+            found = baker.find(want)
+            if found is not None:
+                return BakedChoice(cloud, image=found)
+            mine = label_value(self.loaded.profile.name)
+            near = sorted((i for i in baker.images() if i.labels.get(LABEL_PROFILE) == mine),
+                          key=lambda i: (i.created, i.name), reverse=True)
+        except (TrainvmError, ValueError) as exc:
+            return BakedChoice(cloud, reason=f"could not look for one on {cloud} ({exc})")
+        if near:
+            return BakedChoice(cloud, reason=f"{near[0].name} is not this stack: {mismatch(near[0].labels, want)}")
+        return BakedChoice(cloud, reason=f"no baked image for this stack on {cloud} (`trainvm bake` makes one)")
+
+    @staticmethod
+    def apply(spec: Any, choice: BakedChoice | None) -> Any:
+        """``spec`` booting ``choice``'s image (labelled with its name), or ``spec`` as it is."""
+        if choice is None or choice.image is None:
+            return spec
+        from provisioner.bake.identity import label_value
+
+        return dataclasses.replace(spec, boot_image=choice.image.ref,
+                                   labels={**spec.labels, "trainvm-baked": label_value(choice.image.name)})

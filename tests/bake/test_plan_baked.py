@@ -1,0 +1,65 @@
+"""``plan`` says offline whether ``up`` will boot a baked image (the local record of bakes that ``trainvm bake``
+writes: provisioner/bake/records.py) and the expected time to ready (provisioner/bake/ready_time.py, estimates).
+The bake itself runs against the GCE emulator (as in test_bake_gce.py); ``plan`` then runs with no cloud at all."""
+
+from __future__ import annotations
+
+import json
+
+from tests.bake.test_up_baked_gce import _bake, gce, tf  # noqa: F401 - fixtures
+from tests.helpers import REPO
+
+
+def _plan(cli, path, *args):
+    r = cli("plan", str(path), "--cloud", "gcp", *args)
+    assert r.code == 0, r.err[-2000:]
+    return r
+
+
+def test_plan_names_the_baked_image_from_the_local_record(cli, gce, tf, monkeypatch):  # noqa: F811
+    name = _bake(cli, gce, tf)
+    monkeypatch.delenv("TRAINVM_GCE_ENDPOINT")  # plan asks no cloud
+    monkeypatch.delenv("GOOGLE_CLOUD_PROJECT")
+    n = len(gce.requests)
+    doc = _plan(cli, tf, "--json").json()["baked_image"]
+    assert doc["used"] is True and doc["name"] == name and doc["reason"] is None
+    assert doc["ready"]["seconds"] == 75 and doc["ready"]["estimate"] is True and "issue #28" in doc["ready"]["source"]
+    text = _plan(cli, tf).out
+    assert f"baked image: {name} (from a local record of bakes; `up` confirms in the cloud)" in text
+    assert "expected time to ready: about 1m15s from the baked image (an estimate" in text
+    assert len(gce.requests) == n
+
+
+def test_plan_says_why_a_recorded_image_is_not_used(cli, gce, tf):  # noqa: F811
+    name = _bake(cli, gce, tf)
+    lock = tf.with_suffix(".lock")
+    data = json.loads(lock.read_text())
+    data["packages"][0]["sha256"] = "0" * 64  # same versions, another lock sha256
+    lock.write_text(json.dumps(data, indent=2) + "\n")
+    doc = _plan(cli, tf, "--json").json()["baked_image"]
+    assert doc["used"] is False and doc["reason"].startswith(f"{name} is not this stack: lock sha256 differs")
+    assert doc["ready"]["seconds"] == 215
+    assert "expected time to ready: about 3m35s cold install" in _plan(cli, tf).out
+
+
+def test_plan_without_a_record_or_a_lock(cli, tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "empty-cache"))
+    doc = _plan(cli, REPO / "profiles" / "examples" / "tf-resnet50.yaml", "--json").json()["baked_image"]
+    assert doc["used"] is False and doc["reason"] == "no local record of a bake on gcp (`trainvm bake` makes one)"
+    t4 = _plan(cli, REPO / "profiles" / "examples" / "bert-finetune-t4.yaml", "--json").json()["baked_image"]
+    assert t4["used"] is False and "a baked image must be exact" in t4["reason"]
+
+
+def test_plan_on_a_cloud_that_cannot_bake():
+    """No cloud but GCE has a baker yet: an offer of another cloud gets the reason and no time estimate for AWS."""
+    import dataclasses
+
+    from provisioner.bake.offline import plan_baked
+    from provisioner.planner.from_profile import Overrides, make_plan
+    from provisioner.profile import load_profile
+
+    loaded = load_profile(REPO / "profiles" / "examples" / "tf-resnet50.yaml")
+    offer = make_plan(loaded, Overrides(("gcp",), None, None)).plan.chosen
+    doc = plan_baked(loaded, dataclasses.replace(offer, cloud="aws"))
+    assert doc["used"] is False and doc["reason"] == "trainvm cannot bake images on aws yet"
+    assert doc["ready"]["seconds"] is None
