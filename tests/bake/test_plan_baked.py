@@ -51,7 +51,7 @@ def test_plan_without_a_record_or_a_lock(cli, tmp_path, monkeypatch):
 
 
 def test_plan_on_a_cloud_that_cannot_bake():
-    """No cloud but GCE has a baker yet: an offer of another cloud gets the reason and no time estimate for AWS."""
+    """Azure has no baker yet: an Azure offer gets the reason, and no time for a baked image (none can exist)."""
     import dataclasses
 
     from provisioner.bake.offline import plan_baked
@@ -60,6 +60,6 @@ def test_plan_on_a_cloud_that_cannot_bake():
 
     loaded = load_profile(REPO / "profiles" / "examples" / "tf-resnet50.yaml")
     offer = make_plan(loaded, Overrides(("gcp",), None, None)).plan.chosen
-    doc = plan_baked(loaded, dataclasses.replace(offer, cloud="aws"))
-    assert doc["used"] is False and doc["reason"] == "trainvm cannot bake images on aws yet"
-    assert doc["ready"]["seconds"] is None
+    doc = plan_baked(loaded, dataclasses.replace(offer, cloud="azure"))
+    assert doc["used"] is False and doc["reason"] == "trainvm cannot bake images on azure yet"
+    assert doc["ready"]["baked"] is False  # the cold-install estimate, never a baked one
