@@ -298,6 +298,7 @@ CLOUDS: Mapping[str, CloudSpec] = MappingProxyType({c.name: c for c in (
         provider="provisioner.providers.aws:AwsProvider",
         request_builder="provisioner.providers.aws_request",
         price_source="provisioner.providers.aws_prices:fetch",
+        quota_reader="provisioner.providers.aws_quota:reader",
         credential_hint="AWS: run `aws configure` (or `aws sso login`, or set AWS_PROFILE)",
         user_data=UserDataFormat("ec2-user-data", "base64", 16_384, "bytes raw (before base64)"),
         payload=PayloadStoreFacts(
