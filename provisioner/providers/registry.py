@@ -301,6 +301,7 @@ CLOUDS: Mapping[str, CloudSpec] = MappingProxyType({c.name: c for c in (
         provider="provisioner.providers.aws.provider:AwsProvider",
         request_builder="provisioner.providers.aws.request",
         price_source="provisioner.providers.aws.prices:fetch",
+        quota_reader="provisioner.providers.aws.quota:reader",
         credential_hint="AWS: run `aws configure` (or `aws sso login`, or set AWS_PROFILE)",
         user_data=UserDataFormat("ec2-user-data", "base64", 16_384, "bytes raw (before base64)"),
         payload=PayloadStoreFacts(

@@ -126,6 +126,9 @@ class QuotaSource(Protocol):
 
     def needs(self, offer: Offer, spot: bool, nodes: int, usage_of: Callable[[str], Usage]) -> list[QuotaNeed]: ...
 
+    # optional: ``hint_for(short_readings, region) -> str``, the increase hint naming the quotas and the values that
+    # would fit (AWS: the `aws service-quotas request-service-quota-increase` call); else ``increase_hint``
+
 
 def quota_source(cloud: str, provider: Provider) -> QuotaSource | None:
     """The cloud's quota reader for ``provider`` (None: the registry names none)."""
@@ -213,7 +216,11 @@ class Preflight:
         failed = [r.error for r in readings if r.error and r.error != "not reported"]
         status: Literal["ok", "short", "unknown"] = (
             "short" if any(r.short for r in readings) else "unknown" if failed else "ok")
-        return QuotaCheck(*base, status=status, readings=tuple(readings), increase_hint=src.increase_hint,
+        hint = src.increase_hint
+        hint_for = getattr(src, "hint_for", None)  # optional: a hint naming the quotas and values (AWS's CLI call)
+        if status == "short" and hint_for is not None:
+            hint = hint_for([r for r in readings if r.short], offer.region)
+        return QuotaCheck(*base, status=status, readings=tuple(readings), increase_hint=hint,
                           age_s=max(0.0, now - oldest), note=failed[0] if failed else None)
 
 
