@@ -41,10 +41,11 @@ Per-cloud facts and their sources:
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 if TYPE_CHECKING:
     from provisioner.providers.placement import ShapePlacement
@@ -190,6 +191,12 @@ class CloudSpec:
     #: "module:Class" of the cloud's ``Baker`` (providers/bake_base.py), built from its provider, for ``trainvm bake`` and
     #: ``trainvm images``; None: this cloud cannot bake yet (docs/bake.md)
     baker: str | None = None
+    #: "module:function" ``(family) -> Mapping[profile disk type, cloud disk type] | None``: the boot disk types of
+    #: one machine family where the cloud narrows them per family (GCE); None (or a None answer): ``disk_types``
+    family_disk_map: str | None = None
+    #: "module:function" ``(Offer) -> list[str]``: the cloud's own consistency checks of one catalog row
+    #: (catalog/storage.py ``validate_offers``); None: only the checks every cloud gets
+    catalog_check: str | None = None
 
     @property
     def provisionable(self) -> bool:
@@ -209,6 +216,8 @@ CLOUDS: Mapping[str, CloudSpec] = MappingProxyType({c.name: c for c in (
         request_builder="provisioner.providers.gcp.request",
         price_source="provisioner.providers.gcp.prices:fetch",
         quota_reader="provisioner.providers.gcp.quota:reader",
+        family_disk_map="provisioner.providers.gcp.families:family_disk_map",
+        catalog_check="provisioner.providers.gcp.families:check_offer",
         credential_hint="GCE: set GOOGLE_CLOUD_PROJECT and run `gcloud auth application-default login`",
         user_data=UserDataFormat("gce-metadata", "plain", 262_144, "bytes per metadata value"),
         payload=PayloadStoreFacts(
@@ -257,6 +266,7 @@ CLOUDS: Mapping[str, CloudSpec] = MappingProxyType({c.name: c for c in (
         request_builder="provisioner.providers.azure.request",
         price_source="provisioner.providers.azure.prices:fetch",
         quota_reader="provisioner.providers.azure.quota:reader",
+        catalog_check="provisioner.providers.azure.offers:check_offer",
         credential_hint="Azure: set AZURE_SUBSCRIPTION_ID and run `az login`",
         user_data=UserDataFormat("azure-custom-data", "base64", 87_380, "base64 characters (64 KiB raw)"),
         payload=PayloadStoreFacts(
@@ -425,16 +435,19 @@ SSH_DEFAULT: Mapping[str, str] = MappingProxyType({n: c.ssh_default for n, c in 
 NATIVE_SCHEMES: Mapping[str, frozenset[str]] = MappingProxyType({n: c.native_schemes for n, c in CLOUDS.items()})
 
 
+def load(ref: str) -> Any:
+    """A ``"module:name"`` field of a ``CloudSpec``, imported now."""
+    module, _, name = ref.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
 def check_identity(cloud: str, value: str) -> str:
     """``placement.identity.CLOUD``: the cloud's own check of a pre-made VM identity (ValueError when refused)."""
-    import importlib
-
     spec = CLOUDS[cloud]
     if spec.identity_check is None:
         takes = or_list(tuple(c.name for c in CLOUDS.values() if c.identity_check))
         raise ValueError(f"{cloud}: trainvm uses a pre-made VM identity only on {takes}")
-    module, _, fn = spec.identity_check.partition(":")
-    return str(getattr(importlib.import_module(module), fn)(value))
+    return str(load(spec.identity_check)(value))
 
 
 def secret_kind(ref: str) -> str:

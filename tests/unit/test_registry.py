@@ -126,6 +126,24 @@ def test_one_memory_tolerance_for_the_rendered_check_and_verify() -> None:
     assert expectation(doc)["tolerance"] is compare.NOMINAL_TOLERANCE is facts.NOMINAL_TOLERANCE
 
 
+def test_gce_machine_families_live_in_the_gcp_package() -> None:
+    from provisioner.providers.gcp import families as G
+
+    for name in ("GCE_FAMILIES", "GceFamily", "gce_family", "gce_disk_type", "GCE_LOCAL_SSD_GIB", "gce_local_ssd_gib",
+                 "LOCAL_SSD_DISK_GIB", "N1_GPU_LIMITS", "n1_gpu_limits"):
+        assert hasattr(G, name) and not hasattr(F, name), name
+
+
+def test_per_cloud_catalog_hooks_resolve_without_a_cloud_sdk() -> None:
+    refs = [r for c in CLOUDS.values() for r in (c.family_disk_map, c.catalog_check) if r]
+    assert refs  # GCE narrows disks per family; GCE and Azure check their catalog rows
+    code = ("import sys; from provisioner.providers.registry import load; "
+            f"fns = [load(r) for r in {refs!r}]; assert all(map(callable, fns)); "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('google', 'azure', 'boto3', 'botocore')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
 def test_importing_the_registry_imports_no_cloud_sdk() -> None:
     code = ("import sys, provisioner.providers.registry, provisioner.providers.lifecycle; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('google', 'azure', 'boto3', 'botocore')))")
@@ -133,10 +151,10 @@ def test_importing_the_registry_imports_no_cloud_sdk() -> None:
     assert out.strip() == "[]"
 
 
-# Quoted cloud names outside providers/ (the registry's table is the one place): the catalog's per-cloud
-# machine-family checks, the render package's docstring example and the JSON-schema example of placement.identity
-# (a mapping keyed by cloud; its check is the registry's identity_check) are the only ones left.
-ALLOWED = {"provisioner/catalog/storage.py": 2, "provisioner/render/__init__.py": 1, "provisioner/profile/model.py": 1}
+# Quoted cloud names outside providers/ (the registry's table is the one place): the render package's docstring
+# example and the JSON-schema example of placement.identity (a mapping keyed by cloud; its check is the registry's
+# identity_check) are the only ones left. The catalog's per-cloud checks are ``CloudSpec.catalog_check``.
+ALLOWED = {"provisioner/render/__init__.py": 1, "provisioner/profile/model.py": 1}
 
 
 def test_no_new_cloud_name_branches_outside_providers() -> None:
