@@ -96,6 +96,15 @@ class RegistryLogin:
 
 
 @dataclass(frozen=True)
+class SecretRefForm:
+    """One spelling of ``secret://KIND/...`` that a VM of the cloud resolves with its own identity
+    (profile/fields.py builds ``SECRET_REF_RE`` and ``SECRET_HINT`` from every cloud's forms)."""
+
+    pattern: str  # regex over what follows ``secret://``, starting with the store's KIND and "/" (no anchors)
+    hint: str  # how error messages spell it ("secret://gcp/NAME")
+
+
+@dataclass(frozen=True)
 class GceImage:
     project: str
     family: str
@@ -159,6 +168,8 @@ class CloudSpec:
     disk_types: Mapping[str, str]
     native_schemes: frozenset[str]
     secret_kinds: frozenset[str]
+    #: the ``secret://`` references a profile may write for this cloud's store (names as the store allows them)
+    secret_refs: tuple[SecretRefForm, ...]
     ssh_default: str
     lifecycle: LifecycleFacts
     nvswitch_shapes: str  # regex over the instance type (compiled where used)
@@ -237,6 +248,8 @@ CLOUDS: Mapping[str, CloudSpec] = MappingProxyType({c.name: c for c in (
         disk_types=MappingProxyType({"standard": "pd-standard", "balanced": "pd-balanced", "ssd": "pd-ssd"}),
         native_schemes=frozenset({"gs"}),
         secret_kinds=frozenset({"gcp"}),
+        # Secret Manager secret ids: letters, digits, "_" and "-", at most 255
+        secret_refs=(SecretRefForm(r"gcp/[A-Za-z0-9_-]{1,255}", "secret://gcp/NAME"),),
         ssh_default="open to any address (the default network's default-allow-ssh rule allows tcp:22 from 0.0.0.0/0)",
         lifecycle=LifecycleFacts(
             stop="the instance is stopped (TERMINATED)",
@@ -286,6 +299,9 @@ CLOUDS: Mapping[str, CloudSpec] = MappingProxyType({c.name: c for c in (
         disk_types=MappingProxyType({"standard": "Standard_LRS", "balanced": "StandardSSD_LRS", "ssd": "Premium_LRS"}),
         native_schemes=frozenset({"az"}),
         secret_kinds=frozenset({"azure-keyvault"}),
+        # Key Vault names: 3-24 letters, digits and "-"; secret names: 1-127 letters, digits and "-"
+        secret_refs=(SecretRefForm(r"azure-keyvault/[A-Za-z0-9-]{3,24}/[A-Za-z0-9-]{1,127}",
+                                   "secret://azure-keyvault/VAULT/NAME"),),
         ssh_default="closed (the VM's network security group allows no inbound traffic)",
         lifecycle=LifecycleFacts(
             stop="the VM is deallocated through Azure Resource Manager (a guest poweroff alone would keep billing)",
@@ -332,6 +348,13 @@ CLOUDS: Mapping[str, CloudSpec] = MappingProxyType({c.name: c for c in (
         disk_types=MappingProxyType({"standard": "gp3", "balanced": "gp3", "ssd": "gp3"}),
         native_schemes=frozenset({"s3"}),
         secret_kinds=frozenset({"aws"}),
+        # Secrets Manager names (1-512 of letters, digits and /_+=.@-), read in the VM's region, or a secret's ARN,
+        # read in the ARN's own region
+        secret_refs=(
+            SecretRefForm(r"aws/[A-Za-z0-9/_+=.@-]{1,512}", "secret://aws/NAME (in the VM's region)"),
+            SecretRefForm(r"aws/arn:aws(?:-cn|-us-gov)?:secretsmanager:[a-z]{2}(?:-[a-z]+)+-\d:\d{12}:secret:"
+                          r"[A-Za-z0-9/_+=.@-]{1,512}", "secret://aws/ARN (the secret's ARN: read in its own region)"),
+        ),
         ssh_default="closed (the VM's own security group allows no inbound traffic)",
         lifecycle=LifecycleFacts(
             stop="the instance is stopped (InstanceInitiatedShutdownBehavior=stop)",

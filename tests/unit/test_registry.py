@@ -144,6 +144,23 @@ def test_per_cloud_catalog_hooks_resolve_without_a_cloud_sdk() -> None:
     assert out.strip() == "[]"
 
 
+def test_secret_reference_forms_come_from_the_registry() -> None:
+    from provisioner.profile import fields
+
+    source = (ROOT / "provisioner" / "profile" / "fields.py").read_text()
+    for spec in CLOUDS.values():
+        assert spec.secret_refs, spec.name
+        for form in spec.secret_refs:
+            kind = form.pattern.split("/", 1)[0]
+            assert kind in spec.secret_kinds and form.hint.startswith(f"secret://{kind}/"), (spec.name, form)
+            assert f"{kind}/" not in source, kind  # profile/fields.py spells no store
+            assert form.pattern in fields.SECRET_REF_RE.pattern and form.hint in fields.SECRET_HINT
+    assert fields.SECRET_REF_RE.match("secret://gcp/hf-token")
+    assert fields.SECRET_REF_RE.match("secret://azure-keyvault/my-vault/hf-token")
+    assert fields.SECRET_REF_RE.match("secret://aws/arn:aws:secretsmanager:us-east-1:123456789012:secret:hf-AbCdEf")
+    assert not fields.SECRET_REF_RE.match("secret://vault/hf-token")
+
+
 def test_importing_the_registry_imports_no_cloud_sdk() -> None:
     code = ("import sys, provisioner.providers.registry, provisioner.providers.lifecycle; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('google', 'azure', 'boto3', 'botocore')))")
