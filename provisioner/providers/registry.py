@@ -47,6 +47,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
+from provisioner.providers.names import or_list
+
 if TYPE_CHECKING:
     from provisioner.providers.placement import ShapePlacement
 
@@ -424,9 +426,6 @@ def providers() -> dict[str, str]:
     return {n: c.provider for n, c in CLOUDS.items() if c.provider is not None}
 
 
-def or_list(names: tuple[str, ...]) -> str:
-    """``("gcp", "azure", "aws")`` -> ``"gcp, azure or aws"``."""
-    return f"{', '.join(names[:-1])} or {names[-1]}" if len(names) > 1 else "".join(names)
 
 
 def unknown_cloud_message(name: str) -> str:
