@@ -19,7 +19,7 @@ Per-cloud facts and their sources:
   (Canonical, Debian; Gen2 SKU, and the Gen1 SKU for Gen1-only sizes); AWS public SSM parameters that
   name the current AMI (Canonical, Debian). ``os_arches``: architectures with a published image.
 * ``disk_types``: profile ``boot_disk.type`` (standard | balanced | ssd) -> the cloud's disk type (GCE
-  narrows it per machine family: catalog/families.py ``GCE_FAMILIES``).
+  narrows it per machine family: ``family_disk_map``, providers/gcp/families.py ``GCE_FAMILIES``).
 * ``native_schemes``: the data URL schemes a VM of that cloud reads with its own identity, no secret
   needed (gs:// through the GCE VM's service-account scope, s3:// through an AWS instance profile, az://
   through the Azure VM's managed identity). Any other scheme needs a credential reference
