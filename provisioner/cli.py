@@ -14,6 +14,11 @@ from typing import Annotated, Optional
 import typer
 from typer.core import TyperArgument
 
+from provisioner.providers.names import CLOUD_NAMES, PROVISIONABLE, or_list
+
+#: the clouds as options' help lists them (providers/names.py: --help does not import the registry)
+_EVERY, _PROVISIONABLE = ", ".join(CLOUD_NAMES), ", ".join(PROVISIONABLE)
+
 
 def _plain_argument_help() -> None:
     """Arguments in help as their metavar says (``Usage: trainvm plan [OPTIONS] PROFILE``; ``PROFILE  Profile YAML
@@ -107,7 +112,7 @@ def schema() -> None:
     run_schema()
 
 
-CloudOpt = Annotated[Optional[list[str]], typer.Option("--cloud", metavar="CLOUD", help="Only these clouds (repeatable): gcp, azure, aws.")]
+CloudOpt = Annotated[Optional[list[str]], typer.Option("--cloud", metavar="CLOUD", help=f"Only these clouds (repeatable): {_EVERY}.")]
 RegionOpt = Annotated[Optional[list[str]], typer.Option("--region", metavar="GLOB", help="Only regions matching these globs (repeatable).")]
 
 
@@ -141,7 +146,7 @@ def plan(
 
 @catalog_app.command("show")
 def catalog_show(
-    cloud: Annotated[Optional[str], typer.Option("--cloud", metavar="CLOUD", help="gcp, azure or aws.")] = None,
+    cloud: Annotated[Optional[str], typer.Option("--cloud", metavar="CLOUD", help=f"{or_list(CLOUD_NAMES)}.")] = None,
     gpu: Annotated[Optional[str], typer.Option("--gpu", metavar="GPU", help="GPU name or alias, as hardware.gpu takes it (e.g. H100, A100-40GB).")] = None,
     region: Annotated[Optional[str], typer.Option("--region", metavar="GLOB", help="Region glob, e.g. europe-*.")] = None,
     limit: Annotated[int, typer.Option("--limit", min=1, metavar="N", help="Rows to show (text mode).")] = 50,
@@ -182,7 +187,7 @@ def catalog_refresh(
 
 NameArg = Annotated[str, typer.Argument(help="VM name.", metavar="NAME", show_default=False)]
 YesFlag = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
-OneCloudOpt = Annotated[Optional[str], typer.Option("--cloud", metavar="CLOUD", help="Only this cloud (gcp, azure, aws); needed when the name exists on two.")]
+OneCloudOpt = Annotated[Optional[str], typer.Option("--cloud", metavar="CLOUD", help=f"Only this cloud ({_PROVISIONABLE}); needed when the name exists on two.")]
 
 
 @app.command()
@@ -210,7 +215,7 @@ def lock(
 @app.command()
 def render(
     profile: ProfileArg,
-    cloud: Annotated[str, typer.Option("--cloud", metavar="CLOUD", help="gcp, azure or aws.")],
+    cloud: Annotated[str, typer.Option("--cloud", metavar="CLOUD", help=f"{or_list(CLOUD_NAMES)}.")],
     out: Annotated[Optional[Path], typer.Option("--out", metavar="DIR", help="Write user-data, payload.tar.gz, payload/ and request.json into this folder.")] = None,
     region: RegionOpt = None,
     json_out: JsonFlag = False,
@@ -333,7 +338,7 @@ def status(name: Annotated[Optional[str], typer.Argument(help="VM name (default:
     raise typer.Exit(run_status(name, json_out, cloud))
 
 
-ListCloudOpt = Annotated[Optional[str], typer.Option("--cloud", metavar="CLOUD", help="Only list the VMs on this cloud (gcp, azure, aws).")]
+ListCloudOpt = Annotated[Optional[str], typer.Option("--cloud", metavar="CLOUD", help=f"Only list the VMs on this cloud ({_PROVISIONABLE}).")]
 
 
 @app.command("list")
@@ -370,7 +375,7 @@ def down(
     raise typer.Exit(run_down(name, yes=yes, wait=not no_wait, json_out=json_out, cloud=cloud))
 
 
-LookCloudOpt = Annotated[Optional[str], typer.Option("--cloud", metavar="CLOUD", help="Only look on this cloud (gcp, azure, aws).", show_default=False)]
+LookCloudOpt = Annotated[Optional[str], typer.Option("--cloud", metavar="CLOUD", help=f"Only look on this cloud ({_PROVISIONABLE}).", show_default=False)]
 
 
 @app.command()

@@ -32,6 +32,7 @@ from provisioner.catalog.disks import DISKS_FILE, DiskPrices, read_disk_prices  
 from provisioner.catalog.integrity import SUSPECT_GAP, spot_check, suspect_low  # noqa: E402
 from provisioner.catalog.models import COLUMNS, EXCLUDING_FLAGS, SCHEMA_VERSION, Offer  # noqa: E402
 from provisioner.catalog.storage import MANIFEST, write_catalog  # noqa: E402
+from provisioner.providers.gcp import families as G  # noqa: E402
 
 DEFAULT_SRC = REPO / "scripts" / "catalog-snapshot"
 DEFAULT_OUT = REPO / "provisioner" / "catalog" / "data"
@@ -118,15 +119,15 @@ def convert_gcp(rows: list[dict[str, str]], b: Build) -> list[Offer]:
     for i, r in enumerate(gpu_rows):
         mt, zone, count = r["instance_type"], r["zone"], int(r["gpu_count"])
         gpu = F.canonical_gpu(r["gpu_name"])
-        fam_name = F.gce_family(mt)
-        fam = F.GCE_FAMILIES.get(fam_name)
+        fam_name = G.gce_family(mt)
+        fam = G.GCE_FAMILIES.get(fam_name)
         if fam is None or fam.gpu_attach != r["gpu_attach"]:
             raise SystemExit(f"{r['_line']}: unknown GCE family or attach mode for {mt}")
         vcpus, mem = float(r["vcpus"]), round(float(r["memory_gib"]), 2)
         if mem != float(r["memory_gib"]):
             b.fix("gcp", "memory_float_artifact")
         if fam.gpu_attach == "attachable":
-            lim = F.n1_gpu_limits(gpu, count, zone)
+            lim = G.n1_gpu_limits(gpu, count, zone)
             if lim is None:
                 raise SystemExit(f"{r['_line']}: {gpu} x{count} cannot be attached to N1")
             if vcpus > lim[0] or mem > lim[1]:
@@ -147,7 +148,7 @@ def convert_gcp(rows: list[dict[str, str]], b: Build) -> list[Offer]:
             gpu_memory_gib=_memory(r, F.GPU_MEMORY_GIB[gpu], b, "gcp", 0.01), vcpus=vcpus,
             memory_gib=mem, region=r["region"], zone=zone, price_hourly=price,
             spot_price_hourly=spot, gpu_attach=fam.gpu_attach, disk_types=fam.disk_types,
-            local_nvme_max_gib=F.gce_local_ssd_gib(mt), arch="x86_64", hyperv_gen="",
+            local_nvme_max_gib=G.gce_local_ssd_gib(mt), arch="x86_64", hyperv_gen="",
             flags=tuple(sorted(flags))))
     return out
 
@@ -373,8 +374,8 @@ planner's per-GPU `min_vcpus`/`min_memory_gib` defaults keep them out when a pro
 - GPU names are trainvm's canonical names: `H100-MEGA` → `H100` (instance type `a3-megagpu-8g`
   keeps the distinction), `Radeon MI25` → `MI25`, `T4g` → `T4G`.
 - GCE N1 + T4/V100/P100/P4 rows are `gpu_attach=attachable` and respect GCE's per-GPU-count
-  vCPU/RAM maxima (`families.N1_GPU_LIMITS`); A2/A3/A4/G2 bundle their GPUs.
-- Disk types per GCE family (`families.GCE_FAMILIES`): N1 and A2 Standard all three; A2 Ultra, A3
+  vCPU/RAM maxima (`providers/gcp/families.py` `N1_GPU_LIMITS`); A2/A3/A4/G2 bundle their GPUs.
+- Disk types per GCE family (`providers/gcp/families.py` `GCE_FAMILIES`): N1 and A2 Standard all three; A2 Ultra, A3
   High/Mega/Edge and G2 have no pd-standard; A3 Ultra and A4 accept Hyperdisk only, mapped as
   `balanced`/`ssd` → `hyperdisk-balanced` (no `standard`). Azure: Standard HDD/SSD everywhere,
   Premium SSD (`ssd`) only on premium-capable (`s`) sizes.

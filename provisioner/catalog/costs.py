@@ -24,8 +24,8 @@ from importlib import import_module
 from typing import Any
 
 from provisioner.catalog.disks import HOURS_PER_MONTH, DiskPrices
-from provisioner.catalog.families import GCE_FAMILIES
 from provisioner.catalog.models import Offer
+from provisioner.providers.registry import cloud, load
 
 __all__ = ["CostPart", "Cost", "cost_of", "HOURS_PER_MONTH"]
 
@@ -123,20 +123,17 @@ def _hourly(monthly: float) -> float:
 
 
 def _boot_disk_name(offer: Offer, disk_type: str) -> str:
-    """The cloud's own disk name for a profile disk type (GCE narrows it per machine family)."""
-    fam = GCE_FAMILIES.get(offer.family)
-    if fam is not None:
-        return fam.disk_map.get(disk_type, "")
-    from provisioner.providers.registry import cloud
-
-    return cloud(offer.cloud).disk_types.get(disk_type, "")
+    """The cloud's own disk name for a profile disk type (a cloud may narrow it per machine family:
+    ``CloudSpec.family_disk_map``)."""
+    spec = cloud(offer.cloud)
+    family_map = load(spec.family_disk_map)(offer.family) if spec.family_disk_map else None
+    return (family_map if family_map is not None else spec.disk_types).get(disk_type, "")
 
 
 def _local_disks(offer: Offer, gib: int) -> tuple[int, int] | None:
     """(disks, GiB each) the cloud attaches for ``gib`` of scratch; None: the machine type brings its own
     (whether its price includes them is not in the table)."""
     from provisioner.providers.capabilities import LocalSsdBuilder
-    from provisioner.providers.registry import cloud
 
     builder = import_module(cloud(offer.cloud).request_builder)
     if not isinstance(builder, LocalSsdBuilder):  # a builder that attaches one scratch disk of the size asked
@@ -158,8 +155,6 @@ def cost_of(offer: Offer, *, disk_prices: DiskPrices, boot_disk_type: str, boot_
             compute_hourly: float | None = None, compute_source: str = "catalog") -> Cost:
     """The hourly cost of ``offer`` with the request's disks. ``compute_hourly`` overrides the offer's price
     (status: the price recorded on the VM); else the price that applies (spot when ``spot`` and known)."""
-    from provisioner.providers.registry import cloud
-
     if compute_hourly is None:
         p = offer.price(spot)
         compute_hourly = offer.price_hourly if p is None else p

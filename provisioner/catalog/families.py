@@ -2,8 +2,9 @@
 
 Everything here is a documented cloud fact (source named next to it), not a price. The converter
 (scripts/build_catalog.py) uses these tables to fill the per-row columns ``family``,
-``disk_types``, ``local_nvme_max_gib`` and to correct/flag the snapshot; the GCE provider uses the
-per-family disk maps. Which clouds exist, their OS images and their disk maps: providers/registry.py.
+``disk_types``, ``local_nvme_max_gib`` and to correct/flag the snapshot. Which clouds exist, their OS images
+and their disk maps: providers/registry.py. A cloud's own machine-family tables live in its package (GCE's
+families, per-family boot disks, Local SSD and N1 limits: providers/gcp/families.py).
 
 Vocabulary: a profile's boot disk type is one of ``standard | balanced | ssd``.
 """
@@ -61,103 +62,6 @@ def canonical_gpu(source_name: str) -> str:
         return SOURCE_GPU_NAMES[source_name]
     except KeyError:
         raise ValueError(f"unknown accelerator name {source_name!r} in catalog snapshot") from None
-
-
-# --------------------------------------------------------------------------------------------
-# Google Compute Engine
-# Sources: cloud.google.com/compute/docs/gpus (N1 GPU limits), .../accelerator-optimized-machines
-# (bundled GPUs, supported disk types, Local SSD per machine type), .../disks/local-ssd.
-# --------------------------------------------------------------------------------------------
-LOCAL_SSD_DISK_GIB = 375  # one GCE Local SSD disk
-
-
-@dataclass(frozen=True, slots=True)
-class GceFamily:
-    name: str  # machine-type prefix, e.g. "a3-highgpu"; "n1" for all N1 shapes
-    gpu_attach: str  # "attachable" (N1 + guestAccelerators) or "bundled"
-    #: profile disk type -> GCE disk type used for the boot disk
-    disk_map: Mapping[str, str]
-    note: str = ""
-
-    @property
-    def disk_types(self) -> tuple[str, ...]:
-        return tuple(t for t in DISK_TYPES if t in self.disk_map)
-
-
-_PD_ALL = MappingProxyType({"standard": "pd-standard", "balanced": "pd-balanced", "ssd": "pd-ssd"})
-_PD_NO_STD = MappingProxyType({"balanced": "pd-balanced", "ssd": "pd-ssd"})
-# Hyperdisk-only series: hyperdisk-balanced (SSD-backed, provisioned IOPS) satisfies both
-# "balanced" and "ssd"; there is no HDD-class boot disk, so "standard" is unavailable.
-_HD_ONLY = MappingProxyType({"balanced": "hyperdisk-balanced", "ssd": "hyperdisk-balanced"})
-
-GCE_FAMILIES: Mapping[str, GceFamily] = MappingProxyType({f.name: f for f in (
-    GceFamily("n1", "attachable", _PD_ALL, "N1 host + T4/V100/P100/P4 as guestAccelerators"),
-    GceFamily("a2-highgpu", "bundled", _PD_ALL, "A2 Standard (A100 40GB)"),
-    GceFamily("a2-megagpu", "bundled", _PD_ALL, "A2 Standard, 16x A100 40GB"),
-    GceFamily("a2-ultragpu", "bundled", _PD_NO_STD, "A2 Ultra (A100 80GB): no pd-standard"),
-    GceFamily("a3-highgpu", "bundled", _PD_NO_STD, "A3 High (H100): pd-balanced/pd-ssd/Hyperdisk"),
-    GceFamily("a3-megagpu", "bundled", _PD_NO_STD, "A3 Mega (H100): pd-balanced/pd-ssd/Hyperdisk"),
-    GceFamily("a3-edgegpu", "bundled", _PD_NO_STD, "A3 Edge (H100): pd-balanced/pd-ssd/Hyperdisk"),
-    GceFamily("a3-ultragpu", "bundled", _HD_ONLY, "A3 Ultra (H200): Hyperdisk only"),
-    GceFamily("a4-highgpu", "bundled", _HD_ONLY, "A4 (B200): Hyperdisk only"),
-    GceFamily("g2-standard", "bundled", _PD_NO_STD, "G2 (L4): no pd-standard"),
-)})
-
-
-def gce_family(machine_type: str) -> str:
-    """``n1-highmem-8`` -> ``n1``; ``a3-highgpu-8g`` -> ``a3-highgpu``."""
-    parts = machine_type.split("-")
-    return "n1" if parts[0] == "n1" else "-".join(parts[:2])
-
-
-def gce_disk_type(family: str, profile_disk_type: str) -> str | None:
-    """The GCE boot disk type for a profile disk type on that family (None: not available)."""
-    fam = GCE_FAMILIES.get(family)
-    return None if fam is None else fam.disk_map.get(profile_disk_type)
-
-
-#: Largest Local SSD capacity per machine type (GiB). Bundled series fix the number of disks per
-#: shape (A2 Ultra, A3, A4 attach them automatically; A2 Standard and G2 allow up to the figure).
-#: "-nolssd" shapes have none. N1 accepts up to 24 disks.
-GCE_LOCAL_SSD_GIB: Mapping[str, int] = MappingProxyType({
-    "a2-highgpu-1g": 8 * 375, "a2-highgpu-2g": 8 * 375, "a2-highgpu-4g": 8 * 375,
-    "a2-highgpu-8g": 8 * 375, "a2-megagpu-16g": 8 * 375,
-    "a2-ultragpu-1g": 375, "a2-ultragpu-2g": 750, "a2-ultragpu-4g": 1500, "a2-ultragpu-8g": 3000,
-    "a3-highgpu-1g": 750, "a3-highgpu-2g": 1500, "a3-highgpu-4g": 3000, "a3-highgpu-8g": 6000,
-    "a3-megagpu-8g": 6000, "a3-edgegpu-8g": 6000, "a3-edgegpu-8g-nolssd": 0,
-    "a3-ultragpu-8g": 12000, "a3-ultragpu-8g-nolssd": 0, "a4-highgpu-8g": 12000,
-    "g2-standard-4": 375, "g2-standard-8": 375, "g2-standard-12": 375, "g2-standard-16": 375,
-    "g2-standard-24": 750, "g2-standard-32": 375, "g2-standard-48": 1500, "g2-standard-96": 3000,
-})
-GCE_N1_LOCAL_SSD_GIB = 24 * LOCAL_SSD_DISK_GIB
-
-
-def gce_local_ssd_gib(machine_type: str) -> int:
-    if gce_family(machine_type) == "n1":
-        return GCE_N1_LOCAL_SSD_GIB
-    return GCE_LOCAL_SSD_GIB.get(machine_type, 0)
-
-
-#: N1 + attachable GPU: (gpu, count) -> (max vCPUs, max RAM GiB) of the host.
-N1_GPU_LIMITS: Mapping[tuple[str, int], tuple[int, int]] = MappingProxyType({
-    ("T4", 1): (48, 312), ("T4", 2): (48, 312), ("T4", 4): (96, 624),
-    ("V100", 1): (12, 78), ("V100", 2): (24, 156), ("V100", 4): (48, 312), ("V100", 8): (96, 624),
-    ("P100", 1): (16, 104), ("P100", 2): (32, 208), ("P100", 4): (96, 624),
-    ("P4", 1): (24, 156), ("P4", 2): (48, 312), ("P4", 4): (96, 624),
-})
-#: Zones with a lower limit than N1_GPU_LIMITS (GCE GPU docs, footnote on P100 x4).
-N1_GPU_ZONE_LIMITS: Mapping[tuple[str, int, str], tuple[int, int]] = MappingProxyType({
-    ("P100", 4, "us-east1-c"): (64, 208),
-    ("P100", 4, "europe-west1-b"): (64, 208),
-    ("P100", 4, "europe-west1-d"): (64, 208),
-})
-
-
-def n1_gpu_limits(gpu: str, count: int, zone: str | None = None) -> tuple[int, int] | None:
-    """Max (vCPUs, RAM GiB) of an N1 host carrying ``count`` ``gpu``s; None if not attachable."""
-    if zone is not None and (gpu, count, zone) in N1_GPU_ZONE_LIMITS:
-        return N1_GPU_ZONE_LIMITS[(gpu, count, zone)]
-    return N1_GPU_LIMITS.get((gpu, count))
 
 
 # --------------------------------------------------------------------------------------------

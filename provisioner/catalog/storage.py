@@ -31,6 +31,7 @@ from provisioner.catalog.models import (
     CatalogError,
     Offer,
 )
+from provisioner.providers import registry
 
 ENV_VAR = "TRAINVM_CATALOG"
 MANIFEST = "catalog.json"
@@ -268,7 +269,8 @@ def _read_csv(p: Path, interned: dict[str, Any], schema_version: int = SCHEMA_VE
 def validate_offers(offers: Iterable[Offer]) -> list[str]:
     """Deeper consistency checks than loading does (for ``TRAINVM_CATALOG`` folders and tests):
     canonical GPU names, unique offers, GCE zones inside their region, Azure offers regional, N1
-    hosts within GCE's per-GPU limits, disk types a GCE family supports. Returns problems."""
+    hosts within GCE's per-GPU limits, disk types a GCE family supports (each cloud's own checks:
+    ``CloudSpec.catalog_check``). Returns problems."""
     from provisioner.catalog import families as F
 
     problems: list[str] = []
@@ -280,25 +282,9 @@ def validate_offers(offers: Iterable[Offer]) -> list[str]:
         seen.add(o.key())
         if o.gpu_name not in F.CANONICAL_GPUS:
             problems.append(f"{where}: unknown GPU name {o.gpu_name!r}")
-        if o.cloud == "gcp":
-            if not o.zone or not o.zone.startswith(o.region + "-"):
-                problems.append(f"{where}: zone {o.zone!r} is not in region {o.region}")
-            fam = F.GCE_FAMILIES.get(o.family)
-            if fam is None:
-                problems.append(f"{where}: unknown GCE family {o.family!r}")
-                continue
-            extra = sorted(set(o.disk_types) - set(fam.disk_types))
-            if extra:
-                problems.append(f"{where}: {o.family} has no {'/'.join(extra)} boot disk")
-            if fam.gpu_attach != o.gpu_attach:
-                problems.append(f"{where}: {o.family} GPUs are {fam.gpu_attach}")
-            if o.gpu_attach == "attachable":
-                lim = F.n1_gpu_limits(o.gpu_name, o.gpu_count, o.zone)
-                if lim is None or o.vcpus > lim[0] or o.memory_gib > lim[1]:
-                    problems.append(f"{where}: N1 host {o.vcpus:g} vCPUs/{o.memory_gib:g} GiB "
-                                    f"exceeds GCE's limit for {o.gpu_count}x {o.gpu_name}")
-        elif o.cloud == "azure" and o.zone is not None:
-            problems.append(f"{where}: Azure offers are regional (zone must be empty)")
+        check = registry.cloud(o.cloud).catalog_check
+        if check is not None:
+            problems += registry.load(check)(o)
     return problems
 
 

@@ -14,7 +14,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from provisioner.compat.facts import load_facts
-from provisioner.providers.registry import CLOUDS, PUBLIC_SCHEMES
+from provisioner.providers.registry import CLOUDS, PUBLIC_SCHEMES, or_list
 from provisioner.secrets import find_secret, redact
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,40}$")
@@ -26,7 +26,9 @@ ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 SAFE_PATH_RE = re.compile(r"^/[A-Za-z0-9._/@+-]*$")
 REL_PATH_RE = re.compile(r"^[A-Za-z0-9._/@+-]+$")
 GLOB_RE = re.compile(r"^[a-z0-9*?\[\]-]{1,64}$")
-SECRET_REF_RE = re.compile(r"^secret://(gcp/[A-Za-z0-9_-]{1,255}|azure-keyvault/[A-Za-z0-9-]{3,24}/[A-Za-z0-9-]{1,127}|aws/arn:aws(?:-cn|-us-gov)?:secretsmanager:[a-z]{2}(?:-[a-z]+)+-\d:\d{12}:secret:[A-Za-z0-9/_+=.@-]{1,512}|aws/[A-Za-z0-9/_+=.@-]{1,512})$")
+#: every cloud's ``secret://`` forms (the registry's ``CloudSpec.secret_refs``)
+_SECRET_FORMS = tuple(f for c in CLOUDS.values() for f in c.secret_refs)
+SECRET_REF_RE = re.compile("^secret://(" + "|".join(f.pattern for f in _SECRET_FORMS) + ")$")
 #: each cloud's native scheme (registry order), then the public ones
 DATA_SCHEMES = tuple(s for c in CLOUDS.values() for s in sorted(c.native_schemes)) + tuple(sorted(PUBLIC_SCHEMES))
 _NATIVE_WORDS = ", ".join(f"{s}:// on {c.title}" for c in CLOUDS.values() for s in sorted(c.native_schemes))
@@ -49,7 +51,7 @@ BUCKET_RES = {
 AZ_CONTAINER_RE = re.compile(r"^(?!.*--)[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$")
 HASH_KEY_RE = re.compile(r"(SHA|COMMIT|REVISION|_REV\b|HASH|DIGEST|CHECKSUM)", re.I)
 SECRET_KEY_RE = re.compile(r"(SECRET|PASSWORD|PASSWD|TOKEN|API_?KEY|PRIVATE_?KEY|CREDENTIAL)", re.I)
-SECRET_HINT = "put the secret in a secret manager and reference it as secret://gcp/NAME, secret://azure-keyvault/VAULT/NAME, secret://aws/NAME (in the VM's region) or secret://aws/ARN (the secret's ARN: read in its own region)"
+SECRET_HINT = "put the secret in a secret manager and reference it as " + or_list(tuple(f.hint for f in _SECRET_FORMS))
 
 
 def no_control_chars(value: str) -> str:

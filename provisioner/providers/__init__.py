@@ -9,10 +9,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from provisioner.providers.base import Provider
 
-from provisioner.providers.registry import providers as _registered
-
-#: cloud -> "module:Class", for the clouds the registry marks provisionable
-PROVIDERS: dict[str, str] = _registered()
+    #: cloud -> "module:Class", for the clouds the registry marks provisionable
+    PROVIDERS: dict[str, str]
 
 _override: dict[str, Provider] = {}
 
@@ -22,12 +20,24 @@ def get_provider(cloud: str) -> Provider:
     if cloud in _override:
         return _override[cloud]
     from provisioner.errors import CloudError
+    from provisioner.providers.registry import providers  # lazy: startup (--help imports providers.names only)
 
-    target = PROVIDERS.get(cloud)
+    registered = providers()
+    target = registered.get(cloud)
     if target is None:
-        raise CloudError(f"trainvm cannot provision on {cloud!r} yet (supported: {', '.join(PROVIDERS)})")
+        raise CloudError(f"trainvm cannot provision on {cloud!r} yet (supported: {', '.join(registered)})")
     module, _, cls = target.partition(":")
     return getattr(importlib.import_module(module), cls)()
+
+
+def __getattr__(name: str) -> dict[str, str]:
+    """``PROVIDERS``, read from the registry when first asked: importing this package (``providers.names`` for
+    ``trainvm --help``) does not import the registry."""
+    if name == "PROVIDERS":
+        from provisioner.providers.registry import providers  # lazy: startup (--help imports providers.names only)
+
+        return providers()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def set_provider(cloud: str, provider: Provider | None) -> None:

@@ -11,6 +11,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping
 
+from provisioner.providers.gcp.families import gce_family
+
 DATA = Path(__file__).parent / "data" / "placement.yaml"
 
 
@@ -110,7 +112,7 @@ def family_of(cloud: str, instance_type: str) -> str:
     from provisioner.catalog import families as fam
 
     if cloud == "gcp":
-        return fam.gce_family(instance_type)
+        return gce_family(instance_type)
     if cloud == "azure":
         series = fam.azure_series(instance_type)
         return series.name if series else instance_type

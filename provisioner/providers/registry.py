@@ -19,7 +19,7 @@ Per-cloud facts and their sources:
   (Canonical, Debian; Gen2 SKU, and the Gen1 SKU for Gen1-only sizes); AWS public SSM parameters that
   name the current AMI (Canonical, Debian). ``os_arches``: architectures with a published image.
 * ``disk_types``: profile ``boot_disk.type`` (standard | balanced | ssd) -> the cloud's disk type (GCE
-  narrows it per machine family: catalog/families.py ``GCE_FAMILIES``).
+  narrows it per machine family: ``family_disk_map``, providers/gcp/families.py ``GCE_FAMILIES``).
 * ``native_schemes``: the data URL schemes a VM of that cloud reads with its own identity, no secret
   needed (gs:// through the GCE VM's service-account scope, s3:// through an AWS instance profile, az://
   through the Azure VM's managed identity). Any other scheme needs a credential reference
@@ -41,10 +41,13 @@ Per-cloud facts and their sources:
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
+
+from provisioner.providers.names import or_list
 
 if TYPE_CHECKING:
     from provisioner.providers.placement import ShapePlacement
@@ -92,6 +95,15 @@ class RegistryLogin:
     hosts: str  # regex (fullmatch) over the registry host
     login: Literal["gcp-token", "ecr", "acr"]  # what the on-VM helper does (templates/files/trainvm_helper.py)
     needs: str  # what the VM's identity needs, in words
+
+
+@dataclass(frozen=True)
+class SecretRefForm:
+    """One spelling of ``secret://KIND/...`` that a VM of the cloud resolves with its own identity
+    (profile/fields.py builds ``SECRET_REF_RE`` and ``SECRET_HINT`` from every cloud's forms)."""
+
+    pattern: str  # regex over what follows ``secret://``, starting with the store's KIND and "/" (no anchors)
+    hint: str  # how error messages spell it ("secret://gcp/NAME")
 
 
 @dataclass(frozen=True)
@@ -158,6 +170,8 @@ class CloudSpec:
     disk_types: Mapping[str, str]
     native_schemes: frozenset[str]
     secret_kinds: frozenset[str]
+    #: the ``secret://`` references a profile may write for this cloud's store (names as the store allows them)
+    secret_refs: tuple[SecretRefForm, ...]
     ssh_default: str
     lifecycle: LifecycleFacts
     nvswitch_shapes: str  # regex over the instance type (compiled where used)
@@ -190,6 +204,12 @@ class CloudSpec:
     #: "module:Class" of the cloud's ``Baker`` (providers/bake_base.py), built from its provider, for ``trainvm bake`` and
     #: ``trainvm images``; None: this cloud cannot bake yet (docs/bake.md)
     baker: str | None = None
+    #: "module:function" ``(family) -> Mapping[profile disk type, cloud disk type] | None``: the boot disk types of
+    #: one machine family where the cloud narrows them per family (GCE); None (or a None answer): ``disk_types``
+    family_disk_map: str | None = None
+    #: "module:function" ``(Offer) -> list[str]``: the cloud's own consistency checks of one catalog row
+    #: (catalog/storage.py ``validate_offers``); None: only the checks every cloud gets
+    catalog_check: str | None = None
 
     @property
     def provisionable(self) -> bool:
@@ -209,6 +229,8 @@ CLOUDS: Mapping[str, CloudSpec] = MappingProxyType({c.name: c for c in (
         request_builder="provisioner.providers.gcp.request",
         price_source="provisioner.providers.gcp.prices:fetch",
         quota_reader="provisioner.providers.gcp.quota:reader",
+        family_disk_map="provisioner.providers.gcp.families:family_disk_map",
+        catalog_check="provisioner.providers.gcp.families:check_offer",
         credential_hint="GCE: set GOOGLE_CLOUD_PROJECT and run `gcloud auth application-default login`",
         user_data=UserDataFormat("gce-metadata", "plain", 262_144, "bytes per metadata value"),
         payload=PayloadStoreFacts(
@@ -228,6 +250,8 @@ CLOUDS: Mapping[str, CloudSpec] = MappingProxyType({c.name: c for c in (
         disk_types=MappingProxyType({"standard": "pd-standard", "balanced": "pd-balanced", "ssd": "pd-ssd"}),
         native_schemes=frozenset({"gs"}),
         secret_kinds=frozenset({"gcp"}),
+        # Secret Manager secret ids: letters, digits, "_" and "-", at most 255
+        secret_refs=(SecretRefForm(r"gcp/[A-Za-z0-9_-]{1,255}", "secret://gcp/NAME"),),
         ssh_default="open to any address (the default network's default-allow-ssh rule allows tcp:22 from 0.0.0.0/0)",
         lifecycle=LifecycleFacts(
             stop="the instance is stopped (TERMINATED)",
@@ -257,6 +281,7 @@ CLOUDS: Mapping[str, CloudSpec] = MappingProxyType({c.name: c for c in (
         request_builder="provisioner.providers.azure.request",
         price_source="provisioner.providers.azure.prices:fetch",
         quota_reader="provisioner.providers.azure.quota:reader",
+        catalog_check="provisioner.providers.azure.offers:check_offer",
         credential_hint="Azure: set AZURE_SUBSCRIPTION_ID and run `az login`",
         user_data=UserDataFormat("azure-custom-data", "base64", 87_380, "base64 characters (64 KiB raw)"),
         payload=PayloadStoreFacts(
@@ -276,6 +301,9 @@ CLOUDS: Mapping[str, CloudSpec] = MappingProxyType({c.name: c for c in (
         disk_types=MappingProxyType({"standard": "Standard_LRS", "balanced": "StandardSSD_LRS", "ssd": "Premium_LRS"}),
         native_schemes=frozenset({"az"}),
         secret_kinds=frozenset({"azure-keyvault"}),
+        # Key Vault names: 3-24 letters, digits and "-"; secret names: 1-127 letters, digits and "-"
+        secret_refs=(SecretRefForm(r"azure-keyvault/[A-Za-z0-9-]{3,24}/[A-Za-z0-9-]{1,127}",
+                                   "secret://azure-keyvault/VAULT/NAME"),),
         ssh_default="closed (the VM's network security group allows no inbound traffic)",
         lifecycle=LifecycleFacts(
             stop="the VM is deallocated through Azure Resource Manager (a guest poweroff alone would keep billing)",
@@ -323,6 +351,13 @@ CLOUDS: Mapping[str, CloudSpec] = MappingProxyType({c.name: c for c in (
         disk_types=MappingProxyType({"standard": "gp3", "balanced": "gp3", "ssd": "gp3"}),
         native_schemes=frozenset({"s3"}),
         secret_kinds=frozenset({"aws"}),
+        # Secrets Manager names (1-512 of letters, digits and /_+=.@-), read in the VM's region, or a secret's ARN,
+        # read in the ARN's own region
+        secret_refs=(
+            SecretRefForm(r"aws/[A-Za-z0-9/_+=.@-]{1,512}", "secret://aws/NAME (in the VM's region)"),
+            SecretRefForm(r"aws/arn:aws(?:-cn|-us-gov)?:secretsmanager:[a-z]{2}(?:-[a-z]+)+-\d:\d{12}:secret:"
+                          r"[A-Za-z0-9/_+=.@-]{1,512}", "secret://aws/ARN (the secret's ARN: read in its own region)"),
+        ),
         ssh_default="closed (the VM's own security group allows no inbound traffic)",
         lifecycle=LifecycleFacts(
             stop="the instance is stopped (InstanceInitiatedShutdownBehavior=stop)",
@@ -393,9 +428,6 @@ def providers() -> dict[str, str]:
     return {n: c.provider for n, c in CLOUDS.items() if c.provider is not None}
 
 
-def or_list(names: tuple[str, ...]) -> str:
-    """``("gcp", "azure", "aws")`` -> ``"gcp, azure or aws"``."""
-    return f"{', '.join(names[:-1])} or {names[-1]}" if len(names) > 1 else "".join(names)
 
 
 def unknown_cloud_message(name: str) -> str:
@@ -427,16 +459,19 @@ SSH_DEFAULT: Mapping[str, str] = MappingProxyType({n: c.ssh_default for n, c in 
 NATIVE_SCHEMES: Mapping[str, frozenset[str]] = MappingProxyType({n: c.native_schemes for n, c in CLOUDS.items()})
 
 
+def load(ref: str) -> Any:
+    """A ``"module:name"`` field of a ``CloudSpec``, imported now."""
+    module, _, name = ref.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
 def check_identity(cloud: str, value: str) -> str:
     """``placement.identity.CLOUD``: the cloud's own check of a pre-made VM identity (ValueError when refused)."""
-    import importlib
-
     spec = CLOUDS[cloud]
     if spec.identity_check is None:
         takes = or_list(tuple(c.name for c in CLOUDS.values() if c.identity_check))
         raise ValueError(f"{cloud}: trainvm uses a pre-made VM identity only on {takes}")
-    module, _, fn = spec.identity_check.partition(":")
-    return str(getattr(importlib.import_module(module), fn)(value))
+    return str(load(spec.identity_check)(value))
 
 
 def secret_kind(ref: str) -> str:

@@ -12,6 +12,7 @@ from provisioner.catalog import COLUMNS, SCHEMA_VERSION, load_catalog
 from provisioner.catalog import families as F
 from provisioner.catalog.disks import DISK_COLUMNS, DISKS_FILE
 from provisioner.catalog.storage import EMBEDDED_DIR
+from provisioner.providers.gcp import families as G
 from provisioner.providers.registry import provisionable
 
 KNOWN_FLAGS = {"no_spot_price", "spot_above_ondemand", "spot_equals_ondemand", "suspect_price",
@@ -114,7 +115,7 @@ def test_n1_hosts_within_gce_gpu_limits(cat):
             continue
         seen += 1
         assert o.cloud == "gcp" and o.family == "n1" and o.gpu_name in {"T4", "V100", "P100", "P4"}
-        max_vcpus, max_ram = F.n1_gpu_limits(o.gpu_name, o.gpu_count, o.zone)
+        max_vcpus, max_ram = G.n1_gpu_limits(o.gpu_name, o.gpu_count, o.zone)
         assert o.vcpus <= max_vcpus and o.memory_gib <= max_ram, o
     assert seen > 4000
 
@@ -122,7 +123,7 @@ def test_n1_hosts_within_gce_gpu_limits(cat):
 def test_attach_mode_per_family(cat):
     for o in cat.offers:
         if o.cloud == "gcp":
-            assert F.GCE_FAMILIES[o.family].gpu_attach == o.gpu_attach
+            assert G.GCE_FAMILIES[o.family].gpu_attach == o.gpu_attach
         else:
             assert o.gpu_attach == "bundled"
 
@@ -134,7 +135,7 @@ def test_disk_types_per_family(cat):
             assert "standard" not in o.disk_types, o
         if o.family in ("a3-ultragpu", "a4-highgpu"):
             assert o.disk_types == ("balanced", "ssd")
-            assert F.gce_disk_type(o.family, "ssd") == "hyperdisk-balanced"
+            assert G.gce_disk_type(o.family, "ssd") == "hyperdisk-balanced"
         if o.family == "n1":
             assert o.disk_types == F.DISK_TYPES
 

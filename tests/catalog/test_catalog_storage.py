@@ -167,8 +167,8 @@ def test_validate_offers_finds_inconsistencies():
               gpu_attach="attachable", vcpus=96.0, memory_gib=624.0,
               disk_types=("standard", "balanced", "ssd")),
            mk(cloud="azure", family="NCasT4_v3", zone="eastus-1", region="eastus"),
-           mk(gpu_name="RTX-4090"), mk(gpu_name="RTX-4090")]
+           mk(gpu_name="RTX-4090"), mk(gpu_name="RTX-4090"), mk(instance_type="z9-gpu-1g", family="z9-gpu")]
     problems = "\n".join(validate_offers(bad))
-    for needle in ("not in region us-central1", "g2-standard has no", "exceeds GCE's limit",
+    for needle in ("not in region us-central1", "g2-standard has no", "exceeds GCE's limit", "unknown GCE family 'z9-gpu'",
                    "Azure offers are regional", "unknown GPU name", "duplicate offer"):
         assert needle in problems, needle

@@ -61,11 +61,11 @@ def test_the_spec_says_what_the_gce_request_sends() -> None:
 
 
 def test_the_reference_names_every_secret_store_and_the_bundled_fallback() -> None:
-    from provisioner.profile.fields import SECRET_REF_RE
+    from provisioner.providers.registry import CLOUDS
 
     text = (REPO / "docs" / "profile-reference.md").read_text(encoding="utf-8")
     env_row = next(ln for ln in text.splitlines() if ln.startswith("| `env` |"))
-    for scheme in re.findall(r"\((?:\|)?(\w[\w-]*)/", SECRET_REF_RE.pattern):
+    for scheme in sorted({k for c in CLOUDS.values() for k in c.secret_kinds}):
         assert f"secret://{scheme}/" in env_row, scheme
     assert "bundled" in _section(text, "**`extends` merge rules.**")
 

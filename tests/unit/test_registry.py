@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 from typing import get_args
 
-import pytest
 from ruamel.yaml import YAML
 
 from provisioner.catalog import families as F
@@ -126,6 +125,41 @@ def test_one_memory_tolerance_for_the_rendered_check_and_verify() -> None:
     assert expectation(doc)["tolerance"] is compare.NOMINAL_TOLERANCE is facts.NOMINAL_TOLERANCE
 
 
+def test_gce_machine_families_live_in_the_gcp_package() -> None:
+    from provisioner.providers.gcp import families as G
+
+    for name in ("GCE_FAMILIES", "GceFamily", "gce_family", "gce_disk_type", "GCE_LOCAL_SSD_GIB", "gce_local_ssd_gib",
+                 "LOCAL_SSD_DISK_GIB", "N1_GPU_LIMITS", "n1_gpu_limits"):
+        assert hasattr(G, name) and not hasattr(F, name), name
+
+
+def test_per_cloud_catalog_hooks_resolve_without_a_cloud_sdk() -> None:
+    refs = [r for c in CLOUDS.values() for r in (c.family_disk_map, c.catalog_check) if r]
+    assert refs  # GCE narrows disks per family; GCE and Azure check their catalog rows
+    code = ("import sys; from provisioner.providers.registry import load; "
+            f"fns = [load(r) for r in {refs!r}]; assert all(map(callable, fns)); "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('google', 'azure', 'boto3', 'botocore')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_secret_reference_forms_come_from_the_registry() -> None:
+    from provisioner.profile import fields
+
+    source = (ROOT / "provisioner" / "profile" / "fields.py").read_text()
+    for spec in CLOUDS.values():
+        assert spec.secret_refs, spec.name
+        for form in spec.secret_refs:
+            kind = form.pattern.split("/", 1)[0]
+            assert kind in spec.secret_kinds and form.hint.startswith(f"secret://{kind}/"), (spec.name, form)
+            assert f"{kind}/" not in source, kind  # profile/fields.py spells no store
+            assert form.pattern in fields.SECRET_REF_RE.pattern and form.hint in fields.SECRET_HINT
+    assert fields.SECRET_REF_RE.match("secret://gcp/hf-token")
+    assert fields.SECRET_REF_RE.match("secret://azure-keyvault/my-vault/hf-token")
+    assert fields.SECRET_REF_RE.match("secret://aws/arn:aws:secretsmanager:us-east-1:123456789012:secret:hf-AbCdEf")
+    assert not fields.SECRET_REF_RE.match("secret://vault/hf-token")
+
+
 def test_importing_the_registry_imports_no_cloud_sdk() -> None:
     code = ("import sys, provisioner.providers.registry, provisioner.providers.lifecycle; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('google', 'azure', 'boto3', 'botocore')))")
@@ -133,10 +167,10 @@ def test_importing_the_registry_imports_no_cloud_sdk() -> None:
     assert out.strip() == "[]"
 
 
-# Quoted cloud names outside providers/ (the registry's table is the one place): the catalog's per-cloud
-# machine-family checks, the render package's docstring example and the JSON-schema example of placement.identity
-# (a mapping keyed by cloud; its check is the registry's identity_check) are the only ones left.
-ALLOWED = {"provisioner/catalog/storage.py": 2, "provisioner/render/__init__.py": 1, "provisioner/profile/model.py": 1}
+# Quoted cloud names outside providers/ (the registry's table is the one place): the render package's docstring
+# example and the JSON-schema example of placement.identity (a mapping keyed by cloud; its check is the registry's
+# identity_check) are the only ones left. The catalog's per-cloud checks are ``CloudSpec.catalog_check``.
+ALLOWED = {"provisioner/render/__init__.py": 1, "provisioner/profile/model.py": 1}
 
 
 def test_no_new_cloud_name_branches_outside_providers() -> None:
@@ -152,11 +186,31 @@ def test_no_new_cloud_name_branches_outside_providers() -> None:
     assert found == ALLOWED
 
 
-@pytest.mark.parametrize("option", ["Only these clouds (repeatable): ", "Only this cloud (", "Only look on this cloud ("])
-def test_cli_help_names_the_registry_clouds(option: str) -> None:
-    # the help strings stay literal (importing the registry would cost `trainvm --help` time): keep them in step
+def test_cli_help_spells_no_cloud_and_names_the_registry_clouds() -> None:
+    """The options' help is built from providers/names.py (which the registry must agree with): cli.py spells no
+    cloud in a help string, and ``--help`` lists the registry's clouds."""
+    from typer.testing import CliRunner
+
+    from provisioner.cli import app
+    from provisioner.providers import names
+    from provisioner.providers.registry import or_list
+
+    assert names.CLOUD_NAMES == CLOUD_NAMES and names.PROVISIONABLE == provisionable_clouds()
     text = (ROOT / "provisioner" / "cli.py").read_text()
-    line = next(ln for ln in text.splitlines() if option in ln)
-    named = re.findall(r"\b(gcp|azure|aws)\b", line)
-    expected = CLOUD_NAMES if "these clouds" in option else provisionable_clouds()
-    assert tuple(named) == expected
+    assert not re.findall(r"""help=f?"[^"]*\b(?:gcp|azure|aws)\b""", text)
+    every, provisionable = ", ".join(CLOUD_NAMES), ", ".join(provisionable_clouds())
+    for args, expected in ((["plan", "--help"], f"Only these clouds (repeatable): {every}."),
+                           (["catalog", "show", "--help"], f"{or_list(CLOUD_NAMES)}."),
+                           (["render", "--help"], f"{or_list(CLOUD_NAMES)}."),
+                           (["status", "--help"], f"Only this cloud ({provisionable})"),
+                           (["list", "--help"], f"Only list the VMs on this cloud ({provisionable})."),
+                           (["stop", "--help"], f"Only look on this cloud ({provisionable}).")):
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 0, result.output
+        assert expected in " ".join(result.output.split()), (args, expected)
+
+
+def test_help_does_not_import_the_registry() -> None:
+    code = "import sys, provisioner.cli; print('provisioner.providers.registry' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"

@@ -15,7 +15,7 @@ Decisions (SPEC "What `up` creates"):
   preemption does what ``on_max_run`` says too (decision: the default keeps the disk: a reclaimed spot
   VM is stopped, not deleted, and ``trainvm start`` resumes it). Local SSD data is lost either way.
 - Boot disk: the profile's ``standard|balanced|ssd`` mapped per machine family
-  (``catalog.families.gce_disk_type``: pd-*, or hyperdisk-balanced on Hyperdisk-only series), the image
+  (``providers/gcp/families.py`` ``gce_disk_type``: pd-*, or hyperdisk-balanced on Hyperdisk-only series), the image
   pinned by name (``projects/P/global/images/NAME``, resolved from the family when ``up`` runs).
 - Local NVMe: ``local_nvme_gib`` -> ``ceil(gib / 375)`` SCRATCH NVMe local-ssd disks (rounded up to a
   count the machine type accepts); series that come with fixed Local SSD (A2 Ultra, A3, A4) get none
@@ -52,9 +52,9 @@ import math
 import uuid
 from typing import Any
 
-from provisioner.catalog.families import LOCAL_SSD_DISK_GIB, gce_disk_type, gce_family, gce_local_ssd_gib
 from provisioner.catalog.models import Offer
 from provisioner.providers.base import InvalidRequestError, LaunchSpec
+from provisioner.providers.gcp.families import LOCAL_SSD_DISK_GIB, gce_disk_type, gce_family, gce_local_ssd_gib
 
 #: trainvm GPU name -> GCE accelerator type attachable to N1 hosts.
 N1_ACCELERATORS = {"T4": "nvidia-tesla-t4", "V100": "nvidia-tesla-v100", "P100": "nvidia-tesla-p100",

@@ -1,0 +1,16 @@
+"""What the catalog accepts as an Azure offer (``CloudSpec.catalog_check``, run by catalog/storage.py
+``validate_offers``). Pure: importing it imports no SDK."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from provisioner.catalog.models import Offer
+
+
+def check_offer(o: Offer) -> list[str]:
+    """Azure prices a size per region: an Azure row names no zone."""
+    if o.zone is not None:
+        return [f"{o.cloud} {o.instance_type} {o.zone}: Azure offers are regional (zone must be empty)"]
+    return []
