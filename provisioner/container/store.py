@@ -152,7 +152,7 @@ def require_pinned_image(loaded: object) -> None:
     stack = loaded.profile.stack  # type: ignore[attr-defined]
     if stack.container is None or parse_image_ref(stack.container.image).digest:
         return
-    from provisioner.profile.source import load_resolved
+    from provisioner.yamlsource import load_resolved
 
     file, line = load_resolved(loaded.path).where(("stack", "container", "image"))  # type: ignore[attr-defined]
     raise ProfileError([Message(PATH, f"{stack.container.image} has no digest; `up` runs only images pinned as REPO:TAG@sha256:DIGEST (run `trainvm validate --resolve-image` or `trainvm lock` to get it)", file=file, line=line)])

@@ -109,7 +109,7 @@ def dumps(lock: LockFile) -> str:
 
 def read_lock(path: Path) -> LockFile:
     """Parse a lock file; unreadable, too big, malformed or another version: exit 2."""
-    from provisioner.profile.inputfile import read_capped
+    from provisioner.inputfile import read_capped
     from provisioner.secrets import find_secret
 
     raw = read_capped(path, MAX_LOCK_FILE_BYTES, "lock file")  # a regular file under the cap, checked before reading

@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from provisioner.errors import InputError, ProfileError
-from provisioner.profile.inputfile import read_capped
+from provisioner.inputfile import read_capped
 from provisioner.profile.messages import Message
-from provisioner.profile.source import Located, load_resolved, yaml_kind
 from provisioner.providers.registry import HASHED_DEFAULT_CLOUDS
 from provisioner.secrets import find_secret, redact
+from provisioner.yamlsource import Located, load_resolved, yaml_kind
 
 if TYPE_CHECKING:  # the model is imported lazily at run time
     from provisioner.profile.model import Profile

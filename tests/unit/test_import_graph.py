@@ -20,7 +20,7 @@ KNOWN_EDGES = {
     ("bake", "verify"),
     ("catalog", "providers"),
     ("compat", "container"), ("compat", "profile"),
-    ("container", "compat"), ("container", "lock"), ("container", "probe"), ("container", "profile"),
+    ("container", "compat"), ("container", "lock"), ("container", "probe"),
     ("lock", "compat"), ("lock", "probe"), ("lock", "profile"), ("lock", "providers"),
     ("planner", "catalog"), ("planner", "compat"), ("planner", "profile"), ("planner", "providers"),
     ("probe", "compat"), ("probe", "verify"),

@@ -17,7 +17,7 @@ from typing import Any
 
 from provisioner import settings
 from provisioner.errors import InputError, ProfileError
-from provisioner.profile.messages import Message
+from provisioner.messages import Message
 
 Path_ = tuple[str | int, ...]
 MAX_DEPTH = 16
@@ -134,7 +134,7 @@ def read_yaml(path: Path, label: str | None = None) -> Located:
     The result is a function of the file's name and bytes (and ruamel.yaml's version): it comes from the
     parsed-data cache when those are unchanged, so a plan of an unchanged profile never imports ruamel.yaml."""
     from provisioner.cache import cached_bytes
-    from provisioner.profile.inputfile import MAX_PROFILE_BYTES, read_capped
+    from provisioner.inputfile import MAX_PROFILE_BYTES, read_capped
 
     file = label or str(path)
     raw = read_capped(path, MAX_PROFILE_BYTES, "profile file")
@@ -256,7 +256,7 @@ def _absolute(path: Path) -> Path:
     try:
         return path.resolve()
     except (OSError, RuntimeError):
-        from provisioner.profile.inputfile import MAX_PROFILE_BYTES, read_capped
+        from provisioner.inputfile import MAX_PROFILE_BYTES, read_capped
 
         read_capped(path, MAX_PROFILE_BYTES, "profile file")  # raises the clear error
         return Path(os.path.abspath(path))
