@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import errno
 import hashlib
-import json
 import os
 import re
 from dataclasses import dataclass
@@ -15,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from provisioner.canonical import canonical_json
 from provisioner.errors import InputError, ProfileError
 from provisioner.inputfile import read_capped
 from provisioner.profile.messages import Message
@@ -143,10 +143,6 @@ def _did_you_mean(model: Any, path: tuple[str | int, ...]) -> str:
     allowed = list(current.model_fields)
     close = difflib.get_close_matches(str(path[-1]), allowed, n=1)
     return f"; did you mean {close[0]!r}?" if close else f" (allowed: {', '.join(allowed)})"
-
-
-def canonical_json(data: Any) -> str:
-    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def profile_hash(profile: Any, requirements_sha256: str | None = None, lock_sha256: str | None = None) -> str:
