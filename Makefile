@@ -53,7 +53,8 @@ fix: install-dev
 
 # The rendered debian-12 script on a real Debian 12 userland (debootstrap, chroot, real apt/dpkg/
 # dkms/curl/uv/PyPI, a signed fake NVIDIA repository over HTTPS): needs root, debootstrap and the
-# Debian archive (it names what is missing); see tests/realos/lane.py. 7-18 min on 2 cores; the
+# Debian archive (it names what is missing); see tests/realos/lane.py. Scenarios gcp, aws-s3 and bake
+# (tests/realos/bakelane.py: a bake, its image, a baked boot; TRAINVM_OS_SCENARIOS picks). 7-18 min on 2 cores; the
 # rootfs is cached under /var/cache/trainvm-os (figures: bench/RESULTS.md). Not in make test or CI.
 test-os: install-dev
 	$(BIN)/python tests/realos/lane.py

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 #: bumped when the install phases or templates/phases/_bake_clean.sh.j2 change what a bake leaves on the disk
-SCRIPT_VERSION = 1
+SCRIPT_VERSION = 2  # 2: the seal after the finish (status, report, logs, payload) and the random seed go
 
 LABEL_STACK = "trainvm-stack"
 LABEL_LOCK_A = "trainvm-lock-a"

@@ -95,7 +95,7 @@ def run_lock(path: Path, *, upgrade: bool, check: bool, frozen: bool, index_url:
         raise InputError(f"{path}: stack.requirements names a hand-written lock; remove it to let `trainvm lock` write {lock_path.name}")
     if not json_out:
         print_messages(m for m in loaded.warnings if m.level == "warning")
-    if loaded.lock_state == "fresh" and not upgrade:
+    if loaded.lock is not None and loaded.lock_state == "fresh" and not upgrade:
         doc = {"profile": str(path), "lock": str(lock_path), "state": "fresh", "written": False, "packages": len(loaded.lock.packages)}
         emit_json(doc) if json_out else out.print(f"{lock_path} is up to date ({len(loaded.lock.packages)} packages); `--upgrade` re-resolves")
         return 0

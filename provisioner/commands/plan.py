@@ -252,10 +252,11 @@ def cluster_json(loaded: Any, plan: Any, hours: float | None) -> dict[str, Any] 
         return None
     c = plan.chosen
     facts = placement(c.cloud, c.family, c.instance_type)
-    asked = loaded.profile.placement.compact
+    decided = loaded.resolved.placement
     price = plan.price(c)
     cost = plan.cost(c)
-    return {"nodes": nodes, "compact_requested": asked, "compact": facts.compact if asked is None else asked,
+    return {"nodes": nodes, "compact_requested": decided.compact_asked,
+            "compact": decided.compact_for(c.cloud, c.family, c.instance_type),
             "price_hourly_per_node": price, "price_hourly": round(price * nodes, 6),
             "running_hourly_per_node": cost.running_hourly, "running_hourly": cost.total(cost.running_hourly),
             "stopped_hourly_per_node": cost.stopped_hourly, "stopped_hourly": cost.total(cost.stopped_hourly),

@@ -29,7 +29,7 @@ def _left_out(loaded: Any, cloud: str) -> list[str]:
     clouds = list(loaded.profile.placement.clouds)
     if cloud in clouds:
         return []
-    file, line = loaded.locate(("placement", "clouds")) if loaded.locate else (None, None)
+    file, line = loaded.where(("placement", "clouds"))
     explicit = "clouds" in loaded.profile.placement.model_fields_set
     where = f"{file}:{line}: " if explicit and file and line else ""
     what = f"placement.clouds is [{', '.join(clouds)}]" + ("" if explicit else " (the default)")
@@ -48,7 +48,7 @@ def _loopback_image(loaded: Any) -> list[str]:
 def run_render(path: Path, *, cloud: str, out: Path | None, regions: list[str] | None, json_out: bool) -> int:
     from provisioner.catalog.models import Offer
     from provisioner.planner.explain import no_offer_message
-    from provisioner.planner.from_profile import Overrides, build_request, make_plan
+    from provisioner.planner.from_profile import Overrides, make_plan
     from provisioner.profile import load_profile
     from provisioner.provision.launch import launch_spec, render_for_offer
 
@@ -64,7 +64,7 @@ def run_render(path: Path, *, cloud: str, out: Path | None, regions: list[str] |
 
         from provisioner.planner.core import plan as plan_fn
 
-        request, _ = build_request(loaded, Overrides((cloud,), tuple(regions or ()) or None, None))
+        request = plan.request  # the request make_plan built from the record: not built a second time
         from provisioner.providers.registry import cluster_clouds, provisionable
 
         review_only = not provisionable(cloud) or (request.nodes > 1 and cloud not in cluster_clouds())

@@ -131,6 +131,10 @@ def image_rules(stack: Any, boot_disk_gib: int, image: Any) -> list[Message]:
     return out
 
 
+#: (the image's facts or None when not known offline, what the lookup says): ``container.store.image_facts``
+Known = tuple[Any, "list[Message] | tuple[Message, ...]"]
+
+
 def _gpu_table(stack: Any, image: Any, facts: Facts) -> dict[str, list[Message]]:
     """Every GPU -> host-driver problems (driver branch, GPU minimum) plus the image's problems."""
     from provisioner.compat.rules import StackContext
@@ -141,22 +145,25 @@ def _gpu_table(stack: Any, image: Any, facts: Facts) -> dict[str, list[Message]]
             for name, g in facts.gpus.items()}
 
 
-def container_gpu_exclusions(stack: Any, facts: Facts | None = None) -> dict[str, list[Message]]:
-    """For the planner: every cloud GPU -> the errors that keep this container stack off it."""
+def container_gpu_exclusions(stack: Any, facts: Facts | None = None, known: Known | None = None) -> dict[str, list[Message]]:
+    """For the planner: every cloud GPU -> the errors that keep this container stack off it (``known``: the image's
+    facts as the profile's record looked them up, else looked up here)."""
     from provisioner.container.store import image_facts
 
     facts = facts or load_facts()
-    image, _ = image_facts(stack.container.image)
+    image, _ = known if known is not None else image_facts(stack.container.image)
     table = _gpu_table(stack, image, facts)
     return {n: [m for m in table[n] if m.level == "error"] for n, g in facts.gpus.items() if g.cloud}
 
 
-def check_container_profile(profile: Any, facts: Facts | None = None) -> list[Message]:
-    """All messages for a profile with ``stack.container`` (the counterpart of rules.check_profile)."""
+def check_container_profile(profile: Any, facts: Facts | None = None, known: Known | None = None) -> list[Message]:
+    """All messages for a profile with ``stack.container`` (the counterpart of rules.check_profile; ``known``: the
+    image's facts and notes from the profile's record)."""
     from provisioner.container.store import image_facts
 
     facts = facts or load_facts()
-    image, out = image_facts(profile.stack.container.image)
+    image, said = known if known is not None else image_facts(profile.stack.container.image)
+    out = list(said)
     if image is not None:
         out.extend(image_rules(profile.stack, profile.hardware.boot_disk.size_gib, image))
     table = _gpu_table(profile.stack, image, facts)

@@ -12,13 +12,13 @@ and tests; ``check_profile`` returns messages (not located: the loader adds file
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from packaging.version import Version
 
 from provisioner import versions
 from provisioner.compat.facts import Facts, GpuFact, load_facts
-from provisioner.compat.stack import Framework, frameworks, sass_or_ptx_covers
+from provisioner.compat.stack import Framework, effective_cuda, frameworks, sass_or_ptx_covers
 from provisioner.messages import Message
 
 if TYPE_CHECKING:  # types only: the profile package imports compat, not the other way round
@@ -69,8 +69,7 @@ def _branch(driver: str) -> int:
 def stack_context(stack: Stack, facts: Facts | None = None) -> StackContext:
     facts = facts or load_facts()
     fws = tuple(frameworks(stack.packages, facts))
-    cuda = stack.cuda or next((fw.cuda for fw in fws if fw.cuda), None)
-    return StackContext(stack, facts, fws, cuda, _v(stack.driver))
+    return StackContext(stack, facts, fws, effective_cuda(stack.cuda, fws), _v(stack.driver))
 
 
 def gpu_problems(gpu: GpuFact, ctx: StackContext) -> list[Message]:
@@ -136,15 +135,21 @@ def gpu_warnings(gpu: GpuFact, ctx: StackContext) -> list[Message]:
     return out
 
 
-def compatible_gpus(stack: Stack, facts: Facts | None = None) -> dict[str, list[Message]]:
-    """For every cloud GPU: the reasons this stack cannot run there (empty = compatible). Used by the planner."""
+def compatible_gpus(stack: Stack, facts: Facts | None = None, ctx: StackContext | None = None) -> dict[str, list[Message]]:
+    """For every cloud GPU: the reasons this stack cannot run there (empty = compatible). Used by the planner
+    (through ``gpu_exclusions``, which the profile's record holds)."""
     if stack.container is not None:
         from provisioner.compat.container import container_gpu_exclusions
 
         return container_gpu_exclusions(stack, facts)
-    ctx = stack_context(stack, facts)
+    ctx = ctx or stack_context(stack, facts)
     return {name: gpu_problems(g, ctx) for name, g in ctx.facts.gpus.items() if g.cloud}
 
+
+
+def gpu_exclusions(stack: Stack, facts: Facts | None = None, ctx: StackContext | None = None) -> dict[str, str]:
+    """Cloud GPU -> the first reason this stack cannot run there (compatible GPUs left out)."""
+    return {name: problems[0].message for name, problems in compatible_gpus(stack, facts, ctx).items() if problems}
 
 
 def _stack_rules(ctx: StackContext) -> list[Message]:
@@ -232,13 +237,15 @@ def _framework_rules(fw: Framework, ctx: StackContext) -> list[Message]:
     return out
 
 
-def check_profile(profile: Profile, facts: Facts | None = None) -> list[Message]:
-    """All compatibility messages for a profile that passed schema validation."""
+def check_profile(profile: Profile, facts: Facts | None = None, ctx: StackContext | None = None,
+                  known: Any = None) -> list[Message]:
+    """All compatibility messages for a profile that passed schema validation (``ctx``: its stack context, from the
+    profile's record, when the caller has it)."""
     if profile.stack.container is not None:
         from provisioner.compat.container import check_container_profile
 
-        return check_container_profile(profile, facts)
-    ctx = stack_context(profile.stack, facts)
+        return check_container_profile(profile, facts, known)
+    ctx = ctx or stack_context(profile.stack, facts)
     out = _stack_rules(ctx)
     hw = profile.hardware
     listed = hw.gpu_names()

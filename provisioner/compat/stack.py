@@ -103,6 +103,13 @@ def frameworks(packages: list[str], facts: Facts) -> list[Framework]:
     return found
 
 
+def effective_cuda(stack_cuda: str | None, found: list[Framework] | tuple[Framework, ...]) -> str | None:
+    """The CUDA a stack runs: ``stack.cuda`` when written, else the first pinned framework build that targets one
+    (torch +cu124 -> 12.4); None when neither says. The one computation of it (issue 26): validate's rules, the
+    render (``LoadedProfile.resolved.cuda``) and verify's expectation all read this."""
+    return stack_cuda or next((fw.cuda for fw in found if fw.cuda), None)
+
+
 def sass_or_ptx_covers(targets: tuple[ArchTarget, ...], cc: tuple[int, int]) -> str | None:
     """How a build with ``targets`` runs on compute capability ``cc``; None when it cannot.
 

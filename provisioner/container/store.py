@@ -12,11 +12,15 @@ import json
 import os
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from provisioner import settings
 from provisioner.container.image import ImageFacts
 from provisioner.container.reference import parse_image_ref
 from provisioner.messages import Message
+
+if TYPE_CHECKING:
+    from provisioner.profile.loader import LoadedProfile
 
 PATH = "stack.container.image"
 RESOLVE_ENV = "TRAINVM_RESOLVE_IMAGES"
@@ -145,14 +149,12 @@ def _image_facts(image: str) -> tuple[ImageFacts | None, list[Message]]:
     return facts, out
 
 
-def require_pinned_image(loaded: object) -> None:
+def require_pinned_image(loaded: LoadedProfile) -> None:
     """``up`` runs only images pinned by digest (validate only warns): a tag can move between two VMs."""
     from provisioner.errors import ProfileError
 
-    stack = loaded.profile.stack  # type: ignore[attr-defined]
-    if stack.container is None or parse_image_ref(stack.container.image).digest:
+    stack, image = loaded.profile.stack, loaded.resolved.image
+    if stack.container is None or image is None or image.digest:
         return
-    from provisioner.yamlsource import load_resolved
-
-    file, line = load_resolved(loaded.path).where(("stack", "container", "image"))  # type: ignore[attr-defined]
+    file, line = loaded.where(("stack", "container", "image"))  # from the first read of the YAML
     raise ProfileError([Message(PATH, f"{stack.container.image} has no digest; `up` runs only images pinned as REPO:TAG@sha256:DIGEST (run `trainvm validate --resolve-image` or `trainvm lock` to get it)", file=file, line=line)])

@@ -15,13 +15,13 @@ from datetime import date
 from fnmatch import fnmatchcase
 from itertools import groupby
 from operator import attrgetter
-from typing import Any, Iterable, NamedTuple
+from typing import Any, Callable, Iterable, NamedTuple
 
 from provisioner.catalog.costs import Cost, cost_of
 from provisioner.catalog.families import GPU_MEMORY_GIB
 from provisioner.catalog.models import EMBEDDED_STALE_AFTER_DAYS, EXCLUDING_FLAGS, Catalog, Offer
 from provisioner.planner.request import REASONS, PlanRequest
-from provisioner.providers.registry import CLOUD_NAMES, cluster_clouds, os_arches, provisionable_clouds
+from provisioner.providers.registry import cluster_clouds, os_arches, provisionable_clouds
 
 #: A catalog older than its ``stale_after_days`` gets a warning in every plan: 30 days for a refreshed or
 #: TRAINVM_CATALOG catalog, 90 for the embedded snapshot (catalog/models.py says why).
@@ -68,7 +68,8 @@ class Plan:
     def running_price(self, offer: Offer) -> float:
         """What ranking, ``max_price_per_hour`` and the failover bound compare: the price that applies plus the
         request's disks per node, as far as their prices are known (``cost`` says which are not)."""
-        return running_prices(self.request, self.disk_prices)(offer)
+        price: float = running_prices(self.request, self.disk_prices)(offer)
+        return price
 
     def bound_json(self) -> dict[str, Any] | None:
         if self.chosen is None:
@@ -115,7 +116,7 @@ class Plan:
         }
 
 
-def running_prices(req: PlanRequest, disk_prices: Any):
+def running_prices(req: PlanRequest, disk_prices: Any) -> Callable[[Offer], float]:
     """offer -> the price that applies + the known hourly price of the request's disks (per node), memoized by
     what the disks depend on (cloud, region, family; the shape too when local scratch is asked for)."""
     from provisioner.catalog.disks import DiskPrices
@@ -130,19 +131,19 @@ def running_prices(req: PlanRequest, disk_prices: Any):
         if d is None:
             c = cost_of(o, disk_prices=table, boot_disk_type=req.boot_disk_type, boot_disk_gib=req.boot_disk_gib,
                         local_nvme_gib=req.local_nvme_gib, compute_hourly=0.0)
-            d = memo[k] = c.running_hourly_known
+            d = memo[k] = float(c.running_hourly_known)
         return round(compute(o) + d, 6)
 
     return price
 
 
-def _price_key(spot: bool):
+def _price_key(spot: bool) -> Callable[[Offer], float]:
     if spot:
         return lambda o: o.price_hourly if o.spot_price_hourly is None else o.spot_price_hourly
     return lambda o: o.price_hourly
 
 
-def rank_key(request: PlanRequest):
+def rank_key(request: PlanRequest) -> Callable[[Offer], tuple[Any, ...]]:
     """Sort key: price that applies, then the request's cloud order, region, zone, type, GPU."""
     cloud_rank = {c: i for i, c in enumerate(request.clouds)}
     n = len(cloud_rank)
@@ -192,6 +193,12 @@ class _Checker:
         self.flag_reasons: dict[tuple[str, ...], tuple[str, ...]] = {}
         #: for nodes > 1: the clouds whose provider creates clusters (the registry's group_engine)
         self.cluster = frozenset(cluster_clouds() if req.cluster_clouds is None else req.cluster_clouds)
+        from provisioner.planner import checks as _checks
+
+        #: the reasons of planner.checks.CHECKS (read now: a check added to the list is seen by plan and diagnose)
+        self.reasons = tuple(c.reason for c in _checks.CHECKS)
+        #: (reason, offer -> fails?) of every check that can fail for this request, in reason order
+        self.checks = tuple(_checks.active(req, self))
 
     def region_match(self, region: str, zone: str | None) -> bool:
         ok = self.region_ok.get(region)
@@ -215,50 +222,10 @@ class _Checker:
 
 def diagnose(offer: Offer, request: PlanRequest,
              _checker: _Checker | None = None) -> tuple[str, ...]:
-    """Every reason ``offer`` fails ``request``, in REASONS order (empty: feasible)."""
+    """Every reason ``offer`` fails ``request``, in reason order (empty: feasible): the checks of
+    ``planner.checks.CHECKS``, the same list ``plan`` applies."""
     ck = _checker or _Checker(request)
-    req, o = request, offer
-    out = []
-    if o.cloud not in req.clouds:
-        out.append("cloud")
-    if o.cloud not in ck.provisionable and not req.include_unprovisionable:
-        out.append("not_provisionable")
-    if req.nodes > 1 and o.cloud not in ck.cluster and not req.include_unprovisionable:
-        out.append("cluster")
-    if o.cloud in req.data_excluded_clouds:
-        out.append("data_locality")
-    if o.cloud in req.secret_excluded_clouds:
-        out.append("secret_store")
-    if req.gpu_names is not None and o.gpu_name not in req.gpu_names:
-        out.append("gpu_name")
-    if req.min_gpu_memory_gib is not None and o.gpu_memory_gib < req.min_gpu_memory_gib:
-        out.append("gpu_memory")
-    if o.gpu_name in req.stack_excluded_gpus:
-        out.append("stack_incompatible")
-    if o.gpu_count != req.gpu_count:
-        out.append("gpu_count")
-    if o.vcpus < req.min_vcpus:
-        out.append("vcpus")
-    if o.memory_gib < req.min_memory_gib:
-        out.append("memory")
-    if o.local_nvme_max_gib < req.local_nvme_gib:
-        out.append("local_nvme")
-    if req.boot_disk_type not in o.disk_types:
-        out.append("disk_type")
-    if o.arch not in ck.os_arches.get(o.cloud, ()):
-        out.append("os_image")
-    if req.compact_families is not None and (o.cloud, o.family) not in req.compact_families:
-        out.append("placement")
-    if req.region_globs is not None and not ck.region_match(o.region, o.zone):
-        out.append("region")
-    out.extend(reversed(ck.flag_reasons_of(o.flags)) if o.flags else ())
-    p = o.price(req.spot)
-    if p is None:
-        out.append("spot_unavailable")
-        p = o.price_hourly
-    if req.max_price_per_hour is not None and p > req.max_price_per_hour:
-        out.append("max_price")
-    return tuple(out)
+    return tuple(r for r, fails in ck.checks if fails(offer))
 
 
 def plan(request: PlanRequest, catalog: Catalog, today: date) -> Plan:
@@ -266,106 +233,27 @@ def plan(request: PlanRequest, catalog: Catalog, today: date) -> Plan:
     the result depends only on the arguments (``today`` only feeds the catalog-age warning)."""
     req = request
     ck = _Checker(req)
-    clouds = frozenset(req.clouds)
-    allow_unprov = req.include_unprovisionable
     provisionable = ck.provisionable
     names = req.gpu_names
-    min_gmem = req.min_gpu_memory_gib
-    stack_ex = dict(req.stack_excluded_gpus)
-    count, min_vc, min_ram = req.gpu_count, req.min_vcpus, req.min_memory_gib
-    nvme, disk = req.local_nvme_gib, req.boot_disk_type
-    os_arches = ck.os_arches
-    no_arch: frozenset[str] = frozenset()
-    globs = req.region_globs
-    region_ok, region_match = ck.region_ok, ck.region_match
-    flag_reasons = ck.flag_reasons_of
-    spot, maxp = req.spot, req.max_price_per_hour
-    data_ex = req.data_excluded_clouds
-    secret_ex = req.secret_excluded_clouds
-    compact = req.compact_families
-    no_cluster = frozenset() if req.nodes == 1 or allow_unprov else frozenset(CLOUD_NAMES) - ck.cluster
+    maxp = req.max_price_per_hour
+    spot = req.spot
+    checks = ck.checks  # planner/checks.py: the one list diagnose() reads too
+    order = {r: i for i, r in enumerate(ck.reasons)}
 
     feasible: list[Offer] = []
     rejected: dict[str, dict[str, int]] = {}
     near: dict[str, list[Offer]] = {}
     for o in catalog.offers:
-        # Tested from the last reason to the first: `first` ends as the earliest failing reason.
-        n = 0
-        first = ""
-        if spot:
-            p = o.spot_price_hourly
-            if p is None:
-                p = o.price_hourly
-                if maxp is not None and p > maxp:
-                    n, first = 1, "max_price"
-                n += 1
-                first = "spot_unavailable"
-            elif maxp is not None and p > maxp:
-                n, first = 1, "max_price"
-        elif maxp is not None and o.price_hourly > maxp:
-            n, first = 1, "max_price"
-        if o.flags:
-            for r in flag_reasons(o.flags):
-                n += 1
-                first = r
-        if globs is not None:
-            ok = region_ok.get(o.region)
-            if not ok and not region_match(o.region, o.zone):
-                n += 1
-                first = "region"
-        if compact is not None and (o.cloud, o.family) not in compact:
-            n += 1
-            first = "placement"
-        if o.arch not in os_arches.get(o.cloud, no_arch):
-            n += 1
-            first = "os_image"
-        if disk not in o.disk_types:
-            n += 1
-            first = "disk_type"
-        if o.local_nvme_max_gib < nvme:
-            n += 1
-            first = "local_nvme"
-        if o.memory_gib < min_ram:
-            n += 1
-            first = "memory"
-        if o.vcpus < min_vc:
-            n += 1
-            first = "vcpus"
-        if o.gpu_count != count:
-            n += 1
-            first = "gpu_count"
-        if stack_ex and o.gpu_name in stack_ex:
-            n += 1
-            first = "stack_incompatible"
-        if min_gmem is not None and o.gpu_memory_gib < min_gmem:
-            n += 1
-            first = "gpu_memory"
-        if names is not None and o.gpu_name not in names:
-            n += 1
-            first = "gpu_name"
-        if secret_ex and o.cloud in secret_ex:
-            n += 1
-            first = "secret_store"
-        if data_ex and o.cloud in data_ex:
-            n += 1
-            first = "data_locality"
-        if no_cluster and o.cloud in no_cluster:
-            n += 1
-            first = "cluster"
-        if o.cloud not in provisionable and not allow_unprov:
-            n += 1
-            first = "not_provisionable"
-        if o.cloud not in clouds:
-            n += 1
-            first = "cloud"
-        if n == 0:
+        failed = [r for r, fails in checks if fails(o)]
+        if not failed:
             feasible.append(o)
             continue
+        first = failed[0]
         by_reason = rejected.get(o.cloud)
         if by_reason is None:
             by_reason = rejected[o.cloud] = {}
         by_reason[first] = by_reason.get(first, 0) + 1
-        if n == 1:
+        if len(failed) == 1:
             lst = near.get(first)
             if lst is None:
                 near[first] = [o]
@@ -389,15 +277,15 @@ def plan(request: PlanRequest, catalog: Catalog, today: date) -> Plan:
     failover = failover_order(chosen, ranked[1:], bound, running) if chosen else ()
     picked: list[NearMiss] = []
     for r, lst in near.items():
-        k = key
+        k: Callable[[Offer], tuple[Any, ...]] = key
         if r == "gpu_name" and names:
             # Suggest GPUs closest in memory to the ones asked for (capped), then the cheapest.
             want = min(GPU_MEMORY_GIB.get(g, 0.0) for g in names)
-            k = lambda o, want=want: (-min(o.gpu_memory_gib, want), key(o))  # noqa: E731
+            k = lambda o: (-min(o.gpu_memory_gib, want), key(o))  # noqa: B023, E731 - used within this iteration
         elif r == "max_price":  # the cap is on the running price: the offers closest under it are the cheapest running
             k = lambda o: (running(o), key(o))  # noqa: E731
         picked.extend(NearMiss(o, r) for o in heapq.nsmallest(NEAR_MISSES_PER_REASON, lst, key=k))
-    near_misses = tuple(sorted(picked, key=lambda nm: (running(nm.offer), key(nm.offer), _RANK[nm.reason])))
+    near_misses = tuple(sorted(picked, key=lambda nm: (running(nm.offer), key(nm.offer), order[nm.reason])))
     age = (today - catalog.date).days
     warnings: list[str] = []
     if catalog.note:
@@ -422,7 +310,7 @@ def plan(request: PlanRequest, catalog: Catalog, today: date) -> Plan:
                 f"{o.describe(spot)} (flags: {', '.join(o.flags)}); see the catalog README")
     return Plan(
         request=req, chosen=chosen, ranked=ranked, failover=failover,
-        rejected={c: {r: rejected[c][r] for r in REASONS if r in rejected[c]}
+        rejected={c: {r: rejected[c][r] for r in ck.reasons if r in rejected[c]}
                   for c in sorted(rejected)},
         near_misses=near_misses, catalog_source=catalog.source, catalog_date=catalog.date,
         catalog_age_days=age, warnings=tuple(warnings), offers_considered=len(catalog.offers),

@@ -23,7 +23,6 @@ from datetime import date
 from typing import TYPE_CHECKING
 
 from provisioner.compat.facts import load_facts
-from provisioner.compat.rules import compatible_gpus
 from provisioner.profile import LoadedProfile
 from provisioner.providers.access import data_locality_exclusions, secret_store_exclusions
 from provisioner.providers.registry import compactable_families
@@ -90,8 +89,10 @@ def build_request(loaded: LoadedProfile, overrides: Overrides | None = None) -> 
     from provisioner.planner.request import PlanRequest
 
     ov = overrides or Overrides()
-    p = loaded.profile
-    excluded = {name: problems[0].message for name, problems in compatible_gpus(p.stack).items() if problems}
+    p, rec = loaded.profile, loaded.resolved
+    pl = rec.placement
+    clouds = tuple(ov.clouds or pl.clouds)
+    excluded = dict(rec.gpu_exclusions)
     host = host_defaults(loaded, excluded)
     request = PlanRequest(
         gpu_names=frozenset(p.hardware.gpu) if p.hardware.gpu is not None else None,
@@ -102,19 +103,17 @@ def build_request(loaded: LoadedProfile, overrides: Overrides | None = None) -> 
         local_nvme_gib=p.hardware.local_nvme_gib,
         boot_disk_type=p.hardware.boot_disk.type,
         boot_disk_gib=p.hardware.boot_disk.size_gib,
-        clouds=tuple(ov.clouds or p.placement.clouds),
-        region_globs=tuple(ov.regions) if ov.regions else (tuple(p.placement.regions) if p.placement.regions else None),
-        spot=p.placement.spot if ov.spot is None else ov.spot,
-        max_price_per_hour=p.placement.max_price_per_hour,
-        max_failover_premium=p.placement.max_failover_premium,
+        clouds=clouds,
+        region_globs=tuple(ov.regions) if ov.regions else pl.regions,
+        spot=pl.spot if ov.spot is None else ov.spot,
+        max_price_per_hour=pl.max_price_per_hour,
+        max_failover_premium=pl.max_failover_premium,
         os=p.stack.os,
         stack_excluded_gpus=excluded,
-        data_excluded_clouds=data_locality_exclusions([(d.source, d.credential) for d in p.data],
-                                                      tuple(ov.clouds or p.placement.clouds)),
-        secret_excluded_clouds=secret_store_exclusions(list(loaded.secret_refs), tuple(ov.clouds or p.placement.clouds)),
-        nodes=p.hardware.nodes,
-        compact_families=(compactable_families(tuple(ov.clouds or p.placement.clouds))
-                          if p.hardware.nodes > 1 and p.placement.compact else None),
+        data_excluded_clouds=data_locality_exclusions(list(rec.data_sources), clouds),
+        secret_excluded_clouds=secret_store_exclusions(list(loaded.secret_refs), clouds),
+        nodes=pl.nodes,
+        compact_families=compactable_families(clouds) if pl.compact_required else None,
     )
     return request, host.applied
 

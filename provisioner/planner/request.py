@@ -10,36 +10,15 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Mapping
 
+from provisioner.planner.checks import CHECKS
 from provisioner.providers.registry import CLOUD_NAMES, DISK_TYPES, default_clouds
 
 #: placement.clouds default: the registry's default clouds (provisionable, `CloudSpec.default`), in its order (ties).
 DEFAULT_CLOUDS: tuple[str, ...] = default_clouds()
 
-#: Stable rejection reasons, in the order the planner tests them. Each rejected offer is counted
-#: once, under the first reason it fails.
-REASONS: tuple[str, ...] = (
-    "cloud",               # offer's cloud not in placement.clouds
-    "not_provisionable",   # trainvm cannot create VMs on that cloud yet (AWS)
-    "cluster",             # nodes > 1 and trainvm cannot create clusters on that cloud yet (registry group_engine)
-    "data_locality",       # a VM on that cloud cannot read a data source (no native access, no credential)
-    "secret_store",        # a VM on that cloud cannot read a secret:// reference of the profile (stack.env)
-    "gpu_name",            # GPU model not among the accepted names
-    "gpu_memory",          # memory per GPU below min_gpu_memory_gib
-    "stack_incompatible",  # the pinned stack cannot run on that GPU (compat engine)
-    "gpu_count",           # GPU count differs from hardware.gpu_count
-    "vcpus",               # fewer vCPUs than min_vcpus
-    "memory",              # less RAM than min_memory_gib
-    "local_nvme",          # cannot have local_nvme_gib of local NVMe
-    "disk_type",           # boot disk type unavailable for that machine family / size
-    "os_image",            # no image of stack.os for that cloud/architecture
-    "placement",           # nodes > 1 with placement.compact: true, and the family cannot be placed compactly
-    "region",              # region not matched by placement.regions
-    "retired",             # catalog flags the size as retired by the cloud
-    "fractional_gpu",      # size carries a slice of one GPU
-    "flagged_price",       # catalog price is unreliable (see catalog data/README.md)
-    "spot_unavailable",    # spot requested, offer has no (reliable) spot price
-    "max_price",           # price that applies above max_price_per_hour
-)
+#: Stable rejection reasons, in the order the planner tests them (the checks of planner/checks.py, where each
+#: is defined once). Each rejected offer is counted once, under the first reason it fails.
+REASONS: tuple[str, ...] = tuple(c.reason for c in CHECKS)
 
 
 @dataclass(frozen=True)

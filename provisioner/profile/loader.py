@@ -9,8 +9,9 @@ import hashlib
 import os
 import re
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from pydantic import ValidationError
 
@@ -23,7 +24,13 @@ from provisioner.secrets import find_secret, redact
 from provisioner.yamlsource import Located, load_resolved, yaml_kind
 
 if TYPE_CHECKING:  # the model is imported lazily at run time
+    from provisioner.lock.model import LockFile
+    from provisioner.lock.sources import UsedSource
     from provisioner.profile.model import Profile
+    from provisioner.profile.resolved import Resolved
+
+#: (path) -> (file, line) of a field where the profile (or a profile it extends) sets it (``Located.where``)
+Locate = Callable[[tuple[str | int, ...]], tuple[str | None, int | None]]
 
 #: Left out of the profile hash (the VM's identity): ``extends`` (resolved away) and how far `up` may fail
 #: over (a policy of `up`, not a property of the VM; leaving it out keeps existing VMs' names stable).
@@ -34,20 +41,35 @@ _UNION_TAG = re.compile(r"^(function-[a-z]+\[.*\]|[a-z]+\[.*\])$")
 
 @dataclass(frozen=True)
 class LoadedProfile:
+    """The record a command builds once and passes down: the profile, its hash, lock and sources, where each field
+    was written, and (``resolved``) everything derived from it (profile/resolved.py)."""
+
     profile: Profile
     path: Path
     hash: str  # sha256 hex of the canonical JSON
     warnings: tuple[Message, ...]
     requirements_path: Path | None
     files: tuple[str, ...]
-    lock: Any = None  # provisioner.lock.model.LockFile when NAME.lock exists next to the profile
+    lock: LockFile | None = None  # when NAME.lock exists next to the profile
     lock_path: Path | None = None
     lock_state: str = "none"  # none | fresh | stale (the profile changed since `trainvm lock`)
-    sources: tuple[Any, ...] = ()  # provisioner.lock.sources.UsedSource: team sources the profile extends
+    sources: tuple[UsedSource, ...] = ()  # team sources the profile extends
     #: every secret:// reference outside data[].credential (stack.env values): (field and file:line, reference)
     secret_refs: tuple[tuple[str, str], ...] = ()
-    #: (path) -> (file, line) of a field where the profile (or a profile it extends) sets it
-    locate: Any = None
+    #: (path) -> (file, line) of a field where the profile (or a profile it extends) sets it, from the one YAML read
+    locate: Locate | None = None
+
+    @cached_property
+    def resolved(self) -> Resolved:
+        """Everything derived from the profile, computed once (``profile.resolved.resolve``); ``load_profile``
+        fills it while checking compatibility."""
+        from provisioner.profile.resolved import resolve
+
+        return resolve(self.profile)
+
+    def where(self, path: tuple[str | int, ...]) -> tuple[str | None, int | None]:
+        """(file, line) where ``path`` is set, from the first read of the YAML ((None, None) when unknown)."""
+        return self.locate(path) if self.locate is not None else (None, None)
 
 
 def _loc_path(loc: tuple[Any, ...]) -> tuple[tuple[str | int, ...], str]:
@@ -253,10 +275,15 @@ def load_profile(path: str | Path, *, compat: bool = True, upgrade: bool = False
             messages.append(Message("stack.requirements", f"both a hand-written lock ({profile.stack.requirements}) and {lock_path.name} exist; remove one", file=file, line=line))
         lock_sha = file_sha256(lock_path)
         lock_state = "fresh" if lock.inputs_sha256 == inputs_sha256(profile, resolver.inputs()) else "stale"
+    record = None
     if compat:
         from provisioner.compat.rules import check_profile
+        from provisioner.profile.resolved import resolve
 
-        for m in check_profile(profile):
+        record = resolve(profile)  # the compat rules read the record's stack context: derived once
+
+        known = (record.container_facts, record.container_notes) if record.image is not None else None
+        for m in check_profile(profile, ctx=record.stack, known=known):
             file, line = doc.where(_split_path(m.path))
             messages.append(m.located(file, line))
     from provisioner.catalog.families import usable_memory_notes
@@ -270,7 +297,7 @@ def load_profile(path: str | Path, *, compat: bool = True, upgrade: bool = False
     errors = [m for m in messages if m.level == "error"]
     if errors:
         raise ProfileError(messages)
-    return LoadedProfile(
+    loaded = LoadedProfile(
         profile=profile,
         path=path,
         hash=profile_hash(profile, req_sha, lock_sha),
@@ -284,6 +311,9 @@ def load_profile(path: str | Path, *, compat: bool = True, upgrade: bool = False
         secret_refs=tuple((f"{text} ({_where(doc, path)})", ref) for path, text, ref in secret_references(profile)),
         locate=doc.where,
     )
+    if record is not None:
+        loaded.__dict__["resolved"] = record  # the cached property, already computed above
+    return loaded
 
 
 def secret_references(profile: Any) -> list[tuple[tuple[str | int, ...], str, str]]:

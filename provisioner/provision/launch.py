@@ -99,14 +99,7 @@ def launch_spec(loaded: LoadedProfile, offer: Offer, *, name: str | None = None,
 def resolved_compact(loaded: LoadedProfile, offer: Offer) -> bool:
     """placement.compact for ``offer`` as the plan resolves it: as asked, or (omitted) where the family supports
     it; always False for one node."""
-    if loaded.profile.hardware.nodes == 1:
-        return False
-    asked = loaded.profile.placement.compact
-    if asked is not None:
-        return asked
-    from provisioner.providers.registry import placement
-
-    return placement(offer.cloud, offer.family, offer.instance_type).compact
+    return loaded.resolved.placement.compact_for(offer.cloud, offer.family, offer.instance_type)
 
 
 def locked_images(loaded: LoadedProfile) -> dict[str, dict[str, str]]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from provisioner.container.reference import parse_image_ref
+from provisioner.container.reference import ImageRef, parse_image_ref
 
 DOCKER_VERSION = "27.3.1"
 CONTAINERD_VERSION = "1.7.22-1"
@@ -59,10 +59,11 @@ class ContainerContext:
     pull_auth: str = ""  # what `plan` says ("image pull: ...")
 
 
-def container_context(stack: Any, cloud: str) -> ContainerContext:
+def container_context(stack: Any, cloud: str, ref: ImageRef | None = None) -> ContainerContext:
+    """``ref``: the image reference as the profile's record parsed it (parsed here only when not given)."""
     from provisioner.providers.registry_auth import pull_auth
 
-    ref = parse_image_ref(stack.container.image)
+    ref = ref or parse_image_ref(stack.container.image)
     distro, release, codename = DOCKER_DISTROS[stack.os]
     registry = "" if ref.registry == "registry-1.docker.io" else ref.registry + "/"
     name = f"{registry}{ref.repository}"

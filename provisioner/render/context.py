@@ -17,7 +17,6 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from provisioner.compat.facts import Facts, load_facts
-from provisioner.compat.stack import frameworks
 from provisioner.errors import RenderError
 from provisioner.profile.fields import BUCKET_RES, DANGEROUS_ENV_KEYS, RESERVED_DIRS
 from provisioner.providers.lifecycle import api_actions, guest_shutdown_does, on_vm_max_run_seconds
@@ -278,9 +277,7 @@ def build_context(loaded: Any, target: RenderTarget, facts: Facts | None = None,
     os_family = stack.os.split("-")[0]
     branch = int(stack.driver.split(".")[0])
     headers_meta, kernel_hold = _kernel_packages(os_family, target.cloud)
-    fws = frameworks(list(stack.packages), facts)
-    fw = fws[0] if fws else None
-    cuda = stack.cuda or (fw.cuda if fw and fw.cuda else "")
+    cuda = loaded.resolved.cuda or ""  # the record's effective CUDA (compat.stack.effective_cuda), derived once
     toolkit_pkg = cudnn_pkg = cudnn_dev = cudnn_prefix = cudnn_contains = ""
     if stack.cuda_toolkit:
         if not cuda:
@@ -319,8 +316,7 @@ def build_context(loaded: Any, target: RenderTarget, facts: Facts | None = None,
     data = data_plans(profile, scratch)
     data_unreadable = unreadable(profile, target.cloud)
     shutdown_does = guest_shutdown_does(target.cloud, profile.lifecycle)
-    lc = profile.lifecycle
-    used = [a for a, on in ((lc.on_idle, lc.idle_shutdown_minutes), (lc.on_max_run, lc.max_run_hours)) if on]
+    used = list(loaded.resolved.lifecycle.actions_used)  # the record's lifecycle decisions
     api_sdk = None if data_unreadable else vm_api_sdk(profile, target.cloud, data, api_actions(used, shutdown_does))
     fingerprint = hashlib.sha256(json.dumps([pins, lock_sha, torch_index, stack.python]).encode()).hexdigest()
     if nvme != "none":
@@ -349,7 +345,7 @@ def build_context(loaded: Any, target: RenderTarget, facts: Facts | None = None,
     if stack.container is not None:
         from provisioner.render.container import container_context
 
-        container = container_context(stack, target.cloud)
+        container = container_context(stack, target.cloud, loaded.resolved.image)
     return ScriptContext(
         profile_name=profile.name,
         profile_hash=loaded.hash,

@@ -59,10 +59,10 @@ def _framework_cuda_of_pins(packages: Iterable[str]) -> str | None:
     """The CUDA the pinned framework build targets (torch +cu124 -> 12.4), as `validate` derives it
     when a profile leaves stack.cuda out."""
     from provisioner.compat.facts import load_facts
-    from provisioner.compat.stack import frameworks
+    from provisioner.compat.stack import effective_cuda, frameworks
 
     try:
-        return next((fw.cuda for fw in frameworks(list(packages), load_facts()) if fw.cuda), None)
+        return effective_cuda(None, frameworks(list(packages), load_facts()))
     except Exception:  # noqa: BLE001
         return None
 

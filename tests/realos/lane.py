@@ -24,13 +24,16 @@ installs its startup.sh as /usr/local/sbin/trainvm-provision and execs it (bootl
   TV_KEYRING_SHA256 is the fake keyring's; the payload is built again from the edited script with
   ``build_payload`` and the render's own manifest metadata (``bootlane.repack``), so the bootstrap names the
   sha256 of what it fetches.
-- Scenarios (TRAINVM_OS_SCENARIOS, comma-separated; default both), each on a fresh overlay:
+- Scenarios (TRAINVM_OS_SCENARIOS, comma-separated; default all three), each on a fresh overlay:
   ``gcp`` below, and ``aws-s3`` (s3lane.py: the payload in moto's S3 server with its SigV4 and IAM checks on,
   fetched by the real fetch-aws.sh (curl --aws-sigv4) with an instance profile's STS credentials from an IMDSv2
   stub; started on a kernel whose headers the archive dropped, so one reboot resumed through
   trainvm-provision.service; the copy tool installed from PyPI with hashes copies the s3:// data with the same
   identity; what it models is said there).
-- Both scenarios assert: the stored object replaced by other bytes is refused before the good run
+- ``bake`` (bakelane.py: the bake-mode script run by the bootstrap on a fresh overlay -> baked; the merged tree
+  captured as a tar and checked for what a baked image must not hold; a root unpacked from it boots the baked-mode
+  script to ready with nothing installed and nothing downloaded; what it asserts and models is said there).
+- Both scenarios (gcp, aws-s3) assert: the stored object replaced by other bytes is refused before the good run
   (``failed:bootstrap:LINE``, a report whose error says "payload hash mismatch", and nothing unpacked, linked,
   installed or run: no dpkg activity); then the bootstrap's "payload SHA fetched (N bytes) and verified",
   /opt/trainvm/current -> /opt/trainvm/payload/SHA, trainvm-provision is the payload's startup.sh, the cloud's
@@ -75,6 +78,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 sys.path[:0] = [str(HERE), str(REPO / "tests/aptsim"), str(REPO)]
 
+import bakelane  # noqa: E402
 import bootlane  # noqa: E402
 import osrepo  # noqa: E402
 import osroot  # noqa: E402
@@ -93,7 +97,7 @@ from runner import (  # noqa: E402
 
 DRIVER = "550.127.05"
 REGION = "us-central1"
-SCENARIOS = ("gcp", "aws-s3")
+SCENARIOS = ("gcp", "aws-s3", "bake")
 PROFILE = """name: realos-deb12
 hardware: {{gpu: T4, gpu_count: 1{nvme}}}
 stack:
@@ -108,8 +112,9 @@ data:
 """
 
 
-def render(work: Path, python: str, nvme: bool, keyring_sha: str):
-    """The RenderedScript of the gcp scenario, its script edited (the fake keyring) and packed again (bootlane)."""
+def render(work: Path, python: str, nvme: bool, keyring_sha: str, image_mode: str = ""):
+    """The RenderedScript of the gcp scenario (and of the bake scenario, ``image_mode``), its script edited (the fake
+    keyring) and packed again (bootlane)."""
     from provisioner.profile import load_profile
     from provisioner.render import RenderTarget, render_script
 
@@ -117,7 +122,7 @@ def render(work: Path, python: str, nvme: bool, keyring_sha: str):
     path.write_text(PROFILE.format(driver=DRIVER, python=python, nvme=", local_nvme_gib: 375" if nvme else ""))
     lp = load_profile(path)
     target = RenderTarget("gcp", "n1-standard-8", "T4", 1, REGION, "us-central1-a", local_nvme_gib=375 if nvme else 0)
-    return bootlane.repack(render_script(lp, target), keyring_sha)
+    return bootlane.repack(render_script(lp, target, image_mode=image_mode), keyring_sha)
 
 
 def scenario_gcp(root: Path, work: Path, repo, python: str, loop: str | None) -> dict[str, float]:
@@ -188,6 +193,26 @@ def scenario_gcp(root: Path, work: Path, repo, python: str, loop: str | None) ->
     return {"first": t_first, "second": t_second}
 
 
+def prepare(work: Path) -> tuple:
+    """What every scenario shares: the cached root filesystem, the Python stand-in, the fake NVIDIA repository
+    served on 127.0.0.1:443. Needs root and the lane's own mount namespace (``unshared``)."""
+    cache = Path(os.environ.get("TRAINVM_OS_CACHE", "/var/cache/trainvm-os"))
+    subprocess.run(["rm", "-rf", str(work)], check=True)
+    work.mkdir(parents=True)
+    base, built = osroot.base_rootfs(cache, log)
+    pydist = osroot.python_dist(cache, log)
+    repo = osrepo.build(work / "www", [DRIVER], log)
+    server = osrepo.serve(work / "www", work / "tls")
+    return cache, base, built, pydist, repo, server
+
+
+def unshared() -> None:
+    """Re-run this program in a private mount namespace (its mounts are gone when it exits), once."""
+    if os.environ.get("TRAINVM_OS_UNSHARED") != "1":
+        os.environ["TRAINVM_OS_UNSHARED"] = "1"
+        os.execvp("unshare", ["unshare", "--mount", "--propagation", "private", sys.executable, *sys.argv])
+
+
 def main() -> int:
     cache = Path(os.environ.get("TRAINVM_OS_CACHE", "/var/cache/trainvm-os"))
     chosen = [s.strip() for s in os.environ.get("TRAINVM_OS_SCENARIOS", ",".join(SCENARIOS)).split(",") if s.strip()]
@@ -197,23 +222,20 @@ def main() -> int:
     missing = missing_prerequisites(uid=os.geteuid(), rootfs_cached=osroot.cached(cache))
     if missing:
         raise SystemExit("make test-os cannot run; missing:\n  - " + "\n  - ".join(missing))
-    if os.environ.get("TRAINVM_OS_UNSHARED") != "1":  # private mounts, gone when the lane exits
-        os.environ["TRAINVM_OS_UNSHARED"] = "1"
-        os.execvp("unshare", ["unshare", "--mount", "--propagation", "private", sys.executable, *sys.argv])
+    unshared()
     t_start = time.monotonic()
     work = Path(os.environ.get("TRAINVM_OS_WORK", "/var/tmp/trainvm-os-run"))
-    subprocess.run(["rm", "-rf", str(work)], check=True)
-    work.mkdir(parents=True)
-    base, built = osroot.base_rootfs(cache, log)
-    pydist = osroot.python_dist(cache, log)
-    repo = osrepo.build(work / "www", [DRIVER], log)
-    server = osrepo.serve(work / "www", work / "tls")
+    cache, base, built, pydist, repo, server = prepare(work)
     t_setup = time.monotonic() - t_start
     log(f"setup {t_setup:.0f} s (rootfs {'built' if built else 'cached'}); scenarios: {', '.join(chosen)}")
     timings: dict[str, dict[str, float]] = {}
     for name in chosen:
         sub = work / name
         sub.mkdir()
+        if name == "bake":  # its own roots: the builder's overlay, then a fresh root from the captured image
+            t = bakelane.scenario(base, sub, repo, server, pydist, DRIVER, render)
+            timings[name] = {"first": t["bake"], "second": t["baked"]}
+            continue
         root = osroot.overlay(base, sub, log)
         loop = osroot.attach_nvme(sub, log) if name == "gcp" else None
         osroot.vm_environment(root, sub, repo, server, pydist, DRIVER, loop)

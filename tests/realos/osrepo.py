@@ -86,6 +86,8 @@ class _Server:
         ca.issue_cert("developer.download.nvidia.com").configure_cert(ctx)
         handler = lambda *a, **kw: _Quiet(*a, directory=str(www), **kw)  # noqa: E731
         self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 443), handler)
+        self.seen: list[str] = []  # every path asked for (the bake scenario counts what a baked boot downloads)
+        self.httpd.seen = self.seen  # type: ignore[attr-defined]
         self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 
@@ -94,6 +96,10 @@ class _Server:
 
 
 class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def send_head(self):  # noqa: ANN201 - http.server's; GET and HEAD both come here
+        self.server.seen.append(self.path)  # type: ignore[attr-defined]
+        return super().send_head()
+
     def log_message(self, *args) -> None:  # noqa: D401 - the run log is the script's
         pass
 

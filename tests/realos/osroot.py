@@ -227,9 +227,10 @@ fi
 }
 
 
-def vm_environment(root: Path, work: Path, repo, server, pydist: PyDist, driver: str, loop: str | None) -> None:
-    """Per-run: API filesystems, the loopback NVIDIA host and its CA, stubs, uv's Python list, and
-    the loop device as GCE's local SSD 0 (/dev/disk/by-id/google-local-nvme-ssd-0)."""
+def vm_environment(root: Path, work: Path, repo, server, pydist: PyDist | None, driver: str, loop: str | None) -> None:
+    """Per-run: API filesystems, the loopback NVIDIA host and its CA, stubs, uv's Python list (none when ``pydist``
+    is None: a baked boot must not download a Python), and the loop device as GCE's local SSD 0
+    (/dev/disk/by-id/google-local-nvme-ssd-0). Runs again on a root that had it (a baked image's)."""
     mount_api(root, (loop,) if loop else ())
     if loop:
         (root / "dev/disk/by-id").mkdir(parents=True)
@@ -240,8 +241,10 @@ def vm_environment(root: Path, work: Path, repo, server, pydist: PyDist, driver:
     (proc_driver / "nvidia/version").write_text(
         f"NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  {driver}  Release Build  (test-os)\n")
     shutil.copy("/etc/resolv.conf", root / "etc/resolv.conf")
-    with open(root / "etc/hosts", "a") as fh:
-        fh.write("127.0.0.1 developer.download.nvidia.com\n127.0.0.1 metadata.google.internal\n")
+    hosts = "127.0.0.1 developer.download.nvidia.com\n127.0.0.1 metadata.google.internal\n"
+    if hosts not in (root / "etc/hosts").read_text():
+        with open(root / "etc/hosts", "a") as fh:
+            fh.write(hosts)
     cas = root / "usr/local/share/ca-certificates"
     cas.mkdir(parents=True, exist_ok=True)
     (cas / "trainvm-test-os.crt").write_bytes(server.ca_pem)
@@ -253,6 +256,8 @@ def vm_environment(root: Path, work: Path, repo, server, pydist: PyDist, driver:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text.replace("{driver}", driver))
         path.chmod(0o755)
+    if pydist is None:
+        return
     pbs = root / "srv/pbs"
     pbs.mkdir(parents=True)
     shutil.copy(pydist.tarball, pbs / pydist.tarball.name)

@@ -19,6 +19,7 @@ import pytest
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent / "aptsim")]
 
+import bakelane  # noqa: E402
 import bootlane  # noqa: E402
 import lane  # noqa: E402
 import runner  # noqa: E402
@@ -237,3 +238,54 @@ def test_python_stand_in_copies_the_interpreter_and_its_stdlib_never_the_rest_of
     assert "lib/python3.11" in copied
     with pytest.raises(SystemExit, match="no CPython 3.12"):
         osroot.stage_python(usr, tmp_path / "other", "3.12.1")
+
+
+@pytest.mark.parametrize("image_mode,status", [("bake", "baked"), ("baked", "ready")])
+def test_bake_scenario_renders_both_image_modes_with_the_fake_keyring(tmp_path, image_mode, status):
+    script = lane.render(tmp_path, "3.11.7", False, "ef" * 32, image_mode).startup_sh
+    assert re.search(r"^TV_KEYRING_SHA256=(ef){32}$", script, re.M)
+    assert re.search(rf"^TV_IMAGE_MODE={image_mode}$", script, re.M) and f"tv_finish {status}" in script
+
+
+CLEAN_IMAGE = {
+    "etc/machine-id": ("file", 0), "etc/ssh": ("dir", 0), "etc/ssh/sshd_config": ("file", 3200),
+    "etc/trainvm": ("dir", 0), "var/lib/trainvm": ("dir", 0), "var/lib/trainvm/done.driver": ("file", 0),
+    "var/log/trainvm/startup.log": ("file", 0), "opt/trainvm/venv/bin/python": ("link", 0),
+    "mnt/data": ("dir", 0), "var/lib/cloud": ("dir", 0), "root/.profile": ("file", 161),
+}
+
+
+def test_archive_findings_pass_a_clean_image():
+    assert bakelane.archive_findings(CLEAN_IMAGE, ["/mnt/data/sample"]) == []
+
+
+@pytest.mark.parametrize("path,kind,size,says", [
+    ("etc/machine-id", "file", 33, "must be empty"),
+    ("var/lib/dbus/machine-id", "file", 33, "a machine id"),
+    ("var/lib/systemd/random-seed", "file", 512, "random seed"),
+    ("var/lib/systemd/credential.secret", "file", 4096, "credential key"),
+    ("etc/ssh/ssh_host_ed25519_key", "file", 411, "SSH host key"),
+    ("etc/trainvm/secrets.env", "file", 40, "per-VM environment"),
+    ("etc/trainvm/env", "file", 40, "per-VM environment"),
+    ("var/lib/trainvm/profile-hash", "file", 65, "per-VM state"),
+    ("var/lib/trainvm/phases/driver", "file", 8, "per-VM state"),
+    ("opt/trainvm/payload/ab/startup.sh", "file", 9000, "payload"),
+    ("opt/trainvm/current", "link", 0, "payload"),
+    ("usr/local/sbin/trainvm-provision", "file", 9000, "payload"),
+    ("mnt/data/sample/sample.bin", "file", 1 << 20, "data"),
+    ("root/.bash_history", "file", 10, "shell history"),
+    ("home/debian/.docker/config.json", "file", 90, "registry credentials"),
+    ("var/lib/cloud/instance", "link", 0, "cloud-init"),
+    ("var/cache/apt/archives/dkms_3.0.10-8_all.deb", "file", 70000, "downloaded package"),
+    ("var/log/trainvm/startup.log", "file", 5000, "trainvm's log"),
+])
+def test_archive_findings_name_each_thing_a_baked_image_must_not_hold(path, kind, size, says):
+    found = bakelane.archive_findings({**CLEAN_IMAGE, path: (kind, size)}, ["/mnt/data/sample"])
+    assert len(found) == 1 and found[0].startswith(path + ":") and says in found[0]
+
+
+def test_the_baked_boot_proxy_bypasses_only_the_loopback_store_metadata_and_nvidia_host():
+    env = dict(e.split("=", 1) for e in bakelane.proxy_env("http://127.0.0.1:9"))
+    assert env["https_proxy"] == env["HTTPS_PROXY"] == env["http_proxy"] == "http://127.0.0.1:9"
+    assert set(env["no_proxy"].split(",")) == {"127.0.0.1", "localhost", "metadata.google.internal",
+                                               "developer.download.nvidia.com"}

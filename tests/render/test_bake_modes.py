@@ -23,6 +23,8 @@ def _plant_machine_state(h) -> None:
     for rel, text in {
         "/etc/machine-id": "0123456789abcdef0123456789abcdef\n",
         "/var/lib/dbus/machine-id": "0123456789abcdef0123456789abcdef\n",
+        "/var/lib/systemd/random-seed": "512 bytes of the builder's entropy\n",
+        "/var/lib/systemd/credential.secret": "the builder's credential key\n",
         "/etc/ssh/ssh_host_ed25519_key": "PRIVATE KEY\n",
         "/etc/ssh/ssh_host_ed25519_key.pub": "ssh-ed25519 AAAA\n",
         "/etc/ssh/sshd_config": "PermitRootLogin no\n",
@@ -70,19 +72,30 @@ def test_bake_installs_the_stack_without_a_gpu_and_cleans_the_disk(make_harness)
     assert "nvidia-open" in (h.state / "held").read_text() or "nvidia-driver-cuda" in (h.state / "held").read_text()
     # what goes: identity, secrets, data, history, agent state, downloads
     assert h.path("/etc/machine-id").read_text() == ""
-    for rel in ("/var/lib/dbus/machine-id", "/etc/ssh/ssh_host_ed25519_key", "/etc/ssh/ssh_host_ed25519_key.pub",
+    # the random seed and the credential key: systemd's "Safely Building Images" (docs/BUILDING_IMAGES.md) says so
+    for rel in ("/var/lib/systemd/random-seed", "/var/lib/systemd/credential.secret", "/var/lib/dbus/machine-id", "/etc/ssh/ssh_host_ed25519_key", "/etc/ssh/ssh_host_ed25519_key.pub",
                 "/var/lib/cloud/instances", "/var/lib/google", "/root/.bash_history", "/home/builder/.bash_history",
                 "/etc/trainvm/secrets.env", "/mnt/data/glue", "/var/lib/trainvm/profile-hash",
                 "/var/cache/apt/archives/nvidia-driver-cuda_550.127.05-1_amd64.deb", "/usr/local/sbin/trainvm-provision"):
         assert not h.path(rel).exists(), rel
     assert h.path("/etc/ssh/sshd_config").exists()  # configuration is not identity
     assert "hunter2" not in h.path("/var/log/trainvm/provision.log").read_text()
+    # what the run writes after bake-clean (its last phase record, the final status and report, the log lines of
+    # the finish) and the builder's payload (the bootstrap's unpacked copy, the agent that wrote the report) go too:
+    # found by the real-OS lane (tests/realos/bakelane.py), where the captured image still held them
+    for rel in ("/var/lib/trainvm/status.json", "/var/lib/trainvm/report.json", "/var/lib/trainvm/phases/bake-clean",
+                "/opt/trainvm/payloads/stub", "/opt/trainvm/current"):
+        assert not (h.path(rel).exists() or h.path(rel).is_symlink()), rel
+    logs = {p.name: p.stat().st_size for p in h.path("/var/log/trainvm").iterdir() if p.is_file()}
+    assert logs and not any(logs.values()), logs
+    assert "TRAINVM_STATUS=baked" in run.output  # the builder's console still says so (what bake follows)
 
 
 def test_baked_boot_verifies_and_installs_nothing(make_harness):
     h = make_harness(_render("bake").startup_sh)
     assert h.run().status == "baked"
     h.reboot()  # a new VM booting the captured disk, with its own (baked-mode) payload
+    h.unpack_payload()  # what the VM's bootstrap does before it runs the script
     h.script.write_text(_render("baked").startup_sh, encoding="utf-8")
     run = h.run()
     assert run.rc == 0, run.output[-3000:]

@@ -113,12 +113,7 @@ class Harness:
         image = [f"linux-image-{kver}", f"linux-modules-{kver}", "python3", "curl", "mokutil"]
         image += ["linux-image-cloud-amd64"] if os_name.startswith("debian") else [f"linux-{flavour}", f"linux-image-{flavour}"]
         (self.state / "installed").write_text("".join(f"{p} 1.0-image\n" for p in image))
-        # the payload's agent (provisioner.agent.bundle_files), where the script runs it: /opt/trainvm/current/agent
-        payload = self.root / "opt/trainvm/payloads/stub"
-        for rel, data in bundle_files().items():
-            (payload / "agent" / rel).parent.mkdir(parents=True, exist_ok=True)
-            (payload / "agent" / rel).write_bytes(data)
-        (self.root / "opt/trainvm/current").symlink_to("payloads/stub")
+        self.unpack_payload()
         for i in range(nvme_disks):
             dev = self.root / f"dev/nvme0n{i + 2}"
             dev.parent.mkdir(parents=True, exist_ok=True)
@@ -126,6 +121,17 @@ class Harness:
             link = self.root / NVME_LINKS[cloud].format(i=i)
             link.parent.mkdir(parents=True, exist_ok=True)
             link.symlink_to(dev)
+
+    def unpack_payload(self) -> None:
+        """The payload's agent (provisioner.agent.bundle_files) where the script runs it, /opt/trainvm/current/agent:
+        what the bootstrap unpacks before it runs the script."""
+        payload = self.root / "opt/trainvm/payloads/stub"
+        for rel, data in bundle_files().items():
+            (payload / "agent" / rel).parent.mkdir(parents=True, exist_ok=True)
+            (payload / "agent" / rel).write_bytes(data)
+        current = self.root / "opt/trainvm/current"
+        if not current.is_symlink():
+            current.symlink_to("payloads/stub")
 
     # ------------------------------------------------------------------ running
     def env(self, **extra: str) -> dict[str, str]:
