@@ -17,22 +17,14 @@ from bench.import_graph import cycle_edges, cycles, local_counts, local_statemen
 # Edges (importer -> imported, top-level packages of provisioner/) that lie on a package cycle today. May only shrink.
 KNOWN_EDGES = {
     ("bake", "planner"), ("bake", "profile"), ("bake", "providers"), ("bake", "provision"), ("bake", "render"),
-    ("bake", "verify"),
     ("catalog", "providers"),
-    ("compat", "container"),
-    ("container", "compat"), ("container", "lock"), ("container", "probe"),
-    ("lock", "compat"), ("lock", "probe"), ("lock", "providers"),
-    ("planner", "catalog"), ("planner", "compat"), ("planner", "profile"), ("planner", "providers"),
-    ("probe", "compat"), ("probe", "verify"),
-    ("profile", "catalog"), ("profile", "compat"), ("profile", "container"), ("profile", "lock"),
-    ("profile", "providers"),
-    ("providers", "bake"), ("providers", "catalog"), ("providers", "container"), ("providers", "provision"),
-    ("providers", "render"), ("providers", "verify"),
+    ("lock", "providers"),
+    ("planner", "catalog"), ("planner", "profile"), ("planner", "providers"),
+    ("profile", "catalog"), ("profile", "lock"), ("profile", "providers"),
+    ("providers", "bake"), ("providers", "catalog"), ("providers", "provision"), ("providers", "render"),
     ("provision", "catalog"), ("provision", "lock"), ("provision", "profile"), ("provision", "providers"),
     ("provision", "render"),
-    ("render", "compat"), ("render", "container"), ("render", "profile"), ("render", "providers"),
-    ("render", "verify"),
-    ("verify", "compat"), ("verify", "container"), ("verify", "probe"),
+    ("render", "profile"), ("render", "providers"),
 }
 # Function-local imports with no reason: not a cloud SDK, not a library in bench/import_graph.py's HEAVY, and no
 # `# lazy: <reason>` comment on the line. May only shrink.
