@@ -263,3 +263,13 @@ _AWS_NVME_GB = {
 AWS_LOCAL_NVME_GIB: Mapping[str, int] = MappingProxyType(
     {k: int(v * 1e9 // 2**30) for k, v in _AWS_NVME_GB.items()}
 )
+
+
+def family_of(cloud: str, instance_type: str) -> str:
+    """The catalog's ``family`` of an instance type (what the placement facts are keyed by)."""
+    if cloud == "gcp":
+        return gce_family(instance_type)
+    if cloud == "azure":
+        series = azure_series(instance_type)
+        return series.name if series else instance_type
+    return instance_type.split(".", 1)[0]

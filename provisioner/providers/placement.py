@@ -104,14 +104,3 @@ def compactable(clouds: tuple[str, ...]) -> frozenset[tuple[str, str]]:
     return frozenset((c, f) for c in clouds for f, v in ((doc.get(c) or {}).get("families") or {}).items()
                      if v["compact"])
 
-
-def family_of(cloud: str, instance_type: str) -> str:
-    """The catalog's ``family`` of an instance type (what the placement facts are keyed by)."""
-    from provisioner.catalog import families as fam
-
-    if cloud == "gcp":
-        return fam.gce_family(instance_type)
-    if cloud == "azure":
-        series = fam.azure_series(instance_type)
-        return series.name if series else instance_type
-    return instance_type.split(".", 1)[0]
