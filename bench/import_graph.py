@@ -4,7 +4,8 @@
 
 Parses every module of ``provisioner/`` with ``ast`` (imports at module level and inside functions; the body of an
 ``if TYPE_CHECKING:`` block is skipped: it never runs) and builds the graph between its top-level packages
-(``provisioner.X``: a subpackage or a top-level module). Prints the graph, its cycles (strongly connected
+(``provisioner.X``: a subpackage or a top-level module; each per-cloud package ``providers/<cloud>/`` is a node of
+its own, above the shared ``providers`` modules: see :data:`LAYERED`). Prints the graph, its cycles (strongly connected
 components of more than one package) and the function-local imports counted by reason:
 
 - ``cloud SDK``: a lazy import of a cloud SDK (``--help`` and ``plan`` never import one);
@@ -120,16 +121,27 @@ def scan(root: Path = ROOT, base: Path = REPO) -> list[Import]:
     return found
 
 
-def top_package(module: str) -> str | None:
+# Packages whose subpackages are layers of their own: providers/ holds the shared layer (the registry, the contract,
+# the capability interfaces, placement and access facts: modules directly in providers/) that every stage reads,
+# and one package per cloud (providers/<cloud>/, the SDK code) that sits above the stages and is loaded by name.
+LAYERED = ("providers",)
+
+
+def top_package(module: str, base: Path = REPO) -> str | None:
+    """The graph's node of a module: ``provisioner.X``, or ``X.Y`` for a subpackage Y of a :data:`LAYERED` X."""
     parts = module.split(".")
-    return parts[1] if parts[0] == "provisioner" and len(parts) > 1 else None
+    if parts[0] != "provisioner" or len(parts) < 2:
+        return None
+    if parts[1] in LAYERED and len(parts) > 2 and (base / "provisioner" / parts[1] / parts[2] / "__init__.py").is_file():
+        return f"{parts[1]}.{parts[2]}"
+    return parts[1]
 
 
 def package_edges(imports: list[Import], base: Path = REPO) -> dict[tuple[str, str], list[Import]]:
     edges: dict[tuple[str, str], list[Import]] = {}
     for imp in imports:
-        src = top_package(module_name(base / imp.path, base))
-        dst = top_package(imp.target)
+        src = top_package(module_name(base / imp.path, base), base)
+        dst = top_package(imp.target, base)
         if src and dst and src != dst:
             edges.setdefault((src, dst), []).append(imp)
     return edges

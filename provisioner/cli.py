@@ -517,7 +517,7 @@ def capture(
     from provisioner.commands.mirror import run_capture  # lazy: startup
 
     if container is not None:
-        from provisioner.container.capture import run_capture_container  # lazy: startup
+        from provisioner.probe.capture_container import run_capture_container  # lazy: startup
 
         raise typer.Exit(run_capture_container(image=container, out=out, name=name, data=data, json_out=json_out))
 

@@ -82,3 +82,10 @@ def write_yaml(tmp_path: Path) -> Callable[..., Path]:
         return path
 
     return write
+
+
+def pytest_sessionfinish(session, exitstatus) -> None:
+    """Stop the shared GCS emulator of this test process (tests/emulators/gcs.shared)."""
+    from tests.emulators import gcs
+
+    gcs.stop_shared()

@@ -24,6 +24,11 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+# Standard library only, like this module: all that `stack-probe` has inside a container image (the bundle there
+# holds __main__, pyenv and gpu; tests/agent checks it). compare and report are imported where they are used.
+from provisioner.agent.gpu import probe_gpus
+from provisioner.agent.pyenv import PythonEnv, probe_payloads, probe_python, python_env
+
 ROOT = os.environ.get("TRAINVM_ROOT", "")
 STATE = ROOT + "/var/lib/trainvm"
 VENV_PYTHON = ROOT + "/opt/trainvm/venv/bin/python"
@@ -54,7 +59,7 @@ def _option(argv: List[str], name: str, default: Optional[str]) -> Optional[str]
 
 def _say(fields: List[Any], report: Dict[str, Any]) -> List[str]:
     """A MISMATCH line for each drifted field (what the startup script prints and fails with)."""
-    from provisioner.agent.compare import show
+    from provisioner.agent.compare import show  # lazy: stack-probe has only stdlib
 
     fw = report.get("framework") or {}
     out = []
@@ -71,16 +76,14 @@ def _say(fields: List[Any], report: Dict[str, Any]) -> List[str]:
 
 def machine(exp: Dict[str, Any], env: Any = None, status: str = "ready") -> Dict[str, Any]:
     """This machine as a report (the one probe), with ``env`` (a PythonEnv) as its Python stack."""
-    from provisioner.agent.pyenv import PythonEnv
-    from provisioner.agent.report import probe
+    from provisioner.agent.report import probe  # lazy: stack-probe has only stdlib
 
     return probe(data_path=exp.get("disk_path") or "/", data_dests=[d["dest"] for d in exp.get("data") or []],
                  root=_root(), env=env if env is not None else PythonEnv(None), source="vm", status=status)
 
 
 def gpu_check(exp: Dict[str, Any]) -> int:
-    from provisioner.agent.compare import judge
-    from provisioner.agent.gpu import probe_gpus
+    from provisioner.agent.compare import judge  # lazy: stack-probe has only stdlib
 
     gpu = probe_gpus(root=ROOT)
     want = (exp.get("stack") or {}).get("driver")
@@ -102,8 +105,7 @@ def gpu_check(exp: Dict[str, Any]) -> int:
 
 
 def stack_check(exp: Dict[str, Any], python: str) -> int:
-    from provisioner.agent.compare import judge
-    from provisioner.agent.pyenv import probe_payloads, python_env
+    from provisioner.agent.compare import judge  # lazy: stack-probe has only stdlib
 
     payloads = probe_payloads(python)
     save("stack.json", payloads)
@@ -121,15 +123,13 @@ def stack_check(exp: Dict[str, Any], python: str) -> int:
 
 
 def stack_probe() -> int:
-    from provisioner.agent.pyenv import probe_payloads
 
     print("TRAINVM_STACK=" + json.dumps(probe_payloads(sys.executable), sort_keys=True))
     return 0
 
 
 def container_check(exp: Dict[str, Any], digests: str) -> int:
-    from provisioner.agent.compare import judge
-    from provisioner.agent.pyenv import python_env
+    from provisioner.agent.compare import judge  # lazy: stack-probe has only stdlib
 
     text = sys.stdin.read().strip()
     try:
@@ -159,7 +159,6 @@ def container_check(exp: Dict[str, Any], digests: str) -> int:
 
 
 def report(exp: Dict[str, Any], status: str, python: str) -> int:
-    from provisioner.agent.pyenv import probe_python, python_env
 
     kept = load("stack.json")
     if isinstance(kept, dict):

@@ -167,3 +167,15 @@ _AWS_NVME_GB = {
 AWS_LOCAL_NVME_GIB: Mapping[str, int] = MappingProxyType(
     {k: int(v * 1e9 // 2**30) for k, v in _AWS_NVME_GB.items()}
 )
+
+
+def family_of(cloud: str, instance_type: str) -> str:
+    """The catalog's ``family`` of an instance type (what the placement facts are keyed by)."""
+    if cloud == "gcp":
+        from provisioner.providers.gcp import families as gcp_families  # lazy: cycle (providers.gcp reads the catalog)
+
+        return gcp_families.gce_family(instance_type)
+    if cloud == "azure":
+        series = azure_series(instance_type)
+        return series.name if series else instance_type
+    return instance_type.split(".", 1)[0]

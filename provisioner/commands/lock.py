@@ -87,8 +87,8 @@ def run_lock(path: Path, *, upgrade: bool, check: bool, frozen: bool, index_url:
     started = time.monotonic()
     old = load_profile(path, frozen=frozen) if upgrade and lock_path.is_file() else None
     loaded = load_profile(path, upgrade=upgrade, frozen=frozen, refresh=not frozen)
-    if loaded.profile.stack.container is not None:  # the image's digest is the lock (provisioner/container/lockhook.py)
-        from provisioner.container.lockhook import lock_container
+    if loaded.profile.stack.container is not None:  # the image's digest is the lock (provisioner/lock/container.py)
+        from provisioner.lock.container import lock_container
 
         return lock_container(loaded, json_out=json_out)
     if loaded.requirements_path is not None:

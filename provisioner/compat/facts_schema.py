@@ -175,12 +175,12 @@ DOCS: dict[str, type[_Doc]] = {"gpus": GpusDoc, "cuda": CudaDoc, "torch": TorchD
 def load_doc(path: Path, model: type[_Doc]) -> Any:
     """``path`` validated against ``model``; every problem as ``file:line: field: message`` (InputError, exit 2).
 
-    Read with the fast safe loader; only a file that fails is read again with line numbers (profile/source.py's
+    Read with the fast safe loader; only a file that fails is read again with line numbers (provisioner/yamlsource.py's
     reader, which also locates YAML syntax errors), so a valid file costs what the hand mapping did."""
     from ruamel.yaml import YAML
     from ruamel.yaml.error import YAMLError
 
-    from provisioner.profile.source import read_yaml
+    from provisioner.yamlsource import read_yaml
 
     try:
         with path.open(encoding="utf-8") as fh:

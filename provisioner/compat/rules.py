@@ -12,7 +12,7 @@ and tests; ``check_profile`` returns messages (not located: the loader adds file
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from packaging.version import Version
 
@@ -20,7 +20,9 @@ from provisioner import versions
 from provisioner.compat.facts import Facts, GpuFact, load_facts
 from provisioner.compat.stack import Framework, effective_cuda, frameworks, sass_or_ptx_covers
 from provisioner.messages import Message
-from provisioner.profile.model import Profile, Stack
+
+if TYPE_CHECKING:  # types only: the profile package imports compat, not the other way round
+    from provisioner.profile.model import Profile, Stack
 
 RULES = {
     "cuda-exists": "stack.cuda names a CUDA release that exists",

@@ -31,7 +31,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from provisioner.canonical import canonical_json
 from provisioner.errors import InputError
+from provisioner.inputfile import read_capped
+from provisioner.secrets import find_secret
 
 LOCK_VERSION = 1
 MAX_LOCK_FILE_BYTES = 2_000_000
@@ -109,9 +112,6 @@ def dumps(lock: LockFile) -> str:
 
 def read_lock(path: Path) -> LockFile:
     """Parse a lock file; unreadable, too big, malformed or another version: exit 2."""
-    from provisioner.profile.inputfile import read_capped
-    from provisioner.secrets import find_secret
-
     raw = read_capped(path, MAX_LOCK_FILE_BYTES, "lock file")  # a regular file under the cap, checked before reading
     try:
         text = raw.decode("utf-8")
@@ -160,6 +160,4 @@ def lock_inputs(profile: Any, sources: dict[str, dict[str, str]] | None = None) 
 
 
 def inputs_sha256(profile: Any, sources: dict[str, dict[str, str]] | None = None) -> str:
-    from provisioner.profile.loader import canonical_json
-
     return hashlib.sha256(canonical_json(lock_inputs(profile, sources)).encode()).hexdigest()

@@ -63,7 +63,7 @@ def find_project_file(start: Path) -> Path | None:
 
 
 def read_project_file(path: Path) -> dict[str, SourceDecl]:
-    from provisioner.profile.source import read_yaml
+    from provisioner.yamlsource import read_yaml
 
     doc = read_yaml(path)
     try:
@@ -131,7 +131,7 @@ class SourceResolver:
             where = f"{self.project}" if self.project else f"no {PROJECT_FILE} found upward from the profile"
             raise LookupError(f"source {name!r} is not declared ({where}); declare it under `sources:` in {PROJECT_FILE}")
         names = [rel] if rel.endswith((".yaml", ".yml")) else [rel + ".yaml", rel + ".yml"]
-        from provisioner.profile.source import search_path
+        from provisioner.yamlsource import search_path
 
         for folder in search_path():
             for n in names:

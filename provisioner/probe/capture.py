@@ -23,6 +23,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.scalarstring import DoubleQuotedScalarString
 
+from provisioner.agent.compare import framework_cuda
 from provisioner.probe.gpu import (
     GpuSpec,
     canonical_gpu_name,
@@ -33,7 +34,6 @@ from provisioner.probe.gpu import (
 )
 from provisioner.probe.python_env import PYTORCH_INDEX, normalize_cudnn
 from provisioner.probe.report import major_minor
-from provisioner.verify.compare import framework_cuda
 
 SUPPORTED_OS = ("ubuntu-22.04", "ubuntu-24.04", "debian-12")
 OS_GLIBC = {"ubuntu-22.04": "2.35", "debian-12": "2.36", "ubuntu-24.04": "2.39"}

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import errno
 import hashlib
-import json
 import os
 import re
 from dataclasses import dataclass
@@ -16,12 +15,13 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from pydantic import ValidationError
 
+from provisioner.canonical import canonical_json
 from provisioner.errors import InputError, ProfileError
-from provisioner.profile.inputfile import read_capped
+from provisioner.inputfile import read_capped
 from provisioner.profile.messages import Message
-from provisioner.profile.source import Located, load_resolved, yaml_kind
 from provisioner.providers.registry import HASHED_DEFAULT_CLOUDS
 from provisioner.secrets import find_secret, redact
+from provisioner.yamlsource import Located, load_resolved, yaml_kind
 
 if TYPE_CHECKING:  # the model is imported lazily at run time
     from provisioner.lock.model import LockFile
@@ -165,10 +165,6 @@ def _did_you_mean(model: Any, path: tuple[str | int, ...]) -> str:
     allowed = list(current.model_fields)
     close = difflib.get_close_matches(str(path[-1]), allowed, n=1)
     return f"; did you mean {close[0]!r}?" if close else f" (allowed: {', '.join(allowed)})"
-
-
-def canonical_json(data: Any) -> str:
-    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def profile_hash(profile: Any, requirements_sha256: str | None = None, lock_sha256: str | None = None) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from provisioner.profile.messages import Message
-from provisioner.profile.source import Located
+from provisioner.yamlsource import Located
 
 ROUNDS = 4
 ENV = ("stack", "env")

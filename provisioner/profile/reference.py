@@ -75,7 +75,7 @@ def _table(schema: dict[str, Any]) -> list[str]:
 
 
 def reference_markdown(schema: dict[str, Any]) -> str:
-    from provisioner.profile.source import MAX_DEPTH
+    from provisioner.yamlsource import MAX_DEPTH
 
     lines = [HEADER.format(depth=MAX_DEPTH), "## Top level", "", schema.get("description", ""), "", *_table(schema), ""]
     for name, sub in schema.get("$defs", {}).items():

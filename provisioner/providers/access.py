@@ -60,12 +60,15 @@ def secret_store_exclusions(refs: list[tuple[str, str]], clouds: tuple[str, ...]
     return out
 
 
+def secret_region(name: str) -> str | None:
+    """The region a ``secret://aws/`` reference is read in: an ARN's own; None for a name (the VM's region)."""
+    return name.split(":")[3] if name.startswith("arn:") else None
+
+
 def secret_region_warnings(refs: list[tuple[str, str]], offers: list[tuple[str, str]]) -> list[str]:
     """``refs`` = (where, ``secret://`` reference) read in the VM's own region (AWS Secrets Manager by name: its
     secrets are regional) while ``offers`` = the (cloud, region) pairs `up` may create in span several regions of
     that cloud: the secret must exist in each, or be named by its ARN (read in its own region)."""
-    from provisioner.providers.aws.request import secret_region
-
     regions = sorted({r for c, r in offers if c == "aws"})
     out = []
     for where, ref in refs:

@@ -14,8 +14,6 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
-from provisioner.catalog.models import Offer
-
 # The ProviderError family lives in provisioner/errors.py (the whole error tree in one place); it is
 # re-exported here (``__all__``, which mypy's no_implicit_reexport reads) because every provider raises it.
 from provisioner.errors import (  # noqa: F401
@@ -35,6 +33,7 @@ from provisioner.errors import (  # noqa: F401
 from provisioner.providers.store import PAYLOAD_LABEL
 
 if TYPE_CHECKING:
+    from provisioner.catalog.models import Offer
     from provisioner.providers.store import PayloadRef, PayloadStore
     from provisioner.verify.report import StackReport
 

@@ -11,8 +11,6 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping
 
-from provisioner.providers.gcp.families import gce_family
-
 DATA = Path(__file__).parent / "data" / "placement.yaml"
 
 
@@ -105,15 +103,3 @@ def compactable(clouds: tuple[str, ...]) -> frozenset[tuple[str, str]]:
     doc = _doc()["clouds"]
     return frozenset((c, f) for c in clouds for f, v in ((doc.get(c) or {}).get("families") or {}).items()
                      if v["compact"])
-
-
-def family_of(cloud: str, instance_type: str) -> str:
-    """The catalog's ``family`` of an instance type (what the placement facts are keyed by)."""
-    from provisioner.catalog import families as fam
-
-    if cloud == "gcp":
-        return gce_family(instance_type)
-    if cloud == "azure":
-        series = fam.azure_series(instance_type)
-        return series.name if series else instance_type
-    return instance_type.split(".", 1)[0]

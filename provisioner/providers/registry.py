@@ -506,14 +506,6 @@ def placement(cloud: str, family: str, instance_type: str) -> ShapePlacement:
 METADATA_VALUE_LIMIT: Mapping[str, int] = MappingProxyType({"gcp": 262_144, "azure": 256, "aws": 256})
 
 
-def shape_placement(cloud: str, instance_type: str):  # -> providers.placement.ShapePlacement
-    """``placement`` for an instance type alone (its family derived the way the catalog derives it)."""
-    from provisioner.providers.placement import family_of
-    from provisioner.providers.placement import shape_placement as facts
-
-    return facts(cloud, family_of(cloud, instance_type), instance_type)
-
-
 def compactable_families(clouds: tuple[str, ...]) -> frozenset[tuple[str, str]]:
     """(cloud, family) pairs whose nodes the cloud can place compactly (data/placement.yaml)."""
     from provisioner.providers.placement import compactable

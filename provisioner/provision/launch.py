@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from provisioner.canonical import canonical_json
 from provisioner.catalog.models import Offer
 from provisioner.profile import LoadedProfile
-from provisioner.profile.loader import canonical_json
 from provisioner.providers.base import LaunchSpec, Provider, labels_for, vm_name
 from provisioner.providers.store import PayloadRef
 

@@ -50,9 +50,10 @@ def cluster_context(profile: Any, cloud: str, instance_type: str, gpu_count: int
     nodes = profile.hardware.nodes
     if nodes <= 1:
         return None
-    from provisioner.providers.registry import shape_placement
+    from provisioner.catalog.families import family_of
+    from provisioner.providers.registry import placement
 
-    facts = shape_placement(cloud, instance_type)
+    facts = placement(cloud, family_of(cloud, instance_type), instance_type)
     fabric = facts.fabric
     if not fabric.usable:
         from provisioner.providers.placement import fabrics

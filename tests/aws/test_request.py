@@ -12,6 +12,7 @@ from dataclasses import replace
 
 import pytest
 
+from provisioner.providers.access import secret_region
 from provisioner.providers.aws import request as R
 from provisioner.providers.base import InvalidRequestError
 from tests.aws.conftest import t4_offers, t4_spec
@@ -256,4 +257,4 @@ def test_a_secret_named_by_its_arn_is_allowed_in_its_own_region_and_account(spec
                 profile_json=json.dumps({"env": {"HF_TOKEN": f"secret://aws/{arn}", "B": "secret://aws/b"}}))
     [secret] = [x for x in R.role_policy(s, "eu-west-1")["Statement"] if x["Action"] == "secretsmanager:GetSecretValue"]
     assert secret["Resource"] == [arn, f"{arn}-??????", "arn:aws:secretsmanager:eu-west-1:*:secret:b-??????"]
-    assert R.secret_region(arn) == "us-west-2" and R.secret_region("hf/token") is None
+    assert secret_region(arn) == "us-west-2" and secret_region("hf/token") is None

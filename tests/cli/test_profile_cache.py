@@ -53,7 +53,7 @@ def test_an_edited_profile_is_parsed_again_and_errors_are_never_cached(tmp_path:
 
 def test_the_profile_cache_keeps_a_bounded_number_of_entries(tmp_path: Path, monkeypatch) -> None:
     """Every distinct profile text adds one small entry; the oldest go beyond CACHED_PROFILES (the disk)."""
-    from provisioner.profile import source
+    from provisioner import yamlsource as source
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.delenv("TRAINVM_NO_CACHE", raising=False)

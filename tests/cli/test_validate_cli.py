@@ -66,7 +66,7 @@ def test_schema_is_2020_12_and_examples_validate_against_it(cli) -> None:
     jsonschema.Draft202012Validator.check_schema(schema)
     validator = jsonschema.Draft202012Validator(schema)
     for path in EXAMPLES + BASES:
-        from provisioner.profile.source import load_resolved
+        from provisioner.yamlsource import load_resolved
 
         doc = load_resolved(path).data
         doc.pop("extends", None)

@@ -65,3 +65,12 @@ def shared() -> GcsEmulator:
         _SHARED = GcsEmulator().start()
     _SHARED.wipe()
     return _SHARED
+
+
+def stop_shared() -> None:
+    """Stop the per-process emulator (its server thread is not a daemon: left running, it holds the interpreter at
+    exit, so a plain `pytest FILE` finished its tests and then never returned)."""
+    global _SHARED
+    if _SHARED is not None:
+        _SHARED.stop()
+        _SHARED = None

@@ -257,11 +257,6 @@ def secret_resources(names: list[str], region: str) -> list[str]:
     return out
 
 
-def secret_region(name: str) -> str | None:
-    """The region a ``secret://aws/`` reference is read in: an ARN's own; None for a name (the VM's region)."""
-    return name.split(":")[3] if name.startswith("arn:") else None
-
-
 def payload_statements(spec: LaunchSpec) -> list[dict[str, Any]]:
     """The bootstrap's read of its payload (templates/bootstrap/fetch-aws.sh): ``s3:GetObject`` on exactly that
     object, nothing else of the bucket (other VMs' payloads stay unreadable). Without ``s3:ListBucket`` S3 answers a
