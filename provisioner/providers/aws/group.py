@@ -166,9 +166,9 @@ class AwsGroup:
             now = {i: self.p._get(region, i) for i in ids}
             state = {i: (inst or {}).get("State", {}).get("Name") for i, inst in now.items()}
 
-            def what(some: list[str]) -> str:
-                return (f"{name} ({some[0]})" if len(ids) == 1 else
-                        f"{len(some)} of the {len(ids)} nodes of {name} ({', '.join(some)})")
+            def what(some: list[str]) -> str:  # "NAME (i-1) was", "2 of the 4 nodes of NAME (i-1, i-2) were"
+                return (f"{name} ({some[0]}) was" if len(ids) == 1 else
+                        f"{len(some)} of the {len(ids)} nodes of {name} ({', '.join(some)}) were")
 
             gone = [i for i in ids if state[i] in GONE]
             if gone:
@@ -179,7 +179,7 @@ class AwsGroup:
                 if capacity:  # e.g. Server.InsufficientInstanceCapacity
                     raise CapacityError(f"{what(gone)} terminated on the way up: {why}",
                                         code=capacity.split(".")[-1]) from exc
-                raise VanishedError(f"{what(gone)} was terminated while `up` waited for it ({why or 'no reason given'})",
+                raise VanishedError(f"{what(gone)} terminated while `up` waited for it ({why or 'no reason given'})",
                                     code="DELETED_DURING_CREATE") from exc
             stopped = [i for i in ids if state[i] in ("stopping", "stopped")]
             if stopped:
@@ -187,7 +187,7 @@ class AwsGroup:
                                     code="DELETED_DURING_CREATE") from exc
             if exc.code == "WaiterError":
                 pending = [i for i in ids if state[i] == "pending"]
-                raise RetryExhaustedError(f"{what(pending or ids)} was still pending after {self.p.op_timeout:g} s "
+                raise RetryExhaustedError(f"{what(pending or ids)} still pending after {self.p.op_timeout:g} s "
                                           "(TRAINVM_AWS_OP_TIMEOUT)", code="OPERATION_TIMEOUT") from exc
             raise
         found = {i["InstanceId"]: i for i in self.p._instances(region, name)}
