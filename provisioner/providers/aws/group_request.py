@@ -1,5 +1,6 @@
-"""AWS clusters (hardware.nodes > 1): the EC2 requests of the group engine (providers/aws/group.py), built from
-the single VM's. Pure: no boto3 import.
+"""AWS: the EC2 requests of the one create path (providers/aws/group.py) beyond the single VM's: a single VM is a
+group of one and sends aws_request's body as it is (``launch_params``); a cluster's (hardware.nodes > 1) are built
+from it. Pure: no boto3 import.
 
 - ``CreatePlacementGroup``: ``Strategy=cluster``, named after the cluster, tagged like the VM (placement
   group names are unique per account and region, at most 255 ASCII characters);
@@ -71,6 +72,11 @@ def cluster_params(single: dict[str, Any], spec: LaunchSpec, placement_group: st
                                   code="PROFILE_TOO_LARGE")
     body["ClientToken"] = R.request_token(spec, "", body)  # another request than the single VM's
     return body
+
+
+def launch_params(single: dict[str, Any], spec: LaunchSpec, placement_group: str | None) -> dict[str, Any]:
+    """The one RunInstances of 1..N nodes: a single VM's body as it is (a group of one), a cluster's from it."""
+    return single if spec.nodes == 1 else cluster_params(single, spec, placement_group)
 
 
 def node_tags(cluster: str, rank: int) -> list[dict[str, str]]:

@@ -9,28 +9,26 @@ the client plumbing (AZ names, the AMI, the security group and the instance prof
 - Retries: ``AwsCalls.call`` (throttling codes such as ``RequestLimitExceeded``, 5xx, connection errors and
   timeouts), at most ``tries`` attempts per call within ``TRAINVM_API_TIMEOUT``, the budget GCE's calls have; what
   still fails is ``RetryExhaustedError``.
-- Create: look for the VM in the offer's region (same hash: adopted once running; still pending at the
-  deadline: AttemptInProgressError, left to the `up` creating it, and failover stops; another hash or not
-  trainvm's: ConflictError); map the offer's AZ ID to this account's AZ name; pin the AMI (SSM parameter -> id, recorded
+- Create, one path for 1..N nodes (providers/aws/group.py: a single VM is a group of one): adopt or refuse what
+  has the name; map the offer's AZ ID to this account's AZ name; pin the AMI (SSM parameter -> id, recorded
   in the ``trainvm-image`` tag) and read its root device; build the RunInstances call (any request that cannot
-  work fails here, before anything exists); then the VM's security group, its instance profile when it needs
-  one, ``RunInstances`` with a ``ClientToken`` from name + hash + AZ + the request's parameters (a re-sent
-  request returns the same instance), and
-  the ``instance_running`` waiter (bounded by ``TRAINVM_AWS_OP_TIMEOUT``, default 600 s).
-- Failure: the instance this attempt made is terminated and the termination awaited, then the security group
-  and the instance profile are deleted; ``cleanup`` is "verified" only when AWS answered that the instance is
-  terminated, else ``left_behind`` names what may remain.
+  work fails here, before anything exists); then the security group, the instance profile when it needs
+  one, the key pair, ``RunInstances`` (``MinCount = MaxCount = N``, an idempotent ``ClientToken``), and
+  the ``instance_running`` waiter (bounded by ``TRAINVM_AWS_OP_TIMEOUT``, default 600 s). Failure: what this attempt
+  made is terminated and awaited, then its groups, profile and key go; ``cleanup`` is "verified" only when AWS
+  answered that the instances are terminated, else ``left_behind`` names what may remain.
+- The instances of a name: those tagged ``Name`` = NAME (a single VM) or ``trainvm-group`` = NAME (a cluster's
+  nodes, named ``NAME-K``), one ``DescribeInstances`` on the ``tag-value`` filter, rank order.
 - list/find: ``DescribeInstances`` filtered on the ``trainvm-managed`` tag, in every region of ``regions()``; a
-  ``find`` that finds nothing while a region could not be listed is an UNREACHABLE error, never "no such VM".
-- down: terminate, await it (``wait=True``), then the security group and instance profile; no instance:
-  leftovers only. stop/start: ``StopInstances`` / ``StartInstances`` (+ waiter).
+  ``find`` that finds nothing while a region could not be listed is an UNREACHABLE error, never "no such VM";
+  a cluster's name finds its rank-0 node.
+- down: terminate every instance of the name, await it (``wait=True``), then the placement group, security group,
+  key pair and instance profile; no instance: leftovers only. stop/start: ``StopInstances`` / ``StartInstances``
+  on every instance of the name (+ waiter).
 - Payload: ``payload_store()`` is ``aws_store.S3PayloadStore`` (one private bucket per account and region); the
   instance profile reads exactly the VM's payload object; records carry the ``trainvm-payload`` tag.
 - Report: ``GetConsoleOutput(Latest=True)`` (the newest 64 KB of the serial console), decoded by the one
   ``StackReport`` decoder (``last_console_report``).
-- Clusters (``spec.nodes > 1``): ``aws_group.AwsGroup`` (cluster placement group + one RunInstances with
-  MinCount = MaxCount = N). A name with no single VM is looked up as a cluster: ``find`` gives its rank-0 node,
-  ``delete``/``stop``/``start`` act on every node.
 """
 
 from __future__ import annotations
@@ -44,19 +42,16 @@ from provisioner.catalog.models import Offer
 from provisioner.providers.aws import errors as errs
 from provisioner.providers.aws import request as R
 from provisioner.providers.aws.calls import AwsCalls
+from provisioner.providers.aws.group_request import GROUP_TAG, NODES_TAG, rank_of
 from provisioner.providers.base import (
-    AttemptInProgressError,
-    CapacityError,
     ConflictError,
     InstanceRecord,
     InvalidRequestError,
     LaunchSpec,
     ProviderError,
     RetryExhaustedError,
-    VanishedError,
     costs_from_labels,
     price_from_labels,
-    refuse_foreign,
 )
 from provisioner.providers.capabilities import ClusterReader, ImagePinner
 from provisioner.providers.store import PAYLOAD_LABEL
@@ -82,24 +77,32 @@ class AwsProvider(AwsCalls, ImagePinner, ClusterReader):
 
     # ------------------------------------------------------------------ lookups
     def _instances(self, region: str, name: str | None = None, *, managed: bool = True) -> list[dict[str, Any]]:
+        """The live instances (of ``name``: tagged ``Name`` or ``trainvm-group`` = name) in ``region``, rank order."""
         filters = [{"Name": "instance-state-name", "Values": LIVE_STATES}]
-        if name is not None:
-            filters.append({"Name": "tag:Name", "Values": [name]})
+        if name is not None:  # any tag of that value; narrowed to Name / trainvm-group below
+            filters.append({"Name": "tag-value", "Values": [name]})
         if managed:
             filters.append({"Name": f"tag:{MANAGED}", "Values": ["true"]})
         ec2 = self.ec2(region)
         pages = self.call(lambda: list(ec2.get_paginator("describe_instances").paginate(Filters=filters)))
-        return [dict(i, _region=region) for page in pages for r in page.get("Reservations") or []
-                for i in r.get("Instances") or []]
+        found = [dict(i, _region=region) for page in pages for r in page.get("Reservations") or []
+                 for i in r.get("Instances") or []]
+        if name is not None:
+            found = [i for i in found if name in (_tags(i).get("Name"), _tags(i).get(GROUP_TAG))]
+        return sorted(found, key=_order)
 
     def _get(self, region: str, instance_id: str) -> dict[str, Any] | None:
         got = self.call(lambda: self.ec2(region).describe_instances(InstanceIds=[instance_id]), missing=None)
         found = [i for r in (got or {}).get("Reservations") or [] for i in r.get("Instances") or []]
         return dict(found[0], _region=region) if found else None
 
-    def _find_any(self, name: str) -> dict[str, Any] | None:
+    def _all(self, name: str) -> list[dict[str, Any]]:
+        """Every live instance of ``name`` in every region: trainvm's first, rank order."""
         found = self.each_region(lambda region: self._instances(region, name, managed=False))
-        found.sort(key=lambda i: _tags(i).get(MANAGED) != "true")
+        return sorted(found, key=lambda i: (_tags(i).get(MANAGED) != "true", *_order(i)))
+
+    def _find_any(self, name: str) -> dict[str, Any] | None:
+        found = self._all(name)
         return found[0] if found else None
 
     def find(self, name: str) -> InstanceRecord | None:
@@ -109,24 +112,30 @@ class AwsProvider(AwsCalls, ImagePinner, ClusterReader):
         inst = self._find_any(name)
         if inst is None and self.unreachable:
             raise self._cannot_tell(name)
-        if inst is None:
-            nodes = self.group.nodes(name)
-            return self._record(nodes[0]) if nodes else None
-        if _tags(inst).get(MANAGED) != "true":
+        if inst is None or _tags(inst).get(MANAGED) != "true":
             return None
         return self._record(inst)
 
     @property
-    def group(self) -> AwsGroup:  # imported when a name may be a cluster's
+    def group(self) -> AwsGroup:  # the create path, imported on first use
         from provisioner.providers.aws.group import AwsGroup
 
         return AwsGroup(self)
 
+    def _nodes(self, cluster: str) -> builtins.list[dict[str, Any]]:
+        """The cluster's nodes in the region that has them (the one with rank 0 when several do), rank order."""
+        found = [i for i in self._all(cluster) if _tags(i).get(GROUP_TAG) == cluster and _tags(i).get(MANAGED) == "true"]
+        return [i for i in found if i["_region"] == found[0]["_region"]]
+
     def cluster_nodes(self, name: str) -> builtins.list[InstanceRecord]:
-        return self.group.cluster_nodes(name)
+        return [self._record(i) for i in self._nodes(name)]
 
     def read_cluster_reports(self, name: str) -> dict[str, StackReport | None]:
-        return self.group.read_cluster_reports(name)
+        from provisioner.providers.aws.group import each
+
+        nodes = self._nodes(name)
+        texts = each(self._console_text, nodes)
+        return {self._record(i).name: last_console_report(t) for i, t in zip(nodes, texts, strict=True)}
 
     def list(self) -> list[InstanceRecord]:
         return sorted((self._record(i) for i in self.each_region(self._instances)), key=lambda r: (r.name, r.zone or ""))
@@ -159,37 +168,7 @@ class AwsProvider(AwsCalls, ImagePinner, ClusterReader):
     def create(self, spec: LaunchSpec, offer: Offer) -> InstanceRecord:
         if offer.cloud != self.NAME or not offer.zone:
             raise InvalidRequestError(f"not a zonal AWS offer: {offer.describe(spec.spot)}")
-        if spec.nodes > 1:
-            return self.group.create(spec, offer)
-        region = offer.region
-        existing = self._instances(region, spec.name, managed=False)
-        if existing:
-            return self._adopt(existing[0], spec)
-        if self.group.nodes_in(region, spec.name, managed=False):
-            raise ConflictError(f"a cluster named {spec.name} exists in {region}; run `trainvm down {spec.name}` or "
-                                "pass --name")
-        zone = self.zone_name(region, offer.zone)
-        ami = self.ami_for(spec, region)
-        R.run_instances_params(spec, offer, ami, zone, security_group_id="sg-check", instance_profile=None)  # checks first
-        made: dict[str, Any] = {}
-        try:
-            gid, made["sg"] = self.ensure_security_group(region, spec)
-            profile = self.ensure_instance_profile(spec, region)
-            made["profile"] = profile is not None
-            made["key"] = key = self.ensure_key_pair(region, spec)
-            params = R.run_instances_params(spec, offer, ami, zone, security_group_id=gid, instance_profile=profile,
-                                            key_name=key)
-            inst = self._run(region, params)["Instances"][0]
-            for _ in range(2):  # EC2 answers a known ClientToken with that request's instance, even terminated
-                if inst["State"]["Name"] not in ("shutting-down", "terminated"):
-                    break
-                params["ClientToken"] = R.client_token(spec, str(offer.zone), salt=inst["InstanceId"])
-                inst = self._run(region, params)["Instances"][0]
-            made["id"] = inst["InstanceId"]
-            return self._record(self._until_running(region, inst["InstanceId"], spec.name), notes=self._notes(spec))
-        except ProviderError as exc:
-            self._cleanup(region, spec, made, exc)
-            raise
+        return self.group.create(spec, offer)
 
     def _run(self, region: str, params: dict[str, Any]) -> dict[str, Any]:
         """RunInstances; a just-created instance profile may take seconds to be usable (IAM is eventually
@@ -208,85 +187,6 @@ class AwsProvider(AwsCalls, ImagePinner, ClusterReader):
                                    deadline=time.monotonic() + min(60.0, self.op_timeout), transient=iam_lag,
                                    tries=None, backoff=max(self.poll_interval / 2, 0.01), timed_out=lambda last: last)
         return out
-
-    def _until_running(self, region: str, instance_id: str, name: str) -> dict[str, Any]:
-        try:
-            self.wait(region, "instance_running", instance_id)
-        except RetryExhaustedError as exc:
-            inst = self._get(region, instance_id)
-            state = (inst or {}).get("State", {}).get("Name")
-            if inst is None or state in ("shutting-down", "terminated"):
-                reason = (inst or {}).get("StateReason") or {}
-                code = str(reason.get("Code") or "")
-                if "InsufficientInstanceCapacity" in code or "Spot" in code:  # e.g. Server.InsufficientInstanceCapacity
-                    raise CapacityError(f"{name} was terminated on its way up: {reason.get('Message') or code}",
-                                        code=code.split(".")[-1]) from exc
-                raise VanishedError(f"{name} ({instance_id}) was terminated while `up` waited for it "
-                                    f"({reason.get('Message') or 'no reason given'})", code="DELETED_DURING_CREATE") from exc
-            if exc.code == "WaiterError" and state in ("pending", None):
-                raise RetryExhaustedError(f"{name} ({instance_id}) was still {state} after {self.op_timeout:g} s "
-                                          "(TRAINVM_AWS_OP_TIMEOUT)", code="OPERATION_TIMEOUT") from exc
-            if state in ("stopping", "stopped"):
-                raise VanishedError(f"{name} ({instance_id}) is {state}: it was stopped while `up` waited for it",
-                                    code="DELETED_DURING_CREATE") from exc
-            raise
-        inst = self._get(region, instance_id)
-        if inst is None:
-            raise VanishedError(f"{name} ({instance_id}) is gone", code="DELETED_DURING_CREATE")
-        return inst
-
-    def _adopt(self, inst: dict[str, Any], spec: LaunchSpec) -> InstanceRecord:
-        tags, where = _tags(inst), inst["_region"]
-        refuse_foreign(tags, spec, "an instance", f"in {where}")
-        if inst["State"]["Name"] == "pending":  # an interrupted or a concurrent `up` is creating it
-            try:
-                inst = self._until_running(where, inst["InstanceId"], spec.name)
-            except RetryExhaustedError as exc:
-                if exc.code != "OPERATION_TIMEOUT":
-                    raise
-                raise AttemptInProgressError(  # another `up` owns the name: never terminated, never duplicated
-                    f"{spec.name} ({inst['InstanceId']}) in {where} is still pending after {self.op_timeout:g} s: another "
-                    "`trainvm up` (or an interrupted one) is creating it", name=spec.name, where=where) from exc
-        return self._record(inst, notes=self._notes(spec), existing=True)
-
-    def _cleanup(self, region: str, spec: LaunchSpec, made: dict[str, Any], failed: ProviderError) -> None:
-        """Terminate what the attempt made (an instance carrying this profile's hash), await it, then delete
-        the security group and instance profile; ``failed`` is marked verified or ``leaves`` what may remain."""
-        notes = []
-        try:
-            mine = [i for i in self._instances(region, spec.name)
-                    if _tags(i).get("trainvm-hash") == spec.labels.get("trainvm-hash")]
-            if made.get("id") and not any(i["InstanceId"] == made["id"] for i in mine):
-                got = self._get(region, made["id"])
-                mine += [got] if got and got["State"]["Name"] != "terminated" else []
-            for inst in mine:
-                self._terminate(region, inst["InstanceId"], wait=True)
-            left = [i for i in mine if (self._get(region, i["InstanceId"]) or {}).get("State", {}).get("Name")
-                    not in (None, "terminated")]
-            if left:
-                failed.leaves(*(f"{spec.name} ({i['InstanceId']}, {region})" for i in left))
-                notes.append(f"{spec.name} in {region} still exists after its termination; run `trainvm down {spec.name}`")
-            else:
-                if made.get("sg"):
-                    self.delete_security_group(region, spec.name)
-                if made.get("profile"):
-                    self.delete_instance_profile(spec.name)
-                if made.get("key"):
-                    self.delete_key_pair(region, spec.name)
-                failed.verified()
-        except ProviderError as exc:
-            failed.leaves(f"{spec.name} ({region})")
-            notes.append(f"cleaning up {spec.name} in {region} failed ({exc}); run `trainvm down {spec.name}`")
-        if notes:
-            failed.args = ("; ".join([str(failed), *notes]),)
-
-    def _terminate(self, region: str, instance_id: str, *, wait: bool) -> bool:
-        got = self.call(lambda: self.ec2(region).terminate_instances(InstanceIds=[instance_id]), missing=None)
-        if got is None:
-            return False
-        if wait:
-            self.wait(region, "instance_terminated", instance_id)
-        return True
 
     # ------------------------------------------------------------------ the payload store
     def payload_store(self) -> S3PayloadStore:
@@ -315,12 +215,11 @@ class AwsProvider(AwsCalls, ImagePinner, ClusterReader):
             raise ConflictError(f"{name} in {found[0]['_region']} is not managed by trainvm (no {MANAGED} tag); "
                                 "not touching it")
         if not mine:
-            nodes = self.group.nodes(name)
-            return self.group.delete(nodes, name, wait=wait) if nodes else self._leftovers(name)
+            return self._leftovers(name)
         deleted, failed = False, []
-        for inst in mine:
+        for inst in mine:  # one call each: one that cannot be terminated does not keep the others
             try:
-                deleted = self._terminate(inst["_region"], inst["InstanceId"], wait=wait) or deleted
+                deleted = self._terminate(inst["_region"], inst["InstanceId"]) or deleted
             except ProviderError as exc:
                 failed.append((inst, exc))
         if failed:
@@ -329,12 +228,18 @@ class AwsProvider(AwsCalls, ImagePinner, ClusterReader):
                                 f"remain: {ids} ({failed[0][1]}); run `trainvm down {name}` again",
                                 code=failed[0][1].code)
         for region in dict.fromkeys(i["_region"] for i in mine):
-            if wait:
+            if wait:  # the groups can go only once their instances are terminated
+                self.wait(region, "instance_terminated", [i["InstanceId"] for i in mine if i["_region"] == region])
+                self.group.delete_placement_group(region, name)
                 self.delete_security_group(region, name)
             self.delete_key_pair(region, name)
         if wait:
             self.delete_instance_profile(name)
         return deleted
+
+    def _terminate(self, region: str, instance_id: str) -> bool:
+        got = self.call(lambda: self.ec2(region).terminate_instances(InstanceIds=[instance_id]), missing=None)
+        return got is not None
 
     def _cannot_tell(self, name: str, then: str = "") -> RetryExhaustedError:
         return RetryExhaustedError(f"cannot tell whether {name} exists: AWS could not list "
@@ -361,16 +266,16 @@ class AwsProvider(AwsCalls, ImagePinner, ClusterReader):
         data runs again only through the startup unit it installed, which re-verifies the stack)."""
         inst = self._managed(name)
         if inst is None:
-            nodes = self.group.nodes(name)
-            return self.group.power(nodes, action, wait) if nodes else None
-        region, iid, ec2 = inst["_region"], inst["InstanceId"], self.ec2(inst["_region"])
+            return None
+        region, ec2 = inst["_region"], self.ec2(inst["_region"])
+        ids = [i["InstanceId"] for i in self._instances(region, name)]  # every node at once (private IPs stay)
         if action == "stop":
-            self.call(lambda: ec2.stop_instances(InstanceIds=[iid]))
+            self.call(lambda: ec2.stop_instances(InstanceIds=ids))
         else:
-            self.call(lambda: ec2.start_instances(InstanceIds=[iid]))
+            self.call(lambda: ec2.start_instances(InstanceIds=ids))
         if wait:
-            self.wait(region, "instance_stopped" if action == "stop" else "instance_running", iid)
-        return self._record(self._get(region, iid) or inst)
+            self.wait(region, "instance_stopped" if action == "stop" else "instance_running", ids)
+        return self._record(self._get(region, inst["InstanceId"]) or inst)
 
     # ------------------------------------------------------------------ report, console, ssh
     def live_status(self, record: InstanceRecord) -> str | None:
@@ -392,8 +297,6 @@ class AwsProvider(AwsCalls, ImagePinner, ClusterReader):
     def read_report(self, name: str) -> tuple[StackReport | None, dict[str, Any] | None]:
         """One VM's report and stored profile; for a cluster's name, its rank-0 node's."""
         inst = self._find_any(name)
-        if inst is None:
-            inst = next(iter(self.group.nodes(name)), None)
         if inst is None or _tags(inst).get(MANAGED) != "true":
             return None, None
         return last_console_report(self._console_text(inst)), R.profile_from_tags(_tags(inst))
@@ -444,10 +347,13 @@ def stop_time(reason: str | None) -> str | None:
     return m.group(1).replace(" ", "T") + "+00:00" if m else None
 
 
+def _order(inst: dict[str, Any]) -> tuple[int, int]:
+    """A cluster's nodes by rank, then by launch index; a single VM is rank 0."""
+    return (rank_of(_tags(inst)) or 0, int(inst.get("AmiLaunchIndex") or 0))
+
+
 def _cluster_fields(tags: dict[str, str]) -> dict[str, Any]:
     """InstanceRecord.cluster/rank/nodes of a cluster's node (aws_group_request's tags); nothing for one VM."""
-    from provisioner.providers.aws.group_request import GROUP_TAG, NODES_TAG, rank_of
-
     if not tags.get(GROUP_TAG):
         return {}
     nodes = tags.get(NODES_TAG, "")
