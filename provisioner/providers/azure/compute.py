@@ -29,6 +29,7 @@ from provisioner.catalog.models import Offer
 from provisioner.providers.azure import errors as errs
 from provisioner.providers.azure import group_request as G
 from provisioner.providers.azure import request as R
+from provisioner.providers.azure.group import _instances, _wire, get_scale_set, node_records, write_node_list
 from provisioner.providers.azure.lease import _props
 from provisioner.providers.base import CapacityError, InstanceRecord, LaunchSpec, ProviderError
 
@@ -76,8 +77,6 @@ class ScaleSet:
     kind, what = "scale set", "cluster"
 
     def get(self, p: Any, name: str) -> dict[str, Any] | None:
-        from provisioner.providers.azure.group import get_scale_set
-
         return get_scale_set(p, name)
 
     def complete(self, res: dict[str, Any], spec: LaunchSpec) -> bool:
@@ -108,8 +107,6 @@ class ScaleSet:
 
     def finish(self, p: Any, spec: LaunchSpec, res: dict[str, Any], deadline: float) -> dict[str, Any] | None:
         """All or nothing: exactly N Succeeded instances (a scale set has no minimum count), then the node list."""
-        from provisioner.providers.azure.group import _instances, get_scale_set, write_node_list
-
         instances = _instances(p, R.names(spec.name).rg, spec.name)
         ok = [i for i in instances if _props(i).get("provisioningState") == "Succeeded"]
         if len(ok) != spec.nodes:
@@ -120,8 +117,6 @@ class ScaleSet:
         return get_scale_set(p, spec.name)
 
     def record(self, p: Any, res: dict[str, Any], notes: list[str], existing: bool) -> InstanceRecord:
-        from provisioner.providers.azure.group import node_records
-
         return node_records(p, res, notes=notes, existing=existing)[0]
 
 
@@ -139,8 +134,6 @@ def other_kind(c: Vm | ScaleSet) -> Vm | ScaleSet:
 def _failed_put(p: Any, spec: LaunchSpec, exc: ProviderError) -> ProviderError:
     """The scale set's PUT failed: count what was allocated anyway (the group's deletion removes it), and take
     the failure's code from a failed instance when the operation carried none (provisioningState polling)."""
-    from provisioner.providers.azure.group import _instances
-
     try:
         instances = _instances(p, R.names(spec.name).rg, spec.name)
     except ProviderError:
@@ -155,9 +148,3 @@ def _failed_put(p: Any, spec: LaunchSpec, exc: ProviderError) -> ProviderError:
                 break
     out.args = (f"{out}; {made} of {spec.nodes} nodes had been allocated",)
     return out
-
-
-def _wire(obj: Any) -> dict[str, Any]:
-    if obj is None:
-        return {}
-    return obj.as_dict() if hasattr(obj, "as_dict") else dict(obj)

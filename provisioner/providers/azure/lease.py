@@ -117,7 +117,7 @@ def _foreign_live(res: dict[str, Any] | None, attempt: str | None) -> bool:
 
 
 class GroupLease:
-    """Needs: _call, _wait, _get_group, _get_vm, _adopt, _record, _sleep, _clock, poll_seconds, op_timeout.
+    """Needs: _call, _wait, _get_group, _get_vm, _adopt, _sleep, _clock, poll_seconds, op_timeout.
     Keeps no state: the calling create's lease id (``attempt``) is passed in."""
 
     if TYPE_CHECKING:  # provided by AzureProvider (declared so that mypy checks this mixin)
@@ -132,7 +132,6 @@ class GroupLease:
         def _get_group(self, *args: Any, **kwargs: Any) -> Any: ...
         def _get_vm(self, *args: Any, **kwargs: Any) -> Any: ...
         def _adopt(self, *args: Any, **kwargs: Any) -> Any: ...
-        def _record(self, *args: Any, **kwargs: Any) -> Any: ...
 
     def _put(self, rg: str, deadline: float, attempt: str, fn: Callable[[], Any]) -> Any:
         """A PUT in this attempt's group. ARM refuses a PUT on a resource whose own PUT is still running (409
