@@ -39,6 +39,24 @@ def test_a_cluster_whose_group_is_being_deleted_stops_at_once(emu, provider, t4_
     assert not emu.calls("PUT", VMSS)
 
 
+def test_a_cluster_whose_group_starts_deleting_before_its_put_stops_and_deletes_nothing(emu, provider, t4_spec,
+                                                                                       offers):
+    """The deletion (a racing cleanup or `down` that did not wait) begins after the check and before the group PUT:
+    ARM answers that PUT 409 ResourceGroupBeingDeleted. As for one VM (before: the cluster path raised a plain
+    conflict and its cleanup tried to delete the group again), the create stops at once and deletes nothing."""
+    spec = _cluster(t4_spec)
+    rg = names(spec.name).rg
+    started = []
+
+    def before(method, path, body=None):
+        if method == "PUT" and path.lower().endswith(f"/resourcegroups/{rg}".lower()) and not started:
+            started.append(emu.deleting_group(rg, "eastus", {"trainvm-managed": "true"}))
+    emu.before_request = before
+    with pytest.raises(GroupBeingDeletedError):
+        provider.create(spec, offers[("eastus", A100)])
+    assert started and not emu.calls("PUT", VMSS) and not emu.calls("DELETE", "/resourcegroups/")
+
+
 def test_a_single_vm_never_goes_into_a_clusters_group(emu, provider, t4_spec, offers):
     """A cluster of that name exists: `up` of a one-node profile under the same name is a conflict naming it,
     writing nothing (before: it waited on the cluster's lease, then wrote a VM into the cluster's group)."""
