@@ -1,4 +1,4 @@
-"""The Azure group engine (providers/azure/group.py) through azure-mgmt-compute/-network/-resource against the
+"""The Azure group engine (the scale-set compute step of providers/azure/create.py, compute.py and group.py) through azure-mgmt-compute/-network/-resource against the
 ARM emulator's scale sets and proximity placement groups (tests/emulators/arm_vmss.py says what it does not
 model: placement itself, IMDS, overprovisioning, instance-id gaps). Every failure must leave no resource group."""
 
