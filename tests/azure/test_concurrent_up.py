@@ -374,3 +374,67 @@ def test_cluster_winner_that_fails_after_the_loser_joined_is_reported(emu, t4_sp
     assert not isinstance(results["A"], Exception), results
     assert results["A"].region == "westus2"
     assert emu.resource_groups() == [rg] and emu.state.group(rg)["location"] == "westus2"
+
+
+def _is_scale_set_put(method, path):
+    return method == "PUT" and VMSS.lower() in path.lower() and path.count("/") == 8
+
+
+def test_scale_set_put_refused_by_a_racing_cluster_up_joins_its_cluster(emu, t4_spec, offers):
+    """The first interleaving above for a 2-node cluster (one transaction since issue 26): both `up` read "no
+    group"; A writes the group and passes its lease check; B writes the group (its lease now) and its scale-set PUT
+    reaches ARM first; A's scale-set PUT gets 409 Conflict. Before, the cluster path failed A with that Conflict
+    (its cleanup left B's group, but A's `up` failed although B's cluster was being made); now A joins B's scale set
+    as a VM's create joins a VM: both return the one cluster, A's record adopted and naming B."""
+    spec = named(t4_spec, t4_spec.name, nodes=2, compact=False)
+    rg = names(spec.name).rg
+    emu.polls = 3
+    second_group_put, a_put, b_answered = Gate(), Gate(), Gate()
+    seen: dict[str, list] = {"group": [], "vmss": []}
+    lock = threading.Lock()
+
+    def before(method, path, body=None):
+        if _is_group_put(method, path, rg):
+            with lock:
+                seen["group"].append(1)
+                first, second = len(seen["group"]) == 1, len(seen["group"]) == 2
+            if first:
+                second_group_put.wait()
+            elif second:
+                second_group_put.set()
+                a_put.wait()
+        elif _is_scale_set_put(method, path):
+            with lock:
+                seen["vmss"].append(path)
+                first = len(seen["vmss"]) == 1
+            if first:
+                a_put.set()
+                b_answered.wait()
+
+    def after(method, path, body, status):
+        with lock:
+            b = _is_scale_set_put(method, path) and len(seen["vmss"]) >= 2
+        if b and status in (200, 201):
+            b_answered.set()
+    emu.before_request, emu.after_request = before, after
+    results: dict[int, object] = {}
+    chain = [offers[(r, T4)] for r in REGIONS]
+
+    def up(i):
+        try:
+            results[i] = provision(chain, lambda o: spec, lambda cloud: AzureProvider()).record
+        except Exception as exc:  # noqa: BLE001 - recorded for the assertion
+            results[i] = exc
+    threads = [threading.Thread(target=up, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not any(g.timed_out for g in (second_group_put, a_put, b_answered))  # the interleaving happened
+    assert [c.status for c in emu.calls("PUT", VMSS + spec.name + "$")][:2] == [201, 409]
+    assert len(results) == 2 and all(not isinstance(r, Exception) for r in results.values()), results
+    assert sorted(r.adopted for r in results.values()) == [False, True]
+    assert all(r.cluster == spec.name and r.rank == 0 for r in results.values())
+    adopted = next(r for r in results.values() if r.adopted)
+    assert any("created by another `trainvm up`" in note for note in adopted.notes)
+    assert emu.resource_groups() == [rg] and not emu.calls("DELETE", "/resourcegroups/")

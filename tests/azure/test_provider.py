@@ -155,7 +155,7 @@ def test_other_profile_hash_is_a_conflict(emu, provider, t4_spec, t4):
 def test_rerun_after_up_was_killed_while_the_vm_was_creating(emu, t4_spec, t4, monkeypatch):
     """`up` dies right after ARM accepted the VM PUT; the re-run waits for that VM instead of making another."""
     killed = AzureProvider()
-    monkeypatch.setattr(killed, "_wait_vm", lambda *a: (_ for _ in ()).throw(KeyboardInterrupt()))
+    monkeypatch.setattr(killed, "_wait_compute", lambda *a: (_ for _ in ()).throw(KeyboardInterrupt()))
     emu.inject("lro_never_done", location="eastus")   # ARM keeps the VM's operation running ...
     with pytest.raises(KeyboardInterrupt):
         killed.create(t4_spec, t4)

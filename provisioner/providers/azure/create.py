@@ -1,14 +1,16 @@
-"""One Azure VM create as a transaction with an owner (mixed into ``AzureProvider``; the group's lease and
-the cleanup are in ``azure_lease``).
+"""One Azure create of 1..N nodes as a transaction with an owner (mixed into ``AzureProvider``; the group's lease
+and the cleanup are in ``azure_lease``; the compute step, a VM for one node or a scale set for N, and why a group
+of one is a VM, in ``azure_compute``).
 
-Create = resource group -> VNet + NSG (in parallel) -> VM (its NIC and public IP are VM-managed) -> the role
-assignment of the VM's identity when it must stop/delete itself (``azure_roles``). Idempotent: deterministic
-names; an existing VM with this profile hash is returned (waiting for it if a killed ``up`` left it creating);
-a Failed leftover whose creator is gone is deleted with its group and created again; another hash ->
-ConflictError.
+Create = resource group -> VNet + NSG (in parallel) -> compute (a VM, its NIC and public IP VM-managed; or the
+PPG and a scale set of N) -> read back (a scale set: N Succeeded instances, then the node list in its tags) ->
+the role assignment of the identity when it must stop/delete itself (``azure_roles``). Idempotent:
+deterministic names; an existing VM or scale set with this profile hash is returned (waiting for it if a killed
+``up`` left it creating; a scale set without its node list is finished); a Failed leftover whose creator is gone
+is deleted with its group and created again; another hash, or the other kind under that name -> ConflictError.
 
-Ownership of the VM. Every attempt has an id (``host:pid:random``), written to the group's lease tag and to
-the VM's own tags (``trainvm-attempt`` / ``trainvm-lease-until``). The group tag is last-writer-wins (ARM has
+Ownership of the VM (or scale set: the same). Every attempt has an id (``host:pid:random``), written to the
+group's lease tag and to the VM's own tags (``trainvm-attempt`` / ``trainvm-lease-until``). The group tag is last-writer-wins (ARM has
 no conditional write), so two ``up`` of one profile can both pass the lease check; the VM PUT is where ARM
 decides: a VM whose create is running refuses a second PUT (409 ``Conflict``). So:
 
@@ -30,8 +32,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from provisioner.catalog.models import Offer
-from provisioner.providers.azure import errors as errs
 from provisioner.providers.azure import request as R
+from provisioner.providers.azure.compute import IN_FLIGHT, ScaleSet, Vm, compute_for, other_kind
 from provisioner.providers.azure.lease import (
     CONFLICT_CODES,
     GROUP_DELETING,
@@ -46,6 +48,7 @@ from provisioner.providers.azure.lease import (
 from provisioner.providers.azure.roles import grant_lifecycle_role, grant_payload_reader
 from provisioner.providers.base import (
     AttemptInProgressError,
+    ConflictError,
     InstanceRecord,
     LaunchSpec,
     ProviderError,
@@ -53,8 +56,6 @@ from provisioner.providers.base import (
     VanishedError,
 )
 from provisioner.providers.poll import poll
-
-IN_FLIGHT = ("Creating", "Updating")
 
 
 def new_attempt_id() -> str:
@@ -78,8 +79,6 @@ class CreateTransaction:
         def _call(self, *args: Any, **kwargs: Any) -> Any: ...
         def _wait(self, *args: Any, **kwargs: Any) -> Any: ...
         def _get_group(self, *args: Any, **kwargs: Any) -> Any: ...
-        def _get_vm(self, *args: Any, **kwargs: Any) -> Any: ...
-        def _record(self, *args: Any, **kwargs: Any) -> Any: ...
         def _put(self, *args: Any, **kwargs: Any) -> Any: ...
         def _await_other_attempt(self, *args: Any, **kwargs: Any) -> Any: ...
         def _prepare_group(self, *args: Any, **kwargs: Any) -> Any: ...
@@ -90,12 +89,16 @@ class CreateTransaction:
         def _refuse_deleting_group(self, *args: Any, **kwargs: Any) -> Any: ...
         def image_for(self, *args: Any, **kwargs: Any) -> Any: ...
 
-    def _create_vm(self, spec: LaunchSpec, offer: Offer, key: str) -> InstanceRecord:
+    def _create(self, spec: LaunchSpec, offer: Offer, key: str) -> InstanceRecord:
+        """Create the ``spec.nodes`` nodes of ``spec.name`` (compute_for: one VM, or a scale set of N): the
+        rank-0 record (a single VM's record has no cluster fields)."""
+        c = compute_for(spec)
         n, deadline = R.names(spec.name), self._clock() + self.op_timeout
         notes = R.notes(spec, offer, self.subscription_id)
         attempt = new_attempt_id()  # this create's owner id: a local, never kept on the provider (parallel creates)
         self._refuse_deleting_group(n.rg, spec.name)  # no region can succeed until that deletion ends
-        existing = self._get_vm(n.rg, spec.name)
+        self._refuse_other_kind(c, spec)
+        existing = c.get(self, spec.name)
         if existing is not None:
             adopted = self._adopt(existing, spec, notes, deadline, attempt)
             if adopted is not None:
@@ -104,12 +107,10 @@ class CreateTransaction:
         if other is not None:
             return other
         racer = self._prepare_group(n.rg, offer.region, deadline, spec.name)
-        if racer is not None:  # another `up` created the VM meanwhile (in another region): never delete its group
+        if racer is not None:  # another `up` created it meanwhile (in another region): never delete its group
             return self._join(racer, spec, notes, deadline, attempt, cleanup=True)
         image = self.image_for(spec, offer)
-        body = R.vm_body(spec, offer, subscription_id=self.subscription_id, image=image, ssh_public_key=key)
         owner = {LEASE: attempt, LEASE_UNTIL: str(int(time.time() + self.op_timeout + 60))}
-        body["tags"] = {**body["tags"], **owner}  # the VM names its creator: cleanup and racers read it
         api, group_body = self.api(), R.group_body(spec, offer.region)
         group_body["tags"] = {**group_body["tags"], **owner}
         made_group = sent = False
@@ -122,7 +123,7 @@ class CreateTransaction:
                 raise
             made_group = True
             if _lease(self._get_group(n.rg)) != attempt:  # another `up` wrote the group just after us: its attempt
-                # owns the group; its VM is ours too, and when it gives up (its cleanup deletes the group) this
+                # owns the group; its compute is ours too, and when it gives up (its cleanup deletes the group) this
                 # attempt is over as well (never write into a group another attempt deleted or is deleting)
                 return self._await_other_attempt(n.rg, spec, notes, deadline, attempt) or self._lost(spec, n.rg)
             try:
@@ -132,29 +133,30 @@ class CreateTransaction:
                     n.rg, n.nsg, R.nsg_body(spec, offer.region)))
                 self._wait(vnet, deadline, f"virtual network {n.vnet}")
                 self._wait(nsg, deadline, f"network security group {n.nsg}")
-            except ProviderError as exc:  # a 409 while another `up` holds the group: wait for its VM instead
+            except ProviderError as exc:  # a 409 while another `up` holds the group: wait for its compute instead
                 if exc.code not in CONFLICT_CODES or _lease(self._get_group(n.rg)) == attempt:
                     raise
-            if _lease(self._get_group(n.rg)) != attempt:  # lost the group to another `up`: its VM is ours too
+            if _lease(self._get_group(n.rg)) != attempt:  # lost the group to another `up`: its compute is ours too
                 return self._await_other_attempt(n.rg, spec, notes, deadline, attempt) or self._lost(spec, n.rg)
-            racer = self._get_vm(n.rg, spec.name)
-            if racer is not None:  # another `up` passed its lease check too and its VM PUT came first
+            racer = c.get(self, spec.name)
+            if racer is not None:  # another `up` passed its lease check too and its PUT came first
                 return self._join(racer, spec, notes, deadline, attempt)
             try:
-                vm = self._call(lambda: api.compute.virtual_machines.begin_create_or_update(n.rg, spec.name, body))
+                poller = c.put(self, spec, offer, owner, image, key, deadline)  # it names its creator (owner tags)
             except ProviderError as exc:
-                racer = self._get_vm(n.rg, spec.name) if exc.code in CONFLICT_CODES else None
+                racer = c.get(self, spec.name) if exc.code in CONFLICT_CODES else None
                 if racer is None:
                     raise
                 return self._join(racer, spec, notes, deadline, attempt)  # ARM refused ours: the other PUT won
             sent = True
-            self._wait_vm(vm, n, deadline)
-            created = self._get_vm(n.rg, spec.name)
+            self._wait_compute(c, poller, spec, deadline)
+            created = c.get(self, spec.name)
+            created = c.finish(self, spec, created, deadline) if created is not None else None
             if created is None:
                 raise VanishedError(f"{spec.name} was deleted right after its creation finished", code="DeletedDuringCreate")
-            grant_lifecycle_role(self, spec, created)  # needs the identity ARM gave the VM
+            grant_lifecycle_role(self, spec, created)  # needs the identity ARM gave the VM (scale set: every node's)
             grant_payload_reader(self, spec, created)  # last: a failure before it leaves no assignment outside the group
-            return self._record(created, notes=notes)
+            return c.record(self, created, notes, False)
         except Exception as exc:
             if isinstance(exc, GroupBeingDeletedError):
                 raise  # not this attempt's group: nothing to clean up, and deleting it again would wait for it
@@ -166,86 +168,87 @@ class CreateTransaction:
                 exc.args = (f"{exc}; {note}",)
             raise exc
 
-    def _join(self, vm: dict[str, Any], spec: LaunchSpec, notes: list[str], deadline: float, attempt: str, *,
+    def _wait_compute(self, c: Vm | ScaleSet, poller: Any, spec: LaunchSpec, deadline: float) -> None:
+        c.wait(self, poller, spec, deadline)
+
+    def _refuse_other_kind(self, c: Vm | ScaleSet, spec: LaunchSpec) -> None:
+        """A VM and a scale set of one name would share the group (``trainvm-NAME``): never write one beside the other."""
+        other = other_kind(c)
+        found = other.get(self, spec.name)
+        if found is not None:
+            raise ConflictError(f"a {other.kind} named {spec.name} exists in resource group {R.names(spec.name).rg} "
+                                f"({found.get('location')}); this profile makes a {c.kind}: run `trainvm down "
+                                f"{spec.name}` or pass --name")
+
+    def _join(self, res: dict[str, Any], spec: LaunchSpec, notes: list[str], deadline: float, attempt: str, *,
               cleanup: bool = False) -> InstanceRecord:
-        """A VM another attempt created while this one was on its way: wait for it and return it, never write
-        over it. When its create failed, this attempt is over (``AttemptLost``; that attempt cleans up).
-        ``cleanup``: whether a failure here cleans up itself (False inside ``_create_vm``'s transaction)."""
-        other = (vm.get("tags") or {}).get(LEASE) or "unknown"
-        adopted = self._adopt(vm, spec, [*notes, f"created by another `trainvm up` ({other})"], deadline, attempt,
+        """A VM or scale set another attempt created while this one was on its way: wait for it and return it,
+        never write over it. When its create failed, this attempt is over (``OtherAttemptFailed``; that attempt
+        cleans up). ``cleanup``: whether a failure here cleans up itself (False inside ``_create``'s transaction)."""
+        other = (res.get("tags") or {}).get(LEASE) or "unknown"
+        adopted = self._adopt(res, spec, [*notes, f"created by another `trainvm up` ({other})"], deadline, attempt,
                               cleanup=cleanup)
         if adopted is not None:
             return adopted
         raise AttemptInProgressError(f"another `trainvm up` ({other}) created {spec.name} first and its create failed "
-                                     "(it goes on with its own failover); this `up` wrote no VM", name=spec.name,
+                                     "(it goes on with its own failover); this `up` wrote nothing", name=spec.name,
                                      where=R.names(spec.name).rg, other=other, code="OtherAttemptFailed")
 
-    def _wait_vm(self, poller: Any, n: R.Names, deadline: float) -> None:
-        """Wait for the VM's creation; a failure without a code (provisioningState polling) takes the code
-        from the instance view."""
-        try:
-            self._wait(poller, deadline, f"virtual machine {n.vm}")
-        except ProviderError as exc:
-            if exc.code not in (None, "200"):
-                raise
-            view = self._call(lambda: self.api().compute.virtual_machines.instance_view(n.rg, n.vm), missing=None)
-            code, message = errs.code_from_statuses(_wire(view).get("statuses"))
-            if code is None:
-                raise
-            raise errs.classify(errs.Failure(200, code, message)) from exc
-
-    def _adopt(self, vm: dict[str, Any], spec: LaunchSpec, notes: list[str], deadline: float,
+    def _adopt(self, res: dict[str, Any], spec: LaunchSpec, notes: list[str], deadline: float,
                attempt: str | None = None, *, cleanup: bool = True) -> InstanceRecord | None:
-        """A VM of that name exists: ours (same hash) is returned once settled; a failed leftover is deleted (None)
-        unless another live attempt created it or holds the group (None: that attempt's cleanup decides).
+        """A VM or scale set of that name exists: ours (same hash) is returned once complete (a leftover without a
+        live creator is finished first: a scale set's node list); a failed leftover is deleted (None) unless
+        another live attempt created it or holds the group (None: that attempt's cleanup decides).
         ``attempt``: the calling create's id."""
-        n = R.names(spec.name)
-        refuse_foreign(vm, spec, n.rg, "VM", "VM")
-        other = _lease(vm)
-        # a VM another attempt is creating and may still be at work on (or one without an attempt tag): joined, never
-        # deleted; when it ends without a VM this `up` stops (AttemptInProgressError) instead of creating its own
-        joined = _props(vm).get("provisioningState") in IN_FLIGHT and (other is None or _foreign_live(vm, attempt))
+        c, n = compute_for(spec), R.names(spec.name)
+        refuse_foreign(res, spec, n.rg, c.kind, c.what)
+        other = _lease(res)
+        # a resource another attempt is creating and may still be at work on (or one without an attempt tag): joined,
+        # never deleted; when it ends incomplete this `up` stops (AttemptInProgressError) instead of creating its own
+        foreign = _foreign_live(res, attempt) or (other is None and _props(res).get("provisioningState") in IN_FLIGHT)
 
         def settled(v: dict[str, Any]) -> bool:
-            return _props(v).get("provisioningState") not in IN_FLIGHT
+            state = _props(v).get("provisioningState")
+            return state not in IN_FLIGHT and not (foreign and state == "Succeeded" and not c.complete(v, spec))
+
+        joined = foreign and not settled(res)
+        mark = f"created by another `trainvm up` ({other or 'no attempt tag'})"
+        if joined and not any(note.startswith("created by another") for note in notes):
+            notes = [*notes, mark]  # found before this `up` wrote anything: the record says whose it is
 
         def timed_out(last: dict[str, Any]) -> ProviderError:
             state = _props(last).get("provisioningState")
-            if joined and state in IN_FLIGHT:
+            if joined:
                 return AttemptInProgressError(f"another `trainvm up` ({other or 'no attempt tag'}) is still creating "
                                               f"{spec.name} ({state} after {self.op_timeout:g} s)", name=spec.name,
-                                              where=str(vm.get("location") or n.rg), other=other)
+                                              where=str(res.get("location") or n.rg), other=other)
             return RetryExhaustedError(f"{spec.name} stayed {state} for {self.op_timeout:g} s (TRAINVM_AZURE_OP_TIMEOUT)",
                                        code="OperationTimeout")
 
         try:
-            if not settled(vm):  # a killed or a concurrent `up` is creating it
-                vm = poll(lambda: self._get_vm(n.rg, spec.name) or {}, ready=settled, deadline=deadline,
-                          interval=self.poll_seconds, clock=self._clock, sleep=self._sleep, timed_out=timed_out)
+            if not settled(res):  # a killed or a concurrent `up` is creating it
+                res = poll(lambda: c.get(self, spec.name) or {}, ready=settled, deadline=deadline,
+                           interval=self.poll_seconds, clock=self._clock, sleep=self._sleep, timed_out=timed_out)
+            if _props(res).get("provisioningState") == "Succeeded":
+                if not c.complete(res, spec):  # a killed `up` stopped before its read-back (scale set: node list)
+                    res = c.finish(self, spec, res, deadline) or {}
+                grant_lifecycle_role(self, spec, res)  # a killed `up` may have stopped before it
+                grant_payload_reader(self, spec, res)
+                return c.record(self, res, notes, True)
         except AttemptInProgressError:
-            raise  # the other attempt's VM and group are left to it
+            raise  # the other attempt's resources and group are left to it
         except ProviderError as exc:
             note = self._cleanup(n.rg, spec, exc, attempt) if cleanup else None
             if note:
                 exc.args = (f"{exc}; {note}",)
             raise
-        if _props(vm).get("provisioningState") == "Succeeded":
-            grant_lifecycle_role(self, spec, vm)  # a killed `up` may have stopped before it
-            grant_payload_reader(self, spec, vm)
-            return self._record(vm, notes=notes, existing=True)
         if joined:  # the attempt this `up` waited on failed: report that, never fail over beside it
             raise AttemptInProgressError(
                 f"another `trainvm up` ({other or 'no attempt tag'}) was creating {spec.name} and its create ended "
-                f"{_props(vm).get('provisioningState') or 'with the VM deleted'} (it goes on with its own failover); "
-                "this `up` wrote no VM", name=spec.name, where=str(vm.get("location") or n.rg), other=other,
-                code="OtherAttemptFailed")
-        if not vm or _foreign_live(vm, attempt) or _foreign_live(self._get_group(n.rg), attempt):
-            return None  # gone, or another live attempt's failed VM/group: its own cleanup decides
+                f"{_props(res).get('provisioningState') or f'with the {c.kind} deleted'} (it goes on with its own "
+                "failover); this `up` wrote nothing", name=spec.name, where=str(res.get("location") or n.rg),
+                other=other, code="OtherAttemptFailed")
+        if not res or _foreign_live(res, attempt) or _foreign_live(self._get_group(n.rg), attempt):
+            return None  # gone, or another live attempt's failed resource/group: its own cleanup decides
         self._delete_group(n.rg, wait=True)  # Failed/Canceled leftover: start again from nothing
         return None
-
-
-def _wire(obj: Any) -> dict[str, Any]:
-    if obj is None:
-        return {}
-    return obj.as_dict() if hasattr(obj, "as_dict") else dict(obj)

@@ -117,7 +117,7 @@ def _foreign_live(res: dict[str, Any] | None, attempt: str | None) -> bool:
 
 
 class GroupLease:
-    """Needs: _call, _wait, _get_group, _get_vm, _adopt, _record, _sleep, _clock, poll_seconds, op_timeout.
+    """Needs: _call, _wait, _get_group, _get_vm, _adopt, _sleep, _clock, poll_seconds, op_timeout.
     Keeps no state: the calling create's lease id (``attempt``) is passed in."""
 
     if TYPE_CHECKING:  # provided by AzureProvider (declared so that mypy checks this mixin)
@@ -132,7 +132,6 @@ class GroupLease:
         def _get_group(self, *args: Any, **kwargs: Any) -> Any: ...
         def _get_vm(self, *args: Any, **kwargs: Any) -> Any: ...
         def _adopt(self, *args: Any, **kwargs: Any) -> Any: ...
-        def _record(self, *args: Any, **kwargs: Any) -> Any: ...
 
     def _put(self, rg: str, deadline: float, attempt: str, fn: Callable[[], Any]) -> Any:
         """A PUT in this attempt's group. ARM refuses a PUT on a resource whose own PUT is still running (409
@@ -144,6 +143,12 @@ class GroupLease:
 
         return poll(lambda: self._call(fn), deadline=deadline, timed_out=lambda last: last, transient=ours_held_up,
                     tries=1 << 30, backoff=max(self.poll_seconds, 0.05), clock=self._clock, sleep=self._sleep)
+
+    def _get_compute(self, rg: str, name: str) -> dict[str, Any] | None:
+        """The VM, else the scale set, called ``name`` in ``rg`` (what a create may have put there)."""
+        from provisioner.providers.azure.group import get_scale_set
+
+        return self._get_vm(rg, name, expand=None) or get_scale_set(self, name)
 
     def _refuse_deleting_group(self, rg: str, name: str) -> None:
         """Stop before anything is sent when the group is still being deleted (``GroupBeingDeletedError``)."""
@@ -184,6 +189,9 @@ class GroupLease:
         or a lease that expired: a killed ``up``). Once this ``up`` has waited on a live attempt it never creates on
         its own: that attempt's lease ending without a VM (its create failed and it cleaned up, going on with its
         own failover), or the deadline, is AttemptInProgressError, which stops failover."""
+        from provisioner.providers.azure.compute import compute_for
+
+        c = compute_for(spec)
         owner: list[str | None] = [None]
         seen: list[str] = []  # the live attempt this `up` waited on
 
@@ -198,11 +206,11 @@ class GroupLease:
                         name=spec.name, where=rg, other=seen[0], code="OtherAttemptFailed")
                 return None
             seen[:] = [str(owner[0])]
-            vm = self._get_vm(rg, spec.name)
-            if vm is not None and _props(vm).get("provisioningState") == "Succeeded":
-                if (vm.get("tags") or {}).get("trainvm-hash") != spec.labels.get("trainvm-hash"):
-                    return self._adopt(vm, spec, notes, deadline, attempt)  # raises ConflictError
-                return self._record(vm, notes=[*notes, f"created by another `trainvm up` ({owner[0]})"], existing=True)
+            res = c.get(self, spec.name)
+            if res is not None and c.complete(res, spec):
+                if (res.get("tags") or {}).get("trainvm-hash") != spec.labels.get("trainvm-hash"):
+                    return self._adopt(res, spec, notes, deadline, attempt)  # raises ConflictError
+                return c.record(self, res, [*notes, f"created by another `trainvm up` ({owner[0]})"], True)
             return WAITING
 
         def timed_out(last: Any) -> ProviderError:
@@ -216,7 +224,7 @@ class GroupLease:
 
     def _prepare_group(self, rg: str, location: str, deadline: float, name: str | None = None) -> dict[str, Any] | None:
         """Make room for the group: a trainvm leftover being deleted or in another region must be gone first.
-        The VM ``name`` found in a group of another region is returned, not deleted (another `up` created it)."""
+        The VM or scale set ``name`` found in a group of another region is returned, not deleted (another `up` created it)."""
         group = self._get_group(rg)
         if group is None:
             return None
@@ -228,9 +236,9 @@ class GroupLease:
         if state != "Deleting" and group.get("location") == location:
             return None  # a leftover of an interrupted attempt here: the PUTs below update it in place
         if state != "Deleting":
-            vm = self._get_vm(rg, name) if name else None
-            if vm is not None:
-                return vm
+            res = self._get_compute(rg, name) if name else None
+            if res is not None:
+                return res
             self._delete_group(rg, wait=True)
         poll(lambda: self._get_group(rg), ready=lambda g: g is None, deadline=deadline, interval=self.poll_seconds,
              clock=self._clock, sleep=self._sleep,
@@ -251,14 +259,14 @@ class GroupLease:
             if group is None or tags.get("trainvm-hash") != spec.labels.get("trainvm-hash"):
                 mark(True)
                 return None
-            vm = self._get_vm(rg, spec.name, expand=None)
-            creator = _lease(vm)
-            if vm is not None and creator != attempt and (creator is None or _lease_live(vm)):
-                mark(True)  # a VM this attempt did not create: never deleted by its cleanup
+            res = self._get_compute(rg, spec.name)
+            creator = _lease(res)
+            if res is not None and creator != attempt and (creator is None or _lease_live(res)):
+                mark(True)  # a VM or scale set this attempt did not create: never deleted by its cleanup
                 return (f"resource group {rg} holds {spec.name} of another `trainvm up` ({creator or 'no attempt tag'}) "
                         "and is left to it")
             owner = tags.get(LEASE)
-            if vm is None and owner not in (None, attempt) and _lease_live(group):
+            if res is None and owner not in (None, attempt) and _lease_live(group):
                 mark(True)  # another live `up` holds it now: its resources are that attempt's to keep or delete
                 return f"resource group {rg} is left to the other `trainvm up` ({owner}) that now holds it"
             self._delete_group(rg, wait=True)

@@ -7,7 +7,8 @@ so ``get_provider("azure")`` stays cheap until a cloud call is made.
 - Settings, credentials and clients: ``azure_clients`` (AZURE_SUBSCRIPTION_ID, TRAINVM_AZURE_ACCESS_TOKEN or
   DefaultAzureCredential, TRAINVM_AZURE_ENDPOINT, TRAINVM_AZURE_POLL_SECONDS, TRAINVM_RETRY_BASE_DELAY;
   resource-provider auto-registration off). ``TRAINVM_AZURE_OP_TIMEOUT`` (default 900 s) bounds every wait.
-- Create (``azure_create``): resource group -> VNet + NSG -> VM -> the VM identity's role assignment; a
+- Create (``azure_create``, one transaction for 1..N nodes; its compute step, ``azure_compute``, is a VM for one
+  node and a Uniform scale set for N): resource group -> VNet + NSG -> VM -> the VM identity's role assignment; a
   transaction with an owner (the attempt id on the group's lease and on the VM): an existing VM of this profile
   is adopted, a racing ``up``'s VM is joined, never written over or deleted; any failed attempt deletes its
   resource group (``azure_lease``: only a group holding no VM of another live attempt), waits for that and
@@ -190,14 +191,10 @@ class AzureProvider(CreateTransaction, GroupLease, ImagePinner, Preflighter, Clu
     def create(self, spec: LaunchSpec, offer: Offer) -> InstanceRecord:
         if offer.cloud != self.NAME:
             raise ProviderError(f"not an Azure offer: {offer.describe(spec.spot)}", code="NotAzure")
-        if spec.nodes > 1:  # a cluster: one scale set (providers/azure/group.py)
-            from provisioner.providers.azure import group as azure_group
-
-            return azure_group.create(self, spec, offer)
         key = self.ssh_public_key()  # input problems surface before any cloud call
         R.custom_data(spec)
         R.user_data(spec)
-        return self._create_vm(spec, offer, key)  # azure_create: the transaction and its owner
+        return self._create(spec, offer, key)  # azure_create: one transaction for 1..N nodes
 
     def find(self, name: str) -> InstanceRecord | None:
         n = R.names(name)
