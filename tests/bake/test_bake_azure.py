@@ -266,3 +266,18 @@ def test_a_region_without_a_replica_installs_as_usual_and_says_why(cli, arm, pro
     assert doc["summary"]["baked_image"]["used"] is False and f"has no copy in {doc['region']}" in reason
     [vm_put] = arm.calls("PUT", f"/virtualMachines/{doc['name']}$")
     assert vm_put.body["properties"]["storageProfile"]["imageReference"]["publisher"] == "Canonical"
+
+
+def test_up_with_a_version_of_another_stack_installs_as_usual_and_says_why(cli, arm, profile, builder):
+    baked = cli("bake", str(profile), "--cloud", "azure", "--json")
+    assert baked.code == 0, baked.err[-3000:]
+    [version] = _versions(arm)
+    version["body"]["tags"][LABEL_LOCK_A] = "f" * 32  # as if baked from another lock
+    r = cli("up", str(profile), "--yes", "--cloud", "azure", "--json")
+    assert r.code == 0, r.err[-3000:]
+    doc = r.json()
+    choice = doc["summary"]["baked_image"]
+    assert choice["used"] is False and choice["reason"].startswith(f"{baked.json()['image']['name']} is not this stack: "
+                                                                   "lock sha256 differs")
+    [vm_put] = arm.calls("PUT", f"/virtualMachines/{doc['name']}$")
+    assert vm_put.body["properties"]["storageProfile"]["imageReference"]["publisher"] == "Canonical"
