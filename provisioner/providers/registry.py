@@ -282,6 +282,7 @@ CLOUDS: Mapping[str, CloudSpec] = MappingProxyType({c.name: c for c in (
         price_source="provisioner.providers.azure.prices:fetch",
         quota_reader="provisioner.providers.azure.quota:reader",
         catalog_check="provisioner.providers.azure.offers:check_offer",
+        baker="provisioner.providers.azure.bake:AzureBaker",  # Compute Gallery image version, replicated (docs/bake.md)
         credential_hint="Azure: set AZURE_SUBSCRIPTION_ID and run `az login`",
         user_data=UserDataFormat("azure-custom-data", "base64", 87_380, "base64 characters (64 KiB raw)"),
         payload=PayloadStoreFacts(

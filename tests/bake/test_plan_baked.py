@@ -50,13 +50,18 @@ def test_plan_without_a_record_or_a_lock(cli, tmp_path, monkeypatch):
     assert t4["used"] is False and "a baked image must be exact" in t4["reason"]
 
 
-def test_plan_on_a_cloud_that_cannot_bake():
-    """Azure has no baker yet: an Azure offer gets the reason, and no time for a baked image (none can exist)."""
+def test_plan_on_a_cloud_that_cannot_bake(monkeypatch):
+    """A cloud without a baker (every registered cloud has one now: simulated for Azure) gets the reason, and no
+    time for a baked image (none can exist)."""
     import dataclasses
 
     from provisioner.bake.offline import plan_baked
     from provisioner.planner.from_profile import Overrides, make_plan
     from provisioner.profile import load_profile
+    from provisioner.providers import registry
+
+    can = {c: b for c, b in registry.bakers().items() if c != "azure"}
+    monkeypatch.setattr(registry, "bakers", lambda: can)
 
     loaded = load_profile(REPO / "profiles" / "examples" / "tf-resnet50.yaml")
     offer = make_plan(loaded, Overrides(("gcp",), None, None)).plan.chosen

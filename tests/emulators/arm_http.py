@@ -16,6 +16,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 from .arm_catalog import DISK_T, TYPES, VM_T
 from .arm_checks import check_tags
 from .arm_faults import http_fault_error, not_found
+from .arm_gallery import GalleryRoutes
 from .arm_permissions import AuthzRoutes
 from .arm_quota import usages
 from .arm_schemas import RESOURCE_GROUP
@@ -60,7 +61,7 @@ class Handler(BaseHTTPRequestHandler):
 
 
 
-class ArmRouter(VmssRoutes, StorageRoutes, AuthzRoutes):
+class ArmRouter(VmssRoutes, StorageRoutes, AuthzRoutes, GalleryRoutes):
     """Request handling for ArmEmulator (needs .state, ._lock, .requests, .polls, .lro_style, .page_size,
     .token, .url, .subscription_id and a Recorded class)."""
 
@@ -181,6 +182,9 @@ class ArmRouter(VmssRoutes, StorageRoutes, AuthzRoutes):
 
     def _resource(self, method, rg, ns, rest, q, body, rec, api, mp):
         st = self.state
+        gallery = self._gallery_route(method, rg, ns, rest, q, body, api, mp)  # arm_gallery.py
+        if gallery is not None:
+            return gallery
         type_ = TYPES.get(rest[0].lower())
         if type_ is None or type_.split("/")[0].lower() != ns.lower():
             raise ArmError(404, "InvalidResourceType", f"The resource type '{rest[0]}' could not be found in the "
@@ -240,6 +244,9 @@ class ArmRouter(VmssRoutes, StorageRoutes, AuthzRoutes):
 
     def _provider(self, method, s, ls, q, api, path):
         st = self.state
+        galleries = self._gallery_list_all(ls, q, path) if method == "GET" else None  # arm_gallery.py
+        if galleries is not None:
+            return galleries
         if ls == ["microsoft.compute", "virtualmachines"] and method == "GET":
             expand = "instanceView" if (q.get("statusOnly") or "").lower() == "true" else ""
             return self._page([st.render(r, expand) for r in st.of_type(VM_T)], q, path)

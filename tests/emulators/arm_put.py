@@ -116,8 +116,8 @@ class PutMixin:
                 if new is not None and new != was:
                     raise ArmError(409, "PropertyChangeNotAllowed", f"Changing property '{target}' is not "
                                    "allowed.", target=target)  # (*)
-        gen, image = self._image_for(p["storageProfile"].get("imageReference"), loc)
         sec = (p.get("securityProfile") or {}).get("securityType", "")
+        gen, image = self._image_for(p["storageProfile"].get("imageReference"), loc, sec)
         if sec.lower() in ("trustedlaunch", "confidentialvm") and gen == "V1":
             raise V.invalid("securityProfile.securityType", f"The VM size or image does not support security type "
                             f"'{sec}': a Generation 2 image is required.")
@@ -223,9 +223,11 @@ class PutMixin:
             out.append((nrec["id"], cp.get("deleteOption", "Detach").lower() == "delete", pip_id, pip_del))
         return out
 
-    def _image_for(self, ir, loc):
+    def _image_for(self, ir, loc, security_type=""):
         if not ir:
             return "V2", None
+        if ir.get("id"):  # a gallery image version (arm_gallery.py)
+            return self.gallery_image_for(ir["id"], loc, security_type)
         key = next((k for k in self.images if [x.lower() for x in k] ==
                     [(ir.get(f) or "").lower() for f in ("publisher", "offer", "sku")]), None)
         version = ir.get("version") or "latest"

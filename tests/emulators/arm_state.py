@@ -18,6 +18,7 @@ from . import arm_schemas as S
 from . import arm_validate as V
 from .arm_catalog import DISK_T, IMAGES, LOCATIONS, NIC_T, NSG_T, PIP_T, VM_T, VNET_T, now, parse_id, under
 from .arm_faults import rg_not_found
+from .arm_gallery import GalleryMixin
 from .arm_lro import LroMixin
 from .arm_permissions import PermissionsMixin
 from .arm_put import PutMixin
@@ -29,7 +30,8 @@ from .arm_vm_actions import VmActionsMixin
 from .arm_vmss import VmssMixin
 
 
-class State(LroMixin, PutMixin, RenderMixin, VmActionsMixin, RolesMixin, VmssMixin, StorageMixin, PermissionsMixin):
+class State(LroMixin, PutMixin, RenderMixin, VmActionsMixin, RolesMixin, VmssMixin, StorageMixin, PermissionsMixin,
+            GalleryMixin):
     """Everything the emulator knows. All methods run under ArmEmulator's lock."""
 
     def __init__(self, sub):

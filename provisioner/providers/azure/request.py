@@ -139,6 +139,12 @@ def image_for(os_name: str, offer: Offer) -> ImageRef:
     return ImageRef(ref.publisher, ref.offer, ref.gen1_sku)
 
 
+def image_reference(spec: LaunchSpec, image: ImageRef) -> dict[str, str]:
+    """The VM's ``imageReference``: the baked gallery image version ``up`` chose (``LaunchSpec.boot_image``, its ARM
+    id: providers/azure/bake.py) by ``id``, else the Marketplace image."""
+    return {"id": spec.boot_image} if spec.boot_image else image.body()
+
+
 def image_urn(ref: dict[str, Any] | None) -> str | None:
     """``publisher:offer:sku:version`` of a VM's imageReference (``exactVersion`` when ARM reports it)."""
     if not ref or not ref.get("publisher"):
@@ -231,7 +237,7 @@ def vm_body(spec: LaunchSpec, offer: Offer, *, subscription_id: str, image: Imag
     storage_type, _ = disk_type(spec, offer.instance_type)
     props: dict[str, Any] = {
         "hardwareProfile": {"vmSize": offer.instance_type},
-        "storageProfile": {"imageReference": image.body(), "osDisk": {
+        "storageProfile": {"imageReference": image_reference(spec, image), "osDisk": {
             "name": n.os_disk, "createOption": "FromImage", "caching": "ReadWrite", "diskSizeGB": spec.boot_disk_gib,
             "deleteOption": "Delete", "managedDisk": {"storageAccountType": storage_type}}},
         "osProfile": {"computerName": spec.name, "adminUsername": ADMIN_USER, "customData": custom_data(spec),
