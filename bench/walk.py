@@ -139,12 +139,14 @@ def count(calls: Sequence[Call], clouds: Iterable[str]) -> dict[str, Any]:
     climbs = [(c.caller, c.callee) for c in calls
               if c.caller is not None and c.caller != c.callee and layer_of(c.callee, clouds) < layer_of(c.caller, clouds)]
     names = Counter(c.function.rsplit(".", 1)[-1] for c in calls)
+    callers = Counter((c.function.rsplit(".", 1)[-1], c.caller) for c in calls if c.function.rsplit(".", 1)[-1] in COUNTED)
     return {
         "calls": len(calls), "stops": len(stops), "modules": len(seen), "returns": returns,
         "module_edges": len({(c.caller, c.callee) for c in calls if c.caller is not None and c.caller != c.callee}),
-        "climbs": len(climbs), "climb_edges": {f"{a} -> {b}": n for (a, b), n in sorted(Counter(climbs).items())},
+        "climbs": len(climbs), "climbing_edges": len(set(climbs)), "climb_edges": {f"{a} -> {b}": n for (a, b), n in sorted(Counter(climbs).items())},
         "package_entries": dict(sorted(Counter(_runs(package_of(m) for m in stops)).items())),
         "functions": {name: names[name] for name in COUNTED},
+        "function_callers": {f"{name} <- {caller}": n for (name, caller), n in sorted(callers.items(), key=str)},
     }
 
 
@@ -343,7 +345,8 @@ def _print(columns: list[tuple[str, dict[str, Any]]]) -> None:
         print(f"{label:44}" + "".join(f"{v!s:>12}" for v in values))
 
     row("", [name for name, _ in columns])
-    for key in ("calls", "stops", "modules", "returns", "module_edges", "climbs", "profile_reads_walk",
+    for key in ("calls", "stops", "modules", "returns", "module_edges", "climbs", "climbing_edges",
+                "profile_reads_walk",
                 "profile_reads_run", "other_thread_calls", "import_time_calls", "packages", "cloud_names"):
         row(key, [f.get(key, "-") for _, f in columns])
     for key in COUNTED:
@@ -353,6 +356,9 @@ def _print(columns: list[tuple[str, dict[str, Any]]]) -> None:
     for name, f in columns:
         print(f"\nclimbs ({name}: {f['tree']}), callee's layer before its caller's:")
         for edge, n in f["climb_edges"].items():
+            print(f"  {n:4d}  {edge}")
+        print(f"counted functions ({name}), by caller:")
+        for edge, n in f["function_callers"].items():
             print(f"  {n:4d}  {edge}")
 
 

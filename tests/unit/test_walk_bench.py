@@ -52,7 +52,9 @@ def test_stops_returns_and_climbs_on_a_synthetic_walk() -> None:
     # providers (gcp then registry: one run), compat, commands
     assert got["package_entries"] == {"commands": 2, "profile": 2, "compat": 2, "planner": 1, "errors": 1,
                                       "provision": 1, "render": 1, "providers": 1}
+    assert got["climbing_edges"] == 3
     assert got["functions"] == {**dict.fromkeys(COUNTED, 0), "effective_cuda": 2}
+    assert got["function_callers"] == {f"effective_cuda <- {RESOLVED}": 1, f"effective_cuda <- {REGISTRY}": 1}
 
 
 def test_an_empty_walk_counts_nothing() -> None:
