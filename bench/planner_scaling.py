@@ -30,7 +30,6 @@ if str(REPO) not in sys.path:
 
 from provisioner.catalog import (  # noqa: E402
     Catalog,
-    Offer,
     load_catalog,
     storage,  # noqa: E402
 )
