@@ -58,6 +58,8 @@ class Plan:
     catalog_origin: str = "embedded"  # Catalog.origin: embedded, refreshed, TRAINVM_CATALOG
     #: the catalog's disk prices (catalog/disks.py): ``cost`` adds the request's disks to an offer's price
     disk_prices: Any = None
+    #: offer -> running price, memoized (``running_prices``): the one ``plan()`` ranked with
+    running: Callable[[Offer], float] | None = field(default=None, repr=False, compare=False)
 
     @property
     def failover_worst_case(self) -> float | None:
@@ -69,8 +71,8 @@ class Plan:
     def running_price(self, offer: Offer) -> float:
         """What ranking, ``max_price_per_hour`` and the failover bound compare: the price that applies plus the
         request's disks per node, as far as their prices are known (``cost`` says which are not)."""
-        price: float = running_prices(self.request, self.disk_prices)(offer)
-        return price
+        of = self.running or running_prices(self.request, self.disk_prices)  # plan() passes its memoized one
+        return of(offer)
 
     def bound_json(self) -> dict[str, Any] | None:
         if self.chosen is None:
@@ -327,7 +329,7 @@ def plan(request: PlanRequest, catalog: Catalog, today: date) -> Plan:
         near_misses=near_misses, catalog_source=catalog.source, catalog_date=catalog.date,
         catalog_age_days=age, warnings=tuple(warnings), offers_considered=len(catalog.offers),
         cheaper_flagged=cheaper_flagged, failover_bound=bound, catalog_origin=catalog.origin,
-        disk_prices=catalog.disk_prices)
+        disk_prices=catalog.disk_prices, running=running)
 
 
 def failover_bound(request: PlanRequest, chosen_price: float) -> float:
