@@ -20,6 +20,7 @@ import statistics
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from datetime import date
 from pathlib import Path
 
@@ -29,7 +30,6 @@ if str(REPO) not in sys.path:
 
 from provisioner.catalog import (  # noqa: E402
     Catalog,
-    Offer,
     load_catalog,
     storage,  # noqa: E402
 )
@@ -60,10 +60,8 @@ def synthetic_catalog(n: int, seed: int = 7, single_gpu: bool = False) -> Catalo
         p = round(s.price_hourly * rng.uniform(0.8, 1.25), 3)
         p = price_cache.setdefault(p, p)
         sp = None if s.spot_price_hourly is None else round(p * rng.uniform(0.2, 0.6), 3)
-        offers.append(Offer(s.cloud, s.instance_type, s.family, s.gpu_name, s.gpu_count,
-                            s.gpu_memory_gib, s.vcpus, s.memory_gib, region, zone, p, sp,
-                            s.gpu_attach, s.disk_types, s.local_nvme_max_gib, s.arch,
-                            s.hyperv_gen, s.provisionable, s.flags))
+        # by keyword from the shape (replace): a field added to Offer cannot shift the others
+        offers.append(replace(s, region=region, zone=zone, price_hourly=p, spot_price_hourly=sp))
     return Catalog(offers=tuple(offers), source="synthetic", date=date(2026, 9, 23),
                    schema_version=1, path=Path("/synthetic"))
 

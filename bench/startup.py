@@ -13,7 +13,9 @@ EC2 metadata servers pointed at a loopback socket that accepts and never answers
 its packets are dropped: ``GCE_METADATA_IP``, ``AWS_EC2_METADATA_SERVICE_ENDPOINT``), printing how many connections
 reached it. ``--baseline DIR`` (another checkout with its own ``.venv``,
 e.g. ../main) runs each command alternately there and here, so that both see the same load, and
-prints both.
+prints both. A ``--baseline`` folder without a ``.venv`` (e.g. ``git archive main | tar -x -C /tmp/base``) runs with
+this interpreter and ``PYTHONPATH`` set to it, so that its ``provisioner`` package is the one imported (every run
+starts in ``/``: ``python -c`` would put the current folder first on the path).
 
 Targets (issues 12 and 26), warm, .pyc present, on the 2-core machine: ``trainvm --help`` <= 100 ms,
 ``trainvm plan <t4>`` <= 150 ms. Measured figures: bench/RESULTS.md. No cloud SDK may be imported on
@@ -95,26 +97,35 @@ def _cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def measure(argvs: list[list[str]], runs: int, env: dict[str, str],
+def measure(argvs: list[list[str]], runs: int, env: dict[str, str] | list[dict[str, str]],
             check: bool = True) -> list[tuple[list[float], list[float]]]:
     """(wall ms, cpu ms) of each run of each argv, run alternately; one unmeasured run of each first warms
-    the page cache and .pyc files."""
-    for argv in argvs:
-        subprocess.run(argv, capture_output=True, env=env, check=check)
+    the page cache and .pyc files. ``env``: one for all, or one per argv."""
+    envs = env if isinstance(env, list) else [env] * len(argvs)
+    for argv, e in zip(argvs, envs):
+        subprocess.run(argv, capture_output=True, env=e, check=check, cwd=os.sep)
     out: list[tuple[list[float], list[float]]] = [([], []) for _ in argvs]
     for _ in range(runs):
-        for argv, (wall, cpu) in zip(argvs, out):
+        for argv, e, (wall, cpu) in zip(argvs, envs, out):
             c0, t0 = _cpu(), time.perf_counter()
-            subprocess.run(argv, capture_output=True, env=env, check=check)
+            subprocess.run(argv, capture_output=True, env=e, check=check, cwd=os.sep)  # `python -c` puts cwd first
             wall.append((time.perf_counter() - t0) * 1000)
             cpu.append((_cpu() - c0) * 1000)
     return out
 
 
 def rebase(argv: list[str], tree: Path) -> list[str]:
-    """argv for the checkout ``tree``: its interpreter and trainvm, the same profiles."""
+    """argv for the checkout ``tree``: its interpreter and trainvm, the same profiles (this interpreter where
+    ``tree`` has no .venv: :func:`tree_env` points PYTHONPATH at it)."""
     venv = tree / ".venv" / "bin"
+    if not venv.is_dir():
+        return argv
     return [str(venv / Path(a).name) if a in (PY, TRAINVM) else a for a in argv]
+
+
+def tree_env(env: dict[str, str], tree: Path) -> dict[str, str]:
+    """``env`` for a baseline ``tree`` without a .venv: its sources first on the path (ahead of this editable install)."""
+    return env if (tree / ".venv").is_dir() else {**env, "PYTHONPATH": str(tree)}
 
 
 def importtime(argv: list[str], env: dict[str, str], top: int = 15) -> list[tuple[int, int, str]]:
@@ -198,7 +209,8 @@ def main() -> None:
         env, commands, check = no_credentials_env(hole, tempfile.mkdtemp(prefix="trainvm-bench-")), NO_CREDENTIALS, False
     # "warm, .pyc present": where PYTHONDONTWRITEBYTECODE is set, an edited module would be compiled on every run
     for tree in [t for _, t in ([("baseline", baseline)] if baseline else []) + [("this", REPO)]]:
-        subprocess.run([str(tree / ".venv" / "bin" / "python"), "-m", "compileall", "-q", str(tree / "provisioner")], check=True)
+        python = tree / ".venv" / "bin" / "python"
+        subprocess.run([str(python) if python.exists() else PY, "-m", "compileall", "-q", str(tree / "provisioner")], check=True)
     load = os.getloadavg()
     print(f"whole-process start-up, {runs} runs each, {os.cpu_count()} CPUs, Python {sys.version.split()[0]}, "
           f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
@@ -208,7 +220,8 @@ def main() -> None:
     print(f"{'command':34s} {'':9s}{'median':>8s} {'min':>6s} {'x pass':>7s} {'cpu med':>8s}")
     base: dict[str, float] = {}
     for label, cmd in commands.items():
-        results = measure([rebase(cmd, tree) if name == "baseline" else cmd for name, tree in trees], runs, env, check)
+        results = measure([rebase(cmd, tree) if name == "baseline" else cmd for name, tree in trees], runs,
+                          [tree_env(env, tree) if name == "baseline" else env for name, tree in trees], check)
         for (name, _), (wall, cpu) in zip(trees, results):
             med = statistics.median(wall)
             base.setdefault(name, med)

@@ -64,9 +64,9 @@ FrozenFlag = Annotated[bool, typer.Option("--frozen", help="Use only what NAME.l
 
 
 def _resolve_images(on: bool) -> None:
-    from provisioner.container.store import forget  # lazy: startup
-
-    forget()  # what the registry said to an earlier in-process command is not this command's answer
+    store = sys.modules.get("provisioner.container.store")  # not imported yet: nothing to forget (and no import)
+    if store is not None:
+        store.forget()  # what the registry said to an earlier in-process command is not this command's answer
     if on:
         os.environ["TRAINVM_RESOLVE_IMAGES"] = "1"
 

@@ -35,12 +35,13 @@ def _script_for(loaded: Any, offer: Any, warnings: list[str]) -> Any:
 def _load(path: Path, frozen: bool) -> Any:
     """The profile; when --resolve-image could not reach the registry the profile error exits 3 (network),
     as every registry failure does, not 1 (the profile is not known to be wrong)."""
-    from provisioner.container.store import registry_failure
     from provisioner.errors import ProfileError
 
     try:
         return load_profile(path, frozen=frozen or None)
     except ProfileError as exc:
+        from provisioner.container.store import registry_failure  # lazy: startup
+
         failure = registry_failure()
         if failure is not None:
             exc.exit_code = failure.exit_code

@@ -172,3 +172,21 @@ def test_validate_offers_finds_inconsistencies():
     for needle in ("not in region us-central1", "g2-standard has no", "exceeds GCE's limit", "unknown GCE family 'z9-gpu'",
                    "Azure offers are regional", "unknown GPU name", "duplicate offer"):
         assert needle in problems, needle
+
+
+def test_offers_from_rows_are_the_offers_the_constructor_builds() -> None:
+    """The catalog's offers are built column by column from the cached rows (no per-offer __init__ call): each is
+    an Offer equal to, hashing like and as immutable as ``Offer(*row)``, every field in its place."""
+    from dataclasses import FrozenInstanceError
+
+    from provisioner.catalog.storage import astuple_fast, offers_from_rows
+
+    rows = [astuple_fast(o) for o in OFFERS]
+    built = offers_from_rows(rows)
+    assert built == tuple(Offer(*row) for row in rows) == tuple(OFFERS)
+    assert [type(o) for o in built] == [Offer] * len(OFFERS)
+    assert [hash(o) for o in built] == [hash(o) for o in OFFERS]
+    assert [astuple_fast(o) for o in built] == rows
+    with pytest.raises(FrozenInstanceError):
+        built[0].price_hourly = 0.0  # type: ignore[misc]
+    assert offers_from_rows([]) == ()
