@@ -36,15 +36,15 @@ def age_days(created: str, now: datetime | None = None) -> float | None:
 
 def monthly_cost(image: Any, prices: Any) -> dict[str, Any]:
     """What storing ``image`` costs per month: its stored size x the catalog's ``image`` price (disks.csv) of its
-    cloud (the first storage location's row, else the cloud's ``*``); ``monthly`` None (unknown, never 0) when
+    cloud (the first storage location's row, else the cloud's ``*``) x the copies the cloud bills
+    (``BakedImage.copies``: AWS one per region, Azure one per replica); ``monthly`` None (unknown, never 0) when
     the size or the price is unknown."""
     region = image.regions[0] if image.regions else "*"
     rows = prices.rows_for(image.cloud, region, "image")
-    if not rows or image.size_gib is None:
-        return {"monthly": None, "price_gib_month": rows[0].price_month if rows else None,
-                "source": rows[0].source if rows else None}
-    return {"monthly": round(rows[0].price_month * image.size_gib, 2), "price_gib_month": rows[0].price_month,
-            "source": rows[0].source}
+    price = rows[0].price_month if rows else None
+    monthly = None if price is None or image.size_gib is None else round(price * image.size_gib * image.copies, 2)
+    return {"monthly": monthly, "copies": image.copies, "price_gib_month": price,
+            "source": rows[0].source if rows else None}
 
 
 def _doc(image: Any, prices: Any) -> dict[str, Any]:

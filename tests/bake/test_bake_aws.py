@@ -22,6 +22,7 @@ import pytest
 
 from provisioner.bake.identity import LABEL_KIND, LABEL_LOCK_A, LABEL_LOCK_B, LABEL_STACK, mismatch
 from provisioner.bake.run import builder_name
+from provisioner.catalog.storage import EMBEDDED_DIR, load_catalog
 from provisioner.profile import load_profile
 from provisioner.providers.base import vm_name
 from tests.helpers import REPO
@@ -201,6 +202,11 @@ def test_images_lists_one_bake_and_delete_leaves_no_ami_nor_snapshot_in_any_regi
     (doc,) = listed.json()["images"]
     assert doc["name"] == name and doc["profile"] == "tf-resnet50" and doc["regions"] == list(REGIONS)
     assert doc["size_gib"] and doc["age_days"] is not None
+    # each region's copy bills its snapshots: size x the catalog's aws image price x 2 copies
+    (price,) = load_catalog(EMBEDDED_DIR).disk_prices.rows_for("aws", "*", "image")
+    assert doc["storage"]["copies"] == 2
+    assert doc["storage"]["monthly"] == round(doc["size_gib"] * price.price_month * 2, 2)
+    assert f"${doc['storage']['monthly']:.2f}/month stored" in cli("images", "--cloud", "aws").out
     assert all(_snapshots(aws, r) for r in REGIONS)  # before: each region's copy has its snapshot
     deleted = cli("images", "delete", name, "--cloud", "aws")
     assert deleted.code == 0, deleted.err
