@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from provisioner.bake.cost import monthly_cost
 from provisioner.errors import InputError
 from provisioner.output import emit_json, stdout_console
 
@@ -32,19 +33,6 @@ def age_days(created: str, now: datetime | None = None) -> float | None:
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
     return round(((now or datetime.now(UTC)) - when).total_seconds() / 86400, 1)
-
-
-def monthly_cost(image: Any, prices: Any) -> dict[str, Any]:
-    """What storing ``image`` costs per month: its stored size x the catalog's ``image`` price (disks.csv) of its
-    cloud (the first storage location's row, else the cloud's ``*``) x the copies the cloud bills
-    (``BakedImage.copies``: AWS one per region, Azure one per replica); ``monthly`` None (unknown, never 0) when
-    the size or the price is unknown."""
-    region = image.regions[0] if image.regions else "*"
-    rows = prices.rows_for(image.cloud, region, "image")
-    price = rows[0].price_month if rows else None
-    monthly = None if price is None or image.size_gib is None else round(price * image.size_gib * image.copies, 2)
-    return {"monthly": monthly, "copies": image.copies, "price_gib_month": price,
-            "source": rows[0].source if rows else None}
 
 
 def _doc(image: Any, prices: Any) -> dict[str, Any]:
