@@ -215,6 +215,24 @@ def test_images_lists_one_bake_and_delete_leaves_no_ami_nor_snapshot_in_any_regi
     assert gone.code == 4 and "no such baked image" in gone.out
 
 
+def test_images_profile_says_up_boots_each_regions_copy_and_why_not_where_there_is_none(cli, aws, profile, builder,
+                                                                                        plant):
+    """``images --profile``: the AMI matches; each region of the plan with a copy boots that region's AMI id, a region
+    of the failover order without one (us-east-2: not among the regions trainvm lists) installs, and says so."""
+    plant(builder, _console("packages"))
+    name = cli("bake", str(profile), "--cloud", "aws", "--json").json()["image"]["name"]
+    r = cli("images", "--profile", str(profile), "--cloud", "aws", "--json")
+    assert r.code == 0, r.err[-3000:]
+    doc = r.json()
+    assert [i["name"] for i in doc["images"]] == [name] and doc["images"][0]["storage"]["copies"] == 2
+    rows = {b["region"]: b for b in doc["boot"]}
+    for region in REGIONS:
+        [ami] = _amis(aws, region)
+        assert rows[region]["used"] and rows[region]["ref"] == ami["ImageId"], region
+    others = [b for region, b in rows.items() if region not in REGIONS]
+    assert others and all(not b["used"] and f"{name} has no copy in {b['region']}" in b["reason"] for b in others)
+
+
 def test_an_interrupted_bake_terminates_the_builder_and_leaves_nothing(cli, aws, profile, builder, plant, monkeypatch):
     """SIGTERM while the builder installs (its console shows a phase forever)."""
     plant(builder, LOG.format(i=0, phase="packages", msg="phase start") + "TRAINVM_STATUS=running:packages\n")
