@@ -289,6 +289,7 @@ app.add_typer(images_app, name="images")
 def images(
     ctx: typer.Context,
     cloud: Annotated[Optional[str], typer.Option("--cloud", metavar="CLOUD", help="Only this cloud.")] = None,
+    profile: Annotated[Optional[str], typer.Option("--profile", metavar="PATH", help="Only the images that match this profile, and which one `up` would boot per cloud and region (or why none).")] = None,
     json_out: JsonFlag = False,
 ) -> None:
     """Baked images (trainvm bake): size, age, regions, the profile they were baked for, monthly storage cost.
@@ -296,13 +297,14 @@ def images(
     \b
     Example:
       trainvm images --cloud gcp
+      trainvm images --profile profiles/examples/tf-resnet50.yaml
     """
     if ctx.invoked_subcommand is not None:
         return
     from provisioner.commands.images import run_images  # lazy: startup
 
     _check_clouds([cloud] if cloud else None)
-    raise typer.Exit(run_images(cloud=cloud, json_out=json_out))
+    raise typer.Exit(run_images(cloud=cloud, json_out=json_out, profile=profile))
 
 
 @images_app.command("delete")

@@ -399,14 +399,19 @@ def _disks_text(disks: DiskPrices | None) -> str:
     dates = ", ".join(sorted({r.fetched_at.isoformat() for r in disks.rows}))
     return f"""## Disk prices (`{DISKS_FILE}`)
 Header `cloud,region,disk_type,size_max_gib,unit,price_month,source,fetched_at` (`trainvm catalog refresh`
-writes the same file). `disk_type` is the profile's boot-disk vocabulary plus `local_ssd`; `unit` `gib` = USD per
+writes the same file). `disk_type` is the profile's boot-disk vocabulary plus `local_ssd` and `image` (a baked
+image's stored GiB per month, times the copies its cloud bills: docs/bake.md); `unit` `gib` = USD per
 GiB-month, `disk` = USD per disk-month for a disk up to `size_max_gib` (Azure's tiers: a disk is billed at the
 smallest tier at least its size); `region` `*` = every region of the cloud not listed. Rows: {kinds}.
 Recorded {dates} by hand from the pages each row's `source` names (`scripts/catalog-snapshot/disks.csv`), at the
 US reference region (GCE us-central1, Azure East US, AWS us-east-1) for every region (`*`): other regions
 cost up to about a third more. Cross-checked: GCE's page's worked example (200 GB pd-standard $8.00, pd-ssd
 $34.00 a month); Azure P15 $38.01 and P30 $135.17 (East US Retail Prices API rows recorded in public test
-fixtures). The others are as recorded; `catalog refresh` replaces them with the price APIs' numbers.
+fixtures). `image` rows: the basis from each cloud's page (GCE image storage; AWS standard EBS snapshot
+storage per region's copy; Azure gallery replicas billed as Standard HDD snapshots), the number cross-checked
+with infracost's price-API golden tests (each row's source says which); `catalog refresh` writes no `image`
+row (unknown after a refresh). The others are as recorded; `catalog refresh` replaces them with the price APIs'
+numbers.
 Not in the table, so shown as unknown: AWS `ssd` (gp3 with provisioned IOPS and throughput: its price depends
 on them, not only on the size), GCE Hyperdisk (A3 Ultra, A4 boot disks), the Local SSD that A2 Ultra, A3 and
 A4 bring with the machine type. `local_ssd` at 0 (AWS instance store, Azure local NVMe) is part of the

@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from typing import Any
 
 #: bumped when the install phases or templates/phases/_bake_clean.sh.j2 change what a bake leaves on the disk
-SCRIPT_VERSION = 2  # 2: the seal after the finish (status, report, logs, payload) and the random seed go
+SCRIPT_VERSION = 3  # 2: the seal after the finish (status, report, logs, payload) and the random seed go;
+# 3: a profile with local NVMe scratch gets mdadm in the image (a baked boot installs nothing to stripe it)
 
 LABEL_STACK = "trainvm-stack"
 LABEL_LOCK_A = "trainvm-lock-a"
@@ -63,6 +64,7 @@ def stack_fields(ctx: Any) -> dict[str, Any]:
         value = getattr(ctx, name)
         doc[name] = list(value) if isinstance(value, tuple) else value
     doc["datatools"] = sorted([t.scheme, t.lock] for t in ctx.datatools)
+    doc["raid_tools"] = ctx.nvme != "none"  # the bake installs mdadm for the data phase's RAID0 (_bake_clean)
     return doc
 
 

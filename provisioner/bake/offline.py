@@ -6,16 +6,35 @@ from __future__ import annotations
 
 from typing import Any
 
+from provisioner.bake.cost import monthly_cost
+from provisioner.providers.bake_base import BakedImage
+
 SOURCE = "from a local record of bakes; `up` confirms in the cloud"
 
 
-def plan_baked(loaded: Any, offer: Any) -> dict[str, Any]:
-    """``{used, name, reason, source, ready}`` for ``offer`` (``ready``: ready_time.ready_json)."""
+def plan_baked(loaded: Any, offer: Any, prices: Any = None) -> dict[str, Any]:
+    """``{used, name, reason, source, ready}`` for ``offer`` (``ready``: ready_time.ready_json), and ``storage``
+    (cost.monthly_cost) when an image is used and the catalog's disk ``prices`` are given."""
     from provisioner.bake.ready_time import ready_json
 
-    name, reason = _decide(loaded, offer)
-    return {"used": name is not None, "name": name, "reason": reason, "source": SOURCE,
-            "ready": ready_json(offer.cloud, name is not None)}
+    record, reason = _decide(loaded, offer)
+    name = None if record is None else str(record.get("name"))
+    doc: dict[str, Any] = {"used": name is not None, "name": name, "reason": reason, "source": SOURCE,
+                           "ready": ready_json(offer.cloud, name is not None)}
+    if record is not None and prices is not None:
+        doc["storage"] = _storage(record, prices)
+    return doc
+
+
+def _storage(record: dict[str, Any], prices: Any) -> dict[str, Any]:
+    """What keeping the recorded image costs per month (cost.monthly_cost, from the record's size and copies)."""
+    size = record.get("size_gib")
+    copies = record.get("copies")
+    image = BakedImage(name=str(record.get("name")), cloud=str(record.get("cloud")), ref="", labels={},
+                       size_gib=float(size) if isinstance(size, int | float) else None,
+                       regions=tuple(str(r) for r in record.get("regions") or ()),
+                       replicas=copies if isinstance(copies, int) and copies > 0 else None)
+    return monthly_cost(image, prices)
 
 
 def plan_lines(doc: dict[str, Any], cloud: str) -> list[str]:
@@ -23,10 +42,16 @@ def plan_lines(doc: dict[str, Any], cloud: str) -> list[str]:
 
     first = (f"baked image: {doc['name']} ({doc['source']})" if doc["used"]
              else f"baked image: none: {doc['reason']}")
-    return [first, ready_line(cloud, doc["used"])]
+    lines = [first]
+    storage = doc.get("storage")
+    if storage is not None:
+        copies = f"{storage['copies']} cop{'y' if storage['copies'] == 1 else 'ies'}"
+        month = f"${storage['monthly']:.2f}/month" if storage["monthly"] is not None else "$/month unknown"
+        lines.append(f"baked image storage: {month} ({copies}) until `trainvm images delete {doc['name']}`")
+    return [*lines, ready_line(cloud, doc["used"])]
 
 
-def _decide(loaded: Any, offer: Any) -> tuple[str | None, str | None]:
+def _decide(loaded: Any, offer: Any) -> tuple[dict[str, Any] | None, str | None]:
     from provisioner.bake import records
     from provisioner.bake.identity import (
         LABEL_BASE,
@@ -61,7 +86,7 @@ def _decide(loaded: Any, offer: Any) -> tuple[str | None, str | None]:
         if not pinned:  # not compared here: `up` compares it with the family's current image
             labels = {**labels, LABEL_BASE: label_value(base or "-")}
         if mismatch(labels, want) is None:
-            return str(r.get("name")), None
+            return r, None
         if labels.get(LABEL_PROFILE) == label_value(loaded.profile.name):
             near.append((r, mismatch(labels, want)))
     if near:

@@ -23,7 +23,8 @@ def path() -> Path:
 
 
 def load() -> list[dict[str, Any]]:
-    """Every recorded baked image: ``{cloud, name, ref, labels, created, size_gib, regions}``; [] when unreadable."""
+    """Every recorded baked image: ``{cloud, name, ref, labels, created, size_gib, regions, copies}``; [] when
+    unreadable (``copies``: the stored copies its cloud bills, absent in a record written before it was kept)."""
     try:
         doc = json.loads(path().read_text())
     except (OSError, ValueError):
@@ -47,7 +48,8 @@ def _write(items: list[dict[str, Any]]) -> bool:
 
 def _entry(image: Any) -> dict[str, Any]:
     return {"cloud": image.cloud, "name": image.name, "ref": image.ref, "labels": dict(image.labels),
-            "created": image.created, "size_gib": image.size_gib, "regions": list(image.regions)}
+            "created": image.created, "size_gib": image.size_gib, "regions": list(image.regions),
+            "copies": image.copies}
 
 
 def add(image: Any) -> bool:

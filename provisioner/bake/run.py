@@ -88,7 +88,8 @@ def plan_bake(loaded: Any, baker: Any, cloud: str, region: str | None) -> BakePl
     if offer is None:
         raise NoFeasibleOfferError(no_offer_message(planned.plan, planned.catalog))
     target = RenderTarget(cloud, baker.builder_shape, offer.gpu_name, offer.gpu_count, offer.region, offer.zone,
-                          nvswitch=is_nvswitch_shape(cloud, offer.instance_type, offer.gpu_name, offer.gpu_count))
+                          nvswitch=is_nvswitch_shape(cloud, offer.instance_type, offer.gpu_name, offer.gpu_count),
+                          local_nvme_gib=int(getattr(offer, "local_nvme_max_gib", 0) or 0))  # the GPU VM's: mdadm
     rendered = render_script(loaded, target, image_mode="bake")
     ctx = build_context(loaded, target, None, "bake")
     base = baker.base_image(loaded.profile.stack.os, locked_images(loaded).get(cloud), region=offer.region)

@@ -77,6 +77,7 @@ class BakedImages:
         self.loaded = loaded
         self.providers = providers
         self._seen: dict[tuple[str, str], BakedChoice] = {}
+        self._base: dict[str, str] = {}
         self._not_exact = exact_reason(loaded)
 
     def choose(self, offer: Any) -> BakedChoice | None:
@@ -94,16 +95,26 @@ class BakedImages:
             self._seen[key] = self._find(cloud, stack, lock)
         return in_region(self._seen[key], offer.region)
 
+    def identity(self, cloud: str, stack: str, lock: str) -> Any:
+        """The ImageIdentity a bake of this stack on ``cloud`` has now (the OS image: the lock's pin, else the
+        family's current one, asked once per cloud); raises TrainvmError/ValueError when it cannot be known."""
+        from provisioner.bake.identity import SCRIPT_VERSION, ImageIdentity  # lazy: startup (as the module's others)
+        from provisioner.bake.run import baker_for  # lazy: startup (as _find's: the bake runner, only when up looks)
+        from provisioner.provision.launch import locked_images  # lazy: startup (render, payload)
+
+        if cloud not in self._base:
+            baker = baker_for(cloud, self.providers[cloud])
+            self._base[cloud] = baker.base_image(self.loaded.profile.stack.os, locked_images(self.loaded).get(cloud))
+        return ImageIdentity(stack=stack, lock_sha256=lock, script_version=SCRIPT_VERSION, base_image=self._base[cloud])
+
     def _find(self, cloud: str, stack: str, lock: str) -> BakedChoice:
-        from provisioner.bake.identity import LABEL_PROFILE, SCRIPT_VERSION, ImageIdentity, label_value, mismatch
+        from provisioner.bake.identity import LABEL_PROFILE, label_value, mismatch
         from provisioner.bake.run import baker_for
         from provisioner.errors import TrainvmError
-        from provisioner.provision.launch import locked_images
 
         try:
             baker = baker_for(cloud, self.providers[cloud])
-            base = baker.base_image(self.loaded.profile.stack.os, locked_images(self.loaded).get(cloud))
-            want = ImageIdentity(stack=stack, lock_sha256=lock, script_version=SCRIPT_VERSION, base_image=base)
+            want = self.identity(cloud, stack, lock)
             found = baker.find(want)
             if found is not None:
                 return BakedChoice(cloud, image=found)

@@ -6,18 +6,24 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from provisioner.bake.cost import monthly_cost
 from provisioner.errors import InputError
 from provisioner.output import emit_json, stdout_console
 
 
-def _bakers(cloud: str | None) -> dict[str, Any]:
-    from provisioner.bake.run import baker_for
+def _providers(cloud: str | None) -> dict[str, Any]:
     from provisioner.commands.clouds import providers_for
+
+    return providers_for(cloud)
+
+
+def _bakers(cloud: str | None, providers: dict[str, Any] | None = None) -> dict[str, Any]:
+    from provisioner.bake.run import baker_for
     from provisioner.providers.registry import bakers
 
     if cloud is not None and cloud not in bakers():
         baker_for(cloud)  # the "cannot bake on this cloud yet" error
-    providers = providers_for(cloud)
+    providers = _providers(cloud) if providers is None else providers
     return {c: baker_for(c, p) for c, p in providers.items() if c in bakers()}
 
 
@@ -34,20 +40,7 @@ def age_days(created: str, now: datetime | None = None) -> float | None:
     return round(((now or datetime.now(UTC)) - when).total_seconds() / 86400, 1)
 
 
-def monthly_cost(image: Any, prices: Any) -> dict[str, Any]:
-    """What storing ``image`` costs per month: its stored size x the catalog's ``image`` price (disks.csv) of its
-    cloud (the first storage location's row, else the cloud's ``*``); ``monthly`` None (unknown, never 0) when
-    the size or the price is unknown."""
-    region = image.regions[0] if image.regions else "*"
-    rows = prices.rows_for(image.cloud, region, "image")
-    if not rows or image.size_gib is None:
-        return {"monthly": None, "price_gib_month": rows[0].price_month if rows else None,
-                "source": rows[0].source if rows else None}
-    return {"monthly": round(rows[0].price_month * image.size_gib, 2), "price_gib_month": rows[0].price_month,
-            "source": rows[0].source}
-
-
-def _doc(image: Any, prices: Any) -> dict[str, Any]:
+def image_doc(image: Any, prices: Any) -> dict[str, Any]:
     from provisioner.bake.identity import LABEL_PROFILE, LABEL_STACK
 
     return {"name": image.name, "cloud": image.cloud, "family": image.family, "status": image.status,
@@ -56,15 +49,31 @@ def _doc(image: Any, prices: Any) -> dict[str, Any]:
             "regions": list(image.regions), "ref": image.ref, "storage": monthly_cost(image, prices)}
 
 
-def run_images(*, cloud: str | None, json_out: bool) -> int:
+def image_line(d: dict[str, Any]) -> str:
+    """One image of ``trainvm images`` (an ``image_doc``) as a line of text."""
+    size = f"{d['size_gib']:g} GiB" if d["size_gib"] is not None else "size unknown"
+    age = f"{d['age_days']:g} days old" if d["age_days"] is not None else "age unknown"
+    cost = d["storage"]["monthly"]
+    month = f"${cost:.2f}/month stored" if cost is not None else "storage $/month unknown"
+    return (f"{d['name']}  {d['cloud']}  profile {d['profile'] or '?'}  stack {d['stack'] or '?'}  {size}  {age}  "
+            f"stored in {', '.join(d['regions']) or '?'}  {month}  {d['status']}")
+
+
+def run_images(*, cloud: str | None, json_out: bool, profile: str | None = None) -> int:
     from provisioner.bake import records
     from provisioner.catalog.storage import load_catalog
 
     prices = load_catalog().disk_prices
+    if profile is not None:
+        from provisioner.commands.images_profile import run_images_profile  # lazy: cycle (it imports this module)
+
+        providers = _providers(cloud)
+        return run_images_profile(profile, cloud=cloud, json_out=json_out, prices=prices,
+                                  bakers=_bakers(cloud, providers), providers=providers)
     listed = {c: b.images() for c, b in _bakers(cloud).items()}
     for c, images in listed.items():  # the local record of bakes (plan's offline answer) follows the cloud
         records.replace_cloud(c, images)
-    docs = [_doc(i, prices) for images in listed.values() for i in images]
+    docs = [image_doc(i, prices) for images in listed.values() for i in images]
     if json_out:
         emit_json({"images": docs})
         return 0
@@ -73,12 +82,7 @@ def run_images(*, cloud: str | None, json_out: bool) -> int:
         out.print("no baked images")
         return 0
     for d in docs:
-        size = f"{d['size_gib']:g} GiB" if d["size_gib"] is not None else "size unknown"
-        age = f"{d['age_days']:g} days old" if d["age_days"] is not None else "age unknown"
-        cost = d["storage"]["monthly"]
-        month = f"${cost:.2f}/month stored" if cost is not None else "storage $/month unknown"
-        out.print(f"{d['name']}  {d['cloud']}  profile {d['profile'] or '?'}  stack {d['stack'] or '?'}  {size}  {age}  "
-                  f"stored in {', '.join(d['regions']) or '?'}  {month}  {d['status']}", markup=False, highlight=False)
+        out.print(image_line(d), markup=False, highlight=False)
     known = [d["storage"]["monthly"] for d in docs if d["storage"]["monthly"] is not None]
     if known:
         unknown = len(docs) - len(known)

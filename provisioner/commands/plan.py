@@ -84,7 +84,7 @@ def run_plan(
         doc["script_sha256"] = rendered.script_sha256 if rendered else None
         doc["payload"] = _payload(plan.chosen, rendered)
         doc["image_pull"] = pull.to_json() if pull else None
-        doc["baked_image"] = _baked(loaded, plan.chosen)
+        doc["baked_image"] = _baked(loaded, plan.chosen, catalog)
         if show_script:
             doc["script"] = rendered.startup_sh if rendered else None
         if quota:  # only when asked: `plan` stays offline by default
@@ -109,7 +109,8 @@ def run_plan(
     _print_plan(loaded, plan, applied, top, hours)
     from provisioner.bake.offline import plan_baked, plan_lines
 
-    for line in plan_lines(plan_baked(loaded, plan.chosen), plan.chosen.cloud):  # offline: the local record of bakes
+    baked = plan_baked(loaded, plan.chosen, catalog.disk_prices)  # offline: the local record of bakes
+    for line in plan_lines(baked, plan.chosen.cloud):
         stdout_console().print(line, soft_wrap=True, highlight=False, markup=False)
     if quota:
         out = stdout_console()
@@ -124,13 +125,13 @@ def run_plan(
     return 0
 
 
-def _baked(loaded: Any, offer: Any) -> dict[str, Any] | None:
+def _baked(loaded: Any, offer: Any, catalog: Any) -> dict[str, Any] | None:
     """Whether ``up`` boots a baked image on ``offer`` (offline, docs/bake.md) and the expected time to ready."""
     if offer is None:
         return None
     from provisioner.bake.offline import plan_baked
 
-    return plan_baked(loaded, offer)
+    return plan_baked(loaded, offer, catalog.disk_prices)
 
 
 def _quota_checks(plan: Any, warnings: list[str] | None) -> list[Any]:

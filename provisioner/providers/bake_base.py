@@ -29,6 +29,14 @@ class BakedImage:
     #: (region, what a create request boots there) where each region holds its own copy (AWS: one AMI id per region)
     region_refs: tuple[tuple[str, str], ...] = ()
     notes: tuple[str, ...] = field(default=())
+    #: stored copies the cloud bills for, where it says (Azure: the replicas over all target regions); None: see copies
+    replicas: int | None = None
+
+    @property
+    def copies(self) -> int:
+        """Stored copies billed each month: ``replicas`` where given, else one per region holding its own copy
+        (``region_refs``: AWS, one AMI and its snapshots per region), else one (GCE: one multi-regional image)."""
+        return self.replicas or len(self.region_refs) or 1
 
 
 class Baker(Protocol):

@@ -22,6 +22,7 @@ import pytest
 
 from provisioner.bake.identity import LABEL_KIND, LABEL_LOCK_A, LABEL_LOCK_B, LABEL_STACK, mismatch
 from provisioner.bake.run import builder_name
+from provisioner.catalog.storage import EMBEDDED_DIR, load_catalog
 from provisioner.profile import load_profile
 from provisioner.providers.base import vm_name
 from tests.helpers import REPO
@@ -201,12 +202,35 @@ def test_images_lists_one_bake_and_delete_leaves_no_ami_nor_snapshot_in_any_regi
     (doc,) = listed.json()["images"]
     assert doc["name"] == name and doc["profile"] == "tf-resnet50" and doc["regions"] == list(REGIONS)
     assert doc["size_gib"] and doc["age_days"] is not None
+    # each region's copy bills its snapshots: size x the catalog's aws image price x 2 copies
+    (price,) = load_catalog(EMBEDDED_DIR).disk_prices.rows_for("aws", "*", "image")
+    assert doc["storage"]["copies"] == 2
+    assert doc["storage"]["monthly"] == round(doc["size_gib"] * price.price_month * 2, 2)
+    assert f"${doc['storage']['monthly']:.2f}/month stored" in cli("images", "--cloud", "aws").out
     assert all(_snapshots(aws, r) for r in REGIONS)  # before: each region's copy has its snapshot
     deleted = cli("images", "delete", name, "--cloud", "aws")
     assert deleted.code == 0, deleted.err
     _nothing_left(aws)  # a deregistered AMI's snapshots would keep billing: none remains
     gone = cli("images", "delete", name, "--cloud", "aws")
     assert gone.code == 4 and "no such baked image" in gone.out
+
+
+def test_images_profile_says_up_boots_each_regions_copy_and_why_not_where_there_is_none(cli, aws, profile, builder,
+                                                                                        plant):
+    """``images --profile``: the AMI matches; each region of the plan with a copy boots that region's AMI id, a region
+    of the failover order without one (us-east-2: not among the regions trainvm lists) installs, and says so."""
+    plant(builder, _console("packages"))
+    name = cli("bake", str(profile), "--cloud", "aws", "--json").json()["image"]["name"]
+    r = cli("images", "--profile", str(profile), "--cloud", "aws", "--json")
+    assert r.code == 0, r.err[-3000:]
+    doc = r.json()
+    assert [i["name"] for i in doc["images"]] == [name] and doc["images"][0]["storage"]["copies"] == 2
+    rows = {b["region"]: b for b in doc["boot"]}
+    for region in REGIONS:
+        [ami] = _amis(aws, region)
+        assert rows[region]["used"] and rows[region]["ref"] == ami["ImageId"], region
+    others = [b for region, b in rows.items() if region not in REGIONS]
+    assert others and all(not b["used"] and f"{name} has no copy in {b['region']}" in b["reason"] for b in others)
 
 
 def test_an_interrupted_bake_terminates_the_builder_and_leaves_nothing(cli, aws, profile, builder, plant, monkeypatch):

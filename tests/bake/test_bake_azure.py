@@ -158,6 +158,10 @@ def test_images_lists_the_version_and_delete_leaves_no_version_nor_definition(cl
     (doc,) = listed.json()["images"]
     assert doc["name"] == name and doc["profile"] == "tf-resnet50" and len(doc["regions"]) > 1
     assert doc["size_gib"] and doc["age_days"] is not None
+    # each replica bills as a snapshot (Compute Gallery "Billing"): one Standard_LRS replica per target region
+    storage = doc["storage"]
+    assert storage["copies"] == len(doc["regions"])
+    assert storage["monthly"] == pytest.approx(doc["size_gib"] * storage["price_gib_month"] * len(doc["regions"]), abs=0.01)
     deleted = cli("images", "delete", name, "--cloud", "azure")
     assert deleted.code == 0, deleted.err
     _nothing_left(arm)

@@ -28,6 +28,16 @@ def test_plan_names_the_baked_image_from_the_local_record(cli, gce, tf, monkeypa
     assert f"baked image: {name} (from a local record of bakes; `up` confirms in the cloud)" in text
     assert "expected time to ready: about 1m15s from the baked image (an estimate" in text
     assert len(gce.requests) == n
+    # what keeping it costs, from the record's size and copies and the catalog's image row (docs/bake.md)
+    from provisioner.bake import records
+    from provisioner.catalog.storage import EMBEDDED_DIR, load_catalog
+
+    (price,) = load_catalog(EMBEDDED_DIR).disk_prices.rows_for("gcp", "*", "image")
+    (rec,) = records.load()
+    monthly = round(rec["size_gib"] * price.price_month, 2)
+    assert doc["storage"] == {"monthly": monthly, "copies": 1, "price_gib_month": price.price_month,
+                              "source": price.source}
+    assert f"baked image storage: ${monthly:.2f}/month (1 copy) until `trainvm images delete {name}`" in text
 
 
 def test_plan_says_why_a_recorded_image_is_not_used(cli, gce, tf):  # noqa: F811
@@ -38,6 +48,7 @@ def test_plan_says_why_a_recorded_image_is_not_used(cli, gce, tf):  # noqa: F811
     lock.write_text(json.dumps(data, indent=2) + "\n")
     doc = _plan(cli, tf, "--json").json()["baked_image"]
     assert doc["used"] is False and doc["reason"].startswith(f"{name} is not this stack: lock sha256 differs")
+    assert "storage" not in doc  # only the image `up` would boot is priced here; `trainvm images` lists them all
     assert doc["ready"]["seconds"] == 215
     assert "expected time to ready: about 3m35s cold install" in _plan(cli, tf).out
 

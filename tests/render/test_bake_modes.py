@@ -6,6 +6,8 @@ cloud-init or the guest agents (their state is planted as plain files), nor a re
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import trainvm_render_support as S
 
@@ -115,3 +117,51 @@ def test_baked_boot_of_a_disk_without_the_stack_fails_at_the_phase_that_would_in
     assert run.status.startswith("failed:preflight:")
     assert "boots a baked image, but the preflight phase would install something" in run.output
     assert run.installs() == []
+
+
+def _render_nvme(mode: str):
+    """bert-pretrain-8xa100 on its 8-GPU GCE shape: several local NVMe disks, striped as RAID0 by mdadm at boot."""
+    lp = S.data_native_to(S.loaded(S.REPO / "profiles/examples/bert-pretrain-8xa100.yaml"), "gcp")
+    return render_script(lp, S.target_for("gcp", lp), image_mode=mode)
+
+
+A100X8 = {"STUB_GPU_NAME": "NVIDIA A100-SXM4-40GB", "STUB_GPU_MEM": "40960", "STUB_GPU_CC": "8.0", "STUB_GPU_COUNT": "8"}
+
+
+def test_a_baked_boot_that_stripes_local_nvme_installs_nothing_mdadm_comes_with_the_bake(make_harness):
+    """mdadm is not in Debian's base system: the bake installs it (the profile's scratch is on local NVMe), so the
+    baked boot assembles RAID0 with the image's mdadm and installs no package."""
+    h = make_harness(_render_nvme("bake").startup_sh, nvme_disks=4, **A100X8)
+    bake = h.run()
+    assert bake.rc == 0 and bake.status == "baked", bake.output[-3000:]
+    assert any(line.endswith("install --no-install-recommends mdadm") for line in bake.installs()), bake.installs()
+    h.reboot()
+    h.unpack_payload()
+    h.script.write_text(_render_nvme("baked").startup_sh, encoding="utf-8")
+    run = h.run()
+    assert run.rc == 0 and run.status == "ready", run.output[-3000:]
+    assert run.installs() == []
+    create = [c for c in run.named("mdadm") if c.args[:1] == ["--create"]]
+    assert len(create) == 1 and "--raid-devices=4" in create[0].args
+
+
+def test_a_shape_without_local_nvme_bakes_no_mdadm():
+    lp = S.data_native_to(S.loaded(S.GOLDEN_PROFILE), "gcp")
+    none = render_script(lp, S.target_for("gcp", lp, local_nvme_gib=0), image_mode="bake").startup_sh
+    assert re.search(r"^TV_NVME='?none'?$", none, re.M) and "tv_bake_raid_tools" not in none
+    some = render_script(lp, S.target_for("gcp", lp, local_nvme_gib=375), image_mode="bake").startup_sh
+    assert re.search(r"^TV_NVME='?optional'?$", some, re.M) and "\n  tv_bake_raid_tools\n" in some
+
+
+def test_the_stack_identity_says_whether_the_image_holds_mdadm():
+    """An image baked for a shape without local NVMe (no mdadm) never matches an offer that stripes NVMe."""
+    from provisioner.bake.identity import stack_fields
+    from provisioner.render import build_context
+
+    lp = S.data_native_to(S.loaded(S.REPO / "profiles/examples/bert-pretrain-8xa100.yaml"), "gcp")
+    with_nvme = build_context(lp, S.target_for("gcp", lp), None, "")
+    without = build_context(lp, S.target_for("gcp", lp, local_nvme_gib=0), None, "")
+    assert stack_fields(with_nvme)["raid_tools"] is True
+    assert with_nvme.nvme != "none"
+    if without.nvme == "none":  # the profile itself may ask for local NVMe (then every offer has it)
+        assert stack_fields(without)["raid_tools"] is False

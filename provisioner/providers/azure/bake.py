@@ -194,11 +194,13 @@ class AzureBaker:
         pub = props.get("publishingProfile") or {}
         regions = tuple(_norm(t.get("name") or "") for t in pub.get("targetRegions") or [])
         size = ((props.get("storageProfile") or {}).get("osDiskImage") or {}).get("sizeInGB")
+        # each replica bills as a snapshot (Compute Gallery "Billing"): regionalReplicaCount per target region
+        replicas = sum(int(t.get("regionalReplicaCount") or 1) for t in pub.get("targetRegions") or []) or None
         return BakedImage(
             name=f"{definition}-{v.get('name')}", cloud="azure", ref=str(v.get("id")), labels=dict(v.get("tags") or {}),
             created=str(pub.get("publishedDate") or ""), size_gib=float(size) if size else None, regions=regions,
             family=definition, status=str(props.get("provisioningState") or ""),
-            region_refs=tuple((r, str(v.get("id"))) for r in regions),
+            region_refs=tuple((r, str(v.get("id"))) for r in regions), replicas=replicas,
             notes=("size_gib is the OS disk image's size; each target region stores one replica (Standard_LRS)",))
 
     def images(self) -> list[BakedImage]:
