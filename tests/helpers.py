@@ -103,3 +103,30 @@ def payload_stores(monkeypatch: Any) -> None:
 
     monkeypatch.setenv("TRAINVM_GCS_ENDPOINT", gcs.shared().url)
     monkeypatch.setenv("TRAINVM_AZURE_BLOB_ENDPOINT", azurite_server.shared().url)
+
+
+def sigterm_when(created: Any, *, settle: float = 0.3, timeout: float = 120.0) -> Any:
+    """A started thread that sends this process SIGTERM once ``created()`` is true (the command under test has sent
+    its create call, so it is past installing its SIGTERM handler), then ``settle`` seconds more; never after
+    ``timeout``. A fixed timer instead fires too early on a loaded machine (before the handler: pytest dies) or too
+    late. ``.cancel()`` stops it if the command ended first."""
+    import os
+    import signal
+    import threading
+    import time
+
+    stop = threading.Event()
+
+    def run() -> None:
+        end = time.monotonic() + timeout
+        while not stop.is_set() and time.monotonic() < end:
+            if created():
+                if not stop.wait(settle):
+                    os.kill(os.getpid(), signal.SIGTERM)
+                return
+            time.sleep(0.02)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.cancel = stop.set  # type: ignore[attr-defined]
+    thread.start()
+    return thread

@@ -25,7 +25,7 @@ from provisioner.bake.run import builder_name
 from provisioner.catalog.storage import EMBEDDED_DIR, load_catalog
 from provisioner.profile import load_profile
 from provisioner.providers.base import vm_name
-from tests.helpers import REPO
+from tests.helpers import REPO, sigterm_when
 
 LOG = "2026-11-27T10:00:0{i}+0000 trainvm {phase}: {msg}\n"
 REGIONS = ("us-east-1", "us-west-2")  # the emulator's regions (TRAINVM_AWS_REGIONS)
@@ -237,8 +237,7 @@ def test_an_interrupted_bake_terminates_the_builder_and_leaves_nothing(cli, aws,
     """SIGTERM while the builder installs (its console shows a phase forever)."""
     plant(builder, LOG.format(i=0, phase="packages", msg="phase start") + "TRAINVM_STATUS=running:packages\n")
     monkeypatch.setenv("TRAINVM_READY_POLL_SECONDS", "0.05")
-    timer = threading.Timer(2.0, lambda: os.kill(os.getpid(), signal.SIGTERM))
-    timer.start()
+    timer = sigterm_when(lambda: aws.faults.calls("RunInstances"))
     try:
         r = cli("bake", str(profile), "--cloud", "aws")
     finally:

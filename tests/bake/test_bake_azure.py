@@ -24,7 +24,7 @@ from provisioner.bake.run import builder_name
 from provisioner.profile import load_profile
 from provisioner.providers.base import vm_name
 from tests.emulators.arm import ArmEmulator
-from tests.helpers import REPO
+from tests.helpers import REPO, sigterm_when
 
 LOG = "2026-11-27T10:00:0{i}+0000 trainvm {phase}: {msg}\n"
 GALLERY_VERSION = "/providers/Microsoft.Compute/galleries/"
@@ -176,8 +176,7 @@ def test_an_interrupted_bake_deletes_the_builder_group_and_leaves_nothing(cli, a
     arm.set_serial_log(f"trainvm-{name}", name, LOG.format(i=0, phase="packages", msg="phase start")
                        + "TRAINVM_STATUS=running:packages\n")
     monkeypatch.setenv("TRAINVM_READY_POLL_SECONDS", "0.05")
-    timer = threading.Timer(2.0, lambda: os.kill(os.getpid(), signal.SIGTERM))
-    timer.start()
+    timer = sigterm_when(lambda: arm.calls("PUT", "/virtualMachines/"))
     try:
         r = cli("bake", str(profile), "--cloud", "azure")
     finally:

@@ -6,17 +6,13 @@ tests/render/test_bake_modes.py. Not modelled: image creation time, storage bill
 
 from __future__ import annotations
 
-import os
-import signal
-import threading
-
 import pytest
 
 from provisioner.bake.identity import LABEL_KIND, LABEL_LOCK_A, LABEL_LOCK_B, LABEL_STACK, mismatch
 from provisioner.bake.run import builder_name
 from provisioner.profile import load_profile
 from provisioner.providers.base import vm_name
-from tests.helpers import REPO, gce_cli_env
+from tests.helpers import REPO, gce_cli_env, sigterm_when
 
 TF = REPO / "profiles" / "examples" / "tf-resnet50.yaml"  # a committed lock
 T4 = REPO / "profiles" / "examples" / "bert-finetune-t4.yaml"  # no lock
@@ -113,8 +109,7 @@ def test_an_interrupted_bake_deletes_the_builder(cli, gce, builder, monkeypatch)
     """SIGTERM while the builder installs (its console shows a phase forever): the builder and its disk are deleted."""
     gce.play_serial(builder, [LOG.format(i=0, phase="packages", msg="phase start") + "TRAINVM_STATUS=running:packages\n"])
     monkeypatch.setenv("TRAINVM_READY_POLL_SECONDS", "0.05")
-    timer = threading.Timer(1.5, lambda: os.kill(os.getpid(), signal.SIGTERM))
-    timer.start()
+    timer = sigterm_when(lambda: gce.calls("instances.insert"))
     try:
         r = cli("bake", str(TF), "--cloud", "gcp")
     finally:
