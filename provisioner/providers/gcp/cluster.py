@@ -22,11 +22,11 @@ from typing import Any
 
 from provisioner.catalog.models import Offer
 from provisioner.providers.base import AttemptInProgressError, ConflictError, InstanceRecord, LaunchSpec, ProviderError
-from provisioner.providers.gcp import errors as errs
 from provisioner.providers.gcp.api import GceApi
 from provisioner.providers.gcp.cluster_request import (
     CLUSTER_LABEL,
     cluster_of,
+    cluster_tag,
     internal_rule_body,
     internal_rule_name,
     is_internal_rule,
@@ -172,10 +172,10 @@ class GceClusters:
                                                      retry=None, timeout=self.gce.http_timeout), missing=None)
         return got is not None
 
-    def _delete_rules(self, cluster: str, names: builtins.list[str]) -> bool:
-        """The cluster's SSH rules (``SshFirewall``) and its internal rule, where they are trainvm's."""
+    def _delete_rules(self, cluster: str, names: builtins.list[str], *, wait: bool = True) -> bool:
+        """The SSH rules (``SshFirewall``) and the internal rule of ``cluster`` (or VM), where they are trainvm's."""
         ssh = [n for n in names if n != internal_rule_name(cluster)]
-        gone = self.fw.delete(cluster, wait=True, names=ssh) if ssh else False
+        gone = self.fw.delete(cluster, wait=wait, names=ssh) if ssh else False
         if internal_rule_name(cluster) in names:
             rule = self.fw.rule(internal_rule_name(cluster))
             if rule is not None and is_internal_rule(rule, cluster):
@@ -188,43 +188,56 @@ class GceClusters:
                     gone = True
         return gone
 
-    # ------------------------------------------------------------------ delete / power
-    def delete(self, name: str) -> tuple[bool, int]:
-        """Every node, the placement policy and the rules of cluster ``name``: (anything was there, nodes deleted)."""
-        from provisioner.providers.gcp.request import ssh_rule_names
+    # ------------------------------------------------------------------ delete / power: one path for 1..N
+    def members(self, name: str) -> tuple[builtins.list[Any], builtins.list[str]]:
+        """What ``name`` stands for: the VM called ``name`` (a group of one: also one made before groups existed,
+        without the cluster labels; trainvm's or not, the caller checks), else the nodes labelled
+        ``trainvm-cluster = name`` in rank order; and the zones GCE could not list."""
+        inst, unreachable = self.gce.find_any(name)
+        if inst is not None:
+            return [inst], unreachable
+        return self.nodes(name), unreachable
 
-        nodes = self.nodes(name)
-        for zone in sorted({_zone(i) for i in nodes}):
-            count = max(cluster_of(i.name, dict(i.labels))[2] for i in nodes)
-            self.group().delete(name, zone, count, compact=True)
-        rules = self._delete_rules(name, [*ssh_rule_names(name), internal_rule_name(name)])
-        left = self.nodes(name)
-        if left:
-            raise ProviderError(f"{len(left)} node(s) of cluster {name} are still there after their deletion; "
-                                f"run `trainvm down {name}` again", code="CLUSTER_LEFT")
-        return bool(nodes) or rules, len(nodes)
+    def delete(self, name: str, members: builtins.list[Any], *, wait: bool = True) -> bool:
+        """Every member (in parallel), then the placement policy they use, then the firewall rules they carry the
+        tags of (after the members are gone, so the SSH deny rule protects them to the end; with ``wait=False`` and
+        no policy, while they shut down). No member: leftover rules only. True when anything was there."""
+        from provisioner.providers.gcp.request import ssh_rule_names, ssh_tag
 
-    def power(self, name: str, action: str) -> InstanceRecord | None:
-        """Stop or start every node of cluster ``name``; its rank-0 record after it (None: no such cluster)."""
-        nodes = self.nodes(name)
-        if not nodes:
-            return None
+        policies = {str(p).rsplit("/regions/", 1)[-1] for i in members for p in i.resource_policies
+                    if str(p).rsplit("/", 1)[-1] == policy_name(name)}
+        wait = wait or bool(policies)  # a policy in use by an instance cannot be deleted
+        _each(lambda i: self.gce.delete_instance(_zone(i), i.name, wait=wait), members)
+        for where in sorted(policies):  # "REGION/resourcePolicies/NAME"
+            self._delete_policy(where.split("/", 1)[0], name)
+        tags = {t for i in members for t in i.tags.items}
+        rules = [*ssh_rule_names(name)] if not members or ssh_tag(name) in tags else []
+        if not members or cluster_tag(name) in tags:
+            rules.append(internal_rule_name(name))
+        gone = self._delete_rules(name, rules, wait=wait) if rules else False
+        if wait and members:
+            left = [i for i in members if self.gce.get(_zone(i), i.name) is not None]
+            if left:
+                raise ProviderError(f"{len(left)} instance(s) of {name} are still there after their deletion; "
+                                    f"run `trainvm down {name}` again", code="CLUSTER_LEFT")
+        return bool(members) or gone
+
+    def _delete_policy(self, region: str, cluster: str) -> None:
         api = self.gce.clients()
+        op = self.gce.call(lambda: api.policies.delete_unary(project=api.project, region=region,
+                                                             resource_policy=policy_name(cluster), retry=None,
+                                                             timeout=self.gce.http_timeout), missing=None)
+        if op is not None:  # a regional operation: the group engine's wait
+            group = self.group()
+            group._raise_op(group._wait(op, region=region))
 
-        def one(inst: Any) -> Any:
-            zone = _zone(inst)
-            if action == "stop":
-                req = api.v1.StopInstanceRequest(project=api.project, zone=zone, instance=inst.name, discard_local_ssd=True)
-                op = self.gce.call(lambda: api.instances.stop_unary(request=req, retry=None, timeout=self.gce.http_timeout))
-            else:
-                op = self.gce.call(lambda: api.instances.start_unary(project=api.project, zone=zone, instance=inst.name,
-                                                                     retry=None, timeout=self.gce.http_timeout))
-            failure = errs.from_operation(self.gce.wait(zone, op, self.gce.deadline()))
-            if failure:
-                raise errs.classify(failure)
-            return self.gce.get(zone, inst.name) or inst
+    def power(self, members: builtins.list[Any], action: str, *, wait: bool = True) -> InstanceRecord | None:
+        """Stop or start every member (``gcp_power.power`` each, on at most PARALLEL threads); the first one's
+        record after it (None: no member)."""
+        from provisioner.providers.gcp.power import power
 
-        return self.record(_each(one, nodes)[0])
+        got = _each(lambda i: power(self.gce, i, action, self.record, wait=wait), members)
+        return got[0] if got else None
 
     @staticmethod
     def names(cluster: str, nodes: int) -> builtins.list[str]:

@@ -309,12 +309,22 @@ class GcpProvider(ImagePinner, ClusterReader):
             return f"cleaning up {spec.name} in {zone} failed ({exc}); run `trainvm down {spec.name}`"
 
     def _managed(self, name: str) -> Any:
-        """The trainvm-managed instance called ``name`` (any zone), else the rank-0 node of cluster ``name``, or None."""
-        inst, _ = self.gce.find_any(name)
-        if inst is not None and dict(inst.labels).get("trainvm-managed") == "true":
-            return inst
-        nodes = self._clusters.nodes(name) if inst is None else []
-        return nodes[0] if nodes else None
+        """The first member of ``name`` (the VM, or a group's rank-0 node) when it is trainvm's, else None."""
+        members, _ = self._clusters.members(name)
+        first = members[0] if members else None
+        return first if first is not None and dict(first.labels).get("trainvm-managed") == "true" else None
+
+    def _members(self, name: str) -> builtins.list[Any]:
+        """Every member of ``name`` (one VM or a group's nodes); ConflictError when the VM is not trainvm's."""
+        members, unreachable = self._clusters.members(name)
+        if not members and unreachable:  # "gone" only where GCE answered
+            raise RetryExhaustedError(f"cannot tell whether {name} exists: GCE could not list "
+                                      f"{', '.join(unreachable)}; try `trainvm down {name}` again", code="UNREACHABLE")
+        for inst in members:
+            if dict(inst.labels).get("trainvm-managed") != "true":
+                raise ConflictError(f"{name} in {inst.zone.rsplit('/', 1)[-1]} is not managed by trainvm (no "
+                                    "trainvm-managed label); not touching it")
+        return members
 
     def find(self, name: str) -> InstanceRecord | None:
         inst = self._managed(name)
@@ -331,31 +341,15 @@ class GcpProvider(ImagePinner, ClusterReader):
         return sorted((self._record(i) for i in listing.instances), key=lambda r: (r.name, r.zone or ""))
 
     def delete(self, name: str, *, wait: bool = True) -> bool:
-        """The VM, then its SSH firewall rules (after it is gone, so its deny rule protects it to the end; with
-        ``wait=False`` they are deleted while it shuts down). No VM: leftover rules only."""
-        inst, unreachable = self.gce.find_any(name)
-        if inst is None and unreachable:  # "gone" only where GCE answered
-            raise RetryExhaustedError(f"cannot tell whether {name} exists: GCE could not list "
-                                      f"{', '.join(unreachable)}; try `trainvm down {name}` again", code="UNREACHABLE")
-        if inst is None:  # a cluster's nodes (and its policy and rules), or leftover rules only
-            return self._clusters.delete(name)[0]
-        zone = inst.zone.rsplit("/", 1)[-1]
-        if dict(inst.labels).get("trainvm-managed") != "true":
-            raise ConflictError(f"{name} in {zone} is not managed by trainvm (no trainvm-managed label); not deleting it")
-        deleted = self.gce.delete_instance(zone, name, wait=wait)
-        if ssh_tag(name) in inst.tags.items:
-            self._fw.delete(name, wait=wait)
-        return deleted
+        """Every member of ``name`` (one VM, or a group's nodes), its placement policy, then its firewall rules
+        (``gcp_cluster.GceClusters.delete``). No member: leftover rules only."""
+        return self._clusters.delete(name, self._members(name), wait=wait)
 
     def stop(self, name: str, *, wait: bool = True) -> InstanceRecord | None:
-        from provisioner.providers.gcp.power import power
-
-        return power(self.gce, name, "stop", self._record, wait=wait) or self._clusters.power(name, "stop")
+        return self._clusters.power(self._members(name), "stop", wait=wait)
 
     def start(self, name: str, *, wait: bool = True) -> InstanceRecord | None:
-        from provisioner.providers.gcp.power import power
-
-        return power(self.gce, name, "start", self._record, wait=wait) or self._clusters.power(name, "start")
+        return self._clusters.power(self._members(name), "start", wait=wait)
 
     def read_report(self, name: str) -> tuple[StackReport | None, dict[str, Any] | None]:
         inst = self._managed(name)
