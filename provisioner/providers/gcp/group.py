@@ -6,7 +6,7 @@ and the node list written into every node's metadata (``trainvm-cluster``, provi
 All or nothing: GCE deletes what it created when minCount is not reached; when fewer than N exist anyway (a
 partial success), or any later step fails, this engine deletes the nodes that exist and the policy before it
 raises, so nothing half-created is left. Waits are bounded (providers/poll.py, tenacity); the SDK is imported lazily.
-The GCE provider calls it for ``LaunchSpec.nodes`` > 1 (providers/gcp/cluster.py; docs/spec.md "Multi-node clusters").
+The create transaction calls it for ``LaunchSpec.nodes`` > 1 (providers/gcp/create.py; docs/spec.md "Multi-node clusters").
 """
 
 from __future__ import annotations
