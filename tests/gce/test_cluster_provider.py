@@ -108,3 +108,18 @@ def test_a_group_create_carries_no_cluster_marks_for_one_node(emu) -> None:
     assert emu.calls("bulkInsert") == [] and len(emu.calls("instances.insert")) == 1
     assert emu.calls("instances.insert")[0].query.get("requestId")
     assert not emu.policies and emu.calls("firewalls.insert") == []
+
+
+def test_bulkinsert_carries_a_request_id_and_a_stale_replay_is_sent_again(emu) -> None:
+    """issue 26: the single VM's requestId hardening holds for groups. The bulkInsert carries the requestId derived
+    from name + hash + offer (a retried request gets GCE's original operation, never a 409 against its own nodes).
+    `up`, `down`, `up` again of the same cluster: GCE answers the second bulkInsert with the first one's finished
+    operation, whose nodes are gone; the create sees the stale replay and sends again with a new id."""
+    spec = replace(spec_maker("#!/bin/bash\n")(name="trainvm-replay-0123abcd"), nodes=2, compact=True)
+    provider = _provider(emu)
+    provider.create(spec, OFFER)
+    assert provider.delete(spec.name) is True and provider.cluster_nodes(spec.name) == []
+    rec = provider.create(spec, OFFER)
+    assert not rec.adopted and [n.name for n in provider.cluster_nodes(spec.name)] == [f"{spec.name}-0", f"{spec.name}-1"]
+    ids = [c.query.get("requestId") for c in emu.calls("bulkInsert")]
+    assert len(ids) == 3 and ids[0] and ids[0] == ids[1] and ids[2] not in (None, ids[0])

@@ -53,7 +53,7 @@ from provisioner.providers.gcp.api import GceApi
 from provisioner.providers.gcp.cluster import GceClusters, _zone
 from provisioner.providers.gcp.cluster_request import cluster_of, internal_rule_body, is_internal_rule, node_body
 from provisioner.providers.gcp.firewall import FirewallTouched, SshFirewall
-from provisioner.providers.gcp.group import policy_name
+from provisioner.providers.gcp.group import StaleRequest, policy_name
 from provisioner.providers.gcp.request import instance_body, request_id, ssh_notes, ssh_tag
 from provisioner.providers.poll import poll
 
@@ -158,11 +158,18 @@ class GceCreate:
         raise ProviderError("GCE kept answering with operations of earlier requests", code="STALE_REQUEST_ID")
 
     def _send_group(self, spec: LaunchSpec, offer: Offer, image: str, attempt: CreateAttempt) -> InstanceRecord:
-        zone = attempt.zone
+        zone, rid = attempt.zone, request_id(spec, offer)
         attempt.sent = True
         try:
-            made: builtins.list[Any] = self.clusters.group().create(spec.name, zone, self.body(spec, offer, image), spec.nodes,
-                                                                    compact=spec.compact)
+            for _ in range(3):
+                try:
+                    made: builtins.list[Any] = self.clusters.group().create(
+                        spec.name, zone, self.body(spec, offer, image), spec.nodes, compact=spec.compact, request_id=rid)
+                    break
+                except StaleRequest as stale:  # that request's nodes failed or were deleted since
+                    rid = request_id(spec, offer, salt=stale.operation)
+            else:
+                raise ProviderError("GCE kept answering with operations of earlier requests", code="STALE_REQUEST_ID")
         except ProviderError as exc:
             if exc.code not in ("alreadyExists", "409"):
                 raise
