@@ -61,21 +61,21 @@ def test_gce_start_of_a_vm_stuck_in_stopping_gives_up_at_the_operation_timeout(c
 def test_gce_start_that_meets_a_stop_begun_since_it_read_the_vm_waits_too(cli, env, monkeypatch) -> None:
     """The VM was read RUNNING, but a stop began before the start was sent: GCE answers
     resourceNotReady; trainvm reads it again, sees STOPPING, waits for that stop, then sends the start again."""
-    from provisioner.providers.gcp import power as gcp_power
+    from provisioner.providers.gcp.cluster import GceClusters
 
     with GceEmulator(power_ends_after_reads=2) as emu:
         env.setenv("TRAINVM_GCE_ENDPOINT", emu.url)
         env.setenv("GOOGLE_CLOUD_PROJECT", "e2e-proj")
         name = cli("up", T4, "--yes", "--json", "--cloud", "gcp").json()["name"]
         assert cli("stop", name, "--yes", "--no-wait").code == 0
-        real = gcp_power._managed
+        real = GceClusters.members  # the one lookup of a name's members (issue 26: a VM is a group of one)
 
-        def read_before_the_stop(gce, vm):
-            found = real(gce, vm)
-            found[0].status = "RUNNING"  # as it was when read
+        def read_before_the_stop(self, vm):
+            found = real(self, vm)
+            found[0][0].status = "RUNNING"  # as it was when read
             return found
 
-        monkeypatch.setattr(gcp_power, "_managed", read_before_the_stop)
+        monkeypatch.setattr(GceClusters, "members", read_before_the_stop)
         r = cli("start", name, "--json")
         assert r.code == 0, r.err
         assert r.json()["state"] == "RUNNING" and emu.instance(name)["status"] == "RUNNING"

@@ -1,41 +1,31 @@
-"""Clusters on Compute Engine (``LaunchSpec.nodes`` > 1): the provider contract's cluster half (providers/base.py)
-on top of the group engine (``gcp_group.GceGroup``: compact policy, one bulkInsert with count = minCount = N, the
-node list in every node's metadata).
+"""What a name stands for on Compute Engine, for 1..N members (issue 26: a single VM is a group of one), and
+what ``status`` / ``down`` / ``stop`` / ``start`` / reports do with them (the create transaction is gcp_create).
 
-- ``create``: an existing cluster of that name and hash is adopted (all N nodes) or refused (another hash; an
-  incomplete one: ``trainvm down NAME`` first); a single VM called NAME is a ConflictError. Then the SSH rules
-  (``ssh_from``, as for one VM, targeting the cluster's SSH tag) and the intra-cluster rule (all TCP/UDP/ICMP
-  between the nodes' tag) are made to exist, then the group. On any failure the engine has deleted the nodes and
-  the policy; this module deletes the rules this attempt made and checks that no node and no policy is left
-  before it calls the cleanup "verified".
-- Nodes are found by the label ``trainvm-cluster = NAME`` (one aggregatedList); their rank is the name's suffix.
-- ``delete``: every node, then the policy, then the rules; ``stop`` / ``start`` / reports: every node on at most
-  ``gcp_group.PARALLEL`` threads.
+- ``members``: the VM called NAME (a group of one; also one made before groups existed, which carries no cluster
+  label), else the nodes labelled ``trainvm-cluster = NAME`` (one aggregatedList), in rank order.
+- ``delete``: every member (in parallel), then the placement policy they reference, then the firewall rules whose
+  tags they carry (the VM's SSH rules, the internal rule between a group's nodes); ``stop`` / ``start`` /
+  reports: every member on at most ``gcp_group.PARALLEL`` threads.
 """
 
 from __future__ import annotations
 
 import builtins
-import json
 from collections.abc import Callable
 from typing import Any
 
-from provisioner.catalog.models import Offer
-from provisioner.providers.base import AttemptInProgressError, ConflictError, InstanceRecord, LaunchSpec, ProviderError
-from provisioner.providers.gcp import errors as errs
+from provisioner.providers.base import InstanceRecord, ProviderError
 from provisioner.providers.gcp.api import GceApi
 from provisioner.providers.gcp.cluster_request import (
     CLUSTER_LABEL,
     cluster_of,
-    internal_rule_body,
+    cluster_tag,
     internal_rule_name,
     is_internal_rule,
-    node_body,
 )
-from provisioner.providers.gcp.firewall import FirewallTouched, SshFirewall
-from provisioner.providers.gcp.group import PARALLEL, GceGroup, GroupClients, node_names, policy_name
+from provisioner.providers.gcp.firewall import SshFirewall
+from provisioner.providers.gcp.group import PARALLEL, GceGroup, GroupClients, policy_name
 from provisioner.providers.gcp.report import guest_report, serial_report
-from provisioner.providers.gcp.request import ssh_notes
 from provisioner.verify.report import StackReport
 
 
@@ -81,101 +71,10 @@ class GceClusters:
         got = _each(lambda i: guest_report(self.gce, _zone(i), i.name) or serial_report(self.gce, _zone(i), i.name), nodes)
         return {i.name: r for i, r in zip(nodes, got, strict=True)}
 
-    # ------------------------------------------------------------------ create
-    def create(self, spec: LaunchSpec, offer: Offer, image: str) -> InstanceRecord:
-        zone = str(offer.zone)
-        existing = self.nodes(spec.name)
-        if existing:
-            return self._adopt(existing, spec)
-        single, _ = self.gce.find_any(spec.name)
-        if single is not None:
-            raise ConflictError(f"a VM named {spec.name} already exists in {_zone(single)}; a cluster of that name cannot "
-                                "be created beside it", hint=f"run `trainvm down {spec.name}` or pass --name")
-        body = node_body(spec, offer, image, self.gce.project)
-        self.gce.clients().v1.Instance.from_json(json.dumps(body))  # a body that does not parse creates nothing
-        touched = FirewallTouched()
-        deadline = self.gce.deadline()
-        try:
-            if spec.ssh_from:
-                self.fw.ensure(spec, deadline, touched)
-            self._ensure_internal_rule(spec, deadline, touched)
-            made = self.group().create(spec.name, zone, body, spec.nodes, compact=spec.compact)
-        except ProviderError as exc:
-            if exc.code in ("alreadyExists", "409"):  # bulkInsert refused: instances of the nodes' names exist
-                refused = str(exc)
-                self._after_failure(spec, zone, touched, exc)
-                theirs = [i for i in self.nodes(spec.name) if dict(i.labels).get("trainvm-hash") == spec.labels.get("trainvm-hash")]
-                if theirs:  # another `up` of this cluster won the race: failover would make a second cluster
-                    raise AttemptInProgressError(
-                        f"another `trainvm up` is creating cluster {spec.name} in {_zone(theirs[0])} ({len(theirs)} of its "
-                        f"{spec.nodes} nodes exist; GCE refused this one's bulkInsert: {refused})",
-                        name=spec.name, where=_zone(theirs[0])) from exc
-                raise ConflictError(f"instances named like the nodes of {spec.name} already exist in {zone} ({exc}); "
-                                    "another `trainvm up` of this cluster may be creating it, or they are not trainvm's",
-                                    hint=f"run `trainvm up` again to adopt the cluster once it is complete, `trainvm down "
-                                         f"{spec.name}` to delete it, or pass --name") from exc
-            self._after_failure(spec, zone, touched, exc)
-            raise
-        return self.record(made[0], notes=ssh_notes(spec))
-
-    def _adopt(self, nodes: builtins.list[Any], spec: LaunchSpec) -> InstanceRecord:
-        first = nodes[0]
-        labels = dict(first.labels)
-        if labels.get("trainvm-hash") != spec.labels.get("trainvm-hash"):
-            raise ConflictError(f"a cluster named {spec.name} already exists in {_zone(first)} for another version of the "
-                                f"profile (hash {labels.get('trainvm-hash')}); run `trainvm down {spec.name}` or pass --name")
-        if len(nodes) != spec.nodes or cluster_of(first.name, labels)[1] != 0:
-            raise ConflictError(f"cluster {spec.name} in {_zone(first)} has {len(nodes)} of its {spec.nodes} nodes "
-                                "(an interrupted create or delete)", hint=f"run `trainvm down {spec.name}`, then `trainvm up` again")
-        return self.record(first, existing=True)
-
-    def _ensure_internal_rule(self, spec: LaunchSpec, deadline: float, touched: FirewallTouched) -> None:
-        body = internal_rule_body(spec, self.gce.project)
-        rule = self.fw.rule(body["name"])
-        if rule is not None:
-            if not is_internal_rule(rule, spec.name):
-                raise ConflictError(f"a firewall rule named {body['name']} already exists and was not created by trainvm "
-                                    f"for cluster {spec.name}; delete or rename it, or pass --name")
-            touched.reused.append(body["name"])
-            return
-        op = self.fw._send("insert", body)
-        if op is not None:
-            touched.created.append(body["name"])
-            self.fw._finish([op], deadline)
-
-    def _after_failure(self, spec: LaunchSpec, zone: str, touched: FirewallTouched, exc: ProviderError) -> None:
-        """The engine deleted the nodes and the policy (or tried): delete this attempt's rules, then check."""
-        left: builtins.list[str] = []
-        try:
-            nodes = self.nodes(spec.name)
-            left += [f"{i.name} ({_zone(i)})" for i in nodes]
-            if self._policy_exists(spec.name, zone):
-                left.append(f"placement policy {policy_name(spec.name)}")
-            if not nodes:
-                names = touched.created + touched.reused
-                if names:
-                    self._delete_rules(spec.name, names)
-        except ProviderError as cleanup:
-            exc.args = (f"{exc}; cleaning up cluster {spec.name} failed ({cleanup}); run `trainvm down {spec.name}`",)
-            exc.leaves(f"cluster {spec.name} ({zone})")
-            return
-        if left:
-            exc.args = (f"{exc}; left after the cleanup: {', '.join(left)}; run `trainvm down {spec.name}`",)
-            exc.leaves(*left)
-        else:
-            exc.verified()
-
-    def _policy_exists(self, cluster: str, zone: str) -> bool:
-        api = self.gce.clients()
-        region = zone.rsplit("-", 1)[0]
-        got = self.gce.call(lambda: api.policies.get(project=api.project, region=region, resource_policy=policy_name(cluster),
-                                                     retry=None, timeout=self.gce.http_timeout), missing=None)
-        return got is not None
-
-    def _delete_rules(self, cluster: str, names: builtins.list[str]) -> bool:
-        """The cluster's SSH rules (``SshFirewall``) and its internal rule, where they are trainvm's."""
+    def _delete_rules(self, cluster: str, names: builtins.list[str], *, wait: bool = True) -> bool:
+        """The SSH rules (``SshFirewall``) and the internal rule of ``cluster`` (or VM), where they are trainvm's."""
         ssh = [n for n in names if n != internal_rule_name(cluster)]
-        gone = self.fw.delete(cluster, wait=True, names=ssh) if ssh else False
+        gone = self.fw.delete(cluster, wait=wait, names=ssh) if ssh else False
         if internal_rule_name(cluster) in names:
             rule = self.fw.rule(internal_rule_name(cluster))
             if rule is not None and is_internal_rule(rule, cluster):
@@ -188,44 +87,53 @@ class GceClusters:
                     gone = True
         return gone
 
-    # ------------------------------------------------------------------ delete / power
-    def delete(self, name: str) -> tuple[bool, int]:
-        """Every node, the placement policy and the rules of cluster ``name``: (anything was there, nodes deleted)."""
-        from provisioner.providers.gcp.request import ssh_rule_names
+    # ------------------------------------------------------------------ delete / power: one path for 1..N
+    def members(self, name: str) -> tuple[builtins.list[Any], builtins.list[str]]:
+        """What ``name`` stands for: the VM called ``name`` (a group of one: also one made before groups existed,
+        without the cluster labels; trainvm's or not, the caller checks), else the nodes labelled
+        ``trainvm-cluster = name`` in rank order; and the zones GCE could not list."""
+        inst, unreachable = self.gce.find_any(name)
+        if inst is not None:
+            return [inst], unreachable
+        return self.nodes(name), unreachable
 
-        nodes = self.nodes(name)
-        for zone in sorted({_zone(i) for i in nodes}):
-            count = max(cluster_of(i.name, dict(i.labels))[2] for i in nodes)
-            self.group().delete(name, zone, count, compact=True)
-        rules = self._delete_rules(name, [*ssh_rule_names(name), internal_rule_name(name)])
-        left = self.nodes(name)
-        if left:
-            raise ProviderError(f"{len(left)} node(s) of cluster {name} are still there after their deletion; "
-                                f"run `trainvm down {name}` again", code="CLUSTER_LEFT")
-        return bool(nodes) or rules, len(nodes)
+    def delete(self, name: str, members: builtins.list[Any], *, wait: bool = True, rules: bool = True) -> bool:
+        """Every member (in parallel), then the placement policy they use, then the firewall rules they carry the
+        tags of (after the members are gone, so the SSH deny rule protects them to the end; with ``wait=False`` and
+        no policy, while they shut down). No member: leftover rules only. True when anything was there."""
+        from provisioner.providers.gcp.request import ssh_rule_names, ssh_tag
 
-    def power(self, name: str, action: str) -> InstanceRecord | None:
-        """Stop or start every node of cluster ``name``; its rank-0 record after it (None: no such cluster)."""
-        nodes = self.nodes(name)
-        if not nodes:
-            return None
+        policies = {str(p).rsplit("/regions/", 1)[-1] for i in members for p in i.resource_policies
+                    if str(p).rsplit("/", 1)[-1] == policy_name(name)}
+        wait = wait or bool(policies)  # a policy in use by an instance cannot be deleted
+        _each(lambda i: self.gce.delete_instance(_zone(i), i.name, wait=wait), members)
+        for where in sorted(policies):  # "REGION/resourcePolicies/NAME"
+            self._delete_policy(where.split("/", 1)[0], name)
+        tags = {t for i in members for t in i.tags.items}
+        names = [*ssh_rule_names(name)] if rules and (not members or ssh_tag(name) in tags) else []
+        if rules and (not members or cluster_tag(name) in tags):
+            names.append(internal_rule_name(name))
+        gone = self._delete_rules(name, names, wait=wait) if names else False
+        if wait and members:
+            left = [i for i in members if self.gce.get(_zone(i), i.name) is not None]
+            if left:
+                raise ProviderError(f"{len(left)} instance(s) of {name} are still there after their deletion; "
+                                    f"run `trainvm down {name}` again", code="CLUSTER_LEFT")
+        return bool(members) or gone
+
+    def _delete_policy(self, region: str, cluster: str) -> None:
         api = self.gce.clients()
+        op = self.gce.call(lambda: api.policies.delete_unary(project=api.project, region=region,
+                                                             resource_policy=policy_name(cluster), retry=None,
+                                                             timeout=self.gce.http_timeout), missing=None)
+        if op is not None:  # a regional operation: the group engine's wait
+            group = self.group()
+            group._raise_op(group._wait(op, region=region))
 
-        def one(inst: Any) -> Any:
-            zone = _zone(inst)
-            if action == "stop":
-                req = api.v1.StopInstanceRequest(project=api.project, zone=zone, instance=inst.name, discard_local_ssd=True)
-                op = self.gce.call(lambda: api.instances.stop_unary(request=req, retry=None, timeout=self.gce.http_timeout))
-            else:
-                op = self.gce.call(lambda: api.instances.start_unary(project=api.project, zone=zone, instance=inst.name,
-                                                                     retry=None, timeout=self.gce.http_timeout))
-            failure = errs.from_operation(self.gce.wait(zone, op, self.gce.deadline()))
-            if failure:
-                raise errs.classify(failure)
-            return self.gce.get(zone, inst.name) or inst
+    def power(self, members: builtins.list[Any], action: str, *, wait: bool = True) -> InstanceRecord | None:
+        """Stop or start every member (``gcp_power.power`` each, on at most PARALLEL threads); the first one's
+        record after it (None: no member)."""
+        from provisioner.providers.gcp.power import power
 
-        return self.record(_each(one, nodes)[0])
-
-    @staticmethod
-    def names(cluster: str, nodes: int) -> builtins.list[str]:
-        return node_names(cluster, nodes)
+        got = _each(lambda i: power(self.gce, i, action, self.record, wait=wait), members)
+        return got[0] if got else None

@@ -3,10 +3,14 @@ and explicit per-instance names (rank order), a compact ``resourcePolicies`` gro
 and deleted with the cluster, a partial success read from the operation's per-location status (never assumed),
 and the node list written into every node's metadata (``trainvm-cluster``, provisioner/render/cluster.py).
 
+The bulkInsert carries the caller's requestId (a retried request gets GCE's original operation back); an
+operation that is DONE when returned and failed, or whose nodes are gone, is a replay of an earlier request:
+StaleRequest, and the caller sends again with a new id (providers/gcp/create.py).
+
 All or nothing: GCE deletes what it created when minCount is not reached; when fewer than N exist anyway (a
 partial success), or any later step fails, this engine deletes the nodes that exist and the policy before it
 raises, so nothing half-created is left. Waits are bounded (providers/poll.py, tenacity); the SDK is imported lazily.
-The GCE provider calls it for ``LaunchSpec.nodes`` > 1 (providers/gcp/cluster.py; docs/spec.md "Multi-node clusters").
+The create transaction calls it for ``LaunchSpec.nodes`` > 1 (providers/gcp/create.py; docs/spec.md "Multi-node clusters").
 """
 
 from __future__ import annotations
@@ -29,6 +33,15 @@ RANK_LABEL = "trainvm-rank"
 #: Per-node calls (metadata, delete) in flight at once.
 PARALLEL = 16
 POLICY_SUFFIX = "-compact"
+
+
+class StaleRequest(Exception):
+    """GCE answered the bulkInsert's requestId with an earlier request's finished operation whose nodes are gone
+    (or which failed): the caller sends again with a new id derived from ``operation``."""
+
+    def __init__(self, operation: str) -> None:
+        super().__init__(operation)
+        self.operation = operation
 
 
 def node_names(cluster: str, nodes: int) -> list[str]:
@@ -132,9 +145,11 @@ class GceGroup:
             raise errs.classify(f) from exc
 
     # ------------------------------------------------------------------ create
-    def create(self, cluster: str, zone: str, instance: dict[str, Any], nodes: int, *, compact: bool) -> list[dict[str, Any]]:
+    def create(self, cluster: str, zone: str, instance: dict[str, Any], nodes: int, *, compact: bool,
+               request_id: str | None = None) -> list[dict[str, Any]]:
         """Create the N nodes of ``cluster`` in ``zone`` from one node's insert body, all or nothing; write the
-        node list into each node's metadata. Returns the nodes (instances.get JSON) in rank order."""
+        node list into each node's metadata. Returns the nodes (instances.get JSON) in rank order. ``request_id``
+        goes with the bulkInsert; a replayed finished operation whose nodes are gone raises StaleRequest."""
         from google.cloud import compute_v1
 
         region = zone.rsplit("-", 1)[0]
@@ -151,8 +166,13 @@ class GceGroup:
             props = instance_properties(instance, link)
             props["labels"] = {**(props.get("labels") or {}), CLUSTER_LABEL: cluster}
             res = compute_v1.BulkInsertInstanceResource.from_json(json.dumps(bulk_body(names, props)))
-            op = self._sdk(lambda: self.c.instances.bulk_insert_unary(project=self.project, zone=zone,
-                                                                       bulk_insert_instance_resource_resource=res))
+            req = compute_v1.BulkInsertInstanceRequest(project=self.project, zone=zone,
+                                                       bulk_insert_instance_resource_resource=res,
+                                                       **({"request_id": request_id} if request_id else {}))
+            op = self._sdk(lambda: self.c.instances.bulk_insert_unary(request=req))
+            if op.status == compute_v1.Operation.Status.DONE and (
+                    errs.from_operation(op) is not None or not all(self._exists(zone, n) for n in names)):
+                raise StaleRequest(op.name)  # not accepted: nothing of this request is ours to delete
             accepted = True
             op = self._wait(op, zone=zone)
             self._raise_op(op)
@@ -175,6 +195,17 @@ class GceGroup:
         if f.code == MIN_COUNT_CODE:
             raise CapacityError(errs.short(f.message), code=MIN_COUNT_CODE)
         raise errs.classify(f)
+
+    def _exists(self, zone: str, name: str) -> bool:
+        from google.api_core.exceptions import NotFound
+
+        def get() -> Any:
+            try:
+                return self.c.instances.get(project=self.project, zone=zone, instance=name)
+            except NotFound:
+                return None
+
+        return self._sdk(get) is not None
 
     def _get(self, zone: str, name: str) -> Any:
         return self._sdk(lambda: self.c.instances.get(project=self.project, zone=zone, instance=name))

@@ -1,4 +1,5 @@
-"""``trainvm stop`` / ``trainvm start`` on Compute Engine (instances.stop / instances.start).
+"""``trainvm stop`` / ``trainvm start`` on Compute Engine (instances.stop / instances.start), one instance at a
+time: the provider applies it to every member of a name (one VM, or each node of a group, in parallel).
 
 stop: the instance goes TERMINATED: vCPU/GPU/RAM billing ends; the boot disk (and its data) stays and
 bills; the ephemeral external IP is released (start gives a new one); Local SSD data is discarded
@@ -28,23 +29,13 @@ from provisioner.providers.poll import poll
 STOPPING = "STOPPING"
 
 
-def _managed(gce: GceApi, name: str) -> tuple[Any, str] | None:
-    inst, _ = gce.find_any(name)
-    if inst is None:
-        return None
-    zone = inst.zone.rsplit("/", 1)[-1]
+def power(gce: GceApi, inst: Any, action: str, record: Callable[[Any], InstanceRecord], *,
+          wait: bool = True) -> InstanceRecord | None:
+    """Stop or start the instance ``inst`` (one VM, or one node of a group: the provider calls this for every member
+    of a name); the record after it (None when it vanished meanwhile)."""
+    name, zone = inst.name, inst.zone.rsplit("/", 1)[-1]
     if dict(inst.labels).get("trainvm-managed") != "true":
         raise ConflictError(f"{name} in {zone} is not managed by trainvm (no trainvm-managed label); not touching it")
-    return inst, zone
-
-
-def power(gce: GceApi, name: str, action: str, record: Callable[[Any], InstanceRecord], *,
-          wait: bool = True) -> InstanceRecord | None:
-    """Stop or start ``name``; the record after it (None when there is no such VM)."""
-    found = _managed(gce, name)
-    if found is None:
-        return None
-    inst, zone = found
     api = gce.clients()
     if action == "stop":
         if inst.status == STOPPING:

@@ -24,24 +24,11 @@ Thin on purpose: the request body comes from ``gcp_request`` (pure), failures ar
 - Listing: ``aggregatedList``; when one unreachable zone fails it (there is no ``returnPartialSuccess`` on it in
   compute v1), zone by zone, skipping the unreachable zone with a warning (``gcp_api``). ``delete`` never says
   "already gone" while a zone could not be read.
-- Idempotency: ``create`` first looks for the VM in the offer's zone (same hash: returned as is, with
-  ``adopted``, once it has left PROVISIONING/STAGING; still there at the deadline: AttemptInProgressError, the
-  VM is left to the `up` creating it and failover stops; another hash or not trainvm's: ConflictError). Every insert carries a requestId
-  derived from name + profile hash + the offer (zone, machine type, GPU model and count), so a re-run of an
-  interrupted ``up`` gets GCE's original
-  operation back instead of a second VM. A replayed operation that is stale (it was already DONE when
-  returned and failed, or its VM has been deleted since) is detected and the insert re-sent with a new id
-  derived from the old operation. An insert *this* call started whose VM is gone when it finishes (or is
-  STOPPING/TERMINATED) was deleted by someone else (``trainvm down`` during ``up``): VanishedError, never a
-  re-send.
-- SSH: with ``ssh_from`` two VPC firewall rules (``gcp_firewall``) are made to exist before the instance
-  insert, so the VM is never reachable through default-allow-ssh; ``down`` deletes them after the VM.
-- Failure: after any failed attempt (operation error, timeout, retries exhausted) the VM, if it exists
-  and carries this profile's hash, is deleted and the deletion awaited, then looked up again: the error's
-  ``cleanup`` is "verified" only when GCE answered that the VM is gone, else the VM is recorded in
-  ``left_behind`` (``provision`` then stops: the next attempt would reuse the name). Then the firewall rules
-  the attempt created (never while the VM still exists).
-  An interrupted process (Ctrl-C) leaves the VM to the re-run, which adopts it.
+- Create: one transaction for 1..N nodes, a single VM being a group of one (``gcp_create``: adopt, requestId
+  replay, firewall rules, VanishedError, all-or-nothing cleanup; the module says why one VM is an
+  ``instances.insert`` and N nodes one ``instances.bulkInsert``).
+- Every other verb resolves what a name stands for once (``gcp_cluster.GceClusters.members``: the VM called NAME,
+  also one made before groups existed, else the nodes labelled with it) and acts on each member.
 """
 
 from __future__ import annotations
@@ -52,7 +39,6 @@ import os
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
@@ -60,55 +46,33 @@ from provisioner import settings
 from provisioner.catalog.models import Offer
 from provisioner.errors import CredentialsError
 from provisioner.providers.base import (
-    AttemptInProgressError,
     ConflictError,
     InstanceRecord,
     InvalidRequestError,
     LaunchSpec,
-    ProviderError,
     RetryExhaustedError,
-    VanishedError,
     costs_from_labels,
     price_from_labels,
-    refuse_foreign,
 )
 from provisioner.providers.capabilities import ClusterReader, ImagePinner
-from provisioner.providers.gcp import errors as errs
 from provisioner.providers.gcp.api import GceApi
 from provisioner.providers.gcp.auth import default_credentials
 from provisioner.providers.gcp.cluster import GceClusters
 from provisioner.providers.gcp.cluster_request import cluster_of
-from provisioner.providers.gcp.firewall import FirewallTouched, SshFirewall
+from provisioner.providers.gcp.create import GceCreate
+from provisioner.providers.gcp.firewall import SshFirewall
 from provisioner.providers.gcp.report import guest_report, guest_status, serial_report, serial_text
 from provisioner.providers.gcp.request import (
     image_family,
-    instance_body,
     open_ssh_hint,
-    request_id,
     ssh_argv,
-    ssh_notes,
-    ssh_tag,
 )
 from provisioner.providers.gcp.store import GcsPayloadStore
-from provisioner.providers.poll import poll
 from provisioner.providers.store import PAYLOAD_LABEL
 from provisioner.settings import env_seconds
 from provisioner.verify.report import StackReport
 
 MANAGED_FILTER = "labels.trainvm-managed = true"
-IN_FLIGHT = ("PROVISIONING", "STAGING")
-
-
-@dataclass
-class CreateAttempt:
-    """What one ``create`` call has done so far (a failure cleans up exactly that): never kept on the provider,
-    so that one provider serves creates in parallel threads."""
-
-    spec: LaunchSpec
-    zone: str
-    deadline: float
-    sent: bool = False  # an insert went out: a failure must look for the VM and delete it
-    rules: FirewallTouched = field(default_factory=FirewallTouched)
 
 
 class GcpProvider(ImagePinner, ClusterReader):
@@ -136,6 +100,7 @@ class GcpProvider(ImagePinner, ClusterReader):
         self._images: dict[str, str] = {}  # a cache of facts, not per-call state
         self._fw = SshFirewall(self.gce)
         self._clusters = GceClusters(self.gce, self._fw, self._record, op_timeout)
+        self._creator = GceCreate(self.gce, self._fw, self._clusters, self._record, self.image_for, op_timeout)
 
     def api(self) -> SimpleNamespace:
         """The compute_v1 module, project and clients (built once, on first use)."""
@@ -175,146 +140,41 @@ class GcpProvider(ImagePinner, ClusterReader):
         return spec.boot_image or spec.locked_images.get(self.NAME, {}).get("image") or self.resolve_image(spec.os)
 
     def instance(self, spec: LaunchSpec, offer: Offer, image: str) -> Any:
-        """``compute_v1.Instance`` from the pure body (``from_json`` rejects unknown field names)."""
-        body = instance_body(spec, offer, image, self.project)
-        try:
-            return self.api().v1.Instance.from_json(json.dumps(body))
-        except Exception as exc:  # noqa: BLE001 - a bug in gcp_request, reported as such
-            raise InvalidRequestError(f"the GCE request body does not parse: {exc}", code="BODY") from exc
+        """``compute_v1.Instance`` of one member (``gcp_create``; ``from_json`` rejects unknown field names)."""
+        return self._creator.instance(spec, offer, image)
 
-    def submit(self, spec: LaunchSpec, offer: Offer, *, rid: str | None = None, image: str | None = None,
-               attempt: CreateAttempt | None = None) -> Any:
-        """Send the insert (with retries) and return its Operation, or None when the name already exists (409).
-        ``create`` = check + submit + wait; tests call it alone to simulate an ``up`` killed after the insert."""
-        api, zone = self.api(), str(offer.zone)
-        req = api.v1.InsertInstanceRequest(project=api.project, zone=zone, request_id=rid or request_id(spec, offer),
-                                           instance_resource=self.instance(spec, offer, image or self.image_for(spec)))
-        if attempt is not None:
-            attempt.sent = True
-        return self.gce.call(lambda: api.instances.insert_unary(request=req, retry=None, timeout=self.gce.http_timeout),
-                             exists=None)
+    def submit(self, spec: LaunchSpec, offer: Offer, *, rid: str | None = None, image: str | None = None) -> Any:
+        """Send the insert of a group of one (with retries) and return its Operation, or None when the name already
+        exists (409). Tests call it alone to simulate an ``up`` killed after the insert."""
+        return self._creator.submit(spec, offer, image, rid=rid)
 
     # ------------------------------------------------------------------ the contract
     def create(self, spec: LaunchSpec, offer: Offer) -> InstanceRecord:
+        """One transaction for 1..N nodes (``gcp_create``: a single VM is a group of one)."""
         if offer.cloud != self.NAME or not offer.zone:
             raise InvalidRequestError(f"not a zonal GCE offer: {offer.describe(spec.spot)}")
-        if spec.nodes > 1:  # the group engine (gcp_cluster, gcp_group): all N nodes or none
-            return self._clusters.create(spec, offer, self.image_for(spec))
-        zone, rid, done = offer.zone, request_id(spec, offer), self.api().v1.Operation.Status.DONE
-        attempt = CreateAttempt(spec, zone, self.gce.deadline())
-        try:
-            existing = self.gce.get(zone, spec.name)
-            if existing is not None:
-                return self._adopt(existing, spec, offer, attempt)
-            if spec.ssh_from:  # the body is built (and checked) first: a request that cannot work creates no rules
-                self.instance(spec, offer, self.image_for(spec))
-                self._fw.ensure(spec, attempt.deadline, attempt.rules)
-            for _ in range(3):
-                op = self.submit(spec, offer, rid=rid, attempt=attempt)
-                if op is None:  # 409: created meanwhile (a concurrent or earlier `up`)
-                    found = self.gce.get(zone, spec.name)
-                    if found is None:
-                        raise ProviderError(f"{spec.name} was reported to exist in {zone} but is gone", code="409")
-                    return self._adopt(found, spec, offer, attempt)
-                replayed = op.status == done  # GCE answered with the finished operation of an earlier request
-                op = self.gce.wait(zone, op, attempt.deadline)
-                failure = errs.from_operation(op)
-                inst = None if failure else self.gce.get(zone, spec.name)
-                if replayed and (failure or inst is None):
-                    rid = request_id(spec, offer, salt=op.name)  # stale: that request's VM failed or was deleted
-                    continue
-                if failure:
-                    raise errs.classify(failure)
-                if inst is None:  # our own insert finished, and the VM is gone: someone deleted it meanwhile
-                    raise VanishedError(f"{spec.name} in {zone} was deleted while its create was in progress",
-                                        code="DELETED_DURING_CREATE")
-                return self._record(self._until_running(inst, zone, attempt.deadline), notes=ssh_notes(spec))
-            raise ProviderError("GCE kept answering with operations of earlier requests", code="STALE_REQUEST_ID")
-        except ProviderError as exc:
-            mine = attempt.sent and not isinstance(exc, AttemptInProgressError)  # never another `up`'s VM
-            notes = [self._cleanup(zone, spec, exc) if mine else None,
-                     self._fw.cleanup(spec, zone, attempt.rules)]
-            if notes[1]:
-                exc.leaves(f"firewall rules of {spec.name}")
-            exc.verified()
-            if any(notes):
-                exc.args = ("; ".join([str(exc), *filter(None, notes)]),)
-            raise
-
-    def _adopt(self, inst: Any, spec: LaunchSpec, offer: Offer, attempt: CreateAttempt) -> InstanceRecord:
-        """An instance of that name is already in the zone: ours (same hash) is returned, else ConflictError."""
-        labels, zone = dict(inst.labels), str(offer.zone)
-        refuse_foreign(labels, spec, "a VM", f"in {zone}")
-        tagged = ssh_tag(spec.name) in inst.tags.items
-        if tagged and spec.ssh_from:  # converge the rules (missing: created; another --ssh-from: updated)
-            self._fw.ensure(spec, attempt.deadline, attempt.rules)
-        if inst.status in IN_FLIGHT:  # an interrupted or a concurrent `up`: the same requestId gives back its operation
-            try:
-                meta = {i.key: i.value for i in inst.metadata.items}
-                op = self.submit(spec, offer, image=meta.get("trainvm-image") or None)
-                if op is not None and op.status != self.api().v1.Operation.Status.DONE:  # the live operation: wait
-                    failure = errs.from_operation(self.gce.wait(zone, op, attempt.deadline))
-                    if failure and "ALREADY_EXISTS" not in (failure.code or ""):
-                        raise errs.classify(failure)
-                inst = self._until_running(self.gce.get(zone, spec.name) or inst, zone, attempt.deadline)
-            except RetryExhaustedError as exc:
-                still = self.gce.get(zone, spec.name) if exc.code == "OPERATION_TIMEOUT" else None
-                if still is None or still.status not in IN_FLIGHT:
-                    raise
-                raise AttemptInProgressError(  # another `up` owns the name: never deleted, never duplicated elsewhere
-                    f"{spec.name} in {zone} is still {still.status} after {self.op_timeout:g} s: another `trainvm up` "
-                    "(or an interrupted one) is creating it", name=spec.name, where=zone) from exc
-        return self._record(inst, notes=ssh_notes(spec, tagged), existing=True)
+        return self._creator.create(spec, offer)
 
     def _until_running(self, inst: Any, zone: str, deadline: float) -> Any:
-        """Poll until the VM leaves PROVISIONING/STAGING (bounded). A VM that disappears, or turns STOPPING /
-        TERMINATED on its way up, was deleted or stopped by someone else: VanishedError."""
-        name = inst.name
-
-        def fetch() -> Any:
-            got = self.gce.get(zone, name)
-            if got is None:
-                raise VanishedError(f"{name} in {zone} was deleted while `up` waited for it to start",
-                                    code="DELETED_DURING_CREATE")
-            return got
-
-        def timed_out(last: Any) -> RetryExhaustedError:
-            return RetryExhaustedError(f"{name} in {zone} was still {getattr(last, 'status', inst.status)} after "
-                                       f"{self.op_timeout:g} s (TRAINVM_GCE_OP_TIMEOUT)", code="OPERATION_TIMEOUT")
-
-        if inst.status in IN_FLIGHT:
-            inst = poll(fetch, ready=lambda i: i.status not in IN_FLIGHT, deadline=deadline, timed_out=timed_out,
-                        interval=self.gce.poll_interval, clock=self.gce.clock, sleep=self.gce.sleep)
-        if inst.status in ("STOPPING", "TERMINATED", "SUSPENDING", "SUSPENDED"):
-            raise VanishedError(f"{name} in {zone} is {inst.status}: it was stopped or deleted while `up` waited for it",
-                                code="DELETED_DURING_CREATE")
-        return inst
-
-    def _cleanup(self, zone: str, spec: LaunchSpec, failed: ProviderError) -> str | None:
-        """Delete what a failed attempt left (only a VM carrying this profile's hash), then check that GCE
-        answers "not found" for it. ``failed`` is marked verified, or left (with a note) when that could not
-        be established."""
-        try:
-            inst = self.gce.get(zone, spec.name)
-            if inst is not None and dict(inst.labels).get("trainvm-hash") == spec.labels.get("trainvm-hash"):
-                self.gce.delete_instance(zone, spec.name, wait=True)
-                inst = self.gce.get(zone, spec.name)
-            if inst is not None and dict(inst.labels).get("trainvm-hash") == spec.labels.get("trainvm-hash"):
-                failed.leaves(f"{spec.name} ({zone}, {inst.status})")
-                return f"{spec.name} in {zone} still exists ({inst.status}) after its deletion; run `trainvm down {spec.name}`"
-            failed.verified()
-            return None
-        except ProviderError as exc:
-            failed.leaves(f"{spec.name} ({zone})")
-            return f"cleaning up {spec.name} in {zone} failed ({exc}); run `trainvm down {spec.name}`"
+        return self._creator.until_running(inst, zone, deadline)
 
     def _managed(self, name: str) -> Any:
-        """The trainvm-managed instance called ``name`` (any zone), else the rank-0 node of cluster ``name``, or None."""
-        inst, _ = self.gce.find_any(name)
-        if inst is not None and dict(inst.labels).get("trainvm-managed") == "true":
-            return inst
-        nodes = self._clusters.nodes(name) if inst is None else []
-        return nodes[0] if nodes else None
+        """The first member of ``name`` (the VM, or a group's rank-0 node) when it is trainvm's, else None."""
+        members, _ = self._clusters.members(name)
+        first = members[0] if members else None
+        return first if first is not None and dict(first.labels).get("trainvm-managed") == "true" else None
+
+    def _members(self, name: str) -> builtins.list[Any]:
+        """Every member of ``name`` (one VM or a group's nodes); ConflictError when the VM is not trainvm's."""
+        members, unreachable = self._clusters.members(name)
+        if not members and unreachable:  # "gone" only where GCE answered
+            raise RetryExhaustedError(f"cannot tell whether {name} exists: GCE could not list "
+                                      f"{', '.join(unreachable)}; try `trainvm down {name}` again", code="UNREACHABLE")
+        for inst in members:
+            if dict(inst.labels).get("trainvm-managed") != "true":
+                raise ConflictError(f"{name} in {inst.zone.rsplit('/', 1)[-1]} is not managed by trainvm (no "
+                                    "trainvm-managed label); not touching it")
+        return members
 
     def find(self, name: str) -> InstanceRecord | None:
         inst = self._managed(name)
@@ -331,31 +191,15 @@ class GcpProvider(ImagePinner, ClusterReader):
         return sorted((self._record(i) for i in listing.instances), key=lambda r: (r.name, r.zone or ""))
 
     def delete(self, name: str, *, wait: bool = True) -> bool:
-        """The VM, then its SSH firewall rules (after it is gone, so its deny rule protects it to the end; with
-        ``wait=False`` they are deleted while it shuts down). No VM: leftover rules only."""
-        inst, unreachable = self.gce.find_any(name)
-        if inst is None and unreachable:  # "gone" only where GCE answered
-            raise RetryExhaustedError(f"cannot tell whether {name} exists: GCE could not list "
-                                      f"{', '.join(unreachable)}; try `trainvm down {name}` again", code="UNREACHABLE")
-        if inst is None:  # a cluster's nodes (and its policy and rules), or leftover rules only
-            return self._clusters.delete(name)[0]
-        zone = inst.zone.rsplit("/", 1)[-1]
-        if dict(inst.labels).get("trainvm-managed") != "true":
-            raise ConflictError(f"{name} in {zone} is not managed by trainvm (no trainvm-managed label); not deleting it")
-        deleted = self.gce.delete_instance(zone, name, wait=wait)
-        if ssh_tag(name) in inst.tags.items:
-            self._fw.delete(name, wait=wait)
-        return deleted
+        """Every member of ``name`` (one VM, or a group's nodes), its placement policy, then its firewall rules
+        (``gcp_cluster.GceClusters.delete``). No member: leftover rules only."""
+        return self._clusters.delete(name, self._members(name), wait=wait)
 
     def stop(self, name: str, *, wait: bool = True) -> InstanceRecord | None:
-        from provisioner.providers.gcp.power import power
-
-        return power(self.gce, name, "stop", self._record, wait=wait) or self._clusters.power(name, "stop")
+        return self._clusters.power(self._members(name), "stop", wait=wait)
 
     def start(self, name: str, *, wait: bool = True) -> InstanceRecord | None:
-        from provisioner.providers.gcp.power import power
-
-        return power(self.gce, name, "start", self._record, wait=wait) or self._clusters.power(name, "start")
+        return self._clusters.power(self._members(name), "start", wait=wait)
 
     def read_report(self, name: str) -> tuple[StackReport | None, dict[str, Any] | None]:
         inst = self._managed(name)
