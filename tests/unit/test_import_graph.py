@@ -16,15 +16,9 @@ from pathlib import Path
 from bench.import_graph import cycle_edges, cycles, local_counts, local_statements, package_edges, scan, top_package
 
 # Edges (importer -> imported, top-level packages of provisioner/) that lie on a package cycle today. May only shrink.
-# After the bake, quota and package merges of session 8: the cycle came back through bake (bake -> planner,
-# provision, render; providers.gcp -> bake for the image identity) and the gcp package (catalog <-> providers.gcp).
-KNOWN_EDGES: set[tuple[str, str]] = {
-    ("bake", "planner"), ("bake", "profile"), ("bake", "provision"), ("bake", "render"),
-    ("catalog", "providers.gcp"), ("planner", "catalog"), ("planner", "profile"), ("profile", "catalog"),
-    ("providers.gcp", "bake"), ("providers.gcp", "catalog"), ("providers.gcp", "provision"), ("providers.gcp", "render"),
-    ("provision", "catalog"), ("provision", "profile"), ("provision", "render"), ("render", "catalog"),
-    ("render", "profile"),
-}
+# Empty since session 9: the last cycle (bake catalog planner profile providers.gcp provision render) was closed by
+# catalog -> providers.gcp (family_of), now ``CloudSpec.family_of``, loaded by name.
+KNOWN_EDGES: set[tuple[str, str]] = set()
 # Function-local imports with no reason: not a cloud SDK, not a library in bench/import_graph.py's HEAVY, and no
 # `# lazy: <reason>` comment on the line. May only shrink.
 KNOWN_LOCAL = 428

@@ -53,8 +53,8 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
-from provisioner.catalog.families import azure_disk_types
 from provisioner.catalog.models import Offer
+from provisioner.providers.azure.families import azure_disk_types
 from provisioner.providers.azure.identity import TAG as IDENTITY_TAG
 from provisioner.providers.azure.identity import identity_body, user_identity
 from provisioner.providers.base import InvalidRequestError, LaunchSpec
