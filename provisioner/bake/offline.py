@@ -28,7 +28,8 @@ def plan_lines(doc: dict[str, Any], cloud: str) -> list[str]:
 
 def _decide(loaded: Any, offer: Any) -> tuple[str | None, str | None]:
     from provisioner.bake import records
-    from provisioner.bake.identity import (
+    from provisioner.bake.use import exact_reason, offer_stack
+    from provisioner.providers.image_identity import (
         LABEL_BASE,
         LABEL_PROFILE,
         SCRIPT_VERSION,
@@ -36,7 +37,6 @@ def _decide(loaded: Any, offer: Any) -> tuple[str | None, str | None]:
         label_value,
         mismatch,
     )
-    from provisioner.bake.use import exact_reason, offer_stack
     from provisioner.providers.registry import bakers
     from provisioner.provision.launch import locked_images
 

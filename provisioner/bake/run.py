@@ -77,9 +77,9 @@ class BakePlan:
 
 
 def plan_bake(loaded: Any, baker: Any, cloud: str, region: str | None) -> BakePlan:
-    from provisioner.bake.identity import identity_of
     from provisioner.planner.explain import no_offer_message
     from provisioner.planner.from_profile import Overrides, make_plan
+    from provisioner.providers.image_identity import identity_of
     from provisioner.provision.launch import locked_images
     from provisioner.render import RenderTarget, build_context, is_nvswitch_shape, render_script
 

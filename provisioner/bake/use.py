@@ -49,7 +49,7 @@ def exact_reason(loaded: Any) -> str | None:
 
 def offer_stack(loaded: Any, offer: Any) -> tuple[str, str]:
     """(stack hash, lock sha256) the profile's install phases have on ``offer``: pure and offline."""
-    from provisioner.bake.identity import stack_hash
+    from provisioner.providers.image_identity import stack_hash
     from provisioner.render import build_context
     from provisioner.render.context import target_from_offer
 
@@ -95,9 +95,15 @@ class BakedImages:
         return in_region(self._seen[key], offer.region)
 
     def _find(self, cloud: str, stack: str, lock: str) -> BakedChoice:
-        from provisioner.bake.identity import LABEL_PROFILE, SCRIPT_VERSION, ImageIdentity, label_value, mismatch
         from provisioner.bake.run import baker_for
         from provisioner.errors import TrainvmError
+        from provisioner.providers.image_identity import (
+            LABEL_PROFILE,
+            SCRIPT_VERSION,
+            ImageIdentity,
+            label_value,
+            mismatch,
+        )
         from provisioner.provision.launch import locked_images
 
         try:
@@ -121,7 +127,7 @@ class BakedImages:
         """``spec`` booting ``choice``'s image (labelled with its name), or ``spec`` as it is."""
         if choice is None or choice.image is None:
             return spec
-        from provisioner.bake.identity import label_value
+        from provisioner.providers.image_identity import label_value
 
         return dataclasses.replace(spec, boot_image=choice.image.ref,
                                    labels={**spec.labels, "trainvm-baked": label_value(choice.image.name)})

@@ -48,7 +48,7 @@ def monthly_cost(image: Any, prices: Any) -> dict[str, Any]:
 
 
 def _doc(image: Any, prices: Any) -> dict[str, Any]:
-    from provisioner.bake.identity import LABEL_PROFILE, LABEL_STACK
+    from provisioner.providers.image_identity import LABEL_PROFILE, LABEL_STACK
 
     return {"name": image.name, "cloud": image.cloud, "family": image.family, "status": image.status,
             "profile": image.labels.get(LABEL_PROFILE), "stack": image.labels.get(LABEL_STACK),

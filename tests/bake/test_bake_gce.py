@@ -12,10 +12,10 @@ import threading
 
 import pytest
 
-from provisioner.bake.identity import LABEL_KIND, LABEL_LOCK_A, LABEL_LOCK_B, LABEL_STACK, mismatch
 from provisioner.bake.run import builder_name
 from provisioner.profile import load_profile
 from provisioner.providers.base import vm_name
+from provisioner.providers.image_identity import LABEL_KIND, LABEL_LOCK_A, LABEL_LOCK_B, LABEL_STACK, mismatch
 from tests.helpers import REPO, gce_cli_env
 
 TF = REPO / "profiles" / "examples" / "tf-resnet50.yaml"  # a committed lock
