@@ -6,40 +6,37 @@ from __future__ import annotations
 
 from typing import Any
 
+from provisioner.bake import records
+from provisioner.bake.ready_time import ready_json, ready_line
+from provisioner.bake.use import exact_reason, offer_stack
+from provisioner.providers.image_identity import (
+    LABEL_BASE,
+    LABEL_PROFILE,
+    SCRIPT_VERSION,
+    ImageIdentity,
+    label_value,
+    mismatch,
+)
+from provisioner.providers.registry import bakers
+from provisioner.provision.launch import locked_images
+
 SOURCE = "from a local record of bakes; `up` confirms in the cloud"
 
 
 def plan_baked(loaded: Any, offer: Any) -> dict[str, Any]:
     """``{used, name, reason, source, ready}`` for ``offer`` (``ready``: ready_time.ready_json)."""
-    from provisioner.bake.ready_time import ready_json
-
     name, reason = _decide(loaded, offer)
     return {"used": name is not None, "name": name, "reason": reason, "source": SOURCE,
             "ready": ready_json(offer.cloud, name is not None)}
 
 
 def plan_lines(doc: dict[str, Any], cloud: str) -> list[str]:
-    from provisioner.bake.ready_time import ready_line
-
     first = (f"baked image: {doc['name']} ({doc['source']})" if doc["used"]
              else f"baked image: none: {doc['reason']}")
     return [first, ready_line(cloud, doc["used"])]
 
 
 def _decide(loaded: Any, offer: Any) -> tuple[str | None, str | None]:
-    from provisioner.bake import records
-    from provisioner.bake.use import exact_reason, offer_stack
-    from provisioner.providers.image_identity import (
-        LABEL_BASE,
-        LABEL_PROFILE,
-        SCRIPT_VERSION,
-        ImageIdentity,
-        label_value,
-        mismatch,
-    )
-    from provisioner.providers.registry import bakers
-    from provisioner.provision.launch import locked_images
-
     if offer.cloud not in bakers():
         return None, f"trainvm cannot bake images on {offer.cloud} yet"
     why = exact_reason(loaded)

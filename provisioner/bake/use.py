@@ -9,6 +9,19 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from provisioner.bake.run import baker_for, require_exact
+from provisioner.errors import InputError, TrainvmError
+from provisioner.providers.image_identity import (
+    LABEL_PROFILE,
+    SCRIPT_VERSION,
+    ImageIdentity,
+    label_value,
+    mismatch,
+    stack_hash,
+)
+from provisioner.providers.registry import bakers
+from provisioner.provision.launch import locked_images
+
 
 @dataclass(frozen=True)
 class BakedChoice:
@@ -36,9 +49,6 @@ class BakedChoice:
 
 def exact_reason(loaded: Any) -> str | None:
     """Why ``loaded`` cannot boot (or bake) a baked image: None when its stack is exact (docs/bake.md)."""
-    from provisioner.bake.run import require_exact
-    from provisioner.errors import InputError
-
     try:
         require_exact(loaded)
     except InputError as exc:
@@ -49,9 +59,8 @@ def exact_reason(loaded: Any) -> str | None:
 
 def offer_stack(loaded: Any, offer: Any) -> tuple[str, str]:
     """(stack hash, lock sha256) the profile's install phases have on ``offer``: pure and offline."""
-    from provisioner.providers.image_identity import stack_hash
-    from provisioner.render import build_context
-    from provisioner.render.context import target_from_offer
+    from provisioner.render import build_context  # lazy: startup
+    from provisioner.render.context import target_from_offer  # lazy: startup
 
     ctx = build_context(loaded, target_from_offer(offer), None, "")
     return stack_hash(ctx), ctx.lock_sha256
@@ -81,8 +90,6 @@ class BakedImages:
 
     def choose(self, offer: Any) -> BakedChoice | None:
         """None: ``offer``'s cloud cannot bake (nothing to say); else the image to boot or why not."""
-        from provisioner.providers.registry import bakers
-
         cloud = offer.cloud
         if cloud not in bakers() or cloud not in self.providers:
             return None
@@ -95,17 +102,6 @@ class BakedImages:
         return in_region(self._seen[key], offer.region)
 
     def _find(self, cloud: str, stack: str, lock: str) -> BakedChoice:
-        from provisioner.bake.run import baker_for
-        from provisioner.errors import TrainvmError
-        from provisioner.providers.image_identity import (
-            LABEL_PROFILE,
-            SCRIPT_VERSION,
-            ImageIdentity,
-            label_value,
-            mismatch,
-        )
-        from provisioner.provision.launch import locked_images
-
         try:
             baker = baker_for(cloud, self.providers[cloud])
             base = baker.base_image(self.loaded.profile.stack.os, locked_images(self.loaded).get(cloud))
@@ -127,7 +123,6 @@ class BakedImages:
         """``spec`` booting ``choice``'s image (labelled with its name), or ``spec`` as it is."""
         if choice is None or choice.image is None:
             return spec
-        from provisioner.providers.image_identity import label_value
 
         return dataclasses.replace(spec, boot_image=choice.image.ref,
                                    labels={**spec.labels, "trainvm-baked": label_value(choice.image.name)})

@@ -6,15 +6,17 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from provisioner.bake import records
+from provisioner.bake.run import baker_for
+from provisioner.catalog.storage import load_catalog
+from provisioner.commands.clouds import providers_for
 from provisioner.errors import InputError
 from provisioner.output import emit_json, stdout_console
+from provisioner.providers.image_identity import LABEL_PROFILE, LABEL_STACK
+from provisioner.providers.registry import bakers
 
 
 def _bakers(cloud: str | None) -> dict[str, Any]:
-    from provisioner.bake.run import baker_for
-    from provisioner.commands.clouds import providers_for
-    from provisioner.providers.registry import bakers
-
     if cloud is not None and cloud not in bakers():
         baker_for(cloud)  # the "cannot bake on this cloud yet" error
     providers = providers_for(cloud)
@@ -48,8 +50,6 @@ def monthly_cost(image: Any, prices: Any) -> dict[str, Any]:
 
 
 def _doc(image: Any, prices: Any) -> dict[str, Any]:
-    from provisioner.providers.image_identity import LABEL_PROFILE, LABEL_STACK
-
     return {"name": image.name, "cloud": image.cloud, "family": image.family, "status": image.status,
             "profile": image.labels.get(LABEL_PROFILE), "stack": image.labels.get(LABEL_STACK),
             "size_gib": image.size_gib, "created": image.created, "age_days": age_days(image.created),
@@ -57,9 +57,6 @@ def _doc(image: Any, prices: Any) -> dict[str, Any]:
 
 
 def run_images(*, cloud: str | None, json_out: bool) -> int:
-    from provisioner.bake import records
-    from provisioner.catalog.storage import load_catalog
-
     prices = load_catalog().disk_prices
     listed = {c: b.images() for c, b in _bakers(cloud).items()}
     for c, images in listed.items():  # the local record of bakes (plan's offline answer) follows the cloud
@@ -90,7 +87,6 @@ def run_images(*, cloud: str | None, json_out: bool) -> int:
 def run_images_delete(name: str, *, cloud: str | None, json_out: bool) -> int:
     if not name or "/" in name:
         raise InputError(f"images delete: {name!r} is not an image name")
-    from provisioner.bake import records
 
     deleted = [c for c, b in _bakers(cloud).items() if b.delete_image(name)]
     for c in deleted:

@@ -522,7 +522,7 @@ def native_clouds(scheme: str) -> tuple[str, ...]:
 def placement(cloud: str, family: str, instance_type: str) -> ShapePlacement:
     """Multi-node facts of one shape (data/placement.yaml): compact placement, fabric, what the guest
     needs to use the fabric."""
-    from provisioner.providers.placement import shape_placement
+    from provisioner.providers.placement import shape_placement  # lazy: startup
 
     return shape_placement(cloud, family, instance_type)
 
@@ -534,7 +534,7 @@ METADATA_VALUE_LIMIT: Mapping[str, int] = MappingProxyType({"gcp": 262_144, "azu
 
 def compactable_families(clouds: tuple[str, ...]) -> frozenset[tuple[str, str]]:
     """(cloud, family) pairs whose nodes the cloud can place compactly (data/placement.yaml)."""
-    from provisioner.providers.placement import compactable
+    from provisioner.providers.placement import compactable  # lazy: startup
 
     return compactable(clouds)
 

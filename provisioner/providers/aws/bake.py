@@ -32,6 +32,7 @@ import secrets
 import time
 from typing import Any
 
+from provisioner import settings
 from provisioner.catalog.models import Offer
 from provisioner.errors import CloudError
 from provisioner.providers.bake_base import BakedImage
@@ -44,6 +45,7 @@ from provisioner.providers.image_identity import (
     label_value,
     mismatch,
 )
+from provisioner.providers.poll import poll
 
 BUILDER_SHAPE = "m6i.large"
 BUILDER_PRICE_US_EAST_1 = 0.096  # USD/h on-demand, Linux (aws.amazon.com/ec2/pricing/on-demand, 2026-11)
@@ -121,9 +123,6 @@ class AwsBaker:
         return baked
 
     def _until_available(self, region: str, image_id: str) -> dict[str, Any]:
-        from provisioner import settings
-        from provisioner.providers.poll import poll
-
         p = self.provider
         timeout = settings.seconds("TRAINVM_BAKE_TIMEOUT", 5400.0)
 

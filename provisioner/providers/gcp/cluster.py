@@ -18,6 +18,7 @@ from __future__ import annotations
 import builtins
 import json
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from provisioner.catalog.models import Offer
@@ -35,7 +36,7 @@ from provisioner.providers.gcp.cluster_request import (
 from provisioner.providers.gcp.firewall import FirewallTouched, SshFirewall
 from provisioner.providers.gcp.group import PARALLEL, GceGroup, GroupClients, node_names, policy_name
 from provisioner.providers.gcp.report import guest_report, serial_report
-from provisioner.providers.gcp.request import ssh_notes
+from provisioner.providers.gcp.request import ssh_notes, ssh_rule_names
 from provisioner.verify.report import StackReport
 
 
@@ -45,8 +46,6 @@ def _zone(inst: Any) -> str:
 
 def _each(fn: Callable[[Any], Any], items: builtins.list[Any]) -> builtins.list[Any]:
     """``fn`` over ``items`` on at most PARALLEL threads; the first error is raised after all have finished."""
-    from concurrent.futures import ThreadPoolExecutor
-
     if not items:
         return []
     with ThreadPoolExecutor(max_workers=max(1, min(PARALLEL, len(items)))) as pool:
@@ -191,8 +190,6 @@ class GceClusters:
     # ------------------------------------------------------------------ delete / power
     def delete(self, name: str) -> tuple[bool, int]:
         """Every node, the placement policy and the rules of cluster ``name``: (anything was there, nodes deleted)."""
-        from provisioner.providers.gcp.request import ssh_rule_names
-
         nodes = self.nodes(name)
         for zone in sorted({_zone(i) for i in nodes}):
             count = max(cluster_of(i.name, dict(i.labels))[2] for i in nodes)
