@@ -32,6 +32,8 @@ from provisioner.catalog.disks import DISKS_FILE, DiskPrices, read_disk_prices  
 from provisioner.catalog.integrity import SUSPECT_GAP, spot_check, suspect_low  # noqa: E402
 from provisioner.catalog.models import COLUMNS, EXCLUDING_FLAGS, SCHEMA_VERSION, Offer  # noqa: E402
 from provisioner.catalog.storage import MANIFEST, write_catalog  # noqa: E402
+from provisioner.providers.aws import families as AWS  # noqa: E402
+from provisioner.providers.azure import families as AZ  # noqa: E402
 from provisioner.providers.gcp import families as G  # noqa: E402
 
 DEFAULT_SRC = REPO / "scripts" / "catalog-snapshot"
@@ -161,22 +163,22 @@ def convert_azure(rows: list[dict[str, str]], b: Build) -> list[Offer]:
     out = []
     for i, r in enumerate(gpu_rows):
         size = r["instance_type"]
-        series = F.azure_series(size)
+        series = AZ.azure_series(size)
         if series is None or series.gpu_name != F.canonical_gpu(r["gpu_name"]):
             raise SystemExit(f"{r['_line']}: no Azure series fact for {size} ({r['gpu_name']})")
         count = int(r["gpu_count"])
         flags: list[str] = []
-        if size in F.AZURE_GPU_COUNT_FIXES and count != F.AZURE_GPU_COUNT_FIXES[size]:
-            count = F.AZURE_GPU_COUNT_FIXES[size]
+        if size in AZ.AZURE_GPU_COUNT_FIXES and count != AZ.AZURE_GPU_COUNT_FIXES[size]:
+            count = AZ.AZURE_GPU_COUNT_FIXES[size]
             flags.append("gpu_count_corrected")
             b.fix("azure", "gpu_count")
         mem = series.gpu_memory_gib
-        if size in F.AZURE_FRACTIONAL:
-            mem = round(mem * F.AZURE_FRACTIONAL[size], 2)
+        if size in AZ.AZURE_FRACTIONAL:
+            mem = round(mem * AZ.AZURE_FRACTIONAL[size], 2)
             flags.append("fractional_gpu")
         if series.name == "NCads_H100_v5":
             flags.append("h100_nvl")
-        if F.azure_retirement(size):
+        if AZ.azure_retirement(size):
             flags.append("retired_size")
         if r["zone"]:
             raise SystemExit(f"{r['_line']}: Azure offers are regional, found zone {r['zone']}")
@@ -192,8 +194,8 @@ def convert_azure(rows: list[dict[str, str]], b: Build) -> list[Offer]:
             gpu_count=count, gpu_memory_gib=_memory(r, mem, b, "azure", 0.01),
             vcpus=float(r["vcpus"]), memory_gib=round(float(r["memory_gib"]), 2),
             region=r["region"], zone=None, price_hourly=price, spot_price_hourly=spot,
-            gpu_attach="bundled", disk_types=F.azure_disk_types(size),
-            local_nvme_max_gib=F.AZURE_LOCAL_NVME_GIB.get(size, 0), arch="x86_64",
+            gpu_attach="bundled", disk_types=AZ.azure_disk_types(size),
+            local_nvme_max_gib=AZ.AZURE_LOCAL_NVME_GIB.get(size, 0), arch="x86_64",
             hyperv_gen=gens, flags=tuple(sorted(flags + pflags))))
     return out
 
@@ -224,7 +226,7 @@ def convert_aws(rows: list[dict[str, str]], b: Build) -> list[Offer]:
             gpu_memory_gib=_memory(r, F.GPU_MEMORY_GIB[gpu], b, "aws", 0.08),
             vcpus=float(r["vcpus"]), memory_gib=round(float(r["memory_gib"]), 2), region=region,
             zone=zone, price_hourly=price, spot_price_hourly=spot, gpu_attach="bundled",
-            disk_types=F.DISK_TYPES, local_nvme_max_gib=F.AWS_LOCAL_NVME_GIB.get(it, 0),
+            disk_types=F.DISK_TYPES, local_nvme_max_gib=AWS.AWS_LOCAL_NVME_GIB.get(it, 0),
             arch=arch, hyperv_gen="", flags=tuple(sorted(flags))))
     return out
 
@@ -381,7 +383,7 @@ planner's per-GPU `min_vcpus`/`min_memory_gib` defaults keep them out when a pro
   Premium SSD (`ssd`) only on premium-capable (`s`) sizes.
 - Local NVMe: GCE Local SSD per machine type (375 GiB disks; N1 up to 24 disks; `-nolssd` none);
   Azure NVMe sizes from the size tables; AWS instance store.
-- Azure GPU memory comes from the per-series lookup (`families.AZURE_SERIES`).
+- Azure GPU memory comes from the per-series lookup (`providers/azure/families.py` `AZURE_SERIES`).
 
 {_disks_text(disks)}
 ## Stats

@@ -6,8 +6,21 @@ from __future__ import annotations
 
 from typing import Any
 
+from provisioner.bake import records
 from provisioner.bake.cost import monthly_cost
+from provisioner.bake.ready_time import ready_json, ready_line
+from provisioner.bake.use import exact_reason, offer_stack
 from provisioner.providers.bake_base import BakedImage
+from provisioner.providers.image_identity import (
+    LABEL_BASE,
+    LABEL_PROFILE,
+    SCRIPT_VERSION,
+    ImageIdentity,
+    label_value,
+    mismatch,
+)
+from provisioner.providers.registry import bakers
+from provisioner.provision.launch import locked_images
 
 SOURCE = "from a local record of bakes; `up` confirms in the cloud"
 
@@ -15,8 +28,6 @@ SOURCE = "from a local record of bakes; `up` confirms in the cloud"
 def plan_baked(loaded: Any, offer: Any, prices: Any = None) -> dict[str, Any]:
     """``{used, name, reason, source, ready}`` for ``offer`` (``ready``: ready_time.ready_json), and ``storage``
     (cost.monthly_cost) when an image is used and the catalog's disk ``prices`` are given."""
-    from provisioner.bake.ready_time import ready_json
-
     record, reason = _decide(loaded, offer)
     name = None if record is None else str(record.get("name"))
     doc: dict[str, Any] = {"used": name is not None, "name": name, "reason": reason, "source": SOURCE,
@@ -38,8 +49,6 @@ def _storage(record: dict[str, Any], prices: Any) -> dict[str, Any]:
 
 
 def plan_lines(doc: dict[str, Any], cloud: str) -> list[str]:
-    from provisioner.bake.ready_time import ready_line
-
     first = (f"baked image: {doc['name']} ({doc['source']})" if doc["used"]
              else f"baked image: none: {doc['reason']}")
     lines = [first]
@@ -52,19 +61,6 @@ def plan_lines(doc: dict[str, Any], cloud: str) -> list[str]:
 
 
 def _decide(loaded: Any, offer: Any) -> tuple[dict[str, Any] | None, str | None]:
-    from provisioner.bake import records
-    from provisioner.bake.identity import (
-        LABEL_BASE,
-        LABEL_PROFILE,
-        SCRIPT_VERSION,
-        ImageIdentity,
-        label_value,
-        mismatch,
-    )
-    from provisioner.bake.use import exact_reason, offer_stack
-    from provisioner.providers.registry import bakers
-    from provisioner.provision.launch import locked_images
-
     if offer.cloud not in bakers():
         return None, f"trainvm cannot bake images on {offer.cloud} yet"
     why = exact_reason(loaded)

@@ -1,31 +1,18 @@
 """Expected time from create to ready, cold install vs a baked image, per cloud: **estimates** from public reports,
-each with its source, shown by ``plan`` (never measured by trainvm; bench/RESULTS.md holds what trainvm measured).
-A cloud without a figure has none (shown as unknown, never guessed)."""
+each with its source (``CloudSpec.ready_estimate``, providers/registry.py), shown by ``plan`` (never measured by
+trainvm; bench/RESULTS.md holds what trainvm measured). A cloud without a figure has none (shown as unknown, never
+guessed)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
-
-@dataclass(frozen=True)
-class ReadyEstimate:
-    cold_s: int  # from create to ready when the startup script installs the stack
-    baked_s: int  # from create to ready when the VM boots a baked image (the script only verifies)
-    source: str
-
-    def seconds(self, baked: bool) -> int:
-        return self.baked_s if baked else self.cold_s
+from provisioner.providers.registry import CLOUDS, ReadyEstimate
 
 
-#: the public reports issue #28 cites (GPU VM, driver + CUDA + Python stack installed at boot vs pre-baked);
-#: estimates for a typical stack, not measurements of any profile
-ESTIMATES: dict[str, ReadyEstimate] = {
-    "gcp": ReadyEstimate(cold_s=215, baked_s=75,
-                         source="public report cited in issue #28: 3m35s cold install -> 1m15s from a custom image on GCE"),
-    "azure": ReadyEstimate(cold_s=1260, baked_s=170,
-                           source="public report cited in issue #28: 21 min cold install -> 2m50s from a gallery image on Azure"),
-}
+def _estimate(cloud: str) -> ReadyEstimate | None:
+    spec = CLOUDS.get(cloud)
+    return None if spec is None else spec.ready_estimate
 
 
 def minutes(seconds: int) -> str:
@@ -34,7 +21,7 @@ def minutes(seconds: int) -> str:
 
 
 def ready_json(cloud: str, baked: bool) -> dict[str, Any]:
-    est = ESTIMATES.get(cloud)
+    est = _estimate(cloud)
     if est is None:
         return {"seconds": None, "baked": baked, "estimate": True, "source": None}
     return {"seconds": est.seconds(baked), "baked": baked, "estimate": True, "source": est.source,
@@ -42,7 +29,7 @@ def ready_json(cloud: str, baked: bool) -> dict[str, Any]:
 
 
 def ready_line(cloud: str, baked: bool) -> str:
-    est = ESTIMATES.get(cloud)
+    est = _estimate(cloud)
     if est is None:
         return f"expected time to ready: unknown on {cloud} (no published figure)"
     what = "from the baked image" if baked else "cold install"

@@ -13,12 +13,12 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from provisioner.cache import cache_dir
+
 FILE = "bakes.json"
 
 
 def path() -> Path:
-    from provisioner.cache import cache_dir
-
     return cache_dir() / FILE
 
 

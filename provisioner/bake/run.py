@@ -11,6 +11,7 @@ nothing for longer than ``BUILDER_MAX_HOURS``.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import signal
 import time
 from collections.abc import Iterator
@@ -18,7 +19,17 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from provisioner import settings
+from provisioner.bake import records
 from provisioner.errors import CloudError, InputError, NoFeasibleOfferError, NotReadyError, TrainvmError
+from provisioner.output import emit_json, notice, stderr_console
+from provisioner.planner.explain import no_offer_message
+from provisioner.planner.from_profile import Overrides, make_plan
+from provisioner.profile import load_profile
+from provisioner.providers.base import labels_for, vm_name
+from provisioner.providers.image_identity import identity_of
+from provisioner.providers.registry import bakers
+from provisioner.provision.launch import launch_spec, locked_images
 
 #: the builder's own time limit (GCE maxRunDuration, action DELETE): a bake still running then is deleted
 BUILDER_MAX_HOURS = 3.0
@@ -39,10 +50,7 @@ def builder_name(vm: str) -> str:
 def baker_for(cloud: str, provider: Any = None) -> Any:
     """The Baker of ``cloud`` built on its provider (``provider``, else the cloud's); InputError for a cloud that
     cannot bake yet."""
-    import importlib
-
     from provisioner.providers import get_provider
-    from provisioner.providers.registry import bakers
 
     target = bakers().get(cloud)
     if target is None:
@@ -77,10 +85,6 @@ class BakePlan:
 
 
 def plan_bake(loaded: Any, baker: Any, cloud: str, region: str | None) -> BakePlan:
-    from provisioner.bake.identity import identity_of
-    from provisioner.planner.explain import no_offer_message
-    from provisioner.planner.from_profile import Overrides, make_plan
-    from provisioner.provision.launch import locked_images
     from provisioner.render import RenderTarget, build_context, is_nvswitch_shape, render_script
 
     planned = make_plan(loaded, Overrides((cloud,), (region,) if region else None, None))
@@ -117,8 +121,8 @@ def _sigterm_interrupts() -> Iterator[None]:
 def wait_baked(provider: Any, name: str, *, timeout: float, interval: float, say: Any = None) -> str:
     """Follow the builder's console until its script reports ``baked`` or ``failed:PHASE:LINE``; that status.
     BakeFailedError names the phase, the line and the script's last ERROR message; NotReadyError on timeout."""
-    from provisioner.providers.poll import poll
-    from provisioner.verify.console import ConsoleFollower
+    from provisioner.providers.poll import poll  # lazy: startup
+    from provisioner.verify.console import ConsoleFollower  # lazy: startup
 
     follower = ConsoleFollower()
     errors: list[str] = []
@@ -155,12 +159,6 @@ def wait_baked(provider: Any, name: str, *, timeout: float, interval: float, say
 
 
 def run_bake(path: Path, *, cloud: str, region: str | None, json_out: bool) -> int:
-    from provisioner import settings
-    from provisioner.output import emit_json, stderr_console
-    from provisioner.profile import load_profile
-    from provisioner.providers.base import labels_for, vm_name
-    from provisioner.provision.launch import launch_spec
-
     loaded = load_profile(path)
     require_exact(loaded)
     baker = baker_for(cloud)
@@ -212,11 +210,7 @@ def run_bake(path: Path, *, cloud: str, region: str | None, json_out: bool) -> i
 
 def _record(image: Any) -> None:
     """The local record of bakes (provisioner/bake/records.py) that ``plan`` reads offline; best effort."""
-    from provisioner.bake import records
-
     if not records.add(image):
-        from provisioner.output import notice
-
         notice("note", f"could not write the local record of bakes ({records.path()}); `plan` will not know of {image.name}")
 
 

@@ -9,6 +9,19 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from provisioner.bake.run import baker_for, require_exact
+from provisioner.errors import InputError, TrainvmError
+from provisioner.providers.image_identity import (
+    LABEL_PROFILE,
+    SCRIPT_VERSION,
+    ImageIdentity,
+    label_value,
+    mismatch,
+    stack_hash,
+)
+from provisioner.providers.registry import bakers
+from provisioner.provision.launch import locked_images
+
 
 @dataclass(frozen=True)
 class BakedChoice:
@@ -36,9 +49,6 @@ class BakedChoice:
 
 def exact_reason(loaded: Any) -> str | None:
     """Why ``loaded`` cannot boot (or bake) a baked image: None when its stack is exact (docs/bake.md)."""
-    from provisioner.bake.run import require_exact
-    from provisioner.errors import InputError
-
     try:
         require_exact(loaded)
     except InputError as exc:
@@ -49,9 +59,8 @@ def exact_reason(loaded: Any) -> str | None:
 
 def offer_stack(loaded: Any, offer: Any) -> tuple[str, str]:
     """(stack hash, lock sha256) the profile's install phases have on ``offer``: pure and offline."""
-    from provisioner.bake.identity import stack_hash
-    from provisioner.render import build_context
-    from provisioner.render.context import target_from_offer
+    from provisioner.render import build_context  # lazy: startup
+    from provisioner.render.context import target_from_offer  # lazy: startup
 
     ctx = build_context(loaded, target_from_offer(offer), None, "")
     return stack_hash(ctx), ctx.lock_sha256
@@ -82,8 +91,6 @@ class BakedImages:
 
     def choose(self, offer: Any) -> BakedChoice | None:
         """None: ``offer``'s cloud cannot bake (nothing to say); else the image to boot or why not."""
-        from provisioner.providers.registry import bakers
-
         cloud = offer.cloud
         if cloud not in bakers() or cloud not in self.providers:
             return None
@@ -98,20 +105,12 @@ class BakedImages:
     def identity(self, cloud: str, stack: str, lock: str) -> Any:
         """The ImageIdentity a bake of this stack on ``cloud`` has now (the OS image: the lock's pin, else the
         family's current one, asked once per cloud); raises TrainvmError/ValueError when it cannot be known."""
-        from provisioner.bake.identity import SCRIPT_VERSION, ImageIdentity  # lazy: startup (as the module's others)
-        from provisioner.bake.run import baker_for  # lazy: startup (as _find's: the bake runner, only when up looks)
-        from provisioner.provision.launch import locked_images  # lazy: startup (render, payload)
-
         if cloud not in self._base:
             baker = baker_for(cloud, self.providers[cloud])
             self._base[cloud] = baker.base_image(self.loaded.profile.stack.os, locked_images(self.loaded).get(cloud))
         return ImageIdentity(stack=stack, lock_sha256=lock, script_version=SCRIPT_VERSION, base_image=self._base[cloud])
 
     def _find(self, cloud: str, stack: str, lock: str) -> BakedChoice:
-        from provisioner.bake.identity import LABEL_PROFILE, label_value, mismatch
-        from provisioner.bake.run import baker_for
-        from provisioner.errors import TrainvmError
-
         try:
             baker = baker_for(cloud, self.providers[cloud])
             want = self.identity(cloud, stack, lock)
@@ -132,7 +131,6 @@ class BakedImages:
         """``spec`` booting ``choice``'s image (labelled with its name), or ``spec`` as it is."""
         if choice is None or choice.image is None:
             return spec
-        from provisioner.bake.identity import label_value
 
         return dataclasses.replace(spec, boot_image=choice.image.ref,
                                    labels={**spec.labels, "trainvm-baked": label_value(choice.image.name)})

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from provisioner.catalog.refresh import RefreshFailed, refresh
+from provisioner.catalog.storage import load_catalog
 from provisioner.output import emit_json, notice, stdout_console
+from provisioner.providers.registry import priced_clouds
 
 
 def run_catalog_refresh(*, clouds: list[str] | None, regions: list[str] | None, json_out: bool) -> int:
-    from provisioner.catalog.refresh import RefreshFailed, refresh
-    from provisioner.catalog.storage import load_catalog
-    from provisioner.providers.registry import priced_clouds
-
     asked = list(dict.fromkeys(clouds)) if clouds else list(priced_clouds())
     current = load_catalog()
     try:

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from provisioner.errors import CloudError, InputError, NoCloudAskedError
 from provisioner.providers import PROVIDERS, get_provider
 from provisioner.providers.base import InstanceRecord, Provider
+from provisioner.providers.registry import CLOUDS, credential_hint
 
 NAME_RE = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
 
@@ -25,8 +26,6 @@ def check_name(name: str) -> str:
 
 def _skip(cloud: str, exc: CloudError) -> dict[str, str]:
     """A cloud that could not be asked: why, and how to fix it (the provider's hint, else the cloud's own)."""
-    from provisioner.providers.registry import CLOUDS
-
     hint = f"{cloud}: {exc.hint}" if exc.hint else (CLOUDS[cloud].credential_hint if cloud in CLOUDS else "")
     return {"cloud": cloud, "reason": str(exc), **({"hint": hint} if hint else {})}
 
@@ -46,8 +45,6 @@ def _providers(clouds: list[str]) -> tuple[dict[str, Provider], list[dict[str, s
 
 
 def _cred_hint() -> str:
-    from provisioner.providers.registry import credential_hint
-
     return credential_hint()
 
 

@@ -9,9 +9,12 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+import typer
+
 from provisioner.commands.clouds import check_name, locate_one, providers_for
-from provisioner.errors import InputError
+from provisioner.errors import CloudError, InputError, ProviderError
 from provisioner.output import emit_json, stdout_console
+from provisioner.providers.store import EXPIRE_DAYS
 
 
 def run_down(name: str, *, yes: bool, wait: bool, json_out: bool, cloud: str | None = None) -> int:
@@ -42,7 +45,6 @@ def run_down(name: str, *, yes: bool, wait: bool, json_out: bool, cloud: str | N
     if not yes:
         if not sys.stdin.isatty():
             raise InputError(f"`down` would delete {noun} on {record.cloud}; pass --yes to confirm when not running interactively")
-        import typer
 
         if not typer.confirm(f"Delete {noun} ({record.cloud} {record.zone or record.region}) and everything created for it?"):
             return 1
@@ -69,8 +71,6 @@ def run_down(name: str, *, yes: bool, wait: bool, json_out: bool, cloud: str | N
         if payload["state"] != "none":
             stdout_console().print(f"payload {payload['sha256'] or ''}: {payload['message']}")
     if left:
-        from provisioner.errors import CloudError
-
         raise CloudError(f"{len(left)} of {len(twins)} VMs named {name} on {record.cloud} remain after `down`: "
                          + ", ".join(f"{r.cloud_id} ({r.zone or r.region})" for r in left),
                          hint=f"run `trainvm down {name}` again; `trainvm status {name}` lists them")
@@ -101,9 +101,6 @@ def release_payload(provider: Any, record: Any, name: str) -> dict[str, Any]:
     """Delete the payload object ``record`` was created with when no other trainvm VM of that store (same cloud
     and region) carries its ``trainvm-payload`` label. Never fails ``down``: a store error is reported, and the
     store's lifecycle rule removes the object after providers/store.EXPIRE_DAYS anyway."""
-    from provisioner.errors import ProviderError
-    from provisioner.providers.store import EXPIRE_DAYS
-
     prefix = record.payload
     if not prefix:
         return {"state": "none", "sha256": None, "message": "no payload label (a VM of an older trainvm)"}

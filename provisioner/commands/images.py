@@ -6,21 +6,22 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from provisioner.bake import records
 from provisioner.bake.cost import monthly_cost
+from provisioner.bake.run import baker_for
+from provisioner.catalog.storage import load_catalog
+from provisioner.commands.clouds import providers_for
 from provisioner.errors import InputError
 from provisioner.output import emit_json, stdout_console
+from provisioner.providers.image_identity import LABEL_PROFILE, LABEL_STACK
+from provisioner.providers.registry import bakers
 
 
 def _providers(cloud: str | None) -> dict[str, Any]:
-    from provisioner.commands.clouds import providers_for
-
     return providers_for(cloud)
 
 
 def _bakers(cloud: str | None, providers: dict[str, Any] | None = None) -> dict[str, Any]:
-    from provisioner.bake.run import baker_for
-    from provisioner.providers.registry import bakers
-
     if cloud is not None and cloud not in bakers():
         baker_for(cloud)  # the "cannot bake on this cloud yet" error
     providers = _providers(cloud) if providers is None else providers
@@ -41,8 +42,6 @@ def age_days(created: str, now: datetime | None = None) -> float | None:
 
 
 def image_doc(image: Any, prices: Any) -> dict[str, Any]:
-    from provisioner.bake.identity import LABEL_PROFILE, LABEL_STACK
-
     return {"name": image.name, "cloud": image.cloud, "family": image.family, "status": image.status,
             "profile": image.labels.get(LABEL_PROFILE), "stack": image.labels.get(LABEL_STACK),
             "size_gib": image.size_gib, "created": image.created, "age_days": age_days(image.created),
@@ -60,9 +59,6 @@ def image_line(d: dict[str, Any]) -> str:
 
 
 def run_images(*, cloud: str | None, json_out: bool, profile: str | None = None) -> int:
-    from provisioner.bake import records
-    from provisioner.catalog.storage import load_catalog
-
     prices = load_catalog().disk_prices
     if profile is not None:
         from provisioner.commands.images_profile import run_images_profile  # lazy: cycle (it imports this module)
@@ -94,7 +90,6 @@ def run_images(*, cloud: str | None, json_out: bool, profile: str | None = None)
 def run_images_delete(name: str, *, cloud: str | None, json_out: bool) -> int:
     if not name or "/" in name:
         raise InputError(f"images delete: {name!r} is not an image name")
-    from provisioner.bake import records
 
     deleted = [c for c, b in _bakers(cloud).items() if b.delete_image(name)]
     for c in deleted:

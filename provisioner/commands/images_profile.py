@@ -7,13 +7,13 @@ from __future__ import annotations
 from typing import Any
 
 from provisioner.bake import records
-from provisioner.bake.identity import mismatch
 from provisioner.bake.use import BakedImages, exact_reason, in_region, offer_stack
 from provisioner.commands.images import image_doc, image_line
 from provisioner.errors import TrainvmError
 from provisioner.output import emit_json, stdout_console
 from provisioner.planner.from_profile import Overrides, make_plan
 from provisioner.profile import load_profile
+from provisioner.providers.image_identity import mismatch
 
 
 def _regions(plan: Any) -> list[Any]:

@@ -8,22 +8,23 @@ import time
 from pathlib import Path
 from typing import Any
 
-from provisioner import settings
-from provisioner.errors import InputError
+from provisioner import __version__, settings
+from provisioner.compat.facts import load_facts
+from provisioner.errors import InputError, TrainvmError
+from provisioner.lock import lock_path_for
+from provisioner.lock.container import lock_container
 from provisioner.lock.driver import locked_driver
+from provisioner.lock.images import resolve_images, unresolved_lines
+from provisioner.lock.model import LOCK_VERSION, LockedSource, LockFile, LockTarget, dumps, inputs_sha256
+from provisioner.lock.resolve import resolve
+from provisioner.lock.sources import sources_inputs
+from provisioner.lock.target import PYPI_INDEX, TORCH_INDEX, glibc_of, torch_label
 from provisioner.output import emit_json, notice, print_messages, stderr_console, stdout_console
+from provisioner.profile import load_profile
 
 
 def build_lock(loaded: Any, *, pypi_index: str, torch_index: str | None) -> Any:
     """Resolve the loaded profile's closure for its target and return the ``LockFile``."""
-    from provisioner import __version__
-    from provisioner.compat.facts import load_facts
-    from provisioner.lock.images import resolve_images
-    from provisioner.lock.model import LOCK_VERSION, LockedSource, LockFile, LockTarget, inputs_sha256
-    from provisioner.lock.resolve import resolve
-    from provisioner.lock.sources import sources_inputs
-    from provisioner.lock.target import TORCH_INDEX, glibc_of, torch_label
-
     stack = loaded.profile.stack
     label = torch_label(stack.packages)
     torch_url = (torch_index or TORCH_INDEX.format(label=label)) if label else ""
@@ -63,11 +64,6 @@ def package_changes(old: Any, new: Any) -> list[str]:
 
 
 def run_lock(path: Path, *, upgrade: bool, check: bool, frozen: bool, index_url: str | None, torch_index_url: str | None, json_out: bool) -> int:
-    from provisioner.lock import lock_path_for
-    from provisioner.lock.model import dumps
-    from provisioner.lock.target import PYPI_INDEX
-    from provisioner.profile import load_profile
-
     if check and upgrade:
         raise InputError("--check and --upgrade exclude each other")
     err, out = stderr_console(), stdout_console()
@@ -88,7 +84,6 @@ def run_lock(path: Path, *, upgrade: bool, check: bool, frozen: bool, index_url:
     old = load_profile(path, frozen=frozen) if upgrade and lock_path.is_file() else None
     loaded = load_profile(path, upgrade=upgrade, frozen=frozen, refresh=not frozen)
     if loaded.profile.stack.container is not None:  # the image's digest is the lock (provisioner/lock/container.py)
-        from provisioner.lock.container import lock_container
 
         return lock_container(loaded, json_out=json_out)
     if loaded.requirements_path is not None:
@@ -117,7 +112,6 @@ def run_lock(path: Path, *, upgrade: bool, check: bool, frozen: bool, index_url:
         out.print(line, highlight=False)
     for line in changes:
         out.print(f"  {line}", highlight=False)
-    from provisioner.lock.images import unresolved_lines
 
     for cloud, facts in lock.images.items():
         if not facts.get("unresolved"):
@@ -136,12 +130,6 @@ def lock_captured(profile_path: Path, err: Any) -> None:
     """``capture -o FILE`` also writes FILE's lock: the workstation's installed set (every package is
     pinned in the captured profile) resolved for the target. A failure is a warning, not an error:
     the profile is still useful, and `trainvm lock` says the same thing again."""
-
-    from provisioner.errors import TrainvmError
-    from provisioner.lock import lock_path_for
-    from provisioner.lock.model import dumps
-    from provisioner.lock.target import PYPI_INDEX
-    from provisioner.profile import load_profile
 
     if settings.text("TRAINVM_CAPTURE_LOCK", "1") == "0":
         return

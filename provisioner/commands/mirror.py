@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
+from provisioner.commands.lock import lock_captured
+from provisioner.commands.verify import _print_verify
 from provisioner.errors import InputError
-from provisioner.output import emit_json, notice, stderr_console, stdout_console
+from provisioner.output import emit_json, notice, stderr_console, stdout_console, write_output
+from provisioner.probe.capture import build_profile, comment_block, to_yaml
+from provisioner.probe.python_env import user_python
+from provisioner.profile import load_profile
+from provisioner.verify.compare import compare
+from provisioner.verify.diff import diff
 
 
 def run_capture(*, out: Path | None, name: str | None, python: str | None, data: str | None, json_out: bool) -> int:
-    from provisioner.probe.capture import build_profile, comment_block, to_yaml
-    from provisioner.probe.python_env import user_python
     from provisioner.probe.report import probe
 
     if data is not None and not Path(data).exists():
@@ -30,25 +36,17 @@ def run_capture(*, out: Path | None, name: str | None, python: str | None, data:
     if json_out:
         emit_json(profile)
     elif out is None:
-        import sys
-
         sys.stdout.write(text)
     if out is not None:
-        from provisioner.output import write_output
-
         write_output(out, text, "-o")
         err.print(f"wrote {out}")
-        from provisioner.commands.lock import lock_captured
 
         lock_captured(out, err)
     return 0
 
 
 def run_verify_local(path: Path, *, python: str | None, json_out: bool) -> int:
-    from provisioner.commands.verify import _print_verify
     from provisioner.probe.report import probe
-    from provisioner.profile import load_profile
-    from provisioner.verify.compare import compare
 
     loaded = load_profile(path, compat=False)
     profile = loaded.profile.model_dump(mode="json")
@@ -56,7 +54,6 @@ def run_verify_local(path: Path, *, python: str | None, json_out: bool) -> int:
         profile["lock"] = {"packages": loaded.lock.versions()}
     # data destinations are where the VM stages data; a workstation keeps its data elsewhere, so
     # staging is judged on VMs only (their report lists it)
-    from provisioner.probe.python_env import user_python
 
     report = probe(python=user_python(python)[0])
     return _print_verify(f"local:{path}", compare(profile, report), json_out)
@@ -74,14 +71,11 @@ def load_any(path: Path) -> dict[str, Any]:
         if not isinstance(doc, dict):
             raise InputError(f"{path}: expected a JSON object (a profile or a report)")
         return doc
-    from provisioner.profile import load_profile
 
     return load_profile(path, compat=False).profile.model_dump(mode="json", exclude={"extends"})
 
 
 def run_diff(a: Path, b: Path, json_out: bool) -> int:
-    from provisioner.verify.diff import diff
-
     differences = diff(load_any(a), load_any(b))
     if json_out:
         emit_json({"differences": differences})

@@ -14,8 +14,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from provisioner.commands.clouds import check_name, locate_one, providers_for
+from provisioner.commands.perf_nodes import verify_cluster_perf
+from provisioner.commands.verify import not_found
 from provisioner.errors import InputError, TrainvmError
-from provisioner.output import emit_json, stderr_console, stdout_console, styled
+from provisioner.output import check_output_file, emit_json, stderr_console, stdout_console, styled, write_output
+from provisioner.verify.parity import any_worse, compare
+from provisioner.verify.perfdoc import validate_doc
+from provisioner.verify.perfspec import annotate
 
 ROOT = Path(__file__).resolve().parents[2]  # the directory holding the provisioner package
 BOOT = "import sys; sys.path.insert(0, sys.argv.pop(1)); from provisioner.perfprobe.runner import main; main()"
@@ -31,9 +37,6 @@ def baseline_path(profile: Path) -> Path:
 
 
 def run_perf_probe(python: str | None, data: str | None, budget: float, blocks: list[str] | None = None) -> dict[str, Any]:
-    from provisioner.verify.perfdoc import validate_doc
-    from provisioner.verify.perfspec import annotate
-
     exe = python or sys.executable
     if python is not None and not Path(python).exists():
         raise InputError(f"--python: {python} does not exist")
@@ -119,8 +122,6 @@ def print_perf(doc: dict[str, Any]) -> None:
 def run_probe(*, perf: bool, python: str | None, data: str | None, json_out: bool, out: Path | None, budget: float) -> int:
     """The stack report (JSON on stdout) or, with ``perf``, the perf document; ``out`` gets the same JSON too
     (checked before probing, so a folder or a missing parent costs no probe run)."""
-    from provisioner.output import check_output_file, write_output
-
     if out is not None:
         check_output_file(out, "-o")
     if not perf:
@@ -144,8 +145,6 @@ def run_probe(*, perf: bool, python: str | None, data: str | None, json_out: boo
 
 
 def print_parity(label_a: str, label_b: str, verdicts: list[Any], json_out: bool) -> None:
-    from provisioner.verify.parity import any_worse
-
     if json_out:
         emit_json({"a": label_a, "b": label_b, "worse": any_worse(verdicts), "metrics": [v.as_dict() for v in verdicts]})
         return
@@ -172,7 +171,6 @@ def print_parity(label_a: str, label_b: str, verdicts: list[Any], json_out: bool
 
 
 def run_parity(a: Path, b: Path, json_out: bool) -> int:
-    from provisioner.verify.parity import any_worse, compare
     from provisioner.verify.perfdoc import load_perf
 
     verdicts = compare(load_perf(a), load_perf(b))
@@ -191,7 +189,6 @@ def capture_baseline(profile_out: Path | None, python: str | None, data: str | N
 
 
 def verify_local_perf(profile: Path, python: str | None, data: str | None, json_out: bool, budget: float) -> int:
-    from provisioner.verify.parity import any_worse, compare
     from provisioner.verify.perfdoc import load_perf
 
     base = baseline_path(profile)
@@ -214,20 +211,13 @@ def verify_vm_perf(name: str, baseline: Path | None, json_out: bool, cloud: str 
     """The perf result the VM's startup script put in report.json (profile ``perf:``) against
     ``--baseline`` (a PROFILE.yaml, meaning PROFILE.perf.json beside it, or a perf JSON). A cluster runs
     the cross-node all-reduce on every node instead (provisioner/commands/perf_nodes.py)."""
-    from provisioner.commands.clouds import check_name, locate_one, providers_for
-    from provisioner.verify.parity import any_worse, compare
     from provisioner.verify.perfdoc import load_perf, validate_doc
-    from provisioner.verify.perfspec import annotate
 
     located = locate_one(check_name(name), providers_for(cloud), "verify --perf")
     if located is None:
-        from provisioner.commands.verify import not_found
-
         raise not_found(name, cloud)
     record, provider = located
     if record.cluster:
-        from provisioner.commands.perf_nodes import verify_cluster_perf
-
         return verify_cluster_perf(record.cluster, provider, baseline, json_out, budget)
     if baseline is None:
         raise InputError(f"verify {name} --perf: give --baseline PROFILE.yaml (its PROFILE.perf.json) or a perf result "

@@ -20,8 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from provisioner.errors import CloudError
+from provisioner.errors import CloudError, InputError
 from provisioner.output import emit_json, stderr_console, stdout_console, styled
+from provisioner.verify.parity import any_worse, compare
+from provisioner.verify.perfdoc import validate_doc
 
 BLOCK, METRIC = "allreduce_nodes", "allreduce_nodes_busbw_gbs"
 BOOT = "import sys; sys.path.insert(0, sys.argv.pop(1)); from provisioner.perfprobe.runner import main; main()"
@@ -65,9 +67,6 @@ def run_remote(argv: list[str], stdin: bytes, timeout: float) -> tuple[int, str,
 
 
 def probe_node(node: str, rank: int, argv: list[str], bundle: bytes, timeout: float) -> NodeResult:
-    from provisioner.errors import InputError
-    from provisioner.verify.perfdoc import validate_doc
-
     out = NodeResult(node, rank)
     try:
         rc, stdout, stderr = run_remote(argv, bundle, timeout)
@@ -98,12 +97,11 @@ def probe_node(node: str, rank: int, argv: list[str], bundle: bytes, timeout: fl
 
 def verify_cluster_perf(cluster: str, provider: Any, baseline: Path | None, json_out: bool, budget: float) -> int:
     from provisioner.perfprobe import bundle
-    from provisioner.verify.parity import any_worse, compare
     from provisioner.verify.perfdoc import load_perf
 
     base = None
     if baseline is not None:
-        from provisioner.commands.perf import baseline_path
+        from provisioner.commands.perf import baseline_path  # lazy: cycle (commands/perf.py imports this module)
 
         base = load_perf(baseline if baseline.suffix == ".json" else baseline_path(baseline))
     nodes = provider.cluster_nodes(cluster)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import sys
 
+import typer
+
 from provisioner.commands.clouds import check_name, locate_one, providers_for
 from provisioner.commands.verify import not_found
 from provisioner.errors import InputError
@@ -28,7 +30,6 @@ def run_stop(name: str, *, cloud: str | None, yes: bool, wait: bool, json_out: b
     if not yes:
         if not sys.stdin.isatty():
             raise InputError(f"`stop` would stop {name} on {record.cloud}; pass --yes to confirm when not running interactively")
-        import typer
 
         if not typer.confirm(f"Stop {name} ({record.cloud} {record.zone or record.region})? Compute billing ends; {keeps}."):
             return 1

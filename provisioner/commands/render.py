@@ -3,21 +3,27 @@ request for the planned offer."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from provisioner.catalog.models import Offer
+from provisioner.container.store import LOOPBACK
 from provisioner.errors import InputError, NoFeasibleOfferError
 from provisioner.output import emit_json, notice, stderr_console
+from provisioner.planner.core import plan as plan_fn
+from provisioner.planner.explain import no_offer_message
+from provisioner.planner.from_profile import Overrides, make_plan
+from provisioner.profile import load_profile
+from provisioner.providers.registry import CLOUDS
+from provisioner.provision.launch import launch_spec, render_for_offer
 
 
 def request_body(cloud: str, spec: Any, offer: Any) -> dict[str, Any]:
     """The create request ``up`` would send on ``cloud`` (its registered request builder, pure: no SDK)."""
-    import importlib
-
-    from provisioner.providers.registry import CLOUDS
-
     builder = importlib.import_module(CLOUDS[cloud].request_builder)
     body: dict[str, Any] = builder.request_preview(spec, offer)
     return body
@@ -40,18 +46,10 @@ def _left_out(loaded: Any, cloud: str) -> list[str]:
 def _loopback_image(loaded: Any) -> list[str]:
     """The profile's warning that its image is on this workstation's loopback registry (validate and plan
     show it with the other profile warnings): the script render shows would pull from the VM itself."""
-    from provisioner.container.store import LOOPBACK
-
     return [m.render() for m in loaded.warnings if m.level == "warning" and LOOPBACK in m.message]
 
 
 def run_render(path: Path, *, cloud: str, out: Path | None, regions: list[str] | None, json_out: bool) -> int:
-    from provisioner.catalog.models import Offer
-    from provisioner.planner.explain import no_offer_message
-    from provisioner.planner.from_profile import Overrides, make_plan
-    from provisioner.profile import load_profile
-    from provisioner.provision.launch import launch_spec, render_for_offer
-
     loaded = load_profile(path)
     warnings = _left_out(loaded, cloud) + _loopback_image(loaded)
     for w in warnings:
@@ -60,9 +58,6 @@ def run_render(path: Path, *, cloud: str, out: Path | None, regions: list[str] |
     plan, catalog = planned.plan, planned.catalog
     offer: Offer | None = plan.chosen
     if offer is None:  # for review: a cloud trainvm cannot provision on yet, or that cannot read the data, still gets its script
-        from dataclasses import replace
-
-        from provisioner.planner.core import plan as plan_fn
 
         request = plan.request  # the request make_plan built from the record: not built a second time
         from provisioner.providers.registry import cluster_clouds, provisionable

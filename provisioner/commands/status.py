@@ -22,9 +22,12 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from provisioner.catalog.storage import load_catalog
 from provisioner.commands.clouds import _all_records, check_name
+from provisioner.commands.verify import not_found
 from provisioner.output import emit_json, notice, stdout_console
 from provisioner.providers.base import InstanceRecord
+from provisioner.providers.registry import CLOUDS
 
 RUNNING_STATES = frozenset({"RUNNING", "PROVISIONING", "STAGING", "STARTING", "REPAIRING"})
 
@@ -35,7 +38,6 @@ def _price_for(record: InstanceRecord) -> tuple[float | None, str | None]:
         return record.price_hourly, "recorded"
     if record.spot is not False:
         return None, None  # spot (or unknown): the on-demand list price would overstate or misstate it
-    from provisioner.catalog.storage import load_catalog
 
     prices = [o.price_hourly for o in load_catalog().offers
               if o.cloud == record.cloud and o.instance_type == record.instance_type and o.region == record.region]
@@ -119,8 +121,6 @@ def run_status(name: str | None, json_out: bool, cloud: str | None = None) -> in
     found, skipped, asked = _all_records(lambda c: cloud is None or c == cloud)  # none asked: exit 3
     records = [r for r, _ in found if name is None or name in (r.name, r.cluster)]
     if name is not None and not records:
-        from provisioner.commands.verify import not_found
-
         err = not_found(name)
         if skipped:
             err.hint = "not looked for on: " + "; ".join(f"{s['cloud']} ({s['reason']})" for s in skipped)
@@ -152,8 +152,6 @@ def run_status(name: str | None, json_out: bool, cloud: str | None = None) -> in
 
 def kept_line(v: dict[str, Any]) -> str:
     """What a stopped VM (or cluster) keeps costing per hour, and what bills, in the registry's words."""
-    from provisioner.providers.registry import CLOUDS
-
     spec = CLOUDS.get(v["cloud"])
     what = f" ({spec.lifecycle.kept_billing})" if spec is not None else ""
     kept = v["stopped_hourly"]

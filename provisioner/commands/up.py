@@ -7,14 +7,32 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import typer
+
+from provisioner.bake.use import BakedImages
 from provisioner.commands.clouds import NAME_RE, _cred_hint, _providers
+from provisioner.commands.up_summary import summary_lines, up_summary
 from provisioner.commands.verify import exit_code, print_verify
+from provisioner.container.store import require_pinned_image
 from provisioner.errors import CloudError, InputError, NoFeasibleOfferError, NotReadyError
+from provisioner.lock.gate import lock_gate
 from provisioner.output import emit_json, notice, stderr_console, stdout_console, styled
+from provisioner.planner.explain import no_offer_message
+from provisioner.planner.from_profile import Overrides, make_plan
+from provisioner.profile import load_profile
+from provisioner.profile.fields import check_cidr
 from provisioner.providers import PROVIDERS
-from provisioner.providers.base import InstanceRecord, Provider
+from provisioner.providers.access import plan_secret_warnings
+from provisioner.providers.base import InstanceRecord, Provider, vm_name
+from provisioner.providers.capabilities import Preflighter
+from provisioner.provision.failover import IN_PROGRESS, find_existing, finish_existing, provision
+from provisioner.provision.launch import launch_spec, stage_for_offer
 from provisioner.provision.progress import Progress
+from provisioner.provision.quota import Preflight
 from provisioner.settings import env_seconds
+from provisioner.verify.cluster import compare_cluster
+from provisioner.verify.compare import compare
+from provisioner.verify.console import ConsoleFollower
 
 if TYPE_CHECKING:
     from provisioner.verify.report import StackReport
@@ -22,16 +40,6 @@ if TYPE_CHECKING:
 
 def run_up(path: Path, *, name: str | None, yes: bool, wait_ready: bool, clouds: list[str] | None, regions: list[str] | None,
            spot: bool | None, ssh_from: str | None, json_out: bool, ready_timeout: float, max_attempts: int | None = 30, frozen: bool = False) -> int:
-    from provisioner.commands.up_summary import summary_lines, up_summary
-    from provisioner.container.store import require_pinned_image
-    from provisioner.planner.explain import no_offer_message
-    from provisioner.planner.from_profile import Overrides, make_plan
-    from provisioner.profile import load_profile
-    from provisioner.profile.fields import check_cidr
-    from provisioner.providers.base import vm_name
-    from provisioner.provision.failover import IN_PROGRESS, find_existing, finish_existing, provision
-    from provisioner.provision.launch import launch_spec, stage_for_offer
-
     poll = env_seconds("TRAINVM_READY_POLL_SECONDS", 15.0)  # checked before anything is created
     if name is not None and not NAME_RE.match(name):
         raise InputError(f"--name: {name!r} is not a valid VM name (lowercase letters, digits and '-', at most 63, starting with a letter)")
@@ -43,7 +51,6 @@ def run_up(path: Path, *, name: str | None, yes: bool, wait_ready: bool, clouds:
     loaded = load_profile(path, frozen=frozen or None)
     nodes = loaded.profile.hardware.nodes  # > 1: the planner keeps only clouds with a group engine (reason `cluster`)
     require_pinned_image(loaded)
-    from provisioner.lock.gate import lock_gate
 
     lock_notes = lock_gate(loaded, frozen=frozen)
     planned = make_plan(loaded, Overrides(tuple(clouds or ()) or None, tuple(regions or ()) or None, spot))
@@ -55,7 +62,6 @@ def run_up(path: Path, *, name: str | None, yes: bool, wait_ready: bool, clouds:
     # Every cloud with credentials, not only the planned ones: one VM per name across clouds.
     providers, skipped = _providers([*planned_clouds, *PROVIDERS])
     err = stderr_console()
-    from provisioner.providers.access import plan_secret_warnings
 
     warnings = [m.render() for m in loaded.warnings if m.level == "warning"] + list(plan.warnings) + lock_notes
     warnings += plan_secret_warnings(loaded, plan)
@@ -71,7 +77,6 @@ def run_up(path: Path, *, name: str | None, yes: bool, wait_ready: bool, clouds:
     vm = vm_name(loaded.profile.name, loaded.hash, name)
 
     staged: list[Any] = []  # the PayloadRef of each attempt, in order
-    from provisioner.bake.use import BakedImages
 
     baked = BakedImages(loaded, providers)  # a matching baked image per offer (docs/bake.md), looked up once per stack
     choices: list[Any] = []  # the BakedChoice of each attempt, in order
@@ -94,7 +99,6 @@ def run_up(path: Path, *, name: str | None, yes: bool, wait_ready: bool, clouds:
                           members=_members(providers[existing.cloud], existing))
     first = offers[0]
     use_spot = plan.request.spot
-    from provisioner.provision.quota import Preflight
 
     def quota_warning(text: str) -> None:  # a quota read that failed: `up` goes on as without the check
         warnings.append(text)
@@ -126,7 +130,6 @@ def run_up(path: Path, *, name: str | None, yes: bool, wait_ready: bool, clouds:
                     else f"{first.instance_type} in {first.zone or first.region}, ${plan.price(first):.2f}/h")
             raise InputError(f"`up` would create {vm} ({what}, failover at most ${plan.failover_bound:.2f}/h"
                              f"{' per node' if nodes > 1 else ''}); pass --yes to confirm when not running interactively")
-        import typer
 
         for line in summary_lines(summary):
             err.print(line)
@@ -187,8 +190,6 @@ def run_up(path: Path, *, name: str | None, yes: bool, wait_ready: bool, clouds:
 def _preflight(providers: dict[str, Provider], offers: list[Any], profile: Any, vm: str) -> list[dict[str, Any]]:
     """Each planned cloud's ``preflight(profile, name, regions)`` (optional: a provider without one has nothing to
     check before creating): ``{cloud, status: ok|unchecked, message}``; a refusal raises (exit 3)."""
-    from provisioner.providers.capabilities import Preflighter
-
     out = []
     for cloud in dict.fromkeys(o.cloud for o in offers):
         provider = providers[cloud]
@@ -274,8 +275,6 @@ def _wait_ready(provider: Provider, record: InstanceRecord, timeout: float, json
     attributes), then verify. A timeout says which phase it was in."""
     from provisioner.providers.poll import poll
     from provisioner.providers.registry import cloud
-    from provisioner.verify.compare import compare
-    from provisioner.verify.console import ConsoleFollower
 
     follower = ConsoleFollower()
     live_status = cloud(record.cloud).live_status is not None
@@ -323,8 +322,6 @@ def _wait_ready(provider: Provider, record: InstanceRecord, timeout: float, json
             raise CloudError(f"the profile stored on {record.name} could not be read, so there is nothing to verify against",
                              hint=f"trainvm verify {record.name} --profile PROFILE.yaml")
         if record.cluster:
-            from provisioner.verify.cluster import compare_cluster
-
             result = compare_cluster(profile, provider.read_cluster_reports(record.cluster), record.nodes)
         else:
             result = compare(profile, report)

@@ -9,6 +9,7 @@ from typing import Any
 
 from provisioner.providers.lifecycle import idle_gpu_line
 from provisioner.providers.registry import ssh_exposure
+from provisioner.providers.store import describe, describe_line
 
 
 def up_summary(loaded: Any, plan: Any, first: Any, *, spot: bool, ssh_from: str | None) -> dict[str, Any]:
@@ -48,8 +49,6 @@ def up_summary(loaded: Any, plan: Any, first: Any, *, spot: bool, ssh_from: str 
 
 
 def payload_where(offer: Any) -> dict[str, object]:
-    from provisioner.providers.store import describe
-
     return describe(offer.cloud, offer.region)
 
 
@@ -86,8 +85,6 @@ def summary_lines(s: dict[str, Any]) -> list[str]:
         lines.append(f"preflight: {c['cloud']}: {c['status']}: {c['message']}")
     lines += [q["message"] for q in s.get("quota") or []]
     if s.get("payload"):
-        from provisioner.providers.store import describe_line
-
         lines.append("payload: " + describe_line(s["payload"]))
     b = s.get("baked_image")  # provisioner/bake/use.py: the image the first offer boots, or why not
     if b:

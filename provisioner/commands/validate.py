@@ -10,13 +10,12 @@ from typing import Any
 from provisioner.errors import InputError, ProfileError
 from provisioner.messages import Message
 from provisioner.output import emit_json, print_messages
+from provisioner.profile import load_profile
 from provisioner.profile.reference import profile_json_schema
 
 
 def validate_one(path: Path) -> tuple[dict[str, Any], int]:
     """(SPEC validate result, exit code 0/1/2) for one profile."""
-    from provisioner.profile import load_profile
-
     try:
         loaded = load_profile(path)
     except ProfileError as exc:

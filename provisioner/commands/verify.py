@@ -13,6 +13,10 @@ from typing import TYPE_CHECKING, Any
 from provisioner.commands.clouds import check_name, locate_one, providers_for
 from provisioner.errors import EXIT_NO, EXIT_NOT_READY, EXIT_OK, CloudError, NotFoundError
 from provisioner.output import emit_json, stdout_console, styled
+from provisioner.profile import load_profile
+from provisioner.providers.capabilities import ClusterReader
+from provisioner.verify.cluster import compare_cluster
+from provisioner.verify.compare import compare
 
 if TYPE_CHECKING:
     from provisioner.verify.compare import VerifyResult
@@ -50,8 +54,6 @@ def not_found(name: str, cloud: str | None = None) -> NotFoundError:
 
 
 def run_verify_remote(name: str, json_out: bool, profile_path: Path | None = None, cloud: str | None = None) -> int:
-    from provisioner.verify.compare import compare
-
     check_name(name)
     providers = providers_for(cloud)
     located = locate_one(name, providers, "verify")
@@ -60,8 +62,6 @@ def run_verify_remote(name: str, json_out: bool, profile_path: Path | None = Non
     record, provider = located
     report, stored = provider.read_report(name)
     if profile_path is not None:
-        from provisioner.profile import load_profile
-
         profile = load_profile(profile_path).profile.model_dump(mode="json")
     elif stored is None:
         raise CloudError(f"the profile stored on {name} ({record.cloud}) could not be read, so there is nothing to verify against",
@@ -81,9 +81,6 @@ def run_verify_remote(name: str, json_out: bool, profile_path: Path | None = Non
 def _verify_cluster(name: str, record: Any, provider: Any, profile: dict[str, Any], nodes: int) -> VerifyResult:
     """Every node's report (the provider's ``read_cluster_reports(name)``: node name -> report or None,
     rank order) judged against the profile and against each other (provisioner/verify/cluster.py)."""
-    from provisioner.providers.capabilities import ClusterReader
-    from provisioner.verify.cluster import compare_cluster
-
     if not isinstance(provider, ClusterReader):
         raise CloudError(f"{name} is a {nodes}-node cluster, and trainvm cannot list a cluster's nodes on {record.cloud} yet",
                          hint="verify one node against the profile with --profile, or `trainvm verify --local` on each node")

@@ -8,6 +8,7 @@ skipped with a warning that says how to run them."""
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import tempfile
@@ -15,8 +16,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from provisioner import settings
+from provisioner.cache import cache_dir
 from provisioner.container.image import ImageFacts
 from provisioner.container.reference import parse_image_ref
+from provisioner.errors import ProfileError
 from provisioner.messages import Message
 
 if TYPE_CHECKING:
@@ -27,8 +30,6 @@ RESOLVE_ENV = "TRAINVM_RESOLVE_IMAGES"
 
 
 def store_dir() -> Path:
-    from provisioner.cache import cache_dir
-
     return cache_dir() / "images"
 
 
@@ -83,7 +84,7 @@ def _ask_registry(image: str, cached: ImageFacts | None) -> tuple[ImageFacts | N
     """An explicit --resolve-image: the facts (from the cache when the digest's are known: they cannot
     change) and, for TAG@DIGEST, where the tag points now (that can). A failure is an error, never a
     silent skip."""
-    from provisioner.container.registry import RegistryError, registry_client
+    from provisioner.container.registry import RegistryError, registry_client  # lazy: startup
 
     ref = parse_image_ref(image)
     if cached is not None and not ref.tag:
@@ -108,8 +109,6 @@ LOOPBACK = "is this workstation's loopback address: a VM cannot pull from it"
 def loopback_warning(image: str) -> Message | None:
     """A warning when the image's registry is a loopback address (127.0.0.0/8, ::1, localhost): it answers
     here, so validate and lock read it, but on the VM that address is the VM itself."""
-    import ipaddress
-
     registry = parse_image_ref(image).registry
     host = registry[1:registry.index("]")] if registry.startswith("[") and "]" in registry else registry.rsplit(":", 1)[0]
     try:
@@ -151,8 +150,6 @@ def _image_facts(image: str) -> tuple[ImageFacts | None, list[Message]]:
 
 def require_pinned_image(loaded: LoadedProfile) -> None:
     """``up`` runs only images pinned by digest (validate only warns): a tag can move between two VMs."""
-    from provisioner.errors import ProfileError
-
     stack, image = loaded.profile.stack, loaded.resolved.image
     if stack.container is None or image is None or image.digest:
         return

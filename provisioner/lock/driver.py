@@ -18,16 +18,24 @@ signatures with the keyring when it installs. Architectures other than amd64/all
 from __future__ import annotations
 
 import bz2
+import functools
 import gzip
 import lzma
+import socket
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
 
+from debian.deb822 import Packages
+from debian.debian_support import Version
+
+from provisioner import settings
 from provisioner.errors import TrainvmError
 from provisioner.lock.model import LockedDriver
 from provisioner.output import notice
+from provisioner.providers.poll import poll
 
 NVIDIA_INDEX = "https://developer.download.nvidia.com/compute/cuda/repos/{repo}/x86_64/Packages.gz"
 MAX_INDEX_BYTES = 200_000_000  # NVIDIA's Packages is ~5 MB uncompressed per repository
@@ -50,8 +58,6 @@ FIELDS = ["Package", "Version", "Architecture"]  # the only fields read: deb822 
 def parse_packages(text: str) -> list[dict[str, str]]:
     """Stanzas of a Debian ``Packages`` index (deb822): field -> value, for the fields in ``FIELDS``. Stanzas
     without a name, or whose version is not a valid Debian version, are left out (apt ignores them too)."""
-    from debian.deb822 import Packages
-
     out = []
     for para in Packages.iter_paragraphs(text.splitlines(), fields=FIELDS, use_apt_pkg=False):
         st = dict(para)
@@ -61,8 +67,6 @@ def parse_packages(text: str) -> list[dict[str, str]]:
 
 
 def _version(v: str) -> Any:
-    from debian.debian_support import Version
-
     return Version(v)
 
 
@@ -116,8 +120,6 @@ def resolve_versions(stanzas: list[dict[str, str]], driver: str, names: tuple[st
 
 def available(stanzas: list[dict[str, str]], name: str, limit: int = 5) -> list[str]:
     """The newest upstream versions of ``name`` in the index (for the error message)."""
-    import functools
-
     ups = {split_version(st["Version"])[1] for st in stanzas if st["Package"] == name}
     return sorted(ups, key=functools.cmp_to_key(dpkg_compare), reverse=True)[:limit]
 
@@ -128,8 +130,6 @@ def resolve_driver(driver: str, repo: str, text: str, source: str) -> dict[str, 
     names = driver_packages(driver)
     found = resolve_versions(stanzas, driver, names)
     if not any(n in found for n in names[:2]):
-        import functools
-
         newest = sorted({v for n in names[:2] for v in available(stanzas, n)}, key=functools.cmp_to_key(dpkg_compare), reverse=True)[:5]
         raise DriverIndexError(
             f"driver {driver} is not in NVIDIA's {repo} repository ({source}): neither nvidia-open nor cuda-drivers has version {driver}-*"
@@ -150,8 +150,6 @@ def _decompress(data: bytes, name: str) -> bytes:
 
 
 def _transient(exc: BaseException) -> bool:
-    import socket
-
     if isinstance(exc, urllib.error.HTTPError):
         return exc.code in (408, 429) or exc.code >= 500
     if isinstance(exc, urllib.error.URLError) and isinstance(exc.reason, socket.gaierror):
@@ -161,10 +159,6 @@ def _transient(exc: BaseException) -> bool:
 
 def read_index(location: str) -> str:
     """The text of a Packages index at a URL (https://, http://, file://) or a local path."""
-    import time
-
-    from provisioner.providers.poll import poll
-
     if "://" not in location or location.startswith("file://"):
         path = Path(location.removeprefix("file://"))
         try:
@@ -200,8 +194,6 @@ def read_index(location: str) -> str:
 def index_location(repo: str) -> str | None:
     """Where the index of NVIDIA's ``repo`` is read from: ``TRAINVM_DRIVER_INDEX_URL`` (``{repo}`` is
     replaced; ``none`` skips the resolution), else NVIDIA's repository."""
-    from provisioner import settings
-
     env = settings.text("TRAINVM_DRIVER_INDEX_URL")
     if env.lower() == "none":
         return None

@@ -7,6 +7,7 @@ from typing import Any
 
 from provisioner import settings
 from provisioner.errors import TrainvmError
+from provisioner.lock import lock_path_for
 
 
 class StaleLockError(TrainvmError):
@@ -21,9 +22,7 @@ def frozen_mode(flag: bool = False) -> bool:
 def lock_gate(loaded: Any, *, frozen: bool = False) -> list[str]:
     """Warnings to show; raises ``StaleLockError`` when NAME.lock no longer matches the profile, or
     (frozen) when there is none."""
-    import shlex
-
-    from provisioner.lock import lock_path_for
+    import shlex  # lazy: startup
 
     if loaded.lock_state == "stale":
         why = "".join(f"\n  {m.render()}" for m in loaded.warnings if m.path == "extends")  # a source that moved under the lock

@@ -17,6 +17,7 @@ import subprocess
 import tarfile
 from pathlib import Path
 
+from provisioner.cache import cache_dir
 from provisioner.errors import InputError, TrainvmError
 
 GIT_TIMEOUT_S = 120.0
@@ -50,8 +51,6 @@ def git(args: list[str], *, cwd: Path | None = None, timeout: float = GIT_TIMEOU
 
 
 def sources_cache() -> Path:
-    from provisioner.cache import cache_dir
-
     return cache_dir() / "sources"
 
 

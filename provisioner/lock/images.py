@@ -8,15 +8,15 @@ and ``up`` resolves it at create time as before. ``TRAINVM_LOCK_IMAGES=0`` skips
 
 from __future__ import annotations
 
+from provisioner import settings
 from provisioner.errors import TrainvmError
+from provisioner.providers.capabilities import ImagePinner
+from provisioner.providers.registry import image_refs
 
 
 def resolve_images(os_name: str) -> dict[str, dict[str, str]]:
     """cloud -> reference + pinned facts (or ``unresolved``: why not)."""
-    from provisioner import settings
     from provisioner.providers import PROVIDERS, get_provider
-    from provisioner.providers.capabilities import ImagePinner
-    from provisioner.providers.registry import image_refs
 
     ask = settings.text("TRAINVM_LOCK_IMAGES", "1") != "0"
     out: dict[str, dict[str, str]] = {}

@@ -15,6 +15,7 @@ the target installs (best tag), with its URL, sha256 and size.
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 import tempfile
@@ -28,6 +29,7 @@ from packaging.utils import canonicalize_name
 from provisioner.errors import TrainvmError
 from provisioner.lock.model import LockedWheel
 from provisioner.lock.target import best_wheel, python_platform, target_tags, torch_routed
+from provisioner.probe.gpu import run_command
 
 UV_TIMEOUT_S = 900.0
 _NO_WHEEL = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+?) has no (usable wheels|wheels with a matching [^,;]*|wheels? (?:for|compatible)[^,;]*)")
@@ -75,8 +77,6 @@ def uv_bin() -> str:
 
 
 def uv_version(uv: str | None = None) -> str:
-    from provisioner.probe.gpu import run_command
-
     done = run_command([uv or uv_bin(), "--version"], 30)
     if done.returncode != 0:
         raise LockError(f"`uv --version` failed: {(done.stderr or done.stdout).strip()[:300]}")
@@ -140,8 +140,6 @@ def _wheels(doc: dict, python: str, os_name: str, platform: str) -> tuple[Locked
 
 def resolve(pins: list[str], *, python: str, os_name: str, pypi_index: str, torch_index: str) -> Resolution:
     """Run ``uv pip compile`` for the target; the closure with one hashed wheel per package."""
-    from provisioner.probe.gpu import run_command
-
     if not pins:
         return Resolution((), python_platform(os_name), uv_version())
     uv = uv_bin()
@@ -166,8 +164,6 @@ def resolve(pins: list[str], *, python: str, os_name: str, pypi_index: str, torc
 
 
 def _uv_env() -> dict[str, str]:
-    import os
-
     # the user's uv/pip settings (indexes, prerelease, exclude-newer, constraints...) must not change
     # what the VM gets; only uv's cache location and transport settings pass through
     keep = {"UV_CACHE_DIR", "UV_NO_CACHE", "UV_HTTP_TIMEOUT", "UV_NATIVE_TLS", "UV_CONCURRENT_DOWNLOADS", "UV_OFFLINE"}

@@ -26,8 +26,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from provisioner.errors import InputError
+from provisioner.lock.gate import frozen_mode
 from provisioner.lock.git import Checkout, SourceError, git
 from provisioner.messages import Message
+from provisioner.yamlsource import read_yaml, search_path
 
 PROJECT_FILE = "trainvm.yaml"
 _NAME = r"[a-z][a-z0-9_-]{0,31}"
@@ -63,8 +65,6 @@ def find_project_file(start: Path) -> Path | None:
 
 
 def read_project_file(path: Path) -> dict[str, SourceDecl]:
-    from provisioner.yamlsource import read_yaml
-
     doc = read_yaml(path)
     try:
         project = ProjectFile.model_validate(doc.data)
@@ -111,8 +111,6 @@ class SourceResolver:
         decls = read_project_file(project) if project else {}
         locked = {s.name: s for s in (lock.sources if lock is not None else ())}
         if frozen is None:
-            from provisioner.lock.gate import frozen_mode
-
             frozen = frozen_mode()
         return cls(project, decls, locked, upgrade=upgrade, frozen=frozen, refresh=refresh)
 
@@ -131,7 +129,6 @@ class SourceResolver:
             where = f"{self.project}" if self.project else f"no {PROJECT_FILE} found upward from the profile"
             raise LookupError(f"source {name!r} is not declared ({where}); declare it under `sources:` in {PROJECT_FILE}")
         names = [rel] if rel.endswith((".yaml", ".yml")) else [rel + ".yaml", rel + ".yml"]
-        from provisioner.yamlsource import search_path
 
         for folder in search_path():
             for n in names:

@@ -11,6 +11,7 @@ from packaging.tags import Tag, compatible_tags, cpython_tags
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
+from provisioner.compat.facts import load_facts
 from provisioner.errors import InputError
 
 PYPI_INDEX = "https://pypi.org/simple"
@@ -22,8 +23,6 @@ _LEGACY = {17: "manylinux2014_x86_64", 12: "manylinux2010_x86_64", 5: "manylinux
 
 
 def glibc_of(os_name: str) -> str:
-    from provisioner.compat.facts import load_facts
-
     image = load_facts().os_images.get(os_name)
     if image is None:
         raise InputError(f"stack.os: no facts for OS {os_name!r} in compat/data/os.yaml")

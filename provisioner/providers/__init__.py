@@ -6,6 +6,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
+from provisioner.errors import CloudError
+
 if TYPE_CHECKING:
     from provisioner.providers.base import Provider
 
@@ -19,7 +21,6 @@ def get_provider(cloud: str) -> Provider:
     """The provider for ``cloud`` (tests may install fakes with ``set_provider``)."""
     if cloud in _override:
         return _override[cloud]
-    from provisioner.errors import CloudError
     from provisioner.providers.registry import providers  # lazy: startup (--help imports providers.names only)
 
     registered = providers()

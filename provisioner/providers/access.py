@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from provisioner.cache import cached
 from provisioner.providers.registry import CLOUDS, native_clouds, reads_natively, secret_kind
 
 
@@ -91,15 +92,13 @@ def plan_secret_warnings(loaded: Any, plan: Any) -> list[str]:
 def egress_prices() -> dict[str, dict[str, object]]:
     """Per-cloud internet egress prices (data/egress.yaml): each with ``source``, ``checked`` (read from
     the provider's own page or price API) and, when not checked, the official ``api`` it was not read from."""
-    from provisioner.cache import cached
-
     path = Path(__file__).parent / "data" / "egress.yaml"
     doc = cached("egress", [path], lambda: _read_yaml(path))  # `plan` need not import ruamel.yaml
     return {c: dict(v, as_of=doc["as_of"]) for c, v in doc["clouds"].items()}
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
-    from ruamel.yaml import YAML
+    from ruamel.yaml import YAML  # lazy: startup
 
     return dict(YAML(typ="safe").load(path.read_text()))
 

@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from provisioner.bake.identity import ImageIdentity
     from provisioner.catalog.models import Offer
     from provisioner.providers.base import InstanceRecord
+    from provisioner.providers.image_identity import ImageIdentity
 
 
 @dataclass(frozen=True)

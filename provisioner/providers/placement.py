@@ -11,6 +11,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping
 
+from ruamel.yaml import YAML
+
 DATA = Path(__file__).parent / "data" / "placement.yaml"
 
 
@@ -63,8 +65,6 @@ class ShapePlacement:
 
 @lru_cache(maxsize=1)
 def _doc() -> dict[str, Any]:
-    from ruamel.yaml import YAML
-
     return YAML(typ="safe").load(DATA.read_text(encoding="utf-8"))
 
 

@@ -138,6 +138,19 @@ ImageRef = GceImage | AzureImage | AmiParameter
 
 
 @dataclass(frozen=True)
+class ReadyEstimate:
+    """Expected time from create to ready, cold install vs a baked image: an **estimate** from a public report (its
+    ``source``), shown by ``plan`` (provisioner/bake/ready_time.py words it); never measured by trainvm."""
+
+    cold_s: int  # from create to ready when the startup script installs the stack
+    baked_s: int  # from create to ready when the VM boots a baked image (the script only verifies)
+    source: str
+
+    def seconds(self, baked: bool) -> int:
+        return self.baked_s if baked else self.cold_s
+
+
+@dataclass(frozen=True)
 class LifecycleFacts:
     stop: str  # what `stop` / on_idle|on_max_run=stop does, as the console shows it
     delete: str
@@ -210,6 +223,12 @@ class CloudSpec:
     #: "module:function" ``(Offer) -> list[str]``: the cloud's own consistency checks of one catalog row
     #: (catalog/storage.py ``validate_offers``); None: only the checks every cloud gets
     catalog_check: str | None = None
+    #: "module:function" ``(instance type) -> family``: the catalog's ``family`` of a shape (the placement facts and
+    #: per-family tables are keyed by it; catalog/families.py ``family_of``); None: the instance type is its own family
+    family_of: str | None = None
+    #: the expected time to ready from a public report (issue #28), cold vs baked; None: no published figure
+    #: (``plan`` says unknown, never guesses)
+    ready_estimate: ReadyEstimate | None = None
 
     @property
     def provisionable(self) -> bool:
@@ -231,6 +250,9 @@ CLOUDS: Mapping[str, CloudSpec] = MappingProxyType({c.name: c for c in (
         quota_reader="provisioner.providers.gcp.quota:reader",
         family_disk_map="provisioner.providers.gcp.families:family_disk_map",
         catalog_check="provisioner.providers.gcp.families:check_offer",
+        family_of="provisioner.providers.gcp.families:gce_family",
+        ready_estimate=ReadyEstimate(cold_s=215, baked_s=75, source="public report cited in issue #28: 3m35s cold "
+                                     "install -> 1m15s from a custom image on GCE"),
         credential_hint="GCE: set GOOGLE_CLOUD_PROJECT and run `gcloud auth application-default login`",
         user_data=UserDataFormat("gce-metadata", "plain", 262_144, "bytes per metadata value"),
         payload=PayloadStoreFacts(
@@ -283,6 +305,9 @@ CLOUDS: Mapping[str, CloudSpec] = MappingProxyType({c.name: c for c in (
         quota_reader="provisioner.providers.azure.quota:reader",
         catalog_check="provisioner.providers.azure.offers:check_offer",
         baker="provisioner.providers.azure.bake:AzureBaker",  # Compute Gallery image version, replicated (docs/bake.md)
+        family_of="provisioner.providers.azure.families:family",
+        ready_estimate=ReadyEstimate(cold_s=1260, baked_s=170, source="public report cited in issue #28: 21 min cold "
+                                     "install -> 2m50s from a gallery image on Azure"),
         credential_hint="Azure: set AZURE_SUBSCRIPTION_ID and run `az login`",
         user_data=UserDataFormat("azure-custom-data", "base64", 87_380, "base64 characters (64 KiB raw)"),
         payload=PayloadStoreFacts(
@@ -331,6 +356,7 @@ CLOUDS: Mapping[str, CloudSpec] = MappingProxyType({c.name: c for c in (
         request_builder="provisioner.providers.aws.request",
         price_source="provisioner.providers.aws.prices:fetch",
         quota_reader="provisioner.providers.aws.quota:reader",
+        family_of="provisioner.providers.aws.families:family",
         credential_hint="AWS: run `aws configure` (or `aws sso login`, or set AWS_PROFILE)",
         user_data=UserDataFormat("ec2-user-data", "base64", 16_384, "bytes raw (before base64)"),
         payload=PayloadStoreFacts(
@@ -497,7 +523,7 @@ def native_clouds(scheme: str) -> tuple[str, ...]:
 def placement(cloud: str, family: str, instance_type: str) -> ShapePlacement:
     """Multi-node facts of one shape (data/placement.yaml): compact placement, fabric, what the guest
     needs to use the fabric."""
-    from provisioner.providers.placement import shape_placement
+    from provisioner.providers.placement import shape_placement  # lazy: startup
 
     return shape_placement(cloud, family, instance_type)
 
@@ -509,7 +535,7 @@ METADATA_VALUE_LIMIT: Mapping[str, int] = MappingProxyType({"gcp": 262_144, "azu
 
 def compactable_families(clouds: tuple[str, ...]) -> frozenset[tuple[str, str]]:
     """(cloud, family) pairs whose nodes the cloud can place compactly (data/placement.yaml)."""
-    from provisioner.providers.placement import compactable
+    from provisioner.providers.placement import compactable  # lazy: startup
 
     return compactable(clouds)
 

@@ -23,6 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from provisioner.providers.registry import CLOUDS
+
 #: the object-store lifecycle rule: payload objects are deleted this many days after their last upload
 EXPIRE_DAYS = 30
 #: ``stage`` uploads again an existing object older than this (so it outlives the VM's first boot)
@@ -92,8 +94,6 @@ MAX_STORAGE_USD_PER_GB_MONTH = 0.5
 def describe(cloud: str, region: str, size: int | None = None) -> dict[str, object]:
     """Where ``up`` stages the payload on ``cloud`` in ``region``, who reads it and what it costs, for ``plan``
     and the ``up`` summary (offline: the account part of the store's name is a placeholder)."""
-    from provisioner.providers.registry import CLOUDS
-
     facts = CLOUDS[cloud].payload
     bound = None if size is None else MAX_STORAGE_USD_PER_GB_MONTH * size / 1e9
     return {

@@ -7,7 +7,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from provisioner.canonical import canonical_json
+from provisioner.catalog.costs import cost_of
 from provisioner.catalog.models import Offer
+from provisioner.catalog.storage import load_catalog
 from provisioner.profile import LoadedProfile
 from provisioner.providers.base import LaunchSpec, Provider, labels_for, vm_name
 from provisioner.providers.store import PayloadRef
@@ -18,7 +20,7 @@ if TYPE_CHECKING:
 
 
 def render_for_offer(loaded: LoadedProfile, offer: Offer, image_mode: str = "") -> RenderedScript:
-    from provisioner.render.context import target_from_offer
+    from provisioner.render.context import target_from_offer  # lazy: startup
     from provisioner.render.script import render_script
 
     return render_script(loaded, target_from_offer(offer), image_mode=image_mode)
@@ -37,9 +39,6 @@ def stage_for_offer(loaded: LoadedProfile, offer: Offer, provider: Provider,
 def disk_costs(loaded: LoadedProfile, offer: Offer) -> Cost:
     """What the profile's disks cost per node on ``offer`` (the catalog's disk prices), recorded on the VM so that
     ``status``/``list`` show its running and stopped $/h."""
-    from provisioner.catalog.costs import cost_of
-    from provisioner.catalog.storage import load_catalog
-
     hw = loaded.profile.hardware
     return cost_of(offer, disk_prices=load_catalog().disk_prices, boot_disk_type=hw.boot_disk.type,
                    boot_disk_gib=hw.boot_disk.size_gib, local_nvme_gib=hw.local_nvme_gib)
@@ -52,7 +51,7 @@ def resolved_profile_json(loaded: LoadedProfile) -> str:
     if loaded.sources:
         data["sources"] = [s.record() for s in loaded.sources]
     if loaded.lock is not None and loaded.lock_path is not None:
-        from provisioner.lock.model import file_sha256
+        from provisioner.lock.model import file_sha256  # lazy: startup
 
         data["lock"] = {"sha256": file_sha256(loaded.lock_path), "packages": loaded.lock.versions()}
     return canonical_json(data)

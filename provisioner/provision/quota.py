@@ -31,7 +31,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from provisioner import settings
+from provisioner.cache import cache_dir
 from provisioner.catalog.models import Offer
+from provisioner.providers.registry import cloud as cloud_spec
 
 if TYPE_CHECKING:
     from provisioner.providers.base import Provider
@@ -132,8 +134,6 @@ class QuotaSource(Protocol):
 
 def quota_source(cloud: str, provider: Provider) -> QuotaSource | None:
     """The cloud's quota reader for ``provider`` (None: the registry names none)."""
-    from provisioner.providers.registry import cloud as cloud_spec
-
     ref = cloud_spec(cloud).quota_reader
     if ref is None:
         return None
@@ -225,8 +225,6 @@ class Preflight:
 
 
 def _cache_path(src: QuotaSource, scope: str) -> Path:
-    from provisioner.cache import cache_dir
-
     digest = hashlib.sha256(f"{src.cloud}:{src.account}:{scope}".encode()).hexdigest()[:24]
     return cache_dir() / "quota" / f"{src.cloud}-{digest}.json"
 

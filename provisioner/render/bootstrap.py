@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import base64
 import gzip
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+from packaging.version import Version
 
 from provisioner.bundled import templates_dir
 from provisioner.errors import RenderError
 from provisioner.providers.registry import CLOUDS, UserDataEncoding
-from provisioner.providers.store import PayloadRef
+from provisioner.providers.store import PayloadRef, payload_key
 from provisioner.render.shell import template_env
 
 
@@ -57,8 +59,6 @@ CURL_SIGNS_HEADERS = "7.86.0"
 
 def needs_signed_url(os_name: str) -> bool:
     """The OS image's curl cannot sign an identity request that carries a session token (Ubuntu 22.04)."""
-    from packaging.version import Version
-
     return Version(IMAGE_CURL.get(os_name, "0")) < Version(CURL_SIGNS_HEADERS)
 
 
@@ -69,8 +69,6 @@ def render_bootstrap(ref: PayloadRef, profile_hash: str, os_name: str) -> UserDa
     spec = CLOUDS[ref.cloud]
     store = spec.payload
     if ref.signed_url and not needs_signed_url(os_name):
-        from dataclasses import replace
-
         ref = replace(ref, signed_url="")
     text = template_env().get_template("bootstrap/bootstrap.sh.j2").render(
         ref=ref, store_title=store.title, cloud=ref.cloud, profile_hash=profile_hash,
@@ -87,8 +85,6 @@ def render_bootstrap(ref: PayloadRef, profile_hash: str, os_name: str) -> UserDa
 def preview_ref(cloud: str, region: str, sha256: str, size: int) -> PayloadRef:
     """The PayloadRef ``up`` would stage, as far as it is known offline (``plan``, ``render``): the account part
     of the store's name is a placeholder until ``up`` asks the cloud (registry ``PayloadStoreFacts.where``)."""
-    from provisioner.providers.store import payload_key
-
     store = CLOUDS[cloud].payload
     key = payload_key(sha256)
     url = store.url.format(region=region, key=key, key_quoted=key.replace("/", "%2F"))

@@ -17,7 +17,9 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from provisioner.catalog.families import family_of
 from provisioner.errors import RenderError
+from provisioner.providers.registry import placement
 
 META_KEY = "trainvm-cluster"
 #: torchrun's default --master-port (static rendezvous).
@@ -50,13 +52,11 @@ def cluster_context(profile: Any, cloud: str, instance_type: str, gpu_count: int
     nodes = profile.hardware.nodes
     if nodes <= 1:
         return None
-    from provisioner.catalog.families import family_of
-    from provisioner.providers.registry import placement
 
     facts = placement(cloud, family_of(cloud, instance_type), instance_type)
     fabric = facts.fabric
     if not fabric.usable:
-        from provisioner.providers.placement import fabrics
+        from provisioner.providers.placement import fabrics  # lazy: startup
 
         fabric = fabrics()["tcp"]
     env = []

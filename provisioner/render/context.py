@@ -4,10 +4,12 @@ package names or URLs; they only quote these values (``| shq``) and branch on th
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import posixpath
 import re
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,7 +23,9 @@ from provisioner.errors import RenderError
 from provisioner.profile.fields import BUCKET_RES, DANGEROUS_ENV_KEYS, RESERVED_DIRS
 from provisioner.providers.lifecycle import api_actions, guest_shutdown_does, on_vm_max_run_seconds
 from provisioner.providers.registry import CLOUD_NAMES, CLOUDS
+from provisioner.render.cluster import cluster_context
 from provisioner.render.data import DataPlan, DataTool, data_plans, data_tools, unreadable, vm_api_sdk
+from provisioner.verify.expect import expectation
 
 # cuda-keyring_1.1-1_all.deb per NVIDIA repository (x86_64). Sources: NVIDIA repo Packages files;
 # GoogleCloudPlatform/compute-gpu-installation linux/cuda_installer/config.py NVIDIA_KEYRING_SHA256_SUMS.
@@ -261,7 +265,6 @@ def build_context(loaded: Any, target: RenderTarget, facts: Facts | None = None,
         raise RenderError(f"unknown image mode {image_mode!r}; expected bake or baked")
     if image_mode and loaded.profile.stack.container is not None:
         raise RenderError("stack.container: a container stack cannot be baked yet (docs/bake.md); only stack.python + stack.packages")
-    from provisioner.render.cluster import cluster_context
 
     facts = facts or load_facts()
     profile = loaded.profile
@@ -325,7 +328,6 @@ def build_context(loaded: Any, target: RenderTarget, facts: Facts | None = None,
         disk_path = posixpath.dirname(dests[0]) if dests else "/"
     # the expectation the VM's ready gate judges the machine against: the one `verify` uses
     # (provisioner.verify.expect), plus what the VM's other commands read (env, data, driver-pin)
-    from provisioner.verify.expect import expectation
 
     doc = profile.model_dump(mode="json")
     if loaded.lock is not None and loaded.lock.packages:
@@ -343,7 +345,7 @@ def build_context(loaded: Any, target: RenderTarget, facts: Facts | None = None,
     }
     container = None
     if stack.container is not None:
-        from provisioner.render.container import container_context
+        from provisioner.render.container import container_context  # lazy: startup
 
         container = container_context(stack, target.cloud, loaded.resolved.image)
     return ScriptContext(
@@ -424,10 +426,8 @@ def _perf_fields(profile: Any) -> dict[str, Any]:
     """The perf probe travels as its source (stdlib-only, see provisioner/perfprobe), packed."""
     if profile.perf is None:
         return {}
-    import base64
-    import textwrap
 
-    from provisioner.perfprobe import bundle
+    from provisioner.perfprobe import bundle  # lazy: startup
 
     data = profile.perf.data or (profile.data[0].dest if profile.data else "")
     packed = "\n".join(textwrap.wrap(base64.b64encode(bundle()).decode("ascii"), 76))

@@ -25,6 +25,8 @@ from typing import Any
 
 from provisioner.errors import RenderError
 from provisioner.providers.access import data_locality_exclusions
+from provisioner.providers.registry import CLOUDS
+from provisioner.providers.registry_auth import profile_pull_auth
 from provisioner.render.shell import template_dir
 
 #: the schemes copied by trainvm_copy.py with an SDK (every other data scheme is https://, copied by curl)
@@ -83,12 +85,9 @@ def vm_api_sdk(profile: Any, cloud: str, plans: tuple[DataPlan, ...], api_action
     ``CloudSpec.vm_api_sdk``; AWS: boto3 of the s3 tool), or None: that tool's data, a ``secret://`` reference to the
     cloud's own store (stack.env or a data credential), or a lifecycle action its guest shutdown does not do
     (``api_actions``: trainvm-lifecycle's call). Clouds whose VMs call their REST APIs with a metadata token need none."""
-    from provisioner.providers.registry import CLOUDS
-
     spec = CLOUDS[cloud]
     if spec.vm_api_sdk is None:
         return None
-    from provisioner.providers.registry_auth import profile_pull_auth
 
     pull = profile_pull_auth(profile, cloud)  # stack.container's registry login: a secret, or ECR's GetAuthorizationToken
     refs = [*profile.stack.env.values(), *(p.credential for p in plans), pull.secret if pull else ""]

@@ -27,6 +27,9 @@ import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from provisioner.agent.bundle import bundle_files
+from provisioner.cache import cached_bytes
+
 SCHEMA = "trainvm.payload/1"
 _EXECUTABLE = frozenset({"startup.sh"})
 #: compressed payloads kept in the parsed-data cache (~200 KB each); the oldest go first
@@ -75,7 +78,6 @@ def archive(files: Mapping[str, bytes]) -> bytes:
             info.mode = 0o755 if name in _EXECUTABLE else 0o644
             tar.addfile(info, io.BytesIO(data))
     plain = raw.getvalue()
-    from provisioner.cache import cached_bytes
 
     # gzip -9 of the payload costs ~50 ms (`plan --json`, each offer `up` tries); the same tar (and zlib) gives the
     # same bytes, so the result is cached by them (at most PAYLOADS_CACHED, ~200 KB each)
@@ -95,8 +97,6 @@ def build_payload(startup_sh: str, meta: Mapping[str, str], extra: Mapping[str, 
 
 def agent_files() -> dict[str, bytes]:
     """The agent's files (provisioner/agent), relative to the folder the VM puts on PYTHONPATH."""
-    from provisioner.agent.bundle import bundle_files
-
     return bundle_files()
 
 

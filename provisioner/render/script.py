@@ -8,6 +8,7 @@ rendered once the payload is staged (``RenderedScript.user_data(ref)``), or for 
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,8 +37,6 @@ class RenderedScript:
 
     @property
     def script_sha256(self) -> str:
-        import hashlib
-
         return hashlib.sha256(self.startup_sh.encode("utf-8")).hexdigest()
 
     def user_data(self, ref: PayloadRef) -> UserData:

@@ -9,12 +9,15 @@ cloud-init template is YAML, not shell: there the only filter is ``yaml_block``.
 from __future__ import annotations
 
 import functools
+import hashlib
 import shlex
 from pathlib import Path
 
 import jinja2
 
+from provisioner import __version__, settings
 from provisioner.bundled import templates_dir
+from provisioner.cache import cache_dir
 from provisioner.errors import RenderError
 
 
@@ -57,11 +60,6 @@ def _bytecode_cache() -> jinja2.BytecodeCache | None:
     """Compiled templates in the parsed-data cache (compiling the startup script's templates costs ~30 ms of
     `plan --json`): jinja2 keys each by the template's source checksum and the Python version; the folder's name
     adds this module (the environment's options) and the trainvm and jinja2 versions. ``TRAINVM_NO_CACHE``: none."""
-    import hashlib
-
-    from provisioner import __version__, settings
-    from provisioner.cache import cache_dir
-
     if settings.is_set("TRAINVM_NO_CACHE"):
         return None
     key = hashlib.sha256(f"{__version__}:{jinja2.__version__}:".encode() + Path(__file__).read_bytes()).hexdigest()[:16]

@@ -20,7 +20,9 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from provisioner.compat.facts import NOMINAL_TOLERANCE
+from provisioner.compat.facts import NOMINAL_TOLERANCE, load_facts
+from provisioner.compat.stack import effective_cuda, frameworks
+from provisioner.container.reference import parse_image_ref
 from provisioner.verify.records import (
     SCHEMA,
     ContainerFacts,
@@ -57,9 +59,6 @@ def allowed_gpus(hardware: Mapping[str, Any]) -> list[str] | None:
 
 def _framework(packages: Iterable[str]) -> Any:
     """The framework the pins install (compat facts), or None (also for pins the facts cannot parse)."""
-    from provisioner.compat.facts import load_facts
-    from provisioner.compat.stack import frameworks
-
     try:
         return next(iter(frameworks(list(packages), load_facts())), None)
     except Exception:  # noqa: BLE001 - a report-only diff may carry pins the facts cannot parse
@@ -69,9 +68,6 @@ def _framework(packages: Iterable[str]) -> Any:
 def _framework_cuda_of_pins(packages: Iterable[str]) -> str | None:
     """The CUDA the pinned framework build targets (torch +cu124 -> 12.4), as `validate` derives it
     when a profile leaves stack.cuda out."""
-    from provisioner.compat.facts import load_facts
-    from provisioner.compat.stack import effective_cuda, frameworks
-
     try:
         return effective_cuda(None, frameworks(list(packages), load_facts()))
     except Exception:  # noqa: BLE001
@@ -82,7 +78,6 @@ def _container(stack: Mapping[str, Any]) -> ExpectedContainer | None:
     container = stack.get("container")
     if not container:
         return None
-    from provisioner.container.reference import parse_image_ref
     from provisioner.container.store import lookup
 
     try:

@@ -7,7 +7,10 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from ruamel.yaml import YAML
+
 from provisioner.compat.facts import facts_dir
+from provisioner.probe.gpu import canonical_gpu_name
 
 SPEC_KEYS = ("fp32", "tf32", "bf16", "fp16", "mem_gbs")
 
@@ -26,8 +29,6 @@ class GpuPerfSpec:
 
 @functools.cache
 def load_specs() -> dict[str, tuple[GpuPerfSpec, ...]]:
-    from ruamel.yaml import YAML
-
     with (facts_dir() / "gpu_perf.yaml").open(encoding="utf-8") as fh:
         doc = YAML(typ="safe").load(fh)
     return {
@@ -39,8 +40,6 @@ def load_specs() -> dict[str, tuple[GpuPerfSpec, ...]]:
 def spec_for(product_name: str, memory_mib: int | None = None,
              table: dict[str, tuple[GpuPerfSpec, ...]] | None = None) -> GpuPerfSpec | None:
     """The spec entry of an NVML/nvidia-smi product name ("NVIDIA H100 80GB HBM3"), or None."""
-    from provisioner.probe.gpu import canonical_gpu_name
-
     table = load_specs() if table is None else table
     for entry in table.get(canonical_gpu_name(product_name, memory_mib), ()):
         if re.search(entry.match, product_name, flags=re.IGNORECASE):

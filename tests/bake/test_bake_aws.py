@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from provisioner.bake.identity import LABEL_KIND, LABEL_LOCK_A, LABEL_LOCK_B, LABEL_STACK, mismatch
 from provisioner.bake.run import builder_name
 from provisioner.catalog.storage import EMBEDDED_DIR, load_catalog
 from provisioner.profile import load_profile
 from provisioner.providers.base import vm_name
+from provisioner.providers.image_identity import LABEL_KIND, LABEL_LOCK_A, LABEL_LOCK_B, LABEL_STACK, mismatch
 from tests.helpers import REPO, sigterm_when
 
 LOG = "2026-11-27T10:00:0{i}+0000 trainvm {phase}: {msg}\n"

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from provisioner.bake.identity import LABEL_LOCK_A, LABEL_LOCK_B, LABEL_STACK, mismatch
 from provisioner.bake.run import builder_name
 from provisioner.profile import load_profile
 from provisioner.providers.base import vm_name
+from provisioner.providers.image_identity import LABEL_LOCK_A, LABEL_LOCK_B, LABEL_STACK, mismatch
 from tests.emulators.arm import ArmEmulator
 from tests.helpers import REPO, sigterm_when
 

@@ -6,12 +6,15 @@ tests/render/test_bake_modes.py. Not modelled: image creation time, storage bill
 
 from __future__ import annotations
 
+import dataclasses
+import types
+
 import pytest
 
-from provisioner.bake.identity import LABEL_KIND, LABEL_LOCK_A, LABEL_LOCK_B, LABEL_STACK, mismatch
 from provisioner.bake.run import builder_name
 from provisioner.profile import load_profile
 from provisioner.providers.base import vm_name
+from provisioner.providers.image_identity import LABEL_KIND, LABEL_LOCK_A, LABEL_LOCK_B, LABEL_STACK, mismatch
 from tests.helpers import REPO, gce_cli_env, sigterm_when
 
 TF = REPO / "profiles" / "examples" / "tf-resnet50.yaml"  # a committed lock
@@ -130,8 +133,8 @@ def test_a_cloud_that_cannot_bake_yet_is_refused(cli, gce, monkeypatch):
     """Every cloud of the registry has a baker now: one without (as a new cloud would be) is simulated."""
     from provisioner.providers import registry
 
-    can = {c: b for c, b in registry.bakers().items() if c != "azure"}
-    monkeypatch.setattr(registry, "bakers", lambda: can)
+    clouds = {**registry.CLOUDS, "azure": dataclasses.replace(registry.CLOUDS["azure"], baker="")}
+    monkeypatch.setattr(registry, "CLOUDS", types.MappingProxyType(clouds))  # a cloud without a Baker
     r = cli("bake", str(TF), "--cloud", "azure")
     assert r.code == 2
     assert "cannot bake images on azure yet" in r.err and "clouds that can: aws, gcp" in r.err

@@ -1,4 +1,4 @@
-"""The baked image's identity record, its label encoding and the match against a profile (provisioner/bake/identity.py)."""
+"""The baked image's identity record, its label encoding and the match against a profile (provisioner/providers/image_identity.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from provisioner.bake.identity import (
+from provisioner.profile.loader import load_profile
+from provisioner.providers.image_identity import (
     LABEL_BASE,
     LABEL_LOCK_B,
     LABEL_STACK,
@@ -20,7 +21,6 @@ from provisioner.bake.identity import (
     mismatch,
     stack_hash,
 )
-from provisioner.profile.loader import load_profile
 from provisioner.render import RenderTarget, build_context
 
 REPO = Path(__file__).resolve().parents[2]

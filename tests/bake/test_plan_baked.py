@@ -4,7 +4,9 @@ The bake itself runs against the GCE emulator (as in test_bake_gce.py); ``plan``
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import types
 
 from tests.bake.test_up_baked_gce import _bake, gce, tf  # noqa: F401 - fixtures
 from tests.helpers import REPO
@@ -64,15 +66,14 @@ def test_plan_without_a_record_or_a_lock(cli, tmp_path, monkeypatch):
 def test_plan_on_a_cloud_that_cannot_bake(monkeypatch):
     """A cloud without a baker (every registered cloud has one now: simulated for Azure) gets the reason, and no
     time for a baked image (none can exist)."""
-    import dataclasses
 
     from provisioner.bake.offline import plan_baked
     from provisioner.planner.from_profile import Overrides, make_plan
     from provisioner.profile import load_profile
     from provisioner.providers import registry
 
-    can = {c: b for c, b in registry.bakers().items() if c != "azure"}
-    monkeypatch.setattr(registry, "bakers", lambda: can)
+    clouds = {**registry.CLOUDS, "azure": dataclasses.replace(registry.CLOUDS["azure"], baker="")}
+    monkeypatch.setattr(registry, "CLOUDS", types.MappingProxyType(clouds))  # a cloud without a Baker
 
     loaded = load_profile(REPO / "profiles" / "examples" / "tf-resnet50.yaml")
     offer = make_plan(loaded, Overrides(("gcp",), None, None)).plan.chosen

@@ -12,6 +12,7 @@ from provisioner.catalog import COLUMNS, SCHEMA_VERSION, load_catalog
 from provisioner.catalog import families as F
 from provisioner.catalog.disks import DISK_COLUMNS, DISKS_FILE
 from provisioner.catalog.storage import EMBEDDED_DIR
+from provisioner.providers.azure import families as AZ
 from provisioner.providers.gcp import families as G
 from provisioner.providers.registry import provisionable
 
@@ -156,9 +157,9 @@ def test_azure_gpu_memory_from_lookup(cat):
     for o in cat.offers:
         if o.cloud != "azure":
             continue
-        series = F.azure_series(o.instance_type)
+        series = AZ.azure_series(o.instance_type)
         assert series is not None and series.name == o.family and series.gpu_name == o.gpu_name
-        frac = F.AZURE_FRACTIONAL.get(o.instance_type, 1)
+        frac = AZ.AZURE_FRACTIONAL.get(o.instance_type, 1)
         assert o.gpu_memory_gib == round(series.gpu_memory_gib * frac, 2)
         assert o.hyperv_gen in ("1", "2", "1|2")
 

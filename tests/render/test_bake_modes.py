@@ -155,7 +155,7 @@ def test_a_shape_without_local_nvme_bakes_no_mdadm():
 
 def test_the_stack_identity_says_whether_the_image_holds_mdadm():
     """An image baked for a shape without local NVMe (no mdadm) never matches an offer that stripes NVMe."""
-    from provisioner.bake.identity import stack_fields
+    from provisioner.providers.image_identity import stack_fields
     from provisioner.render import build_context
 
     lp = S.data_native_to(S.loaded(S.REPO / "profiles/examples/bert-pretrain-8xa100.yaml"), "gcp")

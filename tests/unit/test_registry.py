@@ -133,8 +133,58 @@ def test_gce_machine_families_live_in_the_gcp_package() -> None:
         assert hasattr(G, name) and not hasattr(F, name), name
 
 
+def test_azure_and_aws_machine_tables_live_in_their_packages() -> None:
+    """Issue 26: a cloud's machine tables are in its own package; catalog/families.py keeps only what every cloud
+    shares (GPU names and memory)."""
+    from provisioner.providers.aws import families as A
+    from provisioner.providers.azure import families as Z
+
+    for name in ("AzureSeries", "AZURE_SERIES", "azure_series", "AZURE_FRACTIONAL", "AZURE_GPU_COUNT_FIXES",
+                 "AZURE_RETIRED", "azure_retirement", "AZURE_LOCAL_NVME_GIB", "azure_disk_types", "family"):
+        assert hasattr(Z, name) and not hasattr(F, name), name
+    for name in ("AWS_LOCAL_NVME_GIB", "family"):
+        assert hasattr(A, name) and not hasattr(F, name), name
+
+
+def test_family_of_asks_the_cloud_s_spec() -> None:
+    """The catalog's ``family`` of a shape comes from ``CloudSpec.family_of`` (a "module:function" string); a cloud
+    without one (a fourth cloud that has no families) uses the instance type itself."""
+    import dataclasses
+
+    from provisioner.providers import registry
+
+    assert F.family_of("gcp", "a2-highgpu-1g") == "a2-highgpu"
+    assert F.family_of("gcp", "n1-standard-8") == "n1"
+    assert F.family_of("azure", "Standard_NC24ads_A100_v4") == "NC_A100_v4"
+    assert F.family_of("azure", "Standard_Unknown_v9") == "Standard_Unknown_v9"
+    assert F.family_of("aws", "p4d.24xlarge") == "p4d"
+    assert all(c.family_of for c in CLOUDS.values())
+    fourth = dataclasses.replace(cloud("aws"), family_of=None)
+    real = registry.CLOUDS
+    try:
+        registry.CLOUDS = {**real, "aws": fourth}  # type: ignore[assignment]
+        assert F.family_of("aws", "p4d.24xlarge") == "p4d.24xlarge"
+    finally:
+        registry.CLOUDS = real
+
+
+def test_ready_time_estimates_are_cloud_spec_fields() -> None:
+    """The expected time to ready (estimates from public reports) is ``CloudSpec.ready_estimate``; a cloud without
+    a published figure has None (shown as unknown, never guessed)."""
+    from provisioner.bake import ready_time
+
+    assert not hasattr(ready_time, "ESTIMATES")
+    gcp, azure = cloud("gcp").ready_estimate, cloud("azure").ready_estimate
+    assert gcp is not None and (gcp.cold_s, gcp.baked_s) == (215, 75) and "issue #28" in gcp.source
+    assert azure is not None and (azure.cold_s, azure.baked_s) == (1260, 170)
+    assert cloud("aws").ready_estimate is None
+    assert ready_time.ready_json("aws", baked=True)["seconds"] is None
+    assert ready_time.ready_json("gcp", baked=True)["seconds"] == 75
+    assert "about 3m35s cold install" in ready_time.ready_line("gcp", baked=False)
+
+
 def test_per_cloud_catalog_hooks_resolve_without_a_cloud_sdk() -> None:
-    refs = [r for c in CLOUDS.values() for r in (c.family_disk_map, c.catalog_check) if r]
+    refs = [r for c in CLOUDS.values() for r in (c.family_disk_map, c.catalog_check, c.family_of) if r]
     assert refs  # GCE narrows disks per family; GCE and Azure check their catalog rows
     code = ("import sys; from provisioner.providers.registry import load; "
             f"fns = [load(r) for r in {refs!r}]; assert all(map(callable, fns)); "
@@ -167,12 +217,11 @@ def test_importing_the_registry_imports_no_cloud_sdk() -> None:
     assert out.strip() == "[]"
 
 
-# Quoted cloud names outside providers/ (the registry's table is the one place): families.py's family_of (moved from
-# providers/placement.py so that the shared providers layer imports nothing of the catalog), the render package's
-# docstring example and the JSON-schema example of placement.identity (a mapping keyed by cloud; its check is the
-# registry's identity_check) are the only ones left; bake/ready_time.py's estimate table is keyed by cloud (it
-# belongs in CloudSpec: not moved yet). The catalog's per-cloud checks are ``CloudSpec.catalog_check``.
-ALLOWED = {"provisioner/catalog/families.py": 2, "provisioner/bake/ready_time.py": 2, "provisioner/render/__init__.py": 1, "provisioner/profile/model.py": 1}
+# Quoted cloud names outside providers/ (the registry's table is the one place): the render package's docstring example
+# and the JSON-schema example of placement.identity (a mapping keyed by cloud; its check is the registry's
+# identity_check) are the only ones left. The catalog's per-cloud checks are ``CloudSpec.catalog_check``, a shape's
+# family ``CloudSpec.family_of``, the expected time to ready ``CloudSpec.ready_estimate``.
+ALLOWED = {"provisioner/render/__init__.py": 1, "provisioner/profile/model.py": 1}
 
 
 def test_no_new_cloud_name_branches_outside_providers() -> None:

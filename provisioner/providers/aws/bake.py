@@ -3,7 +3,7 @@
 AMI *name* (``trainvm-<profile>-<stack>-<UTC time>-<hex>``), the same in every region; each region holds its own AMI
 id and its own EBS snapshots (``BakedImage.region_refs``).
 
-* Tags: the image identity (provisioner/bake/identity.py; AWS tag values take 256 characters, the GCE-safe encoding
+* Tags: the image identity (provisioner/providers/image_identity.py; AWS tag values take 256 characters, the GCE-safe encoding
   is kept so that one dict works on every cloud) plus ``Name``, on each AMI **and** each of its snapshots, in every
   region. ``CopyImage`` does not copy user tags unless ``CopyImageTags`` is set ("Default: Your user-defined AMI tags
   are not copied", EC2 API reference, CopyImage), and never tags the copy's snapshots; trainvm tags every copy and its
@@ -32,11 +32,20 @@ import secrets
 import time
 from typing import Any
 
-from provisioner.bake.identity import KIND_BAKED, LABEL_KIND, LABEL_STACK, ImageIdentity, label_value, mismatch
+from provisioner import settings
 from provisioner.catalog.models import Offer
 from provisioner.errors import CloudError
 from provisioner.providers.bake_base import BakedImage
 from provisioner.providers.base import InstanceRecord
+from provisioner.providers.image_identity import (
+    KIND_BAKED,
+    LABEL_KIND,
+    LABEL_STACK,
+    ImageIdentity,
+    label_value,
+    mismatch,
+)
+from provisioner.providers.poll import poll
 
 BUILDER_SHAPE = "m6i.large"
 BUILDER_PRICE_US_EAST_1 = 0.096  # USD/h on-demand, Linux (aws.amazon.com/ec2/pricing/on-demand, 2026-11)
@@ -114,9 +123,6 @@ class AwsBaker:
         return baked
 
     def _until_available(self, region: str, image_id: str) -> dict[str, Any]:
-        from provisioner import settings
-        from provisioner.providers.poll import poll
-
         p = self.provider
         timeout = settings.seconds("TRAINVM_BAKE_TIMEOUT", 5400.0)
 

@@ -28,6 +28,7 @@ from functools import partial
 from typing import Any, TypeVar
 
 from provisioner import settings
+from provisioner.catalog.storage import load_catalog
 from provisioner.errors import CloudError
 from provisioner.providers.aws import errors as errs
 from provisioner.providers.aws import request as R
@@ -156,8 +157,6 @@ class AwsCalls:
     def regions(self) -> list[str]:
         """The regions ``list``/``find`` look at (see the module docstring)."""
         if self._regions is None:
-            from provisioner.catalog.storage import load_catalog
-
             known = {o.region for o in load_catalog().offers if o.cloud == "aws"}
             enabled = self.call(lambda: self.ec2("us-east-1").describe_regions(AllRegions=False))["Regions"]
             self._regions = sorted(known & {r["RegionName"] for r in enabled})

@@ -34,6 +34,7 @@ from __future__ import annotations
 import csv
 import io
 from collections import defaultdict
+from dataclasses import replace
 from datetime import datetime
 from typing import IO, Any
 
@@ -42,7 +43,9 @@ from provisioner.catalog import http
 from provisioner.catalog.models import Offer
 from provisioner.catalog.publish import DiskPrice
 from provisioner.catalog.refresh import SourceResult
-from provisioner.errors import CloudError
+from provisioner.errors import CloudError, CredentialsError
+from provisioner.providers.aws.calls import AwsCalls, AwsCredentialsError
+from provisioner.providers.aws.errors import classify
 
 API = "https://pricing.us-east-1.amazonaws.com"
 INDEX = "/offers/v1.0/aws/AmazonEC2/current/region_index.json"
@@ -131,9 +134,6 @@ def _pick(cands: list[tuple[float, str]], what: str, ambiguous: list[str]) -> tu
 
 def ec2_client(region: str) -> Any | None:
     """An EC2 client with the user's credentials (boto3's default chain), or None when there are none."""
-    from provisioner.errors import CredentialsError
-    from provisioner.providers.aws.calls import AwsCalls, AwsCredentialsError
-
     try:
         return AwsCalls(regions=[region]).ec2(region)
     except (CredentialsError, AwsCredentialsError):
@@ -142,8 +142,6 @@ def ec2_client(region: str) -> Any | None:
 
 def spot_prices(client: Any, types: set[str], now: datetime) -> dict[tuple[str, str], tuple[float, str]]:
     """(instance type, AZ ID) -> (USD/h, "DescribeSpotPriceHistory <timestamp>") in force at ``now``."""
-    from provisioner.providers.aws.errors import classify
-
     try:
         names: dict[str, str] = {}
         newest: dict[tuple[str, str], tuple[Any, float]] = {}
@@ -170,8 +168,6 @@ def spot_prices(client: Any, types: set[str], now: datetime) -> dict[tuple[str, 
 
 
 def fetch(known: list[Offer], regions: list[str], now: datetime) -> SourceResult:
-    from dataclasses import replace
-
     res = SourceResult(offers=[], row_source={}, source=SOURCE, notes=[
         "shapes: the instance types the catalog already knows (DescribeInstanceTypes needs credentials; not asked)"])
     if not regions:

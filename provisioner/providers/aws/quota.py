@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from provisioner.catalog.models import Offer
+from provisioner.providers.aws.provider import AwsProvider
 from provisioner.provision.quota import QuotaNeed, QuotaReading, Usage
 
 SERVICE_CODE = "ec2"
@@ -192,6 +193,4 @@ def _key_id(provider: Any) -> str:
 
 def reader(provider: Any) -> AwsQuotas | None:
     """The quota reader of an AWS provider (None for any other provider, e.g. a test's fake)."""
-    from provisioner.providers.aws.provider import AwsProvider
-
     return AwsQuotas(provider) if isinstance(provider, AwsProvider) else None

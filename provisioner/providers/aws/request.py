@@ -47,7 +47,9 @@ from typing import Any
 
 from provisioner.catalog.models import Offer
 from provisioner.providers.base import InvalidRequestError, LaunchSpec
+from provisioner.providers.lifecycle import api_actions, guest_shutdown_action
 from provisioner.providers.registry import AmiParameter, cloud
+from provisioner.providers.registry_auth import ecr_statements
 
 #: Canonical/Debian publish the current AMI ids as public SSM parameters (the registry's ``os_images``); resolved at
 #: `up` time and recorded (the ``trainvm-image`` tag), like the GCE image and the Azure image version.
@@ -62,8 +64,6 @@ SHUTDOWN_BEHAVIOR = {"stop": "stop", "delete": "terminate"}
 
 def shutdown_behavior(spec: LaunchSpec) -> str:
     """terminate only when every lifecycle action in use is delete (providers/lifecycle.guest_shutdown_action)."""
-    from provisioner.providers.lifecycle import guest_shutdown_action
-
     return SHUTDOWN_BEHAVIOR[guest_shutdown_action(spec.on_idle, spec.on_max_run, spec.idle_shutdown_minutes,
                                                    spec.max_run_hours)]
 
@@ -280,8 +280,6 @@ def instance_profile_arn(name: str) -> str:
 
 def role_policy(spec: LaunchSpec, region: str) -> dict[str, Any] | None:
     """The VM's least-privilege policy, or None when the VM reads no payload and calls no AWS API."""
-    from provisioner.providers.lifecycle import api_actions, guest_shutdown_action
-
     statements: list[dict[str, Any]] = payload_statements(spec)
     objects, listing = _s3_resources(spec.data_sources)
     if objects:
@@ -305,10 +303,6 @@ def role_policy(spec: LaunchSpec, region: str) -> dict[str, Any] | None:
 
 
 def _ecr_statements(profile_json: str) -> list[dict[str, Any]]:
-    import json
-
-    from provisioner.providers.registry_auth import ecr_statements
-
     container = (json.loads(profile_json).get("stack") or {}).get("container") or {} if profile_json else {}
     return ecr_statements(container.get("image"), container.get("registry_auth"))
 
@@ -330,7 +324,7 @@ def request_preview(spec: LaunchSpec, offer: Offer) -> dict[str, Any]:
     body["UserData"] = base64.b64encode(body["UserData"]).decode()
     out: dict[str, Any] = {"RunInstances": body}
     if spec.nodes > 1:  # a cluster (providers/aws/group.py): placement group, MinCount = MaxCount = N
-        from provisioner.providers.aws.group_request import preview
+        from provisioner.providers.aws.group_request import preview  # lazy: cycle (group_request reads this module)
 
         out = preview(spec, body)
     return {**out,

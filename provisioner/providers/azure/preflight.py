@@ -29,6 +29,7 @@ from provisioner.errors import InputError
 from provisioner.providers.azure import errors as errs
 from provisioner.providers.azure import request as R
 from provisioner.providers.azure.identity import check_identity
+from provisioner.providers.azure.store import CONTAINER, account_name, store_group
 from provisioner.providers.base import AuthError
 
 API = "2022-04-01"
@@ -111,8 +112,6 @@ def _lifecycle(profile: Any) -> tuple[str | None, str | None]:
 
 
 def _store_scope(provider: Any, region: str) -> str:
-    from provisioner.providers.azure.store import CONTAINER, account_name, store_group
-
     return (f"/subscriptions/{provider.subscription_id}/resourceGroups/{store_group(region)}/providers/"
             f"Microsoft.Storage/storageAccounts/{account_name(provider.subscription_id, region)}/blobServices/default/"
             f"containers/{CONTAINER}")
@@ -139,7 +138,6 @@ def _assignments(provider: Any, profile: Any, name: str, regions: list[str]) -> 
     if role:
         wanted.append((sub, f"{role} on resource group {R.names(name).rg} (created by `up`: its rights come from the "
                             f"subscription) for idle shutdown / max_run_hours"))
-    from provisioner.providers.azure.store import store_group
 
     for region in dict.fromkeys(regions):
         group = provider._get_group(store_group(region))
@@ -206,7 +204,6 @@ def _identity(provider: Any, profile: Any, name: str, regions: list[str], identi
     missing: list[tuple[str, str, str]] = []  # (role, scope, what for)
     if action and not any(_covers(scope, sub) and allows(perms, action) for scope, perms in grants):
         missing.append((str(role), sub, action))
-    from provisioner.providers.azure.store import store_group
 
     for region in dict.fromkeys(regions):
         if not any(_covers(scope, _store_scope(provider, region)) and allows(perms, BLOB_READ, data=True)

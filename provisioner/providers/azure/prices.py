@@ -26,6 +26,7 @@ from __future__ import annotations
 import re
 import urllib.parse
 from collections import defaultdict
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -128,8 +129,6 @@ def disk_prices(rows: list[dict[str, Any]], region: str, disk_type: str, fetched
 
 
 def fetch(known: list[Offer], regions: list[str], now: datetime) -> SourceResult:
-    from dataclasses import replace
-
     res = SourceResult(offers=[], row_source={}, source=SOURCE, notes=[
         "shapes: the sizes the catalog already knows (Resource SKUs needs Azure credentials; not asked)"])
     fetched_at = now.date().isoformat()

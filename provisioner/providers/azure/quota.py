@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from provisioner.catalog.models import Offer
+from provisioner.providers.azure.provider import AzureProvider
 from provisioner.provision.quota import QuotaNeed, Usage
 
 FAMILY_QUOTA = {
@@ -62,6 +63,4 @@ class AzureQuotas:
 
 def reader(provider: Any) -> AzureQuotas | None:
     """The quota reader of an Azure provider (None for any other provider, e.g. a test's fake)."""
-    from provisioner.providers.azure.provider import AzureProvider
-
     return AzureQuotas(provider) if isinstance(provider, AzureProvider) else None

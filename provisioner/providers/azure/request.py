@@ -50,11 +50,12 @@ import binascii
 import json
 import os
 import re
+import uuid
 from dataclasses import dataclass, replace
 from typing import Any
 
-from provisioner.catalog.families import azure_disk_types
 from provisioner.catalog.models import Offer
+from provisioner.providers.azure.families import azure_disk_types
 from provisioner.providers.azure.identity import TAG as IDENTITY_TAG
 from provisioner.providers.azure.identity import identity_body, user_identity
 from provisioner.providers.base import InvalidRequestError, LaunchSpec
@@ -268,8 +269,6 @@ def lifecycle_role(spec: Any) -> str | None:
 
 def role_assignment_name(spec: LaunchSpec, role: str) -> str:
     """Deterministic GUID (role assignment names must be GUIDs): a re-run finds the same assignment."""
-    import uuid
-
     return str(uuid.uuid5(uuid.NAMESPACE_URL, f"trainvm:{spec.name}:{names(spec.name).rg}:{ROLES[role]}"))
 
 
@@ -339,7 +338,7 @@ def request_preview(spec: LaunchSpec, offer: Offer, subscription_id: str = "SUBS
             spec, offer, subscription_id=subscription_id, image=image, ssh_public_key=PREVIEW_SSH_KEY)},
     }
     if spec.nodes > 1:  # a cluster: a proximity placement group and one scale set (azure_group_request)
-        from provisioner.providers.azure.group_request import preview
+        from provisioner.providers.azure.group_request import preview  # lazy: startup
 
         del out[f"{COMPUTE}/virtualMachines"]
         out.update(preview(spec, offer, subscription_id, image))

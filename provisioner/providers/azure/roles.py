@@ -15,12 +15,17 @@ until someone notices.
 
 from __future__ import annotations
 
+import time
+import uuid
 from typing import Any
 
 from provisioner.providers.azure import errors as errs
 from provisioner.providers.azure import request as R
+from provisioner.providers.azure.clients import make_authorization_client
 from provisioner.providers.azure.identity import user_identity
+from provisioner.providers.azure.store import BLOB_DATA_READER, store_group
 from provisioner.providers.base import AuthError, LaunchSpec, ProviderError
+from provisioner.providers.poll import poll
 from provisioner.providers.store import PayloadRef
 
 PRINCIPAL_WAIT_SECONDS = 120.0  # Microsoft: a new identity may take minutes to replicate
@@ -49,8 +54,6 @@ def grant_lifecycle_role(provider: Any, spec: LaunchSpec, vm: dict[str, Any]) ->
 
 def payload_scope(subscription_id: str, ref: PayloadRef) -> str:
     """The ARM id of the container holding the staged payload (``ref.store`` = ``ACCOUNT/CONTAINER``)."""
-    from provisioner.providers.azure.store import store_group
-
     account, _, container = ref.store.partition("/")
     return (f"/subscriptions/{subscription_id}/resourceGroups/{store_group(ref.region)}/providers/Microsoft.Storage/"
             f"storageAccounts/{account}/blobServices/default/containers/{container}")
@@ -59,8 +62,6 @@ def payload_scope(subscription_id: str, ref: PayloadRef) -> str:
 def payload_assignment_name(scope: str, principal: str) -> str:
     """Deterministic GUID per (container, identity): a re-run finds it; a VM re-created under the same name has a new
     identity and so a new assignment (an assignment's principal cannot be changed: RoleAssignmentUpdateNotPermitted)."""
-    import uuid
-
     return str(uuid.uuid5(uuid.NAMESPACE_URL, f"trainvm:payload:{scope.lower()}:{principal}"))
 
 
@@ -73,7 +74,6 @@ def grant_payload_reader(provider: Any, spec: LaunchSpec, vm: dict[str, Any]) ->
     ref = spec.payload
     if ref is None or ref.cloud != "azure" or user_identity(spec):  # user-assigned: granted by its administrator
         return None
-    from provisioner.providers.azure.store import BLOB_DATA_READER
 
     principal = _principal(spec, vm, "it could not read its payload")
     scope = payload_scope(provider.subscription_id, ref)
@@ -89,8 +89,6 @@ def grant_payload_reader(provider: Any, spec: LaunchSpec, vm: dict[str, Any]) ->
 
 def revoke_payload_reader(provider: Any, scope: str, principal: str) -> bool:
     """Delete the identity's payload-reader assignment (``down``); False when there was none."""
-    from provisioner.providers.azure.clients import make_authorization_client
-
     provider.api()
     client = make_authorization_client(provider.settings, provider._credential)
     out = provider._call(lambda: client.role_assignments.delete(scope, payload_assignment_name(scope, principal)),
@@ -100,11 +98,6 @@ def revoke_payload_reader(provider: Any, scope: str, principal: str) -> bool:
 
 def _assign(provider: Any, scope: str, name: str, body: dict[str, Any], hint: str) -> dict[str, Any]:
     """PUT one role assignment: RoleAssignmentExists is done, PrincipalNotFound retried (bounded), refusals AuthError."""
-    import time
-
-    from provisioner.providers.azure.clients import make_authorization_client
-    from provisioner.providers.poll import poll
-
     provider.api()  # settles the credential
     client = make_authorization_client(provider.settings, provider._credential)
 

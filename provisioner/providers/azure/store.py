@@ -48,6 +48,7 @@ from typing import Any
 
 from provisioner import settings
 from provisioner.providers.azure import errors as errs
+from provisioner.providers.azure.clients import make_storage_client
 from provisioner.providers.base import AuthError, ConflictError, InvalidRequestError, ProviderError
 from provisioner.providers.store import EXPIRE_DAYS, PAYLOAD_PREFIX, REFRESH_DAYS, PayloadRef, payload_key
 
@@ -163,8 +164,6 @@ class BlobPayloadStore:
     # ------------------------------------------------------------------ control plane
     def storage(self) -> Any:
         if self._mgmt is None:
-            from provisioner.providers.azure.clients import make_storage_client
-
             self.p.api()  # settles the credential
             self._mgmt = make_storage_client(self.p.settings, self.p._credential)
         return self._mgmt

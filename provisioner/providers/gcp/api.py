@@ -30,6 +30,7 @@ from functools import partial
 from types import SimpleNamespace
 from typing import Any, NamedTuple
 
+from provisioner.output import escape, notice
 from provisioner.providers.base import AuthError, RetryExhaustedError
 from provisioner.providers.gcp import errors as errs
 from provisioner.providers.poll import poll
@@ -59,8 +60,6 @@ class Listing(NamedTuple):
 
 
 def stderr_warning(text: str) -> None:
-    from provisioner.output import escape, notice
-
     notice("warning", escape(text))
 
 

@@ -1,6 +1,6 @@
 """GCE's ``Baker`` (providers/bake_base.py): a baked image is ``images.insert`` from the stopped builder's boot
 disk (``sourceDisk``), in the image family ``trainvm-<profile>``, labelled with the image identity
-(provisioner/bake/identity.py). Calls go through the provider's ``GceApi`` (retries, global operation waits).
+(provisioner/providers/image_identity.py). Calls go through the provider's ``GceApi`` (retries, global operation waits).
 
 The builder shape is ``n1-standard-4`` (4 vCPUs, 15 GB; N1 is offered in the zones of the GPU shapes and takes
 every boot disk type trainvm uses): no GPU is needed to build the driver's kernel module with
@@ -15,12 +15,19 @@ import secrets
 import time
 from typing import Any
 
-from provisioner.bake.identity import KIND_BAKED, LABEL_KIND, LABEL_STACK, ImageIdentity, label_value, mismatch
 from provisioner.catalog.models import Offer
 from provisioner.errors import CloudError
 from provisioner.providers.bake_base import BakedImage
 from provisioner.providers.base import InstanceRecord
 from provisioner.providers.gcp.request import fit_name
+from provisioner.providers.image_identity import (
+    KIND_BAKED,
+    LABEL_KIND,
+    LABEL_STACK,
+    ImageIdentity,
+    label_value,
+    mismatch,
+)
 
 BUILDER_SHAPE = "n1-standard-4"
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from provisioner.providers.base import InstanceRecord, ProviderError
@@ -35,8 +36,6 @@ def _zone(inst: Any) -> str:
 
 def _each(fn: Callable[[Any], Any], items: builtins.list[Any]) -> builtins.list[Any]:
     """``fn`` over ``items`` on at most PARALLEL threads; the first error is raised after all have finished."""
-    from concurrent.futures import ThreadPoolExecutor
-
     if not items:
         return []
     with ThreadPoolExecutor(max_workers=max(1, min(PARALLEL, len(items)))) as pool:

@@ -30,6 +30,7 @@ from __future__ import annotations
 import re
 import urllib.parse
 from collections import defaultdict
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -185,8 +186,6 @@ def price_of(o: Offer, kind: str, p: Prices, ambiguous: list[str]) -> tuple[floa
 
 
 def fetch(known: list[Offer], regions: list[str], now: datetime) -> SourceResult:
-    from dataclasses import replace
-
     res = SourceResult(offers=[], row_source={}, source=SOURCE, notes=[
         "shapes: the machine types the catalog already knows (machineTypes/acceleratorTypes need credentials "
         "and a project; not asked)"])

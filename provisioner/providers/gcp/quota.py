@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from provisioner.catalog.models import Offer
+from provisioner.providers.gcp.provider import GcpProvider
 from provisioner.provision.quota import GLOBAL, QuotaNeed, Usage
 
 #: catalog GPU name -> the model part of the metric (NVIDIA_<this>_GPUS)
@@ -76,6 +77,4 @@ def _regions_client(gce: Any) -> Any:
 
 def reader(provider: Any) -> GceQuotas | None:
     """The quota reader of a GCE provider (None for any other provider, e.g. a test's fake)."""
-    from provisioner.providers.gcp.provider import GcpProvider
-
     return GceQuotas(provider) if isinstance(provider, GcpProvider) else None

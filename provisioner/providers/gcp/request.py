@@ -55,6 +55,7 @@ from typing import Any
 from provisioner.catalog.models import Offer
 from provisioner.providers.base import InvalidRequestError, LaunchSpec
 from provisioner.providers.gcp.families import LOCAL_SSD_DISK_GIB, gce_disk_type, gce_family, gce_local_ssd_gib
+from provisioner.providers.registry import GceImage, cloud
 
 #: trainvm GPU name -> GCE accelerator type attachable to N1 hosts.
 N1_ACCELERATORS = {"T4": "nvidia-tesla-t4", "V100": "nvidia-tesla-v100", "P100": "nvidia-tesla-p100",
@@ -82,8 +83,6 @@ REQUEST_ID_NAMESPACE = uuid.UUID("5b0f7d1e-4c1a-5f3e-9a57-7a1f3c0e7d21")
 
 def image_family(os_name: str) -> tuple[str, str]:
     """(image project, image family) of ``stack.os`` on GCE, from the cloud registry."""
-    from provisioner.providers.registry import GceImage, cloud
-
     ref = cloud("gcp").os_images.get(os_name)
     if not isinstance(ref, GceImage):
         raise InvalidRequestError(f"no GCE image is known for OS {os_name!r}")
@@ -325,7 +324,7 @@ def request_preview(spec: LaunchSpec, offer: Offer, project: str = "PROJECT") ->
     name the family points to when it runs, and records it in the ``trainvm-image`` metadata). A cluster
     (``spec.nodes`` > 1): every body ``up`` sends for it, by method (gcp_cluster_request.request_preview)."""
     if spec.nodes > 1:
-        from provisioner.providers.gcp.cluster_request import request_preview as cluster_preview
+        from provisioner.providers.gcp.cluster_request import request_preview as cluster_preview  # lazy: startup
 
         return cluster_preview(spec, offer, family_url(spec.os), project)
     return instance_body(spec, offer, family_url(spec.os), project)

@@ -44,6 +44,7 @@ import hashlib
 import os
 import re
 import threading
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
@@ -51,6 +52,7 @@ from urllib.parse import quote
 
 from provisioner.providers.base import AuthError, ConflictError, InvalidRequestError, ProviderError
 from provisioner.providers.gcp import errors as errs
+from provisioner.providers.poll import poll
 from provisioner.providers.store import EXPIRE_DAYS, PAYLOAD_PREFIX, REFRESH_DAYS, PayloadRef, payload_key
 
 DEFAULT_ENDPOINT = "https://storage.googleapis.com"
@@ -299,10 +301,6 @@ class GcsPayloadStore:
         # the policy carries its etag: a concurrent change answers 412 (or 409), and the whole read-modify-write
         # is done again on the new policy
         def redone_on_conflict() -> None:
-            import time
-
-            from provisioner.providers.poll import poll
-
             poll(grant, deadline=time.monotonic() + self.call_timeout, timed_out=_GaveUp, transient=_etag_conflict,
                  tries=None, backoff=self.retry_initial)
 
