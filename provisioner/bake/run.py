@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import signal
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -101,11 +102,19 @@ def plan_bake(loaded: Any, baker: Any, cloud: str, region: str | None) -> BakePl
     return BakePlan(loaded, offer, baker.builder_offer(offer), rendered, identity_of(ctx, base), regions)
 
 
+#: set by SIGTERM during a bake: Python drops an exception raised while a finalizer or weakref callback runs
+#: ("Exception ignored in ..."), so the KeyboardInterrupt the handler raises can be lost; wait_baked checks this too
+_TERMINATED = threading.Event()
+
+
 @contextmanager
 def _sigterm_interrupts() -> Iterator[None]:
     """SIGTERM ends the bake like Ctrl-C (KeyboardInterrupt), so that the builder is deleted either way."""
     def handler(signum: int, frame: Any) -> None:
+        _TERMINATED.set()
         raise KeyboardInterrupt
+
+    _TERMINATED.clear()
 
     try:
         previous = signal.signal(signal.SIGTERM, handler)
@@ -128,6 +137,8 @@ def wait_baked(provider: Any, name: str, *, timeout: float, interval: float, say
     errors: list[str] = []
 
     def step() -> str | None:
+        if _TERMINATED.is_set():  # a SIGTERM whose KeyboardInterrupt Python dropped (see _TERMINATED)
+            raise KeyboardInterrupt
         chunk = provider.console(name, follower.offset)
         if chunk is None:
             raise CloudError(f"the builder {name} is gone before its bake finished")
