@@ -114,7 +114,7 @@ def expected_record(profile: Mapping[str, Any], resolved: Resolved | None = None
     pinned = {name for name, _ in parsed}
     lock = sorted((str(canonicalize_name(k)), str(v)) for k, v in ((profile.get("lock") or {}).get("packages") or {}).items())
     if resolved is not None:
-        fw, cuda = resolved.framework, resolved.cuda
+        fw, cuda = (resolved.frameworks[0] if resolved.frameworks else None), resolved.cuda  # fields, no call back up
     else:
         fw = _framework(pins) if pins else None
         cuda = stack.get("cuda") or _framework_cuda_of_pins(pins)
