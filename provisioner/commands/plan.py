@@ -68,7 +68,7 @@ def run_plan(
     from provisioner.providers.access import plan_secret_warnings
     from provisioner.providers.registry_auth import profile_pull_auth
 
-    pull = profile_pull_auth(loaded.profile, plan.chosen.cloud) if plan.chosen else None
+    pull = profile_pull_auth(loaded.profile, plan.chosen.cloud, loaded.resolved.image) if plan.chosen else None
     extra = (region_warnings(plan.request, catalog) + plan_secret_warnings(loaded, plan) + lock_notes + render_notes
              + ([pull.warning] if pull and pull.warning else []))
     warnings = [m.render() for m in loaded.warnings if m.level == "warning"] + list(plan.warnings) + extra
@@ -243,7 +243,7 @@ def _print_plan(loaded: Any, plan: Any, applied: dict[str, Any], top: int, hours
     out.print("payload: " + describe_line(describe(c.cloud, c.region)))
     from provisioner.providers.registry_auth import profile_pull_auth
 
-    pull = profile_pull_auth(loaded.profile, c.cloud)
+    pull = profile_pull_auth(loaded.profile, c.cloud, loaded.resolved.image)
     if pull is not None:
         out.print("image pull: " + pull.text, soft_wrap=True, highlight=False, markup=False)
     for i, line in enumerate(lifecycle_lines(loaded.profile.lifecycle, c.cloud, spot=req.spot)):

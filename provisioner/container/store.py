@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from provisioner import settings
 from provisioner.cache import cache_dir
 from provisioner.container.image import ImageFacts
-from provisioner.container.reference import parse_image_ref
+from provisioner.container.reference import ImageRef, parse_image_ref
 from provisioner.errors import ProfileError
 from provisioner.messages import Message
 
@@ -80,13 +80,12 @@ def registry_failure() -> RegistryFailure | None:
     return next((f for _, _, f in _asked.values() if f is not None), None)
 
 
-def _ask_registry(image: str, cached: ImageFacts | None) -> tuple[ImageFacts | None, tuple[Message, ...], RegistryFailure | None]:
+def _ask_registry(image: str, ref: ImageRef, cached: ImageFacts | None) -> tuple[ImageFacts | None, tuple[Message, ...], RegistryFailure | None]:
     """An explicit --resolve-image: the facts (from the cache when the digest's are known: they cannot
     change) and, for TAG@DIGEST, where the tag points now (that can). A failure is an error, never a
     silent skip."""
     from provisioner.container.registry import RegistryError, registry_client  # lazy: startup
 
-    ref = parse_image_ref(image)
     if cached is not None and not ref.tag:
         return cached, (), None
     client = registry_client()
@@ -106,10 +105,11 @@ def _ask_registry(image: str, cached: ImageFacts | None) -> tuple[ImageFacts | N
 LOOPBACK = "is this workstation's loopback address: a VM cannot pull from it"
 
 
-def loopback_warning(image: str) -> Message | None:
+def loopback_warning(image: str, ref: ImageRef | None = None) -> Message | None:
     """A warning when the image's registry is a loopback address (127.0.0.0/8, ::1, localhost): it answers
-    here, so validate and lock read it, but on the VM that address is the VM itself."""
-    registry = parse_image_ref(image).registry
+    here, so validate and lock read it, but on the VM that address is the VM itself (``ref``: ``image`` parsed,
+    parsed here when not given)."""
+    registry = (ref or parse_image_ref(image)).registry
     host = registry[1:registry.index("]")] if registry.startswith("[") and "]" in registry else registry.rsplit(":", 1)[0]
     try:
         loopback = host.lower() == "localhost" or host.lower().endswith(".localhost") or ipaddress.ip_address(host).is_loopback
@@ -120,20 +120,22 @@ def loopback_warning(image: str) -> Message | None:
     return Message(PATH, f"{registry} {LOOPBACK}, so `up` would fail to pull the image; push it to a registry the VM can reach", level="warning")
 
 
-def image_facts(image: str) -> tuple[ImageFacts | None, list[Message]]:
-    facts, out = _image_facts(image)
-    near = loopback_warning(image)
+def image_facts(image: str, ref: ImageRef | None = None) -> tuple[ImageFacts | None, list[Message]]:
+    """The facts of ``image`` and what to tell the user; ``ref``: ``image`` as the profile's record parsed it
+    (``LoadedProfile.resolved.image``), parsed here once when not given."""
+    ref = ref or parse_image_ref(image)
+    facts, out = _image_facts(image, ref)
+    near = loopback_warning(image, ref)
     return facts, ([near] if near else []) + out
 
 
-def _image_facts(image: str) -> tuple[ImageFacts | None, list[Message]]:
+def _image_facts(image: str, ref: ImageRef) -> tuple[ImageFacts | None, list[Message]]:
     """The facts of ``image`` (stored, or resolved when TRAINVM_RESOLVE_IMAGES=1) and what to tell the user.
     Asked explicitly, a registry that cannot be read is an error (located at the image line)."""
-    ref = parse_image_ref(image)
     cached = lookup(ref.digest) if ref.digest else None
     if settings.text(RESOLVE_ENV) == "1":
         if image not in _asked:
-            _asked[image] = _ask_registry(image, cached)
+            _asked[image] = _ask_registry(image, ref, cached)
         facts, said, failure = _asked[image]
         if failure is not None:
             return None, list(said)

@@ -19,7 +19,7 @@ from pydantic import (
 )
 
 from provisioner.profile import fields as f
-from provisioner.providers.registry import CloudName, OsName, default_clouds, provisionable_clouds
+from provisioner.providers.registry import CloudName, OsName, default_clouds, identity_examples, provisionable_clouds
 
 #: every cloud and OS a profile may name, and the default clouds, come from the cloud registry
 DEFAULT_CLOUDS = cast(tuple[CloudName, ...], default_clouds())
@@ -118,7 +118,7 @@ class Placement(Strict):
     identity: Annotated[dict[CloudName, str], AfterValidator(_check_identities)] | None = Field(
         None,
         description="A VM identity an administrator made once, per cloud, used instead of the one trainvm makes and grants (azure: a user-assigned managed identity's resource id, for users who may not create role assignments; README \"Azure without role-assignment rights\"). Unset: not part of the profile hash.",
-        examples=[{"azure": "/subscriptions/SUB/resourceGroups/ops/providers/Microsoft.ManagedIdentity/userAssignedIdentities/trainvm-vms"}],
+        examples=[identity_examples()],
     )
 
     @model_serializer(mode="wrap")

@@ -112,7 +112,7 @@ def resolve(profile: Profile, facts: Facts | None = None) -> Resolved:
         from provisioner.container.store import image_facts
 
         image = parse_image_ref(stack.container.image)
-        known, said = image_facts(stack.container.image)
+        known, said = image_facts(stack.container.image, image)
         notes = tuple(said)
         exclusions = {n: ms[0].message for n, ms in container_gpu_exclusions(stack, facts, (known, notes)).items() if ms}
     else:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from provisioner.cache import cached
-from provisioner.providers.registry import CLOUDS, native_clouds, reads_natively, secret_kind
+from provisioner.providers.registry import CLOUDS, native_clouds, provisionable, reads_natively, secret_kind
 
 
 def _stores(cloud: str) -> str:
@@ -85,8 +85,11 @@ def plan_secret_warnings(loaded: Any, plan: Any) -> list[str]:
     """``secret_region_warnings`` for a loaded profile (stack.env and data[].credential) and its plan's offers."""
     refs = list(loaded.secret_refs) + [(f"data[{i}].credential", d.credential)
                                        for i, d in enumerate(loaded.profile.data) if d.credential]
-    offers = [(o.cloud, o.region) for o in (plan.chosen, *plan.failover) if o is not None and o.provisionable]
-    return secret_region_warnings(refs, offers)
+    offers = [(o.cloud, o.region) for o in (plan.chosen, *plan.failover) if o is not None]
+    # which clouds trainvm can create on is the registry's fact (one look-up per cloud): asking each offer
+    # (catalog.models.Offer.provisionable) called up into the catalog once per offer of the plan
+    creatable = {cloud for cloud in {c for c, _ in offers} if provisionable(cloud)}
+    return secret_region_warnings(refs, [(c, r) for c, r in offers if c in creatable])
 
 
 def egress_prices() -> dict[str, dict[str, object]]:

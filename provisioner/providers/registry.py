@@ -211,6 +211,8 @@ class CloudSpec:
     #: "module:function" that checks a ``placement.identity`` value for this cloud (a pre-made VM identity an
     #: administrator granted once; pure, no SDK) and returns it normalised; None: the cloud takes none
     identity_check: str | None = None
+    #: an example ``placement.identity`` value for this cloud (the profile reference's example; with identity_check)
+    identity_example: str | None = None
     #: "module:function" returning the cloud's quota reader for a provider (provision/quota.py ``QuotaSource``)
     #: for the quota preflight of ``up`` and ``plan --quota``; imported only when quotas are read
     quota_reader: str | None = None
@@ -348,6 +350,7 @@ CLOUDS: Mapping[str, CloudSpec] = MappingProxyType({c.name: c for c in (
             needs="AcrPull on the registry for the VM's managed identity",
         ),
         identity_check="provisioner.providers.azure.identity:check_identity",  # a user-assigned identity's ARM id
+        identity_example="/subscriptions/SUB/resourceGroups/ops/providers/Microsoft.ManagedIdentity/userAssignedIdentities/trainvm-vms",
     ),
     CloudSpec(
         name="aws",
@@ -490,6 +493,11 @@ def load(ref: str) -> Any:
     """A ``"module:name"`` field of a ``CloudSpec``, imported now."""
     module, _, name = ref.partition(":")
     return getattr(importlib.import_module(module), name)
+
+
+def identity_examples() -> dict[str, str]:
+    """cloud -> an example ``placement.identity`` value, for the clouds that take one (the profile model's example)."""
+    return {c.name: c.identity_example for c in CLOUDS.values() if c.identity_example}
 
 
 def check_identity(cloud: str, value: str) -> str:

@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from provisioner.container.reference import parse_image_ref
+from provisioner.container.reference import ImageRef, parse_image_ref
 from provisioner.providers.registry import CLOUDS
 
 #: the on-VM login of each method ("" for anonymous)
@@ -48,9 +48,10 @@ def _own(cloud: str, host: str) -> Any:
     return login if login is not None and re.fullmatch(login.hosts, host) else None
 
 
-def pull_auth(cloud: str, image: str, secret: str | None) -> PullAuth:
-    """How a VM on ``cloud`` logs in to the registry of ``image`` (``secret``: stack.container.registry_auth)."""
-    host = parse_image_ref(image).registry
+def pull_auth(cloud: str, image: ImageRef, secret: str | None) -> PullAuth:
+    """How a VM on ``cloud`` logs in to the registry of ``image`` (parsed: the profile's record holds it, as
+    ``LoadedProfile.resolved.image``; ``secret``: stack.container.registry_auth)."""
+    host = image.registry
     if secret:
         return PullAuth(host, "secret", "secret", f"{secret} (read on the VM with its identity; {host})", secret=secret)
     own = _own(cloud, host)
@@ -69,12 +70,13 @@ def pull_auth(cloud: str, image: str, secret: str | None) -> PullAuth:
                                            "stack.container.registry_auth)")
 
 
-def profile_pull_auth(profile: Any, cloud: str) -> PullAuth | None:
-    """``pull_auth`` of a profile (None without stack.container)."""
+def profile_pull_auth(profile: Any, cloud: str, image: ImageRef | None = None) -> PullAuth | None:
+    """``pull_auth`` of a profile (None without stack.container); ``image``: the reference as the profile's record
+    parsed it (``LoadedProfile.resolved.image``), parsed here only when not given."""
     container = profile.stack.container
     if container is None:
         return None
-    return pull_auth(cloud, container.image, container.registry_auth)
+    return pull_auth(cloud, image or parse_image_ref(container.image), container.registry_auth)
 
 
 def ecr_statements(image: str | None, secret: str | None) -> list[dict[str, Any]]:

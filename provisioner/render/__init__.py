@@ -1,8 +1,9 @@
 """Startup scripts: rendering the templates for a profile on a machine (SPEC "Startup script
 contract"; the payload and the bootstrap: README "The payload").
 
-    from provisioner.render import RenderTarget, render_script
-    rendered = render_script(loaded_profile, RenderTarget("gcp", "n1-standard-8", "T4", 1, "us-central1", "us-central1-a"))
+    from provisioner.render import render_script, target_from_offer
+    offer = make_plan(loaded_profile).plan.chosen         # provisioner.planner.from_profile: the cheapest offer
+    rendered = render_script(loaded_profile, target_from_offer(offer))
     rendered.startup_sh, rendered.user_data, rendered.sizes
 """
 

@@ -68,7 +68,7 @@ def container_context(stack: Any, cloud: str, ref: ImageRef | None = None) -> Co
     registry = "" if ref.registry == "registry-1.docker.io" else ref.registry + "/"
     name = f"{registry}{ref.repository}"
     pull = f"{name}@{ref.digest}" if ref.digest else f"{name}:{ref.tag}"
-    auth = pull_auth(cloud, stack.container.image, stack.container.registry_auth)
+    auth = pull_auth(cloud, ref, stack.container.registry_auth)
     return ContainerContext(
         image=stack.container.image,
         pull_ref=pull,

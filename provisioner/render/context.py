@@ -320,7 +320,8 @@ def build_context(loaded: Any, target: RenderTarget, facts: Facts | None = None,
     data_unreadable = unreadable(profile, target.cloud)
     shutdown_does = guest_shutdown_does(target.cloud, profile.lifecycle)
     used = list(loaded.resolved.lifecycle.actions_used)  # the record's lifecycle decisions
-    api_sdk = None if data_unreadable else vm_api_sdk(profile, target.cloud, data, api_actions(used, shutdown_does))
+    api_sdk = None if data_unreadable else vm_api_sdk(profile, target.cloud, data, api_actions(used, shutdown_does),
+                                                       loaded.resolved.image)
     fingerprint = hashlib.sha256(json.dumps([pins, lock_sha, torch_index, stack.python]).encode()).hexdigest()
     if nvme != "none":
         disk_path = scratch
@@ -333,7 +334,7 @@ def build_context(loaded: Any, target: RenderTarget, facts: Facts | None = None,
     if loaded.lock is not None and loaded.lock.packages:
         doc["lock"] = {"packages": loaded.lock.versions()}
     expected = {
-        **expectation(doc),
+        **expectation(doc, loaded.resolved),
         "profile": profile.name,
         "hash": loaded.hash,
         "cloud": target.cloud,

@@ -21,13 +21,16 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from provisioner.errors import RenderError
 from provisioner.providers.access import data_locality_exclusions
 from provisioner.providers.registry import CLOUDS
 from provisioner.providers.registry_auth import profile_pull_auth
 from provisioner.render.shell import template_dir
+
+if TYPE_CHECKING:
+    from provisioner.container.reference import ImageRef
 
 #: the schemes copied by trainvm_copy.py with an SDK (every other data scheme is https://, copied by curl)
 COPY_SCHEMES = ("gs", "s3", "az")
@@ -80,7 +83,8 @@ def unreadable(profile: Any, cloud: str) -> str:
     return data_locality_exclusions([(d.source, d.credential) for d in profile.data], (cloud,)).get(cloud, "")
 
 
-def vm_api_sdk(profile: Any, cloud: str, plans: tuple[DataPlan, ...], api_actions: set[str]) -> str | None:
+def vm_api_sdk(profile: Any, cloud: str, plans: tuple[DataPlan, ...], api_actions: set[str],
+               image: ImageRef | None = None) -> str | None:
     """The copy tool whose SDK venv the VM needs for its own API calls with its identity (registry
     ``CloudSpec.vm_api_sdk``; AWS: boto3 of the s3 tool), or None: that tool's data, a ``secret://`` reference to the
     cloud's own store (stack.env or a data credential), or a lifecycle action its guest shutdown does not do
@@ -89,7 +93,7 @@ def vm_api_sdk(profile: Any, cloud: str, plans: tuple[DataPlan, ...], api_action
     if spec.vm_api_sdk is None:
         return None
 
-    pull = profile_pull_auth(profile, cloud)  # stack.container's registry login: a secret, or ECR's GetAuthorizationToken
+    pull = profile_pull_auth(profile, cloud, image)  # stack.container's registry login: a secret, or ECR's GetAuthorizationToken
     refs = [*profile.stack.env.values(), *(p.credential for p in plans), pull.secret if pull else ""]
     kinds = tuple(f"secret://{k}/" for k in spec.secret_kinds)
     needed = (any(p.tool == spec.vm_api_sdk for p in plans) or any(isinstance(r, str) and r.startswith(kinds) for r in refs)

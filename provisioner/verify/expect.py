@@ -15,7 +15,7 @@ nominal-memory tolerance, and a container image's declared framework/CUDA/cuDNN 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
@@ -33,6 +33,10 @@ from provisioner.verify.records import (
     ExpectedStack,
     SourceRef,
 )
+
+if TYPE_CHECKING:
+    from provisioner.container.reference import ImageRef
+    from provisioner.profile.resolved import Resolved
 
 __all__ = ["SCHEMA", "allowed_gpus", "expectation", "expected_record", "parse_pin"]
 
@@ -74,14 +78,15 @@ def _framework_cuda_of_pins(packages: Iterable[str]) -> str | None:
         return None
 
 
-def _container(stack: Mapping[str, Any]) -> ExpectedContainer | None:
+def _container(stack: Mapping[str, Any], ref: ImageRef | None = None) -> ExpectedContainer | None:
+    """``ref``: the image reference as the profile's record parsed it; parsed here (a document, no record) when not given."""
     container = stack.get("container")
     if not container:
         return None
     from provisioner.container.store import lookup
 
     try:
-        digest = parse_image_ref(str(container.get("image", ""))).digest
+        digest = (ref or parse_image_ref(str(container.get("image", "")))).digest
     except ValueError:
         digest = None
     known = lookup(digest) if digest else None
@@ -92,13 +97,15 @@ def _container(stack: Mapping[str, Any]) -> ExpectedContainer | None:
     return ExpectedContainer(image=container.get("image"), digest=digest, facts=facts)
 
 
-def expectation(profile: Mapping[str, Any]) -> dict[str, Any]:
-    """The expectation document of a resolved profile: ``expected_record(profile).as_dict()``."""
-    return expected_record(profile).as_dict()
+def expectation(profile: Mapping[str, Any], resolved: Resolved | None = None) -> dict[str, Any]:
+    """The expectation document of a resolved profile: ``expected_record(profile, resolved).as_dict()``."""
+    return expected_record(profile, resolved).as_dict()
 
 
-def expected_record(profile: Mapping[str, Any]) -> Expectation:
-    """The expectation of a resolved profile as a typed record (see the module docstring)."""
+def expected_record(profile: Mapping[str, Any], resolved: Resolved | None = None) -> Expectation:
+    """The expectation of a resolved profile as a typed record (see the module docstring). ``resolved``: the
+    profile's record (``LoadedProfile.resolved``, what the render has): its framework, effective CUDA and parsed
+    image are taken from it, not derived again; a document alone (``verify`` of a stored profile) derives them here."""
     if not isinstance(profile, Mapping) or not isinstance(profile.get("stack"), Mapping):
         raise ValueError("compare() needs the resolved profile (with its stack); refusing to judge a report against nothing")
     stack, hardware = profile["stack"], profile.get("hardware") or {}
@@ -106,8 +113,11 @@ def expected_record(profile: Mapping[str, Any]) -> Expectation:
     parsed = [parse_pin(p) for p in pins]
     pinned = {name for name, _ in parsed}
     lock = sorted((str(canonicalize_name(k)), str(v)) for k, v in ((profile.get("lock") or {}).get("packages") or {}).items())
-    fw = _framework(pins) if pins else None
-    cuda = stack.get("cuda") or _framework_cuda_of_pins(pins)
+    if resolved is not None:
+        fw, cuda = (resolved.frameworks[0] if resolved.frameworks else None), resolved.cuda  # fields, no call back up
+    else:
+        fw = _framework(pins) if pins else None
+        cuda = stack.get("cuda") or _framework_cuda_of_pins(pins)
     allowed, min_mem = allowed_gpus(hardware), hardware.get("min_gpu_memory_gib")
     count = hardware.get("gpu_count")
     if count is None:
@@ -132,7 +142,7 @@ def expected_record(profile: Mapping[str, Any]) -> Expectation:
             packages=tuple(parsed),
             lock=tuple((n, v) for n, v in lock if n not in pinned),
             framework=framework,
-            container=_container(stack),
+            container=_container(stack, resolved.image if resolved is not None else None),
         ),
         hardware=ExpectedHardware(
             gpu=tuple(allowed) if allowed is not None else None,

@@ -79,9 +79,9 @@ def test_a_container_stack_looks_up_the_image_facts_once(cli, write_yaml, monkey
     real = store.image_facts
     asked: list[str] = []
 
-    def counting(image: str):  # type: ignore[no-untyped-def]
+    def counting(image: str, ref=None):  # type: ignore[no-untyped-def]
         asked.append(image)
-        return real(image)
+        return real(image, ref)
 
     monkeypatch.setattr(store, "image_facts", counting)
     digest = "sha256:" + "ab" * 32
@@ -90,3 +90,75 @@ def test_a_container_stack_looks_up_the_image_facts_once(cli, write_yaml, monkey
     r = cli("plan", str(path), "--json")
     assert r.code in (0, 1), r.err
     assert len(asked) == 1, asked
+
+
+def _code_calls(*functions):  # type: ignore[no-untyped-def]
+    """Count calls into ``functions`` by code object (``sys.setprofile``), whatever name a module bound them
+    under: a module that imported the function before the test still counts."""
+    import contextlib
+    import sys
+
+    @contextlib.contextmanager
+    def counting():  # type: ignore[no-untyped-def]
+        codes = {f.__code__: f.__name__ for f in functions}
+        seen: Counter[str] = Counter()
+
+        def hook(frame, event, arg):  # type: ignore[no-untyped-def]
+            if event == "call" and frame.f_code in codes:
+                seen[codes[frame.f_code]] += 1
+
+        old = sys.getprofile()
+        sys.setprofile(hook)
+        try:
+            yield seen
+        finally:
+            sys.setprofile(old)
+    return counting()
+
+
+def _container_yaml(write_yaml):  # type: ignore[no-untyped-def]
+    from tests.render.support import container_profile
+
+    doc = container_profile()
+    doc["hardware"] = {"gpu": "T4", "gpu_count": 1, "min_vcpus": 8, "min_memory_gib": 30}
+    doc["placement"] = {"clouds": ["gcp"], "regions": ["us-central1"], "spot": False}
+    return write_yaml(doc)
+
+
+def test_up_parses_the_image_reference_once_into_the_record(cli, clouds, write_yaml, monkeypatch) -> None:
+    """One `up` of a container profile: the profile validator checks the string (one parse), ``resolve`` parses
+    it into ``loaded.resolved.image`` (one), and the image facts lookup, the registry login (render), the
+    expectation (render) read that record instead of parsing the string again (6 parses before)."""
+    from provisioner.container.reference import parse_image_ref
+
+    monkeypatch.delenv("TRAINVM_RESOLVE_IMAGES", raising=False)
+    path = _container_yaml(write_yaml)
+    with _code_calls(parse_image_ref) as seen:
+        doc = cli("up", str(path), "--yes", "--json", "--cloud", "gcp").json()
+    assert doc["attempts"][-1]["outcome"] == "created", doc
+    assert seen["parse_image_ref"] == 2, seen
+
+
+def test_render_parses_the_image_reference_once_into_the_record(cli, write_yaml, monkeypatch, tmp_path) -> None:
+    from provisioner.container.reference import parse_image_ref
+
+    monkeypatch.delenv("TRAINVM_RESOLVE_IMAGES", raising=False)
+    path = _container_yaml(write_yaml)
+    with _code_calls(parse_image_ref) as seen:
+        r = cli("render", str(path), "--cloud", "gcp", "--out", str(tmp_path / "out"))
+    assert r.code == 0, r.err
+    assert seen["parse_image_ref"] == 2, seen
+
+
+@pytest.mark.parametrize("which", ["container", "t4"])
+def test_up_computes_the_effective_cuda_once(cli, clouds, write_yaml, monkeypatch, which) -> None:
+    """The effective CUDA and the framework scan it is derived from run once per `up` (``resolve``); the render's
+    expectation (the VM's expected.json) reads them from the record (before: verify.expect derived them again)."""
+    from provisioner.compat.stack import effective_cuda, frameworks
+
+    monkeypatch.delenv("TRAINVM_RESOLVE_IMAGES", raising=False)
+    path = _container_yaml(write_yaml) if which == "container" else T4
+    with _code_calls(effective_cuda, frameworks) as seen:
+        doc = cli("up", str(path), "--yes", "--json", "--cloud", "gcp").json()
+    assert doc["attempts"][-1]["outcome"] == "created", doc
+    assert seen == {"effective_cuda": 1, "frameworks": 1}, seen

@@ -1,0 +1,44 @@
+"""Issue 26: the shared providers layer (the modules directly in provisioner/providers/: registry, access, placement,
+store...) is what every stage reads; during an `up` it never calls up into the catalog (bench/walk.py counted
+``providers.access -> catalog.models`` once per offer of the plan: 171 calls for the T4 profile). Counted with
+``sys.setprofile`` through the CLI (fake providers, tests/cli/conftest.py; the real planner, render and catalog)."""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from pathlib import Path
+
+import provisioner
+from tests.helpers import REPO
+
+T4 = str(REPO / "profiles" / "examples" / "bert-finetune-t4.yaml")
+ROOT = Path(provisioner.__file__).parent
+
+
+def _shared(path: str) -> bool:
+    p = Path(path)
+    return p.parent == ROOT / "providers"
+
+
+def test_up_never_calls_from_the_shared_providers_layer_into_the_catalog(cli, clouds) -> None:
+    climbs: Counter[str] = Counter()
+    catalog = str(ROOT / "catalog")
+
+    def hook(frame, event, arg):  # type: ignore[no-untyped-def]
+        if event != "call" or not frame.f_code.co_filename.startswith(catalog):
+            return
+        caller = frame.f_back
+        while caller is not None and not caller.f_code.co_filename.startswith(str(ROOT)):
+            caller = caller.f_back  # the nearest provisioner frame (a comprehension's frame is the module's own)
+        if caller is not None and _shared(caller.f_code.co_filename):
+            climbs[f"{Path(caller.f_code.co_filename).stem} -> {frame.f_code.co_qualname}"] += 1
+
+    old = sys.getprofile()
+    sys.setprofile(hook)
+    try:
+        doc = cli("up", T4, "--yes", "--json", "--cloud", "gcp").json()
+    finally:
+        sys.setprofile(old)
+    assert doc["attempts"][-1]["outcome"] == "created", doc
+    assert not climbs, climbs
