@@ -4,8 +4,13 @@ plan (the offer whose GPU the script is rendered for) -> render the startup scri
 payload -> create the builder (the cloud's Baker: a small CPU shape, same OS image) through the cloud's Provider
 -> follow its console until ``TRAINVM_STATUS=baked`` (or ``failed:PHASE:LINE``) -> stop it -> capture its boot
 disk, labelled with the image identity -> delete the builder. The builder is deleted in every case (failure,
-Ctrl-C, SIGTERM); it also carries ``maxRunDuration`` with action DELETE, so that a killed ``trainvm`` still leaves
-nothing for longer than ``BUILDER_MAX_HOURS``.
+Ctrl-C, SIGTERM). A ``trainvm`` killed outright (SIGKILL, a sleeping or offline workstation) cannot delete it, so the
+builder also bounds itself: its create request and its script carry the lifecycle ``max_run_hours`` =
+``builder_limit_hours`` (TRAINVM_BAKE_TIMEOUT + BUILDER_LIMIT_MARGIN_S) with ``on_max_run: delete``, the machinery of
+``up`` (GCE ``maxRunDuration``; AWS ``InstanceInitiatedShutdownBehavior=terminate`` and the max-run timer armed by the
+bake-mode script before its first install phase; Azure the max-run timer deleting the builder's resource group with
+the VM's identity and its Contributor role on that group). ``bake-clean`` disarms the timer, so the captured disk
+never carries it (docs/bake.md "Money and disks").
 """
 
 from __future__ import annotations
@@ -29,11 +34,13 @@ from provisioner.planner.from_profile import Overrides, make_plan
 from provisioner.profile import load_profile
 from provisioner.providers.base import labels_for, vm_name
 from provisioner.providers.image_identity import identity_of
+from provisioner.providers.lifecycle import describe as lifecycle_describe
 from provisioner.providers.registry import bakers
 from provisioner.provision.launch import launch_spec, locked_images
 
-#: the builder's own time limit (GCE maxRunDuration, action DELETE): a bake still running then is deleted
-BUILDER_MAX_HOURS = 3.0
+#: what the builder's own limit adds to TRAINVM_BAKE_TIMEOUT (trainvm's wait for ``baked``, counted from the create;
+#: the guest's timer counts from its boot, later): room for the stop that follows a bake that ends at the timeout
+BUILDER_LIMIT_MARGIN_S = 1800.0
 BUILDER_ROLE_LABEL = "trainvm-role"
 
 
@@ -61,6 +68,19 @@ def baker_for(cloud: str, provider: Any = None) -> Any:
     return getattr(importlib.import_module(module), cls)(provider if provider is not None else get_provider(cloud))
 
 
+def builder_limit_hours(timeout_s: float) -> float:
+    """The builder's own run limit, in hours: the bake's wait (TRAINVM_BAKE_TIMEOUT) plus BUILDER_LIMIT_MARGIN_S."""
+    return (timeout_s + BUILDER_LIMIT_MARGIN_S) / 3600
+
+
+def builder_lifecycle(lifecycle: Any, hours: float) -> Any:
+    """The builder's lifecycle: no idle shutdown (it is busy, then stopped by trainvm), deleted after ``hours``. One
+    value for both its create request and its script, so that they agree (AWS: the shutdown behaviour terminate is
+    what the script's max-run timer relies on)."""
+    return lifecycle.model_copy(update={"idle_shutdown_minutes": None, "idle_gpu_minutes": None, "on_idle": "delete",
+                                        "max_run_hours": hours, "on_max_run": "delete"})
+
+
 def require_exact(loaded: Any) -> None:
     """A bake must be exact: the profile needs a fresh lock (or hashed requirements) and a Python stack."""
     path = loaded.path
@@ -83,6 +103,8 @@ class BakePlan:
     identity: Any
     #: the cloud's regions of the failover order (the builder's first): where the image is copied/replicated
     regions: tuple[str, ...] = ()
+    #: the builder's own run limit (builder_limit_hours), in its create request and its script
+    limit_hours: float = 0.0
 
 
 def plan_bake(loaded: Any, baker: Any, cloud: str, region: str | None) -> BakePlan:
@@ -95,11 +117,15 @@ def plan_bake(loaded: Any, baker: Any, cloud: str, region: str | None) -> BakePl
     target = RenderTarget(cloud, baker.builder_shape, offer.gpu_name, offer.gpu_count, offer.region, offer.zone,
                           nvswitch=is_nvswitch_shape(cloud, offer.instance_type, offer.gpu_name, offer.gpu_count),
                           local_nvme_gib=int(getattr(offer, "local_nvme_max_gib", 0) or 0))  # the GPU VM's: mdadm
-    rendered = render_script(loaded, target, image_mode="bake")
-    ctx = build_context(loaded, target, None, "bake")
+    limit = builder_limit_hours(settings.seconds("TRAINVM_BAKE_TIMEOUT", 5400.0))
+    # the builder's watchdog and max-run timer follow the builder's lifecycle (its own limit), not the profile's;
+    # everything else (the data tools a baked VM's own lifecycle calls need, hence the stack identity) the profile's
+    lifecycle = builder_lifecycle(loaded.profile.lifecycle, limit)
+    rendered = render_script(loaded, target, image_mode="bake", lifecycle=lifecycle)
+    ctx = build_context(loaded, target, None, "bake", lifecycle=lifecycle)
     base = baker.base_image(loaded.profile.stack.os, locked_images(loaded).get(cloud), region=offer.region)
     regions = tuple(dict.fromkeys(o.region for o in (offer, *planned.plan.failover) if o.cloud == cloud))
-    return BakePlan(loaded, offer, baker.builder_offer(offer), rendered, identity_of(ctx, base), regions)
+    return BakePlan(loaded, offer, baker.builder_offer(offer), rendered, identity_of(ctx, base), regions, limit)
 
 
 #: set by SIGTERM during a bake: Python drops an exception raised while a finalizer or weakref callback runs
@@ -192,7 +218,7 @@ def run_bake(path: Path, *, cloud: str, region: str | None, json_out: bool) -> i
     spec = launch_spec(loaded, bp.builder_offer, name=name, spot=False, rendered=bp.rendered, ref=ref)
     spec = dataclasses.replace(
         spec, labels={**labels_for(p.name, loaded.hash, None, ref.sha256), BUILDER_ROLE_LABEL: "builder"},
-        local_nvme_gib=0, ssh_from=None, idle_shutdown_minutes=None, max_run_hours=BUILDER_MAX_HOURS, on_max_run="delete",
+        local_nvme_gib=0, ssh_from=None, idle_shutdown_minutes=None, max_run_hours=bp.limit_hours, on_max_run="delete",
         price_hourly=None)
     timeout = settings.seconds("TRAINVM_BAKE_TIMEOUT", 5400.0)
     interval = settings.seconds("TRAINVM_READY_POLL_SECONDS", 15.0)
@@ -202,6 +228,8 @@ def run_bake(path: Path, *, cloud: str, region: str | None, json_out: bool) -> i
         with _sigterm_interrupts():
             say(f"builder {name}: {bp.builder_offer.instance_type} in {bp.builder_offer.zone or bp.builder_offer.region}, "
                 f"{p.stack.os} ({bp.identity.base_image}); rendered for {bp.offer.gpu_count} x {bp.offer.gpu_name}")
+            say(f"should trainvm be killed, the builder deletes itself after {bp.limit_hours * 60:g} min "
+                f"(TRAINVM_BAKE_TIMEOUT + {BUILDER_LIMIT_MARGIN_S / 60:g} min): {lifecycle_describe(cloud, 'delete')}")
             record = provider.create(spec, bp.builder_offer)
             wait_baked(provider, record.name, timeout=timeout, interval=interval, say=say)
             say(f"stopping {name} to capture its disk")

@@ -259,8 +259,11 @@ def check_renderable(profile: Any) -> None:
 IMAGE_MODES = ("", "bake", "baked")
 
 
-def build_context(loaded: Any, target: RenderTarget, facts: Facts | None = None, image_mode: str = "") -> ScriptContext:
-    """All values of the script for ``loaded`` (a LoadedProfile) on ``target`` (``image_mode``: see ScriptContext)."""
+def build_context(loaded: Any, target: RenderTarget, facts: Facts | None = None, image_mode: str = "",
+                  lifecycle: Any = None) -> ScriptContext:
+    """All values of the script for ``loaded`` (a LoadedProfile) on ``target`` (``image_mode``: see ScriptContext).
+    ``lifecycle``: what the VM's watchdog and max-run timer follow instead of the profile's (a bake's builder: its own
+    limit, provisioner/bake/run.py); the data tools (and so the stack) stay the profile's."""
     if image_mode not in IMAGE_MODES:
         raise RenderError(f"unknown image mode {image_mode!r}; expected bake or baked")
     if image_mode and loaded.profile.stack.container is not None:
@@ -319,6 +322,7 @@ def build_context(loaded: Any, target: RenderTarget, facts: Facts | None = None,
     data = data_plans(profile, scratch)
     data_unreadable = unreadable(profile, target.cloud)
     shutdown_does = guest_shutdown_does(target.cloud, profile.lifecycle)
+    watch = lifecycle if lifecycle is not None else profile.lifecycle  # the watchdog's and max-run timer's
     used = list(loaded.resolved.lifecycle.actions_used)  # the record's lifecycle decisions
     api_sdk = None if data_unreadable else vm_api_sdk(profile, target.cloud, data, api_actions(used, shutdown_does),
                                                        loaded.resolved.image)
@@ -396,13 +400,13 @@ def build_context(loaded: Any, target: RenderTarget, facts: Facts | None = None,
         data_unreadable=data_unreadable,
         nvme=nvme,
         scratch=scratch,
-        idle_minutes=int(profile.lifecycle.idle_shutdown_minutes or 0),
-        on_idle=profile.lifecycle.on_idle,
-        gpu_idle_util=int(profile.lifecycle.idle_gpu_util_percent),
-        gpu_idle_minutes=int(profile.lifecycle.idle_gpu_minutes or 0),
-        on_max_run=profile.lifecycle.on_max_run,
-        max_run_seconds=on_vm_max_run_seconds(target.cloud, profile.lifecycle.max_run_hours),
-        shutdown_does=shutdown_does,
+        idle_minutes=int(watch.idle_shutdown_minutes or 0),
+        on_idle=watch.on_idle,
+        gpu_idle_util=int(watch.idle_gpu_util_percent),
+        gpu_idle_minutes=int(watch.idle_gpu_minutes or 0),
+        on_max_run=watch.on_max_run,
+        max_run_seconds=on_vm_max_run_seconds(target.cloud, watch.max_run_hours),
+        shutdown_does=guest_shutdown_does(target.cloud, watch),
         max_reboots=MAX_REBOOTS,
         expected_json=json.dumps(expected, sort_keys=True, ensure_ascii=True, separators=(",", ":")),
         **_perf_fields(profile),

@@ -60,10 +60,11 @@ def _render(ctx: ScriptContext) -> str:
     return script
 
 
-def render_script(loaded: Any, target: RenderTarget, *, facts: Any = None, image_mode: str = "") -> RenderedScript:
+def render_script(loaded: Any, target: RenderTarget, *, facts: Any = None, image_mode: str = "",
+                  lifecycle: Any = None) -> RenderedScript:
     """Render the startup script of ``loaded`` (a LoadedProfile) for ``target`` and pack it into its payload
-    (``image_mode``: "" installs; "bake"/"baked": docs/bake.md)."""
-    ctx = build_context(loaded, target, facts, image_mode)
+    (``image_mode``: "" installs; "bake"/"baked": docs/bake.md; ``lifecycle``: see build_context)."""
+    ctx = build_context(loaded, target, facts, image_mode, lifecycle=lifecycle)
     script = _render(ctx)
     meta = {"profile": ctx.profile_name, "profile_hash": ctx.profile_hash, "cloud": target.cloud,
             "region": target.region, "instance_type": target.instance_type, "os": ctx.os_name}

@@ -302,3 +302,46 @@ def test_up_boots_the_baked_ami_of_the_offers_region_with_the_verify_only_payloa
     region = doc["region"]
     [inst] = [i for i in aws.instances(region) if i["State"]["Name"] in ("pending", "running")]
     assert inst["ImageId"] in amis[region], (inst["ImageId"], amis)
+
+
+def _payload_config(body: bytes) -> dict[str, str]:
+    """The TV_* settings of a payload's startup.sh (what the builder's timer is set up from)."""
+    import io
+    import re
+    import tarfile
+
+    with tarfile.open(fileobj=io.BytesIO(body), mode="r:gz") as tar:
+        member = tar.extractfile("startup.sh")
+        assert member is not None
+        script = member.read().decode()
+    return {k: v.strip("'\"") for k, v in re.findall(r"^(TV_[A-Z_]+)=(\S*)$", script, re.M)}
+
+
+def test_the_builder_terminates_itself_after_the_bake_timeout_plus_the_margin(cli, aws, profile, builder, plant,
+                                                                               monkeypatch):
+    """EC2 has no run limit of its own: a builder whose ``trainvm`` was killed outright ends through the max-run timer
+    of its payload (TRAINVM_BAKE_TIMEOUT + BUILDER_LIMIT_MARGIN_S, delete), a guest shutdown that the create request's
+    InstanceInitiatedShutdownBehavior=terminate makes a terminate, its root volume with it (DeleteOnTermination).
+    The payload is read from the S3 bucket (moto) the builder's bootstrap fetches it from. Not modelled: EC2 acting on
+    the shutdown behaviour (the timer and the shutdown run in tests/render/test_bake_limit.py's stub harness)."""
+    import base64
+    import re
+
+    from provisioner.bake.run import BUILDER_LIMIT_MARGIN_S
+
+    monkeypatch.setenv("TRAINVM_BAKE_TIMEOUT", "3600")
+    plant(builder, _console("packages"))
+    r = cli("bake", str(profile), "--cloud", "aws", "--json")
+    assert r.code == 0, r.err[-3000:]
+    [run] = aws.faults.calls("RunInstances")
+    assert run.params["InstanceInitiatedShutdownBehavior"] == "terminate"
+    roots = [v for k, v in run.params.items() if k.endswith(".Ebs.DeleteOnTermination")]
+    assert roots and all(v == "true" for v in roots), run.params
+    boot = base64.b64decode(run.params["UserData"]).decode()
+    m = re.search(r"^TV_SHA256='([0-9a-f]{64})'$", boot, re.M)
+    assert m, boot[:2000]
+    body = aws.client("s3", "us-east-1", direct=True).get_object(
+        Bucket="trainvm-123456789012-us-east-1", Key=f"payloads/{m.group(1)}.tar.gz")["Body"].read()
+    cfg = _payload_config(body)
+    assert (cfg["TV_MAX_RUN_SECONDS"], cfg["TV_ON_MAX_RUN"], cfg["TV_SHUTDOWN_DOES"], cfg["TV_IDLE_MINUTES"]) == (
+        str(3600 + int(BUILDER_LIMIT_MARGIN_S)), "delete", "delete", "0")

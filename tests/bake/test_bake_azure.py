@@ -284,3 +284,40 @@ def test_up_with_a_version_of_another_stack_installs_as_usual_and_says_why(cli, 
                                                                    "lock sha256 differs")
     [vm_put] = arm.calls("PUT", f"/virtualMachines/{doc['name']}$")
     assert vm_put.body["properties"]["storageProfile"]["imageReference"]["publisher"] == "Canonical"
+
+
+def test_the_builder_deletes_its_group_after_the_bake_timeout_plus_the_margin(cli, arm, env, profile, builder):
+    """Azure has no run limit of its own, and a guest shutdown leaves a VM "Stopped" and billing: a builder whose
+    ``trainvm`` was killed outright deletes its own resource group through ARM at the max-run deadline of its payload
+    (TRAINVM_BAKE_TIMEOUT + BUILDER_LIMIT_MARGIN_S, delete), with its system-assigned identity, which ``bake`` grants
+    Contributor on that group only (what ``up`` grants for on_max_run: delete). The payload is read from Azurite, where
+    the builder's bootstrap fetches it. Not modelled: the role taking effect, the timer (tests/render/test_bake_limit.py)."""
+    import io
+    import re
+    import tarfile
+
+    from provisioner.bake.run import BUILDER_LIMIT_MARGIN_S
+    from tests.emulators import azurite_server
+    from tests.emulators.arm_roles import BUILT_IN_ROLES
+
+    env.setenv("TRAINVM_BAKE_TIMEOUT", "3600")
+    r = cli("bake", str(profile), "--cloud", "azure", "--json")
+    assert r.code == 0, r.err[-3000:]
+    [vm_put] = arm.calls("PUT", f"/virtualMachines/{builder}$")
+    assert vm_put.body["identity"]["type"] == "SystemAssigned"
+    group = f"/resourceGroups/trainvm-{builder}".lower()
+    grants = [c for c in arm.calls("PUT", "/providers/Microsoft.Authorization/roleAssignments/")
+              if c.path.lower().split("/providers/microsoft.authorization/")[0].endswith(group)]
+    assert [BUILT_IN_ROLES[g.body["properties"]["roleDefinitionId"].rsplit("/", 1)[-1].lower()] for g in grants] == ["Contributor"]
+    url = re.search(r"https://[^\s'\"]+\.tar\.gz", _custom_data(vm_put))
+    assert url, _custom_data(vm_put)[:2000]
+    account, container, key = re.fullmatch(r"https://[^/]+/([^/]+)/([^/]+)/(.+)", url.group(0)).groups()
+    blob = azurite_server.shared().service(account, arm.ca_path).get_blob_client(container, key)
+    with tarfile.open(fileobj=io.BytesIO(blob.download_blob().readall()), mode="r:gz") as tar:
+        member = tar.extractfile("startup.sh")
+        assert member is not None
+        script = member.read().decode()
+    cfg = {k: v.strip("'\"") for k, v in re.findall(r"^(TV_[A-Z_]+)=(\S*)$", script, re.M)}
+    assert (cfg["TV_MAX_RUN_SECONDS"], cfg["TV_ON_MAX_RUN"], cfg["TV_IDLE_MINUTES"]) == (
+        str(3600 + int(BUILDER_LIMIT_MARGIN_S)), "delete", "0")
+    assert [g for g in arm.vm_groups() if not g.startswith("trainvm-gallery-")] == []  # and bake deleted it itself

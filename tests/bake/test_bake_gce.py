@@ -152,3 +152,22 @@ def test_images_lists_and_deletes_baked_images(cli, gce, builder):
     assert gce.baked == {}
     gone = cli("images", "delete", name, "--cloud", "gcp")
     assert gone.code == 4 and "no such baked image" in gone.out
+
+
+def test_the_builder_is_deleted_by_gce_after_the_bake_timeout_plus_the_margin(cli, gce, builder, monkeypatch):
+    """A ``trainvm`` killed outright (SIGKILL, a sleeping workstation) cannot delete the builder: GCE does, at its
+    ``maxRunDuration`` = TRAINVM_BAKE_TIMEOUT + BUILDER_LIMIT_MARGIN_S, action DELETE, with its boot disk
+    (``autoDelete``). The emulator stores the request; it does not model GCE deleting the VM at that time."""
+    from provisioner.bake.run import BUILDER_LIMIT_MARGIN_S
+
+    monkeypatch.setenv("TRAINVM_BAKE_TIMEOUT", "3600")
+    gce.play_serial(builder, _console("packages"))
+    r = cli("bake", str(TF), "--cloud", "gcp")
+    assert r.code == 0, r.err[-3000:]
+    said = " ".join(r.err.split())
+    assert "should trainvm be killed, the builder deletes itself after 90 min (TRAINVM_BAKE_TIMEOUT + 30 min)" in said
+    insert = gce.calls("instances.insert")[0].body
+    sched = insert["scheduling"]
+    assert int(sched["maxRunDuration"]["seconds"]) == 3600 + BUILDER_LIMIT_MARGIN_S
+    assert sched["instanceTerminationAction"] == "DELETE"
+    assert [d["autoDelete"] for d in insert["disks"] if d.get("boot")] == [True]
