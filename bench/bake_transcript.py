@@ -237,7 +237,7 @@ def aws(mp: Any, tmp: Path) -> Iterator[Cloud]:
         threading.Thread(target=watch, daemon=True).start()
 
     def counts(n: int) -> Counter[str]:
-        return Counter(r.action or "(no action: S3 or other)" for r in emu.faults.requests[n:])
+        return Counter(r.action or "(no Action form parameter: a JSON-protocol call)" for r in emu.faults.requests[n:])
 
     def created(name: str) -> dict[str, Any]:
         for region in emu.regions:
