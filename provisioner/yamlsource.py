@@ -12,11 +12,15 @@ import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
 from provisioner import settings
+from provisioner.bundled import profiles_dir
+from provisioner.cache import cached_bytes
 from provisioner.errors import InputError, ProfileError
+from provisioner.inputfile import MAX_PROFILE_BYTES, read_capped
 from provisioner.messages import Message
 
 Path_ = tuple[str | int, ...]
@@ -133,9 +137,6 @@ def read_yaml(path: Path, label: str | None = None) -> Located:
     ``label`` names the file in messages (a team source file: ``team@1c7f5440e031:base/x.yaml``).
     The result is a function of the file's name and bytes (and ruamel.yaml's version): it comes from the
     parsed-data cache when those are unchanged, so a plan of an unchanged profile never imports ruamel.yaml."""
-    from provisioner.cache import cached_bytes
-    from provisioner.inputfile import MAX_PROFILE_BYTES, read_capped
-
     file = label or str(path)
     raw = read_capped(path, MAX_PROFILE_BYTES, "profile file")
     try:
@@ -149,8 +150,6 @@ def read_yaml(path: Path, label: str | None = None) -> Located:
 
 def _ruamel_stamp() -> bytes:
     """ruamel.yaml's ``__init__`` (it holds the version), without importing it: part of the cache key."""
-    from importlib.util import find_spec
-
     try:
         spec = find_spec("ruamel.yaml")
         return Path(spec.origin).read_bytes() if spec and spec.origin else b"?"
@@ -200,8 +199,6 @@ def _candidates(ref: str, base_dir: Path) -> Iterator[Path]:
     for folder in [base_dir, *search_path()]:
         for n in names:
             yield folder / n
-    from provisioner.bundled import profiles_dir
-
     for n in names:
         yield profiles_dir() / n
 

@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 from packaging.version import Version
 
 from provisioner import settings
+from provisioner.cache import cached
 
 DATA_DIR = Path(__file__).with_name("data")
 
@@ -203,8 +204,6 @@ def _source(key: str | None, sources: dict[str, str]) -> str | None:
 def load_facts() -> Facts:
     """The facts, parsed once per process (and cached on disk by content hash: the data files, this module and
     the schema module facts_schema.py, whose change must miss the cache too)."""
-    from provisioner.cache import cached
-
     folder = facts_dir()
     return cached("facts", [folder / f"{n}.yaml" for n in FILES] + [Path(__file__).with_name("facts_schema.py")],
                   _parse_facts)
