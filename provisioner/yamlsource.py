@@ -52,7 +52,7 @@ class Located:
 def _plain(node: Any, file: str, path: Path_, lines: dict[Path_, tuple[str, int]], budget: list[int] | None = None) -> Any:
     """Plain dicts/lists/str/int/float/bool/None (ruamel's HexInt, ScalarFloat... become int/float), at most
     ``MAX_VALUES`` of them; strings must be valid Unicode (no lone surrogates from ``\\ud800`` escapes)."""
-    from ruamel.yaml.comments import CommentedMap, CommentedSeq
+    from ruamel.yaml.comments import CommentedMap, CommentedSeq  # lazy: startup
 
     budget = budget if budget is not None else [MAX_VALUES]
     budget[0] -= 1
@@ -158,8 +158,8 @@ def _ruamel_stamp() -> bytes:
 
 
 def _parse(text: str, file: str) -> Located:
-    from ruamel.yaml import YAML
-    from ruamel.yaml.error import MarkedYAMLError, YAMLError
+    from ruamel.yaml import YAML  # lazy: startup
+    from ruamel.yaml.error import MarkedYAMLError, YAMLError  # lazy: startup
 
     yaml = YAML(typ="rt")
     yaml.allow_duplicate_keys = False
@@ -177,7 +177,7 @@ def _parse(text: str, file: str) -> Located:
         raise _located_input(file, None, "", f"YAML error: {exc}") from None
     if doc is None:
         raise _located_input(file, 1, "", "the file is empty; a profile is a YAML mapping")
-    from ruamel.yaml.comments import CommentedMap
+    from ruamel.yaml.comments import CommentedMap  # lazy: startup
 
     if not isinstance(doc, CommentedMap):
         raise _located_input(file, 1, "", f"a profile is a YAML mapping (key: value lines), not {yaml_kind(doc)}")

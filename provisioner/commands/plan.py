@@ -135,8 +135,8 @@ def _quota_checks(plan: Any, warnings: list[str] | None) -> list[Any]:
     the clouds' credentials (provision/quota.py); a cloud without credentials is "not checked"."""
     if plan.chosen is None:
         return []
-    from provisioner.commands.clouds import _providers
-    from provisioner.provision.quota import Preflight
+    from provisioner.commands.clouds import _providers  # lazy: startup
+    from provisioner.provision.quota import Preflight  # lazy: startup
 
     offers = [o for o in (plan.chosen, *plan.failover) if o.provisionable]
     providers, _ = _providers(list(dict.fromkeys(o.cloud for o in offers)))

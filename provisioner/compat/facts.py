@@ -27,7 +27,7 @@ def facts_dir() -> Path:
 
 
 def _load(name: str) -> dict[str, Any]:
-    from ruamel.yaml import YAML
+    from ruamel.yaml import YAML  # lazy: startup
 
     with (facts_dir() / f"{name}.yaml").open(encoding="utf-8") as fh:
         data = YAML(typ="safe").load(fh)
@@ -211,7 +211,7 @@ def load_facts() -> Facts:
 
 def _parse_facts() -> Facts:
     """Each file validated (facts_schema.py: a malformed one is a located InputError), then mapped to the tables."""
-    from provisioner.compat import facts_schema as S
+    from provisioner.compat import facts_schema as S  # lazy: startup
 
     folder = facts_dir()
     docs = {n: S.load_doc(folder / f"{n}.yaml", S.DOCS[n]) for n in FILES}

@@ -251,7 +251,7 @@ FORBIDDEN_RUN_ARGS = ("--entrypoint", "--privileged", "--pid", "--network", "--n
 
 
 def check_image_ref(value: str) -> str:
-    from provisioner.container.reference import parse_image_ref
+    from provisioner.container.reference import parse_image_ref  # lazy: startup
 
     ref = parse_image_ref(value)  # ValueError carries the message
     if not ref.tag and not ref.digest:

@@ -244,7 +244,7 @@ def load_profile(path: str | Path, *, compat: bool = True, upgrade: bool = False
     lock_path = lock_path_for(path)
     lock = None
     if os.path.lexists(lock_path):  # also a FIFO, a device or a symlink loop: read_lock refuses them (exit 2)
-        from provisioner.lock.model import read_lock
+        from provisioner.lock.model import read_lock  # lazy: startup
 
         lock = read_lock(lock_path)
     resolver = SourceResolver.for_profile(path, lock, upgrade=upgrade, frozen=frozen, refresh=refresh)
@@ -253,7 +253,7 @@ def load_profile(path: str | Path, *, compat: bool = True, upgrade: bool = False
     try:
         profile = Profile.model_validate(doc.data)
     except ValidationError as exc:  # every independent problem in one run (one_round.py)
-        from provisioner.profile.one_round import compat_of_what_parsed, env_secrets
+        from provisioner.profile.one_round import compat_of_what_parsed, env_secrets  # lazy: startup
 
         secrets = env_secrets(doc)
         schema = [m for m in _schema_messages(exc, doc)
@@ -263,7 +263,7 @@ def load_profile(path: str | Path, *, compat: bool = True, upgrade: bool = False
     messages: list[Message] = list(req_errors) + list(resolver.messages)
     lock_state, lock_sha = "none", None
     if lock is not None:
-        from provisioner.lock.model import file_sha256, inputs_sha256
+        from provisioner.lock.model import file_sha256, inputs_sha256  # lazy: startup
 
         if req_path is not None:
             file, line = doc.where(("stack", "requirements"))
