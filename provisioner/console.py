@@ -7,6 +7,7 @@ exit 130 (docs/spec.md "Exit codes"), with ``--json`` also the one ``{"error": .
 from __future__ import annotations
 
 import gc
+import json
 import os
 import signal
 import sys
@@ -26,8 +27,6 @@ def interrupted(argv: list[str]) -> None:
     head = argv[:argv.index("--")] if "--" in argv else argv
     try:
         if "--json" in head:
-            import json
-
             doc = {"message": "aborted", "hint": None, "exit_code": EXIT_INTERRUPTED, "type": "KeyboardInterrupt"}
             sys.stdout.write(json.dumps({"error": doc}, indent=2) + "\n")
             sys.stdout.flush()

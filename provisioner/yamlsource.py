@@ -253,8 +253,6 @@ def _absolute(path: Path) -> Path:
     try:
         return path.resolve()
     except (OSError, RuntimeError):
-        from provisioner.inputfile import MAX_PROFILE_BYTES, read_capped
-
         read_capped(path, MAX_PROFILE_BYTES, "profile file")  # raises the clear error
         return Path(os.path.abspath(path))
 

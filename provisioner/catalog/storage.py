@@ -93,8 +93,6 @@ def load_catalog(folder: Path | str | None = None) -> Catalog:
         try:
             return _load(path, origin)
         except CatalogError as e:
-            from dataclasses import replace
-
             return replace(_load(EMBEDDED_DIR, "embedded"),
                            note=f"the refreshed catalog was not used ({e}); using the embedded one")
     return _load(path, origin)

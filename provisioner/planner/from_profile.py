@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 from provisioner import settings
 from provisioner.catalog.storage import load_catalog
 from provisioner.compat.facts import load_facts
+from provisioner.errors import InputError
 from provisioner.planner.request import PlanRequest
 from provisioner.profile import LoadedProfile
 from provisioner.providers.access import data_locality_exclusions, secret_store_exclusions
@@ -135,8 +136,6 @@ def _today() -> date:
         try:
             return date.fromisoformat(raw)
         except ValueError:
-            from provisioner.errors import InputError
-
             raise InputError(f"TRAINVM_TODAY={raw!r} is not a date (YYYY-MM-DD)") from None
     return date.today()
 

@@ -49,7 +49,7 @@ from provisioner.providers.azure.lease import MANAGED, GroupLease, _props, refus
 from provisioner.providers.azure.power import latest_start, power, vm_state
 from provisioner.providers.azure.preflight import preflight
 from provisioner.providers.azure.roles import payload_scope, revoke_payload_reader
-from provisioner.providers.azure.store import BlobPayloadStore
+from provisioner.providers.azure.store import CONTAINER, BlobPayloadStore, account_name
 from provisioner.providers.base import (
     ConflictError,
     InstanceRecord,
@@ -256,14 +256,10 @@ class AzureProvider(CreateTransaction, GroupLease, ImagePinner, Preflighter, Clu
         try:
             res = self._get_vm(rg, name, expand=None)
             if res is None:
-                from provisioner.providers.azure import group as azure_group
-
                 res = azure_group.get_scale_set(self, name)
             principal = ((res or {}).get("identity") or {}).get("principalId")
             if not res or not principal or not (res.get("tags") or {}).get(PAYLOAD_LABEL):
                 return
-            from provisioner.providers.azure.store import CONTAINER, account_name
-
             region = str(res.get("location") or "")
             ref = PayloadRef(cloud="azure", region=region, store=f"{account_name(self.subscription_id, region)}/{CONTAINER}",
                              key="", url="", sha256="", size=0)
