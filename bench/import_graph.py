@@ -37,6 +37,7 @@ HEAVY = {
     "requests": "startup: HTTP client, only for the commands that fetch",
     "urllib3": "startup: HTTP client, only for the commands that fetch",
     "paramiko": "startup: SSH client, only for the commands that reach a VM",
+    "torch": "the profile's framework: only in the profile's interpreter on the VM (perfprobe), never on the workstation",
 }
 LAZY_COMMENT = re.compile(r"#\s*lazy:\s*(\S.*)$")
 

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from provisioner import settings
+from provisioner import __version__, settings
 
 T = TypeVar("T")
 FORMAT = "1"
@@ -30,8 +30,6 @@ def cache_dir() -> Path:
 
 def _digest(namespace: str, build: Callable[[], object]) -> hashlib._Hash | None:
     """The key's start: format, trainvm version, namespace and the builder's module source (None: unreadable)."""
-    from provisioner import __version__
-
     digest = hashlib.sha256(f"{FORMAT}:{__version__}:{namespace}".encode())
     module = sys.modules.get(build.__module__)
     code_file = getattr(module, "__file__", None)

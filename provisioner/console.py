@@ -6,9 +6,12 @@ exit 130 (docs/spec.md "Exit codes"), with ``--json`` also the one ``{"error": .
 
 from __future__ import annotations
 
+import gc
+import json
 import os
 import signal
 import sys
+import threading
 
 EXIT_INTERRUPTED = 130  # provisioner.errors.EXIT_INTERRUPTED, not imported: this module must stay import-free
 #: The cyclic garbage collector is off for this long after the process starts (see pause_gc).
@@ -24,8 +27,6 @@ def interrupted(argv: list[str]) -> None:
     head = argv[:argv.index("--")] if "--" in argv else argv
     try:
         if "--json" in head:
-            import json
-
             doc = {"message": "aborted", "hint": None, "exit_code": EXIT_INTERRUPTED, "type": "KeyboardInterrupt"}
             sys.stdout.write(json.dumps({"error": doc}, indent=2) + "\n")
             sys.stdout.flush()
@@ -43,9 +44,6 @@ def pause_gc(seconds: float | None = None) -> object:
     alive, so the ~100 collections it triggers find nothing (~15 ms of `trainvm plan`, bench/RESULTS.md). A
     command that runs longer (`up`, `logs --follow`) collects as usual once the timer fires; a short one ends
     first (``cli.entry`` exits with ``os._exit``). Reference counting frees everything else as always."""
-    import gc
-    import threading
-
     gc.disable()
     timer = threading.Timer(GC_PAUSE_SECONDS if seconds is None else seconds, gc.enable)
     timer.daemon = True

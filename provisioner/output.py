@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from provisioner.errors import InputError
 from provisioner.messages import Message
 
 if TYPE_CHECKING:
@@ -46,8 +48,6 @@ def os_error_words(exc: OSError, path: Path, *, folder: bool) -> str:
 
 def write_output(path: Path, data: str | bytes, flag: str) -> None:
     """Write a command's output file (``-o``/``--out``); an input error (exit 2) in user words when it cannot."""
-    from provisioner.errors import InputError
-
     try:
         if isinstance(data, str):
             path.write_text(data, encoding="utf-8")
@@ -60,10 +60,6 @@ def write_output(path: Path, data: str | bytes, flag: str) -> None:
 def check_output_file(path: Path, flag: str) -> None:
     """Refuse, before any work is done, an output file (``-o``/``--out``) that cannot be written: a folder, or a
     parent that is missing or a file. The same words as :func:`write_output` (exit 2)."""
-    import os
-
-    from provisioner.errors import InputError
-
     if path.is_dir():
         code = errno.EISDIR
     elif not path.parent.is_dir():

@@ -12,11 +12,15 @@ import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
 from provisioner import settings
+from provisioner.bundled import profiles_dir
+from provisioner.cache import cached_bytes
 from provisioner.errors import InputError, ProfileError
+from provisioner.inputfile import MAX_PROFILE_BYTES, read_capped
 from provisioner.messages import Message
 
 Path_ = tuple[str | int, ...]
@@ -48,7 +52,7 @@ class Located:
 def _plain(node: Any, file: str, path: Path_, lines: dict[Path_, tuple[str, int]], budget: list[int] | None = None) -> Any:
     """Plain dicts/lists/str/int/float/bool/None (ruamel's HexInt, ScalarFloat... become int/float), at most
     ``MAX_VALUES`` of them; strings must be valid Unicode (no lone surrogates from ``\\ud800`` escapes)."""
-    from ruamel.yaml.comments import CommentedMap, CommentedSeq
+    from ruamel.yaml.comments import CommentedMap, CommentedSeq  # lazy: startup
 
     budget = budget if budget is not None else [MAX_VALUES]
     budget[0] -= 1
@@ -133,9 +137,6 @@ def read_yaml(path: Path, label: str | None = None) -> Located:
     ``label`` names the file in messages (a team source file: ``team@1c7f5440e031:base/x.yaml``).
     The result is a function of the file's name and bytes (and ruamel.yaml's version): it comes from the
     parsed-data cache when those are unchanged, so a plan of an unchanged profile never imports ruamel.yaml."""
-    from provisioner.cache import cached_bytes
-    from provisioner.inputfile import MAX_PROFILE_BYTES, read_capped
-
     file = label or str(path)
     raw = read_capped(path, MAX_PROFILE_BYTES, "profile file")
     try:
@@ -149,8 +150,6 @@ def read_yaml(path: Path, label: str | None = None) -> Located:
 
 def _ruamel_stamp() -> bytes:
     """ruamel.yaml's ``__init__`` (it holds the version), without importing it: part of the cache key."""
-    from importlib.util import find_spec
-
     try:
         spec = find_spec("ruamel.yaml")
         return Path(spec.origin).read_bytes() if spec and spec.origin else b"?"
@@ -159,8 +158,8 @@ def _ruamel_stamp() -> bytes:
 
 
 def _parse(text: str, file: str) -> Located:
-    from ruamel.yaml import YAML
-    from ruamel.yaml.error import MarkedYAMLError, YAMLError
+    from ruamel.yaml import YAML  # lazy: startup
+    from ruamel.yaml.error import MarkedYAMLError, YAMLError  # lazy: startup
 
     yaml = YAML(typ="rt")
     yaml.allow_duplicate_keys = False
@@ -178,7 +177,7 @@ def _parse(text: str, file: str) -> Located:
         raise _located_input(file, None, "", f"YAML error: {exc}") from None
     if doc is None:
         raise _located_input(file, 1, "", "the file is empty; a profile is a YAML mapping")
-    from ruamel.yaml.comments import CommentedMap
+    from ruamel.yaml.comments import CommentedMap  # lazy: startup
 
     if not isinstance(doc, CommentedMap):
         raise _located_input(file, 1, "", f"a profile is a YAML mapping (key: value lines), not {yaml_kind(doc)}")
@@ -200,8 +199,6 @@ def _candidates(ref: str, base_dir: Path) -> Iterator[Path]:
     for folder in [base_dir, *search_path()]:
         for n in names:
             yield folder / n
-    from provisioner.bundled import profiles_dir
-
     for n in names:
         yield profiles_dir() / n
 
@@ -256,8 +253,6 @@ def _absolute(path: Path) -> Path:
     try:
         return path.resolve()
     except (OSError, RuntimeError):
-        from provisioner.inputfile import MAX_PROFILE_BYTES, read_capped
-
         read_capped(path, MAX_PROFILE_BYTES, "profile file")  # raises the clear error
         return Path(os.path.abspath(path))
 

@@ -40,6 +40,9 @@ import re
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion
+
 from provisioner.agent import versions
 from provisioner.agent.gpu import canonical_gpu_name
 from provisioner.agent.pyenv import normalize_cudnn
@@ -128,9 +131,6 @@ def package_ok(expected: Optional[str], observed: Optional[str]) -> bool:
     if expected is None:
         return True
     if expected[:1] in "<>=!~":
-        from packaging.specifiers import InvalidSpecifier, SpecifierSet
-        from packaging.version import InvalidVersion
-
         try:
             return SpecifierSet(expected).contains(observed, prereleases=True)
         except (InvalidSpecifier, InvalidVersion):

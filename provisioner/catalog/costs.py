@@ -25,6 +25,8 @@ from typing import Any
 
 from provisioner.catalog.disks import HOURS_PER_MONTH, DiskPrices
 from provisioner.catalog.models import Offer
+from provisioner.errors import InvalidRequestError
+from provisioner.providers.capabilities import LocalSsdBuilder
 from provisioner.providers.registry import cloud, load
 
 __all__ = ["CostPart", "Cost", "cost_of", "HOURS_PER_MONTH"]
@@ -133,8 +135,6 @@ def _boot_disk_name(offer: Offer, disk_type: str) -> str:
 def _local_disks(offer: Offer, gib: int) -> tuple[int, int] | None:
     """(disks, GiB each) the cloud attaches for ``gib`` of scratch; None: the machine type brings its own
     (whether its price includes them is not in the table)."""
-    from provisioner.providers.capabilities import LocalSsdBuilder
-
     builder = import_module(cloud(offer.cloud).request_builder)
     if not isinstance(builder, LocalSsdBuilder):  # a builder that attaches one scratch disk of the size asked
         return (1, gib) if gib > 0 else (0, 0)
@@ -142,8 +142,6 @@ def _local_disks(offer: Offer, gib: int) -> tuple[int, int] | None:
         return None
     if gib <= 0:
         return (0, 0)
-    from provisioner.errors import InvalidRequestError
-
     try:
         return builder.local_ssd_count(offer.instance_type, gib), int(builder.LOCAL_SSD_DISK_GIB)
     except InvalidRequestError:  # the request builder refuses the size: no disk to price

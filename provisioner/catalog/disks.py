@@ -51,7 +51,7 @@ class DiskPrice:
     fetched_at: date
 
     def row(self) -> list[str]:
-        from provisioner.catalog.storage import fmt_number
+        from provisioner.catalog.storage import fmt_number  # lazy: cycle (catalog.storage imports this module)
 
         return [self.cloud, self.region, self.disk_type, "" if self.size_max_gib is None else str(self.size_max_gib),
                 self.unit, fmt_number(self.price_month), self.source, self.fetched_at.isoformat()]

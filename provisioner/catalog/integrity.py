@@ -18,6 +18,7 @@ from dataclasses import replace
 from typing import TypeVar
 
 from provisioner.catalog.models import Offer
+from provisioner.catalog.storage import validate_offers
 
 #: A regional price is "suspiciously low" when the sorted distinct prices of one group show a jump of at
 #: least this factor and it sits below the jump. Observed in the snapshot: legitimate regional spreads
@@ -79,8 +80,6 @@ def reflag(fresh: list[Offer], reference: Iterable[Offer] = (),
 
 def check_refreshed(offers: Iterable[Offer]) -> list[str]:
     """Problems that keep a refreshed catalog from replacing the current one (empty: it may)."""
-    from provisioner.catalog.storage import validate_offers
-
     offers = list(offers)
     problems = [f"{o.cloud} {o.instance_type} {o.zone or o.region}: price {o.price_hourly!r} is not > 0"
                 for o in offers if not o.price_hourly > 0]

@@ -11,6 +11,7 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from provisioner.errors import CatalogError
+from provisioner.providers.registry import provisionable
 
 __all__ = ["CatalogError", "Offer", "Catalog", "COLUMNS", "SCHEMA_VERSION", "EXCLUDING_FLAGS",
            "SCHEMA_WITH_PROVENANCE", "PROVENANCE_COLUMNS"]
@@ -73,8 +74,6 @@ class Offer:
     def provisionable(self) -> bool:
         """Whether trainvm can create this VM: a fact about trainvm's providers (the cloud registry), not
         about the offer, so it is not stored in the catalog."""
-        from provisioner.providers.registry import provisionable
-
         return provisionable(self.cloud)
 
     def price(self, spot: bool) -> float | None:

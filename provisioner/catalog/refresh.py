@@ -25,8 +25,10 @@ from typing import Any, Callable
 
 from provisioner.catalog.integrity import check_refreshed, reflag
 from provisioner.catalog.models import Catalog, Offer
-from provisioner.catalog.publish import DiskPrice
+from provisioner.catalog.publish import DiskPrice, publish
+from provisioner.catalog.storage import row_provenance
 from provisioner.errors import TrainvmError
+from provisioner.providers.registry import cloud as spec
 
 SOURCE = "trainvm catalog refresh (official price APIs)"
 
@@ -66,8 +68,6 @@ Fetch = Callable[[list[Offer], list[str], datetime], SourceResult]
 
 
 def price_source(cloud: str) -> Fetch | None:
-    from provisioner.providers.registry import cloud as spec
-
     ref = spec(cloud).price_source
     if ref is None:
         return None
@@ -79,8 +79,6 @@ def price_source(cloud: str) -> Fetch | None:
 def refresh(current: Catalog, clouds: list[str], region_globs: list[str] | None,
             now: datetime | None = None) -> RefreshReport:
     """Fetch, check and publish. Raises CloudError (a source failed) or RefreshFailed (integrity)."""
-    from provisioner.catalog.storage import row_provenance
-
     started = time.monotonic()
     now = now or datetime.now(UTC)
     fetched_at = now.date().isoformat()
@@ -127,8 +125,6 @@ def refresh(current: Catalog, clouds: list[str], region_globs: list[str] | None,
         if o.key() in new_source and in_scope(o):
             return new_source[o.key()], fetched_at
         return old_prov.get(o.key(), (current.source, current.date.isoformat()))
-
-    from provisioner.catalog.publish import publish
 
     # the catalog is as old as its oldest price: a refresh of one cloud leaves the others' dates as they were
     oldest = min((provenance_of(o)[1] for o in merged), default=fetched_at)

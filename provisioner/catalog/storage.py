@@ -21,6 +21,9 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from provisioner import settings
+from provisioner.cache import cache_dir
+from provisioner.cache import cached as disk_cached
+from provisioner.catalog import families as F
 from provisioner.catalog.disks import DISKS_FILE, DiskPrice, read_disk_prices, write_disk_prices
 from provisioner.catalog.families import ARCHES, CLOUDS, DISK_TYPES
 from provisioner.catalog.models import (
@@ -49,8 +52,6 @@ POINTER = "CURRENT"
 
 def refreshed_root() -> Path:
     """Where ``catalog refresh`` keeps its catalogs: ``$XDG_CACHE_HOME/trainvm/catalog`` (~/.cache/...)."""
-    from provisioner.cache import cache_dir
-
     return cache_dir() / "catalog"
 
 
@@ -92,8 +93,6 @@ def load_catalog(folder: Path | str | None = None) -> Catalog:
         try:
             return _load(path, origin)
         except CatalogError as e:
-            from dataclasses import replace
-
             return replace(_load(EMBEDDED_DIR, "embedded"),
                            note=f"the refreshed catalog was not used ({e}); using the embedded one")
     return _load(path, origin)
@@ -120,8 +119,6 @@ def _load(path: Path, origin: str) -> Catalog:
     cached = _CACHE.get(key)
     if cached is not None:
         return cached
-    from provisioner.cache import cached as disk_cached
-
     def parse() -> list[tuple[Any, ...]]:  # plain tuples unpickle ~10x faster than dataclasses
         interned: dict[str, Any] = {}
         return [astuple_fast(o) for f in files
@@ -286,8 +283,6 @@ def validate_offers(offers: Iterable[Offer]) -> list[str]:
     canonical GPU names, unique offers, GCE zones inside their region, Azure offers regional, N1
     hosts within GCE's per-GPU limits, disk types a GCE family supports (each cloud's own checks:
     ``CloudSpec.catalog_check``). Returns problems."""
-    from provisioner.catalog import families as F
-
     problems: list[str] = []
     seen: set[tuple[Any, ...]] = set()
     for o in offers:

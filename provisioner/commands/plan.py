@@ -3,14 +3,27 @@
 from __future__ import annotations
 
 import sys
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
+from provisioner.bake.offline import plan_baked, plan_lines
+from provisioner.catalog.storage import load_catalog
+from provisioner.compat.facts import load_facts
+from provisioner.errors import InputError, ProfileError, RenderError
+from provisioner.lock.gate import lock_gate
 from provisioner.output import emit_json, notice, print_messages, stderr_console, stdout_console, styled
-from provisioner.planner.from_profile import Overrides, make_plan
+from provisioner.planner.explain import closest_offers, no_offer_message, reason_text
+from provisioner.planner.from_profile import Overrides, _today, make_plan, region_warnings
 from provisioner.profile import load_profile
+from provisioner.profile.fields import check_gpu_name
+from provisioner.providers.access import egress_basis, egress_estimate, plan_secret_warnings
 from provisioner.providers.lifecycle import summary as lifecycle_summary
 from provisioner.providers.lifecycle import summary_lines as lifecycle_lines
+from provisioner.providers.registry import placement
+from provisioner.providers.registry_auth import profile_pull_auth
+from provisioner.providers.store import describe, describe_line
+from provisioner.provision.launch import render_for_offer
 
 FAILOVER_SHOWN = 8
 
@@ -22,9 +35,6 @@ def _money(x: float | None) -> str:
 def _script_for(loaded: Any, offer: Any, warnings: list[str]) -> Any:
     """The render for the chosen offer (RenderedScript); None when the script cannot be rendered for that cloud
     (a warning says why; `up` skips that cloud)."""
-    from provisioner.errors import RenderError
-    from provisioner.provision.launch import render_for_offer
-
     try:
         return render_for_offer(loaded, offer)
     except RenderError as exc:
@@ -35,8 +45,6 @@ def _script_for(loaded: Any, offer: Any, warnings: list[str]) -> Any:
 def _load(path: Path, frozen: bool) -> Any:
     """The profile; when --resolve-image could not reach the registry the profile error exits 3 (network),
     as every registry failure does, not 1 (the profile is not known to be wrong)."""
-    from provisioner.errors import ProfileError
-
     try:
         return load_profile(path, frozen=frozen or None)
     except ProfileError as exc:
@@ -53,21 +61,13 @@ def run_plan(
     explain: bool, show_script: bool, json_out: bool, frozen: bool = False, quota: bool = False,
 ) -> int:
     loaded = _load(path, frozen)
-    from provisioner.lock.gate import lock_gate
-
     lock_notes = lock_gate(loaded, frozen=frozen)
     overrides = Overrides(tuple(clouds or ()) or None, tuple(regions or ()) or None, spot)
     planned = make_plan(loaded, overrides)
     plan, catalog, applied = planned.plan, planned.catalog, planned.applied
-    from provisioner.planner.explain import closest_offers, no_offer_message
-
     need_script = plan.chosen is not None and (json_out or show_script)  # rendering costs ~40 ms: only when shown
     render_notes: list[str] = []
     rendered = _script_for(loaded, plan.chosen, render_notes) if need_script else None
-    from provisioner.planner.from_profile import region_warnings
-    from provisioner.providers.access import plan_secret_warnings
-    from provisioner.providers.registry_auth import profile_pull_auth
-
     pull = profile_pull_auth(loaded.profile, plan.chosen.cloud, loaded.resolved.image) if plan.chosen else None
     extra = (region_warnings(plan.request, catalog) + plan_secret_warnings(loaded, plan) + lock_notes + render_notes
              + ([pull.warning] if pull and pull.warning else []))
@@ -107,8 +107,6 @@ def run_plan(
         _print_rejections(plan, out)
         return 1
     _print_plan(loaded, plan, applied, top, hours)
-    from provisioner.bake.offline import plan_baked, plan_lines
-
     baked = plan_baked(loaded, plan.chosen, catalog.disk_prices)  # offline: the local record of bakes
     for line in plan_lines(baked, plan.chosen.cloud):
         stdout_console().print(line, soft_wrap=True, highlight=False, markup=False)
@@ -129,8 +127,6 @@ def _baked(loaded: Any, offer: Any, catalog: Any) -> dict[str, Any] | None:
     """Whether ``up`` boots a baked image on ``offer`` (offline, docs/bake.md) and the expected time to ready."""
     if offer is None:
         return None
-    from provisioner.bake.offline import plan_baked
-
     return plan_baked(loaded, offer, catalog.disk_prices)
 
 
@@ -139,8 +135,8 @@ def _quota_checks(plan: Any, warnings: list[str] | None) -> list[Any]:
     the clouds' credentials (provision/quota.py); a cloud without credentials is "not checked"."""
     if plan.chosen is None:
         return []
-    from provisioner.commands.clouds import _providers
-    from provisioner.provision.quota import Preflight
+    from provisioner.commands.clouds import _providers  # lazy: startup
+    from provisioner.provision.quota import Preflight  # lazy: startup
 
     offers = [o for o in (plan.chosen, *plan.failover) if o.provisionable]
     providers, _ = _providers(list(dict.fromkeys(o.cloud for o in offers)))
@@ -157,8 +153,6 @@ def _payload(offer: Any, rendered: Any) -> dict[str, Any] | None:
     """Where ``up`` stages the payload for ``offer`` and what it costs (size and sha256 when rendered)."""
     if offer is None:
         return None
-    from provisioner.providers.store import describe
-
     doc = describe(offer.cloud, offer.region, rendered.payload.size if rendered else None)
     if rendered is not None:
         doc["sha256"] = rendered.payload.sha256
@@ -167,8 +161,6 @@ def _payload(offer: Any, rendered: Any) -> dict[str, Any] | None:
 
 
 def _egress(loaded: Any, offer: Any) -> list[dict[str, Any]]:
-    from provisioner.providers.access import egress_estimate
-
     return egress_estimate([(d.source, d.size_gib) for d in loaded.profile.data], offer.cloud, offer.region)
 
 
@@ -233,16 +225,10 @@ def _print_plan(loaded: Any, plan: Any, applied: dict[str, Any], top: int, hours
     out.print(f"cost: {cost.line()}", soft_wrap=True)
     for line in cluster_lines(loaded, plan):
         out.print(line)
-    from provisioner.providers.access import egress_basis
-
     for e in _egress(loaded, c):
         out.print(f"data egress: {e['source']} ({e['size_gib']:g} GiB) from {e['from']} to {e['to']}: about "
                   f"{_money(e['cost'])} once ({egress_basis(e)})")
-    from provisioner.providers.store import describe, describe_line
-
     out.print("payload: " + describe_line(describe(c.cloud, c.region)))
-    from provisioner.providers.registry_auth import profile_pull_auth
-
     pull = profile_pull_auth(loaded.profile, c.cloud, loaded.resolved.image)
     if pull is not None:
         out.print("image pull: " + pull.text, soft_wrap=True, highlight=False, markup=False)
@@ -261,8 +247,6 @@ def _print_plan(loaded: Any, plan: Any, applied: dict[str, Any], top: int, hours
 
 def cluster_json(loaded: Any, plan: Any, hours: float | None) -> dict[str, Any] | None:
     """The ``cluster`` part of the plan document (None for a single VM or no chosen offer)."""
-    from provisioner.providers.registry import placement
-
     nodes = loaded.profile.hardware.nodes
     if nodes == 1 or plan.chosen is None:
         return None
@@ -285,8 +269,6 @@ def cluster_lines(loaded: Any, plan: Any) -> list[str]:
     doc = cluster_json(loaded, plan, None)
     if doc is None:
         return []
-    from provisioner.providers.registry import placement
-
     c = plan.chosen
     facts = placement(c.cloud, c.family, c.instance_type)
     if doc["compact"]:
@@ -319,8 +301,6 @@ def _print_rejections(plan: Any, console: Any = None) -> None:
 
 
 def _print_explain(plan: Any) -> None:
-    from provisioner.planner.explain import reason_text
-
     out = stdout_console()
     if not plan.near_misses:
         out.print("near misses: none (every rejected offer fails two or more constraints)")
@@ -334,10 +314,6 @@ def _print_explain(plan: Any) -> None:
 def _catalog_gpu(given: str, offered: set[str]) -> str:
     """The catalog's name for ``--gpu``: the names and aliases ``hardware.gpu`` takes (also in any case), or a name
     the catalog offers; an unknown or workstation GPU is an input error with validate's suggestions (exit 2)."""
-    from provisioner.compat.facts import load_facts
-    from provisioner.errors import InputError
-    from provisioner.profile.fields import check_gpu_name
-
     facts = load_facts()
     names = {n.lower(): n for n in [*facts.cloud_gpu_names(), *offered]}
     names.update({alias.lower(): facts.canonical_gpu(alias) or alias for alias in facts.gpu_aliases
@@ -351,10 +327,6 @@ def _catalog_gpu(given: str, offered: set[str]) -> str:
 
 
 def run_catalog_show(*, cloud: str | None, gpu: str | None, region: str | None, json_out: bool, limit: int) -> int:
-    from fnmatch import fnmatchcase
-
-    from provisioner.catalog.storage import load_catalog
-
     catalog = load_catalog()
     gpu = _catalog_gpu(gpu, {o.gpu_name for o in catalog.offers}) if gpu is not None else None
     offers = [
@@ -363,8 +335,6 @@ def run_catalog_show(*, cloud: str | None, gpu: str | None, region: str | None, 
         and (region is None or fnmatchcase(o.region, region))
     ]
     offers.sort(key=lambda o: (o.price_hourly, o.cloud, o.region, o.zone or "", o.instance_type))
-    from provisioner.planner.from_profile import _today
-
     today = _today()
     meta = {"source": catalog.source, "date": catalog.date.isoformat(), "schema_version": catalog.schema_version,
             "origin": catalog.origin, "age_days": catalog.age_days(today)}

@@ -13,7 +13,7 @@ from typing import Any
 from provisioner.catalog.models import Offer
 from provisioner.container.store import LOOPBACK
 from provisioner.errors import InputError, NoFeasibleOfferError
-from provisioner.output import emit_json, notice, stderr_console
+from provisioner.output import emit_json, notice, os_error_words, stderr_console
 from provisioner.planner.core import plan as plan_fn
 from provisioner.planner.explain import no_offer_message
 from provisioner.planner.from_profile import Overrides, make_plan
@@ -98,8 +98,6 @@ def run_render(path: Path, *, cloud: str, out: Path | None, regions: list[str] |
                 (out / name).parent.mkdir(parents=True, exist_ok=True)
                 (out / name).write_bytes(data)
         except OSError as exc:
-            from provisioner.output import os_error_words
-
             raise InputError(f"--out {out}: {os_error_words(exc, out, folder=True)}",
                              hint="--out takes a folder: it receives user-data, payload.tar.gz, payload/ and request.json") from None
         summary["files"] = [str(out / n) for n in files if not n.startswith("payload/")] + [str(out / "payload") + "/"]

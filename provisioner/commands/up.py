@@ -14,7 +14,7 @@ from provisioner.commands.clouds import NAME_RE, _cred_hint, _providers
 from provisioner.commands.up_summary import summary_lines, up_summary
 from provisioner.commands.verify import exit_code, print_verify
 from provisioner.container.store import require_pinned_image
-from provisioner.errors import CloudError, InputError, NoFeasibleOfferError, NotReadyError
+from provisioner.errors import CloudError, InputError, NoFeasibleOfferError, NotReadyError, TrainvmError
 from provisioner.lock.gate import lock_gate
 from provisioner.output import emit_json, notice, stderr_console, stdout_console, styled
 from provisioner.planner.explain import no_offer_message
@@ -159,8 +159,6 @@ def run_up(path: Path, *, name: str | None, yes: bool, wait_ready: bool, clouds:
                                price_of=plan.price, bound=plan.failover_bound, name=vm,
                                preflight=quota.skip_reason)
     except KeyboardInterrupt:
-        from provisioner.errors import TrainvmError
-
         raise TrainvmError(
             f"interrupted while creating {vm}; a VM may be half-created",
             hint=f"run the same `trainvm up` again (it finds or finishes the same VM, never a second one), or `trainvm down {vm} --yes`",

@@ -23,6 +23,8 @@ from typing import Any, NamedTuple
 from packaging.version import Version
 
 from provisioner.compat.facts import ArchTarget, Facts, GpuFact, _load, load_facts
+from provisioner.compat.rules import StackContext
+from provisioner.compat.rules import gpu_problems as host_problems
 from provisioner.compat.stack import sass_or_ptx_covers
 from provisioner.messages import Message
 
@@ -137,9 +139,6 @@ Known = tuple[Any, "list[Message] | tuple[Message, ...]"]
 
 def _gpu_table(stack: Any, image: Any, facts: Facts) -> dict[str, list[Message]]:
     """Every GPU -> host-driver problems (driver branch, GPU minimum) plus the image's problems."""
-    from provisioner.compat.rules import StackContext
-    from provisioner.compat.rules import gpu_problems as host_problems
-
     ctx = StackContext(stack, facts, (), None, Version(stack.driver))
     return {name: host_problems(g, ctx) + (gpu_problems(image, stack.driver, g, facts) if image is not None else [])
             for name, g in facts.gpus.items()}

@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 from packaging.version import Version
 
 from provisioner import settings
+from provisioner.cache import cached
 
 DATA_DIR = Path(__file__).with_name("data")
 
@@ -26,7 +27,7 @@ def facts_dir() -> Path:
 
 
 def _load(name: str) -> dict[str, Any]:
-    from ruamel.yaml import YAML
+    from ruamel.yaml import YAML  # lazy: startup
 
     with (facts_dir() / f"{name}.yaml").open(encoding="utf-8") as fh:
         data = YAML(typ="safe").load(fh)
@@ -203,8 +204,6 @@ def _source(key: str | None, sources: dict[str, str]) -> str | None:
 def load_facts() -> Facts:
     """The facts, parsed once per process (and cached on disk by content hash: the data files, this module and
     the schema module facts_schema.py, whose change must miss the cache too)."""
-    from provisioner.cache import cached
-
     folder = facts_dir()
     return cached("facts", [folder / f"{n}.yaml" for n in FILES] + [Path(__file__).with_name("facts_schema.py")],
                   _parse_facts)
@@ -212,7 +211,7 @@ def load_facts() -> Facts:
 
 def _parse_facts() -> Facts:
     """Each file validated (facts_schema.py: a malformed one is a located InputError), then mapped to the tables."""
-    from provisioner.compat import facts_schema as S
+    from provisioner.compat import facts_schema as S  # lazy: startup
 
     folder = facts_dir()
     docs = {n: S.load_doc(folder / f"{n}.yaml", S.DOCS[n]) for n in FILES}

@@ -16,9 +16,14 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, ValidationError, field_validator
+from ruamel.yaml import YAML
+from ruamel.yaml.error import YAMLError
 
+from provisioner.compat.facts import parse_arch
 from provisioner.errors import InputError
+from provisioner.yamlsource import read_yaml
 
 
 class _Doc(BaseModel):
@@ -36,8 +41,6 @@ ArchList = list[int | str] | str
 
 
 def _check_arch(raw: ArchList | None) -> ArchList | None:
-    from provisioner.compat.facts import parse_arch
-
     try:
         parse_arch(raw)
     except ValueError:
@@ -141,8 +144,6 @@ class JaxPythonFloor(_Doc):
     @field_validator("versions")
     @classmethod
     def _specifier(cls, v: str) -> str:
-        from packaging.specifiers import InvalidSpecifier, SpecifierSet
-
         try:
             SpecifierSet(v)
         except InvalidSpecifier:
@@ -177,11 +178,6 @@ def load_doc(path: Path, model: type[_Doc]) -> Any:
 
     Read with the fast safe loader; only a file that fails is read again with line numbers (provisioner/yamlsource.py's
     reader, which also locates YAML syntax errors), so a valid file costs what the hand mapping did."""
-    from ruamel.yaml import YAML
-    from ruamel.yaml.error import YAMLError
-
-    from provisioner.yamlsource import read_yaml
-
     try:
         with path.open(encoding="utf-8") as fh:
             return model.model_validate(YAML(typ="safe").load(fh))

@@ -139,7 +139,7 @@ def compatible_gpus(stack: Stack, facts: Facts | None = None, ctx: StackContext 
     """For every cloud GPU: the reasons this stack cannot run there (empty = compatible). Used by the planner
     (through ``gpu_exclusions``, which the profile's record holds)."""
     if stack.container is not None:
-        from provisioner.compat.container import container_gpu_exclusions
+        from provisioner.compat.container import container_gpu_exclusions  # lazy: startup
 
         return container_gpu_exclusions(stack, facts)
     ctx = ctx or stack_context(stack, facts)
@@ -242,7 +242,7 @@ def check_profile(profile: Profile, facts: Facts | None = None, ctx: StackContex
     """All compatibility messages for a profile that passed schema validation (``ctx``: its stack context, from the
     profile's record, when the caller has it)."""
     if profile.stack.container is not None:
-        from provisioner.compat.container import check_container_profile
+        from provisioner.compat.container import check_container_profile  # lazy: startup
 
         return check_container_profile(profile, facts, known)
     ctx = ctx or stack_context(profile.stack, facts)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
@@ -87,8 +88,6 @@ def frameworks(packages: list[str], facts: Facts) -> list[Framework]:
             extra = next((facts.jax_extras[e] for e in sorted(extras) if e in facts.jax_extras), None)
             python_min = None
             for spec, floor in facts.jax_python_floor:
-                from packaging.specifiers import SpecifierSet
-
                 if version in SpecifierSet(spec):
                     python_min = floor
                     break

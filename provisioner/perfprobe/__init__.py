@@ -10,6 +10,11 @@ Entry point: ``python -c 'from provisioner.perfprobe.runner import main; main()'
 prints one JSON document (``schema: "trainvm.perf/1"``).
 """
 
+import gzip
+import io
+import tarfile
+from pathlib import Path
+
 SCHEMA = "trainvm.perf/1"
 
 
@@ -17,11 +22,6 @@ SCHEMA = "trainvm.perf/1"
 def bundle() -> bytes:
     """This package as a reproducible tar.gz (``provisioner/__init__.py`` + ``provisioner/perfprobe/*.py``,
     mtime 0, root-owned): what the startup script unpacks on the VM for profile ``perf:``."""
-    import gzip
-    import io
-    import tarfile
-    from pathlib import Path
-
     here = Path(__file__).resolve().parent
     files = [("provisioner/__init__.py", b"")]
     files += [(f"provisioner/perfprobe/{p.name}", p.read_bytes()) for p in sorted(here.glob("*.py"))]

@@ -9,6 +9,9 @@ the host side (``provisioner.verify.perfspec``), which reads the sourced table i
 from __future__ import annotations
 
 import functools
+import json
+import os
+import tempfile
 import time
 from typing import Any, Callable, Dict, List, Optional
 
@@ -161,8 +164,6 @@ def _allreduce_worker(rank: int, world: int, init: str, mib: int, iters: int, ou
 def time_allreduce(torch: Any, dist: Any, mib: int, iters: int, out_path: Optional[str]) -> None:  # pragma: no cover - needs GPUs
     """In a joined NCCL group: warm up, time ``iters`` all-reduces of ``mib`` MiB five times, write the
     per-call milliseconds (JSON) to ``out_path`` when given (one rank writes), and leave the group."""
-    import json
-
     x = torch.ones(mib * 2**20 // 4, dtype=torch.float32, device="cuda")
     for _ in range(3):
         dist.all_reduce(x)
@@ -187,10 +188,6 @@ def allreduce_block(torch: Any, budget_s: float, mib: int = 256, iters: int = 5,
             return skipped("torch built without NCCL")
     except Exception as exc:  # noqa: BLE001
         return skipped(f"torch.distributed unusable: {exc}")
-    import json
-    import os
-    import tempfile
-
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         out_path = os.path.join(tmp, "ms.json")

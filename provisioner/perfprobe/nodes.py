@@ -11,6 +11,10 @@ Stdlib only, like the rest of the package (see ``provisioner/perfprobe/__init__.
 
 from __future__ import annotations
 
+import datetime
+import json
+import os
+import tempfile
 import time
 from typing import Any, Callable, Dict, Mapping, Optional
 
@@ -61,9 +65,6 @@ def global_rank(node_rank: int, nproc: int, local_rank: int) -> int:
 
 def _nodes_worker(local_rank: int, cfg: Dict[str, Any], mib: int, iters: int, timeout_s: float,
                   out_path: str) -> None:  # pragma: no cover - needs GPUs on several nodes
-    import datetime
-    import os
-
     import torch
     import torch.distributed as dist
 
@@ -77,8 +78,6 @@ def _nodes_worker(local_rank: int, cfg: Dict[str, Any], mib: int, iters: int, ti
 
 def allreduce_nodes_block(torch: Any, budget_s: float, env: Optional[Mapping[str, str]] = None, mib: int = 256,
                           iters: int = 5, spawn: Optional[Callable[..., Any]] = None) -> Dict[str, Any]:
-    import os
-
     try:
         cfg = cluster_env(os.environ if env is None else env)
     except ValueError as exc:
@@ -96,9 +95,6 @@ def allreduce_nodes_block(torch: Any, budget_s: float, env: Optional[Mapping[str
             return block("error", reason="torch built without NCCL")
     except Exception as exc:  # noqa: BLE001
         return block("error", reason=f"torch.distributed unusable: {exc}")
-    import json
-    import tempfile
-
     t0 = time.perf_counter()
     timeout_s = max(60.0, 2 * budget_s)
     with tempfile.TemporaryDirectory() as tmp:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import statistics
+import time
 from typing import Any, Dict, List, Optional, Sequence
 
 # Metric classes: parity's tolerance is per class (see provisioner.verify.parity.CLASS_TOLERANCE).
@@ -71,8 +72,6 @@ def repeat_until(fn, budget_s: float, *, min_repeats: int = 3, max_repeats: int 
                  clock=None) -> List[float]:
     """Call ``fn()`` (returning one figure) at least ``min_repeats`` times and then while the
     budget lasts, at most ``max_repeats`` times."""
-    import time
-
     clock = clock or time.perf_counter
     start = clock()
     values: List[float] = []

@@ -19,8 +19,10 @@ from operator import attrgetter, not_
 from typing import Any, Callable, Iterable, NamedTuple
 
 from provisioner.catalog.costs import Cost, cost_of
+from provisioner.catalog.disks import DiskPrices
 from provisioner.catalog.families import GPU_MEMORY_GIB
 from provisioner.catalog.models import EMBEDDED_STALE_AFTER_DAYS, EXCLUDING_FLAGS, Catalog, Offer
+from provisioner.planner import checks as _checks
 from provisioner.planner.request import REASONS, PlanRequest
 from provisioner.providers.registry import cluster_clouds, os_arches, provisionable_clouds
 
@@ -94,8 +96,6 @@ class Plan:
 
     def cost(self, offer: Offer) -> Cost:
         """What ``offer`` costs per hour with the request's disks, running and stopped (catalog/costs.py)."""
-        from provisioner.catalog.disks import DiskPrices
-
         req = self.request
         return cost_of(offer, disk_prices=self.disk_prices or DiskPrices(), boot_disk_type=req.boot_disk_type,
                        boot_disk_gib=req.boot_disk_gib, local_nvme_gib=req.local_nvme_gib, nodes=req.nodes,
@@ -122,8 +122,6 @@ class Plan:
 def running_prices(req: PlanRequest, disk_prices: Any) -> Callable[[Offer], float]:
     """offer -> the price that applies + the known hourly price of the request's disks (per node), memoized by
     what the disks depend on (cloud, region, family; the shape too when local scratch is asked for)."""
-    from provisioner.catalog.disks import DiskPrices
-
     table = disk_prices if disk_prices is not None else DiskPrices()
     compute = _price_key(req.spot)
     memo: dict[tuple[str, str, str, str], float] = {}
@@ -196,8 +194,6 @@ class _Checker:
         self.flag_reasons: dict[tuple[str, ...], tuple[str, ...]] = {}
         #: for nodes > 1: the clouds whose provider creates clusters (the registry's group_engine)
         self.cluster = frozenset(cluster_clouds() if req.cluster_clouds is None else req.cluster_clouds)
-        from provisioner.planner import checks as _checks
-
         #: the reasons of planner.checks.CHECKS (read now: a check added to the list is seen by plan and diagnose)
         self.reasons = tuple(c.reason for c in _checks.CHECKS)
         #: (reason, offer -> fails?) of every check that can fail for this request, in reason order

@@ -20,9 +20,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import date
+from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING
 
+from provisioner import settings
+from provisioner.catalog.storage import load_catalog
 from provisioner.compat.facts import load_facts
+from provisioner.errors import InputError
+from provisioner.planner.request import PlanRequest
 from provisioner.profile import LoadedProfile
 from provisioner.providers.access import data_locality_exclusions, secret_store_exclusions
 from provisioner.providers.registry import compactable_families
@@ -86,8 +91,6 @@ def host_defaults(loaded: LoadedProfile, excluded: dict[str, str]) -> HostDefaul
 def build_request(loaded: LoadedProfile, overrides: Overrides | None = None) -> tuple[PlanRequest, dict[str, float]]:
     """The planner's request for ``loaded`` (with ``overrides`` from the command line), and the host
     defaults that were applied."""
-    from provisioner.planner.request import PlanRequest
-
     ov = overrides or Overrides()
     p, rec = loaded.profile, loaded.resolved
     pl = rec.placement
@@ -119,7 +122,6 @@ def build_request(loaded: LoadedProfile, overrides: Overrides | None = None) -> 
 
 
 def make_plan(loaded: LoadedProfile, overrides: Overrides | None = None, today: date | None = None) -> PlannedProfile:
-    from provisioner.catalog.storage import load_catalog
     from provisioner.planner.core import plan
 
     request, applied = build_request(loaded, overrides)
@@ -129,15 +131,11 @@ def make_plan(loaded: LoadedProfile, overrides: Overrides | None = None, today: 
 
 def _today() -> date:
     """Today, or TRAINVM_TODAY (YYYY-MM-DD) so that golden outputs stay reproducible."""
-    from provisioner import settings
-
     raw = settings.text("TRAINVM_TODAY")
     if raw:
         try:
             return date.fromisoformat(raw)
         except ValueError:
-            from provisioner.errors import InputError
-
             raise InputError(f"TRAINVM_TODAY={raw!r} is not a date (YYYY-MM-DD)") from None
     return date.today()
 
@@ -145,8 +143,6 @@ def _today() -> date:
 def region_warnings(request: PlanRequest, catalog: Catalog) -> list[str]:
     """Region globs that exclude a whole allowed cloud are almost always a naming slip
     (GCE says us-central1, Azure says eastus): say so instead of silently planning without it."""
-    from fnmatch import fnmatchcase
-
     if not request.region_globs:
         return []
     regions: dict[str, set[str]] = {}

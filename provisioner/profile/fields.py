@@ -15,7 +15,7 @@ from packaging.version import InvalidVersion, Version
 
 from provisioner.compat.facts import load_facts
 from provisioner.providers.registry import CLOUDS, PUBLIC_SCHEMES, or_list
-from provisioner.secrets import find_secret, redact
+from provisioner.secrets import HEX40_WHAT, HEX64_WHAT, find_secret, redact
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,40}$")
 DRIVER_RE = re.compile(r"^\d{3}\.\d{2,3}(\.\d{2})?$")
@@ -212,8 +212,6 @@ def check_cidr(value: str) -> str:
 def looks_like_secret(key: str, value: str) -> str | None:
     """Name what ``value`` looks like when it appears to be a credential, by its format and entropy whatever
     the key (``provisioner.secrets``), or by the key's name; None otherwise."""
-    from provisioner.secrets import HEX40_WHAT, HEX64_WHAT, find_secret
-
     if value.startswith("secret://"):
         return None
     what = find_secret(value)
@@ -253,7 +251,7 @@ FORBIDDEN_RUN_ARGS = ("--entrypoint", "--privileged", "--pid", "--network", "--n
 
 
 def check_image_ref(value: str) -> str:
-    from provisioner.container.reference import parse_image_ref
+    from provisioner.container.reference import parse_image_ref  # lazy: startup
 
     ref = parse_image_ref(value)  # ValueError carries the message
     if not ref.tag and not ref.digest:

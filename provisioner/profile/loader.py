@@ -4,6 +4,7 @@ travel with the result."""
 
 from __future__ import annotations
 
+import difflib
 import errno
 import hashlib
 import os
@@ -13,12 +14,18 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from provisioner.canonical import canonical_json
+from provisioner.catalog.families import usable_memory_notes
+from provisioner.compat.rules import check_profile
 from provisioner.errors import InputError, ProfileError
 from provisioner.inputfile import read_capped
+from provisioner.lock import lock_path_for
+from provisioner.lock.sources import SourceResolver
 from provisioner.profile.messages import Message
+from provisioner.profile.model import Profile
+from provisioner.profile.resolved import resolve
 from provisioner.providers.registry import HASHED_DEFAULT_CLOUDS
 from provisioner.secrets import find_secret, redact
 from provisioner.yamlsource import Located, load_resolved, yaml_kind
@@ -63,8 +70,6 @@ class LoadedProfile:
     def resolved(self) -> Resolved:
         """Everything derived from the profile, computed once (``profile.resolved.resolve``); ``load_profile``
         fills it while checking compatibility."""
-        from provisioner.profile.resolved import resolve
-
         return resolve(self.profile)
 
     def where(self, path: tuple[str | int, ...]) -> tuple[str | None, int | None]:
@@ -85,8 +90,6 @@ def _loc_path(loc: tuple[Any, ...]) -> tuple[tuple[str | int, ...], str]:
 
 
 def _schema_messages(exc: ValidationError, doc: Located) -> list[Message]:
-    from provisioner.profile.model import Profile
-
     out: list[Message] = []
     seen: set[tuple[str, str]] = set()
     for err in exc.errors(include_url=False):
@@ -143,10 +146,6 @@ def _short(value: Any) -> str:
 
 
 def _did_you_mean(model: Any, path: tuple[str | int, ...]) -> str:
-    import difflib
-
-    from pydantic import BaseModel
-
     current = model
     for part in path[:-1]:
         if isinstance(part, int):
@@ -241,15 +240,11 @@ def _requirements(profile: Any, doc: Located) -> tuple[Path | None, str | None, 
 def load_profile(path: str | Path, *, compat: bool = True, upgrade: bool = False, frozen: bool | None = None,
                  refresh: bool = False) -> LoadedProfile:
     """Load, resolve ``extends``, validate the schema and (by default) the compatibility rules."""
-    from provisioner.lock import lock_path_for
-    from provisioner.lock.sources import SourceResolver
-    from provisioner.profile.model import Profile
-
     path = Path(path)
     lock_path = lock_path_for(path)
     lock = None
     if os.path.lexists(lock_path):  # also a FIFO, a device or a symlink loop: read_lock refuses them (exit 2)
-        from provisioner.lock.model import read_lock
+        from provisioner.lock.model import read_lock  # lazy: startup
 
         lock = read_lock(lock_path)
     resolver = SourceResolver.for_profile(path, lock, upgrade=upgrade, frozen=frozen, refresh=refresh)
@@ -258,7 +253,7 @@ def load_profile(path: str | Path, *, compat: bool = True, upgrade: bool = False
     try:
         profile = Profile.model_validate(doc.data)
     except ValidationError as exc:  # every independent problem in one run (one_round.py)
-        from provisioner.profile.one_round import compat_of_what_parsed, env_secrets
+        from provisioner.profile.one_round import compat_of_what_parsed, env_secrets  # lazy: startup
 
         secrets = env_secrets(doc)
         schema = [m for m in _schema_messages(exc, doc)
@@ -268,7 +263,7 @@ def load_profile(path: str | Path, *, compat: bool = True, upgrade: bool = False
     messages: list[Message] = list(req_errors) + list(resolver.messages)
     lock_state, lock_sha = "none", None
     if lock is not None:
-        from provisioner.lock.model import file_sha256, inputs_sha256
+        from provisioner.lock.model import file_sha256, inputs_sha256  # lazy: startup
 
         if req_path is not None:
             file, line = doc.where(("stack", "requirements"))
@@ -277,17 +272,12 @@ def load_profile(path: str | Path, *, compat: bool = True, upgrade: bool = False
         lock_state = "fresh" if lock.inputs_sha256 == inputs_sha256(profile, resolver.inputs()) else "stale"
     record = None
     if compat:
-        from provisioner.compat.rules import check_profile
-        from provisioner.profile.resolved import resolve
-
         record = resolve(profile)  # the compat rules read the record's stack context: derived once
 
         known = (record.container_facts, record.container_notes) if record.image is not None else None
         for m in check_profile(profile, ctx=record.stack, known=known):
             file, line = doc.where(_split_path(m.path))
             messages.append(m.located(file, line))
-    from provisioner.catalog.families import usable_memory_notes
-
     hw = profile.hardware
     notes = usable_memory_notes(hw.min_gpu_memory_gib, hw.gpu)
     if notes:  # min_gpu_memory_gib compares nominal sizes: say so where a GPU it admits has less usable memory

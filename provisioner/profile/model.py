@@ -18,8 +18,16 @@ from pydantic import (
     model_validator,
 )
 
+from provisioner.compat.facts import load_facts
 from provisioner.profile import fields as f
-from provisioner.providers.registry import CloudName, OsName, default_clouds, identity_examples, provisionable_clouds
+from provisioner.providers.registry import (
+    CloudName,
+    OsName,
+    check_identity,
+    default_clouds,
+    identity_examples,
+    provisionable_clouds,
+)
 
 #: every cloud and OS a profile may name, and the default clouds, come from the cloud registry
 DEFAULT_CLOUDS = cast(tuple[CloudName, ...], default_clouds())
@@ -37,8 +45,6 @@ SafeStr = Annotated[str, AfterValidator(f.no_control_chars)]
 
 
 def _gpu_name_schema() -> dict[str, object]:
-    from provisioner.compat.facts import load_facts
-
     facts = load_facts()
     names = facts.cloud_gpu_names() + [a for a, c in facts.gpu_aliases.items() if facts.gpus[c].cloud]
     return {"type": "string", "enum": names, "description": "A GPU model as clouds sell it.", "examples": ["T4", "A100-80GB"]}
@@ -90,8 +96,6 @@ class Hardware(Strict):
 
 
 def _check_identities(value: dict[str, str]) -> dict[str, str]:
-    from provisioner.providers.registry import check_identity
-
     return {cloud: check_identity(cloud, ident) for cloud, ident in value.items()}
 
 

@@ -15,7 +15,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from provisioner.compat.rules import check_profile
+from provisioner.profile.fields import SECRET_HINT, looks_like_secret
+from provisioner.profile.loader import _split_path
 from provisioner.profile.messages import Message
+from provisioner.profile.model import Profile
 from provisioner.yamlsource import Located
 
 ROUNDS = 4
@@ -24,8 +28,6 @@ ENV = ("stack", "env")
 
 def env_secrets(doc: Located) -> list[Message]:
     """One message per ``stack.env`` value that looks like a secret (the value itself is never repeated)."""
-    from provisioner.profile.fields import SECRET_HINT, looks_like_secret
-
     stack = doc.data.get("stack") if isinstance(doc.data, dict) else None
     env = stack.get("env") if isinstance(stack, dict) else None
     out: list[Message] = []
@@ -58,9 +60,6 @@ def _drop(data: Any, path: tuple[Any, ...]) -> bool:
 def compat_of_what_parsed(exc: ValidationError, doc: Located, paths: Any) -> list[Message]:
     """The compatibility messages of the profile without the fields ``exc`` rejected (see the module doc);
     ``paths(loc)`` turns a pydantic loc into the profile path (loader._loc_path)."""
-    from provisioner.compat.rules import check_profile
-    from provisioner.profile.model import Profile
-
     data, dropped = copy.deepcopy(doc.data), []
     for _ in range(ROUNDS):
         progress = False
@@ -82,8 +81,6 @@ def compat_of_what_parsed(exc: ValidationError, doc: Located, paths: Any) -> lis
             exc = again
     else:
         return []
-    from provisioner.profile.loader import _split_path
-
     out = []
     for m in check_profile(profile):
         if any(m.path == d or m.path.startswith((d + ".", d + "[")) for d in dropped):

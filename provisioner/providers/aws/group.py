@@ -24,6 +24,7 @@ software, so NCCL runs over TCP on the primary ENA interface (docs/spec.md).
 
 from __future__ import annotations
 
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
@@ -42,6 +43,8 @@ from provisioner.providers.base import (
     VanishedError,
     refuse_foreign,
 )
+from provisioner.providers.poll import poll
+from provisioner.providers.registry import METADATA_VALUE_LIMIT
 from provisioner.render.cluster import node_list_metadata
 
 if TYPE_CHECKING:
@@ -198,8 +201,6 @@ class AwsGroup:
 
     def write_node_list(self, region: str, nodes: list[dict[str, Any]]) -> None:
         """``trainvm-cluster`` (the private IPs, rank order) on every node: the same tags, one CreateTags."""
-        from provisioner.providers.registry import METADATA_VALUE_LIMIT
-
         items = node_list_metadata([i["PrivateIpAddress"] for i in nodes], METADATA_VALUE_LIMIT["aws"])
         tags = [{"Key": k, "Value": v} for k, v in items.items()]
         ids = [i["InstanceId"] for i in nodes]
@@ -279,10 +280,6 @@ class AwsGroup:
         """Delete the cluster's placement group when it is trainvm's. EC2 answers ``InvalidPlacementGroup.InUse``
         while a member is not yet terminated: retried for at most min(60 s, op_timeout) (``poll``); past that,
         EC2's last error propagates."""
-        import time
-
-        from provisioner.providers.poll import poll
-
         if self._placement_group(region, cluster) is None:
             return False
         name = G.placement_group_name(cluster)

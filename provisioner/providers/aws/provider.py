@@ -35,14 +35,18 @@ from __future__ import annotations
 
 import builtins
 import re
+import time
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from provisioner import settings
 from provisioner.catalog.models import Offer
 from provisioner.providers.aws import errors as errs
 from provisioner.providers.aws import request as R
 from provisioner.providers.aws.calls import AwsCalls
+from provisioner.providers.aws.group import AwsGroup, each
 from provisioner.providers.aws.group_request import GROUP_TAG, NODES_TAG, rank_of
+from provisioner.providers.aws.store import S3PayloadStore
 from provisioner.providers.base import (
     ConflictError,
     InstanceRecord,
@@ -54,6 +58,7 @@ from provisioner.providers.base import (
     price_from_labels,
 )
 from provisioner.providers.capabilities import ClusterReader, ImagePinner
+from provisioner.providers.poll import poll
 from provisioner.providers.store import PAYLOAD_LABEL
 from provisioner.verify.report import StackReport, last_console_report
 
@@ -118,8 +123,6 @@ class AwsProvider(AwsCalls, ImagePinner, ClusterReader):
 
     @property
     def group(self) -> AwsGroup:  # the create path, imported on first use
-        from provisioner.providers.aws.group import AwsGroup
-
         return AwsGroup(self)
 
     def _nodes(self, cluster: str) -> builtins.list[dict[str, Any]]:
@@ -131,8 +134,6 @@ class AwsProvider(AwsCalls, ImagePinner, ClusterReader):
         return [self._record(i) for i in self._nodes(name)]
 
     def read_cluster_reports(self, name: str) -> dict[str, StackReport | None]:
-        from provisioner.providers.aws.group import each
-
         nodes = self._nodes(name)
         texts = each(self._console_text, nodes)
         return {self._record(i).name: last_console_report(t) for i, t in zip(nodes, texts, strict=True)}
@@ -144,8 +145,6 @@ class AwsProvider(AwsCalls, ImagePinner, ClusterReader):
     def pin_image(self, os_name: str) -> dict[str, str]:
         """What ``trainvm lock`` records: the AMI id the OS's SSM parameter points to now in
         ``TRAINVM_AWS_IMAGE_REGION`` (default us-east-1); AMI ids are per region."""
-        from provisioner import settings
-
         region = settings.text("TRAINVM_AWS_IMAGE_REGION", "us-east-1")
         ami = self.resolve_ami(region, os_name)
         return {"ami": ami.image_id, "region": region, "root_device": ami.root_device_name}
@@ -174,10 +173,6 @@ class AwsProvider(AwsCalls, ImagePinner, ClusterReader):
         """RunInstances; a just-created instance profile may take seconds to be usable (IAM is eventually
         consistent): that one answer is retried (``poll``, within min(60 s, op_timeout)); past that, EC2's last
         error propagates (an InvalidRequestError, cleaned up by ``create``)."""
-        import time
-
-        from provisioner.providers.poll import poll
-
         def iam_lag(exc: BaseException) -> bool:
             text = str(exc).lower()
             return isinstance(exc, InvalidRequestError) and "iam" in text and "instance profile" in text
@@ -191,8 +186,6 @@ class AwsProvider(AwsCalls, ImagePinner, ClusterReader):
     # ------------------------------------------------------------------ the payload store
     def payload_store(self) -> S3PayloadStore:
         """The account's per-region S3 payload bucket (providers/aws/store.py) on this provider's clients."""
-        from provisioner.providers.aws.store import S3PayloadStore
-
         return S3PayloadStore(self)
 
     # ------------------------------------------------------------------ delete, stop, start

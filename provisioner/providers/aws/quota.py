@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from provisioner.catalog.models import Offer
+from provisioner.providers.aws.errors import error_code
 from provisioner.providers.aws.provider import AwsProvider
 from provisioner.provision.quota import QuotaNeed, QuotaReading, Usage
 
@@ -136,8 +137,6 @@ class AwsQuotas:
                 got: dict[str, Any] = sq.get_service_quota(ServiceCode=SERVICE_CODE, QuotaCode=code)["Quota"]
                 return got
             except Exception as exc:
-                from provisioner.providers.aws.errors import error_code
-
                 if error_code(exc) == "NoSuchResourceException":  # no applied value: the AWS default applies
                     return None
                 raise

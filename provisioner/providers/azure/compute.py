@@ -32,6 +32,7 @@ from provisioner.providers.azure import request as R
 from provisioner.providers.azure.group import _instances, _wire, get_scale_set, node_records, write_node_list
 from provisioner.providers.azure.lease import _props
 from provisioner.providers.base import CapacityError, InstanceRecord, LaunchSpec, ProviderError
+from provisioner.render.cluster import parse_node_list
 
 IN_FLIGHT = ("Creating", "Updating")
 
@@ -81,8 +82,6 @@ class ScaleSet:
 
     def complete(self, res: dict[str, Any], spec: LaunchSpec) -> bool:
         """Succeeded and carrying the node list of all N nodes (the read-back's last write before the roles)."""
-        from provisioner.render.cluster import parse_node_list
-
         return (_props(res).get("provisioningState") == "Succeeded"
                 and len(parse_node_list(res.get("tags") or {})) == spec.nodes)
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 import os
 import socket
 import time
+import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -59,8 +60,6 @@ from provisioner.providers.poll import poll
 
 
 def new_attempt_id() -> str:
-    import uuid
-
     return f"{socket.gethostname()[:40]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 

@@ -31,7 +31,9 @@ from provisioner.providers.base import (
     costs_from_labels,
     price_from_labels,
 )
+from provisioner.providers.registry import METADATA_VALUE_LIMIT
 from provisioner.providers.store import PAYLOAD_LABEL
+from provisioner.render.cluster import META_KEY, node_list_metadata
 from provisioner.verify.report import StackReport, decode_report
 
 PARALLEL = 16
@@ -196,9 +198,6 @@ def power(p: Any, name: str, action: str, *, wait: bool = True) -> InstanceRecor
 # (the transaction is providers/azure/create.py; the scale set is its compute step, providers/azure/compute.py)
 def write_node_list(p: Any, name: str, instances: list[dict[str, Any]], deadline: float) -> None:
     """The nodes' private IPs (rank order) into the scale set's tags (``trainvm-cluster``, ...)."""
-    from provisioner.providers.registry import METADATA_VALUE_LIMIT
-    from provisioner.render.cluster import META_KEY, node_list_metadata
-
     rg = R.names(name).rg
     private, _ = _addresses(p, rg, name)
     missing = [str(i.get("instanceId")) for i in instances if str(i.get("instanceId")) not in private]

@@ -146,7 +146,7 @@ class GroupLease:
 
     def _get_compute(self, rg: str, name: str) -> dict[str, Any] | None:
         """The VM, else the scale set, called ``name`` in ``rg`` (what a create may have put there)."""
-        from provisioner.providers.azure.group import get_scale_set
+        from provisioner.providers.azure.group import get_scale_set  # lazy: cycle (group imports this module)
 
         return self._get_vm(rg, name, expand=None) or get_scale_set(self, name)
 
@@ -189,7 +189,7 @@ class GroupLease:
         or a lease that expired: a killed ``up``). Once this ``up`` has waited on a live attempt it never creates on
         its own: that attempt's lease ending without a VM (its create failed and it cleaned up, going on with its
         own failover), or the deadline, is AttemptInProgressError, which stops failover."""
-        from provisioner.providers.azure.compute import compute_for
+        from provisioner.providers.azure.compute import compute_for  # lazy: cycle (compute imports this module)
 
         c = compute_for(spec)
         owner: list[str | None] = [None]

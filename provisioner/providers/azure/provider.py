@@ -41,11 +41,15 @@ from provisioner import settings
 from provisioner.catalog.models import Offer
 from provisioner.errors import InputError
 from provisioner.providers.azure import errors as errs
+from provisioner.providers.azure import group as azure_group
 from provisioner.providers.azure import request as R
 from provisioner.providers.azure.clients import Settings, default_credential, make_clients
 from provisioner.providers.azure.create import CreateTransaction
 from provisioner.providers.azure.lease import MANAGED, GroupLease, _props, refuse_store_group
-from provisioner.providers.azure.power import latest_start, vm_state
+from provisioner.providers.azure.power import latest_start, power, vm_state
+from provisioner.providers.azure.preflight import preflight
+from provisioner.providers.azure.roles import payload_scope, revoke_payload_reader
+from provisioner.providers.azure.store import CONTAINER, BlobPayloadStore, account_name
 from provisioner.providers.base import (
     ConflictError,
     InstanceRecord,
@@ -56,8 +60,9 @@ from provisioner.providers.base import (
     price_from_labels,
 )
 from provisioner.providers.capabilities import ClusterReader, ImagePinner, Preflighter
+from provisioner.providers.registry import image_refs
 from provisioner.providers.ssh_key import SSH_KEY_FILES, read_public_key
-from provisioner.providers.store import PAYLOAD_LABEL
+from provisioner.providers.store import PAYLOAD_LABEL, PayloadRef
 from provisioner.verify.report import StackReport, decode_report, last_console_report
 
 if TYPE_CHECKING:
@@ -168,9 +173,6 @@ class AzureProvider(CreateTransaction, GroupLease, ImagePinner, Preflighter, Clu
     def pin_image(self, os_name: str) -> dict[str, str]:
         """What ``trainvm lock`` records: the newest version of the OS's (Gen2) image, as published in
         ``TRAINVM_AZURE_IMAGE_LOCATION`` (default eastus; Marketplace versions are the same names everywhere)."""
-        from provisioner import settings
-        from provisioner.providers.registry import image_refs
-
         ref = image_refs(os_name).get(self.NAME)
         if not ref:
             raise R.InvalidRequestError(f"no Azure image is known for OS {os_name!r}", code="ImageUnknown")
@@ -200,21 +202,15 @@ class AzureProvider(CreateTransaction, GroupLease, ImagePinner, Preflighter, Clu
         n = R.names(name)
         vm = self._get_vm(n.rg, name)
         if vm is None:
-            from provisioner.providers.azure import group as azure_group
-
             return azure_group.find(self, name)  # a cluster's rank-0 node, or None
         if (vm.get("tags") or {}).get(MANAGED) != "true":
             return None
         return self._record(vm)
 
     def cluster_nodes(self, name: str) -> builtins.list[InstanceRecord]:
-        from provisioner.providers.azure import group as azure_group
-
         return azure_group.cluster_nodes(self, name)
 
     def read_cluster_reports(self, name: str) -> dict[str, StackReport | None]:
-        from provisioner.providers.azure import group as azure_group
-
         return azure_group.read_cluster_reports(self, name)
 
     def list(self) -> list[InstanceRecord]:
@@ -230,8 +226,6 @@ class AzureProvider(CreateTransaction, GroupLease, ImagePinner, Preflighter, Clu
         for vm in vms:
             pip_id = R.resource_id(self.subscription_id, _group_of(vm), f"{R.NET}/publicIPAddresses", R.names(vm["name"]).pip)
             out.append(self._record(vm, ip=ips.get(pip_id.lower(), "")))
-        from provisioner.providers.azure import group as azure_group
-
         out.extend(azure_group.list_nodes(self))  # one record per cluster node
         return sorted(out, key=lambda r: (r.name, r.region))
 
@@ -249,34 +243,23 @@ class AzureProvider(CreateTransaction, GroupLease, ImagePinner, Preflighter, Clu
     def preflight(self, profile: Any, name: str, regions: builtins.list[str]) -> dict[str, Any]:
         """Before ``up`` creates anything: may this caller make the role assignments (or is the user-assigned
         identity usable)? azure_preflight; AuthError names the choices when not."""
-        from provisioner.providers.azure.preflight import preflight
-
         return preflight(self, profile, name, regions)
 
     def payload_store(self) -> BlobPayloadStore:
         """The payload store on Blob Storage (providers/azure/store.py), on this provider's subscription."""
-        from provisioner.providers.azure.store import BlobPayloadStore
-
         return BlobPayloadStore(self)
 
     def _revoke_payload_reader(self, name: str, rg: str) -> None:
         """Remove the VM's (or scale set's) Storage Blob Data Reader assignment on the payload container: it lives
         outside the VM's group, so deleting the group leaves it (an orphan "Identity not found" assignment that
         counts against the subscription's role-assignment limit). Best effort: a failure leaves only that orphan."""
-        from provisioner.providers.azure.roles import payload_scope, revoke_payload_reader
-        from provisioner.providers.store import PAYLOAD_LABEL, PayloadRef
-
         try:
             res = self._get_vm(rg, name, expand=None)
             if res is None:
-                from provisioner.providers.azure import group as azure_group
-
                 res = azure_group.get_scale_set(self, name)
             principal = ((res or {}).get("identity") or {}).get("principalId")
             if not res or not principal or not (res.get("tags") or {}).get(PAYLOAD_LABEL):
                 return
-            from provisioner.providers.azure.store import CONTAINER, account_name
-
             region = str(res.get("location") or "")
             ref = PayloadRef(cloud="azure", region=region, store=f"{account_name(self.subscription_id, region)}/{CONTAINER}",
                              key="", url="", sha256="", size=0)
@@ -285,23 +268,15 @@ class AzureProvider(CreateTransaction, GroupLease, ImagePinner, Preflighter, Clu
             return
 
     def stop(self, name: str, *, wait: bool = True) -> InstanceRecord | None:
-        from provisioner.providers.azure import group as azure_group
-        from provisioner.providers.azure.power import power
-
         return power(self, name, "stop", wait=wait) or azure_group.power(self, name, "stop", wait=wait)
 
     def start(self, name: str, *, wait: bool = True) -> InstanceRecord | None:
-        from provisioner.providers.azure import group as azure_group
-        from provisioner.providers.azure.power import power
-
         return power(self, name, "start", wait=wait) or azure_group.power(self, name, "start", wait=wait)
 
     def read_report(self, name: str) -> tuple[StackReport | None, dict[str, Any] | None]:
         n = R.names(name)
         vm = self._get_vm(n.rg, name, expand="userData")
         if vm is None:
-            from provisioner.providers.azure import group as azure_group
-
             return azure_group.read_report(self, name)  # a cluster: rank 0's report
         if (vm.get("tags") or {}).get(MANAGED) != "true":
             return None, None
@@ -331,8 +306,6 @@ class AzureProvider(CreateTransaction, GroupLease, ImagePinner, Preflighter, Clu
         n = R.names(name)
         vm = self._get_vm(n.rg, name)
         if vm is None:
-            from provisioner.providers.azure import group as azure_group
-
             return azure_group.console(self, name, start)  # a cluster: rank 0's serial log
         if (vm.get("tags") or {}).get(MANAGED) != "true":
             return None

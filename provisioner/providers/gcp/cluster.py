@@ -26,7 +26,9 @@ from provisioner.providers.gcp.cluster_request import (
 )
 from provisioner.providers.gcp.firewall import SshFirewall
 from provisioner.providers.gcp.group import PARALLEL, GceGroup, GroupClients, policy_name
+from provisioner.providers.gcp.power import power
 from provisioner.providers.gcp.report import guest_report, serial_report
+from provisioner.providers.gcp.request import ssh_rule_names, ssh_tag
 from provisioner.verify.report import StackReport
 
 
@@ -100,8 +102,6 @@ class GceClusters:
         """Every member (in parallel), then the placement policy they use, then the firewall rules they carry the
         tags of (after the members are gone, so the SSH deny rule protects them to the end; with ``wait=False`` and
         no policy, while they shut down). No member: leftover rules only. True when anything was there."""
-        from provisioner.providers.gcp.request import ssh_rule_names, ssh_tag
-
         policies = {str(p).rsplit("/regions/", 1)[-1] for i in members for p in i.resource_policies
                     if str(p).rsplit("/", 1)[-1] == policy_name(name)}
         wait = wait or bool(policies)  # a policy in use by an instance cannot be deleted
@@ -132,7 +132,5 @@ class GceClusters:
     def power(self, members: builtins.list[Any], action: str, *, wait: bool = True) -> InstanceRecord | None:
         """Stop or start every member (``gcp_power.power`` each, on at most PARALLEL threads); the first one's
         record after it (None: no member)."""
-        from provisioner.providers.gcp.power import power
-
         got = _each(lambda i: power(self.gce, i, action, self.record, wait=wait), members)
         return got[0] if got else None

@@ -17,12 +17,15 @@ from __future__ import annotations
 
 import copy
 import json
+import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 from provisioner.providers.base import CapacityError, ProviderError
 from provisioner.providers.gcp import errors as errs
 from provisioner.providers.gcp.request import fit_name
+from provisioner.providers.registry import METADATA_VALUE_LIMIT
 from provisioner.render.cluster import node_list_metadata
 
 MIN_COUNT_CODE = "VM_MIN_COUNT_NOT_REACHED"
@@ -106,8 +109,6 @@ class GceGroup:
     def _wait(self, op: Any, zone: str | None = None, region: str | None = None) -> Any:
         """Poll ``op`` until DONE, bounded by ``op_timeout`` (providers/poll.py: between polls 0.2 s doubling up to
         ``poll``; each poll is the long-polling ``operations.wait``). Failures of the wait call propagate at once."""
-        import time
-
         from google.cloud import compute_v1
 
         from provisioner.providers.poll import poll
@@ -215,8 +216,6 @@ class GceGroup:
         into its labels (``trainvm-rank``); both requests of a node go out before either is awaited."""
         from google.cloud import compute_v1
 
-        from provisioner.providers.registry import METADATA_VALUE_LIMIT
-
         items = node_list_metadata([n.network_interfaces[0].network_i_p for n in nodes], METADATA_VALUE_LIMIT["gcp"])
         def one(ranked: tuple[int, Any]) -> None:
             rank, node = ranked
@@ -237,8 +236,6 @@ class GceGroup:
     def _each(self, fn: Any, items: list[Any]) -> list[Any]:
         """``fn`` over ``items`` on at most PARALLEL threads (wall time flat in N up to that); the first error
         is raised after all have finished."""
-        from concurrent.futures import ThreadPoolExecutor
-
         with ThreadPoolExecutor(max_workers=max(1, min(PARALLEL, len(items)))) as pool:
             futures = [pool.submit(fn, item) for item in items]
         return [f.result() for f in futures]

@@ -1,0 +1,192 @@
+"""The record types of the cloud table (providers/clouds.py ``CLOUDS``): one ``CloudSpec`` per cloud and the
+facts it is made of. Pure data, no SDK; the lookups are in providers/registry.py."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Literal, get_args
+
+#: The clouds trainvm knows (the profile's ``placement.clouds`` accepts exactly these; a test checks that
+#: this spelling and ``CLOUDS`` agree).
+CloudName = Literal["gcp", "azure", "aws"]
+OsName = Literal["ubuntu-22.04", "ubuntu-24.04", "debian-12"]
+OS_NAMES: tuple[str, ...] = get_args(OsName)
+DISK_TYPES: tuple[str, ...] = ("standard", "balanced", "ssd")
+UserDataEncoding = Literal["plain", "base64"]
+
+
+@dataclass(frozen=True)
+class UserDataFormat:
+    """How a create request carries the bootstrap (render/bootstrap.py), and the cloud's limit on it."""
+
+    kind: Literal["gce-metadata", "azure-custom-data", "ec2-user-data"]
+    encoding: UserDataEncoding  # in the wire request: as is, or base64 (Azure customData, raw EC2 API)
+    limit: int
+    limit_unit: str  # what ``limit`` counts
+
+
+@dataclass(frozen=True)
+class PayloadStoreFacts:
+    """Where a VM's payload is staged on this cloud (providers/store.py; the provider's ``payload_store()``
+    does it) and how the VM reads it, as ``plan`` and ``render`` show it before any cloud is asked."""
+
+    title: str  # "Cloud Storage (GCS)"
+    #: the store's name; the account part (project, account id, subscription hash) is only known at ``up``
+    name: str
+    #: the object's URL, as the bootstrap fetches it ({region}, {key}, {key_quoted})
+    url: str
+    #: what the VM's identity needs, in words
+    access: str
+    #: the metadata server the VM asks for its identity's token or credentials
+    metadata_url: str
+
+
+@dataclass(frozen=True)
+class RegistryLogin:
+    """The cloud's own container registries, which its VM logs in to with its identity (providers/registry_auth.py)."""
+
+    title: str  # "Artifact Registry"
+    hosts: str  # regex (fullmatch) over the registry host
+    login: Literal["gcp-token", "ecr", "acr"]  # what the on-VM helper does (templates/files/trainvm_helper.py)
+    needs: str  # what the VM's identity needs, in words
+
+
+@dataclass(frozen=True)
+class SecretRefForm:
+    """One spelling of ``secret://KIND/...`` that a VM of the cloud resolves with its own identity
+    (profile/fields.py builds ``SECRET_REF_RE`` and ``SECRET_HINT`` from every cloud's forms)."""
+
+    pattern: str  # regex over what follows ``secret://``, starting with the store's KIND and "/" (no anchors)
+    hint: str  # how error messages spell it ("secret://gcp/NAME")
+
+
+@dataclass(frozen=True)
+class GceImage:
+    project: str
+    family: str
+
+    def lock_ref(self) -> dict[str, str]:
+        return {"project": self.project, "family": self.family}
+
+
+@dataclass(frozen=True)
+class AzureImage:
+    publisher: str
+    offer: str
+    sku: str  # Generation 2
+    gen1_sku: str | None = None  # for sizes that boot only Generation 1 images
+
+    def lock_ref(self) -> dict[str, str]:
+        return {"publisher": self.publisher, "offer": self.offer, "sku": self.sku}
+
+
+@dataclass(frozen=True)
+class AmiParameter:
+    ssm_parameter: str  # a public SSM parameter whose value is the current AMI id (resolved at `up`)
+
+    def lock_ref(self) -> dict[str, str]:
+        return {"ssm_parameter": self.ssm_parameter}
+
+
+ImageRef = GceImage | AzureImage | AmiParameter
+
+
+@dataclass(frozen=True)
+class ReadyEstimate:
+    """Expected time from create to ready, cold install vs a baked image: an **estimate** from a public report (its
+    ``source``), shown by ``plan`` (provisioner/bake/ready_time.py words it); never measured by trainvm."""
+
+    cold_s: int  # from create to ready when the startup script installs the stack
+    baked_s: int  # from create to ready when the VM boots a baked image (the script only verifies)
+    source: str
+
+    def seconds(self, baked: bool) -> int:
+        return self.baked_s if baked else self.cold_s
+
+
+@dataclass(frozen=True)
+class LifecycleFacts:
+    stop: str  # what `stop` / on_idle|on_max_run=stop does, as the console shows it
+    delete: str
+    kept_billing: str  # what keeps billing after a stop
+    #: the cloud enforces lifecycle.max_run_hours itself (GCE maxRunDuration); else a timer on the VM
+    enforces_max_run: bool
+    #: what a shutdown from inside the guest does: stop; "settable" at create (lifecycle.guest_shutdown_action
+    #: chooses it); or nothing (keeps billing)
+    guest_shutdown: Literal["stop", "settable", "keep-billing"]
+    spot_reclaim: Callable[[str], str]  # on_max_run -> what reclaiming a spot VM does
+    #: where the guest shutdown is settable: what a ``delete`` is when the shutdown is set to stop (a mixed
+    #: stop/delete), i.e. the VM's own API call (lifecycle.api_actions); ``delete`` says the uniform case
+    self_delete: str | None = None
+
+
+@dataclass(frozen=True)
+class CloudSpec:
+    name: CloudName
+    title: str  # how messages name the cloud ("GCE")
+    #: "module:Class" of the provider, imported only when a command needs it; None: plan/render only
+    provider: str | None
+    #: module with the pure ``request_preview(spec, offer) -> dict`` (the body ``up`` would send)
+    request_builder: str
+    credential_hint: str
+    user_data: UserDataFormat
+    payload: PayloadStoreFacts
+    kernel_flavour: str
+    os_images: Mapping[str, ImageRef]
+    os_arches: Mapping[str, frozenset[str]]
+    disk_types: Mapping[str, str]
+    native_schemes: frozenset[str]
+    secret_kinds: frozenset[str]
+    #: the ``secret://`` references a profile may write for this cloud's store (names as the store allows them)
+    secret_refs: tuple[SecretRefForm, ...]
+    ssh_default: str
+    lifecycle: LifecycleFacts
+    nvswitch_shapes: str  # regex over the instance type (compiled where used)
+    #: where ``up --wait-ready`` reads the startup script's status besides the console
+    #: (``Provider.live_status``); None: the console only (Azure boot diagnostics, AWS console output)
+    live_status: str | None = None
+    notes: tuple[str, ...] = field(default=())
+    #: planned when a profile names no ``placement.clouds``. Changing this set changes no profile hash: the
+    #: hash spells a clouds list the profile does not write as ``HASHED_DEFAULT_CLOUDS``
+    default: bool = True
+    #: the provider creates multi-node clusters (``hardware.nodes`` > 1) on the cloud's own group engine
+    #: (``Provider.create`` with ``LaunchSpec.nodes`` > 1, ``cluster_nodes``, ``read_cluster_reports``;
+    #: providers/base.py). Without it the planner rejects that cloud's offers for a cluster (reason ``cluster``)
+    group_engine: bool = False
+    #: the copy tool (data scheme) whose hash-locked SDK venv the VM installs for its own API calls with its identity
+    #: (secrets, lifecycle): AWS "s3" (boto3: curl's --aws-sigv4 before 7.86 cannot sign a session token, and nothing
+    #: is signed by hand); None where the VM calls the cloud's REST API with a metadata-server token (GCE, Azure)
+    vm_api_sdk: str | None = None
+    #: the cloud's own container registries, pulled from with the VM's identity (None: none)
+    registry_login: RegistryLogin | None = None
+    #: "module:function" that prices the catalog's shapes from the cloud's public price API for
+    #: ``trainvm catalog refresh`` (catalog/refresh.py ``Fetch``); imported only when a refresh runs
+    price_source: str | None = None
+    #: "module:function" that checks a ``placement.identity`` value for this cloud (a pre-made VM identity an
+    #: administrator granted once; pure, no SDK) and returns it normalised; None: the cloud takes none
+    identity_check: str | None = None
+    #: an example ``placement.identity`` value for this cloud (the profile reference's example; with identity_check)
+    identity_example: str | None = None
+    #: "module:function" returning the cloud's quota reader for a provider (provision/quota.py ``QuotaSource``)
+    #: for the quota preflight of ``up`` and ``plan --quota``; imported only when quotas are read
+    quota_reader: str | None = None
+    #: "module:Class" of the cloud's ``Baker`` (providers/bake_base.py), built from its provider, for ``trainvm bake`` and
+    #: ``trainvm images``; None: this cloud cannot bake yet (docs/bake.md)
+    baker: str | None = None
+    #: "module:function" ``(family) -> Mapping[profile disk type, cloud disk type] | None``: the boot disk types of
+    #: one machine family where the cloud narrows them per family (GCE); None (or a None answer): ``disk_types``
+    family_disk_map: str | None = None
+    #: "module:function" ``(Offer) -> list[str]``: the cloud's own consistency checks of one catalog row
+    #: (catalog/storage.py ``validate_offers``); None: only the checks every cloud gets
+    catalog_check: str | None = None
+    #: "module:function" ``(instance type) -> family``: the catalog's ``family`` of a shape (the placement facts and
+    #: per-family tables are keyed by it; catalog/families.py ``family_of``); None: the instance type is its own family
+    family_of: str | None = None
+    #: the expected time to ready from a public report (issue #28), cold vs baked; None: no published figure
+    #: (``plan`` says unknown, never guesses)
+    ready_estimate: ReadyEstimate | None = None
+
+    @property
+    def provisionable(self) -> bool:
+        return self.provider is not None
