@@ -253,7 +253,7 @@ class TokenServer:
                 owner._handle(self)
 
         self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)
+        self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True, do_handshake_on_connect=False)  # handshake in the request thread
         self.realm = f"https://127.0.0.1:{self.httpd.server_address[1]}/token"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
         self.thread.start()

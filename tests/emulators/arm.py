@@ -139,7 +139,10 @@ class ArmEmulator(ArmRouter):
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
         self._httpd.emu = self
-        self._httpd.socket = ctx.wrap_socket(self._httpd.socket, server_side=True)
+        # the TLS handshake happens in the request's own thread (OpenSSL does it at the first read), not in accept():
+        # a client that connects and never handshakes (a process interrupted mid-connect) otherwise blocks the
+        # serving thread in do_handshake forever, and stop() with it (seen as a hung CI run)
+        self._httpd.socket = ctx.wrap_socket(self._httpd.socket, server_side=True, do_handshake_on_connect=False)
         self.url = f"https://127.0.0.1:{self._httpd.server_address[1]}"
         self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
                                         name="arm-emulator", daemon=True)

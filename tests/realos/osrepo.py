@@ -88,7 +88,7 @@ class _Server:
         self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 443), handler)
         self.seen: list[str] = []  # every path asked for (the bake scenario counts what a baked boot downloads)
         self.httpd.seen = self.seen  # type: ignore[attr-defined]
-        self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)
+        self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True, do_handshake_on_connect=False)  # handshake in the request thread
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 
     def shutdown(self) -> None:
