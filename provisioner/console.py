@@ -54,7 +54,7 @@ def pause_gc(seconds: float | None = None) -> object:
 def entry() -> None:
     try:
         pause_gc()
-        from provisioner.cli import entry as run
+        from provisioner.cli import entry as run  # lazy: Ctrl-C guard (exit 130)
 
         run()  # never returns: cli.entry ends the process with os._exit
     except KeyboardInterrupt:

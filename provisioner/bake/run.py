@@ -32,6 +32,7 @@ from provisioner.output import emit_json, notice, stderr_console
 from provisioner.planner.explain import no_offer_message
 from provisioner.planner.from_profile import Overrides, make_plan
 from provisioner.profile import load_profile
+from provisioner.providers import get_provider
 from provisioner.providers.base import labels_for, vm_name
 from provisioner.providers.image_identity import identity_of
 from provisioner.providers.lifecycle import describe as lifecycle_describe
@@ -58,7 +59,6 @@ def builder_name(vm: str) -> str:
 def baker_for(cloud: str, provider: Any = None) -> Any:
     """The Baker of ``cloud`` built on its provider (``provider``, else the cloud's); InputError for a cloud that
     cannot bake yet."""
-    from provisioner.providers import get_provider
 
     target = bakers().get(cloud)
     if target is None:
@@ -108,7 +108,12 @@ class BakePlan:
 
 
 def plan_bake(loaded: Any, baker: Any, cloud: str, region: str | None) -> BakePlan:
-    from provisioner.render import RenderTarget, build_context, is_nvswitch_shape, render_script
+    from provisioner.render import (  # lazy: startup (plan loads bake.run; render pulls in jinja2)
+        RenderTarget,
+        build_context,
+        is_nvswitch_shape,
+        render_script,
+    )
 
     planned = make_plan(loaded, Overrides((cloud,), (region,) if region else None, None))
     offer = planned.plan.chosen
@@ -258,7 +263,6 @@ def _delete_builder(provider: Any, name: str, say: Any) -> None:
     try:
         gone = provider.delete(name, wait=True)
     except BaseException as exc:  # noqa: BLE001 - reported, then the original outcome propagates
-        from provisioner.output import stderr_console
 
         stderr_console().print(f"the builder {name} could not be deleted ({exc}); delete it: trainvm down {name} --yes")
         return

@@ -122,7 +122,7 @@ class Offer:
 
 
 def _no_disk_prices() -> Any:
-    from provisioner.catalog.disks import DiskPrices
+    from provisioner.catalog.disks import DiskPrices  # lazy: cycle (catalog.disks imports this module)
 
     return DiskPrices()
 

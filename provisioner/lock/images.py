@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from provisioner import settings
 from provisioner.errors import TrainvmError
+from provisioner.providers import PROVIDERS, get_provider
 from provisioner.providers.capabilities import ImagePinner
 from provisioner.providers.registry import image_refs
 
 
 def resolve_images(os_name: str) -> dict[str, dict[str, str]]:
     """cloud -> reference + pinned facts (or ``unresolved``: why not)."""
-    from provisioner.providers import PROVIDERS, get_provider
 
     ask = settings.text("TRAINVM_LOCK_IMAGES", "1") != "0"
     out: dict[str, dict[str, str]] = {}

@@ -34,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from provisioner.canonical import canonical_json
 from provisioner.errors import InputError
 from provisioner.inputfile import read_capped
+from provisioner.lock.target import python_platform, torch_label
 from provisioner.secrets import find_secret
 
 LOCK_VERSION = 1
@@ -142,7 +143,6 @@ def file_sha256(path: Path) -> str:
 
 def lock_inputs(profile: Any, sources: dict[str, dict[str, str]] | None = None) -> dict[str, Any]:
     """What a lock is made from: the target and the top-level pins (not env, hardware, data...)."""
-    from provisioner.lock.target import python_platform, torch_label
 
     stack = profile.stack
     extra = {"container": stack.container.image} if stack.container is not None else {}

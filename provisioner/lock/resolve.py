@@ -67,7 +67,7 @@ class Resolution:
 def uv_bin() -> str:
     """The uv binary shipped by the ``uv`` wheel trainvm depends on."""
     try:
-        from uv import find_uv_bin
+        from uv import find_uv_bin  # lazy: optional (a missing uv is a one-line LockError)
     except ImportError:  # pragma: no cover - uv is a dependency
         raise LockError("the `uv` package is not installed; `pip install uv` (trainvm depends on it)") from None
     try:

@@ -27,6 +27,7 @@ from provisioner import settings
 from provisioner.catalog.storage import load_catalog
 from provisioner.compat.facts import load_facts
 from provisioner.errors import InputError
+from provisioner.planner.core import plan
 from provisioner.planner.request import PlanRequest
 from provisioner.profile import LoadedProfile
 from provisioner.providers.access import data_locality_exclusions, secret_store_exclusions
@@ -122,7 +123,6 @@ def build_request(loaded: LoadedProfile, overrides: Overrides | None = None) -> 
 
 
 def make_plan(loaded: LoadedProfile, overrides: Overrides | None = None, today: date | None = None) -> PlannedProfile:
-    from provisioner.planner.core import plan
 
     request, applied = build_request(loaded, overrides)
     catalog = load_catalog()

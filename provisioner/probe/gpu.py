@@ -30,6 +30,7 @@ from provisioner.agent.gpu import (
     run_command,
     version_from_int,
 )
+from provisioner.compat.facts import load_facts
 
 __all__ = [
     "SMI_CSV_ARGS", "SMI_FIELDS", "CommandResult", "GpuInfo", "GpuProbe", "GpuSpec", "Runner", "canonical_gpu_name",
@@ -79,7 +80,6 @@ _LOCAL_GPUS: Mapping[str, GpuSpec] = MappingProxyType(
 
 def cloud_gpus() -> Mapping[str, GpuSpec]:
     """Canonical cloud GPU name -> spec, from the compatibility facts (provisioner/compat/data/gpus.yaml)."""
-    from provisioner.compat.facts import load_facts
 
     return {n: GpuSpec(n, g.cc_str, g.memory_gib) for n, g in load_facts().gpus.items() if g.cloud and g.cc_str}
 

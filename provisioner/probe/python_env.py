@@ -25,6 +25,7 @@ from provisioner.agent.pyenv import (
     python_env,
     run_script,
 )
+from provisioner.errors import InputError
 
 __all__ = ["ENV_SCRIPT", "FRAMEWORKS", "FRAMEWORK_SCRIPT", "MARKER", "PYTORCH_INDEX", "Distribution", "PythonEnv",
            "ScriptRunner", "distribution_from_record", "normalize_cudnn", "probe_payloads", "probe_python", "python_env",
@@ -36,7 +37,6 @@ def user_python(explicit: str | None = None, environ: Mapping[str, str] | None =
     """The interpreter of the user's environment, and where it came from: ``--python``, else
     ``$VIRTUAL_ENV``, else ``$CONDA_PREFIX``, else ``python3`` on PATH. trainvm's own interpreter is
     never chosen silently: that would capture trainvm's dependencies, not the training stack."""
-    from provisioner.errors import InputError
 
     env = os.environ if environ is None else environ
     if explicit:

@@ -20,6 +20,9 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Literal, Mapping
 
+from provisioner.compat.facts import load_facts
+from provisioner.providers.registry import placement
+
 if TYPE_CHECKING:
     from provisioner.compat.facts import Facts
     from provisioner.compat.rules import StackContext
@@ -54,7 +57,6 @@ class PlacementDecisions:
             return False
         if self.compact_asked is not None:
             return self.compact_asked
-        from provisioner.providers.registry import placement
 
         return bool(placement(cloud, family, instance_type).compact)
 
@@ -96,7 +98,6 @@ class Resolved:
 
 def resolve(profile: Profile, facts: Facts | None = None) -> Resolved:
     """The record of ``profile`` (validated): the one place these facts are derived."""
-    from provisioner.compat.facts import load_facts
     from provisioner.compat.rules import gpu_exclusions, stack_context
 
     facts = facts or load_facts()
@@ -107,8 +108,8 @@ def resolve(profile: Profile, facts: Facts | None = None) -> Resolved:
     notes: tuple[Message, ...] = ()
     exclusions: dict[str, str]
     if stack.container is not None:
-        from provisioner.compat.container import container_gpu_exclusions
-        from provisioner.container.reference import parse_image_ref
+        from provisioner.compat.container import container_gpu_exclusions  # lazy: startup
+        from provisioner.container.reference import parse_image_ref  # lazy: startup
         from provisioner.container.store import image_facts
 
         image = parse_image_ref(stack.container.image)

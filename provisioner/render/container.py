@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from provisioner.container.reference import ImageRef, parse_image_ref
+from provisioner.providers.registry_auth import pull_auth
 
 DOCKER_VERSION = "27.3.1"
 CONTAINERD_VERSION = "1.7.22-1"
@@ -61,7 +62,6 @@ class ContainerContext:
 
 def container_context(stack: Any, cloud: str, ref: ImageRef | None = None) -> ContainerContext:
     """``ref``: the image reference as the profile's record parsed it (parsed here only when not given)."""
-    from provisioner.providers.registry_auth import pull_auth
 
     ref = ref or parse_image_ref(stack.container.image)
     distro, release, codename = DOCKER_DISTROS[stack.os]
