@@ -11,6 +11,7 @@ from provisioner.commands.lock import lock_captured
 from provisioner.commands.verify import _print_verify
 from provisioner.errors import InputError
 from provisioner.output import emit_json, notice, stderr_console, stdout_console, write_output
+from provisioner.probe import report as probe_report  # called through the module: tests patch probe_report.probe
 from provisioner.probe.capture import build_profile, comment_block, to_yaml
 from provisioner.probe.python_env import user_python
 from provisioner.profile import load_profile
@@ -19,14 +20,12 @@ from provisioner.verify.diff import diff
 
 
 def run_capture(*, out: Path | None, name: str | None, python: str | None, data: str | None, json_out: bool) -> int:
-    from provisioner.probe.report import probe
-
     if data is not None and not Path(data).exists():
         raise InputError(f"--data: {data} does not exist")
     python, where = user_python(python)
     if not json_out:
         notice("note", f"capturing the Python environment of {python} ({where})")
-    report = probe(python=python, data_path=data or ".")
+    report = probe_report.probe(python=python, data_path=data or ".")
     profile, _comment, warnings = build_profile(report, name or "workstation")
     comment = comment_block(report, profile, warnings)
     text = to_yaml(profile, comment)
@@ -46,8 +45,6 @@ def run_capture(*, out: Path | None, name: str | None, python: str | None, data:
 
 
 def run_verify_local(path: Path, *, python: str | None, json_out: bool) -> int:
-    from provisioner.probe.report import probe
-
     loaded = load_profile(path, compat=False)
     profile = loaded.profile.model_dump(mode="json")
     if loaded.lock is not None:
@@ -55,7 +52,7 @@ def run_verify_local(path: Path, *, python: str | None, json_out: bool) -> int:
     # data destinations are where the VM stages data; a workstation keeps its data elsewhere, so
     # staging is judged on VMs only (their report lists it)
 
-    report = probe(python=user_python(python)[0])
+    report = probe_report.probe(python=user_python(python)[0])
     return _print_verify(f"local:{path}", compare(profile, report), json_out)
 
 

@@ -19,6 +19,8 @@ from provisioner.commands.perf_nodes import verify_cluster_perf
 from provisioner.commands.verify import not_found
 from provisioner.errors import InputError, TrainvmError
 from provisioner.output import check_output_file, emit_json, stderr_console, stdout_console, styled, write_output
+from provisioner.probe import report as probe_report  # called through the module: tests patch probe_report.probe
+from provisioner.verify import perfdoc  # load_perf called through the module: tests patch perfdoc.load_perf
 from provisioner.verify.parity import any_worse, compare
 from provisioner.verify.perfdoc import validate_doc
 from provisioner.verify.perfspec import annotate
@@ -125,9 +127,7 @@ def run_probe(*, perf: bool, python: str | None, data: str | None, json_out: boo
     if out is not None:
         check_output_file(out, "-o")
     if not perf:
-        from provisioner.probe.report import probe
-
-        report = probe(python=python, data_path=data or ".")
+        report = probe_report.probe(python=python, data_path=data or ".")
         if out is not None:
             write_output(out, json.dumps(report, indent=2, default=str) + "\n", "-o")
             stderr_console().print(f"wrote {str(out)}")
@@ -171,9 +171,7 @@ def print_parity(label_a: str, label_b: str, verdicts: list[Any], json_out: bool
 
 
 def run_parity(a: Path, b: Path, json_out: bool) -> int:
-    from provisioner.verify.perfdoc import load_perf
-
-    verdicts = compare(load_perf(a), load_perf(b))
+    verdicts = compare(perfdoc.load_perf(a), perfdoc.load_perf(b))
     print_parity(str(a), str(b), verdicts, json_out)
     return 1 if any_worse(verdicts) else 0
 
@@ -189,13 +187,11 @@ def capture_baseline(profile_out: Path | None, python: str | None, data: str | N
 
 
 def verify_local_perf(profile: Path, python: str | None, data: str | None, json_out: bool, budget: float) -> int:
-    from provisioner.verify.perfdoc import load_perf
-
     base = baseline_path(profile)
     if not base.exists():
         raise InputError(f"verify --perf: no perf baseline {base} (record one with `trainvm capture --perf -o {profile}` "
                          f"or `trainvm probe --perf -o {base}`)")
-    verdicts = compare(load_perf(base), run_perf_probe(python, data, budget))
+    verdicts = compare(perfdoc.load_perf(base), run_perf_probe(python, data, budget))
     print_parity(str(base), "this machine", verdicts, json_out)
     return 1 if any_worse(verdicts) else 0
 
@@ -211,8 +207,6 @@ def verify_vm_perf(name: str, baseline: Path | None, json_out: bool, cloud: str 
     """The perf result the VM's startup script put in report.json (profile ``perf:``) against
     ``--baseline`` (a PROFILE.yaml, meaning PROFILE.perf.json beside it, or a perf JSON). A cluster runs
     the cross-node all-reduce on every node instead (provisioner/commands/perf_nodes.py)."""
-    from provisioner.verify.perfdoc import load_perf, validate_doc
-
     located = locate_one(check_name(name), providers_for(cloud), "verify --perf")
     if located is None:
         raise not_found(name, cloud)
@@ -222,7 +216,7 @@ def verify_vm_perf(name: str, baseline: Path | None, json_out: bool, cloud: str 
     if baseline is None:
         raise InputError(f"verify {name} --perf: give --baseline PROFILE.yaml (its PROFILE.perf.json) or a perf result "
                          "(JSON) to compare the VM with")
-    base = load_perf(baseline if baseline.suffix == ".json" else baseline_path(baseline))
+    base = perfdoc.load_perf(baseline if baseline.suffix == ".json" else baseline_path(baseline))
     report, _profile = provider.read_report(name)
     perf = report.perf if report is not None else None
     if perf is None:

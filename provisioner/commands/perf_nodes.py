@@ -20,8 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from provisioner import perfprobe  # perfprobe.bundle(): `bundle` is also a parameter name in this module
 from provisioner.errors import CloudError, InputError
 from provisioner.output import emit_json, stderr_console, stdout_console, styled
+from provisioner.verify import perfdoc  # load_perf called through the module: tests patch perfdoc.load_perf
 from provisioner.verify.parity import any_worse, compare
 from provisioner.verify.perfdoc import validate_doc
 
@@ -96,14 +98,11 @@ def probe_node(node: str, rank: int, argv: list[str], bundle: bytes, timeout: fl
 
 
 def verify_cluster_perf(cluster: str, provider: Any, baseline: Path | None, json_out: bool, budget: float) -> int:
-    from provisioner.perfprobe import bundle
-    from provisioner.verify.perfdoc import load_perf
-
     base = None
     if baseline is not None:
         from provisioner.commands.perf import baseline_path  # lazy: cycle (commands/perf.py imports this module)
 
-        base = load_perf(baseline if baseline.suffix == ".json" else baseline_path(baseline))
+        base = perfdoc.load_perf(baseline if baseline.suffix == ".json" else baseline_path(baseline))
     nodes = provider.cluster_nodes(cluster)
     expected = max((n.nodes or 0 for n in nodes), default=0)
     if not nodes or len(nodes) < expected:
@@ -112,7 +111,7 @@ def verify_cluster_perf(cluster: str, provider: Any, baseline: Path | None, json
     no_ip = [n.name for n in nodes if not n.ip]
     if no_ip:
         raise NodePerfError(f"{cluster}: node {', '.join(no_ip)} has no address (stopped or starting?)")
-    packed, cmd, timeout = bundle(), remote_command(budget), budget * 4 + 180
+    packed, cmd, timeout = perfprobe.bundle(), remote_command(budget), budget * 4 + 180
     if not json_out:
         stderr_console().print(f"running the all-reduce on {len(nodes)} nodes of {cluster} (up to {timeout:.0f} s)")
     with ThreadPoolExecutor(max_workers=len(nodes)) as pool:

@@ -18,6 +18,7 @@ from provisioner.planner.core import plan as plan_fn
 from provisioner.planner.explain import no_offer_message
 from provisioner.planner.from_profile import Overrides, make_plan
 from provisioner.profile import load_profile
+from provisioner.providers import registry  # called through the module: tests patch registry.cluster_clouds
 from provisioner.providers.registry import CLOUDS
 from provisioner.provision.launch import launch_spec, render_for_offer
 
@@ -60,9 +61,7 @@ def run_render(path: Path, *, cloud: str, out: Path | None, regions: list[str] |
     if offer is None:  # for review: a cloud trainvm cannot provision on yet, or that cannot read the data, still gets its script
 
         request = plan.request  # the request make_plan built from the record: not built a second time
-        from provisioner.providers.registry import cluster_clouds, provisionable
-
-        review_only = not provisionable(cloud) or (request.nodes > 1 and cloud not in cluster_clouds())
+        review_only = not registry.provisionable(cloud) or (request.nodes > 1 and cloud not in registry.cluster_clouds())
         relaxed = replace(request, include_unprovisionable=review_only, data_excluded_clouds={}, secret_excluded_clouds={})
         offer = plan_fn(relaxed, catalog, plan.catalog_date).chosen
         for why in (request.data_excluded_clouds.get(cloud), request.secret_excluded_clouds.get(cloud)):

@@ -25,6 +25,8 @@ from provisioner.providers import PROVIDERS
 from provisioner.providers.access import plan_secret_warnings
 from provisioner.providers.base import InstanceRecord, Provider, vm_name
 from provisioner.providers.capabilities import Preflighter
+from provisioner.providers.poll import poll as poll_until  # `poll` is run_up's interval (seconds)
+from provisioner.providers.registry import cloud as cloud_spec  # `cloud` is a parameter name here
 from provisioner.provision.failover import IN_PROGRESS, find_existing, finish_existing, provision
 from provisioner.provision.launch import launch_spec, stage_for_offer
 from provisioner.provision.progress import Progress
@@ -271,11 +273,8 @@ def _wait_ready(provider: Provider, record: InstanceRecord, timeout: float, json
     """Follow the startup script until it reports ready or failed: each phase as it starts and ends
     (from the console's TRAINVM_STATUS and log lines, and the live status where the registry has one: GCE guest
     attributes), then verify. A timeout says which phase it was in."""
-    from provisioner.providers.poll import poll
-    from provisioner.providers.registry import cloud
-
     follower = ConsoleFollower()
-    live_status = cloud(record.cloud).live_status is not None
+    live_status = cloud_spec(record.cloud).live_status is not None
     seen: set[str] = set()  # phases shown, from either source
     live_phase = None
     t0 = time.monotonic()
@@ -312,7 +311,7 @@ def _wait_ready(provider: Provider, record: InstanceRecord, timeout: float, json
             return report, profile, report is not None and report.state != "running"
 
         try:  # until the script has finished; past the deadline, the last look is judged (as "provisioning")
-            report, profile, _ = poll(step, ready=lambda look: look[2], deadline=t0 + timeout, interval=interval,
+            report, profile, _ = poll_until(step, ready=lambda look: look[2], deadline=t0 + timeout, interval=interval,
                                       timed_out=_GaveUp.after)
         except _GaveUp as gave_up:
             report, profile, _ = gave_up.last

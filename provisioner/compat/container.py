@@ -26,6 +26,7 @@ from provisioner.compat.facts import ArchTarget, Facts, GpuFact, _load, load_fac
 from provisioner.compat.rules import StackContext
 from provisioner.compat.rules import gpu_problems as host_problems
 from provisioner.compat.stack import sass_or_ptx_covers
+from provisioner.container import store as image_store  # called through the module: tests count store.image_facts
 from provisioner.messages import Message
 
 RULES = {
@@ -147,10 +148,8 @@ def _gpu_table(stack: Any, image: Any, facts: Facts) -> dict[str, list[Message]]
 def container_gpu_exclusions(stack: Any, facts: Facts | None = None, known: Known | None = None) -> dict[str, list[Message]]:
     """For the planner: every cloud GPU -> the errors that keep this container stack off it (``known``: the image's
     facts as the profile's record looked them up, else looked up here)."""
-    from provisioner.container.store import image_facts
-
     facts = facts or load_facts()
-    image, _ = known if known is not None else image_facts(stack.container.image)
+    image, _ = known if known is not None else image_store.image_facts(stack.container.image)
     table = _gpu_table(stack, image, facts)
     return {n: [m for m in table[n] if m.level == "error"] for n, g in facts.gpus.items() if g.cloud}
 
@@ -158,10 +157,8 @@ def container_gpu_exclusions(stack: Any, facts: Facts | None = None, known: Know
 def check_container_profile(profile: Any, facts: Facts | None = None, known: Known | None = None) -> list[Message]:
     """All messages for a profile with ``stack.container`` (the counterpart of rules.check_profile; ``known``: the
     image's facts and notes from the profile's record)."""
-    from provisioner.container.store import image_facts
-
     facts = facts or load_facts()
-    image, said = known if known is not None else image_facts(profile.stack.container.image)
+    image, said = known if known is not None else image_store.image_facts(profile.stack.container.image)
     out = list(said)
     if image is not None:
         out.extend(image_rules(profile.stack, profile.hardware.boot_disk.size_gib, image))

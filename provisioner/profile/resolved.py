@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Literal, Mapping
 
+from provisioner.compat import rules as compat_rules  # called through the module: tests count rules.stack_context
 from provisioner.compat.facts import load_facts
 from provisioner.providers.registry import placement
 
@@ -98,11 +99,9 @@ class Resolved:
 
 def resolve(profile: Profile, facts: Facts | None = None) -> Resolved:
     """The record of ``profile`` (validated): the one place these facts are derived."""
-    from provisioner.compat.rules import gpu_exclusions, stack_context
-
     facts = facts or load_facts()
     stack = profile.stack
-    ctx = stack_context(stack, facts)
+    ctx = compat_rules.stack_context(stack, facts)
     image: ImageRef | None = None
     known: ImageFacts | None = None
     notes: tuple[Message, ...] = ()
@@ -110,14 +109,16 @@ def resolve(profile: Profile, facts: Facts | None = None) -> Resolved:
     if stack.container is not None:
         from provisioner.compat.container import container_gpu_exclusions  # lazy: startup
         from provisioner.container.reference import parse_image_ref  # lazy: startup
-        from provisioner.container.store import image_facts
+        from provisioner.container.store import (
+            image_facts,  # lazy: startup (a profile without a container never loads the store)
+        )
 
         image = parse_image_ref(stack.container.image)
         known, said = image_facts(stack.container.image, image)
         notes = tuple(said)
         exclusions = {n: ms[0].message for n, ms in container_gpu_exclusions(stack, facts, (known, notes)).items() if ms}
     else:
-        exclusions = gpu_exclusions(stack, facts, ctx)
+        exclusions = compat_rules.gpu_exclusions(stack, facts, ctx)
     pl, lc, nodes = profile.placement, profile.lifecycle, profile.hardware.nodes
     used = tuple(a for a, on in ((lc.on_idle, lc.idle_shutdown_minutes), (lc.on_max_run, lc.max_run_hours)) if on)
     return Resolved(

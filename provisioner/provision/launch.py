@@ -21,7 +21,9 @@ if TYPE_CHECKING:
 
 def render_for_offer(loaded: LoadedProfile, offer: Offer, image_mode: str = "") -> RenderedScript:
     from provisioner.render.context import target_from_offer  # lazy: startup
-    from provisioner.render.script import render_script
+    from provisioner.render.script import (
+        render_script,  # lazy: startup (jinja2; plan imports this module, renders only with --json)
+    )
 
     return render_script(loaded, target_from_offer(offer), image_mode=image_mode)
 

@@ -83,7 +83,9 @@ def _container(stack: Mapping[str, Any], ref: ImageRef | None = None) -> Expecte
     container = stack.get("container")
     if not container:
         return None
-    from provisioner.container.store import lookup
+    from provisioner.container.store import (
+        lookup,  # lazy: startup (plan --json renders the expectation; the store is off that path)
+    )
 
     try:
         digest = (ref or parse_image_ref(str(container.get("image", "")))).digest

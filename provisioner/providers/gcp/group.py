@@ -25,6 +25,7 @@ from typing import Any
 from provisioner.providers.base import CapacityError, ProviderError
 from provisioner.providers.gcp import errors as errs
 from provisioner.providers.gcp.request import fit_name
+from provisioner.providers.poll import poll as poll_until  # `poll` is the engine's interval attribute
 from provisioner.providers.registry import METADATA_VALUE_LIMIT
 from provisioner.render.cluster import node_list_metadata
 
@@ -111,8 +112,6 @@ class GceGroup:
         ``poll``; each poll is the long-polling ``operations.wait``). Failures of the wait call propagate at once."""
         from google.cloud import compute_v1
 
-        from provisioner.providers.poll import poll
-
         done = compute_v1.Operation.Status.DONE
         state = {"op": op, "pause": min(0.2, self.poll)}
 
@@ -133,7 +132,7 @@ class GceGroup:
         def timed_out(last: Any) -> ProviderError:
             return ProviderError(f"operation {op.name} did not finish within {self.op_timeout:g} s", code="OPERATION_TIMEOUT")
 
-        return poll(check, ready=lambda cur: cur.status == done, deadline=time.monotonic() + self.op_timeout,
+        return poll_until(check, ready=lambda cur: cur.status == done, deadline=time.monotonic() + self.op_timeout,
                     timed_out=timed_out, interval=pause)
 
     def _sdk(self, fn: Any) -> Any:
