@@ -17,14 +17,10 @@ from provisioner.providers.image_identity import LABEL_PROFILE, LABEL_STACK
 from provisioner.providers.registry import bakers
 
 
-def _providers(cloud: str | None) -> dict[str, Any]:
-    return providers_for(cloud)
-
-
 def _bakers(cloud: str | None, providers: dict[str, Any] | None = None) -> dict[str, Any]:
     if cloud is not None and cloud not in bakers():
         baker_for(cloud)  # the "cannot bake on this cloud yet" error
-    providers = _providers(cloud) if providers is None else providers
+    providers = providers_for(cloud) if providers is None else providers
     return {c: baker_for(c, p) for c, p in providers.items() if c in bakers()}
 
 
@@ -63,7 +59,7 @@ def run_images(*, cloud: str | None, json_out: bool, profile: str | None = None)
     if profile is not None:
         from provisioner.commands.images_profile import run_images_profile  # lazy: cycle (it imports this module)
 
-        providers = _providers(cloud)
+        providers = providers_for(cloud)
         return run_images_profile(profile, cloud=cloud, json_out=json_out, prices=prices,
                                   bakers=_bakers(cloud, providers), providers=providers)
     listed = {c: b.images() for c, b in _bakers(cloud).items()}

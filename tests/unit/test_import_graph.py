@@ -120,12 +120,3 @@ def test_the_cloud_packages_import_no_orchestrator() -> None:
     up = sorted((a, b, [f"{i.path}:{i.line}" for i in imps]) for (a, b), imps in edges.items()
                 if a.startswith("providers.") and b in ("bake", "commands", "cli"))
     assert up == []
-
-
-def test_the_old_image_identity_name_is_the_moved_module() -> None:
-    """bake/identity.py moved to providers/image_identity.py; the old name (kept for branches written before the move)
-    is the same module object."""
-    import provisioner.bake.identity as old
-    from provisioner.providers import image_identity
-
-    assert old is image_identity
