@@ -363,6 +363,7 @@ def down(
     yes: YesFlag = False,
     no_wait: Annotated[bool, typer.Option("--no-wait", help="Return once deletion has started.")] = False,
     cloud: OneCloudOpt = None,
+    missing_ok: Annotated[bool, typer.Option("--missing-ok", help="Exit 0 when no cloud has NAME, even if trainvm on this machine never created it.")] = False,
     json_out: JsonFlag = False,
 ) -> None:
     """Delete the VM and everything created for it (idempotent).
@@ -374,7 +375,7 @@ def down(
     from provisioner.commands.down import run_down  # lazy: startup
 
     _check_clouds([cloud] if cloud else None)
-    raise typer.Exit(run_down(name, yes=yes, wait=not no_wait, json_out=json_out, cloud=cloud))
+    raise typer.Exit(run_down(name, yes=yes, wait=not no_wait, json_out=json_out, cloud=cloud, missing_ok=missing_ok))
 
 
 LookCloudOpt = Annotated[Optional[str], typer.Option("--cloud", metavar="CLOUD", help=f"Only look on this cloud ({_PROVISIONABLE}).", show_default=False)]
@@ -710,6 +711,9 @@ def _emit_error(exc: BaseException, code: int, hint: str | None, *, kind: str | 
     skipped = getattr(exc, "skipped", None)
     if skipped:  # no cloud could be asked: which, and why
         doc["skipped"] = skipped
+    similar = getattr(exc, "similar", None)
+    if similar is not None:  # `down` of an unknown name: the live VMs it resembles
+        doc["similar"] = similar
     results = getattr(exc, "results", None)
     if results:  # validate: every file's result, the unreadable one included
         doc["results"] = results

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from provisioner.bake.use import BakedImages
+from provisioner.commands import vm_record
 from provisioner.commands.clouds import NAME_RE, _cred_hint, _providers
 from provisioner.commands.up_summary import summary_lines, up_summary
 from provisioner.commands.verify import exit_code, print_verify
@@ -93,6 +94,7 @@ def run_up(path: Path, *, name: str | None, yes: bool, wait_ready: bool, clouds:
 
     existing = find_existing(vm, list(providers), providers.__getitem__, loaded.hash)
     if existing is not None:
+        vm_record.note(vm, existing.cloud, "up")
         err.print(f"{vm} already exists on {existing.cloud} ({existing.zone or existing.region}) for this profile; not creating another")
         if existing.state in IN_PROGRESS:
             err.print(f"{vm} is {existing.state}: waiting for that create to finish")
@@ -145,6 +147,7 @@ def run_up(path: Path, *, name: str | None, yes: bool, wait_ready: bool, clouds:
         nonlocal tried
         tried += 1
         progress.start(f"attempt {tried}: {offer.cloud} {offer.zone or offer.region} {offer.instance_type}")
+        vm_record.note(vm, offer.cloud, "up")  # before the create: `down` of this name is then "already gone", never "no VM"
         return staged_spec(offer)
 
     def on_attempt(attempt: Any) -> None:
