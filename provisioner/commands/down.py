@@ -19,6 +19,7 @@ from provisioner.commands.clouds import check_name, locate_one, providers_for
 from provisioner.errors import CloudError, InputError, NotFoundError, ProviderError
 from provisioner.output import emit_json, stdout_console
 from provisioner.providers.store import EXPIRE_DAYS
+from provisioner.providers.store import users as payload_users
 
 
 def run_down(name: str, *, yes: bool, wait: bool, json_out: bool, cloud: str | None = None, missing_ok: bool = False) -> int:
@@ -140,10 +141,8 @@ def release_payload(provider: Any, record: Any, name: str) -> dict[str, Any]:
     prefix = record.payload
     if not prefix:
         return {"state": "none", "sha256": None, "message": "no payload label (a VM of an older trainvm)"}
-    mine = {name, record.cluster or name}
     try:
-        users = [r.name for r in provider.list() if r.payload == prefix and r.region == record.region
-                 and (r.cluster or r.name) not in mine]
+        users = payload_users(provider, record.region, prefix, {name, record.cluster or name})
         if users:
             return {"state": "kept", "sha256": prefix, "users": users,
                     "message": f"kept: {len(users)} other VM(s) use it ({', '.join(users[:3])})"}

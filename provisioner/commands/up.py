@@ -178,9 +178,11 @@ def run_up(path: Path, *, name: str | None, yes: bool, wait_ready: bool, clouds:
     if summary is not None and staged:
         ref = staged[-1]  # the created VM's payload
         summary = {**summary, "payload": {**summary["payload"], "url": ref.url, "location": ref.store, "sha256": ref.sha256,
-                                           "size_bytes": ref.size, "uploaded": ref.uploaded, "access": ref.access}}
+                                           "size_bytes": ref.size, "uploaded": ref.uploaded, "refreshed": ref.refreshed,
+                                           "access": ref.access}}
         if not json_out:
-            err.print(f"payload: {ref.sha256[:12]} ({ref.size:,} bytes) {'uploaded to' if ref.uploaded else 'already in'} "
+            how = "refreshed in" if ref.refreshed else "uploaded to" if ref.uploaded else "already in"
+            err.print(f"payload: {ref.sha256[:12]} ({ref.size:,} bytes) {how} "
                       f"{ref.store}; the VM reads it with {ref.access}")
     if wait_ready:
         up_doc = _up_doc(record, attempts, exists=False, warnings=warnings, summary=summary, members=members)
