@@ -244,6 +244,7 @@ def up(
     spot: Annotated[Optional[bool], typer.Option("--spot/--on-demand", help="Override placement.spot.", show_default=False)] = None,
     ssh_from: Annotated[Optional[str], typer.Option("--ssh-from", metavar="CIDR", help="CIDR allowed to SSH in (overrides placement.ssh_from).")] = None,
     max_attempts: Annotated[int, typer.Option("--max-attempts", min=1, metavar="N", help="Give up after this many create attempts.")] = 30,
+    start: Annotated[bool, typer.Option("--start", help="When the VM exists and is stopped, start it (compute billing resumes); without it that is exit 1.")] = False,
     json_out: JsonFlag = False,
     frozen: FrozenFlag = False,
 ) -> None:
@@ -258,7 +259,7 @@ def up(
     _check_clouds(cloud)
     raise typer.Exit(run_up(profile, name=name, yes=yes, wait_ready=wait_ready, clouds=cloud, regions=region, spot=spot,
                             ssh_from=ssh_from, json_out=json_out, ready_timeout=ready_timeout, max_attempts=max_attempts,
-                            frozen=frozen))
+                            frozen=frozen, start=start))
 
 
 @app.command()

@@ -12,7 +12,7 @@ import typer
 from provisioner.bake.use import BakedImages
 from provisioner.commands import vm_record
 from provisioner.commands.clouds import NAME_RE, _cred_hint, _providers
-from provisioner.commands.up_summary import summary_lines, up_summary
+from provisioner.commands.up_summary import same_profile_elsewhere, summary_lines, up_summary
 from provisioner.commands.verify import exit_code, print_verify
 from provisioner.container.store import require_pinned_image
 from provisioner.errors import CloudError, InputError, NoFeasibleOfferError, NotReadyError, TrainvmError
@@ -42,7 +42,8 @@ if TYPE_CHECKING:
 
 
 def run_up(path: Path, *, name: str | None, yes: bool, wait_ready: bool, clouds: list[str] | None, regions: list[str] | None,
-           spot: bool | None, ssh_from: str | None, json_out: bool, ready_timeout: float, max_attempts: int | None = 30, frozen: bool = False) -> int:
+           spot: bool | None, ssh_from: str | None, json_out: bool, ready_timeout: float, max_attempts: int | None = 30, frozen: bool = False,
+           start: bool = False) -> int:
     poll = env_seconds("TRAINVM_READY_POLL_SECONDS", 15.0)  # checked before anything is created
     if name is not None and not NAME_RE.match(name):
         raise InputError(f"--name: {name!r} is not a valid VM name (lowercase letters, digits and '-', at most 63, starting with a letter)")
@@ -99,8 +100,19 @@ def run_up(path: Path, *, name: str | None, yes: bool, wait_ready: bool, clouds:
         if existing.state in IN_PROGRESS:
             err.print(f"{vm} is {existing.state}: waiting for that create to finish")
             existing = finish_existing(existing, offers, staged_spec, providers.__getitem__)
-        return _report_up(existing, [], json_out, exists=True, warnings=warnings,
-                          members=_members(providers[existing.cloud], existing))
+        existing = _started_if_stopped(providers[existing.cloud], existing, start, json_out)
+        members = _members(providers[existing.cloud], existing)
+        if wait_ready:  # as for a new VM: the startup script's report, verified (same exit codes)
+            up_doc = _up_doc(existing, [], exists=True, warnings=warnings, members=members)
+            if not json_out:
+                _report_up(existing, [], False, exists=True, members=members)
+            return _wait_ready(providers[existing.cloud], existing, ready_timeout, json_out, up_doc, poll)
+        return _report_up(existing, [], json_out, exists=True, warnings=warnings, members=members)
+    second = same_profile_elsewhere(providers, vm, loaded.hash) if name is not None else None
+    if second is not None:  # --name: never a silent duplicate (issue 36 item 25)
+        warnings.append(second)
+        if not json_out:
+            notice("warning", second)
     first = offers[0]
     use_spot = plan.request.spot
 
@@ -190,6 +202,42 @@ def run_up(path: Path, *, name: str | None, yes: bool, wait_ready: bool, clouds:
             _report_up(record, attempts, False, members=members)
         return _wait_ready(providers[record.cloud], record, ready_timeout, json_out, up_doc, poll)
     return _report_up(record, attempts, json_out, warnings=warnings, summary=summary, members=members)
+
+
+#: InstanceRecord.state of a stopped VM (or one stopping): GCE TERMINATED/SUSPENDED, EC2 stopped/stopping, Azure
+#: PowerState/deallocated, stopped (a guest poweroff: still billing compute) and their -ing states
+STOPPED_STATES = frozenset({"TERMINATED", "STOPPED", "STOPPING", "SUSPENDED", "SUSPENDING", "DEALLOCATED", "DEALLOCATING"})
+
+
+def _started_if_stopped(provider: Provider, record: InstanceRecord, start: bool, json_out: bool) -> InstanceRecord:
+    """``record`` when it runs; a stopped VM is an error (exit 1) saying what it keeps costing and what ``start``
+    costs, unless ``start`` (``up --start``): then it is started (compute billing resumes) and returned as it runs."""
+    if record.state.upper() not in STOPPED_STATES:
+        return record
+    target = record.cluster or record.name
+    nodes = record.nodes if record.cluster else 1
+    each = " per node" if nodes > 1 else ""
+    kept = "an unknown amount" if record.kept_hourly is None else f"${record.kept_hourly:.3f}/h{each}"
+    price, disks = record.price_hourly, record.disks_hourly
+    if price is None:
+        costs = "its compute price again (not recorded on the VM)"
+    elif disks is None:
+        costs = f"${price:.3f}/h{each} for compute, plus its disks"
+    else:
+        costs = f"${price + disks:.3f}/h{each} (compute ${price:.3f} + disks ${disks:.3f})"
+    if not start:
+        raise TrainvmError(f"{target} exists on {record.cloud} ({record.zone or record.region}) for this profile but is "
+                           f"stopped ({record.state}): not ready, and `up` did not start it; it keeps costing {kept} while "
+                           f"stopped, and starting it bills {costs}",
+                           hint=f"run the same `trainvm up` with --start (or `trainvm start {target}`) to start it; "
+                                f"`trainvm down {target}` deletes it")
+    if not json_out:
+        stderr_console().print(f"{target} is stopped ({record.state}): starting it; compute billing resumes at {costs}",
+                               markup=False, highlight=False)
+    after = provider.start(target, wait=True)
+    if after is None:
+        raise CloudError(f"{target} disappeared while `up` was starting it", hint="run the same `trainvm up` again")
+    return after
 
 
 def _preflight(providers: dict[str, Provider], offers: list[Any], profile: Any, vm: str) -> list[dict[str, Any]]:
