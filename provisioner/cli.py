@@ -651,9 +651,12 @@ def main() -> None:
     try:
         with _only_invoked_command(args):
             rc = app(args=args, prog_name="trainvm", standalone_mode=False)
+        if rc == EXIT_INTERRUPTED:  # typer >= 0.13 turns a KeyboardInterrupt into Exit(130), returned here unsaid
+            raise KeyboardInterrupt
         sys.exit(rc if isinstance(rc, int) else 0)
-    except TrainvmError as exc:
-        _fail(exc, exc.exit_code, getattr(exc, "hint", None), json_out=json_out)
+    except TrainvmError as exc:  # an interrupt that says what exists (errors.Aborted) is its own "aborted: ..." line
+        _fail(exc, exc.exit_code, getattr(exc, "hint", None), json_out=json_out,
+              text=str(exc) if exc.exit_code == EXIT_INTERRUPTED else None)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except BrokenPipeError:  # `trainvm ... | head`: the reader has all it wanted

@@ -96,7 +96,7 @@ def summary_lines(s: dict[str, Any]) -> list[str]:
     return lines
 
 
-def same_profile_elsewhere(providers: dict[str, Any], vm: str, profile_hash: str) -> str | None:
+def same_profile_elsewhere(providers: dict[str, Any], vm: str, profile_hash: str, default: str) -> str | None:
     """``up --name N``: a warning naming the VMs of this very profile (same hash) under other names, since ``N``
     is then a second, separately billed VM of it (None when there is none, or no cloud could list)."""
     others: list[str] = []
@@ -114,4 +114,4 @@ def same_profile_elsewhere(providers: dict[str, Any], vm: str, profile_hash: str
     others = list(dict.fromkeys(others))
     return (f"--name {vm} creates a second VM of this profile, billed separately: {', '.join(others[:3])}"
             f"{' and more' if len(others) > 3 else ''} already run{'s' if len(others) == 1 else ''} it; "
-            "without --name, `up` reuses that VM")
+            f"`up` without --name finds and reuses {default} instead of making another")
