@@ -7,7 +7,17 @@ header's column names (as in offer files published 2017-2025, e.g. a 2025-09-12 
 README), the attribute values (``Compute Instance``, ``Shared``/``Dedicated``, ``No License required``/``Bring
 your own license``, ``RunInstances``/``RunInstances:0002``/``RunInstances:0800``, ``Used``/
 ``UnusedCapacityReservation``, ``Hrs``, ``GB-Mo``, ``Volume API Name`` gp3), the "Unused Reservation" trap row
-(recorded by grafana/cloudcost-exporter's test). Built: every SKU, the row set, and every price (taken from the
+(recorded by grafana/cloudcost-exporter's test).
+Product family: ``Compute Instance`` and, for the ``*.metal`` sizes, ``Compute Instance (bare metal)`` (the
+productFamily values of AmazonEC2 as GetAttributeValues lists them, quoted in public Price List readers, e.g.
+SkyPilot's and opencost's AWS parsers, which keep both; AWS's own attribute reference:
+https://docs.aws.amazon.com/awsaccountbilling/latest/aboutv2/using-the-aws-price-list-bulk-api.html).
+``Location Type``: ``AWS Region`` for the region's own rows; a region's file also carries its Local Zones' rows
+with ``AWS Local Zone``, the zone's name in ``Location`` (``US West (Los Angeles)``) and a usage type prefixed
+with the zone (``USW2-LAX1-BoxUsage:<type>``) and the parent's ``Region Code`` (the locationType values ``AWS
+Region`` / ``AWS Local Zone`` / ``AWS Wavelength Zone`` / ``AWS Outposts`` as public offer-file schemas list them;
+a Local Zone is an extension of its parent Region: https://aws.amazon.com/about-aws/global-infrastructure/localzones/;
+the shared region code is issue 36's report from a real file, and the harsher case for a parser). Built: every SKU, the row set, and every price (taken from the
 catalog the test gives). Columns not read by trainvm are left out or empty (column order is not relied on: the
 fake puts ``Instance Type`` after ``Operating System``, unlike the real file). Not modelled: the JSON offer file,
 ``index.csv`` of the whole service, savings plans, China regions (CNY).
@@ -41,8 +51,13 @@ def row(**kw: str) -> dict[str, str]:
     return base
 
 
+def family(instance_type: str) -> str:
+    return "Compute Instance (bare metal)" if instance_type.endswith(".metal") else "Compute Instance"
+
+
 def offer_rows(offers: Iterable[Offer], region: str, prices: dict[str, float] | None = None) -> list[dict[str, str]]:
-    """One Linux on-demand row per instance type (``prices`` overrides), and the traps beside it."""
+    """One Linux on-demand row per instance type (``prices`` overrides), and the traps beside it (a Local Zone's
+    dearer row for the same type among them)."""
     out = []
     seen = set()
     for o in offers:
@@ -52,7 +67,7 @@ def offer_rows(offers: Iterable[Offer], region: str, prices: dict[str, float] | 
         n = len(seen)
         price = (prices or {}).get(o.instance_type, o.price_hourly)
         common = {"Instance Type": o.instance_type, "Region Code": region, "vCPU": f"{o.vcpus:g}",
-                  "Memory": f"{o.memory_gib:g} GiB"}
+                  "Memory": f"{o.memory_gib:g} GiB", "Product Family": family(o.instance_type)}
         out.append(row(**common, SKU=f"LIN{n:05d}", PricePerUnit=f"{price:.10f}",
                        PriceDescription=f"${price} per On Demand Linux {o.instance_type} Instance Hour"))
         out.append(row(**common, SKU=f"WIN{n:05d}", PricePerUnit=f"{price * 1.5:.10f}", **{"Operating System": "Windows"},
@@ -63,6 +78,9 @@ def offer_rows(offers: Iterable[Offer], region: str, prices: dict[str, float] | 
         out.append(row(**common, SKU=f"UCR{n:05d}", PricePerUnit=f"{price * 0.6:.10f}",
                        CapacityStatus="UnusedCapacityReservation",
                        PriceDescription=f"${price * 0.6} per Unused Reservation Linux {o.instance_type} Instance Hour"))
+        out.append(row(**common, SKU=f"LCZ{n:05d}", PricePerUnit=f"{price * 1.2:.10f}",
+                       **{"Location Type": "AWS Local Zone"}, Location="US West (Los Angeles)",
+                       usageType=f"USW2-LAX1-BoxUsage:{o.instance_type}"))
         out.append(row(**common, SKU=f"SQL{n:05d}", PricePerUnit=f"{price * 2:.10f}", **{"Pre Installed S/W": "SQL Std"}))
         out.append(row(**common, SKU=f"LIN{n:05d}", OfferTermCode="HU7G6KETJZ", TermType="Reserved",
                        PricePerUnit=f"{price * 0.4:.10f}", LeaseContractLength="1yr", PurchaseOption="No Upfront"))

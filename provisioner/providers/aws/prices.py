@@ -8,8 +8,11 @@ a file over MAX_BYTES is an error. Sources: docs.aws.amazon.com/awsaccountbillin
 using-the-aws-price-list-bulk-api.html and reading-the-offer-index.html; the CSV columns as in offer files
 published 2017-2025 (column order is not relied on: columns are read by name).
 
-On-demand rows kept (Linux, shared tenancy, no licence or pre-installed software, capacity actually used):
-``TermType OnDemand``, ``Product Family "Compute Instance"``, ``Operating System Linux``, ``Tenancy Shared``,
+On-demand rows kept (Linux, shared tenancy, no licence or pre-installed software, capacity actually used, in the
+Region itself): ``TermType OnDemand``, ``Product Family`` ``"Compute Instance"`` or ``"Compute Instance (bare
+metal)"`` (the ``*.metal`` sizes), ``Location Type "AWS Region"`` (a region's file also holds its Local Zones' and
+Wavelength Zones' rows, ``AWS Local Zone`` / ``AWS Wavelength Zone``, under the same instance type: never the
+Region's price), ``Operating System Linux``, ``Tenancy Shared``,
 ``License Model "No License required"``, ``Pre Installed S/W NA``, ``CapacityStatus Used``, ``operation
 RunInstances`` (``:0002`` Windows, ``:0010`` RHEL, ``:0800`` BYOL are not), ``Unit Hrs``, ``Currency USD``,
 price > 0. ``UnusedCapacityReservation`` rows sit under OnDemand too, cheaper: they are dropped. Several rows for
@@ -52,12 +55,14 @@ INDEX = "/offers/v1.0/aws/AmazonEC2/current/region_index.json"
 SOURCE = "AWS Price List bulk API (AmazonEC2 offer file)"
 MAX_BYTES = 4 * 2**30
 METADATA_LINES = 5
-KEEP = {"TermType": "OnDemand", "Product Family": "Compute Instance", "Operating System": "Linux",
-        "Tenancy": "Shared", "License Model": "No License required", "Pre Installed S/W": "NA",
+KEEP = {"TermType": "OnDemand", "Location Type": "AWS Region", "Operating System": "Linux", "Tenancy": "Shared",
+        "License Model": "No License required", "Pre Installed S/W": "NA",
         "CapacityStatus": "Used", "operation": "RunInstances", "Unit": "Hrs", "Currency": "USD"}
-EBS = {"TermType": "OnDemand", "Product Family": "Storage", "Volume API Name": "gp3", "Unit": "GB-Mo",
-       "Currency": "USD"}
-NEEDED = sorted({*KEEP, *EBS, "Instance Type", "PricePerUnit", "SKU"})
+#: the product families of instance rows (the bare-metal sizes have their own)
+COMPUTE_FAMILIES = frozenset({"Compute Instance", "Compute Instance (bare metal)"})
+EBS = {"TermType": "OnDemand", "Product Family": "Storage", "Location Type": "AWS Region", "Volume API Name": "gp3",
+       "Unit": "GB-Mo", "Currency": "USD"}
+NEEDED = sorted({*KEEP, *EBS, "Product Family", "Instance Type", "PricePerUnit", "SKU"})
 PROFILE_DISK_TYPES = ("standard", "balanced", "ssd")  # all gp3 on AWS
 
 
@@ -103,14 +108,14 @@ def scan(lines: IO[str], types: set[str], name: str) -> tuple[dict[str, list[tup
         raise CloudError(f"{name}: the offer file has no column {', '.join(missing)}")
     keep = [(col[k], v) for k, v in KEEP.items()]
     ebs = [(col[k], v) for k, v in EBS.items()]
-    it_i, price_i, sku_i = col["Instance Type"], col["PricePerUnit"], col["SKU"]
+    it_i, price_i, sku_i, fam_i = col["Instance Type"], col["PricePerUnit"], col["SKU"], col["Product Family"]
     vm: dict[str, list[tuple[float, str]]] = defaultdict(list)
     gp3: list[tuple[float, str]] = []
     bad = 0
     for row in reader:
         if len(row) != len(header):
             continue
-        is_vm = row[it_i] in types and all(row[i] == v for i, v in keep)
+        is_vm = row[it_i] in types and row[fam_i] in COMPUTE_FAMILIES and all(row[i] == v for i, v in keep)
         if not is_vm and not all(row[i] == v for i, v in ebs):
             continue
         try:
