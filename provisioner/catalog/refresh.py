@@ -10,6 +10,13 @@ Cloud-neutral: each cloud's price source is named by the registry (``CloudSpec.p
 * The merged catalog (refreshed rows + the current rows outside the scope) has its price flags recomputed
   (catalog/integrity.py: spot checks, suspiciously low regional prices) and must pass ``check_refreshed``;
   a catalog that does not is not written (exit 1). Either way the current catalog stays in use.
+* A truncated answer (a paging link that ends early) looks like a region that lost most of its sizes: a refresh
+  that leaves a refreshed (cloud, region) with fewer than SHRINK_KEEP of the rows it had is refused (exit 1,
+  nothing written, the counts said) unless ``--accept-shrink`` (``accept_shrink``) says the loss is real.
+* Disk prices: the refreshed (cloud, region, disk type)s replace the current ones; every other disk row
+  (other clouds and regions, the ``*`` rows, local SSD and image storage) is carried over as it was.
+* The manifest's ``provenance.parts`` says which parts were refreshed when (cloud, regions, date, source),
+  carried from one refresh to the next; ``Catalog.freshness`` words it for the age warnings.
 * The result goes to the user's cache atomically (catalog/publish.py); the embedded snapshot stays the fallback.
 """
 
@@ -31,6 +38,9 @@ from provisioner.errors import TrainvmError
 from provisioner.providers.registry import cloud as spec
 
 SOURCE = "trainvm catalog refresh (official price APIs)"
+#: A refreshed region must keep at least this share of the rows it had (else the refresh is refused unless
+#: ``--accept-shrink``). Sizes do retire, a few at a time; a truncated page sequence loses most of them.
+SHRINK_KEEP = 0.5
 
 
 @dataclass
@@ -76,8 +86,17 @@ def price_source(cloud: str) -> Fetch | None:
     return fetch
 
 
+def shrunk(current: Catalog, merged: list[Offer], in_scope: Callable[[Offer], bool]) -> list[str]:
+    """``cloud region: n of m rows left`` for each refreshed (cloud, region) that kept less than SHRINK_KEEP."""
+    before = Counter((o.cloud, o.region) for o in current.offers if in_scope(o))
+    after = Counter((o.cloud, o.region) for o in merged if in_scope(o))
+    return [f"{c} {r}: {after[(c, r)]} of {n} rows left ({n - after[(c, r)]} lost, more than "
+            f"{1 - SHRINK_KEEP:.0%}: a truncated answer looks like this; `--accept-shrink` accepts the loss)"
+            for (c, r), n in sorted(before.items()) if after[(c, r)] < n * SHRINK_KEEP]
+
+
 def refresh(current: Catalog, clouds: list[str], region_globs: list[str] | None,
-            now: datetime | None = None) -> RefreshReport:
+            now: datetime | None = None, accept_shrink: bool = False) -> RefreshReport:
     """Fetch, check and publish. Raises CloudError (a source failed) or RefreshFailed (integrity)."""
     started = time.monotonic()
     now = now or datetime.now(UTC)
@@ -113,6 +132,8 @@ def refresh(current: Catalog, clouds: list[str], region_globs: list[str] | None,
     problems = check_refreshed(merged)
     problems += [f"{c}: no offer left in the refreshed regions" for c, v in report.items()
                  if v["known_rows"] and not v["rows"]]
+    if not accept_shrink:
+        problems += shrunk(current, merged, in_scope)
     if problems:
         shown = "; ".join(problems[:5]) + (f" (+{len(problems) - 5} more)" if len(problems) > 5 else "")
         err = RefreshFailed(f"the refreshed catalog failed its integrity checks: {shown}",
@@ -128,13 +149,22 @@ def refresh(current: Catalog, clouds: list[str], region_globs: list[str] | None,
 
     # the catalog is as old as its oldest price: a refresh of one cloud leaves the others' dates as they were
     oldest = min((provenance_of(o)[1] for o in merged), default=fetched_at)
+    new_disks = [d for r in results.values() for d in r.disks]
+    replaced = {(d.cloud, d.region, d.disk_type) for d in new_disks}
+    kept_disks = [d for d in current.disk_prices.rows if (d.cloud, d.region, d.disk_type) not in replaced]
+    regions = region_globs or ["*"]
+    parts = [p for p in current.provenance.get("parts", [])
+             if not (p.get("cloud") in results and (p.get("regions") == regions or regions == ["*"]))]
+    parts += [{"cloud": c, "regions": regions, "fetched_at": fetched_at, "source": r.source}
+              for c, r in results.items()]
+    base = current.provenance.get("base") if current.origin == "refreshed" else None
     path = publish(
-        merged, [d for r in results.values() for d in r.disks], source=SOURCE, fetched=now, catalog_date=oldest,
+        merged, new_disks, kept_disks=kept_disks, source=SOURCE, fetched=now, catalog_date=oldest,
         provenance_of=provenance_of,
-        extra_provenance={"refreshed": {c: {"source": r.source, "regions": region_globs or ["*"]}
-                                        for c, r in results.items()},
-                          "base": {"source": current.source, "date": current.date.isoformat(),
-                                   "origin": current.origin}},
+        extra_provenance={"refreshed": {c: {"source": r.source, "regions": regions} for c, r in results.items()},
+                          "parts": parts,
+                          "base": base or {"source": current.source, "date": current.date.isoformat(),
+                                           "origin": current.origin}},
         stats={"rows": {c: v["rows"] for c, v in report.items()},
                "dropped": {c: v["dropped"] for c, v in report.items()},
                "flags": {c: v["flagged"] for c, v in report.items()}})

@@ -9,8 +9,9 @@ the ``$filter`` syntax (``field eq 'value'`` joined by ``and``, values case sens
 Built (not recorded): productName / skuName / meterName spellings beyond the doc's samples (they follow its
 "Virtual Machines FS Series Windows" / "F16s Spot" pattern), every id and date, the disk tier rows' names
 ("P10 LRS" / "P10 LRS Disk", as the portal shows them) and every price (taken from the catalog the test gives).
-Not modelled: OData functions other than ``eq``/``and`` (the source sends none), savings-plan blocks, the
-2023-03-10 incident where NextPageLink came back empty while more pages existed.
+Modelled on request (``last_page``): the 2023-03-10 incident where NextPageLink came back null while more pages
+existed (learn.microsoft.com/en-us/answers/questions/1188465/azure-retail-prices-api-broken-paging).
+Not modelled: OData functions other than ``eq``/``and`` (the source sends none), savings-plan blocks.
 """
 
 from __future__ import annotations
@@ -101,9 +102,12 @@ def matches(it: dict[str, Any], filter_: str) -> bool:
 
 
 class AzureRetailFake:
-    def __init__(self, items: list[dict[str, Any]]) -> None:
+    def __init__(self, items: list[dict[str, Any]], last_page: int | None = None) -> None:
         self.items = items
         self.url = ""  # set once the server runs (NextPageLink is absolute)
+        #: NextPageLink null after this many pages of a query while items remain: the 2023-03-10 incident
+        #: (https://learn.microsoft.com/en-us/answers/questions/1188465/azure-retail-prices-api-broken-paging)
+        self.last_page = last_page
 
     def handle(self, path: str, query: dict[str, str], headers: dict[str, str]) -> tuple[int, dict[str, str], bytes]:
         assert path == "/api/retail/prices", path
@@ -113,7 +117,7 @@ class AzureRetailFake:
         skip = int(query.get("$skip", "0"))
         page = found[skip:skip + PAGE]
         nxt = None
-        if skip + PAGE < len(found):
+        if skip + PAGE < len(found) and (self.last_page is None or skip // PAGE + 1 < self.last_page):
             nxt = (f"{self.url}/api/retail/prices?"
                    + urllib.parse.urlencode({"api-version": "2023-01-01-preview", "$filter": f, "$skip": skip + PAGE},
                                             quote_via=urllib.parse.quote))

@@ -9,12 +9,13 @@ credentials), savings plans, an empty NextPageLink while pages remain."""
 from __future__ import annotations
 
 import csv
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from provisioner.catalog import http
 from provisioner.catalog.storage import EMBEDDED_DIR, load_catalog
-from tests.catalog.fake_azure import AzureRetailFake, disk_items, vm_items
+from tests.catalog.fake_azure import PAGE, AzureRetailFake, disk_items, vm_items
 from tests.catalog.price_server import PriceServer
 
 REGION = "eastus"
@@ -140,7 +141,7 @@ def test_disks_csv_in_the_shared_format(cli, azure, cache):
     with open(doc["path"] + "/disks.csv", newline="") as fh:
         rows = list(csv.reader(fh))
     assert rows[0] == ["cloud", "region", "disk_type", "size_max_gib", "unit", "price_month", "source", "fetched_at"]
-    body = [dict(zip(rows[0], r)) for r in rows[1:]]
+    body = [dict(zip(rows[0], r)) for r in rows[1:] if r[:2] == ["azure", REGION]]  # the others are carried over
     assert {(r["disk_type"], r["size_max_gib"]) for r in body} == {
         (t, g) for t in ("standard", "balanced", "ssd") for g in ("32", "128", "1024")}
     assert all(r["unit"] == "disk" and r["region"] == REGION and float(r["price_month"]) > 0
@@ -148,3 +149,47 @@ def test_disks_csv_in_the_shared_format(cli, azure, cache):
                and "meterId d" in r["source"] for r in body)  # LRS rows only: no ZRS, no Disk Operations
     p128 = next(r for r in body if r["disk_type"] == "ssd" and r["size_max_gib"] == "128")
     assert float(p128["price_month"]) == pytest.approx(0.15 * 128)
+
+
+def test_a_truncated_answer_is_refused_with_the_counts(cli, embedded, monkeypatch, cache):
+    """Issue 36 item 16: NextPageLink null after the first page (Microsoft Q&A 1188465) leaves most sizes without a
+    price; the refresh refuses, says how many rows the region kept, and keeps the current catalog, unless
+    ``--accept-shrink``."""
+    known = known_rows(embedded)
+    fake = AzureRetailFake(vm_items(known) + disk_items([REGION]), last_page=1)
+    with PriceServer(fake.handle) as server:
+        fake.url = server.url
+        monkeypatch.setenv("TRAINVM_AZURE_PRICES_URL", server.url + "/api/retail/prices")
+        r = cli("catalog", "refresh", "--cloud", "azure", "--region", REGION)
+        assert r.code == 1 and "Traceback" not in r.err, r.err
+        first = [i for i in fake.items if i["serviceName"] == "Virtual Machines" and i["type"] == "Consumption"][:PAGE]
+        left = len({i["armSkuName"] for i in first})
+        assert f"azure {REGION}: {left} of {len(known)} rows left ({len(known) - left} lost" in r.err
+        assert "--accept-shrink" in r.err and "nothing was written" in r.err
+        assert not (cache / "CURRENT").exists()
+        ok = cli("catalog", "refresh", "--cloud", "azure", "--region", REGION, "--accept-shrink", "--json")
+    assert ok.code == 0, ok.err
+    assert sum(1 for o in load_catalog().offers if o.cloud == "azure" and o.region == REGION) == left
+
+
+def test_one_region_refreshed_keeps_the_rest_fresh_and_priced(cli, azure, embedded, cache, write_yaml, monkeypatch):
+    """Issue 36 item 19: refreshing azure eastus neither makes the snapshot's other rows stale sooner (a plan warned
+    "the refreshed offer catalog is 65 days old") nor loses their disk prices (running cost "unknown")."""
+    assert cli("catalog", "refresh", "--cloud", "azure", "--region", REGION).code == 0
+    p = write_yaml("name: t\nextends: base/torch-2.4-cu124\nhardware: {gpu: T4}\n")
+    other = sorted({o.region for o in embedded.offers if o.cloud == "azure" and o.gpu_name == "T4"} - {REGION})[0]
+    doc = cli("plan", str(p), "--cloud", "azure", "--region", other, "--json").json()
+    assert doc["catalog"]["origin"] == "refreshed"
+    assert not [w for w in doc["warnings"] if "days old" in w]
+    est = doc["estimate"]
+    assert doc["chosen"]["region"] != REGION and est["cost"]["unknown"] == [] and est["running_hourly"], est
+    now = load_catalog().disk_prices
+    for kind in ("standard", "balanced", "ssd", "local_ssd", "image"):  # every other region's rows, as they were
+        assert now.quote("azure", "westeurope", kind, 100) == embedded.disk_prices.quote("azure", "westeurope", kind, 100)
+    assert now.quote("aws", "us-east-1", "balanced", 100) == embedded.disk_prices.quote("aws", "us-east-1", "balanced", 100)
+    # past the snapshot's own 90 days the warning says which part is fresh and which is the snapshot's
+    monkeypatch.setenv("TRAINVM_TODAY", (embedded.date + timedelta(days=91)).isoformat())
+    old = cli("plan", str(p), "--cloud", "azure", "--json").json()["warnings"]
+    today = datetime.now(UTC).date().isoformat()  # the refresh's date (TRAINVM_TODAY is the plan's)
+    assert any("91 days old" in w and f"azure {REGION} refreshed {today}" in w
+               and f"the embedded catalog's prices of {embedded.date.isoformat()}" in w for w in old), old
