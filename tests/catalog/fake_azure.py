@@ -1,16 +1,28 @@
 """A fake Azure Retail Prices API (behind tests/catalog/price_server.py).
 
-From the documentation (learn.microsoft.com/rest/api/cost-management/retail-prices/azure-retail-prices): the
-item field names and their types, the envelope (``BillingCurrency``, ``CustomerEntityId``, ``CustomerEntityType``,
-``Items``, ``NextPageLink``, ``Count``), ``NextPageLink`` as an absolute URL with ``$skip``, null on the last page,
-the ``$filter`` syntax (``field eq 'value'`` joined by ``and``, values case sensitive from 2023-01-01-preview,
-``priceType`` filtering the field ``type``), ``type`` values Consumption / Reservation / DevTestConsumption,
-``unitOfMeasure`` "1 Hour" for VMs and "1/Month" for disks, the doc's Windows Spot sample row.
+Every field and spelling, with the public page it comes from:
+
+* [doc] https://learn.microsoft.com/rest/api/cost-management/retail-prices/azure-retail-prices : the item field
+  names and their types (currencyCode, tierMinimumUnits, retailPrice, unitPrice, armRegionName, location,
+  effectiveStartDate, meterId, meterName, productId, productName, skuId, skuName, serviceName, serviceId,
+  serviceFamily, unitOfMeasure, type, isPrimaryMeterRegion, armSkuName, reservationTerm), the envelope
+  (``BillingCurrency``, ``CustomerEntityId``, ``CustomerEntityType``, ``Items``, ``NextPageLink``, ``Count``),
+  ``NextPageLink`` as an absolute URL with ``$skip``, null on the last page, the ``$filter`` syntax (``field eq
+  'value'`` joined by ``and``, values case sensitive from 2023-01-01-preview, ``priceType`` filtering the field
+  ``type``), ``type`` values Consumption / Reservation / DevTestConsumption, ``unitOfMeasure`` "1 Hour", the doc's
+  Windows Spot sample row ("Virtual Machines FS Series Windows", skuName/meterName "F16s Spot", serviceId
+  DZH313Z7MMC8, location "US East" style names).
+* [incident] https://learn.microsoft.com/en-us/answers/questions/1188465/azure-retail-prices-api-broken-paging :
+  NextPageLink null while more pages existed (``last_page``, on request).
+* [disks] https://learn.microsoft.com/azure/virtual-machines/disks-types : the S / E / P tiers and their sizes;
+  the products "Standard HDD Managed Disks", "Standard SSD Managed Disks", "Premium SSD Managed Disks" and
+  ``unitOfMeasure`` "1/Month" as https://azure.microsoft.com/pricing/details/managed-disks/ names them.
+* [3p] SkyPilot's fetch_azure.py (https://github.com/skypilot-org/skypilot): " Low Priority" meters, the
+  " Windows" product suffix.
+
 Built (not recorded): productName / skuName / meterName spellings beyond the doc's samples (they follow its
 "Virtual Machines FS Series Windows" / "F16s Spot" pattern), every id and date, the disk tier rows' names
 ("P10 LRS" / "P10 LRS Disk", as the portal shows them) and every price (taken from the catalog the test gives).
-Modelled on request (``last_page``): the 2023-03-10 incident where NextPageLink came back null while more pages
-existed (learn.microsoft.com/en-us/answers/questions/1188465/azure-retail-prices-api-broken-paging).
 Not modelled: OData functions other than ``eq``/``and`` (the source sends none), savings-plan blocks.
 """
 

@@ -18,7 +18,7 @@ Every field and spelling, with the public page or spec it comes from:
   sample "L4 GPU attached to Spot Preemptible VMs running in Hong Kong", category "GPUs Preemptible"); the same
   example is in the Cloud Billing API discovery document (BillingAccountSku: "Nvidia Tesla K80 GPU attached to
   Spot Preemptible VMs running in Warsaw", https://cloudbilling.googleapis.com/$discovery/rest?version=v1beta).
-* [export] https://cloud.google.com/billing/docs/how-to/export-data-bigquery-tables/standard-usage : on-demand
+* [export] https://docs.cloud.google.com/billing/docs/how-to/export-data-bigquery-tables/ (usage-table examples): on-demand
   descriptions "N1 Predefined Instance Core running in Americas", "Nvidia Tesla T4 GPU running in Americas"
   (resourceGroup ``N1Standard`` for N1 cores and RAM).
 * [3p] spellings only third-party parsers of the live API show (not on a Google page): the cores'/RAM's spot
