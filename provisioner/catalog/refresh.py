@@ -3,9 +3,11 @@
 Cloud-neutral: each cloud's price source is named by the registry (``CloudSpec.price_source``,
 ``providers/<cloud>_prices.py``) and called as ``fetch(known, regions, fetched_at) -> SourceResult``.
 
-* ``known``: the current catalog's offers of that cloud in the asked regions. Without the clouds' shape APIs
-  (credentials) the refresh prices the shapes already known; a known shape the source has no price for is
-  dropped and reported, never priced 0; a shape the source prices but the catalog does not know is not added.
+* ``known``: the current catalog's offers of that cloud in the asked regions, plus the embedded snapshot's that
+  the current catalog lost (catalog/discover.py: a size dropped once can come back). A known shape the source has
+  no price for is dropped and reported, never priced 0. A size the source prices where no row has it
+  (``SourceResult.extra``) is placed when another region's regional row gives its shape, else skipped and counted
+  (the price lists carry no GPU model; the shapes APIs need credentials).
 * Every cloud asked must answer: one failure (network, 5xx after retries) writes nothing (exit 3).
 * The merged catalog (refreshed rows + the current rows outside the scope) has its price flags recomputed
   (catalog/integrity.py: spot checks, suspiciously low regional prices) and must pass ``check_refreshed``;
@@ -30,10 +32,11 @@ from datetime import UTC, datetime
 from fnmatch import fnmatchcase
 from typing import Any, Callable
 
+from provisioner.catalog.discover import place, restorable
 from provisioner.catalog.integrity import check_refreshed, reflag
 from provisioner.catalog.models import Catalog, Offer
 from provisioner.catalog.publish import DiskPrice, publish
-from provisioner.catalog.storage import row_provenance
+from provisioner.catalog.storage import EMBEDDED_DIR, load_catalog, row_provenance
 from provisioner.errors import TrainvmError
 from provisioner.providers.registry import cloud as spec
 
@@ -54,6 +57,8 @@ class SourceResult:
     ambiguous: list[str] = field(default_factory=list)  # SKU conflicts, each resolved deterministically
     notes: list[str] = field(default_factory=list)  # what was not asked or modelled (credentials, ...)
     source: str = ""  # the API, for the manifest
+    #: sizes the source prices in a region where ``known`` has none: (region, size) -> (price, spot, source)
+    extra: dict[tuple[str, str], tuple[float, float | None, str]] = field(default_factory=dict)
 
 
 class RefreshFailed(TrainvmError):
@@ -106,15 +111,37 @@ def refresh(current: Catalog, clouds: list[str], region_globs: list[str] | None,
         return o.cloud in clouds and (not region_globs or any(fnmatchcase(o.region, g) for g in region_globs))
 
     old_prov = row_provenance(current)
+    # a refreshed catalog's lost rows can come back from the snapshot it started from (never into a TRAINVM_CATALOG)
+    snapshot = load_catalog(EMBEDDED_DIR).offers if current.origin == "refreshed" else ()
     results: dict[str, SourceResult] = {}
+    restored: dict[str, int] = {}
+    report_skipped: dict[str, dict[str, int]] = {}
+    placed: dict[str, list[Offer]] = {}
     for cloud in clouds:
         fetch = price_source(cloud)
         assert fetch is not None  # the CLI offers only clouds with a price source
         known = [o for o in current.offers if in_scope(o) and o.cloud == cloud]
-        regions = sorted({o.region for o in known})
-        results[cloud] = fetch(known, regions, now)  # CloudError propagates: nothing is written
+        back = restorable(known, [o for o in snapshot if in_scope(o) and o.cloud == cloud])
+        regions = sorted({o.region for o in (*known, *back)})
+        r = results[cloud] = fetch(known + back, regions, now)  # CloudError propagates: nothing is written
+        back_keys = {o.key() for o in back}
+        restored[cloud] = sum(1 for o in r.offers if o.key() in back_keys)
+        if back:  # a snapshot row the source does not price was not in this catalog: not a loss
+            r.dropped["no_ondemand_price"] -= len(back) - restored[cloud]
+            r.dropped = +r.dropped
+        shapes = [*(o for o in current.offers if o.cloud == cloud), *(o for o in snapshot if o.cloud == cloud)]
+        placed[cloud], skipped = place(r.extra, r.offers, shapes, r.row_source)
+        if skipped:
+            counts = ", ".join(f"{k} {v}" for k, v in sorted(skipped.items()))
+            r.notes.append(f"sizes the price source lists that no row here has, skipped: {counts} (no_shape_facts: "
+                           "no catalog row gives their GPU model, count and memory; no_zone_facts: their zones there "
+                           "are unknown; both need the cloud's shapes API)")
+        report_skipped[cloud] = dict(sorted(skipped.items()))
+        if restored[cloud] or placed[cloud]:
+            r.notes.append(f"sizes added: {restored[cloud]} restored from the embedded snapshot, "
+                           f"{len(placed[cloud])} placed in a new region with another region's shape")
     kept = [o for o in current.offers if not in_scope(o)]
-    fresh = [o for r in results.values() for o in r.offers]
+    fresh = [o for c, r in results.items() for o in (*r.offers, *placed[c])]
     refreshed_clouds = set(clouds)
     # kept rows keep their flags (the embedded GCP rows were checked per GPU part, which a whole-VM price
     # cannot be); they are the reference the fresh prices are compared with
@@ -128,6 +155,7 @@ def refresh(current: Catalog, clouds: list[str], region_globs: list[str] | None,
                                                                   if in_scope(o) and o.cloud == cloud),
             "dropped": dict(sorted(r.dropped.items())), "flagged": dict(sorted(flags.items())),
             "ambiguous": r.ambiguous, "disk_rows": len(r.disks), "notes": r.notes,
+            "restored": restored[cloud], "placed": len(placed[cloud]), "new_sizes_skipped": report_skipped[cloud],
         }
     problems = check_refreshed(merged)
     problems += [f"{c}: no offer left in the refreshed regions" for c, v in report.items()

@@ -29,7 +29,8 @@ Every field and spelling, with the public page or recording it comes from:
 Built: every SKU, the row set, and every price (taken from the catalog the test gives). Columns not read by
 trainvm are left out or empty (column order is not relied on: the fake puts ``Instance Type`` after ``Operating
 System``, unlike the real file). Not modelled: the JSON offer file, ``index.csv`` of the whole service, savings
-plans, China regions (CNY), the ``GPU`` / ``GPU Memory`` columns (not read).
+plans, China regions (CNY), the ``GPU`` / ``GPU Memory`` columns (without ``GPU`` the source counts every
+unknown type, not only GPU ones).
 """
 
 from __future__ import annotations

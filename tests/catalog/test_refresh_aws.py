@@ -8,6 +8,7 @@ Not modelled: DescribeInstanceTypes (shapes stay the catalog's), the JSON offer 
 from __future__ import annotations
 
 import csv
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
@@ -185,3 +186,18 @@ def test_bare_metal_sizes_are_priced_and_local_zone_rows_never_are(cli, known, m
     now = {o.key(): o for o in load_catalog().offers if o.cloud == "aws" and o.region == REGION}
     assert {k: now[k].price_hourly for k in metal} == {k: o.price_hourly for k, o in metal.items()}
     assert {k: o.price_hourly for k, o in now.items()} == {o.key(): o.price_hourly for o in known}
+
+
+def test_sizes_the_price_list_adds_are_counted_not_invented(cli, known, embedded, monkeypatch, cache):
+    """Issue 36 item 17: the Price List names sizes the catalog lacks here; AWS rows are per AZ and the file has
+    no GPU model, so without the shapes API they are skipped and counted, never added with guessed facts."""
+    here = {o.instance_type for o in known}
+    elsewhere = next(o for o in embedded.offers if o.cloud == "aws" and o.instance_type not in here)
+    new = [replace(elsewhere, region=REGION), replace(elsewhere, region=REGION, instance_type="p9.96xlarge")]
+    with serve(monkeypatch, {REGION: offer_rows([*known, *new], REGION)}):
+        r = cli("catalog", "refresh", "--cloud", "aws", "--region", REGION, "--json")
+    assert r.code == 0, r.err
+    aws = r.json()["clouds"]["aws"]
+    assert aws["new_sizes_skipped"] == {"no_shape_facts": 1, "no_zone_facts": 1} and aws["placed"] == 0
+    assert any("no_shape_facts 1" in n and "shapes API" in n for n in aws["notes"])
+    assert aws["rows"] == len(known)

@@ -9,6 +9,7 @@ credentials), savings plans, an empty NextPageLink while pages remain."""
 from __future__ import annotations
 
 import csv
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -193,3 +194,31 @@ def test_one_region_refreshed_keeps_the_rest_fresh_and_priced(cli, azure, embedd
     today = datetime.now(UTC).date().isoformat()  # the refresh's date (TRAINVM_TODAY is the plan's)
     assert any("91 days old" in w and f"azure {REGION} refreshed {today}" in w
                and f"the embedded catalog's prices of {embedded.date.isoformat()}" in w for w in old), old
+
+
+def test_sizes_come_back_and_new_ones_are_placed_or_counted(cli, embedded, monkeypatch, cache):
+    """Issue 36 item 17: a size one refresh dropped returns when the price source prices it again; a size the source
+    prices in the region that only another region's row describes is placed with that row's shape (Azure rows are
+    regional); a size no row describes is skipped and counted (the Retail Prices API has no GPU model)."""
+    known = known_rows(embedded)
+    gone = known[0]
+    with serve(monkeypatch, vm_items([o for o in known if o.instance_type != gone.instance_type])):
+        first = cli("catalog", "refresh", "--cloud", "azure", "--region", REGION, "--json")
+    assert first.code == 0, first.err
+    assert gone.key() not in {o.key() for o in load_catalog().offers}
+    here = {o.instance_type for o in known}
+    elsewhere = next(o for o in embedded.offers if o.cloud == "azure" and o.instance_type not in here)
+    moved = replace(elsewhere, region=REGION, price_hourly=round(elsewhere.price_hourly * 1.01, 4))
+    unknown = replace(moved, instance_type="Standard_ND999zz_v9")
+    with serve(monkeypatch, vm_items([*known, moved, unknown])):
+        again = cli("catalog", "refresh", "--cloud", "azure", "--region", REGION, "--json")
+    assert again.code == 0, again.err
+    az = again.json()["clouds"]["azure"]
+    assert az["restored"] == 1 and az["placed"] == 1 and az["new_sizes_skipped"] == {"no_shape_facts": 1}
+    assert "no_ondemand_price" not in az["dropped"]
+    now = {o.key(): o for o in load_catalog().offers if o.cloud == "azure" and o.region == REGION}
+    assert now[gone.key()].price_hourly == gone.price_hourly
+    placed = now[moved.key()]
+    assert (placed.gpu_name, placed.gpu_count, placed.vcpus, placed.zone, placed.price_hourly) == (
+        elsewhere.gpu_name, elsewhere.gpu_count, elsewhere.vcpus, None, moved.price_hourly)
+    assert not any(o.instance_type == unknown.instance_type for o in now.values())

@@ -25,7 +25,9 @@ Spot prices are not in the Price List (price-changes.html: "doesn't include EC2 
 zone name mapped by ``DescribeAvailabilityZones``). A (type, AZ) without a spot price has none (``no_spot_price``).
 Without credentials this is not asked: a row keeps the current catalog's spot price (rechecked against the new
 on-demand price) and says so in its provenance and the notes. Shapes (GPU name and memory:
-``DescribeInstanceTypes``) are the catalog's.
+``DescribeInstanceTypes``) are the catalog's; the file's other instance types (those with GPUs when it has a
+``GPU`` column) are handed back in ``SourceResult.extra`` and counted by catalog/discover.py (rows are per AZ:
+never placed without the shapes API).
 
 Disks: EBS ``gp3`` (trainvm's boot disk for every profile disk type: registry ``disk_types``), ``Product Family
 Storage``, ``Volume API Name gp3``, ``Unit GB-Mo`` -> one ``gib`` row per profile disk type. Instance store is part
@@ -96,8 +98,11 @@ def region_files() -> dict[str, str]:
     return {code: str(r.get("currentVersionUrl", "")) for code, r in regions.items() if isinstance(r, dict)}
 
 
-def scan(lines: IO[str], types: set[str], name: str) -> tuple[dict[str, list[tuple[float, str]]], list[tuple[float, str]], int]:
-    """(instance type -> [(USD/h, SKU)], gp3 [(USD/GiB-month, SKU)], rows with a zero or unreadable price)."""
+def scan(lines: IO[str], types: set[str], name: str,
+         others: dict[str, list[tuple[float, str]]] | None = None,
+         ) -> tuple[dict[str, list[tuple[float, str]]], list[tuple[float, str]], int]:
+    """(instance type -> [(USD/h, SKU)], gp3 [(USD/GiB-month, SKU)], rows with a zero or unreadable price).
+    ``others`` gets the same for the GPU types not in ``types`` (every type when the file has no ``GPU`` column)."""
     reader = csv.reader(lines)
     for _ in range(METADATA_LINES):
         next(reader, None)
@@ -109,13 +114,21 @@ def scan(lines: IO[str], types: set[str], name: str) -> tuple[dict[str, list[tup
     keep = [(col[k], v) for k, v in KEEP.items()]
     ebs = [(col[k], v) for k, v in EBS.items()]
     it_i, price_i, sku_i, fam_i = col["Instance Type"], col["PricePerUnit"], col["SKU"], col["Product Family"]
+    gpu_i = col.get("GPU")
     vm: dict[str, list[tuple[float, str]]] = defaultdict(list)
     gp3: list[tuple[float, str]] = []
     bad = 0
     for row in reader:
         if len(row) != len(header):
             continue
-        is_vm = row[it_i] in types and row[fam_i] in COMPUTE_FAMILIES and all(row[i] == v for i, v in keep)
+        is_vm = row[fam_i] in COMPUTE_FAMILIES and all(row[i] == v for i, v in keep)
+        if is_vm and row[it_i] not in types:
+            if others is not None and (gpu_i is None or row[gpu_i] not in ("", "0", "NA")):
+                try:
+                    others.setdefault(row[it_i], []).append((float(row[price_i]), row[sku_i]))
+                except ValueError:
+                    pass
+            continue
         if not is_vm and not all(row[i] == v for i, v in ebs):
             continue
         try:
@@ -188,7 +201,8 @@ def fetch(known: list[Offer], regions: list[str], now: datetime) -> SourceResult
         here = [o for o in known if o.region == region]
         with http.stream(url) as resp:
             text = io.TextIOWrapper(io.BufferedReader(_Capped(resp, MAX_BYTES, url)), encoding="utf-8", newline="")
-            vm, gp3, bad = scan(text, {o.instance_type for o in here}, url)
+            others: dict[str, list[tuple[float, str]]] = {}
+            vm, gp3, bad = scan(text, {o.instance_type for o in here}, url, others)
         if bad:
             res.dropped["zero_or_missing_price"] += bad
         picked = {t: _pick(c, f"{t} {region}", res.ambiguous) for t, c in sorted(vm.items())}
@@ -208,6 +222,9 @@ def fetch(known: list[Offer], regions: list[str], now: datetime) -> SourceResult
             s = spot.get((o.instance_type, o.zone or ""))
             res.offers.append(replace(o, price_hourly=price, spot_price_hourly=s[0] if s else None))
             res.row_source[o.key()] = f"{SOURCE} SKU {sku}" + (f"; spot {s[1]}" if s else "")
+        for t, cands in sorted(others.items()):  # placed or counted by catalog/discover.py (AWS rows are per AZ)
+            if (best := max(cands))[0] > 0:
+                res.extra[(region, t)] = (best[0], None, f"{SOURCE} SKU {best[1]}")
         if gp3:
             price, sku = _pick(gp3, f"gp3 {region}", res.ambiguous)
             res.disks.extend(DiskPrice("aws", region, t, None, "gib", price, f"{SOURCE} SKU {sku} (EBS gp3)",
