@@ -57,6 +57,8 @@ class SourceResult:
     ambiguous: list[str] = field(default_factory=list)  # SKU conflicts, each resolved deterministically
     notes: list[str] = field(default_factory=list)  # what was not asked or modelled (credentials, ...)
     source: str = ""  # the API, for the manifest
+    #: known rows the source knowingly cannot price (a series it does not model): dropped, but not a "shrink"
+    unmodelled: set[tuple[Any, ...]] = field(default_factory=set)
     #: sizes the source prices in a region where ``known`` has none: (region, size) -> (price, spot, source)
     extra: dict[tuple[str, str], tuple[float, float | None, str]] = field(default_factory=dict)
 
@@ -91,9 +93,11 @@ def price_source(cloud: str) -> Fetch | None:
     return fetch
 
 
-def shrunk(current: Catalog, merged: list[Offer], in_scope: Callable[[Offer], bool]) -> list[str]:
-    """``cloud region: n of m rows left`` for each refreshed (cloud, region) that kept less than SHRINK_KEEP."""
-    before = Counter((o.cloud, o.region) for o in current.offers if in_scope(o))
+def shrunk(current: Catalog, merged: list[Offer], in_scope: Callable[[Offer], bool],
+           unmodelled: frozenset[tuple[Any, ...]] = frozenset()) -> list[str]:
+    """``cloud region: n of m rows left`` for each refreshed (cloud, region) that kept less than SHRINK_KEEP of its
+    rows (rows the source says it cannot price are not counted: their loss is no truncation)."""
+    before = Counter((o.cloud, o.region) for o in current.offers if in_scope(o) and o.key() not in unmodelled)
     after = Counter((o.cloud, o.region) for o in merged if in_scope(o))
     return [f"{c} {r}: {after[(c, r)]} of {n} rows left ({n - after[(c, r)]} lost, more than "
             f"{1 - SHRINK_KEEP:.0%}: a truncated answer looks like this; `--accept-shrink` accepts the loss)"
@@ -161,7 +165,7 @@ def refresh(current: Catalog, clouds: list[str], region_globs: list[str] | None,
     problems += [f"{c}: no offer left in the refreshed regions" for c, v in report.items()
                  if v["known_rows"] and not v["rows"]]
     if not accept_shrink:
-        problems += shrunk(current, merged, in_scope)
+        problems += shrunk(current, merged, in_scope, frozenset(k for r in results.values() for k in r.unmodelled))
     if problems:
         shown = "; ".join(problems[:5]) + (f" (+{len(problems) - 5} more)" if len(problems) > 5 else "")
         err = RefreshFailed(f"the refreshed catalog failed its integrity checks: {shown}",

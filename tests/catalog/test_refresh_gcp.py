@@ -131,3 +131,14 @@ def test_rows_outside_the_refreshed_region_keep_their_prices_and_flags(cli, gcp,
              if o.region != REGION}
     assert after == before
     assert any("host_price_zero" in f for _, _, f in after.values())
+
+
+def test_a_region_of_unmodelled_series_is_no_shrink(cli, gcp, embedded):
+    """Issue 36 item 16: us-south1 holds only A3 Ultra / A4 rows, whose SKU descriptions the source does not model:
+    they are dropped (counted, named in the notes) but their loss is no truncation, so a refresh of it with
+    another region is not refused for shrinking."""
+    south = [o for o in embedded.offers if o.cloud == "gcp" and o.region == "us-south1"]
+    assert south and {o.family for o in south} <= {"a3-ultragpu", "a4-highgpu"}
+    r = cli("catalog", "refresh", "--cloud", "gcp", "--region", REGION, "--region", "us-south1", "--json")
+    assert r.code == 0, r.err
+    assert not any(o.region == "us-south1" for o in load_catalog().offers if o.cloud == "gcp")

@@ -203,6 +203,8 @@ def fetch(known: list[Offer], regions: list[str], now: datetime) -> SourceResult
     unpriced: set[str] = set()
     for o in known:
         on = price_of(o, "ondemand", prices, res.ambiguous)
+        if o.family not in SERIES:
+            res.unmodelled.add(o.key())
         if on is None:
             res.dropped["no_ondemand_price"] += 1
             unpriced.add(o.family)
