@@ -198,5 +198,6 @@ class Catalog:
 
     def describe(self, today: _date) -> str:
         """``refreshed catalog: <source> (2026-11-20, 2 days old)`` for plan and catalog show."""
+        parts = self.freshness()
         return (f"{self.origin} catalog: {self.source} ({self.date.isoformat()}, "
-                f"{self.age_days(today)} days old)")
+                f"{self.age_days(today)} days old{'; ' + parts if parts else ''})")

@@ -188,10 +188,12 @@ def test_one_region_refreshed_keeps_the_rest_fresh_and_priced(cli, azure, embedd
     for kind in ("standard", "balanced", "ssd", "local_ssd", "image"):  # every other region's rows, as they were
         assert now.quote("azure", "westeurope", kind, 100) == embedded.disk_prices.quote("azure", "westeurope", kind, 100)
     assert now.quote("aws", "us-east-1", "balanced", 100) == embedded.disk_prices.quote("aws", "us-east-1", "balanced", 100)
+    today = datetime.now(UTC).date().isoformat()  # the refresh's date (TRAINVM_TODAY is the plan's)
+    show = cli("catalog", "show", "--cloud", "azure", "--limit", "1").out
+    assert f"days old; azure {REGION} refreshed {today}; the rest: the embedded catalog's prices of" in show, show
     # past the snapshot's own 90 days the warning says which part is fresh and which is the snapshot's
     monkeypatch.setenv("TRAINVM_TODAY", (embedded.date + timedelta(days=91)).isoformat())
     old = cli("plan", str(p), "--cloud", "azure", "--json").json()["warnings"]
-    today = datetime.now(UTC).date().isoformat()  # the refresh's date (TRAINVM_TODAY is the plan's)
     assert any("91 days old" in w and f"azure {REGION} refreshed {today}" in w
                and f"the embedded catalog's prices of {embedded.date.isoformat()}" in w for w in old), old
 
