@@ -340,8 +340,9 @@ def run_catalog_show(*, cloud: str | None, gpu: str | None, region: str | None, 
             "origin": catalog.origin, "age_days": catalog.age_days(today)}
     stale = [catalog.note] if catalog.note else []
     if catalog.age_days(today) > catalog.stale_after_days:
-        stale.append(f"the {catalog.origin} offer catalog is {catalog.age_days(today)} days old; "
-                     "`trainvm catalog refresh` renews it")
+        parts = catalog.freshness()
+        stale.append(f"the {catalog.origin} offer catalog is {catalog.age_days(today)} days old"
+                     f"{' (' + parts + ')' if parts else ''}; `trainvm catalog refresh` renews it")
     if json_out:
         meta["warnings"] = stale
         emit_json({"catalog": meta, "count": len(offers), "offers": [
