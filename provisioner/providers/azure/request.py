@@ -353,22 +353,15 @@ def ssh_argv(ip: str, public_key_path: str | None, command: list[str]) -> list[s
 
 
 def request_preview(spec: LaunchSpec, offer: Offer, subscription_id: str = "SUBSCRIPTION") -> dict[str, Any]:
-    """What ``up`` would send, offline, keyed by resource type. The image version shows as
-    "latest (pinned at up)": ``up`` resolves it to the newest exact version and records it."""
+    """What ``up`` would send, offline, keyed by resource type in the order ``up`` sends it (identity and roles
+    before the compute). The image version shows as "latest (pinned at up)": ``up`` pins it and records it."""
     n, loc = names(spec.name), offer.region
     image = replace(image_for(spec.os, offer), version=PREVIEW_VERSION)
     out: dict[str, Any] = {
         "Microsoft.Resources/resourceGroups": {"name": n.rg, "body": group_body(spec, loc)},
         f"{NET}/virtualNetworks": {"name": n.vnet, "body": vnet_body(spec, loc)},
         f"{NET}/networkSecurityGroups": {"name": n.nsg, "body": nsg_body(spec, loc)},
-        f"{COMPUTE}/virtualMachines": {"name": n.vm, "body": vm_body(
-            spec, offer, subscription_id=subscription_id, image=image, ssh_public_key=PREVIEW_SSH_KEY)},
     }
-    if spec.nodes > 1:  # a cluster: a proximity placement group and one scale set (azure_group_request)
-        from provisioner.providers.azure.group_request import preview  # lazy: startup
-
-        del out[f"{COMPUTE}/virtualMachines"]
-        out.update(preview(spec, offer, subscription_id, image))
     role = lifecycle_role(spec)
     if not user_identity(spec):  # the administrator's identity holds the administrator's grants
         out[UAI] = {"name": n.identity, "body": identity_resource_body(spec, loc)}
@@ -377,6 +370,13 @@ def request_preview(spec: LaunchSpec, offer: Offer, subscription_id: str = "SUBS
                 "name": role_assignment_name(spec, role), "scope": role_assignment_scope(subscription_id, spec),
                 "body": role_assignment_body(subscription_id, role, f"<principalId of {n.identity}, created first>",
                                              spec)}
+    if spec.nodes > 1:  # a cluster: a proximity placement group and one scale set (azure_group_request)
+        from provisioner.providers.azure.group_request import preview  # lazy: startup
+
+        out.update(preview(spec, offer, subscription_id, image))
+    else:
+        out[f"{COMPUTE}/virtualMachines"] = {"name": n.vm, "body": vm_body(
+            spec, offer, subscription_id=subscription_id, image=image, ssh_public_key=PREVIEW_SSH_KEY)}
     return out
 
 
