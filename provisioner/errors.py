@@ -144,6 +144,13 @@ class QuotaError(ProviderError):
             self.outcome = "quota-cloud"
 
 
+class RegionUnavailableError(ProviderError):
+    """Something every offer of one region needs cannot be had there, and this says nothing about other regions
+    (e.g. the region's payload store name is held by someone else: Azure's storage account names are global).
+    ``provision`` skips the region's other offers and goes on with the next region; the provider has removed what it
+    made for that region (``verified``) or says what it left."""
+
+
 class RetryExhaustedError(ProviderError):
     """Rate limits / 5xx / a never-finishing operation, still failing after bounded retries."""
 

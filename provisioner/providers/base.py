@@ -27,6 +27,7 @@ from provisioner.errors import (  # noqa: F401
     Outcome,
     ProviderError,
     QuotaError,
+    RegionUnavailableError,
     RetryExhaustedError,
     VanishedError,
 )
@@ -40,8 +41,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AttemptInProgressError", "AuthError", "CapacityError", "Cleanup", "ConflictError", "CredentialsError",
-    "InvalidRequestError", "Outcome", "ProviderError", "QuotaError", "RetryExhaustedError", "VanishedError",
-    "LaunchSpec", "InstanceRecord", "Provider", "OWNER_RE", "owner_label", "vm_name", "PRICE_LABEL", "price_label",
+    "InvalidRequestError", "Outcome", "ProviderError", "QuotaError", "RegionUnavailableError", "RetryExhaustedError",
+    "VanishedError", "LaunchSpec", "InstanceRecord", "Provider", "OWNER_RE", "owner_label", "vm_name", "PRICE_LABEL", "price_label",
     "DISKS_PRICE_LABEL", "KEPT_PRICE_LABEL", "RecordedCosts", "costs_from_labels", "price_from_labels", "labels_for",
     "refuse_foreign",
 ]

@@ -8,7 +8,8 @@ Capacity errors move to the next offer (next zone); a regional quota error skips
 region; a cloud-wide quota error skips the cloud, and so do ``CLOUD_CAPACITY_LIMIT`` capacity errors in a row
 in one cloud (a cloud-wide stock-out must not eat the whole attempt budget before the next cloud); rate
 limits and 5xx are retried inside the provider and, when still failing, count as a failed attempt; auth and
-validation errors stop at once.
+validation errors stop at once; a ``RegionUnavailableError`` (something the region itself cannot give, e.g.
+its payload store) skips that region's other offers.
 
 A create is a transaction with an owner: an attempt whose VM was deleted by someone else while it waited
 (``VanishedError``, e.g. ``trainvm down`` during ``up``) stops the walk; so does an attempt that found another
@@ -36,6 +37,7 @@ from provisioner.errors import (
     NotReadyError,
     ProviderError,
     QuotaError,
+    RegionUnavailableError,
     RenderError,
     VanishedError,
 )
@@ -177,7 +179,7 @@ def provision(
     any attempt may cost per hour (offers above it are never tried). ``spec_for`` renders and stages the offer's
     payload: a RenderError there skips that cloud (its script cannot be made for it), a ProviderError (the
     payload store refused) counts as that attempt's failure and skips the cloud's other offers (an auth error stops
-    the walk, as any). A failed attempt whose ``create`` left nothing also
+    the walk, as any; a RegionUnavailableError skips only that region's). A failed attempt whose ``create`` left nothing also
     releases the payload object this attempt uploaded (``PayloadRef.uploaded``). ``preflight`` (provision/quota.py)
     names why an offer's region lacks the quota headroom: that region is skipped with no create call (one
     ``no-quota`` attempt, not counted by ``max_attempts``)."""
@@ -225,6 +227,11 @@ def provision(
             if spec is not None and spec.payload is not None and spec.payload.uploaded and exc.cleanup == "verified":
                 _release(providers(offer.cloud), spec)
             _stop_if_unsafe(exc, spec.name if spec is not None else name, offer, attempts)
+            if isinstance(exc, RegionUnavailableError):  # e.g. the region's payload store cannot exist: other regions can
+                skip_regions.add((offer.cloud, offer.region))
+                if exc.cleanup != "verified":
+                    unchecked.append(attempt)
+                continue
             if spec is None:  # the payload store failed (unreachable, throttled to the end): the cloud's other offers
                 skip_clouds.add(offer.cloud)  # would meet it again, each after its own retries
                 continue
