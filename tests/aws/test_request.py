@@ -14,7 +14,7 @@ import pytest
 
 from provisioner.providers.access import secret_region
 from provisioner.providers.aws import request as R
-from provisioner.providers.base import InvalidRequestError
+from provisioner.providers.base import InvalidRequestError, SecretRef
 from tests.aws.conftest import t4_offers, t4_spec
 from tests.helpers import REPO
 
@@ -152,7 +152,7 @@ def test_instance_profile_policy_is_least_privilege(spec) -> None:
     none = replace(spec, data_sources=("gs://b/x/",), idle_shutdown_minutes=None, max_run_hours=None, profile_json="{}")
     assert R.role_policy(none, "us-east-1") is None  # nothing to call: no instance profile at all
     s = replace(none, data_sources=("s3://corpus-bucket/glue/", "https://example.com/x", "s3://other"),
-                profile_json=json.dumps({"env": {"HF_TOKEN": "secret://aws/hf/token"}}), max_run_hours=4.0,
+                secret_refs=(SecretRef("aws", "hf/token"),), max_run_hours=4.0,
                 on_max_run="delete", idle_shutdown_minutes=30, on_idle="stop")
     st = R.role_policy(s, "eu-west-1")["Statement"]
     actions = sorted(a for x in st for a in ([x["Action"]] if isinstance(x["Action"], str) else x["Action"]))
@@ -254,7 +254,7 @@ def test_plan_says_what_a_mixed_lifecycle_does_on_aws() -> None:
 def test_a_secret_named_by_its_arn_is_allowed_in_its_own_region_and_account(spec) -> None:
     arn = "arn:aws:secretsmanager:us-west-2:123456789012:secret:hf/token"
     s = replace(spec, data_sources=(), idle_shutdown_minutes=None, max_run_hours=None,
-                profile_json=json.dumps({"env": {"HF_TOKEN": f"secret://aws/{arn}", "B": "secret://aws/b"}}))
+                secret_refs=(SecretRef.parse(f"secret://aws/{arn}"), SecretRef.parse("secret://aws/b")))
     [secret] = [x for x in R.role_policy(s, "eu-west-1")["Statement"] if x["Action"] == "secretsmanager:GetSecretValue"]
     assert secret["Resource"] == [arn, f"{arn}-??????", "arn:aws:secretsmanager:eu-west-1:*:secret:b-??????"]
     assert secret_region(arn) == "us-west-2" and secret_region("hf/token") is None

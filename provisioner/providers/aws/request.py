@@ -239,12 +239,14 @@ def _s3_resources(sources: tuple[str, ...]) -> tuple[list[str], list[dict[str, A
     return objects, listing
 
 
-SECRET_ARN = r"arn:aws(?:-cn|-us-gov)?:secretsmanager:[a-z0-9-]+:\d{12}:secret:[A-Za-z0-9/_+=.@-]{1,512}"
+#: the ``secret://KIND/`` of Secrets Manager, the store an EC2 VM reads with its instance profile (registry secret_kinds)
+SECRET_KIND = "aws"
 
 
-def secret_names(profile_json: str) -> list[str]:
-    """The profile's ``secret://aws/`` references: a name (read in the VM's region) or a secret's ARN."""
-    return sorted(set(re.findall(rf"secret://aws/({SECRET_ARN}|[A-Za-z0-9/_+=.@-]{{1,512}})", profile_json)))
+def secret_names(spec: LaunchSpec) -> list[str]:
+    """The resolved profile's ``secret://aws/`` references (``spec.secret_refs``: never a search of the profile's
+    text): a name (read in the VM's region) or a secret's ARN (the profile's schema checked their spelling)."""
+    return sorted({r.name for r in spec.secret_refs if r.kind == SECRET_KIND})
 
 
 def secret_resources(names: list[str], region: str) -> list[str]:
@@ -285,7 +287,7 @@ def role_policy(spec: LaunchSpec, region: str) -> dict[str, Any] | None:
     if objects:
         statements.append({"Effect": "Allow", "Action": "s3:GetObject", "Resource": objects})
         statements.extend(listing)
-    secrets = secret_names(spec.profile_json)
+    secrets = secret_names(spec)
     if secrets:
         statements.append({"Effect": "Allow", "Action": "secretsmanager:GetSecretValue",
                            "Resource": secret_resources(secrets, region)})
