@@ -224,7 +224,10 @@ def provision(
             on_attempt(attempt)
             if spec is not None and spec.payload is not None and spec.payload.uploaded and exc.cleanup == "verified":
                 _release(providers(offer.cloud), spec)
-            _stop_if_unsafe(exc, spec.name if spec is not None else name, offer, attempts)
+            if spec is None and exc.cleanup == "left":  # a payload upload whose outcome the store could not check:
+                unchecked.append(attempt)  # no VM was asked for, so the next offer is safe; the summary says so
+            else:
+                _stop_if_unsafe(exc, spec.name if spec is not None else name, offer, attempts)
             if spec is None:  # the payload store failed (unreachable, throttled to the end): the cloud's other offers
                 skip_clouds.add(offer.cloud)  # would meet it again, each after its own retries
                 continue
