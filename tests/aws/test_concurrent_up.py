@@ -153,3 +153,17 @@ def test_a_token_whose_instance_is_gone_gives_way_to_the_next_one(aws, offers, m
     assert [c.status for c in calls] == [200, 400, 200]  # the second's first answer: IdempotentParameterMismatch
     t0, t1, t2 = (c.params["ClientToken"] for c in calls)
     assert t0 == t1 != t2
+
+
+def test_two_cluster_ups_whose_payload_urls_differ_make_one_cluster(aws, offers, monkeypatch):  # noqa: F811
+    """The same for a cluster of 2: the second `up` takes the first's nodes once they carry their ranks (the first
+    `up` tags them after the launch) and never terminates them."""
+    from dataclasses import replace
+
+    specs = [replace(s, nodes=2, compact=False) for s in _signed_apart(offers[0], monkeypatch)]
+    results = _together(specs, offers[0])
+    assert not any(isinstance(r, Exception) for r in results), results
+    nodes = _running(aws, "us-east-1")
+    assert len(nodes) == 2 and {r.cloud_id for r in results} <= {i["InstanceId"] for i in nodes}  # type: ignore[union-attr]
+    assert len({c.params["ClientToken"] for c in aws.faults.calls("RunInstances")}) == 1
+    assert not aws.faults.calls("TerminateInstances")

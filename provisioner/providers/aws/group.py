@@ -71,15 +71,20 @@ def each(fn: Callable[[Any], T], items: list[Any]) -> list[T]:
 
 class _LaunchedByAnother(Exception):
     """RunInstances was refused because another `up` of the profile launched with its token: ``found`` are that
-    `up`'s instances (not a ProviderError: ``create`` adopts them instead of cleaning up)."""
+    `up`'s instances, ``error`` why they cannot be taken yet (not a ProviderError: ``create`` adopts them, or raises
+    ``error``, instead of cleaning up what that `up` uses)."""
+
+    def __init__(self, found: list[dict[str, Any]], error: ProviderError | None = None) -> None:
+        super().__init__(f"launched by another `up`: {[i['InstanceId'] for i in found]}")
+        self.found, self.error = found, error
+
+
+class _Incomplete(Exception):
+    """The token's instances did not all show in time; ``found``: those that did."""
 
     def __init__(self, found: list[dict[str, Any]]) -> None:
-        super().__init__(f"launched by another `up`: {[i['InstanceId'] for i in found]}")
+        super().__init__(f"{len(found)} instance(s) shown")
         self.found = found
-
-
-class _NoneShown(Exception):
-    """No instance of the token's request shows: the token is an earlier attempt's."""
 
 
 class AwsGroup:
@@ -125,6 +130,8 @@ class AwsGroup:
                 self.write_node_list(region, running)
             return self.p._record(running[0], notes=self.p._notes(spec))
         except _LaunchedByAnother as other:  # what this attempt made is that `up`'s too: nothing is cleaned up
+            if other.error is not None:
+                raise other.error from None
             return self._adopt(other.found, spec)
         except ProviderError as exc:
             self._cleanup(region, spec, made, exc)
@@ -179,16 +186,25 @@ class AwsGroup:
     def _launched_with_token(self, region: str, spec: LaunchSpec) -> list[dict[str, Any]]:
         """EC2 refused the token (name, hash, AZ, stable parameters: aws_request.token_inputs) as bound to a request
         whose other parameters differ: another `up` of this profile launched with it (its presigned payload URL,
-        owner or price tags differ). Its instances, once DescribeInstances shows them (eventually consistent: within
-        min(30 s, op_timeout)), are the answer. None shows: the token is an earlier attempt's, whose instances are
-        gone; the caller derives the next token from this one, as every `up` of the profile does."""
+        owner or price tags differ). Its instances, once DescribeInstances shows them all (eventually consistent;
+        a cluster's once that `up` tagged their ranks: within min(30 s, op_timeout)), are the answer. Some show
+        but not all: that `up` is still at it (AttemptInProgressError, through ``_LaunchedByAnother``). None
+        shows: the token is an earlier attempt's, whose instances are gone; the caller derives the next token from
+        this one, as every `up` of the profile does."""
+        def complete(found: list[dict[str, Any]]) -> bool:
+            return bool(found) and sorted(G.rank_of(_tags(i)) or 0 for i in found) == list(range(spec.nodes))
+
         try:
             found: list[dict[str, Any]] = poll(
                 lambda: self.p._instances(region, spec.name, managed=False),
-                deadline=time.monotonic() + min(30.0, self.p.op_timeout), ready=bool,
-                interval=max(self.p.poll_interval / 2, 0.01), timed_out=lambda last: _NoneShown())
-        except _NoneShown:
-            return []
+                deadline=time.monotonic() + min(30.0, self.p.op_timeout), ready=complete,
+                interval=max(self.p.poll_interval / 2, 0.01), timed_out=_Incomplete)
+        except _Incomplete as last:
+            if not last.found:
+                return []
+            raise _LaunchedByAnother(last.found, AttemptInProgressError(
+                f"{spec.name} in {region}: another `trainvm up` launched it with this request and has not finished "
+                "it", name=spec.name, where=region)) from None
         return found
 
     def _tag_ranks(self, region: str, cluster: str, insts: list[dict[str, Any]]) -> None:
