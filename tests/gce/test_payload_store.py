@@ -473,3 +473,18 @@ def test_provision_never_says_nothing_was_left_when_the_upload_may_have_stored_i
     assert "nothing was left behind" not in str(e.value)  # before: "nothing was left behind (checked after every attempt)"
     assert "the cleanup of 1 attempt(s) (us-central1-a) could not be checked" in str(e.value)
     assert f"whether gs://{BUCKET}/{payload_key(sha)} was stored could not be checked" in str(e.value)
+
+
+@pytest.mark.parametrize(("method", "path"), [("POST", UPLOAD), ("PUT", "upload_id=")])
+def test_a_503_on_a_resumable_upload_is_retried_in_place(make_store, gcs, sdk, method, path):
+    """Above 8 MiB the SDK uploads resumably (a POST that opens the session, then PUTs of the bytes): a 503 on
+    either is retried in place too."""
+    import os
+
+    store = make_store()
+    data = os.urandom(9 * 1024 * 1024)
+    sha = hashlib.sha256(data).hexdigest()
+    gcs.fail(method, path, status=503, times=1)
+    ref = store.stage(REGION, data, sha)
+    assert ref.uploaded and [(m, s) for m, _, s in gcs.faulted] == [(method, 503)]
+    assert sdk.bucket(BUCKET).blob(payload_key(sha)).download_as_bytes() == data
