@@ -226,10 +226,13 @@ def provision(
             on_attempt(attempt)
             if spec is not None and spec.payload is not None and spec.payload.uploaded and exc.cleanup == "verified":
                 _release(providers(offer.cloud), spec)
-            _stop_if_unsafe(exc, spec.name if spec is not None else name, offer, attempts)
+            if spec is None and exc.cleanup == "left":  # a payload upload whose outcome the store could not check:
+                unchecked.append(attempt)  # no VM was asked for, so the next offer is safe; the summary says so
+            else:
+                _stop_if_unsafe(exc, spec.name if spec is not None else name, offer, attempts)
             if isinstance(exc, RegionUnavailableError):  # e.g. the region's payload store cannot exist: other regions can
                 skip_regions.add((offer.cloud, offer.region))
-                if exc.cleanup != "verified":
+                if exc.cleanup != "verified" and attempt not in unchecked:
                     unchecked.append(attempt)
                 continue
             if spec is None:  # the payload store failed (unreachable, throttled to the end): the cloud's other offers
