@@ -243,8 +243,13 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _serve(argv: list[str] | None = None) -> None:
-    rc = main(argv)
+    try:
+        rc = main(argv)
+    except Exception as exc:  # an emulator that cannot start (Azurite not installed, a port taken): say which, exit 1
+        print(f"error: the demo could not start: {type(exc).__name__}: {exc}", file=sys.stderr)
+        rc = 1
     sys.stdout.flush()
+    sys.stderr.flush()
     # every emulator is stopped; os._exit rather than a normal exit: a server thread a library keeps as a non-daemon
     # (gcp-storage-emulator's, moto's werkzeug request threads) would hold the interpreter at exit
     os._exit(rc)
