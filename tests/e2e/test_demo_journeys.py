@@ -113,9 +113,13 @@ def server(tmp_path):
                 env[key] = shlex.split(value)[0]
         yield proc, env_file, env
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(30)
+        if proc.poll() is None:  # Ctrl-C, as a user stops it (SIGKILL would leave Azurite's node process behind)
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(30)
 
 
 def use(monkeypatch, env: dict[str, str]) -> None:
