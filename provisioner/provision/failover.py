@@ -39,6 +39,7 @@ from provisioner.errors import (
     QuotaError,
     RegionUnavailableError,
     RenderError,
+    RetryExhaustedError,
     VanishedError,
 )
 from provisioner.providers.base import InstanceRecord, LaunchSpec, Provider
@@ -255,6 +256,14 @@ def provision(
             attempts.append(attempt)
             on_attempt(attempt)
             return Provisioned(replace(record, price_hourly=price), offer, price, tuple(attempts))
+    if attempts and all(a.outcome == RetryExhaustedError.outcome for a in attempts):
+        # no cloud said "no room": each attempt ended in a connection, throttling or 5xx failure (an endpoint or a
+        # payload store that does not answer). That is a cloud or network error (exit 3), not capacity exhausted
+        raise ProvisionCloudError(
+            f"no VM could be created: none of the {len(attempts)} attempt(s) got an answer from the cloud (connection, "
+            f"throttling or service errors, retries spent); {_left_summary(unchecked)}", attempts,
+            hint="a connection or service problem, not a lack of capacity: check the network and the cloud's "
+                 "endpoints (the attempts say which), then run `trainvm up` again")
     within = f" within the failover bound of ${bound:.3f}/h" if bound is not None else ""
     raise ProvisionError(
         f"no VM could be created{within} after {len(attempts)} attempt(s); {_left_summary(unchecked)}",
