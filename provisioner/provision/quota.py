@@ -35,6 +35,7 @@ from provisioner import settings
 from provisioner.cache import cache_dir
 from provisioner.catalog.models import Offer
 from provisioner.providers.registry import cloud as cloud_spec
+from provisioner.wording import failure_words
 
 if TYPE_CHECKING:
     from provisioner.providers.base import Provider
@@ -187,8 +188,7 @@ class Preflight:
             try:
                 self._reads[key] = _cached_read(src, scope, self.clock)
             except Exception as exc:  # noqa: BLE001 - any failed read degrades to "not checked", never to "no quota"
-                first = str(exc).splitlines()[0][:200] if str(exc) else ""
-                self._reads[key] = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+                self._reads[key] = failure_words(exc)  # its words: no Python type name, no HTML page
         return self._reads[key]
 
     def _check(self, offer: Offer) -> QuotaCheck:
