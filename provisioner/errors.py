@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
 
+from provisioner.wording import without_html
+
 if TYPE_CHECKING:
     from provisioner.messages import Message
 
@@ -110,7 +112,7 @@ class ProviderError(CloudError):
     outcome: Outcome = "error"
 
     def __init__(self, message: str, *, code: str | None = None, hint: str | None = None) -> None:
-        super().__init__(message, hint=hint)
+        super().__init__(without_html(message), hint=hint)  # a proxy's HTML 503 page is named, not printed
         self.code = code
         #: What the failed attempt's cleanup established: "verified" (the cloud answered that nothing of this
         #: attempt exists any more), "left" (something may still exist: ``left_behind`` names it), "unknown".

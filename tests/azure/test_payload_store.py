@@ -259,7 +259,7 @@ def test_blob_service_down_is_retry_exhausted(store, store_env, monkeypatch):
         port = s.getsockname()[1]
     monkeypatch.setenv("TRAINVM_AZURE_BLOB_ENDPOINT", f"https://127.0.0.1:{port}")
     data, sha = payload()
-    with pytest.raises(RetryExhaustedError, match="reading payloads/.*ServiceRequestError"):
+    with pytest.raises(RetryExhaustedError, match="reading payloads/.*network error after"):
         store.stage("eastus", data, sha)
 
 

@@ -165,7 +165,7 @@ def classify(f: Failure, *, retried: int = 0) -> ProviderError:
         code = "QUOTA_EXCEEDED" if not metrics else f"QUOTA_EXCEEDED:{metrics[0]}"
         return QuotaError(message, code=code, scope=scope)
     if is_retryable(f):
-        what = f"HTTP {f.status}" if f.status else (f.code or "network error")
+        what = f"HTTP {f.status}" if f.status else ("network error" if f.kind == "network" else f.code or "error")  # no type name
         tail = f" after {retried} tries" if retried else ""
         return RetryExhaustedError(f"{what}{tail}: {message}", code=str(f.status or f.code))
     if f.status == 401 or f.code in AUTH_REASONS or (f.status == 403 and f.code not in RATE_REASONS):

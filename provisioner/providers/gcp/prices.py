@@ -44,6 +44,7 @@ from provisioner.catalog.models import Offer
 from provisioner.catalog.publish import DiskPrice
 from provisioner.catalog.refresh import SourceResult
 from provisioner.errors import CloudError
+from provisioner.wording import failure_words
 
 API = "https://cloudbilling.googleapis.com"
 SERVICE = "services/6F81-5844-456A"  # Compute Engine
@@ -85,7 +86,7 @@ def auth_headers() -> dict[str, str]:
         creds, _ = google.auth.default(scopes=["https://www.googleapis.com/auth/cloud-platform"])
         creds.refresh(google.auth.transport.requests.Request())
     except Exception as e:  # noqa: BLE001 - DefaultCredentialsError, RefreshError, transport errors
-        raise CloudError(f"{SOURCE}: no API key and no application-default credentials ({type(e).__name__})",
+        raise CloudError(f"{SOURCE}: no API key and no application-default credentials ({failure_words(e)})",
                          hint="set TRAINVM_GCP_PRICES_API_KEY to an API key with the Cloud Billing API enabled, "
                               "or run `gcloud auth application-default login`; `--cloud azure --cloud aws` "
                               "refreshes the other clouds without it") from None
