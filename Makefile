@@ -9,7 +9,7 @@ EXAMPLE ?= profiles/examples/bert-finetune-t4.yaml
 PYTEST_ARGS ?=
 AZURITE := tests/emulators/azurite/node_modules/.installed
 
-.PHONY: run test lint fix test-os test-live install install-dev validate-examples bench catalog golden clean
+.PHONY: run test lint fix test-os test-live install install-dev validate-examples bench catalog golden clean demo
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "trainvm needs Python >= 3.11; set PYTHON=/path/to/python3.11")'
@@ -66,6 +66,12 @@ CLOUD ?=
 PROFILE ?=
 test-live: install-dev
 	LIVE_CLOUD=$(CLOUD) LIVE_PROFILE=$(PROFILE) $(BIN)/python -m pytest tests/live/test_live.py -m live -p no:randomly -rs -s $(PYTEST_ARGS)
+
+# every emulator the README's journeys need, in one process (docs/demo.md): GCE + GCS, ARM + Azurite, moto's server,
+# the price APIs. Prints the environment and writes it to .venv/demo.env (`source` it in another shell); Ctrl-C stops
+# them all. tests/e2e/test_demo_journeys.py walks the journeys against it.
+demo: install-dev
+	@$(BIN)/python -m tests.emulators.serve --env-file $(VENV)/demo.env
 
 validate-examples: install
 	$(BIN)/trainvm validate profiles/base/*.yaml profiles/examples/*.yaml

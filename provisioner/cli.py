@@ -169,6 +169,7 @@ def catalog_refresh(
     cloud: CloudOpt = None,
     region: RegionOpt = None,
     json_out: JsonFlag = False,
+    accept_shrink: Annotated[bool, typer.Option("--accept-shrink", help="Write the refresh even when a region loses more than half its rows (refused by default: a truncated answer looks like that).")] = False,
 ) -> None:
     """Renew the catalog's prices from the clouds' official price APIs (network) into ~/.cache/trainvm/catalog.
 
@@ -182,7 +183,8 @@ def catalog_refresh(
     from provisioner.commands.catalog_refresh import run_catalog_refresh  # lazy: startup
 
     _check_clouds(cloud)
-    raise typer.Exit(run_catalog_refresh(clouds=cloud, regions=region, json_out=json_out))
+    raise typer.Exit(run_catalog_refresh(clouds=cloud, regions=region, json_out=json_out,
+                                         accept_shrink=accept_shrink))
 
 
 NameArg = Annotated[str, typer.Argument(help="VM name.", metavar="NAME", show_default=False)]

@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
 
+from provisioner.wording import without_html
+
 if TYPE_CHECKING:
     from provisioner.messages import Message
 
@@ -117,7 +119,7 @@ class ProviderError(CloudError):
     outcome: Outcome = "error"
 
     def __init__(self, message: str, *, code: str | None = None, hint: str | None = None) -> None:
-        super().__init__(message, hint=hint)
+        super().__init__(without_html(message), hint=hint)  # a proxy's HTML 503 page is named, not printed
         self.code = code
         #: What the failed attempt's cleanup established: "verified" (the cloud answered that nothing of this
         #: attempt exists any more), "left" (something may still exist: ``left_behind`` names it), "unknown".
@@ -149,6 +151,13 @@ class QuotaError(ProviderError):
         self.scope = scope
         if scope == "cloud":
             self.outcome = "quota-cloud"
+
+
+class RegionUnavailableError(ProviderError):
+    """Something every offer of one region needs cannot be had there, and this says nothing about other regions
+    (e.g. the region's payload store name is held by someone else: Azure's storage account names are global).
+    ``provision`` skips the region's other offers and goes on with the next region; the provider has removed what it
+    made for that region (``verified``) or says what it left."""
 
 
 class RetryExhaustedError(ProviderError):

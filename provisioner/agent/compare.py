@@ -60,16 +60,19 @@ class FieldResult:
     observed: Any
     ok: bool
     skipped: Optional[str] = None  # why the field was not judged (ok is then false, and it is not drift)
+    pending: Optional[str] = None  # not judged *yet*: the machine is still provisioning ("provisioning (phase P)"); not drift
 
     def as_dict(self) -> Dict[str, Any]:
         doc = {"field": self.field, "expected": self.expected, "observed": self.observed, "ok": self.ok}
         if self.skipped:
             doc["skipped"] = self.skipped
+        if self.pending:
+            doc["pending"] = self.pending
         return doc
 
     @property
     def drifted(self) -> bool:
-        return not self.ok and not self.skipped
+        return not self.ok and not self.skipped and not self.pending
 
 
 @dataclass(frozen=True)
@@ -78,11 +81,13 @@ class VerifyResult:
     fields: Tuple[FieldResult, ...]
     phase: Optional[str] = None  # provisioning/failed: the startup phase
     line: Optional[int] = None  # failed: the script line
-    message: Optional[str] = None  # failed: the script's error message
+    message: Optional[str] = None  # failed: the script's error message; a cluster: which nodes are failed/provisioning
 
     def describe(self) -> str:
         """``match``, ``drift``, ``provisioning (phase packages)``, ``failed (phase driver, line 212: ...)``."""
         if self.status == "provisioning":
+            if self.message:
+                return "provisioning (%s)" % self.message
             return "provisioning (phase %s)" % self.phase if self.phase else "provisioning (no report from the startup script yet)"
         if self.status == "failed":
             where = ", ".join(p for p in ("phase %s" % self.phase if self.phase else "", "line %s" % self.line if self.line else "") if p)
@@ -99,9 +104,10 @@ class VerifyResult:
                 "message": self.message, "fields": [f.as_dict() for f in self.fields]}
 
     def rows(self) -> List[Tuple[str, str, str, str]]:
-        """Drift-table rows: (field, expected, observed, verdict "ok" | "DRIFT" | "skipped: ...")."""
+        """Drift-table rows: (field, expected, observed, verdict "ok" | "DRIFT" | "skipped: ..." | "pending")."""
         return [(f.field, show(f.expected), show(f.observed),
-                 "skipped: %s" % f.skipped if f.skipped else "ok" if f.ok else "DRIFT") for f in self.fields]
+                 "skipped: %s" % f.skipped if f.skipped else "pending" if f.pending else "ok" if f.ok else "DRIFT")
+                for f in self.fields]
 
 
 def show(value: Any) -> str:
@@ -298,14 +304,16 @@ def compare(expectation: Mapping[str, Any], report: Optional[Mapping[str, Any]])
     if not isinstance(expectation, Mapping) or not isinstance(expectation.get("stack"), Mapping):
         raise ValueError("compare() needs an expectation (with its stack); refusing to judge a report against nothing")
     if report is None:
-        return VerifyResult("provisioning", (FieldResult("status", "ready", None, False),))
+        waiting = "provisioning (no report from the startup script yet)"
+        return VerifyResult("provisioning", (FieldResult("status", "ready", None, False, pending=waiting),))
     status = str(report.get("status") or "")
     parts = status.split(":")
     state, phase = parts[0], (parts[1] if len(parts) > 1 else None)
     line = int(parts[2]) if len(parts) > 2 and parts[2].isdigit() else None
     status_field = FieldResult("status", "ready", status, state == "ready" and bool(STATUS_RE.match(status)))
     if state == "running":
-        return VerifyResult("provisioning", (status_field,), phase=phase)
+        pending = FieldResult("status", "ready", status, False, pending="provisioning (phase %s)" % phase)
+        return VerifyResult("provisioning", (pending,), phase=phase)
     fields = judge(expectation, report)
     sources = [f for f in fields if f.field.startswith("source.")]
     rest = [f for f in fields if not f.field.startswith("source.") and not f.field.startswith("data[")]

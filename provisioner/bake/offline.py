@@ -31,7 +31,7 @@ def plan_baked(loaded: Any, offer: Any, prices: Any = None) -> dict[str, Any]:
     record, reason = _decide(loaded, offer)
     name = None if record is None else str(record.get("name"))
     doc: dict[str, Any] = {"used": name is not None, "name": name, "reason": reason, "source": SOURCE,
-                           "ready": ready_json(offer.cloud, name is not None)}
+                           "ready": ready_json(loaded, offer.cloud, name is not None)}
     if record is not None and prices is not None:
         doc["storage"] = _storage(record, prices)
     return doc
@@ -57,7 +57,7 @@ def plan_lines(doc: dict[str, Any], cloud: str) -> list[str]:
         copies = f"{storage['copies']} cop{'y' if storage['copies'] == 1 else 'ies'}"
         month = f"${storage['monthly']:.2f}/month" if storage["monthly"] is not None else "$/month unknown"
         lines.append(f"baked image storage: {month} ({copies}) until `trainvm images delete {doc['name']}`")
-    return [*lines, ready_line(cloud, doc["used"])]
+    return [*lines, ready_line(doc["ready"], cloud)]
 
 
 def _decide(loaded: Any, offer: Any) -> tuple[dict[str, Any] | None, str | None]:

@@ -38,6 +38,7 @@ from provisioner.providers.image_identity import identity_of
 from provisioner.providers.lifecycle import describe as lifecycle_describe
 from provisioner.providers.registry import bakers
 from provisioner.provision.launch import launch_spec, locked_images
+from provisioner.wording import duration
 
 #: what the builder's own limit adds to TRAINVM_BAKE_TIMEOUT (trainvm's wait for ``baked``, counted from the create;
 #: the guest's timer counts from its boot, later): room for the stop that follows a bake that ends at the timeout
@@ -233,8 +234,8 @@ def run_bake(path: Path, *, cloud: str, region: str | None, json_out: bool) -> i
         with _sigterm_interrupts():
             say(f"builder {name}: {bp.builder_offer.instance_type} in {bp.builder_offer.zone or bp.builder_offer.region}, "
                 f"{p.stack.os} ({bp.identity.base_image}); rendered for {bp.offer.gpu_count} x {bp.offer.gpu_name}")
-            say(f"should trainvm be killed, the builder deletes itself after {bp.limit_hours * 60:g} min "
-                f"(TRAINVM_BAKE_TIMEOUT + {BUILDER_LIMIT_MARGIN_S / 60:g} min): {lifecycle_describe(cloud, 'delete')}")
+            say(f"should trainvm be killed, the builder deletes itself after {duration(bp.limit_hours * 3600)} "
+                f"(TRAINVM_BAKE_TIMEOUT + {duration(BUILDER_LIMIT_MARGIN_S)}): {lifecycle_describe(cloud, 'delete')}")
             record = provider.create(spec, bp.builder_offer)
             wait_baked(provider, record.name, timeout=timeout, interval=interval, say=say)
             say(f"stopping {name} to capture its disk")

@@ -169,7 +169,35 @@ class Catalog:
     def age_days(self, today: _date) -> int:
         return (today - self.date).days
 
+    def freshness(self) -> str:
+        """A refreshed catalog's parts: ``azure eastus refreshed 2026-11-27; the rest: the embedded catalog's prices of
+        2026-09-13`` (from ``provenance.parts`` / ``base``, written by ``catalog refresh``); "" when it has none."""
+        parts = [p for p in self.provenance.get("parts") or [] if isinstance(p, dict)]
+        if not parts:
+            return ""
+        done = "; ".join(f"{p.get('cloud')} {','.join(p.get('regions') or ['*'])} refreshed {p.get('fetched_at')}"
+                         for p in parts)
+        base = self.provenance.get("base") or {}
+        if base.get("date") != self.date.isoformat():
+            return done  # no row of the base is left: the oldest part dates the catalog
+        return f"{done}; the rest: the {base.get('origin', 'previous')} catalog's prices of {base.get('date')}"
+
+    def stale_allowance(self, refreshed_days: int) -> int:
+        """Days this catalog may age before plans warn: ``refreshed_days`` past each refreshed part's date, and the
+        embedded snapshot's own allowance for the rows still from it (a refresh of one region must not make the
+        snapshot's other rows look stale sooner than they did)."""
+        base = self.provenance.get("base") or {}
+        parts = [p for p in self.provenance.get("parts") or [] if isinstance(p, dict)]
+        if base.get("origin") != "embedded" or base.get("date") != self.date.isoformat() or not parts:
+            return refreshed_days
+        try:
+            ages = [(_date.fromisoformat(str(p.get("fetched_at"))) - self.date).days for p in parts]
+        except ValueError:
+            return refreshed_days
+        return min([EMBEDDED_STALE_AFTER_DAYS] + [a + refreshed_days for a in ages])
+
     def describe(self, today: _date) -> str:
         """``refreshed catalog: <source> (2026-11-20, 2 days old)`` for plan and catalog show."""
+        parts = self.freshness()
         return (f"{self.origin} catalog: {self.source} ({self.date.isoformat()}, "
-                f"{self.age_days(today)} days old)")
+                f"{self.age_days(today)} days old{'; ' + parts if parts else ''})")

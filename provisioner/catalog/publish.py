@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
+from provisioner.catalog import disks as disk_table
 from provisioner.catalog.models import Offer
 from provisioner.catalog.storage import (
     POINTER,
@@ -38,7 +39,7 @@ from provisioner.catalog.storage import (
 )
 
 DISK_COLUMNS = ("cloud", "region", "disk_type", "size_max_gib", "unit", "price_month", "source", "fetched_at")
-DISK_TYPES = ("standard", "balanced", "ssd", "local_ssd")
+DISK_TYPES = ("standard", "balanced", "ssd", "local_ssd")  # what a price source writes (image rows are carried)
 DISK_UNITS = ("gib", "disk")
 DISKS_FILE = "disks.csv"
 
@@ -90,17 +91,21 @@ def write_disks(path: Path, disks: Iterable[DiskPrice]) -> None:
 
 def publish(offers: Iterable[Offer], disks: Iterable[DiskPrice], *, source: str, fetched: datetime, catalog_date: str,
             provenance_of: Callable[[Offer], tuple[str, str]], extra_provenance: Mapping[str, Any],
-            stats: Mapping[str, Any]) -> Path:
-    """Write a new generation and make it current; returns its folder. Raises CatalogError (and leaves the
+            stats: Mapping[str, Any], kept_disks: Iterable[disk_table.DiskPrice] = ()) -> Path:
+    """Write a new generation and make it current; returns its folder. ``kept_disks``: the current catalog's disk
+    rows the refresh did not replace (as loaded, written back as they were). Raises CatalogError (and leaves the
     current catalog as it was) when the written folder does not load back."""
     root = refreshed_root()
     root.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=root, prefix=".tmp-"))
     try:
+        write_disks(tmp / DISKS_FILE, disks)  # checks the new rows (ValueError naming each bad one)
+        fresh = disk_table.read_disk_prices(tmp / DISKS_FILE).rows
+        # listed in the manifest's files (a disks.csv the manifest does not list is never read: every disk price
+        # of a refreshed catalog was "unknown" before)
         write_catalog(tmp, offers, source=source, catalog_date=catalog_date, provenance_of=provenance_of,
                       extra_provenance={"fetched_at": fetched.isoformat(timespec="seconds"), **extra_provenance},
-                      stats=stats)
-        write_disks(tmp / DISKS_FILE, disks)
+                      stats=stats, disk_prices=[*kept_disks, *fresh])
         load_catalog(tmp)  # what plan will read: a folder that does not load never becomes current
         # the time sorts generations; the temporary folder's random part keeps two refreshes of one instant apart
         final = root / f"catalog-{fetched.astimezone(UTC):%Y%m%dT%H%M%S%fZ}-{tmp.name.removeprefix('.tmp-')}"

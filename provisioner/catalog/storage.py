@@ -130,8 +130,9 @@ def _load(path: Path, origin: str) -> Catalog:
     catalog = Catalog(offers=offers, source=str(prov["source"]), date=prov["_date"],
                       schema_version=manifest["schema_version"], path=path,
                       provenance={k: v for k, v in prov.items() if k != "_date"}, origin=origin,
-                      stale_after_days=(catalog_stale_days() if origin != "embedded"
-                                        else Catalog.stale_after_days))
+                      stale_after_days=Catalog.stale_after_days)
+    if origin != "embedded":
+        catalog = replace(catalog, stale_after_days=catalog.stale_allowance(catalog_stale_days()))
     if disks:
         catalog = replace(catalog, disk_prices=read_disk_prices(disks[0]))
     _CACHE.clear()  # keep one catalog: the CLI loads one per process, tests switch folders
@@ -167,6 +168,8 @@ def row_provenance(catalog: Catalog) -> dict[tuple[Any, ...], tuple[str, str]]:
         return out
     manifest = _read_manifest(catalog.path / MANIFEST)
     for name in manifest["files"]:
+        if name == DISKS_FILE:  # disk prices carry their own source and date
+            continue
         with (catalog.path / name).open(newline="", encoding="utf-8") as fh:
             reader = csv.reader(fh)
             next(reader, None)

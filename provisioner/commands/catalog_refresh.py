@@ -10,11 +10,12 @@ from provisioner.output import emit_json, notice, stdout_console
 from provisioner.providers.registry import priced_clouds
 
 
-def run_catalog_refresh(*, clouds: list[str] | None, regions: list[str] | None, json_out: bool) -> int:
+def run_catalog_refresh(*, clouds: list[str] | None, regions: list[str] | None, json_out: bool,
+                        accept_shrink: bool = False) -> int:
     asked = list(dict.fromkeys(clouds)) if clouds else list(priced_clouds())
     current = load_catalog()
     try:
-        report = refresh(current, asked, regions)
+        report = refresh(current, asked, regions, accept_shrink=accept_shrink)
     except RefreshFailed as e:
         failed = getattr(e, "report", None)
         if failed is not None and not json_out:

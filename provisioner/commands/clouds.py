@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
 
-from provisioner.errors import CloudError, InputError, NoCloudAskedError
+from provisioner.errors import CloudError, CredentialsError, InputError, NoCloudAskedError
 from provisioner.providers import PROVIDERS, get_provider
 from provisioner.providers.base import InstanceRecord, Provider
+from provisioner.providers.capabilities import PartialLister
 from provisioner.providers.registry import CLOUDS, credential_hint
 
 NAME_RE = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -55,23 +58,42 @@ def _credentialed() -> dict[str, Provider]:
     return providers
 
 
-def _all_records(cloud_filter: Callable[[str], bool] = lambda c: True
-                 ) -> tuple[list[tuple[InstanceRecord, Provider]], list[dict[str, str]], list[str]]:
-    """Every trainvm VM on the clouds ``cloud_filter`` keeps, the clouds that could not be asked (skipped, with
-    why) and the clouds that answered. When none answered, ``NoCloudAskedError`` (exit 3)."""
+@dataclass
+class Listed:
+    """What ``list``/``status`` found: the VMs, the clouds that answered (``asked``), the clouds not asked (no
+    credentials, found when the provider is made or at its first call: ``skipped``) and what was asked but not listed
+    (``unlisted``: a cloud whose listing failed for another reason, or the
+    zones/regions of a cloud that did not answer) -- then the answer is partial (exit 3, docs/spec.md)."""
+
+    found: list[tuple[InstanceRecord, Provider]] = field(default_factory=list)
+    skipped: list[dict[str, str]] = field(default_factory=list)
+    asked: list[str] = field(default_factory=list)
+    unlisted: list[dict[str, Any]] = field(default_factory=list)  # {cloud, where: [zones/regions] | None, reason}
+
+
+def _all_records(cloud_filter: Callable[[str], bool] = lambda c: True) -> Listed:
+    """Every trainvm VM on the clouds ``cloud_filter`` keeps (see ``Listed``). When none answered,
+    ``NoCloudAskedError`` (exit 3)."""
     providers, skipped = _providers([c for c in PROVIDERS if cloud_filter(c)])
-    found: list[tuple[InstanceRecord, Provider]] = []
-    asked: list[str] = []
+    out = Listed(skipped=skipped)
     for cloud, provider in providers.items():
         try:
-            found.extend((r, provider) for r in provider.list())
+            if isinstance(provider, PartialLister):
+                records, missed = provider.list_partial()
+            else:
+                records, missed = provider.list(), []
         except CloudError as exc:
-            skipped.append(_skip(cloud, exc))
-        else:
-            asked.append(cloud)
-    if not asked:
-        raise NoCloudAskedError(skipped)
-    return found, skipped, asked
+            out.skipped.append(_skip(cloud, exc))
+            if not isinstance(exc, CredentialsError):  # no credentials: not asked; a listing that failed: partial
+                out.unlisted.append({"cloud": cloud, "where": None, "reason": str(exc)})
+            continue
+        out.found.extend((r, provider) for r in records)
+        out.asked.append(cloud)
+        if missed:
+            out.unlisted.append({"cloud": cloud, "where": missed, "reason": "did not answer"})
+    if not out.asked:
+        raise NoCloudAskedError(out.skipped)
+    return out
 
 
 def providers_for(cloud: str | None) -> dict[str, Provider]:

@@ -15,6 +15,7 @@ from provisioner.errors import InputError
 from provisioner.output import emit_json, stdout_console
 from provisioner.providers.image_identity import LABEL_PROFILE, LABEL_STACK
 from provisioner.providers.registry import bakers
+from provisioner.wording import plural
 
 
 def _bakers(cloud: str | None, providers: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -78,7 +79,7 @@ def run_images(*, cloud: str | None, json_out: bool, profile: str | None = None)
     known = [d["storage"]["monthly"] for d in docs if d["storage"]["monthly"] is not None]
     if known:
         unknown = len(docs) - len(known)
-        out.print(f"{len(docs)} images: ${sum(known):.2f}/month of storage" + (f" (+{unknown} unknown)" if unknown else "")
+        out.print(f"{plural(len(docs), 'image')}: ${sum(known):.2f}/month of storage" + (f" (+{unknown} unknown)" if unknown else "")
                   + " until `trainvm images delete NAME`", markup=False, highlight=False)
     return 0
 

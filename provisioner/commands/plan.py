@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from provisioner.bake.offline import plan_baked, plan_lines
+from provisioner.bake.ready_time import basis_lines
 from provisioner.catalog.storage import load_catalog
 from provisioner.compat.facts import load_facts
 from provisioner.errors import InputError, ProfileError, RenderError
@@ -118,6 +119,8 @@ def run_plan(
             out.print(check.message() + skip + age, soft_wrap=True, highlight=False, markup=False)
     if explain:
         _print_explain(plan)
+        for line in basis_lines(baked["ready"]):  # the time to ready's terms and what each rests on
+            stdout_console().print(line, soft_wrap=True, highlight=False, markup=False)
     if show_script and rendered is not None:
         sys.stdout.write(rendered.startup_sh)
     return 0
@@ -340,8 +343,9 @@ def run_catalog_show(*, cloud: str | None, gpu: str | None, region: str | None, 
             "origin": catalog.origin, "age_days": catalog.age_days(today)}
     stale = [catalog.note] if catalog.note else []
     if catalog.age_days(today) > catalog.stale_after_days:
-        stale.append(f"the {catalog.origin} offer catalog is {catalog.age_days(today)} days old; "
-                     "`trainvm catalog refresh` renews it")
+        parts = catalog.freshness()
+        stale.append(f"the {catalog.origin} offer catalog is {catalog.age_days(today)} days old"
+                     f"{' (' + parts + ')' if parts else ''}; `trainvm catalog refresh` renews it")
     if json_out:
         meta["warnings"] = stale
         emit_json({"catalog": meta, "count": len(offers), "offers": [

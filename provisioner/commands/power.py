@@ -6,12 +6,13 @@ commands and the README)."""
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import typer
 
 from provisioner.commands.clouds import check_name, locate_one, providers_for
 from provisioner.commands.verify import not_found
-from provisioner.errors import InputError
+from provisioner.errors import CloudError, InputError
 from provisioner.output import emit_json, stdout_console
 from provisioner.providers.lifecycle import KEPT_BILLING, MECHANISM, SCRATCH_LOST
 
@@ -33,7 +34,10 @@ def run_stop(name: str, *, cloud: str | None, yes: bool, wait: bool, json_out: b
 
         if not typer.confirm(f"Stop {name} ({record.cloud} {record.zone or record.region})? Compute billing ends; {keeps}."):
             return 1
-    after = provider.stop(name, wait=wait)
+    try:
+        after = provider.stop(name, wait=wait)
+    except CloudError as exc:
+        raise _stop_failed(name, record, provider, exc) from None
     state = after.state if after else "GONE"
     already = record.state.upper() == "STOPPING"  # an earlier stop still in progress: waited for, or left to end
     if json_out:
@@ -48,6 +52,25 @@ def run_stop(name: str, *, cloud: str | None, yes: bool, wait: bool, json_out: b
               + f": compute billing ends; {keeps}")
     out.print(f"  `trainvm start {name}` resumes it; `trainvm down {name}` deletes it and everything kept")
     return 0
+
+
+def _stop_failed(name: str, record: Any, provider: Any, exc: CloudError) -> CloudError:
+    """A stop that failed (e.g. the cloud answered 503 again and again) on a VM the cloud says is already STOPPING --
+    when it was found, or read again after the failure -- says so: a stop is under way, and goes on without trainvm."""
+    was, now = record.state.upper(), None
+    if was != "STOPPING":
+        try:
+            again = provider.find(name)
+            now = again.state.upper() if again is not None else None
+        except CloudError:
+            now = None  # the storm goes on: say only what is known
+    if "STOPPING" not in (was, now):
+        return exc
+    when = "when trainvm found it" if was == "STOPPING" else "when read after the failure"
+    exc.args = (f"{name} is already STOPPING ({record.cloud} said so {when}): a stop is under way and ends without "
+                f"trainvm; waiting for it failed: {exc}",)
+    exc.hint = f"`trainvm status {name}` shows when it has stopped; `trainvm stop {name} --no-wait` does not wait"
+    return exc
 
 
 def run_start(name: str, *, cloud: str | None, wait: bool, json_out: bool) -> int:

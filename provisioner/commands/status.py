@@ -25,6 +25,7 @@ from typing import Any
 from provisioner.catalog.storage import load_catalog
 from provisioner.commands.clouds import _all_records, check_name
 from provisioner.commands.verify import not_found
+from provisioner.errors import EXIT_CLOUD
 from provisioner.output import emit_json, notice, stdout_console
 from provisioner.providers.base import InstanceRecord
 from provisioner.providers.registry import CLOUDS
@@ -118,36 +119,55 @@ def rows_of(records: list[InstanceRecord]) -> list[dict[str, Any]]:
 def run_status(name: str | None, json_out: bool, cloud: str | None = None) -> int:
     if name is not None:
         check_name(name)
-    found, skipped, asked = _all_records(lambda c: cloud is None or c == cloud)  # none asked: exit 3
+    listed = _all_records(lambda c: cloud is None or c == cloud)  # none asked: exit 3
+    found, skipped, asked = listed.found, listed.skipped, listed.asked
     records = [r for r, _ in found if name is None or name in (r.name, r.cluster)]
     if name is not None and not records:
         err = not_found(name)
-        if skipped:
-            err.hint = "not looked for on: " + "; ".join(f"{s['cloud']} ({s['reason']})" for s in skipped)
+        if skipped or listed.unlisted:
+            err.hint = "not looked for on: " + "; ".join(
+                [f"{s['cloud']} ({s['reason']})" for s in skipped]
+                + [f"{u['cloud']} {', '.join(u['where'])} ({u['reason']})" for u in listed.unlisted if u["where"]])
         raise err
     rows = rows_of(records)
+    # a zone/region or an asked cloud that could not be listed: the answer is partial (exit 3, said, never only warned)
+    partial = bool(listed.unlisted) and not (name is not None and records)
     if json_out:
-        emit_json({"vms": rows, "asked": asked, "skipped": skipped})
+        emit_json({"vms": rows, "asked": asked, "skipped": skipped, "partial": partial, "unlisted": listed.unlisted})
     else:
         from rich.table import Table
 
         for s in skipped:
             notice("not asked", f"{s['cloud']}: {s['reason']}" + (f" ({s['hint']})" if s.get("hint") else ""))
         table = Table(show_edge=False, pad_edge=False)
-        for col in ("name", "cloud", "zone", "type", "state", "profile", "$/h", "running $/h", "stopped $/h", "run",
+        cells = [(v, v["name"] if "members" not in v else f"{v['name']} ({v['nodes_found']}/{v['nodes']} nodes)",
+                  [(m, f"  node {m['rank']}: {m['name']}") for m in v.get("members", [])]) for v in rows]
+        longest = max((len(c) for _, cell, members in cells for c in (cell, *(mc for _, mc in members))), default=4)
+        # a VM's name is never cut or wrapped (it is what the other commands take): the other columns give way
+        table.add_column("name", no_wrap=True, min_width=longest)
+        for col in ("cloud", "zone", "type", "state", "profile", "$/h", "running $/h", "stopped $/h", "run",
                     "cost so far"):
             table.add_column(col)
-        for v in rows:
-            name_cell = v["name"] if "members" not in v else f"{v['name']} ({v['nodes_found']}/{v['nodes']} nodes)"
-            _add_row(table, v, name_cell)
-            for m in v.get("members", []):
-                _add_row(table, m, f"  node {m['rank']}: {m['name']}")
+        for v, cell, members in cells:
+            _add_row(table, v, cell)
+            for m, member_cell in members:
+                _add_row(table, m, member_cell)
         out = stdout_console()
         out.print(table if rows else f"no trainvm VMs found on {', '.join(asked)}")
         for v in rows:
             if not v["billing_compute"]:
                 out.print(kept_line(v), soft_wrap=True)
-    return 0
+        if partial:
+            notice("partial", partial_line(listed.unlisted))
+    return EXIT_CLOUD if partial else 0
+
+
+def partial_line(unlisted: list[dict[str, Any]]) -> str:
+    """What was not listed, so that the VMs shown are not taken for all of them."""
+    parts = [f"{u['cloud']} {', '.join(u['where'])} ({u['reason']})" if u["where"] else f"{u['cloud']} ({u['reason']})"
+             for u in unlisted]
+    return ("this list is incomplete: not listed: " + "; ".join(parts)
+            + "; VMs there are not shown (exit 3); run it again to retry")
 
 
 def kept_line(v: dict[str, Any]) -> str:

@@ -1,7 +1,8 @@
 """``trainvm verify NAME``: compare a VM's stack report with the profile it was created from.
 
 States (JSON ``status``) and exit codes: ``match`` 0; ``drift`` 1; ``failed`` 1 (the startup script
-failed: phase, line and its message); ``provisioning`` 5 (no report yet, or ``running:PHASE``). A VM
+failed: phase, line and its message); ``provisioning`` 5 (no report yet, or ``running:PHASE``: "provisioning (phase P)", no table and no drift
+rows; a cluster's nodes still provisioning are "pending" rows, never DRIFT). A VM
 whose stored profile cannot be read is an error (exit 3), never a match; ``--profile FILE`` verifies
 against a local profile instead."""
 
@@ -35,12 +36,14 @@ def print_verify(target: str, result: VerifyResult, json_out: bool, extra: dict[
         from rich.table import Table
 
         out = stdout_console()
-        table = Table(show_edge=False, pad_edge=False)
-        for col in ("field", "expected", "observed", "verdict"):
-            table.add_column(col)
-        for field, expected, observed, verdict in result.rows():
-            table.add_row(field, expected, observed, verdict, style="red" if verdict == "DRIFT" else None)
-        out.print(table)
+        rows = result.rows()
+        if any(verdict != "pending" for *_, verdict in rows):  # a VM still provisioning: nothing judged, no table
+            table = Table(show_edge=False, pad_edge=False)
+            for col in ("field", "expected", "observed", "verdict"):
+                table.add_column(col)
+            for field, expected, observed, verdict in rows:
+                table.add_row(field, expected, observed, verdict, style="red" if verdict == "DRIFT" else None)
+            out.print(table)
         out.print(styled(f"{target}: ", (result.describe(), STATE_STYLE.get(result.status, "bold"))))
     return exit_code(result)
 

@@ -12,6 +12,7 @@ import ipaddress
 import json
 import os
 import tempfile
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,6 +22,7 @@ from provisioner.container.image import ImageFacts
 from provisioner.container.reference import ImageRef, parse_image_ref
 from provisioner.errors import ProfileError
 from provisioner.messages import Message
+from provisioner.wording import duration
 
 if TYPE_CHECKING:
     from provisioner.profile.loader import LoadedProfile
@@ -47,6 +49,15 @@ def record(facts: ImageFacts) -> None:
             pass
 
 
+def cached_age(digest: str, now: float | None = None) -> float | None:
+    """Seconds since the facts of ``digest`` were stored here (None: not stored)."""
+    try:
+        written = (store_dir() / f"{digest.replace(':', '-')}.json").stat().st_mtime
+    except OSError:
+        return None
+    return max(0.0, (time.time() if now is None else now) - written)
+
+
 def lookup(digest: str) -> ImageFacts | None:
     path = store_dir() / f"{digest.replace(':', '-')}.json"
     try:
@@ -56,6 +67,9 @@ def lookup(digest: str) -> ImageFacts | None:
     except (OSError, ValueError):
         return None
     return facts if digest in (facts.digest, facts.manifest_digest) else None
+
+
+UNREACHABLE = 3  # RegistryError.exit_code of a registry that refused, timed out or answered nonsense (1: no such image)
 
 
 class RegistryFailure:
@@ -80,6 +94,12 @@ def registry_failure() -> RegistryFailure | None:
     return next((f for _, _, f in _asked.values() if f is not None), None)
 
 
+def unreachable_messages() -> set[str]:
+    """The error texts of the registries this command could not read (validate: such an error alone is exit 3,
+    "not checked", not an invalid profile)."""
+    return {f.message for _, _, f in _asked.values() if f is not None and f.exit_code == UNREACHABLE}
+
+
 def _ask_registry(image: str, ref: ImageRef, cached: ImageFacts | None) -> tuple[ImageFacts | None, tuple[Message, ...], RegistryFailure | None]:
     """An explicit --resolve-image: the facts (from the cache when the digest's are known: they cannot
     change) and, for TAG@DIGEST, where the tag points now (that can). A failure is an error, never a
@@ -95,7 +115,16 @@ def _ask_registry(image: str, ref: ImageRef, cached: ImageFacts | None) -> tuple
             record(facts)
         moved = client.tag_moved(ref) if ref.digest and ref.tag else None
     except RegistryError as exc:
-        text = f"could not read the image from its registry (--resolve-image): {exc}"
+        age = cached_age(ref.digest) if cached is not None and ref.digest else None
+        if exc.exit_code == UNREACHABLE and cached is not None and age is not None:  # the warm cache answers
+            return cached, (Message(PATH, f"the registry {ref.registry} could not be read (--resolve-image: {exc}); using the facts "
+                                          f"cached {duration(age)} ago for {ref.digest}; whether the tag {ref.tag} still points at it "
+                                          f"was not checked", level="warning"),), None
+        if exc.exit_code == UNREACHABLE:  # the registry, not the profile: validate and plan exit 3
+            text = (f"the registry {ref.registry} could not be read (--resolve-image), so the image was not checked: {exc}; "
+                    "this does not make the profile invalid (no facts of this image are cached here)")
+        else:
+            text = f"could not read the image from its registry {ref.registry} (--resolve-image): {exc}"
         return None, (Message(PATH, text),), RegistryFailure(text, exc.exit_code)
     if moved:
         return facts, (Message(PATH, f"the tag {ref.tag} now points at {moved}, not at the pinned {ref.digest}; the pinned digest is what runs (re-pin to move)", level="warning"),), None

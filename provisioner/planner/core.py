@@ -301,9 +301,10 @@ def plan(request: PlanRequest, catalog: Catalog, today: date) -> Plan:
     if catalog.note:
         warnings.append(catalog.note)
     if age > catalog.stale_after_days:
+        parts = catalog.freshness()
         warnings.append(f"the {catalog.origin} offer catalog is {age} days old (prices of "
-                        f"{catalog.date.isoformat()}); prices and availability may have changed; "
-                        f"`trainvm catalog refresh` renews it")
+                        f"{catalog.date.isoformat()}{': ' + parts if parts else ''}); prices and availability "
+                        f"may have changed; `trainvm catalog refresh` renews it")
     cheaper_flagged: tuple[Offer, ...] = ()
     if chosen is not None:
         price_of = running

@@ -38,7 +38,8 @@ def reason_text(reason: str, offer: Offer, request: PlanRequest, running: float 
     (``Plan.running_price``: compute + disks, what max_price_per_hour caps); default the compute price."""
     o, r = offer, request
     texts = {
-        "cloud": f"add {o.cloud} to placement.clouds",
+        "cloud": (f"--cloud {o.cloud} (placement.clouds lists it; --cloud {','.join(r.clouds)} left it out)"
+                  if o.cloud in (r.profile_clouds or ()) else f"add {o.cloud} to placement.clouds"),
         "not_provisionable": f"{o.cloud} is not provisionable yet (shown for comparison)",
         "cluster": f"trainvm cannot create {r.nodes}-node clusters on {o.cloud} yet (hardware.nodes: 1 for one VM)",
         "data_locality": r.data_excluded_clouds.get(o.cloud, f"{o.cloud} cannot read the data"),

@@ -118,6 +118,7 @@ def build_request(loaded: LoadedProfile, overrides: Overrides | None = None) -> 
         secret_excluded_clouds=secret_store_exclusions(list(loaded.secret_refs), clouds),
         nodes=pl.nodes,
         compact_families=compactable_families(clouds) if pl.compact_required else None,
+        profile_clouds=tuple(pl.clouds) if ov.clouds else None,
     )
     return request, host.applied
 

@@ -54,6 +54,9 @@ class PlanRequest:
     compact_families: frozenset[tuple[str, str]] | None = None
     #: clouds whose provider creates clusters (nodes > 1); None: the cloud registry's (``group_engine``)
     cluster_clouds: frozenset[str] | None = None
+    #: the profile's placement.clouds when ``--cloud`` narrowed ``clouds`` (None: ``clouds`` is the profile's): a cloud
+    #: it lists that the request leaves out is relaxed by ``--cloud``, not by editing placement.clouds
+    profile_clouds: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         put = object.__setattr__

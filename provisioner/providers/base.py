@@ -27,6 +27,7 @@ from provisioner.errors import (  # noqa: F401
     Outcome,
     ProviderError,
     QuotaError,
+    RegionUnavailableError,
     RetryExhaustedError,
     VanishedError,
 )
@@ -40,11 +41,28 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AttemptInProgressError", "AuthError", "CapacityError", "Cleanup", "ConflictError", "CredentialsError",
-    "InvalidRequestError", "Outcome", "ProviderError", "QuotaError", "RetryExhaustedError", "VanishedError",
-    "LaunchSpec", "InstanceRecord", "Provider", "OWNER_RE", "owner_label", "vm_name", "PRICE_LABEL", "price_label",
+    "InvalidRequestError", "Outcome", "ProviderError", "QuotaError", "RegionUnavailableError", "RetryExhaustedError",
+    "VanishedError", "LaunchSpec", "SecretRef", "InstanceRecord", "Provider", "OWNER_RE", "owner_label", "vm_name",
+    "PRICE_LABEL", "price_label",
     "DISKS_PRICE_LABEL", "KEPT_PRICE_LABEL", "RecordedCosts", "costs_from_labels", "price_from_labels", "labels_for",
     "refuse_foreign",
 ]
+
+
+@dataclass(frozen=True, order=True)
+class SecretRef:
+    """One ``secret://KIND/NAME`` reference of the resolved profile (a ``stack.env`` value, a ``data[].credential``,
+    ``stack.container.registry_auth``): what the VM resolves with its own identity, so what a provider grants that
+    identity access to (GCE's cloud-platform scope, AWS's GetSecretValue). Never found by searching the profile's
+    text: a string that merely contains ``secret://`` is not a reference."""
+
+    kind: str  # the secret store (registry ``CloudSpec.secret_kinds``): gcp, aws, azure-keyvault
+    name: str  # what follows ``secret://KIND/``
+
+    @classmethod
+    def parse(cls, ref: str) -> SecretRef:
+        kind, _, name = ref.removeprefix("secret://").partition("/")
+        return cls(kind, name)
 
 
 @dataclass(frozen=True)
@@ -84,6 +102,9 @@ class LaunchSpec:
     #: a baked image (``Baker.find``'s ``BakedImage.ref``) the VM boots instead of the OS image; its payload is
     #: rendered in ``baked`` mode (docs/bake.md). A cloud with a baker must boot it; None: the OS image
     boot_image: str | None = None
+    #: every secret reference of the resolved profile, sorted (``provision.launch.secret_refs``): the provider
+    #: grants the VM's identity what reading them needs, from this field and never from ``profile_json``'s text
+    secret_refs: tuple[SecretRef, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,16 @@ class Preflighter(Protocol):
 
 
 @runtime_checkable
+class PartialLister(Protocol):
+    """Lists every zone or region on its own, so that one that does not answer leaves the others' VMs listed
+    (``list``/``status`` then say the answer is partial and name what was not listed)."""
+
+    def list_partial(self) -> tuple[builtins.list[InstanceRecord], builtins.list[str]]:
+        """The trainvm VMs found (as ``list()``) and the zones/regions that could not be listed."""
+        ...
+
+
+@runtime_checkable
 class ClusterReader(Protocol):
     """Reads a multi-node cluster's nodes and their reports (``verify`` of a cluster, ``up``'s summary)."""
 

@@ -8,7 +8,8 @@ Capacity errors move to the next offer (next zone); a regional quota error skips
 region; a cloud-wide quota error skips the cloud, and so do ``CLOUD_CAPACITY_LIMIT`` capacity errors in a row
 in one cloud (a cloud-wide stock-out must not eat the whole attempt budget before the next cloud); rate
 limits and 5xx are retried inside the provider and, when still failing, count as a failed attempt; auth and
-validation errors stop at once.
+validation errors stop at once; a ``RegionUnavailableError`` (something the region itself cannot give, e.g.
+its payload store) skips that region's other offers.
 
 A create is a transaction with an owner: an attempt whose VM was deleted by someone else while it waited
 (``VanishedError``, e.g. ``trainvm down`` during ``up``) stops the walk; so does an attempt that found another
@@ -36,7 +37,9 @@ from provisioner.errors import (
     NotReadyError,
     ProviderError,
     QuotaError,
+    RegionUnavailableError,
     RenderError,
+    RetryExhaustedError,
     VanishedError,
 )
 from provisioner.providers.base import InstanceRecord, LaunchSpec, Provider
@@ -178,7 +181,7 @@ def provision(
     any attempt may cost per hour (offers above it are never tried). ``spec_for`` renders and stages the offer's
     payload: a RenderError there skips that cloud (its script cannot be made for it), a ProviderError (the
     payload store refused) counts as that attempt's failure and skips the cloud's other offers (an auth error stops
-    the walk, as any). A failed attempt whose ``create`` left nothing also
+    the walk, as any; a RegionUnavailableError skips only that region's). A failed attempt whose ``create`` left nothing also
     releases the payload object this attempt uploaded as a new object (``PayloadRef.uploaded``, not ``refreshed``)
     when no VM carries its label. ``preflight`` (provision/quota.py)
     names why an offer's region lacks the quota headroom: that region is skipped with no create call (one
@@ -227,7 +230,15 @@ def provision(
             if spec is not None and spec.payload is not None and spec.payload.uploaded and not spec.payload.refreshed \
                     and exc.cleanup == "verified":
                 _release(providers(offer.cloud), spec)
-            _stop_if_unsafe(exc, spec.name if spec is not None else name, offer, attempts)
+            if spec is None and exc.cleanup == "left":  # a payload upload whose outcome the store could not check:
+                unchecked.append(attempt)  # no VM was asked for, so the next offer is safe; the summary says so
+            else:
+                _stop_if_unsafe(exc, spec.name if spec is not None else name, offer, attempts)
+            if isinstance(exc, RegionUnavailableError):  # e.g. the region's payload store cannot exist: other regions can
+                skip_regions.add((offer.cloud, offer.region))
+                if exc.cleanup != "verified" and attempt not in unchecked:
+                    unchecked.append(attempt)
+                continue
             if spec is None:  # the payload store failed (unreachable, throttled to the end): the cloud's other offers
                 skip_clouds.add(offer.cloud)  # would meet it again, each after its own retries
                 continue
@@ -248,6 +259,14 @@ def provision(
             attempts.append(attempt)
             on_attempt(attempt)
             return Provisioned(replace(record, price_hourly=price), offer, price, tuple(attempts))
+    if attempts and all(a.outcome == RetryExhaustedError.outcome for a in attempts):
+        # no cloud said "no room": each attempt ended in a connection, throttling or 5xx failure (an endpoint or a
+        # payload store that does not answer). That is a cloud or network error (exit 3), not capacity exhausted
+        raise ProvisionCloudError(
+            f"no VM could be created: none of the {len(attempts)} attempt(s) got an answer from the cloud (connection, "
+            f"throttling or service errors, retries spent); {_left_summary(unchecked)}", attempts,
+            hint="a connection or service problem, not a lack of capacity: check the network and the cloud's "
+                 "endpoints (the attempts say which), then run `trainvm up` again")
     within = f" within the failover bound of ${bound:.3f}/h" if bound is not None else ""
     raise ProvisionError(
         f"no VM could be created{within} after {len(attempts)} attempt(s); {_left_summary(unchecked)}",

@@ -11,7 +11,7 @@ from provisioner.catalog.costs import cost_of
 from provisioner.catalog.models import Offer
 from provisioner.catalog.storage import load_catalog
 from provisioner.profile import LoadedProfile
-from provisioner.providers.base import LaunchSpec, Provider, labels_for, vm_name
+from provisioner.providers.base import LaunchSpec, Provider, SecretRef, labels_for, vm_name
 from provisioner.providers.store import PayloadRef
 
 if TYPE_CHECKING:
@@ -97,7 +97,16 @@ def launch_spec(loaded: LoadedProfile, offer: Offer, *, name: str | None = None,
         nodes=p.hardware.nodes,
         compact=resolved_compact(loaded, offer),
         payload=ref,
+        secret_refs=secret_refs(loaded),
     )
+
+
+def secret_refs(loaded: LoadedProfile) -> tuple[SecretRef, ...]:
+    """Every ``secret://`` reference the VM resolves: the profile's references (``LoadedProfile.secret_refs``: every
+    field whose value is one, e.g. ``stack.env``, ``stack.container.registry_auth``) and the data credentials."""
+    refs = {ref for _, ref in loaded.secret_refs}
+    refs |= {d.credential for d in loaded.profile.data if d.credential and d.credential.startswith("secret://")}
+    return tuple(sorted(SecretRef.parse(r) for r in refs))
 
 
 def resolved_compact(loaded: LoadedProfile, offer: Offer) -> bool:

@@ -7,7 +7,8 @@ and which metrics an offer needs (``QuotaNeed``). Here the needs meet the readin
 
 - ``short``: some metric's headroom (limit - usage) is below what is asked (vCPUs and GPUs x nodes). ``up``
   skips that region with no create call and names the numbers; ``plan --quota`` shows the same line.
-- ``unknown``: the read failed (a permission, a timeout) or the cloud has no reader: a warning, and ``up``
+- ``unknown``: the read failed (a permission, a timeout), a needed quota has no metric the cloud lists that trainvm
+  can name (``QuotaNeed.unread``), or the cloud has no reader: a warning, and ``up``
   proceeds as it would without the check (never a wrong "no quota"). A metric the cloud did not report is not
   checked (absent is not zero).
 - ``ok``: every needed metric has the headroom.
@@ -34,6 +35,7 @@ from provisioner import settings
 from provisioner.cache import cache_dir
 from provisioner.catalog.models import Offer
 from provisioner.providers.registry import cloud as cloud_spec
+from provisioner.wording import failure_words
 
 if TYPE_CHECKING:
     from provisioner.providers.base import Provider
@@ -51,6 +53,7 @@ class QuotaNeed:
     scope: str  # a region, or GLOBAL
     amount: float
     label: str  # "T4 GPUs", "NCASv3_T4 family vCPUs"
+    unread: str | None = None  # why this quota cannot be read (the cloud lists no metric trainvm can name): not checked
 
 
 @dataclass(frozen=True)
@@ -103,7 +106,8 @@ class QuotaCheck:
 
     def message(self) -> str:
         if self.status == "unknown":
-            return f"quota: not checked in {self.cloud} {self.region} ({self.note})"
+            read = "; ".join(r.text(self.region) for r in self.readings if r.headroom is not None)
+            return f"quota: not checked in {self.cloud} {self.region} ({self.note})" + (f"; read: {read}" if read else "")
         if self.status == "ok":
             return f"quota: ok in {self.cloud} {self.region}: " + "; ".join(r.text(self.region) for r in self.readings if r.headroom is not None)
         short = "; ".join(r.text(self.region) for r in self.readings if r.short)
@@ -184,8 +188,7 @@ class Preflight:
             try:
                 self._reads[key] = _cached_read(src, scope, self.clock)
             except Exception as exc:  # noqa: BLE001 - any failed read degrades to "not checked", never to "no quota"
-                first = str(exc).splitlines()[0][:200] if str(exc) else ""
-                self._reads[key] = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+                self._reads[key] = failure_words(exc)  # its words: no Python type name, no HTML page
         return self._reads[key]
 
     def _check(self, offer: Offer) -> QuotaCheck:
@@ -210,6 +213,9 @@ class Preflight:
                 continue
             usage, read_at = got
             oldest = min(oldest, read_at)
+            if need.unread:  # a quota the offer counts against, with no metric to read: the check is not "ok"
+                readings.append(QuotaReading(need, None, None, source=src.source, read_at=read_at, error=need.unread))
+                continue
             limit, used = usage.get(need.metric, (None, None))
             readings.append(QuotaReading(need, limit, used, source=src.source, read_at=read_at,
                                          error=None if limit is not None else "not reported"))

@@ -5,7 +5,8 @@ even where the profile leaves a value open (an unpinned cuDNN, a transitive pack
 ``compare_cluster(profile, reports)`` is pure: ``reports`` maps each node's name (rank order) to its
 report (None: no report yet). Result states, most severe first: ``failed`` (a node's startup script
 failed, or a node is missing), ``drift`` (a node differs from the profile or from the other nodes),
-``provisioning`` (a node has no report yet, or is still running its script), ``match``. Every row
+``provisioning`` (a node has no report yet, or is still running its script: its status row is *pending*, not
+drift, and the result's message names each such node's phase), ``match``. Every row
 names its node: ``node[NAME].FIELD`` for a node against the profile, ``nodes.FIELD`` for a value the
 nodes disagree on (expected: the value most nodes have; observed: the nodes that differ and theirs).
 """
@@ -75,14 +76,18 @@ def compare_cluster(profile: Mapping[str, Any], reports: Mapping[str, StackRepor
     fields: list[FieldResult] = []
     status = "match"
     failed_msgs = []
+    pending_msgs: list[str] = []  # "NODE: phase P" / "NODE: no report yet", for a cluster still provisioning
     idents: dict[str, dict[str, Any]] = {}
     expected: Expectation | None = None  # one typed expectation, built once, every node judged against it
     for name, raw in reports.items():
         report = raw if raw is None or isinstance(raw, StackReport) else StackReport.model_validate(dict(raw))
         expected = expected or expected_record(profile)
         result = compare_records(expected, report)
+        waiting = result.describe() if result.status == "provisioning" else None  # not judged yet: never a DRIFT row
         fields.append(FieldResult(f"node[{name}].status", "ready", result.describe() if result.status != "match" else "ready",
-                                  result.status == "match"))
+                                  result.status == "match", pending=waiting))
+        if waiting:
+            pending_msgs.append(f"{name}: " + (f"phase {result.phase}" if result.phase else "no report yet"))
         fields += [FieldResult(f"node[{name}].{f.field}", f.expected, f.observed, f.ok, f.skipped)
                    for f in result.fields if f.drifted and f.field != "status"]
         if _SEVERITY[result.status] > _SEVERITY[status]:
@@ -99,4 +104,5 @@ def compare_cluster(profile: Mapping[str, Any], reports: Mapping[str, StackRepor
     if diffs and _SEVERITY[status] < _SEVERITY["drift"]:
         status = "drift"
     fields += diffs
-    return VerifyResult(status, tuple(fields), message="; ".join(failed_msgs) or None)
+    message = "; ".join(failed_msgs if status != "provisioning" else pending_msgs) or None
+    return VerifyResult(status, tuple(fields), message=message)

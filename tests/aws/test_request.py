@@ -14,7 +14,8 @@ import pytest
 
 from provisioner.providers.access import secret_region
 from provisioner.providers.aws import request as R
-from provisioner.providers.base import InvalidRequestError
+from provisioner.providers.base import InvalidRequestError, SecretRef
+from provisioner.providers.store import PayloadRef, payload_key
 from tests.aws.conftest import t4_offers, t4_spec
 from tests.helpers import REPO
 
@@ -62,6 +63,24 @@ def test_client_token_at_most_64_characters_and_stable(spec, offer, name) -> Non
     # e.g. the security group made again after `down`
     other = R.run_instances_params(s, offer, UBUNTU, "us-east-1b", security_group_id="sg-2", instance_profile=None)
     assert other["ClientToken"] != body["ClientToken"]
+
+
+def test_client_token_does_not_depend_on_the_presigned_url_or_the_owner(spec, offer) -> None:
+    """Issue 36 item 4: two `up`s of one profile send one token though each presigns its own payload URL (the user
+    data differ) and another user's `up` tags another owner; the payload the user data fetch is part of it."""
+    ref = PayloadRef(cloud="aws", region="us-east-1", store="trainvm-123456789012-us-east-1", key=payload_key("a" * 64),
+                     url="https://trainvm-123456789012-us-east-1.s3.us-east-1.amazonaws.com/payloads/a.tar.gz",
+                     sha256="a" * 64, size=10)
+    one = replace(spec, payload=replace(ref, signed_url="https://x/?X-Amz-Date=20261122T120000Z&X-Amz-Signature=1"),
+                  user_data="#!/bin/bash\nTV_SIGNED_URL='https://x/?X-Amz-Date=20261122T120000Z&X-Amz-Signature=1'\n")
+    two = replace(one, payload=replace(ref, signed_url="https://x/?X-Amz-Date=20261122T120001Z&X-Amz-Signature=2"),
+                  user_data="#!/bin/bash\nTV_SIGNED_URL='https://x/?X-Amz-Date=20261122T120001Z&X-Amz-Signature=2'\n",
+                  labels={**spec.labels, "trainvm-owner": "someone-else"})
+    a, b = params(one, offer), params(two, offer)
+    assert a["UserData"] != b["UserData"] and a["TagSpecifications"] != b["TagSpecifications"]
+    assert a["ClientToken"] == b["ClientToken"]  # before: two tokens, two instances
+    other_payload = replace(one, payload=replace(one.payload, sha256="b" * 64, key=payload_key("b" * 64)))
+    assert params(other_payload, offer)["ClientToken"] != a["ClientToken"]  # another payload: another VM
 
 
 @pytest.mark.parametrize("disk_type", ["standard", "balanced", "ssd"])
@@ -152,7 +171,7 @@ def test_instance_profile_policy_is_least_privilege(spec) -> None:
     none = replace(spec, data_sources=("gs://b/x/",), idle_shutdown_minutes=None, max_run_hours=None, profile_json="{}")
     assert R.role_policy(none, "us-east-1") is None  # nothing to call: no instance profile at all
     s = replace(none, data_sources=("s3://corpus-bucket/glue/", "https://example.com/x", "s3://other"),
-                profile_json=json.dumps({"env": {"HF_TOKEN": "secret://aws/hf/token"}}), max_run_hours=4.0,
+                secret_refs=(SecretRef("aws", "hf/token"),), max_run_hours=4.0,
                 on_max_run="delete", idle_shutdown_minutes=30, on_idle="stop")
     st = R.role_policy(s, "eu-west-1")["Statement"]
     actions = sorted(a for x in st for a in ([x["Action"]] if isinstance(x["Action"], str) else x["Action"]))
@@ -254,7 +273,7 @@ def test_plan_says_what_a_mixed_lifecycle_does_on_aws() -> None:
 def test_a_secret_named_by_its_arn_is_allowed_in_its_own_region_and_account(spec) -> None:
     arn = "arn:aws:secretsmanager:us-west-2:123456789012:secret:hf/token"
     s = replace(spec, data_sources=(), idle_shutdown_minutes=None, max_run_hours=None,
-                profile_json=json.dumps({"env": {"HF_TOKEN": f"secret://aws/{arn}", "B": "secret://aws/b"}}))
+                secret_refs=(SecretRef.parse(f"secret://aws/{arn}"), SecretRef.parse("secret://aws/b")))
     [secret] = [x for x in R.role_policy(s, "eu-west-1")["Statement"] if x["Action"] == "secretsmanager:GetSecretValue"]
     assert secret["Resource"] == [arn, f"{arn}-??????", "arn:aws:secretsmanager:eu-west-1:*:secret:b-??????"]
     assert secret_region(arn) == "us-west-2" and secret_region("hf/token") is None

@@ -89,7 +89,7 @@ def named(spec, name, **changes):
 
 # ---------------------------------------------------------------------------------------------- Azurite (blob)
 #: the payload-store regions the tests use, and the keys Azurite is started with for their accounts
-AZURITE_REGIONS = ("eastus", "westeurope")
+AZURITE_REGIONS = ("eastus", "westeurope", "westus2")
 
 
 def azurite_keys() -> dict[str, str]:

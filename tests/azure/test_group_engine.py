@@ -180,7 +180,8 @@ def test_the_lifecycle_role_goes_to_the_scale_sets_identity(emu, provider, t4_sp
     spec = named(cluster(t4_spec, 2), t4_spec.name, idle_shutdown_minutes=30)
     record = provider.create(spec, offers[("eastus", T4)])
     (assignment,) = emu.state.role_assignments.values()
-    principal = emu.state.vmss(names(spec.name).rg, spec.name)["body"]["identity"]["principalId"]
+    ident = emu.state.vmss(names(spec.name).rg, spec.name)["body"]["identity"]  # trainvm's own, made first
+    (principal,) = [v["principalId"] for v in ident["userAssignedIdentities"].values()]
     assert assignment["principalId"] == principal and assignment["scope"].endswith(f"/resourceGroups/{names(spec.name).rg}")
     assert any("Virtual Machine Contributor" in note for note in record.notes)
     provider.delete(spec.name)

@@ -20,7 +20,7 @@ from dataclasses import replace
 
 import pytest
 
-from provisioner.providers.azure.request import names
+from provisioner.providers.azure.request import names, own_identity_id
 from provisioner.providers.azure.store import (
     BLOB_DATA_READER,
     CONTAINER,
@@ -30,7 +30,14 @@ from provisioner.providers.azure.store import (
     container_scope,
     store_group,
 )
-from provisioner.providers.base import AuthError, ConflictError, ProviderError, RetryExhaustedError
+from provisioner.providers.base import (
+    AuthError,
+    CapacityError,
+    ConflictError,
+    ProviderError,
+    RegionUnavailableError,
+    RetryExhaustedError,
+)
 from provisioner.providers.store import EXPIRE_DAYS, PAYLOAD_LABEL, REFRESH_DAYS, payload_key
 from tests.azure.conftest import azurite_keys
 from tests.emulators.arm import DEFAULT_SUBSCRIPTION as SUB
@@ -166,12 +173,60 @@ def test_stage_refuses_bytes_of_another_hash(store):
 
 
 def test_account_name_taken_by_someone_else(store, store_env):
+    """issue 36 item 7: checkNameAvailability says AlreadyExists before anything is created: a per-region failure
+    (RegionUnavailableError, which failover skips past), no resource group left."""
     emu, (data, sha) = store_env, payload()
     acct = account_name(SUB, "eastus")
     emu.state.taken_storage_names.add(acct)
-    with pytest.raises(ConflictError, match=f"{acct}.*taken") as err:
+    with pytest.raises(RegionUnavailableError, match=f"{acct}.*taken") as err:
         store.stage("eastus", data, sha)
-    assert err.value.code == "StorageAccountAlreadyTaken"
+    assert err.value.code == "StorageAccountAlreadyTaken" and "placement.regions" in (err.value.hint or "")
+    assert len(emu.calls("POST", r"/providers/Microsoft\.Storage/checkNameAvailability$")) == 1
+    assert [r.path for r in emu.requests if r.method in ("PUT", "DELETE")] == []
+    assert store_group("eastus") not in emu.resource_groups()
+
+
+def test_account_name_taken_after_the_check_removes_the_group(store, store_env):
+    """Taken between the name check and the create (409 StorageAccountAlreadyTaken): the group this stage created
+    for the account is deleted again, awaited and checked gone (cleanup verified)."""
+    emu, (data, sha) = store_env, payload()
+    acct = account_name(SUB, "eastus")
+
+    def someone_else_first(method, path, body):
+        if method == "PUT" and path.endswith(f"/storageAccounts/{acct}"):
+            emu.state.taken_storage_names.add(acct)
+    emu.before_request = someone_else_first
+    with pytest.raises(RegionUnavailableError, match=f"{acct}.*taken") as err:
+        store.stage("eastus", data, sha)
+    assert err.value.code == "StorageAccountAlreadyTaken" and err.value.cleanup == "verified"
+    assert len(emu.calls("PUT", rf"/resourcegroups/{store_group('eastus')}$")) == 1
+    assert store_group("eastus") not in emu.resource_groups()
+
+
+def test_a_store_group_left_without_its_account_is_removed_when_the_name_is_taken(store, store_env, provider):
+    """An earlier trainvm created the group, then met the taken name (and kept the group): it is deleted now."""
+    emu, (data, sha) = store_env, payload()
+    provider.api().resource.resource_groups.create_or_update(store_group("eastus"), {"location": "eastus",
+                                                                                     "tags": {STORE_TAG: "true"}})
+    emu.state.taken_storage_names.add(account_name(SUB, "eastus"))
+    with pytest.raises(RegionUnavailableError) as err:
+        store.stage("eastus", data, sha)
+    assert err.value.cleanup == "verified" and store_group("eastus") not in emu.resource_groups()
+
+
+def test_up_fails_over_to_the_next_region_when_the_store_name_is_taken(store, store_env, provider, t4_spec, offers):
+    """issue 36 item 7: `up` goes on to the next planned region instead of stopping with exit 1."""
+    from provisioner.provision.failover import provision
+
+    emu, (data, sha) = store_env, payload()
+    emu.state.taken_storage_names.add(account_name(SUB, "eastus"))
+    chain = [offers[("eastus", "Standard_NC4as_T4_v3")], offers[("eastus", "Standard_NC8as_T4_v3")],
+             offers[("westus2", "Standard_NC4as_T4_v3")]]
+    result = provision(chain, lambda o: with_payload(t4_spec, store.stage(o.region, data, sha)), lambda c: provider)
+    assert [(a.region, a.outcome, a.error_code) for a in result.attempts] == [
+        ("eastus", "error", "StorageAccountAlreadyTaken"), ("westus2", "created", None)]
+    assert result.record.region == "westus2"
+    assert store_group("eastus") not in emu.resource_groups()
 
 
 def test_a_foreign_group_of_that_name_is_refused(store, store_env, provider):
@@ -206,7 +261,7 @@ def test_blob_service_down_is_retry_exhausted(store, store_env, monkeypatch):
         port = s.getsockname()[1]
     monkeypatch.setenv("TRAINVM_AZURE_BLOB_ENDPOINT", f"https://127.0.0.1:{port}")
     data, sha = payload()
-    with pytest.raises(RetryExhaustedError, match="reading payloads/.*ServiceRequestError"):
+    with pytest.raises(RetryExhaustedError, match="reading payloads/.*network error after"):
         store.stage("eastus", data, sha)
 
 
@@ -233,14 +288,15 @@ def test_vm_identity_reads_the_container_and_down_keeps_the_store(store, store_e
     rec = provider.create(spec, t4)
     assert rec.payload == sha[:16]
     (ra,) = reader_assignments(emu)
-    vm = emu.state.get(names(spec.name).rg, "Microsoft.Compute/virtualMachines", spec.name)
-    assert ra["principalId"] == vm["body"]["identity"]["principalId"] and ra["principalType"] == "ServicePrincipal"
+    principal = emu.state.identities[own_identity_id(SUB, spec.name).lower()]["properties"]["principalId"]
+    assert ra["principalId"] == principal and ra["principalType"] == "ServicePrincipal"
     assert ra["scope"] == container_scope(SUB, "eastus")
     assert provider.find(spec.name).payload == sha[:16]
     again = provider.create(spec, t4)  # a re-run adopts the VM; the assignment is found done
     assert again.adopted and len(reader_assignments(emu)) == 1
     assert provider.delete(spec.name)
     assert reader_assignments(emu) == []  # down removes the identity's assignment outside the VM's group
+    assert emu.state.identities == {}  # and the identity with the group
     assert store_group("eastus") in emu.resource_groups() and sha in store.stored("eastus")
 
 
@@ -255,6 +311,36 @@ def test_refused_role_assignment_cleans_up_the_vm(store, store_env, provider, t4
     assert err.value.cleanup == "verified"
     assert names(spec.name).rg not in emu.resource_groups()
     assert store_group("eastus") in emu.resource_groups()
+    assert emu.calls("PUT", r"/virtualMachines/") == []  # issue 36 item 5: refused before anything bills
+
+
+def test_deny_assignment_on_the_store_refuses_before_the_vm(store, store_env, provider, t4_spec, t4):
+    """issue 36 item 5: the caller may write role assignments (Owner: the permissions API lists the action), but a
+    deny assignment on the payload store's group refuses the reader (403 AuthorizationFailed). The lifecycle role had
+    been made (on the VM's group): the cleanup deletes the group with it and the identity; no VM was ever requested."""
+    emu, (data, sha) = store_env, payload()
+    spec = replace(with_payload(t4_spec, store.stage("eastus", data, sha)), idle_shutdown_minutes=60)
+    emu.deny(f"/subscriptions/{SUB}/resourceGroups/{store_group('eastus')}")
+    with pytest.raises(AuthError, match="deny assignment") as err:
+        provider.create(spec, t4)
+    assert err.value.code == "AuthorizationFailed" and err.value.cleanup == "verified"
+    assert "Storage Blob Data Reader" in (err.value.hint or "")
+    assert emu.calls("PUT", r"/virtualMachines/") == []
+    assert names(spec.name).rg not in emu.resource_groups()
+    assert emu.state.identities == {} and emu.state.role_assignments == {}
+
+
+def test_a_failed_vm_leaves_no_reader_assignment(store, store_env, provider, t4_spec, t4):
+    """The reader is granted before the VM, outside its group: a VM that then fails (no capacity) has it removed by
+    the cleanup before the group goes, so failover leaves no orphan assignment on the shared container."""
+    emu, (data, sha) = store_env, payload()
+    spec = with_payload(t4_spec, store.stage("eastus", data, sha))
+    emu.inject("allocation_failed_lro", location="eastus")
+    with pytest.raises(CapacityError) as err:
+        provider.create(spec, t4)
+    assert err.value.cleanup == "verified"
+    assert reader_assignments(emu) == [] and emu.state.role_assignments == {} and emu.state.identities == {}
+    assert names(spec.name).rg not in emu.resource_groups()
 
 
 def test_scale_set_identity_reads_the_container(store, store_env, provider, t4_spec, t4):
@@ -264,8 +350,9 @@ def test_scale_set_identity_reads_the_container(store, store_env, provider, t4_s
     assert rec.payload == sha[:16] and rec.cluster == spec.name
     (ra,) = reader_assignments(emu)
     vmss = emu.state.get(names(spec.name).rg, "Microsoft.Compute/virtualMachineScaleSets", spec.name)
-    assert ra["principalId"] == vmss["body"]["identity"]["principalId"]
-    assert provider.delete(spec.name) and reader_assignments(emu) == []
+    ident = own_identity_id(SUB, spec.name)
+    assert ra["principalId"] == vmss["body"]["identity"]["userAssignedIdentities"][ident]["principalId"]
+    assert provider.delete(spec.name) and reader_assignments(emu) == [] and emu.state.identities == {}
 
 
 def test_down_refuses_the_payload_store_group(store, store_env, provider, t4_spec, t4):

@@ -14,7 +14,7 @@ import pytest
 
 from provisioner.errors import CloudError, InputError
 from provisioner.providers.azure.provider import AzureProvider
-from provisioner.providers.azure.request import names
+from provisioner.providers.azure.request import names, own_identity_id
 from provisioner.providers.base import ConflictError, InvalidRequestError
 from provisioner.verify.report import decode_report
 from tests.azure.conftest import SSH_KEY, USER_DATA, named
@@ -48,7 +48,9 @@ def test_t4_happy_path_request_bodies(emu, provider, t4_spec, t4):
     body = vm_put(emu, n.vm)
     p = body["properties"]
     owner = {k: body["tags"].pop(k) for k in ("trainvm-attempt", "trainvm-lease-until")}  # the VM names its creator
-    assert body["location"] == "eastus" and body["tags"] == t4_spec.labels
+    ident = own_identity_id(emu.subscription_id, n.vm)  # issue 36 item 5: trainvm's identity, made before the VM
+    assert body["location"] == "eastus" and body["tags"] == {**t4_spec.labels, "trainvm-identity": ident}
+    assert body["identity"] == {"type": "UserAssigned", "userAssignedIdentities": {ident: {}}}
     assert owner["trainvm-attempt"] == (emu.state.group(n.rg)["tags"] or {})["trainvm-attempt"]
     assert base64.b64decode(p["osProfile"]["customData"], validate=True).decode() == USER_DATA
     assert json.loads(base64.b64decode(p["userData"])) == json.loads(t4_spec.profile_json)

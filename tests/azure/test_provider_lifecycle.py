@@ -1,13 +1,15 @@
-"""issue 10, Azure: the VM gets a system-assigned identity, and (when it must stop or delete itself) a role
-assignment on its own resource group, created after the VM through azure-mgmt-authorization against the ARM
-emulator and removed with the group; the role follows lifecycle.on_idle / on_max_run."""
+"""issue 10, Azure: the VM carries a user-assigned identity trainvm creates in its group, and (when it must stop or
+delete itself) a role assignment on its own resource group, both created before the VM (issue 36 item 5: nothing bills
+until the assignments are made) through the generic resources API and azure-mgmt-authorization against the ARM
+emulator, and removed with the group; the role follows lifecycle.on_idle / on_max_run."""
 
 from __future__ import annotations
 
 import pytest
 
-from provisioner.providers.azure.request import ROLES, names
+from provisioner.providers.azure.request import ROLES, names, own_identity_id
 from provisioner.providers.base import AuthError
+from tests.azure.conftest import SSH_KEY
 
 SUB = "00000000-0000-0000-0000-000000000000"
 
@@ -29,30 +31,35 @@ def test_identity_and_role_assignment_per_setting(emu, provider, t4_spec, t4, id
     n = names(spec.name)
     rec = provider.create(spec, t4)
     vm_req = emu.calls("PUT", rf"/virtualMachines/{n.vm}$")[0]
-    assert vm_req.body["identity"] == {"type": "SystemAssigned"}
+    ident = own_identity_id(SUB, spec.name)
+    assert vm_req.body["identity"] == {"type": "UserAssigned", "userAssignedIdentities": {ident: {}}}
+    assert vm_req.body["tags"]["trainvm-identity"] == ident  # the on-VM scripts ask IMDS for this identity's token
     (put,) = role_puts(emu)
     assert put.path.startswith(f"/subscriptions/{SUB}/resourceGroups/{n.rg}/providers/Microsoft.Authorization/")
     assert put.status == 201
+    principal = emu.state.identities[ident.lower()]["properties"]["principalId"]
     vm_now = emu.state.get(n.rg, "Microsoft.Compute/virtualMachines", n.vm)
-    principal = vm_now["body"]["identity"]["principalId"]
+    assert vm_now["body"]["identity"]["userAssignedIdentities"][ident]["principalId"] == principal
     props = put.body["properties"]
     assert props == {
         "roleDefinitionId": f"/subscriptions/{SUB}/providers/Microsoft.Authorization/roleDefinitions/{ROLES[role]}",
         "principalId": principal, "principalType": "ServicePrincipal", "description": props["description"]}
-    # created after the VM: it names the identity ARM gave the VM
+    # issue 36 item 5: identity, then its role, then the VM: nothing bills before the assignment is made
     order = [r.path for r in emu.requests if r.method == "PUT"]
-    assert order.index(vm_req.path) < order.index(put.path)
+    assert order.index(emu.calls("PUT", r"/userAssignedIdentities/")[0].path) < order.index(put.path) \
+        < order.index(vm_req.path)
     assert any(role in note for note in rec.notes)
-    # down removes it with the group
+    # down removes it, and the identity, with the group
     assert provider.delete(spec.name)
-    assert emu.state.role_assignments == {}
+    assert emu.state.role_assignments == {} and emu.state.identities == {}
 
 
 def test_no_role_when_the_vm_never_acts_on_itself(emu, provider, t4_spec, t4):
     spec = t4_spec.__class__(**{**t4_spec.__dict__, "idle_shutdown_minutes": None, "max_run_hours": None})
     provider.create(spec, t4)
     assert role_puts(emu) == []
-    assert emu.calls("PUT", r"/virtualMachines/")[0].body["identity"] == {"type": "SystemAssigned"}
+    assert emu.calls("PUT", r"/virtualMachines/")[0].body["identity"] == {
+        "type": "UserAssigned", "userAssignedIdentities": {own_identity_id(SUB, spec.name): {}}}
 
 
 def test_rerun_finds_the_assignment_done(emu, provider, t4_spec, t4):
@@ -73,6 +80,39 @@ def test_caller_without_role_assignment_rights_leaves_nothing_billing(emu, provi
     assert names(spec.name).rg not in emu.resource_groups()
 
 
+def test_deny_assignment_refuses_the_role_before_the_vm_exists(emu, provider, t4_spec, t4):
+    """issue 36 item 5: the permissions API lists roleAssignments/write (the caller is Owner), but a deny assignment
+    refuses the PUT (403 AuthorizationFailed). No VM (nothing billable) was ever requested; the identity and the
+    group are gone."""
+    spec = t4_spec.__class__(**{**t4_spec.__dict__, "idle_shutdown_minutes": 60})
+    n = names(spec.name)
+    emu.deny(f"/subscriptions/{SUB}/resourceGroups/{n.rg}")
+    assert emu.state.caller_may("Microsoft.Authorization/roleAssignments/write", f"/subscriptions/{SUB}")
+    with pytest.raises(AuthError, match="deny assignment") as info:
+        provider.create(spec, t4)
+    assert info.value.code == "AuthorizationFailed" and info.value.cleanup == "verified"
+    assert [r.status for r in role_puts(emu)] == [403]
+    assert emu.calls("PUT", r"/virtualMachines/") == []
+    assert n.rg not in emu.resource_groups() and emu.state.identities == {} and emu.state.role_assignments == {}
+
+
+def test_emulator_refuses_a_vm_naming_a_missing_identity(emu, provider, t4_spec, t4):
+    """ARM refuses a VM whose userAssignedIdentities name an identity that does not exist (FailedIdentityOperation):
+    the identity must be created first."""
+    from azure.core.exceptions import HttpResponseError
+
+    from provisioner.providers.azure.request import ImageRef, vm_body
+
+    n = names(t4_spec.name)
+    api = provider.api()
+    api.resource.resource_groups.create_or_update(n.rg, {"location": "eastus"})
+    body = vm_body(t4_spec, t4, subscription_id=SUB, image=ImageRef("Canonical", "x", "y", "1"),
+                   ssh_public_key=SSH_KEY)
+    with pytest.raises(HttpResponseError) as e:
+        api.compute.virtual_machines.begin_create_or_update(n.rg, n.vm, body).result()
+    assert e.value.error.code == "FailedIdentityOperation" and n.identity in e.value.error.message
+
+
 def test_emulator_rejects_what_arm_rejects(emu, provider, t4_spec, t4):
     from azure.core.exceptions import HttpResponseError, ResourceExistsError
 
@@ -83,7 +123,7 @@ def test_emulator_rejects_what_arm_rejects(emu, provider, t4_spec, t4):
     provider.api()
     client = make_authorization_client(provider.settings, provider._credential)
     scope = f"/subscriptions/{SUB}/resourceGroups/{names(spec.name).rg}"
-    principal = emu.state.get(names(spec.name).rg, "Microsoft.Compute/virtualMachines", spec.name)["body"]["identity"]["principalId"]
+    principal = emu.state.identities[own_identity_id(SUB, spec.name).lower()]["properties"]["principalId"]
     role = f"/subscriptions/{SUB}/providers/Microsoft.Authorization/roleDefinitions/{ROLES['Contributor']}"
 
     def put(name, **props):

@@ -34,8 +34,10 @@ def test_importing_the_request_module_imports_no_sdk():
 def test_request_preview_for_render(t4_spec, t4):
     preview = R.request_preview(t4_spec, t4)
     assert list(preview) == ["Microsoft.Resources/resourceGroups", "Microsoft.Network/virtualNetworks",
-                             "Microsoft.Network/networkSecurityGroups", "Microsoft.Compute/virtualMachines",
-                             "Microsoft.Authorization/roleAssignments"]  # the example sets max_run_hours
+                             "Microsoft.Network/networkSecurityGroups", "Microsoft.ManagedIdentity/userAssignedIdentities",
+                             "Microsoft.Authorization/roleAssignments",  # the example sets max_run_hours
+                             "Microsoft.Compute/virtualMachines"]  # issue 36 item 5: the compute comes last
+    assert preview["Microsoft.ManagedIdentity/userAssignedIdentities"]["name"] == f"{t4_spec.name}-identity"
     role = preview["Microsoft.Authorization/roleAssignments"]
     assert role["scope"] == f"/subscriptions/SUBSCRIPTION/resourceGroups/trainvm-{t4_spec.name}"
     assert role["body"]["properties"]["roleDefinitionId"].endswith("/roleDefinitions/" + R.ROLES["Virtual Machine Contributor"])

@@ -289,7 +289,7 @@ def test_up_with_a_version_of_another_stack_installs_as_usual_and_says_why(cli, 
 def test_the_builder_deletes_its_group_after_the_bake_timeout_plus_the_margin(cli, arm, env, profile, builder):
     """Azure has no run limit of its own, and a guest shutdown leaves a VM "Stopped" and billing: a builder whose
     ``trainvm`` was killed outright deletes its own resource group through ARM at the max-run deadline of its payload
-    (TRAINVM_BAKE_TIMEOUT + BUILDER_LIMIT_MARGIN_S, delete), with its system-assigned identity, which ``bake`` grants
+    (TRAINVM_BAKE_TIMEOUT + BUILDER_LIMIT_MARGIN_S, delete), with the user-assigned identity ``up`` makes for it, granted
     Contributor on that group only (what ``up`` grants for on_max_run: delete). The payload is read from Azurite, where
     the builder's bootstrap fetches it. Not modelled: the role taking effect, the timer (tests/render/test_bake_limit.py)."""
     import io
@@ -304,7 +304,7 @@ def test_the_builder_deletes_its_group_after_the_bake_timeout_plus_the_margin(cl
     r = cli("bake", str(profile), "--cloud", "azure", "--json")
     assert r.code == 0, r.err[-3000:]
     [vm_put] = arm.calls("PUT", f"/virtualMachines/{builder}$")
-    assert vm_put.body["identity"]["type"] == "SystemAssigned"
+    assert vm_put.body["identity"]["type"] == "UserAssigned"  # its own identity, granted before the builder exists
     group = f"/resourceGroups/trainvm-{builder}".lower()
     grants = [c for c in arm.calls("PUT", "/providers/Microsoft.Authorization/roleAssignments/")
               if c.path.lower().split("/providers/microsoft.authorization/")[0].endswith(group)]

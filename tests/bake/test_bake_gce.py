@@ -165,7 +165,7 @@ def test_the_builder_is_deleted_by_gce_after_the_bake_timeout_plus_the_margin(cl
     r = cli("bake", str(TF), "--cloud", "gcp")
     assert r.code == 0, r.err[-3000:]
     said = " ".join(r.err.split())
-    assert "should trainvm be killed, the builder deletes itself after 90 min (TRAINVM_BAKE_TIMEOUT + 30 min)" in said
+    assert "should trainvm be killed, the builder deletes itself after 1 h 30 min (TRAINVM_BAKE_TIMEOUT + 30 min)" in said
     insert = gce.calls("instances.insert")[0].body
     sched = insert["scheduling"]
     assert int(sched["maxRunDuration"]["seconds"]) == 3600 + BUILDER_LIMIT_MARGIN_S

@@ -37,7 +37,7 @@ def test_images_shows_size_times_price_per_month_and_delete_drops_the_record(cli
                               "price_gib_month": price.price_month, "source": price.source}
     text = cli("images", "--cloud", "gcp")
     assert text.code == 0 and f"${doc['storage']['monthly']:.2f}/month stored" in text.out
-    assert f"1 images: ${doc['storage']['monthly']:.2f}/month of storage" in text.out and "unknown" not in text.out
+    assert f"1 image: ${doc['storage']['monthly']:.2f}/month of storage" in text.out and "unknown" not in text.out
     assert cli("images", "delete", name, "--cloud", "gcp").code == 0
     assert records.load() == []
 

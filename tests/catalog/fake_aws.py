@@ -1,16 +1,36 @@
 """A fake AWS Price List bulk API (behind tests/catalog/price_server.py).
 
-From the documentation and recordings: the URL layout (``/offers/v1.0/aws/AmazonEC2/current/region_index.json``,
-``regions.<code>.{regionCode, currentVersionUrl}`` with a versioned ``.../<region>/index.json`` path: the shape of
-a recorded region_index.json, cloudmesh's AwsFlavor test), the CSV twin with 5 metadata lines then a header, the
-header's column names (as in offer files published 2017-2025, e.g. a 2025-09-12 EC2 header quoted in a public
-README), the attribute values (``Compute Instance``, ``Shared``/``Dedicated``, ``No License required``/``Bring
-your own license``, ``RunInstances``/``RunInstances:0002``/``RunInstances:0800``, ``Used``/
-``UnusedCapacityReservation``, ``Hrs``, ``GB-Mo``, ``Volume API Name`` gp3), the "Unused Reservation" trap row
-(recorded by grafana/cloudcost-exporter's test). Built: every SKU, the row set, and every price (taken from the
-catalog the test gives). Columns not read by trainvm are left out or empty (column order is not relied on: the
-fake puts ``Instance Type`` after ``Operating System``, unlike the real file). Not modelled: the JSON offer file,
-``index.csv`` of the whole service, savings plans, China regions (CNY).
+Every field and spelling, with the public page or recording it comes from:
+
+* [bulk] https://docs.aws.amazon.com/awsaccountbilling/latest/aboutv2/using-the-aws-price-list-bulk-api.html and
+  https://docs.aws.amazon.com/awsaccountbilling/latest/aboutv2/reading-the-offer-index.html : the URL layout
+  (``/offers/v1.0/aws/AmazonEC2/current/region_index.json``, ``regions.<code>.{regionCode, currentVersionUrl}``
+  with a versioned ``.../<region>/index.json`` path, its ``index.csv`` twin), the CSV's metadata lines
+  (FormatVersion, Disclaimer, Publication Date, Version, OfferCode) then a header.
+* [rec-index] cloudmesh's AwsFlavor test (https://github.com/cloudmesh/cloudmesh-cloud), a recorded
+  region_index.json: ``formatVersion``, ``disclaimer``, ``publicationDate``, the versioned path.
+* [rec-offer] opencost's AWS provider test (https://github.com/opencost/opencost, offer version 2023-03): the
+  attribute values ``Compute Instance``, ``AWS Region``, ``Shared``, ``Linux``, ``No License required``, ``NA``,
+  ``Used``, ``RunInstances`` / ``RunInstances:0800`` (Windows BYOL), ``Hrs``, ``JRTCKXETXF`` (the on-demand term
+  code), ``$<price> per On Demand Linux <type> Instance Hour``; the CSV column names are the JSON attributes'
+  display names as offer files published 2017-2025 spell them (``Instance Type``, ``Product Family``,
+  ``Location Type``, ``Pre Installed S/W``, ``CapacityStatus``, ``Volume API Name``, ``Region Code``, ...).
+* [rec-ucr] grafana/cloudcost-exporter, pkg/aws/services/ec2 test (https://github.com/grafana/cloudcost-exporter,
+  recorded 2024-05-08): the ``UnusedCapacityReservation`` row under OnDemand, "per Unused Reservation Linux ...".
+* [3p] spellings third-party readers of the offer files show: ``RunInstances:0002`` (Windows), ``Tenancy
+  Dedicated``, ``Pre Installed S/W`` "SQL Std", ``GB-Mo`` with ``Volume API Name`` gp3/gp2 for EBS; ``Product
+  Family`` "Compute Instance (bare metal)" for the ``*.metal`` sizes (public offer-file readers accept both it and
+  "Compute Instance"; AmazonEC2's productFamily values also list it); ``Location Type`` "AWS Local Zone" (values
+  AWS Region / AWS Local Zone / AWS Wavelength Zone / AWS Outposts) with a zone-prefixed usage type
+  (``USW2-LAX1-BoxUsage:<type>``) in the parent region's file. A Local Zone is an extension of its parent Region
+  (https://aws.amazon.com/about-aws/global-infrastructure/localzones/); that its rows carry the parent's ``Region
+  Code`` is issue 36's report from a real file, and the harsher case for a parser.
+
+Built: every SKU, the row set, and every price (taken from the catalog the test gives). Columns not read by
+trainvm are left out or empty (column order is not relied on: the fake puts ``Instance Type`` after ``Operating
+System``, unlike the real file). Not modelled: the JSON offer file, ``index.csv`` of the whole service, savings
+plans, China regions (CNY), the ``GPU`` / ``GPU Memory`` columns (without ``GPU`` the source counts every
+unknown type, not only GPU ones).
 """
 
 from __future__ import annotations
@@ -41,8 +61,13 @@ def row(**kw: str) -> dict[str, str]:
     return base
 
 
+def family(instance_type: str) -> str:
+    return "Compute Instance (bare metal)" if instance_type.endswith(".metal") else "Compute Instance"
+
+
 def offer_rows(offers: Iterable[Offer], region: str, prices: dict[str, float] | None = None) -> list[dict[str, str]]:
-    """One Linux on-demand row per instance type (``prices`` overrides), and the traps beside it."""
+    """One Linux on-demand row per instance type (``prices`` overrides), and the traps beside it (a Local Zone's
+    dearer row for the same type among them)."""
     out = []
     seen = set()
     for o in offers:
@@ -52,7 +77,7 @@ def offer_rows(offers: Iterable[Offer], region: str, prices: dict[str, float] | 
         n = len(seen)
         price = (prices or {}).get(o.instance_type, o.price_hourly)
         common = {"Instance Type": o.instance_type, "Region Code": region, "vCPU": f"{o.vcpus:g}",
-                  "Memory": f"{o.memory_gib:g} GiB"}
+                  "Memory": f"{o.memory_gib:g} GiB", "Product Family": family(o.instance_type)}
         out.append(row(**common, SKU=f"LIN{n:05d}", PricePerUnit=f"{price:.10f}",
                        PriceDescription=f"${price} per On Demand Linux {o.instance_type} Instance Hour"))
         out.append(row(**common, SKU=f"WIN{n:05d}", PricePerUnit=f"{price * 1.5:.10f}", **{"Operating System": "Windows"},
@@ -63,6 +88,9 @@ def offer_rows(offers: Iterable[Offer], region: str, prices: dict[str, float] | 
         out.append(row(**common, SKU=f"UCR{n:05d}", PricePerUnit=f"{price * 0.6:.10f}",
                        CapacityStatus="UnusedCapacityReservation",
                        PriceDescription=f"${price * 0.6} per Unused Reservation Linux {o.instance_type} Instance Hour"))
+        out.append(row(**common, SKU=f"LCZ{n:05d}", PricePerUnit=f"{price * 1.2:.10f}",
+                       **{"Location Type": "AWS Local Zone"}, Location="US West (Los Angeles)",
+                       usageType=f"USW2-LAX1-BoxUsage:{o.instance_type}"))
         out.append(row(**common, SKU=f"SQL{n:05d}", PricePerUnit=f"{price * 2:.10f}", **{"Pre Installed S/W": "SQL Std"}))
         out.append(row(**common, SKU=f"LIN{n:05d}", OfferTermCode="HU7G6KETJZ", TermType="Reserved",
                        PricePerUnit=f"{price * 0.4:.10f}", LeaseContractLength="1yr", PurchaseOption="No Upfront"))

@@ -1,16 +1,29 @@
 """A fake Azure Retail Prices API (behind tests/catalog/price_server.py).
 
-From the documentation (learn.microsoft.com/rest/api/cost-management/retail-prices/azure-retail-prices): the
-item field names and their types, the envelope (``BillingCurrency``, ``CustomerEntityId``, ``CustomerEntityType``,
-``Items``, ``NextPageLink``, ``Count``), ``NextPageLink`` as an absolute URL with ``$skip``, null on the last page,
-the ``$filter`` syntax (``field eq 'value'`` joined by ``and``, values case sensitive from 2023-01-01-preview,
-``priceType`` filtering the field ``type``), ``type`` values Consumption / Reservation / DevTestConsumption,
-``unitOfMeasure`` "1 Hour" for VMs and "1/Month" for disks, the doc's Windows Spot sample row.
+Every field and spelling, with the public page it comes from:
+
+* [doc] https://learn.microsoft.com/rest/api/cost-management/retail-prices/azure-retail-prices : the item field
+  names and their types (currencyCode, tierMinimumUnits, retailPrice, unitPrice, armRegionName, location,
+  effectiveStartDate, meterId, meterName, productId, productName, skuId, skuName, serviceName, serviceId,
+  serviceFamily, unitOfMeasure, type, isPrimaryMeterRegion, armSkuName, reservationTerm), the envelope
+  (``BillingCurrency``, ``CustomerEntityId``, ``CustomerEntityType``, ``Items``, ``NextPageLink``, ``Count``),
+  ``NextPageLink`` as an absolute URL with ``$skip``, null on the last page, the ``$filter`` syntax (``field eq
+  'value'`` joined by ``and``, values case sensitive from 2023-01-01-preview, ``priceType`` filtering the field
+  ``type``), ``type`` values Consumption / Reservation / DevTestConsumption, ``unitOfMeasure`` "1 Hour", the doc's
+  Windows Spot sample row ("Virtual Machines FS Series Windows", skuName/meterName "F16s Spot", serviceId
+  DZH313Z7MMC8, location "US East" style names).
+* [incident] https://learn.microsoft.com/en-us/answers/questions/1188465/azure-retail-prices-api-broken-paging :
+  NextPageLink null while more pages existed (``last_page``, on request).
+* [disks] https://learn.microsoft.com/azure/virtual-machines/disks-types : the S / E / P tiers and their sizes;
+  the products "Standard HDD Managed Disks", "Standard SSD Managed Disks", "Premium SSD Managed Disks" and
+  ``unitOfMeasure`` "1/Month" as https://azure.microsoft.com/pricing/details/managed-disks/ names them.
+* [3p] SkyPilot's fetch_azure.py (https://github.com/skypilot-org/skypilot): " Low Priority" meters, the
+  " Windows" product suffix.
+
 Built (not recorded): productName / skuName / meterName spellings beyond the doc's samples (they follow its
 "Virtual Machines FS Series Windows" / "F16s Spot" pattern), every id and date, the disk tier rows' names
 ("P10 LRS" / "P10 LRS Disk", as the portal shows them) and every price (taken from the catalog the test gives).
-Not modelled: OData functions other than ``eq``/``and`` (the source sends none), savings-plan blocks, the
-2023-03-10 incident where NextPageLink came back empty while more pages existed.
+Not modelled: OData functions other than ``eq``/``and`` (the source sends none), savings-plan blocks.
 """
 
 from __future__ import annotations
@@ -101,9 +114,12 @@ def matches(it: dict[str, Any], filter_: str) -> bool:
 
 
 class AzureRetailFake:
-    def __init__(self, items: list[dict[str, Any]]) -> None:
+    def __init__(self, items: list[dict[str, Any]], last_page: int | None = None) -> None:
         self.items = items
         self.url = ""  # set once the server runs (NextPageLink is absolute)
+        #: NextPageLink null after this many pages of a query while items remain: the 2023-03-10 incident
+        #: (https://learn.microsoft.com/en-us/answers/questions/1188465/azure-retail-prices-api-broken-paging)
+        self.last_page = last_page
 
     def handle(self, path: str, query: dict[str, str], headers: dict[str, str]) -> tuple[int, dict[str, str], bytes]:
         assert path == "/api/retail/prices", path
@@ -113,7 +129,7 @@ class AzureRetailFake:
         skip = int(query.get("$skip", "0"))
         page = found[skip:skip + PAGE]
         nxt = None
-        if skip + PAGE < len(found):
+        if skip + PAGE < len(found) and (self.last_page is None or skip // PAGE + 1 < self.last_page):
             nxt = (f"{self.url}/api/retail/prices?"
                    + urllib.parse.urlencode({"api-version": "2023-01-01-preview", "$filter": f, "$skip": skip + PAGE},
                                             quote_via=urllib.parse.quote))

@@ -8,6 +8,7 @@ Not modelled: DescribeInstanceTypes (shapes stay the catalog's), the JSON offer 
 from __future__ import annotations
 
 import csv
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
@@ -71,7 +72,8 @@ def test_row_provenance_and_gp3_disk_prices(cli, known, monkeypatch, cache):
     assert other["source"].startswith("SkyPilot catalog v8") and other["fetched_at"] == "2026-09-23"
     with open(doc["path"] + "/disks.csv", newline="") as fh:
         disks = list(csv.DictReader(fh))
-    assert [(d["region"], d["disk_type"], d["unit"], d["size_max_gib"], d["price_month"]) for d in disks] == [
+    assert sorted((d["region"], d["disk_type"], d["unit"], d["size_max_gib"], d["price_month"]) for d in disks
+                  if d["cloud"] == "aws" and d["region"] != "*") == [
         (REGION, t, "gib", "", "0.08") for t in ("balanced", "ssd", "standard")]  # gp3, not gp2
 
 
@@ -168,3 +170,34 @@ def test_real_ec2_client_is_none_without_any_aws_credentials(monkeypatch, tmp_pa
 
     monkeypatch.setattr(aws_calls, "_shared_session", lambda: __import__("boto3").session.Session())
     assert aws_prices.ec2_client(REGION) is None
+
+
+def test_bare_metal_sizes_are_priced_and_local_zone_rows_never_are(cli, known, monkeypatch, cache):
+    """Issue 36 items 14 and 15: a ``*.metal`` size's rows say ``Compute Instance (bare metal)``; a region's file also
+    holds its Local Zones' (dearer) rows under the same instance type and region code: only ``AWS Region`` rows
+    are the region's price, and they are no ambiguous duplicate."""
+    metal = {o.key(): o for o in known if o.instance_type.endswith(".metal")}
+    assert metal, "the embedded us-west-2 rows have a bare-metal GPU size"
+    with serve(monkeypatch, {REGION: offer_rows(known, REGION)}):
+        r = cli("catalog", "refresh", "--cloud", "aws", "--region", REGION, "--json")
+    assert r.code == 0, r.err
+    aws = r.json()["clouds"]["aws"]
+    assert aws["dropped"] == {} and aws["ambiguous"] == []
+    now = {o.key(): o for o in load_catalog().offers if o.cloud == "aws" and o.region == REGION}
+    assert {k: now[k].price_hourly for k in metal} == {k: o.price_hourly for k, o in metal.items()}
+    assert {k: o.price_hourly for k, o in now.items()} == {o.key(): o.price_hourly for o in known}
+
+
+def test_sizes_the_price_list_adds_are_counted_not_invented(cli, known, embedded, monkeypatch, cache):
+    """Issue 36 item 17: the Price List names sizes the catalog lacks here; AWS rows are per AZ and the file has
+    no GPU model, so without the shapes API they are skipped and counted, never added with guessed facts."""
+    here = {o.instance_type for o in known}
+    elsewhere = next(o for o in embedded.offers if o.cloud == "aws" and o.instance_type not in here)
+    new = [replace(elsewhere, region=REGION), replace(elsewhere, region=REGION, instance_type="p9.96xlarge")]
+    with serve(monkeypatch, {REGION: offer_rows([*known, *new], REGION)}):
+        r = cli("catalog", "refresh", "--cloud", "aws", "--region", REGION, "--json")
+    assert r.code == 0, r.err
+    aws = r.json()["clouds"]["aws"]
+    assert aws["new_sizes_skipped"] == {"no_shape_facts": 1, "no_zone_facts": 1} and aws["placed"] == 0
+    assert any("no_shape_facts 1" in n and "shapes API" in n for n in aws["notes"])
+    assert aws["rows"] == len(known)

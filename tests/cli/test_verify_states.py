@@ -49,6 +49,7 @@ def test_provisioning_without_a_report(cli, vm) -> None:
     _, name = vm
     r = cli("verify", name)
     assert r.code == 5 and "provisioning (no report from the startup script yet)" in r.out
+    assert "DRIFT" not in r.out, r.out
 
 
 def test_provisioning_names_the_phase(cli, vm) -> None:
@@ -56,6 +57,7 @@ def test_provisioning_names_the_phase(cli, vm) -> None:
     fake.reports[name] = dict(MATCHING, status="running:packages")
     r = cli("verify", name)
     assert r.code == 5 and r.out.rstrip().endswith(f"{name}: provisioning (phase packages)")
+    assert "DRIFT" not in r.out and "verdict" not in r.out, r.out  # issue 36 item 21: nothing is judged yet, no table
     doc = cli("verify", name, "--json").json()
     assert (doc["status"], doc["phase"]) == ("provisioning", "packages")
 

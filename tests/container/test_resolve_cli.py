@@ -49,15 +49,21 @@ def test_resolve_image_fails_for_a_digest_the_registry_does_not_have(cli, write_
 
 
 def test_resolve_image_fails_when_the_registry_is_unreachable(cli, write_yaml, monkeypatch):
+    """Issue 36 item 23: a registry that cannot be reached (and no cached facts) is exit 3 naming the registry --
+    the profile was not checked, it is not INVALID (exit 1)."""
     host = f"127.0.0.1:{free_port()}"  # nothing listens
     monkeypatch.setenv("TRAINVM_INSECURE_REGISTRIES", host)
     for image in (f"{host}/team/any:v1", f"{host}/team/any:v1@sha256:{'1' * 64}"):
         path = write_yaml(container_profile(image))
         r = cli("validate", str(path), "--resolve-image", "--json")
         res = r.json()["results"][0]
-        assert r.code == 1 and not res["valid"], res
+        assert r.code == 3 and res["valid"] is None, res
         err = res["errors"][0]
         assert err["path"] == "stack.container.image" and err["line"] == _image_line(path) and "cannot reach" in err["message"]
+        assert f"the registry {host} could not be read" in err["message"]
+        text = cli("validate", str(path), "--resolve-image")
+        assert text.code == 3 and f"{path}: invalid" not in text.err, text.err
+        assert f"{path}: not checked: a registry could not be read" in text.err and host in text.err
         r = cli("plan", str(path), "--resolve-image")
         assert r.code == 3 and "cannot reach" in r.err and f"{path}:{_image_line(path)}:" in r.err, (r.code, r.err)
         r = offline(cli, "plan", str(path))  # without the flag: offline, as before
@@ -102,7 +108,35 @@ def test_a_registry_that_trickles_its_manifest_is_bounded_by_the_deadline(cli, w
     r = cli("lock", str(path))
     assert r.code == 3 and "registry lookup took longer than 1 s" in r.err, (r.code, r.err)
     r = cli("validate", str(path), "--resolve-image")
-    assert r.code == 1 and "took longer than 1 s" in r.err, (r.code, r.err)
+    assert r.code == 3 and "took longer than 1 s" in r.err, (r.code, r.err)  # the registry, not the profile
+
+
+def test_a_pinned_tag_is_answered_from_the_warm_cache_when_the_registry_is_down(cli, write_yaml, registry, monkeypatch):
+    """Issue 36 item 23: TAG@DIGEST with the digest's facts cached: a warning naming the registry and the cache's
+    age, the profile valid (exit 0); an invalid profile on the same unreachable registry is still exit 1."""
+    import os
+
+    from provisioner.container import store
+    from provisioner.container.registry import RegistryClient
+
+    pushed = push_image(registry, "team/warm", "v1", NGC_ENV, seed="warm")
+    facts = RegistryClient(scheme="http").resolve(f"{registry.host}/team/warm:v1@{pushed.digest}")
+    down = f"127.0.0.1:{free_port()}"  # the same image, on a registry that does not answer now
+    store.record(facts.model_copy(update={"image": f"{down}/team/warm:v1@{pushed.digest}"}))
+    hour_ago = time.time() - 3720
+    for f in store.store_dir().glob("*.json"):
+        os.utime(f, (hour_ago, hour_ago))
+    monkeypatch.setenv("TRAINVM_INSECURE_REGISTRIES", down)
+    path = write_yaml(container_profile(f"{down}/team/warm:v1@{pushed.digest}"))
+    r = cli("validate", str(path), "--resolve-image", "--json")
+    res = r.json()["results"][0]
+    assert r.code == 0 and res["valid"] is True, res
+    said = [w["message"] for w in res["warnings"] if "could not be read" in w["message"]]
+    assert said and f"the registry {down} could not be read" in said[0] and "cannot reach" in said[0]
+    assert f"using the facts cached 1 h 2 min ago for {pushed.digest}" in said[0] and "tag v1" in said[0]
+    bad = container_profile(f"{down}/team/warm:v1@{pushed.digest}")
+    bad["stack"]["python"] = "3.11.9"  # a container and a python: invalid whatever the registry says
+    assert cli("validate", str(write_yaml(bad, name="bad.yaml")), str(path), "--resolve-image").code == 1
 
 
 def test_explicit_resolve_rereads_the_tag_with_a_warm_cache(cli, write_yaml, registry, monkeypatch):

@@ -238,6 +238,16 @@ class ArmEmulator(ArmRouter):
                 self.state.put_group(rg, {"location": location})
             return self.state.identity("PUT", rg, name, {"location": location})[1]
 
+    def deny(self, scope, actions=("Microsoft.Authorization/roleAssignments/write",), name="trainvm-test-deny"):
+        """A deny assignment Azure made (a managed application's, a deployment stack's deny settings): ``actions`` are
+        refused at and under ``scope`` whatever the caller's roles say (arm_permissions.py). Its id, as ARM's."""
+        import uuid as _uuid
+
+        with self._lock:
+            guid = str(_uuid.uuid4())
+            self.state.deny_assignments.append({"name": name, "scope": scope, "actions": list(actions),
+                                                "id": f"{scope}/providers/Microsoft.Authorization/denyAssignments/{guid}"})
+
     def grant(self, principal_id, role, scope=None):
         """An administrator's role assignment of a built-in ``role`` to ``principal_id`` at ``scope`` (default the
         subscription), made outside trainvm (no caller check)."""

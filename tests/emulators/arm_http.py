@@ -152,7 +152,7 @@ class ArmRouter(VmssRoutes, StorageRoutes, AuthzRoutes, GalleryRoutes):
         if ls[0] == "resourcegroups" and len(s) >= 5 and ls[2] == "providers":
             return self._resource(method, s[1], s[3], s[4:], q, body, rec, api, mp)
         if ls[0] == "providers" and len(s) >= 2:
-            return self._provider(method, s[1:], ls[1:], q, api, path)
+            return self._provider(method, s[1:], ls[1:], q, api, path, body)
         raise ArmError(404, "NotFound", f"No HTTP resource was found that matches the request URI '{path}'.")
 
     def _groups(self, method, rg, q, body, rec, path):
@@ -242,7 +242,7 @@ class ArmRouter(VmssRoutes, StorageRoutes, AuthzRoutes, GalleryRoutes):
         raise ArmError(404 if method == "GET" else 405, "NotFound" if method == "GET" else "MethodNotAllowed",
                        f"No route for {method} {mp[1]} in the emulator.")
 
-    def _provider(self, method, s, ls, q, api, path):
+    def _provider(self, method, s, ls, q, api, path, body=None):
         st = self.state
         galleries = self._gallery_list_all(ls, q, path) if method == "GET" else None  # arm_gallery.py
         if galleries is not None:
@@ -268,6 +268,8 @@ class ArmRouter(VmssRoutes, StorageRoutes, AuthzRoutes, GalleryRoutes):
                              reverse="desc" in (q.get("$orderby") or "").lower())
                 out = out[:int(q["$top"])] if q.get("$top") else out
             return 200, {}, out
+        if ls == ["microsoft.storage", "checknameavailability"] and method == "POST":
+            return 200, {}, st.check_account_name(body)  # arm_storage.py
         if len(ls) == 1 and method == "GET":
             return 200, {}, {"id": f"/subscriptions/{self.subscription_id}/providers/{s[0]}", "namespace": s[0],
                              "registrationState": "Registered", "resourceTypes": []}

@@ -19,7 +19,17 @@ Modelled:
 Built-in role definitions: actions/notActions/dataActions as Microsoft's built-in roles page lists them
 (MicrosoftDocs azure-docs articles/role-based-access-control/built-in-roles.md, 2023-08 revision), abridged to
 the entries that decide trainvm's questions (Virtual Machine Contributor: its Compute/Network entries).
-Not modelled: deny assignments, ABAC conditions (Role Based Access Control Administrator's default condition that
+- deny assignments (``State.deny_assignments``, planted with ``ArmEmulator.deny``): "Deny assignments block users
+  from performing specific Azure resource actions even if a role assignment grants them access"
+  (learn.microsoft.com/azure/role-based-access-control/deny-assignments); they are not in the permissions answer
+  (it lists the roles' actions), so a caller the permissions API allows still meets 403 AuthorizationFailed, with
+  ARM's error document ``{"error": {"code", "message"}}`` (learn.microsoft.com/azure/azure-resource-manager/
+  troubleshooting/common-deployment-errors) and the "has permission ...; however, the access is denied because of
+  the deny assignment with name '...' and Id '...' at scope '...'" text of Microsoft's "Troubleshoot Azure RBAC"
+  page (learn.microsoft.com/azure/role-based-access-control/troubleshooting). Only role-assignment writes consult
+  them here (arm_roles.py); excluded principals and the deny list's notActions are not modelled.
+- deleting a resource group deletes the user-assigned identities in it (and their principals).
+Not modelled: ABAC conditions (Role Based Access Control Administrator's default condition that
 limits which roles it may assign), management-group scopes, custom roles, ``$filter=atScope()``, classic
 administrators, role propagation delay, the caller's right to assign a user-assigned identity to a VM
 (``userAssignedIdentities/assign/action``, in Contributor's ``*``), and a VM PUT naming an identity that does not
@@ -97,6 +107,27 @@ class PermissionsMixin:
         if not hasattr(self, "_identities"):
             self._identities = {}
         return self._identities
+
+    @property
+    def deny_assignments(self):
+        if not hasattr(self, "_deny_assignments"):
+            self._deny_assignments = []
+        return self._deny_assignments
+
+    def deny_assignment_for(self, action, target):
+        """The 403 a deny assignment covering ``target`` with ``action`` among its actions gives, else None."""
+        for d in self.deny_assignments:
+            if _covers(d["scope"], target) and any(_match(a, action) for a in d["actions"]):
+                return ArmError(403, "AuthorizationFailed", "The client 'trainvm-user' with object id "
+                                f"'00000000-0000-0000-0000-00000000cafe' has permission to perform action '{action}' on "
+                                f"scope '{target}'; however, the access is denied because of the deny assignment with "
+                                f"name '{d['name']}' and Id '{d['id']}' at scope '{d['scope']}'.")
+        return None
+
+    def drop_identities(self, rg):
+        prefix = f"/subscriptions/{self.sub}/resourcegroups/{rg}/".lower()
+        for key in [k for k in self.identities if k.startswith(prefix)]:
+            self.principals.pop(self.identities.pop(key)["properties"]["principalId"], None)
 
     def caller_permissions(self, scope):
         return [_entry(ROLE_DEFINITIONS[name][1]) for name, at in self.caller_roles if _covers(at, scope)]

@@ -2,6 +2,8 @@
 Mixed into arm_state.State (runs under ArmEmulator's lock).
 
 Modelled:
+- a VM (or scale set) PUT with ``identity.type`` UserAssigned must name existing user-assigned identities
+  (arm_permissions.py); ARM fills each one's principalId and clientId (``give_identity``).
 - a VM PUT with ``identity.type`` SystemAssigned gets ``identity.principalId`` (a new GUID, kept across
   re-PUTs) and ``tenantId``; the principal exists while the VM does (deleting the VM deletes it).
 - PUT/GET/DELETE ``{resource group}/providers/Microsoft.Authorization/roleAssignments/{name}`` and the list at
@@ -12,7 +14,9 @@ Modelled:
   UnmatchedPrincipalType); a principal created moments ago without principalType -> PrincipalNotFound
   (replication delay: ``replication_misses`` PUTs fail first); the same role + principal at the same scope
   already assigned -> 409 RoleAssignmentExists (also for a repeated PUT of the same name); a missing resource
-  group -> 404 ResourceGroupNotFound; ``deny_role_assignments`` -> 403 AuthorizationFailed (a caller without
+  group -> 404 ResourceGroupNotFound; a deny assignment (``ArmEmulator.deny``, arm_permissions.py) covering the
+  assignment -> 403 AuthorizationFailed even though the caller's roles allow it; ``deny_role_assignments`` -> 403
+  AuthorizationFailed (a caller without
   Microsoft.Authorization/roleAssignments/write; also derived from the caller's roles, arm_permissions.py).
 - deleting the resource group removes the role assignments scoped to it.
 - the same at a storage container's scope (arm_storage.py routes it; the container must exist).
@@ -57,7 +61,24 @@ class RolesMixin:
     # ------------------------------------------------------------------ identities
     def give_identity(self, rec, old):
         ident = rec["body"].get("identity")
-        if not ident or "systemassigned" not in (ident.get("type") or "").replace(" ", "").lower():
+        kind = ((ident or {}).get("type") or "").replace(" ", "").lower()
+        if "userassigned" in kind:
+            # VirtualMachineIdentity.userAssignedIdentities (learn.microsoft.com/rest/api/compute/virtual-machines/
+            # create-or-update#virtualmachineidentity): keys are identity ids, the values {} in a PUT; ARM fills the
+            # read-only principalId and clientId. An identity that does not exist is refused (400
+            # FailedIdentityOperation; the message as quoted in github.com/Azure/azure-policy/issues/1311).
+            users = {}
+            for uid in ident.get("userAssignedIdentities") or {}:
+                found = self.identities.get(uid.lower())
+                if found is None:
+                    raise ArmError(400, "FailedIdentityOperation", f"Identity operation for resource '{rec['id']}' "
+                                   "failed with error 'Failed to perform resource identity operation. Status: "
+                                   f"'BadRequest'. Response: '{{\"error\":{{\"code\":\"BadRequest\",\"message\":"
+                                   f"\"Resource '{uid}' was not found.\"}}}}'.'.")
+                users[uid] = {"principalId": found["properties"]["principalId"],
+                              "clientId": found["properties"]["clientId"]}
+            ident["userAssignedIdentities"] = users
+        if "systemassigned" not in kind:
             return
         was = ((old or {}).get("body") or {}).get("identity") or {}
         pid = was.get("principalId") or str(uuid.uuid4())
@@ -101,6 +122,9 @@ class RolesMixin:
             return 200, self._render_role(rec)
         if method != "PUT":
             raise ArmError(405, "MethodNotAllowed", f"The requested method '{method}' is not allowed.")
+        deny = self.deny_assignment_for(f"{ROLE_T}/write", rid)  # arm_permissions.py
+        if deny is not None:
+            raise deny
         if self.deny_role_assignments or not self.caller_may(f"{ROLE_T}/write", scope):  # arm_permissions.py
             raise ArmError(403, "AuthorizationFailed", "The client 'trainvm-user' with object id "
                            "'00000000-0000-0000-0000-00000000cafe' does not have authorization to perform action "

@@ -114,6 +114,7 @@ class State(LroMixin, PutMixin, RenderMixin, VmActionsMixin, RolesMixin, VmssMix
             del self.res[key]
         self.drop_role_assignments(self.groups.get(rg.lower(), {}).get("name", rg))
         self.drop_accounts(rg)
+        self.drop_identities(rg)  # arm_permissions.py
         self.groups.pop(rg.lower(), None)
 
     def check_location(self, loc, type_=None):

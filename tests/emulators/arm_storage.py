@@ -6,6 +6,7 @@ Modelled, under ``/subscriptions/S/resourceGroups/RG/providers/Microsoft.Storage
   SDK's ``begin_create``); an account already in this group is updated (200). A name outside ``[a-z0-9]{3,24}``
   -> 400 AccountNameInvalid (*); a name in ``State.taken_storage_names`` (another tenant's account) or in
   another group -> 409 StorageAccountAlreadyTaken (*) ("The storage account named X is already taken.").
+- POST ``/subscriptions/S/providers/Microsoft.Storage/checkNameAvailability`` (``check_account_name``).
 - GET -> the account (``primaryEndpoints.blob`` = ``https://NAME.blob.core.windows.net/``), 404 ResourceNotFound.
 - POST ``/listKeys`` -> two keys; ``State.storage_keys[NAME]`` presets key1 (tests give Azurite the same key), else
   key1 is ``default_key(NAME)``, the key the shared Azurite (azurite_server.shared) knows the account by.
@@ -156,6 +157,27 @@ class StorageMixin:
         never = bool(self.take_fault("lro", *method_path))
         op = self.new_op("Microsoft.Storage", loc, polls, finish, never)
         return 202, op, None, ignored
+
+    def check_account_name(self, body):
+        """POST /subscriptions/S/providers/Microsoft.Storage/checkNameAvailability (StorageAccounts_CheckNameAvailability,
+        https://learn.microsoft.com/rest/api/storagerp/storage-accounts/check-name-availability): body
+        StorageAccountCheckNameAvailabilityParameters {name, type: "Microsoft.Storage/storageAccounts"}; answer 200
+        CheckNameAvailabilityResult {nameAvailable, reason: AccountNameInvalid | AlreadyExists, message}, reason and
+        message only when the name is not available. An account of that name anywhere (this subscription's own
+        included: names are global) or in ``taken_storage_names`` is AlreadyExists."""
+        body = V.validate(schema("StorageAccountCheckNameAvailabilityParameters"), body if isinstance(body, dict) else {},
+                          "")
+        name = body["name"]
+        if body["type"] != STORAGE_T:
+            raise ArmError(400, "InvalidResourceType", f"The resource type '{body['type']}' is not supported.")
+        if not re.fullmatch(r"[a-z0-9]{3,24}", name):
+            return {"nameAvailable": False, "reason": "AccountNameInvalid", "message": f"{name} is not a valid storage "
+                    "account name. Storage account name must be between 3 and 24 characters in length and use "
+                    "numbers and lower-case letters only."}
+        if name in self.taken_storage_names or name in self.accounts:
+            return {"nameAvailable": False, "reason": "AlreadyExists",
+                    "message": f"The storage account named {name} is already taken."}
+        return {"nameAvailable": True}
 
     def render_account(self, rec):
         b, n = rec["body"], rec["name"]

@@ -14,18 +14,56 @@ What it does NOT model (so no test here can show it; the real service must):
   patch is what puts them there here;
 - lifecycle rules are stored, never run; an IAM policy's ``etag`` is not checked (no 412 on a stale policy);
 - global bucket names: a name is only taken inside this emulator.
+
+Faults (``fail``): the next requests of a method whose path contains a text are answered with an HTTP error in
+Google's JSON error shape, and nothing is stored (``lost=False``); or they are served (an upload is stored) and
+their answer is lost: the connection closes with no response (``lost=True``).
 """
 from __future__ import annotations
 
+import json
 import logging
+import threading
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+#: Google's JSON API error body; reasons per status as cloud.google.com/storage/docs/json_api/v1/status-codes lists
+#: them (500 backendError "We encountered an internal error. Please try again.", 503 backendError "Service
+#: Unavailable"), and each is retryable (cloud.google.com/storage/docs/retry-strategy: 408, 429 and 5xx)
+FAULT_REASONS = {500: ("backendError", "We encountered an internal error. Please try again."),
+                 503: ("backendError", "Service Unavailable")}
+
+
+@dataclass
+class Fault:
+    method: str  # GET, POST...
+    path: str  # a text the request's path (with its query) contains, e.g. "/upload/storage/v1/"
+    status: int = 503
+    times: int = 1  # how many matching requests (-1: all)
+    skip: int = 0  # matching requests served normally first
+    lost: bool = False  # served, then the connection closed unanswered
+
+    def take(self, method: str, path: str) -> bool:
+        if method != self.method or self.path not in path or self.times == 0:
+            return False
+        if self.skip > 0:
+            self.skip -= 1
+            return False
+        if self.times > 0:
+            self.times -= 1
+        return True
 
 
 class GcsEmulator:
     """start()/stop() or a context manager; ``url`` is ``http://127.0.0.1:PORT``; ``wipe()`` forgets everything."""
 
     def __init__(self) -> None:
-        self._server = None
+        self._server: Any = None
         self.url = ""
+        self.faults: list[Fault] = []
+        self.faulted: list[tuple[str, str, int]] = []  # (method, path, status or 0 for a lost answer)
+        self._lock = threading.Lock()
 
     def start(self) -> GcsEmulator:
         from gcp_storage_emulator.server import create_server
@@ -35,11 +73,29 @@ class GcsEmulator:
         logging.getLogger("api.object").setLevel(logging.WARNING)
         self._server = create_server("127.0.0.1", 0, in_memory=True)
         self._server.start()  # the HTTP server is bound (port 0: a free one) before start() returns
-        host, port = self._server._api._httpd.server_address[:2]
+        httpd = self._server._api._httpd
+        host, port = httpd.server_address[:2]
         self.url = f"http://{host}:{port}"
+        httpd.RequestHandlerClass = partial(_faulty_handler(), self, self._server._api._storage)
         return self
 
+    def fail(self, method: str, path: str, *, status: int = 503, times: int = 1, skip: int = 0,
+             lost: bool = False) -> None:
+        """Answer matching requests with ``status`` (nothing done), or serve them and lose the answer (``lost``)."""
+        with self._lock:
+            self.faults.append(Fault(method, path, status, times, skip, lost))
+
+    def fault_for(self, method: str, path: str) -> Fault | None:
+        with self._lock:
+            fault = next((f for f in self.faults if f.take(method, path)), None)
+            if fault is not None:
+                self.faulted.append((method, path, 0 if fault.lost else fault.status))
+            return fault
+
     def wipe(self) -> None:
+        with self._lock:
+            self.faults.clear()
+            self.faulted.clear()
         self._server.wipe()
 
     def stop(self) -> None:
@@ -52,6 +108,61 @@ class GcsEmulator:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def _faulty_handler() -> type:
+    """gcp-storage-emulator's request handler with the emulator's faults in front of every method."""
+    import io
+
+    from gcp_storage_emulator.server import RequestHandler
+
+    class Faulty(RequestHandler):  # type: ignore[misc, valid-type]
+        def __init__(self, emu: GcsEmulator, storage: Any, *args: Any) -> None:
+            self.emu = emu
+            super().__init__(storage, *args)
+
+        def _fault(self, served: Any) -> None:
+            fault = self.emu.fault_for(self.command, self.path)
+            if fault is None:
+                return served(self)
+            if fault.lost:  # served into a buffer nobody reads: the client gets no answer
+                wfile, self.wfile = self.wfile, io.BytesIO()
+                try:
+                    served(self)
+                finally:
+                    self.wfile = wfile
+                self.close_connection = True
+                return None
+            length = int(self.headers.get("Content-Length") or 0)
+            if length:
+                self.rfile.read(length)
+            reason, message = FAULT_REASONS.get(fault.status, ("backendError", "Backend Error"))
+            body = json.dumps({"error": {"code": fault.status, "message": message,
+                                         "errors": [{"message": message, "domain": "global", "reason": reason}]}}).encode()
+            self.send_response(fault.status)
+            self.send_header("Content-Type", "application/json; charset=UTF-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            self.close_connection = True
+            return None
+
+        def do_GET(self) -> None:  # noqa: N802
+            self._fault(RequestHandler.do_GET)
+
+        def do_POST(self) -> None:  # noqa: N802
+            self._fault(RequestHandler.do_POST)
+
+        def do_PUT(self) -> None:  # noqa: N802
+            self._fault(RequestHandler.do_PUT)
+
+        def do_PATCH(self) -> None:  # noqa: N802
+            self._fault(RequestHandler.do_PATCH)
+
+        def do_DELETE(self) -> None:  # noqa: N802
+            self._fault(RequestHandler.do_DELETE)
+
+    return Faulty
 
 
 _SHARED: GcsEmulator | None = None

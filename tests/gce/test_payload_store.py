@@ -399,3 +399,93 @@ def test_no_credentials_is_an_auth_error(make_store, monkeypatch, tmp_path):
     monkeypatch.setenv("NO_GCE_CHECK", "True")
     with pytest.raises(AuthError, match="GCE credentials were refused or could not be obtained"):
         make_store(endpoint="").stored(REGION)
+
+
+# ------------------------------------------------------------------ issue 36 item 6: a failed payload upload
+UPLOAD = "/upload/storage/v1/"
+
+
+@pytest.mark.parametrize("status", [500, 503])
+def test_one_5xx_on_the_upload_is_retried_in_place(make_store, gcs, sdk, recorder, status):
+    """The upload's 500/503 comes from the SDK's media layer (google.cloud.storage.exceptions.InvalidResponse), which
+    the store's retry predicate did not match: one answer failed the whole attempt (Azure and S3 retry in place)."""
+    store = make_store()
+    sent = recorder(store)
+    data, sha = payload()
+    gcs.fail("POST", UPLOAD, status=status, times=1)
+    ref = store.stage(REGION, data, sha)  # before: RetryExhaustedError "HTTP 503" after one try
+    assert ref.uploaded and gcs.faulted == [("POST", gcs.faulted[0][1], status)]
+    assert len(uploads(sent)) == 2  # the refused one, then the one that stored it
+    assert sdk.bucket(BUCKET).blob(payload_key(sha)).download_as_bytes() == data
+
+
+def test_an_upload_whose_answers_are_lost_uses_the_object_it_stored(make_store, gcs, sdk):
+    """Every upload is stored and its answer lost (the connection closes unanswered) until the retries give up: the
+    object is there, complete (GCS commits an object only whole) with the payload's size and MD5, so the stage
+    uses it instead of failing the attempt with the object left behind."""
+    store = make_store(call_timeout=1.0)
+    data, sha = payload("lost answers")
+    gcs.fail("POST", UPLOAD, times=-1, lost=True)
+    ref = store.stage(REGION, data, sha)  # before: RetryExhaustedError, and provision said "nothing was left behind"
+    assert ref.uploaded and ref.sha256 == sha and len(gcs.faulted) >= 2
+    assert sdk.bucket(BUCKET).blob(payload_key(sha)).download_as_bytes() == data
+
+
+def test_an_upload_that_stored_nothing_is_a_failure_that_left_nothing(make_store, gcs, sdk):
+    store = make_store(call_timeout=1.0)
+    data, sha = payload("never stored")
+    gcs.fail("POST", UPLOAD, times=-1)
+    with pytest.raises(RetryExhaustedError, match=f"GCS: uploading gs://{BUCKET}/.*HTTP 503") as e:
+        store.stage(REGION, data, sha)
+    assert e.value.cleanup == "verified" and sdk.bucket(BUCKET).get_blob(payload_key(sha)) is None
+
+
+def test_an_upload_whose_outcome_cannot_be_checked_names_what_it_may_have_left(make_store, gcs):
+    """The upload's answers are lost and the read that would tell whether it was stored fails too: the error says
+    the object may be there (``left_behind``), so `up` never reports "nothing was left behind"."""
+    store = make_store(call_timeout=1.0)
+    data, sha = payload("cannot tell")
+    gcs.fail("POST", UPLOAD, times=-1, lost=True)
+    gcs.fail("GET", f"/o/payloads%2F{sha}", times=-1, skip=1)  # the read before the upload is answered
+    with pytest.raises(RetryExhaustedError) as e:
+        store.stage(REGION, data, sha)
+    where = f"gs://{BUCKET}/{payload_key(sha)}"
+    assert e.value.cleanup == "left" and e.value.left_behind == (where,)
+    assert f"whether {where} was stored could not be checked" in str(e.value)
+
+
+def test_provision_never_says_nothing_was_left_when_the_upload_may_have_stored_it(make_store, gcs):
+    """Through ``provision`` (up's engine): the stage of the only offer fails as above."""
+    from provisioner.errors import TrainvmError
+    from provisioner.provision.failover import provision
+    from tests.contract.clouds_fake import gce_offer
+
+    store = make_store(call_timeout=1.0)
+    data, sha = payload("through provision")
+    gcs.fail("POST", UPLOAD, times=-1, lost=True)
+    gcs.fail("GET", f"/o/payloads%2F{sha}", times=-1, skip=1)
+
+    def spec_for(offer):
+        store.stage(REGION, data, sha)
+        raise AssertionError("the stage was expected to fail")
+
+    with pytest.raises(TrainvmError) as e:
+        provision([gce_offer("us-central1-a")], spec_for, lambda cloud: None)  # type: ignore[arg-type,return-value]
+    assert "nothing was left behind" not in str(e.value)  # before: "nothing was left behind (checked after every attempt)"
+    assert "the cleanup of 1 attempt(s) (us-central1-a) could not be checked" in str(e.value)
+    assert f"whether gs://{BUCKET}/{payload_key(sha)} was stored could not be checked" in str(e.value)
+
+
+@pytest.mark.parametrize(("method", "path"), [("POST", UPLOAD), ("PUT", "upload_id=")])
+def test_a_503_on_a_resumable_upload_is_retried_in_place(make_store, gcs, sdk, method, path):
+    """Above 8 MiB the SDK uploads resumably (a POST that opens the session, then PUTs of the bytes): a 503 on
+    either is retried in place too."""
+    import os
+
+    store = make_store()
+    data = os.urandom(9 * 1024 * 1024)
+    sha = hashlib.sha256(data).hexdigest()
+    gcs.fail(method, path, status=503, times=1)
+    ref = store.stage(REGION, data, sha)
+    assert ref.uploaded and [(m, s) for m, _, s in gcs.faulted] == [(method, 503)]
+    assert sdk.bucket(BUCKET).blob(payload_key(sha)).download_as_bytes() == data

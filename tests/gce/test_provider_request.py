@@ -17,6 +17,7 @@ from provisioner.providers.base import (
     ProviderError,
     QuotaError,
     RetryExhaustedError,
+    SecretRef,
 )
 from provisioner.providers.gcp import errors as errs
 from provisioner.providers.gcp.request import (
@@ -173,7 +174,7 @@ def test_rule_and_tag_names_fit_gce(vm):
 
 
 def test_secret_reference_adds_cloud_platform_scope(spec, offer):
-    s = spec(profile_json='{"stack": {"env": {"HF_TOKEN": "secret://gcp/hf-token"}}}')
+    s = spec(secret_refs=(SecretRef("gcp", "hf-token"),))
     scopes = instance_body(s, offer(), IMG, "p")["serviceAccounts"][0]["scopes"]
     assert SCOPE_CLOUD_PLATFORM in scopes and SCOPE_GCS_READ not in scopes  # cloud-platform covers the payload's read
 

@@ -164,3 +164,19 @@ def test_verify_name_of_a_cluster_without_node_listing_is_a_clear_error(cli, clu
     set_provider("gcp", NoNodeListing())
     r = cli("verify", name)
     assert r.code == 3 and "4-node cluster" in r.err and "cannot list a cluster's nodes" in r.err
+
+
+def test_nodes_still_provisioning_are_pending_not_drift(cluster_profile, vm_report) -> None:
+    """Issue 36 item 21: a node still running its startup script (or with no report yet) is "pending", named with its
+    phase -- not a DRIFT row -- and the cluster says which node is in which phase."""
+    reports: dict[str, Any] = nodes(vm_report)
+    reports["ddp-1"] = {**reports["ddp-1"], "status": "running:packages"}
+    reports["ddp-3"] = None
+    result = compare_cluster(cluster_profile, reports)
+    assert result.status == "provisioning" and not result.drifted, result.rows()
+    verdicts = {field: verdict for field, _, _, verdict in result.rows()}
+    assert verdicts == {"node[ddp-0].status": "ok", "node[ddp-1].status": "pending", "node[ddp-2].status": "ok",
+                        "node[ddp-3].status": "pending"}
+    assert result.describe() == "provisioning (ddp-1: phase packages; ddp-3: no report yet)"
+    every = compare_cluster(cluster_profile, {n: {**r, "status": "running:driver"} for n, r in nodes(vm_report).items()})
+    assert {v for *_, v in every.rows()} == {"pending"} and "DRIFT" not in str(every.as_dict("ddp"))

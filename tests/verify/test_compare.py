@@ -172,7 +172,9 @@ def test_data_not_staged(profile: dict[str, Any], vm_report: dict[str, Any]) -> 
 
 def test_no_report_is_provisioning(profile: dict[str, Any]) -> None:
     result = compare(profile, None)
-    assert result.status == "provisioning" and result.fields == (FieldResult("status", "ready", None, False),)
+    waiting = "provisioning (no report from the startup script yet)"  # pending, not drift (issue 36 item 21)
+    assert result.status == "provisioning" and result.fields == (FieldResult("status", "ready", None, False, pending=waiting),)
+    assert not result.drifted and [v for *_, v in result.rows()] == ["pending"]
     assert result.describe() == "provisioning (no report from the startup script yet)"
 
 

@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 
 from provisioner import settings
 from provisioner.catalog.storage import load_catalog
-from provisioner.errors import CloudError
+from provisioner.errors import CredentialsError
 from provisioner.providers.aws import errors as errs
 from provisioner.providers.aws import request as R
 from provisioner.providers.base import CapacityError, InvalidRequestError, LaunchSpec, ProviderError
@@ -43,7 +43,7 @@ TEST_CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "te
 LIST_THREADS = 32  # every region at once (23 in the catalog): a region that never answers costs one time budget, not one per round
 
 
-class AwsCredentialsError(CloudError):
+class AwsCredentialsError(CredentialsError):
     """No usable AWS credentials (exit 3)."""
 
 

@@ -100,7 +100,7 @@ def classify(exc: BaseException, *, attempts: int | None = None) -> ProviderErro
         if name in ("NoCredentialsError", "PartialCredentialsError", "NoRegionError"):
             return AuthError(f"AWS credentials: {message}", code=name)
         tail = f" (after {attempts} attempts)" if attempts and attempts > 1 else ""
-        return RetryExhaustedError(f"AWS did not answer ({name}: {message}){tail}", code=name)
+        return RetryExhaustedError(f"AWS did not answer ({message}){tail}", code=name)  # the type name: JSON's code only
     retries = ((getattr(exc, "response", None) or {}).get("ResponseMetadata") or {}).get("RetryAttempts")
     if attempts is not None:
         retries = attempts - 1

@@ -10,9 +10,12 @@ Before anything is made: the instances of that name in the offer's region (``Aws
 at the deadline: AttemptInProgressError, left to the `up` creating them, and failover stops); a cluster where a
 VM is asked for, a VM where a cluster is asked for, another hash or not trainvm's: ConflictError.
 
-The ``ClientToken`` comes from name + hash + AZ + the request's parameters: a re-sent request returns the same
-instances. EC2 answers a known token with that request's instances even once terminated: then once more with a
-token salted by the first one's id.
+The ``ClientToken`` comes from name + hash + AZ + the request's stable parameters (aws_request.token_inputs): a
+re-sent request returns the same instances. EC2 answers a known token with that request's instances even once
+terminated: then once more with a token salted by the first one's id. Two `up`s of one profile started together
+send one token with user data that differ (each presigns its payload URL): EC2 launches the first and refuses the
+second (``IdempotentParameterMismatch``), which adopts the first's instances as soon as DescribeInstances shows
+them; when none shows, the token is an earlier attempt's and the next one is derived from it.
 
 All or nothing: any failure after the first resource terminates every instance that carries this profile's hash
 or that the launch answered with, awaits the termination, then deletes the placement group (EC2 refuses while a
@@ -66,6 +69,24 @@ def each(fn: Callable[[Any], T], items: list[Any]) -> list[T]:
     return [f.result() for f in futures]
 
 
+class _LaunchedByAnother(Exception):
+    """RunInstances was refused because another `up` of the profile launched with its token: ``found`` are that
+    `up`'s instances, ``error`` why they cannot be taken yet (not a ProviderError: ``create`` adopts them, or raises
+    ``error``, instead of cleaning up what that `up` uses)."""
+
+    def __init__(self, found: list[dict[str, Any]], error: ProviderError | None = None) -> None:
+        super().__init__(f"launched by another `up`: {[i['InstanceId'] for i in found]}")
+        self.found, self.error = found, error
+
+
+class _Incomplete(Exception):
+    """The token's instances did not all show in time; ``found``: those that did."""
+
+    def __init__(self, found: list[dict[str, Any]]) -> None:
+        super().__init__(f"{len(found)} instance(s) shown")
+        self.found = found
+
+
 class AwsGroup:
     def __init__(self, provider: AwsProvider) -> None:
         self.p = provider
@@ -108,6 +129,10 @@ class AwsGroup:
             if n > 1:
                 self.write_node_list(region, running)
             return self.p._record(running[0], notes=self.p._notes(spec))
+        except _LaunchedByAnother as other:  # what this attempt made is that `up`'s too: nothing is cleaned up
+            if other.error is not None:
+                raise other.error from None
+            return self._adopt(other.found, spec)
         except ProviderError as exc:
             self._cleanup(region, spec, made, exc)
             raise
@@ -140,7 +165,16 @@ class AwsGroup:
         request's instances, even terminated ones: then once more with a token salted by the first's id."""
         insts: list[dict[str, Any]] = []
         for _ in range(3):
-            insts = self.p._run(region, params)["Instances"]
+            try:
+                insts = self.p._run(region, params)["Instances"]
+            except InvalidRequestError as exc:
+                if exc.code != "IdempotentParameterMismatch":
+                    raise
+                found = self._launched_with_token(region, spec)
+                if found:
+                    raise _LaunchedByAnother(found) from exc
+                params["ClientToken"] = R.client_token(spec, zone_id, salt=params["ClientToken"])
+                continue
             made["ids"] = [i["InstanceId"] for i in insts]
             if not any(i["State"]["Name"] in ("shutting-down", "terminated") for i in insts):
                 break
@@ -148,6 +182,30 @@ class AwsGroup:
         if len(insts) != spec.nodes:
             raise CapacityError(f"RunInstances launched {len(insts)} of {spec.nodes} nodes", code="MinCountNotMet")
         return sorted(insts, key=lambda i: int(i.get("AmiLaunchIndex") or 0))
+
+    def _launched_with_token(self, region: str, spec: LaunchSpec) -> list[dict[str, Any]]:
+        """EC2 refused the token (name, hash, AZ, stable parameters: aws_request.token_inputs) as bound to a request
+        whose other parameters differ: another `up` of this profile launched with it (its presigned payload URL,
+        owner or price tags differ). Its instances, once DescribeInstances shows them all (eventually consistent;
+        a cluster's once that `up` tagged their ranks: within min(30 s, op_timeout)), are the answer. Some show
+        but not all: that `up` is still at it (AttemptInProgressError, through ``_LaunchedByAnother``). None
+        shows: the token is an earlier attempt's, whose instances are gone; the caller derives the next token from
+        this one, as every `up` of the profile does."""
+        def complete(found: list[dict[str, Any]]) -> bool:
+            return bool(found) and sorted(G.rank_of(_tags(i)) or 0 for i in found) == list(range(spec.nodes))
+
+        try:
+            found: list[dict[str, Any]] = poll(
+                lambda: self.p._instances(region, spec.name, managed=False),
+                deadline=time.monotonic() + min(30.0, self.p.op_timeout), ready=complete,
+                interval=max(self.p.poll_interval / 2, 0.01), timed_out=_Incomplete)
+        except _Incomplete as last:
+            if not last.found:
+                return []
+            raise _LaunchedByAnother(last.found, AttemptInProgressError(
+                f"{spec.name} in {region}: another `trainvm up` launched it with this request and has not finished "
+                "it", name=spec.name, where=region)) from None
+        return found
 
     def _tag_ranks(self, region: str, cluster: str, insts: list[dict[str, Any]]) -> None:
         ec2 = self.p.ec2(region)

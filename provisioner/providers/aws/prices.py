@@ -8,8 +8,11 @@ a file over MAX_BYTES is an error. Sources: docs.aws.amazon.com/awsaccountbillin
 using-the-aws-price-list-bulk-api.html and reading-the-offer-index.html; the CSV columns as in offer files
 published 2017-2025 (column order is not relied on: columns are read by name).
 
-On-demand rows kept (Linux, shared tenancy, no licence or pre-installed software, capacity actually used):
-``TermType OnDemand``, ``Product Family "Compute Instance"``, ``Operating System Linux``, ``Tenancy Shared``,
+On-demand rows kept (Linux, shared tenancy, no licence or pre-installed software, capacity actually used, in the
+Region itself): ``TermType OnDemand``, ``Product Family`` ``"Compute Instance"`` or ``"Compute Instance (bare
+metal)"`` (the ``*.metal`` sizes), ``Location Type "AWS Region"`` (a region's file also holds its Local Zones' and
+Wavelength Zones' rows, ``AWS Local Zone`` / ``AWS Wavelength Zone``, under the same instance type: never the
+Region's price), ``Operating System Linux``, ``Tenancy Shared``,
 ``License Model "No License required"``, ``Pre Installed S/W NA``, ``CapacityStatus Used``, ``operation
 RunInstances`` (``:0002`` Windows, ``:0010`` RHEL, ``:0800`` BYOL are not), ``Unit Hrs``, ``Currency USD``,
 price > 0. ``UnusedCapacityReservation`` rows sit under OnDemand too, cheaper: they are dropped. Several rows for
@@ -22,7 +25,9 @@ Spot prices are not in the Price List (price-changes.html: "doesn't include EC2 
 zone name mapped by ``DescribeAvailabilityZones``). A (type, AZ) without a spot price has none (``no_spot_price``).
 Without credentials this is not asked: a row keeps the current catalog's spot price (rechecked against the new
 on-demand price) and says so in its provenance and the notes. Shapes (GPU name and memory:
-``DescribeInstanceTypes``) are the catalog's.
+``DescribeInstanceTypes``) are the catalog's; the file's other instance types (those with GPUs when it has a
+``GPU`` column) are handed back in ``SourceResult.extra`` and counted by catalog/discover.py (rows are per AZ:
+never placed without the shapes API).
 
 Disks: EBS ``gp3`` (trainvm's boot disk for every profile disk type: registry ``disk_types``), ``Product Family
 Storage``, ``Volume API Name gp3``, ``Unit GB-Mo`` -> one ``gib`` row per profile disk type. Instance store is part
@@ -52,12 +57,14 @@ INDEX = "/offers/v1.0/aws/AmazonEC2/current/region_index.json"
 SOURCE = "AWS Price List bulk API (AmazonEC2 offer file)"
 MAX_BYTES = 4 * 2**30
 METADATA_LINES = 5
-KEEP = {"TermType": "OnDemand", "Product Family": "Compute Instance", "Operating System": "Linux",
-        "Tenancy": "Shared", "License Model": "No License required", "Pre Installed S/W": "NA",
+KEEP = {"TermType": "OnDemand", "Location Type": "AWS Region", "Operating System": "Linux", "Tenancy": "Shared",
+        "License Model": "No License required", "Pre Installed S/W": "NA",
         "CapacityStatus": "Used", "operation": "RunInstances", "Unit": "Hrs", "Currency": "USD"}
-EBS = {"TermType": "OnDemand", "Product Family": "Storage", "Volume API Name": "gp3", "Unit": "GB-Mo",
-       "Currency": "USD"}
-NEEDED = sorted({*KEEP, *EBS, "Instance Type", "PricePerUnit", "SKU"})
+#: the product families of instance rows (the bare-metal sizes have their own)
+COMPUTE_FAMILIES = frozenset({"Compute Instance", "Compute Instance (bare metal)"})
+EBS = {"TermType": "OnDemand", "Product Family": "Storage", "Location Type": "AWS Region", "Volume API Name": "gp3",
+       "Unit": "GB-Mo", "Currency": "USD"}
+NEEDED = sorted({*KEEP, *EBS, "Product Family", "Instance Type", "PricePerUnit", "SKU"})
 PROFILE_DISK_TYPES = ("standard", "balanced", "ssd")  # all gp3 on AWS
 
 
@@ -91,8 +98,11 @@ def region_files() -> dict[str, str]:
     return {code: str(r.get("currentVersionUrl", "")) for code, r in regions.items() if isinstance(r, dict)}
 
 
-def scan(lines: IO[str], types: set[str], name: str) -> tuple[dict[str, list[tuple[float, str]]], list[tuple[float, str]], int]:
-    """(instance type -> [(USD/h, SKU)], gp3 [(USD/GiB-month, SKU)], rows with a zero or unreadable price)."""
+def scan(lines: IO[str], types: set[str], name: str,
+         others: dict[str, list[tuple[float, str]]] | None = None,
+         ) -> tuple[dict[str, list[tuple[float, str]]], list[tuple[float, str]], int]:
+    """(instance type -> [(USD/h, SKU)], gp3 [(USD/GiB-month, SKU)], rows with a zero or unreadable price).
+    ``others`` gets the same for the GPU types not in ``types`` (every type when the file has no ``GPU`` column)."""
     reader = csv.reader(lines)
     for _ in range(METADATA_LINES):
         next(reader, None)
@@ -103,14 +113,22 @@ def scan(lines: IO[str], types: set[str], name: str) -> tuple[dict[str, list[tup
         raise CloudError(f"{name}: the offer file has no column {', '.join(missing)}")
     keep = [(col[k], v) for k, v in KEEP.items()]
     ebs = [(col[k], v) for k, v in EBS.items()]
-    it_i, price_i, sku_i = col["Instance Type"], col["PricePerUnit"], col["SKU"]
+    it_i, price_i, sku_i, fam_i = col["Instance Type"], col["PricePerUnit"], col["SKU"], col["Product Family"]
+    gpu_i = col.get("GPU")
     vm: dict[str, list[tuple[float, str]]] = defaultdict(list)
     gp3: list[tuple[float, str]] = []
     bad = 0
     for row in reader:
         if len(row) != len(header):
             continue
-        is_vm = row[it_i] in types and all(row[i] == v for i, v in keep)
+        is_vm = row[fam_i] in COMPUTE_FAMILIES and all(row[i] == v for i, v in keep)
+        if is_vm and row[it_i] not in types:
+            if others is not None and (gpu_i is None or row[gpu_i] not in ("", "0", "NA")):
+                try:
+                    others.setdefault(row[it_i], []).append((float(row[price_i]), row[sku_i]))
+                except ValueError:
+                    pass
+            continue
         if not is_vm and not all(row[i] == v for i, v in ebs):
             continue
         try:
@@ -183,7 +201,8 @@ def fetch(known: list[Offer], regions: list[str], now: datetime) -> SourceResult
         here = [o for o in known if o.region == region]
         with http.stream(url) as resp:
             text = io.TextIOWrapper(io.BufferedReader(_Capped(resp, MAX_BYTES, url)), encoding="utf-8", newline="")
-            vm, gp3, bad = scan(text, {o.instance_type for o in here}, url)
+            others: dict[str, list[tuple[float, str]]] = {}
+            vm, gp3, bad = scan(text, {o.instance_type for o in here}, url, others)
         if bad:
             res.dropped["zero_or_missing_price"] += bad
         picked = {t: _pick(c, f"{t} {region}", res.ambiguous) for t, c in sorted(vm.items())}
@@ -203,6 +222,9 @@ def fetch(known: list[Offer], regions: list[str], now: datetime) -> SourceResult
             s = spot.get((o.instance_type, o.zone or ""))
             res.offers.append(replace(o, price_hourly=price, spot_price_hourly=s[0] if s else None))
             res.row_source[o.key()] = f"{SOURCE} SKU {sku}" + (f"; spot {s[1]}" if s else "")
+        for t, cands in sorted(others.items()):  # placed or counted by catalog/discover.py (AWS rows are per AZ)
+            if (best := max(cands))[0] > 0:
+                res.extra[(region, t)] = (best[0], None, f"{SOURCE} SKU {best[1]}")
         if gp3:
             price, sku = _pick(gp3, f"gp3 {region}", res.ambiguous)
             res.disks.extend(DiskPrice("aws", region, t, None, "gib", price, f"{SOURCE} SKU {sku} (EBS gp3)",

@@ -57,7 +57,7 @@ from provisioner.providers.base import (
     costs_from_labels,
     price_from_labels,
 )
-from provisioner.providers.capabilities import ClusterReader, ImagePinner
+from provisioner.providers.capabilities import ClusterReader, ImagePinner, PartialLister
 from provisioner.providers.poll import poll
 from provisioner.providers.store import PAYLOAD_LABEL
 from provisioner.verify.report import StackReport, last_console_report
@@ -77,7 +77,7 @@ def _tags(inst: dict[str, Any]) -> dict[str, str]:
     return {t["Key"]: t["Value"] for t in inst.get("Tags") or []}
 
 
-class AwsProvider(AwsCalls, ImagePinner, ClusterReader):
+class AwsProvider(AwsCalls, ImagePinner, ClusterReader, PartialLister):
     NAME = "aws"
 
     # ------------------------------------------------------------------ lookups
@@ -140,6 +140,10 @@ class AwsProvider(AwsCalls, ImagePinner, ClusterReader):
 
     def list(self) -> list[InstanceRecord]:
         return sorted((self._record(i) for i in self.each_region(self._instances)), key=lambda r: (r.name, r.zone or ""))
+
+    def list_partial(self) -> tuple[builtins.list[InstanceRecord], builtins.list[str]]:
+        found = self.list()
+        return found, list(self.unreachable)  # the regions each_region could not list
 
     # ------------------------------------------------------------------ create
     def pin_image(self, os_name: str) -> dict[str, str]:

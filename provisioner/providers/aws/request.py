@@ -6,9 +6,10 @@ base64-encodes it for RunInstances only); ``request_preview`` is the same body a
 (and tests/aws assert, since moto does not enforce them):
 
 - ``ClientToken``: at most 64 ASCII characters (EC2 "Ensuring idempotency"): ``name[:23]-<40 hex>`` from
-  name + profile hash + AZ + every other parameter of the request, so a re-sent request is the same request and
-  any other (another AZ, a security group made again after ``down``, a new AMI) another one: EC2 refuses a
-  known token with other parameters (``IdempotentParameterMismatch``).
+  name + profile hash + AZ + the request's stable parameters (``token_inputs``: not the user data's presigned
+  payload URL, not the owner and price tags), so a re-sent request, or another `up` of the same profile, is the
+  same request and any other VM (another AZ, a security group made again after ``down``, a new AMI) another one:
+  EC2 refuses a known token with other parameters (``IdempotentParameterMismatch``).
 - Boot volume: gp3 always (st1/sc1 cannot be boot volumes). ``standard`` and ``balanced`` are gp3 at its
   included baseline (3,000 IOPS, 125 MiB/s); ``ssd`` is gp3 with provisioned IOPS (500 per GiB, at most 16,000)
   and throughput (0.25 MiB/s per IOPS, at most 1,000 MiB/s). Size 1..16,384 GiB.
@@ -101,10 +102,41 @@ def client_token(spec: LaunchSpec, zone: str, salt: str = "") -> str:
     return f"{spec.name[:23]}-{digest}"
 
 
+#: RunInstances parameters that are not part of its ClientToken: they differ between two `up`s of one profile that
+#: must be one request. ``UserData``: the bootstrap carries a GET URL of the payload that each `up` presigns at its
+#: own second (X-Amz-Date, signature; render/bootstrap.needs_signed_url), so the payload it names stands for it
+#: (``token_inputs``). ``TagSpecifications``: ``trainvm-owner`` is the local user, the price labels are the local
+#: catalog's; every other tag comes from the profile (its hash), the VM's name and the AMI, which are in the token.
+UNSTABLE_PARAMETERS = ("ClientToken", "UserData", "TagSpecifications")
+
+
+def token_inputs(spec: LaunchSpec, body: dict[str, Any]) -> dict[str, Any]:
+    """What the ClientToken of ``body`` is made of besides name, profile hash and AZ (``client_token``): the request
+    without ``UNSTABLE_PARAMETERS``, and the payload the user data fetches. Each is the same for every `up` of one
+    profile to one AZ, and changes when the VM asked for changes:
+
+    - ImageId: the AMI the SSM parameter (or NAME.lock, or the baked image) resolves to: a new AMI, a new request;
+    - InstanceType, Min/MaxCount, Placement (the AZ; a cluster's placement group is named after the VM),
+      BlockDeviceMappings, InstanceInitiatedShutdownBehavior, InstanceMarketOptions, MetadataOptions: from the offer
+      and the resolved profile alone;
+    - SecurityGroupIds: the group ``ensure_security_group`` finds or makes for the name, the same id for both `up`s
+      (a group made again after ``down`` is another id, so another request); IamInstanceProfile, KeyName: named
+      after the VM;
+    - the payload: its sha256 (of the rendered payload, which the profile determines) and the URL of the object it
+      is staged as (the account's bucket in the region, the key from that sha256); the user data's only other
+      inputs are the profile hash and the OS. Without a payload (``render``'s preview) the user data itself."""
+    out = {k: v for k, v in body.items() if k not in UNSTABLE_PARAMETERS}
+    ref, data = spec.payload, body.get("UserData") or b""
+    out["UserData"] = ({"payload": ref.sha256, "url": ref.url} if ref is not None
+                       else hashlib.sha256(data.encode() if isinstance(data, str) else data).hexdigest())
+    return out
+
+
 def request_token(spec: LaunchSpec, zone: str, body: dict[str, Any]) -> str:
-    """The ClientToken of the RunInstances ``body``: its other parameters are part of the token."""
-    canon = json.dumps({k: v for k, v in body.items() if k != "ClientToken"}, sort_keys=True,
-                       default=lambda b: hashlib.sha256(b).hexdigest())  # UserData bytes
+    """The ClientToken of the RunInstances ``body``: name, profile hash, AZ and ``token_inputs``. Two `up`s of one
+    profile started together send the same token; EC2 launches once and refuses the other, whose user data differ
+    (IdempotentParameterMismatch), and that `up` takes the instance the first launched (providers/aws/group.py)."""
+    canon = json.dumps(token_inputs(spec, body), sort_keys=True)
     return client_token(spec, zone, salt=hashlib.sha256(canon.encode()).hexdigest())
 
 
@@ -239,12 +271,14 @@ def _s3_resources(sources: tuple[str, ...]) -> tuple[list[str], list[dict[str, A
     return objects, listing
 
 
-SECRET_ARN = r"arn:aws(?:-cn|-us-gov)?:secretsmanager:[a-z0-9-]+:\d{12}:secret:[A-Za-z0-9/_+=.@-]{1,512}"
+#: the ``secret://KIND/`` of Secrets Manager, the store an EC2 VM reads with its instance profile (registry secret_kinds)
+SECRET_KIND = "aws"
 
 
-def secret_names(profile_json: str) -> list[str]:
-    """The profile's ``secret://aws/`` references: a name (read in the VM's region) or a secret's ARN."""
-    return sorted(set(re.findall(rf"secret://aws/({SECRET_ARN}|[A-Za-z0-9/_+=.@-]{{1,512}})", profile_json)))
+def secret_names(spec: LaunchSpec) -> list[str]:
+    """The resolved profile's ``secret://aws/`` references (``spec.secret_refs``: never a search of the profile's
+    text): a name (read in the VM's region) or a secret's ARN (the profile's schema checked their spelling)."""
+    return sorted({r.name for r in spec.secret_refs if r.kind == SECRET_KIND})
 
 
 def secret_resources(names: list[str], region: str) -> list[str]:
@@ -285,7 +319,7 @@ def role_policy(spec: LaunchSpec, region: str) -> dict[str, Any] | None:
     if objects:
         statements.append({"Effect": "Allow", "Action": "s3:GetObject", "Resource": objects})
         statements.extend(listing)
-    secrets = secret_names(spec.profile_json)
+    secrets = secret_names(spec)
     if secrets:
         statements.append({"Effect": "Allow", "Action": "secretsmanager:GetSecretValue",
                            "Resource": secret_resources(secrets, region)})

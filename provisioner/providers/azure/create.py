@@ -2,9 +2,10 @@
 and the cleanup are in ``azure_lease``; the compute step, a VM for one node or a scale set for N, and why a group
 of one is a VM, in ``azure_compute``).
 
-Create = resource group -> VNet + NSG (in parallel) -> compute (a VM, its NIC and public IP VM-managed; or the
-PPG and a scale set of N) -> read back (a scale set: N Succeeded instances, then the node list in its tags) ->
-the role assignment of the identity when it must stop/delete itself (``azure_roles``). Idempotent:
+Create = resource group -> VNet + NSG (in parallel) -> the VM's user-assigned identity and its role assignments
+(``azure_roles``: lifecycle role, payload reader; a refusal stops here, before anything bills) -> compute (a VM, its
+NIC and public IP VM-managed; or the PPG and a scale set of N, carrying that identity) -> read back (a scale set: N
+Succeeded instances, then the node list in its tags). Idempotent:
 deterministic names; an existing VM or scale set with this profile hash is returned (waiting for it if a killed
 ``up`` left it creating; a scale set without its node list is finished); a Failed leftover whose creator is gone
 is deleted with its group and created again; another hash, or the other kind under that name -> ConflictError.
@@ -35,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from provisioner.catalog.models import Offer
 from provisioner.providers.azure import request as R
 from provisioner.providers.azure.compute import IN_FLIGHT, ScaleSet, Vm, compute_for, other_kind
+from provisioner.providers.azure.identity import user_identity
 from provisioner.providers.azure.lease import (
     CONFLICT_CODES,
     GROUP_DELETING,
@@ -46,7 +48,7 @@ from provisioner.providers.azure.lease import (
     _props,
     refuse_foreign,
 )
-from provisioner.providers.azure.roles import grant_lifecycle_role, grant_payload_reader
+from provisioner.providers.azure.roles import ensure_identity, grant_roles, principal_of
 from provisioner.providers.base import (
     AttemptInProgressError,
     ConflictError,
@@ -82,7 +84,7 @@ class CreateTransaction:
         def _await_other_attempt(self, *args: Any, **kwargs: Any) -> Any: ...
         def _prepare_group(self, *args: Any, **kwargs: Any) -> Any: ...
         def _cleanup(self, *args: Any, **kwargs: Any) -> Any: ...
-        def _delete_group(self, *args: Any, **kwargs: Any) -> Any: ...
+        def _drop_vm_group(self, *args: Any, **kwargs: Any) -> Any: ...
         def _vanished(self, *args: Any, **kwargs: Any) -> Any: ...
         def _lost(self, *args: Any, **kwargs: Any) -> Any: ...
         def _refuse_deleting_group(self, *args: Any, **kwargs: Any) -> Any: ...
@@ -137,6 +139,8 @@ class CreateTransaction:
                     raise
             if _lease(self._get_group(n.rg)) != attempt:  # lost the group to another `up`: its compute is ours too
                 return self._await_other_attempt(n.rg, spec, notes, deadline, attempt) or self._lost(spec, n.rg)
+            if not user_identity(spec):  # the identity and its roles exist before anything that bills (issue 36 item 5)
+                grant_roles(self, spec, ensure_identity(self, spec, offer.region, deadline))
             racer = c.get(self, spec.name)
             if racer is not None:  # another `up` passed its lease check too and its PUT came first
                 return self._join(racer, spec, notes, deadline, attempt)
@@ -153,8 +157,6 @@ class CreateTransaction:
             created = c.finish(self, spec, created, deadline) if created is not None else None
             if created is None:
                 raise VanishedError(f"{spec.name} was deleted right after its creation finished", code="DeletedDuringCreate")
-            grant_lifecycle_role(self, spec, created)  # needs the identity ARM gave the VM (scale set: every node's)
-            grant_payload_reader(self, spec, created)  # last: a failure before it leaves no assignment outside the group
             return c.record(self, created, notes, False)
         except Exception as exc:
             if isinstance(exc, GroupBeingDeletedError):
@@ -231,8 +233,8 @@ class CreateTransaction:
             if _props(res).get("provisioningState") == "Succeeded":
                 if not c.complete(res, spec):  # a killed `up` stopped before its read-back (scale set: node list)
                     res = c.finish(self, spec, res, deadline) or {}
-                grant_lifecycle_role(self, spec, res)  # a killed `up` may have stopped before it
-                grant_payload_reader(self, spec, res)
+                if not user_identity(spec):  # an older trainvm's VM (system-assigned) may lack them
+                    grant_roles(self, spec, principal_of(self, spec, res))
                 return c.record(self, res, notes, True)
         except AttemptInProgressError:
             raise  # the other attempt's resources and group are left to it
@@ -249,5 +251,5 @@ class CreateTransaction:
                 other=other, code="OtherAttemptFailed")
         if not res or _foreign_live(res, attempt) or _foreign_live(self._get_group(n.rg), attempt):
             return None  # gone, or another live attempt's failed resource/group: its own cleanup decides
-        self._delete_group(n.rg, wait=True)  # Failed/Canceled leftover: start again from nothing
+        self._drop_vm_group(n.rg, spec.name)  # Failed/Canceled leftover: start again from nothing
         return None

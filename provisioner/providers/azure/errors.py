@@ -127,7 +127,8 @@ def classify(f: Failure) -> ProviderError:
     if is_quota(f):
         return QuotaError(message, code=f.code, scope="region")
     if is_retryable(f):
-        what = f"HTTP {f.status}" if f.status and f.status != 200 else (f.code or "network error")
+        what = (f"HTTP {f.status}" if f.status and f.status != 200
+                else "network error" if f.kind == "network" else (f.code or "network error"))  # no Python type name
         return RetryExhaustedError(f"{what} after the SDK's retries: {message}", code=f.code or str(f.status))
     if f.code == "MissingSubscriptionRegistration":
         return InvalidRequestError(f"{message} (register it once with `az provider register --namespace "

@@ -92,7 +92,7 @@ def scale_set_body(spec: LaunchSpec, offer: Offer, *, subscription_id: str, imag
     }
     if placement_group:
         props["proximityPlacementGroup"] = {"id": placement_group}
-    return {"location": offer.region, "tags": cluster_tags(spec), "identity": vm["identity"],
+    return {"location": offer.region, "tags": {**cluster_tags(spec), **vm["tags"]}, "identity": vm["identity"],
             "sku": {"name": offer.instance_type, "tier": "Standard", "capacity": spec.nodes}, "properties": props}
 
 

@@ -1,6 +1,6 @@
 """A user-assigned managed identity for Azure VMs (``placement.identity.azure``; issue 30). Pure: no SDK.
 
-Why: trainvm gives a VM's system-assigned identity two roles (azure_roles: Virtual Machine Contributor or
+Why: trainvm gives the identity it creates for a VM (``NAME-identity``, azure_roles) two roles (Virtual Machine Contributor or
 Contributor on the VM's group, so that idle shutdown / max-run can deallocate or delete it; Storage Blob Data
 Reader on the payload container). Creating role assignments needs Owner, User Access Administrator or Role Based
 Access Control Administrator; a Contributor-only user cannot. An administrator can instead create one
@@ -9,8 +9,8 @@ Contributor may then attach it to VMs (``userAssignedIdentities/assign/action`` 
 
 With ``placement.identity.azure`` set:
 - the VM (and a cluster's scale set) carries ``identity: {type: UserAssigned, userAssignedIdentities: {ID: {}}}``
-  and no system-assigned identity; trainvm creates no role assignment and ``down`` removes none (the
-  administrator's grants are meant to last);
+  with the administrator's identity instead of trainvm's own; trainvm creates no identity and no role assignment
+  and ``down`` removes none (the administrator's grants are meant to last);
 - the VM's tag ``trainvm-identity`` holds the identity's ARM id, and the on-VM scripts (the bootstrap's
   templates/bootstrap/fetch-azure.sh, templates/files/trainvm-lifecycle-azure.sh) read it from IMDS
   (``instance/compute/tagsList``) and ask IMDS for a token with ``msi_res_id=ID``: IMDS needs the identity named

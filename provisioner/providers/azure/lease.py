@@ -132,6 +132,7 @@ class GroupLease:
         def _get_group(self, *args: Any, **kwargs: Any) -> Any: ...
         def _get_vm(self, *args: Any, **kwargs: Any) -> Any: ...
         def _adopt(self, *args: Any, **kwargs: Any) -> Any: ...
+        def _revoke_payload_reader(self, *args: Any, **kwargs: Any) -> Any: ...
 
     def _put(self, rg: str, deadline: float, attempt: str, fn: Callable[[], Any]) -> Any:
         """A PUT in this attempt's group. ARM refuses a PUT on a resource whose own PUT is still running (409
@@ -239,7 +240,10 @@ class GroupLease:
             res = self._get_compute(rg, name) if name else None
             if res is not None:
                 return res
-            self._delete_group(rg, wait=True)
+            if name:
+                self._drop_vm_group(rg, name)
+            else:
+                self._delete_group(rg, wait=True)
         poll(lambda: self._get_group(rg), ready=lambda g: g is None, deadline=deadline, interval=self.poll_seconds,
              clock=self._clock, sleep=self._sleep,
              timed_out=lambda last: RetryExhaustedError(f"resource group {rg} is still being deleted",
@@ -269,7 +273,7 @@ class GroupLease:
             if res is None and owner not in (None, attempt) and _lease_live(group):
                 mark(True)  # another live `up` holds it now: its resources are that attempt's to keep or delete
                 return f"resource group {rg} is left to the other `trainvm up` ({owner}) that now holds it"
-            self._delete_group(rg, wait=True)
+            self._drop_vm_group(rg, spec.name)
             if self._get_group(rg) is None:
                 mark(True)
                 return None
@@ -278,6 +282,12 @@ class GroupLease:
         except ProviderError as exc:
             mark(False, f"resource group {rg}")
             return f"deleting resource group {rg} failed ({exc}); run `trainvm down {spec.name}`"
+
+    def _drop_vm_group(self, rg: str, name: str) -> bool:
+        """Delete VM ``name``'s group and wait; first its identity's payload reader assignment, which lives outside
+        the group (on the payload store's container) and would stay as an orphan (azure_roles)."""
+        self._revoke_payload_reader(name, rg)
+        return self._delete_group(rg, wait=True)
 
     def _delete_group(self, rg: str, *, wait: bool) -> bool:
         poller = self._call(lambda: self.api().resource.resource_groups.begin_delete(rg), missing=None)

@@ -13,7 +13,9 @@ meters for one (size, kind): the primary-meter-region ones win, then the highest
 bill), reported as ambiguous. Spot prices are per region (Azure has no zonal spot price).
 
 Shapes: Resource SKUs needs an Azure credential and a subscription; this source does not ask it and prices the
-sizes the catalog already knows (a size without a price is dropped and counted, never priced 0).
+sizes the catalog already knows (a size without a price is dropped and counted, never priced 0). Every other
+size it prices in the region is handed back (``SourceResult.extra``): catalog/discover.py places it when another
+region's row gives its shape (Azure rows are regional), else counts it as skipped.
 
 Managed disks (``serviceName eq 'Storage'``, one ``productName`` each): Standard HDD (profile ``standard``, S
 tiers), Standard SSD (``balanced``, E tiers), Premium SSD (``ssd``, P tiers), LRS, ``unitOfMeasure "1/Month"``,
@@ -145,6 +147,11 @@ def fetch(known: list[Offer], regions: list[str], now: datetime) -> SourceResult
             spot = prices.get((o.instance_type, "spot"))
             res.offers.append(replace(o, price_hourly=on[0], spot_price_hourly=spot[0] if spot else None))
             res.row_source[o.key()] = on[1]
+        here = {o.instance_type for o in known if o.region == region}
+        for (size, kind), (price, source) in sorted(prices.items()):
+            if kind == "ondemand" and size not in here:
+                spot = prices.get((size, "spot"))
+                res.extra[(region, size)] = (price, spot[0] if spot else None, source)
         for disk_type, (product, _) in DISK_PRODUCTS.items():
             rows = items(f"serviceName eq 'Storage' and priceType eq 'Consumption' "
                          f"and armRegionName eq '{region}' and productName eq '{product}'")

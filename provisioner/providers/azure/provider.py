@@ -254,13 +254,23 @@ class AzureProvider(CreateTransaction, GroupLease, ImagePinner, Preflighter, Clu
         outside the VM's group, so deleting the group leaves it (an orphan "Identity not found" assignment that
         counts against the subscription's role-assignment limit). Best effort: a failure leaves only that orphan."""
         try:
-            res = self._get_vm(rg, name, expand=None)
-            if res is None:
-                res = azure_group.get_scale_set(self, name)
-            principal = ((res or {}).get("identity") or {}).get("principalId")
-            if not res or not principal or not (res.get("tags") or {}).get(PAYLOAD_LABEL):
+            own = self._call(lambda: self.api().resource.resources.get_by_id(
+                R.own_identity_id(self.subscription_id, name), api_version=R.IDENTITY_API), missing=None)
+            if own is not None:  # trainvm's own identity (issue 36 item 5): read even when the VM is gone or never was
+                ident = _wire(own)
+                if not (ident.get("tags") or {}).get(PAYLOAD_LABEL):
+                    return
+                principal, region = (ident.get("properties") or {}).get("principalId"), ident.get("location")
+            else:  # a VM made by an older trainvm: its system-assigned identity
+                res = self._get_vm(rg, name, expand=None)
+                if res is None:
+                    res = azure_group.get_scale_set(self, name)
+                if not res or not (res.get("tags") or {}).get(PAYLOAD_LABEL):
+                    return
+                principal, region = (res.get("identity") or {}).get("principalId"), res.get("location")
+            if not principal or not region:
                 return
-            region = str(res.get("location") or "")
+            region = str(region)
             ref = PayloadRef(cloud="azure", region=region, store=f"{account_name(self.subscription_id, region)}/{CONTAINER}",
                              key="", url="", sha256="", size=0)
             revoke_payload_reader(self, payload_scope(self.subscription_id, ref), principal)

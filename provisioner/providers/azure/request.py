@@ -31,10 +31,11 @@ Decisions (SPEC "What `up` creates"):
 - Spot: ``priority: Spot``, ``evictionPolicy: Delete``, ``billingProfile.maxPrice`` =
   ``placement.max_price_per_hour`` (-1 = up to the on-demand price when none).
 - Boot diagnostics on (managed storage): the serial log is ``verify``'s fallback for the report.
-- Lifecycle (issue 10): every VM gets a system-assigned managed identity (``identity.type:
-  SystemAssigned``). When the VM must stop or delete itself (idle shutdown or ``max_run_hours``), ``up``
-  gives that identity a role assignment scoped to the VM's own resource group, created after the VM (it
-  needs the identity's principal id) and removed with the group by ``down``. The role is the least built-in
+- Lifecycle (issue 10) and order (issue 36 item 5): every VM carries a user-assigned managed identity trainvm
+  creates in the VM's group before the VM (``NAME-identity``; ``identity.type: UserAssigned``, its id also in the
+  tag ``trainvm-identity``). When the VM must stop or delete itself (idle shutdown or ``max_run_hours``), ``up``
+  gives that identity a role assignment scoped to the VM's own resource group, also before the VM (azure_roles),
+  removed with the group by ``down``. The role is the least built-in
   one that can do what ``lifecycle.on_idle`` / ``on_max_run`` ask (Azure has no built-in deallocate-only
   role): stop -> Virtual Machine Contributor (``.../deallocate/action``); delete -> Contributor (deleting
   the resource group, as ``down`` does, so nothing stays: VM Contributor cannot delete the group nor the
@@ -57,7 +58,7 @@ from typing import Any
 from provisioner.catalog.models import Offer
 from provisioner.providers.azure.families import azure_disk_types
 from provisioner.providers.azure.identity import TAG as IDENTITY_TAG
-from provisioner.providers.azure.identity import identity_body, user_identity
+from provisioner.providers.azure.identity import TAG_MAX, identity_body, user_identity
 from provisioner.providers.base import InvalidRequestError, LaunchSpec
 from provisioner.providers.registry import AzureImage, cloud
 
@@ -76,7 +77,8 @@ REPORT_SCRIPT = [f'f="{REPORT_PATH}"; if [ -s "$f" ]; then gzip -9c "$f" | base6
 TRUSTED_LAUNCH_UNSUPPORTED = (r"^Standard_ND96a(m)?s(r)?(_A100)?_v4$", r"^Standard_ND40rs_v2$",
                               r"^Standard_NV\d+as_v4$", r"^Standard_N[CV]\d+r?(_Promo)?$")
 NET, COMPUTE = "Microsoft.Network", "Microsoft.Compute"
-AUTHZ = "Microsoft.Authorization"
+AUTHZ, UAI = "Microsoft.Authorization", "Microsoft.ManagedIdentity/userAssignedIdentities"
+IDENTITY_API = "2023-01-31"  # userAssignedIdentities (learn.microsoft.com/rest/api/managedidentity)
 #: built-in role definition ids (the same GUID in every subscription and cloud)
 ROLES = {"Virtual Machine Contributor": "9980e02c-c2be-4d73-94e8-173b1dc7cf3c",
          "Contributor": "b24988ac-6180-42a0-ab88-20f7382dd24c"}
@@ -96,11 +98,13 @@ class Names:
     ipconfig: str
     pip: str
     os_disk: str
+    identity: str  # the user-assigned identity trainvm creates for the VM (or scale set), in its group
 
 
 def names(vm_name: str) -> Names:
     return Names(vm=vm_name, rg=f"trainvm-{vm_name}", vnet=f"{vm_name}-vnet", subnet="default", nsg=f"{vm_name}-nsg",
-                 nic=f"{vm_name}-nic", ipconfig="ipconfig1", pip=f"{vm_name}-ip", os_disk=f"{vm_name}-osdisk")
+                 nic=f"{vm_name}-nic", ipconfig="ipconfig1", pip=f"{vm_name}-ip", os_disk=f"{vm_name}-osdisk",
+                 identity=f"{vm_name}-identity")
 
 
 def resource_id(subscription_id: str, rg: str, type_: str, name: str) -> str:
@@ -192,6 +196,28 @@ def tags(spec: LaunchSpec) -> dict[str, str]:
     return {**spec.labels, IDENTITY_TAG: identity} if identity else dict(spec.labels)
 
 
+def own_identity_id(subscription_id: str, vm_name: str) -> str:
+    """The ARM id of the user-assigned identity trainvm creates for ``vm_name`` (``NAME-identity`` in its group)."""
+    return resource_id(subscription_id, names(vm_name).rg, UAI, names(vm_name).identity)
+
+
+def vm_identity(spec: LaunchSpec, subscription_id: str) -> str:
+    """The identity the VM (or scale set) carries: the administrator's (placement.identity.azure), else trainvm's own."""
+    return user_identity(spec) or own_identity_id(subscription_id, spec.name)
+
+
+def compute_tags(spec: LaunchSpec, subscription_id: str) -> dict[str, str]:
+    """The VM's (or scale set's) tags: ``tags`` and the identity's id, which the on-VM scripts read from IMDS to ask
+    for that identity's token (left out when longer than a tag value holds: IMDS then uses the only identity)."""
+    identity = vm_identity(spec, subscription_id)
+    return {**tags(spec), IDENTITY_TAG: identity} if len(identity) <= TAG_MAX else tags(spec)
+
+
+def identity_resource_body(spec: LaunchSpec, location: str) -> dict[str, Any]:
+    """The userAssignedIdentities PUT body (learn.microsoft.com/rest/api/managedidentity/user-assigned-identities)."""
+    return {"location": location, "tags": tags(spec)}
+
+
 def group_body(spec: LaunchSpec, location: str) -> dict[str, Any]:
     return {"location": location, "tags": tags(spec)}
 
@@ -254,8 +280,9 @@ def vm_body(spec: LaunchSpec, offer: Offer, *, subscription_id: str, image: Imag
     if spec.spot:
         props.update(priority="Spot", evictionPolicy="Delete",
                      billingProfile={"maxPrice": spec.max_price_per_hour if spec.max_price_per_hour else -1})
-    identity = user_identity(spec)  # placement.identity.azure: an administrator's user-assigned identity
-    return {"location": offer.region, "tags": tags(spec), "identity": identity_body(identity), "properties": props}
+    identity = vm_identity(spec, subscription_id)  # the administrator's (placement.identity.azure) or trainvm's own
+    return {"location": offer.region, "tags": compute_tags(spec, subscription_id), "identity": identity_body(identity),
+            "properties": props}
 
 
 def lifecycle_role(spec: Any) -> str | None:
@@ -326,27 +353,30 @@ def ssh_argv(ip: str, public_key_path: str | None, command: list[str]) -> list[s
 
 
 def request_preview(spec: LaunchSpec, offer: Offer, subscription_id: str = "SUBSCRIPTION") -> dict[str, Any]:
-    """What ``up`` would send, offline, keyed by resource type. The image version shows as
-    "latest (pinned at up)": ``up`` resolves it to the newest exact version and records it."""
+    """What ``up`` would send, offline, keyed by resource type in the order ``up`` sends it (identity and roles
+    before the compute). The image version shows as "latest (pinned at up)": ``up`` pins it and records it."""
     n, loc = names(spec.name), offer.region
     image = replace(image_for(spec.os, offer), version=PREVIEW_VERSION)
     out: dict[str, Any] = {
         "Microsoft.Resources/resourceGroups": {"name": n.rg, "body": group_body(spec, loc)},
         f"{NET}/virtualNetworks": {"name": n.vnet, "body": vnet_body(spec, loc)},
         f"{NET}/networkSecurityGroups": {"name": n.nsg, "body": nsg_body(spec, loc)},
-        f"{COMPUTE}/virtualMachines": {"name": n.vm, "body": vm_body(
-            spec, offer, subscription_id=subscription_id, image=image, ssh_public_key=PREVIEW_SSH_KEY)},
     }
+    role = lifecycle_role(spec)
+    if not user_identity(spec):  # the administrator's identity holds the administrator's grants
+        out[UAI] = {"name": n.identity, "body": identity_resource_body(spec, loc)}
+        if role:
+            out[f"{AUTHZ}/roleAssignments"] = {
+                "name": role_assignment_name(spec, role), "scope": role_assignment_scope(subscription_id, spec),
+                "body": role_assignment_body(subscription_id, role, f"<principalId of {n.identity}, created first>",
+                                             spec)}
     if spec.nodes > 1:  # a cluster: a proximity placement group and one scale set (azure_group_request)
         from provisioner.providers.azure.group_request import preview  # lazy: startup
 
-        del out[f"{COMPUTE}/virtualMachines"]
         out.update(preview(spec, offer, subscription_id, image))
-    role = lifecycle_role(spec)
-    if role and not user_identity(spec):  # a user-assigned identity holds the administrator's grants
-        out[f"{AUTHZ}/roleAssignments"] = {
-            "name": role_assignment_name(spec, role), "scope": role_assignment_scope(subscription_id, spec),
-            "body": role_assignment_body(subscription_id, role, "<the VM's identity.principalId, after create>", spec)}
+    else:
+        out[f"{COMPUTE}/virtualMachines"] = {"name": n.vm, "body": vm_body(
+            spec, offer, subscription_id=subscription_id, image=image, ssh_public_key=PREVIEW_SSH_KEY)}
     return out
 
 

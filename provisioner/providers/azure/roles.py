@@ -1,16 +1,19 @@
-"""The role assignments of an Azure VM's identity: the one that lets it stop or delete itself (issue 10; bodies in
-``azure_request``) and Storage Blob Data Reader on the payload store's container (``grant_payload_reader``).
+"""The VM's identity and its role assignments (issue 10; issue 36 item 5): the user-assigned identity trainvm creates
+for a VM (``NAME-identity`` in its group, ``ensure_identity``), the role that lets the VM stop or delete itself
+(bodies in ``azure_request``) and Storage Blob Data Reader on the payload store's container.
 
-Created after the VM (it names the VM's system-assigned identity by its principal id, which ARM assigns
-at create). The lifecycle role is scoped to the VM's own resource group and removed with that group by ``down``;
-the payload reader is scoped to the shared payload container, so ``down`` deletes it by name first
-(``revoke_payload_reader``). Idempotent: the
-assignment's name is a deterministic GUID, and ``RoleAssignmentExists`` (the same assignment made by an
-earlier run) counts as done. ``PrincipalNotFound`` (a fresh identity not replicated yet; rare with
-principalType set) is retried for at most PRINCIPAL_WAIT_SECONDS. ``AuthorizationFailed``: the caller may not
-create role assignments (it needs Owner, User Access Administrator or Role Based Access Control
-Administrator) -- an AuthError, and ``create`` deletes the group: a VM that cannot stop itself would bill
-until someone notices.
+Order: identity -> lifecycle role -> payload reader -> (only then) the VM or scale set, which references the identity.
+Nothing billable exists until trainvm knows the VM will be able to read its payload and stop itself: a refused
+assignment (no right, or a deny assignment: the permissions API lists the action, the PUT answers 403
+AuthorizationFailed) is an AuthError before any compute PUT, and the create's cleanup deletes the group (identity,
+network, the lifecycle assignment with it). The payload reader is scoped outside the group (the shared container), so
+it is created last, and whatever deletes the VM's group removes it first (``revoke_payload_reader``).
+
+Older trainvm VMs carry a system-assigned identity; adopting one grants its principal as before (``principal_of``).
+Idempotent: assignment names are deterministic GUIDs, ``RoleAssignmentExists`` counts as done, a re-PUT identity
+keeps its principal. ``PrincipalNotFound`` (a fresh identity not replicated yet; rare with principalType set) is
+retried for at most PRINCIPAL_WAIT_SECONDS. Creating assignments needs Owner, User Access Administrator or Role Based
+Access Control Administrator.
 """
 
 from __future__ import annotations
@@ -31,19 +34,59 @@ from provisioner.providers.store import PayloadRef
 PRINCIPAL_WAIT_SECONDS = 120.0  # Microsoft: a new identity may take minutes to replicate
 
 
-def _principal(spec: LaunchSpec, vm: dict[str, Any], why: str) -> str:
-    principal = (vm.get("identity") or {}).get("principalId") or (vm.get("identity") or {}).get("principal_id")
+def _wire(obj: Any) -> dict[str, Any]:
+    return {} if obj is None else obj.as_dict() if hasattr(obj, "as_dict") else dict(obj)
+
+
+def ensure_identity(provider: Any, spec: LaunchSpec, location: str, deadline: float) -> str:
+    """PUT the VM's own user-assigned identity (``NAME-identity`` in its group; free): its principal id."""
+    ident = R.own_identity_id(provider.subscription_id, spec.name)
+    body = R.identity_resource_body(spec, location)
+    poller = provider._call(lambda: provider.api().resource.resources.begin_create_or_update_by_id(
+        ident, body, api_version=R.IDENTITY_API))
+    out = _wire(provider._wait(poller, deadline, f"managed identity {R.names(spec.name).identity}"))
+    principal = (out.get("properties") or {}).get("principalId")
     if not principal:
-        raise ProviderError(f"{spec.name} has no system-assigned identity; {why}", code="NoManagedIdentity")
+        raise ProviderError(f"the managed identity {ident} came back without a principalId", code="NoManagedIdentity")
     return str(principal)
 
 
-def grant_lifecycle_role(provider: Any, spec: LaunchSpec, vm: dict[str, Any]) -> dict[str, Any] | None:
+def principal_of(provider: Any, spec: LaunchSpec, res: dict[str, Any]) -> str:
+    """The principal a VM or scale set of ``spec`` acts as: trainvm's own user-assigned identity, or the
+    system-assigned one of a VM an older trainvm made."""
+    ident = res.get("identity") or {}
+    users = ident.get("userAssignedIdentities") or ident.get("user_assigned_identities") or {}
+    own = R.own_identity_id(provider.subscription_id, spec.name).lower()
+    for key, value in users.items():
+        found = (value or {}).get("principalId") or (value or {}).get("principal_id")
+        if key.lower() == own and found:
+            return str(found)
+    if users:  # ARM did not echo the principal: read the identity itself
+        got = provider._call(lambda: provider.api().resource.resources.get_by_id(own, api_version=R.IDENTITY_API), missing=None)
+        found = (_wire(got).get("properties") or {}).get("principalId")
+        if found:
+            return str(found)
+    principal = ident.get("principalId") or ident.get("principal_id")
+    if not principal:
+        raise ProviderError(f"{spec.name} has no managed identity of trainvm's; it could not read its payload or stop "
+                            "itself", code="NoManagedIdentity")
+    return str(principal)
+
+
+def grant_roles(provider: Any, spec: LaunchSpec, principal: str) -> None:
+    """The lifecycle role, then (last: its scope is outside the group) the payload reader; nothing with
+    placement.identity.azure (its administrator granted them)."""
+    if user_identity(spec):
+        return
+    grant_lifecycle_role(provider, spec, principal)
+    grant_payload_reader(provider, spec, principal)
+
+
+def grant_lifecycle_role(provider: Any, spec: LaunchSpec, principal: str) -> dict[str, Any] | None:
     """Create the VM identity's role assignment when the VM acts on itself; the assignment as ARM returns it."""
     role = R.lifecycle_role(spec)
     if role is None or user_identity(spec):  # a user-assigned identity: its administrator granted the roles
         return None
-    principal = _principal(spec, vm, "it could not deallocate itself")
     scope = R.role_assignment_scope(provider.subscription_id, spec)
     return _assign(provider, scope, R.role_assignment_name(spec, role),
                    R.role_assignment_body(provider.subscription_id, role, principal, spec),
@@ -65,17 +108,15 @@ def payload_assignment_name(scope: str, principal: str) -> str:
     return str(uuid.uuid5(uuid.NAMESPACE_URL, f"trainvm:payload:{scope.lower()}:{principal}"))
 
 
-def grant_payload_reader(provider: Any, spec: LaunchSpec, vm: dict[str, Any]) -> dict[str, Any] | None:
-    """Storage Blob Data Reader for the VM's (or scale set's) system-assigned identity on the container of
-    ``spec.payload``, so that the bootstrap can fetch it with an IMDS token (fetch-azure.sh). Created after the VM
-    (it needs the identity's principal id). Role changes reach a VM's token cache only after a while ("can take
-    significant time", Microsoft's managed-identity best practices): the bootstrap retries rc 3 until its deadline.
-    Kept when the VM goes (the container is shared); ``down`` removes it (``revoke_payload_reader``)."""
+def grant_payload_reader(provider: Any, spec: LaunchSpec, principal: str) -> dict[str, Any] | None:
+    """Storage Blob Data Reader for the VM's (or scale set's) identity on the container of ``spec.payload``, so that
+    the bootstrap can fetch it with an IMDS token (fetch-azure.sh). Created before the VM. Role changes reach a VM's
+    token cache only after a while ("can take significant time", Microsoft's managed-identity best practices): the
+    bootstrap retries rc 3 until its deadline. Outside the VM's group (the container is shared): whatever deletes the
+    group (``down``, a failed create's cleanup) removes it first (``revoke_payload_reader``)."""
     ref = spec.payload
     if ref is None or ref.cloud != "azure" or user_identity(spec):  # user-assigned: granted by its administrator
         return None
-
-    principal = _principal(spec, vm, "it could not read its payload")
     scope = payload_scope(provider.subscription_id, ref)
     body = {"properties": {
         "roleDefinitionId": f"/subscriptions/{provider.subscription_id}/providers/{R.AUTHZ}/roleDefinitions/{BLOB_DATA_READER}",

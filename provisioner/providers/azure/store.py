@@ -8,11 +8,15 @@ Control plane (azure-mgmt-storage, on the provider's ARM credential and pipeline
 - in it one StorageV2 account (Standard_LRS) named ``tv`` + 22 hex of sha256(subscription, region): storage
   account names are 3-24 characters, lowercase letters and digits only, and globally unique (Microsoft's
   Az.Functions ``AccountName`` description; PSRule ``Azure.Storage.Name``). The name is deterministic, so every
-  ``up`` of the subscription finds the same account; one taken by someone else is ARM's 409
-  ``StorageAccountAlreadyTaken`` ("The storage account named X is already taken.", public Terraform/azure-cli
-  issue reports), a ConflictError here. Settings: ``allowBlobPublicAccess=false``, ``minimumTlsVersion=TLS1_2``,
-  ``supportsHttpsTrafficOnly=true``, ``allowSharedKeyAccess=true`` (the upload below signs with the key; a policy
-  that forbids shared keys makes the create fail with that policy's error).
+  ``up`` of the subscription finds the same account. Someone else may hold it: before creating anything in a region
+  without a store, ``checkNameAvailability`` is asked (reason ``AlreadyExists``: learn.microsoft.com/rest/api/
+  storagerp/storage-accounts/check-name-availability), and a name taken after that answer is the create's 409
+  ``StorageAccountAlreadyTaken`` ("The storage account named X is already taken.", public Terraform/azure-cli issue
+  reports), after which the group this stage created is deleted again. Both are a ``RegionUnavailableError``:
+  ``up`` skips that region's offers and fails over to the next region (issue 36 item 7). Settings:
+  ``allowBlobPublicAccess=false``, ``minimumTlsVersion=TLS1_2``, ``supportsHttpsTrafficOnly=true``,
+  ``allowSharedKeyAccess=true`` (the upload below signs with the key; a policy that forbids shared keys makes the
+  create fail with that policy's error).
 - a private container ``trainvm`` (control-plane PUT, ``publicAccess: None``); blob names are
   ``payload_key(sha256)`` = ``payloads/<sha256>.tar.gz``, so the URL is
   ``https://<account>.blob.core.windows.net/trainvm/payloads/<sha256>.tar.gz``.
@@ -49,7 +53,13 @@ from typing import Any
 from provisioner import settings
 from provisioner.providers.azure import errors as errs
 from provisioner.providers.azure.clients import make_storage_client
-from provisioner.providers.base import AuthError, ConflictError, InvalidRequestError, ProviderError
+from provisioner.providers.base import (
+    AuthError,
+    ConflictError,
+    InvalidRequestError,
+    ProviderError,
+    RegionUnavailableError,
+)
 from provisioner.providers.store import EXPIRE_DAYS, PAYLOAD_PREFIX, REFRESH_DAYS, PayloadRef, payload_key
 
 CONTAINER = "trainvm"
@@ -178,16 +188,15 @@ class BlobPayloadStore:
         if group is not None and (group.get("tags") or {}).get(STORE_TAG) != "true":
             raise ConflictError(f"resource group {rg} exists and is not trainvm's payload store (no {STORE_TAG} tag); "
                                 "trainvm keeps the payloads of this region there", code="PayloadStoreGroupTaken")
-        if group is None:
-            self._arm(lambda: api.resource.resource_groups.create_or_update(rg, {"location": region, "tags": dict(TAGS)}),
-                      f"creating resource group {rg}")
         st = self.storage()
         account = self._arm(lambda: st.storage_accounts.get_properties(rg, name), f"reading storage account {name}",
-                            missing=None)
+                            missing=None) if group is not None else None
         if account is None:
-            poller = self._arm(lambda: st.storage_accounts.begin_create(rg, name, account_body(region)),
-                               f"creating storage account {name}", account=name)
-            account = self.p._wait(poller, self.p._clock() + self.p.op_timeout, f"storage account {name}")
+            if group is None:  # nothing is created in a region until the account name is known to be free
+                self._check_name(region, name)
+                self._arm(lambda: api.resource.resource_groups.create_or_update(
+                    rg, {"location": region, "tags": dict(TAGS)}), f"creating resource group {rg}")
+            account = self._create_account(region, rg, name)
         self._arm(lambda: st.blob_containers.create(rg, name, CONTAINER, container_body()),
                   f"creating container {CONTAINER} in {name}")
         self._arm(lambda: st.management_policies.create_or_update(rg, name, "default", policy_body()),
@@ -195,6 +204,49 @@ class BlobPayloadStore:
         acct = self._account(rg, name, _wire(account))
         self._ready[region] = acct
         return acct
+
+    def _check_name(self, region: str, name: str) -> None:
+        """Storage's checkNameAvailability (StorageAccounts_CheckNameAvailability,
+        https://learn.microsoft.com/rest/api/storagerp/storage-accounts/check-name-availability): reason
+        ``AlreadyExists`` while this subscription has no account of that name means someone else holds it."""
+        out = _wire(self._arm(lambda: self.storage().storage_accounts.check_name_availability(
+            {"name": name, "type": "Microsoft.Storage/storageAccounts"}), f"checking the storage account name {name}"))
+        if out.get("nameAvailable") is False and out.get("reason") == "AlreadyExists":
+            raise self._taken(region, name, str(out.get("message") or "AlreadyExists"), "StorageAccountAlreadyTaken")
+
+    def _create_account(self, region: str, rg: str, name: str) -> Any:
+        """Create the account in the store's group. Its name taken (409 StorageAccountAlreadyTaken: by someone else
+        since ``_check_name``, or a group left by an earlier trainvm): the group, trainvm's and without its account,
+        is deleted (awaited and checked gone) and RegionUnavailableError raised."""
+        st = self.storage()
+        try:
+            poller = self._arm(lambda: st.storage_accounts.begin_create(rg, name, account_body(region)),
+                               f"creating storage account {name}", account=name, region=region)
+            return self.p._wait(poller, self.p._clock() + self.p.op_timeout, f"storage account {name}")
+        except RegionUnavailableError as exc:
+            self._drop_group(rg, exc)
+            raise
+
+    def _drop_group(self, rg: str, exc: ProviderError) -> None:
+        """Delete the (empty) store group this ``stage`` created; ``exc`` is verified once ARM answers "not found"."""
+        try:
+            self.p._delete_group(rg, wait=True)
+            if self.p._get_group(rg) is None:
+                exc.verified()
+                return
+            note = f"resource group {rg} still exists after its deletion"
+        except ProviderError as err:
+            note = f"deleting resource group {rg} failed ({err})"
+        exc.args = (f"{exc}; {note}: delete it with `az group delete -n {rg}` (it is empty)",)
+
+    def _taken(self, region: str, name: str, detail: str, code: str) -> RegionUnavailableError:
+        return RegionUnavailableError(
+            f"the storage account name {name} (trainvm's payload store for this subscription in {region}) is taken by "
+            f"another subscription or tenant ({errs._short(detail)}); trainvm cannot stage payloads in {region}, so "
+            "its offers are skipped", code=code,
+            hint=f"storage account names are global and trainvm derives this one from the subscription id and the "
+                 f"region; {region} stays unusable for payloads in this subscription while someone else holds the name "
+                 "(or until a recently deleted account's name is released): leave it out of placement.regions")
 
     def _existing(self, region: str) -> _Account | None:
         """The region's store when it exists (nothing is created); None otherwise."""
@@ -216,7 +268,8 @@ class BlobPayloadStore:
         endpoint = f"{override}/{name}" if override else (blob or f"https://{name}.blob.core.windows.net").rstrip("/")
         return _Account(name, rg, key, endpoint)
 
-    def _arm(self, fn: Callable[[], Any], what: str, *, missing: Any = _MISSING, account: str | None = None) -> Any:
+    def _arm(self, fn: Callable[[], Any], what: str, *, missing: Any = _MISSING, account: str | None = None,
+             region: str = "") -> Any:
         try:
             return fn()
         except Exception as exc:
@@ -226,12 +279,7 @@ class BlobPayloadStore:
             if f.status == 404 and missing is not _MISSING and f.code not in ("SubscriptionNotFound", "InvalidSubscriptionId"):
                 return missing
             if account and f.code in TAKEN_CODES:
-                raise ConflictError(
-                    f"the storage account name {account} (trainvm's payload store for this subscription and region) is "
-                    f"taken by someone else: {errs._short(f.message)}",
-                    code=f.code, hint="storage account names are global; the name is derived from the subscription id "
-                                      "and the region, so another subscription or tenant holds it (or held it until "
-                                      "recently). Payload staging cannot go on in this region") from exc
+                raise self._taken(region, account, f.message, f.code) from exc
             err = errs.classify(f)
             err.args = (f"{what}: {err}",)
             if isinstance(err, AuthError):

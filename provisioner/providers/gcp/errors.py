@@ -10,6 +10,7 @@ Duck-typed over the exceptions: importing this module imports no cloud SDK.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -93,9 +94,28 @@ def from_exception(exc: BaseException) -> Failure:
         details = "; ".join(m for _, m, _ in fields if m and m not in message)
         metrics = tuple(m for _, _, ms in fields for m in ms)
         return Failure(status, code, f"{message}{'; ' + details if details else ''}", metrics)
+    response = getattr(exc, "response", None)
+    if module.startswith(("google.cloud.storage", "google.resumable_media")) and isinstance(
+            getattr(response, "status_code", None), int):
+        return _media_failure(response)
     if module.startswith(("requests", "urllib3")) or isinstance(exc, (ConnectionError, TimeoutError)):
         return Failure(None, type(exc).__name__, str(exc), kind="network")
     return Failure(None, type(exc).__name__, str(exc) or type(exc).__name__, kind="other")
+
+
+def _media_failure(response: Any) -> Failure:
+    """An answer of the storage SDK's media layer (uploads, downloads: ``google.cloud.storage.exceptions.InvalidResponse``
+    carries the ``requests`` response), whose body is Google's JSON error (``{"error": {"code", "message",
+    "errors": [{"reason"}]}}``, cloud.google.com/storage/docs/json_api/v1/status-codes) when the service sent one."""
+    status = int(response.status_code)
+    try:
+        error = json.loads(response.text).get("error") or {}
+    except (ValueError, AttributeError):
+        error = {}
+    items = [e for e in error.get("errors") or () if isinstance(e, dict)] if isinstance(error, dict) else []
+    code = next((str(e["reason"]) for e in items if e.get("reason")), None)
+    message = str(error.get("message") or "") if isinstance(error, dict) else ""
+    return Failure(status, code, message or f"HTTP {status} {getattr(response, 'reason', '') or ''}".strip())
 
 
 def missing_project(f: Failure) -> str | None:
@@ -145,7 +165,7 @@ def classify(f: Failure, *, retried: int = 0) -> ProviderError:
         code = "QUOTA_EXCEEDED" if not metrics else f"QUOTA_EXCEEDED:{metrics[0]}"
         return QuotaError(message, code=code, scope=scope)
     if is_retryable(f):
-        what = f"HTTP {f.status}" if f.status else (f.code or "network error")
+        what = f"HTTP {f.status}" if f.status else ("network error" if f.kind == "network" else f.code or "error")  # no type name
         tail = f" after {retried} tries" if retried else ""
         return RetryExhaustedError(f"{what}{tail}: {message}", code=str(f.status or f.code))
     if f.status == 401 or f.code in AUTH_REASONS or (f.status == 403 and f.code not in RATE_REASONS):

@@ -9,8 +9,12 @@ cloud.google.com/billing/quotas (300 calls/min: a pull is a few pages).
 
 A GCE price is assembled: ``core × vCPUs + RAM × GiB + GPU × count`` for the machine series' SKUs whose
 ``serviceRegions`` hold the offer's region (the location words in descriptions are never read). On-demand:
-``usageType OnDemand``; spot: ``usageType Preemptible`` *and* a "Spot Preemptible"/"Preemptible" description
-(a spot description tagged OnDemand is dropped, reported). Never read as a price: commitments, DWS and
+``usageType OnDemand``; spot: ``usageType Preemptible`` *and* a spot description, spelled one of two ways: the
+GPUs' "<GPU> attached to Spot Preemptible VMs running in <place>" (the Pricing API how-to's own example SKU,
+"Nvidia Tesla T4 GPU attached to Spot Preemptible VMs running in Warsaw":
+cloud.google.com/billing/docs/how-to/get-pricing-information-api) and the cores'/RAM's prefix "Spot Preemptible
+<series> Instance Core|Ram running in <place>" (or the older "Preemptible ..."). A spot description tagged
+OnDemand is dropped, reported. Never read as a price: commitments, DWS and
 calendar-mode GPUs (about half the ordinary price, tagged OnDemand), reserved, premium, custom, sole-tenancy and
 extended-memory SKUs, a SKU whose unit is not ``h``/``GiBy.h``, or with more than one tier. Several SKUs for one
 (series, part, region, usage) at different prices: the highest, reported. A missing part drops the offer
@@ -40,6 +44,7 @@ from provisioner.catalog.models import Offer
 from provisioner.catalog.publish import DiskPrice
 from provisioner.catalog.refresh import SourceResult
 from provisioner.errors import CloudError
+from provisioner.wording import failure_words
 
 API = "https://cloudbilling.googleapis.com"
 SERVICE = "services/6F81-5844-456A"  # Compute Engine
@@ -59,6 +64,7 @@ EXCLUDED = re.compile(r"DWS|Calendar Mode|Commitment|Reserved|Premium|Custom|cus
 _HOST = re.compile(r"^(?P<series>.+?) Instance (?P<part>Core|Ram) running in .+$")
 _GPU = re.compile(r"^(?:Nvidia )?(?:Tesla )?(?P<tok>.+?) GPU running in .+$")
 _SPOT = re.compile(r"^(?:Spot )?Preemptible ")
+_SPOT_ATTACHED = " attached to Spot Preemptible VMs running in "  # GPUs: "<GPU> attached to Spot Preemptible VMs ..."
 DISKS = {"Storage PD Capacity": "standard", "Balanced PD Capacity": "balanced", "SSD backed PD Capacity": "ssd",
          "SSD backed Local Storage": "local_ssd"}
 _DISK = re.compile(r"^(?P<d>" + "|".join(DISKS) + r")(?: in .+)?$")
@@ -80,7 +86,7 @@ def auth_headers() -> dict[str, str]:
         creds, _ = google.auth.default(scopes=["https://www.googleapis.com/auth/cloud-platform"])
         creds.refresh(google.auth.transport.requests.Request())
     except Exception as e:  # noqa: BLE001 - DefaultCredentialsError, RefreshError, transport errors
-        raise CloudError(f"{SOURCE}: no API key and no application-default credentials ({type(e).__name__})",
+        raise CloudError(f"{SOURCE}: no API key and no application-default credentials ({failure_words(e)})",
                          hint="set TRAINVM_GCP_PRICES_API_KEY to an API key with the Cloud Billing API enabled, "
                               "or run `gcloud auth application-default login`; `--cloud azure --cloud aws` "
                               "refreshes the other clouds without it") from None
@@ -129,11 +135,11 @@ class Prices:
         usage = cat.get("usageType")
         if usage not in ("OnDemand", "Preemptible") or EXCLUDED.search(desc):
             return
-        spot_text = bool(_SPOT.match(desc))
+        spot_text = bool(_SPOT.match(desc)) or _SPOT_ATTACHED in desc
         if (usage == "Preemptible") != spot_text:
             dropped["mistagged_spot_sku"] += 1
             return
-        desc = _SPOT.sub("", desc)
+        desc = _SPOT.sub("", desc).replace(_SPOT_ATTACHED, " running in ")
         kind = "spot" if spot_text else "ondemand"
         where = regions & set(sku.get("serviceRegions") or [])
         if not where:
@@ -198,6 +204,8 @@ def fetch(known: list[Offer], regions: list[str], now: datetime) -> SourceResult
     unpriced: set[str] = set()
     for o in known:
         on = price_of(o, "ondemand", prices, res.ambiguous)
+        if o.family not in SERIES:
+            res.unmodelled.add(o.key())
         if on is None:
             res.dropped["no_ondemand_price"] += 1
             unpriced.add(o.family)

@@ -54,7 +54,7 @@ from provisioner.providers.base import (
     costs_from_labels,
     price_from_labels,
 )
-from provisioner.providers.capabilities import ClusterReader, ImagePinner
+from provisioner.providers.capabilities import ClusterReader, ImagePinner, PartialLister
 from provisioner.providers.gcp.api import GceApi
 from provisioner.providers.gcp.auth import default_credentials
 from provisioner.providers.gcp.cluster import GceClusters
@@ -75,7 +75,7 @@ from provisioner.verify.report import StackReport
 MANAGED_FILTER = "labels.trainvm-managed = true"
 
 
-class GcpProvider(ImagePinner, ClusterReader):
+class GcpProvider(ImagePinner, ClusterReader, PartialLister):
     NAME = "gcp"
 
     def __init__(self, *, project: str | None = None, endpoint: str | None = None, credentials: Any = None,
@@ -187,8 +187,12 @@ class GcpProvider(ImagePinner, ClusterReader):
         return self._clusters.reports(name)
 
     def list(self) -> list[InstanceRecord]:
+        return self.list_partial()[0]
+
+    def list_partial(self) -> tuple[builtins.list[InstanceRecord], builtins.list[str]]:
         listing = self.gce.aggregated(MANAGED_FILTER)
-        return sorted((self._record(i) for i in listing.instances), key=lambda r: (r.name, r.zone or ""))
+        found = sorted((self._record(i) for i in listing.instances), key=lambda r: (r.name, r.zone or ""))
+        return found, list(listing.unreachable)
 
     def delete(self, name: str, *, wait: bool = True) -> bool:
         """Every member of ``name`` (one VM, or a group's nodes), its placement policy, then its firewall rules

@@ -25,7 +25,8 @@ Decisions (SPEC "What `up` creates"):
 - Service account: the project's default one with the smallest scopes that work: logging.write and
   monitoring.write always; devstorage.read_only always (the bootstrap fetches the payload from GCS as this
   account, gcp_store.py; gs:// data sources need it too); cloud-platform instead of it
-  when the profile references ``secret://gcp/...`` (Secret Manager has no narrower scope); compute
+  when the resolved profile references a ``secret://gcp/...`` secret (``LaunchSpec.secret_refs``: Secret Manager
+  has no narrower scope); compute
   when ``lifecycle.on_idle`` is delete (the idle watchdog calls instances.delete on its own VM; the
   service account also needs compute.instances.delete, which the default one has through Editor).
   ``on_idle: stop`` needs no scope: a shutdown from inside the guest leaves the instance TERMINATED.
@@ -104,13 +105,18 @@ def request_id(spec: LaunchSpec, offer: Offer, salt: str = "") -> str:
     return str(uuid.uuid5(REQUEST_ID_NAMESPACE, f"{spec.name}/{spec.profile_hash}/{what}/{salt}"))
 
 
+#: the ``secret://KIND/`` of Secret Manager, the store a GCE VM reads with its service account (registry secret_kinds)
+SECRET_KIND = "gcp"
+
+
 def scopes_for(spec: LaunchSpec) -> list[str]:
     """The VM's service-account scopes (the module docstring says why each). devstorage.read_only is on every VM:
     its bootstrap fetches the payload from the project's GCS bucket with the metadata server's token
     (providers/gcp/store.py), and a token without a storage scope is refused whatever the IAM policy grants;
-    cloud-platform, when a ``secret://gcp/`` reference needs it, covers storage as well."""
+    cloud-platform, when a ``secret://gcp/`` reference of the resolved profile needs it (``spec.secret_refs``: never
+    a search of the profile's text, where any string may contain those characters), covers storage as well."""
     scopes = [SCOPE_LOGGING, SCOPE_MONITORING]
-    if "secret://gcp/" in spec.profile_json:
+    if any(r.kind == SECRET_KIND for r in spec.secret_refs):
         scopes.append(SCOPE_CLOUD_PLATFORM)
     else:
         scopes.append(SCOPE_GCS_READ)  # the payload, and gs:// data sources

@@ -25,12 +25,15 @@ google-cloud-storage (imported on first use: ``trainvm --help`` and ``plan`` nev
   on the bucket or project) from the user running trainvm.
 - Objects: ``payload_key(sha256)``, uploaded in one request (a multipart upload; above 8 MiB the SDK's resumable
   upload, which commits the object only when complete), checksummed by the SDK. An object already there is
-  reused when it has the payload's size and MD5 and is younger than ``REFRESH_DAYS``.
+  reused when it has the payload's size and MD5 and is younger than ``REFRESH_DAYS``. An upload that failed
+  after its retries is checked: the object there (an answer lost after GCS stored it) is used; none there, the
+  error says nothing was left; the check failing too, the error names the object as possibly left behind.
 - The URL the VM GETs is the JSON API media URL ``{endpoint}/storage/v1/b/{bucket}/o/{quoted key}?alt=media``
   (endpoint ``https://storage.googleapis.com``; ``TRAINVM_GCS_ENDPOINT`` for an emulator, reached with anonymous
   credentials: no token leaves for a non-Google endpoint). The VM's side is templates/bootstrap/fetch-gcp.sh.
 - Calls: each SDK call gets ``retry=`` a ``google.api_core.retry.Retry`` (429, 5xx and connection errors, as
-  ``gcp_errors.is_retryable``; exponential backoff from ``TRAINVM_RETRY_BASE_DELAY``, within
+  ``gcp_errors.is_retryable``, also the upload's answers, which the SDK's media layer raises as its own
+  ``InvalidResponse``; exponential backoff from ``TRAINVM_RETRY_BASE_DELAY``, within
   ``TRAINVM_API_TIMEOUT`` seconds) and each HTTP request at most half that: the SDK's own retry, configured
   (providers/poll.py states the rule). trainvm's own loop, the IAM read-modify-write redone on an etag
   conflict, runs through ``poll`` (tenacity) within the same ``TRAINVM_API_TIMEOUT``. Failures become the ``ProviderError``
@@ -190,16 +193,39 @@ class GcsPayloadStore:
         found = self._call(f"reading {where}", lambda: bucket.get_blob(key, retry=self.retry(), timeout=self.http_timeout),
                            missing=None)
         md5 = base64.b64encode(hashlib.md5(data, usedforsecurity=False).digest()).decode()
-        fresh = (found is not None and found.size == len(data) and found.md5_hash in (None, md5)
-                 and found.time_created is not None and self.now() - found.time_created < timedelta(days=REFRESH_DAYS))
+        fresh = self._holds(found, data, md5)
         if not fresh:
             blob = bucket.blob(key)
-            self._call(f"uploading {where}", lambda: blob.upload_from_string(
-                data, content_type="application/gzip", retry=self.retry(), timeout=self.http_timeout))
+            try:
+                self._call(f"uploading {where}", lambda: blob.upload_from_string(
+                    data, content_type="application/gzip", retry=self.retry(), timeout=self.http_timeout))
+            except ProviderError as exc:
+                self._after_failed_upload(bucket, key, where, data, md5, exc)
         return PayloadRef(cloud=self.CLOUD, region=region, store=ready.bucket, key=key,
                           url=media_url(self.endpoint or DEFAULT_ENDPOINT, ready.bucket, key), sha256=sha256,
                           size=len(data), access=f"{READER_ROLE} on gs://{ready.bucket} for serviceAccount:{ready.reader}",
                           uploaded=not fresh, refreshed=found is not None and not fresh)
+
+    def _holds(self, found: Any, data: bytes, md5: str) -> bool:
+        """``found`` (a blob, or None) is the payload, stored less than ``REFRESH_DAYS`` ago."""
+        return (found is not None and found.size == len(data) and found.md5_hash in (None, md5)
+                and found.time_created is not None and self.now() - found.time_created < timedelta(days=REFRESH_DAYS))
+
+    def _after_failed_upload(self, bucket: Any, key: str, where: str, data: bytes, md5: str, exc: ProviderError) -> None:
+        """The upload failed after its retries; one of them may still have stored the object (an answer lost on the
+        way back). GCS commits an object only whole and checked, so the payload found there (its size and MD5) is
+        the upload done: returns, and the stage uses it. Nothing there: nothing was left (``exc`` verified) and
+        ``exc`` is raised. The read fails as well: ``exc`` names the object as possibly left behind."""
+        try:
+            found = self._call(f"reading {where}", lambda: bucket.get_blob(key, retry=self.retry(),
+                                                                             timeout=self.http_timeout), missing=None)
+        except ProviderError as check:
+            exc.leaves(where)
+            exc.args = (f"{exc}; whether {where} was stored could not be checked ({check})",)
+            raise exc from None
+        if self._holds(found, data, md5):
+            return
+        raise exc.verified()
 
     def release(self, region: str, sha256: str) -> bool:
         _check(region, sha256)
