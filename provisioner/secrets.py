@@ -99,6 +99,12 @@ CLASS_NEXT = {"l": {"l": .84, "u": .01, "d": .04, "s": .105, "o": .005},
               "^": {"l": .60, "u": .25, "d": .10, "s": .04, "o": .01}}
 MIN_SURPRISE_TOTAL = 9.0  # nats: a short word needs more per character (BAAI/Fp16-7B-MISTRAL has 7)
 MIN_SURPRISE = 0.35  # nats per character; realistic names and paths stay below (most below 0), random tokens ~1
+#: What a 40-character AWS secret key (bare or as URL path segments) must reach on top of its pattern: enough to keep
+#: most CamelCase paths out (measured: 4 random keys in 20,000 fall below it or repeat four characters; 1 generated
+#: path in 100,000 still reaches it)
+NAME_SURPRISE = 0.2
+#: The same for the 24+ character entropy tokens (``_random_token``): HuggingFaceH4/Dpo-8x7B-v1.2 reaches 0.25
+TOKEN_SURPRISE = 0.3
 
 
 def entropy(text: str) -> float:
@@ -109,11 +115,18 @@ def entropy(text: str) -> float:
 def _random_token(token: str) -> bool:
     """Long, mixed-class and high-entropy: what keys look like and words, paths and versions do not."""
     core = token.strip("=._~-")
-    if len(core) < 24 or "/" in core.strip("/") and core.count("/") > 2 and "+" not in core:  # paths (base64 has +)
+    if "=" in core:  # KEY=value: base64 has '=' only at its end
+        return any(_random_token(part) for part in core.split("="))
+    if REPEAT.search(core) or len(core) < 24 or "/" in core.strip("/") and core.count("/") > 2 and "+" not in core:  # paths (base64 has +)
         return False
     classes = sum(bool(re.search(p, core)) for p in ("[a-z]", "[A-Z]", "[0-9]"))
     # names such as HuggingFaceH4/Llama-0.5B-v2.8 are as varied, but their classes follow each other as words do
-    return classes == 3 and entropy(core) >= MIN_ENTROPY and class_surprise(core) >= MIN_SURPRISE
+    return classes == 3 and entropy(core) >= MIN_ENTROPY and class_surprise(core) >= TOKEN_SURPRISE
+
+
+#: Four letters or digits that come back later in the word: names repeat their words (Qwen/Qwen2.5, RUNS-RUNS),
+#: random tokens almost never (about 1 in 25,000 of 40 characters)
+REPEAT = re.compile(r"([A-Za-z0-9]{4}).*\1")
 
 
 def _class(c: str) -> str:
@@ -144,7 +157,7 @@ def random_word(word: str) -> bool:
     as varied as it can be for its length and whose classes follow each other at random: a generated key or secret
     (``k3J.Xz-9q@R[tY]w0:pL8sV2nB6mC4dF1``), not a name, path, URL or version (``Qwen/Qwen2.5-7B-Instruct-AWQ:v12``)."""
     n = len(word)
-    if n < 20 or not _classes(word):
+    if n < 20 or not _classes(word) or REPEAT.search(word):
         return False
     return entropy(word) >= math.log2(n) - 1.3 and class_surprise(word) * n >= max(MIN_SURPRISE * n, MIN_SURPRISE_TOTAL)
 
@@ -193,7 +206,8 @@ def _aws_secret_in_path(url: str) -> tuple[int, int] | None:
             if (re.fullmatch(r"[A-Za-z0-9/+]{40}", cand) and not cand.startswith("/") and _classes(cand)
                     and cand.count("/") <= 3):
                 e = entropy(cand)
-                if e >= 4.4 and not (re.search(r"[a-z]{6,}", cand) and e < 4.6) and class_surprise(cand) >= MIN_SURPRISE:
+                if (e >= 4.4 and not (re.search(r"[a-z]{6,}", cand) and e < 4.6) and class_surprise(cand) >= NAME_SURPRISE
+                        and not REPEAT.search(cand)):
                     return i + 1, j
     return None
 
@@ -205,7 +219,7 @@ def find_secret(text: str, *, guess: bool = True) -> str | None:
         return None
     for pattern, what in PATTERNS:
         if what == AWS_SECRET_WHAT:  # 40 characters with no prefix: a CamelCase path has them too
-            if any(class_surprise(m) >= MIN_SURPRISE for m in pattern.findall(text)):
+            if any(class_surprise(m) >= NAME_SURPRISE and not REPEAT.search(m) for m in pattern.findall(text)):
                 return what
         elif pattern.search(text):
             return what
@@ -256,7 +270,7 @@ def redact(text: str) -> str:
     for w in words:
         text = text.replace(w, "***")
     def aws_key(m: re.Match[str]) -> str:  # 40 characters of a CamelCase path stay (find_secret)
-        return "***" if class_surprise(m.group(0)) >= MIN_SURPRISE else m.group(0)
+        return "***" if class_surprise(m.group(0)) >= NAME_SURPRISE and not REPEAT.search(m.group(0)) else m.group(0)
 
     for pattern, what in PATTERNS:
         text = pattern.sub(aws_key if what == AWS_SECRET_WHAT else "***", text)
