@@ -136,9 +136,13 @@ def shared() -> Azurite:
         ca = tempfile.NamedTemporaryFile("wb", suffix=".pem", delete=False)
         ca.write(shared_ca().cert_pem.bytes())
         ca.close()
-        _SHARED, _SHARED_CA_FILE = az, ca.name
-        for n in names:
-            az.service(n, ca.name).create_container(CONTAINER)
+        _SHARED, _SHARED_CA_FILE = az, ca.name  # known before anything else can fail: stop_shared() ends it
+        try:
+            for n in names:
+                az.service(n, ca.name).create_container(CONTAINER)
+        except BaseException:
+            stop_shared()
+            raise
     return _SHARED
 
 
