@@ -1,6 +1,11 @@
-# Two entry points on a fresh clone (only Python >= 3.11 and make needed):
-#   make run   - create .venv, install trainvm, plan an example profile against the embedded catalog
-#   make test  - install with dev extras, run the whole test suite
+# Two entry points on a fresh clone (README "Quick start" says what each needs):
+#   make run   - create .venv, install trainvm, plan an example profile against the embedded catalog (Python >= 3.11,
+#                make, and PyPI for the locked packages)
+#   make test  - install with dev extras, run the whole test suite (also npm, for the Azurite emulator)
+# Both install exact, hash-checked versions: requirements.lock (trainvm's dependencies) and requirements-dev.lock
+# (those plus the dev extras), made from pyproject.toml by `make lock-deps` (tests/unit/test_dev_lock.py fails when
+# pyproject.toml asks for something a lock does not pin). `pip install trainvm` / `pip install -e .` still resolve
+# from pyproject.toml's ranges.
 PYTHON ?= $(shell command -v python3.11 || command -v python3.12 || command -v python3.13 || command -v python3)
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -9,22 +14,32 @@ EXAMPLE ?= profiles/examples/bert-finetune-t4.yaml
 PYTEST_ARGS ?=
 AZURITE := tests/emulators/azurite/node_modules/.installed
 
-.PHONY: run test lint fix test-os test-live install install-dev validate-examples bench catalog golden clean demo
+.PHONY: run test lint fix test-os test-live install install-dev lock-deps validate-examples bench catalog golden clean demo
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "trainvm needs Python >= 3.11; set PYTHON=/path/to/python3.11")'
 	$(PYTHON) -m venv $(VENV)
 
-$(VENV)/.installed: $(BIN)/python pyproject.toml
-	$(PIP) install -e .
+$(VENV)/.installed: $(BIN)/python pyproject.toml requirements.lock
+	$(PIP) install --require-hashes -r requirements.lock
+	$(PIP) install --no-deps -e .
 	@# an editable install is not byte-compiled (a wheel install is); without .pyc files every
 	@# command recompiles trainvm (~60 ms), more so where PYTHONDONTWRITEBYTECODE is set
 	$(BIN)/python -m compileall -q provisioner
 	@touch $@
 
-$(VENV)/.installed-dev: $(VENV)/.installed pyproject.toml $(AZURITE)
-	$(PIP) install -e '.[dev]'
+$(VENV)/.installed-dev: $(VENV)/.installed requirements-dev.lock $(AZURITE)
+	$(PIP) install --require-hashes -r requirements-dev.lock
 	@touch $@
+
+# Re-resolve both locks from pyproject.toml, on purpose (PyPI): pins that still satisfy pyproject.toml are kept;
+# UPGRADE=1 takes the newest versions it allows. Then `make test` (tests/aws/test_moto_list_permission.py and the
+# emulator tests catch a dev tool whose behaviour changed) and commit the locks with pyproject.toml.
+UV_COMPILE = $(BIN)/uv pip compile pyproject.toml --universal --python-version 3.11 --generate-hashes -q \
+	--custom-compile-command 'make lock-deps' $(if $(UPGRADE),--upgrade)
+lock-deps: install
+	$(UV_COMPILE) --extra dev -o requirements-dev.lock
+	$(UV_COMPILE) -c requirements-dev.lock -o requirements.lock
 
 # Azurite (the Azure Storage emulator, npm) for the Azure payload-store tests, pinned by its package-lock.json
 $(AZURITE): tests/emulators/azurite/package.json tests/emulators/azurite/package-lock.json

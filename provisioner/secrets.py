@@ -4,11 +4,13 @@
 common token formats (cloud keys, Git hosting, package registries, chat, payment, AI APIs), private-key
 blocks, service-account JSON (also base64-encoded), Azure client secrets and storage keys, 40-hex keys,
 URL userinfo (``postgres://user:pass@``, ``https://__token__:...@``), presigned/signed URL parameters
-(``X-Goog-Signature``, ``X-Amz-Signature``, ``sig=``, ``token=``...), and long high-entropy strings.
+(``X-Goog-Signature``, ``X-Amz-Signature``, ``sig=``, ``token=``...), and random tokens: long, high-entropy, mixing
+lower case, upper case and digits with any symbols, their character classes following each other at random
+(``class_surprise``: names, paths and versions run on in one class; ``random_word``).
 ``redact(text)`` replaces each of those, and every URL query string, with ``***`` so an error message
 can say what it rejected without repeating it. Checked against false positives: the bundled profiles,
 paths, versions, pins, ``--hash=sha256:`` digests, image digests (``@sha256:...``), model names and CUBLAS settings
-such as ``:4096:8`` pass.
+such as ``:4096:8`` pass (tests/unit/test_secrets_random.py: generated settings pass, generated tokens are found).
 """
 
 from __future__ import annotations
@@ -81,6 +83,28 @@ URL = re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s\"'<>]+", re.I)
 TOKEN = re.compile(r"[A-Za-z0-9+/=_~.-]{24,}")
 HASH_PREFIX = re.compile(r"(?:sha256|sha384|sha512|sha1|md5)[:=]$", re.I)
 MIN_ENTROPY = 4.3  # bits per character; English words and paths stay well below, random base64 is ~5.5+
+#: A whole word (split as ``WORD_SPLIT``; the part after its first '=' too) that mixes classes at random, whatever its
+#: symbols (``random_word``)
+RANDOM_WHAT = "a random token (a key, password or client secret)"
+RANDOM_SPLIT = re.compile(r"[\s\"',;]+")
+#: How the character class (l lower, u upper, d digit, s separator -_./:, o any other symbol) follows the previous one
+#: in names, paths, URLs, versions and settings: words run on in their class, capitals start words, digits come in
+#: groups after a separator, capitals also run on (GPTQ), other symbols are rare. Random tokens switch class at every other character, which this
+#: model finds unlikely (``class_surprise``).
+CLASS_NEXT = {"l": {"l": .84, "u": .01, "d": .04, "s": .105, "o": .005},
+              "u": {"l": .40, "u": .45, "d": .05, "s": .095, "o": .005},
+              "d": {"l": .06, "u": .04, "d": .60, "s": .29, "o": .01},
+              "s": {"l": .55, "u": .15, "d": .25, "s": .045, "o": .005},
+              "o": {"l": .40, "u": .20, "d": .20, "s": .10, "o": .10},
+              "^": {"l": .60, "u": .25, "d": .10, "s": .04, "o": .01}}
+MIN_SURPRISE_TOTAL = 9.0  # nats: a short word needs more per character (BAAI/Fp16-7B-MISTRAL has 7)
+MIN_SURPRISE = 0.35  # nats per character; realistic names and paths stay below (most below 0), random tokens ~1
+#: What a 40-character AWS secret key (bare or as URL path segments) must reach on top of its pattern: enough to keep
+#: most CamelCase paths out (measured: 4 random keys in 20,000 fall below it or repeat four characters; 1 generated
+#: path in 100,000 still reaches it)
+NAME_SURPRISE = 0.2
+#: The same for the 24+ character entropy tokens (``_random_token``): HuggingFaceH4/Dpo-8x7B-v1.2 reaches 0.25
+TOKEN_SURPRISE = 0.3
 
 
 def entropy(text: str) -> float:
@@ -91,10 +115,51 @@ def entropy(text: str) -> float:
 def _random_token(token: str) -> bool:
     """Long, mixed-class and high-entropy: what keys look like and words, paths and versions do not."""
     core = token.strip("=._~-")
-    if len(core) < 24 or "/" in core.strip("/") and core.count("/") > 2 and "+" not in core:  # paths (base64 has +)
+    if "=" in core:  # KEY=value: base64 has '=' only at its end
+        return any(_random_token(part) for part in core.split("="))
+    if REPEAT.search(core) or len(core) < 24 or "/" in core.strip("/") and core.count("/") > 2 and "+" not in core:  # paths (base64 has +)
         return False
     classes = sum(bool(re.search(p, core)) for p in ("[a-z]", "[A-Z]", "[0-9]"))
-    return classes == 3 and entropy(core) >= MIN_ENTROPY
+    # names such as HuggingFaceH4/Llama-0.5B-v2.8 are as varied, but their classes follow each other as words do
+    return classes == 3 and entropy(core) >= MIN_ENTROPY and class_surprise(core) >= TOKEN_SURPRISE
+
+
+#: Four letters or digits that come back later in the word: names repeat their words (Qwen/Qwen2.5, RUNS-RUNS),
+#: random tokens almost never (about 1 in 25,000 of 40 characters)
+REPEAT = re.compile(r"([A-Za-z0-9]{4}).*\1")
+
+
+def _class(c: str) -> str:
+    return "l" if c.islower() else "u" if c.isupper() else "d" if c.isdigit() else "s" if c in "-_./:" else "o"
+
+
+def class_surprise(word: str) -> float:
+    """Per character, how much likelier ``word``'s sequence of character classes is when each class is drawn at
+    random (in the word's own proportions) than under ``CLASS_NEXT`` (a log-likelihood ratio, in nats)."""
+    n = len(word)
+    counts = Counter(map(_class, word))
+    drawn = {k: (counts[k] + 0.5) / (n + 2.5) for k in "ludso"}
+    prev, total = "^", 0.0
+    for k in map(_class, word):
+        total += math.log(drawn[k] / CLASS_NEXT[prev][k])
+        prev = k
+    return total / n if n else 0.0
+
+
+def _random_candidates(text: str) -> list[str]:
+    """The words of ``text`` and, of a word with '=' in it (``--token=...``, ``KEY=...``), what follows the first one."""
+    words = [w for w in RANDOM_SPLIT.split(text) if len(w) >= 20]
+    return words + [w.split("=", 1)[1] for w in words if "=" in w.rstrip("=")]
+
+
+def random_word(word: str) -> bool:
+    """A word of 20 characters or more that mixes lower case, upper case and digits (any symbols with them), nearly
+    as varied as it can be for its length and whose classes follow each other at random: a generated key or secret
+    (``k3J.Xz-9q@R[tY]w0:pL8sV2nB6mC4dF1``), not a name, path, URL or version (``Qwen/Qwen2.5-7B-Instruct-AWQ:v12``)."""
+    n = len(word)
+    if n < 20 or not _classes(word) or REPEAT.search(word):
+        return False
+    return entropy(word) >= math.log2(n) - 1.3 and class_surprise(word) * n >= max(MIN_SURPRISE * n, MIN_SURPRISE_TOTAL)
 
 
 def _decoded_json_key(token: str) -> bool:
@@ -121,7 +186,7 @@ def _legacy_azure(word: str) -> bool:
     if not any(p.fullmatch(word) for p in LEGACY_AZURE) or word.isalnum() or not _classes(word) or word.count("/") > 3:
         return False
     e = entropy(word)
-    return e >= 4.2 and not (re.search(r"[a-z]{6,}|[A-Z]{6,}", word) and e < 4.5)
+    return e >= 4.2 and not (re.search(r"[a-z]{6,}|[A-Z]{6,}", word) and e < 4.5) and class_surprise(word) >= MIN_SURPRISE
 
 
 def _aws_secret_in_path(url: str) -> tuple[int, int] | None:
@@ -141,7 +206,8 @@ def _aws_secret_in_path(url: str) -> tuple[int, int] | None:
             if (re.fullmatch(r"[A-Za-z0-9/+]{40}", cand) and not cand.startswith("/") and _classes(cand)
                     and cand.count("/") <= 3):
                 e = entropy(cand)
-                if e >= 4.4 and not (re.search(r"[a-z]{6,}", cand) and e < 4.6):
+                if (e >= 4.4 and not (re.search(r"[a-z]{6,}", cand) and e < 4.6) and class_surprise(cand) >= NAME_SURPRISE
+                        and not REPEAT.search(cand)):
                     return i + 1, j
     return None
 
@@ -152,7 +218,10 @@ def find_secret(text: str, *, guess: bool = True) -> str | None:
     if not text or text.startswith("secret://"):
         return None
     for pattern, what in PATTERNS:
-        if pattern.search(text):
+        if what == AWS_SECRET_WHAT:  # 40 characters with no prefix: a CamelCase path has them too
+            if any(class_surprise(m) >= NAME_SURPRISE and not REPEAT.search(m) for m in pattern.findall(text)):
+                return what
+        elif pattern.search(text):
             return what
     if guess and HEX40.search(text):
         return HEX40_WHAT
@@ -160,6 +229,8 @@ def find_secret(text: str, *, guess: bool = True) -> str | None:
         return HEX64_WHAT
     if guess and any(_legacy_azure(w) for w in WORD_SPLIT.split(text) if len(w) in (32, 34)):
         return LEGACY_AZURE_WHAT
+    if guess and any(random_word(w) for w in _random_candidates(text)):
+        return RANDOM_WHAT
     if USERINFO.search(text):
         return "a URL with a user name and password (or token) in it"
     for url in URL.findall(text):
@@ -195,10 +266,14 @@ def redact(text: str) -> str:
 
     text = URL.sub(url, text)
     words = [w for w in WORD_SPLIT.split(text) if len(w) in (32, 34) and _legacy_azure(w)]
+    words += sorted((w for w in _random_candidates(text) if random_word(w)), key=len)  # KEY=token: only the token
     for w in words:
         text = text.replace(w, "***")
-    for pattern, _ in PATTERNS:
-        text = pattern.sub("***", text)
+    def aws_key(m: re.Match[str]) -> str:  # 40 characters of a CamelCase path stay (find_secret)
+        return "***" if class_surprise(m.group(0)) >= NAME_SURPRISE and not REPEAT.search(m.group(0)) else m.group(0)
+
+    for pattern, what in PATTERNS:
+        text = pattern.sub(aws_key if what == AWS_SECRET_WHAT else "***", text)
 
     def token(m: re.Match[str]) -> str:
         t = m.group(0)

@@ -32,6 +32,10 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ["TRAINVM_DRIVER_INDEX_URL"] = "none"
     # nor asks the clouds for the images it pins (tests/lock turn it on against the emulators)
     os.environ["TRAINVM_LOCK_IMAGES"] = "0"
+    # a run id that the xdist workers and the emulators they start inherit: the end of the run looks for leftovers
+    from tests.emulators.leftovers import mark_run
+
+    mark_run(worker=hasattr(config, "workerinput"))
 
 
 @dataclass
@@ -86,8 +90,25 @@ def write_yaml(tmp_path: Path) -> Callable[..., Path]:
     return write
 
 
-def pytest_sessionfinish(session, exitstatus) -> None:
-    """Stop the shared GCS emulator of this test process (tests/emulators/gcs.shared)."""
-    from tests.emulators import gcs
+@pytest.hookimpl(trylast=True)  # in the xdist controller: after xdist has ended its workers
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Stop the shared emulators of this test process (tests/emulators/gcs.shared, azurite_server.shared); then, in
+    the process that ran the session (not an xdist worker), fail the run when an emulator process it started is
+    still running (tests/emulators/leftovers.py), naming it, and end it."""
+    from tests.emulators import azurite_server, gcs
+    from tests.emulators.leftovers import end, leftovers
 
     gcs.stop_shared()
+    azurite_server.stop_shared()
+    if hasattr(session.config, "workerinput") or not (left := leftovers()):
+        return
+    end([pid for pid, _ in left])
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    for pid, cmdline in left:
+        message = f"left running by this test run (now ended): pid {pid}: {cmdline}"
+        if reporter:
+            reporter.write_line(message, red=True)
+        else:
+            print(message, file=sys.stderr)
+    if session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -54,10 +54,12 @@ class NodeResult:
 
 def remote_command(budget: float) -> str:
     """The shell command each node runs; the probe package (tar.gz) arrives on stdin. Paths honour
-    ``TRAINVM_ROOT`` the way the startup script does."""
+    ``TRAINVM_ROOT`` the way the startup script does. The env file is root's (0600): the login user reads it with
+    ``sudo -n`` (the clouds' login users have passwordless sudo)."""
     return ("set -e; root=\"${TRAINVM_ROOT:-}\"; d=$(mktemp -d); trap 'rm -rf \"$d\"' EXIT; tar -xz -C \"$d\"; "
-            "if [ ! -r \"$root/etc/trainvm/env\" ]; then echo \"no $root/etc/trainvm/env on this node\" >&2; exit 3; fi; "
-            "set -a; . \"$root/etc/trainvm/env\"; set +a; py=\"$root/opt/trainvm/venv/bin/python\"; "
+            "f=\"$root/etc/trainvm/env\"; if [ -r \"$f\" ]; then env=$(cat \"$f\"); "
+            "elif ! env=$(sudo -n cat \"$f\" 2>/dev/null); then echo \"no $f on this node (or not readable with sudo -n)\" >&2; exit 3; fi; "
+            "set -a; eval \"$env\"; set +a; py=\"$root/opt/trainvm/venv/bin/python\"; "
             "[ -x \"$py\" ] || py=python3; "
             f"\"$py\" -c {shlex.quote(BOOT)} \"$d\" --blocks {BLOCK} --budget {budget:g} --compact")
 

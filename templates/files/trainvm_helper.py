@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # trainvm on-VM helper (stdlib only, Python >= 3.8), written by the startup script. The GPU gate, the
 # stack check and the report are the agent's (python3 -m provisioner.agent: tv_agent). Commands:
-#   env          /etc/trainvm/env (0644) and secrets.env (0600, secret:// resolved) from the manifest
+#   env          /etc/trainvm/env and secrets.env (secret:// resolved), both 0600 and root's, from the manifest
 #   redact       stdin to stdout, line by line, with URL userinfo, query strings, signatures, tokens,
 #                the values of secrets.env and the data credentials replaced by *** (the console and provision.log)
 #   credential REF FILE  a data[].credential (secret://...) read with the VM's identity into FILE (0600)
@@ -308,7 +308,7 @@ def write_env(name, lines, mode):  # True when /etc/trainvm/NAME changed (conten
     return True
 
 
-def cmd_env(exp):  # env: readable by every shell (0644); secrets.env: resolved secret:// values, root only
+def cmd_env(exp):  # env and secrets.env (resolved secret:// values): 0600, owned by the user running this (root)
     public, secret = ["# trainvm: the profile's stack.env (systemd EnvironmentFile= and sh)"], []
     for key, value in sorted(exp["env"].items()):
         if value.startswith("secret://"):
@@ -319,7 +319,9 @@ def cmd_env(exp):  # env: readable by every shell (0644); secrets.env: resolved 
                 return 1
         else:
             public.append("%s=%s" % (key, env_quote(value)))
-    changed = write_env("env", public, 0o644)
+    # 0600: a value that slips past validate's secret checks is not for every local user to read; trainvm-run jobs
+    # get it from systemd (EnvironmentFile= is read by PID 1, as root)
+    changed = write_env("env", public, 0o600)
     changed = write_env("secrets.env", ["# trainvm: secret:// values of stack.env"] + secret if secret else [], 0o600) or changed
     print("changed" if changed else "unchanged")
     return 0

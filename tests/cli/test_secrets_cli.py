@@ -87,6 +87,7 @@ def test_aws_secret_key_as_s3_path_segments_is_rejected_and_never_echoed(cli, tm
     ("BASE_IMAGE", "nvcr.io/nvidia/pytorch:24.08-py3@sha256:" + hashlib.sha256(b"image").hexdigest()),
     ("HF_MODEL", "meta-llama/Meta-Llama-3-8B-Instr"),  # 32 characters, the length of a legacy Azure secret
     ("DOCKER_SETTINGS", '{"registry-mirrors": ["https://mirror.example.com"]}'),
+    ("HF_MODEL_GPTQ", "TheBloke/Mistral-7B-Instruct-v0.2-GPTQ"),  # mixed classes, high entropy: still a name
 ])
 def test_digests_and_names_where_they_belong_pass(cli, tmp_path, key, value):
     (tmp_path / "requirements.lock").write_text("numpy==1.26.4 \\\n    --hash=sha256:" + hashlib.sha256(b"wheel").hexdigest() + "\n")
@@ -116,3 +117,12 @@ def test_a_rejected_pin_never_echoes_a_secret_looking_value(cli, tmp_path, packa
     r = cli("validate", str(profile(tmp_path, text)))
     assert r.code == 1 and "stack.packages" in r.err and "looks like an AWS secret access key" in r.err, r.err
     assert AWS_SECRET[:12] not in r.err and AWS_SECRET[:12] not in r.out  # not even a cut-short part of it
+
+
+def test_an_older_azure_client_secret_is_named_at_its_line(cli, tmp_path):
+    value = CORPUS["azure_client_secret_legacy33"]
+    p = profile(tmp_path, T4.replace("stack:\n", f"stack:\n  env:\n    LOGIN_VALUE: {quoted(value)}\n", 1))
+    r = cli("validate", str(p))
+    assert r.code == 1 and value not in r.err and value not in r.out, r.err
+    line = T4.splitlines().index("stack:") + 3
+    assert f"p.yaml:{line}: stack.env.LOGIN_VALUE: the value looks like a random token" in r.err, r.err

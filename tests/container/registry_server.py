@@ -37,6 +37,8 @@ from typing import Any
 import pytest
 import requests
 
+from tests.emulators.tls_server import TlsThreadingHTTPServer
+
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
@@ -252,8 +254,8 @@ class TokenServer:
             def do_GET(self) -> None:  # noqa: N802
                 owner._handle(self)
 
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True, do_handshake_on_connect=False)  # handshake in the request thread
+        # the handshake in the request thread; a refused one (test_token_realm_certificate_is_checked) recorded, not printed
+        self.httpd = TlsThreadingHTTPServer(("127.0.0.1", 0), Handler, ctx)
         self.realm = f"https://127.0.0.1:{self.httpd.server_address[1]}/token"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
         self.thread.start()

@@ -100,6 +100,7 @@ class Azurite:
 
 _CA = None
 _SHARED: Azurite | None = None
+_SHARED_CA_FILE = ""
 
 
 def shared_ca():
@@ -117,7 +118,7 @@ def shared() -> Azurite:
     for every Azure region of the embedded catalog on the ARM emulator's default subscription, keyed as the emulator's
     listKeys answers (arm_storage.default_key), each with trainvm's container made (what the store's container PUT
     through ARM does on Azure; the emulator and Azurite are two programs)."""
-    global _SHARED
+    global _SHARED, _SHARED_CA_FILE
     if _SHARED is None:
         import csv
         import tempfile
@@ -135,7 +136,23 @@ def shared() -> Azurite:
         ca = tempfile.NamedTemporaryFile("wb", suffix=".pem", delete=False)
         ca.write(shared_ca().cert_pem.bytes())
         ca.close()
-        for n in names:
-            az.service(n, ca.name).create_container(CONTAINER)
-        _SHARED = az
+        _SHARED, _SHARED_CA_FILE = az, ca.name  # known before anything else can fail: stop_shared() ends it
+        try:
+            for n in names:
+                az.service(n, ca.name).create_container(CONTAINER)
+        except BaseException:
+            stop_shared()
+            raise
     return _SHARED
+
+
+def stop_shared() -> None:
+    """Stop this test process's shared Azurite (tests/conftest.py, at the end of the session). Azurite is a node
+    process, not a thread: left running, it outlived the test run (one per xdist worker)."""
+    global _SHARED, _SHARED_CA_FILE
+    if _SHARED is not None:
+        _SHARED.stop()
+        _SHARED = None
+    if _SHARED_CA_FILE:
+        Path(_SHARED_CA_FILE).unlink(missing_ok=True)
+        _SHARED_CA_FILE = ""

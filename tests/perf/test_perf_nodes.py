@@ -193,11 +193,20 @@ def test_the_real_remote_command_under_bash(cli, on_fake: Any, monkeypatch: pyte
         (etc / "env").write_text("".join(f"{k}={v}\n" for k, v in {**ENV, "NNODES": "3", "NODE_RANK": str(rank),
                                                                    "WORLD_SIZE": "12"}.items()))
     (tmp_path / "n2" / "etc" / "trainvm" / "env").unlink()  # node 2 never ran its cluster phase
+    # the env file is root's (0600): a login user reads it with passwordless `sudo -n`, here a stand-in that reads
+    # what root sees; node 1's file is out of this user's sight (moved: chmod cannot hide it when tests run as root)
+    n1 = tmp_path / "n1" / "etc" / "trainvm" / "env"
+    n1.rename(n1.with_suffix(".as-root"))
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "sudo").write_text('#!/bin/bash\n[ "$1" = -n ] && [ "$2" = cat ] || exit 1\nexec cat "${3%/env}/env.as-root"\n')
+    (bin_dir / "sudo").chmod(0o755)
 
     def local(argv: list[str], stdin: bytes, timeout: float) -> tuple[int, str, str]:
         rank = int(argv[1].rsplit(".", 1)[1]) - 10
         done = subprocess.run(["bash", "-c", argv[-1]], input=stdin, capture_output=True, timeout=timeout,
-                              env={"PATH": "/usr/bin:/bin", "TRAINVM_ROOT": str(tmp_path / f"n{rank}")}, check=False)
+                              env={"PATH": f"{bin_dir}:/usr/bin:/bin", "TRAINVM_ROOT": str(tmp_path / f"n{rank}")},
+                              check=False)
         return done.returncode, done.stdout.decode(), done.stderr.decode()
 
     monkeypatch.setattr(pn, "run_remote", local)

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from datetime import date
+from pathlib import Path
+
 import pytest
 
+from provisioner.catalog import Catalog
 from provisioner.catalog.models import Offer
 from provisioner.errors import CloudError
+from provisioner.planner import PlanRequest, plan
 from provisioner.providers.base import (
     AuthError,
     CapacityError,
@@ -134,3 +139,35 @@ def test_offers_above_the_bound_are_never_tried(clouds) -> None:
     assert str(err.value).startswith("no VM could be created within the failover bound of $0.650/h after 2 attempt(s)")
     assert ("create", "us-east1-c") not in clouds["gcp"].calls
     assert not clouds["gcp"].vms and not clouds["azure"].vms
+
+
+def test_an_offer_priced_exactly_at_the_bound_is_tried(clouds) -> None:
+    """The bound is the most an attempt may cost: an offer at it is allowed (`max_failover_premium: 0` makes the
+    bound the chosen offer's own price; `max_price_per_hour` may equal an offer's price)."""
+    offers = [offer("gcp", "us-central1", "us-central1-a", 0.65), offer("gcp", "us-east1", "us-east1-c", 0.65)]
+    clouds["gcp"].fail("us-central1-a", CapacityError("stockout", code="ZONE_RESOURCE_POOL_EXHAUSTED"))
+    result = provision(offers, spec, clouds.__getitem__, bound=0.65)
+    assert [(a.zone, a.outcome) for a in result.attempts] == [("us-central1-a", "capacity"), ("us-east1-c", "created")]
+    assert result.offer is offers[1] and result.price_hourly == 0.65
+
+
+def test_a_zero_failover_premium_still_creates_the_chosen_offer(clouds) -> None:
+    """The plan's bound with `max_failover_premium: 0` (or a `max_price_per_hour` equal to the chosen price) is the
+    chosen offer's price: `up` hands the plan's price and bound to the walk, which must not refuse the chosen offer."""
+    chosen = offer("gcp", "us-central1", "us-central1-a", 0.53)
+    same_price = offer("gcp", "us-east1", "us-east1-c", 0.53)
+    dearer = offer("azure", "eastus", None, 0.54)
+    catalog = Catalog(offers=(chosen, same_price, dearer), source="test", date=date(2026, 1, 1), schema_version=1,
+                      path=Path("/synthetic"))
+    for req in (PlanRequest(max_failover_premium=0), PlanRequest(max_price_per_hour=0.53, max_failover_premium=0)):
+        p = plan(req, catalog, date(2026, 1, 2))
+        assert p.chosen == chosen and p.failover_bound == 0.53 and p.failover == (same_price,)
+        fresh = {"gcp": FakeProvider("gcp"), "azure": FakeProvider("azure")}
+        result = provision([p.chosen, *p.failover, dearer], spec, fresh.__getitem__, price_of=p.price,
+                           bound=p.failover_bound)
+        assert result.offer == chosen and [a.outcome for a in result.attempts] == ["created"]
+        fresh["gcp"].vms.clear()
+        fresh["gcp"].fail("us-central1-a", CapacityError("stockout", code="ZONE_RESOURCE_POOL_EXHAUSTED"))
+        result = provision([p.chosen, *p.failover, dearer], spec, fresh.__getitem__, price_of=p.price,
+                           bound=p.failover_bound)
+        assert result.offer == same_price and ("create", "eastus") not in fresh["azure"].calls

@@ -2,8 +2,9 @@
 payload served by a loopback HTTP server. Its logic is tested here with a plain-curl ``tv_fetch`` (the cloud's own
 fetch functions, with their metadata tokens and credentials, are tested against each cloud's storage emulator in
 tests/{gce,aws,azure}/); what it proves: a verified payload is unpacked and its startup script runs; a tampered
-object is refused and nothing runs; a restart uses the verified copy on disk and fetches nothing, also after the
-stored payload was deleted; payload missing, identity refused and store unreachable each end with a clear
+object is refused and nothing runs; a restart re-hashes the copy on disk and fetches nothing, also after the
+stored payload was deleted; a copy changed on disk is refused and fetched again, and what an earlier boot unpacked
+is never run as it is; payload missing, identity refused and store unreachable each end with a clear
 ``failed:bootstrap`` status and a report that ``trainvm verify`` decodes.
 
 Not modelled: the clouds' metadata servers and IAM (the fetch functions' tests), cloud-init/the guest agent that
@@ -167,3 +168,58 @@ def test_an_unreachable_store_is_named(tmp_path, payload, monkeypatch):
         port = s.getsockname()[1]
     r = _run(root, _boot(monkeypatch, f"http://127.0.0.1:{port}/p.tgz", payload.sha256), TRAINVM_FETCH_SECONDS="0")
     assert r.returncode == 1 and "store unreachable" in _report(r.stdout).error
+
+
+def _booted(tmp_path, store, payload, monkeypatch) -> tuple[Path, str]:
+    """A VM root after one good boot (payload fetched, verified, unpacked, run) and its bootstrap."""
+    root = tmp_path / "root"
+    root.mkdir()
+    store.objects["/p.tgz"] = (200, payload.data)
+    boot = _boot(monkeypatch, store.base + "/p.tgz", payload.sha256)
+    r = _run(root, boot)
+    assert r.returncode == 0 and (root / "ran").read_text() == "run\n", r.stderr
+    return root, boot
+
+
+PWNED = STARTUP + "echo pwned >\"$TRAINVM_ROOT/pwned\"\n"
+
+
+def test_a_cached_payload_changed_on_disk_is_refused_and_fetched_again(tmp_path, store, payload, monkeypatch):
+    """The copy on disk is re-hashed at each boot: a changed one is refused like a fetched mismatch (deleted, never
+    unpacked or run) and the content-addressed object is fetched again."""
+    root, boot = _booted(tmp_path, store, payload, monkeypatch)
+    cached = root / "var/lib/trainvm/payload" / f"{payload.sha256}.tar.gz"
+    tampered = build_payload(PWNED, {"profile": "t"})
+    cached.write_bytes(tampered.data)
+    gets = store.gets
+    r = _run(root, boot)
+    assert r.returncode == 0, r.stderr
+    assert (f"payload copy on disk refused: {cached} has sha256 {tampered.sha256}, this VM expects {payload.sha256}"
+            in r.stderr)
+    assert store.gets == gets + 1 and f"payload {payload.sha256} fetched" in r.stderr
+    assert cached.read_bytes() == payload.data and not (root / "pwned").exists()
+    assert (root / "usr/local/sbin/trainvm-provision").read_text() == STARTUP
+    assert (root / "ran").read_text() == "run\nrun\n"
+
+
+def test_a_changed_cached_payload_with_the_stored_one_gone_fails_clearly(tmp_path, store, payload, monkeypatch):
+    root, boot = _booted(tmp_path, store, payload, monkeypatch)
+    cached = root / "var/lib/trainvm/payload" / f"{payload.sha256}.tar.gz"
+    cached.write_bytes(build_payload(PWNED, {"profile": "t"}).data)
+    del store.objects["/p.tgz"]
+    r = _run(root, boot, TRAINVM_MISSING_TRIES="2")
+    assert r.returncode == 1 and "payload copy on disk refused" in r.stderr
+    report = _report(r.stdout)
+    assert report.status.startswith("failed:bootstrap:") and "payload missing" in (report.error or "")
+    assert not cached.exists() and not (root / "pwned").exists() and (root / "ran").read_text() == "run\n"
+
+
+def test_files_unpacked_at_an_earlier_boot_are_not_trusted(tmp_path, store, payload, monkeypatch):
+    """Only the tar.gz is hashed: each boot unpacks it afresh, so a startup script changed on disk never runs."""
+    root, boot = _booted(tmp_path, store, payload, monkeypatch)
+    (root / "opt/trainvm/payload" / payload.sha256 / "startup.sh").write_text(PWNED)
+    (root / "usr/local/sbin/trainvm-provision").write_text(PWNED)
+    r = _run(root, boot)
+    assert r.returncode == 0 and "already on disk: nothing fetched" in r.stderr, r.stderr
+    assert not (root / "pwned").exists() and (root / "ran").read_text() == "run\nrun\n"
+    assert (root / "opt/trainvm/payload" / payload.sha256 / "startup.sh").read_text() == STARTUP

@@ -60,6 +60,8 @@ CORPUS = {
     # and 34 URL-unreserved characters, each with a symbol
     "azure_client_secret_legacy32": F(["x2q:A?V.@l-b]Pn5", "sZsC1e0U-lQkW6J7"]),
     "azure_client_secret_legacy34": F(["Zk8.Qa-Tb3~nR5_w", "E1xLp9Yc2Vd7Hs4Gj6"]),
+    # an older Azure AD client secret of neither legacy length: 33 random characters mixing letters, digits and .-@[]:
+    "azure_client_secret_legacy33": F(["k3J.Xz-9q@R[tY]w0", ":pL8sV2nB6mC4dF1"]),
     "hex64": hashlib.sha256(b"a generated secret").hexdigest(),
     "aws_secret_in_s3_path": f"s3://my-bucket/{AWS_SECRET}/train/",
     "docker_config_json": json.dumps({"auths": {"registry.example.com": {"auth": base64.b64encode(b"user:pass").decode()}}}),
@@ -77,7 +79,13 @@ ORDINARY = ["/mnt/data/imagenet", "12.4", "550.127.05", "torch==2.4.1+cu124", ":
             "/mnt/data/Imagenet2012/train_set", "datasets/ImageNet-1K/v2/shards/00", "Qwen/Qwen2.5-7B-Instruct-AWQ:v12",
             "2024-01-01T00:00:00.0000000Z", "s3://open-data/imagenet/ILSVRC2012/train/n01440764/abcd/",
             "gs://corpus/ImageNet/train/shards/part-00001-of-0128/", "s3://lm/Llama3/checkpoints/step4000/model00001of/x",
-            json.dumps({"auths": {}}), '{"registry-mirrors": ["https://mirror.example.com"]}']
+            json.dumps({"auths": {}}), '{"registry-mirrors": ["https://mirror.example.com"]}',
+            # real model repositories and paths whose letters, digits and capitals mix (entropy alone took some for keys)
+            "TheBloke/Mistral-7B-Instruct-v0.2-GPTQ", "TheBloke/CodeLlama-34B-Instruct-AWQ", "HuggingFaceH4/zephyr-7b-beta",
+            "ghcr.io/BEST/Attention:24.05-py3", "deepseek-ai/DeepSeek-Coder-V2-Lite-Instruct", "microsoft/Phi-3-mini-4k-instruct",
+            "https://huggingface.co/TheBloke/Llama-2-7B-GGUF/resolve/main/llama-2-7b.Q4_K_M.gguf",
+            "s3://my-bucket/ImageNet/ILSVRC2012_img_train/", "/mnt/data/StableDiffusionXL/Base1.0/unet",
+            "MODEL=NousResearch/Meta-Llama-3-8B-Instruct", "HuggingFaceH4/Llama-0.5B-v2.8"]
 
 
 def test_corpus_has_at_least_30_formats():
@@ -103,3 +111,9 @@ def test_ordinary_values_pass(value):
 def test_redact_keeps_url_path_but_not_query_or_password():
     assert redact("GET https://h.example/a/b?X-Amz-Signature=abc&x=1 failed") == "GET https://h.example/a/b?*** failed"
     assert redact("postgres://u:pw@db/app") == "postgres://***@db/app"
+
+
+def test_a_random_token_after_an_equals_sign_is_found():
+    token = CORPUS["azure_client_secret_legacy33"]
+    assert find_secret(f"--client-secret={token}") and find_secret(f"AZURE_CLIENT_SECRET={token}")
+    assert redact(f"az login --password={token} failed") == "az login --password=*** failed"

@@ -2,7 +2,8 @@
 # trainvm bootstrap: this VM's user data. It fetches the provisioning payload (the startup script and
 # the agent, one tar.gz) from the cloud's object store (TV_STORE) with this VM's own identity, refuses it unless its
 # sha256 is the one below, unpacks it and runs its startup script. A verified copy stays on the boot
-# disk: a restart fetches nothing, also after the stored payload was deleted.
+# disk: a restart re-hashes it and fetches nothing, also after the stored payload was deleted; a copy changed on
+# disk is refused like a fetched mismatch (deleted and fetched again), and the payload is unpacked afresh.
 # Console protocol: TRAINVM_STATUS=failed:bootstrap:LINE and a TRAINVM_REPORT line on failure.
 set -Eeuo pipefail
 umask 022
@@ -163,11 +164,16 @@ tv_fetch() {
 }
 # ---- end of fetch ----
 
-tv_get_payload() {  # the verified payload at $TV_CACHE/$TV_SHA256.tar.gz, fetched unless already there
+tv_get_payload() {  # the verified payload at $TV_CACHE/$TV_SHA256.tar.gz: the copy on disk is re-hashed at each boot
   local out="$TV_CACHE/$TV_SHA256.tar.gz" rc missing=0 n=0 got
-  if [ -f "$out" ] && [ "$(tv_sha "$out")" = "$TV_SHA256" ]; then
-    tv_say "payload $TV_SHA256 already on disk: nothing fetched"
-    return 0
+  if [ -f "$out" ]; then
+    got=$(tv_sha "$out")
+    if [ "$got" = "$TV_SHA256" ]; then
+      tv_say "payload $TV_SHA256 already on disk: nothing fetched"
+      return 0
+    fi
+    rm -f "$out"  # refused like a fetched mismatch; the store's content-addressed object is fetched again
+    tv_say "payload copy on disk refused: $out has sha256 $got, this VM expects $TV_SHA256 (deleted, fetching it again)"
   fi
   mkdir -p "$TV_CACHE"
   chmod 0700 "$TV_CACHE"
@@ -204,15 +210,15 @@ tv_get_payload() {  # the verified payload at $TV_CACHE/$TV_SHA256.tar.gz, fetch
   done
 }
 
-tv_unpack() {  # the payload unpacked once into $TV_DIR; /opt/trainvm/current points at it
-  if [ ! -f "$TV_DIR/.complete" ]; then
-    rm -rf "$TV_DIR.tmp"
-    mkdir -p "$TV_DIR.tmp"
-    tar -xzf "$TV_CACHE/$TV_SHA256.tar.gz" -C "$TV_DIR.tmp" --no-same-owner --no-same-permissions
-    : >"$TV_DIR.tmp/.complete"
-    rm -rf "$TV_DIR"
-    mv "$TV_DIR.tmp" "$TV_DIR"
-  fi
+# the verified payload unpacked afresh into $TV_DIR at each boot (what an earlier boot unpacked is not hashed, so
+# not trusted); /opt/trainvm/current points at it
+tv_unpack() {
+  rm -rf "$TV_DIR.tmp"
+  mkdir -p "$TV_DIR.tmp"
+  tar -xzf "$TV_CACHE/$TV_SHA256.tar.gz" -C "$TV_DIR.tmp" --no-same-owner --no-same-permissions
+  : >"$TV_DIR.tmp/.complete"
+  rm -rf "$TV_DIR"
+  mv "$TV_DIR.tmp" "$TV_DIR"
   ln -sfn "$TV_DIR" "$TV_ROOT/opt/trainvm/current"
   mkdir -p "$TV_ROOT/usr/local/sbin"
   install -m 0755 "$TV_DIR/startup.sh" "$TV_ROOT/usr/local/sbin/trainvm-provision"

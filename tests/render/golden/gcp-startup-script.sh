@@ -297,7 +297,7 @@ tv_write_helper() {  # the on-VM helper (env file, redaction, data credentials, 
 #!/usr/bin/env python3
 # trainvm on-VM helper (stdlib only, Python >= 3.8), written by the startup script. The GPU gate, the
 # stack check and the report are the agent's (python3 -m provisioner.agent: tv_agent). Commands:
-#   env          /etc/trainvm/env (0644) and secrets.env (0600, secret:// resolved) from the manifest
+#   env          /etc/trainvm/env and secrets.env (secret:// resolved), both 0600 and root's, from the manifest
 #   redact       stdin to stdout, line by line, with URL userinfo, query strings, signatures, tokens,
 #                the values of secrets.env and the data credentials replaced by *** (the console and provision.log)
 #   credential REF FILE  a data[].credential (secret://...) read with the VM's identity into FILE (0600)
@@ -604,7 +604,7 @@ def write_env(name, lines, mode):  # True when /etc/trainvm/NAME changed (conten
     return True
 
 
-def cmd_env(exp):  # env: readable by every shell (0644); secrets.env: resolved secret:// values, root only
+def cmd_env(exp):  # env and secrets.env (resolved secret:// values): 0600, owned by the user running this (root)
     public, secret = ["# trainvm: the profile's stack.env (systemd EnvironmentFile= and sh)"], []
     for key, value in sorted(exp["env"].items()):
         if value.startswith("secret://"):
@@ -615,7 +615,9 @@ def cmd_env(exp):  # env: readable by every shell (0644); secrets.env: resolved 
                 return 1
         else:
             public.append("%s=%s" % (key, env_quote(value)))
-    changed = write_env("env", public, 0o644)
+    # 0600: a value that slips past validate's secret checks is not for every local user to read; trainvm-run jobs
+    # get it from systemd (EnvironmentFile= is read by PID 1, as root)
+    changed = write_env("env", public, 0o600)
     changed = write_env("secrets.env", ["# trainvm: secret:// values of stack.env"] + secret if secret else [], 0o600) or changed
     print("changed" if changed else "unchanged")
     return 0
@@ -974,13 +976,14 @@ phase_packages() {
   if [ "$rc" != 0 ]; then tv_fail packages "$LINENO" "the installed stack does not match the profile: ${out//$'\n'/; }"; fi
 }
 # ---- phase 6: environment for training: /etc/trainvm/env and secrets.env (systemd EnvironmentFile= and
-# POSIX-shell compatible), loaded by the venv's activate, login shells and trainvm-run jobs ----
+# POSIX-shell compatible, both 0600 root's), loaded by trainvm-run jobs (systemd reads them as root), and by
+# the venv's activate and login shells of root (sudo -i) ----
 phase_env() {
   local hook result
   result=$(python3 "$TV_HELPER" env) || tv_fail env "$LINENO" "could not write $TV_ETC/env (see above)"
   if [ "$result" = changed ]; then tv_installing; fi
   TV_CHANGED=0
-  # secrets.env is root-only: other users still get the determinism variables from env
+  # both files are root-only: other users' shells skip them (their jobs get them through trainvm-run)
   printf 'for f in %q %q; do if [ -r "$f" ]; then set -a; . "$f"; set +a; fi; done\n' "$TV_ETC/env" "$TV_ETC/secrets.env" |
     tv_write_file "$TV_ROOT/etc/profile.d/trainvm-env.sh" 0644
   hook=$(printf 'for f in %q %q; do if [ -r "$f" ]; then set -a; . "$f"; set +a; fi; done  # trainvm-env' "$TV_ETC/env" "$TV_ETC/secrets.env")
