@@ -98,7 +98,8 @@ CLOUD_SDKS = ("google.cloud", "googleapiclient", "google.auth", "azure", "boto3"
 BAKE_MACHINERY = ("provisioner.bake.run", "provisioner.bake.use", "provisioner.providers.image_identity",
                   "provisioner.providers.bake_base")
 # nor a cloud's request builder (nor the providers' base they import): the offers' scratch disks are priced with the
-# clouds' local SSD facts (CloudSpec.local_ssd)
+# clouds' local SSD facts (CloudSpec.local_ssd); and a profile that extends no team source loads no git checkout code
+# (lock/git.py: git, tarfile)
 REQUEST_BUILDERS = ("provisioner.providers.base", "provisioner.providers.gcp.request", "provisioner.providers.azure.request",
                     "provisioner.providers.aws.request")
 
@@ -106,9 +107,10 @@ REQUEST_BUILDERS = ("provisioner.providers.base", "provisioner.providers.gcp.req
 @pytest.mark.parametrize(("argv", "also_absent"), [
     (["--help"], ("pydantic", "rich", "ruamel", "provisioner.profile", "pandas", "numpy", "jinja2")),
     (["plan", "--help"], ("rich", "ruamel", "provisioner.profile", "jinja2")),
-    (["validate", "{t4}"], ("provisioner.providers.gce", "provisioner.provision.launch", "jinja2", "ruamel.yaml")),
+    (["validate", "{t4}"], ("provisioner.providers.gce", "provisioner.provision.launch", "jinja2", "ruamel.yaml",
+                            "provisioner.lock.git")),
     (["plan", "{t4}"], ("provisioner.render", "jinja2", "ruamel.yaml", *BAKE_MACHINERY, "provisioner.provision.launch",
-                        *REQUEST_BUILDERS)),
+                        *REQUEST_BUILDERS, "provisioner.lock.git")),
     (["plan", "{t4}", "--json"], ("ruamel.yaml", *BAKE_MACHINERY)),
 ], ids=["help", "plan-help", "validate", "plan", "plan-json"])
 def test_offline_commands_import_no_cloud_sdk(argv: list[str], also_absent: tuple[str, ...]) -> None:
