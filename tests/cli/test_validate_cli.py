@@ -99,7 +99,7 @@ BAKE_MACHINERY = ("provisioner.bake.run", "provisioner.bake.use", "provisioner.p
                   "provisioner.providers.bake_base")
 # nor a cloud's request builder (nor the providers' base they import): the offers' scratch disks are priced with the
 # clouds' local SSD facts (CloudSpec.local_ssd); and a profile that extends no team source loads no git checkout code
-# (lock/git.py: git, tarfile)
+# (lock/git.py: git, tarfile), and one without stack.container no image reference parser (provisioner.container)
 REQUEST_BUILDERS = ("provisioner.providers.base", "provisioner.providers.gcp.request", "provisioner.providers.azure.request",
                     "provisioner.providers.aws.request")
 
@@ -110,7 +110,7 @@ REQUEST_BUILDERS = ("provisioner.providers.base", "provisioner.providers.gcp.req
     (["validate", "{t4}"], ("provisioner.providers.gce", "provisioner.provision.launch", "jinja2", "ruamel.yaml",
                             "provisioner.lock.git")),
     (["plan", "{t4}"], ("provisioner.render", "jinja2", "ruamel.yaml", *BAKE_MACHINERY, "provisioner.provision.launch",
-                        *REQUEST_BUILDERS, "provisioner.lock.git")),
+                        *REQUEST_BUILDERS, "provisioner.lock.git", "provisioner.container")),
     (["plan", "{t4}", "--json"], ("ruamel.yaml", *BAKE_MACHINERY)),
 ], ids=["help", "plan-help", "validate", "plan", "plan-json"])
 def test_offline_commands_import_no_cloud_sdk(argv: list[str], also_absent: tuple[str, ...]) -> None:
