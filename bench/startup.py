@@ -1,6 +1,13 @@
 """CLI start-up time: whole-process medians next to the bare interpreter, and where the time goes.
 
     .venv/bin/python bench/startup.py [RUNS] [--importtime] [--baseline DIR]
+    .venv/bin/python bench/startup.py [RUNS] --goals [--baseline DIR]
+
+``--goals`` (issue 37): only ``python -c pass``, ``trainvm --help`` and ``trainvm plan <t4>``, their runs interleaved
+(pass, help, plan, pass, help, plan, ...) so that all three see the same load, then each one's median wall and CPU
+time and its ratio to ``python -c pass`` next to the goal (``--help`` <= 5x, ``plan <t4>`` <= 12.5x), and the floor of
+each (its libraries imported, nothing done). With ``--baseline DIR`` the baseline's ``--help`` and ``plan <t4>`` are
+interleaved with them too.
 
 For each command: the median and min wall time of RUNS whole-process runs (default 31), its ratio to
 ``python -c pass`` run the same way (the floor: interpreter start + site), and the median CPU time
@@ -59,6 +66,39 @@ COMMANDS = {
     "trainvm plan <t4> --json": [TRAINVM, "plan", T4, "--json"],
     "trainvm validate <5 examples>": [TRAINVM, "validate", *EXAMPLES],
 }
+
+
+#: issue 37: whole-process median of each command / that of ``python -c pass``, measured side by side
+GOALS = {"python -c pass": 1.0, "trainvm --help": 5.0, "trainvm plan <t4>": 12.5}
+#: the libraries each command cannot avoid, imported and nothing done: where its ratio cannot go below. `--help`:
+#: typer (its plain help); `plan <t4>` of a profile parsed before (no ruamel.yaml: the parsed-data cache): typer and
+#: the pydantic TypeAdapters it builds per parameter (typer._adapters), the profile model's pydantic, rich's table
+#: and packaging's requirement parser (the profile's pins)
+GOAL_FLOORS = {
+    "floor of --help (import typer)": [PY, "-c", "import typer, typer.main, typer.core"],
+    "floor of plan (its libraries)": [PY, "-c", "import typer, typer._adapters, rich.console, rich.table, "
+                                      "packaging.requirements\nfrom pydantic import BaseModel, Field, TypeAdapter"],
+}
+
+
+def goals(runs: int, env: dict[str, str], baseline: Path | None = None) -> None:
+    """The issue-37 figures: the commands' runs interleaved (and the floors'; with ``baseline``, its ``--help`` and
+    ``plan <t4>`` too), medians (wall and CPU), ratios to ``-c pass``, and the goal met or not (on the wall-time
+    ratio; the CPU one is printed beside it)."""
+    rows = [(label, COMMANDS[label], env) for label in GOALS]
+    if baseline is not None:
+        rows += [(f"{label} (baseline)", rebase(COMMANDS[label], baseline), tree_env(env, baseline))
+                 for label in list(GOALS)[1:]]
+    rows += [(label, argv, env) for label, argv in GOAL_FLOORS.items()]
+    results = measure([argv for _, argv, _ in rows], runs, [e for _, _, e in rows])
+    wall0, cpu0 = statistics.median(results[0][0]), statistics.median(results[0][1])
+    print(f"{'command':32s} {'wall med':>9s} {'min':>6s} {'x pass':>7s} {'cpu med':>8s} {'x pass':>7s} {'goal':>6s}")
+    for (label, _, _), (wall, cpu) in zip(rows, results):
+        med, cmed = statistics.median(wall), statistics.median(cpu)
+        ratio, cratio = med / wall0, cmed / cpu0
+        goal = GOALS.get(label.removesuffix(" (baseline)"), 1.0)
+        verdict = "" if goal == 1.0 else f"{goal:5.1f}x {'met' if ratio <= goal else 'NOT met'}"
+        print(f"{label:32s} {med:7.0f}ms {min(wall):4.0f}ms {ratio:6.1f}x {cmed:6.0f}ms {cratio:6.1f}x {verdict}")
 
 
 NO_CREDENTIALS = {
@@ -212,6 +252,13 @@ def main() -> None:
         python = tree / ".venv" / "bin" / "python"
         subprocess.run([str(python) if python.exists() else PY, "-m", "compileall", "-q", str(tree / "provisioner")], check=True)
     load = os.getloadavg()
+    if "--goals" in argv:
+        print(f"issue 37 goals, {runs} interleaved runs each, {os.cpu_count()} CPUs, Python {sys.version.split()[0]}, "
+              f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+        goals(runs, env, baseline)
+        load = os.getloadavg()
+        print(f"load average after: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+        return
     print(f"whole-process start-up, {runs} runs each, {os.cpu_count()} CPUs, Python {sys.version.split()[0]}, "
           f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     trees = ([("baseline", baseline)] if baseline else []) + [("this", REPO)]

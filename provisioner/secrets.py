@@ -252,10 +252,17 @@ def find_secret(text: str, *, guess: bool = True) -> str | None:
     return None
 
 
+#: A credential handed over as NAME=VALUE outside a URL (``azcopy --sas sig=...``, ``token=...`` in a command line).
+CREDENTIAL_PARAM = re.compile(r"(?i)\b((?:sig|token|signature|password|sas)=)[^\s&'\"#]+")
+
+
 def redact(text: str) -> str:
-    """``text`` with every credential found by ``find_secret``'s rules, URL userinfo and URL query string
-    replaced by ``***`` (for messages, logs and reports). 40- and 64-hex strings stay: in a message they are commit
-    ids, digests and profile hashes far more often than keys (``find_secret`` still rejects them as input values)."""
+    """``text`` with every credential found by ``find_secret``'s rules, URL userinfo, URL query string and
+    CREDENTIAL_PARAM value replaced by ``***`` (for messages, logs and reports). 40- and 64-hex strings stay: in a
+    message they are commit ids, digests and profile hashes far more often than keys (``find_secret`` still rejects
+    them as input values). The one redactor: the payload ships this module to the VM (agent/bundle.py), where the
+    helper's console filter runs it (Python >= 3.8, stdlib only)."""
+    text = CREDENTIAL_PARAM.sub(lambda m: m.group(1) + "***", text)
     text = USERINFO.sub(lambda m: f"{m.group(1)}***@", text)
 
     def url(m: re.Match[str]) -> str:

@@ -1,6 +1,7 @@
 """The files the VM needs to run the agent: ``bundle_files()`` -> {relative path: content}.
 
-``provisioner/__init__.py``, ``provisioner/agent/*.py`` and ``packaging`` (every file of the installed
+``provisioner/__init__.py``, ``provisioner/agent/*.py``, ``provisioner/secrets.py`` (the one redactor: the
+helper's console filter imports it from here) and ``packaging`` (every file of the installed
 distribution's ``packaging/`` package, and its licence files beside them), in sorted order: the same
 installation gives the same bytes. The payload puts them under ``agent/``; the VM runs
 ``PYTHONPATH=<that folder> python3 -m provisioner.agent ...``.
@@ -35,5 +36,6 @@ def bundle_files() -> Dict[str, bytes]:
     """Relative path -> content of every file the agent needs on the VM (sorted, deterministic)."""
     files = {"provisioner/__init__.py": (HERE.parent / "__init__.py").read_bytes()}
     files.update({"provisioner/agent/%s" % p.name: p.read_bytes() for p in sorted(HERE.glob("*.py"))})
+    files["provisioner/secrets.py"] = (HERE.parent / "secrets.py").read_bytes()  # stdlib only, Python >= 3.8
     files.update(_packaging_files())
     return dict(sorted(files.items()))

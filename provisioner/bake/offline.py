@@ -1,6 +1,9 @@
 """``plan``'s answer to "will ``up`` boot a baked image?", offline: the profile's identity on the chosen offer
 against the local record of bakes (provisioner/bake/records.py), and the expected time to ready (ready_time.py).
-No cloud call: the OS image is the lock's pin (an unpinned one is not compared; ``up`` compares it in the cloud)."""
+No cloud call: the OS image is the lock's pin (an unpinned one is not compared; ``up`` compares it in the cloud).
+Light to import (issue 37): the identity match, the stack hash (which renders the profile's context) and the image
+record are imported only when there is a record to compare, so ``plan`` of a profile with nothing to look up never
+loads the bake machinery (bake/run.py, the planner it drives, the providers' base)."""
 
 from __future__ import annotations
 
@@ -8,19 +11,9 @@ from typing import Any
 
 from provisioner.bake import records
 from provisioner.bake.cost import monthly_cost
+from provisioner.bake.exact import exact_reason
 from provisioner.bake.ready_time import ready_json, ready_line
-from provisioner.bake.use import exact_reason, offer_stack
-from provisioner.providers.bake_base import BakedImage
-from provisioner.providers.image_identity import (
-    LABEL_BASE,
-    LABEL_PROFILE,
-    SCRIPT_VERSION,
-    ImageIdentity,
-    label_value,
-    mismatch,
-)
 from provisioner.providers.registry import bakers
-from provisioner.provision.launch import locked_images
 
 SOURCE = "from a local record of bakes; `up` confirms in the cloud"
 
@@ -41,6 +34,8 @@ def _storage(record: dict[str, Any], prices: Any) -> dict[str, Any]:
     """What keeping the recorded image costs per month (cost.monthly_cost, from the record's size and copies)."""
     size = record.get("size_gib")
     copies = record.get("copies")
+    from provisioner.providers.bake_base import BakedImage  # lazy: startup (only with a recorded image)
+
     image = BakedImage(name=str(record.get("name")), cloud=str(record.get("cloud")), ref="", labels={},
                        size_gib=float(size) if isinstance(size, int | float) else None,
                        regions=tuple(str(r) for r in record.get("regions") or ()),
@@ -69,6 +64,22 @@ def _decide(loaded: Any, offer: Any) -> tuple[dict[str, Any] | None, str | None]
     mine = [r for r in records.load() if r.get("cloud") == offer.cloud]
     if not mine:
         return None, f"no local record of a bake on {offer.cloud} (`trainvm bake` makes one)"
+    return _match(loaded, offer, mine)
+
+
+def _match(loaded: Any, offer: Any, mine: list[dict[str, Any]]) -> tuple[dict[str, Any] | None, str | None]:
+    """The newest of ``mine`` (records of ``offer``'s cloud) whose identity is the profile's on ``offer``, else why not."""
+    from provisioner.bake.use import offer_stack  # lazy: startup (renders the context: only with a record to compare)
+    from provisioner.providers.image_identity import (  # lazy: startup (only with a record to compare)
+        LABEL_BASE,
+        LABEL_PROFILE,
+        SCRIPT_VERSION,
+        ImageIdentity,
+        label_value,
+        mismatch,
+    )
+    from provisioner.provision.launch import locked_images  # lazy: startup (only with a record to compare)
+
     stack, lock = offer_stack(loaded, offer)
     pinned = (locked_images(loaded).get(offer.cloud) or {}).get("image", "")
     near = []

@@ -27,6 +27,7 @@ from typing import Any
 
 from provisioner import settings
 from provisioner.bake import records
+from provisioner.bake.exact import require_exact
 from provisioner.errors import CloudError, InputError, NoFeasibleOfferError, NotReadyError, TrainvmError
 from provisioner.output import emit_json, notice, stderr_console
 from provisioner.planner.explain import no_offer_message
@@ -80,17 +81,6 @@ def builder_lifecycle(lifecycle: Any, hours: float) -> Any:
     what the script's max-run timer relies on)."""
     return lifecycle.model_copy(update={"idle_shutdown_minutes": None, "idle_gpu_minutes": None, "on_idle": "delete",
                                         "max_run_hours": hours, "on_max_run": "delete"})
-
-
-def require_exact(loaded: Any) -> None:
-    """A bake must be exact: the profile needs a fresh lock (or hashed requirements) and a Python stack."""
-    path = loaded.path
-    if loaded.profile.stack.container is not None:
-        raise InputError(f"{path}: stack.container: a container stack cannot be baked yet (docs/bake.md)")
-    if loaded.requirements_path is None and loaded.lock is None:
-        raise InputError(f"{path}: the profile has no lock, and a bake must be exact; run `trainvm lock {path}` first")
-    if loaded.lock is not None and loaded.lock_state != "fresh":
-        raise InputError(f"{path}: {loaded.lock_path} is stale (the profile changed since it was written); run `trainvm lock {path}`")
 
 
 @dataclasses.dataclass(frozen=True)

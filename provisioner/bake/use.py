@@ -9,8 +9,9 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from provisioner.bake.run import baker_for, require_exact
-from provisioner.errors import InputError, TrainvmError
+from provisioner.bake.exact import exact_reason
+from provisioner.bake.run import baker_for
+from provisioner.errors import TrainvmError
 from provisioner.providers.image_identity import (
     LABEL_PROFILE,
     SCRIPT_VERSION,
@@ -45,16 +46,6 @@ class BakedChoice:
             return (f"baked image {self.image.name}: the VM boots it and its startup script only verifies "
                     f"(GPU gate, stack check) and stages data")
         return f"baked image not used: {self.reason}; the startup script installs the stack"
-
-
-def exact_reason(loaded: Any) -> str | None:
-    """Why ``loaded`` cannot boot (or bake) a baked image: None when its stack is exact (docs/bake.md)."""
-    try:
-        require_exact(loaded)
-    except InputError as exc:
-        text = str(exc).split(": ", 1)[-1]  # without the path, the hint and require_exact's own "must be exact"
-        return text.split(";")[0].removesuffix(", and a bake must be exact")
-    return None
 
 
 def offer_stack(loaded: Any, offer: Any) -> tuple[str, str]:

@@ -135,8 +135,9 @@ def _boot_disk_name(offer: Offer, disk_type: str) -> str:
 def _local_disks(offer: Offer, gib: int) -> tuple[int, int] | None:
     """(disks, GiB each) the cloud attaches for ``gib`` of scratch; None: the machine type brings its own
     (whether its price includes them is not in the table)."""
-    builder = import_module(cloud(offer.cloud).request_builder)
-    if not isinstance(builder, LocalSsdBuilder):  # a builder that attaches one scratch disk of the size asked
+    facts = cloud(offer.cloud).local_ssd  # not the request builder: plan prices every offer, and imports neither
+    builder = import_module(facts) if facts else None
+    if not isinstance(builder, LocalSsdBuilder):  # a cloud that attaches one scratch disk of the size asked
         return (1, gib) if gib > 0 else (0, 0)
     if offer.family in builder.BUNDLED_LOCAL_SSD:
         return None

@@ -1,8 +1,11 @@
-"""HTTP for the public price APIs (``catalog refresh``): urllib, bounded, retried with tenacity.
+"""HTTP for the public price APIs (``catalog refresh``): urllib, bounded, retried by the project's one retry policy
+(``providers/poll.py``: ``poll``, hence tenacity; no loop of its own).
 
-* A 429 or 5xx, a connection error or a timeout is retried (at most TRIES calls): the wait is the response's
-  ``Retry-After`` (seconds, capped at MAX_RETRY_AFTER) when it sends one, else exponential backoff from
-  ``TRAINVM_RETRY_BASE_DELAY`` (default 1 s). Other 4xx are not retried.
+* A 408, 429 or 5xx (``poll.transient_http_status``), a connection error or a timeout is retried, at most TRIES calls
+  and within ``TRAINVM_API_TIMEOUT`` (default 30 s) for the call and its retries together: the wait is the
+  response's ``Retry-After`` (seconds, capped at ``poll.MAX_RETRY_AFTER``) when it sends one, else poll's
+  exponential backoff with equal jitter from ``TRAINVM_RETRY_BASE_DELAY`` (default 1 s), never past the budget.
+  Other 4xx are not retried.
 * Every request has a timeout (half of ``TRAINVM_API_TIMEOUT``, per socket operation); a body larger than its cap is an error, never read whole.
 * A final failure is a CloudError (exit 3) naming the URL without its query (no key is ever in a URL: the GCP
   key travels in the ``x-goog-api-key`` header).
@@ -20,14 +23,15 @@ from typing import IO, Any
 
 from provisioner import settings
 from provisioner.errors import CloudError
+from provisioner.providers.poll import poll, retry_after_seconds, transient_http_status
 
 TRIES = 5
-MAX_RETRY_AFTER = 60.0
 JSON_CAP = 64 * 2**20  # one JSON page
 USER_AGENT = "trainvm-catalog-refresh"
 
-#: injectable for tests (they record the waits instead of sleeping)
+#: injectable for tests (they record the waits instead of sleeping, on a clock of their own)
 sleep: Callable[[float], None] = time.sleep
+clock: Callable[[], float] = time.monotonic
 
 
 class Transient(Exception):
@@ -40,14 +44,6 @@ def _short(url: str) -> str:
     return url.split("?", 1)[0]
 
 
-def _retry_after(headers: Any) -> float | None:
-    raw = headers.get("Retry-After") if headers is not None else None
-    try:
-        return min(MAX_RETRY_AFTER, max(0.0, float(raw))) if raw is not None else None
-    except ValueError:  # an HTTP date: not worth parsing, back off instead
-        return None
-
-
 def _open(url: str, headers: Mapping[str, str] | None) -> Any:
     req = urllib.request.Request(url, headers={"User-Agent": USER_AGENT, **(headers or {})})
     try:
@@ -57,31 +53,34 @@ def _open(url: str, headers: Mapping[str, str] | None) -> Any:
         body = e.read(300).decode("utf-8", "replace").strip()
         msg = f"GET {_short(url)}: HTTP {e.code}" + (f": {body}" if body else "")
         e.close()
-        if e.code == 429 or e.code >= 500:
-            raise Transient(msg, _retry_after(e.headers)) from None
+        if transient_http_status(e.code):
+            raise Transient(msg, retry_after_seconds(e.headers)) from None
         raise CloudError(msg) from None
     except (urllib.error.URLError, TimeoutError, ConnectionError) as e:
         raise Transient(f"GET {_short(url)}: {getattr(e, 'reason', e)}") from None
 
 
 def _retrying(fn: Callable[[], Any]) -> Any:
-    from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt
+    tries = 0
 
-    base = settings.seconds("TRAINVM_RETRY_BASE_DELAY", 1.0)
+    def counted() -> Any:
+        nonlocal tries
+        tries += 1
+        return fn()
 
-    def wait(rs: RetryCallState) -> float:
-        exc = rs.outcome.exception() if rs.outcome else None
-        if isinstance(exc, Transient) and exc.retry_after is not None:
-            return exc.retry_after
-        return min(30.0, base * 2 ** (rs.attempt_number - 1))
+    def gave_up(last: Any) -> CloudError:
+        return CloudError(f"{last} (after {tries} tries within TRAINVM_API_TIMEOUT)",
+                          hint="the old catalog is kept; run `trainvm catalog refresh` again later")
 
-    def give_up(rs: RetryCallState) -> Any:
-        exc = rs.outcome.exception() if rs.outcome else None
-        raise CloudError(f"{exc} (after {rs.attempt_number} tries)",
-                         hint="the old catalog is kept; run `trainvm catalog refresh` again later")
-
-    return Retrying(retry=retry_if_exception_type(Transient), stop=stop_after_attempt(TRIES), wait=wait,
-                    sleep=lambda s: sleep(s), retry_error_callback=give_up)(fn)
+    try:
+        return poll(counted, deadline=clock() + settings.seconds("TRAINVM_API_TIMEOUT", 30.0), timed_out=gave_up,
+                    transient=lambda e: isinstance(e, Transient), tries=TRIES,
+                    backoff=settings.seconds("TRAINVM_RETRY_BASE_DELAY", 1.0),
+                    retry_after=lambda e: e.retry_after if isinstance(e, Transient) else None,
+                    clock=lambda: clock(), sleep=lambda s: sleep(s))
+    except Transient as e:  # TRIES failures in a row
+        raise CloudError(f"{e} (after {tries} tries)",
+                         hint="the old catalog is kept; run `trainvm catalog refresh` again later") from None
 
 
 def get_json(url: str, headers: Mapping[str, str] | None = None, cap: int = JSON_CAP) -> Any:

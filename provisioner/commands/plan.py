@@ -24,7 +24,6 @@ from provisioner.providers.lifecycle import summary_lines as lifecycle_lines
 from provisioner.providers.registry import placement
 from provisioner.providers.registry_auth import profile_pull_auth
 from provisioner.providers.store import describe, describe_line
-from provisioner.provision.launch import render_for_offer
 
 FAILOVER_SHOWN = 8
 
@@ -36,6 +35,8 @@ def _money(x: float | None) -> str:
 def _script_for(loaded: Any, offer: Any, warnings: list[str]) -> Any:
     """The render for the chosen offer (RenderedScript); None when the script cannot be rendered for that cloud
     (a warning says why; `up` skips that cloud)."""
+    from provisioner.provision.launch import render_for_offer  # lazy: startup (the launch spec's modules: --json only)
+
     try:
         return render_for_offer(loaded, offer)
     except RenderError as exc:

@@ -35,7 +35,7 @@ from provisioner import settings
 from provisioner.errors import TrainvmError
 from provisioner.lock.model import LockedDriver
 from provisioner.output import notice
-from provisioner.providers.poll import poll
+from provisioner.providers.poll import poll, transient_http_status
 
 NVIDIA_INDEX = "https://developer.download.nvidia.com/compute/cuda/repos/{repo}/x86_64/Packages.gz"
 MAX_INDEX_BYTES = 200_000_000  # NVIDIA's Packages is ~5 MB uncompressed per repository
@@ -151,7 +151,7 @@ def _decompress(data: bytes, name: str) -> bytes:
 
 def _transient(exc: BaseException) -> bool:
     if isinstance(exc, urllib.error.HTTPError):
-        return exc.code in (408, 429) or exc.code >= 500
+        return transient_http_status(exc.code)
     if isinstance(exc, urllib.error.URLError) and isinstance(exc.reason, socket.gaierror):
         return False  # no such host (or no DNS at all): asking again does not help
     return isinstance(exc, (urllib.error.URLError, TimeoutError, ConnectionError))

@@ -27,7 +27,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from provisioner.errors import InputError
 from provisioner.lock.gate import frozen_mode
-from provisioner.lock.git import Checkout, SourceError, git
 from provisioner.messages import Message
 from provisioner.yamlsource import read_yaml, search_path
 
@@ -136,6 +135,8 @@ class SourceResolver:
                     self._shadow(name, decl, folder / n, file, line)
                     return (folder / n).resolve()
         commit = self._commit(decl, file, line)
+        from provisioner.lock.git import Checkout  # lazy: startup (git and tarfile: only for a source not on the path)
+
         tree = Checkout(decl.url).tree(commit)
         self._used.setdefault(name, UsedSource(name, decl.url, decl.ref, commit, tree))
         for n in names:
@@ -156,6 +157,8 @@ class SourceResolver:
     def _commit(self, decl: SourceDecl, file: str | None, line: int | None) -> str:
         if decl.name in self._commits:
             return self._commits[decl.name]
+        from provisioner.lock.git import Checkout, SourceError, git  # lazy: startup (only a profile with a team source)
+
         co = Checkout(decl.url)
         locked = self.locked.get(decl.name)
         pinned = locked.commit if locked is not None and locked.url == decl.url and locked.ref == decl.ref and not self.upgrade else None

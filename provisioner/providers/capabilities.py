@@ -64,9 +64,9 @@ class ClusterReader(Protocol):
 
 @runtime_checkable
 class LocalSsdBuilder(Protocol):
-    """A request builder module (``CloudSpec.request_builder``) that attaches local SSD as separate disks of a
+    """The local SSD facts module (``CloudSpec.local_ssd``) of a cloud that attaches local SSD as separate disks of a
     fixed size (GCE): the disk count for a requested scratch size, and the families whose machine type brings its
-    own (bundled) local SSD. A builder without these attaches one scratch disk of the requested size, or none."""
+    own (bundled) local SSD. A cloud without one attaches one scratch disk of the requested size, or none."""
 
     LOCAL_SSD_DISK_GIB: int
     BUNDLED_LOCAL_SSD: frozenset[str]

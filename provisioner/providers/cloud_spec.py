@@ -177,6 +177,10 @@ class CloudSpec:
     #: "module:function" ``(family) -> Mapping[profile disk type, cloud disk type] | None``: the boot disk types of
     #: one machine family where the cloud narrows them per family (GCE); None (or a None answer): ``disk_types``
     family_disk_map: str | None = None
+    #: module (pure data, no SDK) of the cloud's ``LocalSsdBuilder`` facts (providers/capabilities.py), where it attaches
+    #: local SSD as separate disks of a fixed size (GCE): what ``plan`` prices every offer's scratch disks with
+    #: (catalog/costs.py), without importing the request builder; None: one scratch disk of the size asked, or none
+    local_ssd: str | None = None
     #: "module:function" ``(Offer) -> list[str]``: the cloud's own consistency checks of one catalog row
     #: (catalog/storage.py ``validate_offers``); None: only the checks every cloud gets
     catalog_check: str | None = None

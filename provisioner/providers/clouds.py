@@ -73,6 +73,7 @@ CLOUDS: Mapping[str, CloudSpec] = MappingProxyType({c.name: c for c in (
         price_source="provisioner.providers.gcp.prices:fetch",
         quota_reader="provisioner.providers.gcp.quota:reader",
         family_disk_map="provisioner.providers.gcp.families:family_disk_map",
+        local_ssd="provisioner.providers.gcp.families",
         catalog_check="provisioner.providers.gcp.families:check_offer",
         family_of="provisioner.providers.gcp.families:gce_family",
         ready_estimate=ReadyEstimate(cold_s=215, baked_s=75, source="public report cited in issue #28: 3m35s cold "

@@ -5,7 +5,9 @@ by a number of tries in a row.
   when to stop; between calls ``interval`` seconds (capped by what is left of the deadline).
 - Retrying a call: ``ready`` defaults to "any answer"; an exception for which ``transient(exc)`` is true is
   retried with exponential backoff and equal jitter (``backoff`` * 2**(n-1), at most 30 s, half of it random)
-  while fewer than ``tries`` calls in a row failed; any other exception propagates at once.
+  while fewer than ``tries`` calls in a row failed; any other exception propagates at once. Where the server said
+  how long to wait (an HTTP ``Retry-After``), ``retry_after(exc)`` returns it and that is the wait instead (at most
+  MAX_RETRY_AFTER; never past the deadline).
 - The deadline is checked against ``clock`` (injectable, like ``sleep``, so that tests are deterministic and
   never depend on the machine's speed). Past it, ``timed_out(last)`` is raised, ``last`` being the last result or
   exception; a transient exception after ``tries`` failures in a row is re-raised as it is.
@@ -32,6 +34,22 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 MAX_BACKOFF = 30.0
+MAX_RETRY_AFTER = 60.0
+
+
+def transient_http_status(code: int) -> bool:
+    """The HTTP statuses every trainvm HTTP client retries: 408 Request Timeout (RFC 9110 section 15.5.9),
+    429 Too Many Requests (RFC 6585 section 4) and 5xx."""
+    return code in (408, 429) or code >= 500
+
+
+def retry_after_seconds(headers: Any) -> float | None:
+    """A response's ``Retry-After`` in seconds (0..MAX_RETRY_AFTER), or None when absent or an HTTP date."""
+    raw = headers.get("Retry-After") if headers is not None else None
+    try:
+        return min(MAX_RETRY_AFTER, max(0.0, float(raw))) if raw is not None else None
+    except ValueError:  # an HTTP date: not worth parsing, back off instead
+        return None
 
 
 def backoff_delay(base: float, failures: int, rng: random.Random | None = None) -> float:
@@ -45,7 +63,7 @@ def poll(fetch: Callable[[], T], *, deadline: float, timed_out: Callable[[Any], 
          ready: Callable[[T], bool] = lambda _: True, interval: float | Callable[[], float] = 0.0,
          transient: Callable[[BaseException], bool] | None = None, tries: int | None = 1, backoff: float = 0.0,
          clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
-         rng: random.Random | None = None) -> T:
+         rng: random.Random | None = None, retry_after: Callable[[BaseException], float | None] | None = None) -> T:
     """``fetch()`` until ``ready(result)``, within ``deadline`` (a ``clock()`` value). See the module doc."""
     from tenacity import RetryCallState, Retrying
 
@@ -67,8 +85,12 @@ def poll(fetch: Callable[[], T], *, deadline: float, timed_out: Callable[[Any], 
 
     def wait(rs: RetryCallState) -> float:
         assert rs.outcome is not None
-        delay = backoff_delay(backoff, failures, rng) if rs.outcome.failed else (
-            interval() if callable(interval) else interval)
+        if rs.outcome.failed:
+            exc = rs.outcome.exception()
+            asked = retry_after(exc) if retry_after is not None and exc is not None else None
+            delay = min(MAX_RETRY_AFTER, asked) if asked is not None else backoff_delay(backoff, failures, rng)
+        else:
+            delay = interval() if callable(interval) else interval
         return max(0.0, min(delay, deadline - clock()))
 
     def give_up(rs: RetryCallState) -> Any:

@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from provisioner.container.reference import ImageRef, parse_image_ref
 from provisioner.providers.registry import CLOUDS
+
+if TYPE_CHECKING:
+    from provisioner.container.reference import ImageRef
 
 #: the on-VM login of each method ("" for anonymous)
 Login = Literal["", "gcp-token", "ecr", "acr", "secret"]
@@ -76,6 +78,8 @@ def profile_pull_auth(profile: Any, cloud: str, image: ImageRef | None = None) -
     container = profile.stack.container
     if container is None:
         return None
+    from provisioner.container.reference import parse_image_ref  # lazy: startup (plan of a profile with no container)
+
     return pull_auth(cloud, image or parse_image_ref(container.image), container.registry_auth)
 
 
@@ -85,6 +89,8 @@ def ecr_statements(image: str | None, secret: str | None) -> list[dict[str, Any]
     "Private repository policies": the actions docker pull needs)."""
     if not image or secret:
         return []
+    from provisioner.container.reference import parse_image_ref  # lazy: startup (only with an image)
+
     ref = parse_image_ref(image)
     if _own("aws", ref.registry) is None:
         return []

@@ -27,6 +27,7 @@ import urllib.request
 
 ROOT = os.environ.get("TRAINVM_ROOT", "")
 STATE = ROOT + "/var/lib/trainvm"
+AGENT = ROOT + "/opt/trainvm/current/agent"  # the payload's agent folder (tv_agent's PYTHONPATH)
 
 
 def load(name):
@@ -173,10 +174,6 @@ def resolve_secret(ref, lines=False):  # secret://KIND/REST through secret_KIND 
     return value
 
 
-# URL userinfo (1), query and token parameter values: signed URLs, sig=, token= (2), bearer tokens (3)
-REDACT = re.compile(r"(?i)(\w://)[^\s/@'\"]+@|([?&][\w.-]+=|\b(?:sig|token|signature|password|sas)=)[^\s&'\"#]+|(\bbearer\s+)[\w.~+/=-]+")
-
-
 def hidden_values():  # the values of /etc/trainvm/secrets.env (and of the data credentials: cred_hidden)
     out = [re.sub(r"\\(.)", r"\1", v) for v in re.findall(r'^\w+="(.{4,})"$', read("/etc/trainvm/secrets.env"), re.M)]
     more = globals().get("cred_hidden")  # kept by the script only where the profile has data credentials
@@ -259,10 +256,14 @@ def cred_hidden():  # each data credential, its lines and its JSON string values
     return out
 
 
-def redact(text):  # ... and the secrets on this VM (hidden_values)
+def redact(text):  # the secrets on this VM (hidden_values), then the workstation's redactor: provisioner/secrets.py,
+    # shipped in the payload's agent folder (one implementation; a missing copy withholds the line: cmd_redact)
     for value in sorted(set(hidden_values()), key=len, reverse=True):
         text = text.replace(value, "***")
-    return REDACT.sub(lambda m: m.group(1) + "***@" if m.group(1) else (m.group(2) or m.group(3)) + "***", text)
+    if AGENT not in sys.path:
+        sys.path.insert(0, AGENT)
+    from provisioner.secrets import redact as redact_credentials
+    return redact_credentials(text)
 
 
 def cmd_redact(exp):  # the filter in front of the console and provision.log; never stops the script's output

@@ -17,7 +17,7 @@ import trainvm_render_support as S
 from provisioner.verify.compare import compare
 
 DRIVER = "550.127.05"
-APT_PREFIX = ["-y", "-q", "-o", "DPkg::Lock::Timeout=600", "-o", "Acquire::Retries=5"]
+APT_PREFIX = ["-y", "-q", "-o", "DPkg::Lock::Timeout=600", "-o", "Acquire::Retries=0"]
 
 
 @functools.cache
@@ -29,8 +29,8 @@ def script(profile: str = "bert-finetune-t4", cloud: str = "gcp", os_name: str |
 
 
 def assert_apt_rules(run) -> None:
-    """Rule 3: every apt-get call is non-interactive, -y, waits for the dpkg lock, retries
-    (``indextargets``, a read-only query of the downloaded indexes, takes no lock). needrestart's
+    """Rule 3: every apt-get call is non-interactive, -y, waits for the dpkg lock, is retried by tv_retry alone
+    (apt's own retries off: issue 37) (``indextargets``, a read-only query of the downloaded indexes, takes no lock). needrestart's
     apt hook is suspended: in mode "a" it may restart the unit running this script."""
     for call in run.named("apt-get"):
         if call.args[:1] == ["indextargets"]:

@@ -33,9 +33,13 @@ def test_each_provider_declares_the_capabilities_it_implements(cloud: str, expec
     assert {c for c in (ImagePinner, ClusterReader, Preflighter) if issubclass(cls, c)} == expected
 
 
-def test_only_the_gce_request_builder_attaches_local_ssd_as_separate_disks() -> None:
-    builders = {n: importlib.import_module(c.request_builder) for n, c in CLOUDS.items()}
-    assert {n for n, b in builders.items() if isinstance(b, LocalSsdBuilder)} == {"gcp"}
+def test_only_gce_attaches_local_ssd_as_separate_disks() -> None:
+    """``CloudSpec.local_ssd`` names the facts (catalog/costs.py prices scratch disks with them, issue 37: without
+    importing the request builder); the request builder attaches disks with the same ``local_ssd_count``."""
+    facts = {n: importlib.import_module(c.local_ssd) for n, c in CLOUDS.items() if c.local_ssd}
+    assert {n for n, b in facts.items() if isinstance(b, LocalSsdBuilder)} == set(facts) == {"gcp"}
+    builder = importlib.import_module(CLOUDS["gcp"].request_builder)
+    assert builder.local_ssd_count is facts["gcp"].local_ssd_count
 
 
 def test_no_capability_is_probed_by_name_outside_providers() -> None:

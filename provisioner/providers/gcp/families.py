@@ -1,5 +1,7 @@
 """GCE machine families: per-family GPU attachment and boot disk types, Local SSD per machine type, N1 host limits
-per attached GPU, and the catalog's consistency check of a GCE offer (``CloudSpec.catalog_check``). Pure data:
+per attached GPU, the Local SSD disk count (``CloudSpec.local_ssd``: the request builder attaches that many, and
+``plan`` prices them without importing the builder) and the catalog's consistency check of a GCE offer
+(``CloudSpec.catalog_check``). Pure data:
 importing it imports no SDK. The catalog converter (scripts/build_catalog.py), the request builder
 (providers/gcp/request.py), disk costs (catalog/costs.py, through ``CloudSpec.family_disk_map``) and the
 placement facts use it.
@@ -10,17 +12,24 @@ Sources: cloud.google.com/compute/docs/gpus (N1 GPU limits), .../accelerator-opt
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
+from provisioner.errors import InvalidRequestError
 from provisioner.providers.registry import DISK_TYPES
 
 if TYPE_CHECKING:
     from provisioner.catalog.models import Offer
 
 LOCAL_SSD_DISK_GIB = 375  # one GCE Local SSD disk
+#: Series whose machine types come with a fixed set of Local SSD disks that GCE attaches itself.
+BUNDLED_LOCAL_SSD = frozenset({"a2-ultragpu", "a3-highgpu", "a3-megagpu", "a3-edgegpu", "a3-ultragpu", "a4-highgpu"})
+#: Local SSD counts N1 accepts; A2 Standard needs at least as many disks as its shape's minimum.
+N1_LOCAL_SSD_COUNTS = (1, 2, 3, 4, 5, 6, 7, 8, 16, 24)
+A2_MIN_LOCAL_SSD = {"a2-highgpu-1g": 1, "a2-highgpu-2g": 2, "a2-highgpu-4g": 4, "a2-highgpu-8g": 8, "a2-megagpu-16g": 8}
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,3 +150,20 @@ def check_offer(o: Offer) -> list[str]:
             problems.append(f"{where}: N1 host {o.vcpus:g} vCPUs/{o.memory_gib:g} GiB "
                             f"exceeds GCE's limit for {o.gpu_count}x {o.gpu_name}")
     return problems
+
+
+def local_ssd_count(machine_type: str, gib: int) -> int:
+    """Local SSD disks to attach for ``gib`` of scratch (0 where the series brings its own)."""
+    if gib <= 0 or gce_family(machine_type) in BUNDLED_LOCAL_SSD:
+        return 0
+    if gib > gce_local_ssd_gib(machine_type):
+        raise InvalidRequestError(f"{machine_type} cannot have {gib} GiB of Local SSD "
+                                  f"(at most {gce_local_ssd_gib(machine_type)} GiB)")
+    count = math.ceil(gib / LOCAL_SSD_DISK_GIB)
+    if gce_family(machine_type) == "n1":
+        allowed: tuple[int, ...] = N1_LOCAL_SSD_COUNTS
+    elif machine_type in A2_MIN_LOCAL_SSD:  # A2 Standard takes 1, 2, 4 or 8 disks, at least its shape's minimum
+        allowed = tuple(n for n in (1, 2, 4, 8) if n >= A2_MIN_LOCAL_SSD[machine_type])
+    else:
+        return count
+    return next(n for n in allowed if n >= count)  # gib <= the maximum, so a count exists

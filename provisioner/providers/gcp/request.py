@@ -49,23 +49,17 @@ from __future__ import annotations
 
 import hashlib
 import ipaddress
-import math
 import uuid
 from typing import Any
 
 from provisioner.catalog.models import Offer
 from provisioner.providers.base import InvalidRequestError, LaunchSpec
-from provisioner.providers.gcp.families import LOCAL_SSD_DISK_GIB, gce_disk_type, gce_family, gce_local_ssd_gib
+from provisioner.providers.gcp.families import LOCAL_SSD_DISK_GIB, gce_disk_type, gce_family, local_ssd_count
 from provisioner.providers.registry import GceImage, cloud
 
 #: trainvm GPU name -> GCE accelerator type attachable to N1 hosts.
 N1_ACCELERATORS = {"T4": "nvidia-tesla-t4", "V100": "nvidia-tesla-v100", "P100": "nvidia-tesla-p100",
                    "P4": "nvidia-tesla-p4", "K80": "nvidia-tesla-k80"}
-#: Series whose machine types come with a fixed set of Local SSD disks that GCE attaches itself.
-BUNDLED_LOCAL_SSD = frozenset({"a2-ultragpu", "a3-highgpu", "a3-megagpu", "a3-edgegpu", "a3-ultragpu", "a4-highgpu"})
-#: Local SSD counts N1 accepts; A2 Standard needs at least as many disks as its shape's minimum.
-N1_LOCAL_SSD_COUNTS = (1, 2, 3, 4, 5, 6, 7, 8, 16, 24)
-A2_MIN_LOCAL_SSD = {"a2-highgpu-1g": 1, "a2-highgpu-2g": 2, "a2-highgpu-4g": 4, "a2-highgpu-8g": 8, "a2-megagpu-16g": 8}
 
 SCOPE_LOGGING = "https://www.googleapis.com/auth/logging.write"
 SCOPE_MONITORING = "https://www.googleapis.com/auth/monitoring.write"
@@ -224,23 +218,6 @@ def open_ssh_hint(name: str, project: str) -> str:
             f"  gcloud compute firewall-rules create allow-ssh-{name} --project {project} --network default "
             f"--allow tcp:22 --source-ranges <your IP>/32 --target-tags {ssh_tag(name)}\n"
             "  (or `trainvm down` and `up --ssh-from CIDR` again)")
-
-
-def local_ssd_count(machine_type: str, gib: int) -> int:
-    """Local SSD disks to attach for ``gib`` of scratch (0 where the series brings its own)."""
-    if gib <= 0 or gce_family(machine_type) in BUNDLED_LOCAL_SSD:
-        return 0
-    if gib > gce_local_ssd_gib(machine_type):
-        raise InvalidRequestError(f"{machine_type} cannot have {gib} GiB of Local SSD "
-                                  f"(at most {gce_local_ssd_gib(machine_type)} GiB)")
-    count = math.ceil(gib / LOCAL_SSD_DISK_GIB)
-    if gce_family(machine_type) == "n1":
-        allowed: tuple[int, ...] = N1_LOCAL_SSD_COUNTS
-    elif machine_type in A2_MIN_LOCAL_SSD:  # A2 Standard takes 1, 2, 4 or 8 disks, at least its shape's minimum
-        allowed = tuple(n for n in (1, 2, 4, 8) if n >= A2_MIN_LOCAL_SSD[machine_type])
-    else:
-        return count
-    return next(n for n in allowed if n >= count)  # gib <= the maximum, so a count exists
 
 
 def _metadata(spec: LaunchSpec, image: str) -> dict[str, Any]:

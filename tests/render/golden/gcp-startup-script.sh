@@ -92,10 +92,12 @@ TV_PHASE_T0=$EPOCHREALTIME
 TV_CHANGED=0
 TV_ERROR=""
 TV_MAIN_PID=$$
-# apt: never interactive, wait up to 10 minutes for the dpkg lock, retry downloads.
-TV_APT_OPTS=(-y -q -o DPkg::Lock::Timeout=600 -o Acquire::Retries=5
+# Network retries: each download, apt-get and uv call is retried by tv_retry alone (3 attempts, TV_RETRY_SLEEP
+# apart); curl, apt and uv do not retry inside it (no curl --retry, Acquire::Retries=0, UV_HTTP_RETRIES=0).
+# apt: never interactive, wait up to 10 minutes for the dpkg lock.
+TV_APT_OPTS=(-y -q -o DPkg::Lock::Timeout=600 -o Acquire::Retries=0
   -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold)
-export TRAINVM_ROOT="$TV_ROOT" UV_NO_CONFIG=1 UV_MANAGED_PYTHON=1
+export TRAINVM_ROOT="$TV_ROOT" UV_NO_CONFIG=1 UV_MANAGED_PYTHON=1 UV_HTTP_RETRIES=0
 export UV_PYTHON_INSTALL_DIR="$TV_OPT/python" UV_CACHE_DIR="$TV_ROOT/var/cache/trainvm/uv"
 
 tv_log() { printf '%(%Y-%m-%dT%H:%M:%S%z)T trainvm %s: %s\n' -1 "$TV_PHASE" "$*"; }
@@ -158,11 +160,11 @@ tv_installing() {  # this run installs or changes something in the current phase
 tv_done() { [ -f "$TV_STATE/done.$1" ]; }
 tv_mark() { printf '%s\n' "$TV_HASH" >"$TV_STATE/done.$1"; }
 
-tv_caller_line() {  # the line that called tv_retry/tv_apt (for failed:PHASE:LINE)
+tv_caller_line() {  # the line that called tv_retry/tv_apt/tv_get (for failed:PHASE:LINE)
   local i
   for ((i = 1; i < ${#FUNCNAME[@]}; i++)); do
     case ${FUNCNAME[$i]} in
-      tv_retry | tv_apt | tv_run_tail) ;;
+      tv_retry | tv_apt | tv_get | tv_run_tail) ;;
       *) printf '%s\n' "${BASH_LINENO[$((i - 1))]}"; return 0 ;;
     esac
   done
@@ -224,6 +226,12 @@ tv_retry() {  # tv_retry CMD...: three attempts, TV_RETRY_SLEEP seconds apart, t
     if [ "$i" -lt 3 ]; then sleep "$TV_RETRY_SLEEP"; fi
   done
   tv_fail "$TV_PHASE" "$(tv_caller_line)" "failed 3 times: $*; cause: $cause"
+}
+
+tv_get() {  # tv_get URL FILE [SECONDS]: one download, retried by tv_retry only: at most 3 attempts, each ended by
+  # a connection not made in 20 s, a transfer under 1 KiB/s for 60 s, or SECONDS in all (default 300; 0: no limit,
+  # for data of unknown size), so at most 3 x SECONDS + 2 x TV_RETRY_SLEEP
+  tv_retry curl -fsSL --connect-timeout 20 --speed-limit 1024 --speed-time 60 --max-time "${3:-300}" -o "$2" "$1"
 }
 
 # needrestart (Ubuntu) is suspended: it could restart the unit that runs this script.
@@ -323,6 +331,7 @@ import urllib.request
 
 ROOT = os.environ.get("TRAINVM_ROOT", "")
 STATE = ROOT + "/var/lib/trainvm"
+AGENT = ROOT + "/opt/trainvm/current/agent"  # the payload's agent folder (tv_agent's PYTHONPATH)
 
 
 def load(name):
@@ -469,10 +478,6 @@ def resolve_secret(ref, lines=False):  # secret://KIND/REST through secret_KIND 
     return value
 
 
-# URL userinfo (1), query and token parameter values: signed URLs, sig=, token= (2), bearer tokens (3)
-REDACT = re.compile(r"(?i)(\w://)[^\s/@'\"]+@|([?&][\w.-]+=|\b(?:sig|token|signature|password|sas)=)[^\s&'\"#]+|(\bbearer\s+)[\w.~+/=-]+")
-
-
 def hidden_values():  # the values of /etc/trainvm/secrets.env (and of the data credentials: cred_hidden)
     out = [re.sub(r"\\(.)", r"\1", v) for v in re.findall(r'^\w+="(.{4,})"$', read("/etc/trainvm/secrets.env"), re.M)]
     more = globals().get("cred_hidden")  # kept by the script only where the profile has data credentials
@@ -555,10 +560,14 @@ def cred_hidden():  # each data credential, its lines and its JSON string values
     return out
 
 
-def redact(text):  # ... and the secrets on this VM (hidden_values)
+def redact(text):  # the secrets on this VM (hidden_values), then the workstation's redactor: provisioner/secrets.py,
+    # shipped in the payload's agent folder (one implementation; a missing copy withholds the line: cmd_redact)
     for value in sorted(set(hidden_values()), key=len, reverse=True):
         text = text.replace(value, "***")
-    return REDACT.sub(lambda m: m.group(1) + "***@" if m.group(1) else (m.group(2) or m.group(3)) + "***", text)
+    if AGENT not in sys.path:
+        sys.path.insert(0, AGENT)
+    from provisioner.secrets import redact as redact_credentials
+    return redact_credentials(text)
 
 
 def cmd_redact(exp):  # the filter in front of the console and provision.log; never stops the script's output
@@ -719,7 +728,7 @@ tv_install_uv() {
   local whl="$TV_STATE/uv-$TV_UV_VERSION.whl" have=""
   if [ -x "$TV_UV" ]; then have=$("$TV_UV" --version 2>/dev/null || true); fi
   case $have in "uv $TV_UV_VERSION"*) return 0 ;; esac
-  tv_retry curl -fsSL --retry 5 --retry-delay 5 -o "$whl" "$TV_UV_URL"
+  tv_get "$TV_UV_URL" "$whl"
   if ! printf '%s  %s\n' "$TV_UV_SHA256" "$whl" | sha256sum -c - >/dev/null; then
     tv_fail "$TV_PHASE" "$LINENO" "the uv $TV_UV_VERSION wheel does not have the expected sha256 $TV_UV_SHA256"
   fi
@@ -816,8 +825,7 @@ tv_nvidia_repo() {  # cuda-keyring (sha256-checked) for the repository of the ru
     *) tv_fail driver "$LINENO" "architecture $(uname -m) is not supported (cuda-keyring checksums are for x86_64)" ;;
   esac
   tv_os_prepare_repo
-  tv_retry curl -fsSL --retry 5 --retry-delay 5 -o "$deb" \
-    "https://developer.download.nvidia.com/compute/cuda/repos/$token/$arch/cuda-keyring_1.1-1_all.deb"
+  tv_get "https://developer.download.nvidia.com/compute/cuda/repos/$token/$arch/cuda-keyring_1.1-1_all.deb" "$deb"
   if ! printf '%s  %s\n' "$TV_KEYRING_SHA256" "$deb" | sha256sum -c - >/dev/null; then
     tv_fail driver "$LINENO" "cuda-keyring_1.1-1_all.deb for $token does not have the expected sha256 $TV_KEYRING_SHA256"
   fi
@@ -1225,7 +1233,7 @@ tv_stage() {  # tv_stage INDEX
   if [ -f "$marker" ]; then tv_log "data ${TV_DATA_DEST[$1]} is empty (local disks are wiped on stop/start): staging again"; fi
   tv_installing
   case $src in
-    https://*) tv_retry curl -fsSL --retry 5 -o "$stage/${TV_DATA_NAME[$1]}" "$src" ;;
+    https://*) tv_get "$src" "$stage/${TV_DATA_NAME[$1]}" 0 ;;
     *) tv_copy "$1" "$src" "$stage" ;;
   esac
   files=$(find "$stage/" -type f | wc -l)
