@@ -246,6 +246,7 @@ def up(
     spot: Annotated[Optional[bool], typer.Option("--spot/--on-demand", help="Override placement.spot.", show_default=False)] = None,
     ssh_from: Annotated[Optional[str], typer.Option("--ssh-from", metavar="CIDR", help="CIDR allowed to SSH in (overrides placement.ssh_from).")] = None,
     max_attempts: Annotated[int, typer.Option("--max-attempts", min=1, metavar="N", help="Give up after this many create attempts.")] = 30,
+    start: Annotated[bool, typer.Option("--start", help="When the VM exists and is stopped, start it (compute billing resumes); without it that is exit 1.")] = False,
     json_out: JsonFlag = False,
     frozen: FrozenFlag = False,
 ) -> None:
@@ -260,7 +261,7 @@ def up(
     _check_clouds(cloud)
     raise typer.Exit(run_up(profile, name=name, yes=yes, wait_ready=wait_ready, clouds=cloud, regions=region, spot=spot,
                             ssh_from=ssh_from, json_out=json_out, ready_timeout=ready_timeout, max_attempts=max_attempts,
-                            frozen=frozen))
+                            frozen=frozen, start=start))
 
 
 @app.command()
@@ -365,6 +366,7 @@ def down(
     yes: YesFlag = False,
     no_wait: Annotated[bool, typer.Option("--no-wait", help="Return once deletion has started.")] = False,
     cloud: OneCloudOpt = None,
+    missing_ok: Annotated[bool, typer.Option("--missing-ok", help="Exit 0 when no cloud has NAME, even if trainvm on this machine never created it.")] = False,
     json_out: JsonFlag = False,
 ) -> None:
     """Delete the VM and everything created for it (idempotent).
@@ -376,7 +378,7 @@ def down(
     from provisioner.commands.down import run_down  # lazy: startup
 
     _check_clouds([cloud] if cloud else None)
-    raise typer.Exit(run_down(name, yes=yes, wait=not no_wait, json_out=json_out, cloud=cloud))
+    raise typer.Exit(run_down(name, yes=yes, wait=not no_wait, json_out=json_out, cloud=cloud, missing_ok=missing_ok))
 
 
 LookCloudOpt = Annotated[Optional[str], typer.Option("--cloud", metavar="CLOUD", help=f"Only look on this cloud ({_PROVISIONABLE}).", show_default=False)]
@@ -651,9 +653,12 @@ def main() -> None:
     try:
         with _only_invoked_command(args):
             rc = app(args=args, prog_name="trainvm", standalone_mode=False)
+        if rc == EXIT_INTERRUPTED:  # typer >= 0.13 turns a KeyboardInterrupt into Exit(130), returned here unsaid
+            raise KeyboardInterrupt
         sys.exit(rc if isinstance(rc, int) else 0)
-    except TrainvmError as exc:
-        _fail(exc, exc.exit_code, getattr(exc, "hint", None), json_out=json_out)
+    except TrainvmError as exc:  # an interrupt that says what exists (errors.Aborted) is its own "aborted: ..." line
+        _fail(exc, exc.exit_code, getattr(exc, "hint", None), json_out=json_out,
+              text=str(exc) if exc.exit_code == EXIT_INTERRUPTED else None)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except BrokenPipeError:  # `trainvm ... | head`: the reader has all it wanted
@@ -712,6 +717,9 @@ def _emit_error(exc: BaseException, code: int, hint: str | None, *, kind: str | 
     skipped = getattr(exc, "skipped", None)
     if skipped:  # no cloud could be asked: which, and why
         doc["skipped"] = skipped
+    similar = getattr(exc, "similar", None)
+    if similar is not None:  # `down` of an unknown name: the live VMs it resembles
+        doc["similar"] = similar
     results = getattr(exc, "results", None)
     if results:  # validate: every file's result, the unreadable one included
         doc["results"] = results

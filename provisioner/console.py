@@ -2,16 +2,20 @@
 the app's commands) takes a few hundred milliseconds; a Ctrl-C in that time, before ``cli.main`` has its
 error funnel in place, would otherwise end in a Python traceback and a death by SIGINT. This module imports
 nothing but the standard library before it guards the import, so an interrupt at any point is one line and
-exit 130 (docs/spec.md "Exit codes"), with ``--json`` also the one ``{"error": ...}`` document."""
+exit 130 (docs/spec.md "Exit codes"), with ``--json`` also the one ``{"error": ...}`` document. SIGTERM (a CI
+runner cancelling, ``kill``) is handled as Ctrl-C from the same point on: the command says what it leaves (``up``:
+the VM that exists and what it costs) instead of dying without a word.
+
+Only gc, os, signal and sys (loaded already by the interpreter or the launcher's ``import re``) are imported before
+``entry`` puts its guard in place; json and threading come later. What runs before this module (interpreter
+start-up, site's .pth files, the console-script launcher's ``import re``) is outside any Python guard."""
 
 from __future__ import annotations
 
 import gc
-import json
 import os
 import signal
 import sys
-import threading
 
 EXIT_INTERRUPTED = 130  # provisioner.errors.EXIT_INTERRUPTED, not imported: this module must stay import-free
 #: The cyclic garbage collector is off for this long after the process starts (see pause_gc).
@@ -27,6 +31,8 @@ def interrupted(argv: list[str]) -> None:
     head = argv[:argv.index("--")] if "--" in argv else argv
     try:
         if "--json" in head:
+            import json  # lazy: not loaded by the interpreter at start-up (see the module doc)
+
             doc = {"message": "aborted", "hint": None, "exit_code": EXIT_INTERRUPTED, "type": "KeyboardInterrupt"}
             sys.stdout.write(json.dumps({"error": doc}, indent=2) + "\n")
             sys.stdout.flush()
@@ -44,6 +50,8 @@ def pause_gc(seconds: float | None = None) -> object:
     alive, so the ~100 collections it triggers find nothing (~15 ms of `trainvm plan`, bench/RESULTS.md). A
     command that runs longer (`up`, `logs --follow`) collects as usual once the timer fires; a short one ends
     first (``cli.entry`` exits with ``os._exit``). Reference counting frees everything else as always."""
+    import threading  # lazy: not loaded by the interpreter at start-up (see the module doc)
+
     gc.disable()
     timer = threading.Timer(GC_PAUSE_SECONDS if seconds is None else seconds, gc.enable)
     timer.daemon = True
@@ -51,8 +59,14 @@ def pause_gc(seconds: float | None = None) -> object:
     return timer
 
 
+def _terminated(signum: int, frame: object) -> None:
+    """SIGTERM as Ctrl-C: a KeyboardInterrupt in the main thread, so every command's interrupt path runs."""
+    raise KeyboardInterrupt
+
+
 def entry() -> None:
     try:
+        signal.signal(signal.SIGTERM, _terminated)
         pause_gc()
         from provisioner.cli import entry as run  # lazy: Ctrl-C guard (exit 130)
 

@@ -78,6 +78,13 @@ class NotFoundError(TrainvmError):
     exit_code = EXIT_NOT_FOUND
 
 
+class Aborted(TrainvmError):
+    """Ctrl-C or SIGTERM where a command knows what exists and what it costs (``up``): exit 130; the message is the
+    one ``aborted: ...`` line (no ``error:`` prefix)."""
+
+    exit_code = EXIT_INTERRUPTED
+
+
 class NotReadyError(TrainvmError):
     """The VM is still provisioning (e.g. ``--wait-ready`` timed out): exit 5."""
 

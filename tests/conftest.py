@@ -19,6 +19,8 @@ def pytest_configure(config: pytest.Config) -> None:
     import tempfile
 
     os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="trainvm-test-cache-")
+    # nor its record of the VMs `up` created (commands/vm_record.py) in ~/.local/state
+    os.environ["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix="trainvm-test-state-")
     # `capture -o` also locks against PyPI; the suite stays offline (tests/lock turn it back on)
     os.environ["TRAINVM_CAPTURE_LOCK"] = "0"
     # no real AWS credentials or config reach boto3 (the AWS provider is built by `list`, `down`...), and no

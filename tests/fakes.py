@@ -52,24 +52,29 @@ class Clock:
 @dataclass
 class FakePayloadStore:
     """The payload store contract in memory: objects by (region, sha256). ``refuse`` makes the next ``stage``
-    raise that error (a store the caller may not write). It models no IAM, no expiry and no lifecycle rule."""
+    raise that error (a store the caller may not write). It models no IAM, no expiry and no lifecycle rule; ``aged``
+    holds the objects older than ``REFRESH_DAYS``, which ``stage`` uploads again as the real stores do
+    (providers/{gcp,aws,azure}/store.py: ``refreshed``)."""
 
     cloud: str
     objects: dict[tuple[str, str], bytes] = field(default_factory=dict)
     uploads: list[tuple[str, str]] = field(default_factory=list)
     refuse: deque[ProviderError] = field(default_factory=deque)
+    aged: set[tuple[str, str]] = field(default_factory=set)
 
     def stage(self, region: str, data: bytes, sha256: str) -> PayloadRef:
         if self.refuse:
             raise self.refuse.popleft()
-        uploaded = (region, sha256) not in self.objects
+        refreshed = (region, sha256) in self.objects and (region, sha256) in self.aged
+        uploaded = (region, sha256) not in self.objects or refreshed
         if uploaded:
             self.objects[(region, sha256)] = data
             self.uploads.append((region, sha256))
+            self.aged.discard((region, sha256))
         key = payload_key(sha256)
         return PayloadRef(cloud=self.cloud, region=region, store=f"fake-{region}", key=key,
                           url=f"https://fake-store.invalid/{region}/{key}", sha256=sha256, size=len(data),
-                          access="nothing (in memory)", uploaded=uploaded)
+                          access="nothing (in memory)", uploaded=uploaded, refreshed=refreshed)
 
     def release(self, region: str, sha256: str) -> bool:
         return self.objects.pop((region, sha256), None) is not None

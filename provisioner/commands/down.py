@@ -1,4 +1,6 @@
-"""``trainvm down``: delete a VM and everything created for it (idempotent). For a cluster: every node, its
+"""``trainvm down``: delete a VM and everything created for it (idempotent for a VM that existed: "already gone",
+exit 0, when this machine's record (commands/vm_record.py) has the name or leftovers were cleaned; a name no
+cloud has and trainvm never made here is exit 4, naming the live VMs it resembles). For a cluster: every node, its
 placement resources and its firewall rules / network resources (the provider's ``delete``), and how many nodes.
 Several VMs of one name (EC2 keeps no name unique): every one is deleted and reported, and `down` fails (exit 3)
 naming those that remain. The payload object it was created with (providers/store.py) goes too, unless another VM of that store still
@@ -6,18 +8,21 @@ uses it (the ``trainvm-payload`` label); the store itself is kept."""
 
 from __future__ import annotations
 
+import difflib
 import sys
 from typing import Any
 
 import typer
 
+from provisioner.commands import vm_record
 from provisioner.commands.clouds import check_name, locate_one, providers_for
-from provisioner.errors import CloudError, InputError, ProviderError
+from provisioner.errors import CloudError, InputError, NotFoundError, ProviderError
 from provisioner.output import emit_json, stdout_console
 from provisioner.providers.store import EXPIRE_DAYS
+from provisioner.providers.store import users as payload_users
 
 
-def run_down(name: str, *, yes: bool, wait: bool, json_out: bool, cloud: str | None = None) -> int:
+def run_down(name: str, *, yes: bool, wait: bool, json_out: bool, cloud: str | None = None, missing_ok: bool = False) -> int:
     check_name(name)
     providers = providers_for(cloud)
     located = locate_one(name, providers, "down")
@@ -31,10 +36,16 @@ def run_down(name: str, *, yes: bool, wait: bool, json_out: bool, cloud: str | N
             else:
                 stdout_console().print(f"{name}: VM already gone; removed what was left on {', '.join(cleaned)}")
             return 0
+        seen = vm_record.known(name)
+        if seen is None and not missing_ok:  # a name trainvm never made here (a typo?): never "success"
+            raise _no_such_vm(name, providers)
         if json_out:
-            emit_json({"name": name, "cloud": None, "clouds_checked": list(providers), "deleted": False, "already_gone": True})
+            emit_json({"name": name, "cloud": None, "clouds_checked": list(providers), "deleted": False, "already_gone": True,
+                       "recorded": seen})
         else:
-            stdout_console().print(f"{name}: already gone (checked {', '.join(providers)})")
+            why = (f"; {seen['by']} {'created' if seen['by'] == 'up' else 'deleted'} it on {seen.get('cloud')} at {seen.get('at')}"
+                   if seen else "")
+            stdout_console().print(f"{name}: already gone (checked {', '.join(providers)}{why})")
         return 0
     record, provider = located
     if record.cluster and record.cluster != name:
@@ -50,6 +61,7 @@ def run_down(name: str, *, yes: bool, wait: bool, json_out: bool, cloud: str | N
             return 1
     twins = [] if record.cluster else same_name(provider, name)  # EC2 keeps no name unique: two `up` may make two
     deleted = provider.delete(name, wait=wait)
+    vm_record.note(name, record.cloud, "down")  # a second `down` here says "already gone", not "no VM named"
     left = _delete_twins(provider, name, twins) if len(twins) > 1 and wait else []
     payload = release_payload(provider, record, name)
     instances = [{"id": t.cloud_id, "zone": t.zone or t.region, "deleted": t.cloud_id not in {r.cloud_id for r in left}}
@@ -75,6 +87,31 @@ def run_down(name: str, *, yes: bool, wait: bool, json_out: bool, cloud: str | N
                          + ", ".join(f"{r.cloud_id} ({r.zone or r.region})" for r in left),
                          hint=f"run `trainvm down {name}` again; `trainvm status {name}` lists them")
     return 0
+
+
+class NoSuchVmError(NotFoundError):
+    """``down`` of a name no cloud has and this machine never created (exit 4); ``similar``: live trainvm VMs whose
+    names resemble it (the ``--json`` error document carries them)."""
+
+    def __init__(self, message: str, *, hint: str | None = None, similar: list[str]) -> None:
+        super().__init__(message, hint=hint)
+        self.similar = similar
+
+
+def _no_such_vm(name: str, providers: dict[str, Any]) -> NotFoundError:
+    """Exit 4 for a name no cloud has and this machine never created: with the live trainvm VMs it resembles."""
+    names: list[str] = []
+    for provider in providers.values():
+        try:
+            names.extend(dict.fromkeys(r.cluster or r.name for r in provider.list()))
+        except CloudError:  # the similar names are a courtesy: the answer is the same without them
+            continue
+    similar = difflib.get_close_matches(name, list(dict.fromkeys(names)), n=3, cutoff=0.75)
+    return NoSuchVmError(
+        f"no VM named {name} on {', '.join(providers)}, and trainvm on this machine never created one"
+        + (f"; did you mean {' or '.join(similar)}?" if similar else ""),
+        hint=("`trainvm list` shows the VMs trainvm can see; a VM created and deleted from another machine leaves "
+              f"no record here: `trainvm down {name} --missing-ok` exits 0 for a name that is gone"), similar=similar)
 
 
 def same_name(provider: Any, name: str) -> list[Any]:
@@ -104,10 +141,8 @@ def release_payload(provider: Any, record: Any, name: str) -> dict[str, Any]:
     prefix = record.payload
     if not prefix:
         return {"state": "none", "sha256": None, "message": "no payload label (a VM of an older trainvm)"}
-    mine = {name, record.cluster or name}
     try:
-        users = [r.name for r in provider.list() if r.payload == prefix and r.region == record.region
-                 and (r.cluster or r.name) not in mine]
+        users = payload_users(provider, record.region, prefix, {name, record.cluster or name})
         if users:
             return {"state": "kept", "sha256": prefix, "users": users,
                     "message": f"kept: {len(users)} other VM(s) use it ({', '.join(users[:3])})"}

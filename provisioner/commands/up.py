@@ -10,8 +10,10 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from provisioner.bake.use import BakedImages
+from provisioner.commands import vm_record
 from provisioner.commands.clouds import NAME_RE, _cred_hint, _providers
-from provisioner.commands.up_summary import summary_lines, up_summary
+from provisioner.commands.up_abort import STOPPED, Leaves
+from provisioner.commands.up_summary import same_profile_elsewhere, summary_lines, up_summary
 from provisioner.commands.verify import exit_code, print_verify
 from provisioner.container.store import require_pinned_image
 from provisioner.errors import CloudError, InputError, NoFeasibleOfferError, NotReadyError, TrainvmError
@@ -40,8 +42,19 @@ if TYPE_CHECKING:
     from provisioner.verify.report import StackReport
 
 
-def run_up(path: Path, *, name: str | None, yes: bool, wait_ready: bool, clouds: list[str] | None, regions: list[str] | None,
-           spot: bool | None, ssh_from: str | None, json_out: bool, ready_timeout: float, max_attempts: int | None = 30, frozen: bool = False) -> int:
+def run_up(path: Path, **kw: Any) -> int:
+    """``up``; Ctrl-C or SIGTERM (console.py) anywhere is exit 130 with one ``aborted: ...`` line saying what exists
+    and what it costs (commands/up_abort.py)."""
+    leaves = Leaves()
+    try:
+        return _run_up(path, leaves, **kw)
+    except KeyboardInterrupt:
+        raise leaves.aborted() from None
+
+
+def _run_up(path: Path, leaves: Leaves, *, name: str | None, yes: bool, wait_ready: bool, clouds: list[str] | None, regions: list[str] | None,
+           spot: bool | None, ssh_from: str | None, json_out: bool, ready_timeout: float, max_attempts: int | None = 30, frozen: bool = False,
+           start: bool = False) -> int:
     poll = env_seconds("TRAINVM_READY_POLL_SECONDS", 15.0)  # checked before anything is created
     if name is not None and not NAME_RE.match(name):
         raise InputError(f"--name: {name!r} is not a valid VM name (lowercase letters, digits and '-', at most 63, starting with a letter)")
@@ -91,14 +104,28 @@ def run_up(path: Path, *, name: str | None, yes: bool, wait_ready: bool, clouds:
         spec = launch_spec(loaded, offer, name=name, spot=spot, ssh_from=ssh_from, rendered=rendered, ref=ref)
         return baked.apply(spec, choice)
 
+    leaves.name = vm
     existing = find_existing(vm, list(providers), providers.__getitem__, loaded.hash)
     if existing is not None:
+        leaves.record = existing
+        vm_record.note(vm, existing.cloud, "up")
         err.print(f"{vm} already exists on {existing.cloud} ({existing.zone or existing.region}) for this profile; not creating another")
         if existing.state in IN_PROGRESS:
             err.print(f"{vm} is {existing.state}: waiting for that create to finish")
             existing = finish_existing(existing, offers, staged_spec, providers.__getitem__)
-        return _report_up(existing, [], json_out, exists=True, warnings=warnings,
-                          members=_members(providers[existing.cloud], existing))
+        existing = leaves.record = _started_if_stopped(providers[existing.cloud], existing, start, json_out)
+        members = _members(providers[existing.cloud], existing)
+        if wait_ready:  # as for a new VM: the startup script's report, verified (same exit codes)
+            up_doc = _up_doc(existing, [], exists=True, warnings=warnings, members=members)
+            if not json_out:
+                _report_up(existing, [], False, exists=True, members=members)
+            return _wait_ready(providers[existing.cloud], existing, ready_timeout, json_out, up_doc, poll)
+        return _report_up(existing, [], json_out, exists=True, warnings=warnings, members=members)
+    second = same_profile_elsewhere(providers, vm, loaded.hash, vm_name(loaded.profile.name, loaded.hash)) if name is not None else None
+    if second is not None:  # --name: never a silent duplicate (issue 36 item 25)
+        warnings.append(second)
+        if not json_out:
+            notice("warning", second)
     first = offers[0]
     use_spot = plan.request.spot
 
@@ -145,6 +172,8 @@ def run_up(path: Path, *, name: str | None, yes: bool, wait_ready: bool, clouds:
         nonlocal tried
         tried += 1
         progress.start(f"attempt {tried}: {offer.cloud} {offer.zone or offer.region} {offer.instance_type}")
+        leaves.attempt = (offer, plan.price(offer))
+        vm_record.note(vm, offer.cloud, "up")  # before the create: `down` of this name is then "already gone", never "no VM"
         return staged_spec(offer)
 
     def on_attempt(attempt: Any) -> None:
@@ -155,17 +184,12 @@ def run_up(path: Path, *, name: str | None, yes: bool, wait_ready: bool, clouds:
         progress.end(f"{attempt.outcome}{code} {attempt.message}".rstrip(),
                      "green" if attempt.outcome == "created" else "yellow")
 
-    try:
-        with progress:
-            result = provision(offers, spec_for, providers.__getitem__, on_attempt, max_attempts=max_attempts,
-                               price_of=plan.price, bound=plan.failover_bound, name=vm,
-                               preflight=quota.skip_reason)
-    except KeyboardInterrupt:
-        raise TrainvmError(
-            f"interrupted while creating {vm}; a VM may be half-created",
-            hint=f"run the same `trainvm up` again (it finds or finishes the same VM, never a second one), or `trainvm down {vm} --yes`",
-        ) from None
+    with progress:
+        result = provision(offers, spec_for, providers.__getitem__, on_attempt, max_attempts=max_attempts,
+                           price_of=plan.price, bound=plan.failover_bound, name=vm,
+                           preflight=quota.skip_reason)
     record, attempts = result.record, list(result.attempts)
+    leaves.record = record
     members = _members(providers[record.cloud], record)
     summary = {**summary, "quota": quota.to_json()}
     if choices and choices[-1] is not None:  # the created VM's: booted a baked image, or why not
@@ -175,9 +199,11 @@ def run_up(path: Path, *, name: str | None, yes: bool, wait_ready: bool, clouds:
     if summary is not None and staged:
         ref = staged[-1]  # the created VM's payload
         summary = {**summary, "payload": {**summary["payload"], "url": ref.url, "location": ref.store, "sha256": ref.sha256,
-                                           "size_bytes": ref.size, "uploaded": ref.uploaded, "access": ref.access}}
+                                           "size_bytes": ref.size, "uploaded": ref.uploaded, "refreshed": ref.refreshed,
+                                           "access": ref.access}}
         if not json_out:
-            err.print(f"payload: {ref.sha256[:12]} ({ref.size:,} bytes) {'uploaded to' if ref.uploaded else 'already in'} "
+            how = "refreshed in" if ref.refreshed else "uploaded to" if ref.uploaded else "already in"
+            err.print(f"payload: {ref.sha256[:12]} ({ref.size:,} bytes) {how} "
                       f"{ref.store}; the VM reads it with {ref.access}")
     if wait_ready:
         up_doc = _up_doc(record, attempts, exists=False, warnings=warnings, summary=summary, members=members)
@@ -185,6 +211,37 @@ def run_up(path: Path, *, name: str | None, yes: bool, wait_ready: bool, clouds:
             _report_up(record, attempts, False, members=members)
         return _wait_ready(providers[record.cloud], record, ready_timeout, json_out, up_doc, poll)
     return _report_up(record, attempts, json_out, warnings=warnings, summary=summary, members=members)
+
+
+def _started_if_stopped(provider: Provider, record: InstanceRecord, start: bool, json_out: bool) -> InstanceRecord:
+    """``record`` when it runs; a stopped VM is an error (exit 1) saying what it keeps costing and what ``start``
+    costs, unless ``start`` (``up --start``): then it is started (compute billing resumes) and returned as it runs."""
+    if record.state.upper() not in STOPPED:
+        return record
+    target = record.cluster or record.name
+    nodes = record.nodes if record.cluster else 1
+    each = " per node" if nodes > 1 else ""
+    kept = "an unknown amount" if record.kept_hourly is None else f"${record.kept_hourly:.3f}/h{each}"
+    price, disks = record.price_hourly, record.disks_hourly
+    if price is None:
+        costs = "its compute price again (not recorded on the VM)"
+    elif disks is None:
+        costs = f"${price:.3f}/h{each} for compute, plus its disks"
+    else:
+        costs = f"${price + disks:.3f}/h{each} (compute ${price:.3f} + disks ${disks:.3f})"
+    if not start:
+        raise TrainvmError(f"{target} exists on {record.cloud} ({record.zone or record.region}) for this profile but is "
+                           f"stopped ({record.state}): not ready, and `up` did not start it; it keeps costing {kept} while "
+                           f"stopped, and starting it bills {costs}",
+                           hint=f"run the same `trainvm up` with --start (or `trainvm start {target}`) to start it; "
+                                f"`trainvm down {target}` deletes it")
+    if not json_out:
+        stderr_console().print(f"{target} is stopped ({record.state}): starting it; compute billing resumes at {costs}",
+                               markup=False, highlight=False)
+    after = provider.start(target, wait=True)
+    if after is None:
+        raise CloudError(f"{target} disappeared while `up` was starting it", hint="run the same `trainvm up` again")
+    return after
 
 
 def _preflight(providers: dict[str, Provider], offers: list[Any], profile: Any, vm: str) -> list[dict[str, Any]]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from provisioner.errors import CloudError
 from provisioner.providers.lifecycle import idle_gpu_line
 from provisioner.providers.registry import ssh_exposure
 from provisioner.providers.store import describe, describe_line
@@ -93,3 +94,24 @@ def summary_lines(s: dict[str, Any]) -> list[str]:
     for c in s.get("clouds_not_checked") or []:  # no credentials: a VM of this name may exist there
         lines.append(f"not checked: {c['cloud']} ({c['reason']}): a VM of this name may already exist there")
     return lines
+
+
+def same_profile_elsewhere(providers: dict[str, Any], vm: str, profile_hash: str, default: str) -> str | None:
+    """``up --name N``: a warning naming the VMs of this very profile (same hash) under other names, since ``N``
+    is then a second, separately billed VM of it (None when there is none, or no cloud could list)."""
+    others: list[str] = []
+    for provider in providers.values():
+        try:
+            records = provider.list()
+        except CloudError:  # a courtesy: `up` goes on as it would without it
+            continue
+        for r in records:
+            if r.hash and profile_hash.startswith(r.hash) and (r.cluster or r.name) != vm:
+                price = "" if r.price_hourly is None else f", ${r.price_hourly:.2f}/h"
+                others.append(f"{r.cluster or r.name} ({r.cloud} {r.zone or r.region}, {r.state}{price})")
+    if not others:
+        return None
+    others = list(dict.fromkeys(others))
+    return (f"--name {vm} creates a second VM of this profile, billed separately: {', '.join(others[:3])}"
+            f"{' and more' if len(others) > 3 else ''} already run{'s' if len(others) == 1 else ''} it; "
+            f"`up` without --name finds and reuses {default} instead of making another")

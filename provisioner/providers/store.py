@@ -15,13 +15,14 @@ Objects are content-addressed (``payload_key``), so staging the same payload aga
 VMs share one object. A lifecycle rule on the store removes objects ``EXPIRE_DAYS`` after their last upload;
 ``stage`` uploads again an object older than ``REFRESH_DAYS`` so that a VM being created never meets an
 object about to expire. ``trainvm down`` removes the object when no other trainvm VM of that store uses it
-(the ``trainvm-payload`` label). A VM keeps its verified copy on its boot disk: a restart fetches nothing.
+(the ``trainvm-payload`` label); a failed ``up`` attempt removes only an object it created (``refreshed`` is not)
+that no VM carries the label of. A VM keeps its verified copy on its boot disk: a restart fetches nothing.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from provisioner.providers.registry import CLOUDS
 
@@ -57,6 +58,9 @@ class PayloadRef:
     access: str = ""
     #: True when this ``stage`` uploaded the object (False: it was there and fresh)
     uploaded: bool = False
+    #: True when the object was already there and this ``stage`` uploaded it again (older than ``REFRESH_DAYS``, or
+    #: of another size): other VMs may use it, so a failed attempt must not delete it (only a new object is its own)
+    refreshed: bool = False
     #: a short-lived URL signed by the cloud's SDK on the workstation, for a VM whose own tools cannot sign the
     #: identity request (AWS: Ubuntu 22.04's curl 7.81 does not sign the session-token header; fetch-aws.sh);
     #: it grants a GET of this one object, which holds no secret, until it expires. "" where none is needed
@@ -84,6 +88,14 @@ class PayloadStore(Protocol):
 
     def stored(self, region: str) -> list[str]:
         """The sha256 of every payload object in the region's store ([] when there is no store)."""
+
+
+def users(provider: Any, region: str, sha256: str, mine: set[str] | frozenset[str] = frozenset()) -> list[str]:
+    """The trainvm VMs (cluster names for nodes) of ``provider``'s cloud in ``region`` that carry the
+    ``PAYLOAD_LABEL`` of ``sha256``, leaving out those named in ``mine``; a listing error propagates."""
+    prefix = sha256[:16]
+    return list(dict.fromkeys(r.cluster or r.name for r in provider.list()
+                              if r.payload == prefix and r.region == region and (r.cluster or r.name) not in mine))
 
 
 #: no object store lists a price above this per GB-month for its standard class (GCS, S3 and Blob hot tiers are

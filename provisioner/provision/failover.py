@@ -44,6 +44,7 @@ from provisioner.errors import (
 )
 from provisioner.providers.base import InstanceRecord, LaunchSpec, Provider
 from provisioner.providers.registry import credential_hint
+from provisioner.providers.store import users as payload_users
 
 CLOUD_CAPACITY_LIMIT = 6  # capacity errors in a row in one cloud before its remaining offers are skipped
 
@@ -181,7 +182,8 @@ def provision(
     payload: a RenderError there skips that cloud (its script cannot be made for it), a ProviderError (the
     payload store refused) counts as that attempt's failure and skips the cloud's other offers (an auth error stops
     the walk, as any; a RegionUnavailableError skips only that region's). A failed attempt whose ``create`` left nothing also
-    releases the payload object this attempt uploaded (``PayloadRef.uploaded``). ``preflight`` (provision/quota.py)
+    releases the payload object this attempt uploaded as a new object (``PayloadRef.uploaded``, not ``refreshed``)
+    when no VM carries its label. ``preflight`` (provision/quota.py)
     names why an offer's region lacks the quota headroom: that region is skipped with no create call (one
     ``no-quota`` attempt, not counted by ``max_attempts``)."""
     attempts: list[Attempt] = []
@@ -225,7 +227,8 @@ def provision(
             attempt = _attempt(offer, exc.outcome, exc.code, str(exc), price)
             attempts.append(attempt)
             on_attempt(attempt)
-            if spec is not None and spec.payload is not None and spec.payload.uploaded and exc.cleanup == "verified":
+            if spec is not None and spec.payload is not None and spec.payload.uploaded and not spec.payload.refreshed \
+                    and exc.cleanup == "verified":
                 _release(providers(offer.cloud), spec)
             if spec is None and exc.cleanup == "left":  # a payload upload whose outcome the store could not check:
                 unchecked.append(attempt)  # no VM was asked for, so the next offer is safe; the summary says so
@@ -274,14 +277,17 @@ def provision(
 
 
 def _release(provider: Provider, spec: LaunchSpec) -> None:
-    """Delete the payload object a failed attempt uploaded (best effort: the store's lifecycle rule removes it
-    after providers/store.EXPIRE_DAYS otherwise)."""
+    """Delete the payload object a failed attempt uploaded as a new object, unless a VM carries its label (it was
+    uploaded again after the lifecycle rule removed it, or by another `up` meanwhile). Best effort: the store's
+    lifecycle rule removes it after providers/store.EXPIRE_DAYS otherwise."""
     ref = spec.payload
     if ref is None:
         return
     try:
+        if payload_users(provider, ref.region, ref.sha256, {spec.name}):
+            return
         provider.payload_store().release(ref.region, ref.sha256)
-    except ProviderError:
+    except CloudError:  # a listing or store error: kept (never deleted without knowing who uses it)
         pass
 
 

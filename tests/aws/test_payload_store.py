@@ -95,7 +95,8 @@ def test_an_object_of_another_size_is_uploaded_again(aws, store):
     s3 = aws.client("s3", "us-west-2", direct=True)
     s3.put_object(Bucket=bucket, Key=payload_key(SHA), Body=DATA[:-3])  # a truncated copy under the payload's key
     seen = puts(store, "us-west-2")
-    assert store.stage("us-west-2", DATA, SHA).uploaded and seen == [payload_key(SHA)]
+    again = store.stage("us-west-2", DATA, SHA)
+    assert again.uploaded and again.refreshed and seen == [payload_key(SHA)]
     assert s3.get_object(Bucket=bucket, Key=payload_key(SHA))["Body"].read() == DATA
 
 
@@ -105,7 +106,8 @@ def test_an_object_older_than_the_refresh_age_is_uploaded_again(calls, age_days,
     S3PayloadStore(calls).stage("us-west-2", DATA, SHA)
     later = S3PayloadStore(calls, now=lambda: datetime.now(UTC) + timedelta(days=age_days))
     seen = puts(later, "us-west-2")
-    assert later.stage("us-west-2", DATA, SHA).uploaded is uploaded
+    ref = later.stage("us-west-2", DATA, SHA)
+    assert ref.uploaded is uploaded and ref.refreshed is uploaded  # the object was there: a refresh (issue 36 item 3)
     assert seen == ([payload_key(SHA)] if uploaded else [])
 
 

@@ -94,6 +94,7 @@ def test_stage_creates_the_store_and_uploads_once(store, store_env, azurite):
     assert re.fullmatch(r"tv[0-9a-f]{22}", acct)
     assert (ref.cloud, ref.region, ref.store, ref.key, ref.sha256, ref.size, ref.uploaded) == (
         "azure", "eastus", f"{acct}/{CONTAINER}", f"payloads/{sha}.tar.gz", sha, len(data), True)
+    assert ref.refreshed is False  # a new object
     assert ref.url == f"{azurite.url}/{acct}/{CONTAINER}/payloads/{sha}.tar.gz"
     b = blob(azurite, emu, "eastus", sha)
     assert b.download_blob().readall() == data
@@ -137,7 +138,8 @@ def test_old_or_other_size_objects_are_uploaded_again(store, store_env, azurite)
     later = BlobPayloadStore(store.p, now=lambda: dt.datetime.now(dt.UTC) + dt.timedelta(days=REFRESH_DAYS - 1))
     assert later.stage("eastus", data, sha).uploaded is False and b.get_blob_properties().etag == etag
     old = BlobPayloadStore(store.p, now=lambda: dt.datetime.now(dt.UTC) + dt.timedelta(days=REFRESH_DAYS, minutes=1))
-    assert old.stage("eastus", data, sha).uploaded is True
+    refreshed = old.stage("eastus", data, sha)
+    assert refreshed.uploaded is True and refreshed.refreshed is True  # not a new object (issue 36 item 3)
     assert b.get_blob_properties().etag != etag
     b.upload_blob(data[:100], overwrite=True)  # a leftover of another size under that key
     assert store.stage("eastus", data, sha).uploaded is True

@@ -294,3 +294,40 @@ def test_plan_warns_when_failover_can_pick_a_region_without_the_aws_secret(cli, 
     assert "read in the VM's own region" in warning and "us-east-1, us-west-2" in warning
     assert "secret://aws/arn:aws:secretsmanager:REGION:ACCOUNT:secret:hf/token" in warning
     assert plan("secret://aws/arn:aws:secretsmanager:us-east-1:123456789012:secret:hf/token") == []
+
+
+def test_a_failed_up_never_releases_a_refreshed_payload_a_live_vm_uses(cli, clouds) -> None:
+    """Issue 36 item 3: the object is older than REFRESH_DAYS, so the second `up` uploads it again; that attempt
+    fails (its create left nothing), and the object stays: trainvm-one carries its label, and a refresh is not an
+    upload this attempt may take back. trainvm-one's `down` then removes it."""
+    first = cli("up", T4, "--yes", "--json", "--name", "trainvm-one").json()
+    fake = clouds[first["cloud"]]
+    [obj] = fake.store.objects
+    fake.store.aged.add(obj)
+    fake.fail(first["zone"], CapacityError("no room", code="ZONE_RESOURCE_POOL_EXHAUSTED"))
+    second = cli("up", T4, "--yes", "--json", "--name", "trainvm-two", "--region", first["region"], "--max-attempts", "1")
+    assert second.code != 0 and "trainvm-two" not in fake.vms
+    assert fake.store.uploads == [obj, obj]  # refreshed by the failed attempt ...
+    assert obj in fake.store.objects  # ... and kept
+    down = cli("down", "trainvm-one", "--yes", "--json").json()
+    assert down["payload"]["state"] == "released" and fake.store.objects == {}
+
+
+def test_a_failed_up_keeps_a_payload_uploaded_again_while_a_live_vm_carries_its_label(cli, clouds) -> None:
+    """The lifecycle rule removed trainvm-one's object (the VM is older than EXPIRE_DAYS); the next `up` of the same
+    payload uploads it as a new object and fails: the object stays, since a live VM carries its label."""
+    first = cli("up", T4, "--yes", "--json", "--name", "trainvm-one").json()
+    fake = clouds[first["cloud"]]
+    [obj] = fake.store.objects
+    fake.store.objects.clear()
+    fake.fail(first["zone"], CapacityError("no room", code="ZONE_RESOURCE_POOL_EXHAUSTED"))
+    second = cli("up", T4, "--yes", "--json", "--name", "trainvm-two", "--region", first["region"], "--max-attempts", "1")
+    assert second.code != 0 and list(fake.store.objects) == [obj]
+
+
+def test_a_failed_up_releases_the_new_object_no_vm_uses(cli, clouds) -> None:
+    fake = clouds["gcp"]
+    for zone in ("us-central1-a", "us-central1-b", "us-central1-c", "us-central1-f"):
+        fake.fail(zone, CapacityError("no room", code="ZONE_RESOURCE_POOL_EXHAUSTED"))
+    r = cli("up", T4, "--yes", "--json", "--cloud", "gcp", "--region", "us-central1", "--max-attempts", "1")
+    assert r.code != 0 and fake.store.uploads and fake.store.objects == {}

@@ -75,10 +75,10 @@ def test_stop_and_start_with_cloud_act_on_that_cloud_only(cli, clouds) -> None:
     assert r.code == 0 and r.json()["started"] is True and clouds["azure"].vms[name].state == "RUNNING"
 
 
-def test_down_of_a_missing_vm_stays_0_and_says_so(cli, clouds) -> None:
+def test_down_of_a_name_never_created_is_4_unless_missing_ok(cli, clouds) -> None:
     r = cli("down", "no-such-vm", "--yes")
-    assert r.code == 0 and "already gone" in r.out
-    doc = cli("down", "no-such-vm", "--yes", "--json").json()
+    assert r.code == 4 and "already gone" not in r.out and "no VM named no-such-vm" in r.err
+    doc = cli("down", "no-such-vm", "--yes", "--json", "--missing-ok").json()
     assert doc["already_gone"] is True and doc["deleted"] is False
 
 

@@ -89,13 +89,13 @@ def test_unreadable_stored_profile_is_an_error_not_a_match(cli, vm) -> None:
     assert {"stack.driver", "stack.packages.torch"} <= {f["field"] for f in given.json()["fields"] if not f["ok"]}
 
 
-def test_a_missing_vm_is_the_same_code_everywhere_and_down_stays_0(cli, vm) -> None:
+def test_a_missing_vm_is_the_same_code_everywhere_down_included(cli, vm) -> None:
     codes = {cmd: cli(cmd, "no-such-vm").code for cmd in ("status", "verify", "ssh", "logs")}
     assert codes == {"status": 4, "verify": 4, "ssh": 4, "logs": 4}
     for cmd in ("status", "verify", "ssh", "logs"):
         assert "no trainvm VM named no-such-vm" in cli(cmd, "no-such-vm").err
-    down = cli("down", "no-such-vm", "--yes")
-    assert down.code == 0 and "already gone" in down.out
+    down = cli("down", "no-such-vm", "--yes")  # never created: not "already gone" (issue 36 item 1)
+    assert down.code == 4 and "no VM named no-such-vm" in down.err
 
 
 @pytest.mark.parametrize("why", ["payload hash mismatch", "payload missing", "identity without read access",

@@ -142,7 +142,7 @@ class S3PayloadStore:
             "get_object", Params={"Bucket": bucket, "Key": key}, ExpiresIn=PRESIGN_SECONDS))
         return PayloadRef(cloud="aws", region=region, store=bucket, key=key, url=self.url(region, key), sha256=sha256,
                           size=len(data), access=f"s3:GetObject on {object_arn(bucket, key)} (the VM's instance profile)",
-                          uploaded=not fresh, signed_url=signed)
+                          uploaded=not fresh, refreshed=head is not None and not fresh, signed_url=signed)
 
     def release(self, region: str, sha256: str) -> bool:
         bucket, key = self.bucket(region), payload_key(sha256)

@@ -151,7 +151,7 @@ class BlobPayloadStore:
         return PayloadRef(cloud="azure", region=region, store=f"{acct.name}/{CONTAINER}", key=key,
                           url=f"{acct.endpoint}/{CONTAINER}/{key}", sha256=sha256, size=len(data),
                           access=f"Storage Blob Data Reader on container {CONTAINER} of storage account {acct.name}",
-                          uploaded=not fresh)
+                          uploaded=not fresh, refreshed=props is not None and not fresh)
 
     def release(self, region: str, sha256: str) -> bool:
         acct = self._existing(region)

@@ -204,7 +204,7 @@ class GcsPayloadStore:
         return PayloadRef(cloud=self.CLOUD, region=region, store=ready.bucket, key=key,
                           url=media_url(self.endpoint or DEFAULT_ENDPOINT, ready.bucket, key), sha256=sha256,
                           size=len(data), access=f"{READER_ROLE} on gs://{ready.bucket} for serviceAccount:{ready.reader}",
-                          uploaded=not fresh)
+                          uploaded=not fresh, refreshed=found is not None and not fresh)
 
     def _holds(self, found: Any, data: bytes, md5: str) -> bool:
         """``found`` (a blob, or None) is the payload, stored less than ``REFRESH_DAYS`` ago."""
