@@ -163,3 +163,24 @@ def test_the_reference_that_left_the_readme_is_in_docs() -> None:
     for page, needles in where.items():
         for needle in needles:
             assert needle in docs[page], f"docs/{page} lacks {needle!r}"
+
+
+def test_pointers_to_a_docs_section_name_one_that_exists() -> None:
+    """Issue 37: code, messages and comments that send the reader to `README "Section"` or `docs/X.md "Section"`
+    name a section that page holds (sections move from the README to docs/; a pointer must move with them)."""
+    import subprocess
+
+    files = subprocess.run(["git", "ls-files", "provisioner", "tests", "bench", "scripts", "Makefile", "templates"],
+                           cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
+    pointer = re.compile(r'\b(README|docs/[\w.-]+\.md),? \\?"([^"\\]+)\\?"')
+    checked = 0
+    for name in files:
+        path = REPO / name
+        if path.suffix not in {".py", ".md", ".sh", ".j2", ""} or not path.is_file() or name == "tests/unit/test_docs.py":
+            continue
+        for page, section in pointer.findall(path.read_text(encoding="utf-8", errors="replace")):
+            target = REPO / ("README.md" if page == "README" else page)
+            assert target.is_file() and section.lower() in target.read_text(encoding="utf-8").lower(), \
+                f'{name} points at {page} "{section}", which that page does not hold'
+            checked += 1
+    assert checked, "no pointer found: the pattern is stale"
