@@ -75,7 +75,7 @@ test-os: install-dev
 	$(BIN)/python tests/realos/lane.py
 
 # The end-to-end scenario of tests/live/scenario.py on a REAL cloud account (costs money, bounded by LIVE_MAX_USD,
-# default 2 USD, checked before anything is created; `down` runs on every exit): README "Live lane". Skips, saying
+# default 2 USD, checked before anything is created; `down` runs on every exit): docs/development.md "Live lane". Skips, saying
 # why, without CLOUD or that cloud's credentials. Never in make test or CI (pytest marker `live`, deselected).
 CLOUD ?=
 PROFILE ?=

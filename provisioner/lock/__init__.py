@@ -1,5 +1,5 @@
 """``trainvm lock``: the whole Python closure of a profile, for its target VM, pinned with hashes,
-plus the team profile sources it extends, pinned by commit. See README "Lock files"."""
+plus the team profile sources it extends, pinned by commit. See docs/locks.md "Lock files"."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The lock file format (version 1): one JSON document next to the profile (``NAME.lock``).
 
-Keys (README "Lock file format" is the reference):
+Keys (docs/locks.md "Lock file format" is the reference):
 - ``lock_version``: 1. A reader refuses any other number.
 - ``inputs_sha256``: sha256 of the profile facts the lock was made from (``lock_inputs``). When the
   profile's pins, Python, OS, driver or its team sources change, the lock is *stale*.

@@ -121,7 +121,7 @@ class Placement(Strict):
     )
     identity: Annotated[dict[CloudName, str], AfterValidator(_check_identities)] | None = Field(
         None,
-        description="A VM identity an administrator made once, per cloud, used instead of the one trainvm makes and grants (azure: a user-assigned managed identity's resource id, for users who may not create role assignments; README \"Azure without role-assignment rights\"). Unset: not part of the profile hash.",
+        description="A VM identity an administrator made once, per cloud, used instead of the one trainvm makes and grants (azure: a user-assigned managed identity's resource id, for users who may not create role assignments; docs/vm.md \"Azure without role-assignment rights\"). Unset: not part of the profile hash.",
         examples=[identity_examples()],
     )
 

@@ -1,5 +1,5 @@
 """Startup scripts: rendering the templates for a profile on a machine (SPEC "Startup script
-contract"; the payload and the bootstrap: README "The payload").
+contract"; the payload and the bootstrap: docs/vm.md "The payload").
 
     from provisioner.render import render_script, target_from_offer
     offer = make_plan(loaded_profile).plan.chosen         # provisioner.planner.from_profile: the cheapest offer

@@ -1,7 +1,7 @@
 """Issue 36 item 26: `make demo` serves every journey of the README. The demo server (tests/emulators/serve.py) runs
 as the user runs it, a separate process; every `$ trainvm ...` line of the README's emulator section and of
 docs/demo.md is then run, in order, through the real CLI (in-process, with the environment the server wrote for
-`source`), and its exit code is the one the page writes beside it (none: 0). The profiles are the page's own YAML blocks and the README's `ddp.yaml`; the VM names the
+`source`), and its exit code is the one the page writes beside it (none: 0). The profiles are the page's own YAML blocks and docs/profile-guide.md's `ddp.yaml`; the VM names the
 page uses must be the ones `up` printed. At the end nothing is left (`list`, `images`), and Ctrl-C stops the server
 with every process it started (Azurite's node process included) and removes the env file.
 
@@ -55,9 +55,10 @@ def journey() -> list[tuple[list[str], int, list[str], str]]:
 
 
 def profiles() -> dict[str, str]:
-    """The YAML files the journeys use: docs/demo.md's blocks and the README's, each named by its first comment."""
+    """The YAML files the journeys use: docs/demo.md's blocks, the README's and docs/profile-guide.md's (`ddp.yaml`),
+    each named by its first comment."""
     files = {}
-    for path in (DOC, REPO / "README.md"):
+    for path in (DOC, REPO / "README.md", REPO / "docs" / "profile-guide.md"):
         for block in fenced(path.read_text(), "yaml"):
             first = re.match(r"# ([\w.-]+\.yaml)\b", block)
             if first:
@@ -158,7 +159,7 @@ def test_every_demo_journey_runs_against_make_demo(server, cli, monkeypatch, tmp
         for want in says + [want for verb, want in CHECKS if argv[0] == verb]:
             assert want in text, f"{line}: {want!r} not in\n{text[-3000:]}"
 
-    # the README's words on ddp.yaml: "4 nodes x a2-highgpu-1g at $3.67/h per node = $14.69/h for the cluster"
+    # docs/profile-guide.md's words on ddp.yaml: "4 nodes x a2-highgpu-1g at $3.67/h per node = $14.69/h for the cluster"
     ddp = "\n".join(o for o in outputs if "trainvm-ddp-929ba72a" in o)
     assert "a2-highgpu-1g" in ddp and "$14.69/h" in ddp and "$3.67/h" in ddp
     last_images = max(i for i, (argv, *_rest) in enumerate(steps) if argv == ["images"])

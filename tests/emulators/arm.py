@@ -281,7 +281,7 @@ class ArmEmulator(ArmRouter):
 
     def vm_groups(self):
         """The resource groups but the payload stores' (``trainvm-payload-REGION``, kept by `down` by design: one per
-        subscription and region, shared by every VM there; README "The payload")."""
+        subscription and region, shared by every VM there; docs/vm.md "The payload")."""
         return [g for g in self.resource_groups() if not g.lower().startswith("trainvm-payload-")]
 
     def resource(self, rid):

@@ -2,7 +2,7 @@
 check reads the profile and the lock, never an index), and the locked profile plans and renders on every cloud
 with the same small bootstrap as user data (the locked closure travels in the payload). tf-resnet50's lock is
 committed (PyPI alone); the torch examples need download.pytorch.org, unreachable where they were prepared
-(README "Bundled examples and locks")."""
+(docs/locks.md, "Bundled examples and locks")."""
 
 from __future__ import annotations
 

@@ -118,3 +118,69 @@ def test_make_catalog_builds_from_the_repository_alone(tmp_path) -> None:
     assert r.returncode == 0, r.stderr
     assert "up to date" in r.stdout
     assert "catalog:" in (REPO / "Makefile").read_text() and "../" + "shared" not in (REPO / "Makefile").read_text()
+
+
+def test_the_readme_is_a_newcomers_page() -> None:
+    """Issue 37: the README is a short page (what it is, the two commands, the demo, one profile, one line per
+    command, what it costs and what `down` deletes, where the rest is); the reference lives in docs/."""
+    from provisioner.cli import app
+
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 200, "the README is for a newcomer: reference material goes to docs/"
+    for heading in ("## Quick start", "## Trying it against the emulators", "## A profile", "## Commands",
+                    "## What it costs and what `down` deletes", "## Where the rest is"):
+        assert f"\n{heading}" in text, heading
+    rows = [ln for ln in _section(text, "## Commands").splitlines() if ln.startswith("| `trainvm ")]
+    names = {c.name or c.callback.__name__.replace("_", "-") for c in app.registered_commands}
+    names |= {g.name for g in app.registered_groups}
+    assert names <= set(re.findall(r"`trainvm ([a-z-]+)", "\n".join(rows))), "every command has its line"
+    assert all(len(row) <= 200 for row in rows), "one short line per command; the long text is docs/commands.md's"
+    rest = _section(text, "## Where the rest is")
+    for page in sorted((REPO / "docs").glob("*.md")):
+        assert f"(docs/{page.name}" in text, f"the README does not say where docs/{page.name} is"
+    assert "(docs/commands.md)" in rest and "(docs/vm.md)" in rest
+
+
+def test_the_reference_that_left_the_readme_is_in_docs() -> None:
+    """Issue 37: every section the README used to hold is a section of one docs/ page, with its facts."""
+    docs = {p.name: p.read_text(encoding="utf-8") for p in (REPO / "docs").glob("*.md")}
+    where = {
+        "commands.md": ["# Commands", "| code | meaning |", "Shell completion: `trainvm --install-completion`"],
+        "profile-guide.md": ["## A profile", "## Container stacks", "## Compatibility facts",
+                             "## Where the data can be read", "## Several nodes (`hardware.nodes`)",
+                             "# ddp.yaml: four A100 nodes"],
+        "vm.md": ["## What `up` creates", "## What it costs and what is kept", "## Secrets and hostile input",
+                  "## Under faults (what `up` and `down` promise)", "## The payload: how a VM gets its provisioner",
+                  "## The startup script", "## Quota preflight (`up`, `plan --quota`)",
+                  "**Azure preflight and \"Azure without role-assignment rights\".**"],
+        "locks.md": ["# Lock files (`trainvm lock`) and team profile sources", "## Bundled examples and locks",
+                     "## Team profile sources", "| `lock_version`, `generated_by` |"],
+        "performance-parity.md": ["# Performance parity", "`trainvm parity A B`: tolerance per metric"],
+        "development.md": ["# Development", "## Live lane (a real cloud account)", "make test-live CLOUD=gcp"],
+        "settings.md": ["## Cloud credentials", "`TRAINVM_METADATA_PROBE=always`"],
+        "demo.md": ["## What the emulators check", "tests/contract/README.md"],
+    }
+    for page, needles in where.items():
+        for needle in needles:
+            assert needle in docs[page], f"docs/{page} lacks {needle!r}"
+
+
+def test_pointers_to_a_docs_section_name_one_that_exists() -> None:
+    """Issue 37: code, messages and comments that send the reader to `README "Section"` or `docs/X.md "Section"`
+    name a section that page holds (sections move from the README to docs/; a pointer must move with them)."""
+    import subprocess
+
+    files = subprocess.run(["git", "ls-files", "provisioner", "tests", "bench", "scripts", "Makefile", "templates"],
+                           cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
+    pointer = re.compile(r'\b(README|docs/[\w.-]+\.md),? \\?"([^"\\]+)\\?"')
+    checked = 0
+    for name in files:
+        path = REPO / name
+        if path.suffix not in {".py", ".md", ".sh", ".j2", ""} or not path.is_file() or name == "tests/unit/test_docs.py":
+            continue
+        for page, section in pointer.findall(path.read_text(encoding="utf-8", errors="replace")):
+            target = REPO / ("README.md" if page == "README" else page)
+            assert target.is_file() and section.lower() in target.read_text(encoding="utf-8").lower(), \
+                f'{name} points at {page} "{section}", which that page does not hold'
+            checked += 1
+    assert checked, "no pointer found: the pattern is stale"

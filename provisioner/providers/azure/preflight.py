@@ -167,7 +167,7 @@ def _choices(profile: Any) -> str:
              "Owner) on the subscription: `up` then grants the VM's own identity what it needs, and `down` removes it;",
              "(b) ask an administrator to create one user-assigned identity once and grant it "
              + (f"{role} on the subscription and " if role else "")
-             + "Storage Blob Data Reader on the payload store (README \"Azure without role-assignment rights\"), then "
+             + "Storage Blob Data Reader on the payload store (docs/vm.md \"Azure without role-assignment rights\"), then "
              "set placement.identity: {azure: <its resource id>}; every VM with it can then "
              + ("deallocate (or delete) any VM of the subscription, and " if role else "")
              + "read every payload;",
