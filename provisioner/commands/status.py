@@ -70,16 +70,32 @@ def running_hours(record: InstanceRecord, now: datetime | None = None) -> float 
     return max((end - start).total_seconds() / 3600, 0.0)
 
 
+def allocated_but_stopped(r: InstanceRecord) -> bool:
+    """Not running, yet billing compute: a state the cloud's registry entry names (Azure PowerState/stopped)."""
+    spec = CLOUDS.get(r.cloud)
+    return spec is not None and r.state.upper() in spec.lifecycle.allocated_states
+
+
+def allocated_line(v: dict[str, Any]) -> str:
+    """What a VM that is stopped but still allocated keeps billing, and how to end it."""
+    run_h = v["running_hourly"]
+    price = "its compute price and its disks (not recorded on the VM)" if run_h is None else f"${run_h:.3f}/h (compute + disks)"
+    return (f"{v['name']} is {v['state']} but still allocated: compute keeps billing, {price}; "
+            f"`trainvm stop {v['name']}` deallocates it (compute billing ends), `trainvm down {v['name']}` deletes it")
+
+
 def _row(r: InstanceRecord) -> dict[str, Any]:
     price, source = _price_for(r)
     hours = running_hours(r)
     running = r.state.upper() in RUNNING_STATES
+    allocated = allocated_but_stopped(r)  # e.g. an Azure VM powered off from the guest: compute still bills
     cost = None if (price is None or hours is None) else round(price * hours, 2)
     run_h = None if price is None or r.disks_hourly is None else round(price + r.disks_hourly, 6)
-    return {**r.to_json(), "price_hourly": price, "price_source": source, "billing_compute": running,
+    return {**r.to_json(), "price_hourly": price, "price_source": source, "billing_compute": running or allocated,
+            "allocated_while_stopped": allocated,
             # recorded at create time (catalog/costs.py); None: unknown (a VM of an older trainvm, or no disk price)
             "disks_hourly": r.disks_hourly, "running_hourly": run_h, "stopped_hourly": r.kept_hourly,
-            "billing_now_hourly": run_h if running else r.kept_hourly,
+            "billing_now_hourly": run_h if running or allocated else r.kept_hourly,
             "last_start": r.last_start, "last_stop": r.last_stop,
             "uptime_hours": None if hours is None else round(hours, 2),
             "cost_so_far": cost, "cost_so_far_is_minimum": cost is not None and r.last_start_is_latest}
@@ -101,6 +117,7 @@ def _cluster_row(name: str, nodes: list[InstanceRecord]) -> dict[str, Any]:
             **{k: _sum([m[k] for m in members])
                for k in ("disks_hourly", "running_hourly", "stopped_hourly", "billing_now_hourly")},
             "billing_compute": any(m["billing_compute"] for m in members),
+            "allocated_while_stopped": any(m["allocated_while_stopped"] for m in members),
             "uptime_hours": max(hours) if hours else None, "cost_so_far": _sum([m["cost_so_far"] for m in members]),
             "cost_so_far_is_minimum": any(m["cost_so_far_is_minimum"] for m in members), "members": members}
 
@@ -157,6 +174,8 @@ def run_status(name: str | None, json_out: bool, cloud: str | None = None) -> in
         for v in rows:
             if not v["billing_compute"]:
                 out.print(kept_line(v), soft_wrap=True)
+            elif v["allocated_while_stopped"]:
+                out.print(allocated_line(v), soft_wrap=True)
         if partial:
             notice("partial", partial_line(listed.unlisted))
     return EXIT_CLOUD if partial else 0

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from provisioner.bake.use import BakedImages
-from provisioner.commands import vm_record
+from provisioner.commands import status, vm_record
 from provisioner.commands.clouds import NAME_RE, _cred_hint, _providers
 from provisioner.commands.up_abort import STOPPED, Leaves
 from provisioner.commands.up_summary import same_profile_elsewhere, summary_lines, up_summary
@@ -229,6 +229,12 @@ def _started_if_stopped(provider: Provider, record: InstanceRecord, start: bool,
         costs = f"${price:.3f}/h{each} for compute, plus its disks"
     else:
         costs = f"${price + disks:.3f}/h{each} (compute ${price:.3f} + disks ${disks:.3f})"
+    if not start and status.allocated_but_stopped(record):  # e.g. Azure PowerState/stopped: compute still bills
+        raise TrainvmError(f"{target} exists on {record.cloud} ({record.zone or record.region}) for this profile but is "
+                           f"{record.state} and still allocated: not ready, and `up` did not start it; it keeps billing "
+                           f"{costs} while it stays so",
+                           hint=f"run the same `trainvm up` with --start to start it; `trainvm stop {target}` deallocates "
+                                f"it (compute billing ends); `trainvm down {target}` deletes it")
     if not start:
         raise TrainvmError(f"{target} exists on {record.cloud} ({record.zone or record.region}) for this profile but is "
                            f"stopped ({record.state}): not ready, and `up` did not start it; it keeps costing {kept} while "

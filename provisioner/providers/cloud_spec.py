@@ -119,6 +119,9 @@ class LifecycleFacts:
     #: where the guest shutdown is settable: what a ``delete`` is when the shutdown is set to stop (a mixed
     #: stop/delete), i.e. the VM's own API call (lifecycle.api_actions); ``delete`` says the uniform case
     self_delete: str | None = None
+    #: InstanceRecord states (upper case) of a VM that is not running yet still bills compute: Azure's
+    #: PowerState/stopped (a poweroff from the guest or the portal's "stop" without deallocation) and its -ing state
+    allocated_states: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)

@@ -163,6 +163,9 @@ CLOUDS: Mapping[str, CloudSpec] = MappingProxyType({c.name: c for c in (
             enforces_max_run=False,
             guest_shutdown="keep-billing",
             spot_reclaim=lambda on_max_run: "an evicted spot VM is deleted with its disk (evictionPolicy Delete)",
+            # "Stopped: ... the VM is still allocated ... billed for compute"; "Stopping" bills too; only
+            # "Deallocated" ends compute billing (learn.microsoft.com/azure/virtual-machines/states-billing)
+            allocated_states=frozenset({"STOPPED", "STOPPING"}),
         ),
         nvswitch_shapes=r"(?i)^standard_nd96",
         group_engine=True,  # providers/azure/group.py: a Uniform scale set (capacity N) in a proximity placement group

@@ -5,6 +5,7 @@ costs, exit 1 unless `--start` (which starts it)."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -70,3 +71,51 @@ def test_name_says_it_creates_a_second_vm_of_the_profile(cli, existing) -> None:
     assert r.err.index("second VM") < r.err.index("attempt 1")  # said before creating
     doc = cli("up", T4, "--yes", "--json", "--name", "trainvm-third").json()
     assert any("creates a second VM" in w and name in w and "trainvm-second" in w for w in doc["warnings"])
+
+
+# Azure "Stopped" (PowerState/stopped: a poweroff from inside the guest, or a stop without deallocation) keeps the VM
+# allocated and billing compute; only "Deallocated" ends it (learn.microsoft.com/azure/virtual-machines/states-billing).
+# A stopped EC2 instance ("stopped") bills no compute (docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-instance-lifecycle.html).
+
+
+@pytest.fixture
+def anywhere(tmp_path) -> str:
+    """The T4 example without its gs:// data (which keeps it on GCE), so that every cloud can place it."""
+    text = (REPO / "profiles" / "examples" / "bert-finetune-t4.yaml").read_text()
+    text = text.replace("extends: base/torch-2.4-cu124", f"extends: {REPO / 'profiles' / 'base' / 'torch-2.4-cu124.yaml'}")
+    path = tmp_path / "t4-anywhere.yaml"
+    path.write_text("\n".join(ln for ln in text.splitlines() if "gs://" not in ln and ln != "data:") + "\n")
+    return str(path)
+
+
+@pytest.fixture
+def powered_off(cli, clouds, anywhere):
+    """An Azure VM of the T4 profile that the guest powered off: state STOPPED, still allocated."""
+    name = cli("up", anywhere, "--yes", "--json", "--cloud", "azure").json()["name"]
+    fake = clouds["azure"]
+    fake.vms[name] = replace(fake.vms[name], state="STOPPED")
+    return fake, name
+
+
+def test_up_on_an_allocated_stopped_vm_says_compute_still_bills(cli, powered_off, anywhere) -> None:
+    fake, name = powered_off
+    r = cli("up", anywhere, "--yes", "--cloud", "azure")
+    assert r.code == 1, r.out + r.err
+    assert "still allocated" in r.err and "keeps billing $" in r.err and "compute" in r.err
+    assert f"trainvm stop {name}` deallocates" in r.err and "keeps costing" not in r.err  # not the disks-only words
+
+
+def test_status_counts_an_allocated_stopped_vm_as_billing_compute(cli, powered_off) -> None:
+    _, name = powered_off
+    row = next(v for v in cli("list", "--json").json()["vms"] if v["name"] == name)
+    assert row["billing_compute"] is True and row["allocated_while_stopped"] is True
+    assert row["billing_now_hourly"] == row["running_hourly"] is not None and row["running_hourly"] > row["stopped_hourly"]
+    text = cli("status", name)
+    assert "still allocated: compute keeps billing" in text.out and "compute billing has ended" not in text.out
+
+
+def test_a_stopped_ec2_instance_bills_no_compute(cli, clouds, anywhere) -> None:
+    name = cli("up", anywhere, "--yes", "--json", "--cloud", "aws").json()["name"]
+    clouds["aws"].vms[name] = replace(clouds["aws"].vms[name], state="stopped")
+    row = next(v for v in cli("list", "--json").json()["vms"] if v["name"] == name)
+    assert row["billing_compute"] is False and row["billing_now_hourly"] == row["stopped_hourly"]
