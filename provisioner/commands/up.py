@@ -88,7 +88,7 @@ def run_up(path: Path, *, name: str | None, yes: bool, wait_ready: bool, clouds:
         rendered, ref = stage_for_offer(loaded, offer, providers[offer.cloud], choice.image_mode if choice else "")
         staged.append(ref)
         choices.append(choice)
-        spec = launch_spec(loaded, offer, name=name, spot=spot, ssh_from=ssh_from, rendered=rendered, ref=ref)
+        spec = launch_spec(loaded, offer, plan=plan, name=name, ssh_from=ssh_from, rendered=rendered, ref=ref)
         return baked.apply(spec, choice)
 
     existing = find_existing(vm, list(providers), providers.__getitem__, loaded.hash)

@@ -59,7 +59,7 @@ class Plan:
     failover_bound: float | None = None  # no failover offer costs more per hour (None: nothing chosen)
     catalog_origin: str = "embedded"  # Catalog.origin: embedded, refreshed, TRAINVM_CATALOG
     #: the catalog's disk prices (catalog/disks.py): ``cost`` adds the request's disks to an offer's price
-    disk_prices: Any = None
+    disk_prices: DiskPrices | None = None
     #: offer -> running price, memoized (``running_prices``): the one ``plan()`` ranked with
     running: Callable[[Offer], float] | None = field(default=None, repr=False, compare=False)
 
@@ -119,7 +119,7 @@ class Plan:
         }
 
 
-def running_prices(req: PlanRequest, disk_prices: Any) -> Callable[[Offer], float]:
+def running_prices(req: PlanRequest, disk_prices: DiskPrices | None) -> Callable[[Offer], float]:
     """offer -> the price that applies + the known hourly price of the request's disks (per node), memoized by
     what the disks depend on (cloud, region, family; the shape too when local scratch is asked for)."""
     table = disk_prices if disk_prices is not None else DiskPrices()
