@@ -12,7 +12,7 @@ import getpass
 import os
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping, Protocol, TypedDict
+from typing import TYPE_CHECKING, Mapping, Protocol, TypedDict
 
 # The ProviderError family lives in provisioner/errors.py (the whole error tree in one place); it is
 # re-exported here (``__all__``, which mypy's no_implicit_reexport reads) because every provider raises it.
@@ -168,7 +168,7 @@ class InstanceRecord:
     disks_hourly: float | None = None
     kept_hourly: float | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {
             "name": self.name, "cloud": self.cloud, "region": self.region, "zone": self.zone,
             "instance_type": self.instance_type, "state": self.state, "profile": self.profile,
@@ -200,7 +200,7 @@ class Provider(Protocol):
     def start(self, name: str, *, wait: bool = True) -> InstanceRecord | None:
         """Start a stopped VM (its startup script re-verifies the stack). None when not found."""
 
-    def read_report(self, name: str) -> tuple[StackReport | None, dict[str, Any] | None]:
+    def read_report(self, name: str) -> tuple[StackReport | None, dict[str, object] | None]:
         """(the latest TRAINVM_REPORT found, the resolved profile stored on the VM)."""
 
     def ssh_argv(self, record: InstanceRecord, command: builtins.list[str]) -> builtins.list[str]:
