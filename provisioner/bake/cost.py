@@ -4,10 +4,14 @@ caller passes the catalog's disk prices (``trainvm images`` and ``plan`` both ha
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from provisioner.catalog.disks import DiskPrices
+    from provisioner.providers.bake_base import BakedImage
 
 
-def monthly_cost(image: Any, prices: Any) -> dict[str, Any]:
+def monthly_cost(image: BakedImage, prices: DiskPrices) -> dict[str, Any]:
     """What storing ``image`` costs per month: its stored size x the catalog's ``image`` price (disks.csv) of its
     cloud (the first storage location's row, else the cloud's ``*``) x the copies the cloud bills
     (``BakedImage.copies``: AWS one per region, Azure one per replica); ``monthly`` None (unknown, never 0) when

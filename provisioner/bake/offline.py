@@ -7,7 +7,7 @@ loads the bake machinery (bake/run.py, the planner it drives, the providers' bas
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from provisioner.bake import records
 from provisioner.bake.cost import monthly_cost
@@ -15,10 +15,15 @@ from provisioner.bake.exact import exact_reason
 from provisioner.bake.ready_time import ready_json, ready_line
 from provisioner.providers.registry import bakers
 
+if TYPE_CHECKING:
+    from provisioner.catalog.disks import DiskPrices
+    from provisioner.catalog.models import Offer
+    from provisioner.profile import LoadedProfile
+
 SOURCE = "from a local record of bakes; `up` confirms in the cloud"
 
 
-def plan_baked(loaded: Any, offer: Any, prices: Any = None) -> dict[str, Any]:
+def plan_baked(loaded: LoadedProfile, offer: Offer, prices: DiskPrices | None = None) -> dict[str, Any]:
     """``{used, name, reason, source, ready}`` for ``offer`` (``ready``: ready_time.ready_json), and ``storage``
     (cost.monthly_cost) when an image is used and the catalog's disk ``prices`` are given."""
     record, reason = _decide(loaded, offer)
@@ -30,7 +35,7 @@ def plan_baked(loaded: Any, offer: Any, prices: Any = None) -> dict[str, Any]:
     return doc
 
 
-def _storage(record: dict[str, Any], prices: Any) -> dict[str, Any]:
+def _storage(record: dict[str, Any], prices: DiskPrices) -> dict[str, Any]:
     """What keeping the recorded image costs per month (cost.monthly_cost, from the record's size and copies)."""
     size = record.get("size_gib")
     copies = record.get("copies")
@@ -55,7 +60,7 @@ def plan_lines(doc: dict[str, Any], cloud: str) -> list[str]:
     return [*lines, ready_line(doc["ready"], cloud)]
 
 
-def _decide(loaded: Any, offer: Any) -> tuple[dict[str, Any] | None, str | None]:
+def _decide(loaded: LoadedProfile, offer: Offer) -> tuple[dict[str, Any] | None, str | None]:
     if offer.cloud not in bakers():
         return None, f"trainvm cannot bake images on {offer.cloud} yet"
     why = exact_reason(loaded)

@@ -11,9 +11,12 @@ import os
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from provisioner.cache import cache_dir
+
+if TYPE_CHECKING:
+    from provisioner.providers.bake_base import BakedImage
 
 FILE = "bakes.json"
 
@@ -46,13 +49,13 @@ def _write(items: list[dict[str, Any]]) -> bool:
     return True
 
 
-def _entry(image: Any) -> dict[str, Any]:
+def _entry(image: BakedImage) -> dict[str, Any]:
     return {"cloud": image.cloud, "name": image.name, "ref": image.ref, "labels": dict(image.labels),
             "created": image.created, "size_gib": image.size_gib, "regions": list(image.regions),
             "copies": image.copies}
 
 
-def add(image: Any) -> bool:
+def add(image: BakedImage) -> bool:
     """Record ``image`` (a BakedImage), replacing an entry of the same cloud and name."""
     items = [i for i in load() if (i.get("cloud"), i.get("name")) != (image.cloud, image.name)]
     return _write([*items, _entry(image)])
@@ -62,6 +65,6 @@ def remove(cloud: str, name: str) -> bool:
     return _write([i for i in load() if (i.get("cloud"), i.get("name")) != (cloud, name)])
 
 
-def replace_cloud(cloud: str, images: Iterable[Any]) -> bool:
+def replace_cloud(cloud: str, images: Iterable[BakedImage]) -> bool:
     """``cloud``'s entries become ``images`` (what the cloud lists now)."""
     return _write([*(i for i in load() if i.get("cloud") != cloud), *(_entry(i) for i in images)])

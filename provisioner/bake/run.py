@@ -23,7 +23,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Callable
 
 from provisioner import settings
 from provisioner.bake import records
@@ -40,6 +40,17 @@ from provisioner.providers.lifecycle import describe as lifecycle_describe
 from provisioner.providers.registry import bakers
 from provisioner.provision.launch import launch_spec, locked_images
 from provisioner.wording import duration
+
+if TYPE_CHECKING:
+    from types import FrameType
+
+    from provisioner.catalog.models import Offer
+    from provisioner.profile import LoadedProfile
+    from provisioner.profile.model import Lifecycle
+    from provisioner.providers.bake_base import BakedImage, Baker
+    from provisioner.providers.base import Provider
+    from provisioner.providers.image_identity import ImageIdentity
+    from provisioner.render.script import RenderedScript
 
 #: what the builder's own limit adds to TRAINVM_BAKE_TIMEOUT (trainvm's wait for ``baked``, counted from the create;
 #: the guest's timer counts from its boot, later): room for the stop that follows a bake that ends at the timeout
@@ -58,7 +69,7 @@ def builder_name(vm: str) -> str:
     return f"{vm[:58].rstrip('-')}-bake"
 
 
-def baker_for(cloud: str, provider: Any = None) -> Any:
+def baker_for(cloud: str, provider: Provider | None = None) -> Baker:
     """The Baker of ``cloud`` built on its provider (``provider``, else the cloud's); InputError for a cloud that
     cannot bake yet."""
 
@@ -75,7 +86,7 @@ def builder_limit_hours(timeout_s: float) -> float:
     return (timeout_s + BUILDER_LIMIT_MARGIN_S) / 3600
 
 
-def builder_lifecycle(lifecycle: Any, hours: float) -> Any:
+def builder_lifecycle(lifecycle: Lifecycle, hours: float) -> Lifecycle:
     """The builder's lifecycle: no idle shutdown (it is busy, then stopped by trainvm), deleted after ``hours``. One
     value for both its create request and its script, so that they agree (AWS: the shutdown behaviour terminate is
     what the script's max-run timer relies on)."""
@@ -87,18 +98,18 @@ def builder_lifecycle(lifecycle: Any, hours: float) -> Any:
 class BakePlan:
     """Everything a bake needs, computed offline but for the base image (the cloud's current image of the OS)."""
 
-    loaded: Any
-    offer: Any  # the GPU offer the script is rendered for
-    builder_offer: Any
-    rendered: Any
-    identity: Any
+    loaded: LoadedProfile
+    offer: Offer  # the GPU offer the script is rendered for
+    builder_offer: Offer
+    rendered: RenderedScript
+    identity: ImageIdentity
     #: the cloud's regions of the failover order (the builder's first): where the image is copied/replicated
     regions: tuple[str, ...] = ()
     #: the builder's own run limit (builder_limit_hours), in its create request and its script
     limit_hours: float = 0.0
 
 
-def plan_bake(loaded: Any, baker: Any, cloud: str, region: str | None) -> BakePlan:
+def plan_bake(loaded: LoadedProfile, baker: Baker, cloud: str, region: str | None) -> BakePlan:
     from provisioner.render import (  # lazy: startup (plan loads bake.run; render pulls in jinja2)
         RenderTarget,
         build_context,
@@ -132,7 +143,7 @@ _TERMINATED = threading.Event()
 @contextmanager
 def _sigterm_interrupts() -> Iterator[None]:
     """SIGTERM ends the bake like Ctrl-C (KeyboardInterrupt), so that the builder is deleted either way."""
-    def handler(signum: int, frame: Any) -> None:
+    def handler(signum: int, frame: FrameType | None) -> None:
         _TERMINATED.set()
         raise KeyboardInterrupt
 
@@ -149,7 +160,8 @@ def _sigterm_interrupts() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def wait_baked(provider: Any, name: str, *, timeout: float, interval: float, say: Any = None) -> str:
+def wait_baked(provider: Provider, name: str, *, timeout: float, interval: float,
+               say: Callable[[str], object] | None = None) -> str:
     """Follow the builder's console until its script reports ``baked`` or ``failed:PHASE:LINE``; that status.
     BakeFailedError names the phase, the line and the script's last ERROR message; NotReadyError on timeout."""
     from provisioner.providers.poll import poll  # lazy: startup
@@ -175,7 +187,7 @@ def wait_baked(provider: Any, name: str, *, timeout: float, interval: float, say
     def done(status: str | None) -> bool:
         return status is not None and (status == "baked" or status.startswith("failed:"))
 
-    def timed_out(last: Any) -> BaseException:
+    def timed_out(last: object) -> BaseException:
         if isinstance(last, BaseException):
             return last
         where = f"in phase {follower.phase}" if follower.phase else "before the script reported anything"
@@ -243,13 +255,13 @@ def run_bake(path: Path, *, cloud: str, region: str | None, json_out: bool) -> i
     return 0
 
 
-def _record(image: Any) -> None:
+def _record(image: BakedImage) -> None:
     """The local record of bakes (provisioner/bake/records.py) that ``plan`` reads offline; best effort."""
     if not records.add(image):
         notice("note", f"could not write the local record of bakes ({records.path()}); `plan` will not know of {image.name}")
 
 
-def _delete_builder(provider: Any, name: str, say: Any) -> None:
+def _delete_builder(provider: Provider, name: str, say: Callable[[str], object]) -> None:
     """Delete the builder and its disks, whatever happened; say so, or say what is left and how to delete it."""
     try:
         gone = provider.delete(name, wait=True)
@@ -261,6 +273,6 @@ def _delete_builder(provider: Any, name: str, say: Any) -> None:
         say(f"deleted the builder {name} and its disk")
 
 
-def _image_doc(image: Any) -> dict[str, Any]:
+def _image_doc(image: BakedImage) -> dict[str, object]:
     return {"name": image.name, "cloud": image.cloud, "ref": image.ref, "family": image.family, "status": image.status,
             "created": image.created, "size_gib": image.size_gib, "regions": list(image.regions), "labels": image.labels}

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Mapping
 
 from provisioner.bake.exact import exact_reason
 from provisioner.bake.run import baker_for
@@ -23,20 +23,26 @@ from provisioner.providers.image_identity import (
 from provisioner.providers.registry import bakers
 from provisioner.provision.launch import locked_images
 
+if TYPE_CHECKING:
+    from provisioner.catalog.models import Offer
+    from provisioner.profile import LoadedProfile
+    from provisioner.providers.bake_base import BakedImage
+    from provisioner.providers.base import LaunchSpec, Provider
+
 
 @dataclass(frozen=True)
 class BakedChoice:
     """What ``up`` does about a baked image on one offer: boot ``image``, or the normal install because of ``reason``."""
 
     cloud: str
-    image: Any = None  # providers.bake_base.BakedImage
+    image: BakedImage | None = None
     reason: str | None = None  # why no baked image is used (None when one is)
 
     @property
     def image_mode(self) -> str:
         return "baked" if self.image is not None else ""
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         img = self.image
         return {"cloud": self.cloud, "used": img is not None, "name": img.name if img else None,
                 "ref": img.ref if img else None, "reason": self.reason}
@@ -48,7 +54,7 @@ class BakedChoice:
         return f"baked image not used: {self.reason}; the startup script installs the stack"
 
 
-def offer_stack(loaded: Any, offer: Any) -> tuple[str, str]:
+def offer_stack(loaded: LoadedProfile, offer: Offer) -> tuple[str, str]:
     """(stack hash, lock sha256) the profile's install phases have on ``offer``: pure and offline."""
     from provisioner.render import build_context  # lazy: startup
     from provisioner.render.context import target_from_offer  # lazy: startup
@@ -73,14 +79,14 @@ def in_region(choice: BakedChoice, region: str) -> BakedChoice:
 class BakedImages:
     """``up``'s lookup of baked images, once per (cloud, stack): ``choose(offer)`` for each offer it tries."""
 
-    def __init__(self, loaded: Any, providers: dict[str, Any]) -> None:
+    def __init__(self, loaded: LoadedProfile, providers: Mapping[str, Provider]) -> None:
         self.loaded = loaded
         self.providers = providers
         self._seen: dict[tuple[str, str], BakedChoice] = {}
         self._base: dict[str, str] = {}
         self._not_exact = exact_reason(loaded)
 
-    def choose(self, offer: Any) -> BakedChoice | None:
+    def choose(self, offer: Offer) -> BakedChoice | None:
         """None: ``offer``'s cloud cannot bake (nothing to say); else the image to boot or why not."""
         cloud = offer.cloud
         if cloud not in bakers() or cloud not in self.providers:
@@ -93,7 +99,7 @@ class BakedImages:
             self._seen[key] = self._find(cloud, stack, lock)
         return in_region(self._seen[key], offer.region)
 
-    def identity(self, cloud: str, stack: str, lock: str) -> Any:
+    def identity(self, cloud: str, stack: str, lock: str) -> ImageIdentity:
         """The ImageIdentity a bake of this stack on ``cloud`` has now (the OS image: the lock's pin, else the
         family's current one, asked once per cloud); raises TrainvmError/ValueError when it cannot be known."""
         if cloud not in self._base:
@@ -118,7 +124,7 @@ class BakedImages:
         return BakedChoice(cloud, reason=f"no baked image for this stack on {cloud} (`trainvm bake` makes one)")
 
     @staticmethod
-    def apply(spec: Any, choice: BakedChoice | None) -> Any:
+    def apply(spec: LaunchSpec, choice: BakedChoice | None) -> LaunchSpec:
         """``spec`` booting ``choice``'s image (labelled with its name), or ``spec`` as it is."""
         if choice is None or choice.image is None:
             return spec

@@ -4,7 +4,7 @@ and has credentials (or of ``--cloud``), rebuilt from the clouds' own image labe
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from provisioner.bake import records
 from provisioner.bake.cost import monthly_cost
@@ -17,8 +17,13 @@ from provisioner.providers.image_identity import LABEL_PROFILE, LABEL_STACK
 from provisioner.providers.registry import bakers
 from provisioner.wording import plural
 
+if TYPE_CHECKING:
+    from provisioner.catalog.disks import DiskPrices
+    from provisioner.providers.bake_base import BakedImage, Baker
+    from provisioner.providers.base import Provider
 
-def _bakers(cloud: str | None, providers: dict[str, Any] | None = None) -> dict[str, Any]:
+
+def _bakers(cloud: str | None, providers: dict[str, Provider] | None = None) -> dict[str, Baker]:
     if cloud is not None and cloud not in bakers():
         baker_for(cloud)  # the "cannot bake on this cloud yet" error
     providers = providers_for(cloud) if providers is None else providers
@@ -38,7 +43,7 @@ def age_days(created: str, now: datetime | None = None) -> float | None:
     return round(((now or datetime.now(UTC)) - when).total_seconds() / 86400, 1)
 
 
-def image_doc(image: Any, prices: Any) -> dict[str, Any]:
+def image_doc(image: BakedImage, prices: DiskPrices) -> dict[str, Any]:
     return {"name": image.name, "cloud": image.cloud, "family": image.family, "status": image.status,
             "profile": image.labels.get(LABEL_PROFILE), "stack": image.labels.get(LABEL_STACK),
             "size_gib": image.size_gib, "created": image.created, "age_days": age_days(image.created),

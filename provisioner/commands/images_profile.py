@@ -4,7 +4,7 @@ why none, in ``up``'s words (provisioner/bake/use.py: the same lookup ``up`` mak
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from provisioner.bake import records
 from provisioner.bake.use import BakedImages, exact_reason, in_region, offer_stack
@@ -15,16 +15,23 @@ from provisioner.planner.from_profile import Overrides, make_plan
 from provisioner.profile import load_profile
 from provisioner.providers.image_identity import mismatch
 
+if TYPE_CHECKING:
+    from provisioner.catalog.disks import DiskPrices
+    from provisioner.catalog.models import Offer
+    from provisioner.planner.core import Plan
+    from provisioner.providers.bake_base import BakedImage, Baker
+    from provisioner.providers.base import Provider
 
-def _regions(plan: Any) -> list[Any]:
+
+def _regions(plan: Plan) -> list[Offer]:
     """The first offer of each (cloud, region) in the plan's order: chosen, then failover."""
-    seen: dict[tuple[str, str], Any] = {}
+    seen: dict[tuple[str, str], Offer] = {}
     for offer in (plan.chosen, *plan.failover) if plan.chosen is not None else ():
         seen.setdefault((offer.cloud, offer.region), offer)
     return list(seen.values())
 
 
-def _matching(chooser: BakedImages, cloud: str, listed: list[Any], offers: list[Any]) -> list[Any]:
+def _matching(chooser: BakedImages, cloud: str, listed: list[BakedImage], offers: list[Offer]) -> list[BakedImage]:
     """The ``listed`` images whose labels match the identity the profile has on one of ``offers`` (its cloud's)."""
     wants = []
     for offer in offers:
@@ -38,8 +45,8 @@ def _matching(chooser: BakedImages, cloud: str, listed: list[Any], offers: list[
     return [i for i in listed if any(mismatch(i.labels, w) is None for w in wants)]
 
 
-def run_images_profile(path: str, *, cloud: str | None, json_out: bool, prices: Any, bakers: dict[str, Any],
-                       providers: dict[str, Any]) -> int:
+def run_images_profile(path: str, *, cloud: str | None, json_out: bool, prices: DiskPrices, bakers: dict[str, Baker],
+                       providers: dict[str, Provider]) -> int:
     loaded = load_profile(path)
     plan = make_plan(loaded, Overrides((cloud,) if cloud else None, None, None)).plan
     offers = _regions(plan)

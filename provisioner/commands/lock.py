@@ -6,7 +6,7 @@ import difflib
 import json
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from provisioner import __version__, settings
 from provisioner.compat.facts import load_facts
@@ -22,10 +22,18 @@ from provisioner.lock.target import PYPI_INDEX, TORCH_INDEX, glibc_of, torch_lab
 from provisioner.output import emit_json, notice, print_messages, stderr_console, stdout_console
 from provisioner.profile import load_profile
 
+if TYPE_CHECKING:
+    from rich.console import Console
 
-def build_lock(loaded: Any, *, pypi_index: str, torch_index: str | None) -> Any:
+    from provisioner.profile import LoadedProfile
+    from provisioner.profile.model import Profile
+
+
+def build_lock(loaded: LoadedProfile, *, pypi_index: str, torch_index: str | None) -> LockFile:
     """Resolve the loaded profile's closure for its target and return the ``LockFile``."""
     stack = loaded.profile.stack
+    if stack.python is None:  # validation allows exactly one of stack.python and stack.container
+        raise InputError(f"{loaded.path}: stack.python is not set; a stack.container profile is locked by its image digest")
     label = torch_label(stack.packages)
     torch_url = (torch_index or TORCH_INDEX.format(label=label)) if label else ""
     res = resolve(list(stack.packages), python=stack.python, os_name=stack.os, pypi_index=pypi_index, torch_index=torch_url)
@@ -45,14 +53,14 @@ def build_lock(loaded: Any, *, pypi_index: str, torch_index: str | None) -> Any:
     )
 
 
-def profile_diff(old: Any, new: Any) -> list[str]:
+def profile_diff(old: Profile, new: Profile) -> list[str]:
     """Unified diff of two merged profiles (canonical, defaults applied)."""
     a = json.dumps(old.model_dump(mode="json", exclude={"extends"}), indent=2, sort_keys=True).splitlines()
     b = json.dumps(new.model_dump(mode="json", exclude={"extends"}), indent=2, sort_keys=True).splitlines()
     return list(difflib.unified_diff(a, b, "merged profile (lock)", "merged profile (upgraded)", lineterm="", n=1))
 
 
-def package_changes(old: Any, new: Any) -> list[str]:
+def package_changes(old: LockFile | None, new: LockFile) -> list[str]:
     before = old.versions() if old is not None else {}
     after = new.versions()
     out = []
@@ -126,7 +134,7 @@ def run_lock(path: Path, *, upgrade: bool, check: bool, frozen: bool, index_url:
     return 0
 
 
-def lock_captured(profile_path: Path, err: Any) -> None:
+def lock_captured(profile_path: Path, err: Console) -> None:
     """``capture -o FILE`` also writes FILE's lock: the workstation's installed set (every package is
     pinned in the captured profile) resolved for the target. A failure is a warning, not an error:
     the profile is still useful, and `trainvm lock` says the same thing again."""

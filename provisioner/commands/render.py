@@ -8,7 +8,7 @@ import json
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from provisioner.catalog.models import Offer
 from provisioner.container.store import LOOPBACK
@@ -22,15 +22,19 @@ from provisioner.providers import registry  # called through the module: tests p
 from provisioner.providers.registry import CLOUDS
 from provisioner.provision.launch import launch_spec, render_for_offer
 
+if TYPE_CHECKING:
+    from provisioner.profile import LoadedProfile
+    from provisioner.providers.base import LaunchSpec
 
-def request_body(cloud: str, spec: Any, offer: Any) -> dict[str, Any]:
+
+def request_body(cloud: str, spec: LaunchSpec, offer: Offer) -> dict[str, Any]:
     """The create request ``up`` would send on ``cloud`` (its registered request builder, pure: no SDK)."""
     builder = importlib.import_module(CLOUDS[cloud].request_builder)
     body: dict[str, Any] = builder.request_preview(spec, offer)
     return body
 
 
-def _left_out(loaded: Any, cloud: str) -> list[str]:
+def _left_out(loaded: LoadedProfile, cloud: str) -> list[str]:
     """A warning when ``--cloud`` names a cloud the profile's ``placement.clouds`` leaves out: render is for review,
     so it still renders, but the user should know that `plan` and `up` would not go there (without --cloud)."""
     clouds = list(loaded.profile.placement.clouds)
@@ -44,7 +48,7 @@ def _left_out(loaded: Any, cloud: str) -> list[str]:
             "this render is for review"]
 
 
-def _loopback_image(loaded: Any) -> list[str]:
+def _loopback_image(loaded: LoadedProfile) -> list[str]:
     """The profile's warning that its image is on this workstation's loopback registry (validate and plan
     show it with the other profile warnings): the script render shows would pull from the VM itself."""
     return [m.render() for m in loaded.warnings if m.level == "warning" and LOOPBACK in m.message]

@@ -39,6 +39,11 @@ from provisioner.verify.compare import compare
 from provisioner.verify.console import ConsoleFollower
 
 if TYPE_CHECKING:
+    from provisioner.bake.use import BakedChoice
+    from provisioner.catalog.models import Offer
+    from provisioner.providers.base import LaunchSpec
+    from provisioner.providers.store import PayloadRef
+    from provisioner.provision.failover import Attempt
     from provisioner.verify.report import StackReport
 
 
@@ -91,17 +96,17 @@ def _run_up(path: Path, leaves: Leaves, *, name: str | None, yes: bool, wait_rea
         raise CloudError("no cloud with usable credentials among the planned offers", hint=_cred_hint())
     vm = vm_name(loaded.profile.name, loaded.hash, name)
 
-    staged: list[Any] = []  # the PayloadRef of each attempt, in order
+    staged: list[PayloadRef] = []  # the PayloadRef of each attempt, in order
 
     baked = BakedImages(loaded, providers)  # a matching baked image per offer (docs/bake.md), looked up once per stack
-    choices: list[Any] = []  # the BakedChoice of each attempt, in order
+    choices: list[BakedChoice | None] = []  # the BakedChoice of each attempt, in order
 
-    def staged_spec(offer: Any) -> Any:  # render this offer's payload once, stage it, and the bootstrap that fetches it
+    def staged_spec(offer: Offer) -> LaunchSpec:  # render this offer's payload once, stage it, and the bootstrap that fetches it
         choice = baked.choose(offer)
         rendered, ref = stage_for_offer(loaded, offer, providers[offer.cloud], choice.image_mode if choice else "")
         staged.append(ref)
         choices.append(choice)
-        spec = launch_spec(loaded, offer, name=name, spot=spot, ssh_from=ssh_from, rendered=rendered, ref=ref)
+        spec = launch_spec(loaded, offer, plan=plan, name=name, ssh_from=ssh_from, rendered=rendered, ref=ref)
         return baked.apply(spec, choice)
 
     leaves.name = vm
@@ -168,7 +173,7 @@ def _run_up(path: Path, leaves: Leaves, *, name: str | None, yes: bool, wait_rea
     progress = Progress(enabled=not json_out)
     tried = 0
 
-    def spec_for(offer: Any) -> Any:  # called just before each create: the attempt starts
+    def spec_for(offer: Offer) -> LaunchSpec:  # called just before each create: the attempt starts
         nonlocal tried
         tried += 1
         progress.start(f"attempt {tried}: {offer.cloud} {offer.zone or offer.region} {offer.instance_type}")
@@ -176,7 +181,7 @@ def _run_up(path: Path, leaves: Leaves, *, name: str | None, yes: bool, wait_rea
         vm_record.note(vm, offer.cloud, "up")  # before the create: `down` of this name is then "already gone", never "no VM"
         return staged_spec(offer)
 
-    def on_attempt(attempt: Any) -> None:
+    def on_attempt(attempt: Attempt) -> None:
         if attempt.outcome == "no-quota":  # skipped before any create call: no step was started
             progress.line(f"skipped {attempt.cloud} {attempt.region}: {attempt.message}")
             return

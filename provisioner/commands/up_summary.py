@@ -5,15 +5,20 @@ reach SSH and where the data comes from. Cloud-neutral: per-cloud facts come fro
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from provisioner.errors import CloudError
 from provisioner.providers.lifecycle import idle_gpu_line
 from provisioner.providers.registry import ssh_exposure
 from provisioner.providers.store import describe, describe_line
 
+if TYPE_CHECKING:
+    from provisioner.catalog.models import Offer
+    from provisioner.planner.core import Plan
+    from provisioner.profile import LoadedProfile
 
-def up_summary(loaded: Any, plan: Any, first: Any, *, spot: bool, ssh_from: str | None) -> dict[str, Any]:
+
+def up_summary(loaded: LoadedProfile, plan: Plan, first: Offer, *, spot: bool, ssh_from: str | None) -> dict[str, Any]:
     p = loaded.profile
     lc = p.lifecycle
     price = plan.price(first)
@@ -22,10 +27,8 @@ def up_summary(loaded: Any, plan: Any, first: Any, *, spot: bool, ssh_from: str 
     worst = plan.failover_worst_case
     hours = lc.max_run_hours
     n = p.hardware.nodes  # prices stay per node; run costs are the cluster's (n x price)
-    lifecycle = {"idle_shutdown_minutes": lc.idle_shutdown_minutes, "max_run_hours": hours}
-    for key in ("on_idle", "on_max_run"):  # lifecycle actions, where the profile model has them
-        if hasattr(lc, key):
-            lifecycle[key] = getattr(lc, key)
+    lifecycle = {"idle_shutdown_minutes": lc.idle_shutdown_minutes, "max_run_hours": hours, "on_idle": lc.on_idle,
+                 "on_max_run": lc.on_max_run}
     return {
         "cloud": first.cloud, "location": first.location, "instance_type": first.instance_type,
         "gpu": f"{first.gpu_count}x {first.gpu_name}", "spot": spot,
@@ -49,7 +52,7 @@ def up_summary(loaded: Any, plan: Any, first: Any, *, spot: bool, ssh_from: str 
     }
 
 
-def payload_where(offer: Any) -> dict[str, object]:
+def payload_where(offer: Offer) -> dict[str, object]:
     return describe(offer.cloud, offer.region)
 
 

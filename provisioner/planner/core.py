@@ -16,7 +16,7 @@ from datetime import date
 from fnmatch import fnmatchcase
 from itertools import compress, groupby
 from operator import attrgetter, not_
-from typing import Any, Callable, Iterable, NamedTuple
+from typing import Callable, Iterable, NamedTuple
 
 from provisioner.catalog.costs import Cost, cost_of
 from provisioner.catalog.disks import DiskPrices
@@ -59,7 +59,7 @@ class Plan:
     failover_bound: float | None = None  # no failover offer costs more per hour (None: nothing chosen)
     catalog_origin: str = "embedded"  # Catalog.origin: embedded, refreshed, TRAINVM_CATALOG
     #: the catalog's disk prices (catalog/disks.py): ``cost`` adds the request's disks to an offer's price
-    disk_prices: Any = None
+    disk_prices: DiskPrices | None = None
     #: offer -> running price, memoized (``running_prices``): the one ``plan()`` ranked with
     running: Callable[[Offer], float] | None = field(default=None, repr=False, compare=False)
 
@@ -76,7 +76,7 @@ class Plan:
         of = self.running or running_prices(self.request, self.disk_prices)  # plan() passes its memoized one
         return of(offer)
 
-    def bound_json(self) -> dict[str, Any] | None:
+    def bound_json(self) -> dict[str, object] | None:
         if self.chosen is None:
             return None
         by_cap = self.request.max_price_per_hour is not None
@@ -101,7 +101,7 @@ class Plan:
                        boot_disk_gib=req.boot_disk_gib, local_nvme_gib=req.local_nvme_gib, nodes=req.nodes,
                        spot=req.spot, compute_hourly=self.price(offer), compute_source=self.catalog_source)
 
-    def to_json(self, *, alternatives: int = 10, failover: int | None = None) -> dict[str, Any]:
+    def to_json(self, *, alternatives: int = 10, failover: int | None = None) -> dict[str, object]:
         """The planner's part of the SPEC ``plan`` JSON document."""
         spot = self.request.spot
         fo = self.failover if failover is None else self.failover[:failover]
@@ -119,7 +119,7 @@ class Plan:
         }
 
 
-def running_prices(req: PlanRequest, disk_prices: Any) -> Callable[[Offer], float]:
+def running_prices(req: PlanRequest, disk_prices: DiskPrices | None) -> Callable[[Offer], float]:
     """offer -> the price that applies + the known hourly price of the request's disks (per node), memoized by
     what the disks depend on (cloud, region, family; the shape too when local scratch is asked for)."""
     table = disk_prices if disk_prices is not None else DiskPrices()
@@ -144,7 +144,11 @@ def _price_key(spot: bool) -> Callable[[Offer], float]:
     return lambda o: o.price_hourly
 
 
-def rank_key(request: PlanRequest) -> Callable[[Offer], tuple[Any, ...]]:
+#: ``rank_key``'s key: price, the request's cloud order, region, zone, type, GPU name and count
+RankKey = tuple[float, int, str, str, str, str, int]
+
+
+def rank_key(request: PlanRequest) -> Callable[[Offer], RankKey]:
     """Sort key: price that applies, then the request's cloud order, region, zone, type, GPU."""
     cloud_rank = {c: i for i, c in enumerate(request.clouds)}
     n = len(cloud_rank)
@@ -156,7 +160,7 @@ def rank_key(request: PlanRequest) -> Callable[[Offer], tuple[Any, ...]]:
                       o.instance_type, o.gpu_name, o.gpu_count)
 
 
-def _rank(feasible: list[Offer], req: PlanRequest, price: Any = None) -> tuple[Offer, ...]:
+def _rank(feasible: list[Offer], req: PlanRequest, price: Callable[[Offer], float] | None = None) -> tuple[Offer, ...]:
     """Same order as ``sorted(feasible, key=rank_key(req))`` with ``price`` (default: the price that applies; the
     planner passes the running price, disks included) in place of the price, faster: a C-level sort on the
     price alone, then the full tie-break key only inside runs of equal prices."""
@@ -166,7 +170,7 @@ def _rank(feasible: list[Offer], req: PlanRequest, price: Any = None) -> tuple[O
     cloud_rank = {c: i for i, c in enumerate(req.clouds)}
     n = len(cloud_rank)
 
-    def tie(o: Offer) -> tuple[Any, ...]:
+    def tie(o: Offer) -> tuple[int, str, str, str, str, int]:
         return (cloud_rank.get(o.cloud, n), o.region, o.zone or "", o.instance_type, o.gpu_name,
                 o.gpu_count)
 
@@ -287,7 +291,7 @@ def plan(request: PlanRequest, catalog: Catalog, today: date) -> Plan:
     failover = failover_order(chosen, ranked[1:], bound, running) if chosen else ()
     picked: list[NearMiss] = []
     for r, lst in near.items():
-        k: Callable[[Offer], tuple[Any, ...]] = key
+        k: Callable[[Offer], tuple[float, RankKey]] = lambda o: (0.0, key(o))  # noqa: E731
         if r == "gpu_name" and names:
             # Suggest GPUs closest in memory to the ones asked for (capped), then the cheapest.
             want = min(GPU_MEMORY_GIB.get(g, 0.0) for g in names)
@@ -338,7 +342,7 @@ def failover_bound(request: PlanRequest, chosen_price: float) -> float:
 
 
 def failover_order(chosen: Offer, rest: Iterable[Offer], bound: float | None = None,
-                   price: Any = attrgetter("price_hourly")) -> tuple[Offer, ...]:
+                   price: Callable[[Offer], float] = attrgetter("price_hourly")) -> tuple[Offer, ...]:
     """What ``up`` tries after ``chosen`` when it is stocked out: only offers with the same GPU model
     and count priced at most ``bound`` (None: no price bound), in this order (rank order inside each
     group): the same instance type in other zones of the region, the same instance type in the

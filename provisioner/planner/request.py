@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Mapping
 
 from provisioner.planner.checks import CHECKS
 from provisioner.providers.registry import CLOUD_NAMES, DISK_TYPES, default_clouds
@@ -102,7 +102,7 @@ class PlanRequest:
             what += f" with >= {self.min_gpu_memory_gib:g} GiB"
         return f"{what} x{self.gpu_count}" + (f" on each of {self.nodes} nodes" if self.nodes > 1 else "")
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {
             "gpu_names": sorted(self.gpu_names) if self.gpu_names else None,
             "min_gpu_memory_gib": self.min_gpu_memory_gib, "gpu_count": self.gpu_count,
@@ -120,7 +120,7 @@ class PlanRequest:
         }
 
 
-def request_with(req: PlanRequest, **changes: Any) -> PlanRequest:
+def request_with(req: PlanRequest, **changes: object) -> PlanRequest:
     """A copy of ``req`` with some fields changed (validated again)."""
     data = {f: getattr(req, f) for f in req.__dataclass_fields__}
     data.update(changes)

@@ -50,6 +50,8 @@ class PlacementDecisions:
     compact_required: bool
     max_price_per_hour: float | None
     max_failover_premium: float
+    #: placement.ssh_from: the CIDR allowed to SSH in (None: the cloud's default; ``--ssh-from`` overrides it)
+    ssh_from: str | None = None
 
     def compact_for(self, cloud: str, family: str, instance_type: str) -> bool:
         """Whether the nodes on this shape are placed compactly: as asked, or (omitted) where the family supports
@@ -132,7 +134,8 @@ def resolve(profile: Profile, facts: Facts | None = None) -> Resolved:
         placement=PlacementDecisions(
             clouds=tuple(pl.clouds), regions=tuple(pl.regions) if pl.regions else None, spot=pl.spot, nodes=nodes,
             compact_asked=pl.compact, compact_required=nodes > 1 and bool(pl.compact),
-            max_price_per_hour=pl.max_price_per_hour, max_failover_premium=pl.max_failover_premium),
+            max_price_per_hour=pl.max_price_per_hour, max_failover_premium=pl.max_failover_premium,
+            ssh_from=pl.ssh_from),
         lifecycle=LifecycleDecisions(lc.idle_shutdown_minutes, lc.max_run_hours, lc.on_idle, lc.on_max_run, used),
         data_sources=tuple((d.source, d.credential) for d in profile.data),
     )

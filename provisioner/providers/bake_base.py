@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from provisioner.catalog.models import Offer
-    from provisioner.providers.base import InstanceRecord
+    from provisioner.providers.base import InstanceRecord, Provider
     from provisioner.providers.image_identity import ImageIdentity
 
 
@@ -43,6 +43,8 @@ class Baker(Protocol):
     """One cloud's image capture. The builder VM itself is created, watched, stopped and deleted through the
     cloud's ``Provider`` (the same calls, retries and cleanup as ``up``)."""
 
+    #: the cloud's provider the builder VM is created, watched, stopped and deleted through
+    provider: Provider
     #: the small CPU shape the builder runs on (no GPU: the driver's module is built by DKMS without one)
     builder_shape: str
 

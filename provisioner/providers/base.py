@@ -12,7 +12,7 @@ import getpass
 import os
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, TypedDict
+from typing import TYPE_CHECKING, Mapping, Protocol, TypedDict
 
 # The ProviderError family lives in provisioner/errors.py (the whole error tree in one place); it is
 # re-exported here (``__all__``, which mypy's no_implicit_reexport reads) because every provider raises it.
@@ -35,6 +35,7 @@ from provisioner.providers.store import PAYLOAD_LABEL
 
 if TYPE_CHECKING:
     from provisioner.catalog.models import Offer
+    from provisioner.container.reference import ImageRef
     from provisioner.providers.store import PayloadRef, PayloadStore
     from provisioner.verify.report import StackReport
 
@@ -72,7 +73,9 @@ class LaunchSpec:
     name: str
     profile_name: str
     profile_hash: str  # full sha256
-    profile_json: str  # the resolved profile, canonical JSON (stored on the VM)
+    #: the resolved profile, canonical JSON: the label/metadata/user data stored on the VM, an OUTPUT only; no
+    #: provider reads a fact back out of it (tests/unit/test_spec_is_typed.py), each has its typed field below
+    profile_json: str
     labels: dict[str, str]
     startup_script: str  # the script as it runs on the VM (inside the payload)
     user_data: str | bytes  # the bootstrap (render/bootstrap.py), before any base64 the cloud's API wants
@@ -105,6 +108,15 @@ class LaunchSpec:
     #: every secret reference of the resolved profile, sorted (``provision.launch.secret_refs``): the provider
     #: grants the VM's identity what reading them needs, from this field and never from ``profile_json``'s text
     secret_refs: tuple[SecretRef, ...] = ()
+    #: stack.container.image as the profile's record parsed it once (``LoadedProfile.resolved.image``); None: no
+    #: container. What the VM's identity must be allowed to pull (AWS: ECR reads on that repository)
+    image: ImageRef | None = None
+    #: stack.container.registry_auth: the secret:// reference the VM logs in to the registry with (None: the VM's
+    #: identity on its own cloud's registry, else anonymous; providers/registry_auth.py)
+    registry_auth: str | None = None
+    #: placement.identity: cloud -> the identity an administrator made once, used instead of the one trainvm makes
+    #: (azure: a user-assigned managed identity's resource id); empty: trainvm's own identity everywhere
+    identity: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -156,7 +168,7 @@ class InstanceRecord:
     disks_hourly: float | None = None
     kept_hourly: float | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {
             "name": self.name, "cloud": self.cloud, "region": self.region, "zone": self.zone,
             "instance_type": self.instance_type, "state": self.state, "profile": self.profile,
@@ -188,7 +200,7 @@ class Provider(Protocol):
     def start(self, name: str, *, wait: bool = True) -> InstanceRecord | None:
         """Start a stopped VM (its startup script re-verifies the stack). None when not found."""
 
-    def read_report(self, name: str) -> tuple[StackReport | None, dict[str, Any] | None]:
+    def read_report(self, name: str) -> tuple[StackReport | None, dict[str, object] | None]:
         """(the latest TRAINVM_REPORT found, the resolved profile stored on the VM)."""
 
     def ssh_argv(self, record: InstanceRecord, command: builtins.list[str]) -> builtins.list[str]:

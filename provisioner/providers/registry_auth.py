@@ -25,6 +25,7 @@ from provisioner.providers.registry import CLOUDS
 
 if TYPE_CHECKING:
     from provisioner.container.reference import ImageRef
+    from provisioner.profile.model import Profile
 
 #: the on-VM login of each method ("" for anonymous)
 Login = Literal["", "gcp-token", "ecr", "acr", "secret"]
@@ -72,26 +73,22 @@ def pull_auth(cloud: str, image: ImageRef, secret: str | None) -> PullAuth:
                                            "stack.container.registry_auth)")
 
 
-def profile_pull_auth(profile: Any, cloud: str, image: ImageRef | None = None) -> PullAuth | None:
+def profile_pull_auth(profile: Profile, cloud: str, image: ImageRef | None) -> PullAuth | None:
     """``pull_auth`` of a profile (None without stack.container); ``image``: the reference as the profile's record
-    parsed it (``LoadedProfile.resolved.image``), parsed here only when not given."""
+    parsed it once (``LoadedProfile.resolved.image``), never parsed again here."""
     container = profile.stack.container
-    if container is None:
+    if container is None or image is None:
         return None
-    from provisioner.container.reference import parse_image_ref  # lazy: startup (plan of a profile with no container)
-
-    return pull_auth(cloud, image or parse_image_ref(container.image), container.registry_auth)
+    return pull_auth(cloud, image, container.registry_auth)
 
 
-def ecr_statements(image: str | None, secret: str | None) -> list[dict[str, Any]]:
-    """The instance profile's statements for an ECR image pulled with the VM's identity: GetAuthorizationToken (it
-    takes no resource: "*") and the two reads of a pull on exactly that repository (AWS ECR user guide,
-    "Private repository policies": the actions docker pull needs)."""
-    if not image or secret:
+def ecr_statements(image: ImageRef | None, secret: str | None) -> list[dict[str, Any]]:
+    """The instance profile's statements for an ECR image pulled with the VM's identity (``image``: the parsed
+    reference, ``LaunchSpec.image``): GetAuthorizationToken (it takes no resource: "*") and the two reads of a pull
+    on exactly that repository (AWS ECR user guide, "Private repository policies": the actions docker pull needs)."""
+    if image is None or secret:
         return []
-    from provisioner.container.reference import parse_image_ref  # lazy: startup (only with an image)
-
-    ref = parse_image_ref(image)
+    ref = image
     if _own("aws", ref.registry) is None:
         return []
     parts = ref.registry.split(".")

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 from provisioner.catalog.models import Offer
 from provisioner.errors import (
@@ -60,7 +59,7 @@ class Attempt:
     message: str
     price_hourly: float | None = None  # the price that applies to the offer tried
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {
             "cloud": self.cloud, "region": self.region, "zone": self.zone, "instance_type": self.instance_type,
             "price_hourly": self.price_hourly, "outcome": self.outcome, "error_code": self.error_code,

@@ -16,6 +16,8 @@ from provisioner.providers.store import PayloadRef
 
 if TYPE_CHECKING:
     from provisioner.catalog.costs import Cost
+    from provisioner.catalog.disks import DiskPrices
+    from provisioner.planner.core import Plan
     from provisioner.render.script import RenderedScript
 
 
@@ -38,11 +40,12 @@ def stage_for_offer(loaded: LoadedProfile, offer: Offer, provider: Provider,
     return rendered, ref
 
 
-def disk_costs(loaded: LoadedProfile, offer: Offer) -> Cost:
-    """What the profile's disks cost per node on ``offer`` (the catalog's disk prices), recorded on the VM so that
-    ``status``/``list`` show its running and stopped $/h."""
+def disk_costs(loaded: LoadedProfile, offer: Offer, disk_prices: DiskPrices | None = None) -> Cost:
+    """What the profile's disks cost per node on ``offer`` (``disk_prices``: the plan's, i.e. the catalog it was
+    computed over; the catalog is loaded only without them), recorded on the VM so that ``status``/``list`` show
+    its running and stopped $/h."""
     hw = loaded.profile.hardware
-    return cost_of(offer, disk_prices=load_catalog().disk_prices, boot_disk_type=hw.boot_disk.type,
+    return cost_of(offer, disk_prices=disk_prices if disk_prices is not None else load_catalog().disk_prices, boot_disk_type=hw.boot_disk.type,
                    boot_disk_gib=hw.boot_disk.size_gib, local_nvme_gib=hw.local_nvme_gib)
 
 
@@ -59,18 +62,22 @@ def resolved_profile_json(loaded: LoadedProfile) -> str:
     return canonical_json(data)
 
 
-def launch_spec(loaded: LoadedProfile, offer: Offer, *, name: str | None = None, spot: bool | None = None, ssh_from: str | None = None,
-                rendered: RenderedScript | None = None, ref: PayloadRef | None = None) -> LaunchSpec:
+def launch_spec(loaded: LoadedProfile, offer: Offer, *, plan: Plan | None = None, name: str | None = None,
+                spot: bool | None = None, ssh_from: str | None = None, rendered: RenderedScript | None = None,
+                ref: PayloadRef | None = None) -> LaunchSpec:
     """The create request's inputs for ``offer``. With ``ref`` (the staged payload, ``stage_for_offer``) the user
     data is the bootstrap that fetches it; without, the bootstrap ``render``/``plan`` show for review (the store's
-    account part a placeholder), which is never sent."""
-    p = loaded.profile
+    account part a placeholder), which is never sent. With ``plan`` (the one ``offer`` comes from), spot and the
+    disk prices are the plan's (its request, with the command line's overrides, and the catalog it ranked with),
+    never derived again; ``spot``/``ssh_from``: the command line's overrides, else the profile's record."""
+    p, placement, lifecycle = loaded.profile, loaded.resolved.placement, loaded.resolved.lifecycle
     rendered = rendered or render_for_offer(loaded, offer)
     user_data = rendered.user_data(ref) if ref is not None else rendered.preview()
-    spot = p.placement.spot if spot is None else spot
+    if spot is None:
+        spot = plan.request.spot if plan is not None else placement.spot
     price = offer.price(spot)
     price = offer.price_hourly if price is None else price
-    disks = disk_costs(loaded, offer)
+    disks = disk_costs(loaded, offer, plan.disk_prices if plan is not None else None)
     return LaunchSpec(
         name=vm_name(p.name, loaded.hash, name),
         profile_name=p.name,
@@ -85,19 +92,22 @@ def launch_spec(loaded: LoadedProfile, offer: Offer, *, name: str | None = None,
         boot_disk_gib=p.hardware.boot_disk.size_gib,
         local_nvme_gib=p.hardware.local_nvme_gib,
         spot=spot,
-        max_price_per_hour=p.placement.max_price_per_hour,
-        max_run_hours=p.lifecycle.max_run_hours,
-        ssh_from=ssh_from or p.placement.ssh_from,
+        max_price_per_hour=placement.max_price_per_hour,
+        max_run_hours=lifecycle.max_run_hours,
+        ssh_from=ssh_from or placement.ssh_from,
         data_sources=tuple(d.source for d in p.data),
         price_hourly=price,
-        idle_shutdown_minutes=p.lifecycle.idle_shutdown_minutes,
-        on_idle=p.lifecycle.on_idle,
-        on_max_run=p.lifecycle.on_max_run,
+        idle_shutdown_minutes=lifecycle.idle_shutdown_minutes,
+        on_idle=lifecycle.on_idle,
+        on_max_run=lifecycle.on_max_run,
         locked_images=locked_images(loaded),
-        nodes=p.hardware.nodes,
+        nodes=placement.nodes,
         compact=resolved_compact(loaded, offer),
         payload=ref,
         secret_refs=secret_refs(loaded),
+        image=loaded.resolved.image,
+        registry_auth=p.stack.container.registry_auth if p.stack.container is not None else None,
+        identity=dict((p.placement.identity or {}).items()),
     )
 
 

@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from importlib import import_module
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from provisioner import settings
 from provisioner.cache import cache_dir
@@ -81,7 +81,7 @@ class QuotaReading:
         return (f"{_num(self.headroom)} of {_num(n.amount)} {n.label} free {where} "
                 f"({n.metric}: limit {_num(self.limit)}, {_num(self.usage)} in use)")
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"metric": self.need.metric, "scope": self.need.scope, "need": self.need.amount, "label": self.need.label,
                 "limit": self.limit, "usage": self.usage, "headroom": self.headroom, "short": self.short,
                 "source": self.source, "read_at": self.read_at, "error": self.error}
@@ -113,7 +113,7 @@ class QuotaCheck:
         short = "; ".join(r.text(self.region) for r in self.readings if r.short)
         return f"quota: {short}" + (f"; {self.increase_hint}" if self.increase_hint else "")
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"cloud": self.cloud, "region": self.region, "instance_type": self.instance_type, "status": self.status,
                 "message": self.message(), "age_seconds": round(self.age_s, 1), "note": self.note,
                 "increase_hint": self.increase_hint if self.status == "short" else None,
@@ -172,7 +172,7 @@ class Preflight:
         check = self.check(offer)
         return check.message() if check.status == "short" else None
 
-    def to_json(self) -> list[dict[str, Any]]:
+    def to_json(self) -> list[dict[str, object]]:
         return [c.to_json() for c in self.checks.values()]
 
     def _source(self, cloud: str) -> QuotaSource | None:

@@ -15,11 +15,14 @@ from __future__ import annotations
 import ipaddress
 import re
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Mapping
 
 from provisioner.catalog.families import family_of
 from provisioner.errors import RenderError
 from provisioner.providers.registry import placement
+
+if TYPE_CHECKING:
+    from provisioner.profile.model import Profile
 
 META_KEY = "trainvm-cluster"
 #: torchrun's default --master-port (static rendezvous).
@@ -47,7 +50,7 @@ class ClusterContext:
                 f"WORLD_SIZE={self.nodes * self.nproc_per_node}")
 
 
-def cluster_context(profile: Any, cloud: str, instance_type: str, gpu_count: int) -> ClusterContext | None:
+def cluster_context(profile: Profile, cloud: str, instance_type: str, gpu_count: int) -> ClusterContext | None:
     """None for one node; else the rendezvous values of a node of ``instance_type``."""
     nodes = profile.hardware.nodes
     if nodes <= 1:

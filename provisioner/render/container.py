@@ -13,10 +13,14 @@ fingerprint C95B 321B 61E8 8C18 09C4 F759 DDCA E044 F796 ECB0, the four packages
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from provisioner.container.reference import ImageRef, parse_image_ref
+from provisioner.errors import RenderError
 from provisioner.providers.registry_auth import pull_auth
+
+if TYPE_CHECKING:
+    from provisioner.profile.model import Stack
 
 DOCKER_VERSION = "27.3.1"
 CONTAINERD_VERSION = "1.7.22-1"
@@ -60,20 +64,23 @@ class ContainerContext:
     pull_auth: str = ""  # what `plan` says ("image pull: ...")
 
 
-def container_context(stack: Any, cloud: str, ref: ImageRef | None = None) -> ContainerContext:
+def container_context(stack: Stack, cloud: str, ref: ImageRef | None = None) -> ContainerContext:
     """``ref``: the image reference as the profile's record parsed it (parsed here only when not given)."""
 
-    ref = ref or parse_image_ref(stack.container.image)
+    container = stack.container
+    if container is None:
+        raise RenderError("stack.container is not set: a container context needs one")
+    ref = ref or parse_image_ref(container.image)
     distro, release, codename = DOCKER_DISTROS[stack.os]
     registry = "" if ref.registry == "registry-1.docker.io" else ref.registry + "/"
     name = f"{registry}{ref.repository}"
     pull = f"{name}@{ref.digest}" if ref.digest else f"{name}:{ref.tag}"
-    auth = pull_auth(cloud, ref, stack.container.registry_auth)
+    auth = pull_auth(cloud, ref, container.registry_auth)
     return ContainerContext(
-        image=stack.container.image,
+        image=container.image,
         pull_ref=pull,
         digest=ref.digest or "",
-        run_args=BASE_RUN_ARGS + tuple(stack.container.run_args),
+        run_args=BASE_RUN_ARGS + tuple(container.run_args),
         docker_repo=f"https://download.docker.com/linux/{distro}",
         docker_key_url=f"https://download.docker.com/linux/{distro}/gpg",
         docker_suite=codename,

@@ -12,7 +12,7 @@ import re
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
@@ -26,6 +26,13 @@ from provisioner.providers.registry import CLOUD_NAMES, CLOUDS
 from provisioner.render.cluster import cluster_context
 from provisioner.render.data import DataPlan, DataTool, data_plans, data_tools, unreadable, vm_api_sdk
 from provisioner.verify.expect import expectation
+
+if TYPE_CHECKING:
+    from provisioner.catalog.models import Offer
+    from provisioner.profile import LoadedProfile
+    from provisioner.profile.model import Lifecycle, Profile
+    from provisioner.render.cluster import ClusterContext
+    from provisioner.render.container import ContainerContext
 
 # cuda-keyring_1.1-1_all.deb per NVIDIA repository (x86_64). Sources: NVIDIA repo Packages files;
 # GoogleCloudPlatform/compute-gpu-installation linux/cuda_installer/config.py NVIDIA_KEYRING_SHA256_SUMS.
@@ -87,7 +94,7 @@ class RenderTarget:
             object.__setattr__(self, "nvswitch", is_nvswitch_shape(self.cloud, self.instance_type, self.gpu_name, self.gpu_count))
 
 
-def target_from_offer(offer: Any) -> RenderTarget:
+def target_from_offer(offer: Offer) -> RenderTarget:
     """The RenderTarget of a catalog ``Offer`` (provisioner.catalog.models)."""
     if getattr(offer, "arch", "x86_64") != "x86_64":
         raise RenderError(f"{offer.instance_type} is {offer.arch}; trainvm's startup script supports x86_64 only (cuda-keyring checksums)")
@@ -164,13 +171,13 @@ class ScriptContext:
     perf_budget: int = 0
     perf_data: str = ""
     perf_bundle: str = ""
-    container: Any = None  # provisioner.render.container.ContainerContext for stack.container, else None
+    container: ContainerContext | None = None  # for stack.container, else None
     driver_pkgver: str = ""  # the exact apt version of driver_pkg NAME.lock recorded ("": resolved on the VM)
     #: what the driver phase installs, each at exactly the driver's version (see driver_set)
     driver_pkgs: tuple[str, ...] = ()
     driver_pkgvers: tuple[str, ...] = ()  # aligned with driver_pkgs: NAME.lock's exact versions ("": resolved on the VM)
     driver_set: str = ""  # "compute-only (headless)" | "desktop and compute": what render says it installs
-    cluster: Any = None  # provisioner.render.cluster.ClusterContext for hardware.nodes > 1, else None
+    cluster: ClusterContext | None = None  # for hardware.nodes > 1, else None
     #: some data item is copied by templates/files/trainvm_copy.py (the copier is rendered)
     copier: bool = False
     #: the VM makes its own API calls through a copy tool's SDK (render/data.py vm_api_sdk; AWS: boto3 of the s3
@@ -243,7 +250,7 @@ def _scratch_mount(dests: list[str]) -> str:
     return "/mnt/trainvm"
 
 
-def check_renderable(profile: Any) -> None:
+def check_renderable(profile: Profile) -> None:
     """Values that quote safely but must still not reach a VM (see UNSAFE_ENV_KEYS, _NO_DATA_UNDER,
     the az:// account). ``validate`` should refuse them too (fields.py); here they stop the render."""
     for key in profile.stack.env:
@@ -259,8 +266,8 @@ def check_renderable(profile: Any) -> None:
 IMAGE_MODES = ("", "bake", "baked")
 
 
-def build_context(loaded: Any, target: RenderTarget, facts: Facts | None = None, image_mode: str = "",
-                  lifecycle: Any = None) -> ScriptContext:
+def build_context(loaded: LoadedProfile, target: RenderTarget, facts: Facts | None = None, image_mode: str = "",
+                  lifecycle: Lifecycle | None = None) -> ScriptContext:
     """All values of the script for ``loaded`` (a LoadedProfile) on ``target`` (``image_mode``: see ScriptContext).
     ``lifecycle``: what the VM's watchdog and max-run timer follow instead of the profile's (a bake's builder: its own
     limit, provisioner/bake/run.py); the data tools (and so the stack) stay the profile's."""
@@ -323,7 +330,7 @@ def build_context(loaded: Any, target: RenderTarget, facts: Facts | None = None,
     data_unreadable = unreadable(profile, target.cloud)
     shutdown_does = guest_shutdown_does(target.cloud, profile.lifecycle)
     watch = lifecycle if lifecycle is not None else profile.lifecycle  # the watchdog's and max-run timer's
-    used = list(loaded.resolved.lifecycle.actions_used)  # the record's lifecycle decisions
+    used: list[str] = list(loaded.resolved.lifecycle.actions_used)  # the record's lifecycle decisions
     api_sdk = None if data_unreadable else vm_api_sdk(profile, target.cloud, data, api_actions(used, shutdown_does),
                                                        loaded.resolved.image)
     fingerprint = hashlib.sha256(json.dumps([pins, lock_sha, torch_index, stack.python]).encode()).hexdigest()
@@ -419,7 +426,7 @@ def build_context(loaded: Any, target: RenderTarget, facts: Facts | None = None,
     )
 
 
-def _locked_driver_version(loaded: Any, package: str) -> str:
+def _locked_driver_version(loaded: LoadedProfile, package: str) -> str:
     """The exact apt version of ``package`` a fresh NAME.lock recorded for the profile's driver, or ""."""
     lock = getattr(loaded, "lock", None)
     if lock is None or loaded.lock_state != "fresh" or lock.driver.version != loaded.profile.stack.driver:
@@ -427,7 +434,13 @@ def _locked_driver_version(loaded: Any, package: str) -> str:
     return str(lock.driver.packages.get(package, ""))
 
 
-def _perf_fields(profile: Any) -> dict[str, Any]:
+class PerfFields(TypedDict, total=False):
+    perf_budget: int
+    perf_data: str
+    perf_bundle: str
+
+
+def _perf_fields(profile: Profile) -> PerfFields:
     """The perf probe travels as its source (stdlib-only, see provisioner/perfprobe), packed."""
     if profile.perf is None:
         return {}

@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from provisioner.errors import RenderError
 from provisioner.providers.access import data_locality_exclusions
@@ -31,6 +31,7 @@ from provisioner.render.shell import template_dir
 
 if TYPE_CHECKING:
     from provisioner.container.reference import ImageRef
+    from provisioner.profile.model import Profile
 
 #: the schemes copied by trainvm_copy.py with an SDK (every other data scheme is https://, copied by curl)
 COPY_SCHEMES = ("gs", "s3", "az")
@@ -62,7 +63,7 @@ class DataTool:
         return f"TRAINVM_LOCK_{self.scheme.upper()}"
 
 
-def data_plans(profile: Any, scratch: str) -> tuple[DataPlan, ...]:
+def data_plans(profile: Profile, scratch: str) -> tuple[DataPlan, ...]:
     plans = []
     for i, item in enumerate(profile.data):
         stage = item.dest
@@ -78,13 +79,13 @@ def data_plans(profile: Any, scratch: str) -> tuple[DataPlan, ...]:
     return tuple(plans)
 
 
-def unreadable(profile: Any, cloud: str) -> str:
+def unreadable(profile: Profile, cloud: str) -> str:
     """Why a VM on ``cloud`` cannot read the profile's data ("" when it can)."""
     return data_locality_exclusions([(d.source, d.credential) for d in profile.data], (cloud,)).get(cloud, "")
 
 
-def vm_api_sdk(profile: Any, cloud: str, plans: tuple[DataPlan, ...], api_actions: set[str],
-               image: ImageRef | None = None) -> str | None:
+def vm_api_sdk(profile: Profile, cloud: str, plans: tuple[DataPlan, ...], api_actions: set[str],
+               image: ImageRef | None) -> str | None:
     """The copy tool whose SDK venv the VM needs for its own API calls with its identity (registry
     ``CloudSpec.vm_api_sdk``; AWS: boto3 of the s3 tool), or None: that tool's data, a ``secret://`` reference to the
     cloud's own store (stack.env or a data credential), or a lifecycle action its guest shutdown does not do

@@ -10,16 +10,27 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 from provisioner.errors import RenderError
 from provisioner.providers.store import PayloadRef
 from provisioner.render.bootstrap import UserData, preview_ref, render_bootstrap
 from provisioner.render.context import RenderTarget, ScriptContext, build_context
 from provisioner.render.payload import Payload, build_payload
+
+if TYPE_CHECKING:
+    from provisioner.compat.facts import Facts
+    from provisioner.profile import LoadedProfile
+    from provisioner.profile.model import Lifecycle
 from provisioner.render.shell import template_env
 
 SCRIPT_PATH = "/usr/local/sbin/trainvm-provision"
+
+
+class DriverSet(TypedDict):
+    version: str
+    set: str  # "compute-only (headless)" | "desktop and compute"
+    packages: list[str]
 
 
 @dataclass(frozen=True)
@@ -33,7 +44,7 @@ class RenderedScript:
     startup_sh: str  # the script as it runs on the VM (render --out: payload/startup.sh)
     payload: Payload
     #: what the driver phase installs: {"driver", "set" ("compute-only (headless)" | "desktop and compute"), "packages"}
-    driver: dict[str, Any] | None = None
+    driver: DriverSet | None = None
 
     @property
     def script_sha256(self) -> str:
@@ -60,8 +71,8 @@ def _render(ctx: ScriptContext) -> str:
     return script
 
 
-def render_script(loaded: Any, target: RenderTarget, *, facts: Any = None, image_mode: str = "",
-                  lifecycle: Any = None) -> RenderedScript:
+def render_script(loaded: LoadedProfile, target: RenderTarget, *, facts: Facts | None = None, image_mode: str = "",
+                  lifecycle: Lifecycle | None = None) -> RenderedScript:
     """Render the startup script of ``loaded`` (a LoadedProfile) for ``target`` and pack it into its payload
     (``image_mode``: "" installs; "bake"/"baked": docs/bake.md; ``lifecycle``: see build_context)."""
     ctx = build_context(loaded, target, facts, image_mode, lifecycle=lifecycle)

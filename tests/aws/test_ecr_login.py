@@ -20,15 +20,16 @@ IMAGE = f"{HOST}/team/train:1@sha256:" + "d" * 64
 
 
 def test_the_helper_writes_a_docker_config_from_ecr_get_authorization_token(aws, helper, vm, moto_auth, monkeypatch, tmp_path):  # noqa: F811
+    from provisioner.container.reference import parse_image_ref
     from provisioner.providers.registry_auth import ecr_statements
 
     _, meta = vm
-    statements = ecr_statements(IMAGE, None)
+    statements = ecr_statements(parse_image_ref(IMAGE), None)
     assert statements == [
         {"Effect": "Allow", "Action": "ecr:GetAuthorizationToken", "Resource": "*"},
         {"Effect": "Allow", "Action": ["ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"],
          "Resource": "arn:aws:ecr:us-east-1:123456789012:repository/team/train"}]
-    assert ecr_statements(IMAGE, "secret://aws/ecr-user") == []  # a secret logs in instead: no ECR statements
+    assert ecr_statements(parse_image_ref(IMAGE), "secret://aws/ecr-user") == []  # a secret logs in instead: no ECR statements
     moto_auth.off()
     keys = role_credentials(aws, "trainvm-ecr", {"Version": "2012-10-17", "Statement": statements})
     meta["iam/security-credentials/trainvm-vm"] = json.dumps(keys)

@@ -2,7 +2,9 @@
 provision/, verify/ and the providers' contract expose are typed (and mypy-strict, pyproject.toml): this runs mypy
 (its API, the project's configuration, a cache in tmp) on a small caller of those entry points and asserts that
 every misspelled attribute or field (the lines marked ``# typo``) is an error, and that nothing else is (the
-correctly spelled calls beside them type-check)."""
+correctly spelled calls beside them type-check). Issue 37: the typed fields a provider reads (``LaunchSpec.image``,
+``identity``...) are among them, and handing a provider's helper the stored profile's text is a type error; the render entry points
+take a ``LoadedProfile`` and an ``Offer`` (they took ``Any``: a Profile or a string passed)."""
 
 from __future__ import annotations
 
@@ -16,12 +18,16 @@ from provisioner.profile import LoadedProfile
 from provisioner.provision.failover import provision
 from provisioner.provision.launch import launch_spec
 from provisioner.provision.quota import Preflight
+from provisioner.providers.azure.identity import user_identity
 from provisioner.providers.base import LaunchSpec, Provider
+from provisioner.providers.registry_auth import ecr_statements
 from provisioner.providers.poll import poll
 from provisioner.verify.compare import compare, compare_records
 from provisioner.verify.expect import expected_record
 from provisioner.verify.records import ExpectedStack
 from provisioner.verify.report import StackReport
+from provisioner.render.context import build_context, target_from_offer
+from provisioner.render.script import render_script
 
 
 def main(loaded: LoadedProfile, offer: Offer, provider: Provider, report: StackReport) -> None:
@@ -47,6 +53,16 @@ def main(loaded: LoadedProfile, offer: Offer, provider: Provider, report: StackR
     print(compare({"stack": {}}, None).fields)
     spec2: LaunchSpec = poll(lambda: spec, deadline=0.0, timed_out=lambda last: TimeoutError())
     print(spec2.profile_hash, spec2.profile_hsah)  # typo
+    print(user_identity(spec), ecr_statements(spec.image, spec.registry_auth), spec.secret_refs)
+    print(spec.identity["azure"], spec.idnetity)  # typo
+    print(ecr_statements(spec.profile_json, None))  # typo
+    target = target_from_offer(offer)
+    print(render_script(loaded, target).payload, build_context(loaded, target).profile_name)
+    print(render_script(loaded.profile, target))  # typo
+    print(build_context(loaded, target_from_offer(offer.instance_type)))  # typo
+    ctx = build_context(loaded, target)
+    if ctx.container is not None:
+        print(ctx.container.image, ctx.container.imgae)  # typo
 '''
 
 
@@ -60,5 +76,5 @@ def test_a_misspelled_attribute_on_a_stage_boundary_is_a_mypy_error(tmp_path) ->
     assert not err, err
     errors = {int(m.group(1)) for m in re.finditer(rf"{re.escape(str(path))}:(\d+): error:", out)}
     typos = {n for n, line in enumerate(SNIPPET.splitlines(), 1) if line.endswith("# typo")}
-    assert len(typos) == 11
+    assert len(typos) == 16
     assert errors == typos, out

@@ -323,7 +323,7 @@ def role_policy(spec: LaunchSpec, region: str) -> dict[str, Any] | None:
     if secrets:
         statements.append({"Effect": "Allow", "Action": "secretsmanager:GetSecretValue",
                            "Resource": secret_resources(secrets, region)})
-    statements.extend(_ecr_statements(spec.profile_json))  # the VM's own ECR pull of stack.container.image
+    statements.extend(ecr_statements(spec.image, spec.registry_auth))  # the VM's own ECR pull of stack.container.image
     used = [a for a, on in ((spec.on_idle, spec.idle_shutdown_minutes), (spec.on_max_run, spec.max_run_hours)) if on]
     calls = api_actions(used, guest_shutdown_action(spec.on_idle, spec.on_max_run, spec.idle_shutdown_minutes,
                                                     spec.max_run_hours))
@@ -334,11 +334,6 @@ def role_policy(spec: LaunchSpec, region: str) -> dict[str, Any] | None:
                            "Condition": {"StringEquals": {f"aws:ResourceTag/{key}": spec.name},
                                          "ArnLike": {"ec2:InstanceProfile": instance_profile_arn(spec.name)}}})
     return {"Version": "2012-10-17", "Statement": statements} if statements else None
-
-
-def _ecr_statements(profile_json: str) -> list[dict[str, Any]]:
-    container = (json.loads(profile_json).get("stack") or {}).get("container") or {} if profile_json else {}
-    return ecr_statements(container.get("image"), container.get("registry_auth"))
 
 
 ASSUME_ROLE_POLICY = {"Version": "2012-10-17", "Statement": [

@@ -23,9 +23,11 @@ Azure tag values hold 256 characters: an id longer than that is refused here.
 
 from __future__ import annotations
 
-import json
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from provisioner.providers.base import LaunchSpec
 
 TAG = "trainvm-identity"
 TAG_MAX = 256
@@ -47,14 +49,9 @@ def check_identity(value: str) -> str:
     return value
 
 
-def user_identity(spec_or_profile_json: Any) -> str | None:
-    """The profile's ``placement.identity.azure`` from a LaunchSpec (its resolved profile) or that JSON text."""
-    text = getattr(spec_or_profile_json, "profile_json", spec_or_profile_json)
-    try:
-        data = json.loads(text) if isinstance(text, str) and text else {}
-    except ValueError:
-        return None
-    return (((data.get("placement") or {}).get("identity") or {}).get("azure")) or None
+def user_identity(spec: LaunchSpec) -> str | None:
+    """The profile's ``placement.identity.azure`` (``LaunchSpec.identity``), None: trainvm's own identity."""
+    return spec.identity.get("azure") or None
 
 
 def identity_body(identity: str | None) -> dict[str, Any]:
