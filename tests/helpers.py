@@ -3,7 +3,10 @@ conftest.py, which pytest loads itself; importing conftest as a module would loa
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
@@ -130,3 +133,16 @@ def sigterm_when(created: Any, *, settle: float = 0.3, timeout: float = 120.0) -
     thread.cancel = stop.set  # type: ignore[attr-defined]
     thread.start()
     return thread
+
+
+def load_by_path(name: str, path: Path) -> ModuleType:
+    """The module at ``path``, registered as ``name`` once (the suite runs with --import-mode=importlib, so test folders
+    share helper files by path, not by package import)."""
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None, path
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module

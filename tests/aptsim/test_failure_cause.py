@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import importlib.util
 import json
 import os
 import re
@@ -32,24 +31,15 @@ from pathlib import Path
 import pytest
 
 from provisioner.agent.bundle import bundle_files
+from tests.helpers import load_by_path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 
 
-def _load(name: str, path: Path):
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-fakerepo = _load("trainvm_fakerepo", HERE / "fakerepo.py")
-support = _load("trainvm_render_support", REPO / "tests/render/support.py")
-wheelhouse = _load("trainvm_wheelhouse", REPO / "tests/lock/wheelhouse.py")
+fakerepo = load_by_path("trainvm_fakerepo", HERE / "fakerepo.py")
+support = load_by_path("trainvm_render_support", REPO / "tests/render/support.py")
+wheelhouse = load_by_path("trainvm_wheelhouse", REPO / "tests/lock/wheelhouse.py")
 
 PROGRAM = r"""
 TV_PHASE=driver

@@ -13,32 +13,22 @@ recorded and applied to the simulated dpkg status).
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.helpers import load_by_path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 
 
-def _load(name: str, path: Path):
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-fakerepo = _load("trainvm_fakerepo", HERE / "fakerepo.py")
-support = _load("trainvm_render_support", REPO / "tests/render/support.py")
+fakerepo = load_by_path("trainvm_fakerepo", HERE / "fakerepo.py")
+support = load_by_path("trainvm_render_support", REPO / "tests/render/support.py")
 
 KVER = "6.1.0-56-cloud-amd64"
 OLD, NEW = "6.1.192-2", "6.1.199-1"

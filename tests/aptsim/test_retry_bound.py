@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import http.server
-import importlib.util
 import os
 import re
 import shutil
@@ -24,22 +23,14 @@ from typing import Any
 
 import pytest
 
+from tests.helpers import load_by_path
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 
 
-def _load(name: str, path: Path) -> Any:  # as the other aptsim tests load their helpers (the same module names)
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-fakerepo = _load("trainvm_fakerepo", HERE / "fakerepo.py")
-support = _load("trainvm_render_support", REPO / "tests/render/support.py")
+fakerepo = load_by_path("trainvm_fakerepo", HERE / "fakerepo.py")
+support = load_by_path("trainvm_render_support", REPO / "tests/render/support.py")
 
 PROGRAM = r"""
 mkdir -p "$TV_STATE/lib" "$TV_STATE/phases" "$TV_LOGDIR"

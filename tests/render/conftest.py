@@ -4,27 +4,17 @@ with --import-mode=importlib (no package imports between test folders)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.helpers import load_by_path
+
 HERE = Path(__file__).resolve().parent
 
 
-def _register(name: str, path: Path):
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-harness_module = _register("trainvm_stubharness", HERE.parent / "stubharness" / "harness.py")
-support = _register("trainvm_render_support", HERE / "support.py")
+harness_module = load_by_path("trainvm_stubharness", HERE.parent / "stubharness" / "harness.py")
+support = load_by_path("trainvm_render_support", HERE / "support.py")
 
 
 @pytest.fixture
