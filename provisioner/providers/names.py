@@ -1,5 +1,5 @@
 """The clouds' names, for what must not pay for importing the registry: ``trainvm --help`` lists them in its
-options' help (provisioner/cli.py). The registry (registry.py, ``CLOUDS``) is the source; tests/unit/test_registry.py
+options' help (provisioner/cli/). The registry (registry.py, ``CLOUDS``) is the source; tests/unit/test_registry.py
 keeps these in step with it. Adding a cloud: its name here too."""
 
 from __future__ import annotations

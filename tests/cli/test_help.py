@@ -43,3 +43,43 @@ def test_usage_names_the_arguments_in_capitals(cli) -> None:
 def test_list_help_speaks_of_no_name(cli) -> None:
     out = cli("list", "--help").out.lower()
     assert "name" not in out.replace("trainvm list", "")
+
+
+def test_top_level_help_lists_the_commands_in_workflow_order(cli) -> None:
+    """The commands live in several modules of the cli/ package (issue 37); `trainvm --help` still lists them in
+    the workflow's order, the groups last, as before the split."""
+    out = cli("--help").out
+    listed = re.findall(r"^  ([a-z]+)  ", out.split("\nCommands:\n", 1)[1], re.M)
+    assert listed == ["validate", "schema", "plan", "lock", "render", "up", "bake", "status", "list", "down", "stop",
+                      "start", "verify", "logs", "ssh", "capture", "probe", "parity", "diff", "catalog", "images"]
+
+
+def test_the_command_line_is_a_package_of_short_modules() -> None:
+    """Issue 37: cli/ is a package (base, profile, vm, images, verify, errors; main and entry in __init__), each
+    module under ~300 lines, and a module per subject registers its commands on the one app."""
+    import provisioner.cli
+    from tests.helpers import REPO
+
+    modules = sorted((REPO / "provisioner" / "cli").glob("*.py"))
+    assert {p.stem for p in modules} >= {"__init__", "base", "profile", "vm", "images", "verify", "errors"}
+    long = {p.name: n for p in modules if (n := len(p.read_text(encoding="utf-8").splitlines())) > 300}
+    assert not long, long
+    where = {c.callback.__module__ for c in provisioner.cli.app.registered_commands if c.callback}
+    assert where == {f"provisioner.cli.{m}" for m in ("profile", "vm", "images", "verify")}
+
+
+def test_help_loads_only_the_cli_package_of_trainvm() -> None:
+    """`trainvm --help` (the console script's path) loads of trainvm only the cli package, the error tree and the
+    clouds' names for the options' help (providers/names.py, wording.py): never a command's stage."""
+    import subprocess
+    import sys
+
+    from tests.helpers import REPO
+
+    code = ("import sys\nsys.argv=['trainvm', '--help']\nfrom provisioner.cli import main\ntry:\n    main()\n"
+            "except SystemExit:\n    pass\nsys.stderr.write(' '.join(sorted(m for m in sys.modules if m.startswith('provisioner'))))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
+    loaded = set(out.stderr.split())
+    assert loaded - {m for m in loaded if m == "provisioner.cli" or m.startswith("provisioner.cli.")} == {
+        "provisioner", "provisioner.errors", "provisioner.providers", "provisioner.providers.names",
+        "provisioner.wording"}, out.stderr
