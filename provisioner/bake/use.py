@@ -16,9 +16,9 @@ from provisioner.providers.image_identity import (
     LABEL_PROFILE,
     SCRIPT_VERSION,
     ImageIdentity,
+    doc_hash,
     label_value,
     mismatch,
-    stack_hash,
 )
 from provisioner.providers.registry import bakers
 from provisioner.provision.launch import locked_images
@@ -55,12 +55,12 @@ class BakedChoice:
 
 
 def offer_stack(loaded: LoadedProfile, offer: Offer) -> tuple[str, str]:
-    """(stack hash, lock sha256) the profile's install phases have on ``offer``: pure and offline."""
-    from provisioner.render import build_context  # lazy: startup
-    from provisioner.render.context import target_from_offer  # lazy: startup
+    """(stack hash, lock sha256) the profile's install phases have on ``offer``: pure and offline, from the record's
+    install phases alone (render/context.py ``stack_fields``): nothing is rendered."""
+    from provisioner.render.context import stack_fields, target_from_offer  # lazy: startup
 
-    ctx = build_context(loaded, target_from_offer(offer), None, "")
-    return stack_hash(ctx), ctx.lock_sha256
+    doc = stack_fields(loaded, target_from_offer(offer))
+    return doc_hash(doc), str(doc["lock_sha256"])
 
 
 def in_region(choice: BakedChoice, region: str) -> BakedChoice:

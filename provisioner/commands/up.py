@@ -3,20 +3,18 @@
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
 
 from provisioner.bake.use import BakedImages
-from provisioner.commands import status, vm_record
+from provisioner.commands import status, up_wait, vm_record
 from provisioner.commands.clouds import NAME_RE, _cred_hint, _providers
 from provisioner.commands.up_abort import STOPPED, Leaves
 from provisioner.commands.up_summary import same_profile_elsewhere, summary_lines, up_summary
-from provisioner.commands.verify import exit_code, print_verify
 from provisioner.container.store import require_pinned_image
-from provisioner.errors import CloudError, InputError, NoFeasibleOfferError, NotReadyError, TrainvmError
+from provisioner.errors import CloudError, InputError, NoFeasibleOfferError, TrainvmError
 from provisioner.lock.gate import lock_gate
 from provisioner.output import emit_json, notice, stderr_console, stdout_console, styled
 from provisioner.planner.explain import no_offer_message
@@ -27,16 +25,11 @@ from provisioner.providers import PROVIDERS
 from provisioner.providers.access import plan_secret_warnings
 from provisioner.providers.base import InstanceRecord, Provider, vm_name
 from provisioner.providers.capabilities import Preflighter
-from provisioner.providers.poll import poll as poll_until  # `poll` is run_up's interval (seconds)
-from provisioner.providers.registry import cloud as cloud_spec  # `cloud` is a parameter name here
 from provisioner.provision.failover import IN_PROGRESS, find_existing, finish_existing, provision
 from provisioner.provision.launch import launch_spec, stage_for_offer
 from provisioner.provision.progress import Progress
 from provisioner.provision.quota import Preflight
 from provisioner.settings import env_seconds
-from provisioner.verify.cluster import compare_cluster
-from provisioner.verify.compare import compare
-from provisioner.verify.console import ConsoleFollower
 
 if TYPE_CHECKING:
     from provisioner.bake.use import BakedChoice
@@ -44,7 +37,6 @@ if TYPE_CHECKING:
     from provisioner.providers.base import LaunchSpec
     from provisioner.providers.store import PayloadRef
     from provisioner.provision.failover import Attempt
-    from provisioner.verify.report import StackReport
 
 
 def run_up(path: Path, **kw: Any) -> int:
@@ -124,7 +116,7 @@ def _run_up(path: Path, leaves: Leaves, *, name: str | None, yes: bool, wait_rea
             up_doc = _up_doc(existing, [], exists=True, warnings=warnings, members=members)
             if not json_out:
                 _report_up(existing, [], False, exists=True, members=members)
-            return _wait_ready(providers[existing.cloud], existing, ready_timeout, json_out, up_doc, poll)
+            return up_wait.wait_ready(providers[existing.cloud], existing, ready_timeout, json_out, up_doc, poll)
         return _report_up(existing, [], json_out, exists=True, warnings=warnings, members=members)
     second = same_profile_elsewhere(providers, vm, loaded.hash, vm_name(loaded.profile.name, loaded.hash)) if name is not None else None
     if second is not None:  # --name: never a silent duplicate (issue 36 item 25)
@@ -214,7 +206,7 @@ def _run_up(path: Path, leaves: Leaves, *, name: str | None, yes: bool, wait_rea
         up_doc = _up_doc(record, attempts, exists=False, warnings=warnings, summary=summary, members=members)
         if not json_out:
             _report_up(record, attempts, False, members=members)
-        return _wait_ready(providers[record.cloud], record, ready_timeout, json_out, up_doc, poll)
+        return up_wait.wait_ready(providers[record.cloud], record, ready_timeout, json_out, up_doc, poll)
     return _report_up(record, attempts, json_out, warnings=warnings, summary=summary, members=members)
 
 
@@ -323,84 +315,3 @@ def _report_up(record: InstanceRecord, attempts: list[Any], json_out: bool, exis
     for note in record.notes:
         out.print(f"note: {note}")
     return 0
-
-
-class _GaveUp(Exception):
-    """``_wait_ready``'s deadline passed: carries the last look (a report still running, or none)."""
-
-    def __init__(self, last: Any) -> None:
-        super().__init__("gave up waiting")
-        self.last = last
-
-    @classmethod
-    def after(cls, last: Any) -> BaseException:
-        return last if isinstance(last, BaseException) else cls(last)  # an error from the last look propagates
-
-
-def _wait_ready(provider: Provider, record: InstanceRecord, timeout: float, json_out: bool, up_doc: dict[str, Any], interval: float) -> int:
-    """Follow the startup script until it reports ready or failed: each phase as it starts and ends
-    (from the console's TRAINVM_STATUS and log lines, and the live status where the registry has one: GCE guest
-    attributes), then verify. A timeout says which phase it was in."""
-    follower = ConsoleFollower()
-    live_status = cloud_spec(record.cloud).live_status is not None
-    seen: set[str] = set()  # phases shown, from either source
-    live_phase = None
-    t0 = time.monotonic()
-    with Progress(enabled=not json_out) as progress:
-        progress.start("waiting for the startup script")
-
-        def step() -> tuple[StackReport | None, dict[str, Any] | None, bool]:
-            """One look: the console's new lines and the live status shown as phases, then the report (and
-            whether the script has finished: every node's, for a cluster)."""
-            nonlocal live_phase
-            chunk = provider.console(record.name, follower.offset)
-            for ev in follower.feed(*chunk) if chunk else []:
-                if (ev.kind == "start" or (ev.kind == "status" and ev.value and ev.value.startswith("running:"))) \
-                        and progress.current != f"phase {ev.phase}":  # not twice when the guest attribute showed it
-                    seen.add(ev.phase or "")
-                    progress.start(f"phase {ev.phase}")
-                elif ev.kind == "end" and progress.current == f"phase {ev.phase}":
-                    progress.end(ev.value or "", "red" if ev.value == "failed" else "green")
-                elif ev.kind == "status" and ev.value and not ev.value.startswith("running:"):
-                    style = "green" if ev.value == "ready" else "red"
-                    if progress.current:
-                        progress.end(ev.value, style)
-                    progress.line(styled("startup script: ", (ev.value, style)))
-            status = provider.live_status(record) if live_status else None
-            if status and status.startswith("running:") and status.split(":")[1] not in seen:
-                live_phase = status.split(":")[1]  # the console has not shown this phase (yet)
-                seen.add(live_phase)
-                progress.start(f"phase {live_phase}")
-            report, profile = provider.read_report(record.name)
-            if record.cluster:  # every node's report (rank 0's console is the one followed)
-                reports = provider.read_cluster_reports(record.cluster)
-                return report, profile, len(reports) >= record.nodes and all(
-                    r is not None and r.state != "running" for r in reports.values())
-            return report, profile, report is not None and report.state != "running"
-
-        try:  # until the script has finished; past the deadline, the last look is judged (as "provisioning")
-            report, profile, _ = poll_until(step, ready=lambda look: look[2], deadline=t0 + timeout, interval=interval,
-                                      timed_out=_GaveUp.after)
-        except _GaveUp as gave_up:
-            report, profile, _ = gave_up.last
-        if profile is None:
-            raise CloudError(f"the profile stored on {record.name} could not be read, so there is nothing to verify against",
-                             hint=f"trainvm verify {record.name} --profile PROFILE.yaml")
-        if record.cluster:
-            result = compare_cluster(profile, provider.read_cluster_reports(record.cluster), record.nodes)
-        else:
-            result = compare(profile, report)
-        timed_out = result.status == "provisioning"
-        phase = result.phase or follower.phase or live_phase
-        if timed_out:
-            progress.end("timed out", "red")
-    if json_out:
-        emit_json({**up_doc, "verify": result.as_dict(record.cluster or record.name), "status": result.status,
-                   "timed_out": timed_out, "waited_seconds": round(time.monotonic() - t0, 1)})
-        return exit_code(result)
-    rc = print_verify(record.cluster or record.name, result, json_out)
-    if timed_out:
-        where = f"in phase {phase}" if phase else "before the startup script reported anything"
-        raise NotReadyError(f"{record.name}: gave up waiting after {timeout:g} s, {where}; the VM is still running (and billing)",
-                            hint=f"`trainvm logs {record.name} --follow` shows the provisioning log; `trainvm verify {record.name}` checks again")
-    return rc

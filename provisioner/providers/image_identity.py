@@ -5,7 +5,7 @@ DKMS for the image's kernel), the CUDA toolkit/cuDNN, the uv-managed Python, the
 package and the data tools' SDK venvs. It is reusable exactly when all of these are what the profile would
 install, so its identity is:
 
-* ``stack``: sha256 of every rendered value the install phases read (``stack_fields``), 32 hex;
+* ``stack``: sha256 of every rendered value the install phases read (``stack_doc``), 32 hex;
 * ``lock``: the sha256 of the lock the packages came from (64 hex, split over two labels: GCE label values
   hold at most 63 characters);
 * ``script``: ``SCRIPT_VERSION``, bumped whenever the install phases or the bake cleanup change what they
@@ -57,21 +57,33 @@ def label_value(text: str) -> str:
     return value
 
 
-def stack_fields(ctx: Any) -> dict[str, Any]:
-    """The install-relevant values of a ScriptContext (provisioner.render.context), JSON-ready."""
+def stack_doc(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The install-relevant values, JSON-ready, from ScriptContext field names to values (``STACK_FIELDS``,
+    ``datatools`` and ``nvme``): a rendered context's (``stack_fields``) or the record's phases' alone
+    (provisioner.render.context ``stack_fields``)."""
     doc: dict[str, Any] = {}
     for name in STACK_FIELDS:
-        value = getattr(ctx, name)
+        value = values[name]
         doc[name] = list(value) if isinstance(value, tuple) else value
-    doc["datatools"] = sorted([t.scheme, t.lock] for t in ctx.datatools)
-    doc["raid_tools"] = ctx.nvme != "none"  # the bake installs mdadm for the data phase's RAID0 (_bake_clean)
+    doc["datatools"] = sorted([t.scheme, t.lock] for t in values["datatools"])
+    doc["raid_tools"] = values["nvme"] != "none"  # the bake installs mdadm for the data phase's RAID0 (_bake_clean)
     return doc
+
+
+def stack_fields(ctx: Any) -> dict[str, Any]:
+    """The install-relevant values of a ScriptContext (provisioner.render.context), JSON-ready."""
+    return stack_doc({name: getattr(ctx, name) for name in (*STACK_FIELDS, "datatools", "nvme")})
+
+
+def doc_hash(doc: Mapping[str, Any]) -> str:
+    """32 hex of the sha256 of a ``stack_doc`` (canonical JSON): the ``stack`` of an ImageIdentity."""
+    text = json.dumps(doc, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
 def stack_hash(ctx: Any) -> str:
     """32 hex of the sha256 of ``stack_fields(ctx)`` (canonical JSON)."""
-    text = json.dumps(stack_fields(ctx), sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
+    return doc_hash(stack_fields(ctx))
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,9 @@ contract"; the payload and the bootstrap: docs/vm.md "The payload").
     rendered.startup_sh, rendered.user_data, rendered.sizes
 """
 
-from provisioner.render.context import RenderTarget, ScriptContext, build_context, is_nvswitch_shape, target_from_offer
+from provisioner.render.context import build_context, stack_fields
 from provisioner.render.script import RenderedScript, render_script
+from provisioner.render.script_context import RenderTarget, ScriptContext, is_nvswitch_shape, target_from_offer
 from provisioner.render.shell import shq, template_env
 
 __all__ = [
@@ -19,6 +20,7 @@ __all__ = [
     "is_nvswitch_shape",
     "render_script",
     "shq",
+    "stack_fields",
     "target_from_offer",
     "template_env",
 ]

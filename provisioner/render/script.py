@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, TypedDict
 from provisioner.errors import RenderError
 from provisioner.providers.store import PayloadRef
 from provisioner.render.bootstrap import UserData, preview_ref, render_bootstrap
-from provisioner.render.context import RenderTarget, ScriptContext, build_context
+from provisioner.render.context import build_context
 from provisioner.render.payload import Payload, build_payload
+from provisioner.render.script_context import RenderTarget, ScriptContext
 
 if TYPE_CHECKING:
     from provisioner.compat.facts import Facts

@@ -10,7 +10,7 @@ import trainvm_render_support as S
 
 from provisioner.errors import RenderError
 from provisioner.render import RenderTarget, build_context, is_nvswitch_shape
-from provisioner.render.context import KEYRING_SHA256
+from provisioner.render.install import KEYRING_SHA256
 
 
 @pytest.mark.parametrize(("cloud", "itype", "gpu", "count", "expected"), [
