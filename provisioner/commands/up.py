@@ -42,9 +42,9 @@ if TYPE_CHECKING:
     from provisioner.bake.use import BakedChoice
     from provisioner.catalog.models import Offer
     from provisioner.providers.base import LaunchSpec
+    from provisioner.providers.stack_report import StackReport
     from provisioner.providers.store import PayloadRef
     from provisioner.provision.failover import Attempt
-    from provisioner.verify.report import StackReport
 
 
 def run_up(path: Path, **kw: Any) -> int:
