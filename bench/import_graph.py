@@ -40,6 +40,8 @@ HEAVY = {
     "torch": "the profile's framework: only in the profile's interpreter on the VM (perfprobe), never on the workstation",
 }
 LAZY_COMMENT = re.compile(r"#\s*lazy:\s*(\S.*)$")
+#: A string literal that names a module of provisioner/ (optionally ":attribute"): what a registry loads by name.
+MODULE_STRING = re.compile(r"^(provisioner(?:\.[A-Za-z_][A-Za-z0-9_]*)+)(?::[A-Za-z_][A-Za-z0-9_.]*)?$")
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,9 @@ class Import:
     target: str  # the dotted module imported (for `from X import Y`: X.Y where that is a module, else X)
     local: bool  # inside a function
     reason: str  # for a local import: "cloud SDK", "heavy: ...", "marked: ...", or "unjustified"; "" when not local
+    #: "import" (a statement that runs), "type" (under ``if TYPE_CHECKING:``: never runs) or "string" (a
+    #: ``"provisioner.x.y"`` / ``"provisioner.x.y:name"`` literal: a module loaded by name through importlib)
+    kind: str = "import"
 
 
 def module_name(path: Path, base: Path = REPO) -> str:
@@ -93,8 +98,12 @@ def _reason(target: str, lines: list[str], node: ast.stmt) -> str:
     return "unjustified"
 
 
-def scan(root: Path = ROOT, base: Path = REPO) -> list[Import]:
-    """Every import under ``root`` (a package directory inside ``base``, the directory on ``sys.path``)."""
+def scan(root: Path = ROOT, base: Path = REPO, *, strings: bool = False, type_checking: bool = False) -> list[Import]:
+    """Every import under ``root`` (a package directory inside ``base``, the directory on ``sys.path``).
+
+    ``strings``: also every string literal that names a module of ``base`` (``"provisioner.providers.gcp.quota:reader"``),
+    as an import of that module (``kind="string"``) by the module that holds the literal. ``type_checking``: also the
+    imports under ``if TYPE_CHECKING:`` (``kind="type"``)."""
     found: list[Import] = []
     for path in sorted(root.rglob("*.py")):
         text = path.read_text(encoding="utf-8")
@@ -104,19 +113,27 @@ def scan(root: Path = ROOT, base: Path = REPO) -> list[Import]:
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
         rel = str(path.relative_to(base))
 
-        def visit(node: ast.AST, local: bool, rel: str = rel, lines: list[str] = lines, package: str = package) -> None:
+        def visit(node: ast.AST, local: bool, kind: str = "import", rel: str = rel, lines: list[str] = lines,
+                  package: str = package) -> None:
             if isinstance(node, ast.If) and _type_checking(node.test):
+                if type_checking:
+                    for child in node.body:
+                        visit(child, local, "type")
                 for child in node.orelse:
-                    visit(child, local)
+                    visit(child, local, kind)
                 return
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 for target in _targets(node, package, base):
-                    reason = _reason(target, lines, node) if local else ""
-                    found.append(Import(rel, node.lineno, target, local, reason))
+                    reason = _reason(target, lines, node) if local and kind == "import" else ""
+                    found.append(Import(rel, node.lineno, target, local, reason, kind))
                 return
+            if strings and isinstance(node, ast.Constant) and isinstance(node.value, str):
+                m = MODULE_STRING.match(node.value)
+                if m and _is_module(m.group(1), base):
+                    found.append(Import(rel, node.lineno, m.group(1), local, "", "string"))
             inner = local or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
             for child in ast.iter_child_nodes(node):
-                visit(child, inner)
+                visit(child, inner, kind)
 
         visit(tree, False)
     return found
@@ -198,7 +215,7 @@ def local_statements(imports: list[Import]) -> list[Import]:
     """One entry per function-local import statement (``from a import b, c`` of two modules is one)."""
     seen: dict[tuple[str, int], Import] = {}
     for imp in imports:
-        if imp.local:
+        if imp.local and imp.kind == "import":
             seen.setdefault((imp.path, imp.line), imp)
     return list(seen.values())
 

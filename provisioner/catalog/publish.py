@@ -22,7 +22,6 @@ import csv
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
@@ -37,38 +36,10 @@ from provisioner.catalog.storage import (
     refreshed_root,
     write_catalog,
 )
+from provisioner.providers.price_rows import DiskPrice
 
 DISK_COLUMNS = ("cloud", "region", "disk_type", "size_max_gib", "unit", "price_month", "source", "fetched_at")
-DISK_TYPES = ("standard", "balanced", "ssd", "local_ssd")  # what a price source writes (image rows are carried)
-DISK_UNITS = ("gib", "disk")
 DISKS_FILE = "disks.csv"
-
-
-@dataclass(frozen=True, slots=True)
-class DiskPrice:
-    cloud: str
-    region: str  # a region, or "*" when one price applies everywhere
-    disk_type: str  # DISK_TYPES
-    size_max_gib: int | None  # unit "disk": the tier's largest size; unit "gib": None
-    unit: str  # DISK_UNITS
-    price_month: float  # USD per GiB-month (gib) or per disk-month (disk)
-    source: str  # API + SKU / meter
-    fetched_at: str  # ISO date
-
-    def problems(self) -> list[str]:
-        where = f"{self.cloud} {self.region} {self.disk_type}"
-        out = []
-        if self.disk_type not in DISK_TYPES:
-            out.append(f"{where}: disk_type must be one of {'|'.join(DISK_TYPES)}")
-        if self.unit not in DISK_UNITS:
-            out.append(f"{where}: unit must be gib or disk")
-        if (self.unit == "disk") != (self.size_max_gib is not None and self.size_max_gib > 0):
-            out.append(f"{where}: size_max_gib is set exactly for unit disk")
-        if not self.price_month > 0:
-            out.append(f"{where}: price_month {self.price_month!r} is not > 0")
-        if not (self.cloud and self.region and self.source and self.fetched_at):
-            out.append(f"{where}: cloud, region, source and fetched_at must not be empty")
-        return out
 
 
 def disk_sort_key(d: DiskPrice) -> tuple[Any, ...]:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import importlib
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from fnmatch import fnmatchcase
 from typing import Any, Callable
@@ -35,32 +35,16 @@ from typing import Any, Callable
 from provisioner.catalog.discover import place, restorable
 from provisioner.catalog.integrity import check_refreshed, reflag
 from provisioner.catalog.models import Catalog, Offer
-from provisioner.catalog.publish import DiskPrice, publish
+from provisioner.catalog.publish import publish
 from provisioner.catalog.storage import EMBEDDED_DIR, load_catalog, row_provenance
 from provisioner.errors import TrainvmError
+from provisioner.providers.price_rows import SourceResult
 from provisioner.providers.registry import cloud as spec
 
 SOURCE = "trainvm catalog refresh (official price APIs)"
 #: A refreshed region must keep at least this share of the rows it had (else the refresh is refused unless
 #: ``--accept-shrink``). Sizes do retire, a few at a time; a truncated page sequence loses most of them.
 SHRINK_KEEP = 0.5
-
-
-@dataclass
-class SourceResult:
-    """What one cloud's price source gives back."""
-
-    offers: list[Offer]  # known shapes with the new prices (spot None where the source has none)
-    row_source: dict[tuple[Any, ...], str]  # Offer.key() -> "API SKU/meter" the price came from
-    disks: list[DiskPrice] = field(default_factory=list)
-    dropped: Counter[str] = field(default_factory=Counter)  # reason -> rows dropped
-    ambiguous: list[str] = field(default_factory=list)  # SKU conflicts, each resolved deterministically
-    notes: list[str] = field(default_factory=list)  # what was not asked or modelled (credentials, ...)
-    source: str = ""  # the API, for the manifest
-    #: known rows the source knowingly cannot price (a series it does not model): dropped, but not a "shrink"
-    unmodelled: set[tuple[Any, ...]] = field(default_factory=set)
-    #: sizes the source prices in a region where ``known`` has none: (region, size) -> (price, spot, source)
-    extra: dict[tuple[str, str], tuple[float, float | None, str]] = field(default_factory=dict)
 
 
 class RefreshFailed(TrainvmError):

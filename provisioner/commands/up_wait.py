@@ -18,7 +18,7 @@ from provisioner.verify.console import ConsoleFollower
 
 if TYPE_CHECKING:
     from provisioner.providers.base import InstanceRecord, Provider
-    from provisioner.verify.report import StackReport
+    from provisioner.providers.stack_report import StackReport
 
 
 class _GaveUp(Exception):

@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from provisioner.catalog.models import Offer
     from provisioner.providers.base import InstanceRecord, Provider
     from provisioner.providers.image_identity import ImageIdentity
+    from provisioner.providers.offer import Offer
 
 
 @dataclass(frozen=True)

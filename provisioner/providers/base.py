@@ -34,10 +34,10 @@ from provisioner.errors import (  # noqa: F401
 from provisioner.providers.store import PAYLOAD_LABEL
 
 if TYPE_CHECKING:
-    from provisioner.catalog.models import Offer
     from provisioner.container.reference import ImageRef
+    from provisioner.providers.offer import Offer
+    from provisioner.providers.stack_report import StackReport
     from provisioner.providers.store import PayloadRef, PayloadStore
-    from provisioner.verify.report import StackReport
 
 
 __all__ = [

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from provisioner.providers.base import InstanceRecord
-    from provisioner.verify.report import StackReport
+    from provisioner.providers.stack_report import StackReport
 
 
 @runtime_checkable

@@ -15,7 +15,9 @@ and which metrics an offer needs (``QuotaNeed``). Here the needs meet the readin
 
 Readings are cached for ``CACHE_SECONDS`` (quotas change when someone else creates a VM) in
 ``~/.cache/trainvm/quota`` with the time they were read; their age is shown. ``TRAINVM_NO_CACHE`` skips the
-cache. Nothing here imports a cloud SDK.
+cache. Nothing here imports a cloud SDK. The records a reader fills (``QuotaNeed``, ``QuotaReading``, ``QuotaSource``,
+``Usage``, ``GLOBAL``) live in providers/quota_records.py, beside the provider contract, so that a cloud's reader
+imports nothing from provision/ (issue 37); they are re-exported here.
 """
 
 from __future__ import annotations
@@ -29,11 +31,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from importlib import import_module
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Literal
 
 from provisioner import settings
 from provisioner.cache import cache_dir
 from provisioner.catalog.models import Offer
+from provisioner.providers.quota_records import GLOBAL, QuotaNeed, QuotaReading, QuotaSource, Usage
 from provisioner.providers.registry import cloud as cloud_spec
 from provisioner.wording import failure_words
 
@@ -41,54 +44,7 @@ if TYPE_CHECKING:
     from provisioner.providers.base import Provider
 
 CACHE_SECONDS = 300.0
-GLOBAL = "global"  # the scope of account-wide metrics (GCE GPUS_ALL_REGIONS)
-Usage = Mapping[str, tuple[float, float]]  # metric -> (limit, usage)
-
-
-@dataclass(frozen=True)
-class QuotaNeed:
-    """What one offer asks of one quota metric: ``amount`` (vCPUs or GPUs per node x nodes) in ``scope``."""
-
-    metric: str
-    scope: str  # a region, or GLOBAL
-    amount: float
-    label: str  # "T4 GPUs", "NCASv3_T4 family vCPUs"
-    unread: str | None = None  # why this quota cannot be read (the cloud lists no metric trainvm can name): not checked
-
-
-@dataclass(frozen=True)
-class QuotaReading:
-    need: QuotaNeed
-    limit: float | None
-    usage: float | None
-    source: str  # the API read ("GCE regions.get")
-    read_at: float  # epoch seconds
-    error: str | None = None  # why it could not be read (then limit/usage are None)
-
-    @property
-    def headroom(self) -> float | None:
-        return None if self.limit is None or self.usage is None else max(0.0, self.limit - self.usage)
-
-    @property
-    def short(self) -> bool:
-        return self.headroom is not None and self.headroom < self.need.amount
-
-    def text(self, region: str) -> str:
-        n = self.need
-        where = "in all regions" if n.scope == GLOBAL else f"in {region}"
-        if self.headroom is None:
-            return f"{n.metric} {where}: not checked ({self.error or 'not reported'})"
-        return (f"{_num(self.headroom)} of {_num(n.amount)} {n.label} free {where} "
-                f"({n.metric}: limit {_num(self.limit)}, {_num(self.usage)} in use)")
-
-    def to_json(self) -> dict[str, object]:
-        return {"metric": self.need.metric, "scope": self.need.scope, "need": self.need.amount, "label": self.need.label,
-                "limit": self.limit, "usage": self.usage, "headroom": self.headroom, "short": self.short,
-                "source": self.source, "read_at": self.read_at, "error": self.error}
-
-
-def _num(x: float | None) -> str:
-    return "-" if x is None else f"{x:g}"
+__all__ = ["GLOBAL", "QuotaCheck", "QuotaNeed", "QuotaReading", "QuotaSource", "Usage", "Preflight", "quota_source"]
 
 
 @dataclass(frozen=True)
@@ -118,22 +74,6 @@ class QuotaCheck:
                 "message": self.message(), "age_seconds": round(self.age_s, 1), "note": self.note,
                 "increase_hint": self.increase_hint if self.status == "short" else None,
                 "readings": [r.to_json() for r in self.readings]}
-
-
-class QuotaSource(Protocol):
-    """What a cloud's quota reader returns for one provider (providers/*_quota.py)."""
-
-    cloud: str
-    account: str  # the project / subscription / account the quotas belong to (the cache key)
-    source: str  # the API, in words
-    increase_hint: str
-
-    def read(self, scope: str) -> Usage: ...
-
-    def needs(self, offer: Offer, spot: bool, nodes: int, usage_of: Callable[[str], Usage]) -> list[QuotaNeed]: ...
-
-    # optional: ``hint_for(short_readings, region) -> str``, the increase hint naming the quotas and the values that
-    # would fit (AWS: the `aws service-quotas request-service-quota-increase` call); else ``increase_hint``
 
 
 def quota_source(cloud: str, provider: Provider) -> QuotaSource | None:

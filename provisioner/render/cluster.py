@@ -7,24 +7,26 @@ MASTER_ADDR), comma-separated, in the instance metadata item / tag ``trainvm-clu
 writes on every node after the group is created. Where one value is too short for the list (Azure and
 AWS tags hold 256 characters), it continues in ``trainvm-cluster-1``, ``trainvm-cluster-2``, ...; each
 item holds whole addresses. A node finds its own rank as the index of the listed address that one of its
-interfaces has (``ip -4 -o addr``), and that interface is NCCL_SOCKET_IFNAME.
+interfaces has (``ip -4 -o addr``), and that interface is NCCL_SOCKET_IFNAME. The writer's side (``META_KEY``,
+``node_list_metadata``, ``parse_node_list``) lives in providers/cluster_env.py, which the group engines import; it is
+re-exported here.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING
 
 from provisioner.catalog.families import family_of
 from provisioner.errors import RenderError
+from provisioner.providers.cluster_env import META_KEY, node_list_metadata, parse_node_list
 from provisioner.providers.registry import placement
 
 if TYPE_CHECKING:
     from provisioner.profile.model import Profile
 
-META_KEY = "trainvm-cluster"
+__all__ = ["META_KEY", "ClusterContext", "cluster_context", "node_list_metadata", "parse_node_list"]
 #: torchrun's default --master-port (static rendezvous).
 MASTER_PORT = 29500
 #: How many times the script looks for the node list (TV_RETRY_SLEEP, 10 s, apart): 15 minutes.
@@ -68,32 +70,3 @@ def cluster_context(profile: Profile, cloud: str, instance_type: str, gpu_count:
             raise RenderError(f"placement facts: NCCL variable {key}={value!r} is not a plain KEY=VALUE")
         env.append(f"{key}={value}")
     return ClusterContext(nodes, gpu_count, MASTER_PORT, META_KEY, WAIT_ATTEMPTS, fabric.name, tuple(env))
-
-
-def node_list_metadata(ips: list[str], value_limit: int) -> dict[str, str]:
-    """The metadata items/tags that carry ``ips`` (rank order) in values of at most ``value_limit``."""
-    if not ips:
-        raise ValueError("a cluster has at least one node")
-    for ip in ips:
-        if not isinstance(ipaddress.ip_address(ip), ipaddress.IPv4Address):
-            raise ValueError(f"{ip}: node addresses are private IPv4 addresses")
-    if len(set(ips)) != len(ips):
-        raise ValueError("a node address appears twice in the node list")
-    chunks: list[list[str]] = [[]]
-    for ip in ips:
-        if chunks[-1] and len(",".join([*chunks[-1], ip])) > value_limit:
-            chunks.append([])
-        chunks[-1].append(ip)
-    return {META_KEY if i == 0 else f"{META_KEY}-{i}": ",".join(c) for i, c in enumerate(chunks)}
-
-
-def parse_node_list(items: Mapping[str, str]) -> list[str]:
-    """The inverse of ``node_list_metadata`` (what the script does in bash), for tests and ``status``."""
-    out: list[str] = []
-    i = 0
-    key = META_KEY
-    while items.get(key):
-        out.extend(items[key].split(","))
-        i += 1
-        key = f"{META_KEY}-{i}"
-    return out

@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, TypedDict
 from provisioner.compat.facts import Facts, load_facts
 from provisioner.errors import RenderError
 from provisioner.profile.fields import BUCKET_RES, DANGEROUS_ENV_KEYS, RESERVED_DIRS
-from provisioner.providers.image_identity import stack_doc
 from provisioner.providers.lifecycle import api_actions, guest_shutdown_does, on_vm_max_run_seconds
 from provisioner.render.cluster import cluster_context
 from provisioner.render.data import DataPlan, DataTool, data_plans, data_tools, unreadable, vm_api_sdk
@@ -216,6 +215,8 @@ def stack_fields(loaded: LoadedProfile, target: RenderTarget, facts: Facts | Non
     """The install phases' values a bake's identity hashes (providers/image_identity.py ``stack_doc``), from the
     record alone: what ``stack_fields(build_context(...))`` gives, without the expectation, the container, the perf
     probe, the cluster or any template (``bake/use.py offer_stack``, once per offer ``up`` tries)."""
+    from provisioner.providers.image_identity import stack_doc  # lazy: startup (`plan --json` renders, never bakes)
+
     check_renderable(loaded.profile)
     facts = facts or load_facts()
     return stack_doc({**driver_fields(loaded, target, facts), **cuda_fields(loaded), **python_fields(loaded),

@@ -17,10 +17,10 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
+from provisioner.providers.stack_report import StackReport
 from provisioner.verify.compare import FieldResult, VerifyResult, compare_records, framework_cuda, report_cudnn
 from provisioner.verify.expect import expected_record
 from provisioner.verify.records import Expectation
-from provisioner.verify.report import StackReport
 
 _SEVERITY = {"failed": 3, "drift": 2, "provisioning": 1, "match": 0}
 

@@ -16,9 +16,9 @@ from typing import Any, Literal
 from provisioner.agent.compare import GPULESS, FieldResult, VerifyResult, framework_cuda, report_cudnn
 from provisioner.agent.compare import compare as judge
 from provisioner.compat.facts import NOMINAL_TOLERANCE
+from provisioner.providers.stack_report import StackReport
 from provisioner.verify.expect import allowed_gpus, expected_record, parse_pin
 from provisioner.verify.records import Expectation
-from provisioner.verify.report import StackReport
 
 Status = Literal["match", "drift", "provisioning", "failed"]
 

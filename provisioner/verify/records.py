@@ -2,7 +2,7 @@
 
 ``verify.expect.expected_record(profile)`` builds it; ``Expectation.as_dict()`` is the document the one judge
 (``provisioner.agent.compare``, standard library only) reads, on the workstation and in the VM's expected.json.
-The observed side is ``verify.report.StackReport``. Both are frozen and forbid unknown fields: a misspelled field
+The observed side is ``providers.stack_report.StackReport`` (old name ``verify.report``). Both are frozen and forbid unknown fields: a misspelled field
 name is a validation error (and, through pydantic's mypy plugin, a type error), never a value silently missing on
 both sides. Field order is the document's key order (expected.json is byte-stable).
 """

@@ -14,7 +14,7 @@ from provisioner.catalog.publish import DiskPrice, publish, write_disks
 from provisioner.catalog.storage import EMBEDDED_DIR, load_catalog
 from tests.helpers import EXAMPLES, REPO
 
-REFRESH_MODULES = ("provisioner.catalog.refresh", "provisioner.catalog.http", "provisioner.catalog.publish",
+REFRESH_MODULES = ("provisioner.catalog.refresh", "provisioner.catalog.http", "provisioner.providers.http", "provisioner.catalog.publish",
                    "provisioner.providers.azure.prices", "provisioner.providers.aws.prices",
                    "provisioner.providers.gcp.prices", "google", "azure", "boto3", "botocore", "tenacity")
 

@@ -33,7 +33,6 @@ import time
 from typing import Any
 
 from provisioner import settings
-from provisioner.catalog.models import Offer
 from provisioner.errors import CloudError
 from provisioner.providers.bake_base import BakedImage
 from provisioner.providers.base import InstanceRecord
@@ -45,6 +44,7 @@ from provisioner.providers.image_identity import (
     label_value,
     mismatch,
 )
+from provisioner.providers.offer import Offer
 from provisioner.providers.poll import poll
 
 BUILDER_SHAPE = "m6i.large"

@@ -31,7 +31,6 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
-from provisioner.catalog.models import Offer
 from provisioner.providers.aws import group_request as G
 from provisioner.providers.aws import request as R
 from provisioner.providers.base import (
@@ -46,9 +45,10 @@ from provisioner.providers.base import (
     VanishedError,
     refuse_foreign,
 )
+from provisioner.providers.cluster_env import node_list_metadata
+from provisioner.providers.offer import Offer
 from provisioner.providers.poll import poll
 from provisioner.providers.registry import METADATA_VALUE_LIMIT
-from provisioner.render.cluster import node_list_metadata
 
 if TYPE_CHECKING:
     from provisioner.providers.aws.provider import AwsProvider

@@ -44,13 +44,12 @@ from datetime import datetime
 from typing import IO, Any
 
 from provisioner import settings
-from provisioner.catalog import http
-from provisioner.catalog.models import Offer
-from provisioner.catalog.publish import DiskPrice
-from provisioner.catalog.refresh import SourceResult
 from provisioner.errors import CloudError, CredentialsError
+from provisioner.providers import http
 from provisioner.providers.aws.calls import AwsCalls, AwsCredentialsError
 from provisioner.providers.aws.errors import classify
+from provisioner.providers.offer import Offer
+from provisioner.providers.price_rows import DiskPrice, SourceResult
 
 API = "https://pricing.us-east-1.amazonaws.com"
 INDEX = "/offers/v1.0/aws/AmazonEC2/current/region_index.json"

@@ -40,7 +40,6 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from provisioner import settings
-from provisioner.catalog.models import Offer
 from provisioner.providers.aws import errors as errs
 from provisioner.providers.aws import request as R
 from provisioner.providers.aws.calls import AwsCalls
@@ -58,9 +57,10 @@ from provisioner.providers.base import (
     price_from_labels,
 )
 from provisioner.providers.capabilities import ClusterReader, ImagePinner, PartialLister
+from provisioner.providers.offer import Offer
 from provisioner.providers.poll import poll
+from provisioner.providers.stack_report import StackReport, last_console_report
 from provisioner.providers.store import PAYLOAD_LABEL
-from provisioner.verify.report import StackReport, last_console_report
 
 if TYPE_CHECKING:
     from provisioner.providers.aws.group import AwsGroup

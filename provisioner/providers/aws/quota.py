@@ -41,10 +41,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from provisioner.catalog.models import Offer
 from provisioner.providers.aws.errors import error_code
 from provisioner.providers.aws.provider import AwsProvider
-from provisioner.provision.quota import QuotaNeed, QuotaReading, Usage
+from provisioner.providers.offer import Offer
+from provisioner.providers.quota_records import QuotaNeed, QuotaReading, Usage
 
 SERVICE_CODE = "ec2"
 USED_STATES = ["pending", "running"]

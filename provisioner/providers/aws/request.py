@@ -46,9 +46,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from provisioner.catalog.models import Offer
 from provisioner.providers.base import InvalidRequestError, LaunchSpec
 from provisioner.providers.lifecycle import api_actions, guest_shutdown_action
+from provisioner.providers.offer import Offer
 from provisioner.providers.registry import AmiParameter, cloud
 from provisioner.providers.registry_auth import ecr_statements
 

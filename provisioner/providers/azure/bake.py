@@ -31,12 +31,12 @@ import time
 from typing import Any
 
 from provisioner import settings
-from provisioner.catalog.models import Offer
 from provisioner.errors import CloudError
 from provisioner.providers.azure import request as R
 from provisioner.providers.bake_base import BakedImage
 from provisioner.providers.base import InstanceRecord
 from provisioner.providers.image_identity import KIND_BAKED, LABEL_KIND, ImageIdentity, label_value, mismatch
+from provisioner.providers.offer import Offer
 
 BUILDER_SHAPE = "Standard_D2s_v5"
 GALLERY_GROUP = "trainvm-gallery-"  # + region: the resource group of a region's gallery

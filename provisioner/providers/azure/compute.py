@@ -25,14 +25,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from provisioner.catalog.models import Offer
 from provisioner.providers.azure import errors as errs
 from provisioner.providers.azure import group_request as G
 from provisioner.providers.azure import request as R
 from provisioner.providers.azure.group import _instances, _wire, get_scale_set, node_records, write_node_list
 from provisioner.providers.azure.lease import _props
 from provisioner.providers.base import CapacityError, InstanceRecord, LaunchSpec, ProviderError
-from provisioner.render.cluster import parse_node_list
+from provisioner.providers.cluster_env import parse_node_list
+from provisioner.providers.offer import Offer
 
 IN_FLIGHT = ("Creating", "Updating")
 

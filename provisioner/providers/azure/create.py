@@ -33,7 +33,6 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from provisioner.catalog.models import Offer
 from provisioner.providers.azure import request as R
 from provisioner.providers.azure.compute import IN_FLIGHT, ScaleSet, Vm, compute_for, other_kind
 from provisioner.providers.azure.identity import user_identity
@@ -58,6 +57,7 @@ from provisioner.providers.base import (
     RetryExhaustedError,
     VanishedError,
 )
+from provisioner.providers.offer import Offer
 from provisioner.providers.poll import poll
 
 

@@ -31,10 +31,10 @@ from provisioner.providers.base import (
     costs_from_labels,
     price_from_labels,
 )
+from provisioner.providers.cluster_env import META_KEY, node_list_metadata
 from provisioner.providers.registry import METADATA_VALUE_LIMIT
+from provisioner.providers.stack_report import StackReport, decode_report
 from provisioner.providers.store import PAYLOAD_LABEL
-from provisioner.render.cluster import META_KEY, node_list_metadata
-from provisioner.verify.report import StackReport, decode_report
 
 PARALLEL = 16
 

@@ -17,7 +17,7 @@ ownership, providers/azure/lease.py), with the same VNet and NSG, plus:
   The NSG keeps Azure's default ``AllowVnetInBound`` rule (trainvm adds only the SSH rule), so all traffic
   between the nodes (NCCL, c10d on arbitrary ports) is allowed.
 - tags: the single VM's labels plus ``trainvm-nodes`` (N); after the instances exist, the node list
-  (render/cluster.py ``node_list_metadata``: private IPs in rank order, ``trainvm-cluster``,
+  (providers/cluster_env.py ``node_list_metadata``: private IPs in rank order, ``trainvm-cluster``,
   ``trainvm-cluster-1``... within Azure's 256-character tag values) is added to the scale set's tags, which
   an instance's IMDS ``compute/tags`` is believed to show (unverified against a live subscription; per-instance
   tags cannot be written on Uniform instances).
@@ -28,9 +28,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from provisioner.catalog.models import Offer
 from provisioner.providers.azure import request as R
 from provisioner.providers.base import LaunchSpec
+from provisioner.providers.offer import Offer
 
 NODES_TAG = "trainvm-nodes"
 PPG_SUFFIX = "-ppg"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from provisioner.catalog.models import Offer
+    from provisioner.providers.offer import Offer
 
 
 def check_offer(o: Offer) -> list[str]:

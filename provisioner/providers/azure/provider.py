@@ -38,7 +38,6 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from provisioner import settings
-from provisioner.catalog.models import Offer
 from provisioner.errors import InputError
 from provisioner.providers.azure import errors as errs
 from provisioner.providers.azure import group as azure_group
@@ -60,10 +59,11 @@ from provisioner.providers.base import (
     price_from_labels,
 )
 from provisioner.providers.capabilities import ClusterReader, ImagePinner, Preflighter
+from provisioner.providers.offer import Offer
 from provisioner.providers.registry import image_refs
 from provisioner.providers.ssh_key import SSH_KEY_FILES, read_public_key
+from provisioner.providers.stack_report import StackReport, decode_report, last_console_report
 from provisioner.providers.store import PAYLOAD_LABEL, PayloadRef
-from provisioner.verify.report import StackReport, decode_report, last_console_report
 
 if TYPE_CHECKING:
     from provisioner.providers.azure.store import BlobPayloadStore

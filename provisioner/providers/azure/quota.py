@@ -25,9 +25,9 @@ from collections.abc import Callable, Iterable
 from itertools import combinations
 from typing import Any
 
-from provisioner.catalog.models import Offer
 from provisioner.providers.azure.provider import AzureProvider
-from provisioner.provision.quota import QuotaNeed, Usage
+from provisioner.providers.offer import Offer
+from provisioner.providers.quota_records import QuotaNeed, Usage
 
 FAMILY_QUOTA = {
     "NC": "standardNCFamily", "NCv3": "standardNCSv3Family", "NCasT4_v3": "standardNCASv3_T4Family",

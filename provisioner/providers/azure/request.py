@@ -55,11 +55,11 @@ import uuid
 from dataclasses import dataclass, replace
 from typing import Any
 
-from provisioner.catalog.models import Offer
 from provisioner.providers.azure.families import azure_disk_types
 from provisioner.providers.azure.identity import TAG as IDENTITY_TAG
 from provisioner.providers.azure.identity import TAG_MAX, identity_body, user_identity
 from provisioner.providers.base import InvalidRequestError, LaunchSpec
+from provisioner.providers.offer import Offer
 from provisioner.providers.registry import AzureImage, cloud
 
 ADMIN_USER = "trainvm"

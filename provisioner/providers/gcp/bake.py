@@ -15,7 +15,6 @@ import secrets
 import time
 from typing import Any
 
-from provisioner.catalog.models import Offer
 from provisioner.errors import CloudError
 from provisioner.providers.bake_base import BakedImage
 from provisioner.providers.base import InstanceRecord
@@ -28,6 +27,7 @@ from provisioner.providers.image_identity import (
     label_value,
     mismatch,
 )
+from provisioner.providers.offer import Offer
 
 BUILDER_SHAPE = "n1-standard-4"
 

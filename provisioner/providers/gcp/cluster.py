@@ -29,7 +29,7 @@ from provisioner.providers.gcp.group import PARALLEL, GceGroup, GroupClients, po
 from provisioner.providers.gcp.power import power
 from provisioner.providers.gcp.report import guest_report, serial_report
 from provisioner.providers.gcp.request import ssh_rule_names, ssh_tag
-from provisioner.verify.report import StackReport
+from provisioner.providers.stack_report import StackReport
 
 
 def _zone(inst: Any) -> str:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from provisioner.catalog.models import Offer
 from provisioner.providers.base import LaunchSpec
 from provisioner.providers.gcp.group import (
     CLUSTER_LABEL,
@@ -25,6 +24,7 @@ from provisioner.providers.gcp.group import (
     policy_name,
 )
 from provisioner.providers.gcp.request import fit_name, instance_body, network_url
+from provisioner.providers.offer import Offer
 
 NODES_LABEL = "trainvm-nodes"
 

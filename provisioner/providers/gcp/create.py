@@ -36,7 +36,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from provisioner.catalog.models import Offer
 from provisioner.providers.base import (
     AttemptInProgressError,
     ConflictError,
@@ -55,6 +54,7 @@ from provisioner.providers.gcp.cluster_request import cluster_of, internal_rule_
 from provisioner.providers.gcp.firewall import FirewallTouched, SshFirewall
 from provisioner.providers.gcp.group import StaleRequest, policy_name
 from provisioner.providers.gcp.request import instance_body, request_id, ssh_notes, ssh_tag
+from provisioner.providers.offer import Offer
 from provisioner.providers.poll import poll
 
 IN_FLIGHT = ("PROVISIONING", "STAGING")

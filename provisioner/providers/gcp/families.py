@@ -22,7 +22,7 @@ from provisioner.errors import InvalidRequestError
 from provisioner.providers.registry import DISK_TYPES
 
 if TYPE_CHECKING:
-    from provisioner.catalog.models import Offer
+    from provisioner.providers.offer import Offer
 
 LOCAL_SSD_DISK_GIB = 375  # one GCE Local SSD disk
 #: Series whose machine types come with a fixed set of Local SSD disks that GCE attaches itself.

@@ -23,11 +23,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from provisioner.providers.base import CapacityError, ProviderError
+from provisioner.providers.cluster_env import node_list_metadata
 from provisioner.providers.gcp import errors as errs
 from provisioner.providers.gcp.request import fit_name
 from provisioner.providers.poll import poll as poll_until  # `poll` is the engine's interval attribute
 from provisioner.providers.registry import METADATA_VALUE_LIMIT
-from provisioner.render.cluster import node_list_metadata
 
 MIN_COUNT_CODE = "VM_MIN_COUNT_NOT_REACHED"
 #: The label every node carries (value: the cluster's name); ``delete`` touches only instances that carry it.

@@ -39,11 +39,10 @@ from datetime import datetime
 from typing import Any
 
 from provisioner import settings
-from provisioner.catalog import http
-from provisioner.catalog.models import Offer
-from provisioner.catalog.publish import DiskPrice
-from provisioner.catalog.refresh import SourceResult
 from provisioner.errors import CloudError
+from provisioner.providers import http
+from provisioner.providers.offer import Offer
+from provisioner.providers.price_rows import DiskPrice, SourceResult
 from provisioner.wording import failure_words
 
 API = "https://cloudbilling.googleapis.com"

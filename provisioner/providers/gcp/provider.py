@@ -43,7 +43,6 @@ from types import SimpleNamespace
 from typing import Any
 
 from provisioner import settings
-from provisioner.catalog.models import Offer
 from provisioner.errors import CredentialsError
 from provisioner.providers.base import (
     ConflictError,
@@ -68,9 +67,10 @@ from provisioner.providers.gcp.request import (
     ssh_argv,
 )
 from provisioner.providers.gcp.store import GcsPayloadStore
+from provisioner.providers.offer import Offer
+from provisioner.providers.stack_report import StackReport
 from provisioner.providers.store import PAYLOAD_LABEL
 from provisioner.settings import env_seconds
-from provisioner.verify.report import StackReport
 
 MANAGED_FILTER = "labels.trainvm-managed = true"
 

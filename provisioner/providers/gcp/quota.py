@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from provisioner.catalog.models import Offer
 from provisioner.providers.gcp.provider import GcpProvider
-from provisioner.provision.quota import GLOBAL, QuotaNeed, Usage
+from provisioner.providers.offer import Offer
+from provisioner.providers.quota_records import GLOBAL, QuotaNeed, Usage
 
 #: catalog GPU name -> the model part of the metric (NVIDIA_<this>_GPUS)
 GPU_METRIC = {"T4": "T4", "V100": "V100", "P100": "P100", "P4": "P4", "K80": "K80", "L4": "L4", "A100": "A100",

@@ -9,7 +9,7 @@ from functools import partial
 
 from provisioner.providers.base import ProviderError
 from provisioner.providers.gcp.api import GceApi
-from provisioner.verify.report import StackReport, decode_report, last_console_report
+from provisioner.providers.stack_report import StackReport, decode_report, last_console_report
 
 MAX_SERIAL_PAGES = 64
 

@@ -52,9 +52,9 @@ import ipaddress
 import uuid
 from typing import Any
 
-from provisioner.catalog.models import Offer
 from provisioner.providers.base import InvalidRequestError, LaunchSpec
 from provisioner.providers.gcp.families import LOCAL_SSD_DISK_GIB, gce_disk_type, gce_family, local_ssd_count
+from provisioner.providers.offer import Offer
 from provisioner.providers.registry import GceImage, cloud
 
 #: trainvm GPU name -> GCE accelerator type attachable to N1 hosts.
