@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from provisioner.bake.offline import plan_baked, plan_lines
 from provisioner.bake.ready_time import basis_lines
@@ -24,6 +24,9 @@ from provisioner.providers.lifecycle import summary_lines as lifecycle_lines
 from provisioner.providers.registry import placement
 from provisioner.providers.registry_auth import profile_pull_auth
 from provisioner.providers.store import describe, describe_line
+
+if TYPE_CHECKING:
+    from provisioner.bake.offline import BakedPlanDoc
 
 FAILOVER_SHOWN = 8
 
@@ -127,7 +130,7 @@ def run_plan(
     return 0
 
 
-def _baked(loaded: Any, offer: Any, catalog: Any) -> dict[str, Any] | None:
+def _baked(loaded: Any, offer: Any, catalog: Any) -> BakedPlanDoc | None:
     """Whether ``up`` boots a baked image on ``offer`` (offline, docs/bake.md) and the expected time to ready."""
     if offer is None:
         return None

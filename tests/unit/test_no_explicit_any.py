@@ -1,0 +1,57 @@
+"""Issue 37: "no explicit ``Any`` at a stage boundary": bake/, verify/ and commands/ are checked with
+``disallow_any_explicit`` (pyproject.toml), and the JSON documents they read back are TypedDicts, so a misspelled key
+of such a document, or a wrong record handed to an entry point that took ``Any``, is a mypy error. This runs mypy (its
+API, the project's configuration, a cache in tmp) on a small caller and asserts that every line marked ``# typo`` is an
+error and nothing else is."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+
+from tests.helpers import REPO
+
+SNIPPET = '''\
+from provisioner.bake.cost import monthly_cost
+from provisioner.bake.exact import exact_reason
+from provisioner.bake.offline import plan_baked, plan_lines
+from provisioner.bake.ready_time import basis_lines, ready_json
+from provisioner.bake.records import load
+from provisioner.catalog.disks import DiskPrices
+from provisioner.catalog.models import Offer
+from provisioner.profile import LoadedProfile
+from provisioner.providers.bake_base import BakedImage
+
+
+def bake(loaded: LoadedProfile, offer: Offer, prices: DiskPrices, image: BakedImage) -> None:
+    doc = plan_baked(loaded, offer, prices)
+    print(plan_lines(doc, offer.cloud), doc["used"], doc["ready"]["seconds"])
+    print(doc["uesd"])  # typo
+    print(doc["ready"]["at_lest"])  # typo
+    print(monthly_cost(image, prices)["monthly"], monthly_cost(image, prices)["montly"])  # typo
+    print(exact_reason(loaded), exact_reason(loaded.profile))  # typo
+    print(ready_json(loaded.path, offer.cloud, False))  # typo
+    print(basis_lines(ready_json(loaded, offer.cloud, True)), basis_lines(doc))  # typo
+    print([r["labels"] for r in load()], [r["lables"] for r in load()])  # typo
+'''
+
+CHECKED = ["provisioner.bake.*"]
+
+
+def test_bake_verify_commands_disallow_explicit_any() -> None:
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())
+    strict_any = {m for o in config["tool"]["mypy"]["overrides"] if o.get("disallow_any_explicit") for m in o["module"]}
+    assert set(CHECKED) <= strict_any
+
+
+def test_a_misspelled_key_of_a_stage_document_is_a_mypy_error(tmp_path) -> None:
+    from mypy import api
+
+    path = tmp_path / "caller.py"
+    path.write_text(SNIPPET)
+    out, err, _ = api.run(["--config-file", str(REPO / "pyproject.toml"), "--cache-dir", str(tmp_path / "cache"),
+                           "--no-error-summary", "--show-error-codes", str(path)])
+    assert not err, err
+    errors = {int(m.group(1)) for m in re.finditer(rf"{re.escape(str(path))}:(\d+): error:", out)}
+    typos = {n for n, line in enumerate(SNIPPET.splitlines(), 1) if line.endswith("# typo")}
+    assert errors == typos, out
