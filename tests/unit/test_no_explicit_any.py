@@ -21,6 +21,8 @@ from provisioner.catalog.disks import DiskPrices
 from provisioner.catalog.models import Offer
 from provisioner.profile import LoadedProfile
 from provisioner.providers.bake_base import BakedImage
+from provisioner.verify.cluster import identity
+from provisioner.verify.report import StackReport
 
 
 def bake(loaded: LoadedProfile, offer: Offer, prices: DiskPrices, image: BakedImage) -> None:
@@ -33,9 +35,19 @@ def bake(loaded: LoadedProfile, offer: Offer, prices: DiskPrices, image: BakedIm
     print(ready_json(loaded.path, offer.cloud, False))  # typo
     print(basis_lines(ready_json(loaded, offer.cloud, True)), basis_lines(doc))  # typo
     print([r["labels"] for r in load()], [r["lables"] for r in load()])  # typo
+
+
+def verify(report: StackReport) -> None:
+    doc = report.as_dict()
+    print(doc.get("driver"), identity(report).get("cuda"), report.python_env)
+    # a value read from the VM's report (or the identity built from it) is checked before use
+    print(doc["driver"].upper())  # typo
+    print(identity(report)["nccl"] + 1)  # typo
+    print(report.blas["vendor"].lower() if report.blas else None)  # typo
 '''
 
-CHECKED = ["provisioner.bake.*"]
+CHECKED = ["provisioner.bake.*", "provisioner.verify.compare", "provisioner.verify.cluster", "provisioner.verify.records",
+           "provisioner.verify.report"]
 
 
 def test_bake_verify_commands_disallow_explicit_any() -> None:
