@@ -19,8 +19,13 @@ from provisioner.bake.ready_time import basis_lines, ready_json
 from provisioner.bake.records import load
 from provisioner.catalog.disks import DiskPrices
 from provisioner.catalog.models import Offer
+from provisioner.commands.down import release_payload, same_name
+from provisioner.commands.plan import bound_line, cluster_json, cluster_lines
+from provisioner.commands.up_abort import Leaves
+from provisioner.planner.core import Plan
 from provisioner.profile import LoadedProfile
 from provisioner.providers.bake_base import BakedImage
+from provisioner.providers.base import Provider
 from provisioner.verify.cluster import identity
 from provisioner.verify.report import StackReport
 
@@ -44,10 +49,27 @@ def verify(report: StackReport) -> None:
     print(doc["driver"].upper())  # typo
     print(identity(report)["nccl"] + 1)  # typo
     print(report.blas["vendor"].lower() if report.blas else None)  # typo
+
+
+def plan(loaded: LoadedProfile, plan: Plan) -> None:
+    bound = plan.bound_json()
+    print(bound_line(plan), cluster_lines(loaded, plan), cluster_json(loaded, plan, 8.0))
+    print(bound["premium"] if bound is not None else None, bound["premum"] if bound else None)  # typo
+    print(bound["premium"] * 100 if bound else None)  # typo
+    print(bound_line(loaded))  # typo
+    print(cluster_json(plan, loaded, None))  # typo
+
+
+def commands(provider: Provider, offer: Offer, loaded: LoadedProfile) -> None:
+    print(same_name(provider, "vm"), Leaves(attempt=(offer, 1.0)).aborted())
+    print(same_name(loaded, "vm"))  # typo
+    print(release_payload(provider, offer, "vm"))  # typo
+    print(Leaves(attempt=(1.0, offer)))  # typo
 '''
 
 CHECKED = ["provisioner.bake.*", "provisioner.verify.compare", "provisioner.verify.cluster", "provisioner.verify.records",
-           "provisioner.verify.report"]
+           "provisioner.verify.report", "provisioner.commands.plan", "provisioner.commands.down",
+           "provisioner.commands.power", "provisioner.commands.up_abort", "provisioner.commands.verify"]
 
 
 def test_bake_verify_commands_disallow_explicit_any() -> None:
