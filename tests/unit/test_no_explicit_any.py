@@ -19,7 +19,9 @@ from provisioner.bake.ready_time import basis_lines, ready_json
 from provisioner.bake.records import load
 from provisioner.catalog.disks import DiskPrices
 from provisioner.catalog.models import Offer
+from provisioner.commands.clouds import _all_records
 from provisioner.commands.down import release_payload, same_name
+from provisioner.commands.images import image_doc, image_line
 from provisioner.commands.plan import bound_line, cluster_json, cluster_lines
 from provisioner.commands.up_abort import Leaves
 from provisioner.planner.core import Plan
@@ -65,11 +67,20 @@ def commands(provider: Provider, offer: Offer, loaded: LoadedProfile) -> None:
     print(same_name(loaded, "vm"))  # typo
     print(release_payload(provider, offer, "vm"))  # typo
     print(Leaves(attempt=(1.0, offer)))  # typo
+
+
+def listing(image: BakedImage, prices: DiskPrices) -> None:
+    doc = image_doc(image, prices)
+    print(image_line(doc), doc["storage"]["monthly"], [u["where"] for u in _all_records().unlisted])
+    print(doc["storage"]["monthyl"])  # typo
+    print(image_line({"name": image.name}))  # typo
+    print([u["wehre"] for u in _all_records().unlisted])  # typo
 '''
 
 CHECKED = ["provisioner.bake.*", "provisioner.verify.compare", "provisioner.verify.cluster", "provisioner.verify.records",
            "provisioner.verify.report", "provisioner.commands.plan", "provisioner.commands.down",
-           "provisioner.commands.power", "provisioner.commands.up_abort", "provisioner.commands.verify"]
+           "provisioner.commands.power", "provisioner.commands.up_abort", "provisioner.commands.verify",
+           "provisioner.commands.clouds", "provisioner.commands.images", "provisioner.commands.vm_record"]
 
 
 def test_bake_verify_commands_disallow_explicit_any() -> None:
