@@ -24,6 +24,7 @@ from provisioner.commands.down import release_payload, same_name
 from provisioner.commands.images import image_doc, image_line
 from provisioner.commands.plan import bound_line, cluster_json, cluster_lines
 from provisioner.commands.up_abort import Leaves
+from provisioner.commands.validate import validate_one
 from provisioner.planner.core import Plan
 from provisioner.profile import LoadedProfile
 from provisioner.providers.bake_base import BakedImage
@@ -75,12 +76,20 @@ def listing(image: BakedImage, prices: DiskPrices) -> None:
     print(doc["storage"]["monthyl"])  # typo
     print(image_line({"name": image.name}))  # typo
     print([u["wehre"] for u in _all_records().unlisted])  # typo
+
+
+def validate(loaded: LoadedProfile) -> None:
+    result, rc = validate_one(loaded.path)
+    print(rc, result["valid"], [m["message"] for m in result["errors"]])
+    print(result["vaild"])  # typo
+    print([m["mesage"] for m in result["warnings"]])  # typo
 '''
 
 CHECKED = ["provisioner.bake.*", "provisioner.verify.compare", "provisioner.verify.cluster", "provisioner.verify.records",
            "provisioner.verify.report", "provisioner.commands.plan", "provisioner.commands.down",
            "provisioner.commands.power", "provisioner.commands.up_abort", "provisioner.commands.verify",
-           "provisioner.commands.clouds", "provisioner.commands.images", "provisioner.commands.vm_record"]
+           "provisioner.commands.clouds", "provisioner.commands.images", "provisioner.commands.vm_record",
+           "provisioner.commands.validate"]
 
 
 def test_bake_verify_commands_disallow_explicit_any() -> None:
