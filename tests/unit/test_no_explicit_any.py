@@ -23,12 +23,13 @@ from provisioner.commands.clouds import _all_records
 from provisioner.commands.down import release_payload, same_name
 from provisioner.commands.images import image_doc, image_line
 from provisioner.commands.plan import bound_line, cluster_json, cluster_lines
+from provisioner.commands.render import request_body
 from provisioner.commands.up_abort import Leaves
 from provisioner.commands.validate import validate_one
 from provisioner.planner.core import Plan
 from provisioner.profile import LoadedProfile
 from provisioner.providers.bake_base import BakedImage
-from provisioner.providers.base import Provider
+from provisioner.providers.base import LaunchSpec, Provider
 from provisioner.verify.cluster import identity
 from provisioner.verify.report import StackReport
 
@@ -83,13 +84,19 @@ def validate(loaded: LoadedProfile) -> None:
     print(rc, result["valid"], [m["message"] for m in result["errors"]])
     print(result["vaild"])  # typo
     print([m["mesage"] for m in result["warnings"]])  # typo
+
+
+def render(spec: LaunchSpec, offer: Offer) -> None:
+    body = request_body(offer.cloud, spec, offer)
+    print(body.get("name"), sorted(body))
+    print(body["name"].upper())  # typo
 '''
 
 CHECKED = ["provisioner.bake.*", "provisioner.verify.compare", "provisioner.verify.cluster", "provisioner.verify.records",
            "provisioner.verify.report", "provisioner.commands.plan", "provisioner.commands.down",
            "provisioner.commands.power", "provisioner.commands.up_abort", "provisioner.commands.verify",
            "provisioner.commands.clouds", "provisioner.commands.images", "provisioner.commands.vm_record",
-           "provisioner.commands.validate"]
+           "provisioner.commands.validate", "provisioner.commands.render"]
 
 
 def test_bake_verify_commands_disallow_explicit_any() -> None:
