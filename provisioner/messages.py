@@ -3,9 +3,20 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, TypedDict
 
 Level = Literal["error", "warning"]
+
+
+class MessageDoc(TypedDict):
+    """``Message.to_json``: the SPEC JSON shape ``Message`` (``Message(**doc)`` reads it back)."""
+
+    file: str | None
+    line: int | None
+    path: str
+    message: str
+    level: Level
+    source: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,7 +36,7 @@ class Message:
         src = f" ({self.source})" if self.source else ""
         return f"{where}{field}{self.message}{src}"
 
-    def to_json(self) -> dict[str, object]:
+    def to_json(self) -> MessageDoc:
         return {
             "file": self.file,
             "line": self.line,

@@ -4,14 +4,23 @@ caller passes the catalog's disk prices (``trainvm images`` and ``plan`` both ha
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 if TYPE_CHECKING:
     from provisioner.catalog.disks import DiskPrices
     from provisioner.providers.bake_base import BakedImage
 
 
-def monthly_cost(image: BakedImage, prices: DiskPrices) -> dict[str, Any]:
+class StorageDoc(TypedDict):
+    """``monthly_cost``'s JSON document (``plan --json`` baked_image.storage, ``images --json`` storage)."""
+
+    monthly: float | None
+    copies: int
+    price_gib_month: float | None
+    source: str | None
+
+
+def monthly_cost(image: BakedImage, prices: DiskPrices) -> StorageDoc:
     """What storing ``image`` costs per month: its stored size x the catalog's ``image`` price (disks.csv) of its
     cloud (the first storage location's row, else the cloud's ``*``) x the copies the cloud bills
     (``BakedImage.copies``: AWS one per region, Azure one per replica); ``monthly`` None (unknown, never 0) when

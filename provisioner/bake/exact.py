@@ -4,12 +4,15 @@ the providers' base), which ``plan`` then never loads for a profile with nothing
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from provisioner.errors import InputError
 
+if TYPE_CHECKING:
+    from provisioner.profile import LoadedProfile
 
-def require_exact(loaded: Any) -> None:
+
+def require_exact(loaded: LoadedProfile) -> None:
     """A bake must be exact: the profile needs a fresh lock (or hashed requirements) and a Python stack."""
     path = loaded.path
     if loaded.profile.stack.container is not None:
@@ -20,7 +23,7 @@ def require_exact(loaded: Any) -> None:
         raise InputError(f"{path}: {loaded.lock_path} is stale (the profile changed since it was written); run `trainvm lock {path}`")
 
 
-def exact_reason(loaded: Any) -> str | None:
+def exact_reason(loaded: LoadedProfile) -> str | None:
     """Why ``loaded`` cannot boot (or bake) a baked image: None when its stack is exact (docs/bake.md)."""
     try:
         require_exact(loaded)

@@ -7,15 +7,16 @@ loads the bake machinery (bake/run.py, the planner it drives, the providers' bas
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, NotRequired, TypedDict
 
 from provisioner.bake import records
-from provisioner.bake.cost import monthly_cost
+from provisioner.bake.cost import StorageDoc, monthly_cost
 from provisioner.bake.exact import exact_reason
-from provisioner.bake.ready_time import ready_json, ready_line
+from provisioner.bake.ready_time import ReadyDoc, ready_json, ready_line
 from provisioner.providers.registry import bakers
 
 if TYPE_CHECKING:
+    from provisioner.bake.records import BakeRecord
     from provisioner.catalog.disks import DiskPrices
     from provisioner.catalog.models import Offer
     from provisioner.profile import LoadedProfile
@@ -23,32 +24,44 @@ if TYPE_CHECKING:
 SOURCE = "from a local record of bakes; `up` confirms in the cloud"
 
 
-def plan_baked(loaded: LoadedProfile, offer: Offer, prices: DiskPrices | None = None) -> dict[str, Any]:
+class BakedPlanDoc(TypedDict):
+    """``plan_baked``'s document (``plan --json`` baked_image), which ``plan_lines`` reads back."""
+
+    used: bool
+    name: str | None
+    reason: str | None
+    source: str
+    ready: ReadyDoc
+    storage: NotRequired[StorageDoc]
+
+
+def plan_baked(loaded: LoadedProfile, offer: Offer, prices: DiskPrices | None = None) -> BakedPlanDoc:
     """``{used, name, reason, source, ready}`` for ``offer`` (``ready``: ready_time.ready_json), and ``storage``
     (cost.monthly_cost) when an image is used and the catalog's disk ``prices`` are given."""
     record, reason = _decide(loaded, offer)
     name = None if record is None else str(record.get("name"))
-    doc: dict[str, Any] = {"used": name is not None, "name": name, "reason": reason, "source": SOURCE,
+    doc: BakedPlanDoc = {"used": name is not None, "name": name, "reason": reason, "source": SOURCE,
                            "ready": ready_json(loaded, offer.cloud, name is not None)}
     if record is not None and prices is not None:
         doc["storage"] = _storage(record, prices)
     return doc
 
 
-def _storage(record: dict[str, Any], prices: DiskPrices) -> dict[str, Any]:
+def _storage(record: BakeRecord, prices: DiskPrices) -> StorageDoc:
     """What keeping the recorded image costs per month (cost.monthly_cost, from the record's size and copies)."""
     size = record.get("size_gib")
     copies = record.get("copies")
+    regions = record.get("regions")
     from provisioner.providers.bake_base import BakedImage  # lazy: startup (only with a recorded image)
 
     image = BakedImage(name=str(record.get("name")), cloud=str(record.get("cloud")), ref="", labels={},
                        size_gib=float(size) if isinstance(size, int | float) else None,
-                       regions=tuple(str(r) for r in record.get("regions") or ()),
+                       regions=tuple(str(r) for r in regions) if isinstance(regions, list) else (),
                        replicas=copies if isinstance(copies, int) and copies > 0 else None)
     return monthly_cost(image, prices)
 
 
-def plan_lines(doc: dict[str, Any], cloud: str) -> list[str]:
+def plan_lines(doc: BakedPlanDoc, cloud: str) -> list[str]:
     first = (f"baked image: {doc['name']} ({doc['source']})" if doc["used"]
              else f"baked image: none: {doc['reason']}")
     lines = [first]
@@ -60,7 +73,7 @@ def plan_lines(doc: dict[str, Any], cloud: str) -> list[str]:
     return [*lines, ready_line(doc["ready"], cloud)]
 
 
-def _decide(loaded: LoadedProfile, offer: Offer) -> tuple[dict[str, Any] | None, str | None]:
+def _decide(loaded: LoadedProfile, offer: Offer) -> tuple[BakeRecord | None, str | None]:
     if offer.cloud not in bakers():
         return None, f"trainvm cannot bake images on {offer.cloud} yet"
     why = exact_reason(loaded)
@@ -72,7 +85,7 @@ def _decide(loaded: LoadedProfile, offer: Offer) -> tuple[dict[str, Any] | None,
     return _match(loaded, offer, mine)
 
 
-def _match(loaded: Any, offer: Any, mine: list[dict[str, Any]]) -> tuple[dict[str, Any] | None, str | None]:
+def _match(loaded: LoadedProfile, offer: Offer, mine: list[BakeRecord]) -> tuple[BakeRecord | None, str | None]:
     """The newest of ``mine`` (records of ``offer``'s cloud) whose identity is the profile's on ``offer``, else why not."""
     from provisioner.bake.use import offer_stack  # lazy: startup (renders the context: only with a record to compare)
     from provisioner.providers.image_identity import (  # lazy: startup (only with a record to compare)

@@ -23,9 +23,12 @@ The total is "about N" when every term is known, else "at least N" (the known te
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 from provisioner.providers.registry import CLOUDS
+
+if TYPE_CHECKING:
+    from provisioner.profile import LoadedProfile
 
 LANE = "measured in the real-OS lane (bench/RESULTS.md, baked vs cold, run 2)"
 DRIVER_APT_S = 35.2  # apt-get update of the archive and NVIDIA's repository, the 14-package set, dkms, headers, holds
@@ -36,13 +39,31 @@ DOWNLOAD_BYTES_S = 50e6  # ASSUMED download rate on a cloud VM (PyPI/CDN, regist
 ASSUMED = f"at an assumed {DOWNLOAD_BYTES_S / 1e6:g} MB/s (not measured)"
 
 
+class TermDoc(TypedDict):
+    phase: str
+    seconds: float | None  # None: unknown
+    basis: str
+
+
+class ReadyDoc(TypedDict):
+    """``ready_json``'s document (``plan --json`` baked_image.ready), which ``ready_line`` and ``basis_lines`` read."""
+
+    seconds: int | None
+    at_least: bool
+    unknown: list[str]
+    baked: bool
+    estimate: bool
+    terms: list[TermDoc]
+    source: str
+
+
 @dataclass(frozen=True)
 class Term:
     phase: str
     seconds: float | None  # None: unknown
     basis: str
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> TermDoc:
         return {"phase": self.phase, "seconds": None if self.seconds is None else round(self.seconds, 1),
                 "basis": self.basis}
 
@@ -60,7 +81,7 @@ def _download(phase: str, size: float, what: str, extra_s: float = 0.0, extra: s
     return Term(phase, extra_s + size / DOWNLOAD_BYTES_S, f"{what}: {_gb(size)} {ASSUMED}{extra}")
 
 
-def _container_bytes(loaded: Any) -> int | None:
+def _container_bytes(loaded: LoadedProfile) -> int | None:
     lock = getattr(loaded, "lock", None)
     size = ((lock.container if lock is not None else None) or {}).get("compressed_size")
     if isinstance(size, int):
@@ -74,7 +95,7 @@ def _container_bytes(loaded: Any) -> int | None:
     return facts.compressed_size if facts is not None else None
 
 
-def terms(loaded: Any, cloud: str, baked: bool) -> list[Term]:
+def terms(loaded: LoadedProfile, cloud: str, baked: bool) -> list[Term]:
     """The per-phase terms of ``loaded`` on ``cloud`` (see the module doc)."""
     stack = loaded.profile.stack
     spec = CLOUDS.get(cloud)
@@ -108,8 +129,9 @@ def terms(loaded: Any, cloud: str, baked: bool) -> list[Term]:
     data = list(loaded.profile.data or [])
     if data:
         unsized = [d.dest for d in data if d.size_gib is None]
+        sized = [d.size_gib for d in data if d.size_gib is not None]
         out.append(Term("data", None, f"data size not given for {', '.join(unsized)} (data[].size_gib)") if unsized
-                   else _download("data", sum(d.size_gib for d in data) * 2**30, f"{len(data)} data source(s), staged on every boot"))
+                   else _download("data", sum(sized) * 2**30, f"{len(data)} data source(s), staged on every boot"))
     return out
 
 
@@ -117,7 +139,7 @@ def _what(baked: bool) -> str:
     return "from the baked image" if baked else "cold install"
 
 
-def ready_json(loaded: Any, cloud: str, baked: bool) -> dict[str, Any]:
+def ready_json(loaded: LoadedProfile, cloud: str, baked: bool) -> ReadyDoc:
     """``{seconds, at_least, unknown, baked, estimate, terms, source}``: ``seconds`` the sum of the known terms (None
     when the boot is unknown), ``at_least`` true when some term is unknown (named in ``unknown``)."""
     parts = terms(loaded, cloud, baked)
@@ -129,7 +151,7 @@ def ready_json(loaded: Any, cloud: str, baked: bool) -> dict[str, Any]:
             "source": "per-phase terms (provisioner/bake/ready_time.py; `plan --explain` shows each basis)"}
 
 
-def ready_line(doc: dict[str, Any], cloud: str) -> str:
+def ready_line(doc: ReadyDoc, cloud: str) -> str:
     """The one line ``plan`` prints for ``ready_json``'s document."""
     what = _what(doc["baked"])
     if doc["seconds"] is None:
@@ -141,7 +163,7 @@ def ready_line(doc: dict[str, Any], cloud: str) -> str:
     return f"expected time to ready: about {minutes(doc['seconds'])} {what} ({known}; an estimate: `plan --explain` shows its basis)"
 
 
-def basis_lines(doc: dict[str, Any]) -> list[str]:
+def basis_lines(doc: ReadyDoc) -> list[str]:
     """``plan --explain``: each term and its basis."""
     return ["time to ready, by phase:"] + [
         f"  {t['phase']}: {'unknown' if t['seconds'] is None else minutes(t['seconds'])} - {t['basis']}" for t in doc["terms"]]

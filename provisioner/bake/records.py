@@ -11,7 +11,7 @@ import os
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Required, TypedDict, cast
 
 from provisioner.cache import cache_dir
 
@@ -21,11 +21,25 @@ if TYPE_CHECKING:
 FILE = "bakes.json"
 
 
+class BakeRecord(TypedDict, total=False):
+    """One entry of the record as read from the JSON file: ``load`` checks only that ``labels`` is an object, so every
+    other value is whatever the file holds (``object``: each reader checks the type it needs)."""
+
+    cloud: object
+    name: object
+    ref: object
+    labels: Required[dict[str, object]]
+    created: object
+    size_gib: object
+    regions: object
+    copies: object  # absent in a record written before it was kept
+
+
 def path() -> Path:
     return cache_dir() / FILE
 
 
-def load() -> list[dict[str, Any]]:
+def load() -> list[BakeRecord]:
     """Every recorded baked image: ``{cloud, name, ref, labels, created, size_gib, regions, copies}``; [] when
     unreadable (``copies``: the stored copies its cloud bills, absent in a record written before it was kept)."""
     try:
@@ -33,10 +47,11 @@ def load() -> list[dict[str, Any]]:
     except (OSError, ValueError):
         return []
     items = doc.get("images") if isinstance(doc, dict) else None
-    return [i for i in items or [] if isinstance(i, dict) and isinstance(i.get("labels"), dict)]
+    # JSON object keys are strings, so an object with an object ``labels`` is a BakeRecord (values checked on use)
+    return [cast("BakeRecord", i) for i in items or [] if isinstance(i, dict) and isinstance(i.get("labels"), dict)]
 
 
-def _write(items: list[dict[str, Any]]) -> bool:
+def _write(items: list[BakeRecord]) -> bool:
     target = path()
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -49,7 +64,7 @@ def _write(items: list[dict[str, Any]]) -> bool:
     return True
 
 
-def _entry(image: BakedImage) -> dict[str, Any]:
+def _entry(image: BakedImage) -> BakeRecord:
     return {"cloud": image.cloud, "name": image.name, "ref": image.ref, "labels": dict(image.labels),
             "created": image.created, "size_gib": image.size_gib, "regions": list(image.regions),
             "copies": image.copies}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypedDict
 
 from provisioner.errors import CloudError, CredentialsError, InputError, NoCloudAskedError
 from provisioner.providers import PROVIDERS, get_provider
@@ -58,6 +58,14 @@ def _credentialed() -> dict[str, Provider]:
     return providers
 
 
+class Unlisted(TypedDict):
+    """A cloud (or some of its zones/regions) whose listing failed: ``status --json`` unlisted, and its hint."""
+
+    cloud: str
+    where: list[str] | None  # the zones/regions not listed; None: the whole cloud
+    reason: str
+
+
 @dataclass
 class Listed:
     """What ``list``/``status`` found: the VMs, the clouds that answered (``asked``), the clouds not asked (no
@@ -68,7 +76,7 @@ class Listed:
     found: list[tuple[InstanceRecord, Provider]] = field(default_factory=list)
     skipped: list[dict[str, str]] = field(default_factory=list)
     asked: list[str] = field(default_factory=list)
-    unlisted: list[dict[str, Any]] = field(default_factory=list)  # {cloud, where: [zones/regions] | None, reason}
+    unlisted: list[Unlisted] = field(default_factory=list)
 
 
 def _all_records(cloud_filter: Callable[[str], bool] = lambda c: True) -> Listed:

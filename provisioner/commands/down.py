@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import difflib
 import sys
-from typing import Any
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -20,6 +20,9 @@ from provisioner.errors import CloudError, InputError, NotFoundError, ProviderEr
 from provisioner.output import emit_json, stdout_console
 from provisioner.providers.store import EXPIRE_DAYS
 from provisioner.providers.store import users as payload_users
+
+if TYPE_CHECKING:
+    from provisioner.providers.base import InstanceRecord, Provider
 
 
 def run_down(name: str, *, yes: bool, wait: bool, json_out: bool, cloud: str | None = None, missing_ok: bool = False) -> int:
@@ -98,7 +101,7 @@ class NoSuchVmError(NotFoundError):
         self.similar = similar
 
 
-def _no_such_vm(name: str, providers: dict[str, Any]) -> NotFoundError:
+def _no_such_vm(name: str, providers: dict[str, Provider]) -> NotFoundError:
     """Exit 4 for a name no cloud has and this machine never created: with the live trainvm VMs it resembles."""
     names: list[str] = []
     for provider in providers.values():
@@ -114,12 +117,12 @@ def _no_such_vm(name: str, providers: dict[str, Any]) -> NotFoundError:
               f"no record here: `trainvm down {name} --missing-ok` exits 0 for a name that is gone"), similar=similar)
 
 
-def same_name(provider: Any, name: str) -> list[Any]:
+def same_name(provider: Provider, name: str) -> list[InstanceRecord]:
     """Every single VM (not a cluster node) called ``name`` on ``provider``'s cloud."""
     return [r for r in provider.list() if r.name == name and not r.cluster]
 
 
-def _delete_twins(provider: Any, name: str, twins: list[Any]) -> list[Any]:
+def _delete_twins(provider: Provider, name: str, twins: list[InstanceRecord]) -> list[InstanceRecord]:
     """After ``delete``, those of ``twins`` that remain: ``delete`` again while it removes one more each time (a
     provider whose ``delete`` takes one VM of the name per call), at most once per twin."""
     left = same_name(provider, name)
@@ -134,7 +137,7 @@ def _delete_twins(provider: Any, name: str, twins: list[Any]) -> list[Any]:
     return left
 
 
-def release_payload(provider: Any, record: Any, name: str) -> dict[str, Any]:
+def release_payload(provider: Provider, record: InstanceRecord, name: str) -> dict[str, object]:
     """Delete the payload object ``record`` was created with when no other trainvm VM of that store (same cloud
     and region) carries its ``trainvm-payload`` label. Never fails ``down``: a store error is reported, and the
     store's lifecycle rule removes the object after providers/store.EXPIRE_DAYS anyway."""

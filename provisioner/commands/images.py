@@ -4,10 +4,10 @@ and has credentials (or of ``--cloud``), rebuilt from the clouds' own image labe
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 from provisioner.bake import records
-from provisioner.bake.cost import monthly_cost
+from provisioner.bake.cost import StorageDoc, monthly_cost
 from provisioner.bake.run import baker_for
 from provisioner.catalog.storage import load_catalog
 from provisioner.commands.clouds import providers_for
@@ -43,14 +43,31 @@ def age_days(created: str, now: datetime | None = None) -> float | None:
     return round(((now or datetime.now(UTC)) - when).total_seconds() / 86400, 1)
 
 
-def image_doc(image: BakedImage, prices: DiskPrices) -> dict[str, Any]:
+class ImageDoc(TypedDict):
+    """One image of ``trainvm images --json`` (``image_line`` reads it back)."""
+
+    name: str
+    cloud: str
+    family: str
+    status: str
+    profile: str | None
+    stack: str | None
+    size_gib: float | None
+    created: str
+    age_days: float | None
+    regions: list[str]
+    ref: str
+    storage: StorageDoc
+
+
+def image_doc(image: BakedImage, prices: DiskPrices) -> ImageDoc:
     return {"name": image.name, "cloud": image.cloud, "family": image.family, "status": image.status,
             "profile": image.labels.get(LABEL_PROFILE), "stack": image.labels.get(LABEL_STACK),
             "size_gib": image.size_gib, "created": image.created, "age_days": age_days(image.created),
             "regions": list(image.regions), "ref": image.ref, "storage": monthly_cost(image, prices)}
 
 
-def image_line(d: dict[str, Any]) -> str:
+def image_line(d: ImageDoc) -> str:
     """One image of ``trainvm images`` (an ``image_doc``) as a line of text."""
     size = f"{d['size_gib']:g} GiB" if d["size_gib"] is not None else "size unknown"
     age = f"{d['age_days']:g} days old" if d["age_days"] is not None else "age unknown"

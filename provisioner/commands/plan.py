@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from provisioner.bake.offline import plan_baked, plan_lines
 from provisioner.bake.ready_time import basis_lines
@@ -25,6 +25,16 @@ from provisioner.providers.registry import placement
 from provisioner.providers.registry_auth import profile_pull_auth
 from provisioner.providers.store import describe, describe_line
 
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from provisioner.bake.offline import BakedPlanDoc
+    from provisioner.catalog.models import Catalog, Offer
+    from provisioner.planner.core import Plan
+    from provisioner.profile import LoadedProfile
+    from provisioner.provision.quota import QuotaCheck
+    from provisioner.render.script import RenderedScript
+
 FAILOVER_SHOWN = 8
 
 
@@ -32,7 +42,7 @@ def _money(x: float | None) -> str:
     return "-" if x is None else (f"${x:,.2f}" if x >= 1 else f"${x:.4f}".rstrip("0"))
 
 
-def _script_for(loaded: Any, offer: Any, warnings: list[str]) -> Any:
+def _script_for(loaded: LoadedProfile, offer: Offer, warnings: list[str]) -> RenderedScript | None:
     """The render for the chosen offer (RenderedScript); None when the script cannot be rendered for that cloud
     (a warning says why; `up` skips that cloud)."""
     from provisioner.provision.launch import render_for_offer  # lazy: startup (the launch spec's modules: --json only)
@@ -44,7 +54,7 @@ def _script_for(loaded: Any, offer: Any, warnings: list[str]) -> Any:
         return None
 
 
-def _load(path: Path, frozen: bool) -> Any:
+def _load(path: Path, frozen: bool) -> LoadedProfile:
     """The profile; when --resolve-image could not reach the registry the profile error exits 3 (network),
     as every registry failure does, not 1 (the profile is not known to be wrong)."""
     try:
@@ -69,14 +79,14 @@ def run_plan(
     plan, catalog, applied = planned.plan, planned.catalog, planned.applied
     need_script = plan.chosen is not None and (json_out or show_script)  # rendering costs ~40 ms: only when shown
     render_notes: list[str] = []
-    rendered = _script_for(loaded, plan.chosen, render_notes) if need_script else None
+    rendered = _script_for(loaded, plan.chosen, render_notes) if need_script and plan.chosen is not None else None
     pull = profile_pull_auth(loaded.profile, plan.chosen.cloud, loaded.resolved.image) if plan.chosen else None
     extra = (region_warnings(plan.request, catalog) + plan_secret_warnings(loaded, plan) + lock_notes + render_notes
              + ([pull.warning] if pull and pull.warning else []))
     warnings = [m.render() for m in loaded.warnings if m.level == "warning"] + list(plan.warnings) + extra
     hours = loaded.profile.lifecycle.max_run_hours
     if json_out:
-        doc: dict[str, Any] = {"profile": loaded.profile.name, "hash": loaded.hash}
+        doc: dict[str, object] = {"profile": loaded.profile.name, "hash": loaded.hash}
         doc.update(plan.to_json(alternatives=max(top - 1, 0)))
         doc["defaults"] = applied
         doc["request"] = plan.request.to_json()
@@ -108,7 +118,7 @@ def run_plan(
         out.print(no_offer_message(plan, catalog), soft_wrap=True)
         _print_rejections(plan, out)
         return 1
-    _print_plan(loaded, plan, applied, top, hours)
+    _print_plan(loaded, plan, plan.chosen, applied, top, hours)
     baked = plan_baked(loaded, plan.chosen, catalog.disk_prices)  # offline: the local record of bakes
     for line in plan_lines(baked, plan.chosen.cloud):
         stdout_console().print(line, soft_wrap=True, highlight=False, markup=False)
@@ -127,14 +137,14 @@ def run_plan(
     return 0
 
 
-def _baked(loaded: Any, offer: Any, catalog: Any) -> dict[str, Any] | None:
+def _baked(loaded: LoadedProfile, offer: Offer | None, catalog: Catalog) -> BakedPlanDoc | None:
     """Whether ``up`` boots a baked image on ``offer`` (offline, docs/bake.md) and the expected time to ready."""
     if offer is None:
         return None
     return plan_baked(loaded, offer, catalog.disk_prices)
 
 
-def _quota_checks(plan: Any, warnings: list[str] | None) -> list[Any]:
+def _quota_checks(plan: Plan, warnings: list[str] | None) -> list[QuotaCheck]:
     """``--quota``: the quota check of each region in the failover order (the chosen offer's first), read with
     the clouds' credentials (provision/quota.py); a cloud without credentials is "not checked"."""
     if plan.chosen is None:
@@ -146,14 +156,14 @@ def _quota_checks(plan: Any, warnings: list[str] | None) -> list[Any]:
     providers, _ = _providers(list(dict.fromkeys(o.cloud for o in offers)))
     preflight = Preflight(providers, spot=plan.request.spot, nodes=plan.request.nodes,
                           warn=warnings.append if warnings is not None else lambda w: None)
-    seen: dict[tuple[str, str], Any] = {}
+    seen: dict[tuple[str, str], QuotaCheck] = {}
     for o in offers:
         if (o.cloud, o.region) not in seen:
             seen[(o.cloud, o.region)] = preflight.check(o)
     return list(seen.values())
 
 
-def _payload(offer: Any, rendered: Any) -> dict[str, Any] | None:
+def _payload(offer: Offer | None, rendered: RenderedScript | None) -> dict[str, object] | None:
     """Where ``up`` stages the payload for ``offer`` and what it costs (size and sha256 when rendered)."""
     if offer is None:
         return None
@@ -164,11 +174,11 @@ def _payload(offer: Any, rendered: Any) -> dict[str, Any] | None:
     return doc
 
 
-def _egress(loaded: Any, offer: Any) -> list[dict[str, Any]]:
+def _egress(loaded: LoadedProfile, offer: Offer) -> list[dict[str, object]]:
     return egress_estimate([(d.source, d.size_gib) for d in loaded.profile.data], offer.cloud, offer.region)
 
 
-def _estimate(plan: Any, hours: float | None, loaded: Any) -> dict[str, Any] | None:
+def _estimate(plan: Plan, hours: float | None, loaded: LoadedProfile) -> dict[str, object] | None:
     if plan.chosen is None:
         return None
     price = plan.price(plan.chosen)
@@ -184,11 +194,16 @@ def _estimate(plan: Any, hours: float | None, loaded: Any) -> dict[str, Any] | N
             # the run at the running price where every part is known, else at the known parts (a lower bound)
             "per_run": round(cost.running_hourly_known * nodes * hours, 2) if hours else None,
             "per_run_is_minimum": run is None,
-            "egress": egress, "egress_cost": round(sum(e["cost"] for e in egress) * nodes, 2),
+            "egress": egress, "egress_cost": round(sum(_num(e["cost"]) or 0.0 for e in egress) * nodes, 2),
             "egress_cost_checked": all(e["checked"] for e in egress)}
 
 
-def _print_plan(loaded: Any, plan: Any, applied: dict[str, Any], top: int, hours: float | None) -> None:
+def _num(value: object) -> float | None:
+    """A number read back from a JSON document (an egress estimate's ``cost``); None when it is not one."""
+    return float(value) if isinstance(value, int | float) else None
+
+
+def _print_plan(loaded: LoadedProfile, plan: Plan, c: Offer, applied: dict[str, float], top: int, hours: float | None) -> None:
     from rich.table import Table
 
     out = stdout_console()
@@ -217,13 +232,12 @@ def _print_plan(loaded: Any, plan: Any, applied: dict[str, Any], top: int, hours
             row.append(_money(price * hours * req.nodes))
         table.add_row(*row, style="bold green" if i == 0 else None)
     out.print(table)
-    c = plan.chosen
     nodes = req.nodes
     cost = plan.cost(c)
-    per_node = cost.running_hourly_known
-    price = per_node * nodes
+    node_price = cost.running_hourly_known
+    price = node_price * nodes
     at_least = "at least " if cost.running_hourly is None else ""
-    each = f" ({nodes} nodes x {_money(per_node)}/h)" if nodes > 1 else ""
+    each = f" ({nodes} nodes x {_money(node_price)}/h)" if nodes > 1 else ""
     est = f"estimated cost: {at_least}{_money(price)}/h{each}" + (f", {at_least}{_money(price * hours)} for max_run_hours={hours:g}" if hours else f", {at_least}{_money(price * 24)} per 24 h (no max_run_hours set)")
     out.print(f"chosen: {c.cloud} {c.zone or c.region} {c.instance_type}{f' x{nodes} nodes' if nodes > 1 else ''}; {est}")
     out.print(f"cost: {cost.line()}", soft_wrap=True)
@@ -231,7 +245,7 @@ def _print_plan(loaded: Any, plan: Any, applied: dict[str, Any], top: int, hours
         out.print(line)
     for e in _egress(loaded, c):
         out.print(f"data egress: {e['source']} ({e['size_gib']:g} GiB) from {e['from']} to {e['to']}: about "
-                  f"{_money(e['cost'])} once ({egress_basis(e)})")
+                  f"{_money(_num(e['cost']))} once ({egress_basis(e)})")
     out.print("payload: " + describe_line(describe(c.cloud, c.region)))
     pull = profile_pull_auth(loaded.profile, c.cloud, loaded.resolved.image)
     if pull is not None:
@@ -249,7 +263,7 @@ def _print_plan(loaded: Any, plan: Any, applied: dict[str, Any], top: int, hours
     out.print(f"catalog: {plan.catalog_origin}, {plan.catalog_source} ({plan.catalog_date.isoformat()}, {plan.catalog_age_days} days old)")
 
 
-def cluster_json(loaded: Any, plan: Any, hours: float | None) -> dict[str, Any] | None:
+def cluster_json(loaded: LoadedProfile, plan: Plan, hours: float | None) -> dict[str, object] | None:
     """The ``cluster`` part of the plan document (None for a single VM or no chosen offer)."""
     nodes = loaded.profile.hardware.nodes
     if nodes == 1 or plan.chosen is None:
@@ -268,12 +282,12 @@ def cluster_json(loaded: Any, plan: Any, hours: float | None) -> dict[str, Any] 
             "placement": facts.to_json(loaded.profile.stack.os)}
 
 
-def cluster_lines(loaded: Any, plan: Any) -> list[str]:
+def cluster_lines(loaded: LoadedProfile, plan: Plan) -> list[str]:
     """``placement:`` and ``fabric:`` lines for nodes > 1."""
     doc = cluster_json(loaded, plan, None)
-    if doc is None:
-        return []
     c = plan.chosen
+    if doc is None or c is None:  # cluster_json is None without a chosen offer
+        return []
     facts = placement(c.cloud, c.family, c.instance_type)
     if doc["compact"]:
         where = f"compact: {facts.compact_with}"
@@ -285,16 +299,18 @@ def cluster_lines(loaded: Any, plan: Any) -> list[str]:
             f"fabric: {facts.fabric_text(loaded.profile.stack.os)}"]
 
 
-def bound_line(plan: Any) -> str:
+def bound_line(plan: Plan) -> str:
     """``failover bound: $0.68/h (chosen +25%, placement.max_failover_premium); worst case $0.54/h``."""
     b = plan.bound_json()
+    if b is None or plan.chosen is None:  # bound_json is None without a chosen offer
+        return "failover bound: none (no offer chosen)"
     why = ("placement.max_price_per_hour" if b["premium"] is None
            else f"chosen {_money(plan.running_price(plan.chosen))}/h +{b['premium'] * 100:g}%, placement.max_failover_premium")
     return (f"failover bound: {_money(b['price_hourly'])}/h running ({why}); worst-case failover price "
             f"{_money(b['worst_case_price_hourly'])}/h, same GPU model and count only")
 
 
-def _print_rejections(plan: Any, console: Any = None) -> None:
+def _print_rejections(plan: Plan, console: Console | None = None) -> None:
     out = console or stderr_console()
     parts = []
     for cloud, reasons in sorted(plan.rejected.items()):
@@ -304,7 +320,7 @@ def _print_rejections(plan: Any, console: Any = None) -> None:
         out.print("rejected: " + "; ".join(parts))
 
 
-def _print_explain(plan: Any) -> None:
+def _print_explain(plan: Plan) -> None:
     out = stdout_console()
     if not plan.near_misses:
         out.print("near misses: none (every rejected offer fails two or more constraints)")

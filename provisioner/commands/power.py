@@ -6,7 +6,7 @@ commands and the README)."""
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -15,6 +15,9 @@ from provisioner.commands.verify import not_found
 from provisioner.errors import CloudError, InputError
 from provisioner.output import emit_json, stdout_console
 from provisioner.providers.lifecycle import KEPT_BILLING, MECHANISM, SCRATCH_LOST
+
+if TYPE_CHECKING:
+    from provisioner.providers.base import InstanceRecord, Provider
 
 
 def _find(name: str, cloud: str | None, verb: str):  # noqa: ANN202 - (InstanceRecord, Provider)
@@ -54,7 +57,7 @@ def run_stop(name: str, *, cloud: str | None, yes: bool, wait: bool, json_out: b
     return 0
 
 
-def _stop_failed(name: str, record: Any, provider: Any, exc: CloudError) -> CloudError:
+def _stop_failed(name: str, record: InstanceRecord, provider: Provider, exc: CloudError) -> CloudError:
     """A stop that failed (e.g. the cloud answered 503 again and again) on a VM the cloud says is already STOPPING --
     when it was found, or read again after the failure -- says so: a stop is under way, and goes on without trainvm."""
     was, now = record.state.upper(), None

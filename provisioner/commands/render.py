@@ -8,7 +8,7 @@ import json
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from provisioner.catalog.models import Offer
 from provisioner.container.store import LOOPBACK
@@ -27,10 +27,10 @@ if TYPE_CHECKING:
     from provisioner.providers.base import LaunchSpec
 
 
-def request_body(cloud: str, spec: LaunchSpec, offer: Offer) -> dict[str, Any]:
+def request_body(cloud: str, spec: LaunchSpec, offer: Offer) -> dict[str, object]:
     """The create request ``up`` would send on ``cloud`` (its registered request builder, pure: no SDK)."""
     builder = importlib.import_module(CLOUDS[cloud].request_builder)
-    body: dict[str, Any] = builder.request_preview(spec, offer)
+    body: dict[str, object] = builder.request_preview(spec, offer)
     return body
 
 
@@ -83,10 +83,12 @@ def run_render(path: Path, *, cloud: str, out: Path | None, regions: list[str] |
     files = {"user-data": boot.text.encode(), "payload.tar.gz": payload.data,
              "request.json": (json.dumps(body, indent=2) + "\n").encode()}
     files.update({f"payload/{name}": data for name, data in sorted(payload.files.items())})
-    summary: dict[str, Any] = {
+    script_bytes = len(rendered.startup_sh.encode())
+    written: list[str] = []  # render --out: what it wrote
+    summary: dict[str, object] = {
         "profile": loaded.profile.name, "hash": loaded.hash, "cloud": cloud, "offer": offer.to_json(spec.spot),
         "sizes": {"user-data": boot.size, "user-data-gzip": boot.gzip_size, "payload.tar.gz": payload.size,
-                  "startup.sh": len(rendered.startup_sh.encode())},
+                  "startup.sh": script_bytes},
         "script_sha256": rendered.script_sha256,
         "payload": {"sha256": payload.sha256, "files": len(payload.files), "where": boot.ref.url,
                     "note": "the store's account part (PROJECT/ACCOUNT) is resolved by `up`"},
@@ -103,7 +105,8 @@ def run_render(path: Path, *, cloud: str, out: Path | None, regions: list[str] |
         except OSError as exc:
             raise InputError(f"--out {out}: {os_error_words(exc, out, folder=True)}",
                              hint="--out takes a folder: it receives user-data, payload.tar.gz, payload/ and request.json") from None
-        summary["files"] = [str(out / n) for n in files if not n.startswith("payload/")] + [str(out / "payload") + "/"]
+        written = [str(out / n) for n in files if not n.startswith("payload/")] + [str(out / "payload") + "/"]
+        summary["files"] = written
     if json_out:
         if out is None:
             summary["startup_sh"] = rendered.startup_sh
@@ -111,11 +114,11 @@ def run_render(path: Path, *, cloud: str, out: Path | None, regions: list[str] |
         emit_json(summary)
     elif out is None:
         sys.stdout.write(rendered.startup_sh)
-        stderr_console().print(f"# {cloud} {offer.zone or offer.region} {offer.instance_type}: script {summary['sizes']['startup.sh']:,} bytes "
+        stderr_console().print(f"# {cloud} {offer.zone or offer.region} {offer.instance_type}: script {script_bytes:,} bytes "
                                f"in a {payload.size:,}-byte payload ({payload.sha256[:12]}); user data: a {boot.size:,}-byte bootstrap "
                                "(use --out DIR for the bootstrap, the payload and request.json)")
     else:
-        stderr_console().print("wrote " + ", ".join(summary["files"]))
+        stderr_console().print("wrote " + ", ".join(written))
     if rendered.driver and not json_out:
         d = rendered.driver
         stderr_console().print(f"# driver {d['version']}: the {d['set']} set, {' + '.join(d['packages'])} (exact version, held)")

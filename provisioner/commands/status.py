@@ -20,7 +20,7 @@ runs it started then or earlier, so its run and cost are shown as "at least" (``
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from provisioner.catalog.storage import load_catalog
 from provisioner.commands.clouds import _all_records, check_name
@@ -29,6 +29,9 @@ from provisioner.errors import EXIT_CLOUD
 from provisioner.output import emit_json, notice, stdout_console
 from provisioner.providers.base import InstanceRecord
 from provisioner.providers.registry import CLOUDS
+
+if TYPE_CHECKING:
+    from provisioner.commands.clouds import Unlisted
 
 RUNNING_STATES = frozenset({"RUNNING", "PROVISIONING", "STAGING", "STARTING", "REPAIRING"})
 
@@ -181,7 +184,7 @@ def run_status(name: str | None, json_out: bool, cloud: str | None = None) -> in
     return EXIT_CLOUD if partial else 0
 
 
-def partial_line(unlisted: list[dict[str, Any]]) -> str:
+def partial_line(unlisted: list[Unlisted]) -> str:
     """What was not listed, so that the VMs shown are not taken for all of them."""
     parts = [f"{u['cloud']} {', '.join(u['where'])} ({u['reason']})" if u["where"] else f"{u['cloud']} ({u['reason']})"
              for u in unlisted]

@@ -5,9 +5,13 @@ nothing; a VM being created (of that name, at that offer's price); or a VM that 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from provisioner.errors import Aborted
+
+if TYPE_CHECKING:
+    from provisioner.catalog.models import Offer
+    from provisioner.providers.base import InstanceRecord
 
 
 @dataclass
@@ -15,8 +19,8 @@ class Leaves:
     """Filled in by ``up`` as it goes: the offer of the create in flight, then the VM once it exists."""
 
     name: str = ""
-    attempt: Any = None  # (offer, compute $/h) of the create call in flight
-    record: Any = None  # InstanceRecord: created, or found already there
+    attempt: tuple[Offer, float] | None = None  # (offer, compute $/h) of the create call in flight
+    record: InstanceRecord | None = None  # created, or found already there
     notes: list[str] = field(default_factory=list)
 
     def aborted(self) -> Aborted:
@@ -43,7 +47,7 @@ class Leaves:
 STOPPED = frozenset({"TERMINATED", "STOPPED", "STOPPING", "SUSPENDED", "SUSPENDING", "DEALLOCATED", "DEALLOCATING"})
 
 
-def _running(r: Any, n: int) -> str:
+def _running(r: InstanceRecord, n: int) -> str:
     if r.price_hourly is None:
         return "its compute price (not recorded on the VM)"
     if r.disks_hourly is None:

@@ -5,16 +5,26 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from provisioner.errors import EXIT_CLOUD, InputError, ProfileError
-from provisioner.messages import Message
+from provisioner.messages import Message, MessageDoc
 from provisioner.output import emit_json, print_messages
 from provisioner.profile import load_profile
 from provisioner.profile.reference import profile_json_schema
 
 
-def validate_one(path: Path) -> tuple[dict[str, Any], int]:
+class ValidateResult(TypedDict):
+    """One profile's result: the SPEC validate document (``validate --json`` results[]), read back for the text."""
+
+    file: str
+    valid: bool | None  # None: not checked (a registry could not be read)
+    hash: str | None
+    errors: list[MessageDoc]
+    warnings: list[MessageDoc]
+
+
+def validate_one(path: Path) -> tuple[ValidateResult, int]:
     """(SPEC validate result, exit code 0/1/2/3) for one profile. 3: the only errors are registries that
     ``--resolve-image`` could not read -- the profile was not checked, it is not invalid (``valid`` null)."""
     try:
@@ -36,7 +46,7 @@ def _unreachable() -> set[str]:
     return store.unreachable_messages() if store is not None else set()
 
 
-def _result(path: Path, valid: bool | None, digest: str | None, errors: list[Message], warnings: list[Message]) -> dict[str, Any]:
+def _result(path: Path, valid: bool | None, digest: str | None, errors: list[Message], warnings: list[Message]) -> ValidateResult:
     return {
         "file": str(path),
         "valid": valid,
@@ -50,7 +60,7 @@ class UnreadableProfileError(InputError):
     """A profile given to ``validate`` could not be read (missing, not a file, not YAML...): exit 2; with
     ``--json`` the error document also carries every file's result."""
 
-    def __init__(self, message: str, results: list[dict[str, Any]]) -> None:
+    def __init__(self, message: str, results: list[ValidateResult]) -> None:
         super().__init__(message)
         self.results = results
 
@@ -73,7 +83,7 @@ def run_validate(paths: list[Path], json_out: bool) -> int:
         msgs = [Message(**m) for m in result["errors"] + result["warnings"]]
         if result["valid"]:
             n = len(result["warnings"])
-            print(f"{result['file']}: valid (hash {result['hash'][:16]}" + (f", {n} warning{'s' * (n != 1)})" if n else ")"))
+            print(f"{result['file']}: valid (hash {(result['hash'] or '')[:16]}" + (f", {n} warning{'s' * (n != 1)})" if n else ")"))
         elif result["valid"] is None:
             print(f"{result['file']}: not checked: a registry could not be read (exit 3; the profile is not known to be invalid)",
                   file=sys.stderr)

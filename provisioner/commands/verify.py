@@ -9,7 +9,7 @@ against a local profile instead."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from provisioner.commands.clouds import check_name, locate_one, providers_for
 from provisioner.errors import EXIT_NO, EXIT_NOT_READY, EXIT_OK, CloudError, NotFoundError
@@ -20,6 +20,7 @@ from provisioner.verify.cluster import compare_cluster
 from provisioner.verify.compare import compare
 
 if TYPE_CHECKING:
+    from provisioner.providers.base import InstanceRecord, Provider
     from provisioner.verify.compare import VerifyResult
 
 STATE_STYLE = {"match": "bold green", "drift": "bold red", "failed": "bold red", "provisioning": "bold yellow"}
@@ -29,7 +30,7 @@ def exit_code(result: VerifyResult) -> int:
     return {"match": EXIT_OK, "provisioning": EXIT_NOT_READY}.get(result.status, EXIT_NO)
 
 
-def print_verify(target: str, result: VerifyResult, json_out: bool, extra: dict[str, Any] | None = None) -> int:
+def print_verify(target: str, result: VerifyResult, json_out: bool, extra: dict[str, object] | None = None) -> int:
     if json_out:
         emit_json({**result.as_dict(target), **(extra or {})})
     else:
@@ -81,7 +82,7 @@ def run_verify_remote(name: str, json_out: bool, profile_path: Path | None = Non
     return print_verify(name, result, json_out, {"cloud": record.cloud, "location": record.zone or record.region})
 
 
-def _verify_cluster(name: str, record: Any, provider: Any, profile: dict[str, Any], nodes: int) -> VerifyResult:
+def _verify_cluster(name: str, record: InstanceRecord, provider: Provider, profile: dict[str, object], nodes: int) -> VerifyResult:
     """Every node's report (the provider's ``read_cluster_reports(name)``: node name -> report or None,
     rank order) judged against the profile and against each other (provisioner/verify/cluster.py)."""
     if not isinstance(provider, ClusterReader):

@@ -15,7 +15,6 @@ import os
 import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 FILE = "vms.json"
 #: names kept (the oldest go first): a name is ~40 bytes, so the file stays under ~200 KB
@@ -31,7 +30,7 @@ def path() -> Path:
     return state_dir() / FILE
 
 
-def load() -> dict[str, dict[str, Any]]:
+def load() -> dict[str, dict[str, object]]:
     """Every recorded name: ``{name: {cloud, by: "up"|"down", at}}``; {} when missing or unreadable."""
     try:
         doc = json.loads(path().read_text())
@@ -41,7 +40,7 @@ def load() -> dict[str, dict[str, Any]]:
     return {k: v for k, v in vms.items() if isinstance(v, dict)} if isinstance(vms, dict) else {}
 
 
-def known(name: str) -> dict[str, Any] | None:
+def known(name: str) -> dict[str, object] | None:
     """What this machine recorded of ``name`` (None: trainvm here never created nor deleted a VM of that name)."""
     return load().get(name)
 

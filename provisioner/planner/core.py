@@ -16,7 +16,7 @@ from datetime import date
 from fnmatch import fnmatchcase
 from itertools import compress, groupby
 from operator import attrgetter, not_
-from typing import Callable, Iterable, NamedTuple
+from typing import Callable, Iterable, NamedTuple, TypedDict
 
 from provisioner.catalog.costs import Cost, cost_of
 from provisioner.catalog.disks import DiskPrices
@@ -40,6 +40,15 @@ class NearMiss(NamedTuple):
 
     offer: Offer
     reason: str
+
+
+class BoundDoc(TypedDict):
+    """``Plan.bound_json``'s document (``plan --json`` failover_bound), which ``plan``'s text reads back."""
+
+    price_hourly: float | None
+    basis: str
+    premium: float | None  # None: the bound is placement.max_price_per_hour
+    worst_case_price_hourly: float | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +85,7 @@ class Plan:
         of = self.running or running_prices(self.request, self.disk_prices)  # plan() passes its memoized one
         return of(offer)
 
-    def bound_json(self) -> dict[str, object] | None:
+    def bound_json(self) -> BoundDoc | None:
         if self.chosen is None:
             return None
         by_cap = self.request.max_price_per_hour is not None

@@ -23,7 +23,7 @@ import io
 import json
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -90,20 +90,20 @@ class StackReport(_Part):
     cudnn: str | None = None
     python: str | None = None
     packages: dict[str, str] = {}
-    package_sources: dict[str, dict[str, Any]] = {}
-    python_env: dict[str, Any] | None = None
+    package_sources: dict[str, dict[str, object]] = {}
+    python_env: dict[str, object] | None = None
     os: OsInfo | None = None
     cpu: CpuInfo | None = None
     memory_gib: float | None = None
     disk: DiskInfo | None = None
-    blas: dict[str, Any] | None = None
+    blas: dict[str, object] | None = None
     data: tuple[DataState, ...] = ()
     phases: dict[str, PhaseTiming] = {}
     profile_hash: str | None = None
     error: str | None = None
     notes: tuple[str, ...] = ()
-    container: dict[str, Any] | None = None  # stack.container: the image the VM runs (the agent's container-check)
-    perf: dict[str, Any] | None = None  # the perf probe's result (profile `perf:`), for `verify NAME --perf`
+    container: dict[str, object] | None = None  # stack.container: the image the VM runs (the agent's container-check)
+    perf: dict[str, object] | None = None  # the perf probe's result (profile `perf:`), for `verify NAME --perf`
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
@@ -128,7 +128,7 @@ class StackReport(_Part):
         parts = self.status.split(":")
         return int(parts[2]) if len(parts) > 2 and parts[2].isdigit() else None
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         """The report as its JSON document (what the writers emit)."""
         return self.model_dump(mode="json", by_alias=True)
 
@@ -150,7 +150,7 @@ def _candidates(text: str) -> Iterable[bytes]:
         yield raw
 
 
-def decode_report(value: str | bytes | Mapping[str, Any] | None) -> StackReport | None:
+def decode_report(value: str | bytes | Mapping[str, object] | None) -> StackReport | None:
     """A report from any channel: a mapping, JSON text, or base64 (standard or url-safe) of JSON or of
     gzip'd JSON. None when it is none of those or does not validate as schema 1."""
     if value is None or value == "" or value == b"":

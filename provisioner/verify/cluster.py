@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
-from typing import Any
 
 from provisioner.providers.stack_report import StackReport
 from provisioner.verify.compare import FieldResult, VerifyResult, compare_records, framework_cuda, report_cudnn
@@ -25,12 +24,12 @@ from provisioner.verify.records import Expectation
 _SEVERITY = {"failed": 3, "drift": 2, "provisioning": 1, "match": 0}
 
 
-def identity(report: StackReport) -> dict[str, Any]:
+def identity(report: StackReport) -> dict[str, object]:
     """What must be identical on every node: driver, CUDA, cuDNN, NCCL, Python, OS, GPUs, packages,
     the container image. Missing values are compared as missing (None)."""
     doc = report.as_dict()
     fw = report.framework
-    out: dict[str, Any] = {
+    out: dict[str, object] = {
         "driver": report.driver,
         "cuda": framework_cuda(doc),
         "cuda_runtime": report.cuda_runtime,
@@ -51,7 +50,7 @@ def identity(report: StackReport) -> dict[str, Any]:
     return out
 
 
-def _differences(idents: Mapping[str, Mapping[str, Any]]) -> list[FieldResult]:
+def _differences(idents: Mapping[str, Mapping[str, object]]) -> list[FieldResult]:
     rows = []
     keys = sorted({k for ident in idents.values() for k in ident})
     names = list(idents)
@@ -69,15 +68,17 @@ def _differences(idents: Mapping[str, Mapping[str, Any]]) -> list[FieldResult]:
     return rows
 
 
-def compare_cluster(profile: Mapping[str, Any], reports: Mapping[str, StackReport | Mapping[str, Any] | None],
+def compare_cluster(profile: Mapping[str, object], reports: Mapping[str, StackReport | Mapping[str, object] | None],
                     expected_nodes: int | None = None) -> VerifyResult:
     """Judge every node against ``profile`` and the nodes against each other (see the module doc)."""
-    want = expected_nodes if expected_nodes is not None else int((profile.get("hardware") or {}).get("nodes") or 1)
+    hardware = profile.get("hardware")
+    nodes = hardware.get("nodes") if isinstance(hardware, Mapping) else None
+    want = expected_nodes if expected_nodes is not None else int(nodes or 1) if isinstance(nodes, int | float | str) else 1
     fields: list[FieldResult] = []
     status = "match"
     failed_msgs = []
     pending_msgs: list[str] = []  # "NODE: phase P" / "NODE: no report yet", for a cluster still provisioning
-    idents: dict[str, dict[str, Any]] = {}
+    idents: dict[str, dict[str, object]] = {}
     expected: Expectation | None = None  # one typed expectation, built once, every node judged against it
     for name, raw in reports.items():
         report = raw if raw is None or isinstance(raw, StackReport) else StackReport.model_validate(dict(raw))

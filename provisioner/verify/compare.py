@@ -11,7 +11,7 @@ The rules are documented there. Both records forbid unknown fields (a misspelled
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Literal
 
 from provisioner.agent.compare import GPULESS, FieldResult, VerifyResult, framework_cuda, report_cudnn
 from provisioner.agent.compare import compare as judge
@@ -26,7 +26,7 @@ __all__ = ["GPULESS", "NOMINAL_TOLERANCE", "FieldResult", "Status", "VerifyResul
            "compare_records", "framework_cuda", "parse_pin", "report_cudnn"]
 
 
-def compare(profile: Mapping[str, Any], report: StackReport | Mapping[str, Any] | None) -> VerifyResult:
+def compare(profile: Mapping[str, object], report: StackReport | Mapping[str, object] | None) -> VerifyResult:
     """Judge a report against a resolved profile (the profile model's ``model_dump()``)."""
     expected = expected_record(profile)
     if report is not None and not isinstance(report, StackReport):

@@ -9,8 +9,6 @@ both sides. Field order is the document's key order (expected.json is byte-stabl
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import BaseModel, ConfigDict, Field
 
 SCHEMA = "trainvm.expect/1"
@@ -80,6 +78,6 @@ class Expectation(_Record):
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         """The document the judge reads (JSON types: tuples are lists)."""
         return self.model_dump(mode="json", by_alias=True)
