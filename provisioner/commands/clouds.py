@@ -3,6 +3,7 @@ Cloud-neutral: every cloud call goes through ``providers.get_provider``."""
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,8 +34,25 @@ def _skip(cloud: str, exc: CloudError) -> dict[str, str]:
     return {"cloud": cloud, "reason": str(exc), **({"hint": hint} if hint else {})}
 
 
+#: the variables the clouds' HTTP stacks read a CA bundle from: requests (google-auth, azure-core), OpenSSL's
+#: default, botocore (docs.aws.amazon.com/cli/latest/userguide/cli-configure-envvars.html, AWS_CA_BUNDLE)
+CA_BUNDLE_VARS = ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "SSL_CERT_FILE", "AWS_CA_BUNDLE")
+
+
+def check_ca_bundles() -> None:
+    """A CA-bundle variable naming a file that is not there is an input error (exit 2), said before any cloud call
+    (the SDKs fail on it deep inside, with an OSError that read as an internal error)."""
+    for var in CA_BUNDLE_VARS:
+        value = os.environ.get(var)
+        if value and not os.path.isfile(value):
+            raise InputError(f"{var}={value}: no such file (the cloud SDKs read their TLS CA bundle from it)",
+                             hint=f"unset {var}, or point it at a PEM bundle that exists (a demo's "
+                                  "`.venv/demo.env` is stale once `make demo` has stopped)")
+
+
 def _providers(clouds: list[str]) -> tuple[dict[str, Provider], list[dict[str, str]]]:
     """Providers for the clouds that have credentials; the others are skipped with a reason (and a hint)."""
+    check_ca_bundles()
     ready, skipped = {}, []
     for cloud in dict.fromkeys(clouds):
         if cloud not in PROVIDERS:
