@@ -146,3 +146,20 @@ def load_by_path(name: str, path: Path) -> ModuleType:
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def mypy_typo_lines(snippet: str, tmp_path: Path) -> tuple[set[int], set[int], str]:
+    """Run mypy (the project's config) on ``snippet``: (lines with an error, lines marked ``# typo``, mypy's output).
+    The typed-boundary tests assert the two sets are equal: every typo is caught and nothing else is flagged."""
+    import re
+
+    from mypy import api
+
+    path = tmp_path / "caller.py"
+    path.write_text(snippet)
+    out, err, _ = api.run(["--config-file", str(REPO / "pyproject.toml"), "--cache-dir", str(tmp_path / "cache"),
+                           "--no-error-summary", "--show-error-codes", str(path)])
+    assert not err, err
+    errors = {int(m.group(1)) for m in re.finditer(rf"{re.escape(str(path))}:(\d+): error:", out)}
+    typos = {n for n, line in enumerate(snippet.splitlines(), 1) if line.endswith("# typo")}
+    return errors, typos, out

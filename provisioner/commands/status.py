@@ -28,6 +28,7 @@ from provisioner.commands.verify import not_found
 from provisioner.errors import EXIT_CLOUD
 from provisioner.output import emit_json, notice, stdout_console
 from provisioner.providers.base import InstanceRecord
+from provisioner.providers.lifecycle import allocated_while_stopped
 from provisioner.providers.registry import CLOUDS
 
 if TYPE_CHECKING:
@@ -73,12 +74,6 @@ def running_hours(record: InstanceRecord, now: datetime | None = None) -> float 
     return max((end - start).total_seconds() / 3600, 0.0)
 
 
-def allocated_but_stopped(r: InstanceRecord) -> bool:
-    """Not running, yet billing compute: a state the cloud's registry entry names (Azure PowerState/stopped)."""
-    spec = CLOUDS.get(r.cloud)
-    return spec is not None and r.state.upper() in spec.lifecycle.allocated_states
-
-
 def allocated_line(v: dict[str, Any]) -> str:
     """What a VM that is stopped but still allocated keeps billing, and how to end it."""
     run_h = v["running_hourly"]
@@ -91,7 +86,7 @@ def _row(r: InstanceRecord) -> dict[str, Any]:
     price, source = _price_for(r)
     hours = running_hours(r)
     running = r.state.upper() in RUNNING_STATES
-    allocated = allocated_but_stopped(r)  # e.g. an Azure VM powered off from the guest: compute still bills
+    allocated = allocated_while_stopped(r.cloud, r.state)  # e.g. an Azure VM powered off from the guest
     cost = None if (price is None or hours is None) else round(price * hours, 2)
     run_h = None if price is None or r.disks_hourly is None else round(price + r.disks_hourly, 6)
     return {**r.to_json(), "price_hourly": price, "price_source": source, "billing_compute": running or allocated,

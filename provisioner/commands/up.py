@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from provisioner.bake.use import BakedImages
-from provisioner.commands import status, up_wait, vm_record
+from provisioner.commands import up_wait, vm_record
 from provisioner.commands.clouds import NAME_RE, _cred_hint, _providers
 from provisioner.commands.up_abort import STOPPED, Leaves
 from provisioner.commands.up_summary import same_profile_elsewhere, summary_lines, up_summary
@@ -25,6 +25,7 @@ from provisioner.providers import PROVIDERS
 from provisioner.providers.access import plan_secret_warnings
 from provisioner.providers.base import InstanceRecord, Provider, vm_name
 from provisioner.providers.capabilities import Preflighter
+from provisioner.providers.lifecycle import allocated_while_stopped
 from provisioner.provision.failover import IN_PROGRESS, find_existing, finish_existing, provision
 from provisioner.provision.launch import launch_spec, stage_for_offer
 from provisioner.provision.progress import Progress
@@ -226,7 +227,7 @@ def _started_if_stopped(provider: Provider, record: InstanceRecord, start: bool,
         costs = f"${price:.3f}/h{each} for compute, plus its disks"
     else:
         costs = f"${price + disks:.3f}/h{each} (compute ${price:.3f} + disks ${disks:.3f})"
-    if not start and status.allocated_but_stopped(record):  # e.g. Azure PowerState/stopped: compute still bills
+    if not start and allocated_while_stopped(record.cloud, record.state):  # e.g. Azure PowerState/stopped: compute still bills
         raise TrainvmError(f"{target} exists on {record.cloud} ({record.zone or record.region}) for this profile but is "
                            f"{record.state} and still allocated: not ready, and `up` did not start it; it keeps billing "
                            f"{costs} while it stays so",

@@ -23,6 +23,13 @@ MECHANISM: dict[str, dict[str, str]] = {n: {"stop": c.lifecycle.stop, "delete": 
 KEPT_BILLING: dict[str, str] = {n: c.lifecycle.kept_billing for n, c in CLOUDS.items()}
 
 
+def allocated_while_stopped(cloud: str, state: str) -> bool:
+    """A VM in ``state`` is not running yet still bills compute (``LifecycleFacts.allocated_states``: Azure's
+    PowerState/stopped, a poweroff from inside the guest)."""
+    spec = CLOUDS.get(cloud)
+    return spec is not None and state.upper() in spec.lifecycle.allocated_states
+
+
 def on_vm_max_run_seconds(cloud: str, hours: float | None) -> int:
     """Seconds for the VM's own max-run timer: 0 without a limit or where the cloud enforces it."""
     if not hours or CLOUDS[cloud].lifecycle.enforces_max_run:

@@ -6,10 +6,9 @@ error and nothing else is."""
 
 from __future__ import annotations
 
-import re
 import tomllib
 
-from tests.helpers import REPO
+from tests.helpers import REPO, mypy_typo_lines
 
 SNIPPET = '''\
 from provisioner.bake.cost import monthly_cost
@@ -106,13 +105,5 @@ def test_bake_verify_commands_disallow_explicit_any() -> None:
 
 
 def test_a_misspelled_key_of_a_stage_document_is_a_mypy_error(tmp_path) -> None:
-    from mypy import api
-
-    path = tmp_path / "caller.py"
-    path.write_text(SNIPPET)
-    out, err, _ = api.run(["--config-file", str(REPO / "pyproject.toml"), "--cache-dir", str(tmp_path / "cache"),
-                           "--no-error-summary", "--show-error-codes", str(path)])
-    assert not err, err
-    errors = {int(m.group(1)) for m in re.finditer(rf"{re.escape(str(path))}:(\d+): error:", out)}
-    typos = {n for n, line in enumerate(SNIPPET.splitlines(), 1) if line.endswith("# typo")}
+    errors, typos, out = mypy_typo_lines(SNIPPET, tmp_path)
     assert errors == typos, out

@@ -8,9 +8,7 @@ take a ``LoadedProfile`` and an ``Offer`` (they took ``Any``: a Profile or a str
 
 from __future__ import annotations
 
-import re
-
-from tests.helpers import REPO
+from tests.helpers import mypy_typo_lines
 
 SNIPPET = '''\
 from provisioner.catalog.models import Offer
@@ -67,14 +65,6 @@ def main(loaded: LoadedProfile, offer: Offer, provider: Provider, report: StackR
 
 
 def test_a_misspelled_attribute_on_a_stage_boundary_is_a_mypy_error(tmp_path) -> None:
-    from mypy import api
-
-    path = tmp_path / "caller.py"
-    path.write_text(SNIPPET)
-    out, err, _ = api.run(["--config-file", str(REPO / "pyproject.toml"), "--cache-dir", str(tmp_path / "cache"),
-                           "--no-error-summary", "--show-error-codes", str(path)])
-    assert not err, err
-    errors = {int(m.group(1)) for m in re.finditer(rf"{re.escape(str(path))}:(\d+): error:", out)}
-    typos = {n for n, line in enumerate(SNIPPET.splitlines(), 1) if line.endswith("# typo")}
+    errors, typos, out = mypy_typo_lines(SNIPPET, tmp_path)
     assert len(typos) == 16
     assert errors == typos, out
