@@ -33,7 +33,7 @@ from __future__ import annotations
 import builtins
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from provisioner.providers.base import (
     AttemptInProgressError,
@@ -64,7 +64,7 @@ from provisioner.providers.offer import Offer
 from provisioner.providers.poll import poll
 
 if TYPE_CHECKING:
-    from google.cloud.compute_v1 import Instance, Operation
+    from provisioner.providers.gcp.sdk_types import Instance, Operation
 
 IN_FLIGHT = ("PROVISIONING", "STAGING")
 
@@ -81,8 +81,15 @@ class CreateAttempt:
     rules: FirewallTouched = field(default_factory=FirewallTouched)
 
 
+class Record(Protocol):
+    """``GcpProvider._record``: the InstanceRecord of a member."""
+
+    def __call__(self, inst: Instance, *, notes: builtins.list[str] | None = None,
+                 existing: bool = False) -> InstanceRecord: ...
+
+
 class GceCreate:
-    def __init__(self, gce: GceApi, fw: SshFirewall, clusters: GceClusters, record: Callable[..., InstanceRecord],
+    def __init__(self, gce: GceApi, fw: SshFirewall, clusters: GceClusters, record: Record,
                  image_for: Callable[[LaunchSpec], str], op_timeout: float) -> None:
         self.gce, self.fw, self.clusters, self.record, self.op_timeout = gce, fw, clusters, record, op_timeout
         self.image_for = image_for  # resolved only when a request is built (an adopt needs none)

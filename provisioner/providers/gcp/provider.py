@@ -74,7 +74,8 @@ from provisioner.settings import env_seconds
 
 if TYPE_CHECKING:
     from google.auth.credentials import Credentials
-    from google.cloud.compute_v1 import Instance, Operation
+
+    from provisioner.providers.gcp.sdk_types import Instance, Operation
 
 MANAGED_FILTER = "labels.trainvm-managed = true"
 

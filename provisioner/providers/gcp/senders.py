@@ -51,7 +51,7 @@ from provisioner.providers.gcp.request import instance_body, request_id
 from provisioner.providers.offer import Offer
 
 if TYPE_CHECKING:
-    from google.cloud.compute_v1 import Instance, Operation
+    from provisioner.providers.gcp.sdk_types import Instance, Operation
 
 #: one member's create body (REST JSON)
 Body = dict[str, object]
