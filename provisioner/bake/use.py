@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Mapping
 from provisioner.bake.exact import exact_reason
 from provisioner.bake.run import baker_for
 from provisioner.errors import TrainvmError
+from provisioner.hooks import bakers
 from provisioner.providers.image_identity import (
     LABEL_PROFILE,
     SCRIPT_VERSION,
@@ -20,7 +21,6 @@ from provisioner.providers.image_identity import (
     label_value,
     mismatch,
 )
-from provisioner.providers.registry import bakers
 from provisioner.provision.launch import locked_images
 
 if TYPE_CHECKING:

@@ -1,4 +1,4 @@
-"""What the catalog accepts as an Azure offer (``CloudSpec.catalog_check``, run by catalog/storage.py
+"""What the catalog accepts as an Azure offer (its ``catalog_check`` hook (provisioner/hooks/), run by catalog/storage.py
 ``validate_offers``). Pure: importing it imports no SDK."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """GCE machine families: per-family GPU attachment and boot disk types, Local SSD per machine type, N1 host limits
-per attached GPU, the Local SSD disk count (``CloudSpec.local_ssd``: the request builder attaches that many, and
+per attached GPU, the Local SSD disk count (its ``local_ssd`` hook, provisioner/hooks/: the request builder attaches that many, and
 ``plan`` prices them without importing the builder) and the catalog's consistency check of a GCE offer
-(``CloudSpec.catalog_check``). Pure data:
+(its ``catalog_check`` hook (provisioner/hooks/)). Pure data:
 importing it imports no SDK. The catalog converter (scripts/build_catalog.py), the request builder
 (providers/gcp/request.py), disk costs (catalog/costs.py, through ``CloudSpec.family_disk_map``) and the
 placement facts use it.
@@ -129,7 +129,7 @@ def family_disk_map(family: str) -> Mapping[str, str] | None:
 
 
 def check_offer(o: Offer) -> list[str]:
-    """``CloudSpec.catalog_check``: what is wrong with one GCE catalog row (catalog/storage.py ``validate_offers``):
+    """its ``catalog_check`` hook (provisioner/hooks/): what is wrong with one GCE catalog row (catalog/storage.py ``validate_offers``):
     its zone outside its region, an unknown family, boot disk types or GPU attachment the family does not have,
     an N1 host above GCE's limits for its GPUs."""
     where = f"{o.cloud} {o.instance_type} {o.zone or o.region}"
