@@ -64,7 +64,7 @@ def test_bake_creates_a_labelled_image_in_the_profiles_family_and_deletes_the_bu
     assert stored["sourceDisk"].endswith(f"/disks/{builder}")
     assert stored["labels"][LABEL_KIND] == "baked-image"
     from provisioner.bake.run import plan_bake
-    from provisioner.providers import get_provider
+    from provisioner.hooks.providers import get_provider
     from provisioner.providers.gcp.bake import GceBaker
 
     want = plan_bake(load_profile(TF), GceBaker(get_provider("gcp")), "gcp", None).identity

@@ -39,16 +39,14 @@ def test_verify_local_perf_against_the_baseline(cli, tmp_path: Path, cheap_probe
     assert verdicts["cpu_single_units_s"] == "worse"
 
 
-def test_verify_vm_perf_reads_the_report(cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from provisioner.providers import set_provider
+def test_verify_vm_perf_reads_the_report(cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, install_providers) -> None:
     from tests.fakes import FakeProvider
 
     monkeypatch.setenv("TRAINVM_TODAY", "2026-11-22")
     t4 = str(Path(__file__).resolve().parents[2] / "profiles" / "examples" / "bert-finetune-t4.yaml")
     fake = FakeProvider("gcp")
-    set_provider("gcp", fake)
-    try:
-        name = cli("up", t4, "--yes", "--json", "--cloud", "gcp").json()["name"]
+    install_providers({"gcp": fake})
+    name = cli("up", t4, "--yes", "--json", "--cloud", "gcp").json()["name"]
         base = tmp_path / "ws.perf.json"
         base.write_text(json.dumps(doc(loader_data_w0_items_s=m(900, "loader", workers=0))))
         r = cli("verify", name, "--perf")
@@ -65,10 +63,8 @@ def test_verify_vm_perf_reads_the_report(cli, tmp_path: Path, monkeypatch: pytes
         assert r.code == 1, r.err
         (v,) = r.json()["metrics"]
         assert v["verdict"] == "worse" and any("nfs4" in c["cause"] for c in v["causes"])
-        fake.reports[name]["perf"] = json.loads(base.read_text())
-        assert cli("verify", name, "--perf", "--baseline", str(base)).code == 0
-    finally:
-        set_provider("gcp", None)
+    fake.reports[name]["perf"] = json.loads(base.read_text())
+    assert cli("verify", name, "--perf", "--baseline", str(base)).code == 0
 
 
 def test_capture_perf_needs_an_output_file(cli) -> None:
