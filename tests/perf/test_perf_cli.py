@@ -47,22 +47,22 @@ def test_verify_vm_perf_reads_the_report(cli, tmp_path: Path, monkeypatch: pytes
     fake = FakeProvider("gcp")
     install_providers({"gcp": fake})
     name = cli("up", t4, "--yes", "--json", "--cloud", "gcp").json()["name"]
-        base = tmp_path / "ws.perf.json"
-        base.write_text(json.dumps(doc(loader_data_w0_items_s=m(900, "loader", workers=0))))
-        r = cli("verify", name, "--perf")
-        assert r.code == 2 and "--baseline" in r.err
-        r = cli("verify", name, "--perf", "--baseline", str(base))
-        assert r.code == 1 and "no report yet" in r.err
-        fake.reports[name] = {"schema": 1, "status": "ready"}
-        r = cli("verify", name, "--perf", "--baseline", str(base))
-        assert r.code == 1 and "a report without a perf result" in r.err
-        vm = doc(loader_data_w0_items_s=m(300, "loader", workers=0),
-                 host={"data_fs": {"path": "/mnt/data/glue", "fstype": "nfs4", "mount_point": "/mnt/data", "network": True}})
-        fake.reports[name] = {"schema": 1, "status": "ready", "perf": vm}
-        r = cli("verify", name, "--perf", "--baseline", str(base), "--json")
-        assert r.code == 1, r.err
-        (v,) = r.json()["metrics"]
-        assert v["verdict"] == "worse" and any("nfs4" in c["cause"] for c in v["causes"])
+    base = tmp_path / "ws.perf.json"
+    base.write_text(json.dumps(doc(loader_data_w0_items_s=m(900, "loader", workers=0))))
+    r = cli("verify", name, "--perf")
+    assert r.code == 2 and "--baseline" in r.err
+    r = cli("verify", name, "--perf", "--baseline", str(base))
+    assert r.code == 1 and "no report yet" in r.err
+    fake.reports[name] = {"schema": 1, "status": "ready"}
+    r = cli("verify", name, "--perf", "--baseline", str(base))
+    assert r.code == 1 and "a report without a perf result" in r.err
+    vm = doc(loader_data_w0_items_s=m(300, "loader", workers=0),
+             host={"data_fs": {"path": "/mnt/data/glue", "fstype": "nfs4", "mount_point": "/mnt/data", "network": True}})
+    fake.reports[name] = {"schema": 1, "status": "ready", "perf": vm}
+    r = cli("verify", name, "--perf", "--baseline", str(base), "--json")
+    assert r.code == 1, r.err
+    (v,) = r.json()["metrics"]
+    assert v["verdict"] == "worse" and any("nfs4" in c["cause"] for c in v["causes"])
     fake.reports[name]["perf"] = json.loads(base.read_text())
     assert cli("verify", name, "--perf", "--baseline", str(base)).code == 0
 

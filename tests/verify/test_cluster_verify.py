@@ -146,6 +146,8 @@ def test_verify_name_of_a_cluster_names_the_odd_node(cli, cluster_vm) -> None:
 
 
 def test_verify_name_of_a_cluster_without_node_listing_is_a_clear_error(cli, cluster_vm, install_providers) -> None:
+    from tests.fakes import FakeProvider
+
     name, _, gcp = cluster_vm
 
     class NoNodeListing:  # a provider without read_cluster_reports (a cloud whose group engine is not wired)
