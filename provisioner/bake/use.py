@@ -1,7 +1,7 @@
 """``up`` boots a matching baked image (docs/bake.md): per offer, the cloud's ``Baker.find`` with the identity the
 profile would bake on that offer; found, the VM boots that image and its payload is rendered in ``baked`` mode
 (verify only); not found, the normal install, and ``up`` says why. Cloud-neutral: a cloud takes part when the
-registry gives it a baker (``CloudSpec.baker``) and its provider boots ``LaunchSpec.boot_image``."""
+cloud has a ``baker`` hook (provisioner/hooks/) and its provider boots ``LaunchSpec.boot_image``."""
 
 from __future__ import annotations
 

@@ -125,7 +125,7 @@ def _hourly(monthly: float) -> float:
 
 def _boot_disk_name(offer: Offer, disk_type: str) -> str:
     """The cloud's own disk name for a profile disk type (a cloud may narrow it per machine family:
-    ``CloudSpec.family_disk_map``)."""
+    its ``family_disk_map`` hook, provisioner/hooks/)."""
     spec, disk_map = cloud(offer.cloud), hooks.of(offer.cloud).family_disk_map
     family_map = disk_map(offer.family) if disk_map is not None else None
     return (family_map if family_map is not None else spec.disk_types).get(disk_type, "")

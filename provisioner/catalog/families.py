@@ -68,5 +68,5 @@ def canonical_gpu(source_name: str) -> str:
 
 def family_of(cloud: str, instance_type: str) -> str:
     """The catalog's ``family`` of an instance type (what the placement facts are keyed by): the cloud's
-    ``CloudSpec.family_of``, or the instance type itself where the cloud has none."""
+    ``family_of`` hook (provisioner/hooks/), or the instance type itself where the cloud has none."""
     return hooks.family_of(cloud, instance_type)

@@ -284,7 +284,7 @@ def validate_offers(offers: Iterable[Offer]) -> list[str]:
     """Deeper consistency checks than loading does (for ``TRAINVM_CATALOG`` folders and tests):
     canonical GPU names, unique offers, GCE zones inside their region, Azure offers regional, N1
     hosts within GCE's per-GPU limits, disk types a GCE family supports (each cloud's own checks:
-    its ``catalog_check`` hook (provisioner/hooks/)). Returns problems."""
+    the ``catalog_check`` hooks, provisioner/hooks/). Returns problems."""
     problems: list[str] = []
     seen: set[tuple[Any, ...]] = set()
     for o in offers:

@@ -89,7 +89,7 @@ def test_the_old_yaml_reader_name_is_the_moved_module() -> None:
 
 def test_the_shared_providers_layer_imports_no_cloud_package_and_no_stage() -> None:
     """The modules directly in providers/ sit below everything that reads the registry: they import no per-cloud
-    package (those are loaded by name from the registry's "module:Class" strings) and none of the stages that
+    package (the layers above reach those through the typed hooks of provisioner/hooks/) and none of the stages that
     import them (catalog, profile, planner, render, provision, lock, bake)."""
     edges = package_edges(scan())
     up = sorted((b, [f"{i.path}:{i.line}" for i in imps]) for (a, b), imps in edges.items()
