@@ -131,10 +131,10 @@ def test_a_profile_without_a_lock_is_refused_before_anything_is_created(cli, gce
 
 def test_a_cloud_that_cannot_bake_yet_is_refused(cli, gce, monkeypatch):
     """Every cloud of the registry has a baker now: one without (as a new cloud would be) is simulated."""
-    from provisioner.providers import registry
+    from provisioner import hooks
 
-    clouds = {**registry.CLOUDS, "azure": dataclasses.replace(registry.CLOUDS["azure"], baker="")}
-    monkeypatch.setattr(registry, "CLOUDS", types.MappingProxyType(clouds))  # a cloud without a Baker
+    table = {**hooks.HOOKS, "azure": dataclasses.replace(hooks.HOOKS["azure"], baker=None)}
+    monkeypatch.setattr(hooks, "HOOKS", types.MappingProxyType(table))  # a cloud without a Baker
     r = cli("bake", str(TF), "--cloud", "azure")
     assert r.code == 2
     assert "cannot bake images on azure yet" in r.err and "clouds that can: aws, gcp" in r.err
