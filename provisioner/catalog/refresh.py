@@ -1,7 +1,7 @@
 """``trainvm catalog refresh``: renew the catalog's prices from each cloud's official price API.
 
-Cloud-neutral: each cloud's price source is named by the registry (``CloudSpec.price_source``,
-``providers/<cloud>_prices.py``) and called as ``fetch(known, regions, fetched_at) -> SourceResult``.
+Cloud-neutral: each cloud's price source is its ``price_source`` hook (provisioner/hooks/,
+``providers/<cloud>/prices.py``) and called as ``fetch(known, regions, fetched_at) -> SourceResult``.
 
 * ``known``: the current catalog's offers of that cloud in the asked regions, plus the embedded snapshot's that
   the current catalog lost (catalog/discover.py: a size dropped once can come back). A known shape the source has
@@ -24,7 +24,6 @@ Cloud-neutral: each cloud's price source is named by the registry (``CloudSpec.p
 
 from __future__ import annotations
 
-import importlib
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -32,14 +31,15 @@ from datetime import UTC, datetime
 from fnmatch import fnmatchcase
 from typing import Any, Callable
 
+from provisioner import hooks
 from provisioner.catalog.discover import place, restorable
 from provisioner.catalog.integrity import check_refreshed, reflag
 from provisioner.catalog.models import Catalog, Offer
 from provisioner.catalog.publish import publish
 from provisioner.catalog.storage import EMBEDDED_DIR, load_catalog, row_provenance
 from provisioner.errors import TrainvmError
+from provisioner.providers.hook_types import PriceSource
 from provisioner.providers.price_rows import SourceResult
-from provisioner.providers.registry import cloud as spec
 
 SOURCE = "trainvm catalog refresh (official price APIs)"
 #: A refreshed region must keep at least this share of the rows it had (else the refresh is refused unless
@@ -65,16 +65,12 @@ class RefreshReport:
                 "problems": self.problems, "written": self.path is not None}
 
 
-Fetch = Callable[[list[Offer], list[str], datetime], SourceResult]
+#: a cloud's price source (its ``price_source`` hook, provisioner/hooks/)
+Fetch = PriceSource
 
 
 def price_source(cloud: str) -> Fetch | None:
-    ref = spec(cloud).price_source
-    if ref is None:
-        return None
-    module, func = ref.split(":")
-    fetch: Fetch = getattr(importlib.import_module(module), func)
-    return fetch
+    return hooks.of(cloud).price_source
 
 
 def shrunk(current: Catalog, merged: list[Offer], in_scope: Callable[[Offer], bool],

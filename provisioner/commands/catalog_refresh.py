@@ -6,8 +6,8 @@ from typing import Any
 
 from provisioner.catalog.refresh import RefreshFailed, refresh
 from provisioner.catalog.storage import load_catalog
+from provisioner.hooks import priced_clouds
 from provisioner.output import emit_json, notice, stdout_console
-from provisioner.providers.registry import priced_clouds
 
 
 def run_catalog_refresh(*, clouds: list[str] | None, regions: list[str] | None, json_out: bool,

@@ -15,13 +15,13 @@ from provisioner.commands.up_abort import STOPPED, Leaves
 from provisioner.commands.up_summary import same_profile_elsewhere, summary_lines, up_summary
 from provisioner.container.store import require_pinned_image
 from provisioner.errors import CloudError, InputError, NoFeasibleOfferError, TrainvmError
+from provisioner.hooks.providers import provider_clouds
 from provisioner.lock.gate import lock_gate
 from provisioner.output import emit_json, notice, stderr_console, stdout_console, styled
 from provisioner.planner.explain import no_offer_message
 from provisioner.planner.from_profile import Overrides, make_plan
 from provisioner.profile import load_profile
 from provisioner.profile.fields import check_cidr
-from provisioner.providers import PROVIDERS
 from provisioner.providers.access import plan_secret_warnings
 from provisioner.providers.base import InstanceRecord, Provider, vm_name
 from provisioner.providers.capabilities import Preflighter
@@ -73,7 +73,7 @@ def _run_up(path: Path, leaves: Leaves, *, name: str | None, yes: bool, wait_rea
     offers = [o for o in (plan.chosen, *plan.failover) if o.provisionable]
     planned_clouds = list(dict.fromkeys(o.cloud for o in offers))
     # Every cloud with credentials, not only the planned ones: one VM per name across clouds.
-    providers, skipped = _providers([*planned_clouds, *PROVIDERS])
+    providers, skipped = _providers([*planned_clouds, *provider_clouds()])
     err = stderr_console()
 
     warnings = [m.render() for m in loaded.warnings if m.level == "warning"] + list(plan.warnings) + lock_notes
@@ -142,7 +142,7 @@ def _run_up(path: Path, leaves: Leaves, *, name: str | None, yes: bool, wait_rea
     first_choice = baked.choose(first)
     summary = {**summary, "baked_image": first_choice.to_json() if first_choice else None}
     # clouds trainvm provisions on that could not be asked (no credentials): a VM of that name may exist there
-    not_checked = [s for s in skipped if s["cloud"] in PROVIDERS]
+    not_checked = [s for s in skipped if s["cloud"] in provider_clouds()]
     summary = {**summary, "clouds_not_checked": [{"cloud": s["cloud"], "reason": s["reason"]} for s in not_checked]}
     if not_checked:
         twin = (f"not checked for a VM named {vm}: {', '.join(s['cloud'] + ' (' + s['reason'] + ')' for s in not_checked)}; "

@@ -1,6 +1,6 @@
 """The ``Baker`` capability (``trainvm bake`` / ``trainvm images``, docs/bake.md): what a cloud must do to capture,
-find and delete baked images. Registered per cloud in the registry (``CloudSpec.baker``, "module:Class" built
-from that cloud's provider); a cloud without one cannot bake yet. Nothing here imports a cloud SDK."""
+find and delete baked images. Registered per cloud as its ``baker`` hook (provisioner/hooks/, typed
+``BakerFactory``: built from that cloud's provider); a cloud without one cannot bake yet. Nothing here imports a cloud SDK."""
 
 from __future__ import annotations
 

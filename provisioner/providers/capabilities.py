@@ -6,8 +6,9 @@ methods against them (a missing or mistyped method is a type error, not a silent
 cloud implements what it can; a command that needs a capability it lacks says so.
 
 What is known offline (plan and render import no provider, hence no SDK) stays a fact of the registry's
-``CloudSpec`` (``group_engine``, ``live_status``, ``baker``, ``quota_reader``): those are decided before any
-provider exists. The interfaces here are the ones asked of a provider object at ``up``, ``verify`` and
+``CloudSpec`` (``group_engine``, ``live_status``) or a cloud's typed hooks (provisioner/hooks/: ``baker``,
+``quota_reader``): those are decided before any provider exists. The interfaces here are the ones asked of a
+provider object at ``up``, ``verify`` and
 ``lock`` time.
 """
 
@@ -64,8 +65,8 @@ class ClusterReader(Protocol):
 
 @runtime_checkable
 class LocalSsdBuilder(Protocol):
-    """The local SSD facts module (``CloudSpec.local_ssd``) of a cloud that attaches local SSD as separate disks of a
-    fixed size (GCE): the disk count for a requested scratch size, and the families whose machine type brings its
+    """The local SSD facts module (the cloud's ``local_ssd`` hook, provisioner/hooks/) of a cloud that attaches local SSD
+    as separate disks of a fixed size (GCE): the disk count for a requested scratch size, and the families whose machine type brings its
     own (bundled) local SSD. A cloud without one attaches one scratch disk of the requested size, or none."""
 
     LOCAL_SSD_DISK_GIB: int
