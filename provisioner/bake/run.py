@@ -78,7 +78,8 @@ def baker_for(cloud: str, provider: Provider | None = None) -> Baker:
         can = ", ".join(sorted(bakers())) or "none"
         raise InputError(f"--cloud {cloud}: trainvm cannot bake images on {cloud} yet (clouds that can: {can}); see docs/bake.md")
     module, cls = target.split(":")
-    return getattr(importlib.import_module(module), cls)(provider if provider is not None else get_provider(cloud))
+    made: Baker = getattr(importlib.import_module(module), cls)(provider if provider is not None else get_provider(cloud))
+    return made
 
 
 def builder_limit_hours(timeout_s: float) -> float:
@@ -210,7 +211,11 @@ def run_bake(path: Path, *, cloud: str, region: str | None, json_out: bool) -> i
     provider = baker.provider
     bp = plan_bake(loaded, baker, cloud, region)
     err = stderr_console()
-    say = (lambda text: None) if json_out else (lambda text: err.print(text))
+
+    def say(text: str) -> None:
+        if not json_out:
+            err.print(text)
+
     existing = baker.find(bp.identity)
     if existing is not None:
         _record(existing)
