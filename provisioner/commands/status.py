@@ -40,7 +40,7 @@ RUNNING_STATES = frozenset({"RUNNING", "PROVISIONING", "STAGING", "STARTING", "R
 
 
 class RecordJson(TypedDict):
-    """``InstanceRecord.to_json()``'s keys, in its order (tests/cli/test_status_cost.py checks they are the same)."""
+    """``InstanceRecord.to_json()``'s keys, in its order (tests/cli/test_status_rows.py checks they are the same)."""
 
     name: str
     cloud: str
