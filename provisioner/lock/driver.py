@@ -170,7 +170,8 @@ def read_index(location: str) -> str:
 
         def get() -> bytes:
             with urllib.request.urlopen(location, timeout=FETCH_TIMEOUT_S) as resp:  # noqa: S310 - scheme checked above
-                return resp.read(MAX_INDEX_BYTES + 1)
+                body: bytes = resp.read(MAX_INDEX_BYTES + 1)
+                return body
 
         def timed_out(last: BaseException) -> DriverIndexError:
             reason = getattr(last, "reason", None) or last
