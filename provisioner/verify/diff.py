@@ -46,7 +46,11 @@ def _objects(value: object) -> list[Mapping[str, object]]:
 
 
 def _int(value: object) -> int | None:
-    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+    """A number of the document (a JSON number, or a number written as a string), None when absent or not one."""
+    try:
+        return int(value) if isinstance(value, int | float | str) else None
+    except ValueError:
+        return None
 
 
 def is_report(doc: Mapping[str, object]) -> bool:
@@ -67,7 +71,7 @@ def project_report(report: Mapping[str, object]) -> dict[str, object]:
     cpu = _mapping(report.get("cpu")).get("count")
     hardware["min_vcpus"] = cpu
     mem = report.get("memory_gib")
-    hardware["min_memory_gib"] = int(mem) if isinstance(mem, int | float) else None
+    hardware["min_memory_gib"] = _int(mem)
     os_info = _mapping(report.get("os"))
     stack = {
         "os": f"{os_info.get('id')}-{os_info.get('version')}" if os_info.get("id") else None,
@@ -101,7 +105,7 @@ def flatten(doc: Mapping[str, object], prefix: str = "") -> dict[str, object]:
             for name, version in value.items():
                 flat[f"packages.{canonicalize_name(str(name))}"] = version
         elif path == "hardware.gpu":
-            flat[path] = sorted([value] if isinstance(value, str) else [str(v) for v in value]) if isinstance(value, str | list) and value else None
+            flat[path] = (sorted(value) if isinstance(value, list) else [value]) if value else None
         elif isinstance(value, Mapping):
             flat.update(flatten(value, path + "."))
         elif isinstance(value, list) and value and len(items := _objects(value)) == len(value):
