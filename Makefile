@@ -3,7 +3,8 @@
 #                make, and PyPI for the locked packages)
 #   make test  - install with dev extras, run the whole test suite (also npm, for the Azurite emulator)
 # Both install exact, hash-checked versions: requirements.lock (trainvm's dependencies) and requirements-dev.lock
-# (those plus the dev extras), made from pyproject.toml by `make lock-deps` (tests/unit/test_dev_lock.py fails when
+# (those plus the dev extras), made from pyproject.toml by `make lock-deps`, and requirements-build.lock (the build
+# backend, hatchling, from requirements-build.in) (tests/unit/test_dev_lock.py fails when
 # pyproject.toml asks for something a lock does not pin). `pip install trainvm` / `pip install -e .` still resolve
 # from pyproject.toml's ranges.
 PYTHON ?= $(shell command -v python3.11 || command -v python3.12 || command -v python3.13 || command -v python3)
@@ -20,9 +21,10 @@ $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "trainvm needs Python >= 3.11; set PYTHON=/path/to/python3.11")'
 	$(PYTHON) -m venv $(VENV)
 
-$(VENV)/.installed: $(BIN)/python pyproject.toml requirements.lock
-	$(PIP) install --require-hashes -r requirements.lock
-	$(PIP) install --no-deps -e .
+$(VENV)/.installed: $(BIN)/python pyproject.toml requirements.lock requirements-build.lock
+	$(PIP) install --require-hashes -r requirements.lock -r requirements-build.lock
+	@# the build backend (hatchling) comes from requirements-build.lock, not from an unpinned isolated build env
+	$(PIP) install --no-deps --no-build-isolation -e .
 	@# an editable install is not byte-compiled (a wheel install is); without .pyc files every
 	@# command recompiles trainvm (~60 ms), more so where PYTHONDONTWRITEBYTECODE is set
 	$(BIN)/python -m compileall -q provisioner
@@ -40,6 +42,8 @@ UV_COMPILE = $(BIN)/uv pip compile pyproject.toml --universal --python-version 3
 lock-deps: install
 	$(UV_COMPILE) --extra dev -o requirements-dev.lock
 	$(UV_COMPILE) -c requirements-dev.lock -o requirements.lock
+	$(BIN)/uv pip compile requirements-build.in --universal --python-version 3.11 --generate-hashes -q \
+		--custom-compile-command 'make lock-deps' $(if $(UPGRADE),--upgrade) -c requirements-dev.lock -o requirements-build.lock
 
 # Azurite (the Azure Storage emulator, npm) for the Azure payload-store tests, pinned by its package-lock.json
 $(AZURITE): tests/emulators/azurite/package.json tests/emulators/azurite/package-lock.json

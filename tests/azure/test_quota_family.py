@@ -45,7 +45,7 @@ def test_a_family_the_location_does_not_list_is_not_checked_never_ok(monkeypatch
     assert check.status == "unknown", check.message()
     assert check.message().startswith(f"quota: not checked in azure {check.region} (Azure's usage list for")
     assert "Standard_NC4as_T4_v3's family (NCasT4_v3)" in check.message()
-    assert "; read: 100 of 4 regional vCPUs free" in check.message()  # what was read is still said
+    assert "; read: 4 regional vCPUs needed, 100 free" in check.message()  # what was read is still said
     assert warned and "`up` tries it as it would without the check" in warned[0]
     assert [r["error"] is not None for r in check.to_json()["readings"]] == [True, False]
 
@@ -58,7 +58,7 @@ def test_a_size_of_a_series_the_table_does_not_know_is_named_from_the_usage_list
     check, _ = _check(monkeypatch, offer, items)
     assert check.status == "short", check.message()
     assert "0 of 8 Standard_NC8ads_A10_v4 family vCPUs" not in check.message()
-    assert "4 of 8 Standard_NC8ads_A10_v4 family vCPUs free" in check.message()
+    assert "8 Standard_NC8ads_A10_v4 family vCPUs needed, 4 free" in check.message()
     assert "(StandardNCADSA10v4Family: limit 4, 0 in use)" in check.message()
 
 
