@@ -207,7 +207,11 @@ def run_bake(path: Path, *, cloud: str, region: str | None, json_out: bool) -> i
     provider = baker.provider
     bp = plan_bake(loaded, baker, cloud, region)
     err = stderr_console()
-    say = (lambda text: None) if json_out else (lambda text: err.print(text))
+
+    def say(text: str) -> None:
+        if not json_out:
+            err.print(text)
+
     existing = baker.find(bp.identity)
     if existing is not None:
         _record(existing)

@@ -29,7 +29,7 @@ from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from fnmatch import fnmatchcase
-from typing import Any, Callable
+from typing import Any, Callable, TypedDict
 
 from provisioner import hooks
 from provisioner.catalog.discover import place, restorable
@@ -53,14 +53,38 @@ class RefreshFailed(TrainvmError):
     exit_code = 1
 
 
+class CloudRefresh(TypedDict):
+    """What the refresh did to one cloud's rows (``catalog refresh --json`` ``clouds.<cloud>``; its text reads it back)."""
+
+    source: str
+    rows: int
+    known_rows: int
+    dropped: dict[str, int]  # reason -> rows dropped
+    flagged: dict[str, int]  # price flag -> rows
+    ambiguous: list[str]
+    disk_rows: int
+    notes: list[str]
+    restored: int
+    placed: int
+    new_sizes_skipped: dict[str, int]
+
+
+class RefreshDoc(TypedDict):
+    clouds: dict[str, CloudRefresh]
+    seconds: float
+    path: str | None
+    problems: list[str]
+    written: bool
+
+
 @dataclass
 class RefreshReport:
-    clouds: dict[str, dict[str, Any]]
+    clouds: dict[str, CloudRefresh]
     seconds: float
     path: str | None
     problems: list[str]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> RefreshDoc:
         return {"clouds": self.clouds, "seconds": round(self.seconds, 2), "path": self.path,
                 "problems": self.problems, "written": self.path is not None}
 
@@ -130,7 +154,7 @@ def refresh(current: Catalog, clouds: list[str], region_globs: list[str] | None,
     # kept rows keep their flags (the embedded GCP rows were checked per GPU part, which a whole-VM price
     # cannot be); they are the reference the fresh prices are compared with
     merged = kept + reflag(fresh, reference=[o for o in kept if o.cloud in refreshed_clouds])
-    report: dict[str, dict[str, Any]] = {}
+    report: dict[str, CloudRefresh] = {}
     for cloud, r in results.items():
         rows = [o for o in merged if o.cloud == cloud and in_scope(o)]
         flags = Counter(f for o in rows for f in o.flags)

@@ -101,3 +101,14 @@ def test_probe_out_that_cannot_be_written_is_an_input_error_before_probing(cli, 
     words = "is a folder; give a file name" if where == "folder" else f"no such folder: {target.parent}"
     assert f"-o {target}: {words}" in r.err
     assert "internal error" not in r.err and "Errno" not in r.err and ran == []  # refused before the probe ran
+
+
+def test_the_perf_table_shows_efficiency_only_with_its_spec_and_the_details_it_has(capsys: pytest.CaptureFixture[str]) -> None:
+    """``probe --perf``'s table (issue 37: the document is a TypedDict, read key by key): a metric with an efficiency
+    but no spec (a document not annotated by this trainvm; the schema allows it) is shown without the efficiency note
+    rather than failing with a TypeError; the spec'd one and a loader's workers are noted."""
+    annotated = m(100.0, "gpu_compute", "TFLOPS", efficiency=0.5, spec={"figure": 200.0, "variant": "SXM", "source": "x"})
+    perfcmd.print_perf(doc(matmul_bf16_tflops=annotated, matmul_fp16_tflops=m(90.0, "gpu_compute", efficiency=0.4),
+                           loader_w4_items_s=m(500.0, "loader", workers=4)))
+    out = capsys.readouterr().out
+    assert "50% of 200 (SXM)" in out and "40%" not in out and "workers 4" in out
