@@ -74,6 +74,7 @@ class AzureBaker:
     builder_shape = BUILDER_SHAPE
 
     def __init__(self, provider: AzureProvider) -> None:
+        self.provider = provider  # the Baker contract: the builder is created, watched and deleted through it
         self.api, self.images_of = provider.client, provider.images
 
     def _compute(self) -> SdkClient:
