@@ -3,8 +3,9 @@ one credential, the SDK error mapping (``azure_errors``) and the bounded waits. 
 group, power, roles, preflight, store, quota, bake) receives this object in its constructor or as its first
 argument; none reaches back into the provider.
 
-What the SDK returns is untyped (azure-mgmt-* models, ``as_dict()`` JSON): it is read as ``Arm`` (the ARM resource
-document), the one place its ``Any`` is named; ``Poller`` is the two methods of an ``LROPoller`` trainvm calls.
+What the SDK returns is untyped (azure-mgmt-* models): ``wire`` reads a model as its ARM JSON, typed as
+``azure_arm.Arm`` (the fields trainvm reads); ``Poller`` is the two methods of an ``LROPoller`` trainvm calls;
+``SdkClient`` names the untyped management clients.
 """
 
 from __future__ import annotations
@@ -13,10 +14,11 @@ import os
 import time
 from collections.abc import Callable
 from types import SimpleNamespace
-from typing import Any, Protocol, TypeVar, overload
+from typing import Any, Protocol, TypeVar, cast, overload
 
 from provisioner.providers.azure import errors as errs
 from provisioner.providers.azure import request as R
+from provisioner.providers.azure.arm import Arm, Props
 from provisioner.providers.azure.clients import (
     Settings,
     default_credential,
@@ -26,8 +28,6 @@ from provisioner.providers.azure.clients import (
 )
 from provisioner.providers.base import RetryExhaustedError
 
-#: an ARM resource (or answer) as JSON, as the SDK's ``as_dict()`` gives it: the SDK's untyped data, read by key
-Arm = dict[str, Any]
 #: an azure-mgmt-* client (untyped: its operations return SDK models, read through ``wire``)
 SdkClient = Any
 
@@ -46,14 +46,15 @@ class Poller(Protocol):
 
 
 def wire(obj: object) -> Arm:
-    """A hybrid SDK model (or a plain dict) as its ARM JSON."""
+    """A hybrid SDK model (or a plain dict) as its ARM JSON: the typed adapter (``azure_arm.Arm`` declares the
+    fields read; the SDK's own types stop here)."""
     if obj is None:
         return {}
     as_dict = getattr(obj, "as_dict", None)
-    return dict(as_dict()) if as_dict is not None else dict(obj)  # type: ignore[call-overload]
+    return cast(Arm, dict(as_dict()) if as_dict is not None else dict(obj))  # type: ignore[call-overload]
 
 
-def props(res: Arm | None) -> Arm:
+def props(res: Arm | None) -> Props:
     """A resource's ``properties`` (empty when it has none)."""
     return ((res or {}).get("properties")) or {}
 

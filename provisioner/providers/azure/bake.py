@@ -34,7 +34,8 @@ from typing import TYPE_CHECKING, Any
 from provisioner import settings
 from provisioner.errors import CloudError
 from provisioner.providers.azure import request as R
-from provisioner.providers.azure.api import Arm, Poller, SdkClient, wire
+from provisioner.providers.azure.api import Poller, SdkClient, wire
+from provisioner.providers.azure.arm import Arm, Props
 from provisioner.providers.bake_base import BakedImage
 from provisioner.providers.base import InstanceRecord
 from provisioner.providers.image_identity import KIND_BAKED, LABEL_KIND, ImageIdentity, label_value, mismatch
@@ -241,8 +242,8 @@ class AzureBaker:
         return True
 
 
-def _props(res: Arm) -> Arm:
-    return dict(res.get("properties") or {})
+def _props(res: Arm) -> Props:
+    return res.get("properties") or {}
 
 
 class _Gen2:

@@ -26,7 +26,8 @@ from __future__ import annotations
 from provisioner.providers.azure import errors as errs
 from provisioner.providers.azure import group_request as G
 from provisioner.providers.azure import request as R
-from provisioner.providers.azure.api import Arm, AzureApi, Poller, wire
+from provisioner.providers.azure.api import AzureApi, Poller, wire
+from provisioner.providers.azure.arm import Arm
 from provisioner.providers.azure.group import _instances, node_records, write_node_list
 from provisioner.providers.azure.lease import _props
 from provisioner.providers.azure.records import vm_record

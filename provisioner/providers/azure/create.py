@@ -32,7 +32,8 @@ import time
 import uuid
 
 from provisioner.providers.azure import request as R
-from provisioner.providers.azure.api import Arm, AzureApi, Poller
+from provisioner.providers.azure.api import AzureApi, Poller
+from provisioner.providers.azure.arm import Arm
 from provisioner.providers.azure.compute import IN_FLIGHT, ScaleSet, Vm, compute_for, other_kind
 from provisioner.providers.azure.identity import user_identity
 from provisioner.providers.azure.images import AzureImages

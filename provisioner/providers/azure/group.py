@@ -23,9 +23,11 @@ from typing import TypeVar
 
 from provisioner.providers.azure import group_request as G
 from provisioner.providers.azure import request as R
-from provisioner.providers.azure.api import Arm, AzureApi, wire
+from provisioner.providers.azure.api import AzureApi, wire
+from provisioner.providers.azure.arm import Arm
 from provisioner.providers.azure.lease import MANAGED, _props
 from provisioner.providers.azure.power import latest_start, vm_state
+from provisioner.providers.azure.records import image_urn
 from provisioner.providers.base import (
     ConflictError,
     InstanceRecord,
@@ -66,8 +68,9 @@ def _addresses(api: AzureApi, rg: str, name: str) -> tuple[dict[str, str], dict[
             rg, name)], missing=[]):
         for ipc in _props(nic).get("ipConfigurations") or []:
             iid = G.instance_of(ipc.get("id") or nic.get("id") or "")
-            addr = _props(ipc).get("privateIPAddress")
-            if iid is not None and addr and (_props(ipc).get("primary", True) or iid not in private):
+            ipc_props = ipc.get("properties") or {}
+            addr = ipc_props.get("privateIPAddress")
+            if iid is not None and addr and (ipc_props.get("primary", True) or iid not in private):
                 private[iid] = addr
     for pip in api.call(lambda: [wire(x) for x in net.public_ip_addresses.list_virtual_machine_scale_set_public_ip_addresses(
             rg, name)], missing=[]):
@@ -93,7 +96,7 @@ def node_records(api: AzureApi, vmss: Arm, notes: list[str] | None = None, exist
             name=G.node_name(name, rank), cloud="azure", region=vmss.get("location") or "", zone=None,
             instance_type=(vmss.get("sku") or {}).get("name") or "", state=vm_state(_props(inst)),
             profile=tags.get("trainvm-profile"), hash=tags.get("trainvm-hash"), price_hourly=price_from_labels(tags), **costs_from_labels(tags),
-            created=_props(inst).get("timeCreated"), last_start=latest_start(_props(inst)), last_start_is_latest=True, ip=ip, image=R.image_urn(storage.get("imageReference")),
+            created=_props(inst).get("timeCreated"), last_start=latest_start(_props(inst)), last_start_is_latest=True, ip=ip, image=image_urn(storage.get("imageReference")),
             ssh_command=f"ssh {R.ADMIN_USER}@{ip}" if ip else None, ssh_user=R.ADMIN_USER,
             notes=tuple(notes or ()) if rank == 0 else (), adopted=existing,
             spot=(_props(vmss).get("virtualMachineProfile") or {}).get("priority") == "Spot",
@@ -145,7 +148,7 @@ def read_cluster_reports(api: AzureApi, name: str) -> dict[str, StackReport | No
     return {G.node_name(name, rank): rep for rank, rep in enumerate(reports)}
 
 
-def read_report(api: AzureApi, name: str) -> tuple[StackReport | None, Arm | None]:
+def read_report(api: AzureApi, name: str) -> tuple[StackReport | None, dict[str, object] | None]:
     """(rank 0's report, the resolved profile stored in the scale set's userData)."""
     vmss = api.get_scale_set(name, expand="userData")
     if vmss is None or (vmss.get("tags") or {}).get(MANAGED) != "true":

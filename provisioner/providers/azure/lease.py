@@ -31,7 +31,8 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from provisioner.providers import base
-from provisioner.providers.azure.api import Arm, AzureApi
+from provisioner.providers.azure.api import AzureApi
+from provisioner.providers.azure.arm import Arm, Props
 from provisioner.providers.azure.roles import revoke_vm_payload_reader
 from provisioner.providers.base import (
     AttemptInProgressError,
@@ -71,7 +72,7 @@ class GroupBeingDeletedError(AttemptInProgressError):
 T = TypeVar("T")
 
 
-def _props(res: Arm) -> Arm:
+def _props(res: Arm) -> Props:
     return res.get("properties") or {}
 
 

@@ -12,14 +12,14 @@ The calls: ``power`` (a single VM, in ``azure_records``) and ``azure_group.power
 
 from __future__ import annotations
 
-from typing import Any
+from provisioner.providers.azure.arm import Props, Status
 
 
-def _statuses(props: dict[str, Any]) -> list[dict[str, Any]]:
+def _statuses(props: Props) -> list[Status]:
     return list((props.get("instanceView") or {}).get("statuses") or [])
 
 
-def vm_state(props: dict[str, Any]) -> str:
+def vm_state(props: Props) -> str:
     """RUNNING / STOPPED / DEALLOCATED... from the power state; the provisioning state while not Succeeded."""
     prov = props.get("provisioningState") or "Unknown"
     if prov != "Succeeded":
@@ -31,7 +31,7 @@ def vm_state(props: dict[str, Any]) -> str:
     return "SUCCEEDED"
 
 
-def latest_start(props: dict[str, Any]) -> str | None:
+def latest_start(props: Props) -> str | None:
     """The latest time a running VM can have started; None unless it runs.
 
     Azure reports no start time: its ``PowerState/*`` statuses carry none. A start (like a deallocate, a

@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import re
 from types import SimpleNamespace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from provisioner.errors import InputError
 from provisioner.providers.azure import errors as errs
 from provisioner.providers.azure import request as R
-from provisioner.providers.azure.api import Arm, AzureApi
+from provisioner.providers.azure.api import AzureApi
 from provisioner.providers.azure.identity import check_identity
 from provisioner.providers.azure.store import CONTAINER, account_name, store_group
 from provisioner.providers.base import AuthError
@@ -48,6 +48,10 @@ LIFECYCLE_ACTIONS = {"stop": "Microsoft.Compute/virtualMachines/deallocate/actio
                      "delete": "Microsoft.Resources/subscriptions/resourceGroups/delete"}
 
 
+#: an answer of the permissions, role assignments, role definitions or identity API (``send_request``'s JSON)
+Json = dict[str, Any]
+
+
 class Unreadable(Exception):
     """A read the preflight needed failed: not checked, never claimed."""
 
@@ -56,7 +60,7 @@ def _match(pattern: str, action: str) -> bool:
     return re.fullmatch(".*".join(re.escape(p) for p in pattern.split("*")), action, re.I) is not None
 
 
-def allows(permissions: list[Arm], action: str, *, data: bool = False) -> bool:
+def allows(permissions: list[Json], action: str, *, data: bool = False) -> bool:
     """Whether ``permissions`` (the permissions API's entries, or role definitions' ``permissions``) allow ``action``."""
     key, deny = ("dataActions", "notDataActions") if data else ("actions", "notActions")
     return any(any(_match(a, action) for a in p.get(key) or []) and not any(_match(n, action) for n in p.get(deny) or [])
@@ -68,12 +72,12 @@ def _covers(scope: str, target: str) -> bool:
     return target == scope or target.startswith(scope + "/") or scope.startswith("/providers/microsoft.management/")
 
 
-def _get(api: AzureApi, path: str, version: str, extra: str = "") -> tuple[int, Arm]:
+def _get(api: AzureApi, path: str, version: str, extra: str = "") -> tuple[int, Json]:
     from azure.core.rest import HttpRequest
 
     client = api.clients().resource
     url = f"{path}?api-version={version}{extra}"
-    out: Arm = {"value": []}
+    out: Json = {"value": []}
     while url:
         try:
             resp = client.send_request(HttpRequest("GET", url))
@@ -92,12 +96,12 @@ def _get(api: AzureApi, path: str, version: str, extra: str = "") -> tuple[int, 
     return 200, out
 
 
-def _fail(status: int, body: Arm, what: str) -> Unreadable:
+def _fail(status: int, body: Json, what: str) -> Unreadable:
     err = body.get("error") or {}
     return Unreadable(f"{what}: HTTP {status} {err.get('code') or ''} {errs.classify(errs.Failure(status, err.get('code'), err.get('message') or '')).args[0]}".strip())
 
 
-def _permissions(api: AzureApi, scope: str) -> list[Arm]:
+def _permissions(api: AzureApi, scope: str) -> list[Json]:
     status, body = _get(api, f"{scope}/providers/Microsoft.Authorization/permissions", API)
     if status != 200:
         raise _fail(status, body, f"reading your permissions at {scope}")
@@ -149,7 +153,7 @@ def _assignments(api: AzureApi, profile: Profile, name: str, regions: list[str])
         wanted.append((f"{sub}/resourceGroups/{store_group(region)}" if group is not None else sub,
                        f"Storage Blob Data Reader on the payload store {store_group(region)} (the VM fetches its "
                        "provisioning payload with it)"))
-    seen: dict[str, list[Arm]] = {}
+    seen: dict[str, list[Json]] = {}
     missing = []
     for scope, what in wanted:
         if scope not in seen:
@@ -197,7 +201,7 @@ def _identity(api: AzureApi, profile: Profile, name: str, regions: list[str], id
                                     "roleAssignments", API, f"&$filter={flt}")
     if status != 200:
         raise _fail(status, listed, f"reading the role assignments of {short}")
-    grants: list[tuple[str, list[Arm]]] = []
+    grants: list[tuple[str, list[Json]]] = []
     for a in listed.get("value") or []:
         props = a.get("properties") or {}
         s2, definition = _get(api, props.get("roleDefinitionId") or "", API)

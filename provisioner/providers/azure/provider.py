@@ -44,7 +44,7 @@ from provisioner import settings
 from provisioner.errors import InputError
 from provisioner.providers.azure import group as azure_group
 from provisioner.providers.azure import request as R
-from provisioner.providers.azure.api import Arm, AzureApi, props, wire
+from provisioner.providers.azure.api import AzureApi, props, wire
 from provisioner.providers.azure.clients import Settings
 from provisioner.providers.azure.create import CreateTransaction
 from provisioner.providers.azure.images import AzureImages
@@ -172,7 +172,7 @@ class AzureProvider(ImagePinner, Preflighter, ClusterReader):
     def start(self, name: str, *, wait: bool = True) -> InstanceRecord | None:
         return power(self.client, name, "start", wait=wait) or azure_group.power(self.client, name, "start", wait=wait)
 
-    def read_report(self, name: str) -> tuple[StackReport | None, Arm | None]:
+    def read_report(self, name: str) -> tuple[StackReport | None, dict[str, object] | None]:
         n = R.names(name)
         vm = self.client.get_vm(n.rg, name, expand="userData")
         if vm is None:

@@ -4,10 +4,19 @@ its ``stop`` / ``start`` (deallocate / start; what they bill: ``azure_power``)."
 from __future__ import annotations
 
 from provisioner.providers.azure import request as R
-from provisioner.providers.azure.api import Arm, AzureApi, props
+from provisioner.providers.azure.api import AzureApi, props
+from provisioner.providers.azure.arm import Arm, ImageReference
 from provisioner.providers.azure.power import latest_start, vm_state
 from provisioner.providers.base import ConflictError, InstanceRecord, costs_from_labels, price_from_labels
 from provisioner.providers.store import PAYLOAD_LABEL
+
+
+def image_urn(ref: ImageReference | None) -> str | None:
+    """``publisher:offer:sku:version`` of a VM's imageReference (``exactVersion`` when ARM reports it)."""
+    if not ref or not ref.get("publisher"):
+        return None
+    version = ref.get("exactVersion") or ref.get("version") or "latest"
+    return f"{ref['publisher']}:{ref['offer']}:{ref['sku']}:{version}"
 
 
 def group_of(vm: Arm) -> str:
@@ -27,7 +36,7 @@ def vm_record(api: AzureApi, vm: Arm, *, notes: list[str] | None = None, existin
         name=name, cloud="azure", region=vm.get("location") or "", zone=None,
         instance_type=(p.get("hardwareProfile") or {}).get("vmSize") or "", state=vm_state(p),
         profile=tags.get("trainvm-profile"), hash=tags.get("trainvm-hash"), price_hourly=price_from_labels(tags), **costs_from_labels(tags),
-        created=p.get("timeCreated"), last_start=latest_start(p), last_start_is_latest=True, ip=ip or None, image=R.image_urn(storage.get("imageReference")),
+        created=p.get("timeCreated"), last_start=latest_start(p), last_start_is_latest=True, ip=ip or None, image=image_urn(storage.get("imageReference")),
         ssh_command=f"ssh {R.ADMIN_USER}@{ip}" if ip else None, ssh_user=R.ADMIN_USER, notes=tuple(notes or ()), adopted=existing,
         spot=p.get("priority") == "Spot", owner=tags.get("trainvm-owner"), cloud_id=vm.get("id"),
         payload=tags.get(PAYLOAD_LABEL))

@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Mapping
 
 from provisioner.providers.azure import errors as errs
 from provisioner.providers.azure import request as R
-from provisioner.providers.azure.api import Arm, AzureApi, wire
+from provisioner.providers.azure.api import AzureApi, wire
+from provisioner.providers.azure.arm import Arm
 from provisioner.providers.azure.identity import user_identity
 from provisioner.providers.azure.store import BLOB_DATA_READER, CONTAINER, account_name, store_group
 from provisioner.providers.base import AuthError, LaunchSpec, ProviderError
@@ -77,7 +79,7 @@ def grant_roles(api: AzureApi, spec: LaunchSpec, principal: str) -> None:
     grant_payload_reader(api, spec, principal)
 
 
-def grant_lifecycle_role(api: AzureApi, spec: LaunchSpec, principal: str) -> Arm | None:
+def grant_lifecycle_role(api: AzureApi, spec: LaunchSpec, principal: str) -> Mapping[str, object] | None:
     """Create the VM identity's role assignment when the VM acts on itself; the assignment as ARM returns it."""
     role = R.lifecycle_role(spec)
     if role is None or user_identity(spec):  # a user-assigned identity: its administrator granted the roles
@@ -103,7 +105,7 @@ def payload_assignment_name(scope: str, principal: str) -> str:
     return str(uuid.uuid5(uuid.NAMESPACE_URL, f"trainvm:payload:{scope.lower()}:{principal}"))
 
 
-def grant_payload_reader(api: AzureApi, spec: LaunchSpec, principal: str) -> Arm | None:
+def grant_payload_reader(api: AzureApi, spec: LaunchSpec, principal: str) -> Mapping[str, object] | None:
     """Storage Blob Data Reader for the VM's (or scale set's) identity on the container of ``spec.payload``, so that
     the bootstrap can fetch it with an IMDS token (fetch-azure.sh). Created before the VM. Role changes reach a VM's
     token cache only after a while ("can take significant time", Microsoft's managed-identity best practices): the
@@ -131,7 +133,7 @@ def revoke_payload_reader(api: AzureApi, scope: str, principal: str) -> bool:
     return out is not None
 
 
-def _assign(api: AzureApi, scope: str, name: str, body: Arm, hint: str) -> Arm:
+def _assign(api: AzureApi, scope: str, name: str, body: Mapping[str, object], hint: str) -> Mapping[str, object]:
     """PUT one role assignment: RoleAssignmentExists is done, PrincipalNotFound retried (bounded), refusals AuthError."""
     client = api.authorization()
 
