@@ -21,8 +21,9 @@ where its role assignments are readable, hold the lifecycle action at the subscr
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict, cast
 from urllib.parse import quote
 
 from provisioner.errors import InputError
@@ -48,8 +49,41 @@ LIFECYCLE_ACTIONS = {"stop": "Microsoft.Compute/virtualMachines/deallocate/actio
                      "delete": "Microsoft.Resources/subscriptions/resourceGroups/delete"}
 
 
-#: an answer of the permissions, role assignments, role definitions or identity API (``send_request``'s JSON)
-Json = dict[str, Any]
+class Permission(TypedDict, total=False):
+    """One entry of the permissions API, or of a role definition's ``permissions``."""
+
+    actions: list[str]
+    notActions: list[str]
+    dataActions: list[str]
+    notDataActions: list[str]
+
+
+class AuthzProps(TypedDict, total=False):
+    principalId: str  # an identity's
+    roleDefinitionId: str  # a role assignment's
+    scope: str
+    permissions: list[Permission]  # a role definition's
+
+
+class Entry(Permission, total=False):
+    """An item of a listed answer: a permission entry, or a role assignment (``properties``)."""
+
+    properties: AuthzProps
+
+
+class ApiError(TypedDict, total=False):
+    code: str
+    message: str
+
+
+class Json(TypedDict, total=False):
+    """An answer of the permissions, role assignments, role definitions or identity API (``send_request``'s JSON;
+    the fields read, learn.microsoft.com/rest/api/authorization and /rest/api/managedidentity)."""
+
+    value: list[Entry]
+    nextLink: str
+    properties: AuthzProps
+    error: ApiError
 
 
 class Unreadable(Exception):
@@ -60,10 +94,14 @@ def _match(pattern: str, action: str) -> bool:
     return re.fullmatch(".*".join(re.escape(p) for p in pattern.split("*")), action, re.I) is not None
 
 
-def allows(permissions: list[Json], action: str, *, data: bool = False) -> bool:
+def allows(permissions: Sequence[Permission], action: str, *, data: bool = False) -> bool:
     """Whether ``permissions`` (the permissions API's entries, or role definitions' ``permissions``) allow ``action``."""
-    key, deny = ("dataActions", "notDataActions") if data else ("actions", "notActions")
-    return any(any(_match(a, action) for a in p.get(key) or []) and not any(_match(n, action) for n in p.get(deny) or [])
+    def listed(p: Permission, deny: bool) -> list[str]:
+        if data:
+            return (p.get("notDataActions") if deny else p.get("dataActions")) or []
+        return (p.get("notActions") if deny else p.get("actions")) or []
+
+    return any(any(_match(a, action) for a in listed(p, False)) and not any(_match(n, action) for n in listed(p, True))
                for p in permissions)
 
 
@@ -84,7 +122,7 @@ def _get(api: AzureApi, path: str, version: str, extra: str = "") -> tuple[int, 
         except Exception as exc:  # noqa: BLE001 - a network failure: not checked
             raise Unreadable(str(exc)) from exc
         try:
-            body = resp.json() if resp.text() else {}
+            body = cast(Json, resp.json() if resp.text() else {})
         except ValueError:
             body = {}
         if resp.status_code != 200:
@@ -101,7 +139,7 @@ def _fail(status: int, body: Json, what: str) -> Unreadable:
     return Unreadable(f"{what}: HTTP {status} {err.get('code') or ''} {errs.classify(errs.Failure(status, err.get('code'), err.get('message') or '')).args[0]}".strip())
 
 
-def _permissions(api: AzureApi, scope: str) -> list[Json]:
+def _permissions(api: AzureApi, scope: str) -> list[Entry]:
     status, body = _get(api, f"{scope}/providers/Microsoft.Authorization/permissions", API)
     if status != 200:
         raise _fail(status, body, f"reading your permissions at {scope}")
@@ -153,7 +191,7 @@ def _assignments(api: AzureApi, profile: Profile, name: str, regions: list[str])
         wanted.append((f"{sub}/resourceGroups/{store_group(region)}" if group is not None else sub,
                        f"Storage Blob Data Reader on the payload store {store_group(region)} (the VM fetches its "
                        "provisioning payload with it)"))
-    seen: dict[str, list[Json]] = {}
+    seen: dict[str, list[Entry]] = {}
     missing = []
     for scope, what in wanted:
         if scope not in seen:
@@ -201,7 +239,7 @@ def _identity(api: AzureApi, profile: Profile, name: str, regions: list[str], id
                                     "roleAssignments", API, f"&$filter={flt}")
     if status != 200:
         raise _fail(status, listed, f"reading the role assignments of {short}")
-    grants: list[tuple[str, list[Json]]] = []
+    grants: list[tuple[str, list[Permission]]] = []
     for a in listed.get("value") or []:
         props = a.get("properties") or {}
         s2, definition = _get(api, props.get("roleDefinitionId") or "", API)
