@@ -21,7 +21,7 @@ decides: a VM whose create is running refuses a second PUT (409 ``Conflict``). S
   (``OtherAttemptFailed`` / ``AttemptInProgress``): failover stops, the other attempt cleans up or goes on;
 - a 409 on the VM PUT is answered the same way (the other attempt's PUT won the race);
 - cleanup never deletes a group that holds a VM another live attempt created, or a VM without an attempt tag
-  (``azure_lease._cleanup``), so a loser can no longer delete the winner's group.
+  (``GroupLease.cleanup``), so a loser can no longer delete the winner's group.
 """
 
 from __future__ import annotations

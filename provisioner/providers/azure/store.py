@@ -4,7 +4,7 @@ Control plane (azure-mgmt-storage, on the provider's ARM credential and pipeline
 
 - resource group ``trainvm-payload-<region>`` tagged ``trainvm-managed=true`` and ``trainvm-payload-store=true``.
   It is not a VM's group (those are ``trainvm-<VM name>``, deleted by ``down``): ``down`` and a failed create's
-  cleanup refuse a group carrying the store tag (``AzureProvider.delete``, ``GroupLease._prepare_group``).
+  cleanup refuse a group carrying the store tag (``AzureProvider.delete``, ``GroupLease.prepare_group``).
 - in it one StorageV2 account (Standard_LRS) named ``tv`` + 22 hex of sha256(subscription, region): storage
   account names are 3-24 characters, lowercase letters and digits only, and globally unique (Microsoft's
   Az.Functions ``AccountName`` description; PSRule ``Azure.Storage.Name``). The name is deterministic, so every
