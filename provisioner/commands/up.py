@@ -24,7 +24,7 @@ from provisioner.profile.fields import check_cidr
 from provisioner.providers import PROVIDERS
 from provisioner.providers.access import plan_secret_warnings
 from provisioner.providers.base import InstanceRecord, Provider, vm_name
-from provisioner.providers.capabilities import PreflightResult, Preflighter
+from provisioner.providers.capabilities import Preflighter, PreflightResult
 from provisioner.providers.lifecycle import allocated_while_stopped
 from provisioner.provision.failover import IN_PROGRESS, find_existing, finish_existing, provision
 from provisioner.provision.launch import launch_spec, stage_for_offer

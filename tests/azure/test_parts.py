@@ -13,7 +13,8 @@ from provisioner.providers.capabilities import ClusterReader, ImagePinner, Prefl
 from tests.helpers import REPO, mypy_typo_lines
 
 PARTS = ["provisioner.providers.azure.compute", "provisioner.providers.azure.create", "provisioner.providers.azure.group",
-         "provisioner.providers.azure.images", "provisioner.providers.azure.lease", "provisioner.providers.azure.power",
+         "provisioner.providers.azure.identity", "provisioner.providers.azure.images", "provisioner.providers.azure.lease",
+         "provisioner.providers.azure.power",
          "provisioner.providers.azure.preflight", "provisioner.providers.azure.provider",
          "provisioner.providers.azure.records", "provisioner.providers.azure.roles"]
 
