@@ -24,7 +24,7 @@ from provisioner.profile import load_profile
 from provisioner.profile.fields import check_cidr
 from provisioner.providers.access import plan_secret_warnings
 from provisioner.providers.base import InstanceRecord, Provider, vm_name
-from provisioner.providers.capabilities import Preflighter
+from provisioner.providers.capabilities import Preflighter, PreflightResult
 from provisioner.providers.lifecycle import allocated_while_stopped
 from provisioner.provision.failover import IN_PROGRESS, find_existing, finish_existing, provision
 from provisioner.provision.launch import launch_spec, stage_for_offer
@@ -266,7 +266,7 @@ def _started_if_stopped(provider: Provider, record: InstanceRecord, start: bool,
     return after
 
 
-def _preflight(providers: dict[str, Provider], offers: list[Offer], profile: Profile, vm: str) -> list[dict[str, object]]:
+def _preflight(providers: dict[str, Provider], offers: list[Offer], profile: Profile, vm: str) -> list[PreflightResult]:
     """Each planned cloud's ``preflight(profile, name, regions)`` (optional: a provider without one has nothing to
     check before creating): ``{cloud, status: ok|unchecked, message}``; a refusal raises (exit 3)."""
     out = []

@@ -15,9 +15,10 @@ provider object at ``up``, ``verify`` and
 from __future__ import annotations
 
 import builtins
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Literal, Protocol, TypedDict, runtime_checkable
 
 if TYPE_CHECKING:
+    from provisioner.profile.model import Profile
     from provisioner.providers.base import InstanceRecord
     from provisioner.providers.stack_report import StackReport
 
@@ -31,11 +32,19 @@ class ImagePinner(Protocol):
         ...
 
 
+class PreflightResult(TypedDict):
+    """What a preflight found (``up`` prints it and puts it in its JSON summary)."""
+
+    cloud: str
+    status: Literal["ok", "unchecked"]
+    message: str
+
+
 @runtime_checkable
 class Preflighter(Protocol):
     """Checks, before anything is created, what the cloud would refuse late (``up`` runs it once per cloud)."""
 
-    def preflight(self, profile: Any, name: str, regions: builtins.list[str]) -> dict[str, Any]:
+    def preflight(self, profile: Profile, name: str, regions: builtins.list[str]) -> PreflightResult:
         """``{cloud, status: ok|unchecked, message}``; a refusal raises (exit 3)."""
         ...
 

@@ -22,10 +22,10 @@ def _usage(name: str, limit: int, current: int = 0) -> SimpleNamespace:
     return SimpleNamespace(name=SimpleNamespace(value=name, localized_value=name), limit=limit, current_value=current)
 
 
-def _provider(items: list[SimpleNamespace]) -> SimpleNamespace:
+def _api(items: list[SimpleNamespace]) -> SimpleNamespace:
     compute = SimpleNamespace(usage=SimpleNamespace(list=lambda location: iter(items)))
     return SimpleNamespace(settings=SimpleNamespace(endpoint=None), subscription_id="sub",
-                           _call=lambda fn: fn(), api=lambda: SimpleNamespace(compute=compute))
+                           call=lambda fn: fn(), clients=lambda: SimpleNamespace(compute=compute))
 
 
 def _t4():
@@ -34,7 +34,7 @@ def _t4():
 
 def _check(monkeypatch, offer, items):
     monkeypatch.setenv("TRAINVM_NO_CACHE", "1")
-    monkeypatch.setattr(Q, "quota_source", lambda cloud, provider: AzureQuotas(_provider(items)))
+    monkeypatch.setattr(Q, "quota_source", lambda cloud, provider: AzureQuotas(_api(items)))
     warned: list[str] = []
     check = Q.Preflight(providers={"azure": object()}, spot=False, nodes=1, warn=warned.append).check(offer)  # type: ignore[dict-item]
     return check, warned

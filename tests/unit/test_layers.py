@@ -29,6 +29,8 @@ KNOWN_UP: dict[tuple[str, str, str], str] = {
 KNOWN_UP_TYPES: dict[tuple[str, str], str] = {
     ("providers", "provisioner.container.reference"): "base.LaunchSpec.image and registry_auth: the parsed ImageRef",
     ("providers", "provisioner.profile.model"): "registry_auth.py: the Profile a login is derived from",
+    ("providers.azure", "provisioner.profile.model"): "azure/preflight.py and provider.py: the Profile that "
+                                                      "capabilities.Preflighter.preflight takes (was Any, issue 37)",
 }
 #: Package cycles under the same count (imports that run, string loads). May only shrink.
 KNOWN_CYCLE_EDGES: set[tuple[str, str]] = {
