@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from provisioner.planner.core import Plan
     from provisioner.profile import LoadedProfile
     from provisioner.providers.base import Provider
+    from provisioner.providers.capabilities import PreflightResult
 
 
 class SummaryLifecycle(TypedDict):
@@ -54,7 +55,7 @@ class UpSummary(TypedDict):
     ssh: str
     data_sources: list[str]
     payload: dict[str, object]  # providers/store.py describe, then the staged payload's url, sha256...
-    preflight: NotRequired[list[dict[str, object]]]  # providers/capabilities.py Preflighter.preflight
+    preflight: NotRequired[list[PreflightResult]]  # providers/capabilities.py Preflighter.preflight
     quota: NotRequired[list[dict[str, object]]]  # provision/quota.py QuotaCheck.to_json
     baked_image: NotRequired[dict[str, object] | None]  # bake/use.py BakedChoice.to_json
     clouds_not_checked: NotRequired[list[dict[str, str]]]

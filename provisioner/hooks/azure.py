@@ -30,7 +30,10 @@ def request_preview(spec: LaunchSpec, offer: Offer) -> dict[str, object]:
 def baker(provider: Provider) -> Baker:
     """A Compute Gallery image version, replicated (docs/bake.md)."""
     from provisioner.providers.azure.bake import AzureBaker  # lazy: startup (cloud code only when asked)
+    from provisioner.providers.azure.provider import AzureProvider  # lazy: startup (cloud code only when asked)
 
+    if not isinstance(provider, AzureProvider):  # the baker drives Azure's own client and images: no stand-in
+        raise TypeError(f"an Azure bake runs through the AzureProvider, not {type(provider).__name__}")
     return AzureBaker(provider)
 
 
