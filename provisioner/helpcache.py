@@ -13,9 +13,10 @@ cache folder together with what it was a function of, and prints it again only w
 
 On a miss the command runs as always (``provisioner.cli.main``); its output is captured on the way to stdout and
 stored when it exits 0. Only ``trainvm --help`` and ``trainvm -h`` are served. ``TRAINVM_NO_CACHE=1`` turns it off:
-nothing is stored while it is set, and as the key holds every ``TRAINVM_*`` variable, no text stored without it
-is printed with it (so a hit needs no ``provisioner.settings``, whose ``typing`` import alone costs a few ms). A cache that cannot be read or written only costs the usual start-up. Before a miss this module imports
-only what the interpreter has loaded already (``marshal``, ``os``, ``sys``)."""
+nothing is stored while it is set, and as the key holds every ``TRAINVM_*`` variable, no text stored without it is
+printed with it (so a hit needs no ``provisioner.settings``, whose ``typing`` import alone costs a few ms). A cache
+that cannot be read or written only costs the usual start-up. Before a miss this module imports only what the
+interpreter has loaded already (``marshal``, ``os``, ``sys``)."""
 
 from __future__ import annotations
 
