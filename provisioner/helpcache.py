@@ -12,11 +12,12 @@ cache folder together with what it was a function of, and prints it again only w
   what click reads to wrap) and the environment variables typer, click and trainvm read.
 
 On a miss the command runs as always (``provisioner.cli.main``); its output is captured on the way to stdout and
-stored when it exits 0. Only ``trainvm --help`` and ``trainvm -h`` are served. ``TRAINVM_NO_CACHE=1`` turns it off:
-nothing is stored while it is set, and as the key holds every ``TRAINVM_*`` variable, no text stored without it is
-printed with it (so a hit needs no ``provisioner.settings``, whose ``typing`` import alone costs a few ms). A cache
-that cannot be read or written only costs the usual start-up. Before a miss this module imports only what the
-interpreter has loaded already (``marshal``, ``os``, ``sys``)."""
+stored when it exits 0 having written nothing to stderr. Only ``trainvm --help`` and ``trainvm -h`` are served, and
+not for shell completion (``_TRAINVM_COMPLETE``). ``TRAINVM_NO_CACHE=1`` turns it off: nothing is stored while it is
+set, and as the key holds every ``TRAINVM_*`` variable, no text stored without it is printed with it (so a hit needs
+no ``provisioner.settings``, whose ``typing`` import alone costs a few ms). A cache that cannot be read or written
+only costs the usual start-up. Before a miss this module imports only what the interpreter has loaded already
+(``marshal``, ``os``, ``sys``)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,8 @@ import sys
 #: the arguments whose output is kept (the top-level help)
 HELP_ARGS = (["--help"], ["-h"])
 FORMAT = 1
+#: set by the shell's completion script: typer then completes the line instead of printing help
+COMPLETION_VAR = "_TRAINVM_COMPLETE"
 #: environment variables (by prefix) that typer, click or trainvm may read while printing help
 ENV_PREFIXES = ("TYPER", "_TYPER", "CLICK", "_CLICK", "TRAINVM", "_TRAINVM", "COLUMNS", "LINES", "TERM", "NO_COLOR",
                 "FORCE_COLOR", "PYTHON", "PYDANTIC", "LANG", "LC_")
@@ -110,7 +113,7 @@ def _write(text: str) -> None:
 def run(argv: list[str]) -> int | None:
     """Print the help for ``argv`` and return the exit code; None when ``argv`` is not a kept help request (the
     caller runs the command line as usual). On a miss typer prints it (``provisioner.cli.main``) and it is kept."""
-    if argv not in HELP_ARGS:
+    if argv not in HELP_ARGS or COMPLETION_VAR in os.environ:  # shell completion: typer answers it, not --help
         return None
     the_key = key(argv)  # before the command line's imports can change sys.path
     text = lookup(argv)
@@ -123,17 +126,18 @@ def run(argv: list[str]) -> int | None:
     from provisioner import settings  # lazy: startup (the miss only)
     from provisioner.cli import main  # lazy: startup (the miss only: typer)
 
-    out = io.StringIO()
+    out, err = io.StringIO(), io.StringIO()
     code: int | str | None = 0
     try:
-        with contextlib.redirect_stdout(out):
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             main()
     except SystemExit as exc:
         code = exc.code
-    finally:
-        _write(out.getvalue())  # what typer printed, also when main() did not end normally
+    finally:  # what the command printed, also when main() did not end normally
+        _write(out.getvalue())
+        sys.stderr.write(err.getvalue())
     if code not in (0, None):
         return code if isinstance(code, int) else 1
-    if not settings.is_set("TRAINVM_NO_CACHE"):
+    if not err.getvalue() and not settings.is_set("TRAINVM_NO_CACHE"):  # a run that said more is not replayed
         store(argv, out.getvalue(), the_key)
     return 0

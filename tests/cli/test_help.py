@@ -160,3 +160,5 @@ def test_console_help_cache_is_used_only_while_its_inputs_are_unchanged(tmp_path
     assert off.stdout == narrow.stdout and marshal.loads(kept.read_bytes())[2] == "KEPT\n"  # not read, not written
     kept.unlink()
     assert _console("--help", cache=cache, TRAINVM_NO_CACHE="1").returncode == 0 and not kept.exists()
+    _console("--help", cache=cache, _TRAINVM_COMPLETE="complete_bash", COMP_WORDS="trainvm --he", COMP_CWORD="1")
+    assert not kept.exists()  # shell completion is typer's answer to that line, never kept as the help
