@@ -70,10 +70,13 @@ def _terminated(signum: int, frame: object) -> None:
 def entry() -> None:
     try:
         signal.signal(signal.SIGTERM, _terminated)
-        pause_gc()
         from provisioner import helpcache  # lazy: Ctrl-C guard (exit 130)
 
-        code = helpcache.run(sys.argv[1:])  # `trainvm --help`: typer's text of the last run, while still the same
+        argv = sys.argv[1:]
+        if helpcache.replay(argv):  # `trainvm --help`: typer's text of an earlier run, while still the same
+            os._exit(0)  # printed and flushed; no start-up left to pause the garbage collector for
+        pause_gc()
+        code = helpcache.run(argv)  # a help request the cache could not answer: typer prints it, and it is kept
         if code is not None:
             try:
                 sys.stderr.flush()  # stdout is flushed: as cli.entry ends, without interpreter teardown

@@ -110,16 +110,27 @@ def _write(text: str) -> None:
         pass
 
 
+def wanted(argv: list[str]) -> bool:
+    """Whether ``argv`` asks for the kept help (not for shell completion, where typer completes the line)."""
+    return argv in HELP_ARGS and COMPLETION_VAR not in os.environ
+
+
+def replay(argv: list[str]) -> bool:
+    """Print the kept help for ``argv`` when it is still what typer would print; False: nothing printed."""
+    text = lookup(argv) if wanted(argv) else None
+    if text is None:
+        return False
+    _write(text)
+    return True
+
+
 def run(argv: list[str]) -> int | None:
-    """Print the help for ``argv`` and return the exit code; None when ``argv`` is not a kept help request (the
-    caller runs the command line as usual). On a miss typer prints it (``provisioner.cli.main``) and it is kept."""
-    if argv not in HELP_ARGS or COMPLETION_VAR in os.environ:  # shell completion: typer answers it, not --help
+    """After a :func:`replay` that printed nothing: let typer print the help for ``argv`` (``provisioner.cli.main``),
+    keep it, and return the exit code; None when ``argv`` is not a help request (the caller runs the command line
+    as usual)."""
+    if not wanted(argv):
         return None
-    the_key = key(argv)  # before the command line's imports can change sys.path
-    text = lookup(argv)
-    if text is not None:
-        _write(text)
-        return 0
+    the_key = key(argv)
     import contextlib  # lazy: startup (the miss only)
     import io  # lazy: startup (the miss only)
 
