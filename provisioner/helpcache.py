@@ -35,6 +35,8 @@ ENV_PREFIXES = ("TYPER", "_TYPER", "CLICK", "_CLICK", "TRAINVM", "_TRAINVM", "CO
                 "FORCE_COLOR", "PYTHON", "PYDANTIC", "LANG", "LC_")
 
 Stamp = tuple[str, int, int]
+#: format, interpreter version and path, sys.path, the arguments, the terminal's columns, the environment read
+Key = tuple[int, str, str, tuple[str, ...], tuple[str, ...], int | None, tuple[tuple[str, str], ...]]
 
 
 def cache_file() -> str:
@@ -51,7 +53,7 @@ def _columns() -> int | None:
         return None
 
 
-def key(argv: list[str]) -> tuple[object, ...]:
+def key(argv: list[str]) -> Key:
     env = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith(ENV_PREFIXES)))
     return (FORMAT, sys.version, sys.executable, tuple(sys.path), tuple(argv), _columns(), env)
 
@@ -86,7 +88,7 @@ def lookup(argv: list[str]) -> str | None:
     return text
 
 
-def store(argv: list[str], text: str, the_key: tuple[object, ...]) -> None:
+def store(argv: list[str], text: str, the_key: Key) -> None:
     """Keep ``text`` for ``argv`` (written to a temporary file, then renamed: a reader never sees half of it)."""
     path = cache_file()
     tmp = f"{path}.{os.getpid()}.tmp"
