@@ -7,7 +7,8 @@ prints it and of a few inputs, so the console script (``console.entry``) keeps t
 cache folder together with what it was a function of, and prints it again only when all of it is unchanged:
 
 * every module file loaded while it was printed (trainvm's ``cli`` package, typer, click, the standard library):
-  path, modification time and size; and each ``sys.path`` folder's, so that an install or upgrade misses;
+  path, modification time and size; and each ``sys.path`` entry's (one missing then: that it is still missing),
+  so that an install or upgrade misses;
 * the interpreter, ``sys.path``, the arguments, the terminal's width (``COLUMNS``, the size of stdout's terminal:
   what click reads to wrap) and the environment variables typer, click and trainvm read.
 
@@ -58,19 +59,19 @@ def key(argv: list[str]) -> Key:
     return (FORMAT, sys.version, sys.executable, tuple(sys.path), tuple(argv), _columns(), env)
 
 
-def _stat(path: str) -> Stamp | None:
+def _stat(path: str) -> Stamp:
+    """(path, mtime, size); (path, -1, -1) for a path that does not exist (a ``sys.path`` entry that may appear)."""
     try:
         st = os.stat(path)
     except OSError:
-        return None
+        return (path, -1, -1)
     return (path, st.st_mtime_ns, st.st_size)
 
 
 def stamps() -> tuple[Stamp, ...]:
-    """(path, mtime, size) of every module file loaded now and of every folder on ``sys.path``."""
+    """(path, mtime, size) of every module file loaded now and of every entry of ``sys.path``."""
     files = {getattr(m, "__file__", None) for m in list(sys.modules.values())}
-    paths = sorted({f for f in files if isinstance(f, str)} | {p for p in sys.path if p})
-    return tuple(s for s in map(_stat, paths) if s is not None)
+    return tuple(map(_stat, sorted({f for f in files if isinstance(f, str)} | {p for p in sys.path if p})))
 
 
 def lookup(argv: list[str]) -> str | None:
