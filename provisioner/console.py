@@ -8,7 +8,10 @@ the VM that exists and what it costs) instead of dying without a word.
 
 Only gc, os, signal and sys (loaded already by the interpreter or the launcher's ``import re``) are imported before
 ``entry`` puts its guard in place; json and threading come later. What runs before this module (interpreter
-start-up, site's .pth files, the console-script launcher's ``import re``) is outside any Python guard."""
+start-up, site's .pth files, the console-script launcher's ``import re``) is outside any Python guard.
+
+``trainvm --help`` (and ``-h``) is printed by ``helpcache``: typer's text of an earlier run while nothing it was made
+from has changed, without importing the command line (issue 37's start-up budget)."""
 
 from __future__ import annotations
 
@@ -67,7 +70,19 @@ def _terminated(signum: int, frame: object) -> None:
 def entry() -> None:
     try:
         signal.signal(signal.SIGTERM, _terminated)
+        from provisioner import helpcache  # lazy: Ctrl-C guard (exit 130)
+
+        argv = sys.argv[1:]
+        if helpcache.replay(argv):  # `trainvm --help`: typer's text of an earlier run, while still the same
+            os._exit(0)  # printed and flushed; no start-up left to pause the garbage collector for
         pause_gc()
+        code = helpcache.run(argv)  # a help request the cache could not answer: typer prints it, and it is kept
+        if code is not None:
+            try:
+                sys.stderr.flush()  # stdout is flushed: as cli.entry ends, without interpreter teardown
+            except Exception:  # noqa: BLE001 - a closed pipe must not turn into a traceback
+                pass
+            os._exit(code)
         from provisioner.cli import entry as run  # lazy: Ctrl-C guard (exit 130)
 
         run()  # never returns: cli.entry ends the process with os._exit

@@ -28,7 +28,7 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     Setting("TRAINVM_GCP_PRICES_API_KEY", "", "API key for the Cloud Billing Catalog API (`catalog refresh --cloud gcp`; else application-default credentials); sent as a header, never logged"),
     Setting("TRAINVM_FACTS_DIR", "", "folder with compatibility facts (gpus/cuda/torch/tensorflow/jax/os.yaml) to use instead of the bundled ones; validated like input (FILE:LINE: field: message, exit 2)"),
     Setting("TRAINVM_TODAY", "", "the date plans are computed for (catalog age, YYYY-MM-DD), for reproducible output"),
-    Setting("TRAINVM_NO_CACHE", "", "set: do not use the parsed-data cache in `~/.cache/trainvm`"),
+    Setting("TRAINVM_NO_CACHE", "", "set: do not use the parsed-data cache in `~/.cache/trainvm` (nor the text of `--help` kept there)"),
     # cloud endpoints and credentials
     Setting("TRAINVM_GCE_ENDPOINT", "", "Compute Engine base URL (an emulator in tests; anonymous credentials allowed)"),
     Setting("TRAINVM_GCS_ENDPOINT", "", "Cloud Storage base URL of the GCE payload store (an emulator in tests; anonymous credentials); default `https://storage.googleapis.com`"),
