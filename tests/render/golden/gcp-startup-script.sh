@@ -278,7 +278,10 @@ tv_initramfs_flush() {  # each distinct update-initramfs the installs asked for,
 tv_apt_clean() {  # apt's downloaded .debs (kept in /var/cache/apt/archives until `apt-get clean`)
   local debs=("$TV_ROOT"/var/cache/apt/archives/*.deb)
   if [ ! -e "${debs[0]}" ]; then return 0; fi
-  if [ -z "$TV_ROOT" ]; then apt-get -o DPkg::Lock::Timeout=600 clean; fi
+  if [ -z "$TV_ROOT" ] && ! apt-get clean; then  # a cache lock held by another apt: not worth failing the run
+    tv_log "apt-get clean failed: ${#debs[@]} downloaded packages stay in apt's cache"
+    return 0
+  fi
   rm -f -- "${debs[@]}"
   tv_log "removed ${#debs[@]} downloaded packages from apt's cache"
 }
