@@ -43,23 +43,22 @@ clock_age() {  # clock_age FILE: seconds since the clock in FILE started this bo
   fi
 }
 
-holds_gpu() {
-  local f
-  for f in "$ROOT"/proc/[0-9]*/fd/*; do
-    case $(readlink "$f" 2>/dev/null) in
-      /dev/nvidia[0-9]* | /dev/nvidia-uvm*) ;;
-      *) continue ;;
-    esac
-    case $(cat "${f%/fd/*}/comm" 2>/dev/null) in
+holds_gpu() {  # one find over every process's fds (no process per fd: a job's thousands of open files cost
+  # one readlink system call each, inside find); then the holders' comm, read by the shell
+  local fd comm
+  while IFS= read -r fd; do
+    comm=
+    read -r comm 2>/dev/null <"${fd%/fd/*}/comm" || true
+    case $comm in
       nvidia-persiste* | nv-hostengine | nvidia-smi) ;;
       *) return 0 ;;
     esac
-  done
+  done < <(find "$ROOT"/proc/[0-9]*/fd -mindepth 1 -maxdepth 1 \( -lname '/dev/nvidia[0-9]*' -o -lname '/dev/nvidia-uvm*' \) -print 2>/dev/null || true)
   return 1
 }
 
 busy() {
-  local f
+  local f c
   if nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader,nounits 2>/dev/null |
     awk -v t="$gpu_util" '$1 + 0 >= t {b = 1} END {exit !b}'; then
     rm -f "$run/gpu-low-since"
@@ -73,7 +72,9 @@ busy() {
     rm -f "$run/gpu-low-since"
   fi
   for f in "$ROOT"/proc/[0-9]*/comm; do
-    case $(cat "$f" 2>/dev/null) in tmux* | screen | SCREEN) return 0 ;; esac
+    c=
+    read -r c 2>/dev/null <"$f" || true
+    case $c in tmux* | screen | SCREEN) return 0 ;; esac
   done
   [ -n "$(who 2>/dev/null)" ] && return
   [ -n "$(ss -Htn state established '( sport = :22 )' 2>/dev/null)" ] && return

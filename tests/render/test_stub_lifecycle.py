@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
+import shutil
 import subprocess
 
 import pytest
@@ -135,6 +136,69 @@ def test_idle_clock_survives_checks_and_acts_once_past_the_limit(make_harness):
     age_idle_clock(h, 2)
     out, log = check(h)
     assert "idle for 31 minutes (limit 30): stop" in out.stdout and "deallocate" in log
+
+
+def span(value: str) -> int:
+    """A systemd time span of this unit (systemd.time(7)): "1min", "1s", "5min" -> seconds."""
+    n, unit_ = re.fullmatch(r"(\d+)\s*(s|sec|min)", value).groups()
+    return int(n) * (60 if unit_ == "min" else 1)
+
+
+def test_idle_stop_comes_at_the_limit_not_a_check_later(make_harness):
+    """issue 38: trainvm-idle.timer had no AccuracySec, so systemd's default (1min, systemd.timer(5)) let each check
+    come up to 2 minutes after the last; under QEMU the VM stopped at "idle for 6 minutes (limit 5)". Every check here
+    comes as late as the installed timer allows: the one that acts is at most 1 s per minute of the limit late."""
+    h = provisioned(make_harness, "azure", idle_shutdown_minutes=5)
+    timer = dict(line.split("=", 1) for line in unit(h, "trainvm-idle.timer").splitlines() if "=" in line)
+    step = span(timer["OnUnitActiveSec"]) + span(timer.get("AccuracySec", "1min"))
+    out, log = check(h)  # the first check that finds the VM idle starts the clock
+    elapsed = 0
+    while "deallocate" not in log:
+        assert elapsed < 3600, out.stdout
+        f = h.path("/run/trainvm/idle-since")
+        boot, since = f.read_text().split()
+        f.write_text(f"{boot} {int(since) - step}\n")
+        elapsed += step
+        out, log = check(h)
+    assert 300 <= elapsed <= 305, (step, elapsed)
+    assert "idle for 5 minutes (limit 5): stop" in out.stdout
+
+
+STRACE = shutil.which("strace")
+
+
+def check_forks(h) -> int:
+    """Processes one idle check starts (clone/fork/vfork seen by strace -f), with the same world as check()."""
+    log = h.tmp / "strace.log"
+    out = subprocess.run([STRACE, "-f", "-qq", "-e", "trace=clone,clone3,fork,vfork", "-o", str(log), "bash", str(h.path(WD))],
+                         env=h.env(), cwd=h.cwd, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    return len(re.findall(r"^\d+\s+(?:clone3?|v?fork)\(", log.read_text(), re.M))
+
+
+def busy_job(h, pid: int, files: int, *gpu: str) -> None:
+    h.process(pid, "python", tuple(f"/data/shard-{i:05d}.bin" for i in range(files)) + gpu)
+
+
+@pytest.mark.skipif(not STRACE, reason="strace counts the processes a check starts")
+def test_an_idle_check_starts_as_many_processes_whatever_the_jobs_open_files(make_harness):
+    """issue 38: holds_gpu started a subshell and a readlink per open file descriptor (10-11 s of CPU per check under
+    QEMU TCG, growing with the job's files), the tmux/screen look a cat per process. Now: one find, the shell's read."""
+    h = provisioned(make_harness, "azure")
+    h.process(900, "nvidia-persiste", ("/dev/nvidia0", "/dev/nvidiactl"))
+    busy_job(h, 4242, 10)
+    few = check_forks(h)
+    busy_job(h, 4243, 4000)
+    for pid in range(5000, 5150):
+        busy_job(h, pid, 20)
+    many = check_forks(h)
+    assert many == few <= 40, (few, many)  # 32 here: the check and the stubs it runs (nvidia-smi, who, ss, ...)
+    # and a holder among thousands of files is still found (its descriptor is the last one)
+    check(h)
+    age_idle_clock(h, 61)
+    busy_job(h, 6000, 4000, "/dev/nvidia-uvm")
+    out, log = check(h)
+    assert "deallocate" not in log and not h.path("/run/trainvm/idle-since").exists(), out.stdout
 
 
 # ---------------------------------------------------------------------------- per cloud: idle

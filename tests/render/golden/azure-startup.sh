@@ -125,6 +125,7 @@ tv_start() {
   trap 'tv_fail "$TV_PHASE" "$LINENO" "command failed (exit $?): $BASH_COMMAND"' ERR
   mkdir -p "$TV_STATE/lib" "$TV_STATE/phases" "$TV_LOGDIR" "$TV_ETC"
   tv_write_helper
+  tv_write_defer
   printf '%s\n' "$TV_EXPECTED" >"$TV_STATE/expected.json"
   # Everything printed from here on reaches the console and provision.log through the helper's
   # redact filter: URL userinfo, query strings (signed URLs), tokens and secrets.env values go.
@@ -234,8 +235,63 @@ tv_get() {  # tv_get URL FILE [SECONDS]: one download, retried by tv_retry only:
   tv_retry curl -fsSL --connect-timeout 20 --speed-limit 1024 --speed-time 60 --max-time "${3:-300}" -o "$2" "$1"
 }
 
-# needrestart (Ubuntu) is suspended: it could restart the unit that runs this script.
-tv_apt() { tv_retry env DEBIAN_FRONTEND=noninteractive NEEDRESTART_SUSPEND=1 apt-get "${TV_APT_OPTS[@]}" "$@"; }
+# needrestart (Ubuntu) is suspended: it could restart the unit that runs this script. The update-initramfs
+# stand-in first on apt's PATH (tv_write_defer) notes every `update-initramfs -u` the packages ask for (initramfs-tools'
+# trigger, maintainer scripts; three full rebuilds in one driver install) and tv_initramfs_flush runs it once.
+tv_apt() { tv_retry env PATH="$TV_STATE/lib/defer:$PATH" DEBIAN_FRONTEND=noninteractive NEEDRESTART_SUSPEND=1 apt-get "${TV_APT_OPTS[@]}" "$@"; }
+
+tv_write_defer() {  # the stand-in: -u (an update) is noted in initramfs-pending; -c/-d (a kernel added or removed) run now
+  local d="$TV_STATE/lib/defer"
+  mkdir -p "$d"
+  {
+    printf '#!/bin/bash\n# trainvm: update-initramfs while trainvm installs packages (see tv_apt in the startup script)\n'
+    printf 'd=%q pending=%q\n' "$d" "$TV_STATE/initramfs-pending"
+    cat <<'TRAINVM_DEFER'
+p=":$PATH:"
+p=${p//":$d:"/:}
+p=${p#:}
+export PATH=${p%:}
+command -v update-initramfs >/dev/null 2>&1 || exit 0
+case " $* " in
+  *" -c "* | *" -d "*) exec update-initramfs "$@" ;;
+esac
+printf '%s\n' "$*" >>"$pending"
+echo "update-initramfs $*: deferred by trainvm (one run after the install)"
+TRAINVM_DEFER
+  } >"$d/update-initramfs.tmp"
+  chmod 0755 "$d/update-initramfs.tmp"
+  mv -f "$d/update-initramfs.tmp" "$d/update-initramfs"
+}
+
+tv_initramfs_flush() {  # each distinct update-initramfs the installs asked for, once (in practice one `-u`)
+  local f="$TV_STATE/initramfs-pending" args
+  if [ ! -s "$f" ]; then rm -f "$f"; return 0; fi
+  if command -v update-initramfs >/dev/null 2>&1; then
+    while read -ra args; do
+      tv_log "update-initramfs ${args[*]} (asked for $(grep -cxF -- "${args[*]}" "$f") times by the installs; run once)"
+      update-initramfs "${args[@]}" || return 1
+    done < <(sort -u "$f")
+  fi
+  rm -f "$f"
+}
+
+tv_apt_clean() {  # apt's downloaded .debs (kept in /var/cache/apt/archives until `apt-get clean`)
+  local debs=("$TV_ROOT"/var/cache/apt/archives/*.deb)
+  if [ ! -e "${debs[0]}" ]; then return 0; fi
+  if [ -z "$TV_ROOT" ] && ! apt-get clean; then  # a cache lock held by another apt: not worth failing the run
+    tv_log "apt-get clean failed: ${#debs[@]} downloaded packages stay in apt's cache"
+    return 0
+  fi
+  rm -f -- "${debs[@]}"
+  tv_log "removed ${#debs[@]} downloaded packages from apt's cache"
+}
+
+tv_run_complete() {  # the run reached ready: the pending initramfs update, apt's cache, and the reboot budget,
+  # which belongs to one provisioning run: a later incident (a stale module after stop/start) has its own
+  tv_initramfs_flush || tv_fail "$TV_PHASE" "$LINENO" "update-initramfs failed"
+  tv_apt_clean
+  rm -f "$TV_STATE/reboots"
+}
 
 tv_pkgver() {  # tv_pkgver PKG PREFIX [CONTAINS]: newest repository version of PKG starting with PREFIX
   apt-cache madison "$1" 2>/dev/null | awk -F'|' -v want="$2" -v has="${3:-}" '
@@ -260,6 +316,7 @@ tv_reboot() {  # tv_reboot LINE REASON: reboot through the persisted counter, at
   if [ "$n" -ge "$TV_MAX_REBOOTS" ]; then
     tv_fail "$TV_PHASE" "$1" "$2, but the reboot limit ($TV_MAX_REBOOTS) is reached"
   fi
+  tv_initramfs_flush || tv_fail "$TV_PHASE" "$1" "$2, but update-initramfs failed before the reboot"
   printf '%s\n' "$((n + 1))" >"$TV_STATE/reboots"
   tv_log "rebooting ($((n + 1)) of at most $TV_MAX_REBOOTS): $2"
   tv_record_phase reboot
@@ -958,6 +1015,7 @@ phase_driver() {
   tv_kernel_prepare
   tv_driver_install
   if [ "$TV_NVSWITCH" = 1 ]; then tv_fabricmanager; fi
+  tv_initramfs_flush || tv_fail driver "$LINENO" "update-initramfs failed after the driver install"
   systemctl enable nvidia-persistenced.service || tv_log "nvidia-persistenced could not be enabled"
   tv_gpu_gate "$LINENO"
   systemctl start nvidia-persistenced.service || tv_log "nvidia-persistenced did not start"
@@ -1116,7 +1174,9 @@ phase_data() {
 }
 # ---- phase 8: lifecycle. trainvm-lifecycle ACTION EVENT stops (or deletes) the VM the way this
 # cloud bills for it (see the file). The idle watchdog runs it with TV_ON_IDLE after TV_IDLE_MINUTES
-# without GPU use, sessions, jobs or CPU load (a timer checks every minute; a process holding the GPU
+# without GPU use, sessions, jobs or CPU load (a timer checks every minute, AccuracySec=1s: systemd's default of 1 min
+# let checks come up to 2 min apart, so a 5-minute limit stopped the VM after 6; now the check that acts comes
+# 300-305 s after the first idle one, at most 1 s late per minute of the limit; a process holding the GPU
 # below TV_GPU_IDLE_UTIL % for TV_GPU_IDLE_MINUTES stops counting as GPU use); where the cloud does not
 # enforce max_run_hours itself, a timer runs it with TV_ON_MAX_RUN TV_MAX_RUN_SECONDS after boot ----
 phase_watchdog() {
@@ -1224,23 +1284,22 @@ clock_age() {  # clock_age FILE: seconds since the clock in FILE started this bo
   fi
 }
 
-holds_gpu() {
-  local f
-  for f in "$ROOT"/proc/[0-9]*/fd/*; do
-    case $(readlink "$f" 2>/dev/null) in
-      /dev/nvidia[0-9]* | /dev/nvidia-uvm*) ;;
-      *) continue ;;
-    esac
-    case $(cat "${f%/fd/*}/comm" 2>/dev/null) in
+holds_gpu() {  # one find over every process's fds (no process per fd: a job's thousands of open files cost
+  # one readlink system call each, inside find); then the holders' comm, read by the shell
+  local fd comm
+  while IFS= read -r fd; do
+    comm=
+    read -r comm 2>/dev/null <"${fd%/fd/*}/comm" || true
+    case $comm in
       nvidia-persiste* | nv-hostengine | nvidia-smi) ;;
       *) return 0 ;;
     esac
-  done
+  done < <(find "$ROOT"/proc/[0-9]*/fd -mindepth 1 -maxdepth 1 \( -lname '/dev/nvidia[0-9]*' -o -lname '/dev/nvidia-uvm*' \) -print 2>/dev/null || true)
   return 1
 }
 
 busy() {
-  local f
+  local f c
   if nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader,nounits 2>/dev/null |
     awk -v t="$gpu_util" '$1 + 0 >= t {b = 1} END {exit !b}'; then
     rm -f "$run/gpu-low-since"
@@ -1254,7 +1313,9 @@ busy() {
     rm -f "$run/gpu-low-since"
   fi
   for f in "$ROOT"/proc/[0-9]*/comm; do
-    case $(cat "$f" 2>/dev/null) in tmux* | screen | SCREEN) return 0 ;; esac
+    c=
+    read -r c 2>/dev/null <"$f" || true
+    case $c in tmux* | screen | SCREEN) return 0 ;; esac
   done
   [ -n "$(who 2>/dev/null)" ] && return
   [ -n "$(ss -Htn state established '( sport = :22 )' 2>/dev/null)" ] && return
@@ -1290,6 +1351,7 @@ Description=trainvm idle watchdog, every minute
 [Timer]
 OnBootSec=5min
 OnUnitActiveSec=1min
+AccuracySec=1s
 
 [Install]
 WantedBy=timers.target
@@ -1346,6 +1408,7 @@ tv_main() {
   tv_phase watchdog phase_watchdog
   [ "$TV_PERF_BUDGET" = 0 ] || tv_phase perf phase_perf
   TV_PHASE=report
+  tv_run_complete
   tv_finish ready
 }
 
