@@ -22,12 +22,14 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from provisioner import settings
 from provisioner.bake import records
 from provisioner.bake.exact import require_exact
+from provisioner.catalog.storage import cloud_regions
 from provisioner.errors import CloudError, InputError, NoFeasibleOfferError, NotReadyError, TrainvmError
 from provisioner.output import emit_json, notice, stderr_console
 from provisioner.planner.explain import no_offer_message
@@ -78,7 +80,8 @@ def baker_for(cloud: str, provider: Provider | None = None) -> Baker:
         can = ", ".join(sorted(bakers())) or "none"
         raise InputError(f"--cloud {cloud}: trainvm cannot bake images on {cloud} yet (clouds that can: {can}); see docs/bake.md")
     module, cls = target.split(":")
-    return getattr(importlib.import_module(module), cls)(provider if provider is not None else get_provider(cloud))
+    made = provider if provider is not None else get_provider(cloud, candidate_regions=partial(cloud_regions, cloud))
+    return getattr(importlib.import_module(module), cls)(made)
 
 
 def builder_limit_hours(timeout_s: float) -> float:

@@ -157,6 +157,10 @@ class CloudSpec:
     #: (``Provider.create`` with ``LaunchSpec.nodes`` > 1, ``cluster_nodes``, ``read_cluster_reports``;
     #: providers/base.py). Without it the planner rejects that cloud's offers for a cluster (reason ``cluster``)
     group_engine: bool = False
+    #: the provider lists and finds VMs region by region, over the regions its maker names
+    #: (``Provider(candidate_regions=...)``: a callable, asked once, giving the catalog's regions of the cloud;
+    #: ``providers.get_provider``), so it never reads the catalog itself; False: one call sees every region/zone
+    candidate_regions: bool = False
     #: the copy tool (data scheme) whose hash-locked SDK venv the VM installs for its own API calls with its identity
     #: (secrets, lifecycle): AWS "s3" (boto3: curl's --aws-sigv4 before 7.86 cannot sign a session token, and nothing
     #: is signed by hand); None where the VM calls the cloud's REST API with a metadata-server token (GCE, Azure)

@@ -227,6 +227,7 @@ CLOUDS: Mapping[str, CloudSpec] = MappingProxyType({c.name: c for c in (
         ),
         nvswitch_shapes=r"^(p4de?\.24xlarge|p5(e|en)?\.48xlarge|p6-b200\.48xlarge)$",
         group_engine=True,  # providers/aws/group.py: cluster placement group + one RunInstances (MinCount = MaxCount = N)
+        candidate_regions=True,  # DescribeInstances is per region: list/find ask the catalog's regions the account enabled
         vm_api_sdk="s3",
         baker="provisioner.providers.aws.bake:AwsBaker",  # AMI + CopyImage to the failover regions (docs/bake.md)
         registry_login=RegistryLogin(

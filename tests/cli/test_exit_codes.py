@@ -137,7 +137,7 @@ def no_cloud_to_ask(clouds, monkeypatch):
     """No cloud can be asked: GCE and Azure have no credentials (their provider cannot be made, as the real
     ones raise), AWS's provider is made but fails at its first call (as boto3 does without credentials)."""
     from provisioner.errors import CredentialsError
-    from provisioner.providers.aws.calls import AwsCredentialsError
+    from provisioner.providers.aws.api import AwsCredentialsError
 
     def get(cloud):
         if cloud == "aws":
