@@ -161,7 +161,7 @@ def test_up_wait_ready_error_while_waiting_is_not_a_timeout(cli, clouds) -> None
 def test_cloud_without_credentials_is_skipped(cli, monkeypatch) -> None:
     from provisioner.errors import CloudError
 
-    monkeypatch.setattr("provisioner.commands.clouds.get_provider", lambda c: (_ for _ in ()).throw(CloudError(f"no credentials for {c}")))
+    monkeypatch.setattr("provisioner.commands.clouds.get_provider", lambda c, **_: (_ for _ in ()).throw(CloudError(f"no credentials for {c}")))
     doc = cli("list", "--json")  # no cloud could be asked: a cloud/credentials error, not an empty list
     assert doc.code == 3 and {s["cloud"] for s in doc.json()["error"]["skipped"]} == {"gcp", "azure", "aws"}
     assert "GOOGLE_CLOUD_PROJECT" in doc.json()["error"]["hint"]  # no provider hint: the cloud's own
@@ -253,10 +253,10 @@ def test_up_with_credentials_for_one_cloud_names_the_clouds_not_checked(cli, clo
     from provisioner.errors import CloudError
     from provisioner.providers import get_provider
 
-    def only_aws(cloud: str):
+    def only_aws(cloud: str, **kw):
         if cloud != "aws":
             raise CloudError(f"no {cloud} credentials (fake)")
-        return get_provider(cloud)
+        return get_provider(cloud, **kw)
 
     monkeypatch.setattr("provisioner.commands.clouds.get_provider", only_aws)
     profile = str(write_yaml(f"extends: {T4}\nname: bert-finetune\n"

@@ -139,7 +139,7 @@ def no_cloud_to_ask(clouds, monkeypatch):
     from provisioner.errors import CredentialsError
     from provisioner.providers.aws.api import AwsCredentialsError
 
-    def get(cloud):
+    def get(cloud, **_candidates):
         if cloud == "aws":
             return clouds["aws"]
         raise CredentialsError(f"no {cloud} credentials (fake)", hint=f"log in to {cloud} (fake hint)")
@@ -202,7 +202,7 @@ def test_list_with_some_clouds_asked_shows_what_was_found_and_names_the_others(c
 
     fakes = no_cloud_to_ask
     fallback = clouds_module.get_provider
-    monkeypatch.setattr(clouds_module, "get_provider", lambda c: fakes["gcp"] if c == "gcp" else fallback(c))
+    monkeypatch.setattr(clouds_module, "get_provider", lambda c, **kw: fakes["gcp"] if c == "gcp" else fallback(c, **kw))
     r = cli("list")
     assert r.code == 0, r.err
     assert "no trainvm VMs found on gcp" in r.out

@@ -38,7 +38,7 @@ def test_cloud_messages_in_attempts_and_skips(cli, clouds, monkeypatch) -> None:
 
 def test_skipped_cloud_reason(cli, monkeypatch) -> None:
     monkeypatch.setattr("provisioner.commands.clouds.get_provider",
-                        lambda c: (_ for _ in ()).throw(CloudError(f"{c}: {HOSTILE}")))
+                        lambda c, **_: (_ for _ in ()).throw(CloudError(f"{c}: {HOSTILE}")))
     r = cli("list")
     assert r.code == 3 and f"gcp: {HOSTILE}" in r.err  # no cloud could be asked: the error names each, verbatim
 

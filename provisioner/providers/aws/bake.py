@@ -70,6 +70,7 @@ class AwsBaker:
     builder_shape = BUILDER_SHAPE
 
     def __init__(self, provider: AwsProvider) -> None:
+        self.provider = provider
         self.api, self.resources, self.instances = provider.api, provider.resources, provider.instances
 
     # ------------------------------------------------------------------ the builder
