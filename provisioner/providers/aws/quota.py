@@ -40,7 +40,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 from provisioner.providers.aws.errors import error_code
 from provisioner.providers.aws.provider import AwsProvider
@@ -102,6 +102,18 @@ def _name(code: str) -> str:
     return code
 
 
+class ErrorReason(TypedDict, total=False):
+    ErrorCode: str
+    ErrorMessage: str
+
+
+class ServiceQuota(TypedDict, total=False):
+    """The fields of Service Quotas' ``ServiceQuota`` that trainvm reads (GetServiceQuota, GetAWSDefaultServiceQuota)."""
+
+    Value: float | None
+    ErrorReason: ErrorReason
+
+
 class AwsQuotas:
     cloud = "aws"
     source = "AWS Service Quotas GetServiceQuota + EC2 DescribeInstances"
@@ -136,9 +148,9 @@ class AwsQuotas:
     def _limit(self, region: str, code: str) -> float:
         sq = self.api.client("service-quotas", region)
 
-        def applied() -> dict[str, Any] | None:
+        def applied() -> ServiceQuota | None:
             try:
-                got: dict[str, Any] = sq.get_service_quota(ServiceCode=SERVICE_CODE, QuotaCode=code)["Quota"]
+                got: ServiceQuota = sq.get_service_quota(ServiceCode=SERVICE_CODE, QuotaCode=code)["Quota"]
                 return got
             except Exception as exc:
                 if error_code(exc) == "NoSuchResourceException":  # no applied value: the AWS default applies
@@ -149,11 +161,12 @@ class AwsQuotas:
         if quota is None:
             quota = self.api.call(
                 lambda: sq.get_aws_default_service_quota(ServiceCode=SERVICE_CODE, QuotaCode=code)["Quota"])
-        if quota.get("Value") is None:
-            reason = quota.get("ErrorReason") or {}
+        value = quota.get("Value")
+        if value is None:
+            reason = quota.get("ErrorReason") or ErrorReason()
             raise RuntimeError(f"Service Quotas gave no value for {code}: {reason.get('ErrorCode', '?')}: "
                                f"{reason.get('ErrorMessage', '')}".rstrip(": "))
-        return float(quota["Value"])
+        return float(value)
 
     def _used(self, region: str, code: str) -> float:
         if region not in self._running:

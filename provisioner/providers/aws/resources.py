@@ -6,8 +6,9 @@ gone". The requests themselves come from the pure builder (``aws_request``)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Required, TypedDict, cast
 
 from provisioner import settings
 from provisioner.providers.aws import request as R
@@ -16,6 +17,26 @@ from provisioner.providers.ssh_key import read_public_key
 
 if TYPE_CHECKING:
     from provisioner.providers.aws.api import AwsApi
+
+
+class IpRange(TypedDict, total=False):
+    CidrIp: str
+    CidrIpv6: str
+
+
+class IpPermission(TypedDict, total=False):
+    """The fields of EC2's ``IpPermission`` that trainvm compares (an ingress rule)."""
+
+    IpProtocol: str
+    FromPort: int
+    ToPort: int
+    IpRanges: list[IpRange]
+    Ipv6Ranges: list[IpRange]
+
+
+class SecurityGroup(TypedDict, total=False):
+    GroupId: Required[str]
+    IpPermissions: list[IpPermission]
 
 
 class AwsResources:
@@ -58,12 +79,12 @@ class AwsResources:
         return self._amis[(region, os_name)]
 
     # ------------------------------------------------------------------ security group
-    def find_security_group(self, region: str, name: str) -> dict[str, Any] | None:
+    def find_security_group(self, region: str, name: str) -> SecurityGroup | None:
         got = self.api.call(lambda: self.api.ec2(region).describe_security_groups(
             Filters=[{"Name": "group-name", "Values": [R.security_group_name(name)]},
                      {"Name": "tag:trainvm-managed", "Values": ["true"]}]))
         groups = got.get("SecurityGroups") or []
-        return groups[0] if groups else None
+        return cast(SecurityGroup, groups[0]) if groups else None
 
     def ensure_security_group(self, region: str, spec: LaunchSpec) -> tuple[str, bool]:
         """(the VM's security group id, whether this call created it). Its one ingress rule is converged."""
@@ -82,9 +103,9 @@ class AwsResources:
                     raise ProviderError(f"security group {params['GroupName']} exists in {region} and is not trainvm's",
                                         code="InvalidGroup.Duplicate")
             else:
-                created, group = True, {"GroupId": gid["GroupId"], "IpPermissions": []}
+                created, group = True, SecurityGroup(GroupId=gid["GroupId"], IpPermissions=[])
         gid = group["GroupId"]
-        want = R.ssh_ingress(spec.ssh_from)
+        want = cast("list[IpPermission]", R.ssh_ingress(spec.ssh_from))
         have = group.get("IpPermissions") or []
         if _rules(have) != _rules(want):
             if have:
@@ -162,8 +183,8 @@ def ssh_public_key() -> str | None:
     return read_public_key(settings.text("TRAINVM_SSH_PUBLIC_KEY") or None)
 
 
-def _rules(perms: list[dict[str, Any]]) -> set[tuple[Any, ...]]:
-    out = set()
+def _rules(perms: Sequence[IpPermission]) -> set[tuple[str | int | None, ...]]:
+    out: set[tuple[str | int | None, ...]] = set()
     for p in perms:
         for r in p.get("IpRanges") or []:
             out.add((p.get("IpProtocol"), p.get("FromPort"), p.get("ToPort"), r.get("CidrIp")))
