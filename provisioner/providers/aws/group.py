@@ -5,7 +5,7 @@ members, ranks by ``AmiLaunchIndex`` tagged per node (``Name`` = ``NAME-K``, ``t
 tagged on every node once all run (requests: group_request.py). A single VM keeps the request and tags it always
 had: ``Name`` = NAME, no cluster tag, no placement group, no tagging after the launch.
 
-Before anything is made: the instances of that name in the offer's region (``AwsProvider._instances``: ``Name`` or
+Before anything is made: the instances of that name in the offer's region (``AwsInstances.live``: ``Name`` or
 ``trainvm-group``) are adopted when they carry this profile's hash and are complete (once running; still pending
 at the deadline: AttemptInProgressError, left to the `up` creating them, and failover stops); a cluster where a
 VM is asked for, a VM where a cluster is asked for, another hash or not trainvm's: ConflictError.
