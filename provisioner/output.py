@@ -74,7 +74,7 @@ def emit_json(doc: Any) -> None:
     sys.stdout.write(json.dumps(doc, indent=2, sort_keys=False, default=str) + "\n")
 
 
-def stdout_console():  # noqa: ANN201 - rich is imported lazily
+def stdout_console() -> Console:  # rich is imported lazily (the annotation is a string: TYPE_CHECKING above)
     from rich.console import Console
 
     return Console(highlight=False, markup=False, emoji=False, soft_wrap=True,

@@ -71,6 +71,22 @@ def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> 
 
 
 @pytest.fixture
+def install_providers(monkeypatch: pytest.MonkeyPatch) -> Callable[..., Any]:
+    """``install_providers({"gcp": fake, ...})``: the commands' provider registry for this test (and only it) is a
+    ``ProviderRegistry`` of those providers, the real ones for any other cloud (or only ``factories``' when given).
+    Returns the registry. Installed again, the new one replaces it."""
+    from provisioner.hooks import providers as provider_registry
+    from provisioner.hooks.providers import ProviderRegistry
+
+    def install(providers: Any, factories: Any = None) -> ProviderRegistry:
+        registry = ProviderRegistry(providers, factories)
+        monkeypatch.setattr(provider_registry, "DEFAULT", registry)
+        return registry
+
+    return install
+
+
+@pytest.fixture
 def write_yaml(tmp_path: Path) -> Callable[..., Path]:
     from io import StringIO
 

@@ -13,7 +13,7 @@ from provisioner.bake import records
 from provisioner.bake.cost import StorageDoc, monthly_cost
 from provisioner.bake.exact import exact_reason
 from provisioner.bake.ready_time import ReadyDoc, ready_json, ready_line
-from provisioner.providers.registry import bakers
+from provisioner.hooks import bakers
 
 if TYPE_CHECKING:
     from provisioner.bake.records import BakeRecord

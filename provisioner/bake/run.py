@@ -16,7 +16,6 @@ never carries it (docs/bake.md "Money and disks").
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import signal
 import threading
 import time
@@ -26,20 +25,19 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from provisioner import settings
+from provisioner import hooks, settings
 from provisioner.bake import records
 from provisioner.bake.exact import require_exact
 from provisioner.catalog.storage import cloud_regions
 from provisioner.errors import CloudError, InputError, NoFeasibleOfferError, NotReadyError, TrainvmError
+from provisioner.hooks.providers import get_provider
 from provisioner.output import emit_json, notice, stderr_console
 from provisioner.planner.explain import no_offer_message
 from provisioner.planner.from_profile import Overrides, make_plan
 from provisioner.profile import load_profile
-from provisioner.providers import get_provider
 from provisioner.providers.base import labels_for, vm_name
 from provisioner.providers.image_identity import identity_of
 from provisioner.providers.lifecycle import describe as lifecycle_describe
-from provisioner.providers.registry import bakers
 from provisioner.provision.launch import launch_spec, locked_images
 from provisioner.wording import duration
 
@@ -75,13 +73,11 @@ def baker_for(cloud: str, provider: Provider | None = None) -> Baker:
     """The Baker of ``cloud`` built on its provider (``provider``, else the cloud's); InputError for a cloud that
     cannot bake yet."""
 
-    target = bakers().get(cloud)
-    if target is None:
-        can = ", ".join(sorted(bakers())) or "none"
+    make = hooks.of(cloud).baker if cloud in hooks.HOOKS else None
+    if make is None:
+        can = ", ".join(sorted(hooks.bakers())) or "none"
         raise InputError(f"--cloud {cloud}: trainvm cannot bake images on {cloud} yet (clouds that can: {can}); see docs/bake.md")
-    module, cls = target.split(":")
-    made = provider if provider is not None else get_provider(cloud, candidate_regions=partial(cloud_regions, cloud))
-    return getattr(importlib.import_module(module), cls)(made)
+    return make(provider if provider is not None else get_provider(cloud, candidate_regions=partial(cloud_regions, cloud)))
 
 
 def builder_limit_hours(timeout_s: float) -> float:
@@ -213,7 +209,11 @@ def run_bake(path: Path, *, cloud: str, region: str | None, json_out: bool) -> i
     provider = baker.provider
     bp = plan_bake(loaded, baker, cloud, region)
     err = stderr_console()
-    say = (lambda text: None) if json_out else (lambda text: err.print(text))
+
+    def say(text: str) -> None:
+        if not json_out:
+            err.print(text)
+
     existing = baker.find(bp.identity)
     if existing is not None:
         _record(existing)

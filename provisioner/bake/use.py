@@ -1,7 +1,7 @@
 """``up`` boots a matching baked image (docs/bake.md): per offer, the cloud's ``Baker.find`` with the identity the
 profile would bake on that offer; found, the VM boots that image and its payload is rendered in ``baked`` mode
 (verify only); not found, the normal install, and ``up`` says why. Cloud-neutral: a cloud takes part when the
-registry gives it a baker (``CloudSpec.baker``) and its provider boots ``LaunchSpec.boot_image``."""
+cloud has a ``baker`` hook (provisioner/hooks/) and its provider boots ``LaunchSpec.boot_image``."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Mapping
 from provisioner.bake.exact import exact_reason
 from provisioner.bake.run import baker_for
 from provisioner.errors import TrainvmError
+from provisioner.hooks import bakers
 from provisioner.providers.image_identity import (
     LABEL_PROFILE,
     SCRIPT_VERSION,
@@ -20,7 +21,6 @@ from provisioner.providers.image_identity import (
     label_value,
     mismatch,
 )
-from provisioner.providers.registry import bakers
 from provisioner.provision.launch import locked_images
 
 if TYPE_CHECKING:

@@ -20,14 +20,13 @@ Not included: public IPs (Azure's Standard static IP keeps billing while dealloc
 from __future__ import annotations
 
 from dataclasses import dataclass
-from importlib import import_module
 from typing import Any
 
+from provisioner import hooks
 from provisioner.catalog.disks import HOURS_PER_MONTH, DiskPrices
 from provisioner.catalog.models import Offer
 from provisioner.errors import InvalidRequestError
-from provisioner.providers.capabilities import LocalSsdBuilder
-from provisioner.providers.registry import cloud, load
+from provisioner.providers.registry import cloud
 
 __all__ = ["CostPart", "Cost", "cost_of", "HOURS_PER_MONTH"]
 
@@ -126,19 +125,19 @@ def _hourly(monthly: float) -> float:
 
 def _boot_disk_name(offer: Offer, disk_type: str) -> str:
     """The cloud's own disk name for a profile disk type (a cloud may narrow it per machine family:
-    ``CloudSpec.family_disk_map``)."""
-    spec = cloud(offer.cloud)
-    family_map = load(spec.family_disk_map)(offer.family) if spec.family_disk_map else None
+    its ``family_disk_map`` hook, provisioner/hooks/)."""
+    spec, disk_map = cloud(offer.cloud), hooks.of(offer.cloud).family_disk_map
+    family_map = disk_map(offer.family) if disk_map is not None else None
     return (family_map if family_map is not None else spec.disk_types).get(disk_type, "")
 
 
 def _local_disks(offer: Offer, gib: int) -> tuple[int, int] | None:
     """(disks, GiB each) the cloud attaches for ``gib`` of scratch; None: the machine type brings its own
     (whether its price includes them is not in the table)."""
-    facts = cloud(offer.cloud).local_ssd  # not the request builder: plan prices every offer, and imports neither
-    builder = import_module(facts) if facts else None
-    if not isinstance(builder, LocalSsdBuilder):  # a cloud that attaches one scratch disk of the size asked
+    facts = hooks.of(offer.cloud).local_ssd  # not the request builder: plan prices every offer, and imports neither
+    if facts is None:  # a cloud that attaches one scratch disk of the size asked
         return (1, gib) if gib > 0 else (0, 0)
+    builder = facts()
     if offer.family in builder.BUNDLED_LOCAL_SSD:
         return None
     if gib <= 0:

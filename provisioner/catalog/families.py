@@ -6,7 +6,7 @@ Everything here is a documented cloud fact (source named next to it), not a pric
 and their disk maps: providers/registry.py. A cloud's own machine-family tables live in its package (GCE's
 families, per-family boot disks, Local SSD and N1 limits: providers/gcp/families.py; Azure's series, retirements and
 local NVMe: providers/azure/families.py; AWS's instance store: providers/aws/families.py), each with the catalog's
-``family`` of a shape (``CloudSpec.family_of``).
+``family`` of a shape (its ``family_of`` hook, provisioner/hooks/).
 
 Vocabulary: a profile's boot disk type is one of ``standard | balanced | ssd``.
 """
@@ -16,7 +16,7 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Iterable, Mapping
 
-from provisioner.providers import registry
+from provisioner import hooks
 from provisioner.providers.registry import CLOUD_NAMES
 from provisioner.providers.registry import DISK_TYPES as DISK_TYPES  # the catalog modules read it here
 
@@ -68,6 +68,5 @@ def canonical_gpu(source_name: str) -> str:
 
 def family_of(cloud: str, instance_type: str) -> str:
     """The catalog's ``family`` of an instance type (what the placement facts are keyed by): the cloud's
-    ``CloudSpec.family_of``, or the instance type itself where the cloud has none."""
-    spec = registry.cloud(cloud)
-    return str(registry.load(spec.family_of)(instance_type)) if spec.family_of else instance_type
+    ``family_of`` hook (provisioner/hooks/), or the instance type itself where the cloud has none."""
+    return hooks.family_of(cloud, instance_type)

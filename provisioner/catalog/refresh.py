@@ -1,7 +1,7 @@
 """``trainvm catalog refresh``: renew the catalog's prices from each cloud's official price API.
 
-Cloud-neutral: each cloud's price source is named by the registry (``CloudSpec.price_source``,
-``providers/<cloud>_prices.py``) and called as ``fetch(known, regions, fetched_at) -> SourceResult``.
+Cloud-neutral: each cloud's price source is its ``price_source`` hook (provisioner/hooks/,
+``providers/<cloud>/prices.py``) and called as ``fetch(known, regions, fetched_at) -> SourceResult``.
 
 * ``known``: the current catalog's offers of that cloud in the asked regions, plus the embedded snapshot's that
   the current catalog lost (catalog/discover.py: a size dropped once can come back). A known shape the source has
@@ -24,22 +24,22 @@ Cloud-neutral: each cloud's price source is named by the registry (``CloudSpec.p
 
 from __future__ import annotations
 
-import importlib
 import time
 from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from fnmatch import fnmatchcase
-from typing import Any, Callable
+from typing import Any, Callable, TypedDict
 
+from provisioner import hooks
 from provisioner.catalog.discover import place, restorable
 from provisioner.catalog.integrity import check_refreshed, reflag
 from provisioner.catalog.models import Catalog, Offer
 from provisioner.catalog.publish import publish
 from provisioner.catalog.storage import EMBEDDED_DIR, load_catalog, row_provenance
 from provisioner.errors import TrainvmError
+from provisioner.providers.hook_types import PriceSource
 from provisioner.providers.price_rows import SourceResult
-from provisioner.providers.registry import cloud as spec
 
 SOURCE = "trainvm catalog refresh (official price APIs)"
 #: A refreshed region must keep at least this share of the rows it had (else the refresh is refused unless
@@ -53,28 +53,48 @@ class RefreshFailed(TrainvmError):
     exit_code = 1
 
 
+class CloudRefresh(TypedDict):
+    """What the refresh did to one cloud's rows (``catalog refresh --json`` ``clouds.<cloud>``; its text reads it back)."""
+
+    source: str
+    rows: int
+    known_rows: int
+    dropped: dict[str, int]  # reason -> rows dropped
+    flagged: dict[str, int]  # price flag -> rows
+    ambiguous: list[str]
+    disk_rows: int
+    notes: list[str]
+    restored: int
+    placed: int
+    new_sizes_skipped: dict[str, int]
+
+
+class RefreshDoc(TypedDict):
+    clouds: dict[str, CloudRefresh]
+    seconds: float
+    path: str | None
+    problems: list[str]
+    written: bool
+
+
 @dataclass
 class RefreshReport:
-    clouds: dict[str, dict[str, Any]]
+    clouds: dict[str, CloudRefresh]
     seconds: float
     path: str | None
     problems: list[str]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> RefreshDoc:
         return {"clouds": self.clouds, "seconds": round(self.seconds, 2), "path": self.path,
                 "problems": self.problems, "written": self.path is not None}
 
 
-Fetch = Callable[[list[Offer], list[str], datetime], SourceResult]
+#: a cloud's price source (its ``price_source`` hook, provisioner/hooks/)
+Fetch = PriceSource
 
 
 def price_source(cloud: str) -> Fetch | None:
-    ref = spec(cloud).price_source
-    if ref is None:
-        return None
-    module, func = ref.split(":")
-    fetch: Fetch = getattr(importlib.import_module(module), func)
-    return fetch
+    return hooks.of(cloud).price_source
 
 
 def shrunk(current: Catalog, merged: list[Offer], in_scope: Callable[[Offer], bool],
@@ -134,7 +154,7 @@ def refresh(current: Catalog, clouds: list[str], region_globs: list[str] | None,
     # kept rows keep their flags (the embedded GCP rows were checked per GPU part, which a whole-VM price
     # cannot be); they are the reference the fresh prices are compared with
     merged = kept + reflag(fresh, reference=[o for o in kept if o.cloud in refreshed_clouds])
-    report: dict[str, dict[str, Any]] = {}
+    report: dict[str, CloudRefresh] = {}
     for cloud, r in results.items():
         rows = [o for o in merged if o.cloud == cloud and in_scope(o)]
         flags = Counter(f for o in rows for f in o.flags)

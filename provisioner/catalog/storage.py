@@ -20,7 +20,7 @@ from itertools import repeat
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from provisioner import settings
+from provisioner import hooks, settings
 from provisioner.cache import cache_dir
 from provisioner.cache import cached as disk_cached
 from provisioner.catalog import families as F
@@ -36,7 +36,6 @@ from provisioner.catalog.models import (
     CatalogError,
     Offer,
 )
-from provisioner.providers import registry
 
 ENV_VAR = "TRAINVM_CATALOG"
 MANIFEST = "catalog.json"
@@ -291,7 +290,7 @@ def validate_offers(offers: Iterable[Offer]) -> list[str]:
     """Deeper consistency checks than loading does (for ``TRAINVM_CATALOG`` folders and tests):
     canonical GPU names, unique offers, GCE zones inside their region, Azure offers regional, N1
     hosts within GCE's per-GPU limits, disk types a GCE family supports (each cloud's own checks:
-    ``CloudSpec.catalog_check``). Returns problems."""
+    the ``catalog_check`` hooks, provisioner/hooks/). Returns problems."""
     problems: list[str] = []
     seen: set[tuple[Any, ...]] = set()
     for o in offers:
@@ -301,9 +300,9 @@ def validate_offers(offers: Iterable[Offer]) -> list[str]:
         seen.add(o.key())
         if o.gpu_name not in F.CANONICAL_GPUS:
             problems.append(f"{where}: unknown GPU name {o.gpu_name!r}")
-        check = registry.cloud(o.cloud).catalog_check
+        check = hooks.of(o.cloud).catalog_check
         if check is not None:
-            problems += registry.load(check)(o)
+            problems += check(o)
     return problems
 
 

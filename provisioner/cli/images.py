@@ -23,7 +23,7 @@ def bake(
       trainvm bake profiles/examples/tf-resnet50.yaml --cloud gcp
     """
     from provisioner.bake.run import run_bake  # lazy: startup
-    from provisioner.providers.registry import bakers  # lazy: startup
+    from provisioner.hooks import bakers  # lazy: startup
 
     check_clouds([cloud] if cloud else None)
     raise typer.Exit(run_bake(profile, cloud=cloud or next(iter(bakers())), region=region, json_out=json_out))

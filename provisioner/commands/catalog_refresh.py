@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from provisioner.catalog.refresh import RefreshFailed, refresh
+from provisioner.catalog.refresh import RefreshDoc, RefreshFailed, refresh
 from provisioner.catalog.storage import load_catalog
+from provisioner.hooks import priced_clouds
 from provisioner.output import emit_json, notice, stdout_console
-from provisioner.providers.registry import priced_clouds
 
 
 def run_catalog_refresh(*, clouds: list[str] | None, regions: list[str] | None, json_out: bool,
@@ -29,7 +27,7 @@ def run_catalog_refresh(*, clouds: list[str] | None, regions: list[str] | None, 
     return 0
 
 
-def _print(doc: dict[str, Any]) -> None:
+def _print(doc: RefreshDoc) -> None:
     out = stdout_console()
     for cloud, c in doc["clouds"].items():
         dropped = ", ".join(f"{k} {v}" for k, v in c["dropped"].items()) or "none"

@@ -1,5 +1,5 @@
 """What the cloud commands share: the providers that have credentials, and finding a VM by name on them.
-Cloud-neutral: every cloud call goes through ``providers.get_provider``."""
+Cloud-neutral: every cloud call goes through the provider registry (``hooks.providers.get_provider``)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import TypedDict
 
 from provisioner.catalog.storage import cloud_regions
 from provisioner.errors import CloudError, CredentialsError, InputError, NoCloudAskedError
-from provisioner.providers import PROVIDERS, get_provider
+from provisioner.hooks.providers import get_provider, provider_clouds
 from provisioner.providers.base import InstanceRecord, Provider
 from provisioner.providers.capabilities import PartialLister
 from provisioner.providers.registry import CLOUDS, credential_hint
@@ -57,7 +57,7 @@ def _providers(clouds: list[str]) -> tuple[dict[str, Provider], list[dict[str, s
     check_ca_bundles()
     ready, skipped = {}, []
     for cloud in dict.fromkeys(clouds):
-        if cloud not in PROVIDERS:
+        if cloud not in provider_clouds():
             skipped.append({"cloud": cloud, "reason": "trainvm cannot provision on this cloud yet"})
             continue
         try:
@@ -72,7 +72,7 @@ def _cred_hint() -> str:
 
 
 def _credentialed() -> dict[str, Provider]:
-    providers, _ = _providers(list(PROVIDERS))
+    providers, _ = _providers(list(provider_clouds()))
     if not providers:
         raise CloudError("no cloud credentials found", hint=_cred_hint())
     return providers
@@ -102,7 +102,7 @@ class Listed:
 def _all_records(cloud_filter: Callable[[str], bool] = lambda c: True) -> Listed:
     """Every trainvm VM on the clouds ``cloud_filter`` keeps (see ``Listed``). When none answered,
     ``NoCloudAskedError`` (exit 3)."""
-    providers, skipped = _providers([c for c in PROVIDERS if cloud_filter(c)])
+    providers, skipped = _providers([c for c in provider_clouds() if cloud_filter(c)])
     out = Listed(skipped=skipped)
     for cloud, provider in providers.items():
         try:

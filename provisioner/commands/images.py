@@ -12,9 +12,9 @@ from provisioner.bake.run import baker_for
 from provisioner.catalog.storage import load_catalog
 from provisioner.commands.clouds import providers_for
 from provisioner.errors import InputError
+from provisioner.hooks import bakers
 from provisioner.output import emit_json, stdout_console
 from provisioner.providers.image_identity import LABEL_PROFILE, LABEL_STACK
-from provisioner.providers.registry import bakers
 from provisioner.wording import plural
 
 if TYPE_CHECKING:

@@ -7,7 +7,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from provisioner.bake import records
-from provisioner.bake.use import BakedImages, exact_reason, in_region, offer_stack
+from provisioner.bake.exact import exact_reason
+from provisioner.bake.use import BakedImages, in_region, offer_stack
 from provisioner.commands.images import image_doc, image_line
 from provisioner.errors import TrainvmError
 from provisioner.output import emit_json, stdout_console

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
 from provisioner.commands.lock import lock_captured
 from provisioner.commands.verify import _print_verify
@@ -56,7 +55,7 @@ def run_verify_local(path: Path, *, python: str | None, json_out: bool) -> int:
     return _print_verify(f"local:{path}", compare(profile, report), json_out)
 
 
-def load_any(path: Path) -> dict[str, Any]:
+def load_any(path: Path) -> dict[str, object]:
     """A profile (YAML, with extends resolved), a report (JSON) or a profile as JSON."""
     if path.suffix == ".json":
         try:

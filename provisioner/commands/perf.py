@@ -12,7 +12,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 from provisioner.commands.clouds import check_name, locate_one, providers_for
 from provisioner.commands.perf_nodes import verify_cluster_perf
@@ -21,9 +21,13 @@ from provisioner.errors import InputError, TrainvmError
 from provisioner.output import check_output_file, emit_json, stderr_console, stdout_console, styled, write_output
 from provisioner.probe import report as probe_report  # called through the module: tests patch probe_report.probe
 from provisioner.verify import perfdoc  # load_perf called through the module: tests patch perfdoc.load_perf
-from provisioner.verify.parity import any_worse, compare
+from provisioner.verify.parity import Verdict, any_worse, compare, host_of
 from provisioner.verify.perfdoc import validate_doc
 from provisioner.verify.perfspec import annotate
+
+if TYPE_CHECKING:
+    from provisioner.perfprobe.context import DataFs
+    from provisioner.verify.perfdoc import PerfDocument
 
 ROOT = Path(__file__).resolve().parents[2]  # the directory holding the provisioner package
 BOOT = "import sys; sys.path.insert(0, sys.argv.pop(1)); from provisioner.perfprobe.runner import main; main()"
@@ -38,7 +42,7 @@ def baseline_path(profile: Path) -> Path:
     return profile.with_name(profile.stem + ".perf.json")
 
 
-def run_perf_probe(python: str | None, data: str | None, budget: float, blocks: list[str] | None = None) -> dict[str, Any]:
+def run_perf_probe(python: str | None, data: str | None, budget: float, blocks: list[str] | None = None) -> PerfDocument:
     exe = python or sys.executable
     if python is not None and not Path(python).exists():
         raise InputError(f"--python: {python} does not exist")
@@ -59,9 +63,7 @@ def run_perf_probe(python: str | None, data: str | None, budget: float, blocks: 
     if done.returncode != 0 or line is None:
         tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
         raise ProbeError(f"the perf probe failed under {exe} (rc {done.returncode}): " + " | ".join(tail))
-    doc = json.loads(line.partition("=")[2])
-    validate_doc(doc, f"perf probe under {exe}")
-    return annotate(doc)
+    return annotate(validate_doc(json.loads(line.partition("=")[2]), f"perf probe under {exe}"))
 
 
 def _fmt(v: float | None) -> str:
@@ -70,10 +72,11 @@ def _fmt(v: float | None) -> str:
     return f"{v:,.3g}" if abs(v) < 100 else f"{v:,.0f}"
 
 
-def print_perf(doc: dict[str, Any]) -> None:
+def print_perf(doc: PerfDocument) -> None:
     out = stdout_console()
-    host = doc["context"].get("host") or {}
-    fs = host.get("data_fs") or {}
+    ctx = doc["context"]
+    host = host_of(doc)
+    fs = host.get("data_fs") or cast("DataFs", {})
     out.print(f"perf probe ({doc['schema']}), python {doc['python'].get('version')} at {str(doc['python'].get('executable'))}, "
               f"{doc['elapsed_s']} s of a {doc['budget_s']:g} s budget")
     out.print(f"  CPUs {host.get('cpu_count')} (affinity {host.get('affinity')}, cgroup quota {host.get('cgroup_cpu_quota') or 'none'}), "
@@ -81,16 +84,15 @@ def print_perf(doc: dict[str, Any]) -> None:
               f"thread env {host.get('thread_env') or 'none'}")
     out.print(f"  data path {str(fs.get('path'))}: {fs.get('fstype')} at {str(fs.get('mount_point'))}"
               f"{' (network)' if fs.get('network') else ''}")
-    for key in ("gpu", "torch", "blas"):
-        part = doc["context"].get(key) or {}
-        if part.get("status") == "skipped":
+    for key, part in (("gpu", ctx.get("gpu")), ("torch", ctx.get("torch")), ("blas", ctx.get("blas"))):
+        if part and part.get("status") == "skipped":
             out.print(f"  {key}: skipped: {str(part.get('reason'))}")
-    for g in (doc["context"].get("gpu") or {}).get("gpus") or []:
+    for g in (ctx.get("gpu") or {}).get("gpus") or []:
         out.print(f"  GPU {g['index']} {g['name']}: SM {g.get('sm_clock_mhz')}/{g.get('sm_clock_max_mhz')} MHz, "
                   f"power limit {g.get('power_limit_w')} W (default {g.get('power_default_limit_w')}), "
                   f"PCIe gen {g.get('pcie_gen')}/{g.get('pcie_gen_max')} x{g.get('pcie_width')}/x{g.get('pcie_width_max')}, "
                   f"throttle {g.get('throttle_reasons')}, ECC {g.get('ecc')}, MIG {g.get('mig')}, persistence {g.get('persistence')}")
-    for lib in (doc["context"].get("blas") or {}).get("libraries") or []:
+    for lib in (ctx.get("blas") or {}).get("libraries") or []:
         out.print(f"  {lib.get('user_api')}: {lib.get('internal_api')} {lib.get('version')}, {lib.get('num_threads')} threads")
     from rich.table import Table
 
@@ -103,11 +105,13 @@ def print_perf(doc: dict[str, Any]) -> None:
             continue
         for m, v in blk["metrics"].items():
             note = []
-            if v.get("efficiency") is not None:
-                note.append(f"{v['efficiency']:.0%} of {v['spec']['figure']:g} ({v['spec']['variant']})")
-            for k in ("tool", "workers", "threads", "processes"):
-                if v.get(k) is not None:
-                    note.append(f"{k} {v[k]}")
+            eff, spec = v.get("efficiency"), v.get("spec")
+            if eff is not None and spec is not None:  # perfspec.annotate adds both
+                note.append(f"{eff:.0%} of {spec['figure']:g} ({spec['variant']})")
+            for k, detail in (("tool", v.get("tool")), ("workers", v.get("workers")), ("threads", v.get("threads")),
+                              ("processes", v.get("processes"))):
+                if detail is not None:
+                    note.append(f"{k} {detail}")
             table.add_row(name, m, _fmt(v["median"]), v["unit"], f"{v['cv']:.1%}", str(len(v["repeats"])), ", ".join(note))
     out.print(table)
     for name, blk in doc["blocks"].items():
@@ -144,7 +148,7 @@ def run_probe(*, perf: bool, python: str | None, data: str | None, json_out: boo
     return 0
 
 
-def print_parity(label_a: str, label_b: str, verdicts: list[Any], json_out: bool) -> None:
+def print_parity(label_a: str, label_b: str, verdicts: list[Verdict], json_out: bool) -> None:
     if json_out:
         emit_json({"a": label_a, "b": label_b, "worse": any_worse(verdicts), "metrics": [v.as_dict() for v in verdicts]})
         return

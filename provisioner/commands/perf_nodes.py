@@ -18,14 +18,18 @@ import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from provisioner import perfprobe  # perfprobe.bundle(): `bundle` is also a parameter name in this module
 from provisioner.errors import CloudError, InputError
 from provisioner.output import emit_json, stderr_console, stdout_console, styled
 from provisioner.verify import perfdoc  # load_perf called through the module: tests patch perfdoc.load_perf
-from provisioner.verify.parity import any_worse, compare
+from provisioner.verify.parity import Verdict, any_worse, compare
 from provisioner.verify.perfdoc import validate_doc
+
+if TYPE_CHECKING:
+    from provisioner.providers.base import Provider
+    from provisioner.verify.perfdoc import PerfDocument
 
 BLOCK, METRIC = "allreduce_nodes", "allreduce_nodes_busbw_gbs"
 BOOT = "import sys; sys.path.insert(0, sys.argv.pop(1)); from provisioner.perfprobe.runner import main; main()"
@@ -39,15 +43,17 @@ class NodePerfError(CloudError):
 class NodeResult:
     node: str
     rank: int
-    doc: dict[str, Any] | None = None
+    doc: PerfDocument | None = None
     error: str | None = None
 
     @property
     def busbw(self) -> float | None:
-        m = ((self.doc or {}).get("blocks", {}).get(BLOCK) or {}).get("metrics", {}).get(METRIC)
+        if self.doc is None:
+            return None
+        m = (self.doc.get("blocks", {}).get(BLOCK) or {}).get("metrics", {}).get(METRIC)
         return None if m is None else float(m["median"])
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return {"node": self.node, "rank": self.rank, "status": "failed" if self.error else "ok",
                 "reason": self.error, "busbw_gbs": self.busbw}
 
@@ -99,7 +105,7 @@ def probe_node(node: str, rank: int, argv: list[str], bundle: bytes, timeout: fl
     return out
 
 
-def verify_cluster_perf(cluster: str, provider: Any, baseline: Path | None, json_out: bool, budget: float) -> int:
+def verify_cluster_perf(cluster: str, provider: Provider, baseline: Path | None, json_out: bool, budget: float) -> int:
     base = None
     if baseline is not None:
         from provisioner.commands.perf import baseline_path  # lazy: cycle (commands/perf.py imports this module)
@@ -122,7 +128,7 @@ def verify_cluster_perf(cluster: str, provider: Any, baseline: Path | None, json
         results = [f.result() for f in futures]
     failed = [r for r in results if r.error]
     figure = None if failed else results[0].busbw
-    verdicts: list[Any] = []
+    verdicts: list[Verdict] = []
     note = None
     if base is not None and figure is not None and results[0].doc is not None:
         verdicts = [v for v in compare(base, results[0].doc) if v.metric == METRIC]
@@ -143,7 +149,7 @@ def verify_cluster_perf(cluster: str, provider: Any, baseline: Path | None, json
     return 1 if any_worse(verdicts) else 0
 
 
-def _print(cluster: str, results: list[NodeResult], figure: float | None, verdicts: list[Any], note: str | None) -> None:
+def _print(cluster: str, results: list[NodeResult], figure: float | None, verdicts: list[Verdict], note: str | None) -> None:
     from rich.table import Table
 
     out = stdout_console()

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from provisioner.providers.base import InstanceRecord, Provider
 
 
-def _find(name: str, cloud: str | None, verb: str):  # noqa: ANN202 - (InstanceRecord, Provider)
+def _find(name: str, cloud: str | None, verb: str) -> tuple[InstanceRecord, Provider]:
     """The VM, as down/verify/status find it: a missing VM is exit 4, a name on two clouds is refused."""
     located = locate_one(check_name(name), providers_for(cloud), verb)
     if located is None:

@@ -3,13 +3,13 @@ request for the planned offer."""
 
 from __future__ import annotations
 
-import importlib
 import json
 import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from provisioner import hooks
 from provisioner.catalog.models import Offer
 from provisioner.container.store import LOOPBACK
 from provisioner.errors import InputError, NoFeasibleOfferError
@@ -19,7 +19,6 @@ from provisioner.planner.explain import no_offer_message
 from provisioner.planner.from_profile import Overrides, make_plan
 from provisioner.profile import load_profile
 from provisioner.providers import registry  # called through the module: tests patch registry.cluster_clouds
-from provisioner.providers.registry import CLOUDS
 from provisioner.provision.launch import launch_spec, render_for_offer
 
 if TYPE_CHECKING:
@@ -29,9 +28,7 @@ if TYPE_CHECKING:
 
 def request_body(cloud: str, spec: LaunchSpec, offer: Offer) -> dict[str, object]:
     """The create request ``up`` would send on ``cloud`` (its registered request builder, pure: no SDK)."""
-    builder = importlib.import_module(CLOUDS[cloud].request_builder)
-    body: dict[str, object] = builder.request_preview(spec, offer)
-    return body
+    return hooks.of(cloud).request_preview(spec, offer)
 
 
 def _left_out(loaded: LoadedProfile, cloud: str) -> list[str]:

@@ -20,7 +20,7 @@ runs it started then or earlier, so its run and cost are shown as "at least" (``
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, NotRequired, TypedDict, final
 
 from provisioner.catalog.storage import load_catalog
 from provisioner.commands.clouds import _all_records, check_name
@@ -32,9 +32,70 @@ from provisioner.providers.lifecycle import allocated_while_stopped
 from provisioner.providers.registry import CLOUDS
 
 if TYPE_CHECKING:
+    from rich.table import Table
+
     from provisioner.commands.clouds import Unlisted
 
 RUNNING_STATES = frozenset({"RUNNING", "PROVISIONING", "STAGING", "STARTING", "REPAIRING"})
+
+
+class RecordJson(TypedDict):
+    """``InstanceRecord.to_json()``'s keys, in its order (tests/cli/test_status_rows.py checks they are the same)."""
+
+    name: str
+    cloud: str
+    region: str
+    zone: str | None
+    instance_type: str
+    state: str
+    profile: str | None
+    hash: str | None
+    price_hourly: float | None
+    created: str | None
+    cluster: NotRequired[str | None]  # the three only on a cluster's node
+    rank: NotRequired[int | None]
+    nodes: NotRequired[int]
+
+
+class StatusRow(RecordJson):
+    """One entry of ``status --json`` ``vms``: read back by the table and the lines."""
+
+    price_source: str | None
+    billing_compute: bool
+    allocated_while_stopped: bool
+    disks_hourly: float | None
+    running_hourly: float | None
+    stopped_hourly: float | None
+    billing_now_hourly: float | None
+    last_start: str | None
+    last_stop: str | None
+    uptime_hours: float | None
+    cost_so_far: float | None
+    cost_so_far_is_minimum: bool
+
+
+@final
+class VmRow(StatusRow):
+    """A VM's entry (or a cluster node's, under its cluster's ``members``)."""
+
+
+@final
+class ClusterRow(StatusRow):
+    """A cluster's entry: its nodes' sums, how many nodes the cloud lists, its per-node price and its nodes."""
+
+    nodes_found: int
+    price_hourly_per_node: float | None
+    members: list[VmRow]
+
+
+def record_json(r: InstanceRecord) -> RecordJson:
+    """``r.to_json()`` as the typed document the rows start from."""
+    doc: RecordJson = {"name": r.name, "cloud": r.cloud, "region": r.region, "zone": r.zone,
+                       "instance_type": r.instance_type, "state": r.state, "profile": r.profile, "hash": r.hash,
+                       "price_hourly": r.price_hourly, "created": r.created}
+    if r.cluster:
+        doc["cluster"], doc["rank"], doc["nodes"] = r.cluster, r.rank, r.nodes
+    return doc
 
 
 def _price_for(record: InstanceRecord) -> tuple[float | None, str | None]:
@@ -74,7 +135,7 @@ def running_hours(record: InstanceRecord, now: datetime | None = None) -> float 
     return max((end - start).total_seconds() / 3600, 0.0)
 
 
-def allocated_line(v: dict[str, Any]) -> str:
+def allocated_line(v: StatusRow) -> str:
     """What a VM that is stopped but still allocated keeps billing, and how to end it."""
     run_h = v["running_hourly"]
     price = "its compute price and its disks (not recorded on the VM)" if run_h is None else f"${run_h:.3f}/h (compute + disks)"
@@ -82,14 +143,14 @@ def allocated_line(v: dict[str, Any]) -> str:
             f"`trainvm stop {v['name']}` deallocates it (compute billing ends), `trainvm down {v['name']}` deletes it")
 
 
-def _row(r: InstanceRecord) -> dict[str, Any]:
+def _row(r: InstanceRecord) -> VmRow:
     price, source = _price_for(r)
     hours = running_hours(r)
     running = r.state.upper() in RUNNING_STATES
     allocated = allocated_while_stopped(r.cloud, r.state)  # e.g. an Azure VM powered off from the guest
     cost = None if (price is None or hours is None) else round(price * hours, 2)
     run_h = None if price is None or r.disks_hourly is None else round(price + r.disks_hourly, 6)
-    return {**r.to_json(), "price_hourly": price, "price_source": source, "billing_compute": running or allocated,
+    return {**record_json(r), "price_hourly": price, "price_source": source, "billing_compute": running or allocated,
             "allocated_while_stopped": allocated,
             # recorded at create time (catalog/costs.py); None: unknown (a VM of an older trainvm, or no disk price)
             "disks_hourly": r.disks_hourly, "running_hourly": run_h, "stopped_hourly": r.kept_hourly,
@@ -103,7 +164,7 @@ def _sum(values: list[float | None]) -> float | None:
     return None if any(v is None for v in values) else round(sum(v for v in values if v is not None), 6)
 
 
-def _cluster_row(name: str, nodes: list[InstanceRecord]) -> dict[str, Any]:
+def _cluster_row(name: str, nodes: list[InstanceRecord]) -> ClusterRow:
     """One entry for the nodes of cluster ``name`` (rank order)."""
     members = [_row(r) for r in sorted(nodes, key=lambda r: (r.rank is None, r.rank or 0, r.name))]
     first = members[0]
@@ -112,22 +173,25 @@ def _cluster_row(name: str, nodes: list[InstanceRecord]) -> dict[str, Any]:
     return {**first, "name": name, "cluster": name, "rank": None, "nodes": nodes[0].nodes, "nodes_found": len(nodes),
             "state": states.pop() if len(states) == 1 else "MIXED",
             "price_hourly_per_node": first["price_hourly"], "price_hourly": _sum([m["price_hourly"] for m in members]),
-            **{k: _sum([m[k] for m in members])
-               for k in ("disks_hourly", "running_hourly", "stopped_hourly", "billing_now_hourly")},
+            "disks_hourly": _sum([m["disks_hourly"] for m in members]),
+            "running_hourly": _sum([m["running_hourly"] for m in members]),
+            "stopped_hourly": _sum([m["stopped_hourly"] for m in members]),
+            "billing_now_hourly": _sum([m["billing_now_hourly"] for m in members]),
             "billing_compute": any(m["billing_compute"] for m in members),
             "allocated_while_stopped": any(m["allocated_while_stopped"] for m in members),
             "uptime_hours": max(hours) if hours else None, "cost_so_far": _sum([m["cost_so_far"] for m in members]),
             "cost_so_far_is_minimum": any(m["cost_so_far_is_minimum"] for m in members), "members": members}
 
 
-def rows_of(records: list[InstanceRecord]) -> list[dict[str, Any]]:
+def rows_of(records: list[InstanceRecord]) -> list[VmRow | ClusterRow]:
     """One row per VM and one per cluster (its nodes inside), sorted by cloud and name."""
     singles = [r for r in records if not r.cluster]
     clusters: dict[tuple[str, str], list[InstanceRecord]] = {}
     for r in records:
         if r.cluster:
             clusters.setdefault((r.cloud, r.cluster), []).append(r)
-    rows = [_row(r) for r in singles] + [_cluster_row(name, nodes) for (_, name), nodes in clusters.items()]
+    rows: list[VmRow | ClusterRow] = [_row(r) for r in singles]
+    rows += [_cluster_row(name, nodes) for (_, name), nodes in clusters.items()]
     return sorted(rows, key=lambda v: (v["cloud"], v["name"]))
 
 
@@ -155,8 +219,7 @@ def run_status(name: str | None, json_out: bool, cloud: str | None = None) -> in
         for s in skipped:
             notice("not asked", f"{s['cloud']}: {s['reason']}" + (f" ({s['hint']})" if s.get("hint") else ""))
         table = Table(show_edge=False, pad_edge=False)
-        cells = [(v, v["name"] if "members" not in v else f"{v['name']} ({v['nodes_found']}/{v['nodes']} nodes)",
-                  [(m, f"  node {m['rank']}: {m['name']}") for m in v.get("members", [])]) for v in rows]
+        cells = [_cells(v) for v in rows]
         longest = max((len(c) for _, cell, members in cells for c in (cell, *(mc for _, mc in members))), default=4)
         # a VM's name is never cut or wrapped (it is what the other commands take): the other columns give way
         table.add_column("name", no_wrap=True, min_width=longest)
@@ -179,6 +242,14 @@ def run_status(name: str | None, json_out: bool, cloud: str | None = None) -> in
     return EXIT_CLOUD if partial else 0
 
 
+def _cells(v: VmRow | ClusterRow) -> tuple[StatusRow, str, list[tuple[VmRow, str]]]:
+    """A row's name cell and, for a cluster, its nodes' rows and name cells."""
+    if "members" not in v:
+        return v, v["name"], []
+    return (v, f"{v['name']} ({v['nodes_found']}/{v['nodes']} nodes)",
+            [(m, f"  node {m['rank']}: {m['name']}") for m in v["members"]])
+
+
 def partial_line(unlisted: list[Unlisted]) -> str:
     """What was not listed, so that the VMs shown are not taken for all of them."""
     parts = [f"{u['cloud']} {', '.join(u['where'])} ({u['reason']})" if u["where"] else f"{u['cloud']} ({u['reason']})"
@@ -187,7 +258,7 @@ def partial_line(unlisted: list[Unlisted]) -> str:
             + "; VMs there are not shown (exit 3); run it again to retry")
 
 
-def kept_line(v: dict[str, Any]) -> str:
+def kept_line(v: StatusRow) -> str:
     """What a stopped VM (or cluster) keeps costing per hour, and what bills, in the registry's words."""
     spec = CLOUDS.get(v["cloud"])
     what = f" ({spec.lifecycle.kept_billing})" if spec is not None else ""
@@ -197,7 +268,7 @@ def kept_line(v: dict[str, Any]) -> str:
     return f"{v['name']} is {v['state']}: compute billing has ended; it keeps costing {price}{what}{unknown}"
 
 
-def _add_row(table: Any, v: dict[str, Any], name: str) -> None:
+def _add_row(table: Table, v: StatusRow, name: str) -> None:
     p, h, cost = v["price_hourly"], v["uptime_hours"], v["cost_so_far"]
     price = "unknown" if p is None else f"${p:.3f}" + (" (catalog)" if v["price_source"] == "catalog" else "")
     if not v["billing_compute"]:

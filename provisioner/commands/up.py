@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, NotRequired, TypedDict, Unpack
 
 import typer
 
@@ -12,19 +12,19 @@ from provisioner.bake.use import BakedImages
 from provisioner.commands import up_wait, vm_record
 from provisioner.commands.clouds import NAME_RE, _cred_hint, _providers
 from provisioner.commands.up_abort import STOPPED, Leaves
-from provisioner.commands.up_summary import same_profile_elsewhere, summary_lines, up_summary
+from provisioner.commands.up_summary import UpSummary, same_profile_elsewhere, summary_lines, up_summary
 from provisioner.container.store import require_pinned_image
 from provisioner.errors import CloudError, InputError, NoFeasibleOfferError, TrainvmError
+from provisioner.hooks.providers import provider_clouds
 from provisioner.lock.gate import lock_gate
 from provisioner.output import emit_json, notice, stderr_console, stdout_console, styled
 from provisioner.planner.explain import no_offer_message
 from provisioner.planner.from_profile import Overrides, make_plan
 from provisioner.profile import load_profile
 from provisioner.profile.fields import check_cidr
-from provisioner.providers import PROVIDERS
 from provisioner.providers.access import plan_secret_warnings
 from provisioner.providers.base import InstanceRecord, Provider, vm_name
-from provisioner.providers.capabilities import Preflighter
+from provisioner.providers.capabilities import Preflighter, PreflightResult
 from provisioner.providers.lifecycle import allocated_while_stopped
 from provisioner.provision.failover import IN_PROGRESS, find_existing, finish_existing, provision
 from provisioner.provision.launch import launch_spec, stage_for_offer
@@ -35,12 +35,30 @@ from provisioner.settings import env_seconds
 if TYPE_CHECKING:
     from provisioner.bake.use import BakedChoice
     from provisioner.catalog.models import Offer
+    from provisioner.profile.model import Profile
     from provisioner.providers.base import LaunchSpec
     from provisioner.providers.store import PayloadRef
     from provisioner.provision.failover import Attempt
 
 
-def run_up(path: Path, **kw: Any) -> int:
+class UpOptions(TypedDict):
+    """``up``'s options as the CLI passes them (the keyword parameters of ``_run_up``)."""
+
+    name: str | None
+    yes: bool
+    wait_ready: bool
+    clouds: list[str] | None
+    regions: list[str] | None
+    spot: bool | None
+    ssh_from: str | None
+    json_out: bool
+    ready_timeout: float
+    max_attempts: NotRequired[int | None]
+    frozen: NotRequired[bool]
+    start: NotRequired[bool]
+
+
+def run_up(path: Path, **kw: Unpack[UpOptions]) -> int:
     """``up``; Ctrl-C or SIGTERM (console.py) anywhere is exit 130 with one ``aborted: ...`` line saying what exists
     and what it costs (commands/up_abort.py)."""
     leaves = Leaves()
@@ -73,7 +91,7 @@ def _run_up(path: Path, leaves: Leaves, *, name: str | None, yes: bool, wait_rea
     offers = [o for o in (plan.chosen, *plan.failover) if o.provisionable]
     planned_clouds = list(dict.fromkeys(o.cloud for o in offers))
     # Every cloud with credentials, not only the planned ones: one VM per name across clouds.
-    providers, skipped = _providers([*planned_clouds, *PROVIDERS])
+    providers, skipped = _providers([*planned_clouds, *provider_clouds()])
     err = stderr_console()
 
     warnings = [m.render() for m in loaded.warnings if m.level == "warning"] + list(plan.warnings) + lock_notes
@@ -137,12 +155,12 @@ def _run_up(path: Path, leaves: Leaves, *, name: str | None, yes: bool, wait_rea
     for c in checked:
         if c["status"] != "ok" and not json_out:
             notice("warning", f"{c['cloud']}: {c['message']}")
-    summary = {**up_summary(loaded, plan, first, spot=use_spot, ssh_from=ssh_from), "preflight": checked}
+    summary: UpSummary = {**up_summary(loaded, plan, first, spot=use_spot, ssh_from=ssh_from), "preflight": checked}
     summary = {**summary, "quota": [quota.check(first).to_json()]}
     first_choice = baked.choose(first)
     summary = {**summary, "baked_image": first_choice.to_json() if first_choice else None}
     # clouds trainvm provisions on that could not be asked (no credentials): a VM of that name may exist there
-    not_checked = [s for s in skipped if s["cloud"] in PROVIDERS]
+    not_checked = [s for s in skipped if s["cloud"] in provider_clouds()]
     summary = {**summary, "clouds_not_checked": [{"cloud": s["cloud"], "reason": s["reason"]} for s in not_checked]}
     if not_checked:
         twin = (f"not checked for a VM named {vm}: {', '.join(s['cloud'] + ' (' + s['reason'] + ')' for s in not_checked)}; "
@@ -248,7 +266,7 @@ def _started_if_stopped(provider: Provider, record: InstanceRecord, start: bool,
     return after
 
 
-def _preflight(providers: dict[str, Provider], offers: list[Any], profile: Any, vm: str) -> list[dict[str, Any]]:
+def _preflight(providers: dict[str, Provider], offers: list[Offer], profile: Profile, vm: str) -> list[PreflightResult]:
     """Each planned cloud's ``preflight(profile, name, regions)`` (optional: a provider without one has nothing to
     check before creating): ``{cloud, status: ok|unchecked, message}``; a refusal raises (exit 3)."""
     out = []
@@ -268,9 +286,9 @@ def _members(provider: Provider, record: InstanceRecord) -> list[InstanceRecord]
     return provider.cluster_nodes(record.cluster) if record.cluster else []
 
 
-def _up_doc(record: InstanceRecord, attempts: list[Any], exists: bool, warnings: list[str],
-            summary: dict[str, Any] | None = None, members: list[InstanceRecord] | None = None) -> dict[str, Any]:
-    doc = {
+def _up_doc(record: InstanceRecord, attempts: list[Attempt], exists: bool, warnings: list[str],
+            summary: UpSummary | None = None, members: list[InstanceRecord] | None = None) -> dict[str, object]:
+    doc: dict[str, object] = {
         "name": record.cluster or record.name, "cloud": record.cloud, "region": record.region, "zone": record.zone,
         "instance_type": record.instance_type, "price_hourly": record.price_hourly, "state": record.state,
         "ip": record.ip, "ssh": _ssh(record), "image": record.image, "existing": exists,
@@ -286,8 +304,8 @@ def _up_doc(record: InstanceRecord, attempts: list[Any], exists: bool, warnings:
     return doc
 
 
-def _report_up(record: InstanceRecord, attempts: list[Any], json_out: bool, exists: bool = False,
-               warnings: list[str] | None = None, summary: dict[str, Any] | None = None,
+def _report_up(record: InstanceRecord, attempts: list[Attempt], json_out: bool, exists: bool = False,
+               warnings: list[str] | None = None, summary: UpSummary | None = None,
                members: list[InstanceRecord] | None = None) -> int:
     if json_out:
         emit_json(_up_doc(record, attempts, exists, warnings or [], summary, members))

@@ -1,6 +1,7 @@
 """What an interrupted ``up`` leaves, for its one ``aborted: ...`` line (Ctrl-C, or SIGTERM: provisioner/console.py):
 nothing; a VM being created (of that name, at that offer's price); or a VM that exists and what it costs per hour
-(compute + disks as recorded on it), stopped or running. Exit 130 (errors.Aborted)."""
+(compute + disks as recorded on it), stopped or running; a VM stopped but still allocated (Azure's guest poweroff:
+``providers/lifecycle.allocated_while_stopped``) bills as if running. Exit 130 (errors.Aborted)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from provisioner.errors import Aborted
+from provisioner.providers.lifecycle import allocated_while_stopped
 
 if TYPE_CHECKING:
     from provisioner.catalog.models import Offer
@@ -28,11 +30,12 @@ class Leaves:
         if r is not None:
             target, n = r.cluster or r.name, r.nodes if r.cluster else 1
             where = f"{r.cloud} {r.zone or r.region}"
-            if r.state.upper() in STOPPED:
+            if r.state.upper() in STOPPED and not allocated_while_stopped(r.cloud, r.state):
                 kept = "an unknown amount per hour" if r.kept_hourly is None else f"${r.kept_hourly * n:.3f}/h"
                 return Aborted(f"aborted: {target} exists on {where}, stopped ({r.state}): it keeps costing {kept} "
                                f"until `trainvm down {target} --yes`")
-            return Aborted(f"aborted: {target} exists on {where} and bills {_running(r, n)} until "
+            how = f"stopped ({r.state}) but still allocated, and bills" if r.state.upper() in STOPPED else "bills"
+            return Aborted(f"aborted: {target} exists on {where} and {how} {_running(r, n)} until "
                            f"`trainvm down {target} --yes`; `trainvm verify {target}` checks it later")
         if self.attempt is not None:
             offer, price = self.attempt

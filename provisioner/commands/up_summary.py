@@ -5,7 +5,7 @@ reach SSH and where the data comes from. Cloud-neutral: per-cloud facts come fro
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Literal, NotRequired, TypedDict
 
 from provisioner.errors import CloudError
 from provisioner.providers.lifecycle import idle_gpu_line
@@ -16,9 +16,52 @@ if TYPE_CHECKING:
     from provisioner.catalog.models import Offer
     from provisioner.planner.core import Plan
     from provisioner.profile import LoadedProfile
+    from provisioner.providers.base import Provider
+    from provisioner.providers.capabilities import PreflightResult
 
 
-def up_summary(loaded: LoadedProfile, plan: Plan, first: Offer, *, spot: bool, ssh_from: str | None) -> dict[str, Any]:
+class SummaryLifecycle(TypedDict):
+    idle_shutdown_minutes: int | None
+    max_run_hours: float | None
+    on_idle: Literal["stop", "delete"]
+    on_max_run: Literal["stop", "delete"]
+
+
+class UpSummary(TypedDict):
+    """``up``'s summary (``up --json`` ``summary``): built by :func:`up_summary`, completed by commands/up.py with
+    what it checked (the NotRequired keys), read back by :func:`summary_lines`."""
+
+    cloud: str
+    location: str
+    instance_type: str
+    gpu: str
+    spot: bool
+    price_hourly: float
+    nodes: int
+    cluster_price_hourly: float
+    running_hourly: float | None
+    stopped_hourly: float | None
+    cluster_running_hourly: float | None
+    cluster_stopped_hourly: float | None
+    cost: dict[str, object]  # catalog/costs.py Cost.to_json
+    cost_line: str
+    failover_bound_hourly: float | None
+    worst_case_price_hourly: float | None
+    run_cost: float | None
+    run_cost_is_minimum: bool
+    worst_case_run_cost: float | None
+    lifecycle: SummaryLifecycle
+    idle_gpu_rule: str | None
+    ssh: str
+    data_sources: list[str]
+    payload: dict[str, object]  # providers/store.py describe, then the staged payload's url, sha256...
+    preflight: NotRequired[list[PreflightResult]]  # providers/capabilities.py Preflighter.preflight
+    quota: NotRequired[list[dict[str, object]]]  # provision/quota.py QuotaCheck.to_json
+    baked_image: NotRequired[dict[str, object] | None]  # bake/use.py BakedChoice.to_json
+    clouds_not_checked: NotRequired[list[dict[str, str]]]
+
+
+def up_summary(loaded: LoadedProfile, plan: Plan, first: Offer, *, spot: bool, ssh_from: str | None) -> UpSummary:
     p = loaded.profile
     lc = p.lifecycle
     price = plan.price(first)
@@ -27,8 +70,8 @@ def up_summary(loaded: LoadedProfile, plan: Plan, first: Offer, *, spot: bool, s
     worst = plan.failover_worst_case
     hours = lc.max_run_hours
     n = p.hardware.nodes  # prices stay per node; run costs are the cluster's (n x price)
-    lifecycle = {"idle_shutdown_minutes": lc.idle_shutdown_minutes, "max_run_hours": hours, "on_idle": lc.on_idle,
-                 "on_max_run": lc.on_max_run}
+    lifecycle = SummaryLifecycle(idle_shutdown_minutes=lc.idle_shutdown_minutes, max_run_hours=hours,
+                                 on_idle=lc.on_idle, on_max_run=lc.on_max_run)
     return {
         "cloud": first.cloud, "location": first.location, "instance_type": first.instance_type,
         "gpu": f"{first.gpu_count}x {first.gpu_name}", "spot": spot,
@@ -56,7 +99,7 @@ def payload_where(offer: Offer) -> dict[str, object]:
     return describe(offer.cloud, offer.region)
 
 
-def summary_lines(s: dict[str, Any]) -> list[str]:
+def summary_lines(s: UpSummary) -> list[str]:
     lc = s["lifecycle"]
     spot = " (spot: may be reclaimed)" if s["spot"] else ""
     n = s.get("nodes", 1)
@@ -73,33 +116,34 @@ def summary_lines(s: dict[str, Any]) -> list[str]:
         lines.insert(1, f"cost: {s['cost_line']}")
     at_least = "at least " if s.get("run_cost_is_minimum") else ""
     if lc["max_run_hours"] is None:
-        per_day = (s.get("cluster_running_hourly") or s.get("cost", {}).get("running_hourly_known", s["price_hourly"]) * n) * 24
+        known = s.get("cost", {}).get("running_hourly_known", s["price_hourly"])
+        per_day = (s.get("cluster_running_hourly") or (known if isinstance(known, int | float) else s["price_hourly"]) * n) * 24
         lines.append(f"run length: no max_run_hours; {at_least}${per_day:.2f} per 24 h until you run `trainvm down`")
     else:
         lines.append(f"run length: max_run_hours={lc['max_run_hours']:g} -> {at_least}${s['run_cost']:.2f} "
                      f"(worst case ${s['worst_case_run_cost']:.2f})")
     idle = "never" if lc["idle_shutdown_minutes"] is None else f"after {lc['idle_shutdown_minutes']} idle minutes"
-    actions = "".join(f", {k}={lc[k]}" for k in ("on_idle", "on_max_run") if k in lc)
+    actions = "".join(f", {k}={v}" for k, v in (("on_idle", lc.get("on_idle")), ("on_max_run", lc.get("on_max_run"))) if k in lc)
     lines.append(f"lifecycle: idle shutdown {idle}{actions}")
-    if s.get("idle_gpu_rule"):
-        lines.append(s["idle_gpu_rule"])
+    if rule := s.get("idle_gpu_rule"):
+        lines.append(rule)
     lines.append(f"ssh: {s['ssh']}")
     lines.append("data: " + (", ".join(s["data_sources"]) if s["data_sources"] else "none"))
     for c in s.get("preflight") or []:
         lines.append(f"preflight: {c['cloud']}: {c['status']}: {c['message']}")
-    lines += [q["message"] for q in s.get("quota") or []]
+    lines += [str(q["message"]) for q in s.get("quota") or []]
     if s.get("payload"):
         lines.append("payload: " + describe_line(s["payload"]))
     b = s.get("baked_image")  # provisioner/bake/use.py: the image the first offer boots, or why not
     if b:
         lines.append(f"baked image: {b['name']} (the startup script only verifies)" if b["used"]
                      else f"baked image not used: {b['reason']}")
-    for c in s.get("clouds_not_checked") or []:  # no credentials: a VM of this name may exist there
-        lines.append(f"not checked: {c['cloud']} ({c['reason']}): a VM of this name may already exist there")
+    for skipped in s.get("clouds_not_checked") or []:  # no credentials: a VM of this name may exist there
+        lines.append(f"not checked: {skipped['cloud']} ({skipped['reason']}): a VM of this name may already exist there")
     return lines
 
 
-def same_profile_elsewhere(providers: dict[str, Any], vm: str, profile_hash: str, default: str) -> str | None:
+def same_profile_elsewhere(providers: dict[str, Provider], vm: str, profile_hash: str, default: str) -> str | None:
     """``up --name N``: a warning naming the VMs of this very profile (same hash) under other names, since ``N``
     is then a second, separately billed VM of it (None when there is none, or no cloud could list)."""
     others: list[str] = []

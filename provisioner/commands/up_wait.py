@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from provisioner.commands.verify import exit_code, print_verify
 from provisioner.errors import CloudError, NotReadyError
@@ -21,19 +21,23 @@ if TYPE_CHECKING:
     from provisioner.providers.stack_report import StackReport
 
 
+#: One look at the VM: (its report, the profile stored on it, whether the startup script has finished).
+Look = tuple["StackReport | None", "dict[str, object] | None", bool]
+
+
 class _GaveUp(Exception):
     """``wait_ready``'s deadline passed: carries the last look (a report still running, or none)."""
 
-    def __init__(self, last: Any) -> None:
+    def __init__(self, last: Look) -> None:
         super().__init__("gave up waiting")
         self.last = last
 
     @classmethod
-    def after(cls, last: Any) -> BaseException:
+    def after(cls, last: Look | BaseException) -> BaseException:
         return last if isinstance(last, BaseException) else cls(last)  # an error from the last look propagates
 
 
-def wait_ready(provider: Provider, record: InstanceRecord, timeout: float, json_out: bool, up_doc: dict[str, Any], interval: float) -> int:
+def wait_ready(provider: Provider, record: InstanceRecord, timeout: float, json_out: bool, up_doc: dict[str, object], interval: float) -> int:
     """Follow the startup script until it reports ready or failed: each phase as it starts and ends
     (from the console's TRAINVM_STATUS and log lines, and the live status where the registry has one: GCE guest
     attributes), then verify. A timeout says which phase it was in."""
@@ -45,7 +49,7 @@ def wait_ready(provider: Provider, record: InstanceRecord, timeout: float, json_
     with Progress(enabled=not json_out) as progress:
         progress.start("waiting for the startup script")
 
-        def step() -> tuple[StackReport | None, dict[str, Any] | None, bool]:
+        def step() -> Look:
             """One look: the console's new lines and the live status shown as phases, then the report (and
             whether the script has finished: every node's, for a cluster)."""
             nonlocal live_phase

@@ -9,7 +9,8 @@ in ``stack.container.image`` and exits 1 until it is there."""
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from provisioner import __version__
 from provisioner.compat.facts import load_facts
@@ -24,10 +25,15 @@ from provisioner.lock.sources import sources_inputs
 from provisioner.lock.target import glibc_of
 from provisioner.output import emit_json, escape, notice, stderr_console, stdout_console
 
+if TYPE_CHECKING:
+    from provisioner.container.image import ImageFacts
+    from provisioner.profile import LoadedProfile
 
-def lock_container(loaded: Any, *, json_out: bool) -> int:
 
-    image = loaded.profile.stack.container.image
+def lock_container(loaded: LoadedProfile, *, json_out: bool) -> int:
+    container = loaded.profile.stack.container
+    assert container is not None, "commands/lock.py locks a container profile here"
+    image = container.image
     ref = parse_image_ref(image)
     client = registry_client()
     notes: list[str] = []
@@ -74,7 +80,7 @@ def lock_container(loaded: Any, *, json_out: bool) -> int:
     return 0
 
 
-def write_container_lock(loaded: Any, facts: Any) -> Any:
+def write_container_lock(loaded: LoadedProfile, facts: ImageFacts) -> Path:
     """NAME.lock of a pinned container profile: the image's facts, the driver, the OS images."""
 
     stack = loaded.profile.stack

@@ -26,7 +26,6 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any
 
 from debian.deb822 import Packages
 from debian.debian_support import Version
@@ -66,7 +65,7 @@ def parse_packages(text: str) -> list[dict[str, str]]:
     return out
 
 
-def _version(v: str) -> Any:
+def _version(v: str) -> Version:
     return Version(v)
 
 
@@ -171,7 +170,8 @@ def read_index(location: str) -> str:
 
         def get() -> bytes:
             with urllib.request.urlopen(location, timeout=FETCH_TIMEOUT_S) as resp:  # noqa: S310 - scheme checked above
-                return resp.read(MAX_INDEX_BYTES + 1)
+                body: bytes = resp.read(MAX_INDEX_BYTES + 1)
+                return body
 
         def timed_out(last: BaseException) -> DriverIndexError:
             reason = getattr(last, "reason", None) or last
@@ -200,7 +200,7 @@ def index_location(repo: str) -> str | None:
     return (env or NVIDIA_INDEX).replace("{repo}", repo)
 
 
-def locked_driver(driver: str, repo: str) -> Any:
+def locked_driver(driver: str, repo: str) -> LockedDriver:
     """The driver facts of the lock: exact apt versions from the repository's index when it can be
     read; when it cannot (no network), the pattern only, with the reason. A readable index that does
     not have the driver fails ``lock``."""

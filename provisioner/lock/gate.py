@@ -3,11 +3,14 @@ frozen (``--frozen`` or ``TRAINVM_FROZEN=1``, for CI) also refuses a profile wit
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from provisioner import settings
 from provisioner.errors import TrainvmError
 from provisioner.lock import lock_path_for
+
+if TYPE_CHECKING:
+    from provisioner.profile import LoadedProfile
 
 
 class StaleLockError(TrainvmError):
@@ -19,7 +22,7 @@ def frozen_mode(flag: bool = False) -> bool:
     return flag or settings.flag("TRAINVM_FROZEN")
 
 
-def lock_gate(loaded: Any, *, frozen: bool = False) -> list[str]:
+def lock_gate(loaded: LoadedProfile, *, frozen: bool = False) -> list[str]:
     """Warnings to show; raises ``StaleLockError`` when NAME.lock no longer matches the profile, or
     (frozen) when there is none."""
     import shlex  # lazy: startup

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from provisioner import settings
 from provisioner.errors import TrainvmError
-from provisioner.providers import PROVIDERS, get_provider
+from provisioner.hooks.providers import get_provider, provider_clouds
 from provisioner.providers.capabilities import ImagePinner
 from provisioner.providers.registry import image_refs
 
@@ -24,7 +24,7 @@ def resolve_images(os_name: str) -> dict[str, dict[str, str]]:
         entry = dict(ref)
         if not ask:
             entry["unresolved"] = "not asked (TRAINVM_LOCK_IMAGES=0); `up` resolves the reference when it creates the VM"
-        elif cloud not in PROVIDERS:
+        elif cloud not in provider_clouds():
             entry["unresolved"] = "trainvm has no provider for this cloud yet; the cloud resolves the reference when the VM is created"
         else:
             try:

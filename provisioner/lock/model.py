@@ -26,8 +26,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -36,6 +37,9 @@ from provisioner.errors import InputError
 from provisioner.inputfile import read_capped
 from provisioner.lock.target import python_platform, torch_label
 from provisioner.secrets import find_secret
+
+if TYPE_CHECKING:
+    from provisioner.profile.model import Profile
 
 LOCK_VERSION = 1
 MAX_LOCK_FILE_BYTES = 2_000_000
@@ -91,7 +95,7 @@ class LockFile(_Strict):
     packages: tuple[LockedWheel, ...]
     # stack.container: the image's facts as the registry gave them (provisioner/container/image.py ImageFacts:
     # digest, linux/amd64 manifest and config digests, compressed size of the layers, CUDA/framework env)
-    container: dict[str, Any] | None = None
+    container: dict[str, object] | None = None
 
     def requirements_text(self) -> str:
         """The closure in pip's ``--require-hashes`` format, each wheel by URL, as the VM installs it."""
@@ -141,7 +145,7 @@ def file_sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def lock_inputs(profile: Any, sources: dict[str, dict[str, str]] | None = None) -> dict[str, Any]:
+def lock_inputs(profile: Profile, sources: Mapping[str, Mapping[str, object]] | None = None) -> dict[str, object]:
     """What a lock is made from: the target and the top-level pins (not env, hardware, data...)."""
 
     stack = profile.stack
@@ -159,5 +163,5 @@ def lock_inputs(profile: Any, sources: dict[str, dict[str, str]] | None = None) 
     }
 
 
-def inputs_sha256(profile: Any, sources: dict[str, dict[str, str]] | None = None) -> str:
+def inputs_sha256(profile: Profile, sources: Mapping[str, Mapping[str, object]] | None = None) -> str:
     return hashlib.sha256(canonical_json(lock_inputs(profile, sources)).encode()).hexdigest()

@@ -22,6 +22,7 @@ import tempfile
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypedDict, cast
 from urllib.parse import unquote, urlparse
 
 from packaging.utils import canonicalize_name
@@ -120,7 +121,28 @@ def _explain(stderr: str, python: str, platform: str) -> str:
     return f"uv could not resolve the closure for {target}: {text[:1200]}"
 
 
-def _wheels(doc: dict, python: str, os_name: str, platform: str) -> tuple[LockedWheel, ...]:
+class PylockWheel(TypedDict, total=False):
+    """A wheel of uv's ``pylock.toml`` (PEP 751 ``[[packages.wheels]]``): the keys trainvm reads."""
+
+    url: str
+    name: str
+    hashes: dict[str, str]
+    size: int | None
+
+
+class PylockPackage(TypedDict, total=False):
+    name: str
+    version: str
+    wheels: list[PylockWheel]
+
+
+class Pylock(TypedDict, total=False):
+    """uv's ``pylock.toml`` as ``tomllib`` reads it (the keys trainvm reads)."""
+
+    packages: list[PylockPackage]
+
+
+def _wheels(doc: Pylock, python: str, os_name: str, platform: str) -> tuple[LockedWheel, ...]:
     tags = target_tags(python, os_name)
     out = []
     for pkg in doc.get("packages", []):
@@ -159,7 +181,7 @@ def resolve(pins: list[str], *, python: str, os_name: str, pypi_index: str, torc
                     hint=f"check the network and the index URLs (--index-url {pypi_index}, --torch-index-url {torch_index}); "
                          "`trainvm lock` asks them for every package") from None
             raise LockError(_explain(said, python, platform))
-        doc = tomllib.loads((Path(tmp) / "pylock.toml").read_text(encoding="utf-8"))
+        doc = cast(Pylock, tomllib.loads((Path(tmp) / "pylock.toml").read_text(encoding="utf-8")))  # uv wrote it
     return Resolution(_wheels(doc, python, os_name, platform), platform, uv_version(uv))
 
 

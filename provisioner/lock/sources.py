@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -29,6 +30,9 @@ from provisioner.errors import InputError
 from provisioner.lock.gate import frozen_mode
 from provisioner.messages import Message
 from provisioner.yamlsource import read_yaml, search_path
+
+if TYPE_CHECKING:
+    from provisioner.lock.model import LockedSource, LockFile
 
 PROJECT_FILE = "trainvm.yaml"
 _NAME = r"[a-z][a-z0-9_-]{0,31}"
@@ -88,14 +92,14 @@ class UsedSource:
     files: dict[str, str] = field(default_factory=dict)
     shadowed_by: str | None = None
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> dict[str, str]:
         return {"name": self.name, "url": self.url, "ref": self.ref, "commit": self.commit}
 
 
 class SourceResolver:
     """Resolves ``NAME:path`` refs of ``extends`` and records what was used."""
 
-    def __init__(self, project: Path | None, decls: dict[str, SourceDecl], locked: dict[str, Any], *,
+    def __init__(self, project: Path | None, decls: dict[str, SourceDecl], locked: dict[str, LockedSource], *,
                  upgrade: bool = False, frozen: bool = False, refresh: bool = False) -> None:
         self.project, self.decls, self.locked = project, decls, locked
         self.upgrade, self.frozen, self.refresh = upgrade, frozen, refresh
@@ -105,7 +109,7 @@ class SourceResolver:
         self._labels: dict[str, Path] = {}
 
     @classmethod
-    def for_profile(cls, profile: Path, lock: Any, *, upgrade: bool = False, frozen: bool | None = None, refresh: bool = False) -> SourceResolver:
+    def for_profile(cls, profile: Path, lock: LockFile | None, *, upgrade: bool = False, frozen: bool | None = None, refresh: bool = False) -> SourceResolver:
         project = find_project_file(profile.parent)
         decls = read_project_file(project) if project else {}
         locked = {s.name: s for s in (lock.sources if lock is not None else ())}
@@ -215,10 +219,10 @@ class SourceResolver:
                 if p.is_relative_to(root):
                     used.files[p.relative_to(root).as_posix()] = hashlib.sha256(p.read_bytes()).hexdigest()
 
-    def inputs(self) -> dict[str, dict[str, Any]]:
+    def inputs(self) -> dict[str, dict[str, object]]:
         return sources_inputs(self.used)
 
 
-def sources_inputs(used: Any) -> dict[str, dict[str, Any]]:
+def sources_inputs(used: Iterable[UsedSource]) -> dict[str, dict[str, object]]:
     """What the lock's staleness check covers for the sources: URL, ref, commit and file hashes."""
     return {u.name: {"url": u.url, "ref": u.ref, "commit": u.commit, "files": dict(sorted(u.files.items()))} for u in used}

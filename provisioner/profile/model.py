@@ -19,11 +19,11 @@ from pydantic import (
 )
 
 from provisioner.compat.facts import load_facts
+from provisioner.hooks import check_identity
 from provisioner.profile import fields as f
 from provisioner.providers.registry import (
     CloudName,
     OsName,
-    check_identity,
     default_clouds,
     identity_examples,
     provisionable_clouds,

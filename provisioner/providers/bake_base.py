@@ -1,6 +1,6 @@
 """The ``Baker`` capability (``trainvm bake`` / ``trainvm images``, docs/bake.md): what a cloud must do to capture,
-find and delete baked images. Registered per cloud in the registry (``CloudSpec.baker``, "module:Class" built
-from that cloud's provider); a cloud without one cannot bake yet. Nothing here imports a cloud SDK."""
+find and delete baked images. Registered per cloud as its ``baker`` hook (provisioner/hooks/, typed
+``BakerFactory``: built from that cloud's provider); a cloud without one cannot bake yet. Nothing here imports a cloud SDK."""
 
 from __future__ import annotations
 
@@ -43,8 +43,12 @@ class Baker(Protocol):
     """One cloud's image capture. The builder VM itself is created, watched, stopped and deleted through the
     cloud's ``Provider`` (the same calls, retries and cleanup as ``up``)."""
 
-    #: the cloud's provider the builder VM is created, watched, stopped and deleted through
-    provider: Provider
+    @property
+    def provider(self) -> Provider:
+        """The cloud's provider the builder VM is created, watched, stopped and deleted through (read-only: a cloud's
+        Baker may hold its own provider class, e.g. AzureBaker the AzureProvider whose client it uses)."""
+        ...
+
     #: the small CPU shape the builder runs on (no GPU: the driver's module is built by DKMS without one)
     builder_shape: str
 

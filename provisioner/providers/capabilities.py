@@ -6,17 +6,19 @@ methods against them (a missing or mistyped method is a type error, not a silent
 cloud implements what it can; a command that needs a capability it lacks says so.
 
 What is known offline (plan and render import no provider, hence no SDK) stays a fact of the registry's
-``CloudSpec`` (``group_engine``, ``live_status``, ``baker``, ``quota_reader``): those are decided before any
-provider exists. The interfaces here are the ones asked of a provider object at ``up``, ``verify`` and
+``CloudSpec`` (``group_engine``, ``live_status``) or a cloud's typed hooks (provisioner/hooks/: ``baker``,
+``quota_reader``): those are decided before any provider exists. The interfaces here are the ones asked of a
+provider object at ``up``, ``verify`` and
 ``lock`` time.
 """
 
 from __future__ import annotations
 
 import builtins
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Literal, Protocol, TypedDict, runtime_checkable
 
 if TYPE_CHECKING:
+    from provisioner.profile.model import Profile
     from provisioner.providers.base import InstanceRecord
     from provisioner.providers.stack_report import StackReport
 
@@ -30,11 +32,19 @@ class ImagePinner(Protocol):
         ...
 
 
+class PreflightResult(TypedDict):
+    """What a preflight found (``up`` prints it and puts it in its JSON summary)."""
+
+    cloud: str
+    status: Literal["ok", "unchecked"]
+    message: str
+
+
 @runtime_checkable
 class Preflighter(Protocol):
     """Checks, before anything is created, what the cloud would refuse late (``up`` runs it once per cloud)."""
 
-    def preflight(self, profile: Any, name: str, regions: builtins.list[str]) -> dict[str, Any]:
+    def preflight(self, profile: Profile, name: str, regions: builtins.list[str]) -> PreflightResult:
         """``{cloud, status: ok|unchecked, message}``; a refusal raises (exit 3)."""
         ...
 
@@ -64,8 +74,8 @@ class ClusterReader(Protocol):
 
 @runtime_checkable
 class LocalSsdBuilder(Protocol):
-    """The local SSD facts module (``CloudSpec.local_ssd``) of a cloud that attaches local SSD as separate disks of a
-    fixed size (GCE): the disk count for a requested scratch size, and the families whose machine type brings its
+    """The local SSD facts module (the cloud's ``local_ssd`` hook, provisioner/hooks/) of a cloud that attaches local SSD
+    as separate disks of a fixed size (GCE): the disk count for a requested scratch size, and the families whose machine type brings its
     own (bundled) local SSD. A cloud without one attaches one scratch disk of the requested size, or none."""
 
     LOCAL_SSD_DISK_GIB: int

@@ -128,10 +128,6 @@ class LifecycleFacts:
 class CloudSpec:
     name: CloudName
     title: str  # how messages name the cloud ("GCE")
-    #: "module:Class" of the provider, imported only when a command needs it; None: plan/render only
-    provider: str | None
-    #: module with the pure ``request_preview(spec, offer) -> dict`` (the body ``up`` would send)
-    request_builder: str
     credential_hint: str
     user_data: UserDataFormat
     payload: PayloadStoreFacts
@@ -157,47 +153,18 @@ class CloudSpec:
     #: (``Provider.create`` with ``LaunchSpec.nodes`` > 1, ``cluster_nodes``, ``read_cluster_reports``;
     #: providers/base.py). Without it the planner rejects that cloud's offers for a cluster (reason ``cluster``)
     group_engine: bool = False
-    #: the provider lists and finds VMs region by region, over the regions its maker names
-    #: (``Provider(candidate_regions=...)``: a callable, asked once, giving the catalog's regions of the cloud;
-    #: ``providers.get_provider``), so it never reads the catalog itself; False: one call sees every region/zone
-    candidate_regions: bool = False
     #: the copy tool (data scheme) whose hash-locked SDK venv the VM installs for its own API calls with its identity
     #: (secrets, lifecycle): AWS "s3" (boto3: curl's --aws-sigv4 before 7.86 cannot sign a session token, and nothing
     #: is signed by hand); None where the VM calls the cloud's REST API with a metadata-server token (GCE, Azure)
     vm_api_sdk: str | None = None
     #: the cloud's own container registries, pulled from with the VM's identity (None: none)
     registry_login: RegistryLogin | None = None
-    #: "module:function" that prices the catalog's shapes from the cloud's public price API for
-    #: ``trainvm catalog refresh`` (catalog/refresh.py ``Fetch``); imported only when a refresh runs
-    price_source: str | None = None
-    #: "module:function" that checks a ``placement.identity`` value for this cloud (a pre-made VM identity an
-    #: administrator granted once; pure, no SDK) and returns it normalised; None: the cloud takes none
-    identity_check: str | None = None
     #: an example ``placement.identity`` value for this cloud (the profile reference's example; with identity_check)
     identity_example: str | None = None
-    #: "module:function" returning the cloud's quota reader for a provider (provision/quota.py ``QuotaSource``)
-    #: for the quota preflight of ``up`` and ``plan --quota``; imported only when quotas are read
-    quota_reader: str | None = None
-    #: "module:Class" of the cloud's ``Baker`` (providers/bake_base.py), built from its provider, for ``trainvm bake`` and
-    #: ``trainvm images``; None: this cloud cannot bake yet (docs/bake.md)
-    baker: str | None = None
-    #: "module:function" ``(family) -> Mapping[profile disk type, cloud disk type] | None``: the boot disk types of
-    #: one machine family where the cloud narrows them per family (GCE); None (or a None answer): ``disk_types``
-    family_disk_map: str | None = None
-    #: module (pure data, no SDK) of the cloud's ``LocalSsdBuilder`` facts (providers/capabilities.py), where it attaches
-    #: local SSD as separate disks of a fixed size (GCE): what ``plan`` prices every offer's scratch disks with
-    #: (catalog/costs.py), without importing the request builder; None: one scratch disk of the size asked, or none
-    local_ssd: str | None = None
-    #: "module:function" ``(Offer) -> list[str]``: the cloud's own consistency checks of one catalog row
-    #: (catalog/storage.py ``validate_offers``); None: only the checks every cloud gets
-    catalog_check: str | None = None
-    #: "module:function" ``(instance type) -> family``: the catalog's ``family`` of a shape (the placement facts and
-    #: per-family tables are keyed by it; catalog/families.py ``family_of``); None: the instance type is its own family
-    family_of: str | None = None
     #: the expected time to ready from a public report (issue #28), cold vs baked; None: no published figure
     #: (``plan`` says unknown, never guesses)
     ready_estimate: ReadyEstimate | None = None
 
-    @property
-    def provisionable(self) -> bool:
-        return self.provider is not None
+    #: trainvm creates VMs there (its hooks, provisioner/hooks/, have a ``provider``); False: planned and rendered
+    #: for review, never provisioned (tests/unit/test_hooks.py keeps the two in step)
+    provisionable: bool = True

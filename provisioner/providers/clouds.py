@@ -67,15 +67,6 @@ CLOUDS: Mapping[str, CloudSpec] = MappingProxyType({c.name: c for c in (
     CloudSpec(
         name="gcp",
         title="GCE",
-        provider="provisioner.providers.gcp.provider:GcpProvider",
-        baker="provisioner.providers.gcp.bake:GceBaker",
-        request_builder="provisioner.providers.gcp.request",
-        price_source="provisioner.providers.gcp.prices:fetch",
-        quota_reader="provisioner.providers.gcp.quota:reader",
-        family_disk_map="provisioner.providers.gcp.families:family_disk_map",
-        local_ssd="provisioner.providers.gcp.families",
-        catalog_check="provisioner.providers.gcp.families:check_offer",
-        family_of="provisioner.providers.gcp.families:gce_family",
         ready_estimate=ReadyEstimate(cold_s=215, baked_s=75, source="public report cited in issue #28: 3m35s cold "
                                      "install -> 1m15s from a custom image on GCE"),
         credential_hint="GCE: set GOOGLE_CLOUD_PROJECT and run `gcloud auth application-default login`",
@@ -124,13 +115,6 @@ CLOUDS: Mapping[str, CloudSpec] = MappingProxyType({c.name: c for c in (
     CloudSpec(
         name="azure",
         title="Azure",
-        provider="provisioner.providers.azure.provider:AzureProvider",
-        request_builder="provisioner.providers.azure.request",
-        price_source="provisioner.providers.azure.prices:fetch",
-        quota_reader="provisioner.providers.azure.quota:reader",
-        catalog_check="provisioner.providers.azure.offers:check_offer",
-        baker="provisioner.providers.azure.bake:AzureBaker",  # Compute Gallery image version, replicated (docs/bake.md)
-        family_of="provisioner.providers.azure.families:family",
         ready_estimate=ReadyEstimate(cold_s=1260, baked_s=170, source="public report cited in issue #28: 21 min cold "
                                      "install -> 2m50s from a gallery image on Azure"),
         credential_hint="Azure: set AZURE_SUBSCRIPTION_ID and run `az login`",
@@ -175,17 +159,11 @@ CLOUDS: Mapping[str, CloudSpec] = MappingProxyType({c.name: c for c in (
             login="acr",
             needs="AcrPull on the registry for the VM's managed identity",
         ),
-        identity_check="provisioner.providers.azure.identity:check_identity",  # a user-assigned identity's ARM id
         identity_example="/subscriptions/SUB/resourceGroups/ops/providers/Microsoft.ManagedIdentity/userAssignedIdentities/trainvm-vms",
     ),
     CloudSpec(
         name="aws",
         title="AWS",
-        provider="provisioner.providers.aws.provider:AwsProvider",
-        request_builder="provisioner.providers.aws.request",
-        price_source="provisioner.providers.aws.prices:fetch",
-        quota_reader="provisioner.providers.aws.quota:reader",
-        family_of="provisioner.providers.aws.families:family",
         credential_hint="AWS: run `aws configure` (or `aws sso login`, or set AWS_PROFILE)",
         user_data=UserDataFormat("ec2-user-data", "base64", 16_384, "bytes raw (before base64)"),
         payload=PayloadStoreFacts(
@@ -227,9 +205,7 @@ CLOUDS: Mapping[str, CloudSpec] = MappingProxyType({c.name: c for c in (
         ),
         nvswitch_shapes=r"^(p4de?\.24xlarge|p5(e|en)?\.48xlarge|p6-b200\.48xlarge)$",
         group_engine=True,  # providers/aws/group.py: cluster placement group + one RunInstances (MinCount = MaxCount = N)
-        candidate_regions=True,  # DescribeInstances is per region: list/find ask the catalog's regions the account enabled
         vm_api_sdk="s3",
-        baker="provisioner.providers.aws.bake:AwsBaker",  # AMI + CopyImage to the failover regions (docs/bake.md)
         registry_login=RegistryLogin(
             title="ECR",
             hosts=r"[0-9]{12}\.dkr\.ecr(-fips)?\.[a-z0-9-]+\.amazonaws\.com",

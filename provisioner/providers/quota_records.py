@@ -49,7 +49,8 @@ class QuotaReading:
         where = "in all regions" if n.scope == GLOBAL else f"in {region}"
         if self.headroom is None:
             return f"{n.metric} {where}: not checked ({self.error or 'not reported'})"
-        return (f"{_num(self.headroom)} of {_num(n.amount)} {n.label} free {where} "
+        label = n.label[:-1] if n.amount == 1 and n.label.endswith("s") else n.label  # labels are plural: "T4 GPUs"
+        return (f"{_num(n.amount)} {label} needed, {_num(self.headroom)} free {where} "
                 f"({n.metric}: limit {_num(self.limit)}, {_num(self.usage)} in use)")
 
     def to_json(self) -> dict[str, object]:

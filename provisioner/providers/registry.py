@@ -1,15 +1,14 @@
 """Lookups over the table of clouds (providers/clouds.py ``CLOUDS``, of ``CloudSpec`` records:
 providers/cloud_spec.py); everything outside ``providers/`` asks this module instead of branching on a cloud's
 name. Pure data: importing it imports no SDK (``--help``, ``validate`` and ``plan`` stay SDK-free; a test checks
-it). The record types and the table are re-exported here under their old names (``registry.CloudSpec``,
+it), nor any cloud's code: the layers above reach that through the typed hooks of provisioner/hooks/. The record types and the table are re-exported here under their old names (``registry.CloudSpec``,
 ``registry.CLOUDS``, ...): the per-cloud facts and their sources are in providers/clouds.py."""
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from provisioner.providers.cloud_spec import (
     DISK_TYPES,
@@ -60,16 +59,12 @@ __all__ = [
     "provisionable_clouds",
     "cluster_clouds",
     "default_clouds",
-    "priced_clouds",
     "provisionable",
-    "providers",
     "unknown_cloud_message",
     "credential_hint",
     "image_ref",
     "image_refs",
     "os_arches",
-    "load",
-    "check_identity",
     "identity_examples",
     "secret_kind",
     "ssh_exposure",
@@ -77,7 +72,6 @@ __all__ = [
     "native_clouds",
     "placement",
     "compactable_families",
-    "bakers",
     "SSH_DEFAULT",
     "NATIVE_SCHEMES",
     "METADATA_VALUE_LIMIT",
@@ -103,21 +97,9 @@ def default_clouds() -> tuple[str, ...]:
     return tuple(n for n, c in CLOUDS.items() if c.provisionable and c.default)
 
 
-def priced_clouds() -> tuple[str, ...]:
-    """The clouds ``catalog refresh`` can renew (a ``price_source``)."""
-    return tuple(n for n, c in CLOUDS.items() if c.price_source is not None)
-
-
 def provisionable(name: str) -> bool:
     spec = CLOUDS.get(name)
     return spec is not None and spec.provisionable
-
-
-def providers() -> dict[str, str]:
-    """cloud -> "module:Class" of its provider, for the provisionable clouds."""
-    return {n: c.provider for n, c in CLOUDS.items() if c.provider is not None}
-
-
 
 
 def unknown_cloud_message(name: str) -> str:
@@ -149,24 +131,9 @@ SSH_DEFAULT: Mapping[str, str] = MappingProxyType({n: c.ssh_default for n, c in 
 NATIVE_SCHEMES: Mapping[str, frozenset[str]] = MappingProxyType({n: c.native_schemes for n, c in CLOUDS.items()})
 
 
-def load(ref: str) -> Any:
-    """A ``"module:name"`` field of a ``CloudSpec``, imported now."""
-    module, _, name = ref.partition(":")
-    return getattr(importlib.import_module(module), name)
-
-
 def identity_examples() -> dict[str, str]:
     """cloud -> an example ``placement.identity`` value, for the clouds that take one (the profile model's example)."""
     return {c.name: c.identity_example for c in CLOUDS.values() if c.identity_example}
-
-
-def check_identity(cloud: str, value: str) -> str:
-    """``placement.identity.CLOUD``: the cloud's own check of a pre-made VM identity (ValueError when refused)."""
-    spec = CLOUDS[cloud]
-    if spec.identity_check is None:
-        takes = or_list(tuple(c.name for c in CLOUDS.values() if c.identity_check))
-        raise ValueError(f"{cloud}: trainvm uses a pre-made VM identity only on {takes}")
-    return str(load(spec.identity_check)(value))
 
 
 def secret_kind(ref: str) -> str:
@@ -206,8 +173,3 @@ def compactable_families(clouds: tuple[str, ...]) -> frozenset[tuple[str, str]]:
     from provisioner.providers.placement import compactable  # lazy: startup
 
     return compactable(clouds)
-
-
-def bakers() -> dict[str, str]:
-    """cloud -> "module:Class" of its Baker, for the clouds that can bake."""
-    return {c.name: c.baker for c in CLOUDS.values() if c.baker}

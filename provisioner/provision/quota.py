@@ -1,6 +1,6 @@
 """Quota preflight, cloud-neutral: does a region have the quota headroom an offer needs, before any create call?
 
-Each cloud's reader (``CloudSpec.quota_reader``, "module:function" in providers/registry.py, imported only when
+Each cloud's reader (its ``quota_reader`` hook, provisioner/hooks/: the cloud's module is imported only when
 quotas are read) returns a ``QuotaSource`` for a provider: the account it reads, how to ask for an increase, how
 to read one scope's quotas (a region, or ``GLOBAL`` for account-wide metrics) as ``{metric: (limit, usage)}``,
 and which metrics an offer needs (``QuotaNeed``). Here the needs meet the readings (``QuotaReading``):
@@ -29,15 +29,13 @@ import tempfile
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from importlib import import_module
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from provisioner import settings
+from provisioner import hooks, settings
 from provisioner.cache import cache_dir
 from provisioner.catalog.models import Offer
 from provisioner.providers.quota_records import GLOBAL, QuotaNeed, QuotaReading, QuotaSource, Usage
-from provisioner.providers.registry import cloud as cloud_spec
 from provisioner.wording import failure_words
 
 if TYPE_CHECKING:
@@ -78,12 +76,8 @@ class QuotaCheck:
 
 def quota_source(cloud: str, provider: Provider) -> QuotaSource | None:
     """The cloud's quota reader for ``provider`` (None: the registry names none)."""
-    ref = cloud_spec(cloud).quota_reader
-    if ref is None:
-        return None
-    module, func = ref.split(":")
-    source: QuotaSource | None = getattr(import_module(module), func)(provider)
-    return source
+    reader = hooks.of(cloud).quota_reader
+    return None if reader is None else reader(provider)
 
 
 @dataclass

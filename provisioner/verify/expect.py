@@ -15,7 +15,7 @@ nominal-memory tolerance, and a container image's declared framework/CUDA/cuDNN 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
@@ -35,6 +35,7 @@ from provisioner.verify.records import (
 )
 
 if TYPE_CHECKING:
+    from provisioner.compat.stack import Framework
     from provisioner.container.reference import ImageRef
     from provisioner.profile.resolved import Resolved
 
@@ -54,14 +55,27 @@ def parse_pin(pin: str) -> tuple[str, str | None]:
     return str(canonicalize_name(req.name)), str(req.specifier) or None
 
 
-def allowed_gpus(hardware: Mapping[str, Any]) -> list[str] | None:
+def _mapping(value: object) -> Mapping[str, object]:
+    """A nested part of the profile document, {} when absent (the document is a ``model_dump``: it is an object)."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def _list(value: object) -> list[object]:
+    return list(value) if isinstance(value, list | tuple) else []
+
+
+def _str(value: object) -> str | None:
+    return None if value is None else str(value)
+
+
+def allowed_gpus(hardware: Mapping[str, object]) -> list[str] | None:
     gpu = hardware.get("gpu")
     if gpu is None or gpu == []:
         return None
-    return [gpu] if isinstance(gpu, str) else [str(g) for g in gpu]
+    return [gpu] if isinstance(gpu, str) else [str(g) for g in _list(gpu)]
 
 
-def _framework(packages: Iterable[str]) -> Any:
+def _framework(packages: Iterable[str]) -> Framework | None:
     """The framework the pins install (compat facts), or None (also for pins the facts cannot parse)."""
     try:
         return next(iter(frameworks(list(packages), load_facts())), None)
@@ -78,9 +92,9 @@ def _framework_cuda_of_pins(packages: Iterable[str]) -> str | None:
         return None
 
 
-def _container(stack: Mapping[str, Any], ref: ImageRef | None = None) -> ExpectedContainer | None:
+def _container(stack: Mapping[str, object], ref: ImageRef | None = None) -> ExpectedContainer | None:
     """``ref``: the image reference as the profile's record parsed it; parsed here (a document, no record) when not given."""
-    container = stack.get("container")
+    container = _mapping(stack.get("container"))
     if not container:
         return None
     from provisioner.container.store import (
@@ -99,27 +113,27 @@ def _container(stack: Mapping[str, Any], ref: ImageRef | None = None) -> Expecte
     return ExpectedContainer(image=container.get("image"), digest=digest, facts=facts)
 
 
-def expectation(profile: Mapping[str, Any], resolved: Resolved | None = None) -> dict[str, Any]:
+def expectation(profile: Mapping[str, object], resolved: Resolved | None = None) -> dict[str, object]:
     """The expectation document of a resolved profile: ``expected_record(profile, resolved).as_dict()``."""
     return expected_record(profile, resolved).as_dict()
 
 
-def expected_record(profile: Mapping[str, Any], resolved: Resolved | None = None) -> Expectation:
+def expected_record(profile: Mapping[str, object], resolved: Resolved | None = None) -> Expectation:
     """The expectation of a resolved profile as a typed record (see the module docstring). ``resolved``: the
     profile's record (``LoadedProfile.resolved``, what the render has): its framework, effective CUDA and parsed
     image are taken from it, not derived again; a document alone (``verify`` of a stored profile) derives them here."""
     if not isinstance(profile, Mapping) or not isinstance(profile.get("stack"), Mapping):
         raise ValueError("compare() needs the resolved profile (with its stack); refusing to judge a report against nothing")
-    stack, hardware = profile["stack"], profile.get("hardware") or {}
-    pins = [str(p) for p in stack.get("packages") or []]
+    stack, hardware = _mapping(profile["stack"]), _mapping(profile.get("hardware"))
+    pins = [str(p) for p in _list(stack.get("packages"))]
     parsed = [parse_pin(p) for p in pins]
     pinned = {name for name, _ in parsed}
-    lock = sorted((str(canonicalize_name(k)), str(v)) for k, v in ((profile.get("lock") or {}).get("packages") or {}).items())
+    lock = sorted((str(canonicalize_name(k)), str(v)) for k, v in _mapping(_mapping(profile.get("lock")).get("packages")).items())
     if resolved is not None:
         fw, cuda = (resolved.frameworks[0] if resolved.frameworks else None), resolved.cuda  # fields, no call back up
     else:
         fw = _framework(pins) if pins else None
-        cuda = stack.get("cuda") or _framework_cuda_of_pins(pins)
+        cuda = _str(stack.get("cuda")) or _framework_cuda_of_pins(pins)
     allowed, min_mem = allowed_gpus(hardware), hardware.get("min_gpu_memory_gib")
     count = hardware.get("gpu_count")
     if count is None:
@@ -133,7 +147,7 @@ def expected_record(profile: Mapping[str, Any], resolved: Resolved | None = None
     return Expectation(
         tolerance=NOMINAL_TOLERANCE,
         sources=tuple(SourceRef(**{k: s.get(k) for k in ("name", "url", "ref", "commit")})
-                      for s in profile.get("sources") or [] if isinstance(s, Mapping)),
+                      for s in _list(profile.get("sources")) if isinstance(s, Mapping)),
         stack=ExpectedStack(
             os=stack.get("os"),
             driver=stack.get("driver"),
@@ -148,10 +162,14 @@ def expected_record(profile: Mapping[str, Any], resolved: Resolved | None = None
         ),
         hardware=ExpectedHardware(
             gpu=tuple(allowed) if allowed is not None else None,
-            gpu_count=int(count),
+            gpu_count=int(count) if isinstance(count, int | float | str) else count,  # else: pydantic refuses it
             min_gpu_memory_gib=min_mem,
             min_vcpus=hardware.get("min_vcpus"),
             min_memory_gib=hardware.get("min_memory_gib"),
-            local_nvme=(hardware.get("local_nvme_gib") or 0) > 0,
+            local_nvme=_positive(hardware.get("local_nvme_gib")),
         ),
     )
+
+
+def _positive(value: object) -> bool:
+    return isinstance(value, int | float) and value > 0

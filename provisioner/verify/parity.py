@@ -8,13 +8,16 @@ workstation; B = the machine under test, usually the VM).
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, cast
+from typing import TYPE_CHECKING, cast
 
-from provisioner.perfprobe.context import BlasLibrary, DataFs, GpuState, HostContext
+from provisioner.perfprobe.context import DataFs, GpuState, HostContext
 from provisioner.verify.perfspec import METRIC_SPEC, GpuPerfSpec, efficiency, gpu_name, load_specs
 
 # Run-to-run tolerance per metric class (relative). The verdict's tolerance is
 # max(this, 3 x the larger coefficient of variation of the two measurements).
+if TYPE_CHECKING:
+    from provisioner.verify.perfdoc import MetricDoc, PerfContext, PerfDocument
+
 CLASS_TOLERANCE = {"gpu_compute": 0.07, "gpu_memory": 0.07, "host_device": 0.10, "interconnect": 0.10,
                    "disk": 0.20, "loader": 0.15, "cpu": 0.10, "blas": 0.15}
 
@@ -39,14 +42,14 @@ class Verdict:
     note: str | None = None
     causes: tuple[Cause, ...] = field(default=())
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         d = asdict(self)
         d["class"] = d.pop("klass")
         return d
 
 
-def metrics_of(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    out: dict[str, dict[str, Any]] = {}
+def metrics_of(doc: PerfDocument) -> dict[str, MetricDoc]:
+    out: dict[str, MetricDoc] = {}
     for block in (doc.get("blocks") or {}).values():
         if block.get("status") == "ok":
             out.update(block.get("metrics") or {})
@@ -74,26 +77,27 @@ def judge(a: float, b: float, tol: float, higher_is_better: bool = True) -> tupl
 # Block 0 readers
 
 
-def _ctx(doc: dict[str, Any]) -> dict[str, Any]:
+def _ctx(doc: PerfDocument) -> PerfContext:
     return doc.get("context") or {}
 
 
-# The context is read through the producer's own TypedDicts (perfprobe/context.py): a key renamed on
-# either side fails mypy, and tests/perf/test_context_to_parity.py runs the producer into these rules.
-def _host(doc: dict[str, Any]) -> HostContext:
-    return cast(HostContext, _ctx(doc).get("host") or {})
+# The context is read through the producer's own TypedDicts (perfprobe/context.py, via verify/perfdoc.py): a key
+# renamed on either side fails mypy, and tests/perf/test_context_to_parity.py runs the producer into these rules.
+def host_of(doc: PerfDocument) -> HostContext:
+    """``context.host``; {} (read with ``.get``) when the document has none."""
+    return _ctx(doc).get("host") or cast(HostContext, {})
 
 
-def _gpus(doc: dict[str, Any], loaded: bool = False) -> list[GpuState]:
+def _gpus(doc: PerfDocument, loaded: bool = False) -> list[GpuState]:
     ctx = _ctx(doc)
     under_load = (((doc.get("blocks") or {}).get("gpu_matmul") or {}).get("info") or {}).get("context_under_load") or {}
     if loaded and under_load.get("gpus"):
-        return cast("list[GpuState]", under_load["gpus"])
-    return cast("list[GpuState]", (ctx.get("gpu") or {}).get("gpus") or [])
+        return under_load["gpus"]
+    return (ctx.get("gpu") or {}).get("gpus") or []
 
 
-def usable_cpus(doc: dict[str, Any]) -> float | None:
-    host = _host(doc)
+def usable_cpus(doc: PerfDocument) -> float | None:
+    host = host_of(doc)
     cpus = host.get("affinity") or host.get("cpu_count")
     quota = host.get("cgroup_cpu_quota")
     if cpus and quota:
@@ -101,19 +105,19 @@ def usable_cpus(doc: dict[str, Any]) -> float | None:
     return float(cpus) if cpus else None
 
 
-def _threads(doc: dict[str, Any]) -> dict[str, str]:
-    return _host(doc).get("thread_env") or {}
+def _threads(doc: PerfDocument) -> dict[str, str]:
+    return host_of(doc).get("thread_env") or {}
 
 
-def blas_vendor(doc: dict[str, Any]) -> str | None:
-    libs = cast("list[BlasLibrary]", (_ctx(doc).get("blas") or {}).get("libraries") or [])
+def blas_vendor(doc: PerfDocument) -> str | None:
+    libs = (_ctx(doc).get("blas") or {}).get("libraries") or []
     for lib in libs:
         if lib.get("user_api") == "blas":
             return lib.get("internal_api")
     return None
 
 
-def gpu_causes(a: dict[str, Any], b: dict[str, Any]) -> list[Cause]:
+def gpu_causes(a: PerfDocument, b: PerfDocument) -> list[Cause]:
     out: list[Cause] = []
     for g in _gpus(b, loaded=True):
         reasons = set(g.get("throttle_reasons") or ())
@@ -138,7 +142,7 @@ def gpu_causes(a: dict[str, Any], b: dict[str, Any]) -> list[Cause]:
     return out
 
 
-def pcie_causes(a: dict[str, Any], b: dict[str, Any]) -> list[Cause]:
+def pcie_causes(a: PerfDocument, b: PerfDocument) -> list[Cause]:
     out: list[Cause] = []
     a_width = max((g.get("pcie_width") or 0 for g in _gpus(a)), default=0)
     for g in _gpus(b, loaded=True):
@@ -155,7 +159,7 @@ def pcie_causes(a: dict[str, Any], b: dict[str, Any]) -> list[Cause]:
     return out
 
 
-def thread_causes(a: dict[str, Any], b: dict[str, Any]) -> list[Cause]:
+def thread_causes(a: PerfDocument, b: PerfDocument) -> list[Cause]:
     out: list[Cause] = []
     ta, tb = _threads(a), _threads(b)
     cpus = usable_cpus(b)
@@ -171,7 +175,7 @@ def thread_causes(a: dict[str, Any], b: dict[str, Any]) -> list[Cause]:
     return out
 
 
-def blas_causes(a: dict[str, Any], b: dict[str, Any]) -> list[Cause]:
+def blas_causes(a: PerfDocument, b: PerfDocument) -> list[Cause]:
     va, vb = blas_vendor(a), blas_vendor(b)
     if va and vb and va != vb:
         return [Cause(f"BLAS is {vb} here, {va} on the reference",
@@ -179,9 +183,9 @@ def blas_causes(a: dict[str, Any], b: dict[str, Any]) -> list[Cause]:
     return []
 
 
-def cpu_causes(a: dict[str, Any], b: dict[str, Any]) -> list[Cause]:
+def cpu_causes(a: PerfDocument, b: PerfDocument) -> list[Cause]:
     out: list[Cause] = []
-    hb = _host(b)
+    hb = host_of(b)
     quota, cpus = hb.get("cgroup_cpu_quota"), hb.get("affinity") or hb.get("cpu_count")
     if quota and cpus and quota < cpus:
         out.append(Cause(f"cgroup CPU quota of {quota} CPUs on {cpus} visible CPUs",
@@ -195,8 +199,8 @@ def cpu_causes(a: dict[str, Any], b: dict[str, Any]) -> list[Cause]:
     return out
 
 
-def storage_causes(a: dict[str, Any], b: dict[str, Any]) -> list[Cause]:
-    fs = _host(b).get("data_fs") or cast(DataFs, {})
+def storage_causes(a: PerfDocument, b: PerfDocument) -> list[Cause]:
+    fs = host_of(b).get("data_fs") or cast(DataFs, {})
     if fs.get("network"):
         return [Cause(f"the data path {fs.get('path')} is on a network file system ({fs.get('fstype')} at {fs.get('mount_point')})",
                       "stage the data to local disk: `data: [{source: ..., dest: /mnt/data/...}]` with "
@@ -204,7 +208,7 @@ def storage_causes(a: dict[str, Any], b: dict[str, Any]) -> list[Cause]:
     return []
 
 
-def loader_causes(a: dict[str, Any], b: dict[str, Any], metric: str) -> list[Cause]:
+def loader_causes(a: PerfDocument, b: PerfDocument, metric: str) -> list[Cause]:
     out = storage_causes(a, b) if "_data_" in metric else []
     if metric.endswith("_w0_items_s"):
         out.append(Cause("num_workers=0: decoding and augmenting run in the training process, one item at a time",
@@ -214,7 +218,7 @@ def loader_causes(a: dict[str, Any], b: dict[str, Any], metric: str) -> list[Cau
         if ua and ub and ub < ua:
             out.append(Cause(f"too few vCPUs for loader workers: {ub:g} here, {ua:g} on the reference",
                              f"set `hardware.min_vcpus: {int(ua)}` in the profile"))
-        shm = _host(b).get("shm_gib")
+        shm = host_of(b).get("shm_gib")
         if shm is not None and shm < 1:
             out.append(Cause(f"/dev/shm is {shm} GiB: worker batches pass through shared memory",
                              "enlarge /dev/shm (docker --shm-size, or a tmpfs mount)"))
@@ -222,7 +226,7 @@ def loader_causes(a: dict[str, Any], b: dict[str, Any], metric: str) -> list[Cau
     return out
 
 
-def causes_for(metric: str, klass: str, a: dict[str, Any], b: dict[str, Any]) -> list[Cause]:
+def causes_for(metric: str, klass: str, a: PerfDocument, b: PerfDocument) -> list[Cause]:
     if klass in ("gpu_compute", "gpu_memory"):
         found = gpu_causes(a, b)
     elif klass == "host_device":
@@ -243,7 +247,7 @@ def causes_for(metric: str, klass: str, a: dict[str, Any], b: dict[str, Any]) ->
 # ---------------------------------------------------------------------------------------------
 
 
-def compare(a: dict[str, Any], b: dict[str, Any], table: dict[str, tuple[GpuPerfSpec, ...]] | None = None) -> list[Verdict]:
+def compare(a: PerfDocument, b: PerfDocument, table: dict[str, tuple[GpuPerfSpec, ...]] | None = None) -> list[Verdict]:
     """Every metric of A and B, judged (A is the reference)."""
     table = load_specs() if table is None else table
     ma, mb = metrics_of(a), metrics_of(b)
@@ -252,7 +256,7 @@ def compare(a: dict[str, Any], b: dict[str, Any], table: dict[str, tuple[GpuPerf
     out: list[Verdict] = []
     for metric in sorted(set(ma) | set(mb)):
         ra, rb = ma.get(metric), mb.get(metric)
-        ref: dict[str, Any] = ra or rb or {}  # the metric is in ma or mb
+        ref = ma[metric] if ra is not None else mb[metric]  # the metric is in ma or mb
         klass, unit = ref["class"], ref["unit"]
         if ra is None or rb is None:
             where = "A" if ra is None else "B"

@@ -5,12 +5,15 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ruamel.yaml import YAML
 
 from provisioner.compat.facts import facts_dir
 from provisioner.probe.gpu import canonical_gpu_name
+
+if TYPE_CHECKING:
+    from provisioner.verify.perfdoc import PerfDocument
 
 SPEC_KEYS = ("fp32", "tf32", "bf16", "fp16", "mem_gbs")
 
@@ -52,7 +55,7 @@ METRIC_SPEC = {"matmul_fp32_tflops": "fp32", "matmul_tf32_tflops": "tf32", "matm
                "matmul_fp16_tflops": "fp16", "device_copy_gbs": "mem_gbs"}
 
 
-def gpu_name(doc: dict[str, Any]) -> tuple[str | None, int | None]:
+def gpu_name(doc: PerfDocument) -> tuple[str | None, int | None]:
     """The product name (and memory) of GPU 0 in a perf document: NVML context, else the matmul block."""
     gpus = ((doc.get("context") or {}).get("gpu") or {}).get("gpus") or []
     if gpus:
@@ -61,7 +64,7 @@ def gpu_name(doc: dict[str, Any]) -> tuple[str | None, int | None]:
     return info.get("gpu"), None
 
 
-def efficiency(doc: dict[str, Any], metric: str, table: dict[str, tuple[GpuPerfSpec, ...]] | None = None) -> tuple[float, GpuPerfSpec] | None:
+def efficiency(doc: PerfDocument, metric: str, table: dict[str, tuple[GpuPerfSpec, ...]] | None = None) -> tuple[float, GpuPerfSpec] | None:
     """Measured median / published dense peak for a GPU metric; None when unknown."""
     key = METRIC_SPEC.get(metric)
     name, mem = gpu_name(doc)
@@ -77,7 +80,7 @@ def efficiency(doc: dict[str, Any], metric: str, table: dict[str, tuple[GpuPerfS
     return None
 
 
-def annotate(doc: dict[str, Any], table: dict[str, tuple[GpuPerfSpec, ...]] | None = None) -> dict[str, Any]:
+def annotate(doc: PerfDocument, table: dict[str, tuple[GpuPerfSpec, ...]] | None = None) -> PerfDocument:
     """Add ``efficiency`` and ``spec`` (figure, variant, source) to GPU metrics, in place."""
     for block in (doc.get("blocks") or {}).values():
         for name, m in (block.get("metrics") or {}).items():

@@ -98,30 +98,24 @@ def _attempts(output: str) -> int:
     return len(re.findall(r"trainvm \S+: attempt \d+ (?:of 3 )?failed", output))
 
 
-def _verify(cli, monkeypatch, report: dict) -> tuple[int, dict, str]:
-    from provisioner.providers import set_provider
+def _verify(cli, monkeypatch, install_providers, report: dict) -> tuple[int, dict, str]:
     from tests.fakes import FakeProvider
 
     monkeypatch.setenv("TRAINVM_TODAY", "2026-11-22")
     fakes = {"gcp": FakeProvider("gcp"), "azure": FakeProvider("azure")}
-    for cloud, fake in fakes.items():
-        set_provider(cloud, fake)
-    try:
-        name = cli("up", str(REPO / "profiles/examples/bert-finetune-t4.yaml"), "--yes", "--json").json()["name"]
-        fakes["gcp"].reports[name] = report
-        text = cli("verify", name)
-        r = cli("verify", name, "--json")
-        return r.code, r.json(), text.out
-    finally:
-        for cloud in fakes:
-            set_provider(cloud, None)
+    install_providers(fakes)
+    name = cli("up", str(REPO / "profiles/examples/bert-finetune-t4.yaml"), "--yes", "--json").json()["name"]
+    fakes["gcp"].reports[name] = report
+    text = cli("verify", name)
+    r = cli("verify", name, "--json")
+    return r.code, r.json(), text.out
 
 
 def _apt_env(world) -> dict[str, str]:
     return {**world.env, "TRAINVM_ROOT": str(world.root), "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
 
 
-def test_tampered_repository_fails_at_once_with_its_cause_in_the_report_and_verify(world, tmp_path, cli, monkeypatch):
+def test_tampered_repository_fails_at_once_with_its_cause_in_the_report_and_verify(world, tmp_path, cli, monkeypatch, install_providers):
     packages = world.tmp / "repo/nvidia/Packages"
     shutil.rmtree(world.tmp / "state/lists")
     (world.tmp / "state/lists/partial").mkdir(parents=True)
@@ -134,7 +128,7 @@ def test_tampered_repository_fails_at_once_with_its_cause_in_the_report_and_veri
     assert "not retried (a hash mismatch does not heal by retrying)" in error and "apt-get" in error
     cause = error.split("; cause: ", 1)[1]
     assert cause.startswith("E: Failed to fetch file:") and cause.endswith("Hash Sum mismatch"), error
-    code, doc, text = _verify(cli, monkeypatch, report)
+    code, doc, text = _verify(cli, monkeypatch, install_providers, report)
     assert code == 1 and (doc["status"], doc["phase"]) == ("failed", "driver") and "Hash Sum mismatch" in doc["message"]
     assert "cause: E: Failed to fetch" in text and "Hash Sum mismatch" in text
 

@@ -88,7 +88,7 @@ def test_cluster_cleanup_never_deletes_a_group_holding_another_live_ups_scale_se
     rec = emu.state.by_id(f"/subscriptions/{emu.subscription_id}/resourceGroups/{rg}{VMSS}{spec.name}")
     rec["body"]["tags"][LEASE] = "elsewhere:1:abcd"  # what the other `up`'s scale-set PUT wrote
     emu.state.group(rg)["tags"][LEASE] = "this-host:2:ef01"  # this attempt wrote the group last (last writer wins)
-    note = provider._cleanup(rg, spec, None, "this-host:2:ef01")
+    note = provider.lease.cleanup(rg, spec, None, "this-host:2:ef01")
     assert note and "left to it" in note
     assert emu.resource_groups() == [rg]
 

@@ -75,7 +75,7 @@ def store_env(emu, azurite, monkeypatch):
 
 @pytest.fixture
 def store(store_env, provider):
-    return BlobPayloadStore(provider)
+    return BlobPayloadStore(provider.client)
 
 
 def payload(n: int = 2048) -> tuple[bytes, str]:
@@ -99,7 +99,7 @@ def test_stage_creates_the_store_and_uploads_once(store, store_env, azurite):
     b = blob(azurite, emu, "eastus", sha)
     assert b.download_blob().readall() == data
     etag = b.get_blob_properties().etag
-    again = BlobPayloadStore(store.p).stage("eastus", data, sha)  # a new process: finds everything in place
+    again = BlobPayloadStore(store.api).stage("eastus", data, sha)  # a new process: finds everything in place
     assert again.uploaded is False and again.url == ref.url
     assert b.get_blob_properties().etag == etag  # not written again
     assert len(emu.calls("PUT", rf"/storageAccounts/{acct}$")) == 1  # the second stage found the account
@@ -135,9 +135,9 @@ def test_old_or_other_size_objects_are_uploaded_again(store, store_env, azurite)
     store.stage("eastus", data, sha)
     b = blob(azurite, emu, "eastus", sha)
     etag = b.get_blob_properties().etag
-    later = BlobPayloadStore(store.p, now=lambda: dt.datetime.now(dt.UTC) + dt.timedelta(days=REFRESH_DAYS - 1))
+    later = BlobPayloadStore(store.api, now=lambda: dt.datetime.now(dt.UTC) + dt.timedelta(days=REFRESH_DAYS - 1))
     assert later.stage("eastus", data, sha).uploaded is False and b.get_blob_properties().etag == etag
-    old = BlobPayloadStore(store.p, now=lambda: dt.datetime.now(dt.UTC) + dt.timedelta(days=REFRESH_DAYS, minutes=1))
+    old = BlobPayloadStore(store.api, now=lambda: dt.datetime.now(dt.UTC) + dt.timedelta(days=REFRESH_DAYS, minutes=1))
     refreshed = old.stage("eastus", data, sha)
     assert refreshed.uploaded is True and refreshed.refreshed is True  # not a new object (issue 36 item 3)
     assert b.get_blob_properties().etag != etag
@@ -155,7 +155,7 @@ def test_release_and_stored(store, store_env, azurite):
     assert store.release("eastus", s1) is True
     assert not blob(azurite, emu, "eastus", s1).exists()
     assert store.release("eastus", s1) is False
-    fresh = BlobPayloadStore(store.p)  # another process: release/stored find the store without creating anything
+    fresh = BlobPayloadStore(store.api)  # another process: release/stored find the store without creating anything
     assert s1 not in fresh.stored("eastus") and s2 in fresh.stored("eastus")
     assert fresh.release("eastus", s2) is True
 

@@ -157,7 +157,7 @@ def test_other_profile_hash_is_a_conflict(emu, provider, t4_spec, t4):
 def test_rerun_after_up_was_killed_while_the_vm_was_creating(emu, t4_spec, t4, monkeypatch):
     """`up` dies right after ARM accepted the VM PUT; the re-run waits for that VM instead of making another."""
     killed = AzureProvider()
-    monkeypatch.setattr(killed, "_wait_compute", lambda *a: (_ for _ in ()).throw(KeyboardInterrupt()))
+    monkeypatch.setattr(killed.creator, "wait_compute", lambda *a: (_ for _ in ()).throw(KeyboardInterrupt()))
     emu.inject("lro_never_done", location="eastus")   # ARM keeps the VM's operation running ...
     with pytest.raises(KeyboardInterrupt):
         killed.create(t4_spec, t4)
@@ -179,9 +179,9 @@ def test_rerun_replaces_a_failed_leftover(emu, provider, t4_spec, t4, monkeypatc
     from provisioner.providers.base import CapacityError
 
     emu.inject("allocation_failed_lro", location="eastus")
-    monkeypatch.setattr(provider, "_cleanup", lambda *a: None)  # the process "died" before cleaning up
+    monkeypatch.setattr(provider.lease, "cleanup", lambda *a: None)  # the process "died" before cleaning up
     with pytest.MonkeyPatch.context() as dead, pytest.raises(CapacityError):
-        dead.setattr("provisioner.providers.azure.provider.os.getpid", lambda: 2 ** 22 + 1)  # no such pid: its lease is dead
+        dead.setattr("provisioner.providers.azure.create.os.getpid", lambda: 2 ** 22 + 1)  # no such pid: its lease is dead
         provider.create(t4_spec, t4)
     rg = names(t4_spec.name).rg
     assert emu.resource(f"/subscriptions/{SUB}/resourceGroups/{rg}/providers/Microsoft.Compute/virtualMachines/"

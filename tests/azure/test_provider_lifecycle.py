@@ -120,8 +120,7 @@ def test_emulator_rejects_what_arm_rejects(emu, provider, t4_spec, t4):
 
     spec = t4_spec.__class__(**{**t4_spec.__dict__, "idle_shutdown_minutes": None, "max_run_hours": None})
     provider.create(spec, t4)
-    provider.api()
-    client = make_authorization_client(provider.settings, provider._credential)
+    client = make_authorization_client(provider.settings, provider.client.credential)
     scope = f"/subscriptions/{SUB}/resourceGroups/{names(spec.name).rg}"
     principal = emu.state.identities[own_identity_id(SUB, spec.name).lower()]["properties"]["principalId"]
     role = f"/subscriptions/{SUB}/providers/Microsoft.Authorization/roleDefinitions/{ROLES['Contributor']}"

@@ -22,10 +22,10 @@ def _usage(name: str, limit: int, current: int = 0) -> SimpleNamespace:
     return SimpleNamespace(name=SimpleNamespace(value=name, localized_value=name), limit=limit, current_value=current)
 
 
-def _provider(items: list[SimpleNamespace]) -> SimpleNamespace:
+def _api(items: list[SimpleNamespace]) -> SimpleNamespace:
     compute = SimpleNamespace(usage=SimpleNamespace(list=lambda location: iter(items)))
     return SimpleNamespace(settings=SimpleNamespace(endpoint=None), subscription_id="sub",
-                           _call=lambda fn: fn(), api=lambda: SimpleNamespace(compute=compute))
+                           call=lambda fn: fn(), clients=lambda: SimpleNamespace(compute=compute))
 
 
 def _t4():
@@ -34,7 +34,7 @@ def _t4():
 
 def _check(monkeypatch, offer, items):
     monkeypatch.setenv("TRAINVM_NO_CACHE", "1")
-    monkeypatch.setattr(Q, "quota_source", lambda cloud, provider: AzureQuotas(_provider(items)))
+    monkeypatch.setattr(Q, "quota_source", lambda cloud, provider: AzureQuotas(_api(items)))
     warned: list[str] = []
     check = Q.Preflight(providers={"azure": object()}, spot=False, nodes=1, warn=warned.append).check(offer)  # type: ignore[dict-item]
     return check, warned
@@ -45,7 +45,7 @@ def test_a_family_the_location_does_not_list_is_not_checked_never_ok(monkeypatch
     assert check.status == "unknown", check.message()
     assert check.message().startswith(f"quota: not checked in azure {check.region} (Azure's usage list for")
     assert "Standard_NC4as_T4_v3's family (NCasT4_v3)" in check.message()
-    assert "; read: 100 of 4 regional vCPUs free" in check.message()  # what was read is still said
+    assert "; read: 4 regional vCPUs needed, 100 free" in check.message()  # what was read is still said
     assert warned and "`up` tries it as it would without the check" in warned[0]
     assert [r["error"] is not None for r in check.to_json()["readings"]] == [True, False]
 
@@ -58,7 +58,7 @@ def test_a_size_of_a_series_the_table_does_not_know_is_named_from_the_usage_list
     check, _ = _check(monkeypatch, offer, items)
     assert check.status == "short", check.message()
     assert "0 of 8 Standard_NC8ads_A10_v4 family vCPUs" not in check.message()
-    assert "4 of 8 Standard_NC8ads_A10_v4 family vCPUs free" in check.message()
+    assert "8 Standard_NC8ads_A10_v4 family vCPUs needed, 4 free" in check.message()
     assert "(StandardNCADSA10v4Family: limit 4, 0 in use)" in check.message()
 
 

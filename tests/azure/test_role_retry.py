@@ -27,7 +27,7 @@ def test_principal_never_replicated_is_arms_error_after_the_bound(emu, provider,
     before = len(role_puts(emu))
     monkeypatch.setattr(azure_roles, "PRINCIPAL_WAIT_SECONDS", 0.5)
     with pytest.raises(ProviderError) as err:
-        azure_roles.grant_lifecycle_role(provider, spec, {"identity": {"principalId": GHOST}})
+        azure_roles.grant_lifecycle_role(provider.client, spec, {"identity": {"principalId": GHOST}})
     assert err.value.code == "PrincipalNotFound" and "does not exist in the directory" in str(err.value)
     puts = role_puts(emu)[before:]
     assert len(puts) > 1 and {p.status for p in puts} == {400}

@@ -155,7 +155,7 @@ def test_bake_makes_a_tagged_ami_copies_it_to_the_failover_regions_and_terminate
     assert image["status"] == "available" and image["regions"] == list(REGIONS)
     assert _amis(aws, "us-east-2") == []
     from provisioner.bake.run import plan_bake
-    from provisioner.providers import get_provider
+    from provisioner.hooks.providers import get_provider
     from provisioner.providers.aws.bake import AwsBaker
 
     want = plan_bake(load_profile(profile), AwsBaker(get_provider("aws")), "aws", None).identity

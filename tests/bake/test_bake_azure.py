@@ -119,7 +119,7 @@ def test_bake_captures_a_generalized_tagged_version_replicated_to_the_failover_r
     assert props["storageProfile"]["source"]["virtualMachineId"].endswith(f"/virtualMachines/{builder}")
     targets = [t["name"] for t in props["publishingProfile"]["targetRegions"]]
     from provisioner.bake.run import plan_bake
-    from provisioner.providers import get_provider
+    from provisioner.hooks.providers import get_provider
     from provisioner.providers.azure.bake import AzureBaker
 
     planned = plan_bake(load_profile(profile), AzureBaker(get_provider("azure")), "azure", None)

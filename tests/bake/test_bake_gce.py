@@ -64,7 +64,7 @@ def test_bake_creates_a_labelled_image_in_the_profiles_family_and_deletes_the_bu
     assert stored["sourceDisk"].endswith(f"/disks/{builder}")
     assert stored["labels"][LABEL_KIND] == "baked-image"
     from provisioner.bake.run import plan_bake
-    from provisioner.providers import get_provider
+    from provisioner.hooks.providers import get_provider
     from provisioner.providers.gcp.bake import GceBaker
 
     want = plan_bake(load_profile(TF), GceBaker(get_provider("gcp")), "gcp", None).identity
@@ -131,10 +131,10 @@ def test_a_profile_without_a_lock_is_refused_before_anything_is_created(cli, gce
 
 def test_a_cloud_that_cannot_bake_yet_is_refused(cli, gce, monkeypatch):
     """Every cloud of the registry has a baker now: one without (as a new cloud would be) is simulated."""
-    from provisioner.providers import registry
+    from provisioner import hooks
 
-    clouds = {**registry.CLOUDS, "azure": dataclasses.replace(registry.CLOUDS["azure"], baker="")}
-    monkeypatch.setattr(registry, "CLOUDS", types.MappingProxyType(clouds))  # a cloud without a Baker
+    table = {**hooks.HOOKS, "azure": dataclasses.replace(hooks.HOOKS["azure"], baker=None)}
+    monkeypatch.setattr(hooks, "HOOKS", types.MappingProxyType(table))  # a cloud without a Baker
     r = cli("bake", str(TF), "--cloud", "azure")
     assert r.code == 2
     assert "cannot bake images on azure yet" in r.err and "clouds that can: aws, gcp" in r.err

@@ -70,13 +70,13 @@ def test_plan_on_a_cloud_that_cannot_bake(monkeypatch):
     """A cloud without a baker (every registered cloud has one now: simulated for Azure) gets the reason, and no
     time for a baked image (none can exist)."""
 
+    from provisioner import hooks
     from provisioner.bake.offline import plan_baked
     from provisioner.planner.from_profile import Overrides, make_plan
     from provisioner.profile import load_profile
-    from provisioner.providers import registry
 
-    clouds = {**registry.CLOUDS, "azure": dataclasses.replace(registry.CLOUDS["azure"], baker="")}
-    monkeypatch.setattr(registry, "CLOUDS", types.MappingProxyType(clouds))  # a cloud without a Baker
+    table = {**hooks.HOOKS, "azure": dataclasses.replace(hooks.HOOKS["azure"], baker=None)}
+    monkeypatch.setattr(hooks, "HOOKS", types.MappingProxyType(table))  # a cloud without a Baker
 
     loaded = load_profile(REPO / "profiles" / "examples" / "tf-resnet50.yaml")
     offer = make_plan(loaded, Overrides(("gcp",), None, None)).plan.chosen

@@ -158,10 +158,13 @@ def test_up_wait_ready_error_while_waiting_is_not_a_timeout(cli, clouds) -> None
     assert "the console read failed (fake)" in r.json()["error"]["message"] and len(looks) == 2
 
 
-def test_cloud_without_credentials_is_skipped(cli, monkeypatch) -> None:
+def test_cloud_without_credentials_is_skipped(cli, install_providers) -> None:
     from provisioner.errors import CloudError
 
-    monkeypatch.setattr("provisioner.commands.clouds.get_provider", lambda c, **_: (_ for _ in ()).throw(CloudError(f"no credentials for {c}")))
+    def refuse(cloud):
+        return lambda **_: (_ for _ in ()).throw(CloudError(f"no credentials for {cloud}"))
+
+    install_providers({}, {c: refuse(c) for c in ("gcp", "azure", "aws")})
     doc = cli("list", "--json")  # no cloud could be asked: a cloud/credentials error, not an empty list
     assert doc.code == 3 and {s["cloud"] for s in doc.json()["error"]["skipped"]} == {"gcp", "azure", "aws"}
     assert "GOOGLE_CLOUD_PROJECT" in doc.json()["error"]["hint"]  # no provider hint: the cloud's own
@@ -247,18 +250,18 @@ def test_a_payload_store_refusal_stops_up_and_leaves_nothing(cli, clouds) -> Non
     assert not any(f.vms for f in clouds.values()) and not any(f.store.objects for f in clouds.values())
 
 
-def test_up_with_credentials_for_one_cloud_names_the_clouds_not_checked(cli, clouds, monkeypatch, write_yaml) -> None:
+def test_up_with_credentials_for_one_cloud_names_the_clouds_not_checked(cli, clouds, monkeypatch, write_yaml,
+                                                                         install_providers) -> None:
     """Only AWS has credentials: `up` cannot see a VM of that name on GCE or Azure, so before creating it says
     which clouds it did not check (text and --json), and creates on AWS only."""
     from provisioner.errors import CloudError
-    from provisioner.providers import get_provider
 
-    def only_aws(cloud: str, **kw):
-        if cloud != "aws":
+    def no_credentials(cloud: str):
+        def make(**_candidates):
             raise CloudError(f"no {cloud} credentials (fake)")
-        return get_provider(cloud, **kw)
+        return make
 
-    monkeypatch.setattr("provisioner.commands.clouds.get_provider", only_aws)
+    install_providers({"aws": clouds["aws"]}, {c: no_credentials(c) for c in ("gcp", "azure")})
     profile = str(write_yaml(f"extends: {T4}\nname: bert-finetune\n"
                              "data:\n  - {source: 'https://example.com/glue.tar', dest: /mnt/data/glue}\n"))
     r = cli("up", profile, "--yes", "--cloud", "aws")

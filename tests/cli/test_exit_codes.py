@@ -133,21 +133,21 @@ def test_a_lock_file_that_is_not_a_regular_file_is_an_input_error_not_no_lock(cl
 
 # ------------------------------------------------------------------ no cloud could be asked (issue 30)
 @pytest.fixture
-def no_cloud_to_ask(clouds, monkeypatch):
+def no_cloud_to_ask(clouds, monkeypatch, install_providers):
     """No cloud can be asked: GCE and Azure have no credentials (their provider cannot be made, as the real
     ones raise), AWS's provider is made but fails at its first call (as boto3 does without credentials)."""
     from provisioner.errors import CredentialsError
     from provisioner.providers.aws.api import AwsCredentialsError
 
-    def get(cloud, **_candidates):
-        if cloud == "aws":
-            return clouds["aws"]
-        raise CredentialsError(f"no {cloud} credentials (fake)", hint=f"log in to {cloud} (fake hint)")
+    def no_credentials(cloud):
+        def make(**_candidates):
+            raise CredentialsError(f"no {cloud} credentials (fake)", hint=f"log in to {cloud} (fake hint)")
+        return make
 
     def aws_fails(*_args):
         raise AwsCredentialsError("no AWS credentials found", hint="run `aws configure` (fake hint)")
 
-    monkeypatch.setattr("provisioner.commands.clouds.get_provider", get)
+    install_providers({"aws": clouds["aws"]}, {c: no_credentials(c) for c in ("gcp", "azure")})
     clouds["aws"].list = aws_fails
     clouds["aws"].find = aws_fails
     return clouds
@@ -196,13 +196,14 @@ def test_status_name_with_no_cloud_to_ask_names_the_clouds(cli, no_cloud_to_ask)
     _names_every_cloud_not_asked(r.err)
 
 
-def test_list_with_some_clouds_asked_shows_what_was_found_and_names_the_others(cli, no_cloud_to_ask, monkeypatch) -> None:
-    from provisioner.commands import clouds as clouds_module
+def test_list_with_some_clouds_asked_shows_what_was_found_and_names_the_others(cli, no_cloud_to_ask, monkeypatch,
+                                                                                install_providers) -> None:
+    from provisioner.hooks import providers
     from tests.cli.test_up_money import _record
 
     fakes = no_cloud_to_ask
-    fallback = clouds_module.get_provider
-    monkeypatch.setattr(clouds_module, "get_provider", lambda c, **kw: fakes["gcp"] if c == "gcp" else fallback(c, **kw))
+    asked = providers.DEFAULT  # no_cloud_to_ask's: Azure cannot be made, AWS fails at its first call
+    install_providers({"gcp": fakes["gcp"], "aws": fakes["aws"]}, {"azure": lambda **_: asked.get("azure")})
     r = cli("list")
     assert r.code == 0, r.err
     assert "no trainvm VMs found on gcp" in r.out

@@ -36,9 +36,11 @@ def test_cloud_messages_in_attempts_and_skips(cli, clouds, monkeypatch) -> None:
     assert HOSTILE in r.err and "ZONE_[bold]EXHAUSTED" in r.err
 
 
-def test_skipped_cloud_reason(cli, monkeypatch) -> None:
-    monkeypatch.setattr("provisioner.commands.clouds.get_provider",
-                        lambda c, **_: (_ for _ in ()).throw(CloudError(f"{c}: {HOSTILE}")))
+def test_skipped_cloud_reason(cli, install_providers) -> None:
+    def refuse(cloud):
+        return lambda **_: (_ for _ in ()).throw(CloudError(f"{cloud}: {HOSTILE}"))
+
+    install_providers({}, {c: refuse(c) for c in ("gcp", "azure", "aws")})
     r = cli("list")
     assert r.code == 3 and f"gcp: {HOSTILE}" in r.err  # no cloud could be asked: the error names each, verbatim
 

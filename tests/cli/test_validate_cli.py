@@ -98,7 +98,7 @@ CLOUD_SDKS = ("google.cloud", "googleapiclient", "google.auth", "azure", "boto3"
 BAKE_MACHINERY = ("provisioner.bake.run", "provisioner.bake.use", "provisioner.providers.image_identity",
                   "provisioner.providers.bake_base")
 # nor a cloud's request builder (nor the providers' base they import): the offers' scratch disks are priced with the
-# clouds' local SSD facts (CloudSpec.local_ssd); and a profile that extends no team source loads no git checkout code
+# clouds' local SSD facts (their local_ssd hook, provisioner/hooks/); and a profile that extends no team source loads no git checkout code
 # (lock/git.py: git, tarfile), and one without stack.container no image reference parser (provisioner.container)
 REQUEST_BUILDERS = ("provisioner.providers.base", "provisioner.providers.gcp.request", "provisioner.providers.azure.request",
                     "provisioner.providers.aws.request")

@@ -8,7 +8,6 @@ import json
 
 import pytest
 
-from provisioner.providers import set_provider
 from tests.fakes import FakeProvider
 from tests.helpers import REPO
 
@@ -19,15 +18,12 @@ MATCHING = dict(REPORT, packages={**REPORT["packages"], "datasets": "2.21.0", "a
 
 
 @pytest.fixture
-def vm(cli, monkeypatch):
+def vm(cli, monkeypatch, install_providers):
     monkeypatch.setenv("TRAINVM_TODAY", "2026-11-22")
     fakes = {"gcp": FakeProvider("gcp"), "azure": FakeProvider("azure")}
-    for cloud, fake in fakes.items():
-        set_provider(cloud, fake)
+    install_providers(fakes)
     name = cli("up", T4, "--yes", "--json").json()["name"]
-    yield fakes["gcp"], name
-    for cloud in fakes:
-        set_provider(cloud, None)
+    return fakes["gcp"], name
 
 
 def test_match(cli, vm) -> None:

@@ -119,8 +119,8 @@ def test_cluster_stop_then_start_acts_on_every_node(group: CloudHarness) -> None
     assert {n.state for n in group.twin().cluster_nodes(spec.name)} == {"RUNNING"}
 
 
-def test_one_drifting_node_makes_verify_fail_through_the_cli(group: CloudHarness, cli: Any) -> None:
-    from provisioner.providers import PROVIDERS, set_provider
+def test_one_drifting_node_makes_verify_fail_through_the_cli(group: CloudHarness, cli: Any, install_providers: Any) -> None:
+    from provisioner.providers.registry import provisionable_clouds
     from tests.fakes import FakeProvider
 
     spec, offer = cluster_spec(group), group.cluster.offers[0]  # type: ignore[union-attr]
@@ -128,16 +128,12 @@ def test_one_drifting_node_makes_verify_fail_through_the_cli(group: CloudHarness
     nodes = group.provider.cluster_nodes(spec.name)
     for node in nodes:
         group.put_report(node, REPORT)
-    for other in PROVIDERS:
-        set_provider(other, group.provider if other == offer.cloud else FakeProvider(other))
-    try:
-        same = cli("verify", spec.name, "--json").json()
-        assert not [f for f in same["fields"] if f["field"].startswith("nodes.")], same  # identical nodes
-        group.put_report(nodes[2], {**REPORT, "driver": "550.90.07"})
-        r = cli("verify", spec.name, "--json")
-    finally:
-        for other in PROVIDERS:
-            set_provider(other, None)
+    install_providers({other: group.provider if other == offer.cloud else FakeProvider(other)
+                       for other in provisionable_clouds()})
+    same = cli("verify", spec.name, "--json").json()
+    assert not [f for f in same["fields"] if f["field"].startswith("nodes.")], same  # identical nodes
+    group.put_report(nodes[2], {**REPORT, "driver": "550.90.07"})
+    r = cli("verify", spec.name, "--json")
     doc = r.json()
     assert r.code == 1 and doc["status"] in ("drift", "failed")
     row = next(f for f in doc["fields"] if f["field"] == "nodes.driver")

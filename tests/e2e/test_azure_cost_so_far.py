@@ -73,8 +73,8 @@ def test_running_cost_is_a_lower_bound_from_the_last_operation_and_unknown_once_
 def test_sdk_instance_view_time_moves_with_a_start(cli, env, tmp_path) -> None:
     """What the provider reads, read through azure-mgmt-compute: the ProvisioningState/succeeded time of the
     instance view is the end of the last operation (here create, then deallocate, then start)."""
+    from provisioner.providers.azure.api import wire as _wire
     from provisioner.providers.azure.clients import Settings, default_credential, make_clients
-    from provisioner.providers.azure.provider import _wire
 
     with _azure_vm(cli, env, tmp_path) as name:
         rg = f"trainvm-{name}"

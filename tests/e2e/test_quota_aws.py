@@ -66,7 +66,7 @@ def test_zero_spot_quota_region_is_skipped_without_a_create_call(cli, aws, quota
     skipped = doc["attempts"][0]
     assert (skipped["region"], skipped["outcome"], skipped["error_code"]) == (first, "no-quota", "QUOTA_PREFLIGHT")
     need = vcpus[first]
-    assert (f"quota: 0 of {need:g} G and VT Spot vCPUs free in {first} ({G_SPOT}: limit 0, 0 in use)"
+    assert (f"quota: {need:g} G and VT Spot vCPUs needed, 0 free in {first} ({G_SPOT}: limit 0, 0 in use)"
             in skipped["message"])
     assert (f"aws service-quotas request-service-quota-increase --service-code ec2 --quota-code {G_SPOT} "
             f"--desired-value {need:g} --region {first}") in skipped["message"]
@@ -87,7 +87,7 @@ def test_request_larger_than_the_headroom_is_refused_there_with_the_numbers(cli,
     quotas.set_quota(second, G_SPOT, 64)
     up = cli("up", path, "--yes")
     assert up.code == 0, up.err
-    assert (f"skipped aws {first}: quota: {need - 1:g} of {need:g} G and VT Spot vCPUs free in {first} "
+    assert (f"skipped aws {first}: quota: {need:g} G and VT Spot vCPUs needed, {need - 1:g} free in {first} "
             f"({G_SPOT}: limit {4 + need - 1:g}, 4 in use)") in up.err  # the on-demand g4dn.2xlarge is not counted
     assert f"--desired-value {need + 4:g} --region {first}" in up.err
     assert len(aws.instances(first)) == 2 and len(aws.instances(second)) == 1
@@ -102,7 +102,7 @@ def test_no_applied_value_falls_back_to_the_aws_default(cli, aws, quotas, tmp_pa
     up = cli("up", path, "--yes", "--json")
     assert up.code == 0, up.err
     assert up.json()["region"] == second and aws.instances(first) == []
-    assert (f"quota: 0 of {vcpus[first]:g} G and VT On-Demand vCPUs free in {first} ({G_ON_DEMAND}: limit 0, 0 in use)"
+    assert (f"quota: {vcpus[first]:g} G and VT On-Demand vCPUs needed, 0 free in {first} ({G_ON_DEMAND}: limit 0, 0 in use)"
             in up.json()["attempts"][0]["message"])
     assert ("GetAWSDefaultServiceQuota", first, G_ON_DEMAND) in quotas.calls
     assert ("GetAWSDefaultServiceQuota", second, G_ON_DEMAND) not in quotas.calls  # applied there: no fallback
@@ -133,8 +133,8 @@ def test_plan_quota_names_the_zero_quota_region_and_caches_the_reading(cli, aws,
     assert offline.code == 0 and "quota:" not in offline.out and quotas.calls == []  # plan stays offline
     r = cli("plan", path, "--quota")
     assert r.code == 0, r.err
-    assert f"quota: 0 of {vcpus[first]:g} G and VT Spot vCPUs free in {first}" in r.out and "`up` skips it" in r.out
-    assert f"quota: ok in aws {second}: {64:g} of {vcpus[second]:g} G and VT Spot vCPUs free" in r.out
+    assert f"quota: {vcpus[first]:g} G and VT Spot vCPUs needed, 0 free in {first}" in r.out and "`up` skips it" in r.out
+    assert f"quota: ok in aws {second}: {vcpus[second]:g} G and VT Spot vCPUs needed, {64:g} free" in r.out
     reads, describes = quotas.count(), len(aws.faults.calls("DescribeInstances"))
     assert reads == 2 and describes == 2  # one quota and one usage read per region
 

@@ -59,7 +59,7 @@ def test_zero_gpu_quota_region_is_skipped_without_a_create_call(cli, env, tmp_pa
         assert first not in _inserted_regions(emu) and _inserted_regions(emu) == [second]
         skipped = doc["attempts"][0]
         assert (skipped["region"], skipped["outcome"], skipped["error_code"]) == (first, "no-quota", "QUOTA_PREFLIGHT")
-        assert f"quota: 0 of 1 T4 GPUs free in {first} (NVIDIA_T4_GPUS: limit 0, 0 in use)" in skipped["message"]
+        assert f"quota: 1 T4 GPU needed, 0 free in {first} (NVIDIA_T4_GPUS: limit 0, 0 in use)" in skipped["message"]
         assert "request an increase" in skipped["message"]
         checks = {(q["region"], q["status"]) for q in doc["summary"]["quota"]}
         assert (first, "short") in checks and (second, "ok") in checks
@@ -75,7 +75,7 @@ def test_request_larger_than_the_headroom_is_refused_there_with_the_numbers(cli,
         emu.set_quota("NVIDIA_T4_GPUS", 4, region=second)
         up = cli("up", path, "--yes")
         assert up.code == 0, up.err
-        assert f"skipped gcp {first}: quota: 1 of 2 T4 GPUs free in {first} (NVIDIA_T4_GPUS: limit 4, 3 in use)" in up.err
+        assert f"skipped gcp {first}: quota: 2 T4 GPUs needed, 1 free in {first} (NVIDIA_T4_GPUS: limit 4, 3 in use)" in up.err
         assert _inserted_regions(emu) and first not in _inserted_regions(emu)
 
 
@@ -89,7 +89,7 @@ def test_all_regions_gpu_quota_counts_against_every_region(cli, env, tmp_path) -
         assert emu.calls("instances.insert") == []
         attempts = up.json()["error"]["attempts"]
         assert attempts and all(a["outcome"] == "no-quota" for a in attempts)
-        assert "0 of 1 GPUs free in all regions (GPUS_ALL_REGIONS: limit 0, 0 in use)" in attempts[0]["message"]
+        assert "1 GPU needed, 0 free in all regions (GPUS_ALL_REGIONS: limit 0, 0 in use)" in attempts[0]["message"]
 
 
 def test_quota_read_refused_warns_and_proceeds_as_before(cli, env, tmp_path) -> None:
@@ -117,7 +117,7 @@ def test_plan_quota_names_the_zero_quota_region(cli, env, tmp_path) -> None:
         assert offline.code == 0 and "quota:" not in offline.out and emu.requests == []  # plan stays offline
         r = cli("plan", path, "--quota")
         assert r.code == 0, r.err
-        assert f"quota: 0 of 1 T4 GPUs free in {first}" in r.out and "`up` skips it" in r.out
+        assert f"quota: 1 T4 GPU needed, 0 free in {first}" in r.out and "`up` skips it" in r.out
         assert f"quota: ok in gcp {second}" in r.out
         doc = cli("plan", path, "--quota", "--json").json()
         assert {(q["region"], q["status"]) for q in doc["quota"]} >= {(first, "short"), (second, "ok")}
@@ -165,7 +165,7 @@ def test_azure_zero_family_quota_location_is_skipped_without_a_create_call(cli, 
             assert _vm_put_locations(emu) == [second]  # no create call in the zero-quota location
             skipped = doc["attempts"][0]
             assert (skipped["region"], skipped["outcome"]) == (first, "no-quota")
-            assert (f"quota: 0 of 4 NCasT4_v3 family vCPUs free in {first} (standardNCASv3_T4Family: limit 0, 0 in use)"
+            assert (f"quota: 4 NCasT4_v3 family vCPUs needed, 0 free in {first} (standardNCASv3_T4Family: limit 0, 0 in use)"
                     in skipped["message"]) and "Azure portal" in skipped["message"]
         finally:
             emu.finish_operations(stuck=True)
@@ -183,7 +183,7 @@ def test_azure_spot_counts_against_low_priority_cores(cli, env, tmp_path) -> Non
         set_quota(emu, first, "lowPriorityCores", 3)  # 3 Spot vCPUs free, 4 asked; the family quota is not used
         r = cli("plan", path, "--quota")
         assert r.code == 0, r.err
-        assert f"quota: 3 of 4 Spot (low-priority) vCPUs free in {first} (lowPriorityCores: limit 3, 0 in use)" in r.out
+        assert f"quota: 4 Spot (low-priority) vCPUs needed, 3 free in {first} (lowPriorityCores: limit 3, 0 in use)" in r.out
 
 
 def test_every_catalog_azure_family_has_its_quota_name() -> None:

@@ -244,7 +244,7 @@ def test_missing_credentials_or_project_is_cloud_error(monkeypatch):
 
 
 def test_endpoint_from_environment(gce, monkeypatch, spec, offer):
-    from provisioner.providers import get_provider
+    from provisioner.hooks.providers import get_provider
 
     monkeypatch.setenv("TRAINVM_GCE_ENDPOINT", gce.url)
     monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "env-proj")

@@ -280,6 +280,8 @@ def http_exc(status, reason, message):
     (403, "rateLimitExceeded", "Rate Limit Exceeded", RetryExhaustedError, True),
     (503, "backendError", "Internal error", RetryExhaustedError, True),
     (503, "resourcePoolExhausted", "The zone 'z' does not have enough resources available", CapacityError, False),
+    # a group's bulkInsert refused up front (troubleshooting-bulk-vm-creation, "Insufficient capacity"): next zone
+    (503, "insufficientCapacity", "Insufficient capacity in zone z", CapacityError, False),
     (401, "required", "Request is missing required authentication credential", AuthError, False),
     (403, "forbidden", "Required 'compute.instances.create' permission", AuthError, False),
     (400, "invalid", "Invalid value for field 'resource.name'", InvalidRequestError, False),

@@ -39,36 +39,32 @@ def test_verify_local_perf_against_the_baseline(cli, tmp_path: Path, cheap_probe
     assert verdicts["cpu_single_units_s"] == "worse"
 
 
-def test_verify_vm_perf_reads_the_report(cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from provisioner.providers import set_provider
+def test_verify_vm_perf_reads_the_report(cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, install_providers) -> None:
     from tests.fakes import FakeProvider
 
     monkeypatch.setenv("TRAINVM_TODAY", "2026-11-22")
     t4 = str(Path(__file__).resolve().parents[2] / "profiles" / "examples" / "bert-finetune-t4.yaml")
     fake = FakeProvider("gcp")
-    set_provider("gcp", fake)
-    try:
-        name = cli("up", t4, "--yes", "--json", "--cloud", "gcp").json()["name"]
-        base = tmp_path / "ws.perf.json"
-        base.write_text(json.dumps(doc(loader_data_w0_items_s=m(900, "loader", workers=0))))
-        r = cli("verify", name, "--perf")
-        assert r.code == 2 and "--baseline" in r.err
-        r = cli("verify", name, "--perf", "--baseline", str(base))
-        assert r.code == 1 and "no report yet" in r.err
-        fake.reports[name] = {"schema": 1, "status": "ready"}
-        r = cli("verify", name, "--perf", "--baseline", str(base))
-        assert r.code == 1 and "a report without a perf result" in r.err
-        vm = doc(loader_data_w0_items_s=m(300, "loader", workers=0),
-                 host={"data_fs": {"path": "/mnt/data/glue", "fstype": "nfs4", "mount_point": "/mnt/data", "network": True}})
-        fake.reports[name] = {"schema": 1, "status": "ready", "perf": vm}
-        r = cli("verify", name, "--perf", "--baseline", str(base), "--json")
-        assert r.code == 1, r.err
-        (v,) = r.json()["metrics"]
-        assert v["verdict"] == "worse" and any("nfs4" in c["cause"] for c in v["causes"])
-        fake.reports[name]["perf"] = json.loads(base.read_text())
-        assert cli("verify", name, "--perf", "--baseline", str(base)).code == 0
-    finally:
-        set_provider("gcp", None)
+    install_providers({"gcp": fake})
+    name = cli("up", t4, "--yes", "--json", "--cloud", "gcp").json()["name"]
+    base = tmp_path / "ws.perf.json"
+    base.write_text(json.dumps(doc(loader_data_w0_items_s=m(900, "loader", workers=0))))
+    r = cli("verify", name, "--perf")
+    assert r.code == 2 and "--baseline" in r.err
+    r = cli("verify", name, "--perf", "--baseline", str(base))
+    assert r.code == 1 and "no report yet" in r.err
+    fake.reports[name] = {"schema": 1, "status": "ready"}
+    r = cli("verify", name, "--perf", "--baseline", str(base))
+    assert r.code == 1 and "a report without a perf result" in r.err
+    vm = doc(loader_data_w0_items_s=m(300, "loader", workers=0),
+             host={"data_fs": {"path": "/mnt/data/glue", "fstype": "nfs4", "mount_point": "/mnt/data", "network": True}})
+    fake.reports[name] = {"schema": 1, "status": "ready", "perf": vm}
+    r = cli("verify", name, "--perf", "--baseline", str(base), "--json")
+    assert r.code == 1, r.err
+    (v,) = r.json()["metrics"]
+    assert v["verdict"] == "worse" and any("nfs4" in c["cause"] for c in v["causes"])
+    fake.reports[name]["perf"] = json.loads(base.read_text())
+    assert cli("verify", name, "--perf", "--baseline", str(base)).code == 0
 
 
 def test_capture_perf_needs_an_output_file(cli) -> None:
@@ -105,3 +101,14 @@ def test_probe_out_that_cannot_be_written_is_an_input_error_before_probing(cli, 
     words = "is a folder; give a file name" if where == "folder" else f"no such folder: {target.parent}"
     assert f"-o {target}: {words}" in r.err
     assert "internal error" not in r.err and "Errno" not in r.err and ran == []  # refused before the probe ran
+
+
+def test_the_perf_table_shows_efficiency_only_with_its_spec_and_the_details_it_has(capsys: pytest.CaptureFixture[str]) -> None:
+    """``probe --perf``'s table (issue 37: the document is a TypedDict, read key by key): a metric with an efficiency
+    but no spec (a document not annotated by this trainvm; the schema allows it) is shown without the efficiency note
+    rather than failing with a TypeError; the spec'd one and a loader's workers are noted."""
+    annotated = m(100.0, "gpu_compute", "TFLOPS", efficiency=0.5, spec={"figure": 200.0, "variant": "SXM", "source": "x"})
+    perfcmd.print_perf(doc(matmul_bf16_tflops=annotated, matmul_fp16_tflops=m(90.0, "gpu_compute", efficiency=0.4),
+                           loader_w4_items_s=m(500.0, "loader", workers=4)))
+    out = capsys.readouterr().out
+    assert "50% of 200 (SXM)" in out and "40%" not in out and "workers 4" in out

@@ -115,13 +115,10 @@ def cluster(n: int = 3) -> Any:
 
 
 @pytest.fixture
-def on_fake(monkeypatch: pytest.MonkeyPatch) -> Any:
-    from provisioner.providers import set_provider
-
+def on_fake(install_providers: Any) -> Any:
     fake = cluster()
-    set_provider("gcp", fake)
-    yield fake
-    set_provider("gcp", None)
+    install_providers({"gcp": fake})
+    return fake
 
 
 def canned(rank: int, busbw: float | None = None, error: str | None = None) -> str:

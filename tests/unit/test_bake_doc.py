@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from provisioner.providers.registry import bakers
+from provisioner.hooks import bakers
 from tests.helpers import REPO
 
 DISPLAY = {"gcp": "GCE", "aws": "AWS", "azure": "Azure"}

@@ -127,4 +127,18 @@ def test_the_install_targets_install_from_the_locks_with_hashes():
     makefile = (REPO / "Makefile").read_text(encoding="utf-8")
     for name in LOCKS:
         assert f"install --require-hashes -r {name}" in makefile
-    assert "install -e '.[dev]'" not in makefile and "install --no-deps -e ." in makefile
+    assert "install -e '.[dev]'" not in makefile and "install --no-deps --no-build-isolation -e ." in makefile
+
+
+def test_the_build_backend_is_pinned_with_hashes_and_installed_without_isolation():
+    """pyproject.toml's [build-system] requires (hatchling) and what hatchling's editable build asks for (editables)
+    come from requirements-build.lock; `make install` builds trainvm with --no-build-isolation from them, so the
+    install never fetches an unpinned build backend."""
+    locked = lock("requirements-build.lock")
+    build = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["build-system"]["requires"]
+    for req in [Requirement(r) for r in build] + [Requirement("editables")]:
+        entries = locked.get(canonicalize_name(req.name))
+        assert entries and all(req.specifier.contains(v, prereleases=True) for v, _, _ in entries), str(req)
+    assert [n for n, entries in locked.items() if any(h == 0 for _, _, h in entries)] == []
+    make = (REPO / "Makefile").read_text(encoding="utf-8")
+    assert "install --require-hashes -r requirements.lock -r requirements-build.lock" in make

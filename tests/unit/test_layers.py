@@ -1,6 +1,7 @@
 """Providers import nothing above them (issue 37), counted the strict way: every import that runs (module level and
-function-local), and every ``"provisioner.x.y"`` / ``"provisioner.x.y:name"`` string literal (a module loaded by
-name through importlib: the ``CloudSpec`` hooks of providers/clouds.py). Imports under ``if TYPE_CHECKING:`` never
+function-local: the lazy imports inside the typed hooks of provisioner/hooks/ included), and every
+``"provisioner.x.y"`` / ``"provisioner.x.y:name"`` string literal (a module loaded by name through importlib; the
+``CloudSpec`` hook strings that were the last of them became typed hooks). Imports under ``if TYPE_CHECKING:`` never
 run; they are counted apart. bench/import_graph.py builds the graph (``scan(strings=True, type_checking=True)``).
 
 The layer order is in docs/architecture.md ("Layers"): a module under providers/ may import the rest of providers/
@@ -19,24 +20,21 @@ BELOW = frozenset({"errors", "settings", "secrets", "messages", "wording", "cach
 
 #: (importer's graph node, imported module, kind) -> why it still goes up. May only shrink.
 KNOWN_UP: dict[tuple[str, str, str], str] = {
-    # the per-cloud hooks of the registry (provider, baker, request builder, price source, quota reader, families,
-    # catalog check, identity check) are "module:function" strings in providers/clouds.py, loaded by name by the
-    # layers above; the string sits in the shared layer, so the count sees shared -> cloud (not yet typed hooks)
-    **{("providers", f"provisioner.providers.{c}.{m}", "string"): "CloudSpec hook string (providers/clouds.py)"
-       for c, mods in {"gcp": ("bake", "families", "prices", "provider", "quota", "request"),
-                       "azure": ("bake", "families", "identity", "offers", "prices", "provider", "quota", "request"),
-                       "aws": ("bake", "families", "prices", "provider", "quota", "request")}.items() for m in mods},
+    # (the CloudSpec hook strings of providers/clouds.py, 20 entries, are gone: the layers above reach a cloud through
+    # the typed hooks of provisioner/hooks/, a package above the cloud packages; and aws/calls.py's catalog regions are
+    # gone: the layer above hands them to the AWS provider, candidate_regions)
 }
 #: Imports under ``if TYPE_CHECKING:`` from providers/ into a layer above (they never run). May only shrink.
 KNOWN_UP_TYPES: dict[tuple[str, str], str] = {
     ("providers", "provisioner.container.reference"): "base.LaunchSpec.image and registry_auth: the parsed ImageRef",
     ("providers", "provisioner.profile.model"): "registry_auth.py: the Profile a login is derived from",
+    ("providers.azure", "provisioner.profile.model"): "azure/preflight.py and provider.py: the Profile that "
+                                                      "capabilities.Preflighter.preflight takes (was Any, issue 37)",
 }
 #: Package cycles under the same count (imports that run, string loads). May only shrink.
-KNOWN_CYCLE_EDGES: set[tuple[str, str]] = {
-    ("providers", "providers.aws"), ("providers", "providers.azure"), ("providers", "providers.gcp"),  # hook strings
-    ("providers.aws", "providers"), ("providers.azure", "providers"), ("providers.gcp", "providers"),  # the contract
-}
+# none left: the last cycle went through aws/calls.py's catalog regions (catalog -> hooks -> providers.aws ->
+# catalog); the layer above now hands the AWS provider its candidate regions
+KNOWN_CYCLE_EDGES: set[tuple[str, str]] = set()
 
 
 def _up(edges: dict[tuple[str, str], list[Import]]) -> dict[tuple[str, str, str], list[str]]:
@@ -104,3 +102,29 @@ def test_the_count_sees_string_loads_and_type_only_imports(tmp_path: Path) -> No
                      ("provisioner/providers/gcp/quota.py", "typing", "import")]
     edges = package_edges([i for i in strict if i.kind != "type"], tmp_path)
     assert cycles(set(edges)) == [["providers", "providers.gcp"]]
+
+
+def test_the_count_sees_a_hook_s_lazy_import_and_the_shared_layer_reaching_the_hooks(tmp_path: Path) -> None:
+    """The checker on the shape of typed hooks: a hook's function-local import of its cloud's module is an edge
+    hooks -> providers.gcp (kind "import"), which closes no cycle; the shared layer importing the hooks package (even
+    inside a function) is an import upward that ``_up`` reports, and it closes the cycle the hook strings closed."""
+    root = tmp_path / "provisioner"
+    files = {
+        "__init__.py": "",
+        "hooks/__init__.py": "def reader():\n    from provisioner.providers.gcp.quota import reader\n    return reader\n",
+        "providers/__init__.py": "",
+        "providers/hook_types.py": "",
+        "providers/gcp/__init__.py": "",
+        "providers/gcp/quota.py": "from provisioner.providers import hook_types\nreader = hook_types\n",
+    }
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text, encoding="utf-8")
+    found = [i for i in scan(root, tmp_path, strings=True) if i.path == "provisioner/hooks/__init__.py"]
+    assert [(i.target, i.local, i.kind) for i in found] == [("provisioner.providers.gcp.quota", True, "import")]
+    edges = package_edges(scan(root, tmp_path, strings=True), tmp_path)
+    assert ("hooks", "providers.gcp") in edges and cycles(set(edges)) == [] and _up(edges) == {}
+    (root / "providers" / "registry.py").write_text("def load():\n    from provisioner import hooks\n    return hooks\n")
+    edges = package_edges(scan(root, tmp_path, strings=True), tmp_path)
+    assert set(_up(edges)) == {("providers", "provisioner.hooks", "import")}
+    assert cycles(set(edges)) == [["hooks", "providers", "providers.gcp"]]

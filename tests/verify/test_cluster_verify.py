@@ -117,23 +117,20 @@ class ClusterFake:
 
 
 @pytest.fixture
-def cluster_vm(cli, monkeypatch, vm_report, cluster_profile):
-    from provisioner.providers import set_provider
+def cluster_vm(cli, monkeypatch, vm_report, cluster_profile, install_providers):
     from tests.fakes import FakeProvider
 
     monkeypatch.setenv("TRAINVM_TODAY", "2026-11-22")
     gcp = FakeProvider("gcp")
-    set_provider("azure", FakeProvider("azure"))
-    set_provider("gcp", gcp)
+    azure = FakeProvider("azure")
+    install_providers({"azure": azure, "gcp": gcp})
     name = cli("up", str(__import__("tests.conftest", fromlist=["REPO"]).REPO / "profiles/examples/bert-finetune-t4.yaml"),
                "--yes", "--json").json()["name"]
     gcp.profiles[name] = cluster_profile  # what a cluster's rank 0 would store
     reports = nodes(vm_report)
     fake = ClusterFake(gcp, reports)
-    set_provider("gcp", fake)
-    yield name, reports, gcp
-    set_provider("gcp", None)
-    set_provider("azure", None)
+    install_providers({"azure": azure, "gcp": fake})
+    return name, reports, gcp
 
 
 def test_verify_name_of_a_cluster_names_the_odd_node(cli, cluster_vm) -> None:
@@ -148,8 +145,8 @@ def test_verify_name_of_a_cluster_names_the_odd_node(cli, cluster_vm) -> None:
     assert text.code == 1 and "nodes.nccl" in text.out and "ddp-1" in text.out
 
 
-def test_verify_name_of_a_cluster_without_node_listing_is_a_clear_error(cli, cluster_vm) -> None:
-    from provisioner.providers import set_provider
+def test_verify_name_of_a_cluster_without_node_listing_is_a_clear_error(cli, cluster_vm, install_providers) -> None:
+    from tests.fakes import FakeProvider
 
     name, _, gcp = cluster_vm
 
@@ -161,7 +158,7 @@ def test_verify_name_of_a_cluster_without_node_listing_is_a_clear_error(cli, clu
                 raise AttributeError(attr)
             return getattr(gcp, attr)
 
-    set_provider("gcp", NoNodeListing())
+    install_providers({"azure": FakeProvider("azure"), "gcp": NoNodeListing()})
     r = cli("verify", name)
     assert r.code == 3 and "4-node cluster" in r.err and "cannot list a cluster's nodes" in r.err
 

@@ -87,3 +87,15 @@ def test_flatten_keys_lists_by_dest() -> None:
                     "placement": {"clouds": ["gcp", "azure"]}})
     assert flat == {"data[/a].dest": "/a", "data[/a].source": "gs://x", "data[/b].dest": "/b",
                     "data[/b].source": "gs://y", "placement.clouds": ["gcp", "azure"]}
+
+
+def test_a_hand_written_report_with_parts_of_the_wrong_shape_is_projected_without_an_internal_error() -> None:
+    """``diff`` reads report JSON as written (no validation): since the document is typed ``Mapping[str, object]``
+    (issue 37), a part of the wrong shape reads as absent; it was an AttributeError (exit 70) before. Numbers written as
+    strings are read as before."""
+    report = {"schema": "trainvm.report/1", "gpus": [{"name": "Tesla T4", "memory_mib": "15360"}, "T4"], "cpu": 8,
+              "os": None, "memory_gib": "29"}
+    projected = project_report(report)
+    assert projected["hardware"] == {"gpu": ["T4"], "gpu_count": 1, "min_gpu_memory_gib": 16, "min_vcpus": None,
+                                     "min_memory_gib": 29}
+    assert projected["stack"]["os"] is None

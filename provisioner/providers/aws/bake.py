@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from provisioner import settings
 from provisioner.errors import CloudError
+from provisioner.providers.aws.provider import AwsProvider
 from provisioner.providers.bake_base import BakedImage
 from provisioner.providers.base import InstanceRecord
 from provisioner.providers.image_identity import (
@@ -49,7 +50,7 @@ from provisioner.providers.offer import Offer
 from provisioner.providers.poll import poll
 
 if TYPE_CHECKING:
-    from provisioner.providers.aws.provider import AwsProvider
+    from provisioner.providers.base import Provider
 
 BUILDER_SHAPE = "m6i.large"
 BUILDER_PRICE_US_EAST_1 = 0.096  # USD/h on-demand, Linux (aws.amazon.com/ec2/pricing/on-demand, 2026-11)
@@ -69,7 +70,9 @@ def _tags(image: dict[str, Any]) -> dict[str, str]:
 class AwsBaker:
     builder_shape = BUILDER_SHAPE
 
-    def __init__(self, provider: AwsProvider) -> None:
+    def __init__(self, provider: Provider) -> None:
+        if not isinstance(provider, AwsProvider):
+            raise TypeError(f"an AWS baker is made on an AwsProvider, not {type(provider).__name__}")
         self.provider = provider
         self.api, self.resources, self.instances = provider.api, provider.resources, provider.instances
 

@@ -1,5 +1,5 @@
 """AWS instance types: instance store NVMe per type, and the catalog's ``family`` of a type
-(``CloudSpec.family_of``). Pure data: importing it imports no SDK."""
+(its ``family_of`` hook, provisioner/hooks/). Pure data: importing it imports no SDK."""
 
 from __future__ import annotations
 

@@ -28,15 +28,21 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Any
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 from provisioner import settings
 from provisioner.errors import CloudError
 from provisioner.providers.azure import request as R
+from provisioner.providers.azure.api import Poller, SdkClient, wire
+from provisioner.providers.azure.arm import Arm, Props
 from provisioner.providers.bake_base import BakedImage
 from provisioner.providers.base import InstanceRecord
 from provisioner.providers.image_identity import KIND_BAKED, LABEL_KIND, ImageIdentity, label_value, mismatch
 from provisioner.providers.offer import Offer
+
+if TYPE_CHECKING:
+    from provisioner.providers.azure.provider import AzureProvider
 
 BUILDER_SHAPE = "Standard_D2s_v5"
 GALLERY_GROUP = "trainvm-gallery-"  # + region: the resource group of a region's gallery
@@ -57,9 +63,8 @@ def definition_for(profile_name: str) -> str:
     return ("trainvm-" + label_value(profile_name))[:80]
 
 
-def _wire(obj: Any) -> dict[str, Any]:
-    """An SDK model (or a plain dict) as its ARM JSON."""
-    return obj.as_dict() if hasattr(obj, "as_dict") else dict(obj or {})
+def _definitions(compute: SdkClient, grp: str, gallery: str) -> list[object]:
+    return list(compute.gallery_images.list_by_gallery(grp, gallery))
 
 
 def _norm(region: str) -> str:
@@ -69,11 +74,12 @@ def _norm(region: str) -> str:
 class AzureBaker:
     builder_shape = BUILDER_SHAPE
 
-    def __init__(self, provider: Any) -> None:
-        self.provider = provider
+    def __init__(self, provider: AzureProvider) -> None:
+        self.provider = provider  # the Baker contract: the builder is created, watched and deleted through it
+        self.api, self.images_of = provider.client, provider.images
 
-    def _compute(self) -> Any:
-        return self.provider.api().compute
+    def _compute(self) -> SdkClient:
+        return self.api.clients().compute
 
     def builder_offer(self, gpu_offer: Offer) -> Offer:
         return dataclasses.replace(gpu_offer, instance_type=BUILDER_SHAPE, family="DSv5", gpu_count=0,
@@ -90,19 +96,19 @@ class AzureBaker:
                 wanted.publisher, wanted.offer, wanted.sku):
             return dataclasses.replace(wanted, version=pin["version"]).urn
         where = region or settings.text("TRAINVM_AZURE_IMAGE_LOCATION", "eastus")
-        return self.provider.resolve_image(where, wanted).urn
+        return self.images_of.resolve(where, wanted).urn
 
     # ------------------------------------------------------------------ capture
     def capture(self, builder: InstanceRecord, identity: ImageIdentity, profile_name: str,
                 regions: tuple[str, ...] = ()) -> BakedImage:
-        p, c = self.provider, self._compute()
+        p, c = self.api, self._compute()
         name, rg = builder.name, R.names(builder.name).rg
-        vm = p._get_vm(rg, name, expand=None)
+        vm = p.get_vm(rg, name, expand=None)
         if vm is None:
             raise CloudError(f"the builder {name} is gone; nothing to capture")
         region = _norm(vm.get("location") or builder.region)
         # generalize needs the VM deallocated (bake/run.py stopped it); Azure never starts it again
-        p._call(lambda: c.virtual_machines.generalize(rg, name))
+        p.call(lambda: c.virtual_machines.generalize(rg, name))
         grp, gallery = self._gallery(region)
         definition = self._definition(grp, gallery, region, profile_name)
         existing = {v.get("name") for v in self._versions(grp, gallery, definition)}
@@ -117,7 +123,7 @@ class AzureBaker:
                                   "replicaCount": 1, "storageAccountType": REPLICA_STORAGE},
             "storageProfile": {"source": {"virtualMachineId": vm["id"]}}}}
         try:
-            poller = p._call(lambda: c.gallery_image_versions.begin_create_or_update(grp, gallery, definition, version, body))
+            poller = p.call(lambda: c.gallery_image_versions.begin_create_or_update(grp, gallery, definition, version, body))
             self._wait(poller, f"image version {definition}/{version}")
             got = self._get(grp, gallery, definition, version)
             if got is None or _props(got).get("provisioningState") != READY:
@@ -128,30 +134,30 @@ class AzureBaker:
             raise
         return self._baked(got, definition)
 
-    def _wait(self, poller: Any, what: str) -> Any:
+    def _wait(self, poller: Poller, what: str) -> object:
         timeout = settings.seconds("TRAINVM_BAKE_TIMEOUT", 5400.0)
-        result = self.provider._call(lambda: poller.result(timeout=timeout))
+        result = self.api.call(lambda: poller.result(timeout=timeout))
         if not poller.done():
             raise CloudError(f"{what} was still being created (replicated) after {timeout:g} s (TRAINVM_BAKE_TIMEOUT)")
         return result
 
     def _gallery(self, region: str) -> tuple[str, str]:
-        p, c = self.provider, self._compute()
+        p, c = self.api, self._compute()
         grp, gallery = gallery_of(region)
-        if p._get_group(grp) is None:
-            p._call(lambda: p.api().resource.resource_groups.create_or_update(grp, {"location": region, "tags": ROLE_TAG}))
-        if p._call(lambda: c.galleries.get(grp, gallery), missing=None) is None:
+        if p.get_group(grp) is None:
+            p.call(lambda: p.clients().resource.resource_groups.create_or_update(grp, {"location": region, "tags": ROLE_TAG}))
+        if p.call(lambda: c.galleries.get(grp, gallery), missing=None) is None:
             body = {"location": region, "tags": ROLE_TAG, "properties": {
                 "description": "trainvm baked images (docs/bake.md): one image definition per profile"}}
-            self._wait(p._call(lambda: c.galleries.begin_create_or_update(grp, gallery, body)), f"gallery {gallery}")
+            self._wait(p.call(lambda: c.galleries.begin_create_or_update(grp, gallery, body)), f"gallery {gallery}")
         return grp, gallery
 
     def _definition(self, grp: str, gallery: str, region: str, profile_name: str) -> str:
-        p, c = self.provider, self._compute()
+        p, c = self.api, self._compute()
         name = definition_for(profile_name)
-        found = p._call(lambda: c.gallery_images.get(grp, gallery, name), missing=None)
+        found = p.call(lambda: c.gallery_images.get(grp, gallery, name), missing=None)
         if found is not None:
-            props = _props(_wire(found))
+            props = _props(wire(found))
             if (props.get("osState"), props.get("hyperVGeneration")) != ("Generalized", "V2"):
                 raise CloudError(f"the image definition {gallery}/{name} is {props.get('osState')} "
                                  f"{props.get('hyperVGeneration')}; trainvm bakes Generalized V2 images (delete it)")
@@ -161,35 +167,35 @@ class AzureBaker:
             "identifier": {"publisher": PUBLISHER, "offer": OFFER, "sku": name},
             "features": [{"name": "SecurityType", "value": "TrustedLaunchSupported"}],
             "description": f"trainvm baked images of profile {profile_name}"}}
-        self._wait(p._call(lambda: c.gallery_images.begin_create_or_update(grp, gallery, name, body)),
+        self._wait(p.call(lambda: c.gallery_images.begin_create_or_update(grp, gallery, name, body)),
                    f"image definition {name}")
         return name
 
-    def _get(self, grp: str, gallery: str, definition: str, version: str) -> dict[str, Any] | None:
+    def _get(self, grp: str, gallery: str, definition: str, version: str) -> Arm | None:
         c = self._compute()
-        got = self.provider._call(lambda: c.gallery_image_versions.get(grp, gallery, definition, version), missing=None)
-        return None if got is None else _wire(got)
+        got = self.api.call(lambda: c.gallery_image_versions.get(grp, gallery, definition, version), missing=None)
+        return None if got is None else wire(got)
 
-    def _versions(self, grp: str, gallery: str, definition: str) -> list[dict[str, Any]]:
+    def _versions(self, grp: str, gallery: str, definition: str) -> list[Arm]:
         c = self._compute()
-        got = self.provider._call(lambda: list(c.gallery_image_versions.list_by_gallery_image(grp, gallery, definition)),
+        got = self.api.call(lambda: list(c.gallery_image_versions.list_by_gallery_image(grp, gallery, definition)),
                                   missing=[])
-        return [_wire(v) for v in got]
+        return [wire(v) for v in got]
 
     def _forget(self, grp: str, gallery: str, definition: str, version: str) -> None:
         """Delete ``version`` (if it exists) and its definition once it holds no version."""
-        p, c = self.provider, self._compute()
+        p, c = self.api, self._compute()
         if self._get(grp, gallery, definition, version) is not None:
-            poller = p._call(lambda: c.gallery_image_versions.begin_delete(grp, gallery, definition, version), missing=None)
+            poller = p.call(lambda: c.gallery_image_versions.begin_delete(grp, gallery, definition, version), missing=None)
             if poller is not None:
                 self._wait(poller, f"deleting image version {definition}/{version}")
         if not self._versions(grp, gallery, definition):
-            poller = p._call(lambda: c.gallery_images.begin_delete(grp, gallery, definition), missing=None)
+            poller = p.call(lambda: c.gallery_images.begin_delete(grp, gallery, definition), missing=None)
             if poller is not None:
                 self._wait(poller, f"deleting image definition {definition}")
 
     # ------------------------------------------------------------------ images, find, delete
-    def _baked(self, v: dict[str, Any], definition: str) -> BakedImage:
+    def _baked(self, v: Arm, definition: str) -> BakedImage:
         props = _props(v)
         pub = props.get("publishingProfile") or {}
         regions = tuple(_norm(t.get("name") or "") for t in pub.get("targetRegions") or [])
@@ -204,15 +210,15 @@ class AzureBaker:
             notes=("size_gib is the OS disk image's size; each target region stores one replica (Standard_LRS)",))
 
     def images(self) -> list[BakedImage]:
-        p, c = self.provider, self._compute()
+        p, c = self.api, self._compute()
         out: list[BakedImage] = []
-        for g in (_wire(x) for x in p._call(lambda: list(c.galleries.list()))):
+        for g in (wire(x) for x in p.call(lambda: list(c.galleries.list()))):
             name, gid = str(g.get("name") or ""), str(g.get("id") or "")
             if not name.startswith(GALLERY) or (g.get("tags") or {}).get("trainvm-role") != "gallery":
                 continue
             grp = gid.split("/resourceGroups/", 1)[1].split("/", 1)[0] if "/resourceGroups/" in gid else ""
-            defs = p._call(lambda grp=grp, name=name: list(c.gallery_images.list_by_gallery(grp, name)), missing=[])
-            for d in (_wire(x) for x in defs):
+            defs = p.call(partial(_definitions, c, grp, name), missing=[])
+            for d in (wire(x) for x in defs):
                 out += [self._baked(v, str(d.get("name"))) for v in self._versions(grp, name, str(d.get("name")))
                         if (v.get("tags") or {}).get(LABEL_KIND) == KIND_BAKED]
         return sorted(out, key=lambda i: (i.created, i.name))
@@ -236,8 +242,8 @@ class AzureBaker:
         return True
 
 
-def _props(res: dict[str, Any]) -> dict[str, Any]:
-    return dict(res.get("properties") or {})
+def _props(res: Arm) -> Props:
+    return res.get("properties") or {}
 
 
 class _Gen2:

@@ -23,13 +23,14 @@ read-back (a scale set: N Succeeded instances, then the node list in its tags) a
 
 from __future__ import annotations
 
-from typing import Any
-
 from provisioner.providers.azure import errors as errs
 from provisioner.providers.azure import group_request as G
 from provisioner.providers.azure import request as R
-from provisioner.providers.azure.group import _instances, _wire, get_scale_set, node_records, write_node_list
+from provisioner.providers.azure.api import AzureApi, Poller, wire
+from provisioner.providers.azure.arm import Arm
+from provisioner.providers.azure.group import _instances, node_records, write_node_list
 from provisioner.providers.azure.lease import _props
+from provisioner.providers.azure.records import vm_record
 from provisioner.providers.base import CapacityError, InstanceRecord, LaunchSpec, ProviderError
 from provisioner.providers.cluster_env import parse_node_list
 from provisioner.providers.offer import Offer
@@ -40,83 +41,83 @@ IN_FLIGHT = ("Creating", "Updating")
 class Vm:
     kind, what = "VM", "VM"
 
-    def get(self, p: Any, name: str) -> dict[str, Any] | None:
-        return p._get_vm(R.names(name).rg, name)
+    def get(self, api: AzureApi, name: str) -> Arm | None:
+        return api.get_vm(R.names(name).rg, name)
 
-    def complete(self, res: dict[str, Any], spec: LaunchSpec) -> bool:
+    def complete(self, res: Arm, spec: LaunchSpec) -> bool:
         return _props(res).get("provisioningState") == "Succeeded"
 
-    def put(self, p: Any, spec: LaunchSpec, offer: Offer, body_extra: dict[str, str], image: R.ImageRef,
-            key: str, deadline: float) -> Any:
-        body = R.vm_body(spec, offer, subscription_id=p.subscription_id, image=image, ssh_public_key=key)
+    def put(self, api: AzureApi, spec: LaunchSpec, offer: Offer, body_extra: dict[str, str], image: R.ImageRef,
+            key: str, deadline: float) -> Poller:
+        body = R.vm_body(spec, offer, subscription_id=api.subscription_id, image=image, ssh_public_key=key)
         body["tags"] = {**body["tags"], **body_extra}
         n = R.names(spec.name)
-        return p._call(lambda: p.api().compute.virtual_machines.begin_create_or_update(n.rg, spec.name, body))
+        return api.call(lambda: api.clients().compute.virtual_machines.begin_create_or_update(n.rg, spec.name, body))
 
-    def wait(self, p: Any, poller: Any, spec: LaunchSpec, deadline: float) -> None:
+    def wait(self, api: AzureApi, poller: Poller, spec: LaunchSpec, deadline: float) -> None:
         """A failure without a code (provisioningState polling) takes the code from the instance view."""
         n = R.names(spec.name)
         try:
-            p._wait(poller, deadline, f"virtual machine {n.vm}")
+            api.wait(poller, deadline, f"virtual machine {n.vm}")
         except ProviderError as exc:
             if exc.code not in (None, "200"):
                 raise
-            view = p._call(lambda: p.api().compute.virtual_machines.instance_view(n.rg, n.vm), missing=None)
-            code, message = errs.code_from_statuses(_wire(view).get("statuses"))
+            view = api.call(lambda: api.clients().compute.virtual_machines.instance_view(n.rg, n.vm), missing=None)
+            code, message = errs.code_from_statuses(wire(view).get("statuses"))
             if code is None:
                 raise
             raise errs.classify(errs.Failure(200, code, message)) from exc
 
-    def finish(self, p: Any, spec: LaunchSpec, res: dict[str, Any], deadline: float) -> dict[str, Any] | None:
+    def finish(self, api: AzureApi, spec: LaunchSpec, res: Arm, deadline: float) -> Arm | None:
         return res
 
-    def record(self, p: Any, res: dict[str, Any], notes: list[str], existing: bool) -> InstanceRecord:
-        return p._record(res, notes=notes, existing=existing)
+    def record(self, api: AzureApi, res: Arm, notes: list[str], existing: bool) -> InstanceRecord:
+        return vm_record(api, res, notes=notes, existing=existing)
 
 
 class ScaleSet:
     kind, what = "scale set", "cluster"
 
-    def get(self, p: Any, name: str) -> dict[str, Any] | None:
-        return get_scale_set(p, name)
+    def get(self, api: AzureApi, name: str) -> Arm | None:
+        return api.get_scale_set(name)
 
-    def complete(self, res: dict[str, Any], spec: LaunchSpec) -> bool:
+    def complete(self, res: Arm, spec: LaunchSpec) -> bool:
         """Succeeded and carrying the node list of all N nodes (the read-back's last write before the roles)."""
         return (_props(res).get("provisioningState") == "Succeeded"
                 and len(parse_node_list(res.get("tags") or {})) == spec.nodes)
 
-    def put(self, p: Any, spec: LaunchSpec, offer: Offer, body_extra: dict[str, str], image: R.ImageRef,
-            key: str, deadline: float) -> Any:
-        api, n = p.api(), R.names(spec.name)
+    def put(self, api: AzureApi, spec: LaunchSpec, offer: Offer, body_extra: dict[str, str], image: R.ImageRef,
+            key: str, deadline: float) -> Poller:
+        clients, n = api.clients(), R.names(spec.name)
         placement = None
         if spec.compact:
-            p._call(lambda: api.compute.proximity_placement_groups.create_or_update(
+            api.call(lambda: clients.compute.proximity_placement_groups.create_or_update(
                 n.rg, G.ppg_name(spec.name), G.ppg_body(spec, offer.region)))
-            placement = G.ppg_id(p.subscription_id, spec.name)
-        body = G.scale_set_body(spec, offer, subscription_id=p.subscription_id, image=image, ssh_public_key=key,
+            placement = G.ppg_id(api.subscription_id, spec.name)
+        body = G.scale_set_body(spec, offer, subscription_id=api.subscription_id, image=image, ssh_public_key=key,
                                 placement_group=placement)
         body["tags"] = {**body["tags"], **body_extra}
-        return p._call(lambda: api.compute.virtual_machine_scale_sets.begin_create_or_update(n.rg, spec.name, body))
+        return api.call(lambda: clients.compute.virtual_machine_scale_sets.begin_create_or_update(n.rg, spec.name, body))
 
-    def wait(self, p: Any, poller: Any, spec: LaunchSpec, deadline: float) -> None:
+    def wait(self, api: AzureApi, poller: Poller, spec: LaunchSpec, deadline: float) -> None:
         try:
-            p._wait(poller, deadline, f"scale set {spec.name}")
+            api.wait(poller, deadline, f"scale set {spec.name}")
         except ProviderError as exc:
-            raise _failed_put(p, spec, exc) from exc
+            raise _failed_put(api, spec, exc) from exc
 
-    def finish(self, p: Any, spec: LaunchSpec, res: dict[str, Any], deadline: float) -> dict[str, Any] | None:
+    def finish(self, api: AzureApi, spec: LaunchSpec, res: Arm, deadline: float) -> Arm | None:
         """All or nothing: exactly N Succeeded instances (a scale set has no minimum count), then the node list."""
-        instances = _instances(p, R.names(spec.name).rg, spec.name)
+        instances = _instances(api, R.names(spec.name).rg, spec.name)
         ok = [i for i in instances if _props(i).get("provisioningState") == "Succeeded"]
         if len(ok) != spec.nodes:
             raise CapacityError(f"scale set {spec.name} holds {len(ok)} of {spec.nodes} nodes in {res.get('location')}",
                                 code=PARTIAL_CODE)
         if not self.complete(res, spec):
-            write_node_list(p, spec.name, instances, deadline)
-        return get_scale_set(p, spec.name)
+            write_node_list(api, spec.name, instances, deadline)
+        return api.get_scale_set(spec.name)
 
-    def record(self, p: Any, res: dict[str, Any], notes: list[str], existing: bool) -> InstanceRecord:
-        return node_records(p, res, notes=notes, existing=existing)[0]
+    def record(self, api: AzureApi, res: Arm, notes: list[str], existing: bool) -> InstanceRecord:
+        return node_records(api, res, notes=notes, existing=existing)[0]
 
 
 PARTIAL_CODE = "PartialScaleSet"
@@ -130,11 +131,11 @@ def other_kind(c: Vm | ScaleSet) -> Vm | ScaleSet:
     return Vm() if isinstance(c, ScaleSet) else ScaleSet()
 
 
-def _failed_put(p: Any, spec: LaunchSpec, exc: ProviderError) -> ProviderError:
+def _failed_put(api: AzureApi, spec: LaunchSpec, exc: ProviderError) -> ProviderError:
     """The scale set's PUT failed: count what was allocated anyway (the group's deletion removes it), and take
     the failure's code from a failed instance when the operation carried none (provisioningState polling)."""
     try:
-        instances = _instances(p, R.names(spec.name).rg, spec.name)
+        instances = _instances(api, R.names(spec.name).rg, spec.name)
     except ProviderError:
         instances = []
     made = sum(1 for i in instances if _props(i).get("provisioningState") == "Succeeded")

@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from provisioner.providers.azure.arm import Status
 from provisioner.providers.base import (
     AuthError,
     CapacityError,
@@ -86,7 +87,7 @@ def _from_body(response: Any, message: str) -> tuple[str | None, str]:
         return None, message
 
 
-def code_from_statuses(statuses: list[dict[str, Any]] | None) -> tuple[str | None, str]:
+def code_from_statuses(statuses: list[Status] | None) -> tuple[str | None, str]:
     """(code, message) of a ``ProvisioningState/failed/<Code>`` instance-view status."""
     for st in statuses or []:
         m = FAILED_STATUS.match(st.get("code") or "")

@@ -1,7 +1,7 @@
 """Azure VM sizes: GPU series (GPU and its memory per size), fractional-GPU sizes, the snapshot's GPU count fixes,
 retired sizes, local NVMe per size and the boot disk types a size takes. Pure data: importing it imports no SDK. The
 catalog converter (scripts/build_catalog.py), the request builder (providers/azure/request.py) and the catalog's
-``family`` (``CloudSpec.family_of``: the series name) use it.
+``family`` (its ``family_of`` hook, provisioner/hooks/: the series name) use it.
 """
 
 from __future__ import annotations

@@ -17,13 +17,17 @@ instance (at most 16 at once).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TypeVar
 
 from provisioner.providers.azure import group_request as G
 from provisioner.providers.azure import request as R
+from provisioner.providers.azure.api import AzureApi, wire
+from provisioner.providers.azure.arm import Arm
 from provisioner.providers.azure.lease import MANAGED, _props
 from provisioner.providers.azure.power import latest_start, vm_state
+from provisioner.providers.azure.records import image_urn
 from provisioner.providers.base import (
     ConflictError,
     InstanceRecord,
@@ -39,43 +43,36 @@ from provisioner.providers.store import PAYLOAD_LABEL
 PARALLEL = 16
 
 
-def _wire(obj: Any) -> dict[str, Any]:
-    if obj is None:
-        return {}
-    return obj.as_dict() if hasattr(obj, "as_dict") else dict(obj)
+T = TypeVar("T")
+U = TypeVar("U")
 
 
-def _each(fn: Any, items: list[Any]) -> list[Any]:
+def _each(fn: Callable[[T], U], items: list[T]) -> list[U]:
     with ThreadPoolExecutor(max_workers=max(1, min(PARALLEL, len(items)))) as pool:
         futures = [pool.submit(fn, item) for item in items]
     return [f.result() for f in futures]
 
 
 # ---------------------------------------------------------------------------------------------- reading
-def get_scale_set(p: Any, name: str, expand: str | None = None) -> dict[str, Any] | None:
-    rg = R.names(name).rg
-    vmss = p._call(lambda: p.api().compute.virtual_machine_scale_sets.get(rg, name, expand=expand), missing=None)
-    return None if vmss is None else _wire(vmss)
+def _instances(api: AzureApi, rg: str, name: str) -> list[Arm]:
+    ops = api.clients().compute.virtual_machine_scale_set_vms
+    return G.rank_order([wire(i) for i in api.call(lambda: list(ops.list(rg, name, expand="instanceView")), missing=[])])
 
 
-def _instances(p: Any, rg: str, name: str) -> list[dict[str, Any]]:
-    ops = p.api().compute.virtual_machine_scale_set_vms
-    return G.rank_order([_wire(i) for i in p._call(lambda: list(ops.list(rg, name, expand="instanceView")), missing=[])])
-
-
-def _addresses(p: Any, rg: str, name: str) -> tuple[dict[str, str], dict[str, str]]:
+def _addresses(api: AzureApi, rg: str, name: str) -> tuple[dict[str, str], dict[str, str]]:
     """(instance id -> private IP, instance id -> public IP) of the scale set's primary IP configurations."""
-    net = p.api().network
+    net = api.clients().network
     private: dict[str, str] = {}
     public: dict[str, str] = {}
-    for nic in p._call(lambda: [_wire(n) for n in net.network_interfaces.list_virtual_machine_scale_set_network_interfaces(
+    for nic in api.call(lambda: [wire(n) for n in net.network_interfaces.list_virtual_machine_scale_set_network_interfaces(
             rg, name)], missing=[]):
         for ipc in _props(nic).get("ipConfigurations") or []:
             iid = G.instance_of(ipc.get("id") or nic.get("id") or "")
-            addr = _props(ipc).get("privateIPAddress")
-            if iid is not None and addr and (_props(ipc).get("primary", True) or iid not in private):
+            ipc_props = ipc.get("properties") or {}
+            addr = ipc_props.get("privateIPAddress")
+            if iid is not None and addr and (ipc_props.get("primary", True) or iid not in private):
                 private[iid] = addr
-    for pip in p._call(lambda: [_wire(x) for x in net.public_ip_addresses.list_virtual_machine_scale_set_public_ip_addresses(
+    for pip in api.call(lambda: [wire(x) for x in net.public_ip_addresses.list_virtual_machine_scale_set_public_ip_addresses(
             rg, name)], missing=[]):
         iid = G.instance_of(pip.get("id") or "")
         if iid is not None and _props(pip).get("ipAddress"):
@@ -83,12 +80,12 @@ def _addresses(p: Any, rg: str, name: str) -> tuple[dict[str, str], dict[str, st
     return private, public
 
 
-def node_records(p: Any, vmss: dict[str, Any], notes: list[str] | None = None, existing: bool = False) -> list[InstanceRecord]:
+def node_records(api: AzureApi, vmss: Arm, notes: list[str] | None = None, existing: bool = False) -> list[InstanceRecord]:
     """The scale set's nodes in rank order."""
     name, tags = vmss.get("name") or "", vmss.get("tags") or {}
     rg = R.names(name).rg
-    instances = _instances(p, rg, name)
-    _, public = _addresses(p, rg, name) if instances else ({}, {})
+    instances = _instances(api, rg, name)
+    _, public = _addresses(api, rg, name) if instances else ({}, {})
     nodes = int(tags.get(G.NODES_TAG) or (vmss.get("sku") or {}).get("capacity") or len(instances) or 1)
     out = []
     for rank, inst in enumerate(instances):
@@ -99,7 +96,7 @@ def node_records(p: Any, vmss: dict[str, Any], notes: list[str] | None = None, e
             name=G.node_name(name, rank), cloud="azure", region=vmss.get("location") or "", zone=None,
             instance_type=(vmss.get("sku") or {}).get("name") or "", state=vm_state(_props(inst)),
             profile=tags.get("trainvm-profile"), hash=tags.get("trainvm-hash"), price_hourly=price_from_labels(tags), **costs_from_labels(tags),
-            created=_props(inst).get("timeCreated"), last_start=latest_start(_props(inst)), last_start_is_latest=True, ip=ip, image=R.image_urn(storage.get("imageReference")),
+            created=_props(inst).get("timeCreated"), last_start=latest_start(_props(inst)), last_start_is_latest=True, ip=ip, image=image_urn(storage.get("imageReference")),
             ssh_command=f"ssh {R.ADMIN_USER}@{ip}" if ip else None, ssh_user=R.ADMIN_USER,
             notes=tuple(notes or ()) if rank == 0 else (), adopted=existing,
             spot=(_props(vmss).get("virtualMachineProfile") or {}).get("priority") == "Spot",
@@ -108,40 +105,40 @@ def node_records(p: Any, vmss: dict[str, Any], notes: list[str] | None = None, e
     return out
 
 
-def find(p: Any, name: str) -> InstanceRecord | None:
-    nodes = cluster_nodes(p, name)
+def find(api: AzureApi, name: str) -> InstanceRecord | None:
+    nodes = cluster_nodes(api, name)
     return nodes[0] if nodes else None
 
 
-def cluster_nodes(p: Any, name: str) -> list[InstanceRecord]:
-    vmss = get_scale_set(p, name)
+def cluster_nodes(api: AzureApi, name: str) -> list[InstanceRecord]:
+    vmss = api.get_scale_set(name)
     if vmss is None or (vmss.get("tags") or {}).get(MANAGED) != "true":
         return []
-    return node_records(p, vmss)
+    return node_records(api, vmss)
 
 
-def list_nodes(p: Any) -> list[InstanceRecord]:
-    ops = p.api().compute.virtual_machine_scale_sets
-    sets = [_wire(v) for v in p._call(lambda: list(ops.list_all()))]
+def list_nodes(api: AzureApi) -> list[InstanceRecord]:
+    ops = api.clients().compute.virtual_machine_scale_sets
+    sets = [wire(v) for v in api.call(lambda: list(ops.list_all()))]
     sets = [v for v in sets if (v.get("tags") or {}).get(MANAGED) == "true" and v.get("name")
             and R.names(v["name"]).rg.lower() in (v.get("id") or "").lower()]
     out: list[InstanceRecord] = []
     for vmss in sets:
-        out.extend(node_records(p, vmss))
+        out.extend(node_records(api, vmss))
     return out
 
 
-def read_cluster_reports(p: Any, name: str) -> dict[str, StackReport | None]:
-    rg, ops = R.names(name).rg, p.api().compute.virtual_machine_scale_set_vms
-    instances = _instances(p, rg, name)
+def read_cluster_reports(api: AzureApi, name: str) -> dict[str, StackReport | None]:
+    rg, ops = R.names(name).rg, api.clients().compute.virtual_machine_scale_set_vms
+    instances = _instances(api, rg, name)
     cmd = {"commandId": "RunShellScript", "script": list(R.REPORT_SCRIPT)}
 
-    def one(inst: dict[str, Any]) -> StackReport | None:
+    def one(inst: Arm) -> StackReport | None:
         iid = str(inst.get("instanceId"))
-        deadline = p._clock() + min(p.op_timeout, 300.0)
+        deadline = api.clock() + min(api.op_timeout, 300.0)
         try:
-            poller = p._call(lambda: ops.begin_run_command(rg, name, iid, cmd))
-            result = _wire(p._wait(poller, deadline, f"run command on {name} instance {iid}"))
+            poller = api.call(lambda: ops.begin_run_command(rg, name, iid, cmd))
+            result = wire(api.wait(poller, deadline, f"run command on {name} instance {iid}"))
         except ProviderError:  # not running, agent not ready, busy: no report yet
             return None
         message = "".join((s.get("message") or "") for s in result.get("value") or [])
@@ -151,60 +148,60 @@ def read_cluster_reports(p: Any, name: str) -> dict[str, StackReport | None]:
     return {G.node_name(name, rank): rep for rank, rep in enumerate(reports)}
 
 
-def read_report(p: Any, name: str) -> tuple[StackReport | None, dict[str, Any] | None]:
+def read_report(api: AzureApi, name: str) -> tuple[StackReport | None, dict[str, object] | None]:
     """(rank 0's report, the resolved profile stored in the scale set's userData)."""
-    vmss = get_scale_set(p, name, expand="userData")
+    vmss = api.get_scale_set(name, expand="userData")
     if vmss is None or (vmss.get("tags") or {}).get(MANAGED) != "true":
         return None, None
     profile = R.decode_user_data((_props(vmss).get("virtualMachineProfile") or {}).get("userData"))
-    reports = read_cluster_reports(p, name)
+    reports = read_cluster_reports(api, name)
     return next(iter(reports.values()), None), profile
 
 
-def console(p: Any, name: str, start: int = 0, rank: int = 0) -> tuple[str, int] | None:
+def console(api: AzureApi, name: str, start: int = 0, rank: int = 0) -> tuple[str, int] | None:
     """Node ``rank``'s boot-diagnostics serial log from character ``start``; None when there is no such cluster."""
-    vmss = get_scale_set(p, name)
+    vmss = api.get_scale_set(name)
     if vmss is None or (vmss.get("tags") or {}).get(MANAGED) != "true":
         return None
     rg = R.names(name).rg
-    instances = _instances(p, rg, name)
+    instances = _instances(api, rg, name)
     text = ""
     if rank < len(instances):
         iid = str(instances[rank].get("instanceId"))
         try:
-            uris = _wire(p._call(lambda: p.api().compute.virtual_machine_scale_set_vms.retrieve_boot_diagnostics_data(
+            uris = wire(api.call(lambda: api.clients().compute.virtual_machine_scale_set_vms.retrieve_boot_diagnostics_data(
                 rg, name, iid, sas_uri_expiration_time_in_minutes=10)))
         except ProviderError:
             uris = {}
-        text = p._serial_blob(uris) or ""
+        text = api.serial_blob(uris) or ""
     return text[start:], max(len(text), start)
 
 
-def power(p: Any, name: str, action: str, *, wait: bool = True) -> InstanceRecord | None:
-    vmss = get_scale_set(p, name)
+def power(api: AzureApi, name: str, action: str, *, wait: bool = True) -> InstanceRecord | None:
+    vmss = api.get_scale_set(name)
     if vmss is None:
         return None
     if (vmss.get("tags") or {}).get(MANAGED) != "true":
         raise ConflictError(f"scale set {name} is not managed by trainvm; not touching it")
-    ops, rg = p.api().compute.virtual_machine_scale_sets, R.names(name).rg
+    ops, rg = api.clients().compute.virtual_machine_scale_sets, R.names(name).rg
     begin = ops.begin_deallocate if action == "stop" else ops.begin_start
-    poller = p._call(lambda: begin(rg, name))
+    poller = api.call(lambda: begin(rg, name))
     if wait:
-        p._wait(poller, p._clock() + p.op_timeout, f"{'deallocating' if action == 'stop' else 'starting'} {name}")
-    return find(p, name)
+        api.wait(poller, api.clock() + api.op_timeout, f"{'deallocating' if action == 'stop' else 'starting'} {name}")
+    return find(api, name)
 
 
 # ---------------------------------------------------------------------------------------------- create
 # (the transaction is providers/azure/create.py; the scale set is its compute step, providers/azure/compute.py)
-def write_node_list(p: Any, name: str, instances: list[dict[str, Any]], deadline: float) -> None:
+def write_node_list(api: AzureApi, name: str, instances: list[Arm], deadline: float) -> None:
     """The nodes' private IPs (rank order) into the scale set's tags (``trainvm-cluster``, ...)."""
     rg = R.names(name).rg
-    private, _ = _addresses(p, rg, name)
+    private, _ = _addresses(api, rg, name)
     missing = [str(i.get("instanceId")) for i in instances if str(i.get("instanceId")) not in private]
     if missing:
         raise ProviderError(f"scale set {name}: no private IP for instance(s) {', '.join(missing)}", code="NoNodeAddress")
     items = node_list_metadata([private[str(i.get("instanceId"))] for i in instances], METADATA_VALUE_LIMIT["azure"])
-    vmss = get_scale_set(p, name) or {}
+    vmss = api.get_scale_set(name) or {}
     tags = {k: v for k, v in (vmss.get("tags") or {}).items() if not k.startswith(META_KEY)}
-    poller = p._call(lambda: p.api().compute.virtual_machine_scale_sets.begin_update(rg, name, {"tags": {**tags, **items}}))
-    p._wait(poller, deadline, f"writing the node list of {name}")
+    poller = api.call(lambda: api.clients().compute.virtual_machine_scale_sets.begin_update(rg, name, {"tags": {**tags, **items}}))
+    api.wait(poller, deadline, f"writing the node list of {name}")

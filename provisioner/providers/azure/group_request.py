@@ -29,6 +29,7 @@ from __future__ import annotations
 from typing import Any
 
 from provisioner.providers.azure import request as R
+from provisioner.providers.azure.arm import Arm
 from provisioner.providers.base import LaunchSpec
 from provisioner.providers.offer import Offer
 
@@ -96,7 +97,7 @@ def scale_set_body(spec: LaunchSpec, offer: Offer, *, subscription_id: str, imag
             "sku": {"name": offer.instance_type, "tier": "Standard", "capacity": spec.nodes}, "properties": props}
 
 
-def rank_order(instances: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def rank_order(instances: list[Arm]) -> list[Arm]:
     """Scale-set instances (``virtual_machine_scale_set_vms.list`` JSON) in rank order: by numeric instance id."""
     return sorted(instances, key=lambda i: int(str(i.get("instanceId") or "0")))
 

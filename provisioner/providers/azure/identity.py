@@ -24,7 +24,7 @@ Azure tag values hold 256 characters: an id longer than that is refused here.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from provisioner.providers.base import LaunchSpec
@@ -54,7 +54,7 @@ def user_identity(spec: LaunchSpec) -> str | None:
     return spec.identity.get("azure") or None
 
 
-def identity_body(identity: str | None) -> dict[str, Any]:
+def identity_body(identity: str | None) -> dict[str, object]:
     """The VM's (or scale set's) ``identity`` member."""
     if identity is None:
         return {"type": "SystemAssigned"}

@@ -1,5 +1,5 @@
-"""What the catalog accepts as an Azure offer (``CloudSpec.catalog_check``, run by catalog/storage.py
-``validate_offers``). Pure: importing it imports no SDK."""
+"""What the catalog accepts as an Azure offer (Azure's ``catalog_check`` hook, provisioner/hooks/, run by
+catalog/storage.py ``validate_offers``). Pure: importing it imports no SDK."""
 
 from __future__ import annotations
 

@@ -7,37 +7,19 @@ does not re-run customData, but the installed trainvm-provision.service runs the
 which re-verifies the stack (phase markers: nothing is reinstalled) and re-stages local data.
 
 Also what a VM's (or scale-set instance's) instance view says about power: ``vm_state`` and ``latest_start``.
+The calls: ``power`` (a single VM, in ``azure_records``) and ``azure_group.power`` (a scale set).
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-from provisioner.providers.azure import request as R
-from provisioner.providers.base import ConflictError, InstanceRecord
+from provisioner.providers.azure.arm import Props, Status
 
 
-def power(provider: Any, name: str, action: str, *, wait: bool = True) -> InstanceRecord | None:
-    """Deallocate or start ``name``; the record after it (None when there is no such VM)."""
-    n = R.names(name)
-    vm = provider._get_vm(n.rg, name)
-    if vm is None:
-        return None
-    if (vm.get("tags") or {}).get("trainvm-managed") != "true":
-        raise ConflictError(f"{name} in resource group {n.rg} is not managed by trainvm; not touching it")
-    ops = provider.api().compute.virtual_machines
-    begin = ops.begin_deallocate if action == "stop" else ops.begin_start
-    poller = provider._call(lambda: begin(n.rg, name))
-    if wait:
-        provider._wait(poller, provider._clock() + provider.op_timeout, f"{'deallocating' if action == 'stop' else 'starting'} {name}")
-    return provider._record(provider._get_vm(n.rg, name) or vm)
-
-
-def _statuses(props: dict[str, Any]) -> list[dict[str, Any]]:
+def _statuses(props: Props) -> list[Status]:
     return list((props.get("instanceView") or {}).get("statuses") or [])
 
 
-def vm_state(props: dict[str, Any]) -> str:
+def vm_state(props: Props) -> str:
     """RUNNING / STOPPED / DEALLOCATED... from the power state; the provisioning state while not Succeeded."""
     prov = props.get("provisioningState") or "Unknown"
     if prov != "Succeeded":
@@ -49,7 +31,7 @@ def vm_state(props: dict[str, Any]) -> str:
     return "SUCCEEDED"
 
 
-def latest_start(props: dict[str, Any]) -> str | None:
+def latest_start(props: Props) -> str | None:
     """The latest time a running VM can have started; None unless it runs.
 
     Azure reports no start time: its ``PowerState/*`` statuses carry none. A start (like a deallocate, a

@@ -21,16 +21,22 @@ where its role assignments are readable, hold the lifecycle action at the subscr
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict, cast
 from urllib.parse import quote
 
 from provisioner.errors import InputError
 from provisioner.providers.azure import errors as errs
 from provisioner.providers.azure import request as R
+from provisioner.providers.azure.api import AzureApi
 from provisioner.providers.azure.identity import check_identity
 from provisioner.providers.azure.store import CONTAINER, account_name, store_group
 from provisioner.providers.base import AuthError
+from provisioner.providers.capabilities import PreflightResult
+
+if TYPE_CHECKING:
+    from provisioner.profile.model import Profile
 
 API = "2022-04-01"
 IDENTITY_API = "2023-01-31"
@@ -43,6 +49,43 @@ LIFECYCLE_ACTIONS = {"stop": "Microsoft.Compute/virtualMachines/deallocate/actio
                      "delete": "Microsoft.Resources/subscriptions/resourceGroups/delete"}
 
 
+class Permission(TypedDict, total=False):
+    """One entry of the permissions API, or of a role definition's ``permissions``."""
+
+    actions: list[str]
+    notActions: list[str]
+    dataActions: list[str]
+    notDataActions: list[str]
+
+
+class AuthzProps(TypedDict, total=False):
+    principalId: str  # an identity's
+    roleDefinitionId: str  # a role assignment's
+    scope: str
+    permissions: list[Permission]  # a role definition's
+
+
+class Entry(Permission, total=False):
+    """An item of a listed answer: a permission entry, or a role assignment (``properties``)."""
+
+    properties: AuthzProps
+
+
+class ApiError(TypedDict, total=False):
+    code: str
+    message: str
+
+
+class Json(TypedDict, total=False):
+    """An answer of the permissions, role assignments, role definitions or identity API (``send_request``'s JSON;
+    the fields read, learn.microsoft.com/rest/api/authorization and /rest/api/managedidentity)."""
+
+    value: list[Entry]
+    nextLink: str
+    properties: AuthzProps
+    error: ApiError
+
+
 class Unreadable(Exception):
     """A read the preflight needed failed: not checked, never claimed."""
 
@@ -51,10 +94,14 @@ def _match(pattern: str, action: str) -> bool:
     return re.fullmatch(".*".join(re.escape(p) for p in pattern.split("*")), action, re.I) is not None
 
 
-def allows(permissions: list[dict[str, Any]], action: str, *, data: bool = False) -> bool:
+def allows(permissions: Sequence[Permission], action: str, *, data: bool = False) -> bool:
     """Whether ``permissions`` (the permissions API's entries, or role definitions' ``permissions``) allow ``action``."""
-    key, deny = ("dataActions", "notDataActions") if data else ("actions", "notActions")
-    return any(any(_match(a, action) for a in p.get(key) or []) and not any(_match(n, action) for n in p.get(deny) or [])
+    def listed(p: Permission, deny: bool) -> list[str]:
+        if data:
+            return (p.get("notDataActions") if deny else p.get("dataActions")) or []
+        return (p.get("notActions") if deny else p.get("actions")) or []
+
+    return any(any(_match(a, action) for a in listed(p, False)) and not any(_match(n, action) for n in listed(p, True))
                for p in permissions)
 
 
@@ -63,19 +110,19 @@ def _covers(scope: str, target: str) -> bool:
     return target == scope or target.startswith(scope + "/") or scope.startswith("/providers/microsoft.management/")
 
 
-def _get(provider: Any, path: str, api: str, extra: str = "") -> tuple[int, dict[str, Any]]:
+def _get(api: AzureApi, path: str, version: str, extra: str = "") -> tuple[int, Json]:
     from azure.core.rest import HttpRequest
 
-    client = provider.api().resource
-    url = f"{path}?api-version={api}{extra}"
-    out: dict[str, Any] = {"value": []}
+    client = api.clients().resource
+    url = f"{path}?api-version={version}{extra}"
+    out: Json = {"value": []}
     while url:
         try:
             resp = client.send_request(HttpRequest("GET", url))
         except Exception as exc:  # noqa: BLE001 - a network failure: not checked
             raise Unreadable(str(exc)) from exc
         try:
-            body = resp.json() if resp.text() else {}
+            body = cast(Json, resp.json() if resp.text() else {})
         except ValueError:
             body = {}
         if resp.status_code != 200:
@@ -87,19 +134,19 @@ def _get(provider: Any, path: str, api: str, extra: str = "") -> tuple[int, dict
     return 200, out
 
 
-def _fail(status: int, body: dict[str, Any], what: str) -> Unreadable:
+def _fail(status: int, body: Json, what: str) -> Unreadable:
     err = body.get("error") or {}
     return Unreadable(f"{what}: HTTP {status} {err.get('code') or ''} {errs.classify(errs.Failure(status, err.get('code'), err.get('message') or '')).args[0]}".strip())
 
 
-def _permissions(provider: Any, scope: str) -> list[dict[str, Any]]:
-    status, body = _get(provider, f"{scope}/providers/Microsoft.Authorization/permissions", API)
+def _permissions(api: AzureApi, scope: str) -> list[Entry]:
+    status, body = _get(api, f"{scope}/providers/Microsoft.Authorization/permissions", API)
     if status != 200:
         raise _fail(status, body, f"reading your permissions at {scope}")
     return list(body.get("value") or [])
 
 
-def _lifecycle(profile: Any) -> tuple[str | None, str | None]:
+def _lifecycle(profile: Profile) -> tuple[str | None, str | None]:
     """(the role trainvm would grant, the action the on-VM script needs), or (None, None) without self-stop."""
     lc = profile.lifecycle
     role = R.lifecycle_role(SimpleNamespace(idle_shutdown_minutes=lc.idle_shutdown_minutes, on_idle=lc.on_idle,
@@ -111,28 +158,28 @@ def _lifecycle(profile: Any) -> tuple[str | None, str | None]:
     return role, LIFECYCLE_ACTIONS["stop-node" if profile.hardware.nodes > 1 else "stop"]
 
 
-def _store_scope(provider: Any, region: str) -> str:
-    return (f"/subscriptions/{provider.subscription_id}/resourceGroups/{store_group(region)}/providers/"
-            f"Microsoft.Storage/storageAccounts/{account_name(provider.subscription_id, region)}/blobServices/default/"
+def _store_scope(api: AzureApi, region: str) -> str:
+    return (f"/subscriptions/{api.subscription_id}/resourceGroups/{store_group(region)}/providers/"
+            f"Microsoft.Storage/storageAccounts/{account_name(api.subscription_id, region)}/blobServices/default/"
             f"containers/{CONTAINER}")
 
 
-def preflight(provider: Any, profile: Any, name: str, regions: list[str]) -> dict[str, Any]:
+def preflight(api: AzureApi, profile: Profile, name: str, regions: list[str]) -> PreflightResult:
     """The check ``up`` runs before it creates anything: ``{cloud, status: ok|unchecked, message}``; raises AuthError
     (exit 3) naming the choices when the caller cannot make what ``up`` makes, InputError for a missing identity."""
-    identity = ((getattr(profile.placement, "identity", None) or {}).get("azure"))
+    identity = (profile.placement.identity or {}).get("azure")
     try:
         if identity:
-            return _identity(provider, profile, name, regions, check_identity(identity))
-        return _assignments(provider, profile, name, regions)
+            return _identity(api, profile, name, regions, check_identity(identity))
+        return _assignments(api, profile, name, regions)
     except Unreadable as exc:
         return {"cloud": "azure", "status": "unchecked",
                 "message": f"could not check your Azure permissions ({exc}); `up` goes on and may fail at the role "
                            "assignment (it then deletes what it created)"}
 
 
-def _assignments(provider: Any, profile: Any, name: str, regions: list[str]) -> dict[str, Any]:
-    sub = f"/subscriptions/{provider.subscription_id}"
+def _assignments(api: AzureApi, profile: Profile, name: str, regions: list[str]) -> PreflightResult:
+    sub = f"/subscriptions/{api.subscription_id}"
     role, _ = _lifecycle(profile)
     wanted: list[tuple[str, str]] = []  # (scope the permission is read at, what trainvm grants there)
     if role:
@@ -140,27 +187,27 @@ def _assignments(provider: Any, profile: Any, name: str, regions: list[str]) -> 
                             f"subscription) for idle shutdown / max_run_hours"))
 
     for region in dict.fromkeys(regions):
-        group = provider._get_group(store_group(region))
+        group = api.get_group(store_group(region))
         wanted.append((f"{sub}/resourceGroups/{store_group(region)}" if group is not None else sub,
                        f"Storage Blob Data Reader on the payload store {store_group(region)} (the VM fetches its "
                        "provisioning payload with it)"))
-    seen: dict[str, list[dict[str, Any]]] = {}
+    seen: dict[str, list[Entry]] = {}
     missing = []
     for scope, what in wanted:
         if scope not in seen:
-            seen[scope] = _permissions(provider, scope)
+            seen[scope] = _permissions(api, scope)
         if not allows(seen[scope], ROLE_WRITE):
             missing.append(what)
     if missing:
         raise AuthError(
             f"you may not create the role assignments `up` makes for {name} ({ROLE_WRITE} is not among your permissions "
-            f"at {provider.subscription_id}: Contributor's notActions exclude Microsoft.Authorization/*/Write): "
+            f"at {api.subscription_id}: Contributor's notActions exclude Microsoft.Authorization/*/Write): "
             + "; ".join(missing) + ". Nothing was created", code="RoleAssignmentNotPermitted", hint=_choices(profile))
     return {"cloud": "azure", "status": "ok",
             "message": f"you may create the role assignments `up` makes ({ROLE_WRITE} at {', '.join(seen)})"}
 
 
-def _choices(profile: Any) -> str:
+def _choices(profile: Profile) -> str:
     role, _ = _lifecycle(profile)
     lines = ["choose one:",
              "(a) ask an administrator for Role Based Access Control Administrator (or User Access Administrator, or "
@@ -178,8 +225,8 @@ def _choices(profile: Any) -> str:
     return "\n".join(lines)
 
 
-def _identity(provider: Any, profile: Any, name: str, regions: list[str], identity: str) -> dict[str, Any]:
-    status, body = _get(provider, identity, IDENTITY_API)
+def _identity(api: AzureApi, profile: Profile, name: str, regions: list[str], identity: str) -> PreflightResult:
+    status, body = _get(api, identity, IDENTITY_API)
     short = identity.rsplit("/", 1)[-1]
     if status == 404:
         raise InputError(f"placement.identity.azure: the user-assigned identity {identity} does not exist (or is in "
@@ -188,25 +235,25 @@ def _identity(provider: Any, profile: Any, name: str, regions: list[str], identi
         raise _fail(status, body, f"reading the identity {short}")
     principal = (body.get("properties") or {}).get("principalId")
     flt = quote(f"principalId eq '{principal}'")
-    status, listed = _get(provider, f"/subscriptions/{provider.subscription_id}/providers/Microsoft.Authorization/"
+    status, listed = _get(api, f"/subscriptions/{api.subscription_id}/providers/Microsoft.Authorization/"
                                     "roleAssignments", API, f"&$filter={flt}")
     if status != 200:
         raise _fail(status, listed, f"reading the role assignments of {short}")
-    grants: list[tuple[str, list[dict[str, Any]]]] = []
+    grants: list[tuple[str, list[Permission]]] = []
     for a in listed.get("value") or []:
         props = a.get("properties") or {}
-        s2, definition = _get(provider, props.get("roleDefinitionId") or "", API)
+        s2, definition = _get(api, props.get("roleDefinitionId") or "", API)
         if s2 != 200:
             raise _fail(s2, definition, f"reading a role definition of {short}")
         grants.append((props.get("scope") or "", (definition.get("properties") or {}).get("permissions") or []))
-    sub = f"/subscriptions/{provider.subscription_id}"
+    sub = f"/subscriptions/{api.subscription_id}"
     role, action = _lifecycle(profile)
     missing: list[tuple[str, str, str]] = []  # (role, scope, what for)
     if action and not any(_covers(scope, sub) and allows(perms, action) for scope, perms in grants):
         missing.append((str(role), sub, action))
 
     for region in dict.fromkeys(regions):
-        if not any(_covers(scope, _store_scope(provider, region)) and allows(perms, BLOB_READ, data=True)
+        if not any(_covers(scope, _store_scope(api, region)) and allows(perms, BLOB_READ, data=True)
                    for scope, perms in grants):
             missing.append(("Storage Blob Data Reader", f"{sub}/resourceGroups/{store_group(region)}", BLOB_READ))
     if missing:

@@ -23,8 +23,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 from itertools import combinations
-from typing import Any
 
+from provisioner.providers.azure.api import AzureApi
 from provisioner.providers.azure.provider import AzureProvider
 from provisioner.providers.offer import Offer
 from provisioner.providers.quota_records import QuotaNeed, Usage
@@ -80,12 +80,12 @@ class AzureQuotas:
     source = "Azure Compute usages"
     increase_hint = INCREASE_HINT
 
-    def __init__(self, provider: Any) -> None:
-        self.provider = provider
-        self.account = f"{provider.settings.endpoint or 'management.azure.com'}/{provider.subscription_id}"
+    def __init__(self, api: AzureApi) -> None:
+        self.api = api
+        self.account = f"{api.settings.endpoint or 'management.azure.com'}/{api.subscription_id}"
 
     def read(self, scope: str) -> Usage:
-        items = self.provider._call(lambda: list(self.provider.api().compute.usage.list(scope)))
+        items = self.api.call(lambda: list(self.api.clients().compute.usage.list(scope)))
         return {u.name.value: (float(u.limit), float(u.current_value)) for u in items}
 
     def needs(self, offer: Offer, spot: bool, nodes: int, usage_of: Callable[[str], Usage]) -> list[QuotaNeed]:
@@ -108,6 +108,6 @@ class AzureQuotas:
         return [need, QuotaNeed(named("cores"), offer.region, vcpus, "regional vCPUs")]
 
 
-def reader(provider: Any) -> AzureQuotas | None:
-    """The quota reader of an Azure provider (None for any other provider, e.g. a test's fake)."""
-    return AzureQuotas(provider) if isinstance(provider, AzureProvider) else None
+def reader(provider: object) -> AzureQuotas | None:
+    """The quota reader of an Azure provider, on its API client (None for any other provider, e.g. a test's fake)."""
+    return AzureQuotas(provider.client) if isinstance(provider, AzureProvider) else None

@@ -150,14 +150,6 @@ def image_reference(spec: LaunchSpec, image: ImageRef) -> dict[str, str]:
     return {"id": spec.boot_image} if spec.boot_image else image.body()
 
 
-def image_urn(ref: dict[str, Any] | None) -> str | None:
-    """``publisher:offer:sku:version`` of a VM's imageReference (``exactVersion`` when ARM reports it)."""
-    if not ref or not ref.get("publisher"):
-        return None
-    version = ref.get("exactVersion") or ref.get("version") or "latest"
-    return f"{ref['publisher']}:{ref['offer']}:{ref['sku']}:{version}"
-
-
 def disk_type(spec: LaunchSpec, size: str) -> tuple[str, str | None]:
     """(storageAccountType, a note when the profile's type had to be replaced)."""
     wanted = cloud("azure").disk_types.get(spec.boot_disk_type)

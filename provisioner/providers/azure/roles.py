@@ -20,50 +20,47 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any
+from collections.abc import Mapping
 
 from provisioner.providers.azure import errors as errs
 from provisioner.providers.azure import request as R
-from provisioner.providers.azure.clients import make_authorization_client
+from provisioner.providers.azure.api import AzureApi, wire
+from provisioner.providers.azure.arm import Arm
 from provisioner.providers.azure.identity import user_identity
-from provisioner.providers.azure.store import BLOB_DATA_READER, store_group
+from provisioner.providers.azure.store import BLOB_DATA_READER, CONTAINER, account_name, store_group
 from provisioner.providers.base import AuthError, LaunchSpec, ProviderError
 from provisioner.providers.poll import poll
-from provisioner.providers.store import PayloadRef
+from provisioner.providers.store import PAYLOAD_LABEL, PayloadRef
 
 PRINCIPAL_WAIT_SECONDS = 120.0  # Microsoft: a new identity may take minutes to replicate
 
 
-def _wire(obj: Any) -> dict[str, Any]:
-    return {} if obj is None else obj.as_dict() if hasattr(obj, "as_dict") else dict(obj)
-
-
-def ensure_identity(provider: Any, spec: LaunchSpec, location: str, deadline: float) -> str:
+def ensure_identity(api: AzureApi, spec: LaunchSpec, location: str, deadline: float) -> str:
     """PUT the VM's own user-assigned identity (``NAME-identity`` in its group; free): its principal id."""
-    ident = R.own_identity_id(provider.subscription_id, spec.name)
+    ident = R.own_identity_id(api.subscription_id, spec.name)
     body = R.identity_resource_body(spec, location)
-    poller = provider._call(lambda: provider.api().resource.resources.begin_create_or_update_by_id(
+    poller = api.call(lambda: api.clients().resource.resources.begin_create_or_update_by_id(
         ident, body, api_version=R.IDENTITY_API))
-    out = _wire(provider._wait(poller, deadline, f"managed identity {R.names(spec.name).identity}"))
+    out = wire(api.wait(poller, deadline, f"managed identity {R.names(spec.name).identity}"))
     principal = (out.get("properties") or {}).get("principalId")
     if not principal:
         raise ProviderError(f"the managed identity {ident} came back without a principalId", code="NoManagedIdentity")
     return str(principal)
 
 
-def principal_of(provider: Any, spec: LaunchSpec, res: dict[str, Any]) -> str:
+def principal_of(api: AzureApi, spec: LaunchSpec, res: Arm) -> str:
     """The principal a VM or scale set of ``spec`` acts as: trainvm's own user-assigned identity, or the
     system-assigned one of a VM an older trainvm made."""
     ident = res.get("identity") or {}
     users = ident.get("userAssignedIdentities") or ident.get("user_assigned_identities") or {}
-    own = R.own_identity_id(provider.subscription_id, spec.name).lower()
+    own = R.own_identity_id(api.subscription_id, spec.name).lower()
     for key, value in users.items():
         found = (value or {}).get("principalId") or (value or {}).get("principal_id")
         if key.lower() == own and found:
             return str(found)
     if users:  # ARM did not echo the principal: read the identity itself
-        got = provider._call(lambda: provider.api().resource.resources.get_by_id(own, api_version=R.IDENTITY_API), missing=None)
-        found = (_wire(got).get("properties") or {}).get("principalId")
+        got = api.call(lambda: api.clients().resource.resources.get_by_id(own, api_version=R.IDENTITY_API), missing=None)
+        found = (wire(got).get("properties") or {}).get("principalId")
         if found:
             return str(found)
     principal = ident.get("principalId") or ident.get("principal_id")
@@ -73,23 +70,23 @@ def principal_of(provider: Any, spec: LaunchSpec, res: dict[str, Any]) -> str:
     return str(principal)
 
 
-def grant_roles(provider: Any, spec: LaunchSpec, principal: str) -> None:
+def grant_roles(api: AzureApi, spec: LaunchSpec, principal: str) -> None:
     """The lifecycle role, then (last: its scope is outside the group) the payload reader; nothing with
     placement.identity.azure (its administrator granted them)."""
     if user_identity(spec):
         return
-    grant_lifecycle_role(provider, spec, principal)
-    grant_payload_reader(provider, spec, principal)
+    grant_lifecycle_role(api, spec, principal)
+    grant_payload_reader(api, spec, principal)
 
 
-def grant_lifecycle_role(provider: Any, spec: LaunchSpec, principal: str) -> dict[str, Any] | None:
+def grant_lifecycle_role(api: AzureApi, spec: LaunchSpec, principal: str) -> Mapping[str, object] | None:
     """Create the VM identity's role assignment when the VM acts on itself; the assignment as ARM returns it."""
     role = R.lifecycle_role(spec)
     if role is None or user_identity(spec):  # a user-assigned identity: its administrator granted the roles
         return None
-    scope = R.role_assignment_scope(provider.subscription_id, spec)
-    return _assign(provider, scope, R.role_assignment_name(spec, role),
-                   R.role_assignment_body(provider.subscription_id, role, principal, spec),
+    scope = R.role_assignment_scope(api.subscription_id, spec)
+    return _assign(api, scope, R.role_assignment_name(spec, role),
+                   R.role_assignment_body(api.subscription_id, role, principal, spec),
                    f"trainvm gives the VM's managed identity {role} on {scope} so that it can stop itself; creating "
                    "that role assignment needs Owner, User Access Administrator or Role Based Access Control "
                    "Administrator. Without it, set lifecycle.idle_shutdown_minutes: null and remove max_run_hours")
@@ -108,7 +105,7 @@ def payload_assignment_name(scope: str, principal: str) -> str:
     return str(uuid.uuid5(uuid.NAMESPACE_URL, f"trainvm:payload:{scope.lower()}:{principal}"))
 
 
-def grant_payload_reader(provider: Any, spec: LaunchSpec, principal: str) -> dict[str, Any] | None:
+def grant_payload_reader(api: AzureApi, spec: LaunchSpec, principal: str) -> Mapping[str, object] | None:
     """Storage Blob Data Reader for the VM's (or scale set's) identity on the container of ``spec.payload``, so that
     the bootstrap can fetch it with an IMDS token (fetch-azure.sh). Created before the VM. Role changes reach a VM's
     token cache only after a while ("can take significant time", Microsoft's managed-identity best practices): the
@@ -117,38 +114,36 @@ def grant_payload_reader(provider: Any, spec: LaunchSpec, principal: str) -> dic
     ref = spec.payload
     if ref is None or ref.cloud != "azure" or user_identity(spec):  # user-assigned: granted by its administrator
         return None
-    scope = payload_scope(provider.subscription_id, ref)
+    scope = payload_scope(api.subscription_id, ref)
     body = {"properties": {
-        "roleDefinitionId": f"/subscriptions/{provider.subscription_id}/providers/{R.AUTHZ}/roleDefinitions/{BLOB_DATA_READER}",
+        "roleDefinitionId": f"/subscriptions/{api.subscription_id}/providers/{R.AUTHZ}/roleDefinitions/{BLOB_DATA_READER}",
         "principalId": principal, "principalType": "ServicePrincipal",
         "description": f"trainvm: lets {spec.name} read its provisioning payload"}}
-    return _assign(provider, scope, payload_assignment_name(scope, principal), body,
+    return _assign(api, scope, payload_assignment_name(scope, principal), body,
                    f"trainvm gives the VM's managed identity Storage Blob Data Reader on {ref.store} so that it can fetch "
                    "its provisioning payload; creating that role assignment needs Owner, User Access Administrator or "
                    "Role Based Access Control Administrator on the payload store's resource group")
 
 
-def revoke_payload_reader(provider: Any, scope: str, principal: str) -> bool:
+def revoke_payload_reader(api: AzureApi, scope: str, principal: str) -> bool:
     """Delete the identity's payload-reader assignment (``down``); False when there was none."""
-    provider.api()
-    client = make_authorization_client(provider.settings, provider._credential)
-    out = provider._call(lambda: client.role_assignments.delete(scope, payload_assignment_name(scope, principal)),
+    client = api.authorization()
+    out = api.call(lambda: client.role_assignments.delete(scope, payload_assignment_name(scope, principal)),
                          missing=None)
     return out is not None
 
 
-def _assign(provider: Any, scope: str, name: str, body: dict[str, Any], hint: str) -> dict[str, Any]:
+def _assign(api: AzureApi, scope: str, name: str, body: Mapping[str, object], hint: str) -> Mapping[str, object]:
     """PUT one role assignment: RoleAssignmentExists is done, PrincipalNotFound retried (bounded), refusals AuthError."""
-    provider.api()  # settles the credential
-    client = make_authorization_client(provider.settings, provider._credential)
+    client = api.authorization()
 
     def not_replicated(exc: BaseException) -> bool:
         return errs.is_sdk_error(exc) and errs.from_exception(exc).code == "PrincipalNotFound"
 
-    def create() -> Any:  # past PRINCIPAL_WAIT_SECONDS, ARM's last answer propagates (classified below)
+    def create() -> object:  # past PRINCIPAL_WAIT_SECONDS, ARM's last answer propagates (classified below)
         return poll(lambda: client.role_assignments.create(scope, name, body),
                     deadline=time.monotonic() + PRINCIPAL_WAIT_SECONDS, transient=not_replicated, tries=None,
-                    backoff=max(provider.settings.retry_backoff, 0.01), timed_out=lambda last: last)
+                    backoff=max(api.settings.retry_backoff, 0.01), timed_out=lambda last: last)
 
     try:
         out = create()
@@ -162,4 +157,33 @@ def _assign(provider: Any, scope: str, name: str, body: dict[str, Any], hint: st
         if isinstance(err, AuthError):
             err.hint = hint
         raise err from exc
-    return out.as_dict() if hasattr(out, "as_dict") else dict(out)
+    return wire(out)
+
+
+def revoke_vm_payload_reader(api: AzureApi, name: str, rg: str) -> None:
+    """Remove the VM's (or scale set's) Storage Blob Data Reader assignment on the payload container: it lives
+    outside the VM's group, so deleting the group leaves it (an orphan "Identity not found" assignment that
+    counts against the subscription's role-assignment limit). Best effort: a failure leaves only that orphan."""
+    try:
+        own = api.call(lambda: api.clients().resource.resources.get_by_id(
+            R.own_identity_id(api.subscription_id, name), api_version=R.IDENTITY_API), missing=None)
+        if own is not None:  # trainvm's own identity (issue 36 item 5): read even when the VM is gone or never was
+            ident = wire(own)
+            if not (ident.get("tags") or {}).get(PAYLOAD_LABEL):
+                return
+            principal, region = (ident.get("properties") or {}).get("principalId"), ident.get("location")
+        else:  # a VM made by an older trainvm: its system-assigned identity
+            res = api.get_vm(rg, name, expand=None)
+            if res is None:
+                res = api.get_scale_set(name)
+            if not res or not (res.get("tags") or {}).get(PAYLOAD_LABEL):
+                return
+            principal, region = (res.get("identity") or {}).get("principalId"), res.get("location")
+        if not principal or not region:
+            return
+        region = str(region)
+        ref = PayloadRef(cloud="azure", region=region, store=f"{account_name(api.subscription_id, region)}/{CONTAINER}",
+                         key="", url="", sha256="", size=0)
+        revoke_payload_reader(api, payload_scope(api.subscription_id, ref), principal)
+    except ProviderError:
+        return

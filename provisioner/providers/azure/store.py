@@ -4,7 +4,7 @@ Control plane (azure-mgmt-storage, on the provider's ARM credential and pipeline
 
 - resource group ``trainvm-payload-<region>`` tagged ``trainvm-managed=true`` and ``trainvm-payload-store=true``.
   It is not a VM's group (those are ``trainvm-<VM name>``, deleted by ``down``): ``down`` and a failed create's
-  cleanup refuse a group carrying the store tag (``AzureProvider.delete``, ``GroupLease._prepare_group``).
+  cleanup refuse a group carrying the store tag (``AzureProvider.delete``, ``GroupLease.prepare_group``).
 - in it one StorageV2 account (Standard_LRS) named ``tv`` + 22 hex of sha256(subscription, region): storage
   account names are 3-24 characters, lowercase letters and digits only, and globally unique (Microsoft's
   Az.Functions ``AccountName`` description; PSRule ``Azure.Storage.Name``). The name is deterministic, so every
@@ -52,7 +52,7 @@ from typing import Any
 
 from provisioner import settings
 from provisioner.providers.azure import errors as errs
-from provisioner.providers.azure.clients import make_storage_client
+from provisioner.providers.azure.api import AzureApi
 from provisioner.providers.base import (
     AuthError,
     ConflictError,
@@ -122,11 +122,11 @@ class _Account:
 
 
 class BlobPayloadStore:
-    """``PayloadStore`` on Azure Blob Storage, on an ``AzureProvider``'s subscription and credentials.
+    """``PayloadStore`` on Azure Blob Storage, on the subscription and credentials of an ``AzureProvider``'s API client.
     ``now``: the clock compared with a blob's last modification (tests move it forward)."""
 
-    def __init__(self, provider: Any, *, now: Callable[[], dt.datetime] | None = None) -> None:
-        self.p = provider
+    def __init__(self, api: AzureApi, *, now: Callable[[], dt.datetime] | None = None) -> None:
+        self.api = api
         self._now = now or (lambda: dt.datetime.now(dt.UTC))
         self._mgmt: Any = None
         self._ready: dict[str, _Account] = {}
@@ -174,17 +174,16 @@ class BlobPayloadStore:
     # ------------------------------------------------------------------ control plane
     def storage(self) -> Any:
         if self._mgmt is None:
-            self.p.api()  # settles the credential
-            self._mgmt = make_storage_client(self.p.settings, self.p._credential)
+            self._mgmt = self.api.storage()
         return self._mgmt
 
     def _ensure(self, region: str) -> _Account:
         """The region's store, created or completed (group, account, container, lifecycle policy) once per process."""
         if region in self._ready:
             return self._ready[region]
-        sub, rg = self.p.subscription_id, store_group(region)
-        name, api = account_name(sub, region), self.p.api()
-        group = self.p._get_group(rg)
+        sub, rg = self.api.subscription_id, store_group(region)
+        name, api = account_name(sub, region), self.api.clients()
+        group = self.api.get_group(rg)
         if group is not None and (group.get("tags") or {}).get(STORE_TAG) != "true":
             raise ConflictError(f"resource group {rg} exists and is not trainvm's payload store (no {STORE_TAG} tag); "
                                 "trainvm keeps the payloads of this region there", code="PayloadStoreGroupTaken")
@@ -222,7 +221,7 @@ class BlobPayloadStore:
         try:
             poller = self._arm(lambda: st.storage_accounts.begin_create(rg, name, account_body(region)),
                                f"creating storage account {name}", account=name, region=region)
-            return self.p._wait(poller, self.p._clock() + self.p.op_timeout, f"storage account {name}")
+            return self.api.wait(poller, self.api.clock() + self.api.op_timeout, f"storage account {name}")
         except RegionUnavailableError as exc:
             self._drop_group(rg, exc)
             raise
@@ -230,8 +229,8 @@ class BlobPayloadStore:
     def _drop_group(self, rg: str, exc: ProviderError) -> None:
         """Delete the (empty) store group this ``stage`` created; ``exc`` is verified once ARM answers "not found"."""
         try:
-            self.p._delete_group(rg, wait=True)
-            if self.p._get_group(rg) is None:
+            self.api.delete_group(rg, wait=True)
+            if self.api.get_group(rg) is None:
                 exc.verified()
                 return
             note = f"resource group {rg} still exists after its deletion"
@@ -252,7 +251,7 @@ class BlobPayloadStore:
         """The region's store when it exists (nothing is created); None otherwise."""
         if region in self._ready:
             return self._ready[region]
-        rg, name = store_group(region), account_name(self.p.subscription_id, region)
+        rg, name = store_group(region), account_name(self.api.subscription_id, region)
         account = self._arm(lambda: self.storage().storage_accounts.get_properties(rg, name),
                             f"reading storage account {name}", missing=None)
         return None if account is None else self._account(rg, name, _wire(account))
@@ -293,12 +292,14 @@ class BlobPayloadStore:
     def _service(self, acct: _Account) -> Any:
         from azure.storage.blob import BlobServiceClient, ExponentialRetry
 
-        backoff = self.p.settings.retry_backoff
-        kw: dict[str, Any] = {"connection_timeout": max(0.5, self.p.settings.call_timeout / 2),
-                              "read_timeout": max(0.5, self.p.settings.call_timeout / 2),
+        backoff = self.api.settings.retry_backoff
+        kw: dict[str, Any] = {"connection_timeout": max(0.5, self.api.settings.call_timeout / 2),
+                              "read_timeout": max(0.5, self.api.settings.call_timeout / 2),
                               "max_single_put_size": 256 * 1024 * 1024,  # one Put Blob: never a half-written object
-                              "retry_policy": ExponentialRetry(initial_backoff=backoff, increment_base=2 if backoff else 0,
-                                                               retry_total=3, random_jitter_range=backoff)}
+                              # the SDK annotates these int; they are seconds, used as floats (random.uniform, sleep)
+                              "retry_policy": ExponentialRetry(initial_backoff=backoff,  # type: ignore[arg-type]
+                                                               increment_base=2 if backoff else 0, retry_total=3,
+                                                               random_jitter_range=backoff)}  # type: ignore[arg-type]
         if os.environ.get("REQUESTS_CA_BUNDLE"):
             kw["connection_verify"] = os.environ["REQUESTS_CA_BUNDLE"]
         return BlobServiceClient(acct.endpoint, credential={"account_name": acct.name, "account_key": acct.key}, **kw)

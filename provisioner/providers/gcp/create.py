@@ -19,43 +19,52 @@ are the same for one VM and for N nodes:
    policy) is deleted and GCE is asked again: the cleanup is "verified" only when nothing is left, else the
    members are in ``left_behind``. Then this attempt's firewall rules, never while a member of the name exists.
 
-The API (why two methods under one transaction): one VM is sent as ``instances.insert``, N nodes as one
-``instances.bulkInsert`` with count = minCount = N (gcp_group). bulkInsert accepts count = 1, but its
-``instanceProperties`` differ from an Instance (bare machine/disk type names, no per-VM disk name), so a group of
-one sent that way would change every single VM's request (``render``/``plan`` previews, goldens) for no gain: one
-insert is already all-or-nothing, and the capacity guarantee that bulkInsert's minCount gives only matters for
-N > 1. Everything around the request (steps 1, 2, 4, the requestId, the replay and vanish checks) is shared.
+The API: what differs between one VM and N nodes is the sender, chosen in one place (``senders.sender_for``):
+one VM is an ``instances.insert`` (``InsertSender``), N nodes one ``instances.bulkInsert`` with count = minCount = N
+(``BulkSender``, through gcp_group); providers/gcp/senders.py says, citing Google's pages, why a single VM is not
+sent as a bulkInsert of one. The rest of the difference is data (``senders.Members``: the members' names, the
+refusal's noun, the placement policy, the rule between the nodes). Everything around the request (steps 1, 2, 4,
+the requestId, the replay and vanish checks) is this module's, once.
 A single VM keeps its name (no ``-0``), its labels and metadata (no cluster labels, no node list).
 """
 
 from __future__ import annotations
 
 import builtins
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Protocol
 
 from provisioner.providers.base import (
     AttemptInProgressError,
     ConflictError,
     InstanceRecord,
-    InvalidRequestError,
     LaunchSpec,
     ProviderError,
     RetryExhaustedError,
     VanishedError,
     refuse_foreign,
 )
-from provisioner.providers.gcp import errors as errs
 from provisioner.providers.gcp.api import GceApi
 from provisioner.providers.gcp.cluster import GceClusters, _zone
-from provisioner.providers.gcp.cluster_request import cluster_of, internal_rule_body, is_internal_rule, node_body
+from provisioner.providers.gcp.cluster_request import internal_rule_body, is_internal_rule
 from provisioner.providers.gcp.firewall import FirewallTouched, SshFirewall
-from provisioner.providers.gcp.group import StaleRequest, policy_name
-from provisioner.providers.gcp.request import instance_body, request_id, ssh_notes, ssh_tag
+from provisioner.providers.gcp.group import StaleRequest
+from provisioner.providers.gcp.request import request_id, ssh_notes, ssh_tag
+from provisioner.providers.gcp.senders import (
+    Body,
+    BulkSender,
+    Exists,
+    InsertSender,
+    Sender,
+    parsed_instance,
+    sender_for,
+)
 from provisioner.providers.offer import Offer
 from provisioner.providers.poll import poll
+
+if TYPE_CHECKING:
+    from provisioner.providers.gcp.sdk_types import Instance, Operation
 
 IN_FLIGHT = ("PROVISIONING", "STAGING")
 
@@ -72,131 +81,82 @@ class CreateAttempt:
     rules: FirewallTouched = field(default_factory=FirewallTouched)
 
 
+class Record(Protocol):
+    """``GcpProvider._record``: the InstanceRecord of a member."""
+
+    def __call__(self, inst: Instance, *, notes: builtins.list[str] | None = None,
+                 existing: bool = False) -> InstanceRecord: ...
+
+
 class GceCreate:
-    def __init__(self, gce: GceApi, fw: SshFirewall, clusters: GceClusters, record: Callable[..., InstanceRecord],
+    def __init__(self, gce: GceApi, fw: SshFirewall, clusters: GceClusters, record: Record,
                  image_for: Callable[[LaunchSpec], str], op_timeout: float) -> None:
         self.gce, self.fw, self.clusters, self.record, self.op_timeout = gce, fw, clusters, record, op_timeout
         self.image_for = image_for  # resolved only when a request is built (an adopt needs none)
+        self.insert, self.bulk = InsertSender(gce, fw, image_for), BulkSender(gce, clusters)
 
-    def body(self, spec: LaunchSpec, offer: Offer, image: str) -> dict[str, Any]:
+    def sender(self, spec: LaunchSpec) -> Sender:
+        return sender_for(spec, self.insert, self.bulk)
+
+    def body(self, spec: LaunchSpec, offer: Offer, image: str) -> Body:
         """One member's ``instances.insert`` body (a group's nodes: with the cluster's labels and tag)."""
-        return (node_body if spec.nodes > 1 else instance_body)(spec, offer, image, self.gce.project)
+        return self.sender(spec).body(spec, offer, image)
 
-    def instance(self, spec: LaunchSpec, offer: Offer, image: str) -> Any:
-        """``compute_v1.Instance`` from the pure body (``from_json`` rejects unknown field names)."""
-        try:
-            return self.gce.clients().v1.Instance.from_json(json.dumps(self.body(spec, offer, image)))
-        except Exception as exc:  # noqa: BLE001 - a bug in gcp_request, reported as such
-            raise InvalidRequestError(f"the GCE request body does not parse: {exc}", code="BODY") from exc
+    def instance(self, spec: LaunchSpec, offer: Offer, image: str) -> Instance:
+        """``compute_v1.Instance`` of one member from the pure body (``from_json`` rejects unknown field names)."""
+        return parsed_instance(self.gce, self.body(spec, offer, image))
 
-    def submit(self, spec: LaunchSpec, offer: Offer, image: str | None = None, *, rid: str | None = None,
-               attempt: CreateAttempt | None = None) -> Any:
-        """Send the insert of a group of one (with retries); its Operation, or None when the name exists (409)."""
-        api, zone = self.gce.clients(), str(offer.zone)
-        req = api.v1.InsertInstanceRequest(project=api.project, zone=zone, request_id=rid or request_id(spec, offer),
-                                           instance_resource=self.instance(spec, offer, image or self.image_for(spec)))
-        if attempt is not None:
-            attempt.sent = True
-        return self.gce.call(lambda: api.instances.insert_unary(request=req, retry=None, timeout=self.gce.http_timeout),
-                             exists=None)
+    def submit(self, spec: LaunchSpec, offer: Offer, image: str | None = None, *, rid: str | None = None) -> Operation | None:
+        """Send the insert of one VM (with retries); its Operation, or None when the name exists (409)."""
+        return self.insert.submit(spec, offer, image, rid=rid)
 
     # ------------------------------------------------------------------ the transaction
     def create(self, spec: LaunchSpec, offer: Offer) -> InstanceRecord:
-        zone = str(offer.zone)
+        zone, sender = str(offer.zone), self.sender(spec)
         attempt = CreateAttempt(spec, zone, self.gce.deadline())
         try:
-            found = self._existing(spec, zone)
+            found = sender.existing(spec, zone)
             if found:
                 return self._adopt(found, spec, offer, attempt)
             image = self.image_for(spec)
             self.instance(spec, offer, image)  # a body that does not parse creates nothing (no rules either)
             if spec.ssh_from:
                 self.fw.ensure(spec, attempt.deadline, attempt.rules)
-            if spec.nodes > 1:
+            if sender.members(spec).internal_rule:
                 self._ensure_internal_rule(spec, attempt.deadline, attempt.rules)
-            made = self._send_group(spec, offer, image, attempt) if spec.nodes > 1 else self._send_one(spec, offer, image, attempt)
-            return made
+            return self._send(sender, spec, offer, image, attempt)
         except ProviderError as exc:
-            self._after_failure(spec, zone, attempt, exc)
+            self._after_failure(sender, spec, zone, attempt, exc)
             raise
 
-    def _existing(self, spec: LaunchSpec, zone: str) -> builtins.list[Any]:
-        """What ``spec.name`` stands for: the VM in the offer's zone (one), the nodes (any zone; N > 1)."""
-        if spec.nodes == 1:
-            return self._in_zone(spec, zone)
-        nodes = self.clusters.nodes(spec.name)
-        if nodes:
-            return nodes
-        single, _ = self.gce.find_any(spec.name)
-        if single is not None:
-            raise ConflictError(f"a VM named {spec.name} already exists in {_zone(single)}; a cluster of that name cannot "
-                                "be created beside it", hint=f"run `trainvm down {spec.name}` or pass --name")
-        return []
+    def _send(self, sender: Sender, spec: LaunchSpec, offer: Offer, image: str, attempt: CreateAttempt) -> InstanceRecord:
+        """Send with the requestId of this name, profile and offer; a stale replay is sent again with a new id."""
+        rid = request_id(spec, offer)
 
-    def _send_one(self, spec: LaunchSpec, offer: Offer, image: str, attempt: CreateAttempt) -> InstanceRecord:
-        zone, rid, done = attempt.zone, request_id(spec, offer), self.gce.clients().v1.Operation.Status.DONE
+        def sent(value: bool) -> None:
+            attempt.sent = value
+
         for _ in range(3):
-            op = self.submit(spec, offer, image, rid=rid, attempt=attempt)
-            if op is None:  # 409: created meanwhile (a concurrent or earlier `up`)
-                found = self.gce.get(zone, spec.name)
-                if found is None:
-                    raise ProviderError(f"{spec.name} was reported to exist in {zone} but is gone", code="409")
-                return self._adopt([found], spec, offer, attempt)
-            replayed = op.status == done  # GCE answered with the finished operation of an earlier request
-            op = self.gce.wait(zone, op, attempt.deadline)
-            failure = errs.from_operation(op)
-            inst = None if failure else self.gce.get(zone, spec.name)
-            if replayed and (failure or inst is None):
-                rid = request_id(spec, offer, salt=op.name)  # stale: that request's VM failed or was deleted
+            try:
+                made = sender.send(spec, offer, image, rid, sent, attempt.deadline)
+            except StaleRequest as stale:  # that request's members failed or were deleted since
+                rid = request_id(spec, offer, salt=stale.operation)
                 continue
-            if failure:
-                raise errs.classify(failure)
-            if inst is None:  # our own insert finished, and the VM is gone: someone deleted it meanwhile
-                raise VanishedError(f"{spec.name} in {zone} was deleted while its create was in progress",
-                                    code="DELETED_DURING_CREATE")
-            return self.record(self.until_running(inst, zone, attempt.deadline), notes=ssh_notes(spec))
+            except Exists as exc:  # 409: created meanwhile (a concurrent or earlier `up`)
+                return self._adopt(sender.exists(spec, attempt.zone, exc), spec, offer, attempt)
+            members = [self.until_running(m, attempt.zone, attempt.deadline) for m in made]
+            return self.record(members[0], notes=ssh_notes(spec))
         raise ProviderError("GCE kept answering with operations of earlier requests", code="STALE_REQUEST_ID")
 
-    def _send_group(self, spec: LaunchSpec, offer: Offer, image: str, attempt: CreateAttempt) -> InstanceRecord:
-        zone, rid = attempt.zone, request_id(spec, offer)
-        attempt.sent = True
-        try:
-            for _ in range(3):
-                try:
-                    made: builtins.list[Any] = self.clusters.group().create(
-                        spec.name, zone, self.body(spec, offer, image), spec.nodes, compact=spec.compact, request_id=rid)
-                    break
-                except StaleRequest as stale:  # that request's nodes failed or were deleted since
-                    rid = request_id(spec, offer, salt=stale.operation)
-            else:
-                raise ProviderError("GCE kept answering with operations of earlier requests", code="STALE_REQUEST_ID")
-        except ProviderError as exc:
-            if exc.code not in ("alreadyExists", "409"):
-                raise
-            # bulkInsert refused: instances of the nodes' names exist, made by someone else: never ours to delete
-            attempt.sent = False
-            theirs = [i for i in self.clusters.nodes(spec.name)
-                      if dict(i.labels).get("trainvm-hash") == spec.labels.get("trainvm-hash")]
-            if theirs:  # another `up` of this cluster won the race: failover would make a second cluster
-                raise AttemptInProgressError(
-                    f"another `trainvm up` is creating cluster {spec.name} in {_zone(theirs[0])} ({len(theirs)} of its "
-                    f"{spec.nodes} nodes exist; GCE refused this one's bulkInsert: {exc})",
-                    name=spec.name, where=_zone(theirs[0])) from exc
-            raise ConflictError(f"instances named like the nodes of {spec.name} already exist in {zone} ({exc}); "
-                                "another `trainvm up` of this cluster may be creating it, or they are not trainvm's",
-                                hint=f"run `trainvm up` again to adopt the cluster once it is complete, `trainvm down "
-                                     f"{spec.name}` to delete it, or pass --name") from exc
-        nodes = [self.until_running(n, zone, attempt.deadline) for n in made]  # as read after the node list went in
-        return self.record(nodes[0], notes=ssh_notes(spec))
-
     # ------------------------------------------------------------------ adopting
-    def _adopt(self, found: builtins.list[Any], spec: LaunchSpec, offer: Offer, attempt: CreateAttempt) -> InstanceRecord:
+    def _adopt(self, found: builtins.list[Instance], spec: LaunchSpec, offer: Offer,
+               attempt: CreateAttempt) -> InstanceRecord:
         """The name already stands for members: this profile's (same hash, complete) are returned once up, else
         ConflictError."""
-        first, zone = found[0], _zone(found[0])
-        labels = dict(first.labels)
-        refuse_foreign(labels, spec, "a VM" if spec.nodes == 1 else "a cluster", f"in {zone}")
-        if spec.nodes > 1 and (len(found) != spec.nodes or cluster_of(first.name, labels)[1] != 0):
+        sender, first, zone = self.sender(spec), found[0], _zone(found[0])
+        want = sender.members(spec)
+        refuse_foreign(dict(first.labels), spec, want.noun, f"in {zone}")
+        if sorted(i.name for i in found) != sorted(want.names):
             raise ConflictError(f"cluster {spec.name} in {zone} has {len(found)} of its {spec.nodes} nodes "
                                 "(an interrupted create or delete)", hint=f"run `trainvm down {spec.name}`, then `trainvm up` again")
         tagged = ssh_tag(spec.name) in first.tags.items
@@ -204,13 +164,7 @@ class GceCreate:
             self.fw.ensure(spec, attempt.deadline, attempt.rules)
         if any(i.status in IN_FLIGHT for i in found):  # an interrupted or a concurrent `up`
             try:
-                if spec.nodes == 1:  # the same requestId gives back the insert's operation: wait for it
-                    meta = {i.key: i.value for i in first.metadata.items}
-                    op = self.submit(spec, offer, meta.get("trainvm-image") or None)
-                    if op is not None and op.status != self.gce.clients().v1.Operation.Status.DONE:
-                        failure = errs.from_operation(self.gce.wait(zone, op, attempt.deadline))
-                        if failure and "ALREADY_EXISTS" not in (failure.code or ""):
-                            raise errs.classify(failure)
+                sender.await_op(spec, offer, first, zone, attempt.deadline)
                 found = [self.until_running(self.gce.get(zone, i.name) or i, zone, attempt.deadline) for i in found]
             except RetryExhaustedError as exc:
                 still = [self.gce.get(zone, i.name) for i in found] if exc.code == "OPERATION_TIMEOUT" else []
@@ -222,19 +176,19 @@ class GceCreate:
                     "(or an interrupted one) is creating it", name=spec.name, where=zone) from exc
         return self.record(found[0], notes=ssh_notes(spec, tagged), existing=True)
 
-    def until_running(self, inst: Any, zone: str, deadline: float) -> Any:
+    def until_running(self, inst: Instance, zone: str, deadline: float) -> Instance:
         """Poll until the member leaves PROVISIONING/STAGING (bounded). One that disappears, or turns STOPPING /
         TERMINATED on its way up, was deleted or stopped by someone else: VanishedError."""
         name = inst.name
 
-        def fetch() -> Any:
-            got = self.gce.get(zone, name)
+        def fetch() -> Instance:
+            got: Instance | None = self.gce.get(zone, name)
             if got is None:
                 raise VanishedError(f"{name} in {zone} was deleted while `up` waited for it to start",
                                     code="DELETED_DURING_CREATE")
             return got
 
-        def timed_out(last: Any) -> RetryExhaustedError:
+        def timed_out(last: Instance | None) -> RetryExhaustedError:
             return RetryExhaustedError(f"{name} in {zone} was still {getattr(last, 'status', inst.status)} after "
                                        f"{self.op_timeout:g} s (TRAINVM_GCE_OP_TIMEOUT)", code="OPERATION_TIMEOUT")
 
@@ -261,39 +215,28 @@ class GceCreate:
             touched.created.append(body["name"])
             self.fw._finish([op], deadline)
 
-    def _ours(self, spec: LaunchSpec, zone: str) -> builtins.list[Any]:
-        """The members of ``spec.name`` in ``zone`` that carry this profile's hash."""
-        found = self._in_zone(spec, zone)
-        return [i for i in found if dict(i.labels).get("trainvm-hash") == spec.labels.get("trainvm-hash")]
-
-    def _in_zone(self, spec: LaunchSpec, zone: str) -> builtins.list[Any]:
-        if spec.nodes == 1:
-            inst = self.gce.get(zone, spec.name)
-            return [] if inst is None else [inst]
-        return [i for i in self.clusters.nodes(spec.name) if _zone(i) == zone]
-
-    def _after_failure(self, spec: LaunchSpec, zone: str, attempt: CreateAttempt, exc: ProviderError) -> None:
+    def _after_failure(self, sender: Sender, spec: LaunchSpec, zone: str, attempt: CreateAttempt,
+                       exc: ProviderError) -> None:
         """Delete the members this attempt sent (only ones with this profile's hash; never after
-        AttemptInProgressError), check that GCE answers "not found" for them, then this attempt's rules."""
+        AttemptInProgressError), check that GCE answers "not found" for them (and the group's placement policy), then
+        this attempt's rules."""
         notes: builtins.list[str] = []
         try:
             if attempt.sent and not isinstance(exc, AttemptInProgressError):  # never another `up`'s members
-                ours = self._ours(spec, zone)
+                ours = self._ours(sender, spec, zone)
                 if ours:
                     self.clusters.delete(spec.name, ours, wait=True, rules=False)
-                left = [f"{i.name} ({zone}, {i.status})" for i in self._ours(spec, zone)]
-                if spec.nodes > 1 and spec.compact and self._policy_exists(spec.name, zone):
-                    left.append(f"placement policy {policy_name(spec.name)}")
+                left = [f"{i.name} ({zone}, {i.status})" for i in self._ours(sender, spec, zone)]
+                policy = sender.members(spec).policy
+                if policy and self._policy_exists(policy, zone):
+                    left.append(f"placement policy {policy}")
                 if left:
                     exc.leaves(*left)
                     notes.append(f"left after the cleanup: {', '.join(left)}; run `trainvm down {spec.name}`")
-            if spec.nodes == 1:
-                note = self.fw.cleanup(spec, zone, attempt.rules)
-                if note:
-                    exc.leaves(f"firewall rules of {spec.name}")
-                    notes.append(note)
-            elif not self.clusters.nodes(spec.name) and (attempt.rules.created or attempt.rules.reused):
-                self.clusters._delete_rules(spec.name, attempt.rules.created + attempt.rules.reused)
+            note = sender.drop_rules(spec, zone, attempt.rules)
+            if note:
+                exc.leaves(f"firewall rules of {spec.name}")
+                notes.append(note)
         except ProviderError as cleanup:
             exc.leaves(f"{spec.name} ({zone})")
             notes.append(f"cleaning up {spec.name} in {zone} failed ({cleanup}); run `trainvm down {spec.name}`")
@@ -301,9 +244,14 @@ class GceCreate:
         if notes:
             exc.args = ("; ".join([str(exc), *notes]),)
 
-    def _policy_exists(self, cluster: str, zone: str) -> bool:
+    @staticmethod
+    def _ours(sender: Sender, spec: LaunchSpec, zone: str) -> builtins.list[Instance]:
+        """The members of ``spec.name`` in ``zone`` that carry this profile's hash."""
+        return [i for i in sender.in_zone(spec, zone) if dict(i.labels).get("trainvm-hash") == spec.labels.get("trainvm-hash")]
+
+    def _policy_exists(self, policy: str, zone: str) -> bool:
         api = self.gce.clients()
         region = zone.rsplit("-", 1)[0]
-        got = self.gce.call(lambda: api.policies.get(project=api.project, region=region, resource_policy=policy_name(cluster),
+        got = self.gce.call(lambda: api.policies.get(project=api.project, region=region, resource_policy=policy,
                                                      retry=None, timeout=self.gce.http_timeout), missing=None)
         return got is not None

@@ -24,8 +24,11 @@ from provisioner.providers.base import (
     RetryExhaustedError,
 )
 
+#: insufficientCapacity: the reason of bulkInsert's up-front refusal, an HTTP 503 on the request itself ("Insufficient
+#: capacity", https://cloud.google.com/compute/docs/troubleshooting/troubleshooting-bulk-vm-creation): the next zone,
+#: never a retry of the same request like another 503
 CAPACITY_CODES = frozenset({"ZONE_RESOURCE_POOL_EXHAUSTED", "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS",
-                            "RESOURCE_POOL_EXHAUSTED", "STOCKOUT"})
+                            "RESOURCE_POOL_EXHAUSTED", "STOCKOUT", "insufficientCapacity"})
 QUOTA_CODES = frozenset({"QUOTA_EXCEEDED", "quotaExceeded", "QUOTA_LIMIT_EXCEEDED"})
 RATE_REASONS = frozenset({"rateLimitExceeded", "userRateLimitExceeded", "RESOURCE_OPERATION_RATE_EXCEEDED"})
 AUTH_REASONS = frozenset({"required", "authError", "forbidden", "accessNotConfigured", "insufficientPermissions",

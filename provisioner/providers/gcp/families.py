@@ -1,9 +1,9 @@
 """GCE machine families: per-family GPU attachment and boot disk types, Local SSD per machine type, N1 host limits
-per attached GPU, the Local SSD disk count (``CloudSpec.local_ssd``: the request builder attaches that many, and
-``plan`` prices them without importing the builder) and the catalog's consistency check of a GCE offer
-(``CloudSpec.catalog_check``). Pure data:
+per attached GPU, the Local SSD disk count (GCE's ``local_ssd`` hook, provisioner/hooks/: the request builder attaches
+that many, and ``plan`` prices them without importing the builder) and the catalog's consistency check of a GCE offer
+(the ``catalog_check`` hook). Pure data:
 importing it imports no SDK. The catalog converter (scripts/build_catalog.py), the request builder
-(providers/gcp/request.py), disk costs (catalog/costs.py, through ``CloudSpec.family_disk_map``) and the
+(providers/gcp/request.py), disk costs (catalog/costs.py, its ``family_disk_map`` hook) and the
 placement facts use it.
 
 Sources: cloud.google.com/compute/docs/gpus (N1 GPU limits), .../accelerator-optimized-machines
@@ -122,14 +122,15 @@ def n1_gpu_limits(gpu: str, count: int, zone: str | None = None) -> tuple[int, i
 
 
 def family_disk_map(family: str) -> Mapping[str, str] | None:
-    """``CloudSpec.family_disk_map``: profile disk type -> GCE boot disk type on ``family`` (None: not a GCE
-    family; the registry's ``disk_types`` then apply)."""
+    """GCE's ``family_disk_map`` hook (provisioner/hooks/): profile disk type -> GCE boot disk type on ``family``
+    (None: not a GCE family; the registry's ``disk_types`` then apply)."""
     fam = GCE_FAMILIES.get(family)
     return None if fam is None else fam.disk_map
 
 
 def check_offer(o: Offer) -> list[str]:
-    """``CloudSpec.catalog_check``: what is wrong with one GCE catalog row (catalog/storage.py ``validate_offers``):
+    """GCE's ``catalog_check`` hook (provisioner/hooks/): what is wrong with one GCE catalog row (catalog/storage.py
+    ``validate_offers``):
     its zone outside its region, an unknown family, boot disk types or GPU attachment the family does not have,
     an N1 host above GCE's limits for its GPUs."""
     where = f"{o.cloud} {o.instance_type} {o.zone or o.region}"

@@ -20,7 +20,7 @@ import json
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from provisioner.providers.base import CapacityError, ProviderError
 from provisioner.providers.cluster_env import node_list_metadata
@@ -28,6 +28,9 @@ from provisioner.providers.gcp import errors as errs
 from provisioner.providers.gcp.request import fit_name
 from provisioner.providers.poll import poll as poll_until  # `poll` is the engine's interval attribute
 from provisioner.providers.registry import METADATA_VALUE_LIMIT
+
+if TYPE_CHECKING:
+    from provisioner.providers.gcp.sdk_types import Instance
 
 MIN_COUNT_CODE = "VM_MIN_COUNT_NOT_REACHED"
 #: The label every node carries (value: the cluster's name); ``delete`` touches only instances that carry it.
@@ -146,9 +149,9 @@ class GceGroup:
 
     # ------------------------------------------------------------------ create
     def create(self, cluster: str, zone: str, instance: dict[str, Any], nodes: int, *, compact: bool,
-               request_id: str | None = None) -> list[dict[str, Any]]:
+               request_id: str | None = None) -> list[Instance]:
         """Create the N nodes of ``cluster`` in ``zone`` from one node's insert body, all or nothing; write the
-        node list into each node's metadata. Returns the nodes (instances.get JSON) in rank order. ``request_id``
+        node list into each node's metadata. Returns the nodes (as instances.get answers) in rank order. ``request_id``
         goes with the bulkInsert; a replayed finished operation whose nodes are gone raises StaleRequest."""
         from google.cloud import compute_v1
 

@@ -40,7 +40,7 @@ import random
 import time
 from collections.abc import Callable
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING
 
 from provisioner import settings
 from provisioner.errors import CredentialsError
@@ -72,13 +72,18 @@ from provisioner.providers.stack_report import StackReport
 from provisioner.providers.store import PAYLOAD_LABEL
 from provisioner.settings import env_seconds
 
+if TYPE_CHECKING:
+    from google.auth.credentials import Credentials
+
+    from provisioner.providers.gcp.sdk_types import Instance, Operation
+
 MANAGED_FILTER = "labels.trainvm-managed = true"
 
 
 class GcpProvider(ImagePinner, ClusterReader, PartialLister):
     NAME = "gcp"
 
-    def __init__(self, *, project: str | None = None, endpoint: str | None = None, credentials: Any = None,
+    def __init__(self, *, project: str | None = None, endpoint: str | None = None, credentials: Credentials | None = None,
                  op_timeout: float | None = None, retry_base_delay: float | None = None, tries: int = 4,
                  poll_interval: float | None = None, sleep: Callable[[float], None] = time.sleep,
                  rng: random.Random | None = None, call_timeout: float | None = None,
@@ -106,7 +111,7 @@ class GcpProvider(ImagePinner, ClusterReader, PartialLister):
         """The compute_v1 module, project and clients (built once, on first use)."""
         return self.gce.clients()
 
-    def _auth(self) -> tuple[Any, str]:
+    def _auth(self) -> tuple[Credentials, str]:
         project = self._project or os.environ.get("GOOGLE_CLOUD_PROJECT") or None
         if self.endpoint:
             from google.auth.credentials import AnonymousCredentials
@@ -139,11 +144,11 @@ class GcpProvider(ImagePinner, ClusterReader, PartialLister):
         """A baked image ``up`` chose (``spec.boot_image``), else NAME.lock's pinned image, else the family's current one."""
         return spec.boot_image or spec.locked_images.get(self.NAME, {}).get("image") or self.resolve_image(spec.os)
 
-    def instance(self, spec: LaunchSpec, offer: Offer, image: str) -> Any:
+    def instance(self, spec: LaunchSpec, offer: Offer, image: str) -> Instance:
         """``compute_v1.Instance`` of one member (``gcp_create``; ``from_json`` rejects unknown field names)."""
         return self._creator.instance(spec, offer, image)
 
-    def submit(self, spec: LaunchSpec, offer: Offer, *, rid: str | None = None, image: str | None = None) -> Any:
+    def submit(self, spec: LaunchSpec, offer: Offer, *, rid: str | None = None, image: str | None = None) -> Operation | None:
         """Send the insert of a group of one (with retries) and return its Operation, or None when the name already
         exists (409). Tests call it alone to simulate an ``up`` killed after the insert."""
         return self._creator.submit(spec, offer, image, rid=rid)
@@ -155,16 +160,16 @@ class GcpProvider(ImagePinner, ClusterReader, PartialLister):
             raise InvalidRequestError(f"not a zonal GCE offer: {offer.describe(spec.spot)}")
         return self._creator.create(spec, offer)
 
-    def _until_running(self, inst: Any, zone: str, deadline: float) -> Any:
+    def _until_running(self, inst: Instance, zone: str, deadline: float) -> Instance:
         return self._creator.until_running(inst, zone, deadline)
 
-    def _managed(self, name: str) -> Any:
+    def _managed(self, name: str) -> Instance | None:
         """The first member of ``name`` (the VM, or a group's rank-0 node) when it is trainvm's, else None."""
         members, _ = self._clusters.members(name)
         first = members[0] if members else None
         return first if first is not None and dict(first.labels).get("trainvm-managed") == "true" else None
 
-    def _members(self, name: str) -> builtins.list[Any]:
+    def _members(self, name: str) -> builtins.list[Instance]:
         """Every member of ``name`` (one VM or a group's nodes); ConflictError when the VM is not trainvm's."""
         members, unreachable = self._clusters.members(name)
         if not members and unreachable:  # "gone" only where GCE answered
@@ -205,12 +210,13 @@ class GcpProvider(ImagePinner, ClusterReader, PartialLister):
     def start(self, name: str, *, wait: bool = True) -> InstanceRecord | None:
         return self._clusters.power(self._members(name), "start", wait=wait)
 
-    def read_report(self, name: str) -> tuple[StackReport | None, dict[str, Any] | None]:
+    def read_report(self, name: str) -> tuple[StackReport | None, dict[str, object] | None]:
         inst = self._managed(name)
         if inst is None:
             return None, None
         zone = inst.zone.rsplit("/", 1)[-1]
         meta = {i.key: i.value for i in inst.metadata.items}
+        profile: dict[str, object] | None
         try:
             profile = json.loads(meta["trainvm-profile"]) if meta.get("trainvm-profile") else None
         except ValueError:
@@ -241,7 +247,7 @@ class GcpProvider(ImagePinner, ClusterReader, PartialLister):
                                endpoint=settings.text("TRAINVM_GCS_ENDPOINT"), call_timeout=self.gce.call_timeout,
                                retry_base_delay=self.gce.retry_base_delay)
 
-    def _record(self, inst: Any, *, notes: builtins.list[str] | None = None, existing: bool = False) -> InstanceRecord:
+    def _record(self, inst: Instance, *, notes: builtins.list[str] | None = None, existing: bool = False) -> InstanceRecord:
         labels, zone = dict(inst.labels), inst.zone.rsplit("/", 1)[-1]
         meta = {i.key: i.value for i in inst.metadata.items}
         ip = next((ac.nat_i_p for nic in inst.network_interfaces for ac in nic.access_configs if ac.nat_i_p), None)
