@@ -38,16 +38,19 @@ def main(counts: list[int]) -> None:
     offer = t4_offers()[0]
     base = t4_spec(offer)
     spent: list[float] = []
-    run = AwsProvider._run
+    from provisioner.providers.aws.group import AwsGroup
+    from provisioner.providers.aws.instances import Instance
 
-    def timed_run(self: AwsProvider, region: str, params: dict[str, Any]) -> dict[str, Any]:
+    run = AwsGroup._run
+
+    def timed_run(self: AwsGroup, region: str, params: dict[str, Any]) -> list[Instance]:
         t = time.perf_counter()
         try:
             return run(self, region, params)
         finally:
             spent.append(time.perf_counter() - t)
 
-    AwsProvider._run = timed_run  # type: ignore[method-assign]
+    AwsGroup._run = timed_run  # type: ignore[method-assign]
     for n in counts:
         runs = []
         for _ in range(3):

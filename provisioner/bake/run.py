@@ -21,12 +21,14 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from provisioner import hooks, settings
 from provisioner.bake import records
 from provisioner.bake.exact import require_exact
+from provisioner.catalog.storage import cloud_regions
 from provisioner.errors import CloudError, InputError, NoFeasibleOfferError, NotReadyError, TrainvmError
 from provisioner.hooks.providers import get_provider
 from provisioner.output import emit_json, notice, stderr_console
@@ -75,7 +77,7 @@ def baker_for(cloud: str, provider: Provider | None = None) -> Baker:
     if make is None:
         can = ", ".join(sorted(hooks.bakers())) or "none"
         raise InputError(f"--cloud {cloud}: trainvm cannot bake images on {cloud} yet (clouds that can: {can}); see docs/bake.md")
-    return make(provider if provider is not None else get_provider(cloud))
+    return make(provider if provider is not None else get_provider(cloud, candidate_regions=partial(cloud_regions, cloud)))
 
 
 def builder_limit_hours(timeout_s: float) -> float:

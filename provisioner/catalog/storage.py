@@ -142,6 +142,12 @@ def _load(path: Path, origin: str) -> Catalog:
 _FIELDS = tuple(f.name for f in fields(Offer))
 
 
+def cloud_regions(cloud: str) -> list[str]:
+    """The regions of ``cloud``'s rows in the catalog (``load_catalog()``): where trainvm can create its VMs, hence
+    where a provider that lists region by region looks for them (``providers.get_provider(candidate_regions=...)``)."""
+    return sorted({o.region for o in load_catalog().offers if o.cloud == cloud})
+
+
 def astuple_fast(o: Offer) -> tuple[Any, ...]:
     return tuple(getattr(o, n) for n in _FIELDS)
 

@@ -7,8 +7,10 @@ import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TypedDict
 
+from provisioner.catalog.storage import cloud_regions
 from provisioner.errors import CloudError, CredentialsError, InputError, NoCloudAskedError
 from provisioner.hooks.providers import get_provider, provider_clouds
 from provisioner.providers.base import InstanceRecord, Provider
@@ -59,7 +61,7 @@ def _providers(clouds: list[str]) -> tuple[dict[str, Provider], list[dict[str, s
             skipped.append({"cloud": cloud, "reason": "trainvm cannot provision on this cloud yet"})
             continue
         try:
-            ready[cloud] = get_provider(cloud)
+            ready[cloud] = get_provider(cloud, candidate_regions=partial(cloud_regions, cloud))  # the catalog's
         except CloudError as exc:
             skipped.append(_skip(cloud, exc))
     return ready, skipped

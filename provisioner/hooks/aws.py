@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 from provisioner.providers.hook_types import CloudHooks
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+
     from provisioner.providers.bake_base import Baker
     from provisioner.providers.base import LaunchSpec, Provider
     from provisioner.providers.offer import Offer
@@ -15,10 +17,12 @@ if TYPE_CHECKING:
     from provisioner.providers.quota_records import QuotaSource
 
 
-def provider() -> Provider:
+def provider(*, candidate_regions: Callable[[], Iterable[str]] | None = None) -> Provider:
+    """``candidate_regions``: the regions list/find look in (those the account has enabled); the caller's, the
+    catalog's (commands/clouds.py): a provider reads no catalog."""
     from provisioner.providers.aws.provider import AwsProvider  # lazy: startup (cloud code only when asked)
 
-    return AwsProvider()
+    return AwsProvider(candidate_regions=candidate_regions)
 
 
 def request_preview(spec: LaunchSpec, offer: Offer) -> dict[str, object]:

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 from provisioner.providers.hook_types import CloudHooks
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+
     from provisioner.providers.bake_base import Baker
     from provisioner.providers.base import LaunchSpec, Provider
     from provisioner.providers.capabilities import LocalSsdBuilder
@@ -17,7 +19,7 @@ if TYPE_CHECKING:
     from provisioner.providers.quota_records import QuotaSource
 
 
-def provider() -> Provider:
+def provider(*, candidate_regions: Callable[[], Iterable[str]] | None = None) -> Provider:  # one call lists every region
     from provisioner.providers.gcp.provider import GcpProvider  # lazy: startup (cloud code only when asked)
 
     return GcpProvider()

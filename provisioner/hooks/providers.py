@@ -7,7 +7,7 @@ code that is handed providers (``Preflight``, ``BakedImages``...) takes them as 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from provisioner.errors import CloudError
@@ -38,23 +38,24 @@ class ProviderRegistry:
         """The clouds this registry has a provider for: the factories' in the registry's order, then the given."""
         return tuple(dict.fromkeys([*self._factories, *self._given]))
 
-    def get(self, cloud: str) -> Provider:
-        """The provider for ``cloud``; CloudError for a cloud it has none for."""
+    def get(self, cloud: str, *, candidate_regions: Callable[[], Iterable[str]] | None = None) -> Provider:
+        """The provider for ``cloud``; CloudError for a cloud it has none for. ``candidate_regions``: handed to the
+        factory (``ProviderFactory``: where the caller says the cloud's VMs can be)."""
         if cloud in self._given:
             return self._given[cloud]
         factory = self._factories.get(cloud)
         if factory is None:
             raise CloudError(f"trainvm cannot provision on {cloud!r} yet (supported: {', '.join(self.clouds)})")
-        return factory()
+        return factory() if candidate_regions is None else factory(candidate_regions=candidate_regions)
 
 
 #: the registry the commands ask: the real providers (the ``providers`` test fixture swaps it)
 DEFAULT = ProviderRegistry()
 
 
-def get_provider(cloud: str) -> Provider:
+def get_provider(cloud: str, *, candidate_regions: Callable[[], Iterable[str]] | None = None) -> Provider:
     """The provider for ``cloud`` from ``DEFAULT`` (read when called, so a test's registry takes effect)."""
-    return DEFAULT.get(cloud)
+    return DEFAULT.get(cloud, candidate_regions=candidate_regions)
 
 
 def provider_clouds() -> tuple[str, ...]:

@@ -14,6 +14,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+
     from provisioner.providers.bake_base import Baker
     from provisioner.providers.base import LaunchSpec, Provider
     from provisioner.providers.capabilities import LocalSsdBuilder
@@ -24,9 +26,11 @@ if TYPE_CHECKING:
 
 
 class ProviderFactory(Protocol):
-    """The cloud's provider, built now (cheap: no cloud call until a method is called)."""
+    """The cloud's provider, built now (cheap: no cloud call until a method is called). ``candidate_regions``: where
+    the caller (a layer above, which knows the catalog) says the cloud's VMs can be, asked when first needed; a
+    provider that lists region by region (AWS) looks there, the others list everything in one call and ignore it."""
 
-    def __call__(self) -> Provider: ...
+    def __call__(self, *, candidate_regions: Callable[[], Iterable[str]] | None = None) -> Provider: ...
 
 
 class RequestPreview(Protocol):

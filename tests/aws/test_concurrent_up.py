@@ -77,7 +77,7 @@ def _together(specs: list, offer) -> list[object]:
         def together(**kw: object) -> None:  # a before-send handler's answer would replace the request's: None
             barrier.wait()
 
-        provider.ec2("us-east-1").meta.events.register("before-send.ec2.RunInstances", together)
+        provider.api.ec2("us-east-1").meta.events.register("before-send.ec2.RunInstances", together)
         try:
             results[i] = provider.create(specs[i], offer)
         except Exception as exc:  # noqa: BLE001 - recorded for the assertion

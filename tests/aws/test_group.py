@@ -115,8 +115,6 @@ def test_ranks_are_stable_and_a_rerun_adopts_the_cluster(aws, provider, offers) 
 
 
 def test_node_list_spans_several_tags_when_one_is_too_short(aws, provider) -> None:
-    from provisioner.providers.aws.group import AwsGroup
-
     ips = [f"10.100.{i // 200}.{i % 200 + 10}" for i in range(40)]  # 40 addresses: more than 256 characters
     nodes = [{"InstanceId": f"i-{i:017x}", "PrivateIpAddress": ip} for i, ip in enumerate(ips)]
     ec2 = aws.client("ec2", direct=True)
@@ -124,7 +122,7 @@ def test_node_list_spans_several_tags_when_one_is_too_short(aws, provider) -> No
                             MinCount=40, MaxCount=40)
     for n, inst in zip(nodes, run["Instances"], strict=True):
         n["InstanceId"] = inst["InstanceId"]
-    AwsGroup(provider).write_node_list("us-east-1", nodes)
+    provider.group.write_node_list("us-east-1", nodes)
     [call] = aws.faults.calls("CreateTags")
     assert call.params["ResourceId.40"] == nodes[-1]["InstanceId"]  # one CreateTags for every node
     for inst in aws.instances():

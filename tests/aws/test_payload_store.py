@@ -41,7 +41,7 @@ def store(calls):
 def puts(store, region):
     """PutObject calls the store's own S3 client makes from now on (botocore's event, the real client)."""
     seen: list[str] = []
-    store.calls.client("s3", region).meta.events.register("before-parameter-build.s3.PutObject",
+    store.api.client("s3", region).meta.events.register("before-parameter-build.s3.PutObject",
                                                           lambda params, **kw: seen.append(params["Key"]))
     return seen
 
@@ -84,7 +84,7 @@ def test_a_second_process_reuses_the_bucket_and_converges_it(aws, calls):
     bucket = bucket_name(ACCOUNT, "us-west-2")
     s3 = aws.client("s3", "us-west-2", direct=True)
     s3.create_bucket(Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": "us-west-2"})
-    ref = S3PayloadStore(calls).stage("us-west-2", DATA, SHA)
+    ref = S3PayloadStore(calls.api).stage("us-west-2", DATA, SHA)
     assert ref.store == bucket and ref.uploaded
     assert s3.get_bucket_tagging(Bucket=bucket)["TagSet"] == [{"Key": "trainvm-managed", "Value": "true"}]
 
@@ -103,8 +103,8 @@ def test_an_object_of_another_size_is_uploaded_again(aws, store):
 @pytest.mark.parametrize("age_days, uploaded", [(REFRESH_DAYS - 1, False), (REFRESH_DAYS + 1, True)])
 def test_an_object_older_than_the_refresh_age_is_uploaded_again(calls, age_days, uploaded):
     """The store's clock moved ``age_days`` past the upload (moto's LastModified is the real time of the PUT)."""
-    S3PayloadStore(calls).stage("us-west-2", DATA, SHA)
-    later = S3PayloadStore(calls, now=lambda: datetime.now(UTC) + timedelta(days=age_days))
+    S3PayloadStore(calls.api).stage("us-west-2", DATA, SHA)
+    later = S3PayloadStore(calls.api, now=lambda: datetime.now(UTC) + timedelta(days=age_days))
     seen = puts(later, "us-west-2")
     ref = later.stage("us-west-2", DATA, SHA)
     assert ref.uploaded is uploaded and ref.refreshed is uploaded  # the object was there: a refresh (issue 36 item 3)
@@ -156,13 +156,13 @@ def test_an_unreachable_endpoint_is_a_provider_error_after_a_bounded_number_of_t
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))
         dead = f"http://127.0.0.1:{s.getsockname()[1]}"
-    from provisioner.providers.aws.calls import AwsCalls
+    from provisioner.providers.aws.api import AwsApi
 
-    calls = AwsCalls(endpoint=dead, tries=2)
+    api = AwsApi(endpoint=dead, tries=2)
     sent: list[str] = []
-    calls.client("sts", "us-east-1").meta.events.register("before-send", lambda request, **kw: sent.append(request.url))
+    api.client("sts", "us-east-1").meta.events.register("before-send", lambda request, **kw: sent.append(request.url))
     with pytest.raises(ProviderError) as err:
-        S3PayloadStore(calls).stage("us-west-2", DATA, SHA)
+        S3PayloadStore(api).stage("us-west-2", DATA, SHA)
     assert isinstance(err.value, RetryExhaustedError) and len(sent) == 2
 
 

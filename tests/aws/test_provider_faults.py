@@ -59,7 +59,7 @@ def test_capacity_moves_to_the_next_az_and_cleans_up(aws, provider, offers) -> N
     assert len(aws.security_groups()) == 1  # the two failed attempts' groups were deleted
     # each AZ got its own ClientToken (EC2 would answer IdempotentParameterMismatch to a reused one)
     tokens = [r.params["ClientToken"] for r in aws.faults.calls("RunInstances")]
-    assert len(tokens) == 2 * provider.tries + 1 and len(set(tokens)) == 3 and all(len(t) <= 64 for t in tokens)
+    assert len(tokens) == 2 * provider.api.tries + 1 and len(set(tokens)) == 3 and all(len(t) <= 64 for t in tokens)
 
 
 def test_vcpu_quota_skips_the_rest_of_the_region(aws, provider, offers) -> None:
@@ -84,7 +84,7 @@ def test_throttling_that_never_ends_is_retry_exhausted(aws, provider, offers) ->
     with pytest.raises(RetryExhaustedError) as err:
         provider.create(t4_spec(offers[0]), offers[0])
     assert err.value.code == "RequestLimitExceeded" and err.value.cleanup == "verified"
-    assert len(aws.faults.calls("RunInstances")) == provider.tries and nothing_left(aws)
+    assert len(aws.faults.calls("RunInstances")) == provider.api.tries and nothing_left(aws)
 
 
 def test_unauthorized_stops_the_walk(aws, provider, offers) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from provisioner.providers.aws.provider import stop_time
+from provisioner.providers.aws.instances import stop_time
 
 
 @pytest.mark.parametrize(("reason", "expected"), [

@@ -31,14 +31,14 @@ def test_a_throttling_storm_on_describe_instances_ends_after_tries_and_find_cann
     assert err.value.code == "UNREACHABLE" and "cannot tell whether trainvm-x-1 exists" in str(err.value)
     assert "us-east-1" in str(err.value) and "us-west-2" in str(err.value)
     # each region's DescribeInstances was sent `tries` times (botocore sends each once), then given up
-    assert len(aws.faults.calls("DescribeInstances")) == provider.tries * 2
+    assert len(aws.faults.calls("DescribeInstances")) == provider.api.tries * 2
 
 
 def test_a_throttled_call_names_the_code_and_the_attempts(aws, provider) -> None:
     aws.faults.fail("DescribeInstances", "RequestLimitExceeded")
     with pytest.raises(RetryExhaustedError) as err:
-        provider._instances("us-east-1", "trainvm-x-1")
-    assert err.value.code == "RequestLimitExceeded" and f"after {provider.tries} attempts" in str(err.value)
+        provider.instances.live("us-east-1", "trainvm-x-1")
+    assert err.value.code == "RequestLimitExceeded" and f"after {provider.api.tries} attempts" in str(err.value)
 
 
 def test_an_endpoint_that_never_answers_ends_within_the_budget(aws, provider) -> None:
@@ -47,13 +47,13 @@ def test_an_endpoint_that_never_answers_ends_within_the_budget(aws, provider) ->
     aws.faults.hang("DescribeInstances")
     try:
         with pytest.raises(RetryExhaustedError) as err:
-            provider._instances("us-east-1", "trainvm-x-1")
+            provider.instances.live("us-east-1", "trainvm-x-1")
     finally:
         aws.faults.release()
     # in words, no botocore type name (issue 36 item 24): "AWS did not answer (Read timeout on endpoint URL: ...)"
     assert "did not answer" in str(err.value) and "Read timeout" in str(err.value) and "TRAINVM_API_TIMEOUT" in str(err.value)
     assert "ReadTimeout" not in str(err.value)
-    assert 1 <= len(aws.faults.calls("DescribeInstances")) < provider.tries
+    assert 1 <= len(aws.faults.calls("DescribeInstances")) < provider.api.tries
 
 
 @pytest.mark.parametrize("fault", ["storm", "hang"])

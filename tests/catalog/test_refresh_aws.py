@@ -166,9 +166,9 @@ def test_real_ec2_client_is_none_without_any_aws_credentials(monkeypatch, tmp_pa
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    from provisioner.providers.aws import calls as aws_calls
+    from provisioner.providers.aws import api as aws_api
 
-    monkeypatch.setattr(aws_calls, "_shared_session", lambda: __import__("boto3").session.Session())
+    monkeypatch.setattr(aws_api, "_shared_session", lambda: __import__("boto3").session.Session())
     assert aws_prices.ec2_client(REGION) is None
 
 

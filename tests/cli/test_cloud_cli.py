@@ -162,7 +162,7 @@ def test_cloud_without_credentials_is_skipped(cli, install_providers) -> None:
     from provisioner.errors import CloudError
 
     def refuse(cloud):
-        return lambda: (_ for _ in ()).throw(CloudError(f"no credentials for {cloud}"))
+        return lambda **_: (_ for _ in ()).throw(CloudError(f"no credentials for {cloud}"))
 
     install_providers({}, {c: refuse(c) for c in ("gcp", "azure", "aws")})
     doc = cli("list", "--json")  # no cloud could be asked: a cloud/credentials error, not an empty list
@@ -257,7 +257,7 @@ def test_up_with_credentials_for_one_cloud_names_the_clouds_not_checked(cli, clo
     from provisioner.errors import CloudError
 
     def no_credentials(cloud: str):
-        def make():
+        def make(**_candidates):
             raise CloudError(f"no {cloud} credentials (fake)")
         return make
 

@@ -137,10 +137,10 @@ def no_cloud_to_ask(clouds, monkeypatch, install_providers):
     """No cloud can be asked: GCE and Azure have no credentials (their provider cannot be made, as the real
     ones raise), AWS's provider is made but fails at its first call (as boto3 does without credentials)."""
     from provisioner.errors import CredentialsError
-    from provisioner.providers.aws.calls import AwsCredentialsError
+    from provisioner.providers.aws.api import AwsCredentialsError
 
     def no_credentials(cloud):
-        def make():
+        def make(**_candidates):
             raise CredentialsError(f"no {cloud} credentials (fake)", hint=f"log in to {cloud} (fake hint)")
         return make
 
@@ -203,7 +203,7 @@ def test_list_with_some_clouds_asked_shows_what_was_found_and_names_the_others(c
 
     fakes = no_cloud_to_ask
     asked = providers.DEFAULT  # no_cloud_to_ask's: Azure cannot be made, AWS fails at its first call
-    install_providers({"gcp": fakes["gcp"], "aws": fakes["aws"]}, {"azure": lambda: asked.get("azure")})
+    install_providers({"gcp": fakes["gcp"], "aws": fakes["aws"]}, {"azure": lambda **_: asked.get("azure")})
     r = cli("list")
     assert r.code == 0, r.err
     assert "no trainvm VMs found on gcp" in r.out

@@ -59,10 +59,10 @@ def test_a_profile_in_a_folder_the_user_cannot_search_is_an_input_error(cli, wri
 @pytest.fixture
 def aws_profile_missing(clouds, monkeypatch, tmp_path, install_providers):
     """Fake GCE and Azure, the real AWS provider, and AWS_PROFILE naming a profile no AWS config file has."""
-    from provisioner.providers.aws import calls as aws_calls
+    from provisioner.providers.aws import api as aws_api
 
     install_providers({c: fake for c, fake in clouds.items() if c != "aws"})  # the real AWS provider
-    monkeypatch.setattr(aws_calls, "_SESSION", [])  # a fresh boto3 session reads AWS_PROFILE
+    monkeypatch.setattr(aws_api, "_SESSION", [])  # a fresh boto3 session reads AWS_PROFILE
     monkeypatch.delenv("TRAINVM_AWS_ENDPOINT", raising=False)
     (tmp_path / "aws-config").write_text("[profile other]\nregion = us-east-1\n")
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "aws-config"))

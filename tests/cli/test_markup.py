@@ -38,7 +38,7 @@ def test_cloud_messages_in_attempts_and_skips(cli, clouds, monkeypatch) -> None:
 
 def test_skipped_cloud_reason(cli, install_providers) -> None:
     def refuse(cloud):
-        return lambda: (_ for _ in ()).throw(CloudError(f"{cloud}: {HOSTILE}"))
+        return lambda **_: (_ for _ in ()).throw(CloudError(f"{cloud}: {HOSTILE}"))
 
     install_providers({}, {c: refuse(c) for c in ("gcp", "azure", "aws")})
     r = cli("list")

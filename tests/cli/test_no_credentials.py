@@ -20,7 +20,7 @@ import pytest
 
 from provisioner.errors import InputError
 from provisioner.providers import host
-from provisioner.providers.aws import calls as aws_calls
+from provisioner.providers.aws import api as aws_api
 
 AZURE_TAG = host.AZURE_CHASSIS_ASSET_TAG
 
@@ -123,7 +123,7 @@ def no_credentials(tmp_path, monkeypatch) -> Iterator[Blackhole]:
     monkeypatch.setenv("AZURE_POD_IDENTITY_AUTHORITY_HOST", f"http://{at}")
     monkeypatch.setenv("AZURE_SUBSCRIPTION_ID", "00000000-0000-0000-0000-000000000000")
     monkeypatch.setenv("TRAINVM_AWS_REGIONS", "us-east-1")
-    monkeypatch.setattr(aws_calls, "_SESSION", [])  # the per-process boto3 session is built under this environment
+    monkeypatch.setattr(aws_api, "_SESSION", [])  # the per-process boto3 session is built under this environment
     monkeypatch.setattr(host, "HYPERVISOR_UUID", tmp_path / "no-hypervisor-uuid")
     yield hole
     hole.close()

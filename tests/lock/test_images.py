@@ -103,6 +103,6 @@ def test_the_providers_boot_the_pinned_image_not_the_familys_newest(write_yaml, 
     aws = AwsProvider()
     pinned["aws"] = {"ssm_parameter": "", **aws.pin_image("ubuntu-22.04")}
     assert pinned["aws"]["ami"].startswith("ami-") and pinned["aws"]["region"] == "us-east-1"
-    assert aws.ami_for(replace(spec, locked_images=pinned), "us-east-1").image_id == pinned["aws"]["ami"]
+    assert aws.resources.ami_for(replace(spec, locked_images=pinned), "us-east-1").image_id == pinned["aws"]["ami"]
     other = next(r for r in moto.regions if r != "us-east-1")  # AMI ids are per region: elsewhere the parameter decides
-    assert aws.ami_for(replace(spec, locked_images=pinned), other).image_id == aws.resolve_ami(other, "ubuntu-22.04").image_id
+    assert aws.resources.ami_for(replace(spec, locked_images=pinned), other).image_id == aws.resources.resolve_ami(other, "ubuntu-22.04").image_id

@@ -19,11 +19,9 @@ from bench.import_graph import cycle_edges, cycles, local_counts, local_statemen
 # Empty from session 9 only because the catalog reached the clouds by name ("module:function" strings, not counted
 # here; tests/unit/test_layers.py counted them and saw the cycle). Issue 37: the catalog calls the clouds' typed hooks
 # (provisioner/hooks/: their function-local imports are counted), so this count sees it too: catalog -> hooks ->
-# providers.aws -> catalog, closed only by providers/aws/calls.py reading the catalog's AWS regions (test_layers.py
-# KNOWN_UP). Remove these three with that read.
-KNOWN_EDGES: set[tuple[str, str]] = {
-    ("catalog", "hooks"), ("hooks", "providers.aws"), ("providers.aws", "catalog"),
-}
+# providers.aws -> catalog, closed only by providers/aws/calls.py reading the catalog's AWS regions; that read is gone
+# (the layer above hands the AWS provider its candidate regions), and so is the cycle.
+KNOWN_EDGES: set[tuple[str, str]] = set()
 # Function-local imports with no reason: not a cloud SDK, not a library in bench/import_graph.py's HEAVY, and no
 # `# lazy: <reason>` comment on the line. May only shrink.
 KNOWN_LOCAL = 0

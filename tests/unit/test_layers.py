@@ -21,9 +21,8 @@ BELOW = frozenset({"errors", "settings", "secrets", "messages", "wording", "cach
 #: (importer's graph node, imported module, kind) -> why it still goes up. May only shrink.
 KNOWN_UP: dict[tuple[str, str, str], str] = {
     # (the CloudSpec hook strings of providers/clouds.py, 20 entries, are gone: the layers above reach a cloud through
-    # the typed hooks of provisioner/hooks/, a package above the cloud packages)
-    # AwsCalls.regions: the regions of the catalog's AWS rows, intersected with the account's enabled regions
-    ("providers.aws", "provisioner.catalog.storage", "import"): "aws/calls.py regions(): the catalog's AWS regions",
+    # the typed hooks of provisioner/hooks/, a package above the cloud packages; and aws/calls.py's catalog regions are
+    # gone: the layer above hands them to the AWS provider, candidate_regions)
 }
 #: Imports under ``if TYPE_CHECKING:`` from providers/ into a layer above (they never run). May only shrink.
 KNOWN_UP_TYPES: dict[tuple[str, str], str] = {
@@ -33,11 +32,9 @@ KNOWN_UP_TYPES: dict[tuple[str, str], str] = {
                                                       "capabilities.Preflighter.preflight takes (was Any, issue 37)",
 }
 #: Package cycles under the same count (imports that run, string loads). May only shrink.
-KNOWN_CYCLE_EDGES: set[tuple[str, str]] = {
-    # only through aws/calls.py's catalog regions (KNOWN_UP above): the catalog asks the clouds' hooks (families, disks,
-    # local SSD, row checks, prices), AWS's hooks import providers/aws/, which reads the catalog back
-    ("catalog", "hooks"), ("hooks", "providers.aws"), ("providers.aws", "catalog"),
-}
+# none left: the last cycle went through aws/calls.py's catalog regions (catalog -> hooks -> providers.aws ->
+# catalog); the layer above now hands the AWS provider its candidate regions
+KNOWN_CYCLE_EDGES: set[tuple[str, str]] = set()
 
 
 def _up(edges: dict[tuple[str, str], list[Import]]) -> dict[tuple[str, str, str], list[str]]:

@@ -30,10 +30,12 @@ import dataclasses
 import re
 import secrets
 import time
-from typing import Any
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 from provisioner import settings
 from provisioner.errors import CloudError
+from provisioner.providers.aws.provider import AwsProvider
 from provisioner.providers.bake_base import BakedImage
 from provisioner.providers.base import InstanceRecord
 from provisioner.providers.image_identity import (
@@ -46,6 +48,9 @@ from provisioner.providers.image_identity import (
 )
 from provisioner.providers.offer import Offer
 from provisioner.providers.poll import poll
+
+if TYPE_CHECKING:
+    from provisioner.providers.base import Provider
 
 BUILDER_SHAPE = "m6i.large"
 BUILDER_PRICE_US_EAST_1 = 0.096  # USD/h on-demand, Linux (aws.amazon.com/ec2/pricing/on-demand, 2026-11)
@@ -65,8 +70,11 @@ def _tags(image: dict[str, Any]) -> dict[str, str]:
 class AwsBaker:
     builder_shape = BUILDER_SHAPE
 
-    def __init__(self, provider: Any) -> None:
+    def __init__(self, provider: Provider) -> None:
+        if not isinstance(provider, AwsProvider):
+            raise TypeError(f"an AWS baker is made on an AwsProvider, not {type(provider).__name__}")
         self.provider = provider
+        self.api, self.resources, self.instances = provider.api, provider.resources, provider.instances
 
     # ------------------------------------------------------------------ the builder
     def builder_offer(self, gpu_offer: Offer) -> Offer:
@@ -78,10 +86,10 @@ class AwsBaker:
         """The *name* of the AMI a builder in ``region`` boots (the provider's choice: the lock's pin in the region it
         was pinned in, else the OS's SSM parameter there now). AMI ids differ per region, names do not: the identity
         holds the name so that a copy in another region has the same identity."""
-        p = self.provider
+        p = self.api
         pin = locked or {}
         where = region or pin.get("region") or p.regions()[0]
-        image_id = pin["ami"] if pin.get("ami") and pin.get("region") == where else p.resolve_ami(where, os_name).image_id
+        image_id = pin["ami"] if pin.get("ami") and pin.get("region") == where else self.resources.resolve_ami(where, os_name).image_id
         got = p.call(lambda: p.ec2(where).describe_images(ImageIds=[image_id]), missing=None)
         found = (got or {}).get("Images") or []
         return str(found[0].get("Name") or image_id) if found else image_id
@@ -89,9 +97,9 @@ class AwsBaker:
     # ------------------------------------------------------------------ capture
     def capture(self, builder: InstanceRecord, identity: ImageIdentity, profile_name: str,
                 regions: tuple[str, ...] = ()) -> BakedImage:
-        p = self.provider
+        p = self.api
         region, iid = builder.region, builder.cloud_id
-        if not iid or p._get(region, iid) is None:
+        if not iid or self.instances.get(region, iid) is None:
             raise CloudError(f"the builder {builder.name} is gone; nothing to capture")
         name = image_name(profile_name, identity.stack)
         tags = [{"Key": k, "Value": v} for k, v in sorted({**identity.labels(profile_name), "Name": name}.items())]
@@ -106,11 +114,10 @@ class AwsBaker:
             self._tag_snapshots(region, self._until_available(region, ami), tags)
             listed = set(p.regions())  # a copy where `trainvm images` does not look could never be deleted by it
             for dest in [r for r in dict.fromkeys(regions) if r != region and r in listed]:
-                copy = p.call(lambda dest=dest: p.ec2(dest).copy_image(
-                    SourceImageId=ami, SourceRegion=region, Name=name, Description=description,
-                    ClientToken=f"{name}-{dest}"))["ImageId"]
+                copy = p.call(partial(p.ec2(dest).copy_image, SourceImageId=ami, SourceRegion=region, Name=name,
+                                      Description=description, ClientToken=f"{name}-{dest}"))["ImageId"]
                 made.append((dest, copy))
-                p.call(lambda dest=dest, copy=copy: p.ec2(dest).create_tags(Resources=[copy], Tags=tags))
+                p.call(partial(p.ec2(dest).create_tags, Resources=[copy], Tags=tags))
             for dest, copy in made[1:]:
                 self._tag_snapshots(dest, self._until_available(dest, copy), tags)
         except BaseException:
@@ -123,7 +130,7 @@ class AwsBaker:
         return baked
 
     def _until_available(self, region: str, image_id: str) -> dict[str, Any]:
-        p = self.provider
+        p = self.api
         timeout = settings.seconds("TRAINVM_BAKE_TIMEOUT", 5400.0)
 
         def fetch() -> dict[str, Any]:
@@ -145,11 +152,11 @@ class AwsBaker:
     def _tag_snapshots(self, region: str, image: dict[str, Any], tags: list[dict[str, str]]) -> None:
         snaps = _snapshots_of(image)
         if snaps:
-            self.provider.call(lambda: self.provider.ec2(region).create_tags(Resources=snaps, Tags=tags))
+            self.api.call(lambda: self.api.ec2(region).create_tags(Resources=snaps, Tags=tags))
 
     def _forget(self, region: str, image_id: str) -> None:
         """Deregister ``image_id`` (if it is still registered) and delete every snapshot of it in ``region``."""
-        p = self.provider
+        p = self.api
         ec2 = p.ec2(region)
         got = p.call(lambda: ec2.describe_images(ImageIds=[image_id]), missing=None)
         images = (got or {}).get("Images") or []
@@ -161,11 +168,11 @@ class AwsBaker:
         mine = re.compile(rf"\b{re.escape(image_id)}\b")  # an old 8-hex id may be part of a 17-hex one
         snaps |= {s["SnapshotId"] for s in named.get("Snapshots") or [] if mine.search(s.get("Description") or "")}
         for snap in sorted(snaps):
-            p.call(lambda snap=snap: ec2.delete_snapshot(SnapshotId=snap), missing=None)
+            p.call(partial(ec2.delete_snapshot, SnapshotId=snap), missing=None)
 
     # ------------------------------------------------------------------ images, find, delete
     def _all(self, filters: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        p = self.provider
+        p = self.api
 
         def one(region: str) -> list[dict[str, Any]]:
             got = p.call(lambda: p.ec2(region).describe_images(Owners=["self"], Filters=filters))

@@ -1,7 +1,7 @@
 """EC2/IAM/SSM failures -> trainvm's ``ProviderError`` classes, in one place.
 
 botocore raises ``ClientError`` with ``response["Error"]["Code"]`` (the EC2 query protocol's
-``<Errors><Error><Code>``). ``is_transient`` says which failures ``AwsCalls.call`` retries (throttling codes, 5xx,
+``<Errors><Error><Code>``). ``is_transient`` says which failures ``AwsApi.call`` retries (throttling codes, 5xx,
 429, connection errors and timeouts: what botocore's own retry modes retry); a throttling or 5xx code that reaches
 ``classify`` has exhausted those retries (or the call's time budget).
 Duck-typed over the exceptions: importing this module imports no cloud SDK.
@@ -122,7 +122,7 @@ def classify(exc: BaseException, *, attempts: int | None = None) -> ProviderErro
 
 def botocore_config(*, max_attempts: int, connect_timeout: float, read_timeout: float) -> Any:
     """botocore's client config: standard retry mode (throttling codes, 5xx, connection errors) with
-    ``max_attempts`` in all (1: no retry, ``AwsCalls.call`` retries within its time budget), and bounded timeouts.
+    ``max_attempts`` in all (1: no retry, ``AwsApi.call`` retries within its time budget), and bounded timeouts.
     Never the adaptive mode: its client-side rate limiter sleeps outside any budget."""
     from botocore.config import Config
 

@@ -5,7 +5,7 @@ members, ranks by ``AmiLaunchIndex`` tagged per node (``Name`` = ``NAME-K``, ``t
 tagged on every node once all run (requests: group_request.py). A single VM keeps the request and tags it always
 had: ``Name`` = NAME, no cluster tag, no placement group, no tagging after the launch.
 
-Before anything is made: the instances of that name in the offer's region (``AwsProvider._instances``: ``Name`` or
+Before anything is made: the instances of that name in the offer's region (``AwsInstances.live``: ``Name`` or
 ``trainvm-group``) are adopted when they carry this profile's hash and are complete (once running; still pending
 at the deadline: AttemptInProgressError, left to the `up` creating them, and failover stops); a cluster where a
 VM is asked for, a VM where a cluster is asked for, another hash or not trainvm's: ConflictError.
@@ -33,6 +33,14 @@ from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from provisioner.providers.aws import group_request as G
 from provisioner.providers.aws import request as R
+from provisioner.providers.aws.instances import (
+    AwsInstances,
+    Instance,
+    StateReason,
+    as_instance,
+    launch_notes,
+    tags_of,
+)
 from provisioner.providers.base import (
     AttemptInProgressError,
     CapacityError,
@@ -51,7 +59,8 @@ from provisioner.providers.poll import poll
 from provisioner.providers.registry import METADATA_VALUE_LIMIT
 
 if TYPE_CHECKING:
-    from provisioner.providers.aws.provider import AwsProvider
+    from provisioner.providers.aws.api import AwsApi
+    from provisioner.providers.aws.resources import AwsResources
 
 T = TypeVar("T")
 #: Per-node calls (rank tags, console reads) in flight at once.
@@ -69,12 +78,16 @@ def each(fn: Callable[[Any], T], items: list[Any]) -> list[T]:
     return [f.result() for f in futures]
 
 
+def _reason(inst: Instance | None) -> StateReason:
+    return (inst.get("StateReason") if inst else None) or StateReason()
+
+
 class _LaunchedByAnother(Exception):
     """RunInstances was refused because another `up` of the profile launched with its token: ``found`` are that
     `up`'s instances, ``error`` why they cannot be taken yet (not a ProviderError: ``create`` adopts them, or raises
     ``error``, instead of cleaning up what that `up` uses)."""
 
-    def __init__(self, found: list[dict[str, Any]], error: ProviderError | None = None) -> None:
+    def __init__(self, found: list[Instance], error: ProviderError | None = None) -> None:
         super().__init__(f"launched by another `up`: {[i['InstanceId'] for i in found]}")
         self.found, self.error = found, error
 
@@ -82,21 +95,24 @@ class _LaunchedByAnother(Exception):
 class _Incomplete(Exception):
     """The token's instances did not all show in time; ``found``: those that did."""
 
-    def __init__(self, found: list[dict[str, Any]]) -> None:
+    def __init__(self, found: list[Instance]) -> None:
         super().__init__(f"{len(found)} instance(s) shown")
         self.found = found
 
 
 class AwsGroup:
-    def __init__(self, provider: AwsProvider) -> None:
-        self.p = provider
+    """The create path (1..N nodes) and the group's own resources (placement group, member rule), on the provider's
+    parts: the API client, the instance lookups and the per-VM resources."""
+
+    def __init__(self, api: AwsApi, instances: AwsInstances, resources: AwsResources) -> None:
+        self.api, self.instances, self.resources = api, instances, resources
 
     # ------------------------------------------------------------------ create
     def create(self, spec: LaunchSpec, offer: Offer) -> InstanceRecord:
         region, n = offer.region, spec.nodes
-        existing = self.p._instances(region, spec.name, managed=False)
+        existing = self.instances.live(region, spec.name, managed=False)
         if existing:
-            cluster = [i for i in existing if _tags(i).get(G.GROUP_TAG) == spec.name]
+            cluster = [i for i in existing if tags_of(i).get(G.GROUP_TAG) == spec.name]
             if n == 1 and cluster:
                 raise ConflictError(f"a cluster named {spec.name} exists in {region}; run `trainvm down {spec.name}` "
                                     "or pass --name")
@@ -104,19 +120,19 @@ class AwsGroup:
                 raise ConflictError(f"an instance named {spec.name} already exists in {region}; a cluster of that name "
                                     f"cannot be created next to it: run `trainvm down {spec.name}` or pass --name")
             return self._adopt(existing, spec)
-        zone = self.p.zone_name(region, str(offer.zone))
-        ami = self.p.ami_for(spec, region)
+        zone = self.api.zone_name(region, str(offer.zone))
+        ami = self.resources.ami_for(spec, region)
         pg = G.placement_group_name(spec.name) if spec.compact and n > 1 else None
         G.launch_params(R.run_instances_params(spec, offer, ami, zone, security_group_id="sg-check",
                                                instance_profile=None), spec, pg)  # checks first
         made: dict[str, Any] = {}
         try:
-            gid, made["sg"] = self.p.ensure_security_group(region, spec)
+            gid, made["sg"] = self.resources.ensure_security_group(region, spec)
             if n > 1:
                 self._allow_members(region, gid)
-            profile = self.p.ensure_instance_profile(spec, region)
+            profile = self.resources.ensure_instance_profile(spec, region)
             made["profile"] = profile is not None
-            made["key"] = key = self.p.ensure_key_pair(region, spec)
+            made["key"] = key = self.resources.ensure_key_pair(region, spec)
             if pg:
                 made["pg"] = True
                 self._ensure_placement_group(region, spec)
@@ -128,7 +144,7 @@ class AwsGroup:
             running = self._until_running(region, [i["InstanceId"] for i in insts], spec.name)
             if n > 1:
                 self.write_node_list(region, running)
-            return self.p._record(running[0], notes=self.p._notes(spec))
+            return self.instances.record(running[0], notes=launch_notes(spec))
         except _LaunchedByAnother as other:  # what this attempt made is that `up`'s too: nothing is cleaned up
             if other.error is not None:
                 raise other.error from None
@@ -139,34 +155,34 @@ class AwsGroup:
 
     def _allow_members(self, region: str, group_id: str) -> None:
         perms = G.member_ingress(group_id)
-        self.p.call(lambda: self.p.ec2(region).authorize_security_group_ingress(GroupId=group_id, IpPermissions=perms),
+        self.api.call(lambda: self.api.ec2(region).authorize_security_group_ingress(GroupId=group_id, IpPermissions=perms),
                     exists=None)
 
     def _ensure_placement_group(self, region: str, spec: LaunchSpec) -> None:
         params = G.placement_group_params(spec)
-        ec2 = self.p.ec2(region)
-        made = self.p.call(lambda: ec2.create_placement_group(**params), exists=None)
+        ec2 = self.api.ec2(region)
+        made = self.api.call(lambda: ec2.create_placement_group(**params), exists=None)
         if made is None and self._placement_group(region, spec.name) is None:
             raise ConflictError(f"the placement group {params['GroupName']} exists in {region} and is not trainvm's; "
                                 "pass --name to choose another name")
 
-    def _placement_group(self, region: str, cluster: str) -> dict[str, Any] | None:
+    def _placement_group(self, region: str, cluster: str) -> dict[str, object] | None:
         """The cluster's placement group when it exists and is trainvm's."""
         name = G.placement_group_name(cluster)
-        got = self.p.call(lambda: self.p.ec2(region).describe_placement_groups(GroupNames=[name]), missing=None)
+        got = self.api.call(lambda: self.api.ec2(region).describe_placement_groups(GroupNames=[name]), missing=None)
         for g in (got or {}).get("PlacementGroups") or []:
             if _tags(g).get("trainvm-managed") == "true":
                 return dict(g)
         return None
 
     def _launch(self, region: str, params: dict[str, Any], spec: LaunchSpec, zone_id: str,
-                made: dict[str, Any]) -> list[dict[str, Any]]:
+                made: dict[str, Any]) -> list[Instance]:
         """RunInstances for all nodes (``made["ids"]`` set at once); EC2 answers a known ClientToken with that
         request's instances, even terminated ones: then once more with a token salted by the first's id."""
-        insts: list[dict[str, Any]] = []
+        insts: list[Instance] = []
         for _ in range(3):
             try:
-                insts = self.p._run(region, params)["Instances"]
+                insts = self._run(region, params)
             except InvalidRequestError as exc:
                 if exc.code != "IdempotentParameterMismatch":
                     raise
@@ -183,7 +199,21 @@ class AwsGroup:
             raise CapacityError(f"RunInstances launched {len(insts)} of {spec.nodes} nodes", code="MinCountNotMet")
         return sorted(insts, key=lambda i: int(i.get("AmiLaunchIndex") or 0))
 
-    def _launched_with_token(self, region: str, spec: LaunchSpec) -> list[dict[str, Any]]:
+    def _run(self, region: str, params: dict[str, Any]) -> list[Instance]:
+        """RunInstances' instances; a just-created instance profile may take seconds to be usable (IAM is eventually
+        consistent): that one answer is retried (``poll``, within min(60 s, op_timeout)); past that, EC2's last
+        error propagates (an InvalidRequestError, cleaned up by ``create``)."""
+        def iam_lag(exc: BaseException) -> bool:
+            text = str(exc).lower()
+            return isinstance(exc, InvalidRequestError) and "iam" in text and "instance profile" in text
+
+        ec2 = self.api.ec2(region)
+        out: dict[str, list[dict[str, object]]] = poll(
+            lambda: self.api.call(lambda: ec2.run_instances(**params)), deadline=time.monotonic() + min(60.0, self.api.op_timeout),
+            transient=iam_lag, tries=None, backoff=max(self.api.poll_interval / 2, 0.01), timed_out=lambda last: last)
+        return [as_instance(i, region) for i in out["Instances"]]
+
+    def _launched_with_token(self, region: str, spec: LaunchSpec) -> list[Instance]:
         """EC2 refused the token (name, hash, AZ, stable parameters: aws_request.token_inputs) as bound to a request
         whose other parameters differ: another `up` of this profile launched with it (its presigned payload URL,
         owner or price tags differ). Its instances, once DescribeInstances shows them all (eventually consistent;
@@ -191,14 +221,14 @@ class AwsGroup:
         but not all: that `up` is still at it (AttemptInProgressError, through ``_LaunchedByAnother``). None
         shows: the token is an earlier attempt's, whose instances are gone; the caller derives the next token from
         this one, as every `up` of the profile does."""
-        def complete(found: list[dict[str, Any]]) -> bool:
-            return bool(found) and sorted(G.rank_of(_tags(i)) or 0 for i in found) == list(range(spec.nodes))
+        def complete(found: list[Instance]) -> bool:
+            return bool(found) and sorted(G.rank_of(tags_of(i)) or 0 for i in found) == list(range(spec.nodes))
 
         try:
-            found: list[dict[str, Any]] = poll(
-                lambda: self.p._instances(region, spec.name, managed=False),
-                deadline=time.monotonic() + min(30.0, self.p.op_timeout), ready=complete,
-                interval=max(self.p.poll_interval / 2, 0.01), timed_out=_Incomplete)
+            found: list[Instance] = poll(
+                lambda: self.instances.live(region, spec.name, managed=False),
+                deadline=time.monotonic() + min(30.0, self.api.op_timeout), ready=complete,
+                interval=max(self.api.poll_interval / 2, 0.01), timed_out=_Incomplete)
         except _Incomplete as last:
             if not last.found:
                 return []
@@ -207,25 +237,25 @@ class AwsGroup:
                 "it", name=spec.name, where=region)) from None
         return found
 
-    def _tag_ranks(self, region: str, cluster: str, insts: list[dict[str, Any]]) -> None:
-        ec2 = self.p.ec2(region)
+    def _tag_ranks(self, region: str, cluster: str, insts: list[Instance]) -> None:
+        ec2 = self.api.ec2(region)
 
-        def one(pair: tuple[int, dict[str, Any]]) -> None:
+        def one(pair: tuple[int, Instance]) -> None:
             rank, inst = pair
             tags = G.node_tags(cluster, rank)
-            self.p.call(lambda: ec2.create_tags(Resources=[inst["InstanceId"]], Tags=tags))
+            self.api.call(lambda: ec2.create_tags(Resources=[inst["InstanceId"]], Tags=tags))
 
         each(one, list(enumerate(insts)))
 
-    def _until_running(self, region: str, ids: list[str], name: str) -> list[dict[str, Any]]:
+    def _until_running(self, region: str, ids: list[str], name: str) -> list[Instance]:
         """Await ``instance_running`` on every instance (bounded by ``op_timeout``); what stopped the wait is
         classified: an instance terminated for capacity/spot (CapacityError: failover goes on), otherwise
         terminated or stopped meanwhile (VanishedError), still pending (OPERATION_TIMEOUT)."""
         try:
-            self.p.wait(region, "instance_running", ids)
+            self.api.wait(region, "instance_running", ids)
         except RetryExhaustedError as exc:
-            now = {i: self.p._get(region, i) for i in ids}
-            state = {i: (inst or {}).get("State", {}).get("Name") for i, inst in now.items()}
+            now = {i: self.instances.get(region, i) for i in ids}
+            state = {i: inst["State"]["Name"] if inst else None for i, inst in now.items()}
 
             def what(some: list[str]) -> str:  # "NAME (i-1) was", "2 of the 4 nodes of NAME (i-1, i-2) were"
                 return (f"{name} ({some[0]}) was" if len(ids) == 1 else
@@ -233,7 +263,7 @@ class AwsGroup:
 
             gone = [i for i in ids if state[i] in GONE]
             if gone:
-                reasons = [(now[i] or {}).get("StateReason") or {} for i in gone]
+                reasons = [_reason(now[i]) for i in gone]
                 codes = [str(r.get("Code") or "") for r in reasons]
                 why = next((str(r.get("Message") or c) for r, c in zip(reasons, codes, strict=True) if c), "")
                 capacity = next((c for c in codes if "InsufficientInstanceCapacity" in c or "Spot" in c), None)
@@ -248,29 +278,29 @@ class AwsGroup:
                                     code="DELETED_DURING_CREATE") from exc
             if exc.code == "WaiterError":
                 pending = [i for i in ids if state[i] == "pending"]
-                raise RetryExhaustedError(f"{what(pending or ids)} still pending after {self.p.op_timeout:g} s "
+                raise RetryExhaustedError(f"{what(pending or ids)} still pending after {self.api.op_timeout:g} s "
                                           "(TRAINVM_AWS_OP_TIMEOUT)", code="OPERATION_TIMEOUT") from exc
             raise
-        found = {i["InstanceId"]: i for i in self.p._instances(region, name)}
+        found = {i["InstanceId"]: i for i in self.instances.live(region, name)}
         if any(i not in found for i in ids):
             raise VanishedError(f"{name}: {sum(i not in found for i in ids)} of {len(ids)} instances are gone after "
                                 "they ran", code="DELETED_DURING_CREATE")
         return [found[i] for i in ids]
 
-    def write_node_list(self, region: str, nodes: list[dict[str, Any]]) -> None:
+    def write_node_list(self, region: str, nodes: list[Instance]) -> None:
         """``trainvm-cluster`` (the private IPs, rank order) on every node: the same tags, one CreateTags."""
         items = node_list_metadata([i["PrivateIpAddress"] for i in nodes], METADATA_VALUE_LIMIT["aws"])
         tags = [{"Key": k, "Value": v} for k, v in items.items()]
         ids = [i["InstanceId"] for i in nodes]
-        self.p.call(lambda: self.p.ec2(region).create_tags(Resources=ids, Tags=tags))
+        self.api.call(lambda: self.api.ec2(region).create_tags(Resources=ids, Tags=tags))
 
-    def _adopt(self, found: list[dict[str, Any]], spec: LaunchSpec) -> InstanceRecord:
+    def _adopt(self, found: list[Instance], spec: LaunchSpec) -> InstanceRecord:
         """The instances of an earlier (or a concurrent) `up` of this profile: complete (one per rank), awaited
         while pending, the node list tagged again for a cluster."""
         region, n = found[0]["_region"], spec.nodes
         for inst in found:
-            refuse_foreign(_tags(inst), spec, "an instance" if n == 1 else "a cluster", f"in {region}")
-        ranks = sorted(G.rank_of(_tags(i)) or 0 for i in found)
+            refuse_foreign(tags_of(inst), spec, "an instance" if n == 1 else "a cluster", f"in {region}")
+        ranks = sorted(G.rank_of(tags_of(i)) or 0 for i in found)
         if ranks != list(range(n)):
             raise ConflictError(f"{spec.name} in {region} has {len(found)} instances for {n} nodes (ranks {ranks}): "
                                 f"an earlier `up` did not finish; run `trainvm down {spec.name}` first")
@@ -286,7 +316,7 @@ class AwsGroup:
                     where=region) from exc
         if n > 1:
             self.write_node_list(region, nodes)
-        return self.p._record(nodes[0], notes=self.p._notes(spec), existing=True)
+        return self.instances.record(nodes[0], notes=launch_notes(spec), existing=True)
 
     # ------------------------------------------------------------------ cleanup and delete
     def _cleanup(self, region: str, spec: LaunchSpec, made: dict[str, Any], failed: ProviderError) -> None:
@@ -294,8 +324,8 @@ class AwsGroup:
         it, then the placement group, security group, instance profile and key pair this attempt made."""
         notes = []
         try:
-            mine = {i["InstanceId"] for i in self.p._instances(region, spec.name)
-                    if _tags(i).get("trainvm-hash") == spec.labels.get("trainvm-hash")}
+            mine = {i["InstanceId"] for i in self.instances.live(region, spec.name)
+                    if tags_of(i).get("trainvm-hash") == spec.labels.get("trainvm-hash")}
             mine |= set(made.get("ids") or [])
             left = self.terminate(region, sorted(mine)) if mine else []
             if left:
@@ -305,11 +335,11 @@ class AwsGroup:
                 if made.get("pg"):
                     self.delete_placement_group(region, spec.name)
                 if made.get("sg"):
-                    self.p.delete_security_group(region, spec.name)
+                    self.resources.delete_security_group(region, spec.name)
                 if made.get("profile"):
-                    self.p.delete_instance_profile(spec.name)
+                    self.resources.delete_instance_profile(spec.name)
                 if made.get("key"):
-                    self.p.delete_key_pair(region, spec.name)
+                    self.resources.delete_key_pair(region, spec.name)
                 failed.verified()
         except ProviderError as exc:
             failed.leaves(f"{spec.name} ({region})")
@@ -320,8 +350,8 @@ class AwsGroup:
     def _live(self, region: str, ids: list[str]) -> list[str]:
         """Those of ``ids`` that exist and are not terminated (one DescribeInstances: an ``instance-id`` filter,
         which, unlike ``InstanceIds``, does not fail on an unknown id)."""
-        ec2, filters = self.p.ec2(region), [{"Name": "instance-id", "Values": ids}]
-        pages = self.p.call(lambda: list(ec2.get_paginator("describe_instances").paginate(Filters=filters)))
+        ec2, filters = self.api.ec2(region), [{"Name": "instance-id", "Values": ids}]
+        pages = self.api.call(lambda: list(ec2.get_paginator("describe_instances").paginate(Filters=filters)))
         return [i["InstanceId"] for page in pages for r in page.get("Reservations") or [] for i in r.get("Instances") or []
                 if i["State"]["Name"] != "terminated"]
 
@@ -330,8 +360,8 @@ class AwsGroup:
         live = self._live(region, ids)
         if not live:
             return []
-        self.p.call(lambda: self.p.ec2(region).terminate_instances(InstanceIds=live), missing=None)
-        self.p.wait(region, "instance_terminated", live)
+        self.api.call(lambda: self.api.ec2(region).terminate_instances(InstanceIds=live), missing=None)
+        self.api.wait(region, "instance_terminated", live)
         return self._live(region, live)
 
     def delete_placement_group(self, region: str, cluster: str) -> bool:
@@ -346,8 +376,8 @@ class AwsGroup:
             return isinstance(exc, InvalidRequestError) and exc.code == "InvalidPlacementGroup.InUse"
 
         def delete() -> Any:
-            return self.p.call(lambda: self.p.ec2(region).delete_placement_group(GroupName=name), missing=None)
+            return self.api.call(lambda: self.api.ec2(region).delete_placement_group(GroupName=name), missing=None)
 
-        poll(delete, deadline=time.monotonic() + min(60.0, self.p.op_timeout), transient=in_use, tries=None,
-             backoff=max(self.p.poll_interval / 2, 0.01), timed_out=lambda last: last)
+        poll(delete, deadline=time.monotonic() + min(60.0, self.api.op_timeout), transient=in_use, tries=None,
+             backoff=max(self.api.poll_interval / 2, 0.01), timed_out=lambda last: last)
         return True

@@ -46,7 +46,7 @@ from typing import IO, Any
 from provisioner import settings
 from provisioner.errors import CloudError, CredentialsError
 from provisioner.providers import http
-from provisioner.providers.aws.calls import AwsCalls, AwsCredentialsError
+from provisioner.providers.aws.api import AwsApi, AwsCredentialsError
 from provisioner.providers.aws.errors import classify
 from provisioner.providers.offer import Offer
 from provisioner.providers.price_rows import DiskPrice, SourceResult
@@ -152,7 +152,7 @@ def _pick(cands: list[tuple[float, str]], what: str, ambiguous: list[str]) -> tu
 def ec2_client(region: str) -> Any | None:
     """An EC2 client with the user's credentials (boto3's default chain), or None when there are none."""
     try:
-        return AwsCalls(regions=[region]).ec2(region)
+        return AwsApi(regions=[region]).ec2(region)
     except (CredentialsError, AwsCredentialsError):
         return None
 

@@ -39,12 +39,16 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from functools import partial
+from typing import TYPE_CHECKING, TypedDict
 
 from provisioner.providers.aws.errors import error_code
 from provisioner.providers.aws.provider import AwsProvider
 from provisioner.providers.offer import Offer
 from provisioner.providers.quota_records import QuotaNeed, QuotaReading, Usage
+
+if TYPE_CHECKING:
+    from provisioner.providers.aws.api import AwsApi
 
 SERVICE_CODE = "ec2"
 USED_STATES = ["pending", "running"]
@@ -98,14 +102,26 @@ def _name(code: str) -> str:
     return code
 
 
+class ErrorReason(TypedDict, total=False):
+    ErrorCode: str
+    ErrorMessage: str
+
+
+class ServiceQuota(TypedDict, total=False):
+    """The fields of Service Quotas' ``ServiceQuota`` that trainvm reads (GetServiceQuota, GetAWSDefaultServiceQuota)."""
+
+    Value: float | None
+    ErrorReason: ErrorReason
+
+
 class AwsQuotas:
     cloud = "aws"
     source = "AWS Service Quotas GetServiceQuota + EC2 DescribeInstances"
     increase_hint = INCREASE_HINT
 
-    def __init__(self, provider: Any) -> None:
-        self.provider = provider
-        self.account = f"{provider.endpoint or 'aws'}/{_key_id(provider)}"
+    def __init__(self, api: AwsApi) -> None:
+        self.api = api
+        self.account = f"{api.endpoint or 'aws'}/{api.access_key_id()}"
         self._running: dict[str, list[tuple[str, bool]]] = {}  # region -> (instance type, spot) of used instances
 
     def read(self, scope: str) -> Usage:
@@ -130,32 +146,33 @@ class AwsQuotas:
 
     # ------------------------------------------------------------------ the reads
     def _limit(self, region: str, code: str) -> float:
-        sq = self.provider.client("service-quotas", region)
+        sq = self.api.client("service-quotas", region)
 
-        def applied() -> dict[str, Any] | None:
+        def applied() -> ServiceQuota | None:
             try:
-                got: dict[str, Any] = sq.get_service_quota(ServiceCode=SERVICE_CODE, QuotaCode=code)["Quota"]
+                got: ServiceQuota = sq.get_service_quota(ServiceCode=SERVICE_CODE, QuotaCode=code)["Quota"]
                 return got
             except Exception as exc:
                 if error_code(exc) == "NoSuchResourceException":  # no applied value: the AWS default applies
                     return None
                 raise
 
-        quota = self.provider.call(applied)
+        quota = self.api.call(applied)
         if quota is None:
-            quota = self.provider.call(
+            quota = self.api.call(
                 lambda: sq.get_aws_default_service_quota(ServiceCode=SERVICE_CODE, QuotaCode=code)["Quota"])
-        if quota.get("Value") is None:
-            reason = quota.get("ErrorReason") or {}
+        value = quota.get("Value")
+        if value is None:
+            reason = quota.get("ErrorReason") or ErrorReason()
             raise RuntimeError(f"Service Quotas gave no value for {code}: {reason.get('ErrorCode', '?')}: "
                                f"{reason.get('ErrorMessage', '')}".rstrip(": "))
-        return float(quota["Value"])
+        return float(value)
 
     def _used(self, region: str, code: str) -> float:
         if region not in self._running:
-            ec2 = self.provider.ec2(region)
+            ec2 = self.api.ec2(region)
             filters = [{"Name": "instance-state-name", "Values": USED_STATES}]
-            pages = self.provider.call(lambda: list(ec2.get_paginator("describe_instances").paginate(Filters=filters)))
+            pages = self.api.call(lambda: list(ec2.get_paginator("describe_instances").paginate(Filters=filters)))
             self._running[region] = [(i["InstanceType"], i.get("InstanceLifecycle") == "spot")
                                      for page in pages for r in page.get("Reservations") or []
                                      for i in r.get("Instances") or []]
@@ -170,26 +187,15 @@ class AwsQuotas:
     def _vcpus(self, region: str, types: list[str]) -> dict[str, int]:
         if not types:
             return {}
-        ec2 = self.provider.ec2(region)
+        ec2 = self.api.ec2(region)
         out: dict[str, int] = {}
         for i in range(0, len(types), 100):  # DescribeInstanceTypes takes at most 100 types per call
             chunk = types[i:i + 100]
-            got = self.provider.call(lambda chunk=chunk: ec2.describe_instance_types(InstanceTypes=chunk))
+            got = self.api.call(partial(ec2.describe_instance_types, InstanceTypes=chunk))
             out.update({t["InstanceType"]: int(t["VCpuInfo"]["DefaultVCpus"]) for t in got["InstanceTypes"]})
         return out
 
 
-def _key_id(provider: Any) -> str:
-    """The access key id of the provider's credentials (the cache key's account part; only its hash is written)."""
-    if provider.endpoint:  # the emulator's fixed dummy credentials
-        return "testing"
-    try:
-        creds = provider._session.get_credentials()
-        return str(creds.access_key) if creds is not None else "-"
-    except Exception:  # noqa: BLE001 - a key that cannot be read only costs cache hits
-        return "-"
-
-
-def reader(provider: Any) -> AwsQuotas | None:
+def reader(provider: object) -> AwsQuotas | None:
     """The quota reader of an AWS provider (None for any other provider, e.g. a test's fake)."""
-    return AwsQuotas(provider) if isinstance(provider, AwsProvider) else None
+    return AwsQuotas(provider.api) if isinstance(provider, AwsProvider) else None

@@ -18,9 +18,9 @@
   signed by curl's ``--aws-sigv4`` (templates/bootstrap/fetch-aws.sh).
 - ``PayloadRef.url``: the virtual-hosted URL ``https://<bucket>.s3.<region>.amazonaws.com/<key>``; with
   ``TRAINVM_AWS_ENDPOINT`` (moto's server in tests) the path-style ``<endpoint>/<bucket>/<key>``.
-- Failures go through ``AwsCalls.call`` (botocore's adaptive retries, then ``aws_errors.classify``).
+- Failures go through ``AwsApi.call`` (botocore's adaptive retries, then ``aws_errors.classify``).
 
-boto3 is imported only through ``AwsCalls`` (on first use), never by importing this module.
+boto3 is imported only through ``AwsApi`` (on first use), never by importing this module.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from provisioner.providers.base import ConflictError, InvalidRequestError
 from provisioner.providers.store import EXPIRE_DAYS, PAYLOAD_PREFIX, REFRESH_DAYS, PayloadRef, payload_key
 
 if TYPE_CHECKING:
-    from provisioner.providers.aws.calls import AwsCalls
+    from provisioner.providers.aws.api import AwsApi
 
 MANAGED_TAG = {"Key": "trainvm-managed", "Value": "true"}
 LIFECYCLE_RULE_ID = "trainvm-payload-expiry"
@@ -64,10 +64,10 @@ PRESIGN_SECONDS = 6 * 3600
 
 
 class S3PayloadStore:
-    """``PayloadStore`` on S3 through ``AwsCalls``' clients (its endpoint, credentials and retries)."""
+    """``PayloadStore`` on S3 through the API client's (``AwsApi``) clients (its endpoint, credentials and retries)."""
 
-    def __init__(self, calls: AwsCalls, *, now: Callable[[], datetime] | None = None) -> None:
-        self.calls = calls
+    def __init__(self, api: AwsApi, *, now: Callable[[], datetime] | None = None) -> None:
+        self.api = api
         self._now = now or (lambda: datetime.now(UTC))
         self._account: str | None = None
         self._ready: set[str] = set()  # regions whose bucket this process created or converged
@@ -75,18 +75,18 @@ class S3PayloadStore:
     # ------------------------------------------------------------------ names
     def account(self) -> str:
         if self._account is None:
-            sts = self.calls.client("sts", "us-east-1")
-            self._account = str(self.calls.call(lambda: sts.get_caller_identity())["Account"])
+            sts = self.api.client("sts", "us-east-1")
+            self._account = str(self.api.call(lambda: sts.get_caller_identity())["Account"])
         return self._account
 
     def bucket(self, region: str) -> str:
         return bucket_name(self.account(), region)
 
     def url(self, region: str, key: str) -> str:
-        return payload_url(self.bucket(region), region, key, self.calls.endpoint)
+        return payload_url(self.bucket(region), region, key, self.api.endpoint)
 
     def _s3(self, region: str) -> Any:
-        return self.calls.client("s3", region)
+        return self.api.client("s3", region)
 
     # ------------------------------------------------------------------ the bucket
     def ensure_bucket(self, region: str) -> str:
@@ -99,20 +99,20 @@ class S3PayloadStore:
         if region != "us-east-1":  # us-east-1 refuses a LocationConstraint (InvalidLocationConstraint)
             params["CreateBucketConfiguration"] = {"LocationConstraint": region}
         try:
-            self.calls.call(lambda: s3.create_bucket(**params))
+            self.api.call(lambda: s3.create_bucket(**params))
         except Exception as exc:  # noqa: BLE001 - ProviderError with the S3 code
             code = getattr(exc, "code", None)
             if code == "BucketAlreadyExists":
                 raise self._foreign(bucket) from exc
             if code != "BucketAlreadyOwnedByYou":
                 raise
-        self.calls.call(lambda: s3.put_public_access_block(Bucket=bucket, PublicAccessBlockConfiguration={
+        self.api.call(lambda: s3.put_public_access_block(Bucket=bucket, PublicAccessBlockConfiguration={
             "BlockPublicAcls": True, "IgnorePublicAcls": True, "BlockPublicPolicy": True,
             "RestrictPublicBuckets": True}))
-        self.calls.call(lambda: s3.put_bucket_encryption(Bucket=bucket, ServerSideEncryptionConfiguration={
+        self.api.call(lambda: s3.put_bucket_encryption(Bucket=bucket, ServerSideEncryptionConfiguration={
             "Rules": [{"ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]}))
-        self.calls.call(lambda: s3.put_bucket_tagging(Bucket=bucket, Tagging={"TagSet": [MANAGED_TAG]}))
-        self.calls.call(lambda: s3.put_bucket_lifecycle_configuration(Bucket=bucket, LifecycleConfiguration={
+        self.api.call(lambda: s3.put_bucket_tagging(Bucket=bucket, Tagging={"TagSet": [MANAGED_TAG]}))
+        self.api.call(lambda: s3.put_bucket_lifecycle_configuration(Bucket=bucket, LifecycleConfiguration={
             "Rules": [{"ID": LIFECYCLE_RULE_ID, "Status": "Enabled", "Filter": {"Prefix": PAYLOAD_PREFIX},
                        "Expiration": {"Days": EXPIRE_DAYS}}]}))
         self._ready.add(region)
@@ -130,15 +130,15 @@ class S3PayloadStore:
                                       code="PAYLOAD_HASH")
         bucket, key = self.ensure_bucket(region), payload_key(sha256)
         s3 = self._s3(region)
-        head = self.calls.call(lambda: s3.head_object(Bucket=bucket, Key=key), missing=None)
+        head = self.api.call(lambda: s3.head_object(Bucket=bucket, Key=key), missing=None)
         fresh = head is not None and head.get("ContentLength") == len(data) and isinstance(
             head.get("LastModified"), datetime) and self._now() - head["LastModified"] < timedelta(days=REFRESH_DAYS)
         if not fresh:
-            self.calls.call(lambda: s3.put_object(Bucket=bucket, Key=key, Body=data, ContentType="application/gzip",
+            self.api.call(lambda: s3.put_object(Bucket=bucket, Key=key, Body=data, ContentType="application/gzip",
                                                   Metadata={"sha256": sha256}))
         # for a VM whose curl cannot sign the session-token header (Ubuntu 22.04: fetch-aws.sh), a GET presigned by
         # boto3 with the caller's credentials, for PRESIGN_SECONDS at most (less when those credentials are temporary)
-        signed = self.calls.call(lambda: s3.generate_presigned_url(
+        signed = self.api.call(lambda: s3.generate_presigned_url(
             "get_object", Params={"Bucket": bucket, "Key": key}, ExpiresIn=PRESIGN_SECONDS))
         return PayloadRef(cloud="aws", region=region, store=bucket, key=key, url=self.url(region, key), sha256=sha256,
                           size=len(data), access=f"s3:GetObject on {object_arn(bucket, key)} (the VM's instance profile)",
@@ -147,14 +147,14 @@ class S3PayloadStore:
     def release(self, region: str, sha256: str) -> bool:
         bucket, key = self.bucket(region), payload_key(sha256)
         s3 = self._s3(region)
-        if self.calls.call(lambda: s3.head_object(Bucket=bucket, Key=key), missing=None) is None:
+        if self.api.call(lambda: s3.head_object(Bucket=bucket, Key=key), missing=None) is None:
             return False
-        self.calls.call(lambda: s3.delete_object(Bucket=bucket, Key=key), missing=None)
+        self.api.call(lambda: s3.delete_object(Bucket=bucket, Key=key), missing=None)
         return True
 
     def stored(self, region: str) -> list[str]:
         bucket, s3 = self.bucket(region), self._s3(region)
-        pages = self.calls.call(lambda: list(s3.get_paginator("list_objects_v2").paginate(
+        pages = self.api.call(lambda: list(s3.get_paginator("list_objects_v2").paginate(
             Bucket=bucket, Prefix=PAYLOAD_PREFIX)), missing=None)
         keys = [o["Key"] for page in pages or [] for o in page.get("Contents") or []]
         return sorted(m.group(1) for m in map(KEY_RE.match, keys) if m)

@@ -1,5 +1,6 @@
-"""The AWS SDK calls behind ``AwsProvider``: clients per (service, region), regions, AZ ID -> AZ name, the AMI
-from its SSM parameter, the per-VM security group and IAM instance profile, and the waiters.
+"""The AWS API client that ``AwsProvider`` composes (and hands to its parts): clients per (service, region), the
+retried ``call``, the regions to list, AZ ID -> AZ name, and the waiters. The per-VM resources around an instance
+(AMI, security group, key pair, instance profile) are ``aws_resources``' on top of it.
 
 boto3 is imported on first use. Every call goes through ``call``: one time budget for every cloud, as GCE's
 ``gcp_api.call``: botocore itself sends each request once (its retries are off, each HTTP request may take half of
@@ -11,31 +12,28 @@ botocore's adaptive mode, whose client-side rate limiter and backoff kept one ca
 classified by ``aws_errors``. The waiters (``wait``) are the one exception: their client keeps botocore's standard
 retries (``tries`` attempts per poll; a throttled poll would otherwise end the waiter), bounded by ``op_timeout``.
 ``TRAINVM_AWS_ENDPOINT`` sends every client (EC2, SSM, IAM, STS, S3: path-style) to another base URL (moto's server in tests) with fixed dummy credentials, so that real AWS keys never leave for a
-non-AWS endpoint. ``TRAINVM_AWS_REGIONS`` (comma-separated) limits the regions ``list``/``find`` look at;
-by default the catalog's AWS regions that the account has enabled.
+non-AWS endpoint. ``TRAINVM_AWS_REGIONS`` (comma-separated) limits the regions ``list``/``find`` look at; by
+default they are the account's enabled regions among the candidates the provider's maker passes
+(``candidate_regions``: the layer above gives the catalog's AWS regions, commands/clouds.py), or every enabled region
+when it passes none. The provider reads no catalog itself (a provider imports nothing above it).
 """
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from functools import partial
 from typing import Any, TypeVar
 
 from provisioner import settings
-from provisioner.catalog.storage import load_catalog
 from provisioner.errors import CredentialsError
 from provisioner.providers.aws import errors as errs
-from provisioner.providers.aws import request as R
-from provisioner.providers.base import CapacityError, InvalidRequestError, LaunchSpec, ProviderError
+from provisioner.providers.base import CapacityError, ProviderError
 from provisioner.providers.host import probe_metadata
 from provisioner.providers.poll import poll
-from provisioner.providers.ssh_key import read_public_key
 from provisioner.settings import env_seconds
 
 T = TypeVar("T")
@@ -51,15 +49,18 @@ def _stderr_warning(message: str) -> None:
     print(f"warning: {message}", file=sys.stderr)
 
 
-class AwsCalls:
-    """Client plumbing shared by ``AwsProvider`` and the tests."""
+class AwsApi:
+    """The API client an ``AwsProvider`` (and its parts: resources, group, power, store, quota, baker) calls
+    through: its sessions and clients per (service, region), the retried ``call``, the regions and AZs, the waiters."""
 
-    def __init__(self, *, endpoint: str | None = None, regions: list[str] | None = None, tries: int = 4,
+    def __init__(self, *, endpoint: str | None = None, regions: list[str] | None = None,
+                 candidate_regions: Callable[[], Iterable[str]] | None = None, tries: int = 4,
                  op_timeout: float | None = None, poll_interval: float | None = None,
                  warn: Callable[[str], None] | None = None) -> None:
         self.endpoint = (endpoint if endpoint is not None else settings.text("TRAINVM_AWS_ENDPOINT")).rstrip("/")
         env_regions = [r.strip() for r in settings.text("TRAINVM_AWS_REGIONS").split(",") if r.strip()]
         self._regions = regions or env_regions or None
+        self._candidates = candidate_regions  # asked once, the first time the regions are needed
         self.tries = max(1, tries)
         self.op_timeout = op_timeout if op_timeout is not None else env_seconds("TRAINVM_AWS_OP_TIMEOUT", 600.0)
         base = env_seconds("TRAINVM_RETRY_BASE_DELAY", 1.0)
@@ -69,7 +70,6 @@ class AwsCalls:
         self._warn = warn or _stderr_warning
         self._clients: dict[tuple[str, str, int], Any] = {}
         self._zones: dict[str, dict[str, str]] = {}
-        self._amis: dict[tuple[str, str], R.Ami] = {}
         self.unreachable: list[str] = []
         self.unreachable_why = ""  # the first unreachable region's failure
         self._session = self._auth()
@@ -91,6 +91,16 @@ class AwsCalls:
                                       hint="run `aws configure` (or `aws sso login`), or set AWS_ACCESS_KEY_ID / "
                                            "AWS_SECRET_ACCESS_KEY / AWS_PROFILE")
         return session
+
+    def access_key_id(self) -> str:
+        """The access key id of the credentials (the quota cache key's account part; only its hash is written)."""
+        if self.endpoint:  # the emulator's fixed dummy credentials
+            return "testing"
+        try:
+            creds = self._session.get_credentials()
+            return str(creds.access_key) if creds is not None else "-"
+        except Exception:  # noqa: BLE001 - a key that cannot be read only costs cache hits
+            return "-"
 
     def client(self, service: str, region: str, *, attempts: int = 1) -> Any:
         """The (cached) client of ``service`` in ``region``; botocore sends each request ``attempts`` times at
@@ -155,11 +165,12 @@ class AwsCalls:
 
     # ------------------------------------------------------------------ regions and zones
     def regions(self) -> list[str]:
-        """The regions ``list``/``find`` look at (see the module docstring)."""
+        """The regions ``list``/``find`` look at: ``regions`` / ``TRAINVM_AWS_REGIONS`` as given, else the account's
+        enabled regions, among ``candidate_regions`` when the maker passed them (see the module docstring)."""
         if self._regions is None:
-            known = {o.region for o in load_catalog().offers if o.cloud == "aws"}
-            enabled = self.call(lambda: self.ec2("us-east-1").describe_regions(AllRegions=False))["Regions"]
-            self._regions = sorted(known & {r["RegionName"] for r in enabled})
+            got = self.call(lambda: self.ec2("us-east-1").describe_regions(AllRegions=False))["Regions"]
+            enabled = {str(r["RegionName"]) for r in got}
+            self._regions = sorted(enabled if self._candidates is None else enabled & set(self._candidates()))
         return list(self._regions)
 
     def each_region(self, fn: Callable[[str], list[T]]) -> list[T]:
@@ -189,122 +200,6 @@ class AwsCalls:
         if name is None:
             raise CapacityError(f"AZ {zone_id} is not available to this account in {region}", code="ZoneNotAvailable")
         return name
-
-    # ------------------------------------------------------------------ the AMI
-    def resolve_ami(self, region: str, os_name: str) -> R.Ami:
-        """The AMI id the OS's public SSM parameter points to now, and its root device name (cached)."""
-        if (region, os_name) not in self._amis:
-            param = R.AMI_PARAMETERS[os_name]
-            got = self.call(lambda: self.client("ssm", region).get_parameter(Name=param), missing=None)
-            if got is None:
-                raise InvalidRequestError(f"the SSM parameter {param} ({os_name}) does not exist in {region}", code="AMI")
-            image_id = got["Parameter"]["Value"]
-            images = self.call(lambda: self.ec2(region).describe_images(ImageIds=[image_id]), missing=None)
-            image = (images or {}).get("Images") or []
-            if not image or not image[0].get("RootDeviceName"):
-                raise InvalidRequestError(f"AMI {image_id} ({param}) was not found in {region}", code="AMI")
-            self._amis[(region, os_name)] = R.Ami(image_id, image[0]["RootDeviceName"], param)
-        return self._amis[(region, os_name)]
-
-    # ------------------------------------------------------------------ security group
-    def find_security_group(self, region: str, name: str) -> dict[str, Any] | None:
-        got = self.call(lambda: self.ec2(region).describe_security_groups(
-            Filters=[{"Name": "group-name", "Values": [R.security_group_name(name)]},
-                     {"Name": "tag:trainvm-managed", "Values": ["true"]}]))
-        groups = got.get("SecurityGroups") or []
-        return groups[0] if groups else None
-
-    def ensure_security_group(self, region: str, spec: LaunchSpec) -> tuple[str, bool]:
-        """(the VM's security group id, whether this call created it). Its one ingress rule is converged."""
-        ec2, created = self.ec2(region), False
-        group = self.find_security_group(region, spec.name)
-        if group is None:
-            vpcs = self.call(lambda: ec2.describe_vpcs(Filters=[{"Name": "is-default", "Values": ["true"]}]))["Vpcs"]
-            if not vpcs:
-                raise InvalidRequestError(f"{region} has no default VPC; trainvm launches into the default VPC",
-                                          code="NoDefaultVpc")
-            params = R.security_group_params(spec, vpcs[0]["VpcId"])
-            gid = self.call(lambda: ec2.create_security_group(**params), exists=None)
-            if gid is None:
-                group = self.find_security_group(region, spec.name)
-                if group is None:
-                    raise ProviderError(f"security group {params['GroupName']} exists in {region} and is not trainvm's",
-                                        code="InvalidGroup.Duplicate")
-            else:
-                created, group = True, {"GroupId": gid["GroupId"], "IpPermissions": []}
-        gid = group["GroupId"]
-        want = R.ssh_ingress(spec.ssh_from)
-        have = group.get("IpPermissions") or []
-        if _rules(have) != _rules(want):
-            if have:
-                self.call(lambda: ec2.revoke_security_group_ingress(GroupId=gid, IpPermissions=have), missing=None)
-            if want:
-                self.call(lambda: ec2.authorize_security_group_ingress(GroupId=gid, IpPermissions=want), exists=None)
-        return gid, created
-
-    def delete_security_group(self, region: str, name: str) -> bool:
-        group = self.find_security_group(region, name)
-        if group is None:
-            return False
-        self.call(lambda: self.ec2(region).delete_security_group(GroupId=group["GroupId"]), missing=None)
-        return True
-
-    # ------------------------------------------------------------------ SSH key pair
-    def ensure_key_pair(self, region: str, spec: LaunchSpec) -> str | None:
-        """The user's SSH public key imported as the key pair ``<name>`` (None when there is no key: the VM then
-        has no SSH login). $TRAINVM_SSH_PUBLIC_KEY (a path), else ~/.ssh/id_ed25519.pub or id_rsa.pub."""
-        key = ssh_public_key()
-        if key is None:
-            return None
-        ec2 = self.ec2(region)
-        tags = [{"ResourceType": "key-pair", "Tags": [{"Key": k, "Value": v} for k, v in sorted(spec.labels.items())]}]
-        self.call(lambda: ec2.import_key_pair(KeyName=spec.name, PublicKeyMaterial=key.encode(), TagSpecifications=tags),
-                  exists=None)
-        return spec.name
-
-    def delete_key_pair(self, region: str, name: str) -> None:
-        got = self.call(lambda: self.ec2(region).describe_key_pairs(KeyNames=[name]), missing=None)
-        for pair in (got or {}).get("KeyPairs") or []:
-            tags = {t["Key"]: t["Value"] for t in pair.get("Tags") or []}
-            if tags.get("trainvm-managed", "true") == "true":
-                self.call(lambda: self.ec2(region).delete_key_pair(KeyName=name), missing=None)
-
-    # ------------------------------------------------------------------ IAM instance profile
-    def ensure_instance_profile(self, spec: LaunchSpec, region: str) -> str | None:
-        """The VM's instance profile (role + inline least-privilege policy), or None when it needs no AWS API and
-        has no payload to read (``aws_request.role_policy``: every VM with ``spec.payload`` gets one)."""
-        policy = R.role_policy(spec, region)
-        if policy is None:
-            return None
-        iam, name = self.client("iam", region), R.role_name(spec.name)
-        tags = [{"Key": k, "Value": v} for k, v in sorted(spec.labels.items())]
-        self.call(lambda: iam.create_role(RoleName=name, AssumeRolePolicyDocument=json.dumps(R.ASSUME_ROLE_POLICY),
-                                          Description=f"trainvm {spec.name}", Tags=tags), exists=None)
-        self.call(lambda: iam.put_role_policy(RoleName=name, PolicyName="trainvm", PolicyDocument=json.dumps(policy)))
-        made = self.call(lambda: iam.create_instance_profile(InstanceProfileName=name, Tags=tags), exists=None)
-        roles = [] if made is not None else (self.call(
-            lambda: iam.get_instance_profile(InstanceProfileName=name))["InstanceProfile"].get("Roles") or [])
-        if not any(r.get("RoleName") == name for r in roles):
-            self.call(lambda: iam.add_role_to_instance_profile(InstanceProfileName=name, RoleName=name), exists=None)
-        return name
-
-    def delete_instance_profile(self, name: str) -> bool:
-        """Remove the VM's instance profile and role (each step tolerates 'already gone')."""
-        iam, role = self.client("iam", "us-east-1"), R.role_name(name)
-        got = self.call(lambda: iam.get_instance_profile(InstanceProfileName=role), missing=None)
-        if got is not None:
-            tags = {t["Key"]: t["Value"] for t in got["InstanceProfile"].get("Tags") or []}
-            if tags and tags.get("trainvm-managed") != "true":
-                return False
-            for attached in got["InstanceProfile"].get("Roles") or []:
-                self.call(partial(iam.remove_role_from_instance_profile, InstanceProfileName=role,
-                                  RoleName=attached["RoleName"]), missing=None)
-            self.call(lambda: iam.delete_instance_profile(InstanceProfileName=role), missing=None)
-        found_role = self.call(lambda: iam.get_role(RoleName=role), missing=None)
-        if found_role is not None:
-            self.call(lambda: iam.delete_role_policy(RoleName=role, PolicyName="trainvm"), missing=None)
-            self.call(lambda: iam.delete_role(RoleName=role), missing=None)
-        return got is not None or found_role is not None
 
     # ------------------------------------------------------------------ waiting
     def wait(self, region: str, waiter: str, instance_id: str | list[str]) -> None:
@@ -346,17 +241,3 @@ def _shared_session() -> Any:
                 core.get_component("credential_provider").remove("iam-role")
             _SESSION.append(boto3.session.Session(botocore_session=core))
         return _SESSION[0]
-
-
-def ssh_public_key() -> str | None:
-    return read_public_key(settings.text("TRAINVM_SSH_PUBLIC_KEY") or None)
-
-
-def _rules(perms: list[dict[str, Any]]) -> set[tuple[Any, ...]]:
-    out = set()
-    for p in perms:
-        for r in p.get("IpRanges") or []:
-            out.add((p.get("IpProtocol"), p.get("FromPort"), p.get("ToPort"), r.get("CidrIp")))
-        for r in p.get("Ipv6Ranges") or []:
-            out.add((p.get("IpProtocol"), p.get("FromPort"), p.get("ToPort"), r.get("CidrIpv6")))
-    return out
