@@ -99,9 +99,8 @@ class Plan:
         return self.chosen is not None
 
     def price(self, offer: Offer) -> float:
-        """The price that applies to ``offer`` under this plan's request."""
-        p = offer.price(self.request.spot)
-        return offer.price_hourly if p is None else p
+        """The price that applies to ``offer`` under this plan's request (``Offer.price_that_applies``)."""
+        return offer.price_that_applies(self.request.spot)
 
     def cost(self, offer: Offer) -> Cost:
         """What ``offer`` costs per hour with the request's disks, running and stopped (catalog/costs.py)."""

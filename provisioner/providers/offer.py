@@ -5,14 +5,14 @@ catalog (issue 37: providers import nothing above them); catalog/models.py re-ex
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
 from provisioner.providers.registry import provisionable
 
-__all__ = ["EXCLUDING_FLAGS", "Offer"]
+__all__ = ["EXCLUDING_FLAGS", "Offer", "prices_that_apply"]
 
 #: Row flags that keep an offer out of plans, and the rejection reason they are counted under.
 #: Other flags are informational (the row stays plannable).
@@ -61,6 +61,11 @@ class Offer:
         """The hourly price that applies: the spot price when ``spot`` (None if unavailable)."""
         return self.spot_price_hourly if spot else self.price_hourly
 
+    def price_that_applies(self, spot: bool) -> float:
+        """``price(spot)``, the on-demand price where the spot one is unknown: what a plan charges (``Plan.price``)."""
+        p = self.price(spot)
+        return self.price_hourly if p is None else p
+
     @property
     def location(self) -> str:
         return self.zone or self.region
@@ -104,3 +109,8 @@ class Offer:
 
 def _num(x: float) -> float | int:
     return int(x) if float(x).is_integer() else x
+
+
+def prices_that_apply(offers: Iterable[Offer], spot: bool) -> dict[Offer, float]:
+    """offer -> ``Offer.price_that_applies(spot)``, for each of ``offers`` (``up``: the plan's offers it may try)."""
+    return {o: o.price_that_applies(spot) for o in offers}
