@@ -73,7 +73,6 @@ def test_spot_and_the_disk_prices_are_the_plans(write_yaml, monkeypatch) -> None
     from provisioner.profile import load_profile
     from provisioner.providers.base import DISKS_PRICE_LABEL
     from provisioner.provision import launch
-
     from provisioner.render.script import render_for_offer
 
     loaded = load_profile(write_yaml(_profile({"spot": False})))
