@@ -18,7 +18,7 @@ from itertools import compress, groupby
 from operator import attrgetter, not_
 from typing import Callable, Iterable, NamedTuple, TypedDict
 
-from provisioner.catalog.costs import Cost, cost_of
+from provisioner.catalog.costs import Cost, cost_of, disks_running_hourly
 from provisioner.catalog.disks import DiskPrices
 from provisioner.catalog.families import GPU_MEMORY_GIB
 from provisioner.catalog.models import EMBEDDED_STALE_AFTER_DAYS, EXCLUDING_FLAGS, Catalog, Offer
@@ -127,15 +127,19 @@ class Plan:
         }
 
 
-def running_prices(req: PlanRequest, disk_prices: DiskPrices | None) -> Callable[[Offer], float]:
+def running_prices(req: PlanRequest, disk_prices: DiskPrices | None,
+                   offers: Iterable[Offer] = ()) -> Callable[[Offer], float]:
     """offer -> the price that applies + the known hourly price of the request's disks (per node), memoized by
-    what the disks depend on (cloud, region, family; the shape too when local scratch is asked for)."""
+    what the disks depend on (cloud, region, family; the shape too when local scratch is asked for). ``offers``
+    (``plan``: the feasible ones, which ranking prices all): their disks are priced at once, in one call to
+    catalog/costs.py (``disks_running_hourly``), rather than the planner going back to it offer by offer."""
     table = disk_prices if disk_prices is not None else DiskPrices()
     compute = _price_key(req.spot)
-    memo: dict[tuple[str, str, str, str], float] = {}
+    memo = disks_running_hourly(offers, disk_prices=table, boot_disk_type=req.boot_disk_type,
+                                boot_disk_gib=req.boot_disk_gib, local_nvme_gib=req.local_nvme_gib)
 
     def price(o: Offer) -> float:
-        k = (o.cloud, o.region, o.family, o.instance_type if req.local_nvme_gib else "")
+        k = (o.cloud, o.region, o.family, o.instance_type if req.local_nvme_gib else "")  # costs.disk_key, inline
         d = memo.get(k)
         if d is None:
             c = cost_of(o, disk_prices=table, boot_disk_type=req.boot_disk_type, boot_disk_gib=req.boot_disk_gib,
@@ -283,7 +287,7 @@ def plan(request: PlanRequest, catalog: Catalog, today: date) -> Plan:
     feasible, rejected, near = _sieve(catalog.offers, checks)
 
     key = rank_key(req)
-    running = running_prices(req, catalog.disk_prices)
+    running = running_prices(req, catalog.disk_prices, feasible)
     if maxp is not None:  # the loop compared the compute price; the cap is on the running price (disks included)
         over = [o for o in feasible if running(o) > maxp]
         if over:

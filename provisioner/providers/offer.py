@@ -5,14 +5,14 @@ catalog (issue 37: providers import nothing above them); catalog/models.py re-ex
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
 from provisioner.providers.registry import provisionable
 
-__all__ = ["EXCLUDING_FLAGS", "Offer", "prices_that_apply"]
+__all__ = ["EXCLUDING_FLAGS", "Offer"]
 
 #: Row flags that keep an offer out of plans, and the rejection reason they are counted under.
 #: Other flags are informational (the row stays plannable).
@@ -109,8 +109,3 @@ class Offer:
 
 def _num(x: float) -> float | int:
     return int(x) if float(x).is_integer() else x
-
-
-def prices_that_apply(offers: Iterable[Offer], spot: bool) -> dict[Offer, float]:
-    """offer -> ``Offer.price_that_applies(spot)``, for each of ``offers`` (``up``: the plan's offers it may try)."""
-    return {o: o.price_that_applies(spot) for o in offers}

@@ -51,21 +51,19 @@ def resolved_profile_json(loaded: LoadedProfile) -> str:
 
 def launch_spec(loaded: LoadedProfile, offer: Offer, *, rendered: RenderedScript, name: str | None = None,
                 spot: bool | None = None, ssh_from: str | None = None, ref: PayloadRef | None = None,
-                price: float | None = None, cost: Cost | None = None) -> LaunchSpec:
+                cost: Cost | None = None) -> LaunchSpec:
     """The create request's inputs for ``offer``, rendered for it (``rendered``: render/script.py
     ``render_for_offer``). With ``ref`` (the staged payload, ``stage``) the user data is the bootstrap that fetches
     it; without, the bootstrap ``render``/``plan`` show for review (the store's account part a placeholder), which is
-    never sent. ``up`` hands the plan's figures (its request's spot, with the command line's overrides, ``price``:
-    ``Plan.price``, ``cost``: ``Plan.cost``, over the catalog it ranked with): nothing is derived again here; without
-    them (``render``, ``bake``) the price follows ``spot`` and the disks' prices come from the catalog.
+    never sent. ``up`` hands the plan's figures (its request's spot, with the command line's overrides, and ``cost``:
+    ``Plan.cost``, over the catalog it ranked with): nothing is derived again here; without a cost (``render``,
+    ``bake``) the disks' prices come from the catalog. The price is the offer's that applies (``Plan.price``).
     ``spot``/``ssh_from``: the command line's overrides, else the profile's record."""
     p, placement, lifecycle = loaded.profile, loaded.resolved.placement, loaded.resolved.lifecycle
     user_data = rendered.user_data(ref) if ref is not None else rendered.preview()
     if spot is None:
         spot = placement.spot
-    if price is None:
-        price = offer.price(spot)
-        price = offer.price_hourly if price is None else price
+    price = offer.price_that_applies(spot)
     disks = cost if cost is not None else disk_costs(loaded, offer)
     return LaunchSpec(
         name=vm_name(p.name, loaded.hash, name),

@@ -4,7 +4,7 @@ from the profile's record and the plan, and a provider reads those fields, never
 - the container image as the record parsed it once (``LoadedProfile.resolved.image``) and its registry login: AWS's
   ECR statements came from ``json.loads(spec.profile_json)`` and a second parse of the image;
 - ``placement.identity`` (Azure's user-assigned identity) came from ``getattr(spec, "profile_json")`` + ``json.loads``;
-- spot, the price and the disks' cost are the plan's (``launch_spec(..., spot=, price=, cost=)``): ``up`` recomputed spot from the profile and
+- spot, the price and the disks' cost are the plan's (``launch_spec(..., spot=, cost=)``): ``up`` recomputed spot from the profile and
   loaded the catalog again for the disk prices the plan already holds.
 
 Each test replaces ``profile_json`` with ``"{}"`` where a provider reads the spec: what it decides must not change."""
@@ -86,6 +86,6 @@ def test_spot_and_the_disk_prices_are_the_plans(write_yaml, monkeypatch) -> None
 
     monkeypatch.setattr(launch, "load_catalog", no_catalog)
     o = plan.chosen  # what `up` hands over (commands/up.py staged_spec)
-    spec = launch.launch_spec(loaded, o, rendered=rendered, spot=plan.request.spot, price=plan.price(o), cost=plan.cost(o))
+    spec = launch.launch_spec(loaded, o, rendered=rendered, spot=plan.request.spot, cost=plan.cost(o))
     assert spec.spot is True and spec.price_hourly == plan.chosen.price(True)
     assert spec.labels == expected.labels and DISKS_PRICE_LABEL in spec.labels
