@@ -71,6 +71,9 @@ class Plan:
     disk_prices: DiskPrices | None = None
     #: offer -> running price, memoized (``running_prices``): the one ``plan()`` ranked with
     running: Callable[[Offer], float] | None = field(default=None, repr=False, compare=False)
+    #: id(offer) -> (offer, ``cost(offer)``): an offer's cost is computed once per plan (``up`` asks for its first
+    #: offer's in the summary and again for the attempt's labels); not an init field, so ``replace`` starts afresh
+    _costs: dict[int, tuple[Offer, Cost]] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def failover_worst_case(self) -> float | None:
@@ -104,10 +107,15 @@ class Plan:
 
     def cost(self, offer: Offer) -> Cost:
         """What ``offer`` costs per hour with the request's disks, running and stopped (catalog/costs.py)."""
+        hit = self._costs.get(id(offer))
+        if hit is not None and hit[0] is offer:
+            return hit[1]
         req = self.request
-        return cost_of(offer, disk_prices=self.disk_prices or DiskPrices(), boot_disk_type=req.boot_disk_type,
+        cost = cost_of(offer, disk_prices=self.disk_prices or DiskPrices(), boot_disk_type=req.boot_disk_type,
                        boot_disk_gib=req.boot_disk_gib, local_nvme_gib=req.local_nvme_gib, nodes=req.nodes,
                        spot=req.spot, compute_hourly=self.price(offer), compute_source=self.catalog_source)
+        self._costs[id(offer)] = (offer, cost)
+        return cost
 
     def to_json(self, *, alternatives: int = 10, failover: int | None = None) -> dict[str, object]:
         """The planner's part of the SPEC ``plan`` JSON document."""
