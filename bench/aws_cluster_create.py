@@ -88,6 +88,7 @@ def bodies(out: Path) -> None:
     from provisioner.profile import load_profile
     from provisioner.providers.aws.provider import AwsProvider
     from provisioner.provision.launch import launch_spec
+    from provisioner.render.script import render_for_offer
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "a100x4.yaml"
@@ -97,7 +98,7 @@ def bodies(out: Path) -> None:
         request, _ = build_request(loaded, Overrides(("aws",), ("us-east-1",), False))
         chosen = plan(request, load_catalog(), datetime.date(2026, 11, 22)).chosen
         assert chosen is not None and chosen.instance_type == "p4d.24xlarge", chosen
-        spec = launch_spec(loaded, chosen)
+        spec = launch_spec(loaded, chosen, rendered=render_for_offer(loaded, chosen))
         assert (spec.nodes, spec.compact) == (4, True)
         AwsProvider(poll_interval=0.2).create(spec, chosen)
     keep = ("CreateSecurityGroup", "AuthorizeSecurityGroupIngress", "CreatePlacementGroup", "RunInstances", "CreateTags")

@@ -345,7 +345,7 @@ def payload_modes(profile: Path, cloud: str, got: dict[str, Any]) -> dict[str, s
     """The payload's sha256 for the offer `up` created, rendered to install and rendered for a baked image."""
     from provisioner.planner.from_profile import Overrides, make_plan
     from provisioner.profile import load_profile
-    from provisioner.provision.launch import render_for_offer
+    from provisioner.render.script import render_for_offer
 
     loaded = load_profile(profile)
     plan = make_plan(loaded, Overrides((cloud,), None, None)).plan

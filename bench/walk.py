@@ -38,6 +38,24 @@ provision, verify), with the commands above the stages and the shared modules be
 
 Not modelled: calls in other threads (counted, not walked), C functions, and code that runs inline without a call.
 
+**The profile's walk** (issue 37; :func:`count_profile`, printed under "the profile's walk"): the measure above counts
+every provisioner call, loops and helpers included; this one follows the profile the way issue 37's reviewer did, the
+data rather than every call. Of the same recorded sequence it keeps the calls that receive one of the profile's
+records as an argument (``*args``/``**kwargs`` unpacked one level) or as ``self`` (:data:`CARRIED`):
+``profile.loader.LoadedProfile``, ``profile.model.Profile``, ``profile.resolved.Resolved`` (the resolved record),
+``planner.core.Plan``, ``providers.offer.Offer`` (only the plan's chosen and failover offers, the ones ``up`` may
+try: not the catalog offers the planner looks at), ``render.script_context.ScriptContext`` (the render context) and
+``providers.base.LaunchSpec``; a call that receives only a part of them (a string, ``profile.stack``) is off the
+walk. The walk ends at the provider's create call (the first ``create`` called from ``provision.failover``,
+included); what the provider does inside it is counted apart (**stays in create**). Along it:
+
+- **stays**: the runs of one module along those calls; **modules**: distinct ones; **returns**: stays into a module
+  the walk had already left (``entries``: stays per module, ``stay_path``: the stays in order);
+- **climbs**: those calls whose callee's layer comes before the caller's (:data:`LAYERS`, as above);
+- **context builds per attempt**: calls of :data:`CONTEXT_BUILDERS` (``build_context``; ``stack_fields``, the install
+  phases' part a bake's identity hashes; the ``driver_fields``/``data_fields`` phases both compose) in the whole
+  recorded sequence, divided by the attempts (create calls from ``provision.failover``; the emulator walk has one).
+
     .venv/bin/python bench/walk.py [--tree DIR] [--profile FILE] [--json]   one revision's walk
     .venv/bin/python bench/walk.py --compare BEFORE_DIR [AFTER_DIR]          both, side by side (subprocesses)
     .venv/bin/python bench/walk.py --layout [--tree DIR]                     one line per package of provisioner/
@@ -51,6 +69,8 @@ import argparse
 import ast
 import builtins
 import contextlib
+import dataclasses
+import importlib
 import io
 import json
 import os
@@ -80,6 +100,19 @@ LAYERS: dict[str, int] = {
 CLOUD_LAYER, SHARED_LAYER = 6, 8
 COUNTED = ("parse_image_ref", "effective_cuda", "stack_context", "frameworks")
 START = ("provisioner.commands.up", "run_up")
+#: the profile's records (the profile walk follows calls that receive one): kind -> "module:Class" (the first of
+#: the alternatives that a revision has: older trees kept ``Offer`` in catalog/models.py, ``ScriptContext`` in
+#: render/context.py)
+CARRIED: dict[str, tuple[str, ...]] = {
+    "loaded": ("provisioner.profile.loader:LoadedProfile",), "profile": ("provisioner.profile.model:Profile",),
+    "resolved": ("provisioner.profile.resolved:Resolved",), "plan": ("provisioner.planner.core:Plan",),
+    "offer": ("provisioner.providers.offer:Offer", "provisioner.catalog.models:Offer"),
+    "context": ("provisioner.render.script_context:ScriptContext", "provisioner.render.context:ScriptContext"),
+    "spec": ("provisioner.providers.base:LaunchSpec",),
+}
+#: what builds (part of) a render context: build_context, and stack_fields (the install phases' part, a bake's
+#: identity); driver_fields / data_fields: the install and data phases both compose
+CONTEXT_BUILDERS = ("build_context", "stack_fields", "driver_fields", "data_fields")
 CREATE_CALLER = "provisioner.provision.failover"
 PROFILE = """\
 # bench/walk.py: one T4 on GCE running an NGC image pinned by digest (tests/render/support.py container_profile)
@@ -102,6 +135,7 @@ class Call:
     caller: str | None  # nearest provisioner.* module below the callee's frame (None: none)
     callee: str         # the module entered
     function: str       # the callee's qualified name
+    carries: tuple[str, ...] = ()  # the profile's records among its arguments or self (:data:`CARRIED`), by kind
 
 
 def package_of(module: str) -> str:
@@ -150,11 +184,68 @@ def count(calls: Sequence[Call], clouds: Iterable[str]) -> dict[str, Any]:
     }
 
 
-class Recorder:
-    """``sys.setprofile`` hook: the provisioner calls from run_up's entry until the provider's create returns."""
+def _is_create(call: Call) -> bool:
+    return call.function.rsplit(".", 1)[-1] == "create" and call.caller == CREATE_CALLER
 
-    def __init__(self) -> None:
+
+def _stays(path: Sequence[Call]) -> tuple[list[str], int]:
+    stays = _runs(c.callee for c in path)
+    seen: set[str] = set()
+    returns = 0
+    for module in stays:
+        returns += module in seen
+        seen.add(module)
+    return stays, returns
+
+
+def count_profile(calls: Sequence[Call], clouds: Iterable[str]) -> dict[str, Any]:
+    """The profile's walk (definitions: the module docstring, "The profile's walk") from a call sequence whose calls
+    say which of the profile's records they receive (``Call.carries``)."""
+    clouds = tuple(clouds)
+    path = [c for c in calls if c.carries]
+    first = next((i for i, c in enumerate(path) if _is_create(c)), len(path) - 1)
+    to_create, inside = path[:first + 1], path[first + 1:]
+    stays, returns = _stays(to_create)
+    climbs = [(c.caller, c.callee) for c in to_create
+              if c.caller is not None and c.caller != c.callee and layer_of(c.callee, clouds) < layer_of(c.caller, clouds)]
+    attempts = sum(1 for c in calls if _is_create(c))
+    names = Counter(c.function.rsplit(".", 1)[-1] for c in calls)
+    builds = {name: names[name] for name in CONTEXT_BUILDERS}
+    return {
+        "steps": len(to_create), "stays": len(stays), "modules": len(set(stays)), "returns": returns,
+        "climbs": len(climbs), "climb_edges": {f"{a} -> {b}": n for (a, b), n in sorted(Counter(climbs).items())},
+        "entries": {m: n for m, n in sorted(Counter(stays).items(), key=lambda kv: (-kv[1], kv[0]))},
+        "stay_path": stays,
+        "stays_in_create": len(_runs(c.callee for c in inside)),
+        "attempts": attempts, "context_builds": builds,
+        "context_builds_per_attempt": {k: (round(v / attempts, 2) if attempts else None) for k, v in builds.items()},
+    }
+
+
+def _arguments(frame: FrameType) -> list[object]:
+    """The values a call received (self included), *args and **kwargs unpacked one level."""
+    code = frame.f_code
+    n = code.co_argcount + code.co_kwonlyargcount
+    star = code.co_flags & 0x04, code.co_flags & 0x08  # CO_VARARGS, CO_VARKEYWORDS
+    names = code.co_varnames[:n + bool(star[0]) + bool(star[1])]
+    local = frame.f_locals
+    values: list[object] = [local[k] for k in names[:n] if k in local]
+    if star[0] and names[n] in local:
+        values += list(local[names[n]])
+    if star[1] and names[-1] in local:
+        values += list(local[names[-1]].values())
+    return values
+
+
+class Recorder:
+    """``sys.setprofile`` hook: the provisioner calls from run_up's entry until the provider's create returns.
+    ``carried``: kind -> class of the profile's records (:data:`CARRIED`, imported): each call notes which it receives."""
+
+    def __init__(self, carried: dict[str, type] | None = None) -> None:
         self.calls: list[Call] = []
+        self._carried = [(cls, kind) for kind, cls in (carried or {}).items()]
+        self.offers: dict[int, list[object]] = {}  # call index -> the offers it received (which the plan's: after)
+        self.plan: object | None = None  # the first Plan a call received
         self.state = "waiting"  # -> recording -> done
         self._create: FrameType | None = None
         self.other_threads = 0
@@ -187,7 +278,19 @@ class Recorder:
         below = frame.f_back
         while below is not None and not self._module(below).startswith("provisioner."):
             below = below.f_back
-        self.calls.append(Call(self._module(below) or None, module, f"{module}.{frame.f_code.co_qualname}"))
+        carries: tuple[str, ...] = ()
+        if self._carried:
+            kinds: dict[str, None] = {}
+            for value in _arguments(frame):
+                for cls, kind in self._carried:
+                    if isinstance(value, cls):
+                        kinds[kind] = None
+                        if kind == "offer":
+                            self.offers.setdefault(len(self.calls), []).append(value)
+                        elif kind == "plan" and self.plan is None:
+                            self.plan = value
+            carries = tuple(kinds)
+        self.calls.append(Call(self._module(below) or None, module, f"{module}.{frame.f_code.co_qualname}", carries))
         if self._create is None and frame.f_code.co_name == "create" and self._module(frame.f_back) == CREATE_CALLER:
             self._create = frame
 
@@ -236,6 +339,33 @@ def _environment(tmp: Path, gce_url: str, gcs_url: str) -> None:
     })
 
 
+def carried_classes() -> dict[str, type]:
+    """:data:`CARRIED` imported from the tree on sys.path (a kind whose class the revision lacks is left out)."""
+    out: dict[str, type] = {}
+    for kind, names in CARRIED.items():
+        for name in names:
+            module, _, attr = name.partition(":")
+            try:
+                out[kind] = getattr(importlib.import_module(module), attr)
+                break
+            except (ImportError, AttributeError):
+                continue
+    return out
+
+
+def plan_offers_only(recorder: Recorder) -> list[Call]:
+    """The recorded calls, an ``offer`` kept in ``carries`` only where the call received one of the plan's offers (its
+    chosen one or a failover: those ``up`` may try), not any catalog offer the planner looked at."""
+    plan = recorder.plan
+    tried = {id(o) for o in (getattr(plan, "chosen", None), *getattr(plan, "failover", ())) if o is not None}
+    out = []
+    for i, call in enumerate(recorder.calls):
+        if "offer" in call.carries and not any(id(o) in tried for o in recorder.offers.get(i, ())):
+            call = dataclasses.replace(call, carries=tuple(k for k in call.carries if k != "offer"))
+        out.append(call)
+    return out
+
+
 def walk(profile: Path | None = None) -> dict[str, Any]:
     """Run ``trainvm up`` once against the emulators and return the figures (provisioner/ and tests/ come from
     ``sys.path``: the tree given with --tree)."""
@@ -252,7 +382,7 @@ def walk(profile: Path | None = None) -> dict[str, Any]:
         _environment(tmp, emu.url, gcs.shared().url)
         from provisioner.cli import main
 
-        recorder, opens, out, err = Recorder(), Counter[str](), io.StringIO(), io.StringIO()
+        recorder, opens, out, err = Recorder(carried_classes()), Counter[str](), io.StringIO(), io.StringIO()
         sys.argv = ["trainvm", "up", str(path), "--yes", "--json", "--cloud", "gcp"]
         code = 0
         with _count_opens(path, recorder, opens), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -271,6 +401,7 @@ def walk(profile: Path | None = None) -> dict[str, Any]:
     if code != 0 or recorder.state != "done":
         raise SystemExit(f"trainvm up exited {code} (walk {recorder.state}):\n{err.getvalue()}")
     figures = count(recorder.calls, CLOUD_NAMES)
+    figures["profile_walk"] = count_profile(plan_offers_only(recorder), CLOUD_NAMES)
     figures.update(tree=str(Path(provisioner.__file__).resolve().parents[1]), profile_reads_walk=opens["walk"],
                    profile_reads_run=opens["run"], other_thread_calls=recorder.other_threads,
                    import_time_calls=recorder.import_calls,
@@ -353,6 +484,22 @@ def _print(columns: list[tuple[str, dict[str, Any]]]) -> None:
         row(f"calls to {key}()", [f["functions"][key] for _, f in columns])
     for pkg in sorted({p for _, f in columns for p in f["package_entries"]}):
         row(f"entries into {pkg}", [f["package_entries"].get(pkg, 0) for _, f in columns])
+    pw = [f.get("profile_walk", {}) for _, f in columns]
+    print("\nthe profile's walk (calls that receive the profile's records):")
+    for key in ("steps", "stays", "modules", "returns", "climbs", "stays_in_create", "attempts"):
+        row(f"  {key}", [w.get(key, "-") for w in pw])
+    for key in CONTEXT_BUILDERS:
+        row(f"  {key}() per attempt", [w.get("context_builds_per_attempt", {}).get(key, "-") for w in pw])
+    for name, f in columns:
+        w = f.get("profile_walk", {})
+        print(f"\nthe profile's walk ({name}): stays in order (a module's number: its entries so far)")
+        entered: Counter[str] = Counter()
+        for i, module in enumerate(w.get("stay_path", []), 1):
+            entered[module] += 1
+            print(f"  {i:3d}  {module.removeprefix('provisioner.')}" + (f"  (#{entered[module]})" if entered[module] > 1 else ""))
+        print(f"climbs on the profile's walk ({name}):")
+        for edge, n in w.get("climb_edges", {}).items():
+            print(f"  {n:4d}  {edge}")
     for name, f in columns:
         print(f"\nclimbs ({name}: {f['tree']}), callee's layer before its caller's:")
         for edge, n in f["climb_edges"].items():

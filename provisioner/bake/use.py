@@ -85,9 +85,18 @@ class BakedImages:
         self._seen: dict[tuple[str, str], BakedChoice] = {}
         self._base: dict[str, str] = {}
         self._not_exact = exact_reason(loaded)
+        #: what ``choose`` said per offer (its cloud, region, zone and shape): ``up`` asks for the first offer twice
+        #: (its summary, then the attempt), and an offer's stack is computed once (``offer_stack``)
+        self._chosen: dict[tuple[str, str, str, str], BakedChoice | None] = {}
 
     def choose(self, offer: Offer) -> BakedChoice | None:
         """None: ``offer``'s cloud cannot bake (nothing to say); else the image to boot or why not."""
+        where = (offer.cloud, offer.region, offer.zone or "", offer.instance_type)
+        if where not in self._chosen:
+            self._chosen[where] = self._choose(offer)
+        return self._chosen[where]
+
+    def _choose(self, offer: Offer) -> BakedChoice | None:
         cloud = offer.cloud
         if cloud not in bakers() or cloud not in self.providers:
             return None

@@ -19,6 +19,7 @@ Not included: public IPs (Azure's Standard static IP keeps billing while dealloc
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -185,3 +186,23 @@ def cost_of(offer: Offer, *, disk_prices: DiskPrices, boot_disk_type: str, boot_
             parts.append(CostPart("local SSD", detail, _hourly(lq.monthly) * count, False,
                                   f"{lq.tier.source} ({lq.tier.fetched_at.isoformat()})"))
     return Cost(nodes=nodes, parts=tuple(parts), stopped_note=cloud(offer.cloud).lifecycle.kept_billing)
+
+
+def disk_key(offer: Offer, local_nvme_gib: int) -> tuple[str, str, str, str]:
+    """What the price of a request's disks on ``offer`` depends on: cloud, region, family (and the shape when local
+    scratch is asked for)."""
+    return offer.cloud, offer.region, offer.family, offer.instance_type if local_nvme_gib else ""
+
+
+def disks_running_hourly(offers: Iterable[Offer], *, disk_prices: DiskPrices, boot_disk_type: str, boot_disk_gib: int,
+                         local_nvme_gib: int = 0) -> dict[tuple[str, str, str, str], float]:
+    """``disk_key`` -> the known hourly price of the disks per node (``cost_of(...).running_hourly_known`` with no
+    compute), once per key among ``offers``: the planner's running prices (planner/core.py ``running_prices``)."""
+    out: dict[tuple[str, str, str, str], float] = {}
+    for o in offers:
+        k = disk_key(o, local_nvme_gib)
+        if k not in out:
+            c = cost_of(o, disk_prices=disk_prices, boot_disk_type=boot_disk_type, boot_disk_gib=boot_disk_gib,
+                        local_nvme_gib=local_nvme_gib, compute_hourly=0.0)
+            out[k] = float(c.running_hourly_known)
+    return out

@@ -45,7 +45,7 @@ def _money(x: float | None) -> str:
 def _script_for(loaded: LoadedProfile, offer: Offer, warnings: list[str]) -> RenderedScript | None:
     """The render for the chosen offer (RenderedScript); None when the script cannot be rendered for that cloud
     (a warning says why; `up` skips that cloud)."""
-    from provisioner.provision.launch import render_for_offer  # lazy: startup (the launch spec's modules: --json only)
+    from provisioner.render.script import render_for_offer  # lazy: startup (jinja2: --json only)
 
     try:
         return render_for_offer(loaded, offer)

@@ -19,7 +19,8 @@ from provisioner.planner.explain import no_offer_message
 from provisioner.planner.from_profile import Overrides, make_plan
 from provisioner.profile import load_profile
 from provisioner.providers import registry  # called through the module: tests patch registry.cluster_clouds
-from provisioner.provision.launch import launch_spec, render_for_offer
+from provisioner.provision.launch import launch_spec
+from provisioner.render.script import render_for_offer
 
 if TYPE_CHECKING:
     from provisioner.profile import LoadedProfile

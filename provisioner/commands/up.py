@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, NotRequired, TypedDict, Unpack
@@ -26,15 +27,16 @@ from provisioner.providers.access import plan_secret_warnings
 from provisioner.providers.base import InstanceRecord, Provider, vm_name
 from provisioner.providers.capabilities import Preflighter, PreflightResult
 from provisioner.providers.lifecycle import allocated_while_stopped
+from provisioner.providers.offer import Offer
 from provisioner.provision.failover import IN_PROGRESS, find_existing, finish_existing, provision
-from provisioner.provision.launch import launch_spec, stage_for_offer
+from provisioner.provision.launch import launch_spec, stage
 from provisioner.provision.progress import Progress
 from provisioner.provision.quota import Preflight
+from provisioner.render.script import render_for_offer
 from provisioner.settings import env_seconds
 
 if TYPE_CHECKING:
     from provisioner.bake.use import BakedChoice
-    from provisioner.catalog.models import Offer
     from provisioner.profile.model import Profile
     from provisioner.providers.base import LaunchSpec
     from provisioner.providers.store import PayloadRef
@@ -112,12 +114,17 @@ def _run_up(path: Path, leaves: Leaves, *, name: str | None, yes: bool, wait_rea
     baked = BakedImages(loaded, providers)  # a matching baked image per offer (docs/bake.md), looked up once per stack
     choices: list[BakedChoice | None] = []  # the BakedChoice of each attempt, in order
 
+    # Plan.price, asked of the offer (a C partial: failover calls no stage back for it)
+    price_of = functools.partial(Offer.price_that_applies, spot=plan.request.spot)
+
     def staged_spec(offer: Offer) -> LaunchSpec:  # render this offer's payload once, stage it, and the bootstrap that fetches it
         choice = baked.choose(offer)
-        rendered, ref = stage_for_offer(loaded, offer, providers[offer.cloud], choice.image_mode if choice else "")
+        rendered = render_for_offer(loaded, offer, choice.image_mode if choice else "")  # the render stage, once
+        ref = stage(rendered, offer, providers[offer.cloud])
         staged.append(ref)
         choices.append(choice)
-        spec = launch_spec(loaded, offer, plan=plan, name=name, ssh_from=ssh_from, rendered=rendered, ref=ref)
+        spec = launch_spec(loaded, offer, name=name, ssh_from=ssh_from, rendered=rendered, ref=ref,
+                           spot=plan.request.spot, cost=plan.cost(offer))
         return baked.apply(spec, choice)
 
     leaves.name = vm
@@ -188,7 +195,7 @@ def _run_up(path: Path, leaves: Leaves, *, name: str | None, yes: bool, wait_rea
         nonlocal tried
         tried += 1
         progress.start(f"attempt {tried}: {offer.cloud} {offer.zone or offer.region} {offer.instance_type}")
-        leaves.attempt = (offer, plan.price(offer))
+        leaves.attempt = (offer, price_of(offer))
         vm_record.note(vm, offer.cloud, "up")  # before the create: `down` of this name is then "already gone", never "no VM"
         return staged_spec(offer)
 
@@ -202,7 +209,7 @@ def _run_up(path: Path, leaves: Leaves, *, name: str | None, yes: bool, wait_rea
 
     with progress:
         result = provision(offers, spec_for, providers.__getitem__, on_attempt, max_attempts=max_attempts,
-                           price_of=plan.price, bound=plan.failover_bound, name=vm,
+                           price_of=price_of, bound=plan.failover_bound, name=vm,
                            preflight=quota.skip_reason)
     record, attempts = result.record, list(result.attempts)
     leaves.record = record

@@ -18,7 +18,7 @@ from itertools import compress, groupby
 from operator import attrgetter, not_
 from typing import Callable, Iterable, NamedTuple, TypedDict
 
-from provisioner.catalog.costs import Cost, cost_of
+from provisioner.catalog.costs import Cost, cost_of, disks_running_hourly
 from provisioner.catalog.disks import DiskPrices
 from provisioner.catalog.families import GPU_MEMORY_GIB
 from provisioner.catalog.models import EMBEDDED_STALE_AFTER_DAYS, EXCLUDING_FLAGS, Catalog, Offer
@@ -71,6 +71,9 @@ class Plan:
     disk_prices: DiskPrices | None = None
     #: offer -> running price, memoized (``running_prices``): the one ``plan()`` ranked with
     running: Callable[[Offer], float] | None = field(default=None, repr=False, compare=False)
+    #: id(offer) -> (offer, ``cost(offer)``): an offer's cost is computed once per plan (``up`` asks for its first
+    #: offer's in the summary and again for the attempt's labels); not an init field, so ``replace`` starts afresh
+    _costs: dict[int, tuple[Offer, Cost]] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def failover_worst_case(self) -> float | None:
@@ -99,16 +102,20 @@ class Plan:
         return self.chosen is not None
 
     def price(self, offer: Offer) -> float:
-        """The price that applies to ``offer`` under this plan's request."""
-        p = offer.price(self.request.spot)
-        return offer.price_hourly if p is None else p
+        """The price that applies to ``offer`` under this plan's request (``Offer.price_that_applies``)."""
+        return offer.price_that_applies(self.request.spot)
 
     def cost(self, offer: Offer) -> Cost:
         """What ``offer`` costs per hour with the request's disks, running and stopped (catalog/costs.py)."""
+        hit = self._costs.get(id(offer))
+        if hit is not None and hit[0] is offer:
+            return hit[1]
         req = self.request
-        return cost_of(offer, disk_prices=self.disk_prices or DiskPrices(), boot_disk_type=req.boot_disk_type,
+        cost = cost_of(offer, disk_prices=self.disk_prices or DiskPrices(), boot_disk_type=req.boot_disk_type,
                        boot_disk_gib=req.boot_disk_gib, local_nvme_gib=req.local_nvme_gib, nodes=req.nodes,
                        spot=req.spot, compute_hourly=self.price(offer), compute_source=self.catalog_source)
+        self._costs[id(offer)] = (offer, cost)
+        return cost
 
     def to_json(self, *, alternatives: int = 10, failover: int | None = None) -> dict[str, object]:
         """The planner's part of the SPEC ``plan`` JSON document."""
@@ -128,15 +135,19 @@ class Plan:
         }
 
 
-def running_prices(req: PlanRequest, disk_prices: DiskPrices | None) -> Callable[[Offer], float]:
+def running_prices(req: PlanRequest, disk_prices: DiskPrices | None,
+                   offers: Iterable[Offer] = ()) -> Callable[[Offer], float]:
     """offer -> the price that applies + the known hourly price of the request's disks (per node), memoized by
-    what the disks depend on (cloud, region, family; the shape too when local scratch is asked for)."""
+    what the disks depend on (cloud, region, family; the shape too when local scratch is asked for). ``offers``
+    (``plan``: the feasible ones, which ranking prices all): their disks are priced at once, in one call to
+    catalog/costs.py (``disks_running_hourly``), rather than the planner going back to it offer by offer."""
     table = disk_prices if disk_prices is not None else DiskPrices()
     compute = _price_key(req.spot)
-    memo: dict[tuple[str, str, str, str], float] = {}
+    memo = disks_running_hourly(offers, disk_prices=table, boot_disk_type=req.boot_disk_type,
+                                boot_disk_gib=req.boot_disk_gib, local_nvme_gib=req.local_nvme_gib)
 
     def price(o: Offer) -> float:
-        k = (o.cloud, o.region, o.family, o.instance_type if req.local_nvme_gib else "")
+        k = (o.cloud, o.region, o.family, o.instance_type if req.local_nvme_gib else "")  # costs.disk_key, inline
         d = memo.get(k)
         if d is None:
             c = cost_of(o, disk_prices=table, boot_disk_type=req.boot_disk_type, boot_disk_gib=req.boot_disk_gib,
@@ -284,7 +295,7 @@ def plan(request: PlanRequest, catalog: Catalog, today: date) -> Plan:
     feasible, rejected, near = _sieve(catalog.offers, checks)
 
     key = rank_key(req)
-    running = running_prices(req, catalog.disk_prices)
+    running = running_prices(req, catalog.disk_prices, feasible)
     if maxp is not None:  # the loop compared the compute price; the cap is on the running price (disks included)
         over = [o for o in feasible if running(o) > maxp]
         if over:

@@ -61,6 +61,11 @@ class Offer:
         """The hourly price that applies: the spot price when ``spot`` (None if unavailable)."""
         return self.spot_price_hourly if spot else self.price_hourly
 
+    def price_that_applies(self, spot: bool) -> float:
+        """``price(spot)``, the on-demand price where the spot one is unknown: what a plan charges (``Plan.price``)."""
+        p = self.price(spot)
+        return self.price_hourly if p is None else p
+
     @property
     def location(self) -> str:
         return self.zone or self.region

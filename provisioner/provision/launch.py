@@ -1,6 +1,7 @@
-"""From a plan's offer to what a provider receives: the payload rendered for that offer's cloud and
-shape, staged in the cloud's payload store (providers/store.py), and the ``LaunchSpec`` (names, labels, the
-resolved profile as JSON, the bootstrap that fetches the payload). ``up`` renders once per offer it tries."""
+"""From a plan's offer to what a provider receives: the payload the render stage made for that offer's cloud and
+shape (render/script.py ``render_for_offer``), staged in the cloud's payload store (providers/store.py), and the
+``LaunchSpec`` (names, labels, the resolved profile as JSON, the bootstrap that fetches the payload). ``up``
+renders once per offer it tries and hands the render here: the provision stage never renders."""
 
 from __future__ import annotations
 
@@ -17,27 +18,13 @@ from provisioner.providers.store import PayloadRef
 if TYPE_CHECKING:
     from provisioner.catalog.costs import Cost
     from provisioner.catalog.disks import DiskPrices
-    from provisioner.planner.core import Plan
     from provisioner.render.script import RenderedScript
 
 
-def render_for_offer(loaded: LoadedProfile, offer: Offer, image_mode: str = "") -> RenderedScript:
-    from provisioner.render.context import target_from_offer  # lazy: startup
-    from provisioner.render.script import (
-        render_script,  # lazy: startup (jinja2; plan imports this module, renders only with --json)
-    )
-
-    return render_script(loaded, target_from_offer(offer), image_mode=image_mode)
-
-
-def stage_for_offer(loaded: LoadedProfile, offer: Offer, provider: Provider,
-                    image_mode: str = "") -> tuple[RenderedScript, PayloadRef]:
-    """Render the payload for ``offer`` (``image_mode`` "baked": for a VM that boots a baked image) and stage it in
-    the offer's region of the cloud's payload store (an upload only when that store does not hold it yet): what
-    ``up`` does once per offer it tries."""
-    rendered = render_for_offer(loaded, offer, image_mode)
-    ref = provider.payload_store().stage(offer.region, rendered.payload.data, rendered.payload.sha256)
-    return rendered, ref
+def stage(rendered: RenderedScript, offer: Offer, provider: Provider) -> PayloadRef:
+    """Stage the payload of ``rendered`` (the render for ``offer``) in the offer's region of the cloud's payload store
+    (an upload only when that store does not hold it yet): what ``up`` does once per offer it tries."""
+    return provider.payload_store().stage(offer.region, rendered.payload.data, rendered.payload.sha256)
 
 
 def disk_costs(loaded: LoadedProfile, offer: Offer, disk_prices: DiskPrices | None = None) -> Cost:
@@ -62,22 +49,22 @@ def resolved_profile_json(loaded: LoadedProfile) -> str:
     return canonical_json(data)
 
 
-def launch_spec(loaded: LoadedProfile, offer: Offer, *, plan: Plan | None = None, name: str | None = None,
-                spot: bool | None = None, ssh_from: str | None = None, rendered: RenderedScript | None = None,
-                ref: PayloadRef | None = None) -> LaunchSpec:
-    """The create request's inputs for ``offer``. With ``ref`` (the staged payload, ``stage_for_offer``) the user
-    data is the bootstrap that fetches it; without, the bootstrap ``render``/``plan`` show for review (the store's
-    account part a placeholder), which is never sent. With ``plan`` (the one ``offer`` comes from), spot and the
-    disk prices are the plan's (its request, with the command line's overrides, and the catalog it ranked with),
-    never derived again; ``spot``/``ssh_from``: the command line's overrides, else the profile's record."""
+def launch_spec(loaded: LoadedProfile, offer: Offer, *, rendered: RenderedScript, name: str | None = None,
+                spot: bool | None = None, ssh_from: str | None = None, ref: PayloadRef | None = None,
+                cost: Cost | None = None) -> LaunchSpec:
+    """The create request's inputs for ``offer``, rendered for it (``rendered``: render/script.py
+    ``render_for_offer``). With ``ref`` (the staged payload, ``stage``) the user data is the bootstrap that fetches
+    it; without, the bootstrap ``render``/``plan`` show for review (the store's account part a placeholder), which is
+    never sent. ``up`` hands the plan's figures (its request's spot, with the command line's overrides, and ``cost``:
+    ``Plan.cost``, over the catalog it ranked with): nothing is derived again here; without a cost (``render``,
+    ``bake``) the disks' prices come from the catalog. The price is the offer's that applies (``Plan.price``).
+    ``spot``/``ssh_from``: the command line's overrides, else the profile's record."""
     p, placement, lifecycle = loaded.profile, loaded.resolved.placement, loaded.resolved.lifecycle
-    rendered = rendered or render_for_offer(loaded, offer)
     user_data = rendered.user_data(ref) if ref is not None else rendered.preview()
     if spot is None:
-        spot = plan.request.spot if plan is not None else placement.spot
-    price = offer.price(spot)
-    price = offer.price_hourly if price is None else price
-    disks = disk_costs(loaded, offer, plan.disk_prices if plan is not None else None)
+        spot = placement.spot
+    price = offer.price_that_applies(spot)
+    disks = cost if cost is not None else disk_costs(loaded, offer)
     return LaunchSpec(
         name=vm_name(p.name, loaded.hash, name),
         profile_name=p.name,

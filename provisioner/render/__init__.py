@@ -8,7 +8,7 @@ contract"; the payload and the bootstrap: docs/vm.md "The payload").
 """
 
 from provisioner.render.context import build_context, stack_fields
-from provisioner.render.script import RenderedScript, render_script
+from provisioner.render.script import RenderedScript, render_for_offer, render_script
 from provisioner.render.script_context import RenderTarget, ScriptContext, is_nvswitch_shape, target_from_offer
 from provisioner.render.shell import shq, template_env
 
@@ -18,6 +18,7 @@ __all__ = [
     "ScriptContext",
     "build_context",
     "is_nvswitch_shape",
+    "render_for_offer",
     "render_script",
     "shq",
     "stack_fields",

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, TypedDict
 from provisioner.compat.facts import Facts, load_facts
 from provisioner.errors import RenderError
 from provisioner.profile.fields import BUCKET_RES, DANGEROUS_ENV_KEYS, RESERVED_DIRS
-from provisioner.providers.lifecycle import api_actions, guest_shutdown_does, on_vm_max_run_seconds
+from provisioner.providers.lifecycle import guest_shutdown_does, on_vm_max_run_seconds
 from provisioner.render.cluster import cluster_context
-from provisioner.render.data import DataPlan, DataTool, data_plans, data_tools, unreadable, vm_api_sdk
+from provisioner.render.data import DataFields, data_fields
 from provisioner.render.install import cuda_fields, driver_fields, python_fields
 from provisioner.render.script_context import RenderTarget, ScriptContext
 from provisioner.render.script_context import is_nvswitch_shape as is_nvswitch_shape  # re-exported
@@ -29,23 +29,12 @@ if TYPE_CHECKING:
     from provisioner.render.container import ContainerContext
 
 MAX_REBOOTS = 2
-# Shallow folders that must not become the local-NVMe mount point (it would hide their content).
-_NO_MOUNT = {"/", "/mnt", "/data", "/home", "/opt", "/srv", "/tmp", "/root", "/media", "/run"}
 # Data must not land in system or trainvm folders, and /etc/trainvm/env must not set variables that make a
 # shell or the loader run their value: the same lists `validate` enforces (profile/fields.py), checked again
 # here so that no profile string ever executes on the VM even if validation were bypassed.
 _NO_DATA_UNDER = RESERVED_DIRS
 UNSAFE_ENV_KEYS = DANGEROUS_ENV_KEYS
 _AZ_ACCOUNT = BUCKET_RES["az"]
-
-
-def _scratch_mount(dests: list[str]) -> str:
-    parents = [posixpath.dirname(d) for d in dests]
-    if parents:
-        common = posixpath.commonpath(parents)
-        if common not in _NO_MOUNT and common.count("/") >= 2:
-            return common
-    return "/mnt/trainvm"
 
 
 def check_renderable(profile: Profile) -> None:
@@ -63,40 +52,6 @@ def check_renderable(profile: Profile) -> None:
 
 IMAGE_MODES = ("", "bake", "baked")
 
-
-
-class DataFields(TypedDict):
-    """The data phase: what is staged where, the copy tools' SDK venvs, the local NVMe scratch."""
-
-    data: tuple[DataPlan, ...]
-    datatools: tuple[DataTool, ...]
-    data_unreadable: str
-    nvme: str
-    scratch: str
-    copier: bool
-    aws_sdk: bool
-
-
-def data_fields(loaded: LoadedProfile, target: RenderTarget) -> DataFields:
-    """The data tools (and so the stack) follow the profile's lifecycle, whoever watches the VM (see build_context)."""
-    profile = loaded.profile
-    nvme = "required" if profile.hardware.local_nvme_gib > 0 else ("optional" if target.local_nvme_gib > 0 else "none")
-    scratch = _scratch_mount([d.dest for d in profile.data]) if nvme != "none" else ""
-    data = data_plans(profile, scratch)
-    data_unreadable = unreadable(profile, target.cloud)
-    shutdown_does = guest_shutdown_does(target.cloud, profile.lifecycle)
-    used: list[str] = list(loaded.resolved.lifecycle.actions_used)  # the record's lifecycle decisions
-    api_sdk = None if data_unreadable else vm_api_sdk(profile, target.cloud, data, api_actions(used, shutdown_does),
-                                                       loaded.resolved.image)
-    return DataFields(
-        data=data,
-        datatools=() if data_unreadable else data_tools(data, profile.stack.os, api_sdk=api_sdk),
-        data_unreadable=data_unreadable,
-        nvme=nvme,
-        scratch=scratch,
-        copier=not data_unreadable and any(p.tool for p in data),
-        aws_sdk=api_sdk is not None,
-    )
 
 
 class LifecycleFields(TypedDict):

@@ -19,19 +19,23 @@
 from __future__ import annotations
 
 import hashlib
+import posixpath
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict
 
 from provisioner.errors import RenderError
 from provisioner.providers.access import data_locality_exclusions
+from provisioner.providers.lifecycle import api_actions, guest_shutdown_does
 from provisioner.providers.registry import CLOUDS
 from provisioner.providers.registry_auth import profile_pull_auth
 from provisioner.render.shell import template_dir
 
 if TYPE_CHECKING:
     from provisioner.container.reference import ImageRef
+    from provisioner.profile import LoadedProfile
     from provisioner.profile.model import Profile
+    from provisioner.render.script_context import RenderTarget
 
 #: the schemes copied by trainvm_copy.py with an SDK (every other data scheme is https://, copied by curl)
 COPY_SCHEMES = ("gs", "s3", "az")
@@ -130,3 +134,50 @@ def data_tools(plans: tuple[DataPlan, ...], os_name: str, *, api_sdk: str | None
 def lock_sha256(tool: DataTool) -> str:
     """What the VM's marker holds once the tool is installed (``sha256sum`` of the lock as written there)."""
     return hashlib.sha256(tool.lock.encode("utf-8")).hexdigest()
+
+
+# Shallow folders that must not become the local-NVMe mount point (it would hide their content).
+_NO_MOUNT = {"/", "/mnt", "/data", "/home", "/opt", "/srv", "/tmp", "/root", "/media", "/run"}
+
+
+def _scratch_mount(dests: list[str]) -> str:
+    parents = [posixpath.dirname(d) for d in dests]
+    if parents:
+        common = posixpath.commonpath(parents)
+        if common not in _NO_MOUNT and common.count("/") >= 2:
+            return common
+    return "/mnt/trainvm"
+
+
+class DataFields(TypedDict):
+    """The data phase: what is staged where, the copy tools' SDK venvs, the local NVMe scratch."""
+
+    data: tuple[DataPlan, ...]
+    datatools: tuple[DataTool, ...]
+    data_unreadable: str
+    nvme: str
+    scratch: str
+    copier: bool
+    aws_sdk: bool
+
+
+def data_fields(loaded: LoadedProfile, target: RenderTarget) -> DataFields:
+    """The data tools (and so the stack) follow the profile's lifecycle, whoever watches the VM (see build_context)."""
+    profile = loaded.profile
+    nvme = "required" if profile.hardware.local_nvme_gib > 0 else ("optional" if target.local_nvme_gib > 0 else "none")
+    scratch = _scratch_mount([d.dest for d in profile.data]) if nvme != "none" else ""
+    data = data_plans(profile, scratch)
+    data_unreadable = unreadable(profile, target.cloud)
+    shutdown_does = guest_shutdown_does(target.cloud, profile.lifecycle)
+    used: list[str] = list(loaded.resolved.lifecycle.actions_used)  # the record's lifecycle decisions
+    api_sdk = None if data_unreadable else vm_api_sdk(profile, target.cloud, data, api_actions(used, shutdown_does),
+                                                       loaded.resolved.image)
+    return DataFields(
+        data=data,
+        datatools=() if data_unreadable else data_tools(data, profile.stack.os, api_sdk=api_sdk),
+        data_unreadable=data_unreadable,
+        nvme=nvme,
+        scratch=scratch,
+        copier=not data_unreadable and any(p.tool for p in data),
+        aws_sdk=api_sdk is not None,
+    )

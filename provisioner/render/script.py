@@ -17,12 +17,13 @@ from provisioner.providers.store import PayloadRef
 from provisioner.render.bootstrap import UserData, preview_ref, render_bootstrap
 from provisioner.render.context import build_context
 from provisioner.render.payload import Payload, build_payload
-from provisioner.render.script_context import RenderTarget, ScriptContext
+from provisioner.render.script_context import RenderTarget, ScriptContext, target_from_offer
 
 if TYPE_CHECKING:
     from provisioner.compat.facts import Facts
     from provisioner.profile import LoadedProfile
     from provisioner.profile.model import Lifecycle
+    from provisioner.providers.offer import Offer
 from provisioner.render.shell import template_env
 
 SCRIPT_PATH = "/usr/local/sbin/trainvm-provision"
@@ -83,3 +84,9 @@ def render_script(loaded: LoadedProfile, target: RenderTarget, *, facts: Facts |
     return RenderedScript(cloud=target.cloud, region=target.region, profile_hash=ctx.profile_hash, os_name=ctx.os_name,
                           startup_sh=script, payload=build_payload(script, meta),
                           driver={"version": ctx.driver, "set": ctx.driver_set, "packages": list(ctx.driver_pkgs)})
+
+
+def render_for_offer(loaded: LoadedProfile, offer: Offer, image_mode: str = "") -> RenderedScript:
+    """The render for one of the plan's offers (its cloud, region and shape): what ``up`` does once per offer it
+    tries, before the provision stage stages the payload (provision/launch.py ``stage``) and builds the request."""
+    return render_script(loaded, target_from_offer(offer), image_mode=image_mode)

@@ -51,8 +51,10 @@ def t4_offers(region: str = "us-east-1", spot: bool = False, path: Any = T4) -> 
 def t4_spec(offer: Any, path: Any = T4, **changes: Any) -> Any:
     from provisioner.profile import load_profile
     from provisioner.provision.launch import launch_spec
+    from provisioner.render.script import render_for_offer
 
-    spec = launch_spec(load_profile(path), offer, spot=changes.pop("spot", None))
+    loaded = load_profile(path)
+    spec = launch_spec(loaded, offer, rendered=render_for_offer(loaded, offer), spot=changes.pop("spot", None))
     return replace(spec, **changes) if changes else spec
 
 

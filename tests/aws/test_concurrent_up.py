@@ -110,13 +110,15 @@ def _signed_apart(offer, monkeypatch) -> list:
 
     from provisioner.profile import load_profile
     from provisioner.providers.aws.provider import AwsProvider
-    from provisioner.provision.launch import launch_spec, stage_for_offer
+    from provisioner.provision.launch import launch_spec, stage
+    from provisioner.render.script import render_for_offer
     from tests.aws.conftest import T4
 
     loaded, specs, clock = load_profile(T4), [], botocore.auth.get_current_datetime
     for second in (0, 1):
         monkeypatch.setattr(botocore.auth, "get_current_datetime", lambda s=second: datetime(2026, 11, 22, 12, 0, s))
-        rendered, ref = stage_for_offer(loaded, offer, AwsProvider())
+        rendered = render_for_offer(loaded, offer)
+        ref = stage(rendered, offer, AwsProvider())
         specs.append(launch_spec(loaded, offer, rendered=rendered, ref=ref))
     monkeypatch.setattr(botocore.auth, "get_current_datetime", clock)
     a, b = specs

@@ -233,7 +233,7 @@ def test_up_boots_the_version_by_id_with_the_baked_mode_payload(cli, arm, profil
     """After a bake, ``up`` on Azure creates the VM from the gallery image version (``imageReference.id``) and
     gives it the payload rendered in baked mode (verify only)."""
     from provisioner.planner.from_profile import Overrides, make_plan
-    from provisioner.provision.launch import render_for_offer
+    from provisioner.render.script import render_for_offer
 
     baked = cli("bake", str(profile), "--cloud", "azure", "--json")
     assert baked.code == 0, baked.err[-3000:]

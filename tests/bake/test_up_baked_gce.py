@@ -14,7 +14,7 @@ from provisioner.bake.run import builder_name
 from provisioner.planner.from_profile import Overrides, make_plan
 from provisioner.profile import load_profile
 from provisioner.providers.base import vm_name
-from provisioner.provision.launch import render_for_offer
+from provisioner.render.script import render_for_offer
 from tests.bake.test_bake_gce import _console
 from tests.helpers import REPO, gce_cli_env
 

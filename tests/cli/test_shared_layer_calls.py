@@ -42,3 +42,35 @@ def test_up_never_calls_from_the_shared_providers_layer_into_the_catalog(cli, cl
         sys.setprofile(old)
     assert doc["attempts"][-1]["outcome"] == "created", doc
     assert not climbs, climbs
+
+
+def test_up_the_provision_stage_calls_back_into_no_stage_before_it(cli, clouds) -> None:
+    """Issue 37 (the walk through `up`): render comes before provision in the stage order, and so do the plan and the
+    catalog. `up` renders each offer it tries and hands the render, the plan's price and cost to provision/launch.py;
+    provision calls none of them back (it rendered through ``render_for_offer``, computed the disks' cost again with
+    catalog/costs.py and asked the plan for each offer's price: ``provision -> render/planner/catalog``). Reading the
+    records those stages handed down (``RenderedScript``'s bootstrap for the staged payload, ``Cost``'s sums) is not a
+    call back into a stage."""
+    climbs: Counter[str] = Counter()
+    handed = ("RenderedScript.", "Cost.")
+    above = tuple(str(ROOT / pkg) for pkg in ("render", "planner", "catalog"))
+    provision_dir = str(ROOT / "provision")
+
+    def hook(frame, event, arg):  # type: ignore[no-untyped-def]
+        if event != "call" or not frame.f_code.co_filename.startswith(above):
+            return
+        caller = frame.f_back
+        while caller is not None and not caller.f_code.co_filename.startswith(str(ROOT)):
+            caller = caller.f_back
+        if (caller is not None and caller.f_code.co_filename.startswith(provision_dir)
+                and not frame.f_code.co_qualname.startswith(handed)):
+            climbs[f"{Path(caller.f_code.co_filename).stem} -> {frame.f_code.co_qualname}"] += 1
+
+    old = sys.getprofile()
+    sys.setprofile(hook)
+    try:
+        doc = cli("up", T4, "--yes", "--json", "--cloud", "gcp").json()
+    finally:
+        sys.setprofile(old)
+    assert doc["attempts"][-1]["outcome"] == "created", doc
+    assert not climbs, climbs

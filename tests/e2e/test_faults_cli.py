@@ -62,11 +62,12 @@ def test_gce_rerun_while_create_in_progress_finishes(cli, gce, env):
     from provisioner.profile import load_profile
     from provisioner.providers.gcp.provider import GcpProvider
     from provisioner.provision.launch import launch_spec
+    from provisioner.render.script import render_for_offer
 
     gce.polls_to_done = 2
     loaded = load_profile(Path(T4))
     plan = make_plan(loaded, Overrides(("gcp",), None, None)).plan
-    GcpProvider().submit(launch_spec(loaded, plan.chosen), plan.chosen)  # an `up` killed right after its insert
+    GcpProvider().submit(launch_spec(loaded, plan.chosen, rendered=render_for_offer(loaded, plan.chosen)), plan.chosen)  # an `up` killed right after its insert
     assert next(iter(gce.instances.values()))["status"] == "PROVISIONING"
     again = cli("up", T4, "--yes", "--json", "--cloud", "gcp")
     assert again.code == 0, again.err
@@ -129,13 +130,15 @@ def test_gce_up_while_another_up_creates_the_vm_is_exit_5_naming_what_to_do(cli,
     from provisioner.profile import load_profile
     from provisioner.providers.gcp.provider import GcpProvider
     from provisioner.provision.launch import launch_spec
+    from provisioner.render.script import render_for_offer
 
     env.setenv("TRAINVM_GCE_OP_TIMEOUT", "1")
     gce.inject("op_never_done", times=None)
     loaded = load_profile(Path(T4))
     plan = make_plan(loaded, Overrides(("gcp",), None, None)).plan
-    name = launch_spec(loaded, plan.chosen).name
-    GcpProvider().submit(launch_spec(loaded, plan.chosen), plan.chosen)
+    spec = launch_spec(loaded, plan.chosen, rendered=render_for_offer(loaded, plan.chosen))
+    name = spec.name
+    GcpProvider().submit(spec, plan.chosen)
     up = cli("up", T4, "--yes", "--json", "--cloud", "gcp")
     assert up.code == 5, up.err
     err = up.json()["error"]

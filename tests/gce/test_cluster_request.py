@@ -72,9 +72,11 @@ def test_request_preview_in_the_order_up_sends_them() -> None:
 def test_launch_spec_resolves_compact_per_offer(write_yaml, nodes, compact, offer, expected) -> None:
     from provisioner.profile import load_profile
     from provisioner.provision.launch import launch_spec
+    from provisioner.render.script import render_for_offer
 
     c = "null" if compact is None else str(compact).lower()
     path = write_yaml(f"name: ddp\nextends: base/torch-2.4-cu124\nhardware: {{gpu: A100, nodes: {nodes}}}\n"
                       f"placement: {{clouds: [gcp], compact: {c}}}\n")
-    spec = launch_spec(load_profile(path), offer)
+    loaded = load_profile(path)
+    spec = launch_spec(loaded, offer, rendered=render_for_offer(loaded, offer))
     assert (spec.nodes, spec.compact) == (nodes, expected)

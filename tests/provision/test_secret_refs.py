@@ -34,8 +34,10 @@ MENTIONS = ('    NOTE: "the token is kept at secret://gcp/hf-token and secret://
 def spec_of(write_yaml, env: str, data: str = ""):
     from provisioner.profile import load_profile
     from provisioner.provision.launch import launch_spec
+    from provisioner.render.script import render_for_offer
 
-    return launch_spec(load_profile(write_yaml(STACK.format(env=env, data=data))), gce_offer("us-central1-a"))
+    loaded, offer = load_profile(write_yaml(STACK.format(env=env, data=data))), gce_offer("us-central1-a")
+    return launch_spec(loaded, offer, rendered=render_for_offer(loaded, offer))
 
 
 def test_a_string_that_mentions_a_secret_reference_grants_nothing(write_yaml) -> None:

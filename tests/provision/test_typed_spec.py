@@ -4,7 +4,7 @@ from the profile's record and the plan, and a provider reads those fields, never
 - the container image as the record parsed it once (``LoadedProfile.resolved.image``) and its registry login: AWS's
   ECR statements came from ``json.loads(spec.profile_json)`` and a second parse of the image;
 - ``placement.identity`` (Azure's user-assigned identity) came from ``getattr(spec, "profile_json")`` + ``json.loads``;
-- spot and the disk prices are the plan's (``launch_spec(..., plan=)``): ``up`` recomputed spot from the profile and
+- spot, the price and the disks' cost are the plan's (``launch_spec(..., spot=, cost=)``): ``up`` recomputed spot from the profile and
   loaded the catalog again for the disk prices the plan already holds.
 
 Each test replaces ``profile_json`` with ``"{}"`` where a provider reads the spec: what it decides must not change."""
@@ -38,9 +38,10 @@ def _offline(monkeypatch):
 def _spec(write_yaml, doc, **kw):
     from provisioner.profile import load_profile
     from provisioner.provision.launch import launch_spec
+    from provisioner.render.script import render_for_offer
 
-    loaded = load_profile(write_yaml(doc))
-    return loaded, launch_spec(loaded, gce_offer("us-central1-a"), **kw)
+    loaded, offer = load_profile(write_yaml(doc)), gce_offer("us-central1-a")
+    return loaded, launch_spec(loaded, offer, rendered=render_for_offer(loaded, offer), **kw)
 
 
 def _ecr(policy) -> list:
@@ -72,16 +73,19 @@ def test_spot_and_the_disk_prices_are_the_plans(write_yaml, monkeypatch) -> None
     from provisioner.profile import load_profile
     from provisioner.providers.base import DISKS_PRICE_LABEL
     from provisioner.provision import launch
+    from provisioner.render.script import render_for_offer
 
     loaded = load_profile(write_yaml(_profile({"spot": False})))
     plan = make_plan(loaded, Overrides(clouds=("gcp",), spot=True)).plan
     assert plan.chosen is not None and plan.disk_prices is not None
-    expected = launch.launch_spec(loaded, plan.chosen, spot=True)  # the catalog loaded, as without a plan
+    rendered = render_for_offer(loaded, plan.chosen)
+    expected = launch.launch_spec(loaded, plan.chosen, rendered=rendered, spot=True)  # the catalog loaded: no plan
 
     def no_catalog():
         raise AssertionError("launch_spec loaded the catalog the plan holds")
 
     monkeypatch.setattr(launch, "load_catalog", no_catalog)
-    spec = launch.launch_spec(loaded, plan.chosen, plan=plan)
+    o = plan.chosen  # what `up` hands over (commands/up.py staged_spec)
+    spec = launch.launch_spec(loaded, o, rendered=rendered, spot=plan.request.spot, cost=plan.cost(o))
     assert spec.spot is True and spec.price_hourly == plan.chosen.price(True)
     assert spec.labels == expected.labels and DISKS_PRICE_LABEL in spec.labels

@@ -25,11 +25,11 @@ from provisioner.verify.expect import expected_record
 from provisioner.verify.records import ExpectedStack
 from provisioner.verify.report import StackReport
 from provisioner.render.context import build_context, target_from_offer
-from provisioner.render.script import render_script
+from provisioner.render.script import render_for_offer, render_script
 
 
 def main(loaded: LoadedProfile, offer: Offer, provider: Provider, report: StackReport) -> None:
-    spec = launch_spec(loaded, offer)
+    spec = launch_spec(loaded, offer, rendered=render_for_offer(loaded, offer))
     print(loaded.profile.name, spec.name, offer.instance_type)
     print(loaded.profiel)  # typo
     print(spec.nmae)  # typo

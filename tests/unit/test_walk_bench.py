@@ -3,7 +3,7 @@ that stops, returns, climbs and package entries follow the definitions in its do
 
 from __future__ import annotations
 
-from bench.walk import COUNTED, Call, count, layer_of
+from bench.walk import CONTEXT_BUILDERS, COUNTED, CREATE_CALLER, Call, count, count_profile, layer_of
 
 CLOUDS = ("gcp", "azure", "aws")
 UP, LOADER, RESOLVED, STACK, CORE, SCRIPT, FAILOVER = (
@@ -60,3 +60,50 @@ def test_stops_returns_and_climbs_on_a_synthetic_walk() -> None:
 def test_an_empty_walk_counts_nothing() -> None:
     got = count([], CLOUDS)
     assert (got["stops"], got["modules"], got["returns"], got["climbs"]) == (0, 0, 0, 0)
+
+
+BAKE, LAUNCH, CONTEXT, COSTS = ("provisioner.bake.use", "provisioner.provision.launch", "provisioner.render.context",
+                                "provisioner.catalog.costs")
+
+
+def test_the_profile_walk_follows_only_the_calls_that_receive_the_records() -> None:
+    calls = [
+        Call("provisioner.cli", UP, f"{UP}.run_up"),                                # a path: not a record
+        Call(UP, LOADER, f"{LOADER}.load_profile"),                                 # neither
+        Call(LOADER, RESOLVED, f"{RESOLVED}.resolve", ("profile",)),                # 1 resolved
+        Call(RESOLVED, STACK, f"{STACK}.effective_cuda"),                           # a string: off the walk
+        Call(RESOLVED, RESOLVED, f"{RESOLVED}.Resolved.__init__", ("resolved",)),   # same stay
+        Call(UP, CORE, f"{CORE}.plan", ("loaded",)),                                # 2 core
+        Call(CORE, COSTS, f"{COSTS}.cost_of", ("offer",)),                          # 3 costs
+        Call(CORE, CORE, f"{CORE}.Plan.__init__", ("plan",)),                       # 4 core (returns)
+        Call(UP, BAKE, f"{BAKE}.BakedImages.choose", ("offer",)),                   # 5 bake
+        Call(BAKE, CONTEXT, f"{CONTEXT}.stack_fields", ("loaded",)),                # 6 context
+        Call(UP, LAUNCH, f"{LAUNCH}.launch_spec", ("loaded", "offer", "plan")),    # 7 launch
+        Call(LAUNCH, SCRIPT, f"{SCRIPT}.render_script", ("loaded",)),               # 8 script: provision -> render climbs
+        Call(SCRIPT, CONTEXT, f"{CONTEXT}.build_context", ("loaded",)),             # 9 context (returns)
+        Call(LAUNCH, COSTS, f"{COSTS}.cost_of", ("offer",)),                        # 10 costs (returns), a climb
+        Call(CREATE_CALLER, GCP, f"{GCP}.GcpProvider.create", ("spec", "offer")),   # 11 the create call
+        Call(GCP, GCP, f"{GCP}.GcpProvider._send"),                                 # nothing carried: off the walk
+        Call(GCP, REGISTRY, f"{REGISTRY}.request_for", ("spec",)),                  # inside the create call: apart
+        Call(REGISTRY, CORE, f"{CORE}.Plan.price", ("plan",)),                      # a climb, but inside it
+    ]
+    got = count_profile(calls, CLOUDS)
+    assert got["stay_path"] == [RESOLVED, CORE, COSTS, CORE, BAKE, CONTEXT, LAUNCH, SCRIPT, CONTEXT, COSTS, GCP]
+    assert (got["steps"], got["stays"], got["modules"], got["returns"]) == (12, 11, 8, 3)
+    assert got["climb_edges"] == {f"{LAUNCH} -> {COSTS}": 1, f"{LAUNCH} -> {SCRIPT}": 1}
+    assert got["climbs"] == 2
+    assert got["entries"] == {CONTEXT: 2, CORE: 2, COSTS: 2, BAKE: 1, GCP: 1, LAUNCH: 1, RESOLVED: 1, SCRIPT: 1}
+    assert got["stays_in_create"] == 2  # the provider's own walk (registry, core), counted apart
+    assert got["attempts"] == 1
+    assert got["context_builds"] == {**dict.fromkeys(CONTEXT_BUILDERS, 0), "build_context": 1, "stack_fields": 1}
+    assert got["context_builds_per_attempt"]["build_context"] == 1.0
+
+
+def test_the_profile_walk_counts_context_builds_per_attempt() -> None:
+    create = Call(CREATE_CALLER, GCP, f"{GCP}.GcpProvider.create", ("spec", "offer"))
+    build = Call(SCRIPT, CONTEXT, f"{CONTEXT}.build_context", ("loaded",))
+    got = count_profile([build, build, build, create, build, create], CLOUDS)
+    assert got["attempts"] == 2
+    assert got["context_builds"]["build_context"] == 4
+    assert got["context_builds_per_attempt"]["build_context"] == 2.0
+    assert count_profile([build], CLOUDS)["context_builds_per_attempt"]["build_context"] is None  # no attempt

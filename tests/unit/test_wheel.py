@@ -27,7 +27,7 @@ def test_wheel_contains_resources_and_they_are_found(tmp_path: Path) -> None:
         "from provisioner.profile import load_profile\n"
         "assert str(r.templates_dir()).startswith(%r), r.templates_dir()\n"
         "lp = load_profile(r.profiles_dir() / 'examples' / 'bert-finetune-t4.yaml')\n"
-        "from provisioner.provision.launch import render_for_offer\n"
+        "from provisioner.render.script import render_for_offer\n"
         "from provisioner.planner.from_profile import make_plan\n"
         "plan = make_plan(lp).plan\n"
         "print(len(render_for_offer(lp, plan.chosen).startup_sh))\n"
