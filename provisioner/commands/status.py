@@ -20,14 +20,14 @@ runs it started then or earlier, so its run and cost are shown as "at least" (``
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, NotRequired, TypedDict, final
+from typing import TYPE_CHECKING, final
 
 from provisioner.catalog.storage import load_catalog
 from provisioner.commands.clouds import _all_records, check_name
 from provisioner.commands.verify import not_found
 from provisioner.errors import EXIT_CLOUD
 from provisioner.output import emit_json, notice, stdout_console
-from provisioner.providers.base import InstanceRecord
+from provisioner.providers.base import InstanceRecord, RecordJson
 from provisioner.providers.lifecycle import allocated_while_stopped
 from provisioner.providers.registry import CLOUDS
 
@@ -37,24 +37,6 @@ if TYPE_CHECKING:
     from provisioner.commands.clouds import Unlisted
 
 RUNNING_STATES = frozenset({"RUNNING", "PROVISIONING", "STAGING", "STARTING", "REPAIRING"})
-
-
-class RecordJson(TypedDict):
-    """``InstanceRecord.to_json()``'s keys, in its order (tests/cli/test_status_rows.py checks they are the same)."""
-
-    name: str
-    cloud: str
-    region: str
-    zone: str | None
-    instance_type: str
-    state: str
-    profile: str | None
-    hash: str | None
-    price_hourly: float | None
-    created: str | None
-    cluster: NotRequired[str | None]  # the three only on a cluster's node
-    rank: NotRequired[int | None]
-    nodes: NotRequired[int]
 
 
 class StatusRow(RecordJson):
@@ -86,16 +68,6 @@ class ClusterRow(StatusRow):
     nodes_found: int
     price_hourly_per_node: float | None
     members: list[VmRow]
-
-
-def record_json(r: InstanceRecord) -> RecordJson:
-    """``r.to_json()`` as the typed document the rows start from."""
-    doc: RecordJson = {"name": r.name, "cloud": r.cloud, "region": r.region, "zone": r.zone,
-                       "instance_type": r.instance_type, "state": r.state, "profile": r.profile, "hash": r.hash,
-                       "price_hourly": r.price_hourly, "created": r.created}
-    if r.cluster:
-        doc["cluster"], doc["rank"], doc["nodes"] = r.cluster, r.rank, r.nodes
-    return doc
 
 
 def _price_for(record: InstanceRecord) -> tuple[float | None, str | None]:
@@ -150,7 +122,7 @@ def _row(r: InstanceRecord) -> VmRow:
     allocated = allocated_while_stopped(r.cloud, r.state)  # e.g. an Azure VM powered off from the guest
     cost = None if (price is None or hours is None) else round(price * hours, 2)
     run_h = None if price is None or r.disks_hourly is None else round(price + r.disks_hourly, 6)
-    return {**record_json(r), "price_hourly": price, "price_source": source, "billing_compute": running or allocated,
+    return {**r.to_json(), "price_hourly": price, "price_source": source, "billing_compute": running or allocated,
             "allocated_while_stopped": allocated,
             # recorded at create time (catalog/costs.py); None: unknown (a VM of an older trainvm, or no disk price)
             "disks_hourly": r.disks_hourly, "running_hourly": run_h, "stopped_hourly": r.kept_hourly,

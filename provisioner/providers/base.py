@@ -12,7 +12,7 @@ import getpass
 import os
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Mapping, Protocol, TypedDict
+from typing import TYPE_CHECKING, Mapping, NotRequired, Protocol, TypedDict
 
 # The ProviderError family lives in provisioner/errors.py (the whole error tree in one place); it is
 # re-exported here (``__all__``, which mypy's no_implicit_reexport reads) because every provider raises it.
@@ -119,6 +119,24 @@ class LaunchSpec:
     identity: Mapping[str, str] = field(default_factory=dict)
 
 
+class RecordJson(TypedDict):
+    """``InstanceRecord.to_json()``: what ``list``/``status``/``up --json`` print of a VM (status rows extend it)."""
+
+    name: str
+    cloud: str
+    region: str
+    zone: str | None
+    instance_type: str
+    state: str
+    profile: str | None
+    hash: str | None
+    price_hourly: float | None
+    created: str | None
+    cluster: NotRequired[str | None]  # the three only on a cluster's node
+    rank: NotRequired[int | None]
+    nodes: NotRequired[int]
+
+
 @dataclass(frozen=True)
 class InstanceRecord:
     """A trainvm VM as the cloud reports it (rebuilt from labels/tags; no local state)."""
@@ -168,13 +186,13 @@ class InstanceRecord:
     disks_hourly: float | None = None
     kept_hourly: float | None = None
 
-    def to_json(self) -> dict[str, object]:
-        return {
-            "name": self.name, "cloud": self.cloud, "region": self.region, "zone": self.zone,
-            "instance_type": self.instance_type, "state": self.state, "profile": self.profile,
-            "hash": self.hash, "price_hourly": self.price_hourly, "created": self.created,
-            **({"cluster": self.cluster, "rank": self.rank, "nodes": self.nodes} if self.cluster else {}),
-        }
+    def to_json(self) -> RecordJson:
+        doc: RecordJson = {"name": self.name, "cloud": self.cloud, "region": self.region, "zone": self.zone,
+                           "instance_type": self.instance_type, "state": self.state, "profile": self.profile,
+                           "hash": self.hash, "price_hourly": self.price_hourly, "created": self.created}
+        if self.cluster:
+            doc["cluster"], doc["rank"], doc["nodes"] = self.cluster, self.rank, self.nodes
+        return doc
 
 
 class Provider(Protocol):

@@ -37,22 +37,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: run as a script too
+from tests.realos.osroot import SOURCES  # noqa: E402  (the cloud image's deb822 sources, as the chroot lane has them)
+
 MIRROR = "http://deb.debian.org/debian"
 SUITE = "bookworm"
 PACKAGES = ("ca-certificates,systemd-sysv,dbus,udev,kmod,openssh-server,python3,curl,unattended-upgrades,e2fsprogs,"
             "cloud-init,python3-cffi-backend,linux-image-cloud-amd64,ifupdown,isc-dhcp-client,netbase,iproute2,sudo,gnupg")
-SOURCES = """Types: deb
-URIs: http://deb.debian.org/debian
-Suites: bookworm bookworm-updates
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-
-Types: deb
-URIs: http://deb.debian.org/debian-security
-Suites: bookworm-security
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-"""
 #: files written into the root filesystem (path -> text)
 FILES = {
     "etc/apt/sources.list.d/debian.sources": SOURCES,
