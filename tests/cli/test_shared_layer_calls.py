@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import provisioner
@@ -21,18 +22,21 @@ def _shared(path: str) -> bool:
     return p.parent == ROOT / "providers"
 
 
-def test_up_never_calls_from_the_shared_providers_layer_into_the_catalog(cli, clouds) -> None:
-    climbs: Counter[str] = Counter()
-    catalog = str(ROOT / "catalog")
+def _calls_during_up(cli, callee: tuple[str, ...], caller: Callable[[str], bool],  # type: ignore[no-untyped-def]
+                     handed: tuple[str, ...] = ()) -> Counter[str]:
+    """``caller-module -> callee qualname`` counts of the calls made during a GCE `up` of the T4 profile into a file
+    under one of the ``callee`` folders from a provisioner frame whose file ``caller`` accepts (the nearest provisioner
+    frame: a comprehension's frame is the module's own), except callees whose qualname starts with ``handed``."""
+    calls: Counter[str] = Counter()
 
     def hook(frame, event, arg):  # type: ignore[no-untyped-def]
-        if event != "call" or not frame.f_code.co_filename.startswith(catalog):
+        if event != "call" or not frame.f_code.co_filename.startswith(callee):
             return
-        caller = frame.f_back
-        while caller is not None and not caller.f_code.co_filename.startswith(str(ROOT)):
-            caller = caller.f_back  # the nearest provisioner frame (a comprehension's frame is the module's own)
-        if caller is not None and _shared(caller.f_code.co_filename):
-            climbs[f"{Path(caller.f_code.co_filename).stem} -> {frame.f_code.co_qualname}"] += 1
+        back = frame.f_back
+        while back is not None and not back.f_code.co_filename.startswith(str(ROOT)):
+            back = back.f_back
+        if back is not None and caller(back.f_code.co_filename) and not frame.f_code.co_qualname.startswith(handed):
+            calls[f"{Path(back.f_code.co_filename).stem} -> {frame.f_code.co_qualname}"] += 1
 
     old = sys.getprofile()
     sys.setprofile(hook)
@@ -41,7 +45,11 @@ def test_up_never_calls_from_the_shared_providers_layer_into_the_catalog(cli, cl
     finally:
         sys.setprofile(old)
     assert doc["attempts"][-1]["outcome"] == "created", doc
-    assert not climbs, climbs
+    return calls
+
+
+def test_up_never_calls_from_the_shared_providers_layer_into_the_catalog(cli, clouds) -> None:
+    assert not _calls_during_up(cli, (str(ROOT / "catalog"),), _shared)
 
 
 def test_up_the_provision_stage_calls_back_into_no_stage_before_it(cli, clouds) -> None:
@@ -51,26 +59,6 @@ def test_up_the_provision_stage_calls_back_into_no_stage_before_it(cli, clouds) 
     catalog/costs.py and asked the plan for each offer's price: ``provision -> render/planner/catalog``). Reading the
     records those stages handed down (``RenderedScript``'s bootstrap for the staged payload, ``Cost``'s sums) is not a
     call back into a stage."""
-    climbs: Counter[str] = Counter()
-    handed = ("RenderedScript.", "Cost.")
     above = tuple(str(ROOT / pkg) for pkg in ("render", "planner", "catalog"))
     provision_dir = str(ROOT / "provision")
-
-    def hook(frame, event, arg):  # type: ignore[no-untyped-def]
-        if event != "call" or not frame.f_code.co_filename.startswith(above):
-            return
-        caller = frame.f_back
-        while caller is not None and not caller.f_code.co_filename.startswith(str(ROOT)):
-            caller = caller.f_back
-        if (caller is not None and caller.f_code.co_filename.startswith(provision_dir)
-                and not frame.f_code.co_qualname.startswith(handed)):
-            climbs[f"{Path(caller.f_code.co_filename).stem} -> {frame.f_code.co_qualname}"] += 1
-
-    old = sys.getprofile()
-    sys.setprofile(hook)
-    try:
-        doc = cli("up", T4, "--yes", "--json", "--cloud", "gcp").json()
-    finally:
-        sys.setprofile(old)
-    assert doc["attempts"][-1]["outcome"] == "created", doc
-    assert not climbs, climbs
+    assert not _calls_during_up(cli, above, lambda path: path.startswith(provision_dir), ("RenderedScript.", "Cost."))
