@@ -29,7 +29,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from provisioner import settings
 from provisioner.errors import CloudError
@@ -253,4 +253,4 @@ class _Gen2:
     instance_type = "builder"
 
 
-_GEN2: Any = _Gen2()
+_GEN2 = _Gen2()
