@@ -29,13 +29,14 @@ from typing import TYPE_CHECKING, TypedDict, Unpack, cast
 
 from provisioner import settings
 from provisioner.errors import CredentialsError
+from provisioner.providers.azure.sdk import MgmtClients
 from provisioner.providers.host import probe_metadata
 from provisioner.settings import env_seconds
 
 if TYPE_CHECKING:
     from azure.core.credentials import AccessToken, AccessTokenInfo, TokenCredential
 
-    from provisioner.providers.azure.sdk import Authorization, Compute, MgmtClients, Network, Resource, Storage
+    from provisioner.providers.azure.sdk import Authorization, Compute, Network, Resource, Storage
 
 ARM_SCOPE = "https://management.azure.com/.default"
 
@@ -162,8 +163,6 @@ def make_clients(settings: Settings, credential: TokenCredential) -> MgmtClients
     import azure.mgmt.compute as compute
     import azure.mgmt.network as network
     import azure.mgmt.resource.resources as resources  # trap A6: `from azure.mgmt.resource import ...` fails in v26
-
-    from provisioner.providers.azure.sdk import MgmtClients
 
     kw = _client_kwargs(settings)
 
