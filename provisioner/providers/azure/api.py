@@ -4,8 +4,8 @@ group, power, roles, preflight, store, quota, bake) receives this object in its 
 argument; none reaches back into the provider.
 
 What the SDK returns is untyped (azure-mgmt-* models): ``wire`` reads a model as its ARM JSON, typed as
-``azure_arm.Arm`` (the fields trainvm reads); ``Poller`` is the two methods of an ``LROPoller`` trainvm calls;
-``SdkClient`` names the untyped management clients.
+``azure_arm.Arm`` (the fields trainvm reads); the clients and ``Poller`` (the two methods of an ``LROPoller`` trainvm
+calls) are the Protocols of ``azure_sdk``, naming the operations trainvm calls.
 """
 
 from __future__ import annotations
@@ -13,8 +13,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from types import SimpleNamespace
-from typing import Any, Protocol, TypeVar, cast, overload
+from typing import TYPE_CHECKING, TypeVar, cast, overload
 
 from provisioner.providers.azure import errors as errs
 from provisioner.providers.azure import request as R
@@ -26,23 +25,17 @@ from provisioner.providers.azure.clients import (
     make_clients,
     make_storage_client,
 )
+from provisioner.providers.azure.sdk import Authorization, MgmtClients, Storage
+from provisioner.providers.azure.sdk import Poller as Poller  # re-exported: the parts name it from here
 from provisioner.providers.base import RetryExhaustedError
 
-#: an azure-mgmt-* client (untyped: its operations return SDK models, read through ``wire``)
-SdkClient = Any
+if TYPE_CHECKING:
+    from azure.core.credentials import TokenCredential
 
 T = TypeVar("T")
 M = TypeVar("M")
 
 NOT_MISSING = frozenset({"SubscriptionNotFound", "InvalidSubscriptionId"})  # 404s that are not "no such resource"
-
-
-class Poller(Protocol):
-    """What trainvm calls on an azure-core ``LROPoller``."""
-
-    def result(self, timeout: float | None = None) -> object: ...
-
-    def done(self) -> bool: ...
 
 
 def wire(obj: object) -> Arm:
@@ -62,16 +55,16 @@ def props(res: Arm | None) -> Props:
 class AzureApi:
     """The management clients (built once, on first use: the SDK imports happen there), the calls and the waits."""
 
-    def __init__(self, settings: Settings, credential: object | None = None, *,
+    def __init__(self, settings: Settings, credential: TokenCredential | None = None, *,
                  sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> None:
         self.settings = settings
         self.subscription_id, self.poll_seconds = settings.subscription_id, settings.poll_seconds
         self.op_timeout = settings.op_timeout
         self.sleep, self.clock = sleep, clock
         self._credential = credential
-        self._clients: SimpleNamespace | None = None
+        self._clients: MgmtClients | None = None
 
-    def clients(self) -> SimpleNamespace:
+    def clients(self) -> MgmtClients:
         """``.resource`` / ``.network`` / ``.compute``, sharing one credential."""
         if self._clients is None:
             self._credential = self._credential or default_credential()
@@ -79,16 +72,17 @@ class AzureApi:
         return self._clients
 
     @property
-    def credential(self) -> object:
+    def credential(self) -> TokenCredential:
         """The credential every client uses (settled on first use)."""
         self.clients()
+        assert self._credential is not None  # clients() settled it
         return self._credential
 
-    def authorization(self) -> SdkClient:
+    def authorization(self) -> Authorization:
         """azure-mgmt-authorization's client (role assignments), made when a VM needs one."""
         return make_authorization_client(self.settings, self.credential)
 
-    def storage(self) -> SdkClient:
+    def storage(self) -> Storage:
         """azure-mgmt-storage's client (the payload store's account, container, keys and lifecycle policy)."""
         return make_storage_client(self.settings, self.credential)
 

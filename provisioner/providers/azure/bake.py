@@ -29,13 +29,14 @@ from __future__ import annotations
 import dataclasses
 import time
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from provisioner import settings
 from provisioner.errors import CloudError
 from provisioner.providers.azure import request as R
-from provisioner.providers.azure.api import Poller, SdkClient, wire
+from provisioner.providers.azure.api import Poller, wire
 from provisioner.providers.azure.arm import Arm, Props
+from provisioner.providers.azure.sdk import Compute
 from provisioner.providers.bake_base import BakedImage
 from provisioner.providers.base import InstanceRecord
 from provisioner.providers.image_identity import KIND_BAKED, LABEL_KIND, ImageIdentity, label_value, mismatch
@@ -63,7 +64,7 @@ def definition_for(profile_name: str) -> str:
     return ("trainvm-" + label_value(profile_name))[:80]
 
 
-def _definitions(compute: SdkClient, grp: str, gallery: str) -> list[object]:
+def _definitions(compute: Compute, grp: str, gallery: str) -> list[object]:
     return list(compute.gallery_images.list_by_gallery(grp, gallery))
 
 
@@ -78,7 +79,7 @@ class AzureBaker:
         self.provider = provider  # the Baker contract: the builder is created, watched and deleted through it
         self.api, self.images_of = provider.client, provider.images
 
-    def _compute(self) -> SdkClient:
+    def _compute(self) -> Compute:
         return self.api.clients().compute
 
     def builder_offer(self, gpu_offer: Offer) -> Offer:
@@ -253,4 +254,4 @@ class _Gen2:
     instance_type = "builder"
 
 
-_GEN2: Any = _Gen2()
+_GEN2 = _Gen2()

@@ -24,13 +24,19 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass
-from types import SimpleNamespace
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, TypedDict, Unpack, cast
 
 from provisioner import settings
 from provisioner.errors import CredentialsError
+from provisioner.providers.azure.sdk import MgmtClients
 from provisioner.providers.host import probe_metadata
 from provisioner.settings import env_seconds
+
+if TYPE_CHECKING:
+    from azure.core.credentials import AccessToken, AccessTokenInfo, TokenCredential
+
+    from provisioner.providers.azure.sdk import Authorization, Compute, Network, Resource, Storage
 
 ARM_SCOPE = "https://management.azure.com/.default"
 
@@ -41,12 +47,13 @@ class StaticTokenCredential:
     def __init__(self, token: str, lifetime: int = 3600) -> None:
         self.token, self.lifetime = token, lifetime
 
-    def get_token(self, *scopes: str, **kwargs: Any) -> Any:
+    def get_token(self, *scopes: str, claims: str | None = None, tenant_id: str | None = None,
+                  enable_cae: bool = False, **kwargs: object) -> AccessToken:
         from azure.core.credentials import AccessToken
 
         return AccessToken(self.token, int(time.time()) + self.lifetime)
 
-    def get_token_info(self, *scopes: str, options: Any = None) -> Any:  # azure-core >= 1.31 prefers this
+    def get_token_info(self, *scopes: str, options: object = None) -> AccessTokenInfo:  # azure-core >= 1.31 prefers this
         from azure.core.credentials import AccessTokenInfo
 
         return AccessTokenInfo(self.token, int(time.time()) + self.lifetime, token_type="Bearer")
@@ -57,7 +64,7 @@ class StaticTokenCredential:
     def __enter__(self) -> StaticTokenCredential:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         pass
 
 
@@ -93,7 +100,7 @@ class Settings:
                    env_seconds("TRAINVM_API_TIMEOUT", 30.0))
 
 
-def default_credential() -> Any:
+def default_credential() -> TokenCredential:
     token = settings.text("TRAINVM_AZURE_ACCESS_TOKEN")
     if token:
         return StaticTokenCredential(token)
@@ -105,12 +112,31 @@ def default_credential() -> Any:
     return DefaultAzureCredential(**({"exclude_managed_identity_credential": True} if off_azure else {}))
 
 
-def policies(credential: Any, moniker: str, call_timeout: float = 30.0, **kw: Any) -> list[Any]:
+class ClientKwargs(TypedDict, total=False):
+    """The keywords every management client (and each policy of its pipeline) gets: ``_client_kwargs``."""
+
+    credential_scopes: list[str]
+    polling_interval: float
+    retry_total: int
+    retry_backoff_factor: float
+    connection_timeout: float
+    read_timeout: float
+    base_url: str
+    connection_verify: str
+
+
+class _PolicyKwargs(ClientKwargs, total=False):
+    sdk_moniker: str
+    user_agent: str
+
+
+def policies(credential: TokenCredential, moniker: str, call_timeout: float = 30.0,
+             **client_kw: Unpack[ClientKwargs]) -> list[object]:
     """The generated clients' default pipeline, in their order, without the auto-registration policy (A8)."""
     from azure.core.pipeline import policies as p
     from azure.mgmt.core.policies import ARMChallengeAuthenticationPolicy, ARMHttpLoggingPolicy
 
-    kw = dict(kw, sdk_moniker=moniker, user_agent="trainvm")
+    kw: _PolicyKwargs = {**client_kw, "sdk_moniker": moniker, "user_agent": "trainvm"}
     return [p.RequestIdPolicy(**kw), p.HeadersPolicy(**kw), p.UserAgentPolicy(**kw), p.ProxyPolicy(**kw),
             p.ContentDecodePolicy(**kw), p.RedirectPolicy(**kw), p.RetryPolicy(**kw, timeout=call_timeout),
             ARMChallengeAuthenticationPolicy(credential, ARM_SCOPE, **kw), p.CustomHookPolicy(**kw),
@@ -118,9 +144,9 @@ def policies(credential: Any, moniker: str, call_timeout: float = 30.0, **kw: An
             ARMHttpLoggingPolicy(**kw)]
 
 
-def _client_kwargs(settings: Settings) -> dict[str, Any]:
+def _client_kwargs(settings: Settings) -> ClientKwargs:
     """What every management client gets: scope, polling, retries, endpoint and CA bundle."""
-    kw: dict[str, Any] = {"credential_scopes": [ARM_SCOPE], "polling_interval": settings.poll_seconds,
+    kw: ClientKwargs = {"credential_scopes": [ARM_SCOPE], "polling_interval": settings.poll_seconds,
                           "retry_total": settings.retry_total, "retry_backoff_factor": settings.retry_backoff,
                           "connection_timeout": max(0.5, settings.call_timeout / 2),
                           "read_timeout": max(0.5, settings.call_timeout / 2)}
@@ -131,37 +157,43 @@ def _client_kwargs(settings: Settings) -> dict[str, Any]:
     return kw
 
 
-def make_clients(settings: Settings, credential: Any) -> SimpleNamespace:
-    """``.resource`` / ``.network`` / ``.compute`` management clients sharing one credential."""
+def make_clients(settings: Settings, credential: TokenCredential) -> MgmtClients:
+    """``.resource`` / ``.network`` / ``.compute`` management clients sharing one credential, as the Protocols of
+    ``azure_sdk`` (the typed adapter: the SDK's classes stop here)."""
     import azure.mgmt.compute as compute
     import azure.mgmt.network as network
     import azure.mgmt.resource.resources as resources  # trap A6: `from azure.mgmt.resource import ...` fails in v26
 
     kw = _client_kwargs(settings)
 
-    def client(module: Any, cls: str, moniker: str) -> Any:
-        pipeline = policies(credential, f"mgmt-{moniker}/{getattr(module, '__version__', '')}", settings.call_timeout, **kw)
-        return getattr(module, cls)(credential, settings.subscription_id, policies=pipeline, **kw)
+    def pipeline(module: ModuleType, moniker: str) -> list[object]:
+        return policies(credential, f"mgmt-{moniker}/{getattr(module, '__version__', '')}", settings.call_timeout, **kw)
 
-    return SimpleNamespace(resource=client(resources, "ResourceManagementClient", "resource"),
-                           network=client(network, "NetworkManagementClient", "network"),
-                           compute=client(compute, "ComputeManagementClient", "compute"))
+    sub = settings.subscription_id
+    return MgmtClients(
+        resource=cast("Resource", resources.ResourceManagementClient(
+            credential, sub, policies=pipeline(resources, "resource"), **kw)),
+        network=cast("Network", network.NetworkManagementClient(
+            credential, sub, policies=pipeline(network, "network"), **kw)),
+        compute=cast("Compute", compute.ComputeManagementClient(
+            credential, sub, policies=pipeline(compute, "compute"), **kw)))
 
 
-def make_authorization_client(settings: Settings, credential: Any) -> Any:
+def make_authorization_client(settings: Settings, credential: TokenCredential) -> Authorization:
     """azure-mgmt-authorization's client (role assignments), imported only when a VM needs one."""
     import azure.mgmt.authorization as authorization
 
     kw = _client_kwargs(settings)
     pipeline = policies(credential, f"mgmt-authorization/{getattr(authorization, '__version__', '')}", **kw)
-    return authorization.AuthorizationManagementClient(credential, settings.subscription_id, policies=pipeline, **kw)
+    return cast("Authorization", authorization.AuthorizationManagementClient(
+        credential, settings.subscription_id, policies=pipeline, **kw))
 
 
-def make_storage_client(settings: Settings, credential: Any) -> Any:
+def make_storage_client(settings: Settings, credential: TokenCredential) -> Storage:
     """azure-mgmt-storage's client (the payload store's account, container, keys and lifecycle policy), imported
     only when a payload is staged or released."""
     import azure.mgmt.storage as storage
 
     kw = _client_kwargs(settings)
     pipeline = policies(credential, f"mgmt-storage/{getattr(storage, '__version__', '')}", settings.call_timeout, **kw)
-    return storage.StorageManagementClient(credential, settings.subscription_id, policies=pipeline, **kw)
+    return cast("Storage", storage.StorageManagementClient(credential, settings.subscription_id, policies=pipeline, **kw))

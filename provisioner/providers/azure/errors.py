@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal, Protocol
 
 from provisioner.providers.azure.arm import Status
 from provisioner.providers.base import (
@@ -78,7 +78,15 @@ def from_exception(exc: BaseException) -> Failure:
     return Failure(status, code or type(exc).__name__, message, kind="other")
 
 
-def _from_body(response: Any, message: str) -> tuple[str | None, str]:
+class _Response(Protocol):
+    """What ``_from_body`` reads of an azure-core ``HttpResponse``: its body as text."""
+
+    def text(self) -> str: ...
+
+
+def _from_body(response: _Response | None, message: str) -> tuple[str | None, str]:
+    if response is None:
+        return None, message
     try:
         body = json.loads(response.text())
         err = body.get("error") or {}

@@ -26,10 +26,9 @@ Ranks follow the instance ids (numerically); node ``K`` is called ``<NAME>-K``.
 
 from __future__ import annotations
 
-from typing import Any
-
 from provisioner.providers.azure import request as R
 from provisioner.providers.azure.arm import Arm
+from provisioner.providers.azure.bodies import Json, ScaleSetBody
 from provisioner.providers.base import LaunchSpec
 from provisioner.providers.offer import Offer
 
@@ -55,18 +54,18 @@ def cluster_tags(spec: LaunchSpec) -> dict[str, str]:
     return {**R.tags(spec), NODES_TAG: str(spec.nodes)}
 
 
-def ppg_body(spec: LaunchSpec, location: str) -> dict[str, Any]:
+def ppg_body(spec: LaunchSpec, location: str) -> Json:
     return {"location": location, "tags": cluster_tags(spec), "properties": {"proximityPlacementGroupType": "Standard"}}
 
 
 def scale_set_body(spec: LaunchSpec, offer: Offer, *, subscription_id: str, image: R.ImageRef, ssh_public_key: str,
-                   placement_group: str | None) -> dict[str, Any]:
+                   placement_group: str | None) -> ScaleSetBody:
     """The ``virtualMachineScaleSets`` PUT body for ``spec.nodes`` nodes of ``offer`` (``placement_group``: the
     PPG's id, or None without compact placement)."""
     vm = R.vm_body(spec, offer, subscription_id=subscription_id, image=image, ssh_public_key=ssh_public_key)
     p = vm["properties"]
     os_disk = {k: v for k, v in p["storageProfile"]["osDisk"].items() if k not in ("name", "deleteOption")}
-    os_profile = {k: v for k, v in p["osProfile"].items() if k != "computerName"}
+    os_profile: Json = {k: v for k, v in p["osProfile"].items() if k != "computerName"}
     os_profile["computerNamePrefix"] = spec.name[:PREFIX_MAX]
     nic = p["networkProfile"]["networkInterfaceConfigurations"][0]
     ipc = nic["properties"]["ipConfigurations"][0]
@@ -77,17 +76,22 @@ def scale_set_body(spec: LaunchSpec, offer: Offer, *, subscription_id: str, imag
             "primary": True, "subnet": ipc["properties"]["subnet"],
             "publicIPAddressConfiguration": {"name": pip["name"], "sku": pip["sku"],
                                              "properties": {"publicIPAddressVersion": "IPv4"}}}}]}}]}
-    profile: dict[str, Any] = {
+    profile: Json = {
         "osProfile": os_profile,
         "storageProfile": {"imageReference": p["storageProfile"]["imageReference"], "osDisk": os_disk},
         "networkProfile": network,
         "diagnosticsProfile": p["diagnosticsProfile"],
         "userData": p["userData"],
     }
-    for key in ("securityProfile", "priority", "evictionPolicy", "billingProfile"):
-        if key in p:
-            profile[key] = p[key]
-    props: dict[str, Any] = {
+    if "securityProfile" in p:
+        profile["securityProfile"] = p["securityProfile"]
+    if "priority" in p:
+        profile["priority"] = p["priority"]
+    if "evictionPolicy" in p:
+        profile["evictionPolicy"] = p["evictionPolicy"]
+    if "billingProfile" in p:
+        profile["billingProfile"] = p["billingProfile"]
+    props: Json = {
         "orchestrationMode": "Uniform", "upgradePolicy": {"mode": "Manual"}, "singlePlacementGroup": True,
         "overprovision": False, "platformFaultDomainCount": 1, "virtualMachineProfile": profile,
     }
@@ -109,10 +113,10 @@ def instance_of(resource_id: str) -> str | None:
     return parts[low.index("virtualmachines") + 1] if "virtualmachines" in low[:-1] else None
 
 
-def preview(spec: LaunchSpec, offer: Offer, subscription_id: str, image: R.ImageRef) -> dict[str, Any]:
+def preview(spec: LaunchSpec, offer: Offer, subscription_id: str, image: R.ImageRef) -> Json:
     """The cluster's resources in ``request_preview`` (``render``/``plan``): the PPG and the scale set instead of
     one VM (the rest is the single VM's: group, VNet, NSG, role assignment)."""
-    out: dict[str, Any] = {}
+    out: Json = {}
     placement = None
     if spec.compact:
         out[f"{R.COMPUTE}/proximityPlacementGroups"] = {"name": ppg_name(spec.name), "body": ppg_body(spec, offer.region)}

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from types import SimpleNamespace
 from typing import TYPE_CHECKING, TypedDict, cast
 from urllib.parse import quote
 
@@ -149,8 +148,7 @@ def _permissions(api: AzureApi, scope: str) -> list[Entry]:
 def _lifecycle(profile: Profile) -> tuple[str | None, str | None]:
     """(the role trainvm would grant, the action the on-VM script needs), or (None, None) without self-stop."""
     lc = profile.lifecycle
-    role = R.lifecycle_role(SimpleNamespace(idle_shutdown_minutes=lc.idle_shutdown_minutes, on_idle=lc.on_idle,
-                                            max_run_hours=lc.max_run_hours, on_max_run=lc.on_max_run))
+    role = R.lifecycle_role(lc)
     if role is None:
         return None, None
     if role == R.LIFECYCLE_ROLE["delete"]:

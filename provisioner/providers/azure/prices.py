@@ -30,7 +30,7 @@ import urllib.parse
 from collections import defaultdict
 from dataclasses import replace
 from datetime import datetime
-from typing import Any
+from typing import TypedDict, cast
 
 from provisioner import settings
 from provisioner.errors import CloudError
@@ -51,26 +51,55 @@ TIER_GIB = {1: 4, 2: 8, 3: 16, 4: 32, 6: 64, 10: 128, 15: 256, 20: 512, 30: 1024
             60: 8192, 70: 16384, 80: 32767}
 
 
+class PriceItem(TypedDict, total=False):
+    """One item of a Retail Prices answer (learn.microsoft.com/rest/api/cost-management/retail-prices/
+    azure-retail-prices: "API response examples"): the fields trainvm reads. The API's JSON is untyped; ``items`` is
+    the adapter, and every field is checked where it is read (a row without a price is dropped, counted)."""
+
+    currencyCode: str
+    tierMinimumUnits: float
+    retailPrice: float
+    unitPrice: float
+    armRegionName: str
+    location: str
+    meterId: str
+    meterName: str
+    productName: str
+    skuName: str
+    serviceName: str
+    unitOfMeasure: str
+    type: str
+    isPrimaryMeterRegion: bool
+    armSkuName: str
+
+
+class PricePage(TypedDict, total=False):
+    """One page of a Retail Prices answer: its items and the next page's URL (null on the last)."""
+
+    Items: list[PriceItem]
+    NextPageLink: str | None
+
+
 def base_url() -> str:
     return settings.text("TRAINVM_AZURE_PRICES_URL") or API
 
 
-def items(filter_: str) -> list[dict[str, Any]]:
+def items(filter_: str) -> list[PriceItem]:
     """Every item the filter matches, page after page."""
     url: str | None = base_url() + "?" + urllib.parse.urlencode(
         {"api-version": API_VERSION, "$filter": filter_}, quote_via=urllib.parse.quote)
-    out: list[dict[str, Any]] = []
+    out: list[PriceItem] = []
     for _ in range(MAX_PAGES):
         if not url:
             return out
-        page = http.get_json(url)
+        page = cast(PricePage, http.get_json(url))
         batch = page.get("Items") or []
         out.extend(batch)
         url = page.get("NextPageLink") if batch else None
     raise CloudError(f"{SOURCE}: more than {MAX_PAGES} pages for {filter_!r}")
 
 
-def _vm_kind(it: dict[str, Any]) -> str | None:
+def _vm_kind(it: PriceItem) -> str | None:
     """"ondemand", "spot", or None for a row that is not a Linux pay-as-you-go VM price."""
     product, sku = str(it.get("productName", "")), str(it.get("skuName", ""))
     if (it.get("type") != "Consumption" or it.get("unitOfMeasure") != "1 Hour"
@@ -84,10 +113,10 @@ def _vm_kind(it: dict[str, Any]) -> str | None:
     return "spot" if sku.endswith(" Spot") else "ondemand"
 
 
-def vm_prices(rows: list[dict[str, Any]], region: str, ambiguous: list[str],
+def vm_prices(rows: list[PriceItem], region: str, ambiguous: list[str],
               dropped: dict[str, int]) -> dict[tuple[str, str], tuple[float, str]]:
     """(armSkuName, kind) -> (USD/h, meterId) for one region."""
-    cands: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    cands: dict[tuple[str, str], list[PriceItem]] = defaultdict(list)
     for it in rows:
         kind = _vm_kind(it)
         if kind is None or it.get("armRegionName") != region:
@@ -109,10 +138,10 @@ def vm_prices(rows: list[dict[str, Any]], region: str, ambiguous: list[str],
     return out
 
 
-def disk_prices(rows: list[dict[str, Any]], region: str, disk_type: str, fetched_at: str) -> list[DiskPrice]:
+def disk_prices(rows: list[PriceItem], region: str, disk_type: str, fetched_at: str) -> list[DiskPrice]:
     product, letter = DISK_PRODUCTS[disk_type]
     rx = re.compile(rf"^{letter}(\d+) LRS$")
-    best: dict[int, dict[str, Any]] = {}
+    best: dict[int, PriceItem] = {}
     for it in rows:
         m = rx.match(str(it.get("skuName", "")))
         price = it.get("retailPrice")

@@ -37,7 +37,6 @@ import builtins
 import time
 from collections.abc import Callable
 from pathlib import Path
-from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
 from provisioner import settings
@@ -61,7 +60,10 @@ from provisioner.providers.ssh_key import SSH_KEY_FILES, read_public_key
 from provisioner.providers.stack_report import StackReport, decode_report, last_console_report
 
 if TYPE_CHECKING:
+    from azure.core.credentials import TokenCredential
+
     from provisioner.profile.model import Profile
+    from provisioner.providers.azure.sdk import MgmtClients
 
 __all__ = ["AzureProvider", "vm_state"]
 
@@ -74,7 +76,7 @@ class AzureProvider(ImagePinner, Preflighter, ClusterReader):
     NAME = "azure"
 
     def __init__(self, *, subscription_id: str | None = None, endpoint: str | None = None,
-                 credential: object | None = None, poll_seconds: float | None = None, op_timeout: float | None = None,
+                 credential: TokenCredential | None = None, poll_seconds: float | None = None, op_timeout: float | None = None,
                  retry_total: int = 6, retry_backoff: float | None = None, ssh_public_key: str | None = None,
                  sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> None:
         self.settings = Settings.from_env(subscription_id=subscription_id, endpoint=endpoint, poll_seconds=poll_seconds,
@@ -86,7 +88,7 @@ class AzureProvider(ImagePinner, Preflighter, ClusterReader):
         self.lease = GroupLease(self.client)
         self.creator = CreateTransaction(self.client, self.lease, self.images)
 
-    def api(self) -> SimpleNamespace:
+    def api(self) -> MgmtClients:
         """The three management clients (built once, on first use: the SDK imports happen here)."""
         return self.client.clients()
 

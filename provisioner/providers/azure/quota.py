@@ -86,7 +86,8 @@ class AzureQuotas:
 
     def read(self, scope: str) -> Usage:
         items = self.api.call(lambda: list(self.api.clients().compute.usage.list(scope)))
-        return {u.name.value: (float(u.limit), float(u.current_value)) for u in items}
+        # name.value is required by the REST API (the SDK annotates it optional)
+        return {u.name.value: (float(u.limit), float(u.current_value)) for u in items if u.name.value is not None}
 
     def needs(self, offer: Offer, spot: bool, nodes: int, usage_of: Callable[[str], Usage]) -> list[QuotaNeed]:
         vcpus = offer.vcpus * nodes

@@ -53,8 +53,8 @@ import os
 import re
 import uuid
 from dataclasses import dataclass, replace
-from typing import Any
 
+from provisioner.providers.azure import bodies as B
 from provisioner.providers.azure.families import azure_disk_types
 from provisioner.providers.azure.identity import TAG as IDENTITY_TAG
 from provisioner.providers.azure.identity import TAG_MAX, identity_body, user_identity
@@ -126,12 +126,12 @@ class ImageRef:
         return {"publisher": self.publisher, "offer": self.offer, "sku": self.sku, "version": self.version}
 
 
-def gen2(offer: Offer) -> bool:
+def gen2(offer: B.SizeFacts) -> bool:
     """Whether the size boots Generation 2 images (unknown -> yes: every current GPU size does)."""
     return not offer.hyperv_gen or "2" in offer.hyperv_gen.split("|")
 
 
-def image_for(os_name: str, offer: Offer) -> ImageRef:
+def image_for(os_name: str, offer: B.SizeFacts) -> ImageRef:
     """The marketplace image (version "latest") of ``stack.os`` for the offer's Hyper-V generation."""
     ref = cloud("azure").os_images.get(os_name)
     if not isinstance(ref, AzureImage):
@@ -205,22 +205,22 @@ def compute_tags(spec: LaunchSpec, subscription_id: str) -> dict[str, str]:
     return {**tags(spec), IDENTITY_TAG: identity} if len(identity) <= TAG_MAX else tags(spec)
 
 
-def identity_resource_body(spec: LaunchSpec, location: str) -> dict[str, Any]:
+def identity_resource_body(spec: LaunchSpec, location: str) -> B.Json:
     """The userAssignedIdentities PUT body (learn.microsoft.com/rest/api/managedidentity/user-assigned-identities)."""
     return {"location": location, "tags": tags(spec)}
 
 
-def group_body(spec: LaunchSpec, location: str) -> dict[str, Any]:
+def group_body(spec: LaunchSpec, location: str) -> B.Tagged:
     return {"location": location, "tags": tags(spec)}
 
 
-def vnet_body(spec: LaunchSpec, location: str) -> dict[str, Any]:
+def vnet_body(spec: LaunchSpec, location: str) -> B.Json:
     return {"location": location, "tags": tags(spec), "properties": {
         "addressSpace": {"addressPrefixes": [VNET_PREFIX]},
         "subnets": [{"name": names(spec.name).subnet, "properties": {"addressPrefix": SUBNET_PREFIX}}]}}
 
 
-def nsg_body(spec: LaunchSpec, location: str) -> dict[str, Any]:
+def nsg_body(spec: LaunchSpec, location: str) -> B.Json:
     rules = []
     if spec.ssh_from:
         rules.append({"name": SSH_RULE, "properties": {
@@ -230,16 +230,16 @@ def nsg_body(spec: LaunchSpec, location: str) -> dict[str, Any]:
     return {"location": location, "tags": tags(spec), "properties": {"securityRules": rules}}
 
 
-def security_profile(offer: Offer) -> dict[str, Any] | None:
+def security_profile(offer: Offer) -> B.Json | None:
     if not gen2(offer) or any(re.match(rx, offer.instance_type) for rx in TRUSTED_LAUNCH_UNSUPPORTED):
         return None
     return {"securityType": "TrustedLaunch", "uefiSettings": {"secureBootEnabled": False, "vTpmEnabled": True}}
 
 
-def _network_profile(spec: LaunchSpec, sub: str) -> dict[str, Any]:
+def _network_profile(spec: LaunchSpec, sub: str) -> B.NetworkProfile:
     n = names(spec.name)
     subnet = resource_id(sub, n.rg, f"{NET}/virtualNetworks", n.vnet) + f"/subnets/{n.subnet}"
-    pip = {"name": n.pip, "sku": {"name": "Standard", "tier": "Regional"},
+    pip: B.PublicIpConfig = {"name": n.pip, "sku": {"name": "Standard", "tier": "Regional"},
            "properties": {"publicIPAllocationMethod": "Static", "publicIPAddressVersion": "IPv4", "deleteOption": "Delete"}}
     return {"networkApiVersion": NETWORK_API_VERSION, "networkInterfaceConfigurations": [{"name": n.nic, "properties": {
         "primary": True, "deleteOption": "Delete",
@@ -248,13 +248,13 @@ def _network_profile(spec: LaunchSpec, sub: str) -> dict[str, Any]:
             "primary": True, "subnet": {"id": subnet}, "publicIPAddressConfiguration": pip}}]}}]}
 
 
-def vm_body(spec: LaunchSpec, offer: Offer, *, subscription_id: str, image: ImageRef, ssh_public_key: str) -> dict[str, Any]:
+def vm_body(spec: LaunchSpec, offer: Offer, *, subscription_id: str, image: ImageRef, ssh_public_key: str) -> B.VmBody:
     """The ``virtualMachines`` PUT body (the VM creates its own NIC and public IP)."""
     if offer.cloud != "azure":
         raise InvalidRequestError(f"not an Azure offer: {offer.cloud} {offer.location} {offer.instance_type}")
     n = names(spec.name)
     storage_type, _ = disk_type(spec, offer.instance_type)
-    props: dict[str, Any] = {
+    props: B.VmProps = {
         "hardwareProfile": {"vmSize": offer.instance_type},
         "storageProfile": {"imageReference": image_reference(spec, image), "osDisk": {
             "name": n.os_disk, "createOption": "FromImage", "caching": "ReadWrite", "diskSizeGB": spec.boot_disk_gib,
@@ -270,14 +270,14 @@ def vm_body(spec: LaunchSpec, offer: Offer, *, subscription_id: str, image: Imag
     if security:
         props["securityProfile"] = security
     if spec.spot:
-        props.update(priority="Spot", evictionPolicy="Delete",
-                     billingProfile={"maxPrice": spec.max_price_per_hour if spec.max_price_per_hour else -1})
+        props["priority"], props["evictionPolicy"] = "Spot", "Delete"
+        props["billingProfile"] = {"maxPrice": spec.max_price_per_hour if spec.max_price_per_hour else -1}
     identity = vm_identity(spec, subscription_id)  # the administrator's (placement.identity.azure) or trainvm's own
     return {"location": offer.region, "tags": compute_tags(spec, subscription_id), "identity": identity_body(identity),
             "properties": props}
 
 
-def lifecycle_role(spec: Any) -> str | None:
+def lifecycle_role(spec: B.LifecycleFields) -> str | None:
     """The built-in role the VM's identity needs on its resource group, or None when it never acts on itself
     (``spec``: a LaunchSpec, or anything with its four lifecycle fields)."""
     actions = ([spec.on_idle] if spec.idle_shutdown_minutes else []) + ([spec.on_max_run] if spec.max_run_hours else [])
@@ -295,7 +295,7 @@ def role_assignment_scope(subscription_id: str, spec: LaunchSpec) -> str:
     return f"/subscriptions/{subscription_id}/resourceGroups/{names(spec.name).rg}"
 
 
-def role_assignment_body(subscription_id: str, role: str, principal_id: str, spec: LaunchSpec) -> dict[str, Any]:
+def role_assignment_body(subscription_id: str, role: str, principal_id: str, spec: LaunchSpec) -> B.Json:
     """The roleAssignments PUT body. principalType is set: a just-created identity may not have replicated
     yet, and ARM then answers PrincipalNotFound unless it is told the principal's type."""
     return {"properties": {
@@ -344,12 +344,12 @@ def ssh_argv(ip: str, public_key_path: str | None, command: list[str]) -> list[s
     return [*argv, f"{ADMIN_USER}@{ip}", *(["--", *command] if command else [])]
 
 
-def request_preview(spec: LaunchSpec, offer: Offer, subscription_id: str = "SUBSCRIPTION") -> dict[str, Any]:
+def request_preview(spec: LaunchSpec, offer: Offer, subscription_id: str = "SUBSCRIPTION") -> B.Json:
     """What ``up`` would send, offline, keyed by resource type in the order ``up`` sends it (identity and roles
     before the compute). The image version shows as "latest (pinned at up)": ``up`` pins it and records it."""
     n, loc = names(spec.name), offer.region
     image = replace(image_for(spec.os, offer), version=PREVIEW_VERSION)
-    out: dict[str, Any] = {
+    out: B.Json = {
         "Microsoft.Resources/resourceGroups": {"name": n.rg, "body": group_body(spec, loc)},
         f"{NET}/virtualNetworks": {"name": n.vnet, "body": vnet_body(spec, loc)},
         f"{NET}/networkSecurityGroups": {"name": n.nsg, "body": nsg_body(spec, loc)},
@@ -382,7 +382,7 @@ def run_command_stdout(message: str | None) -> str:
     return m.group(1) if m else ""
 
 
-def decode_user_data(value: str | None) -> dict[str, Any] | None:
+def decode_user_data(value: str | None) -> B.Json | None:
     if not value:
         return None
     try:

@@ -48,7 +48,7 @@ import hashlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict, TypeVar, cast, overload
 
 from provisioner import settings
 from provisioner.providers.azure import errors as errs
@@ -61,6 +61,14 @@ from provisioner.providers.base import (
     RegionUnavailableError,
 )
 from provisioner.providers.store import EXPIRE_DAYS, PAYLOAD_PREFIX, REFRESH_DAYS, PayloadRef, payload_key
+
+if TYPE_CHECKING:
+    from azure.storage.blob import BlobServiceClient, ExponentialRetry
+
+    from provisioner.providers.azure.sdk import Storage
+
+T = TypeVar("T")
+M = TypeVar("M")
 
 CONTAINER = "trainvm"
 STORE_TAG = "trainvm-payload-store"
@@ -88,18 +96,18 @@ def container_scope(subscription_id: str, region: str) -> str:
             f"storageAccounts/{account_name(subscription_id, region)}/blobServices/default/containers/{CONTAINER}")
 
 
-def account_body(region: str) -> dict[str, Any]:
+def account_body(region: str) -> dict[str, object]:
     """The storageAccounts PUT body (StorageAccountCreateParameters)."""
     return {"location": region, "kind": "StorageV2", "sku": {"name": "Standard_LRS"}, "tags": dict(TAGS),
             "properties": {"allowBlobPublicAccess": False, "minimumTlsVersion": "TLS1_2",
                            "supportsHttpsTrafficOnly": True, "allowSharedKeyAccess": True, "accessTier": "Hot"}}
 
 
-def container_body() -> dict[str, Any]:
+def container_body() -> dict[str, object]:
     return {"properties": {"publicAccess": "None", "metadata": {"trainvm": "payloads"}}}
 
 
-def policy_body() -> dict[str, Any]:
+def policy_body() -> dict[str, object]:
     """The management policy: delete payload blobs EXPIRE_DAYS after their last upload."""
     return {"properties": {"policy": {"rules": [{
         "name": POLICY_RULE, "enabled": True, "type": "Lifecycle",
@@ -107,10 +115,46 @@ def policy_body() -> dict[str, Any]:
                        "actions": {"baseBlob": {"delete": {"daysAfterModificationGreaterThan": EXPIRE_DAYS}}}}}]}}}
 
 
-def _wire(obj: Any) -> dict[str, Any]:
+class _Endpoints(TypedDict, total=False):
+    blob: str
+
+
+class _AccountProps(TypedDict, total=False):
+    primaryEndpoints: _Endpoints
+
+
+class _Key(TypedDict, total=False):
+    keyName: str
+    value: str
+
+
+class StorageDoc(TypedDict, total=False):
+    """The fields read of the storage answers (learn.microsoft.com/rest/api/storagerp/storage-accounts: get-properties,
+    list-keys, check-name-availability)."""
+
+    properties: _AccountProps
+    keys: list[_Key]
+    nameAvailable: bool
+    reason: str
+    message: str
+
+
+def _wire(obj: object) -> StorageDoc:
+    """An azure-mgmt-storage model as its JSON (the typed adapter: the SDK's models stop here)."""
     if obj is None:
         return {}
-    return obj.as_dict() if hasattr(obj, "as_dict") else dict(obj)
+    as_dict = getattr(obj, "as_dict", None)
+    return cast(StorageDoc, as_dict() if as_dict is not None else dict(obj))  # type: ignore[call-overload]
+
+
+class _BlobKwargs(TypedDict, total=False):
+    """The keywords ``_service`` gives ``BlobServiceClient`` (azure-storage-blob's documented client options)."""
+
+    connection_timeout: float
+    read_timeout: float
+    max_single_put_size: int
+    retry_policy: ExponentialRetry
+    connection_verify: str
 
 
 @dataclass(frozen=True)
@@ -128,7 +172,7 @@ class BlobPayloadStore:
     def __init__(self, api: AzureApi, *, now: Callable[[], dt.datetime] | None = None) -> None:
         self.api = api
         self._now = now or (lambda: dt.datetime.now(dt.UTC))
-        self._mgmt: Any = None
+        self._mgmt: Storage | None = None
         self._ready: dict[str, _Account] = {}
 
     # ------------------------------------------------------------------ the contract
@@ -172,7 +216,7 @@ class BlobPayloadStore:
         return sorted(n[len(PAYLOAD_PREFIX):-len(suffix)] for n in names if n.endswith(suffix))
 
     # ------------------------------------------------------------------ control plane
-    def storage(self) -> Any:
+    def storage(self) -> Storage:
         if self._mgmt is None:
             self._mgmt = self.api.storage()
         return self._mgmt
@@ -213,7 +257,7 @@ class BlobPayloadStore:
         if out.get("nameAvailable") is False and out.get("reason") == "AlreadyExists":
             raise self._taken(region, name, str(out.get("message") or "AlreadyExists"), "StorageAccountAlreadyTaken")
 
-    def _create_account(self, region: str, rg: str, name: str) -> Any:
+    def _create_account(self, region: str, rg: str, name: str) -> object:
         """Create the account in the store's group. Its name taken (409 StorageAccountAlreadyTaken: by someone else
         since ``_check_name``, or a group left by an earlier trainvm): the group, trainvm's and without its account,
         is deleted (awaited and checked gone) and RegionUnavailableError raised."""
@@ -256,7 +300,7 @@ class BlobPayloadStore:
                             f"reading storage account {name}", missing=None)
         return None if account is None else self._account(rg, name, _wire(account))
 
-    def _account(self, rg: str, name: str, account: dict[str, Any]) -> _Account:
+    def _account(self, rg: str, name: str, account: StorageDoc) -> _Account:
         keys = _wire(self._arm(lambda: self.storage().storage_accounts.list_keys(rg, name),
                                f"listing the keys of storage account {name}")).get("keys") or []
         key = next((k.get("value") for k in keys if k.get("value")), None)
@@ -267,8 +311,15 @@ class BlobPayloadStore:
         endpoint = f"{override}/{name}" if override else (blob or f"https://{name}.blob.core.windows.net").rstrip("/")
         return _Account(name, rg, key, endpoint)
 
-    def _arm(self, fn: Callable[[], Any], what: str, *, missing: Any = _MISSING, account: str | None = None,
-             region: str = "") -> Any:
+    @overload
+    def _arm(self, fn: Callable[[], T], what: str, *, account: str | None = None, region: str = "") -> T: ...
+
+    @overload
+    def _arm(self, fn: Callable[[], T], what: str, *, missing: M, account: str | None = None,
+             region: str = "") -> T | M: ...
+
+    def _arm(self, fn: Callable[[], T], what: str, *, missing: object = _MISSING, account: str | None = None,
+             region: str = "") -> object:
         try:
             return fn()
         except Exception as exc:
@@ -289,22 +340,28 @@ class BlobPayloadStore:
             raise err from exc
 
     # ------------------------------------------------------------------ data plane
-    def _service(self, acct: _Account) -> Any:
+    def _service(self, acct: _Account) -> BlobServiceClient:
         from azure.storage.blob import BlobServiceClient, ExponentialRetry
 
         backoff = self.api.settings.retry_backoff
-        kw: dict[str, Any] = {"connection_timeout": max(0.5, self.api.settings.call_timeout / 2),
-                              "read_timeout": max(0.5, self.api.settings.call_timeout / 2),
-                              "max_single_put_size": 256 * 1024 * 1024,  # one Put Blob: never a half-written object
-                              # the SDK annotates these int; they are seconds, used as floats (random.uniform, sleep)
-                              "retry_policy": ExponentialRetry(initial_backoff=backoff,  # type: ignore[arg-type]
-                                                               increment_base=2 if backoff else 0, retry_total=3,
-                                                               random_jitter_range=backoff)}  # type: ignore[arg-type]
+        kw: _BlobKwargs = {"connection_timeout": max(0.5, self.api.settings.call_timeout / 2),
+                           "read_timeout": max(0.5, self.api.settings.call_timeout / 2),
+                           "max_single_put_size": 256 * 1024 * 1024,  # one Put Blob: never a half-written object
+                           # the SDK annotates these int; they are seconds, used as floats (random.uniform, sleep)
+                           "retry_policy": ExponentialRetry(initial_backoff=backoff,  # type: ignore[arg-type]
+                                                            increment_base=2 if backoff else 0, retry_total=3,
+                                                            random_jitter_range=backoff)}  # type: ignore[arg-type]
         if os.environ.get("REQUESTS_CA_BUNDLE"):
             kw["connection_verify"] = os.environ["REQUESTS_CA_BUNDLE"]
         return BlobServiceClient(acct.endpoint, credential={"account_name": acct.name, "account_key": acct.key}, **kw)
 
-    def _data(self, fn: Callable[[], Any], *, what: str, missing: Any = _MISSING) -> Any:
+    @overload
+    def _data(self, fn: Callable[[], T], *, what: str) -> T: ...
+
+    @overload
+    def _data(self, fn: Callable[[], T], *, what: str, missing: M) -> T | M: ...
+
+    def _data(self, fn: Callable[[], T], *, what: str, missing: object = _MISSING) -> object:
         try:
             return fn()
         except Exception as exc:
