@@ -18,9 +18,9 @@ from __future__ import annotations
 import copy
 import json
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
 from provisioner.providers.base import CapacityError, ProviderError

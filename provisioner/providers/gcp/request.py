@@ -50,6 +50,7 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import uuid
+
 from provisioner.providers.base import InvalidRequestError, LaunchSpec
 from provisioner.providers.gcp.families import LOCAL_SSD_DISK_GIB, gce_disk_type, gce_family, local_ssd_count
 from provisioner.providers.gcp.rest_types import (
