@@ -189,8 +189,8 @@ class GceApi:
         def fetch() -> Operation:
             started = self.clock()
             try:
-                got = waiter(project=api.project, operation=name, retry=None,
-                             timeout=max(1.0, min(WAIT_HTTP_TIMEOUT, deadline - started + 5)), **scope)
+                got: Operation = waiter(project=api.project, operation=name, retry=None,
+                                        timeout=max(1.0, min(WAIT_HTTP_TIMEOUT, deadline - started + 5)), **scope)
             except Exception as exc:  # noqa: BLE001 - classified here
                 f = errs.from_exception(exc)
                 failures[0] += 1

@@ -50,7 +50,8 @@ class OffCloudRequest(Transport):
                  **kwargs: object) -> Response | _NotMetadataServer:
         if urlsplit(url).netloc in self._hosts:
             return _NotMetadataServer()
-        return self._real(url, method=method, body=body, headers=headers, timeout=timeout, **kwargs)
+        got: Response = self._real(url, method=method, body=body, headers=headers, timeout=timeout, **kwargs)
+        return got
 
 
 def default_credentials(project: str | None) -> tuple[Credentials, str]:

@@ -17,15 +17,9 @@ from typing import TYPE_CHECKING, TypeVar
 
 from provisioner.providers.base import InstanceRecord, ProviderError
 from provisioner.providers.gcp.api import GceApi
-from provisioner.providers.gcp.cluster_request import (
-    CLUSTER_LABEL,
-    cluster_of,
-    cluster_tag,
-    internal_rule_name,
-    is_internal_rule,
-)
+from provisioner.providers.gcp.cluster_request import cluster_of, cluster_tag, internal_rule_name, is_internal_rule
 from provisioner.providers.gcp.firewall import SshFirewall
-from provisioner.providers.gcp.group import PARALLEL, GceGroup, GroupClients, policy_name
+from provisioner.providers.gcp.group import CLUSTER_LABEL, PARALLEL, GceGroup, GroupClients, policy_name
 from provisioner.providers.gcp.power import power
 from provisioner.providers.gcp.report import guest_report, serial_report
 from provisioner.providers.gcp.request import ssh_rule_names, ssh_tag

@@ -72,7 +72,9 @@ class SshFirewall:
                                 exists=None)
         req = api.v1.UpdateFirewallRequest(project=api.project, firewall=body["name"], firewall_resource=resource,
                                            request_id=rid)
-        return self.p.call(lambda: api.firewalls.update_unary(request=req, retry=None, timeout=self.p.http_timeout))
+        updated: Operation = self.p.call(lambda: api.firewalls.update_unary(request=req, retry=None,
+                                                                             timeout=self.p.http_timeout))
+        return updated
 
     def _finish(self, ops: list[Operation], deadline: float, *, gone_ok: bool = False) -> None:
         """Wait for every operation; raise the first failure (404 is fine where ``gone_ok``)."""

@@ -77,8 +77,9 @@ def power(gce: GceApi, inst: Instance, action: str, record: Callable[[Instance],
 
 def _send_start(gce: GceApi, zone: str, name: str) -> Operation:
     api = gce.clients()
-    return gce.call(lambda: api.instances.start_unary(project=api.project, zone=zone, instance=name, retry=None,
-                                                      timeout=gce.http_timeout))
+    op: Operation = gce.call(lambda: api.instances.start_unary(project=api.project, zone=zone, instance=name, retry=None,
+                                                               timeout=gce.http_timeout))
+    return op
 
 
 def _record_of(record: Callable[[Instance], InstanceRecord], inst: Instance | None) -> InstanceRecord | None:

@@ -128,7 +128,7 @@ def auth_headers() -> dict[str, str]:
         import google.auth.transport.requests
 
         creds, _ = google.auth.default(scopes=["https://www.googleapis.com/auth/cloud-platform"])
-        creds.refresh(google.auth.transport.requests.Request())
+        creds.refresh(google.auth.transport.requests.Request())  # type: ignore[no-untyped-call]  # google-auth: unannotated
     except Exception as e:  # noqa: BLE001 - DefaultCredentialsError, RefreshError, transport errors
         raise CloudError(f"{SOURCE}: no API key and no application-default credentials ({failure_words(e)})",
                          hint="set TRAINVM_GCP_PRICES_API_KEY to an API key with the Cloud Billing API enabled, "

@@ -141,12 +141,13 @@ class GcsPayloadStore:
                 if self.endpoint:
                     from google.auth.credentials import AnonymousCredentials
 
-                    self._client = storage.Client(project=self.project, credentials=AnonymousCredentials(),
+                    self._client = storage.Client(project=self.project, credentials=AnonymousCredentials(),  # type: ignore[no-untyped-call]
                                                   client_options={"api_endpoint": self.endpoint})
                 else:
                     from google.auth.credentials import with_scopes_if_required
 
-                    creds = with_scopes_if_required(self._credentials, [STORAGE_SCOPE]) if self._credentials else None
+                    creds = (with_scopes_if_required(self._credentials, [STORAGE_SCOPE])  # type: ignore[no-untyped-call]
+                             if self._credentials else None)
                     try:  # without credentials the SDK looks for them (google.auth.default) here
                         self._client = storage.Client(project=self.project, credentials=creds)
                     except Exception as exc:  # noqa: BLE001 - google.auth's failures, classified
@@ -309,7 +310,10 @@ class GcsPayloadStore:
             changed = True
         rules = [LifecycleRule(**r) for r in bucket.lifecycle_rules]  # plain dicts (the SDK's are dict subclasses)
         if lifecycle_rule() not in rules:
-            ours = lambda r: r.get("action", {}).get("type") == "Delete" and r.get("condition", {}).get("matchesPrefix") == [PAYLOAD_PREFIX]
+            def ours(r: LifecycleRule) -> bool:
+                return (r.get("action", {}).get("type") == "Delete"
+                        and r.get("condition", {}).get("matchesPrefix") == [PAYLOAD_PREFIX])
+
             bucket.lifecycle_rules = [r for r in rules if not ours(r)] + [lifecycle_rule()]
             changed = True
         iam = bucket.iam_configuration
