@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
-from typing import TYPE_CHECKING, Protocol, TypedDict
+from typing import Protocol, TypedDict
 
-if TYPE_CHECKING:
-    from google.api_core.retry import Retry
+#: the ``retry=`` argument: ``GcsPayloadStore.retry()``'s ``google.api_core.retry.Retry``, passed through to the SDK (only
+#: gcp/store.py names api_core's retry: tests/unit/test_poll.py)
+Retry = object
 
 
 class RuleAction(TypedDict, total=False):
