@@ -33,7 +33,10 @@ def request_preview(spec: LaunchSpec, offer: Offer) -> dict[str, object]:
 
 def baker(provider: Provider) -> Baker:
     from provisioner.providers.gcp.bake import GceBaker  # lazy: startup (cloud code only when asked)
+    from provisioner.providers.gcp.provider import GcpProvider  # lazy: startup (cloud code only when asked)
 
+    if not isinstance(provider, GcpProvider):  # the baker drives GCE's own API client and images: no stand-in
+        raise TypeError(f"a GCE bake runs through the GcpProvider, not {type(provider).__name__}")
     return GceBaker(provider)
 
 

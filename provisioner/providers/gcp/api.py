@@ -27,17 +27,37 @@ import threading
 import time
 from collections.abc import Callable
 from functools import partial
-from types import SimpleNamespace
-from typing import Any, NamedTuple
+from types import ModuleType, SimpleNamespace
+from typing import TYPE_CHECKING, NamedTuple, NotRequired, TypedDict, TypeVar
 
 from provisioner.output import escape, notice
 from provisioner.providers.base import AuthError, RetryExhaustedError
 from provisioner.providers.gcp import errors as errs
 from provisioner.providers.poll import poll
 
+if TYPE_CHECKING:
+    from google.auth.credentials import Credentials
+
+    from provisioner.providers.gcp.sdk_types import Instance, Operation
+
 WAIT_HTTP_TIMEOUT = 150.0  # zoneOperations.wait answers within ~2 min
 HTTP_TIMEOUT = 60.0
-MISSING: Any = object()
+T = TypeVar("T")
+U = TypeVar("U")
+
+
+class Unset:
+    """The default of ``call``'s ``missing`` / ``exists``: no value given (None is a value)."""
+
+
+MISSING = Unset()
+
+
+class ClientKwargs(TypedDict):
+    """What every compute_v1 client of the project is built with."""
+
+    credentials: Credentials
+    client_options: NotRequired[dict[str, str]]
 
 
 class _Transient(Exception):
@@ -55,7 +75,7 @@ class _OutOfTime(Exception):
 
 
 class Listing(NamedTuple):
-    instances: list[Any]
+    instances: list[Instance]
     unreachable: list[str]  # zones GCE could not read (their instances are missing from ``instances``)
 
 
@@ -63,18 +83,18 @@ def stderr_warning(text: str) -> None:
     notice("warning", escape(text))
 
 
-def _zone_instances(api: SimpleNamespace, zone: str, flt: str, timeout: float) -> list[Any]:
+def _zone_instances(api: SimpleNamespace, zone: str, flt: str, timeout: float) -> list[Instance]:
     req = api.v1.ListInstancesRequest(project=api.project, zone=zone, filter=flt, max_results=500)
     return list(api.instances.list(request=req, retry=None, timeout=timeout))
 
 
-def partial_success_field(v1: Any) -> bool:
+def partial_success_field(v1: ModuleType) -> bool:
     """Whether this google-cloud-compute has ``return_partial_success`` on the aggregated instance list."""
     return "return_partial_success" in v1.AggregatedListInstancesRequest.meta.fields
 
 
 class GceApi:
-    def __init__(self, *, project: str, credentials: Any, endpoint: str = "", op_timeout: float = 600.0,
+    def __init__(self, *, project: str, credentials: Credentials, endpoint: str = "", op_timeout: float = 600.0,
                  retry_base_delay: float = 1.0, poll_interval: float = 2.0, tries: int = 4, call_timeout: float = 30.0,
                  warn: Callable[[str], None] | None = None, sleep: Callable[[float], None] = time.sleep,
                  clock: Callable[[], float] = time.monotonic, rng: random.Random | None = None) -> None:
@@ -93,10 +113,7 @@ class GceApi:
             if self._clients is None:
                 from google.cloud import compute_v1
 
-                kw: dict[str, Any] = {"credentials": self._credentials}
-                if self.endpoint:
-                    endpoint = self.endpoint if "://" in self.endpoint else f"https://{self.endpoint}"
-                    kw["client_options"] = {"api_endpoint": endpoint}
+                kw = self.client_kwargs()
                 self._clients = SimpleNamespace(
                     v1=compute_v1, project=self.project, instances=compute_v1.InstancesClient(**kw),
                     zone_ops=compute_v1.ZoneOperationsClient(**kw), images=compute_v1.ImagesClient(**kw),
@@ -105,17 +122,25 @@ class GceApi:
                     region_ops=compute_v1.RegionOperationsClient(**kw), projects=compute_v1.ProjectsClient(**kw))
             return self._clients
 
+    def client_kwargs(self) -> ClientKwargs:
+        """The credentials, and the endpoint (``TRAINVM_GCE_ENDPOINT``) as ``client_options`` where one is set."""
+        kw: ClientKwargs = {"credentials": self._credentials}
+        if self.endpoint:
+            endpoint = self.endpoint if "://" in self.endpoint else f"https://{self.endpoint}"
+            kw["client_options"] = {"api_endpoint": endpoint}
+        return kw
+
     def deadline(self) -> float:
         """The deadline of an operation started now (``op_timeout`` from now, on ``clock``)."""
         return self.clock() + self.op_timeout
 
     # ------------------------------------------------------------------ calls
-    def call(self, fn: Callable[[], Any], *, missing: Any = MISSING, exists: Any = MISSING) -> Any:
+    def call(self, fn: Callable[[], T], *, missing: U | Unset = MISSING, exists: U | Unset = MISSING) -> T | U:
         """Run one SDK call with bounded retries (count and ``call_timeout``); 404 -> ``missing`` and 409 ->
         ``exists`` when given (a 404 on the project itself is never "missing")."""
         sent = 0
 
-        def target() -> Any:
+        def target() -> T | U:
             nonlocal sent
             sent += 1
             try:
@@ -130,9 +155,9 @@ class GceApi:
                                     f"({errs.short(f.message)})", code="PROJECT_NOT_FOUND",
                                     hint="check GOOGLE_CLOUD_PROJECT (the project id, not its name or number) and "
                                          "that the account has roles/compute.instanceAdmin.v1 on it") from exc
-                if f.status == 404 and missing is not MISSING:
+                if f.status == 404 and not isinstance(missing, Unset):
                     return missing
-                if f.status == 409 and exists is not MISSING:
+                if f.status == 409 and not isinstance(exists, Unset):
                     return exists
                 if errs.is_retryable(f):
                     raise _Transient(f) from exc
@@ -150,7 +175,7 @@ class GceApi:
             err.args = (f"{err} (gave up after {self.call_timeout:g} s: TRAINVM_API_TIMEOUT)",)
             raise err from out.last.__cause__
 
-    def wait(self, zone: str | None, op: Any, deadline: float) -> Any:
+    def wait(self, zone: str | None, op: Operation, deadline: float) -> Operation:
         """Wait until ``op`` (zonal, or global when ``zone`` is None) is DONE, within ``deadline``; the caller
         inspects ``op.error.errors``."""
         api = self.clients()
@@ -159,33 +184,33 @@ class GceApi:
             return op
         scope = {"zone": zone} if zone else {}
         waiter = api.zone_ops.wait if zone else api.global_ops.wait
-        state = {"name": op.name, "fast": False, "failures": 0}
+        name, fast, failures = op.name, [False], [0]
 
-        def fetch() -> Any:
+        def fetch() -> Operation:
             started = self.clock()
             try:
-                got = waiter(project=api.project, operation=state["name"], retry=None,
-                             timeout=max(1.0, min(WAIT_HTTP_TIMEOUT, deadline - started + 5)), **scope)
+                got: Operation = waiter(project=api.project, operation=name, retry=None,
+                                        timeout=max(1.0, min(WAIT_HTTP_TIMEOUT, deadline - started + 5)), **scope)
             except Exception as exc:  # noqa: BLE001 - classified here
                 f = errs.from_exception(exc)
-                state["failures"] += 1
+                failures[0] += 1
                 if errs.is_retryable(f):
                     raise _Transient(f) from exc
-                raise errs.classify(f, retried=state["failures"]) from exc
-            state["fast"] = self.clock() - started < 1.0  # the server did not long-poll: pause between polls
+                raise errs.classify(f, retried=failures[0]) from exc
+            fast[0] = self.clock() - started < 1.0  # the server did not long-poll: pause between polls
             return got
 
-        def timed_out(last: Any) -> RetryExhaustedError:
+        def timed_out(last: object) -> RetryExhaustedError:
             return RetryExhaustedError(f"operation {op.name} in {zone or 'global'} did not finish within "
                                        f"{self.op_timeout:g} s (TRAINVM_GCE_OP_TIMEOUT)", code="OPERATION_TIMEOUT")
 
         try:
             return poll(fetch, ready=lambda o: o.status == done, deadline=deadline, timed_out=timed_out,
-                        interval=lambda: self.poll_interval if state["fast"] else 0.0,
+                        interval=lambda: self.poll_interval if fast[0] else 0.0,
                         transient=lambda e: isinstance(e, _Transient), tries=self.tries, backoff=self.retry_base_delay,
                         clock=self.clock, sleep=self.sleep, rng=self.rng)
         except _Transient as last:
-            raise errs.classify(last.failure, retried=state["failures"]) from last.__cause__
+            raise errs.classify(last.failure, retried=failures[0]) from last.__cause__
 
     def default_service_account(self) -> str | None:
         """The email of the project's default compute service account (``projects.get``
@@ -196,7 +221,7 @@ class GceApi:
         return project.default_service_account or None
 
     # ------------------------------------------------------------------ instances
-    def get(self, zone: str, name: str) -> Any:
+    def get(self, zone: str, name: str) -> Instance | None:
         """The instance, or None when GCE answers that there is none of that name in ``zone``."""
         api = self.clients()
         return self.call(lambda: api.instances.get(project=api.project, zone=zone, instance=name, retry=None,
@@ -210,7 +235,7 @@ class GceApi:
 
         def fetch() -> Listing:
             pager = api.instances.aggregated_list(request=req, retry=None, timeout=self.http_timeout)
-            found: list[Any] = []
+            found: list[Instance] = []
             unreachable: list[str] = []
             for page in pager.pages:
                 unreachable += [z.rsplit("/", 1)[-1] for z in page.unreachables]
@@ -236,7 +261,7 @@ class GceApi:
                                                                        timeout=self.http_timeout)])
         except RetryExhaustedError:
             raise whole from None
-        found: list[Any] = []
+        found: list[Instance] = []
         unreachable: list[str] = []
         for zone in zones:
             try:
@@ -247,7 +272,7 @@ class GceApi:
             raise whole
         return Listing(found, unreachable)
 
-    def find_any(self, name: str) -> tuple[Any, list[str]]:
+    def find_any(self, name: str) -> tuple[Instance | None, list[str]]:
         """(the instance called ``name`` in any zone, a trainvm-managed one first, or None; the unreachable zones)."""
         listing = self.aggregated(f'name = "{name}"')
         found = sorted(listing.instances, key=lambda i: dict(i.labels).get("trainvm-managed") != "true")

@@ -11,11 +11,19 @@ external-account file's token exchange, its project lookup) goes to google-auth'
 from __future__ import annotations
 
 import os
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from provisioner.errors import CredentialsError
 from provisioner.providers.host import probe_metadata
+
+if TYPE_CHECKING:
+    from google.auth.credentials import Credentials
+    from google.auth.transport import Request as Transport
+    from google.auth.transport import Response
+else:
+    Transport = object  # google.auth's transport interface (a call), named for mypy only: no import until a call
 
 COMPUTE_SCOPE = "https://www.googleapis.com/auth/compute"
 METADATA_HOSTS = ("169.254.169.254", "metadata.google.internal", "metadata")
@@ -27,7 +35,7 @@ class _NotMetadataServer:
     data = b""
 
 
-class OffCloudRequest:
+class OffCloudRequest(Transport):
     """A google.auth transport Request that never reaches a metadata server (see the module doc)."""
 
     def __init__(self) -> None:
@@ -37,19 +45,21 @@ class OffCloudRequest:
         env = (os.environ.get(k, "") for k in ("GCE_METADATA_IP", "GCE_METADATA_HOST", "GCE_METADATA_ROOT"))
         self._hosts = {*METADATA_HOSTS, *(h for h in env if h)}
 
-    def __call__(self, url: str, method: str = "GET", body: Any = None, headers: Any = None,
-                 timeout: Any = None, **kwargs: Any) -> Any:
+    def __call__(self, url: str, method: str = "GET", body: bytes | None = None,
+                 headers: Mapping[str, str] | None = None, timeout: float | None = None,
+                 **kwargs: object) -> Response | _NotMetadataServer:
         if urlsplit(url).netloc in self._hosts:
             return _NotMetadataServer()
-        return self._real(url, method=method, body=body, headers=headers, timeout=timeout, **kwargs)
+        got: Response = self._real(url, method=method, body=body, headers=headers, timeout=timeout, **kwargs)
+        return got
 
 
-def default_credentials(project: str | None) -> tuple[Any, str]:
+def default_credentials(project: str | None) -> tuple[Credentials, str]:
     """(credentials, project) from google.auth's default chain; CredentialsError when there are none."""
     import google.auth
     import google.auth.exceptions
 
-    request: Any = None if probe_metadata("gcp") else OffCloudRequest()
+    request = None if probe_metadata("gcp") else OffCloudRequest()
     try:
         creds, default_project = google.auth.default(scopes=[COMPUTE_SCOPE], request=request)
     except google.auth.exceptions.GoogleAuthError as exc:

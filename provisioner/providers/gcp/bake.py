@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import secrets
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 from provisioner.errors import CloudError
 from provisioner.providers.bake_base import BakedImage
@@ -29,6 +29,10 @@ from provisioner.providers.image_identity import (
 )
 from provisioner.providers.offer import Offer
 
+if TYPE_CHECKING:
+    from provisioner.providers.gcp.provider import GcpProvider
+    from provisioner.providers.gcp.sdk_types import Image
+
 BUILDER_SHAPE = "n1-standard-4"
 
 
@@ -41,7 +45,7 @@ def family_for(profile_name: str) -> str:
 class GceBaker:
     builder_shape = BUILDER_SHAPE
 
-    def __init__(self, provider: Any) -> None:
+    def __init__(self, provider: GcpProvider) -> None:
         self.provider = provider
         self.gce = provider.gce
 
@@ -78,7 +82,7 @@ class GceBaker:
         return self._baked(self.gce.call(lambda: api.images.get(project=api.project, image=name, retry=None,
                                                                 timeout=self.gce.http_timeout)))
 
-    def _baked(self, image: Any) -> BakedImage:
+    def _baked(self, image: Image) -> BakedImage:
         size = int(image.archive_size_bytes or 0)
         return BakedImage(name=image.name, cloud="gcp", ref=f"projects/{self.gce.project}/global/images/{image.name}",
                           labels=dict(image.labels), created=image.creation_timestamp or "",

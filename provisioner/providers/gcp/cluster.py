@@ -13,30 +13,30 @@ from __future__ import annotations
 import builtins
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, TypeVar
 
 from provisioner.providers.base import InstanceRecord, ProviderError
 from provisioner.providers.gcp.api import GceApi
-from provisioner.providers.gcp.cluster_request import (
-    CLUSTER_LABEL,
-    cluster_of,
-    cluster_tag,
-    internal_rule_name,
-    is_internal_rule,
-)
+from provisioner.providers.gcp.cluster_request import cluster_of, cluster_tag, internal_rule_name, is_internal_rule
 from provisioner.providers.gcp.firewall import SshFirewall
-from provisioner.providers.gcp.group import PARALLEL, GceGroup, GroupClients, policy_name
+from provisioner.providers.gcp.group import CLUSTER_LABEL, PARALLEL, GceGroup, GroupClients, policy_name
 from provisioner.providers.gcp.power import power
 from provisioner.providers.gcp.report import guest_report, serial_report
 from provisioner.providers.gcp.request import ssh_rule_names, ssh_tag
 from provisioner.providers.stack_report import StackReport
 
+if TYPE_CHECKING:
+    from provisioner.providers.gcp.sdk_types import Instance
 
-def _zone(inst: Any) -> str:
+T = TypeVar("T")
+U = TypeVar("U")
+
+
+def _zone(inst: Instance) -> str:
     return str(inst.zone).rsplit("/", 1)[-1]
 
 
-def _each(fn: Callable[[Any], Any], items: builtins.list[Any]) -> builtins.list[Any]:
+def _each(fn: Callable[[T], U], items: builtins.list[T]) -> builtins.list[U]:
     """``fn`` over ``items`` on at most PARALLEL threads; the first error is raised after all have finished."""
     if not items:
         return []
@@ -48,7 +48,7 @@ def _each(fn: Callable[[Any], Any], items: builtins.list[Any]) -> builtins.list[
 class GceClusters:
     """What ``GcpProvider`` does for clusters; stateless per call (one instance serves parallel creates)."""
 
-    def __init__(self, gce: GceApi, fw: SshFirewall, record: Callable[..., InstanceRecord], op_timeout: float) -> None:
+    def __init__(self, gce: GceApi, fw: SshFirewall, record: Callable[[Instance], InstanceRecord], op_timeout: float) -> None:
         self.gce, self.fw, self.record, self.op_timeout = gce, fw, record, op_timeout
 
     def group(self) -> GceGroup:
@@ -57,7 +57,7 @@ class GceClusters:
                         op_timeout=self.op_timeout, poll=max(0.05, self.gce.poll_interval))
 
     # ------------------------------------------------------------------ reading
-    def nodes(self, name: str) -> builtins.list[Any]:
+    def nodes(self, name: str) -> builtins.list[Instance]:
         """The instances of cluster ``name`` (trainvm-managed, labelled with it), in rank order."""
         listing = self.gce.aggregated(f'labels.{CLUSTER_LABEL} = "{name}"')
         found = [i for i in listing.instances if dict(i.labels).get("trainvm-managed") == "true"]
@@ -89,7 +89,7 @@ class GceClusters:
         return gone
 
     # ------------------------------------------------------------------ delete / power: one path for 1..N
-    def members(self, name: str) -> tuple[builtins.list[Any], builtins.list[str]]:
+    def members(self, name: str) -> tuple[builtins.list[Instance], builtins.list[str]]:
         """What ``name`` stands for: the VM called ``name`` (a group of one: also one made before groups existed,
         without the cluster labels; trainvm's or not, the caller checks), else the nodes labelled
         ``trainvm-cluster = name`` in rank order; and the zones GCE could not list."""
@@ -98,7 +98,7 @@ class GceClusters:
             return [inst], unreachable
         return self.nodes(name), unreachable
 
-    def delete(self, name: str, members: builtins.list[Any], *, wait: bool = True, rules: bool = True) -> bool:
+    def delete(self, name: str, members: builtins.list[Instance], *, wait: bool = True, rules: bool = True) -> bool:
         """Every member (in parallel), then the placement policy they use, then the firewall rules they carry the
         tags of (after the members are gone, so the SSH deny rule protects them to the end; with ``wait=False`` and
         no policy, while they shut down). No member: leftover rules only. True when anything was there."""
@@ -129,7 +129,7 @@ class GceClusters:
             group = self.group()
             group._raise_op(group._wait(op, region=region))
 
-    def power(self, members: builtins.list[Any], action: str, *, wait: bool = True) -> InstanceRecord | None:
+    def power(self, members: builtins.list[Instance], action: str, *, wait: bool = True) -> InstanceRecord | None:
         """Stop or start every member (``gcp_power.power`` each, on at most PARALLEL threads); the first one's
         record after it (None: no member)."""
         got = _each(lambda i: power(self.gce, i, action, self.record, wait=wait), members)

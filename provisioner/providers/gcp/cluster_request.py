@@ -11,8 +11,6 @@ intra-cluster firewall rule, and what a node's labels say about its cluster. No 
 
 from __future__ import annotations
 
-from typing import Any
-
 from provisioner.providers.base import LaunchSpec
 from provisioner.providers.gcp.group import (
     CLUSTER_LABEL,
@@ -24,6 +22,7 @@ from provisioner.providers.gcp.group import (
     policy_name,
 )
 from provisioner.providers.gcp.request import fit_name, instance_body, network_url
+from provisioner.providers.gcp.rest_types import FirewallRule, InstanceBody
 from provisioner.providers.offer import Offer
 
 NODES_LABEL = "trainvm-nodes"
@@ -38,15 +37,16 @@ def internal_rule_name(cluster: str) -> str:
     return fit_name(cluster, "-internal")
 
 
-def node_body(spec: LaunchSpec, offer: Offer, image: str, project: str) -> dict[str, Any]:
+def node_body(spec: LaunchSpec, offer: Offer, image: str, project: str) -> InstanceBody:
     """One node's ``instances.insert`` body: the single-VM body with the cluster's labels and network tag."""
     body = instance_body(spec, offer, image, project)
     body["labels"] = {**body["labels"], CLUSTER_LABEL: spec.name, NODES_LABEL: str(spec.nodes)}
-    body["tags"] = {"items": [*(body.get("tags") or {}).get("items", []), cluster_tag(spec.name)]}
+    tags = body.get("tags")
+    body["tags"] = {"items": [*(tags["items"] if tags else []), cluster_tag(spec.name)]}
     return body
 
 
-def internal_rule_body(spec: LaunchSpec, project: str) -> dict[str, Any]:
+def internal_rule_body(spec: LaunchSpec, project: str) -> FirewallRule:
     """``firewalls.insert``: all TCP/UDP/ICMP between the nodes of the cluster, nothing from elsewhere."""
     tag = cluster_tag(spec.name)
     return {"name": internal_rule_name(spec.name),
@@ -58,7 +58,7 @@ def internal_rule_body(spec: LaunchSpec, project: str) -> dict[str, Any]:
                         {"IPProtocol": "icmp"}]}
 
 
-def is_internal_rule(rule: dict[str, Any], cluster: str) -> bool:
+def is_internal_rule(rule: FirewallRule, cluster: str) -> bool:
     """A rule trainvm made for ``cluster`` (a re-run reuses it, ``down`` deletes it)."""
     return (str(rule.get("description") or "").startswith(f"trainvm: traffic between the nodes of cluster {cluster} ")
             and list(rule.get("targetTags") or ()) == [cluster_tag(cluster)])
@@ -80,13 +80,13 @@ def cluster_of(name: str, labels: dict[str, str]) -> tuple[str | None, int | Non
     return cluster, (names.index(name) if name in names else None), nodes
 
 
-def request_preview(spec: LaunchSpec, offer: Offer, image: str, project: str) -> dict[str, Any]:
+def request_preview(spec: LaunchSpec, offer: Offer, image: str, project: str) -> dict[str, object]:
     """Every body ``up`` sends for the cluster, in order: the compact policy (when ``spec.compact``), the internal
     firewall rule, the bulkInsert (the SSH rules of ``ssh_from`` are the single VM's)."""
     zone = str(offer.zone)
     region = zone.rsplit("-", 1)[0]
     link = f"projects/{project}/regions/{region}/resourcePolicies/{policy_name(spec.name)}" if spec.compact else None
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     if spec.compact:
         out["resourcePolicies.insert"] = policy_body(spec.name, region)
     out["firewalls.insert"] = internal_rule_body(spec, project)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal, Protocol
 
 from provisioner.providers.base import (
     AuthError,
@@ -59,7 +59,14 @@ class Failure:
         return found + tuple(QUOTA_METRIC.findall(self.message))
 
 
-def _item_fields(item: Any) -> tuple[str | None, str, tuple[str, ...]]:
+class HttpResponse(Protocol):
+    """The ``requests`` response a storage media error carries."""
+
+    status_code: int
+    text: str
+
+
+def _item_fields(item: object) -> tuple[str | None, str, tuple[str, ...]]:
     """(code or reason, message, quota metrics) of one errors[] entry: dict (HTTP) or compute_v1.Errors."""
     if isinstance(item, dict):
         return item.get("reason") or item.get("code"), str(item.get("message") or ""), ()
@@ -71,7 +78,7 @@ def _item_fields(item: Any) -> tuple[str | None, str, tuple[str, ...]]:
     return getattr(item, "code", None) or None, str(getattr(item, "message", "") or ""), tuple(metrics)
 
 
-def from_operation(op: Any) -> Failure | None:
+def from_operation(op: object) -> Failure | None:
     """The failure a finished operation carries in ``error.errors`` (G2: never trust ``result()``)."""
     errors = list(getattr(getattr(op, "error", None), "errors", None) or ())
     if not errors:
@@ -98,7 +105,7 @@ def from_exception(exc: BaseException) -> Failure:
         metrics = tuple(m for _, _, ms in fields for m in ms)
         return Failure(status, code, f"{message}{'; ' + details if details else ''}", metrics)
     response = getattr(exc, "response", None)
-    if module.startswith(("google.cloud.storage", "google.resumable_media")) and isinstance(
+    if response is not None and module.startswith(("google.cloud.storage", "google.resumable_media")) and isinstance(
             getattr(response, "status_code", None), int):
         return _media_failure(response)
     if module.startswith(("requests", "urllib3")) or isinstance(exc, (ConnectionError, TimeoutError)):
@@ -106,7 +113,7 @@ def from_exception(exc: BaseException) -> Failure:
     return Failure(None, type(exc).__name__, str(exc) or type(exc).__name__, kind="other")
 
 
-def _media_failure(response: Any) -> Failure:
+def _media_failure(response: HttpResponse) -> Failure:
     """An answer of the storage SDK's media layer (uploads, downloads: ``google.cloud.storage.exceptions.InvalidResponse``
     carries the ``requests`` response), whose body is Google's JSON error (``{"error": {"code", "message",
     "errors": [{"reason"}]}}``, cloud.google.com/storage/docs/json_api/v1/status-codes) when the service sent one."""

@@ -24,12 +24,16 @@ import json
 import uuid
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING
 
 from provisioner.providers.base import ConflictError, LaunchSpec, ProviderError
 from provisioner.providers.gcp import errors as errs
 from provisioner.providers.gcp.api import GceApi
 from provisioner.providers.gcp.request import firewall_bodies, firewall_shape, is_trainvm_rule, ssh_rule_names
+from provisioner.providers.gcp.rest_types import FirewallRule
+
+if TYPE_CHECKING:
+    from provisioner.providers.gcp.sdk_types import Operation
 
 
 @dataclass
@@ -47,14 +51,17 @@ class SshFirewall:
         self.p = api
 
     # ------------------------------------------------------------------ calls
-    def rule(self, name: str) -> dict[str, Any] | None:
+    def rule(self, name: str) -> FirewallRule | None:
         """The rule as REST JSON (camelCase), or None when there is none of that name."""
         api = self.p.clients()
         fw = self.p.call(lambda: api.firewalls.get(project=api.project, firewall=name, retry=None,
                                                     timeout=self.p.http_timeout), missing=None)
-        return None if fw is None else json.loads(api.v1.Firewall.to_json(fw))
+        if fw is None:
+            return None
+        rule: FirewallRule = json.loads(api.v1.Firewall.to_json(fw))  # the REST JSON of what GCE answered
+        return rule
 
-    def _send(self, verb: str, body: dict[str, Any]) -> Any:
+    def _send(self, verb: str, body: FirewallRule) -> Operation | None:
         """insert or update (PUT) ``body``; the Operation, or None when the insert answers 409."""
         api = self.p.clients()
         resource = api.v1.Firewall.from_json(json.dumps(body))  # rejects unknown field names
@@ -65,9 +72,11 @@ class SshFirewall:
                                 exists=None)
         req = api.v1.UpdateFirewallRequest(project=api.project, firewall=body["name"], firewall_resource=resource,
                                            request_id=rid)
-        return self.p.call(lambda: api.firewalls.update_unary(request=req, retry=None, timeout=self.p.http_timeout))
+        updated: Operation = self.p.call(lambda: api.firewalls.update_unary(request=req, retry=None,
+                                                                             timeout=self.p.http_timeout))
+        return updated
 
-    def _finish(self, ops: list[Any], deadline: float, *, gone_ok: bool = False) -> None:
+    def _finish(self, ops: list[Operation], deadline: float, *, gone_ok: bool = False) -> None:
         """Wait for every operation; raise the first failure (404 is fine where ``gone_ok``)."""
         failures = []
         for op in ops:

@@ -18,19 +18,31 @@ from __future__ import annotations
 import copy
 import json
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypeVar
 
 from provisioner.providers.base import CapacityError, ProviderError
 from provisioner.providers.cluster_env import node_list_metadata
 from provisioner.providers.gcp import errors as errs
 from provisioner.providers.gcp.request import fit_name
+from provisioner.providers.gcp.rest_types import BulkBody, InstanceBody, PolicyBody
 from provisioner.providers.poll import poll as poll_until  # `poll` is the engine's interval attribute
 from provisioner.providers.registry import METADATA_VALUE_LIMIT
 
 if TYPE_CHECKING:
-    from provisioner.providers.gcp.sdk_types import Instance
+    from google.cloud.compute_v1 import (
+        InstancesClient,
+        RegionOperationsClient,
+        ResourcePoliciesClient,
+        ZoneOperationsClient,
+    )
+
+    from provisioner.providers.gcp.sdk_types import Instance, Operation
+
+T = TypeVar("T")
+U = TypeVar("U")
 
 MIN_COUNT_CODE = "VM_MIN_COUNT_NOT_REACHED"
 #: The label every node carries (value: the cluster's name); ``delete`` touches only instances that carry it.
@@ -61,7 +73,7 @@ def policy_name(cluster: str) -> str:
     return fit_name(cluster, POLICY_SUFFIX)
 
 
-def policy_body(cluster: str, region: str) -> dict[str, Any]:
+def policy_body(cluster: str, region: str) -> PolicyBody:
     """A compact placement policy (COLLOCATED, one availability domain, as dstack builds it; ``region`` is
     output only in the discovery document, so it goes in the URL alone)."""
     return {"name": policy_name(cluster), "description": f"trainvm: compact placement of {cluster}",
@@ -72,15 +84,20 @@ def _bare(value: str) -> str:
     return value.rsplit("/", 1)[-1]
 
 
-def instance_properties(instance: dict[str, Any], policy_link: str | None) -> dict[str, Any]:
+def instance_properties(instance: InstanceBody, policy_link: str | None) -> InstanceBody:
     """An ``instances.insert`` body (providers/gcp/request.instance_body) as bulkInsert's instanceProperties:
     no name, and bare machineType / acceleratorType / diskType names (bulkInsert answers 503 to selfLinks)."""
-    props = {k: copy.deepcopy(v) for k, v in instance.items() if k not in ("name", "zone", "hostname")}
+    props = copy.deepcopy(instance)
+    props.pop("name", None)
+    props.pop("zone", None)
+    props.pop("hostname", None)
     props["machineType"] = _bare(props["machineType"])
     for acc in props.get("guestAccelerators") or []:
         acc["acceleratorType"] = _bare(acc["acceleratorType"])
     for disk in props.get("disks") or []:
-        init = disk.get("initializeParams") or {}
+        init = disk.get("initializeParams")
+        if init is None:
+            continue
         if "diskType" in init:
             init["diskType"] = _bare(init["diskType"])
         init.pop("diskName", None)  # one per node: GCE names each boot disk after its instance
@@ -89,7 +106,7 @@ def instance_properties(instance: dict[str, Any], policy_link: str | None) -> di
     return props
 
 
-def bulk_body(names: list[str], properties: dict[str, Any]) -> dict[str, Any]:
+def bulk_body(names: list[str], properties: InstanceBody) -> BulkBody:
     """count = minCount = N: all or nothing; explicit names keep the ranks stable."""
     return {"count": str(len(names)), "minCount": str(len(names)),
             "perInstanceProperties": {n: {} for n in names}, "instanceProperties": properties}
@@ -99,10 +116,10 @@ def bulk_body(names: list[str], properties: dict[str, Any]) -> dict[str, Any]:
 class GroupClients:
     """compute_v1 clients: instances, zone_operations, resource_policies, region_operations."""
 
-    instances: Any
-    zone_operations: Any
-    resource_policies: Any
-    region_operations: Any
+    instances: InstancesClient
+    zone_operations: ZoneOperationsClient
+    resource_policies: ResourcePoliciesClient
+    region_operations: RegionOperationsClient
 
 
 class GceGroup:
@@ -110,35 +127,35 @@ class GceGroup:
         self.c, self.project, self.op_timeout, self.poll = clients, project, op_timeout, poll
 
     # ------------------------------------------------------------------ waits
-    def _wait(self, op: Any, zone: str | None = None, region: str | None = None) -> Any:
+    def _wait(self, op: Operation, zone: str | None = None, region: str | None = None) -> Operation:
         """Poll ``op`` until DONE, bounded by ``op_timeout`` (providers/poll.py: between polls 0.2 s doubling up to
         ``poll``; each poll is the long-polling ``operations.wait``). Failures of the wait call propagate at once."""
         from google.cloud import compute_v1
 
         done = compute_v1.Operation.Status.DONE
-        state = {"op": op, "pause": min(0.2, self.poll)}
+        ops, pauses = [op], [min(0.2, self.poll)]
 
-        def check() -> Any:
-            cur = state["op"]
+        def check() -> Operation:
+            cur = ops[0]
             if cur.status != done:
                 if zone:
                     cur = self.c.zone_operations.wait(project=self.project, zone=zone, operation=cur.name)
                 else:
                     cur = self.c.region_operations.wait(project=self.project, region=region, operation=cur.name)
-                state["op"] = cur
+                ops[0] = cur
             return cur
 
         def pause() -> float:
-            now, state["pause"] = state["pause"], min(self.poll, state["pause"] * 2)
+            now, pauses[0] = pauses[0], min(self.poll, pauses[0] * 2)
             return now
 
-        def timed_out(last: Any) -> ProviderError:
+        def timed_out(last: object) -> ProviderError:
             return ProviderError(f"operation {op.name} did not finish within {self.op_timeout:g} s", code="OPERATION_TIMEOUT")
 
         return poll_until(check, ready=lambda cur: cur.status == done, deadline=time.monotonic() + self.op_timeout,
                     timed_out=timed_out, interval=pause)
 
-    def _sdk(self, fn: Any) -> Any:
+    def _sdk(self, fn: Callable[[], T]) -> T:
         try:
             return fn()
         except Exception as exc:  # noqa: BLE001 - classified
@@ -148,7 +165,7 @@ class GceGroup:
             raise errs.classify(f) from exc
 
     # ------------------------------------------------------------------ create
-    def create(self, cluster: str, zone: str, instance: dict[str, Any], nodes: int, *, compact: bool,
+    def create(self, cluster: str, zone: str, instance: InstanceBody, nodes: int, *, compact: bool,
                request_id: str | None = None) -> list[Instance]:
         """Create the N nodes of ``cluster`` in ``zone`` from one node's insert body, all or nothing; write the
         node list into each node's metadata. Returns the nodes (as instances.get answers) in rank order. ``request_id``
@@ -160,9 +177,9 @@ class GceGroup:
         link = None
         if compact:
             body = compute_v1.ResourcePolicy.from_json(json.dumps(policy_body(cluster, region)))
-            op = self._sdk(lambda: self.c.resource_policies.insert_unary(project=self.project, region=region,
-                                                                          resource_policy_resource=body))
-            self._raise_op(self._wait(op, region=region))
+            made = self._sdk(lambda: self.c.resource_policies.insert_unary(project=self.project, region=region,
+                                                                            resource_policy_resource=body))
+            self._raise_op(self._wait(made, region=region))
             link = f"projects/{self.project}/regions/{region}/resourcePolicies/{policy_name(cluster)}"
         accepted = False  # GCE took the bulkInsert: from then on the nodes of these names are this call's
         try:
@@ -172,12 +189,12 @@ class GceGroup:
             req = compute_v1.BulkInsertInstanceRequest(project=self.project, zone=zone,
                                                        bulk_insert_instance_resource_resource=res,
                                                        **({"request_id": request_id} if request_id else {}))
-            op = self._sdk(lambda: self.c.instances.bulk_insert_unary(request=req))
-            if op.status == compute_v1.Operation.Status.DONE and (
-                    errs.from_operation(op) is not None or not all(self._exists(zone, n) for n in names)):
-                raise StaleRequest(op.name)  # not accepted: nothing of this request is ours to delete
+            sent: Operation = self._sdk(lambda: self.c.instances.bulk_insert_unary(request=req))
+            if sent.status == compute_v1.Operation.Status.DONE and (
+                    errs.from_operation(sent) is not None or not all(self._exists(zone, n) for n in names)):
+                raise StaleRequest(sent.name)  # not accepted: nothing of this request is ours to delete
             accepted = True
-            op = self._wait(op, zone=zone)
+            op = self._wait(sent, zone=zone)
             self._raise_op(op)
             status = op.instances_bulk_insert_operation_metadata.per_location_status.get(f"zones/{zone}")
             created = status.created_vm_count if status is not None else 0
@@ -191,7 +208,7 @@ class GceGroup:
             self.delete(cluster, zone, nodes if accepted else 0, compact=compact)
             raise
 
-    def _raise_op(self, op: Any) -> None:
+    def _raise_op(self, op: Operation) -> None:
         f = errs.from_operation(op)
         if f is None:
             return
@@ -202,7 +219,7 @@ class GceGroup:
     def _exists(self, zone: str, name: str) -> bool:
         from google.api_core.exceptions import NotFound
 
-        def get() -> Any:
+        def get() -> Instance | None:
             try:
                 return self.c.instances.get(project=self.project, zone=zone, instance=name)
             except NotFound:
@@ -210,16 +227,16 @@ class GceGroup:
 
         return self._sdk(get) is not None
 
-    def _get(self, zone: str, name: str) -> Any:
+    def _get(self, zone: str, name: str) -> Instance:
         return self._sdk(lambda: self.c.instances.get(project=self.project, zone=zone, instance=name))
 
-    def write_node_list(self, zone: str, nodes: list[Any]) -> None:
+    def write_node_list(self, zone: str, nodes: list[Instance]) -> None:
         """``trainvm-cluster`` (the nodes' private IPs, rank order) into every node's metadata, and each node's rank
         into its labels (``trainvm-rank``); both requests of a node go out before either is awaited."""
         from google.cloud import compute_v1
 
         items = node_list_metadata([n.network_interfaces[0].network_i_p for n in nodes], METADATA_VALUE_LIMIT["gcp"])
-        def one(ranked: tuple[int, Any]) -> None:
+        def one(ranked: tuple[int, Instance]) -> None:
             rank, node = ranked
             kept = [compute_v1.Items(key=i.key, value=i.value) for i in node.metadata.items if i.key not in items]
             md = compute_v1.Metadata(fingerprint=node.metadata.fingerprint,
@@ -235,7 +252,7 @@ class GceGroup:
 
         self._each(one, list(enumerate(nodes)))
 
-    def _each(self, fn: Any, items: list[Any]) -> list[Any]:
+    def _each(self, fn: Callable[[T], U], items: list[T]) -> list[U]:
         """``fn`` over ``items`` on at most PARALLEL threads (wall time flat in N up to that); the first error
         is raised after all have finished."""
         with ThreadPoolExecutor(max_workers=max(1, min(PARALLEL, len(items)))) as pool:

@@ -19,17 +19,20 @@ it; a stop that does not end in time is a named OPERATION_TIMEOUT and no start i
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from provisioner.providers.base import ConflictError, InstanceRecord, InvalidRequestError, RetryExhaustedError
 from provisioner.providers.gcp import errors as errs
 from provisioner.providers.gcp.api import GceApi
 from provisioner.providers.poll import poll
 
+if TYPE_CHECKING:
+    from provisioner.providers.gcp.sdk_types import Instance, Operation
+
 STOPPING = "STOPPING"
 
 
-def power(gce: GceApi, inst: Any, action: str, record: Callable[[Any], InstanceRecord], *,
+def power(gce: GceApi, inst: Instance, action: str, record: Callable[[Instance], InstanceRecord], *,
           wait: bool = True) -> InstanceRecord | None:
     """Stop or start the instance ``inst`` (one VM, or one node of a group: the provider calls this for every member
     of a name); the record after it (None when it vanished meanwhile)."""
@@ -50,9 +53,10 @@ def power(gce: GceApi, inst: Any, action: str, record: Callable[[Any], InstanceR
             return _record_of(record, _stopped(gce, zone, now) if wait else now)
     else:
         if inst.status == STOPPING:  # GCE refuses a start until the stop has ended (resourceNotReady)
-            inst = _stopped(gce, zone, inst)
-            if inst is None:
+            ended = _stopped(gce, zone, inst)
+            if ended is None:
                 return None
+            inst = ended
         try:
             op = _send_start(gce, zone, name)
         except InvalidRequestError as exc:  # a stop that began since it was read: wait for it, then start once more
@@ -71,22 +75,23 @@ def power(gce: GceApi, inst: Any, action: str, record: Callable[[Any], InstanceR
     return record(gce.get(zone, name) or inst)
 
 
-def _send_start(gce: GceApi, zone: str, name: str) -> Any:
+def _send_start(gce: GceApi, zone: str, name: str) -> Operation:
     api = gce.clients()
-    return gce.call(lambda: api.instances.start_unary(project=api.project, zone=zone, instance=name, retry=None,
-                                                      timeout=gce.http_timeout))
+    op: Operation = gce.call(lambda: api.instances.start_unary(project=api.project, zone=zone, instance=name, retry=None,
+                                                               timeout=gce.http_timeout))
+    return op
 
 
-def _record_of(record: Callable[[Any], InstanceRecord], inst: Any) -> InstanceRecord | None:
+def _record_of(record: Callable[[Instance], InstanceRecord], inst: Instance | None) -> InstanceRecord | None:
     return None if inst is None else record(inst)
 
 
-def _stopped(gce: GceApi, zone: str, inst: Any) -> Any:
+def _stopped(gce: GceApi, zone: str, inst: Instance) -> Instance | None:
     """The instance once the stop in progress has ended (it leaves STOPPING), polled at the provider's interval
     within the operation timeout; None when it vanished meanwhile (deleted)."""
     name = inst.name
 
-    def timed_out(last: Any) -> RetryExhaustedError:
+    def timed_out(last: object) -> RetryExhaustedError:
         return RetryExhaustedError(f"{name} in {zone} was still {getattr(last, 'status', STOPPING)} after "
                                    f"{gce.op_timeout:g} s (TRAINVM_GCE_OP_TIMEOUT): an earlier stop has not ended",
                                    code="OPERATION_TIMEOUT")

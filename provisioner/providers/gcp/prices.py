@@ -33,10 +33,10 @@ from __future__ import annotations
 
 import re
 import urllib.parse
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import replace
 from datetime import datetime
-from typing import Any
+from typing import TypedDict
 
 from provisioner import settings
 from provisioner.errors import CloudError
@@ -70,6 +70,51 @@ _DISK = re.compile(r"^(?P<d>" + "|".join(DISKS) + r")(?: in .+)?$")
 UNITS = {"Core": "h", "Ram": "GiBy.h", "GPU": "h"}
 
 
+class Money(TypedDict, total=False):
+    currencyCode: str
+    units: str  # int64, as a JSON string
+    nanos: int
+
+
+class TieredRate(TypedDict, total=False):
+    startUsageAmount: float
+    unitPrice: Money
+
+
+class PricingExpression(TypedDict, total=False):
+    usageUnit: str
+    tieredRates: list[TieredRate]
+
+
+class PricingInfo(TypedDict, total=False):
+    pricingExpression: PricingExpression
+
+
+class Category(TypedDict, total=False):
+    resourceFamily: str  # Compute, Storage, Network, ...
+    usageType: str  # OnDemand, Preemptible, Commit1Yr, ...
+
+
+class Sku(TypedDict, total=False):
+    """The fields read of one SKU of the Cloud Billing Catalog API (``services.skus.list``: cloud.google.com/billing/
+    docs/reference/rest/v1/services.skus); every one optional, as the answer may omit it."""
+
+    skuId: str
+    description: str
+    category: Category
+    serviceRegions: list[str]
+    pricingInfo: list[PricingInfo]
+
+
+class SkuPage(TypedDict, total=False):
+    skus: list[Sku]
+    nextPageToken: str
+
+
+#: what a price belongs to: ("host", series, "Core"|"Ram"), ("gpu", token) or ("disk", type)
+Part = tuple[str, ...]
+
+
 def base_url() -> str:
     return (settings.text("TRAINVM_GCP_BILLING_URL") or API).rstrip("/")
 
@@ -83,7 +128,7 @@ def auth_headers() -> dict[str, str]:
         import google.auth.transport.requests
 
         creds, _ = google.auth.default(scopes=["https://www.googleapis.com/auth/cloud-platform"])
-        creds.refresh(google.auth.transport.requests.Request())
+        creds.refresh(google.auth.transport.requests.Request())  # type: ignore[no-untyped-call]  # google-auth: unannotated
     except Exception as e:  # noqa: BLE001 - DefaultCredentialsError, RefreshError, transport errors
         raise CloudError(f"{SOURCE}: no API key and no application-default credentials ({failure_words(e)})",
                          hint="set TRAINVM_GCP_PRICES_API_KEY to an API key with the Cloud Billing API enabled, "
@@ -92,13 +137,13 @@ def auth_headers() -> dict[str, str]:
     return {"Authorization": f"Bearer {creds.token}"}
 
 
-def skus() -> list[dict[str, Any]]:
+def skus() -> list[Sku]:
     headers = auth_headers()
-    out: list[dict[str, Any]] = []
+    out: list[Sku] = []
     token = ""
     for _ in range(MAX_PAGES):
         q = {"currencyCode": "USD", "pageSize": "5000", **({"pageToken": token} if token else {})}
-        page = http.get_json(f"{base_url()}/v1/{SERVICE}/skus?{urllib.parse.urlencode(q)}", headers)
+        page: SkuPage = http.get_json(f"{base_url()}/v1/{SERVICE}/skus?{urllib.parse.urlencode(q)}", headers)
         out.extend(page.get("skus") or [])
         token = page.get("nextPageToken") or ""
         if not token:
@@ -106,16 +151,16 @@ def skus() -> list[dict[str, Any]]:
     raise CloudError(f"{SOURCE}: more than {MAX_PAGES} pages")
 
 
-def unit_price(sku: dict[str, Any], unit: str) -> float | None:
+def unit_price(sku: Sku, unit: str) -> float | None:
     """USD per unit from the latest pricingInfo; None unless it has exactly one tier, in USD, in ``unit``."""
     infos = sku.get("pricingInfo") or []
     if not infos:
         return None
-    expr = infos[-1].get("pricingExpression") or {}
+    expr = infos[-1].get("pricingExpression") or PricingExpression()
     tiers = expr.get("tieredRates") or []
     if expr.get("usageUnit") != unit or len(tiers) != 1 or float(tiers[0].get("startUsageAmount") or 0) != 0:
         return None
-    money = tiers[0].get("unitPrice") or {}
+    money = tiers[0].get("unitPrice") or Money()
     if money.get("currencyCode", "USD") != "USD":
         return None
     return int(money.get("units") or 0) + int(money.get("nanos") or 0) / 1e9
@@ -126,10 +171,10 @@ class Prices:
     ("disk", type)."""
 
     def __init__(self) -> None:
-        self.cands: dict[tuple[Any, ...], list[tuple[float, str]]] = defaultdict(list)
+        self.cands: dict[tuple[str, Part, str], list[tuple[float, str]]] = defaultdict(list)
 
-    def add(self, sku: dict[str, Any], regions: set[str], dropped: Any) -> None:
-        cat = sku.get("category") or {}
+    def add(self, sku: Sku, regions: set[str], dropped: Counter[str]) -> None:
+        cat = sku.get("category") or Category()
         desc = str(sku.get("description", ""))
         usage = cat.get("usageType")
         if usage not in ("OnDemand", "Preemptible") or EXCLUDED.search(desc):
@@ -143,7 +188,7 @@ class Prices:
         where = regions & set(sku.get("serviceRegions") or [])
         if not where:
             return
-        part: tuple[Any, ...] | None = None
+        part: Part | None = None
         unit = ""
         if cat.get("resourceFamily") == "Compute":
             if m := _HOST.match(desc):
@@ -161,7 +206,7 @@ class Prices:
         for r in where:
             self.cands[(kind, part, r)].append((price, str(sku.get("skuId", "?"))))
 
-    def pick(self, kind: str, part: tuple[Any, ...], region: str, ambiguous: list[str]) -> tuple[float, str] | None:
+    def pick(self, kind: str, part: Part, region: str, ambiguous: list[str]) -> tuple[float, str] | None:
         c = self.cands.get((kind, part, region))
         if not c:
             return None

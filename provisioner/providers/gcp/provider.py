@@ -116,7 +116,7 @@ class GcpProvider(ImagePinner, ClusterReader, PartialLister):
         if self.endpoint:
             from google.auth.credentials import AnonymousCredentials
 
-            return self._credentials or AnonymousCredentials(), project or "trainvm-test"
+            return self._credentials or AnonymousCredentials(), project or "trainvm-test"  # type: ignore[no-untyped-call]
         if self._credentials is None:
             return default_credentials(project)  # gcp_auth: no metadata-server ping off GCE
         if not project:

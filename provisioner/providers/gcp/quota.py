@@ -15,11 +15,18 @@ https://cloud.google.com/compute/resource-usage#gpu_quota, #cpu_quota, #preempti
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
+from provisioner.providers.base import Provider
+from provisioner.providers.gcp.api import GceApi
 from provisioner.providers.gcp.provider import GcpProvider
 from provisioner.providers.offer import Offer
 from provisioner.providers.quota_records import GLOBAL, QuotaNeed, Usage
+
+if TYPE_CHECKING:
+    from google.cloud.compute_v1 import RegionsClient
+
+    from provisioner.providers.gcp.sdk_types import QuotaHolder
 
 #: catalog GPU name -> the model part of the metric (NVIDIA_<this>_GPUS)
 GPU_METRIC = {"T4": "T4", "V100": "V100", "P100": "P100", "P4": "P4", "K80": "K80", "L4": "L4", "A100": "A100",
@@ -33,13 +40,14 @@ class GceQuotas:
     source = "GCE regions.get / projects.get quotas"
     increase_hint = INCREASE_HINT
 
-    def __init__(self, provider: Any) -> None:
+    def __init__(self, provider: GcpProvider) -> None:
         self.provider = provider
         self.account = f"{provider.endpoint or 'compute.googleapis.com'}/{provider.project}"
 
     def read(self, scope: str) -> Usage:
         gce = self.provider.gce
         api = gce.clients()
+        got: QuotaHolder
         if scope == GLOBAL:
             got = gce.call(lambda: api.projects.get(project=api.project, retry=None, timeout=gce.http_timeout))
         else:
@@ -66,15 +74,12 @@ class GceQuotas:
         return out
 
 
-def _regions_client(gce: Any) -> Any:
+def _regions_client(gce: GceApi) -> RegionsClient:
     from google.cloud import compute_v1
 
-    kw: dict[str, Any] = {"credentials": gce._credentials}
-    if gce.endpoint:
-        kw["client_options"] = {"api_endpoint": gce.endpoint if "://" in gce.endpoint else f"https://{gce.endpoint}"}
-    return compute_v1.RegionsClient(**kw)
+    return compute_v1.RegionsClient(**gce.client_kwargs())
 
 
-def reader(provider: Any) -> GceQuotas | None:
+def reader(provider: Provider) -> GceQuotas | None:
     """The quota reader of a GCE provider (None for any other provider, e.g. a test's fake)."""
     return GceQuotas(provider) if isinstance(provider, GcpProvider) else None

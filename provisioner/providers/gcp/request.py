@@ -50,10 +50,18 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import uuid
-from typing import Any
 
 from provisioner.providers.base import InvalidRequestError, LaunchSpec
 from provisioner.providers.gcp.families import LOCAL_SSD_DISK_GIB, gce_disk_type, gce_family, local_ssd_count
+from provisioner.providers.gcp.rest_types import (
+    DiskBody,
+    FirewallEntry,
+    FirewallRule,
+    InstanceBody,
+    MetadataBody,
+    MetadataEntry,
+    SchedulingBody,
+)
 from provisioner.providers.offer import Offer
 from provisioner.providers.registry import GceImage, cloud
 
@@ -141,40 +149,45 @@ def ssh_rule_names(vm: str) -> tuple[str, str]:
     return fit_name(vm, "-ssh-allow"), fit_name(vm, "-ssh-deny")
 
 
-def firewall_bodies(spec: LaunchSpec, project: str) -> list[dict[str, Any]]:
+def firewall_bodies(spec: LaunchSpec, project: str) -> list[FirewallRule]:
     """The two ``firewalls.insert`` bodies (REST JSON) that make ``ssh_from`` the only SSH source; [] without it."""
     if not spec.ssh_from:
         return []
     allow, deny = ssh_rule_names(spec.name)
     owner = f"VM {spec.name} (profile {spec.profile_name}, sha256 {spec.profile_hash[:16]})"
-    common = {"network": network_url(project), "direction": "INGRESS", "targetTags": [ssh_tag(spec.name)]}
-    ssh = [{"IPProtocol": "tcp", "ports": ["22"]}]
+    network, tags = network_url(project), [ssh_tag(spec.name)]
+    ssh: list[FirewallEntry] = [{"IPProtocol": "tcp", "ports": ["22"]}]
     return [
-        {"name": allow, "description": f"trainvm: SSH to {owner} only from {spec.ssh_from}", **common,
-         "priority": SSH_ALLOW_PRIORITY, "sourceRanges": [spec.ssh_from], "allowed": ssh},
-        {"name": deny, "description": f"trainvm: no SSH to {owner} from elsewhere", **common,
-         "priority": SSH_DENY_PRIORITY, "sourceRanges": ["0.0.0.0/0"], "denied": ssh},
+        {"name": allow, "description": f"trainvm: SSH to {owner} only from {spec.ssh_from}", "network": network,
+         "direction": "INGRESS", "targetTags": tags, "priority": SSH_ALLOW_PRIORITY, "sourceRanges": [spec.ssh_from],
+         "allowed": ssh},
+        {"name": deny, "description": f"trainvm: no SSH to {owner} from elsewhere", "network": network,
+         "direction": "INGRESS", "targetTags": tags, "priority": SSH_DENY_PRIORITY, "sourceRanges": ["0.0.0.0/0"],
+         "denied": ssh},
     ]
 
 
-def firewall_shape(rule: dict[str, Any]) -> dict[str, Any]:
+def firewall_shape(rule: FirewallRule) -> dict[str, object]:
     """What decides whether a stored rule (REST JSON, as GET returns it) is the one ``firewall_bodies`` wants:
     the fields trainvm sets, with the defaults GCE fills in and the network as a relative path."""
     net = str(rule.get("network") or "global/networks/default")
     net = net[net.index("projects/"):] if "projects/" in net else net
 
-    def entries(key: str) -> list[tuple[str, tuple[str, ...]]]:
-        return sorted((str(e.get("IPProtocol", "")).lower(), tuple(e.get("ports") or ())) for e in rule.get(key) or ())
+    def entries(listed: list[FirewallEntry] | None) -> list[tuple[str, tuple[str, ...]]]:
+        return sorted((str(e.get("IPProtocol", "")).lower(), tuple(e.get("ports") or ())) for e in listed or ())
+
+    others = (("sourceTags", rule.get("sourceTags")), ("sourceServiceAccounts", rule.get("sourceServiceAccounts")),
+              ("targetServiceAccounts", rule.get("targetServiceAccounts")),
+              ("destinationRanges", rule.get("destinationRanges")))
 
     return {"name": rule.get("name"), "description": rule.get("description") or "", "network": net,
             "direction": rule.get("direction") or "INGRESS", "priority": int(rule.get("priority", 1000)),
             "sourceRanges": sorted(rule.get("sourceRanges") or ()), "targetTags": sorted(rule.get("targetTags") or ()),
-            "allowed": entries("allowed"), "denied": entries("denied"), "disabled": bool(rule.get("disabled")),
-            "other": sorted(k for k in ("sourceTags", "sourceServiceAccounts", "targetServiceAccounts", "destinationRanges")
-                            if rule.get(k))}
+            "allowed": entries(rule.get("allowed")), "denied": entries(rule.get("denied")),
+            "disabled": bool(rule.get("disabled")), "other": sorted(k for k, v in others if v)}
 
 
-def is_trainvm_rule(rule: dict[str, Any], vm: str) -> bool:
+def is_trainvm_rule(rule: FirewallRule, vm: str) -> bool:
     """A rule that trainvm created for ``vm`` (so a re-run may update it and ``down`` may delete it)."""
     return (str(rule.get("description") or "").startswith("trainvm:") and f"VM {vm} " in str(rule.get("description"))
             and list(rule.get("targetTags") or ()) == [ssh_tag(vm)])
@@ -220,8 +233,10 @@ def open_ssh_hint(name: str, project: str) -> str:
             "  (or `trainvm down` and `up --ssh-from CIDR` again)")
 
 
-def _metadata(spec: LaunchSpec, image: str) -> dict[str, Any]:
-    items: list[dict[str, Any]] = [
+def _metadata(spec: LaunchSpec, image: str) -> MetadataBody:
+    # GCE's startup-script is text (registry: gce-metadata, "plain"); launch_spec hands every cloud the text
+    assert isinstance(spec.user_data, str), "a GCE startup script is text"
+    items: list[MetadataEntry] = [
         {"key": "startup-script", "value": spec.user_data},
         {"key": "enable-guest-attributes", "value": "TRUE"},
         {"key": "trainvm-profile", "value": spec.profile_json},
@@ -242,8 +257,8 @@ def _metadata(spec: LaunchSpec, image: str) -> dict[str, Any]:
     return {"items": items}
 
 
-def _scheduling(spec: LaunchSpec, offer: Offer) -> dict[str, Any]:
-    sched: dict[str, Any] = {"automaticRestart": False, "provisioningModel": "SPOT" if spec.spot else "STANDARD"}
+def _scheduling(spec: LaunchSpec, offer: Offer) -> SchedulingBody:
+    sched: SchedulingBody = {"automaticRestart": False, "provisioningModel": "SPOT" if spec.spot else "STANDARD"}
     if offer.gpu_count > 0:
         sched["onHostMaintenance"] = "TERMINATE"
     if spec.spot or spec.max_run_hours:  # one field serves both preemption and maxRunDuration
@@ -255,13 +270,13 @@ def _scheduling(spec: LaunchSpec, offer: Offer) -> dict[str, Any]:
     return sched
 
 
-def _disks(spec: LaunchSpec, offer: Offer, zone: str, image: str) -> list[dict[str, Any]]:
+def _disks(spec: LaunchSpec, offer: Offer, zone: str, image: str) -> list[DiskBody]:
     family = gce_family(offer.instance_type)
     disk_type = gce_disk_type(family, spec.boot_disk_type)
     if disk_type is None:
         raise InvalidRequestError(f"boot disk type {spec.boot_disk_type!r} is not available on {offer.instance_type}",
                                   code="DISK_TYPE")
-    disks: list[dict[str, Any]] = [{
+    disks: list[DiskBody] = [{
         "boot": True, "autoDelete": True, "type": "PERSISTENT", "deviceName": "boot",
         "initializeParams": {"sourceImage": image, "diskType": f"zones/{zone}/diskTypes/{disk_type}",
                              "diskSizeGb": str(spec.boot_disk_gib), "labels": dict(spec.labels)},
@@ -273,12 +288,12 @@ def _disks(spec: LaunchSpec, offer: Offer, zone: str, image: str) -> list[dict[s
     return disks
 
 
-def instance_body(spec: LaunchSpec, offer: Offer, image: str, project: str) -> dict[str, Any]:
+def instance_body(spec: LaunchSpec, offer: Offer, image: str, project: str) -> InstanceBody:
     """The ``instances.insert`` body (REST JSON; int64 values as strings, as the SDK sends them)."""
     if offer.cloud != "gcp" or not offer.zone:
         raise InvalidRequestError(f"not a zonal GCE offer: {offer.cloud} {offer.location} {offer.instance_type}")
     zone = offer.zone
-    body: dict[str, Any] = {
+    body: InstanceBody = {
         "name": spec.name,
         "description": f"trainvm: profile {spec.profile_name} (sha256 {spec.profile_hash[:16]})",
         "machineType": f"zones/{zone}/machineTypes/{offer.instance_type}",
@@ -302,7 +317,7 @@ def instance_body(spec: LaunchSpec, offer: Offer, image: str, project: str) -> d
     return body
 
 
-def request_preview(spec: LaunchSpec, offer: Offer, project: str = "PROJECT") -> dict[str, Any]:
+def request_preview(spec: LaunchSpec, offer: Offer, project: str = "PROJECT") -> dict[str, object]:
     """The body ``up`` would send, offline: the image is shown as its family URL (``up`` pins the image
     name the family points to when it runs, and records it in the ``trainvm-image`` metadata). A cluster
     (``spec.nodes`` > 1): every body ``up`` sends for it, by method (gcp_cluster_request.request_preview)."""
@@ -310,4 +325,4 @@ def request_preview(spec: LaunchSpec, offer: Offer, project: str = "PROJECT") ->
         from provisioner.providers.gcp.cluster_request import request_preview as cluster_preview  # lazy: startup
 
         return cluster_preview(spec, offer, family_url(spec.os), project)
-    return instance_body(spec, offer, family_url(spec.os), project)
+    return dict(instance_body(spec, offer, family_url(spec.os), project))

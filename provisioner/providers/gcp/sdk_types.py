@@ -1,4 +1,4 @@
-"""Typed views of the compute_v1 messages the create path and ``GcpProvider`` read (issue 37: no explicit ``Any`` in
+"""Typed views of the compute_v1 messages the GCE provider package reads (issue 37: no explicit ``Any`` in
 the provider's public methods). google-cloud-compute ships ``py.typed``, but its messages subclass proto-plus's
 untyped ``proto.Message``, so mypy lets any attribute through (``inst.lables`` passes). These protocols name the
 fields trainvm reads, with the SDK's attribute names; a message of the SDK satisfies them as it is (no copy, no
@@ -16,6 +16,7 @@ class MetadataItem(Protocol):
 
 
 class Metadata(Protocol):
+    fingerprint: str
     items: Sequence[MetadataItem]
 
 
@@ -32,6 +33,11 @@ class NetworkInterface(Protocol):
     network_i_p: str
 
 
+class AttachedDisk(Protocol):
+    boot: bool
+    source: str  # the disk's URL
+
+
 class Scheduling(Protocol):
     provisioning_model: str
 
@@ -45,9 +51,11 @@ class Instance(Protocol):
     status: str  # PROVISIONING, STAGING, RUNNING, STOPPING, TERMINATED, ...
     machine_type: str
     labels: Mapping[str, str]
+    label_fingerprint: str
     tags: Tags
     metadata: Metadata
     network_interfaces: Sequence[NetworkInterface]
+    disks: Sequence[AttachedDisk]
     scheduling: Scheduling
     resource_policies: Sequence[str]
     creation_timestamp: str
@@ -55,9 +63,52 @@ class Instance(Protocol):
     last_stop_timestamp: str
 
 
+class OperationErrorItem(Protocol):
+    code: str
+    message: str
+
+
+class OperationError(Protocol):
+    errors: Sequence[OperationErrorItem]
+
+
+class LocationStatus(Protocol):
+    created_vm_count: int
+
+
+class BulkInsertMetadata(Protocol):
+    per_location_status: Mapping[str, LocationStatus]  # "zones/ZONE" -> what the bulkInsert made there
+
+
 class Operation(Protocol):
-    """``compute_v1.Operation``: its name and status (``Operation.Status``, compared with ``Status.DONE``); its
-    errors are read by ``gcp.errors.from_operation``."""
+    """``compute_v1.Operation``: its name and status (``Operation.Status``, compared with ``Status.DONE``), and a
+    bulkInsert's per-location result; its errors are read by ``gcp.errors.from_operation``."""
 
     name: str
     status: object
+    error: OperationError
+    instances_bulk_insert_operation_metadata: BulkInsertMetadata
+
+
+class Image(Protocol):
+    """``compute_v1.Image``: what ``GceBaker`` reads of a baked image."""
+
+    name: str
+    family: str
+    status: str  # PENDING, READY, FAILED, ...
+    labels: Mapping[str, str]
+    creation_timestamp: str
+    archive_size_bytes: int
+    storage_locations: Sequence[str]
+
+
+class Quota(Protocol):
+    metric: str
+    limit: float
+    usage: float
+
+
+class QuotaHolder(Protocol):
+    """``compute_v1.Project`` / ``compute_v1.Region``: their ``quotas``."""
+
+    quotas: Sequence[Quota]

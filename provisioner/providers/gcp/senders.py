@@ -48,13 +48,14 @@ from provisioner.providers.gcp.cluster_request import node_body
 from provisioner.providers.gcp.firewall import FirewallTouched, SshFirewall
 from provisioner.providers.gcp.group import StaleRequest, node_names, policy_name
 from provisioner.providers.gcp.request import instance_body, request_id
+from provisioner.providers.gcp.rest_types import InstanceBody
 from provisioner.providers.offer import Offer
 
 if TYPE_CHECKING:
     from provisioner.providers.gcp.sdk_types import Instance, Operation
 
 #: one member's create body (REST JSON)
-Body = dict[str, object]
+Body = InstanceBody
 
 
 class Exists(Exception):

@@ -50,13 +50,21 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, TypeVar
 from urllib.parse import quote
 
 from provisioner.providers.base import AuthError, ConflictError, InvalidRequestError, ProviderError
 from provisioner.providers.gcp import errors as errs
+from provisioner.providers.gcp.api import MISSING, Unset
+from provisioner.providers.gcp.storage_types import LifecycleRule
 from provisioner.providers.poll import poll
 from provisioner.providers.store import EXPIRE_DAYS, PAYLOAD_PREFIX, REFRESH_DAYS, PayloadRef, payload_key
+
+if TYPE_CHECKING:
+    from google.api_core.retry import Retry
+    from google.auth.credentials import Credentials
+
+    from provisioner.providers.gcp.storage_types import Blob, Bucket, Client
 
 DEFAULT_ENDPOINT = "https://storage.googleapis.com"
 #: creating buckets and setting their IAM policy needs full_control (devstorage.read_write does not cover IAM)
@@ -69,7 +77,8 @@ FORBIDDEN_IN_BUCKET = re.compile(r"^goog|g[o0][o0]g[l1]e")
 REGION_RE = re.compile(r"[a-z]+-[a-z]+[0-9]+")
 SHA256_RE = re.compile(r"[0-9a-f]{64}")
 KEY_RE = re.compile(re.escape(PAYLOAD_PREFIX) + r"([0-9a-f]{64})\.tar\.gz")
-MISSING: Any = object()
+T = TypeVar("T")
+U = TypeVar("U")
 
 
 def bucket_name(project: str, region: str) -> str:
@@ -80,7 +89,7 @@ def bucket_name(project: str, region: str) -> str:
     return f"trainvm-{hashlib.sha256(project.encode()).hexdigest()[:16]}-{region}"
 
 
-def lifecycle_rule() -> dict[str, Any]:
+def lifecycle_rule() -> LifecycleRule:
     """The bucket's one trainvm rule, as the JSON API stores it."""
     return {"action": {"type": "Delete"}, "condition": {"age": EXPIRE_DAYS, "matchesPrefix": [PAYLOAD_PREFIX]}}
 
@@ -105,7 +114,7 @@ class GcsPayloadStore:
 
     CLOUD = "gcp"
 
-    def __init__(self, *, project: str, credentials: Any, service_account: Callable[[], str | None],
+    def __init__(self, *, project: str, credentials: Credentials | None, service_account: Callable[[], str | None],
                  endpoint: str = "", call_timeout: float = 30.0, retry_base_delay: float = 1.0,
                  now: Callable[[], datetime] = _utcnow) -> None:
         self.project, self._credentials, self._lookup_reader = project, credentials, service_account
@@ -113,13 +122,13 @@ class GcsPayloadStore:
         self.call_timeout, self.now = call_timeout, now
         self.http_timeout = max(0.5, min(60.0, call_timeout / 2))
         self.retry_initial = max(0.05, retry_base_delay)
-        self._client: Any = None
+        self._client: Client | None = None
         self._reader: str | None = None
         self._ready: dict[str, _Ready] = {}
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ SDK plumbing
-    def client(self) -> Any:
+    def client(self) -> Client:
         """The storage client (built once; the SDK is imported here)."""
         with self._lock:
             if self._client is None:
@@ -132,12 +141,13 @@ class GcsPayloadStore:
                 if self.endpoint:
                     from google.auth.credentials import AnonymousCredentials
 
-                    self._client = storage.Client(project=self.project, credentials=AnonymousCredentials(),
+                    self._client = storage.Client(project=self.project, credentials=AnonymousCredentials(),  # type: ignore[no-untyped-call]
                                                   client_options={"api_endpoint": self.endpoint})
                 else:
                     from google.auth.credentials import with_scopes_if_required
 
-                    creds = with_scopes_if_required(self._credentials, [STORAGE_SCOPE]) if self._credentials else None
+                    creds = (with_scopes_if_required(self._credentials, [STORAGE_SCOPE])  # type: ignore[no-untyped-call]
+                             if self._credentials else None)
                     try:  # without credentials the SDK looks for them (google.auth.default) here
                         self._client = storage.Client(project=self.project, credentials=creds)
                     except Exception as exc:  # noqa: BLE001 - google.auth's failures, classified
@@ -147,14 +157,14 @@ class GcsPayloadStore:
                         raise errs.classify(f) from None
             return self._client
 
-    def retry(self, predicate: Callable[[BaseException], bool] | None = None) -> Any:
+    def retry(self, predicate: Callable[[BaseException], bool] | None = None) -> Retry:
         """A ``google.api_core.retry.Retry`` bounded by ``call_timeout`` (default: what gcp_errors retries)."""
         from google.api_core.retry import Retry
 
         return Retry(predicate=predicate or _retryable, initial=self.retry_initial, maximum=max(1.0, 8 * self.retry_initial),
                      multiplier=2.0, timeout=self.call_timeout)
 
-    def _call(self, what: str, fn: Callable[[], Any], *, missing: Any = MISSING, exists: Any = MISSING) -> Any:
+    def _call(self, what: str, fn: Callable[[], T], *, missing: U | Unset = MISSING, exists: U | Unset = MISSING) -> T | U:
         """Run ``fn`` (one SDK call carrying ``retry=``/``timeout=``); 404 -> ``missing`` and 409 -> ``exists``
         when given; any other failure -> a ProviderError saying ``what`` failed."""
         try:
@@ -169,9 +179,9 @@ class GcsPayloadStore:
             if type(cause).__module__ == "builtins" and not isinstance(cause, (ConnectionError, TimeoutError)):
                 raise  # not a cloud answer: a bug, shown as such
             f = errs.from_exception(cause)
-            if f.status == 404 and missing is not MISSING:
+            if f.status == 404 and not isinstance(missing, Unset):
                 return missing
-            if f.status == 409 and exists is not MISSING:
+            if f.status == 409 and not isinstance(exists, Unset):
                 return exists
             err = errs.classify(f) if f.kind != "other" else ProviderError(f.message, code=f.code)
             tail = f" (gave up after {self.call_timeout:g} s: TRAINVM_API_TIMEOUT)" if gave_up else ""
@@ -206,12 +216,12 @@ class GcsPayloadStore:
                           size=len(data), access=f"{READER_ROLE} on gs://{ready.bucket} for serviceAccount:{ready.reader}",
                           uploaded=not fresh, refreshed=found is not None and not fresh)
 
-    def _holds(self, found: Any, data: bytes, md5: str) -> bool:
+    def _holds(self, found: Blob | None, data: bytes, md5: str) -> bool:
         """``found`` (a blob, or None) is the payload, stored less than ``REFRESH_DAYS`` ago."""
         return (found is not None and found.size == len(data) and found.md5_hash in (None, md5)
                 and found.time_created is not None and self.now() - found.time_created < timedelta(days=REFRESH_DAYS))
 
-    def _after_failed_upload(self, bucket: Any, key: str, where: str, data: bytes, md5: str, exc: ProviderError) -> None:
+    def _after_failed_upload(self, bucket: Bucket, key: str, where: str, data: bytes, md5: str, exc: ProviderError) -> None:
         """The upload failed after its retries; one of them may still have stored the object (an answer lost on the
         way back). GCS commits an object only whole and checked, so the payload found there (its size and MD5) is
         the upload done: returns, and the stage uses it. Nothing there: nothing was left (``exc`` verified) and
@@ -237,8 +247,11 @@ class GcsPayloadStore:
             return False
         # the generation just read: an object re-uploaded meanwhile (a concurrent ``stage``) is a new generation
         # and stays; GCS then answers 404 for the old one
-        return bool(self._call(f"deleting {where}", lambda: blob.delete(retry=self.retry(), timeout=self.http_timeout) or True,
-                               missing=False))
+        def delete() -> bool:
+            blob.delete(retry=self.retry(), timeout=self.http_timeout)
+            return True
+
+        return bool(self._call(f"deleting {where}", delete, missing=False))
 
     def stored(self, region: str) -> list[str]:
         _check(region)
@@ -275,7 +288,7 @@ class GcsPayloadStore:
             self._ready[region] = ready
         return ready
 
-    def _create(self, name: str, region: str) -> Any:
+    def _create(self, name: str, region: str) -> Bucket:
         client = self.client()
         new = client.bucket(name)
         new.labels = dict([MANAGED])
@@ -289,15 +302,18 @@ class GcsPayloadStore:
                 name, retry=self.retry(), timeout=self.http_timeout))
         return made
 
-    def _converge(self, bucket: Any) -> None:
+    def _converge(self, bucket: Bucket) -> None:
         """Patch in whatever of trainvm's settings the bucket lacks (none on a bucket trainvm just created)."""
         changed = False
         if dict(bucket.labels).get(MANAGED[0]) != MANAGED[1]:
             bucket.labels = {**dict(bucket.labels), MANAGED[0]: MANAGED[1]}
             changed = True
-        rules = [dict(r) for r in bucket.lifecycle_rules]
+        rules = [LifecycleRule(**r) for r in bucket.lifecycle_rules]  # plain dicts (the SDK's are dict subclasses)
         if lifecycle_rule() not in rules:
-            ours = lambda r: r.get("action", {}).get("type") == "Delete" and r.get("condition", {}).get("matchesPrefix") == [PAYLOAD_PREFIX]
+            def ours(r: LifecycleRule) -> bool:
+                return (r.get("action", {}).get("type") == "Delete"
+                        and r.get("condition", {}).get("matchesPrefix") == [PAYLOAD_PREFIX])
+
             bucket.lifecycle_rules = [r for r in rules if not ours(r)] + [lifecycle_rule()]
             changed = True
         iam = bucket.iam_configuration
@@ -311,7 +327,7 @@ class GcsPayloadStore:
             self._call(f"updating the settings of bucket gs://{bucket.name}", lambda: bucket.patch(
                 retry=self.retry(), timeout=self.http_timeout))
 
-    def _grant(self, bucket: Any) -> str:
+    def _grant(self, bucket: Bucket) -> str:
         """Give the VMs' service account READER_ROLE on ``bucket`` unless its policy already does; its email."""
         reader = self._reader_email()
         member = f"serviceAccount:{reader}"
