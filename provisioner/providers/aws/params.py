@@ -116,3 +116,8 @@ class PlacementGroupParams(TypedDict):
     GroupName: str
     Strategy: str
     TagSpecifications: list[TagSpecification]
+
+
+class Filter(TypedDict):
+    Name: str
+    Values: list[str]
