@@ -56,3 +56,38 @@ class CallerIdentity(TypedDict):
 
 class Sts(Protocol):
     def get_caller_identity(self) -> CallerIdentity: ...
+
+
+# ---------------------------------------------------------------------------------------------- EC2 (prices)
+class ZoneInfo(TypedDict, total=False):
+    ZoneName: str
+    ZoneId: str
+    State: str
+
+
+class DescribeZones(TypedDict):
+    AvailabilityZones: list[ZoneInfo]
+
+
+class SpotPrice(TypedDict, total=False):
+    AvailabilityZone: str
+    AvailabilityZoneId: str
+    InstanceType: str
+    SpotPrice: str
+    Timestamp: datetime  # botocore parses the timestamp
+
+
+class SpotPricePage(TypedDict, total=False):
+    SpotPriceHistory: list[SpotPrice]
+
+
+class SpotPricePaginator(Protocol):
+    def paginate(self, *, InstanceTypes: list[str], ProductDescriptions: list[str],
+                 StartTime: datetime) -> Iterable[SpotPricePage]: ...
+
+
+class Ec2Prices(Protocol):
+    """The EC2 operations of the catalog refresh's spot prices (aws/prices.py)."""
+
+    def get_paginator(self, operation_name: Literal["describe_spot_price_history"]) -> SpotPricePaginator: ...
+    def describe_availability_zones(self, *, AllAvailabilityZones: bool) -> DescribeZones: ...
