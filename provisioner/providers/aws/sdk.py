@@ -91,3 +91,22 @@ class Ec2Prices(Protocol):
 
     def get_paginator(self, operation_name: Literal["describe_spot_price_history"]) -> SpotPricePaginator: ...
     def describe_availability_zones(self, *, AllAvailabilityZones: bool) -> DescribeZones: ...
+
+
+# ---------------------------------------------------------------------------------------------- session and config
+class BotoConfig(Protocol):
+    """A ``botocore.config.Config``."""
+
+    def merge(self, other_config: BotoConfig) -> BotoConfig: ...
+
+
+class Credentials(Protocol):
+    @property
+    def access_key(self) -> str: ...
+
+
+class Session(Protocol):
+    """The ``boto3.session.Session`` trainvm builds its clients from (its clients are untyped: ``object``)."""
+
+    def client(self, service_name: str, **kwargs: object) -> object: ...
+    def get_credentials(self) -> Credentials | None: ...
