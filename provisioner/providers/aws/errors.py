@@ -129,6 +129,7 @@ def botocore_config(*, max_attempts: int, connect_timeout: float, read_timeout: 
     Never the adaptive mode: its client-side rate limiter sleeps outside any budget."""
     from botocore.config import Config
 
-    return Config(retries={"mode": "standard", "total_max_attempts": max(1, max_attempts)},
-                  connect_timeout=connect_timeout, read_timeout=read_timeout,
-                  user_agent_extra="trainvm")
+    config: BotoConfig = Config(retries={"mode": "standard", "total_max_attempts": max(1, max_attempts)},
+                                connect_timeout=connect_timeout, read_timeout=read_timeout,
+                                user_agent_extra="trainvm")
+    return config

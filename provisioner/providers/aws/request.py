@@ -181,9 +181,10 @@ def profile_from_tags(tags: dict[str, str]) -> dict[str, object] | None:
     if not parts:
         return None
     try:
-        return json.loads(gzip.decompress(base64.b64decode("".join(v for _, v in parts))))
+        profile: dict[str, object] = json.loads(gzip.decompress(base64.b64decode("".join(v for _, v in parts))))
     except (ValueError, OSError):
         return None
+    return profile
 
 
 def tags(spec: LaunchSpec, ami: Ami) -> list[Tag]:
