@@ -26,17 +26,19 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 from provisioner import settings
 from provisioner.errors import CredentialsError
 from provisioner.providers.aws import errors as errs
+from provisioner.providers.aws.sdk import Session
 from provisioner.providers.base import CapacityError, ProviderError
 from provisioner.providers.host import probe_metadata
 from provisioner.providers.poll import poll
 from provisioner.settings import env_seconds
 
 T = TypeVar("T")
+M = TypeVar("M")
 TEST_CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
 LIST_THREADS = 32  # every region at once (23 in the catalog): a region that never answers costs one time budget, not one per round
 
@@ -68,14 +70,14 @@ class AwsApi:
         self.call_timeout = env_seconds("TRAINVM_API_TIMEOUT", 30.0)
         self.retry_base_delay = base
         self._warn = warn or _stderr_warning
-        self._clients: dict[tuple[str, str, int], Any] = {}
+        self._clients: dict[tuple[str, str, int], Any] = {}  # boto3's clients: untyped
         self._zones: dict[str, dict[str, str]] = {}
         self.unreachable: list[str] = []
         self.unreachable_why = ""  # the first unreachable region's failure
         self._session = self._auth()
 
     # ------------------------------------------------------------------ clients
-    def _auth(self) -> Any:
+    def _auth(self) -> Session:
         from botocore.exceptions import ProfileNotFound
 
         try:
@@ -114,7 +116,7 @@ class AwsApi:
                     from botocore.config import Config
 
                     cfg = cfg.merge(Config(signature_version="s3v4"))
-                kw: dict[str, Any] = {"region_name": key[1], "config": cfg}
+                kw: dict[str, object] = {"region_name": key[1], "config": cfg}
                 if self.endpoint:
                     kw.update(endpoint_url=self.endpoint, **TEST_CREDENTIALS)
                     if service == "s3":  # the emulator is one host: path-style <endpoint>/<bucket>/<key>
@@ -127,13 +129,20 @@ class AwsApi:
     def ec2(self, region: str) -> Any:
         return self.client("ec2", region)
 
-    def call(self, fn: Callable[[], T], *, missing: Any = ..., exists: Any = ...) -> T:
+    @overload
+    def call(self, fn: Callable[[], T]) -> T: ...
+    @overload
+    def call(self, fn: Callable[[], T], *, missing: M) -> T | M: ...
+    @overload
+    def call(self, fn: Callable[[], T], *, exists: M) -> T | M: ...
+
+    def call(self, fn: Callable[[], T], *, missing: object = ..., exists: object = ...) -> object:
         """``fn()``, retried while transient within the time budget (see the module doc); an AWS failure becomes
         a classified ``ProviderError`` (``missing``/``exists``: the value returned for a not-found /
         already-exists answer instead)."""
         sent = 0
 
-        def target() -> Any:
+        def target() -> object:
             nonlocal sent
             sent += 1
             try:
@@ -226,10 +235,10 @@ class _OutOfTime(Exception):
 
 
 _LOCK = threading.RLock()
-_SESSION: list[Any] = []
+_SESSION: list[Session] = []
 
 
-def _shared_session() -> Any:
+def _shared_session() -> Session:
     """One boto3 session per process: its loader parses each service model (EC2's is large) once."""
     with _LOCK:
         if not _SESSION:

@@ -31,10 +31,11 @@ import re
 import secrets
 import time
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict, cast
 
 from provisioner import settings
 from provisioner.errors import CloudError
+from provisioner.providers.aws.params import Filter, Tag
 from provisioner.providers.aws.provider import AwsProvider
 from provisioner.providers.bake_base import BakedImage
 from provisioner.providers.base import InstanceRecord
@@ -63,7 +64,35 @@ def image_name(profile_name: str, stack: str) -> str:
     return f"trainvm-{label_value(profile_name)[:60]}-{stack[:10]}-{stamp}-{secrets.token_hex(2)}"
 
 
-def _tags(image: dict[str, Any]) -> dict[str, str]:
+class ImageEbs(TypedDict, total=False):
+    SnapshotId: str
+    VolumeSize: int
+
+
+class ImageMapping(TypedDict, total=False):
+    DeviceName: str
+    Ebs: ImageEbs
+
+
+class ImageReason(TypedDict, total=False):
+    Code: str
+    Message: str
+
+
+class Image(TypedDict, total=False):
+    """The fields of EC2's ``Image`` (DescribeImages) that trainvm reads, and ``_region``: where it was found."""
+
+    ImageId: str
+    Name: str
+    State: str
+    StateReason: ImageReason
+    CreationDate: str
+    Tags: list[Tag]
+    BlockDeviceMappings: list[ImageMapping]
+    _region: str
+
+
+def _tags(image: Image) -> dict[str, str]:
     return {t["Key"]: t["Value"] for t in image.get("Tags") or []}
 
 
@@ -102,7 +131,7 @@ class AwsBaker:
         if not iid or self.instances.get(region, iid) is None:
             raise CloudError(f"the builder {builder.name} is gone; nothing to capture")
         name = image_name(profile_name, identity.stack)
-        tags = [{"Key": k, "Value": v} for k, v in sorted({**identity.labels(profile_name), "Name": name}.items())]
+        tags = [Tag(Key=k, Value=v) for k, v in sorted({**identity.labels(profile_name), "Name": name}.items())]
         description = (f"trainvm baked image of profile {profile_name}: stack {identity.stack}, lock sha256 "
                        f"{identity.lock_sha256}, script version {identity.script_version}, built from {identity.base_image}")
         made: list[tuple[str, str]] = []
@@ -129,16 +158,16 @@ class AwsBaker:
             raise CloudError(f"the baked image {name} is not listed after its capture")
         return baked
 
-    def _until_available(self, region: str, image_id: str) -> dict[str, Any]:
+    def _until_available(self, region: str, image_id: str) -> Image:
         p = self.api
         timeout = settings.seconds("TRAINVM_BAKE_TIMEOUT", 5400.0)
 
-        def fetch() -> dict[str, Any]:
+        def fetch() -> Image:
             got = p.call(lambda: p.ec2(region).describe_images(ImageIds=[image_id]), missing=None)
-            found = (got or {}).get("Images") or []
+            found = cast("list[Image]", (got or {}).get("Images") or [])
             return found[0] if found else {"State": "deregistered"}
 
-        def timed_out(last: Any) -> BaseException:
+        def timed_out(last: Image | None) -> BaseException:
             return CloudError(f"AMI {image_id} in {region} was still {(last or {}).get('State', '?')} after "
                               f"{timeout:g} s (TRAINVM_BAKE_TIMEOUT)")
 
@@ -149,7 +178,7 @@ class AwsBaker:
             raise CloudError(f"AMI {image_id} in {region} is {image.get('State')}: {why}")
         return image
 
-    def _tag_snapshots(self, region: str, image: dict[str, Any], tags: list[dict[str, str]]) -> None:
+    def _tag_snapshots(self, region: str, image: Image, tags: list[Tag]) -> None:
         snaps = _snapshots_of(image)
         if snaps:
             self.api.call(lambda: self.api.ec2(region).create_tags(Resources=snaps, Tags=tags))
@@ -159,7 +188,7 @@ class AwsBaker:
         p = self.api
         ec2 = p.ec2(region)
         got = p.call(lambda: ec2.describe_images(ImageIds=[image_id]), missing=None)
-        images = (got or {}).get("Images") or []
+        images = cast("list[Image]", (got or {}).get("Images") or [])
         snaps = set(_snapshots_of(images[0])) if images else set()
         if images:
             p.call(lambda: ec2.deregister_image(ImageId=image_id), missing=None)
@@ -171,16 +200,16 @@ class AwsBaker:
             p.call(partial(ec2.delete_snapshot, SnapshotId=snap), missing=None)
 
     # ------------------------------------------------------------------ images, find, delete
-    def _all(self, filters: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def _all(self, filters: list[Filter]) -> list[Image]:
         p = self.api
 
-        def one(region: str) -> list[dict[str, Any]]:
+        def one(region: str) -> list[Image]:
             got = p.call(lambda: p.ec2(region).describe_images(Owners=["self"], Filters=filters))
-            return [dict(i, _region=region) for i in got.get("Images") or []]
+            return [cast(Image, {**i, "_region": region}) for i in got.get("Images") or []]
 
         return p.each_region(one)
 
-    def _baked(self, copies: list[dict[str, Any]]) -> BakedImage:
+    def _baked(self, copies: list[Image]) -> BakedImage:
         copies = sorted(copies, key=lambda i: (i.get("CreationDate") or "", i["_region"]))
         first = copies[0]
         states = {i["_region"]: i.get("State", "") for i in copies}
@@ -194,8 +223,8 @@ class AwsBaker:
             status=status, region_refs=tuple((i["_region"], i["ImageId"]) for i in copies),
             notes=("size_gib is the root volume's size; EBS snapshots bill for the blocks they store, per region",))
 
-    def _grouped(self, images: list[dict[str, Any]]) -> list[BakedImage]:
-        by_name: dict[str, list[dict[str, Any]]] = {}
+    def _grouped(self, images: list[Image]) -> list[BakedImage]:
+        by_name: dict[str, list[Image]] = {}
         for i in images:
             by_name.setdefault(i.get("Name") or i["ImageId"], []).append(i)
         return [self._baked(v) for _, v in sorted(by_name.items())]
@@ -230,6 +259,6 @@ class AwsBaker:
         return True
 
 
-def _snapshots_of(image: dict[str, Any]) -> list[str]:
+def _snapshots_of(image: Image) -> list[str]:
     return [str(m["Ebs"]["SnapshotId"]) for m in image.get("BlockDeviceMappings") or []
             if (m.get("Ebs") or {}).get("SnapshotId")]

@@ -16,7 +16,10 @@ Duck-typed over the exceptions: importing this module imports no cloud SDK.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from provisioner.providers.aws.sdk import BotoConfig
 
 from provisioner.providers.base import (
     AuthError,
@@ -120,12 +123,13 @@ def classify(exc: BaseException, *, attempts: int | None = None) -> ProviderErro
     return ProviderError(message, code=code)
 
 
-def botocore_config(*, max_attempts: int, connect_timeout: float, read_timeout: float) -> Any:
+def botocore_config(*, max_attempts: int, connect_timeout: float, read_timeout: float) -> BotoConfig:
     """botocore's client config: standard retry mode (throttling codes, 5xx, connection errors) with
     ``max_attempts`` in all (1: no retry, ``AwsApi.call`` retries within its time budget), and bounded timeouts.
     Never the adaptive mode: its client-side rate limiter sleeps outside any budget."""
     from botocore.config import Config
 
-    return Config(retries={"mode": "standard", "total_max_attempts": max(1, max_attempts)},
-                  connect_timeout=connect_timeout, read_timeout=read_timeout,
-                  user_agent_extra="trainvm")
+    config: BotoConfig = Config(retries={"mode": "standard", "total_max_attempts": max(1, max_attempts)},
+                                connect_timeout=connect_timeout, read_timeout=read_timeout,
+                                user_agent_extra="trainvm")
+    return config

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, Callable, TypeVar
+from typing import TYPE_CHECKING, Callable, TypedDict, TypeVar, cast
 
 from provisioner.providers.aws import group_request as G
 from provisioner.providers.aws import request as R
@@ -41,6 +41,7 @@ from provisioner.providers.aws.instances import (
     launch_notes,
     tags_of,
 )
+from provisioner.providers.aws.params import RunInstancesParams, Tag
 from provisioner.providers.base import (
     AttemptInProgressError,
     CapacityError,
@@ -63,16 +64,30 @@ if TYPE_CHECKING:
     from provisioner.providers.aws.resources import AwsResources
 
 T = TypeVar("T")
+U = TypeVar("U")
 #: Per-node calls (rank tags, console reads) in flight at once.
 PARALLEL = 16
 GONE = (None, "shutting-down", "terminated")
 
 
-def _tags(inst: dict[str, Any]) -> dict[str, str]:
-    return {t["Key"]: t["Value"] for t in inst.get("Tags") or []}
+class PlacementGroup(TypedDict, total=False):  # what trainvm reads of EC2's PlacementGroup (DescribePlacementGroups)
+    GroupName: str
+    Tags: list[Tag]
 
 
-def each(fn: Callable[[Any], T], items: list[Any]) -> list[T]:
+class Made(TypedDict, total=False):  # what one ``create`` attempt made (``_cleanup`` removes exactly that)
+    sg: bool
+    profile: bool
+    key: str | None
+    pg: bool
+    ids: list[str]
+
+
+def _tags(group: PlacementGroup) -> dict[str, str]:
+    return {t["Key"]: t["Value"] for t in group.get("Tags") or []}
+
+
+def each(fn: Callable[[U], T], items: list[U]) -> list[T]:
     with ThreadPoolExecutor(max_workers=max(1, min(PARALLEL, len(items)))) as pool:
         futures = [pool.submit(fn, item) for item in items]
     return [f.result() for f in futures]
@@ -125,7 +140,7 @@ class AwsGroup:
         pg = G.placement_group_name(spec.name) if spec.compact and n > 1 else None
         G.launch_params(R.run_instances_params(spec, offer, ami, zone, security_group_id="sg-check",
                                                instance_profile=None), spec, pg)  # checks first
-        made: dict[str, Any] = {}
+        made: Made = {}
         try:
             gid, made["sg"] = self.resources.ensure_security_group(region, spec)
             if n > 1:
@@ -170,13 +185,13 @@ class AwsGroup:
         """The cluster's placement group when it exists and is trainvm's."""
         name = G.placement_group_name(cluster)
         got = self.api.call(lambda: self.api.ec2(region).describe_placement_groups(GroupNames=[name]), missing=None)
-        for g in (got or {}).get("PlacementGroups") or []:
+        for g in cast("list[PlacementGroup]", (got or {}).get("PlacementGroups") or []):
             if _tags(g).get("trainvm-managed") == "true":
                 return dict(g)
         return None
 
-    def _launch(self, region: str, params: dict[str, Any], spec: LaunchSpec, zone_id: str,
-                made: dict[str, Any]) -> list[Instance]:
+    def _launch(self, region: str, params: RunInstancesParams, spec: LaunchSpec, zone_id: str,
+                made: Made) -> list[Instance]:
         """RunInstances for all nodes (``made["ids"]`` set at once); EC2 answers a known ClientToken with that
         request's instances, even terminated ones: then once more with a token salted by the first's id."""
         insts: list[Instance] = []
@@ -199,7 +214,7 @@ class AwsGroup:
             raise CapacityError(f"RunInstances launched {len(insts)} of {spec.nodes} nodes", code="MinCountNotMet")
         return sorted(insts, key=lambda i: int(i.get("AmiLaunchIndex") or 0))
 
-    def _run(self, region: str, params: dict[str, Any]) -> list[Instance]:
+    def _run(self, region: str, params: RunInstancesParams) -> list[Instance]:
         """RunInstances' instances; a just-created instance profile may take seconds to be usable (IAM is eventually
         consistent): that one answer is retried (``poll``, within min(60 s, op_timeout)); past that, EC2's last
         error propagates (an InvalidRequestError, cleaned up by ``create``)."""
@@ -319,7 +334,7 @@ class AwsGroup:
         return self.instances.record(nodes[0], notes=launch_notes(spec), existing=True)
 
     # ------------------------------------------------------------------ cleanup and delete
-    def _cleanup(self, region: str, spec: LaunchSpec, made: dict[str, Any], failed: ProviderError) -> None:
+    def _cleanup(self, region: str, spec: LaunchSpec, made: Made, failed: ProviderError) -> None:
         """Terminate every instance (those carrying this profile's hash, and those the launch answered with), await
         it, then the placement group, security group, instance profile and key pair this attempt made."""
         notes = []
@@ -375,7 +390,7 @@ class AwsGroup:
         def in_use(exc: BaseException) -> bool:
             return isinstance(exc, InvalidRequestError) and exc.code == "InvalidPlacementGroup.InUse"
 
-        def delete() -> Any:
+        def delete() -> object:
             return self.api.call(lambda: self.api.ec2(region).delete_placement_group(GroupName=name), missing=None)
 
         poll(delete, deadline=time.monotonic() + min(60.0, self.api.op_timeout), transient=in_use, tries=None,

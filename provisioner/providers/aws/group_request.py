@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import copy
 import math
-from typing import Any
 
 from provisioner.providers.aws import request as R
+from provisioner.providers.aws.params import IpPermission, PlacementGroupParams, RunInstancesParams, Tag
 from provisioner.providers.base import InvalidRequestError, LaunchSpec
 
 GROUP_TAG = "trainvm-group"  # the cluster's name ("trainvm-cluster" is the node list: render/cluster.py)
@@ -40,11 +40,11 @@ def placement_group_name(cluster: str) -> str:
     return cluster
 
 
-def placement_group_params(spec: LaunchSpec) -> dict[str, Any]:
+def placement_group_params(spec: LaunchSpec) -> PlacementGroupParams:
     return {"GroupName": placement_group_name(spec.name), "Strategy": "cluster",
             "TagSpecifications": [{"ResourceType": "placement-group",
-                                   "Tags": [{"Key": k, "Value": v} for k, v in sorted(spec.labels.items())]
-                                   + [{"Key": "Name", "Value": spec.name}]}]}
+                                   "Tags": [Tag(Key=k, Value=v) for k, v in sorted(spec.labels.items())]
+                                   + [Tag(Key="Name", Value=spec.name)]}]}
 
 
 def node_list_tag_count(nodes: int) -> int:
@@ -52,7 +52,7 @@ def node_list_tag_count(nodes: int) -> int:
     return math.ceil(nodes / _IPS_PER_TAG)
 
 
-def cluster_params(single: dict[str, Any], spec: LaunchSpec, placement_group: str | None) -> dict[str, Any]:
+def cluster_params(single: RunInstancesParams, spec: LaunchSpec, placement_group: str | None) -> RunInstancesParams:
     """The RunInstances call for all nodes, from the single VM's ``run_instances_params``."""
     n = spec.nodes
     if n < 2:
@@ -61,7 +61,7 @@ def cluster_params(single: dict[str, Any], spec: LaunchSpec, placement_group: st
     body["MinCount"] = body["MaxCount"] = n
     if placement_group:
         body["Placement"]["GroupName"] = placement_group
-    cluster_tags = [{"Key": GROUP_TAG, "Value": spec.name}, {"Key": NODES_TAG, "Value": str(n)}]
+    cluster_tags: list[Tag] = [{"Key": GROUP_TAG, "Value": spec.name}, {"Key": NODES_TAG, "Value": str(n)}]
     for ts in body["TagSpecifications"]:
         ts["Tags"] = [t for t in ts["Tags"] if t["Key"] != "Name"] + cluster_tags
     later = 2 + node_list_tag_count(n)  # Name, trainvm-rank, the node list
@@ -74,16 +74,16 @@ def cluster_params(single: dict[str, Any], spec: LaunchSpec, placement_group: st
     return body
 
 
-def launch_params(single: dict[str, Any], spec: LaunchSpec, placement_group: str | None) -> dict[str, Any]:
+def launch_params(single: RunInstancesParams, spec: LaunchSpec, placement_group: str | None) -> RunInstancesParams:
     """The one RunInstances of 1..N nodes: a single VM's body as it is (a group of one), a cluster's from it."""
     return single if spec.nodes == 1 else cluster_params(single, spec, placement_group)
 
 
-def node_tags(cluster: str, rank: int) -> list[dict[str, str]]:
+def node_tags(cluster: str, rank: int) -> list[Tag]:
     return [{"Key": "Name", "Value": node_name(cluster, rank)}, {"Key": RANK_TAG, "Value": str(rank)}]
 
 
-def member_ingress(group_id: str) -> list[dict[str, Any]]:
+def member_ingress(group_id: str) -> list[IpPermission]:
     """All traffic from members of the security group itself (the cluster's nodes)."""
     return [{"IpProtocol": "-1", "UserIdGroupPairs": [
         {"GroupId": group_id, "Description": "trainvm cluster: all traffic between its nodes"}]}]
@@ -94,10 +94,10 @@ def rank_of(tags: dict[str, str]) -> int | None:
     return int(raw) if raw.isdigit() else None
 
 
-def preview(spec: LaunchSpec, single: dict[str, Any]) -> dict[str, Any]:
+def preview(spec: LaunchSpec, single: RunInstancesParams) -> dict[str, object]:
     """``request_preview``'s cluster part: the placement group and the RunInstances for N."""
     pg = placement_group_name(spec.name) if spec.compact else None
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     if pg:
         out["CreatePlacementGroup"] = placement_group_params(spec)
     out["RunInstances"] = cluster_params(single, spec, pg)

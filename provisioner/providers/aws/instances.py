@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Required, TypedDict, cast
 
 from provisioner.providers.aws import request as R
 from provisioner.providers.aws.group_request import GROUP_TAG, NODES_TAG, rank_of
+from provisioner.providers.aws.params import Tag
 from provisioner.providers.base import ConflictError, InstanceRecord, LaunchSpec, costs_from_labels, price_from_labels
 from provisioner.providers.stack_report import StackReport, last_console_report
 from provisioner.providers.store import PAYLOAD_LABEL
@@ -30,11 +31,6 @@ LIVE_STATES = ["pending", "running", "stopping", "stopped", "shutting-down"]
 STATES = {"pending": "PROVISIONING", "running": "RUNNING", "stopping": "STOPPING", "stopped": "STOPPED",
           "shutting-down": "DELETING", "terminated": "TERMINATED"}
 SSH_USER = {"ubuntu-22.04": "ubuntu", "ubuntu-24.04": "ubuntu", "debian-12": "admin"}
-
-
-class Tag(TypedDict):
-    Key: str
-    Value: str
 
 
 class InstanceState(TypedDict):
@@ -162,7 +158,8 @@ class AwsInstances:
         tags = tags_of(inst)
         zone = (inst.get("Placement") or {}).get("AvailabilityZone")
         profile = R.profile_from_tags(tags) or {}
-        os_name = ((profile.get("stack") or {}).get("os")) if isinstance(profile, dict) else None
+        stack = profile.get("stack") if isinstance(profile, dict) else None
+        os_name = stack.get("os") if isinstance(stack, dict) else None
         user = SSH_USER.get(str(os_name), "ubuntu")
         launched = inst.get("LaunchTime")  # EC2: "the time that the instance was last launched" (each start resets it)
         when = launched.isoformat() if isinstance(launched, datetime) else (str(launched) if launched else None)

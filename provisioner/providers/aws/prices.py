@@ -41,15 +41,19 @@ import io
 from collections import defaultdict
 from dataclasses import replace
 from datetime import datetime
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, cast
 
 from provisioner import settings
 from provisioner.errors import CloudError, CredentialsError
 from provisioner.providers import http
 from provisioner.providers.aws.api import AwsApi, AwsCredentialsError
 from provisioner.providers.aws.errors import classify
+from provisioner.providers.aws.sdk import Ec2Prices
 from provisioner.providers.offer import Offer
 from provisioner.providers.price_rows import DiskPrice, SourceResult
+
+if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer
 
 API = "https://pricing.us-east-1.amazonaws.com"
 INDEX = "/offers/v1.0/aws/AmazonEC2/current/region_index.json"
@@ -80,12 +84,13 @@ class _Capped(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def readinto(self, b: Any) -> int:
-        data = self.raw.read(len(b))
+    def readinto(self, b: WriteableBuffer) -> int:
+        view = memoryview(b).cast("B")
+        data = self.raw.read(len(view))
         self.seen += len(data)
         if self.seen > self.cap:
             raise CloudError(f"{self.name}: larger than {self.cap // 2**20} MiB; not read further")
-        b[:len(data)] = data
+        view[:len(data)] = data
         return len(data)
 
 
@@ -149,19 +154,19 @@ def _pick(cands: list[tuple[float, str]], what: str, ambiguous: list[str]) -> tu
     return best
 
 
-def ec2_client(region: str) -> Any | None:
+def ec2_client(region: str) -> Ec2Prices | None:
     """An EC2 client with the user's credentials (boto3's default chain), or None when there are none."""
     try:
-        return AwsApi(regions=[region]).ec2(region)
+        return cast(Ec2Prices, AwsApi(regions=[region]).ec2(region))
     except (CredentialsError, AwsCredentialsError):
         return None
 
 
-def spot_prices(client: Any, types: set[str], now: datetime) -> dict[tuple[str, str], tuple[float, str]]:
+def spot_prices(client: Ec2Prices, types: set[str], now: datetime) -> dict[tuple[str, str], tuple[float, str]]:
     """(instance type, AZ ID) -> (USD/h, "DescribeSpotPriceHistory <timestamp>") in force at ``now``."""
     try:
         names: dict[str, str] = {}
-        newest: dict[tuple[str, str], tuple[Any, float]] = {}
+        newest: dict[tuple[str, str], tuple[datetime, float]] = {}
         pages = client.get_paginator("describe_spot_price_history").paginate(
             InstanceTypes=sorted(types), ProductDescriptions=["Linux/UNIX"], StartTime=now)
         for page in pages:

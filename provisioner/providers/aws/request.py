@@ -44,8 +44,16 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass
-from typing import Any
 
+from provisioner.providers.aws.params import (
+    BlockDeviceMapping,
+    Ebs,
+    IpPermission,
+    RunInstancesParams,
+    SecurityGroupParams,
+    SpotOptions,
+    Tag,
+)
 from provisioner.providers.base import InvalidRequestError, LaunchSpec
 from provisioner.providers.lifecycle import api_actions, guest_shutdown_action
 from provisioner.providers.offer import Offer
@@ -110,7 +118,7 @@ def client_token(spec: LaunchSpec, zone: str, salt: str = "") -> str:
 UNSTABLE_PARAMETERS = ("ClientToken", "UserData", "TagSpecifications")
 
 
-def token_inputs(spec: LaunchSpec, body: dict[str, Any]) -> dict[str, Any]:
+def token_inputs(spec: LaunchSpec, body: RunInstancesParams) -> dict[str, object]:
     """What the ClientToken of ``body`` is made of besides name, profile hash and AZ (``client_token``): the request
     without ``UNSTABLE_PARAMETERS``, and the payload the user data fetches. Each is the same for every `up` of one
     profile to one AZ, and changes when the VM asked for changes:
@@ -125,14 +133,14 @@ def token_inputs(spec: LaunchSpec, body: dict[str, Any]) -> dict[str, Any]:
     - the payload: its sha256 (of the rendered payload, which the profile determines) and the URL of the object it
       is staged as (the account's bucket in the region, the key from that sha256); the user data's only other
       inputs are the profile hash and the OS. Without a payload (``render``'s preview) the user data itself."""
-    out = {k: v for k, v in body.items() if k not in UNSTABLE_PARAMETERS}
+    out: dict[str, object] = {k: v for k, v in body.items() if k not in UNSTABLE_PARAMETERS}
     ref, data = spec.payload, body.get("UserData") or b""
     out["UserData"] = ({"payload": ref.sha256, "url": ref.url} if ref is not None
                        else hashlib.sha256(data.encode() if isinstance(data, str) else data).hexdigest())
     return out
 
 
-def request_token(spec: LaunchSpec, zone: str, body: dict[str, Any]) -> str:
+def request_token(spec: LaunchSpec, zone: str, body: RunInstancesParams) -> str:
     """The ClientToken of the RunInstances ``body``: name, profile hash, AZ and ``token_inputs``. Two `up`s of one
     profile started together send the same token; EC2 launches once and refuses the other, whose user data differ
     (IdempotentParameterMismatch), and that `up` takes the instance the first launched (providers/aws/group.py)."""
@@ -149,10 +157,10 @@ def role_name(name: str) -> str:
     return name[:64]
 
 
-def root_volume(spec: LaunchSpec) -> dict[str, Any]:
+def root_volume(spec: LaunchSpec) -> Ebs:
     if not 1 <= spec.boot_disk_gib <= GP3_MAX_GIB:
         raise InvalidRequestError(f"boot_disk.size_gib {spec.boot_disk_gib}: gp3 volumes are 1..{GP3_MAX_GIB} GiB")
-    ebs: dict[str, Any] = {"VolumeSize": spec.boot_disk_gib, "VolumeType": "gp3", "DeleteOnTermination": True,
+    ebs: Ebs = {"VolumeSize": spec.boot_disk_gib, "VolumeType": "gp3", "DeleteOnTermination": True,
                            "Encrypted": True}
     if spec.boot_disk_type == "ssd":
         iops = max(GP3_BASE_IOPS, min(GP3_MAX_IOPS, GP3_IOPS_PER_GIB * spec.boot_disk_gib))
@@ -161,30 +169,31 @@ def root_volume(spec: LaunchSpec) -> dict[str, Any]:
     return ebs
 
 
-def profile_tags(profile_json: str) -> list[dict[str, str]]:
+def profile_tags(profile_json: str) -> list[Tag]:
     packed = base64.b64encode(gzip.compress(profile_json.encode(), mtime=0)).decode()
     chunks = [packed[i:i + TAG_VALUE_MAX] for i in range(0, len(packed), TAG_VALUE_MAX)]
     return [{"Key": f"{PROFILE_TAG}{i}", "Value": c} for i, c in enumerate(chunks)]
 
 
-def profile_from_tags(tags: dict[str, str]) -> dict[str, Any] | None:
+def profile_from_tags(tags: dict[str, str]) -> dict[str, object] | None:
     parts = sorted(((int(k[len(PROFILE_TAG):]), v) for k, v in tags.items()
                     if k.startswith(PROFILE_TAG) and k[len(PROFILE_TAG):].isdigit()))
     if not parts:
         return None
     try:
-        return json.loads(gzip.decompress(base64.b64decode("".join(v for _, v in parts))))
+        profile: dict[str, object] = json.loads(gzip.decompress(base64.b64decode("".join(v for _, v in parts))))
     except (ValueError, OSError):
         return None
+    return profile
 
 
-def tags(spec: LaunchSpec, ami: Ami) -> list[dict[str, str]]:
-    out = [{"Key": k, "Value": v} for k, v in sorted(spec.labels.items())]
+def tags(spec: LaunchSpec, ami: Ami) -> list[Tag]:
+    out: list[Tag] = [{"Key": k, "Value": v} for k, v in sorted(spec.labels.items())]
     out += [{"Key": "Name", "Value": spec.name}, {"Key": "trainvm-image", "Value": ami.image_id}]
     return out
 
 
-def instance_tags(spec: LaunchSpec, ami: Ami) -> list[dict[str, str]]:
+def instance_tags(spec: LaunchSpec, ami: Ami) -> list[Tag]:
     """The instance's tags at launch (a cluster's nodes get more: aws_group_request.cluster_params counts them)."""
     base, profile = tags(spec, ami), profile_tags(spec.profile_json)
     out = base + profile
@@ -201,16 +210,17 @@ def instance_tags(spec: LaunchSpec, ami: Ami) -> list[dict[str, str]]:
 
 
 def run_instances_params(spec: LaunchSpec, offer: Offer, ami: Ami, zone_name: str, *, security_group_id: str,
-                         instance_profile: str | None, key_name: str | None = None) -> dict[str, Any]:
+                         instance_profile: str | None, key_name: str | None = None) -> RunInstancesParams:
     """The RunInstances call as boto3 takes it (``UserData`` raw; boto3 base64-encodes it)."""
-    body: dict[str, Any] = {
+    root: BlockDeviceMapping = {"DeviceName": ami.root_device_name, "Ebs": root_volume(spec)}
+    body: RunInstancesParams = {
         "ImageId": ami.image_id,
         "InstanceType": offer.instance_type,
         "MinCount": 1,
         "MaxCount": 1,
         "Placement": {"AvailabilityZone": zone_name},
         "UserData": spec.user_data if isinstance(spec.user_data, bytes) else spec.user_data.encode(),
-        "BlockDeviceMappings": [{"DeviceName": ami.root_device_name, "Ebs": root_volume(spec)}],
+        "BlockDeviceMappings": [root],
         "SecurityGroupIds": [security_group_id],
         "InstanceInitiatedShutdownBehavior": shutdown_behavior(spec),
         "MetadataOptions": {"HttpTokens": "required", "HttpEndpoint": "enabled", "HttpPutResponseHopLimit": 1,
@@ -224,7 +234,7 @@ def run_instances_params(spec: LaunchSpec, offer: Offer, ami: Ami, zone_name: st
     if instance_profile:
         body["IamInstanceProfile"] = {"Name": instance_profile}
     if spec.spot:
-        market: dict[str, Any] = {"SpotInstanceType": "one-time", "InstanceInterruptionBehavior": "terminate"}
+        market: SpotOptions = {"SpotInstanceType": "one-time", "InstanceInterruptionBehavior": "terminate"}
         if spec.max_price_per_hour:
             market["MaxPrice"] = f"{spec.max_price_per_hour:.4f}"
         body["InstanceMarketOptions"] = {"MarketType": "spot", "SpotOptions": market}
@@ -232,33 +242,37 @@ def run_instances_params(spec: LaunchSpec, offer: Offer, ami: Ami, zone_name: st
     return body
 
 
-def security_group_params(spec: LaunchSpec, vpc_id: str | None) -> dict[str, Any]:
-    body: dict[str, Any] = {
+def security_group_params(spec: LaunchSpec, vpc_id: str | None) -> SecurityGroupParams:
+    body: SecurityGroupParams = {
         "GroupName": security_group_name(spec.name),
         "Description": (f"trainvm {spec.name}: SSH only from placement.ssh_from" if spec.ssh_from
                         else f"trainvm {spec.name}: no inbound traffic")
         + ("; all traffic between the nodes of the cluster" if spec.nodes > 1 else ""),
         "TagSpecifications": [{"ResourceType": "security-group",
-                               "Tags": [{"Key": k, "Value": v} for k, v in sorted(spec.labels.items())]
-                               + [{"Key": "Name", "Value": spec.name}]}],
+                               "Tags": [Tag(Key=k, Value=v) for k, v in sorted(spec.labels.items())]
+                               + [Tag(Key="Name", Value=spec.name)]}],
     }
     if vpc_id:
         body["VpcId"] = vpc_id
     return body
 
 
-def ssh_ingress(ssh_from: str | None) -> list[dict[str, Any]]:
+def ssh_ingress(ssh_from: str | None) -> list[IpPermission]:
     """The one inbound rule (tcp/22 from ``ssh_from``), or none."""
     if not ssh_from:
         return []
-    rule: dict[str, Any] = {"IpProtocol": "tcp", "FromPort": SSH_PORT, "ToPort": SSH_PORT}
-    key, cidr_key = ("Ipv6Ranges", "CidrIpv6") if ":" in ssh_from else ("IpRanges", "CidrIp")
-    rule[key] = [{cidr_key: ssh_from, "Description": "trainvm placement.ssh_from"}]
+    rule: IpPermission = {"IpProtocol": "tcp", "FromPort": SSH_PORT, "ToPort": SSH_PORT}
+    why = "trainvm placement.ssh_from"
+    if ":" in ssh_from:
+        rule["Ipv6Ranges"] = [{"CidrIpv6": ssh_from, "Description": why}]
+    else:
+        rule["IpRanges"] = [{"CidrIp": ssh_from, "Description": why}]
     return [rule]
 
 
-def _s3_resources(sources: tuple[str, ...]) -> tuple[list[str], list[dict[str, Any]]]:
-    objects, listing = [], []
+def _s3_resources(sources: tuple[str, ...]) -> tuple[list[str], list[dict[str, object]]]:
+    objects: list[str] = []
+    listing: list[dict[str, object]] = []
     for src in sources:
         m = S3_RE.match(src)
         if not m:
@@ -291,7 +305,7 @@ def secret_resources(names: list[str], region: str) -> list[str]:
     return out
 
 
-def payload_statements(spec: LaunchSpec) -> list[dict[str, Any]]:
+def payload_statements(spec: LaunchSpec) -> list[dict[str, object]]:
     """The bootstrap's read of its payload (templates/bootstrap/fetch-aws.sh): ``s3:GetObject`` on exactly that
     object, nothing else of the bucket (other VMs' payloads stay unreadable). Without ``s3:ListBucket`` S3 answers a
     GetObject of a missing key 403, not 404 (S3 GetObject reference, "Permissions"): a deleted payload reads as a
@@ -312,9 +326,9 @@ def instance_profile_arn(name: str) -> str:
     return f"arn:aws:iam::*:instance-profile/{role_name(name)}"
 
 
-def role_policy(spec: LaunchSpec, region: str) -> dict[str, Any] | None:
+def role_policy(spec: LaunchSpec, region: str) -> dict[str, object] | None:
     """The VM's least-privilege policy, or None when the VM reads no payload and calls no AWS API."""
-    statements: list[dict[str, Any]] = payload_statements(spec)
+    statements: list[dict[str, object]] = payload_statements(spec)
     objects, listing = _s3_resources(spec.data_sources)
     if objects:
         statements.append({"Effect": "Allow", "Action": "s3:GetObject", "Resource": objects})
@@ -340,7 +354,7 @@ ASSUME_ROLE_POLICY = {"Version": "2012-10-17", "Statement": [
     {"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}]}
 
 
-def request_preview(spec: LaunchSpec, offer: Offer) -> dict[str, Any]:
+def request_preview(spec: LaunchSpec, offer: Offer) -> dict[str, object]:
     """What ``up`` sends, offline: the RunInstances wire body (``UserData`` base64) with the AMI as its SSM
     parameter and the AZ as its ID (``up`` pins the AMI and maps the AZ ID to this account's AZ name), plus
     the security group and the IAM policy created before it."""
@@ -350,8 +364,9 @@ def request_preview(spec: LaunchSpec, offer: Offer) -> dict[str, Any]:
                                 security_group_id=f"<id of {security_group_name(spec.name)}>",
                                 instance_profile=role_name(spec.name) if policy else None, key_name=spec.name)
     body["Placement"] = {"AvailabilityZoneId": offer.zone} if offer.zone else {}
-    body["UserData"] = base64.b64encode(body["UserData"]).decode()
-    out: dict[str, Any] = {"RunInstances": body}
+    raw = body["UserData"]
+    body["UserData"] = base64.b64encode(raw if isinstance(raw, bytes) else raw.encode()).decode()
+    out: dict[str, object] = {"RunInstances": body}
     if spec.nodes > 1:  # a cluster (providers/aws/group.py): placement group, MinCount = MaxCount = N
         from provisioner.providers.aws.group_request import preview  # lazy: cycle (group_request reads this module)
 

@@ -12,26 +12,12 @@ from typing import TYPE_CHECKING, Required, TypedDict, cast
 
 from provisioner import settings
 from provisioner.providers.aws import request as R
+from provisioner.providers.aws.params import IpPermission
 from provisioner.providers.base import InvalidRequestError, LaunchSpec, ProviderError
 from provisioner.providers.ssh_key import read_public_key
 
 if TYPE_CHECKING:
     from provisioner.providers.aws.api import AwsApi
-
-
-class IpRange(TypedDict, total=False):
-    CidrIp: str
-    CidrIpv6: str
-
-
-class IpPermission(TypedDict, total=False):
-    """The fields of EC2's ``IpPermission`` that trainvm compares (an ingress rule)."""
-
-    IpProtocol: str
-    FromPort: int
-    ToPort: int
-    IpRanges: list[IpRange]
-    Ipv6Ranges: list[IpRange]
 
 
 class SecurityGroup(TypedDict, total=False):
@@ -105,7 +91,7 @@ class AwsResources:
             else:
                 created, group = True, SecurityGroup(GroupId=gid["GroupId"], IpPermissions=[])
         gid = group["GroupId"]
-        want = cast("list[IpPermission]", R.ssh_ingress(spec.ssh_from))
+        want = R.ssh_ingress(spec.ssh_from)
         have = group.get("IpPermissions") or []
         if _rules(have) != _rules(want):
             if have:

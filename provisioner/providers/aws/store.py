@@ -29,8 +29,9 @@ import hashlib
 import re
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
+from provisioner.providers.aws.sdk import S3, CreateBucketConfiguration, Sts
 from provisioner.providers.base import ConflictError, InvalidRequestError
 from provisioner.providers.store import EXPIRE_DAYS, PAYLOAD_PREFIX, REFRESH_DAYS, PayloadRef, payload_key
 
@@ -75,7 +76,7 @@ class S3PayloadStore:
     # ------------------------------------------------------------------ names
     def account(self) -> str:
         if self._account is None:
-            sts = self.api.client("sts", "us-east-1")
+            sts = cast(Sts, self.api.client("sts", "us-east-1"))
             self._account = str(self.api.call(lambda: sts.get_caller_identity())["Account"])
         return self._account
 
@@ -85,8 +86,8 @@ class S3PayloadStore:
     def url(self, region: str, key: str) -> str:
         return payload_url(self.bucket(region), region, key, self.api.endpoint)
 
-    def _s3(self, region: str) -> Any:
-        return self.api.client("s3", region)
+    def _s3(self, region: str) -> S3:
+        return cast(S3, self.api.client("s3", region))
 
     # ------------------------------------------------------------------ the bucket
     def ensure_bucket(self, region: str) -> str:
@@ -95,11 +96,11 @@ class S3PayloadStore:
         if region in self._ready:
             return bucket
         s3 = self._s3(region)
-        params: dict[str, Any] = {"Bucket": bucket}
-        if region != "us-east-1":  # us-east-1 refuses a LocationConstraint (InvalidLocationConstraint)
-            params["CreateBucketConfiguration"] = {"LocationConstraint": region}
+        # us-east-1 refuses a LocationConstraint (InvalidLocationConstraint)
+        where = CreateBucketConfiguration(LocationConstraint=region)
         try:
-            self.api.call(lambda: s3.create_bucket(**params))
+            self.api.call(lambda: s3.create_bucket(Bucket=bucket) if region == "us-east-1"
+                          else s3.create_bucket(Bucket=bucket, CreateBucketConfiguration=where))
         except Exception as exc:  # noqa: BLE001 - ProviderError with the S3 code
             code = getattr(exc, "code", None)
             if code == "BucketAlreadyExists":
