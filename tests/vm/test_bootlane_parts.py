@@ -27,7 +27,8 @@ def _parts(data: str) -> dict[str, tuple[str, str]]:
 
 def test_the_bootstrap_is_a_script_part_byte_for_byte_and_the_rest_is_cloud_config() -> None:
     parts = _parts(vm.user_data(BOOTSTRAP, [b"CA ONE", b"CA TWO"], '{"x": 1}'))
-    assert parts["00-trainvm-bootstrap"] == ("text/x-shellscript", BOOTSTRAP)
+    # at every boot, as GCE runs a startup-script: the script's own reboots resume through it
+    assert parts["00-trainvm-bootstrap"] == ("text/x-shellscript-per-boot", BOOTSTRAP)
     kind, config = parts["lane.cfg"]
     assert kind == "text/cloud-config" and config.startswith("#cloud-config\n")
     doc = json.loads(config.split("\n", 1)[1])  # JSON is YAML: cloud-init reads it as such
