@@ -185,6 +185,13 @@ class Clock:
         return bool(late) and time.monotonic() - self.t0 > min(late)
 
 
+def at_gpu_gate(final: str, error: str | None) -> bool:
+    """Whether the script's final status is a failure of its GPU gate (tv_gpu_gate, in the driver phase): its own
+    check, or the reboots it asked for ("the NVIDIA kernel module is not loaded") spent."""
+    return final.startswith("failed:driver:") and any(
+        text in (error or "") for text in ("driver/GPU check", "NVIDIA kernel module is not loaded"))
+
+
 def check(cond: bool, what: str, detail: str = "") -> bool:
     log(("ok: " if cond else "FAILED: ") + what + ("" if cond or not detail else f"\n{detail[-3000:]}"))
     return cond
@@ -248,6 +255,10 @@ def judge(console, sha, clock, seconds, events, phase_spans, last_console_report
                 f"the bootstrap fetched payload {sha[:12]} and verified its sha256", says or console[-3000:])
     ok &= check(any(p.endswith("/service-accounts/default/token") for _, p, _ in md_seen),
                 "fetch-gcp.sh took the service account's token from the metadata stub (port 80)", str(md_seen))
+    if clock.stop_at:
+        log(f"stopped at {clock.stop_at!r} (TRAINVM_VM_STOP_AT): the phases and the machine are not judged")
+        log("TIMES (host clock, s since QEMU started): " + ", ".join(f"{k} {v:.0f}" for k, v in clock.seen.items()))
+        return 0 if ok and clock.stop_at in clock.seen else 1
     evs = events(console)
     spans = phase_spans(evs)
     statuses = [e.value for e in evs if e.kind == "status"]
@@ -256,20 +267,15 @@ def judge(console, sha, clock, seconds, events, phase_spans, last_console_report
     for s in spans:
         log(f"phase {s.phase:<10} {s.result or '-':<9} {'-' if s.seconds is None else f'{s.seconds:.0f} s'}")
     log(f"final status {final or '(none)'}; report error: {report.error if report else '(no report)'}")
-    failed_phase = final.split(":")[1] if final.startswith("failed:") else ""
-    before = [s for s in spans if s.phase != failed_phase]
-    ok &= check(failed_phase == "gpu" and all(s.result in ("verified", "done") for s in before),
+    before = [s for s in spans if s.phase != "driver"]
+    ok &= check(at_gpu_gate(final, report.error if report else None) and all(s.result in ("verified", "done") for s in before),
                 f"the startup script fails at the GPU gate and not before (status {final or 'none'})",
                 "\n".join(f"{s.phase} {s.result}" for s in spans))
     m = marks(console)
     for k, v in m.items():
         log(f"vm: {k} = {v}")
-    if clock.stop_at:
-        log(f"stopped at {clock.stop_at!r} (TRAINVM_VM_STOP_AT): the phases and the machine are not judged")
-        log("TIMES (host clock, s since QEMU started): " + ", ".join(f"{k} {v:.0f}" for k, v in clock.seen.items()))
-        return 0 if ok and clock.stop_at in clock.seen else 1
-    booted = re.search(rf"{MARK} uname=(\S+) pid1=(\S+)", console)
-    kernel, pid1 = booted.groups() if booted else ("", "")
+    booted = re.findall(rf"{MARK} (?:bootcmd )?uname=(\S+) pid1=(\S+)", console)  # each boot's, then the report's
+    kernel, pid1 = booted[-1] if booted else ("", "")
     headers = m.get("headers", "").split()
     generic = [h for h in headers if h == "linux-headers-amd64" or re.fullmatch(r"linux-headers-[\d.-]+-amd64", h)]
     ok &= check(kernel.endswith("-cloud-amd64"), f"the booted kernel is the cloud kernel ({kernel or 'no uname line'})")

@@ -61,3 +61,12 @@ def test_the_report_lines_are_read_back_from_a_console_with_prefixes() -> None:
     assert m["uname"] == "6.1.0-50-cloud-amd64 pid1=systemd"  # the first key takes the rest of its line
     assert m["headers"].split() == ["linux-headers-6.1.0-50-cloud-amd64", "linux-headers-6.1.0-50-common"]
     assert m["unit trainvm-idle.timer"] == "enabled=enabled active=active"
+
+
+def test_the_gpu_gate_is_the_driver_phase_failing_its_own_check_or_its_reboots() -> None:
+    spent = "the NVIDIA kernel module is not loaded or is not the installed driver (nvidia-smi: nvidia-smi not found), " \
+            "but the reboot limit (2) is reached"
+    assert vm.at_gpu_gate("failed:driver:129", spent)
+    assert vm.at_gpu_gate("failed:driver:130", "driver/GPU check on n1-standard-8 (expected driver 550.127.05): no GPU")
+    assert not vm.at_gpu_gate("failed:driver:44", "nvidia-driver-cuda 550.127.05 is not in NVIDIA's repository")
+    assert not vm.at_gpu_gate("running:driver", None)
