@@ -15,7 +15,7 @@ EXAMPLE ?= profiles/examples/bert-finetune-t4.yaml
 PYTEST_ARGS ?=
 AZURITE := tests/emulators/azurite/node_modules/.installed
 
-.PHONY: run test lint fix test-os test-vm test-live install install-dev lock-deps validate-examples bench catalog golden clean demo
+.PHONY: run test lint fix test-os test-vm test-vm-boot test-live install install-dev lock-deps validate-examples bench catalog golden clean demo
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "trainvm needs Python >= 3.11; set PYTHON=/path/to/python3.11")'
@@ -85,6 +85,14 @@ test-os: install-dev
 # then ~3-4 min (the boot). Not in make test or CI. The `local` cloud that runs `up` on it is not built yet.
 test-vm: install-dev
 	$(BIN)/python tests/vm/image.py smoke
+
+# The same image booted with trainvm's real GCE bootstrap for the debian-12 T4 profile as NoCloud user data, against
+# the chroot lane's payload store, metadata stub and fake NVIDIA repository (tests/vm/bootlane.py says what it models):
+# the payload verified, every phase up to the GPU gate on a booted cloud kernel with systemd as PID 1, and the GPU
+# gate failing (the replica driver is empty). Root; ports 80 and 443 of 127.0.0.1 free; one VM at a time (TCG eats
+# both cores). Figures: bench/RESULTS.md. Not in make test or CI.
+test-vm-boot: install-dev
+	nice -n 10 $(BIN)/python tests/vm/bootlane.py
 
 # The end-to-end scenario of tests/live/scenario.py on a REAL cloud account (costs money, bounded by LIVE_MAX_USD,
 # default 2 USD, checked before anything is created; `down` runs on every exit): docs/development.md "Live lane". Skips, saying

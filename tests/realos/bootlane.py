@@ -234,15 +234,16 @@ class Stub(ThreadingHTTPServer):
 
     daemon_threads = True
 
-    def __init__(self, route: Callable[[BaseHTTPRequestHandler], tuple[int, str]]) -> None:
-        super().__init__(("127.0.0.1", 0), Recorder)
+    def __init__(self, route: Callable[[BaseHTTPRequestHandler], tuple[int, str]], port: int = 0) -> None:
+        super().__init__(("127.0.0.1", port), Recorder)
         self.route = route
         self.seen: list[tuple[str, str, str]] = []  # (method, path, user agent)
         self.url = f"http://127.0.0.1:{self.server_address[1]}"
 
 
-def serve(route: Callable[[BaseHTTPRequestHandler], tuple[int, str]]) -> Stub:
-    httpd = Stub(route)
+def serve(route: Callable[[BaseHTTPRequestHandler], tuple[int, str]], port: int = 0) -> Stub:
+    """The stub on 127.0.0.1:``port`` (0: a free port; the VM lane, tests/vm/bootlane.py, needs GCE's port 80)."""
+    httpd = Stub(route, port)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     return httpd
 

@@ -157,24 +157,31 @@ def seed_iso(dest: Path, user_data: str, instance_id: str) -> Path:
     return dest
 
 
-def boot(base: Path, work: Path, user_data: str, timeout_s: float, *, smp: int = 2, mem_mib: int = 2048) -> Boot:
+def boot(base: Path, work: Path, user_data: str, timeout_s: float, *, smp: int = 2, mem_mib: int = 2048,
+         no_reboot: bool = True, until: Callable[[str], bool] | None = None) -> Boot:
     """One boot of a fresh overlay of ``base`` under QEMU's TCG, with ``user_data``; returns when the guest powers
-    off (QEMU exits) or after ``timeout_s`` (then killed, rc 124). The serial console is the returned text."""
+    off (QEMU exits) or after ``timeout_s`` (then killed, rc 124). The serial console is the returned text.
+    ``no_reboot=False``: a reboot of the guest boots the same disk again (QEMU exits only at a power-off);
+    ``until(console)``: asked every 5 s; True kills the VM (rc 125: the caller saw what it waited for)."""
     overlay, console = work / "disk.qcow2", work / "console.log"
     sh("qemu-img", "create", "-q", "-f", "qcow2", "-b", base, "-F", "qcow2", overlay)
     seed = seed_iso(work / "seed.iso", user_data, "lane-" + work.name[-8:])
     argv = ["qemu-system-x86_64", "-machine", "q35,accel=tcg", "-cpu", "max", "-smp", str(smp), "-m", str(mem_mib),
-            "-display", "none", "-no-reboot", "-serial", f"file:{console}",
+            "-display", "none", *(["-no-reboot"] if no_reboot else []), "-serial", f"file:{console}",
             "-drive", f"file={overlay},if=virtio,format=qcow2", "-drive", f"file={seed},if=virtio,format=raw,readonly=on",
             "-netdev", "user,id=n0", "-device", "virtio-net-pci,netdev=n0"]
     start = time.monotonic()
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        rc = proc.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-        rc = 124
+    rc: int | None = None
+    while rc is None:
+        try:
+            rc = proc.wait(timeout=max(0.1, min(5.0, start + timeout_s - time.monotonic())))
+        except subprocess.TimeoutExpired:
+            seen = until is not None and console.exists() and until(console.read_text(encoding="utf-8", errors="replace"))
+            if seen or time.monotonic() - start >= timeout_s:
+                proc.kill()
+                proc.wait()
+                rc = 125 if seen else 124
     seconds = time.monotonic() - start
     return Boot(rc, seconds, console.read_text(encoding="utf-8", errors="replace") if console.exists() else "")
 
