@@ -30,11 +30,12 @@ class Leaves:
         if r is not None:
             target, n = r.cluster or r.name, r.nodes if r.cluster else 1
             where = f"{r.cloud} {r.zone or r.region}"
-            if r.state.upper() in STOPPED and not allocated_while_stopped(r.cloud, r.state):
+            stopped = r.state.upper() in STOPPED
+            if stopped and not allocated_while_stopped(r.cloud, r.state):
                 kept = "an unknown amount per hour" if r.kept_hourly is None else f"${r.kept_hourly * n:.3f}/h"
                 return Aborted(f"aborted: {target} exists on {where}, stopped ({r.state}): it keeps costing {kept} "
                                f"until `trainvm down {target} --yes`")
-            how = f"stopped ({r.state}) but still allocated, and bills" if r.state.upper() in STOPPED else "bills"
+            how = f"stopped ({r.state}) but still allocated, and bills" if stopped else "bills"
             return Aborted(f"aborted: {target} exists on {where} and {how} {_running(r, n)} until "
                            f"`trainvm down {target} --yes`; `trainvm verify {target}` checks it later")
         if self.attempt is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from provisioner.hooks.own import own_provider
 from provisioner.providers.hook_types import CloudHooks
 
 if TYPE_CHECKING:
@@ -34,7 +35,9 @@ def request_preview(spec: LaunchSpec, offer: Offer) -> dict[str, object]:
 def baker(provider: Provider) -> Baker:
     """An AMI, copied to the failover regions (docs/bake.md)."""
     from provisioner.providers.aws.bake import AwsBaker  # lazy: startup (cloud code only when asked)
+    from provisioner.providers.aws.provider import AwsProvider  # lazy: startup (cloud code only when asked)
 
+    provider = own_provider(provider, AwsProvider)
     return AwsBaker(provider)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from provisioner.hooks.own import own_provider
 from provisioner.providers.hook_types import CloudHooks
 
 if TYPE_CHECKING:
@@ -34,8 +35,7 @@ def baker(provider: Provider) -> Baker:
     from provisioner.providers.azure.bake import AzureBaker  # lazy: startup (cloud code only when asked)
     from provisioner.providers.azure.provider import AzureProvider  # lazy: startup (cloud code only when asked)
 
-    if not isinstance(provider, AzureProvider):  # the baker drives Azure's own client and images: no stand-in
-        raise TypeError(f"an Azure bake runs through the AzureProvider, not {type(provider).__name__}")
+    provider = own_provider(provider, AzureProvider)
     return AzureBaker(provider)
 
 

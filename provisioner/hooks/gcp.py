@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from provisioner.hooks.own import own_provider
 from provisioner.providers.hook_types import CloudHooks
 
 if TYPE_CHECKING:
@@ -35,8 +36,7 @@ def baker(provider: Provider) -> Baker:
     from provisioner.providers.gcp.bake import GceBaker  # lazy: startup (cloud code only when asked)
     from provisioner.providers.gcp.provider import GcpProvider  # lazy: startup (cloud code only when asked)
 
-    if not isinstance(provider, GcpProvider):  # the baker drives GCE's own API client and images: no stand-in
-        raise TypeError(f"a GCE bake runs through the GcpProvider, not {type(provider).__name__}")
+    provider = own_provider(provider, GcpProvider)
     return GceBaker(provider)
 
 

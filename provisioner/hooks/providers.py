@@ -1,8 +1,8 @@
 """The providers the commands use, by cloud: a ``ProviderRegistry`` takes them in its constructor (a test's fakes),
-and builds any other provisionable cloud's with its ``provider`` hook (hooks/__init__.py) when first asked for it.
+and builds any other provisionable cloud's with its ``provider`` hook (hooks/__init__.py) each time it is asked.
 
 ``DEFAULT`` is the one registry the commands ask (``get_provider``, ``provider_clouds``): the real providers. A test
-installs its own with the ``providers`` fixture (tests/conftest.py), which swaps ``DEFAULT`` for the test's duration;
+installs its own with the ``install_providers`` fixture (tests/conftest.py), which swaps ``DEFAULT`` for the test's duration;
 code that is handed providers (``Preflight``, ``BakedImages``...) takes them as arguments instead."""
 
 from __future__ import annotations

@@ -51,7 +51,7 @@ from provisioner.providers.offer import Offer
 from provisioner.providers.poll import poll
 
 if TYPE_CHECKING:
-    from provisioner.providers.base import Provider
+    pass
 
 BUILDER_SHAPE = "m6i.large"
 BUILDER_PRICE_US_EAST_1 = 0.096  # USD/h on-demand, Linux (aws.amazon.com/ec2/pricing/on-demand, 2026-11)
@@ -99,10 +99,8 @@ def _tags(image: Image) -> dict[str, str]:
 class AwsBaker:
     builder_shape = BUILDER_SHAPE
 
-    def __init__(self, provider: Provider) -> None:
-        if not isinstance(provider, AwsProvider):
-            raise TypeError(f"an AWS baker is made on an AwsProvider, not {type(provider).__name__}")
-        self.provider = provider
+    def __init__(self, provider: AwsProvider) -> None:
+        self.provider = provider  # the Baker contract: the builder is created, watched and deleted through it
         self.api, self.resources, self.instances = provider.api, provider.resources, provider.instances
 
     # ------------------------------------------------------------------ the builder
