@@ -1,0 +1,26 @@
+"""The local cloud's hooks (providers/hook_types.py): each imports its module of providers/local/ when called."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from provisioner.providers.hook_types import CloudHooks
+
+if TYPE_CHECKING:
+    from provisioner.providers.base import LaunchSpec
+    from provisioner.providers.offer import Offer
+
+
+def request_preview(spec: LaunchSpec, offer: Offer) -> dict[str, object]:
+    from provisioner.providers.local.request import request_preview  # lazy: startup (cloud code only when asked)
+
+    return request_preview(spec, offer)
+
+
+def host_offers() -> tuple[Offer, ...]:
+    from provisioner.providers.local.host import host_offers  # lazy: startup (cloud code only when asked)
+
+    return host_offers()
+
+
+HOOKS = CloudHooks(name="local", request_preview=request_preview, host_offers=host_offers)
