@@ -163,6 +163,7 @@ def build_context(loaded: LoadedProfile, target: RenderTarget, facts: Facts | No
         **_perf_fields(profile),
         cluster=cluster_context(profile, target.cloud, target.instance_type, target.gpu_count),
         image_mode=image_mode,
+        rehearsal=target.rehearsal,
     )
 
 
