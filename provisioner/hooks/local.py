@@ -23,4 +23,10 @@ def host_offers() -> tuple[Offer, ...]:
     return host_offers()
 
 
-HOOKS = CloudHooks(name="local", request_preview=request_preview, host_offers=host_offers)
+def family_of(instance_type: str) -> str:
+    from provisioner.providers.local.host import family_of  # lazy: startup (cloud code only when asked)
+
+    return family_of(instance_type)
+
+
+HOOKS = CloudHooks(name="local", request_preview=request_preview, host_offers=host_offers, family_of=family_of)

@@ -45,6 +45,11 @@ def vm_size(cpus: int, total_gib: float) -> tuple[int, float]:
     return vcpus, memory
 
 
+def family_of(instance_type: str) -> str:
+    """The catalog's ``family`` of a local shape: ``qemu`` for the VMs this module sizes."""
+    return FAMILY if instance_type.startswith(f"{FAMILY}-") else instance_type
+
+
 def instance_type(vcpus: int, memory_gib: float) -> str:
     return f"qemu-{vcpus}vcpu-{memory_gib:g}gib"
 
