@@ -128,7 +128,7 @@ class Plan:
         """The planner's part of the SPEC ``plan`` JSON document."""
         spot = self.request.spot
         fo = self.failover if failover is None else self.failover[:failover]
-        return {
+        doc: dict[str, object] = {
             "chosen": self.chosen.to_json(spot) if self.chosen else None,
             "alternatives": [o.to_json(spot) for o in self.ranked[1:1 + alternatives]],
             "failover": [o.to_json(spot) for o in fo],
@@ -139,7 +139,10 @@ class Plan:
             "catalog": {"source": self.catalog_source, "date": self.catalog_date.isoformat(),
                         "age_days": self.catalog_age_days, "origin": self.catalog_origin},
             "warnings": list(self.warnings),
-        } | ({"rehearsal": r.to_json()} if self.chosen and (r := self.rehearsal(self.chosen)) else {})
+        }
+        if self.chosen is not None and (r := self.rehearsal(self.chosen)) is not None:  # never a pass: say so
+            doc["rehearsal"] = r.to_json()
+        return doc
 
 
 def running_prices(req: PlanRequest, disk_prices: DiskPrices | None,
