@@ -30,6 +30,7 @@ Decisions (QEMU's option reference: https://www.qemu.org/docs/master/system/invo
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -114,17 +115,19 @@ def overlay_argv(base: str, disk: Path | str, size_gib: int) -> list[str]:
     return ["qemu-img", "create", "-f", "qcow2", "-b", str(base), "-F", "qcow2", str(disk), f"{size_gib}G"]
 
 
-def meta_data(spec: LaunchSpec) -> str:
+def meta_data(spec: LaunchSpec, public_key: str | None = None) -> str:
     """NoCloud ``meta-data``: the instance id (a new one per VM: cloud-init runs its per-instance modules once for
-    it) and the host name."""
+    it), the host name and the user's SSH public key (``public-keys``: the default user's authorized key; a public
+    key, no secret)."""
     iid = hashlib.sha256(f"{spec.name}\0{spec.profile_hash}".encode()).hexdigest()[:16]
-    return f"instance-id: trainvm-{spec.name}-{iid}\nlocal-hostname: {spec.name}\n"
+    keys = f"public-keys:\n  - {json.dumps(public_key)}\n" if public_key else ""
+    return f"instance-id: trainvm-{spec.name}-{iid}\nlocal-hostname: {spec.name}\n{keys}"
 
 
-def seed_files(spec: LaunchSpec) -> dict[str, bytes]:
+def seed_files(spec: LaunchSpec, public_key: str | None = None) -> dict[str, bytes]:
     """The files of the ``cidata`` seed volume."""
     data = spec.user_data if isinstance(spec.user_data, bytes) else spec.user_data.encode()
-    return {"user-data": data, "meta-data": meta_data(spec).encode()}
+    return {"user-data": data, "meta-data": meta_data(spec, public_key).encode()}
 
 
 def seed_argv(seed: Path | str, folder: Path | str) -> list[str]:
