@@ -7,8 +7,16 @@ from typing import TYPE_CHECKING
 from provisioner.providers.hook_types import CloudHooks
 
 if TYPE_CHECKING:
-    from provisioner.providers.base import LaunchSpec
+    from collections.abc import Callable, Iterable
+
+    from provisioner.providers.base import LaunchSpec, Provider
     from provisioner.providers.offer import Offer
+
+
+def provider(*, candidate_regions: Callable[[], Iterable[str]] | None = None) -> Provider:  # one folder: no regions
+    from provisioner.providers.local.provider import LocalProvider  # lazy: startup (cloud code only when asked)
+
+    return LocalProvider()
 
 
 def request_preview(spec: LaunchSpec, offer: Offer) -> dict[str, object]:
@@ -29,4 +37,5 @@ def family_of(instance_type: str) -> str:
     return family_of(instance_type)
 
 
-HOOKS = CloudHooks(name="local", request_preview=request_preview, host_offers=host_offers, family_of=family_of)
+HOOKS = CloudHooks(name="local", request_preview=request_preview, provider=provider, host_offers=host_offers,
+                   family_of=family_of)

@@ -259,8 +259,9 @@ CLOUDS: Mapping[str, CloudSpec] = MappingProxyType({c.name: c for c in (
             spot_reclaim=lambda on_max_run: "this machine has no spot VMs",
         ),
         nvswitch_shapes=r"(?!)",  # no GPU
+        # the script PUTs its status to the VM's endpoint (providers/local/endpoint.py), kept in the VM's folder
+        live_status="the VM endpoint's status/status",
         default=False,
-        provisionable=False,  # no provider yet: planned and rendered for review (issue 38's next step)
         rehearsal=True,
     ),
 )})

@@ -51,7 +51,7 @@ def test_local_is_a_rehearsal_cloud_outside_the_default_set() -> None:
 T4 = offer(cloud="gcp", instance_type="n1-standard-8", family="n1-standard", gpu_name="T4", gpu_memory_gib=16.0,
            price_hourly=0.73)
 LOCAL = host.host_offers(cpu_count=2, meminfo=MEMINFO, machine="x86_64")[0]
-PROV = frozenset({"gcp", "azure", "aws", "local"})  # as the local cloud will be once its provider exists
+PROV = frozenset({"gcp", "azure", "aws", "local"})
 
 
 def test_a_gpu_profile_is_rehearsed_on_local_and_the_plan_says_so() -> None:
@@ -87,8 +87,8 @@ def test_checks_stay_gates_on_every_other_cloud_and_on_local_the_rest_still_appl
     req = PlanRequest(gpu_names=frozenset({"T4"}), clouds=("local", "gcp"), provisionable_clouds=PROV)
     p = plan(req, catalog([cheap_k80, LOCAL]), TODAY)
     assert p.chosen is LOCAL and p.rejected == {"gcp": {"gpu_name": 1}}
-    # local is not provisionable yet (no provider): the registry's default still rejects it
-    p = plan(replace(req, provisionable_clouds=None), catalog([LOCAL]), TODAY)
+    # a cloud the request says is not provisionable is still rejected for it (a rehearsal relaxes no such check)
+    p = plan(replace(req, provisionable_clouds=frozenset({"gcp"})), catalog([LOCAL]), TODAY)
     assert p.chosen is None and p.rejected == {"local": {"not_provisionable": 1}}
     # data on another cloud's store is not readable on local: not relaxed by a rehearsal
     p = plan(replace(req, data_excluded_clouds={"local": "gs:// data"}), catalog([LOCAL]), TODAY)

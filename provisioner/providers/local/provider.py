@@ -116,7 +116,7 @@ class LocalProvider:
                          "created": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), "base": base,
                          "os": spec.os, "ssh_user": SSH_USERS.get(family, family), "ssh_port": port,
                          "owner": owner_label(), "payload": spec.payload.sha256[:16] if spec.payload else None,
-                         "profile_json": spec.profile_json, "labels": spec.labels, "qemu": argv})
+                         "trainvm-profile": spec.profile_json, "labels": spec.labels, "qemu": argv})
         _run(argv)
 
     def stop(self, name: str, *, wait: bool = True) -> InstanceRecord | None:
@@ -175,7 +175,7 @@ class LocalProvider:
             return None, None
         text = self.console(name)
         try:
-            profile = json.loads(vm.text("profile_json") or "null")
+            profile = json.loads(vm.text("trainvm-profile") or "null")
         except ValueError:
             profile = None
         return last_console_report(text[0] if text else None), profile if isinstance(profile, dict) else None
