@@ -3,6 +3,9 @@ not a catalog row), and a profile that asks for a GPU is offered there as a rehe
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -93,3 +96,25 @@ def test_checks_stay_gates_on_every_other_cloud_and_on_local_the_rest_still_appl
     # data on another cloud's store is not readable on local: not relaxed by a rehearsal
     p = plan(replace(req, data_excluded_clouds={"local": "gs:// data"}), catalog([LOCAL]), TODAY)
     assert p.chosen is None and p.rejected == {"local": {"data_locality": 1}}
+
+
+def _trainvm(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "TRAINVM_TODAY": "2026-12-07", "TRAINVM_NO_CACHE": "1",
+           "COLUMNS": "200"}
+    return subprocess.run([sys.executable, "-m", "provisioner", *args], capture_output=True, text=True, env=env,
+                          cwd=HERE.parents[1])
+
+
+def test_plan_says_rehearsal_in_its_text_and_json(tmp_path: Path) -> None:
+    profile = str(HERE / "fixtures" / "t4-rehearsal.yaml")
+    out = _trainvm(tmp_path, "plan", profile, "--cloud", "local")
+    assert out.returncode == 0, out.stderr
+    assert "rehearsal: no GPU - " in out.stdout and "never a pass" in out.stdout
+    assert "$0.00" in out.stdout and "$0. " not in out.stdout  # a zero price prints as money
+    assert "matches no local region" not in out.stderr  # regions are not a gate for a rehearsal: the line says so
+    doc = json.loads(_trainvm(tmp_path, "plan", profile, "--cloud", "local", "--json").stdout)
+    assert doc["chosen"]["cloud"] == "local" and doc["rehearsal"]["status"] == "no GPU"
+    assert "region" in doc["rehearsal"]["not_checked"]
+    # without --cloud local the profile's own clouds: no rehearsal, nothing of the host read
+    doc = json.loads(_trainvm(tmp_path, "plan", profile, "--json").stdout)
+    assert doc["chosen"]["cloud"] == "gcp" and "rehearsal" not in doc
