@@ -64,6 +64,11 @@ def test_a_vm_of_another_profile_version_is_a_conflict_and_records_read_back(tmp
     assert provider.ssh_argv(rec, ["true"])[:3] == ["ssh", "-p", "2222"] and "debian@127.0.0.1" in provider.ssh_argv(rec, [])
     assert provider.delete("tv-a") and not files.root.exists() and not provider.delete("tv-a")
     assert provider.find("../etc") is None and provider.delete("../etc") is False  # never a path outside its folder
+    (tmp_path / "tv-a").mkdir()  # a folder trainvm did not make: a conflict, left as it is
+    (tmp_path / "tv-a" / "mine").write_text("x")
+    with pytest.raises(ConflictError, match="not a trainvm VM"):
+        LocalProvider(tmp_path).create(spec(), OFFER)
+    assert (tmp_path / "tv-a" / "mine").read_text() == "x"
 
 
 def test_the_payload_store_is_content_addressed(tmp_path: Path) -> None:

@@ -80,6 +80,8 @@ class LocalProvider:
                 raise ConflictError(f"a local VM named {spec.name} exists for another version of the profile "
                                     f"(hash {existing.hash}); run `trainvm down {spec.name}` or pass --name")
             return replace(existing, adopted=True)
+        if self._files(spec.name).root.exists():  # no record in it: not a VM trainvm made, never touched
+            raise ConflictError(f"{self.root / spec.name} exists and is not a trainvm VM; pass --name to choose another name")
         for tool, package in TOOLS.items():
             if shutil.which(tool) is None:
                 raise InvalidRequestError(f"{tool} is not installed: the local cloud needs it (Debian package {package})")
