@@ -20,7 +20,9 @@ Rules (field -> verdict):
   cannot prove it: drift, with the observation shown.
 - ``stack.cuda_toolkit``: nvcc is present and its major.minor is the CUDA expected.
 - ``stack.packages.<name>`` / ``lock.packages.<name>``: exact version with local label (or the
-  specifier); names canonicalised; missing is drift.
+  specifier); names canonicalised; missing is drift. A report whose ``packages`` is not the schema's
+  object {name: version} (an older agent's, a hand-edited one) has no packages, and ``stack.packages``
+  says so (drift), as every pin does (missing).
 - ``stack.framework``: the framework imports and reports the pinned version; ``stack.framework.gpu``
   (a CUDA build): it can use the GPU.
 - ``hardware.*``: at least ``gpu_count`` GPUs; the best of them named as allowed (canonical names)
@@ -152,14 +154,30 @@ def framework_cuda(report: Mapping[str, Any]) -> Optional[str]:
     return major_minor(report.get("cuda_runtime") or report.get("cuda_toolkit"))
 
 
+def report_packages(report: Mapping[str, Any]) -> Dict[str, str]:
+    """The report's packages, {name: version} (schema 1: ``StackReport.packages``); none when ``packages`` is
+    anything else (a list from an older agent or a hand-edited report: ``stack.packages`` says so)."""
+    packages = report.get("packages")
+    if not isinstance(packages, Mapping):
+        return {}
+    return dict(packages)
+
+
+def _bad_packages(report: Mapping[str, Any]) -> Optional[str]:
+    """What ``packages`` is when it is present and not the schema's object, else None."""
+    packages = report.get("packages")
+    if packages is None or isinstance(packages, Mapping):
+        return None
+    return "a JSON %s, not an object {name: version}" % ("array" if isinstance(packages, (list, tuple)) else type(packages).__name__)
+
+
 def report_cudnn(report: Mapping[str, Any]) -> Optional[str]:
     """The cuDNN in use, as precisely as the report proves it (see ``report.refine_cudnn``)."""
-    packages = report.get("packages") or {}
-    return refine_cudnn(_get(report, "framework", "cudnn"), [cudnn_wheel(dict(packages)), normalize_cudnn(report.get("cudnn"))])
+    return refine_cudnn(_get(report, "framework", "cudnn"), [cudnn_wheel(report_packages(report)), normalize_cudnn(report.get("cudnn"))])
 
 
 def _packages(report: Mapping[str, Any]) -> Dict[str, str]:
-    return {_canonical(str(k)): v for k, v in (report.get("packages") or {}).items()}
+    return {_canonical(str(k)): v for k, v in report_packages(report).items()}
 
 
 def _stack_fields(stack: Mapping[str, Any], report: Mapping[str, Any]) -> Iterable[FieldResult]:
@@ -176,6 +194,9 @@ def _stack_fields(stack: Mapping[str, Any], report: Mapping[str, Any]) -> Iterab
         yield FieldResult("stack.cuda_toolkit", major_minor(str(cuda)) if cuda else True, toolkit, ok)
     if stack.get("python"):
         yield FieldResult("stack.python", stack["python"], report.get("python"), str(stack["python"]) == report.get("python"))
+    bad = _bad_packages(report)
+    if bad:
+        yield FieldResult("stack.packages", "an object {name: version}", bad, False)
     observed = _packages(report)
     for name, expected in stack.get("packages") or []:
         yield FieldResult("stack.packages.%s" % name, expected, observed.get(name), package_ok(expected, observed.get(name)))
@@ -324,7 +345,7 @@ def compare(expectation: Mapping[str, Any], report: Optional[Mapping[str, Any]])
     return VerifyResult("drift" if any(f.drifted for f in ordered) else "match", ordered)
 
 
-_ORDER = ("stack.os", "stack.driver", "stack.cuda", "stack.cudnn", "stack.cuda_toolkit", "stack.python", "stack.packages.",
+_ORDER = ("stack.os", "stack.driver", "stack.cuda", "stack.cudnn", "stack.cuda_toolkit", "stack.python", "stack.packages",
           "stack.framework", "lock.packages.", "hardware.gpu", "hardware.min_gpu", "hardware.min_vcpus", "hardware.min_memory",
           "hardware.local_nvme", "stack.container.")
 
