@@ -28,7 +28,6 @@ TV_DRIVER_PKGVERS=( '' )
 TV_MODULES='open'
 TV_NVSWITCH=0
 TV_FM_PKG=''
-TV_KERNEL_HEADERS_META=( 'linux-headers-azure' )
 TV_KERNEL_HOLD=( 'linux-azure' 'linux-image-azure' 'linux-headers-azure' )
 TV_UV_VERSION='0.13.9'
 TV_UV_URL='https://files.pythonhosted.org/packages/3d/aa/26d64642d808de4a652579ef950d7cd2d37f080a8babf9c67c6b75fc4c3f/uv-0.13.9-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl'
@@ -950,10 +949,17 @@ tv_kernel_prepare() {  # headers for the running kernel (DKMS); kernel packages 
     printf '%s\n' "$kver" >"$TV_STATE/kernel-moved"
     tv_reboot "$LINENO" "linux-headers-$kver is not in the archive; booting ${TV_KERNEL_HOLD[0]}"
   fi
-  # Without dkms's recommended packages: they are the generic kernel's headers (linux-headers-amd64 |
-  # linux-headers-generic), not held, so a later `apt upgrade` would make DKMS build for a kernel the VM never runs.
-  tv_apt install --no-install-recommends "linux-headers-$kver" "${TV_KERNEL_HEADERS_META[@]}" dkms
-  tv_hold_installed "linux-image-$kver" "linux-headers-$kver" "linux-modules-$kver" "${TV_KERNEL_HOLD[@]}"
+  # The kernel that boots stays the running one: its image and the kernel metapackages are held BEFORE the
+  # install. apt >= 2.5.2 upgrades every installed binary of a source package it installs one of
+  # (APT::Get::Upgrade-By-Source-Package): the headers metapackage (Debian: linux-signed-amd64, Ubuntu:
+  # linux-meta-<flavour>, the image metapackage's source) at the archive's newest would bring the image
+  # metapackage and a newer kernel, which the next boot picks while DKMS built for this one. Only the running
+  # kernel's headers are installed, no headers metapackage (it names the newest kernel's headers: a DKMS build
+  # for a kernel the VM does not run). Without dkms's recommended packages: they are the generic kernel's
+  # headers (linux-headers-amd64 | linux-headers-generic), for the same reason.
+  tv_hold_installed "linux-image-$kver" "linux-modules-$kver" "${TV_KERNEL_HOLD[@]}"
+  tv_apt install --no-install-recommends "linux-headers-$kver" dkms
+  tv_hold_installed "linux-headers-$kver"
   tv_mark kernel
 }
 
