@@ -38,6 +38,9 @@ class RenderTarget:
     zone: str | None = None
     local_nvme_gib: int = 0  # local NVMe the shape has (0 = none)
     nvswitch: bool | None = None  # None: derived from the shape (is_nvswitch_shape)
+    #: the machine has no GPU (its cloud's ``CloudSpec.rehearsal``): the script rehearses the profile there (every
+    #: phase runs, the GPU gate reports ``rehearsal: no GPU``; final status ``rehearsed``, never ``ready``)
+    rehearsal: bool = False
 
     def __post_init__(self) -> None:
         if self.cloud not in CLOUDS:
@@ -60,6 +63,7 @@ def target_from_offer(offer: Offer) -> RenderTarget:
         region=offer.region,
         zone=offer.zone,
         local_nvme_gib=int(getattr(offer, "local_nvme_max_gib", 0) or 0),
+        rehearsal=bool(offer.cloud in CLOUDS and CLOUDS[offer.cloud].rehearsal),
     )
 
 
@@ -139,3 +143,6 @@ class ScriptContext:
     #: the startup script's image mode (docs/bake.md): "" (install, the default), "bake" (a builder: install phases,
     #: then clean the disk for capture), "baked" (boot of a baked image: install phases only verify)
     image_mode: str = ""
+    #: RenderTarget.rehearsal: TV_REHEARSAL=1, the GPU gate checks what a machine without a GPU can show (the NVIDIA
+    #: kernel module built for the running kernel) and says what it could not check; final status ``rehearsed``
+    rehearsal: bool = False
