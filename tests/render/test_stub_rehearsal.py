@@ -6,8 +6,8 @@ status is ``rehearsed``, never ``ready``; the report's GPU facts are "not checke
 ``rehearsed``, never ``match``.
 
 Not modelled (stubs): a real DKMS build and its vermagic (the modinfo stub answers once the driver set is "installed"),
-a machine whose nvidia-smi is absent rather than failing (the stub's fails: no module loaded), the container path
-(its check run asks docker for ``--gpus all``)."""
+a machine whose nvidia-smi is absent rather than failing (the stub's fails: no module loaded), a real container
+engine without a GPU (docker's stub refuses ``--gpus`` without a loaded module; the rehearsal's check run asks for none)."""
 
 from __future__ import annotations
 
@@ -78,3 +78,16 @@ def test_without_rehearsal_the_gate_still_wants_a_gpu(make_harness) -> None:
     """The same script for a cloud with GPUs: no modinfo shortcut, the gate loads the module and asks nvidia-smi."""
     run = make_harness(script(rehearsal=False)).run()
     assert run.status == "ready" and run.named("modprobe") and not run.named("modinfo")
+
+
+def test_a_container_profile_is_rehearsed_without_handing_the_container_a_gpu(make_harness) -> None:
+    """The container check run asks docker for no GPU (``--gpus all`` fails where there is none); the container's
+    GPU access is then a "not checked" field, and the rest of what the image holds is judged as on a VM."""
+    lp = S.from_dict(S.container_profile("ubuntu-22.04"))
+    run = make_harness(render_script(lp, dataclasses.replace(S.target_for("gcp", lp), rehearsal=True)).startup_sh).run()
+    assert run.rc == 0 and run.status == "rehearsed", run.output[-3000:]
+    check = next(c for c in run.named("docker") if c.args[0] == "run")
+    assert "--gpus" not in check.args and "--ipc=host" in check.args
+    verdict = compare(lp.profile.model_dump(mode="json"), run.report)
+    assert verdict.status == "rehearsed", [f for f in verdict.fields if f.drifted]
+    assert next(f for f in verdict.fields if f.field == "stack.container.gpu").not_checked == "rehearsal: no GPU"
