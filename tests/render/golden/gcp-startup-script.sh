@@ -963,23 +963,8 @@ tv_driver_install() {  # pinning package when NVIDIA publishes one, then each of
 }
 
 
-tv_rehearsal_gate() {  # tv_rehearsal_gate LINE: no GPU here (TV_REHEARSAL=1): what can be checked, and what cannot
-  local kver magic
-  kver=$(uname -r)
-  magic=$(modinfo -k "$kver" -F vermagic nvidia 2>/dev/null || true)
-  if [ "${magic%% *}" != "$kver" ]; then
-    tv_fail driver "$1" "rehearsal: the NVIDIA kernel module is not built for the running kernel $kver (modinfo nvidia: ${magic:-not found}; dkms status: $(dkms status 2>&1 | tr '\n' ';'))"
-  fi
-  tv_log "rehearsal: the NVIDIA kernel module ($TV_DRIVER, $TV_MODULES) is built for the running kernel $kver"
-  tv_log "rehearsal: no GPU; not checked: nvidia-smi, the GPU count and model, VRAM, the loaded kernel module's driver version, CUDA initialisation"
-}
-
 tv_gpu_gate() {  # tv_gpu_gate LINE: driver = expected in nvidia-smi and the kernel module, GPUs match
   local out rc=0
-  if [ "$TV_REHEARSAL" = 1 ]; then
-    tv_rehearsal_gate "$1"
-    return 0
-  fi
   if ! out=$(modprobe nvidia 2>&1); then
     tv_log "modprobe nvidia: $out"
     case $out in
