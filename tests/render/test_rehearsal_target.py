@@ -32,7 +32,7 @@ def test_a_rehearsal_target_renders_a_rehearsal(tmp_path) -> None:
     assert ctx.rehearsal is True and json.loads(ctx.expected_json)["rehearsal"] is True
     script = render_script(lp, target).startup_sh
     assert re.search(r"^TV_REHEARSAL=1 ", script, re.M)
-    assert "rehearsal: no GPU; not checked:" in script and 'modinfo -k "$kver" -F vermagic nvidia' in script
+    assert "rehearsal: no GPU; not checked:" in script and "modinfo -F vermagic nvidia" in script
     (tmp_path / "startup.sh").write_text(script)
     assert S.shellcheck([tmp_path / "startup.sh"]) == {}
 
