@@ -88,7 +88,6 @@ class ScriptContext:
     driver_pkg: str  # the first of driver_pkgs (nvidia-driver-cuda, nvidia-open, cuda-drivers): messages, the pin's root
     nvswitch: bool
     fabricmanager_pkg: str  # "" without NVSwitch
-    kernel_headers_meta: tuple[str, ...]
     kernel_hold: tuple[str, ...]
     gpu_name: str
     gpu_count: int
