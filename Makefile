@@ -82,8 +82,10 @@ test-os: install-dev
 # systemd, cloud-init; tests/vm/image.py says what it is and is not) and one boot of it under QEMU (TCG: KVM guests
 # hang on these machines), whose NoCloud user data prints the booted kernel and powers off. Needs root, debootstrap,
 # qemu-system-x86, qemu-utils, extlinux, syslinux-common, genisoimage, fdisk. ~15 min the first time (debootstrap),
-# then ~3-4 min (the boot). Not in make test or CI. The `local` cloud that runs `up` on it is not built yet.
+# then ~3-4 min (the boot); first the local provider's lifecycle on a real QEMU without an OS (tests/vm/test_local_qemu.py,
+# marker vm: seconds). Not in make test or CI.
 test-vm: install-dev
+	nice -n 10 $(BIN)/python -m pytest -m vm tests/vm
 	$(BIN)/python tests/vm/image.py smoke
 
 # The same image booted with trainvm's real GCE bootstrap for the debian-12 T4 profile as NoCloud user data, against

@@ -50,6 +50,13 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     Setting("TRAINVM_BAKE_TIMEOUT", "5400", "seconds `bake` waits for the builder's install phases (then the builder is deleted and the bake fails, naming the phase)"),
     Setting("TRAINVM_LOGS_POLL_SECONDS", "5", "`logs --follow` polling interval (0 in tests)"),
     Setting("TRAINVM_SSH_PROBE_SECONDS", "5", "how long `ssh` waits for tcp:22 before saying how to open the firewall (0 skips the probe)"),
+    # the local cloud (a QEMU VM on this machine: docs/local.md)
+    Setting("TRAINVM_LOCAL_IMAGE_DEBIAN_12", "", "the Debian 12 base qcow2 `--cloud local` boots (an overlay on it): the official `genericcloud` image from https://cloud.debian.org/images/cloud/bookworm/, checked against its SHA512SUMS, or the VM lane's image"),
+    Setting("TRAINVM_LOCAL_IMAGE_UBUNTU_22_04", "", "the Ubuntu 22.04 base qcow2 `--cloud local` boots: the official image from https://cloud-images.ubuntu.com/jammy/, checked against its SHA256SUMS"),
+    Setting("TRAINVM_LOCAL_IMAGE_UBUNTU_24_04", "", "the Ubuntu 24.04 base qcow2 `--cloud local` boots: the official image from https://cloud-images.ubuntu.com/noble/, checked against its SHA256SUMS"),
+    Setting("TRAINVM_LOCAL_ACCEL", "tcg", "QEMU accelerator of `--cloud local`: `tcg` (emulation: works everywhere, slow) or `kvm` (where `/dev/kvm` works; a nested KVM guest can hang before the kernel's first message)"),
+    Setting("TRAINVM_LOCAL_DIR", "", "folder of the local cloud's VMs and payload store (default `$XDG_STATE_HOME/trainvm/local`, `~/.local/state/trainvm/local`)"),
+    Setting("TRAINVM_LOCAL_STOP_SECONDS", "120", "seconds `stop` waits for a local VM's ACPI power-off before it powers the VM off hard"),
     # lock files, team sources and container images
     Setting("TRAINVM_FROZEN", "", "`1`: as `--frozen` on `lock`, `plan` and `up`: never fetch team sources; fail when the lock and the cache disagree; `plan`/`up` refuse a missing or stale lock"),
     Setting("TRAINVM_DRIVER_INDEX_URL", "https://developer.download.nvidia.com/compute/cuda/repos/{repo}/x86_64/Packages.gz",

@@ -20,7 +20,9 @@ from provisioner import hooks
 from provisioner.providers.registry import CLOUD_NAMES
 from provisioner.providers.registry import DISK_TYPES as DISK_TYPES  # the catalog modules read it here
 
-CLOUDS = CLOUD_NAMES  # the registry's clouds, in its order (the converter writes one CSV per cloud)
+#: the clouds with price rows, in the registry's order (the converter writes one CSV per cloud): every cloud but one
+#: whose offers are facts of this machine (a ``host_offers`` hook: the local cloud, read at plan time)
+CLOUDS = tuple(c for c in CLOUD_NAMES if hooks.of(c).host_offers is None)
 ARCHES: tuple[str, ...] = ("x86_64", "arm64")
 
 # --------------------------------------------------------------------------------------------

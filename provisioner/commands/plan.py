@@ -39,7 +39,8 @@ FAILOVER_SHOWN = 8
 
 
 def _money(x: float | None) -> str:
-    return "-" if x is None else (f"${x:,.2f}" if x >= 1 else f"${x:.4f}".rstrip("0"))
+    small = f"${x:.4f}".rstrip("0") if x is not None else ""
+    return "-" if x is None else (f"${x:,.2f}" if x >= 1 else small + "00" if small.endswith(".") else small)
 
 
 def _script_for(loaded: LoadedProfile, offer: Offer, warnings: list[str]) -> RenderedScript | None:
@@ -232,6 +233,8 @@ def _print_plan(loaded: LoadedProfile, plan: Plan, c: Offer, applied: dict[str, 
             row.append(_money(price * hours * req.nodes))
         table.add_row(*row, style="bold green" if i == 0 else None)
     out.print(table)
+    if (rehearsal := plan.rehearsal(c)) is not None:  # a cloud without a GPU: never a pass (planner/rehearsal.py)
+        out.print(rehearsal.line(), soft_wrap=True, highlight=False, markup=False)
     nodes = req.nodes
     cost = plan.cost(c)
     node_price = cost.running_hourly_known

@@ -12,13 +12,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
-from provisioner.hooks import aws, azure, gcp
+from provisioner.hooks import aws, azure, gcp, local
 from provisioner.providers.hook_types import CloudHooks
 from provisioner.providers.names import or_list
 
+if TYPE_CHECKING:
+    from provisioner.providers.offer import Offer
+
 #: cloud -> its hooks, in the registry's order (providers/clouds.py ``CLOUDS``)
-HOOKS: Mapping[str, CloudHooks] = MappingProxyType({h.name: h for h in (gcp.HOOKS, azure.HOOKS, aws.HOOKS)})
+HOOKS: Mapping[str, CloudHooks] = MappingProxyType({h.name: h for h in (gcp.HOOKS, azure.HOOKS, aws.HOOKS, local.HOOKS)})
 
 
 def of(cloud: str) -> CloudHooks:
@@ -34,6 +38,12 @@ def bakers() -> tuple[str, ...]:
 def priced_clouds() -> tuple[str, ...]:
     """The clouds ``catalog refresh`` can renew (a ``price_source`` hook)."""
     return tuple(n for n, h in HOOKS.items() if h.price_source is not None)
+
+
+def host_offers(clouds: tuple[str, ...]) -> tuple[Offer, ...]:
+    """The offers ``clouds`` make from facts of this machine (their ``host_offers`` hooks), read now; only the clouds
+    asked are read (a plan that does not name such a cloud reads nothing of the host)."""
+    return tuple(o for c in clouds if (hook := HOOKS[c].host_offers) is not None for o in hook())
 
 
 def family_of(cloud: str, instance_type: str) -> str:

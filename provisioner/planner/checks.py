@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterator, Optional
 
+from provisioner.planner.rehearsal import clouds_of
 from provisioner.providers.registry import CLOUD_NAMES
 
 if TYPE_CHECKING:
@@ -29,6 +30,8 @@ class Check:
     reason: str
     build: Build
     doc: str  # what failing it means (REASONS' comment, kept next to the test)
+    #: not a gate on a rehearsal cloud (planner/rehearsal.py): the plan lists it under ``not_checked`` instead
+    rehearsed: bool = False
 
 
 def _cloud(r: PlanRequest, ck: _Checker) -> Predicate:
@@ -141,28 +144,40 @@ CHECKS: tuple[Check, ...] = (
     Check("cluster", _cluster, "nodes > 1 and trainvm cannot create clusters on that cloud yet (registry group_engine)"),
     Check("data_locality", _in_map("data_excluded_clouds"), "a VM on that cloud cannot read a data source"),
     Check("secret_store", _in_map("secret_excluded_clouds"), "a VM on that cloud cannot read a secret:// reference"),
-    Check("gpu_name", _gpu_name, "GPU model not among the accepted names"),
-    Check("gpu_memory", _gpu_memory, "memory per GPU below min_gpu_memory_gib"),
-    Check("stack_incompatible", _stack, "the pinned stack cannot run on that GPU (compat engine)"),
-    Check("gpu_count", _gpu_count, "GPU count differs from hardware.gpu_count"),
-    Check("vcpus", _vcpus, "fewer vCPUs than min_vcpus"),
-    Check("memory", _memory, "less RAM than min_memory_gib"),
+    Check("gpu_name", _gpu_name, "GPU model not among the accepted names", rehearsed=True),
+    Check("gpu_memory", _gpu_memory, "memory per GPU below min_gpu_memory_gib", rehearsed=True),
+    Check("stack_incompatible", _stack, "the pinned stack cannot run on that GPU (compat engine)", rehearsed=True),
+    Check("gpu_count", _gpu_count, "GPU count differs from hardware.gpu_count", rehearsed=True),
+    Check("vcpus", _vcpus, "fewer vCPUs than min_vcpus", rehearsed=True),
+    Check("memory", _memory, "less RAM than min_memory_gib", rehearsed=True),
     Check("local_nvme", _nvme, "cannot have local_nvme_gib of local NVMe"),
     Check("disk_type", _disk, "boot disk type unavailable for that machine family / size"),
     Check("os_image", _os_image, "no image of stack.os for that cloud/architecture"),
     Check("placement", _placement, "nodes > 1 with placement.compact: true, and the family cannot be placed compactly"),
-    Check("region", _region, "region not matched by placement.regions"),
+    Check("region", _region, "region not matched by placement.regions", rehearsed=True),
     Check("retired", _flag("retired"), "catalog flags the size as retired by the cloud"),
     Check("fractional_gpu", _flag("fractional_gpu"), "size carries a slice of one GPU"),
     Check("flagged_price", _flag("flagged_price"), "catalog price is unreliable (see catalog data/README.md)"),
-    Check("spot_unavailable", _spot, "spot requested, offer has no (reliable) spot price"),
+    Check("spot_unavailable", _spot, "spot requested, offer has no (reliable) spot price", rehearsed=True),
     Check("max_price", _max_price, "price that applies above max_price_per_hour"),
 )
 
 
 def active(request: PlanRequest, ck: _Checker) -> Iterator[tuple[str, Predicate]]:
     """(reason, predicate) of every check of ``CHECKS`` that can fail for ``request``, in reason order."""
+    reh = clouds_of(request)
     for c in CHECKS:
         pred = c.build(request, ck)
-        if pred is not None:
+        if pred is not None and reh and c.rehearsed:
+            yield c.reason, _not_on(reh, pred)
+        elif pred is not None:
             yield c.reason, pred
+
+
+def _not_on(clouds: frozenset[str], pred: Predicate) -> Predicate:
+    return lambda o: o.cloud not in clouds and pred(o)
+
+
+def rehearsed_failures(offer: Offer, request: PlanRequest, ck: _Checker) -> tuple[str, ...]:
+    """The ``rehearsed`` checks ``offer`` fails for ``request``, as on a cloud that can pass."""
+    return tuple(c.reason for c in CHECKS if c.rehearsed and (p := c.build(request, ck)) is not None and p(offer))

@@ -23,8 +23,9 @@ from provisioner.catalog.disks import DiskPrices
 from provisioner.catalog.families import GPU_MEMORY_GIB
 from provisioner.catalog.models import EMBEDDED_STALE_AFTER_DAYS, EXCLUDING_FLAGS, Catalog, Offer
 from provisioner.planner import checks as _checks
+from provisioner.planner.rehearsal import Rehearsal, last, rehearsal_of
 from provisioner.planner.request import REASONS, PlanRequest
-from provisioner.providers.registry import cluster_clouds, os_arches, provisionable_clouds
+from provisioner.providers.registry import cluster_clouds, os_arches, provisionable_clouds, rehearsal_clouds
 
 #: A catalog older than its ``stale_after_days`` gets a warning in every plan: 30 days for a refreshed or
 #: TRAINVM_CATALOG catalog, 90 for the embedded snapshot (catalog/models.py says why).
@@ -97,6 +98,12 @@ class Plan:
                 "premium": None if by_cap else self.request.max_failover_premium,
                 "worst_case_price_hourly": self.failover_worst_case}
 
+    def rehearsal(self, offer: Offer) -> Rehearsal | None:
+        """Why ``offer`` is offered as a rehearsal, never a pass (planner/rehearsal.py); None: an offer that can pass."""
+        if offer.cloud not in rehearsal_clouds():
+            return None
+        return rehearsal_of(offer, self.request, _checks.rehearsed_failures(offer, self.request, _Checker(self.request)))
+
     @property
     def feasible(self) -> bool:
         return self.chosen is not None
@@ -121,7 +128,7 @@ class Plan:
         """The planner's part of the SPEC ``plan`` JSON document."""
         spot = self.request.spot
         fo = self.failover if failover is None else self.failover[:failover]
-        return {
+        doc: dict[str, object] = {
             "chosen": self.chosen.to_json(spot) if self.chosen else None,
             "alternatives": [o.to_json(spot) for o in self.ranked[1:1 + alternatives]],
             "failover": [o.to_json(spot) for o in fo],
@@ -133,6 +140,9 @@ class Plan:
                         "age_days": self.catalog_age_days, "origin": self.catalog_origin},
             "warnings": list(self.warnings),
         }
+        if self.chosen is not None and (r := self.rehearsal(self.chosen)) is not None:  # never a pass: say so
+            doc["rehearsal"] = r.to_json()
+        return doc
 
 
 def running_prices(req: PlanRequest, disk_prices: DiskPrices | None,
@@ -305,7 +315,7 @@ def plan(request: PlanRequest, catalog: Catalog, today: date) -> Plan:
                 by_reason = rejected.setdefault(o.cloud, {})
                 by_reason["max_price"] = by_reason.get("max_price", 0) + 1
                 near.setdefault("max_price", []).append(o)
-    ranked = _rank(feasible, req, running)
+    ranked = last(_rank(feasible, req, running), req)  # a rehearsal offer (no GPU) after every offer that can pass
     chosen = ranked[0] if ranked else None
     bound = failover_bound(req, running(chosen)) if chosen else None
     failover = failover_order(chosen, ranked[1:], bound, running) if chosen else ()

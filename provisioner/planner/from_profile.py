@@ -18,7 +18,7 @@ an explicit value would have allowed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date
 from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING
@@ -27,11 +27,12 @@ from provisioner import settings
 from provisioner.catalog.storage import load_catalog
 from provisioner.compat.facts import load_facts
 from provisioner.errors import InputError
+from provisioner.hooks import host_offers
 from provisioner.planner.core import plan
 from provisioner.planner.request import PlanRequest
 from provisioner.profile import LoadedProfile
 from provisioner.providers.access import data_locality_exclusions, secret_store_exclusions
-from provisioner.providers.registry import compactable_families
+from provisioner.providers.registry import compactable_families, rehearsal_clouds
 
 if TYPE_CHECKING:
     from provisioner.catalog.models import Catalog
@@ -127,6 +128,9 @@ def make_plan(loaded: LoadedProfile, overrides: Overrides | None = None, today: 
 
     request, applied = build_request(loaded, overrides)
     catalog = load_catalog()
+    host = host_offers(request.clouds)  # offers that are facts of this machine, read now (not catalog rows)
+    if host:
+        catalog = replace(catalog, offers=catalog.offers + host)
     return PlannedProfile(plan(request, catalog, today or _today()), catalog, applied)
 
 
@@ -151,6 +155,8 @@ def region_warnings(request: PlanRequest, catalog: Catalog) -> list[str]:
         regions.setdefault(offer.cloud, set()).add(offer.region)
     out = []
     for cloud in request.clouds:
+        if cloud in rehearsal_clouds():  # regions are not a gate there (planner/rehearsal.py): the plan says so
+            continue
         names = regions.get(cloud, set())
         if names and not any(fnmatchcase(r, g) for r in names for g in request.region_globs):
             examples = ", ".join(sorted(names)[:3])

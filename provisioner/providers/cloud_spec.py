@@ -9,7 +9,7 @@ from typing import Literal, get_args
 
 #: The clouds trainvm knows (the profile's ``placement.clouds`` accepts exactly these; a test checks that
 #: this spelling and ``CLOUDS`` agree).
-CloudName = Literal["gcp", "azure", "aws"]
+CloudName = Literal["gcp", "azure", "aws", "local"]
 OsName = Literal["ubuntu-22.04", "ubuntu-24.04", "debian-12"]
 OS_NAMES: tuple[str, ...] = get_args(OsName)
 DISK_TYPES: tuple[str, ...] = ("standard", "balanced", "ssd")
@@ -20,7 +20,7 @@ UserDataEncoding = Literal["plain", "base64"]
 class UserDataFormat:
     """How a create request carries the bootstrap (render/bootstrap.py), and the cloud's limit on it."""
 
-    kind: Literal["gce-metadata", "azure-custom-data", "ec2-user-data"]
+    kind: Literal["gce-metadata", "azure-custom-data", "ec2-user-data", "nocloud-user-data"]
     encoding: UserDataEncoding  # in the wire request: as is, or base64 (Azure customData, raw EC2 API)
     limit: int
     limit_unit: str  # what ``limit`` counts
@@ -89,7 +89,19 @@ class AmiParameter:
         return {"ssm_parameter": self.ssm_parameter}
 
 
-ImageRef = GceImage | AzureImage | AmiParameter
+@dataclass(frozen=True)
+class LocalImage:
+    """A base qcow2 on this machine (the ``local`` cloud): the file a setting names. ``source`` is where the official
+    image is published; trainvm pins no download of its own (no checksum it could cite offline: docs/local.md)."""
+
+    setting: str  # the TRAINVM_* setting that names the file (provisioner/settings.py)
+    source: str  # the publisher's page of the official cloud image
+
+    def lock_ref(self) -> dict[str, str]:
+        return {}  # nothing a lock file can pin: a file on this machine (registry.image_refs leaves it out)
+
+
+ImageRef = GceImage | AzureImage | AmiParameter | LocalImage
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,14 @@ Per-cloud facts and their sources:
   (providers/registry_auth.py decides per image; the startup script's helper does it): GCE Artifact Registry /
   Container Registry with the metadata server's access token as user ``oauth2accesstoken``; ECR with
   ``ecr:GetAuthorizationToken`` through boto3; ACR with an IMDS token exchanged at ``https://REGISTRY/oauth2/exchange``.
+* ``local`` (``rehearsal``, not a default cloud): a QEMU VM on this machine (providers/local/). Its one offer is a
+  fact of the host read at plan time (its ``host_offers`` hook, providers/local/host.py), not a catalog row. The
+  bootstrap is cloud-init NoCloud user data, a ``user-data`` file on a ``cidata`` volume the VM reads as a disk:
+  no API limit; the limit below is ISO 9660's largest single-extent file (2**32 - 1 bytes) of the seed image
+  (https://cloudinit.readthedocs.io/en/latest/reference/datasources/nocloud.html). Base images: the official
+  Debian (https://cloud.debian.org/images/cloud/, ``genericcloud``) and Ubuntu (https://cloud-images.ubuntu.com/)
+  qcow2 cloud images, which trainvm cannot pin by checksum offline: the user downloads one, checks it against
+  the publisher's signed SHA512SUMS / SHA256SUMS, and names the file in a setting (``TRAINVM_LOCAL_IMAGE_*``).
 * what a VM can read (data locality, secret stores) and what a cross-cloud copy costs: providers/access.py
   (egress prices: data/egress.yaml, each with its source and whether it was checked).
 """
@@ -51,6 +59,7 @@ from provisioner.providers.cloud_spec import (
     CloudSpec,
     GceImage,
     LifecycleFacts,
+    LocalImage,
     PayloadStoreFacts,
     ReadyEstimate,
     RegistryLogin,
@@ -213,6 +222,47 @@ CLOUDS: Mapping[str, CloudSpec] = MappingProxyType({c.name: c for c in (
             needs="ecr:GetAuthorizationToken, and ecr:BatchGetImage and ecr:GetDownloadUrlForLayer on the repository, "
                   "for the instance profile (trainvm adds them)",
         ),
+    ),
+    CloudSpec(
+        name="local",
+        title="this machine (QEMU)",
+        credential_hint="local: install qemu-system-x86, qemu-utils and genisoimage (Debian packages)",
+        user_data=UserDataFormat("nocloud-user-data", "plain", 4_294_967_295,
+                                 "bytes (no API limit: a file on the cidata seed volume, ISO 9660)"),
+        payload=PayloadStoreFacts(
+            title="content-addressed store on this machine",
+            name="$XDG_STATE_HOME/trainvm/local/store",
+            url="http://10.0.2.100/{key}",
+            access="served only to the VM whose record names the object, through its own QEMU guestfwd channel "
+                   "(no credential in user data)",
+            metadata_url="http://10.0.2.100",
+        ),
+        kernel_flavour="generic",
+        os_images=MappingProxyType({
+            "debian-12": LocalImage("TRAINVM_LOCAL_IMAGE_DEBIAN_12", "https://cloud.debian.org/images/cloud/bookworm/"),
+            "ubuntu-22.04": LocalImage("TRAINVM_LOCAL_IMAGE_UBUNTU_22_04", "https://cloud-images.ubuntu.com/jammy/"),
+            "ubuntu-24.04": LocalImage("TRAINVM_LOCAL_IMAGE_UBUNTU_24_04", "https://cloud-images.ubuntu.com/noble/"),
+        }),
+        os_arches=_x86(*OS_NAMES),
+        # the boot disk is a qcow2 overlay in the VM's folder, whatever the profile's type
+        disk_types=MappingProxyType({"standard": "qcow2", "balanced": "qcow2", "ssd": "qcow2"}),
+        native_schemes=frozenset(),
+        secret_kinds=frozenset(),
+        secret_refs=(),
+        ssh_default="this machine only (QEMU user networking forwards a port of 127.0.0.1 to the VM's port 22)",
+        lifecycle=LifecycleFacts(
+            stop="the VM is powered off (ACPI power-off through QEMU's monitor; QEMU exits, the disk stays)",
+            delete="the VM's QEMU is ended and its folder (disk overlay, seed, console log) removed",
+            kept_billing="the disk overlay keeps its space on this machine, and nothing keeps billing",
+            enforces_max_run=False,
+            guest_shutdown="stop",  # a poweroff inside the guest ends QEMU: the VM is stopped, its disk kept
+            spot_reclaim=lambda on_max_run: "this machine has no spot VMs",
+        ),
+        nvswitch_shapes=r"(?!)",  # no GPU
+        # the script PUTs its status to the VM's endpoint (providers/local/endpoint.py), kept in the VM's folder
+        live_status="the VM endpoint's status/status",
+        default=False,
+        rehearsal=True,
     ),
 )})
 

@@ -88,6 +88,13 @@ class IdentityCheck(Protocol):
     def __call__(self, value: str) -> str: ...
 
 
+class HostOffers(Protocol):
+    """The offers a cloud makes from facts of this machine, read when asked (``plan``: the local cloud's one VM sized
+    from the host), not rows of the price catalog."""
+
+    def __call__(self) -> tuple[Offer, ...]: ...
+
+
 @dataclass(frozen=True)
 class CloudHooks:
     """One cloud's code, as the layers above call it. ``None``: the cloud has no such hook (what that means is said
@@ -114,3 +121,5 @@ class CloudHooks:
     family_of: FamilyOf | None = None
     #: None: the cloud takes no pre-made VM identity
     identity_check: IdentityCheck | None = None
+    #: None: the cloud's offers are the catalog's rows only
+    host_offers: HostOffers | None = None

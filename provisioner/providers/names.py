@@ -5,9 +5,9 @@ keeps these in step with it. Adding a cloud: its name here too."""
 from __future__ import annotations
 
 #: every cloud trainvm knows (registry ``CLOUD_NAMES``), in the registry's order
-CLOUD_NAMES: tuple[str, ...] = ("gcp", "azure", "aws")
+CLOUD_NAMES: tuple[str, ...] = ("gcp", "azure", "aws", "local")
 #: the clouds with a provider (registry ``provisionable_clouds()``)
-PROVISIONABLE: tuple[str, ...] = ("gcp", "azure", "aws")
+PROVISIONABLE: tuple[str, ...] = ("gcp", "azure", "aws", "local")
 
 
 def or_list(names: tuple[str, ...]) -> str:

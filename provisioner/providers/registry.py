@@ -20,6 +20,7 @@ from provisioner.providers.cloud_spec import (
     GceImage,
     ImageRef,
     LifecycleFacts,
+    LocalImage,
     OsName,
     PayloadStoreFacts,
     ReadyEstimate,
@@ -43,6 +44,7 @@ __all__ = [
     "GceImage",
     "ImageRef",
     "LifecycleFacts",
+    "LocalImage",
     "OS_NAMES",
     "OsName",
     "PayloadStoreFacts",
@@ -59,6 +61,7 @@ __all__ = [
     "provisionable_clouds",
     "cluster_clouds",
     "default_clouds",
+    "rehearsal_clouds",
     "provisionable",
     "unknown_cloud_message",
     "credential_hint",
@@ -97,6 +100,11 @@ def default_clouds() -> tuple[str, ...]:
     return tuple(n for n, c in CLOUDS.items() if c.provisionable and c.default)
 
 
+def rehearsal_clouds() -> frozenset[str]:
+    """The clouds without a GPU, where a profile that asks for one is rehearsed, never passed (``rehearsal``)."""
+    return frozenset(n for n, c in CLOUDS.items() if c.rehearsal)
+
+
 def provisionable(name: str) -> bool:
     spec = CLOUDS.get(name)
     return spec is not None and spec.provisionable
@@ -117,8 +125,10 @@ def image_ref(name: str, os_name: str) -> ImageRef | None:
 
 
 def image_refs(os_name: str) -> dict[str, dict[str, str]]:
-    """cloud -> the image reference of ``os_name`` there (the lock file records them), sorted by cloud."""
-    return {n: c.os_images[os_name].lock_ref() for n, c in sorted(CLOUDS.items()) if os_name in c.os_images}
+    """cloud -> the image reference of ``os_name`` there (the lock file records them), sorted by cloud; a cloud whose
+    image is a file on this machine (``LocalImage``) has none to record."""
+    refs = {n: c.os_images[os_name].lock_ref() for n, c in sorted(CLOUDS.items()) if os_name in c.os_images}
+    return {n: r for n, r in refs.items() if r}  # an empty reference: a file on this machine, nothing to pin
 
 
 def os_arches() -> dict[str, Mapping[str, frozenset[str]]]:

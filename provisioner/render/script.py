@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypedDict
 
 from provisioner.errors import RenderError
+from provisioner.providers.registry import rehearsal_clouds
 from provisioner.providers.store import PayloadRef
 from provisioner.render.bootstrap import UserData, preview_ref, render_bootstrap
 from provisioner.render.context import build_context
@@ -89,4 +90,19 @@ def render_script(loaded: LoadedProfile, target: RenderTarget, *, facts: Facts |
 def render_for_offer(loaded: LoadedProfile, offer: Offer, image_mode: str = "") -> RenderedScript:
     """The render for one of the plan's offers (its cloud, region and shape): what ``up`` does once per offer it
     tries, before the provision stage stages the payload (provision/launch.py ``stage``) and builds the request."""
-    return render_script(loaded, target_from_offer(offer), image_mode=image_mode)
+    rehearse = rehearsed_gpu(loaded) if offer.cloud in rehearsal_clouds() else None
+    return render_script(loaded, target_from_offer(offer, rehearse), image_mode=image_mode)
+
+
+def rehearsed_gpu(loaded: LoadedProfile) -> tuple[str, int]:
+    """(GPU, count) a rehearsal renders for (a cloud without a GPU, planner/rehearsal.py): the accepted GPU with the
+    least memory that the stack runs on (``hardware.gpu``'s names, else every cloud GPU of at least
+    ``min_gpu_memory_gib``), as the planner's host defaults take it; its driver is what the rehearsal installs."""
+    from provisioner.compat.facts import load_facts  # lazy: startup
+
+    hw, facts = loaded.profile.hardware, load_facts()
+    names = [n for n in (hw.gpu_names() or facts.cloud_gpu_names()) if n not in loaded.resolved.gpu_exclusions
+             and n in facts.gpus and facts.gpus[n].memory_gib >= (hw.min_gpu_memory_gib or 0)]
+    if not names:
+        raise RenderError("no GPU the profile accepts runs its stack: nothing to rehearse")
+    return min(names, key=lambda n: (facts.gpus[n].memory_gib, n)), hw.gpu_count

@@ -20,11 +20,13 @@ from provisioner.providers.registry import (
     AzureImage,
     CloudName,
     GceImage,
+    LocalImage,
     OsName,
     cloud,
     image_refs,
     provisionable_clouds,
 )
+from provisioner.settings import SETTINGS
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "provisioner" / "compat" / "data"
@@ -43,7 +45,7 @@ def test_literal_spellings_match_the_table() -> None:
 def test_every_os_in_the_facts_has_an_image_on_every_cloud() -> None:
     os_doc = _yaml("os.yaml")["os"]
     assert tuple(os_doc) == OS_NAMES
-    kinds = {"gcp": GceImage, "azure": AzureImage, "aws": AmiParameter}
+    kinds = {"gcp": GceImage, "azure": AzureImage, "aws": AmiParameter, "local": LocalImage}
     for spec in CLOUDS.values():
         assert set(spec.os_images) == set(OS_NAMES) == set(spec.os_arches), spec.name
         assert all(isinstance(ref, kinds[spec.name]) for ref in spec.os_images.values())
@@ -59,7 +61,10 @@ def test_image_references_are_well_formed() -> None:
         assert isinstance(az, AzureImage) and az.gen1_sku and az.gen1_sku != az.sku
         ami = cloud("aws").os_images[os_name]
         assert isinstance(ami, AmiParameter) and ami.ssm_parameter.startswith("/aws/service/")
-    assert set(image_refs("debian-12")) == set(CLOUD_NAMES)
+        local = cloud("local").os_images[os_name]  # a file on this machine, named by a setting
+        assert isinstance(local, LocalImage) and local.setting in SETTINGS and local.source.startswith("https://")
+    # the lock pins the published images; a file on this machine has nothing to pin
+    assert set(image_refs("debian-12")) == set(CLOUD_NAMES) - {"local"}
 
 
 def test_aws_request_builder_uses_the_registry_ami_parameters() -> None:
@@ -193,7 +198,7 @@ def test_per_cloud_catalog_hooks_resolve_without_a_cloud_sdk() -> None:
             "offers = load_catalog().offers\n"
             "called = 0\n"
             "for c, h in HOOKS.items():\n"
-            "    o = next(o for o in offers if o.cloud == c)\n"
+            "    o = next((o for o in offers if o.cloud == c), None) or h.host_offers()[0]  # local: this machine\n"
             "    for hook, arg in ((h.family_of, o.instance_type), (h.family_disk_map, o.family), (h.catalog_check, o),\n"
             "                      (h.identity_check, ident)):\n"
             "        if hook is not None:\n"
@@ -204,8 +209,9 @@ def test_per_cloud_catalog_hooks_resolve_without_a_cloud_sdk() -> None:
             "        called += 1\n"
             "print(called, sorted(m for m in sys.modules if m.split('.')[0] in ('google', 'azure', 'boto3', 'botocore')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    # GCE: family, disks per family, local SSD, catalog check; Azure: family, catalog check, identity; AWS: family
-    assert out.strip() == "8 []"
+    # GCE: family, disks per family, local SSD, catalog check; Azure: family, catalog check, identity; AWS: family;
+    # local: family (its offer is this machine's, from its host_offers hook)
+    assert out.strip() == "9 []"
 
 
 def test_secret_reference_forms_come_from_the_registry() -> None:
@@ -213,7 +219,9 @@ def test_secret_reference_forms_come_from_the_registry() -> None:
 
     source = (ROOT / "provisioner" / "profile" / "fields.py").read_text()
     for spec in CLOUDS.values():
-        assert spec.secret_refs, spec.name
+        if not spec.secret_refs:  # only a rehearsal cloud (this machine) has no secret store: a profile that
+            assert spec.rehearsal and not spec.secret_kinds, spec.name  # names one is not planned there
+            continue
         for form in spec.secret_refs:
             kind = form.pattern.split("/", 1)[0]
             assert kind in spec.secret_kinds and form.hint.startswith(f"secret://{kind}/"), (spec.name, form)

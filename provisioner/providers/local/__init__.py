@@ -1,0 +1,1 @@
+"""The ``local`` cloud: a QEMU VM on this machine (issue 38)."""
