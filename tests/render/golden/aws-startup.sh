@@ -236,9 +236,14 @@ tv_get() {  # tv_get URL FILE [SECONDS]: one download, retried by tv_retry only:
 }
 
 # needrestart (Ubuntu) is suspended: it could restart the unit that runs this script. The update-initramfs
-# stand-in first on apt's PATH (tv_write_defer) notes every `update-initramfs -u` the packages ask for (initramfs-tools'
-# trigger, maintainer scripts; three full rebuilds in one driver install) and tv_initramfs_flush runs it once.
-tv_apt() { tv_retry env PATH="$TV_STATE/lib/defer:$PATH" DEBIAN_FRONTEND=noninteractive NEEDRESTART_SUSPEND=1 apt-get "${TV_APT_OPTS[@]}" "$@"; }
+# stand-in first on dpkg's PATH (tv_write_defer) notes every `update-initramfs -u` the packages ask for (initramfs-tools'
+# trigger, maintainer scripts; three full rebuilds in one driver install) and tv_initramfs_flush runs it once. apt
+# runs dpkg (and so every maintainer script) with PATH set to DPkg::Path, "/usr/sbin:/usr/bin:/sbin:/bin" by default
+# (apt.conf(5); `apt-config dump` on Debian 12's apt 2.6.1), not with apt's own PATH: the stand-in goes there.
+tv_apt() {
+  local path="$TV_STATE/lib/defer:$PATH"
+  tv_retry env PATH="$path" DEBIAN_FRONTEND=noninteractive NEEDRESTART_SUSPEND=1 apt-get "${TV_APT_OPTS[@]}" -o "DPkg::Path=$path" "$@"
+}
 
 tv_write_defer() {  # the stand-in: -u (an update) is noted in initramfs-pending; -c/-d (a kernel added or removed) run now
   local d="$TV_STATE/lib/defer"
