@@ -13,7 +13,6 @@ import heapq
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import date
-from fnmatch import fnmatchcase
 from itertools import compress, groupby
 from operator import attrgetter, not_
 from typing import Callable, Iterable, NamedTuple, TypedDict
@@ -21,10 +20,9 @@ from typing import Callable, Iterable, NamedTuple, TypedDict
 from provisioner.catalog.costs import Cost, cost_of, disks_running_hourly
 from provisioner.catalog.disks import DiskPrices
 from provisioner.catalog.families import GPU_MEMORY_GIB
-from provisioner.catalog.models import EMBEDDED_STALE_AFTER_DAYS, EXCLUDING_FLAGS, Catalog, Offer
-from provisioner.planner import checks as _checks
-from provisioner.planner.request import REASONS, PlanRequest
-from provisioner.providers.registry import cluster_clouds, os_arches, provisionable_clouds
+from provisioner.catalog.models import EMBEDDED_STALE_AFTER_DAYS, Catalog, Offer
+from provisioner.planner.checker import Checker as _Checker
+from provisioner.planner.request import PlanRequest
 
 #: A catalog older than its ``stale_after_days`` gets a warning in every plan: 30 days for a refreshed or
 #: TRAINVM_CATALOG catalog, 90 for the embedded snapshot (catalog/models.py says why).
@@ -32,7 +30,6 @@ STALE_AFTER_DAYS = EMBEDDED_STALE_AFTER_DAYS
 #: Near misses kept per reason (the cheapest ones).
 NEAR_MISSES_PER_REASON = 3
 
-_RANK = {r: i for i, r in enumerate(REASONS)}
 
 
 class NearMiss(NamedTuple):
@@ -202,45 +199,6 @@ def _rank(feasible: list[Offer], req: PlanRequest, price: Callable[[Offer], floa
             run.sort(key=tie)
         extend(run)
     return tuple(out)
-
-
-class _Checker:
-    """Precomputed request state shared by the fast loop and ``diagnose``."""
-
-    def __init__(self, req: PlanRequest) -> None:
-        self.req = req
-        self.globs = req.region_globs
-        self.region_ok: dict[str, bool] = {}
-        self.zone_ok: dict[str, bool] = {}
-        self.os_arches = {c: imgs.get(req.os, frozenset()) for c, imgs in os_arches().items()}
-        #: clouds trainvm can create VMs on (the registry), unless the request names them (tests, what-ifs)
-        self.provisionable = frozenset(provisionable_clouds() if req.provisionable_clouds is None else req.provisionable_clouds)
-        self.flag_reasons: dict[tuple[str, ...], tuple[str, ...]] = {}
-        #: for nodes > 1: the clouds whose provider creates clusters (the registry's group_engine)
-        self.cluster = frozenset(cluster_clouds() if req.cluster_clouds is None else req.cluster_clouds)
-        #: the reasons of planner.checks.CHECKS (read now: a check added to the list is seen by plan and diagnose)
-        self.reasons = tuple(c.reason for c in _checks.CHECKS)
-        #: (reason, offer -> fails?) of every check that can fail for this request, in reason order
-        self.checks = tuple(_checks.active(req, self))
-
-    def region_match(self, region: str, zone: str | None) -> bool:
-        ok = self.region_ok.get(region)
-        if ok is None:
-            ok = self.region_ok[region] = any(fnmatchcase(region, g) for g in self.globs or ())
-        if ok or zone is None:
-            return ok
-        zok = self.zone_ok.get(zone)
-        if zok is None:
-            zok = self.zone_ok[zone] = any(fnmatchcase(zone, g) for g in self.globs or ())
-        return zok
-
-    def flag_reasons_of(self, flags: tuple[str, ...]) -> tuple[str, ...]:
-        """Distinct rejection reasons of a flags tuple, latest reason first."""
-        r = self.flag_reasons.get(flags)
-        if r is None:
-            found = {EXCLUDING_FLAGS[f] for f in flags if f in EXCLUDING_FLAGS}
-            r = self.flag_reasons[flags] = tuple(sorted(found, key=_RANK.__getitem__, reverse=True))
-        return r
 
 
 def diagnose(offer: Offer, request: PlanRequest,
