@@ -23,6 +23,7 @@ from provisioner.catalog.families import GPU_MEMORY_GIB
 from provisioner.catalog.models import EMBEDDED_STALE_AFTER_DAYS, Catalog, Offer
 from provisioner.planner.checker import Checker as _Checker
 from provisioner.planner.request import PlanRequest
+from provisioner.providers.offer import Shape
 
 #: A catalog older than its ``stale_after_days`` gets a warning in every plan: 30 days for a refreshed or
 #: TRAINVM_CATALOG catalog, 90 for the embedded snapshot (catalog/models.py says why).
@@ -49,6 +50,18 @@ class BoundDoc(TypedDict):
 
 
 @dataclass(frozen=True, slots=True)
+class Candidate:
+    """One offer ``up`` may try (the chosen one, then the failover order) with the plan's figures for it, computed
+    once by ``plan()``: what the summary, the quota preflight, failover and the launch request read as fields."""
+
+    offer: Offer
+    shape: Shape  # its machine (what the stages below the plan take)
+    price: float  # the price that applies (``Plan.price``: the spot price when spot and known)
+    running: float  # the running price it was ranked by (``Plan.running_price``)
+    cost: Cost  # with the request's disks, running and stopped (``Plan.cost``)
+
+
+@dataclass(frozen=True, slots=True)
 class Plan:
     request: PlanRequest
     chosen: Offer | None
@@ -71,12 +84,20 @@ class Plan:
     #: id(offer) -> (offer, ``cost(offer)``): an offer's cost is computed once per plan (``up`` asks for its first
     #: offer's in the summary and again for the attempt's labels); not an init field, so ``replace`` starts afresh
     _costs: dict[int, tuple[Offer, Cost]] = field(default_factory=dict, init=False, repr=False, compare=False)
+    #: the chosen offer and the failover order with their figures (``plan()`` fills it: () in a Plan made by hand),
+    #: computed under ``figured_for``: a copy with another request (``dataclasses.replace``) computes its own costs
+    candidates: tuple[Candidate, ...] = ()
+    figured_for: PlanRequest | None = field(default=None, repr=False, compare=False)
+    #: the dearest running price failover may end up paying (``failover_worst_case``; filled by ``plan()``)
+    worst_case: float | None = None
 
     @property
     def failover_worst_case(self) -> float | None:
         """The dearest running price that failover may end up paying (the chosen one when there is no failover)."""
         if self.chosen is None:
             return None
+        if self.worst_case is not None and self.figured_for is self.request:
+            return self.worst_case
         return max(self.running_price(o) for o in (self.chosen, *self.failover))
 
     def running_price(self, offer: Offer) -> float:
@@ -104,6 +125,9 @@ class Plan:
 
     def cost(self, offer: Offer) -> Cost:
         """What ``offer`` costs per hour with the request's disks, running and stopped (catalog/costs.py)."""
+        for c in self.candidates if self.figured_for is self.request else ():
+            if c.offer is offer:
+                return c.cost
         hit = self._costs.get(id(offer))
         if hit is not None and hit[0] is offer:
             return hit[1]
@@ -301,6 +325,7 @@ def plan(request: PlanRequest, catalog: Catalog, today: date) -> Plan:
             warnings.append(
                 f"left out cheaper offers whose catalog price is unreliable, e.g. "
                 f"{o.describe(spot)} (flags: {', '.join(o.flags)}); see the catalog README")
+    candidates = _candidates(req, catalog, (chosen, *failover) if chosen else (), running)
     return Plan(
         request=req, chosen=chosen, ranked=ranked, failover=failover,
         rejected={c: {r: rejected[c][r] for r in ck.reasons if r in rejected[c]}
@@ -308,7 +333,22 @@ def plan(request: PlanRequest, catalog: Catalog, today: date) -> Plan:
         near_misses=near_misses, catalog_source=catalog.source, catalog_date=catalog.date,
         catalog_age_days=age, warnings=tuple(warnings), offers_considered=len(catalog.offers),
         cheaper_flagged=cheaper_flagged, failover_bound=bound, catalog_origin=catalog.origin,
-        disk_prices=catalog.disk_prices, running=running)
+        disk_prices=catalog.disk_prices, running=running, candidates=candidates, figured_for=req,
+        worst_case=max(c.running for c in candidates) if candidates else None)
+
+
+def _candidates(req: PlanRequest, catalog: Catalog, tried: tuple[Offer, ...],
+                running: Callable[[Offer], float]) -> tuple[Candidate, ...]:
+    """The figures of the offers ``up`` may try, once: their costs priced together (catalog/costs.py), their machine
+    and prices read from the offer's fields."""
+    compute = _price_key(req.spot)  # Offer.price_that_applies, inline
+    prices = [compute(o) for o in tried]
+    costs = [cost_of(o, disk_prices=catalog.disk_prices or DiskPrices(), boot_disk_type=req.boot_disk_type,
+                     boot_disk_gib=req.boot_disk_gib, local_nvme_gib=req.local_nvme_gib, nodes=req.nodes,
+                     spot=req.spot, compute_hourly=p, compute_source=catalog.source) for o, p in zip(tried, prices)]
+    return tuple(Candidate(o, Shape(o.cloud, o.region, o.zone, o.zone or o.region, o.instance_type, o.family,
+                                    o.gpu_name, o.gpu_count, o.vcpus, o.local_nvme_max_gib, o.arch), p, running(o), c)
+                 for o, p, c in zip(tried, prices, costs))
 
 
 def failover_bound(request: PlanRequest, chosen_price: float) -> float:
