@@ -161,7 +161,7 @@ def build_context(loaded: LoadedProfile, target: RenderTarget, facts: Facts | No
         expected_json=expected_json(loaded, target, data),
         container=_container(loaded, target),
         **_perf_fields(profile),
-        cluster=cluster_context(profile, target.cloud, target.instance_type, target.gpu_count),
+        cluster=cluster_context(profile.hardware.nodes, target.cloud, target.instance_type, target.gpu_count),
         image_mode=image_mode,
     )
 
