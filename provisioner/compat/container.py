@@ -157,13 +157,19 @@ def container_gpu_exclusions(stack: Any, facts: Facts | None = None, known: Know
 def check_container_profile(profile: Any, facts: Facts | None = None, known: Known | None = None) -> list[Message]:
     """All messages for a profile with ``stack.container`` (the counterpart of rules.check_profile; ``known``: the
     image's facts and notes from the profile's record)."""
+    return check_container_stack(profile.stack, profile.hardware, facts, known)
+
+
+def check_container_stack(stack: Any, hardware: Any, facts: Facts | None = None, known: Known | None = None) -> list[Message]:
+    """``check_container_profile`` over the parts it reads: the profile's ``stack`` (with ``container``) and
+    ``hardware`` (rules.check_stack's counterpart)."""
     facts = facts or load_facts()
-    image, said = known if known is not None else image_store.image_facts(profile.stack.container.image)
+    image, said = known if known is not None else image_store.image_facts(stack.container.image)
     out = list(said)
     if image is not None:
-        out.extend(image_rules(profile.stack, profile.hardware.boot_disk.size_gib, image))
-    table = _gpu_table(profile.stack, image, facts)
-    listed = profile.hardware.gpu_names()
+        out.extend(image_rules(stack, hardware.boot_disk.size_gib, image))
+    table = _gpu_table(stack, image, facts)
+    listed = hardware.gpu_names()
     names = list(listed) if listed is not None else [n for n, g in facts.gpus.items() if g.cloud]
     runnable = [n for n in names if not any(m.level == "error" for m in table[n])]
     warned = False

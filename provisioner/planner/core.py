@@ -343,12 +343,12 @@ def _candidates(req: PlanRequest, catalog: Catalog, tried: tuple[Offer, ...],
     and prices read from the offer's fields."""
     compute = _price_key(req.spot)  # Offer.price_that_applies, inline
     prices = [compute(o) for o in tried]
-    costs = [cost_of(o, disk_prices=catalog.disk_prices or DiskPrices(), boot_disk_type=req.boot_disk_type,
+    shapes = [Shape(o.cloud, o.region, o.zone, o.zone or o.region, o.instance_type, o.family, o.gpu_name, o.gpu_count,
+                    o.vcpus, o.local_nvme_max_gib, o.arch) for o in tried]
+    costs = [cost_of(s, disk_prices=catalog.disk_prices or DiskPrices(), boot_disk_type=req.boot_disk_type,
                      boot_disk_gib=req.boot_disk_gib, local_nvme_gib=req.local_nvme_gib, nodes=req.nodes,
-                     spot=req.spot, compute_hourly=p, compute_source=catalog.source) for o, p in zip(tried, prices)]
-    return tuple(Candidate(o, Shape(o.cloud, o.region, o.zone, o.zone or o.region, o.instance_type, o.family,
-                                    o.gpu_name, o.gpu_count, o.vcpus, o.local_nvme_max_gib, o.arch), p, running(o), c)
-                 for o, p, c in zip(tried, prices, costs))
+                     spot=req.spot, compute_hourly=p, compute_source=catalog.source) for s, p in zip(shapes, prices)]
+    return tuple(Candidate(o, s, p, running(o), c) for o, s, p, c in zip(tried, shapes, prices, costs))
 
 
 def failover_bound(request: PlanRequest, chosen_price: float) -> float:
