@@ -192,16 +192,17 @@ def cost_of(offer: Offer | Shape, *, disk_prices: DiskPrices, boot_disk_type: st
     return Cost(nodes=nodes, parts=tuple(parts), stopped_note=cloud(offer.cloud).lifecycle.kept_billing)
 
 
-def disk_key(offer: Offer, local_nvme_gib: int) -> tuple[str, str, str, str]:
+def disk_key(offer: Offer | Shape, local_nvme_gib: int) -> tuple[str, str, str, str]:
     """What the price of a request's disks on ``offer`` depends on: cloud, region, family (and the shape when local
     scratch is asked for)."""
     return offer.cloud, offer.region, offer.family, offer.instance_type if local_nvme_gib else ""
 
 
-def disks_running_hourly(offers: Iterable[Offer], *, disk_prices: DiskPrices, boot_disk_type: str, boot_disk_gib: int,
+def disks_running_hourly(offers: Iterable[Offer | Shape], *, disk_prices: DiskPrices, boot_disk_type: str, boot_disk_gib: int,
                          local_nvme_gib: int = 0) -> dict[tuple[str, str, str, str], float]:
     """``disk_key`` -> the known hourly price of the disks per node (``cost_of(...).running_hourly_known`` with no
-    compute), once per key among ``offers``: the planner's running prices (planner/core.py ``running_prices``)."""
+    compute), once per key among ``offers`` (offers, or their machines: the planner passes one ``Shape`` per key): the
+    planner's running prices (planner/core.py ``running_prices``)."""
     out: dict[tuple[str, str, str, str], float] = {}
     for o in offers:
         k = disk_key(o, local_nvme_gib)

@@ -83,7 +83,7 @@ def _run_up(path: Path, leaves: Leaves, *, name: str | None, yes: bool, wait_rea
             raise InputError(f"--ssh-from: {exc}") from None
     loaded = load_profile(path, frozen=frozen or None)
     nodes = loaded.profile.hardware.nodes  # > 1: the planner keeps only clouds with a group engine (reason `cluster`)
-    require_pinned_image(loaded)
+    require_pinned_image(loaded.profile.stack.container, loaded.resolved.image, loaded.where)
 
     lock_notes = lock_gate(loaded, frozen=frozen)
     planned = make_plan(loaded, Overrides(tuple(clouds or ()) or None, tuple(regions or ()) or None, spot))

@@ -164,8 +164,12 @@ def running_prices(req: PlanRequest, disk_prices: DiskPrices | None,
     catalog/costs.py (``disks_running_hourly``), rather than the planner going back to it offer by offer."""
     table = disk_prices if disk_prices is not None else DiskPrices()
     compute = _price_key(req.spot)
-    memo = disks_running_hourly(offers, disk_prices=table, boot_disk_type=req.boot_disk_type,
-                                boot_disk_gib=req.boot_disk_gib, local_nvme_gib=req.local_nvme_gib)
+    machines: dict[tuple[str, str, str, str], Offer] = {}  # one offer per disk_key: the disks are the machine's
+    for o in offers:
+        machines.setdefault((o.cloud, o.region, o.family, o.instance_type if req.local_nvme_gib else ""), o)
+    memo = disks_running_hourly([shape_of(o) for o in machines.values()], disk_prices=table,
+                                boot_disk_type=req.boot_disk_type, boot_disk_gib=req.boot_disk_gib,
+                                local_nvme_gib=req.local_nvme_gib)
 
     def price(o: Offer) -> float:
         k = (o.cloud, o.region, o.family, o.instance_type if req.local_nvme_gib else "")  # costs.disk_key, inline
@@ -177,6 +181,12 @@ def running_prices(req: PlanRequest, disk_prices: DiskPrices | None,
         return round(compute(o) + d, 6)
 
     return price
+
+
+def shape_of(o: Offer) -> Shape:
+    """The machine of ``o`` (``providers.offer.Shape``): what its disks, quota and render depend on."""
+    return Shape(o.cloud, o.region, o.zone, o.zone or o.region, o.instance_type, o.family, o.gpu_name, o.gpu_count,
+                 o.vcpus, o.local_nvme_max_gib, o.arch)
 
 
 def _price_key(spot: bool) -> Callable[[Offer], float]:
@@ -343,8 +353,7 @@ def _candidates(req: PlanRequest, catalog: Catalog, tried: tuple[Offer, ...],
     and prices read from the offer's fields."""
     compute = _price_key(req.spot)  # Offer.price_that_applies, inline
     prices = [compute(o) for o in tried]
-    shapes = [Shape(o.cloud, o.region, o.zone, o.zone or o.region, o.instance_type, o.family, o.gpu_name, o.gpu_count,
-                    o.vcpus, o.local_nvme_max_gib, o.arch) for o in tried]
+    shapes = [shape_of(o) for o in tried]
     costs = [cost_of(s, disk_prices=catalog.disk_prices or DiskPrices(), boot_disk_type=req.boot_disk_type,
                      boot_disk_gib=req.boot_disk_gib, local_nvme_gib=req.local_nvme_gib, nodes=req.nodes,
                      spot=req.spot, compute_hourly=p, compute_source=catalog.source) for s, p in zip(shapes, prices)]

@@ -153,6 +153,9 @@ def build_context(loaded: LoadedProfile, target: RenderTarget, facts: Facts | No
     profile = loaded.profile
     check_renderable(profile)
     driver, cuda, python, data = _phases(loaded, target, facts)
+    container, perf = _container(loaded, target), _perf_fields(profile)
+    # last: the expectation the ready gate judges by (verify/expect.py), over the record and the data phase
+    expected = expected_json(loaded, target, data)
     return ScriptContext(
         profile_name=profile.name,
         profile_hash=loaded.hash,
@@ -165,9 +168,9 @@ def build_context(loaded: LoadedProfile, target: RenderTarget, facts: Facts | No
         **python,
         **data,
         **lifecycle_fields(lifecycle if lifecycle is not None else profile.lifecycle, target.cloud),
-        expected_json=expected_json(loaded, target, data),
-        container=_container(loaded, target),
-        **_perf_fields(profile),
+        expected_json=expected,
+        container=container,
+        **perf,
         cluster=cluster_context(profile.hardware.nodes, target.cloud, target.instance_type, target.gpu_count),
         image_mode=image_mode,
     )
