@@ -354,9 +354,14 @@ def _candidates(req: PlanRequest, catalog: Catalog, tried: tuple[Offer, ...],
     compute = _price_key(req.spot)  # Offer.price_that_applies, inline
     prices = [compute(o) for o in tried]
     shapes = [shape_of(o) for o in tried]
-    costs = [cost_of(s, disk_prices=catalog.disk_prices or DiskPrices(), boot_disk_type=req.boot_disk_type,
-                     boot_disk_gib=req.boot_disk_gib, local_nvme_gib=req.local_nvme_gib, nodes=req.nodes,
-                     spot=req.spot, compute_hourly=p, compute_source=catalog.source) for s, p in zip(shapes, prices)]
+    disks: dict[tuple[str, str, str, str], Cost] = {}  # per machine: zones of a region share their disks' prices
+    for s in shapes:
+        k = (s.cloud, s.region, s.family, s.instance_type)
+        if k not in disks:
+            disks[k] = cost_of(s, disk_prices=catalog.disk_prices or DiskPrices(), boot_disk_type=req.boot_disk_type,
+                               boot_disk_gib=req.boot_disk_gib, local_nvme_gib=req.local_nvme_gib, compute_hourly=0.0)
+    costs = [disks[(s.cloud, s.region, s.family, s.instance_type)].with_compute(
+        s.instance_type, p, spot=req.spot, source=catalog.source, nodes=req.nodes) for s, p in zip(shapes, prices)]
     return tuple(Candidate(o, s, p, running(o), c) for o, s, p, c in zip(tried, shapes, prices, costs))
 
 
