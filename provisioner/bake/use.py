@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from provisioner.catalog.models import Offer
     from provisioner.profile import LoadedProfile
     from provisioner.providers.bake_base import BakedImage
-    from provisioner.providers.base import LaunchSpec, Provider
+    from provisioner.providers.base import Provider
     from provisioner.providers.offer import Shape
 
 
@@ -133,12 +133,3 @@ class BakedImages:
         if near:
             return BakedChoice(cloud, reason=f"{near[0].name} is not this stack: {mismatch(near[0].labels, want)}")
         return BakedChoice(cloud, reason=f"no baked image for this stack on {cloud} (`trainvm bake` makes one)")
-
-    @staticmethod
-    def apply(spec: LaunchSpec, choice: BakedChoice | None) -> LaunchSpec:
-        """``spec`` booting ``choice``'s image (labelled with its name), or ``spec`` as it is."""
-        if choice is None or choice.image is None:
-            return spec
-
-        return dataclasses.replace(spec, boot_image=choice.image.ref,
-                                   labels={**spec.labels, "trainvm-baked": label_value(choice.image.name)})
