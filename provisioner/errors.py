@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 
 EXIT_OK, EXIT_NO, EXIT_INPUT, EXIT_CLOUD, EXIT_NOT_FOUND, EXIT_NOT_READY = 0, 1, 2, 3, 4, 5
+EXIT_REHEARSED = 6  # verify: a rehearsal on a machine without a GPU, no drift: its GPU facts were not checked
 EXIT_INTERNAL, EXIT_INTERRUPTED = 70, 130
 
 

@@ -20,13 +20,19 @@ Rules (field -> verdict):
   cannot prove it: drift, with the observation shown.
 - ``stack.cuda_toolkit``: nvcc is present and its major.minor is the CUDA expected.
 - ``stack.packages.<name>`` / ``lock.packages.<name>``: exact version with local label (or the
-  specifier); names canonicalised; missing is drift.
+  specifier); names canonicalised; missing is drift. A report whose ``packages`` is not the schema's
+  object {name: version} (an older agent's, a hand-edited one) has no packages, and ``stack.packages``
+  says so (drift), as every pin does (missing).
 - ``stack.framework``: the framework imports and reports the pinned version; ``stack.framework.gpu``
   (a CUDA build): it can use the GPU.
 - ``hardware.*``: at least ``gpu_count`` GPUs; the best of them named as allowed (canonical names)
   and with at least the memory asked (down to the nominal tolerance); vCPUs, RAM, local NVMe.
 - ``stack.container.*``: the pulled digest, the GPU seen inside, and the image's declared facts.
 - ``data[<dest>]``: every destination the report lists is "staged".
+- ``rehearsed`` (a machine without a GPU the profile was rehearsed on: ``CloudSpec.rehearsal``, the expectation's
+  ``rehearsal``): every GPU fact (the driver, the GPUs, their memory, the framework's and the container's GPU
+  access) is *not checked* (``not_checked``: ``ok`` false, not drift, never ``match``); the rest is judged as for a
+  VM. A rehearsal without drift is ``rehearsed``, with drift ``drift``; a failed script is ``failed``.
 - A local report from a machine without an NVIDIA GPU: the driver, the GPU count a profile does not
   ask for explicitly, and the framework's GPU access are *skipped*: shown with the reason, ``ok``
   false (they were not verified), and not counted as drift.
@@ -46,10 +52,13 @@ from packaging.version import InvalidVersion
 from provisioner.agent import versions
 from provisioner.agent.gpu import canonical_gpu_name
 from provisioner.agent.pyenv import normalize_cudnn
-from provisioner.agent.report import cudnn_wheel, major_minor, refine_cudnn
+from provisioner.agent.report import REHEARSAL, cudnn_wheel, major_minor, refine_cudnn
 
 GPULESS = "no NVIDIA GPU on this machine"
-STATUS_RE = re.compile(r"^(ready|running:[\w.-]+|failed:[\w.-]+:\d*)$")
+#: the fields a rehearsal cannot see (no GPU): never judged, never ``match``
+GPU_FIELDS = ("stack.driver", "hardware.gpu_count", "hardware.gpu", "hardware.min_gpu_memory_gib", "stack.framework.gpu",
+              "stack.container.gpu")
+STATUS_RE = re.compile(r"^(ready|rehearsed|running:[\w.-]+|failed:[\w.-]+:\d*)$")
 GROUPS = ("report", "gpu", "stack", "host", "container")
 
 
@@ -61,6 +70,7 @@ class FieldResult:
     ok: bool
     skipped: Optional[str] = None  # why the field was not judged (ok is then false, and it is not drift)
     pending: Optional[str] = None  # not judged *yet*: the machine is still provisioning ("provisioning (phase P)"); not drift
+    not_checked: Optional[str] = None  # the machine cannot show it (REHEARSAL): ok false, not drift, never match
 
     def as_dict(self) -> Dict[str, Any]:
         doc = {"field": self.field, "expected": self.expected, "observed": self.observed, "ok": self.ok}
@@ -68,16 +78,18 @@ class FieldResult:
             doc["skipped"] = self.skipped
         if self.pending:
             doc["pending"] = self.pending
+        if self.not_checked:
+            doc["not_checked"] = self.not_checked
         return doc
 
     @property
     def drifted(self) -> bool:
-        return not self.ok and not self.skipped and not self.pending
+        return not self.ok and not self.skipped and not self.pending and not self.not_checked
 
 
 @dataclass(frozen=True)
 class VerifyResult:
-    status: str  # match | drift | provisioning | failed
+    status: str  # match | drift | provisioning | failed | rehearsed
     fields: Tuple[FieldResult, ...]
     phase: Optional[str] = None  # provisioning/failed: the startup phase
     line: Optional[int] = None  # failed: the script line
@@ -92,6 +104,9 @@ class VerifyResult:
         if self.status == "failed":
             where = ", ".join(p for p in ("phase %s" % self.phase if self.phase else "", "line %s" % self.line if self.line else "") if p)
             return "failed (%s%s)" % (where, ((": " if where else "") + self.message) if self.message else "")
+        if self.status == "rehearsed":
+            unseen = sum(1 for f in self.fields if f.not_checked and f.field != "status")
+            return "rehearsed (%s: %d field%s not checked; never a match)" % (REHEARSAL, unseen, "" if unseen == 1 else "s")
         return self.status
 
     @property
@@ -104,9 +119,11 @@ class VerifyResult:
                 "message": self.message, "fields": [f.as_dict() for f in self.fields]}
 
     def rows(self) -> List[Tuple[str, str, str, str]]:
-        """Drift-table rows: (field, expected, observed, verdict "ok" | "DRIFT" | "skipped: ..." | "pending")."""
+        """Drift-table rows: (field, expected, observed, verdict "ok" | "DRIFT" | "skipped: ..." | "pending" |
+        "not checked (...)")."""
         return [(f.field, show(f.expected), show(f.observed),
-                 "skipped: %s" % f.skipped if f.skipped else "pending" if f.pending else "ok" if f.ok else "DRIFT")
+                 "skipped: %s" % f.skipped if f.skipped else "pending" if f.pending
+                 else "not checked (%s)" % f.not_checked if f.not_checked else "ok" if f.ok else "DRIFT")
                 for f in self.fields]
 
 
@@ -152,14 +169,30 @@ def framework_cuda(report: Mapping[str, Any]) -> Optional[str]:
     return major_minor(report.get("cuda_runtime") or report.get("cuda_toolkit"))
 
 
+def report_packages(report: Mapping[str, Any]) -> Dict[str, str]:
+    """The report's packages, {name: version} (schema 1: ``StackReport.packages``); none when ``packages`` is
+    anything else (a list from an older agent or a hand-edited report: ``stack.packages`` says so)."""
+    packages = report.get("packages")
+    if not isinstance(packages, Mapping):
+        return {}
+    return dict(packages)
+
+
+def _bad_packages(report: Mapping[str, Any]) -> Optional[str]:
+    """What ``packages`` is when it is present and not the schema's object, else None."""
+    packages = report.get("packages")
+    if packages is None or isinstance(packages, Mapping):
+        return None
+    return "a JSON %s, not an object {name: version}" % ("array" if isinstance(packages, (list, tuple)) else type(packages).__name__)
+
+
 def report_cudnn(report: Mapping[str, Any]) -> Optional[str]:
     """The cuDNN in use, as precisely as the report proves it (see ``report.refine_cudnn``)."""
-    packages = report.get("packages") or {}
-    return refine_cudnn(_get(report, "framework", "cudnn"), [cudnn_wheel(dict(packages)), normalize_cudnn(report.get("cudnn"))])
+    return refine_cudnn(_get(report, "framework", "cudnn"), [cudnn_wheel(report_packages(report)), normalize_cudnn(report.get("cudnn"))])
 
 
 def _packages(report: Mapping[str, Any]) -> Dict[str, str]:
-    return {_canonical(str(k)): v for k, v in (report.get("packages") or {}).items()}
+    return {_canonical(str(k)): v for k, v in report_packages(report).items()}
 
 
 def _stack_fields(stack: Mapping[str, Any], report: Mapping[str, Any]) -> Iterable[FieldResult]:
@@ -176,6 +209,9 @@ def _stack_fields(stack: Mapping[str, Any], report: Mapping[str, Any]) -> Iterab
         yield FieldResult("stack.cuda_toolkit", major_minor(str(cuda)) if cuda else True, toolkit, ok)
     if stack.get("python"):
         yield FieldResult("stack.python", stack["python"], report.get("python"), str(stack["python"]) == report.get("python"))
+    bad = _bad_packages(report)
+    if bad:
+        yield FieldResult("stack.packages", "an object {name: version}", bad, False)
     observed = _packages(report)
     for name, expected in stack.get("packages") or []:
         yield FieldResult("stack.packages.%s" % name, expected, observed.get(name), package_ok(expected, observed.get(name)))
@@ -281,6 +317,18 @@ def _skip_gpuless(fields: List[FieldResult], hardware: Mapping[str, Any]) -> Lis
     return out
 
 
+def rehearsal(expectation: Mapping[str, Any], report: Mapping[str, Any]) -> bool:
+    """Whether the machine is a rehearsal's (no GPU): the VM's expectation says so (expected.json), or its report's
+    status is ``rehearsed``."""
+    return bool(expectation.get("rehearsal")) or report.get("status") == "rehearsed"
+
+
+def _not_checked(fields: List[FieldResult]) -> List[FieldResult]:
+    """A rehearsal's GPU facts: not checked (the machine has no GPU), whatever the report holds."""
+    return [FieldResult(f.field, f.expected, None, False, not_checked=REHEARSAL) if f.field in GPU_FIELDS else f
+            for f in fields]
+
+
 def judge(expectation: Mapping[str, Any], report: Mapping[str, Any], groups: Sequence[str] = GROUPS) -> List[FieldResult]:
     """The fields of ``groups`` (report, gpu, stack, host, container) for a report, whatever its status."""
     stack = expectation.get("stack") or {}
@@ -294,6 +342,8 @@ def judge(expectation: Mapping[str, Any], report: Mapping[str, Any], groups: Seq
         "container": lambda: _container_fields(stack, report),
     }
     fields = [f for g in ("gpu", "stack", "host", "container", "report") if g in groups for f in parts[g]()]
+    if rehearsal(expectation, report):
+        return _not_checked(fields)
     if report.get("source") == "local" and not report.get("gpus") and report.get("driver") is None:
         fields = _skip_gpuless(fields, hardware)
     return fields
@@ -311,6 +361,8 @@ def compare(expectation: Mapping[str, Any], report: Optional[Mapping[str, Any]])
     state, phase = parts[0], (parts[1] if len(parts) > 1 else None)
     line = int(parts[2]) if len(parts) > 2 and parts[2].isdigit() else None
     status_field = FieldResult("status", "ready", status, state == "ready" and bool(STATUS_RE.match(status)))
+    if state == "rehearsed":  # the script ran every phase, and its GPU gate could check no GPU: not ready, not drift
+        status_field = FieldResult("status", "ready", status, False, not_checked=REHEARSAL)
     if state == "running":
         pending = FieldResult("status", "ready", status, False, pending="provisioning (phase %s)" % phase)
         return VerifyResult("provisioning", (pending,), phase=phase)
@@ -321,10 +373,12 @@ def compare(expectation: Mapping[str, Any], report: Optional[Mapping[str, Any]])
     ordered = (status_field, *sources, *_ordered(rest), *data)
     if state == "failed":
         return VerifyResult("failed", ordered, phase=phase, line=line, message=report.get("error"))
-    return VerifyResult("drift" if any(f.drifted for f in ordered) else "match", ordered)
+    if any(f.drifted for f in ordered):
+        return VerifyResult("drift", ordered)
+    return VerifyResult("rehearsed" if rehearsal(expectation, report) else "match", ordered)
 
 
-_ORDER = ("stack.os", "stack.driver", "stack.cuda", "stack.cudnn", "stack.cuda_toolkit", "stack.python", "stack.packages.",
+_ORDER = ("stack.os", "stack.driver", "stack.cuda", "stack.cudnn", "stack.cuda_toolkit", "stack.python", "stack.packages",
           "stack.framework", "lock.packages.", "hardware.gpu", "hardware.min_gpu", "hardware.min_vcpus", "hardware.min_memory",
           "hardware.local_nvme", "stack.container.")
 

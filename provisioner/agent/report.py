@@ -29,6 +29,10 @@ from provisioner.agent.system import (
 )
 
 SCHEMA = 1
+#: a rehearsal (status ``rehearsed``: the machine has no GPU) does not report these GPU facts as absent or false: they
+#: are ``null`` and listed under ``not_checked`` with this reason
+REHEARSAL = "rehearsal: no GPU"
+GPU_FACTS = ("gpus", "driver", "cuda_driver_max", "framework.cuda_available")
 CUDNN_WHEEL = re.compile(r"nvidia-cudnn(-cu\d+)?")
 
 
@@ -87,6 +91,9 @@ def build_report(gpu: GpuProbe, env: PythonEnv, *, os_info: dict[str, Any], cpu:
                      "cuda_available": bool(fw.get("cuda_available"))}
     packages = env.packages()
     sources = {d.name: d.source_info() for d in env.distributions if d.notable}
+    if status == "rehearsed":
+        return _rehearsed(build_report(gpu, env, os_info=os_info, cpu=cpu, memory=memory, disk=disk, toolkit=toolkit,
+                                       system_cudnn=system_cudnn, data=data, source=source, status="ready"))
     return {
         "schema": SCHEMA,
         "source": source,
@@ -112,6 +119,14 @@ def build_report(gpu: GpuProbe, env: PythonEnv, *, os_info: dict[str, Any], cpu:
         "phases": {},
         "notes": [*gpu.notes, *env.notes],
     }
+
+
+def _rehearsed(doc: dict[str, Any]) -> dict[str, Any]:
+    """A rehearsal's report: the GPU facts ``null`` and named under ``not_checked`` (never an empty GPU list or a
+    false ``cuda_available`` that reads as an observation)."""
+    framework = dict(doc["framework"], cuda_available=None) if doc["framework"] else None
+    return dict(doc, status="rehearsed", gpus=None, driver=None, cuda_driver_max=None, framework=framework,
+                not_checked={k: REHEARSAL for k in GPU_FACTS if k != "framework.cuda_available" or framework})
 
 
 def probe(python: str | None = None, data_path: str = ".", data_dests: Sequence[str] = (), *,

@@ -4,7 +4,8 @@
 Sources (``Provider.console``): GCE serial port 1 (live); Azure boot diagnostics (the serial log blob,
 refreshed by Azure every few minutes, so it lags). ``--follow`` says at once what it waits for (on stderr, so that
 stdout stays the console), prints the console as it grows and polls (``TRAINVM_LOGS_POLL_SECONDS``) until the
-script reports ``ready`` (exit 0) or ``failed`` (exit 1), or until ``--timeout`` seconds (default 1800): then it
+script reports ``ready`` or ``rehearsed`` (a profile rehearsed without a GPU: ``trainvm verify`` judges it; exit 0)
+or ``failed`` (exit 1), or until ``--timeout`` seconds (default 1800): then it
 says so, names the last phase and exits 5 (not ready yet). Ctrl-C stops earlier, exit 130."""
 
 from __future__ import annotations

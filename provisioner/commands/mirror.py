@@ -15,7 +15,7 @@ from provisioner.probe.capture import build_profile, comment_block, to_yaml
 from provisioner.probe.python_env import user_python
 from provisioner.profile import load_profile
 from provisioner.verify.compare import compare
-from provisioner.verify.diff import diff
+from provisioner.verify.diff import diff, is_report
 
 
 def run_capture(*, out: Path | None, name: str | None, python: str | None, data: str | None, json_out: bool) -> int:
@@ -66,6 +66,11 @@ def load_any(path: Path) -> dict[str, object]:
             raise InputError(f"{path}: not a JSON document ({exc})") from None
         if not isinstance(doc, dict):
             raise InputError(f"{path}: expected a JSON object (a profile or a report)")
+        if is_report(doc) and doc.get("packages") is not None and not isinstance(doc["packages"], dict):
+            raise InputError(f"{path}: `packages` is a JSON {'array' if isinstance(doc['packages'], list) else 'value'}; "
+                             "a stack report (schema 1) has it as an object {name: version}",
+                             hint="diff a report this trainvm's agent wrote (/var/lib/trainvm/report.json on the VM), "
+                                  "or make `packages` an object such as {\"torch\": \"2.4.1\"}")
         return doc
 
     return load_profile(path, compat=False).profile.model_dump(mode="json", exclude={"extends"})

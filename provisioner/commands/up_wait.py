@@ -62,7 +62,7 @@ def wait_ready(provider: Provider, record: InstanceRecord, timeout: float, json_
                 elif ev.kind == "end" and progress.current == f"phase {ev.phase}":
                     progress.end(ev.value or "", "red" if ev.value == "failed" else "green")
                 elif ev.kind == "status" and ev.value and not ev.value.startswith("running:"):
-                    style = "green" if ev.value == "ready" else "red"
+                    style = {"ready": "green", "rehearsed": "yellow"}.get(ev.value, "red")
                     if progress.current:
                         progress.end(ev.value, style)
                     progress.line(styled("startup script: ", (ev.value, style)))

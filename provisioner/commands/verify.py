@@ -2,7 +2,8 @@
 
 States (JSON ``status``) and exit codes: ``match`` 0; ``drift`` 1; ``failed`` 1 (the startup script
 failed: phase, line and its message); ``provisioning`` 5 (no report yet, or ``running:PHASE``: "provisioning (phase P)", no table and no drift
-rows; a cluster's nodes still provisioning are "pending" rows, never DRIFT). A VM
+rows; a cluster's nodes still provisioning are "pending" rows, never DRIFT); ``rehearsed`` 6 (a profile rehearsed on a machine without a GPU, ``CloudSpec.rehearsal``:
+every phase ran, nothing drifted, and the GPU facts are "not checked" rows: never a match). A VM
 whose stored profile cannot be read is an error (exit 3), never a match; ``--profile FILE`` verifies
 against a local profile instead."""
 
@@ -12,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from provisioner.commands.clouds import check_name, locate_one, providers_for
-from provisioner.errors import EXIT_NO, EXIT_NOT_READY, EXIT_OK, CloudError, NotFoundError
+from provisioner.errors import EXIT_NO, EXIT_NOT_READY, EXIT_OK, EXIT_REHEARSED, CloudError, NotFoundError
 from provisioner.output import emit_json, stdout_console, styled
 from provisioner.profile import load_profile
 from provisioner.providers.capabilities import ClusterReader
@@ -23,11 +24,12 @@ if TYPE_CHECKING:
     from provisioner.providers.base import InstanceRecord, Provider
     from provisioner.verify.compare import VerifyResult
 
-STATE_STYLE = {"match": "bold green", "drift": "bold red", "failed": "bold red", "provisioning": "bold yellow"}
+STATE_STYLE = {"match": "bold green", "drift": "bold red", "failed": "bold red", "provisioning": "bold yellow",
+               "rehearsed": "bold yellow"}
 
 
 def exit_code(result: VerifyResult) -> int:
-    return {"match": EXIT_OK, "provisioning": EXIT_NOT_READY}.get(result.status, EXIT_NO)
+    return {"match": EXIT_OK, "provisioning": EXIT_NOT_READY, "rehearsed": EXIT_REHEARSED}.get(result.status, EXIT_NO)
 
 
 def print_verify(target: str, result: VerifyResult, json_out: bool, extra: dict[str, object] | None = None) -> int:

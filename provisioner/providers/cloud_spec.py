@@ -168,3 +168,6 @@ class CloudSpec:
     #: trainvm creates VMs there (its hooks, provisioner/hooks/, have a ``provider``); False: planned and rendered
     #: for review, never provisioned (tests/unit/test_hooks.py keeps the two in step)
     provisionable: bool = True
+    #: the cloud has no GPU: a profile that asks for one is rehearsed there (every phase runs, the GPU gate
+    #: reports ``rehearsal: no GPU``), never passed
+    rehearsal: bool = False

@@ -26,8 +26,9 @@ from dataclasses import dataclass
 from typing import Any
 
 #: bumped when the install phases or templates/phases/_bake_clean.sh.j2 change what a bake leaves on the disk
-SCRIPT_VERSION = 3  # 2: the seal after the finish (status, report, logs, payload) and the random seed go;
-# 3: a profile with local NVMe scratch gets mdadm in the image (a baked boot installs nothing to stripe it)
+SCRIPT_VERSION = 4  # 2: the seal after the finish (status, report, logs, payload) and the random seed go;
+# 3: a profile with local NVMe scratch gets mdadm in the image (a baked boot installs nothing to stripe it);
+# 4: no kernel headers metapackage (nor the newest kernel's headers it named): only the running kernel's headers
 
 LABEL_STACK = "trainvm-stack"
 LABEL_LOCK_A = "trainvm-lock-a"
@@ -41,7 +42,7 @@ KIND_BAKED = "baked-image"
 #: the ScriptContext fields the install phases (preflight, driver, cuda, python, packages, data tools) read
 STACK_FIELDS = (
     "os_name", "nvidia_repo", "keyring_sha256", "driver", "driver_pkgs", "driver_pkgvers", "modules",
-    "fabricmanager_pkg", "kernel_headers_meta", "kernel_hold", "cuda", "cuda_toolkit", "toolkit_pkg",
+    "fabricmanager_pkg", "kernel_hold", "cuda", "cuda_toolkit", "toolkit_pkg",
     "cudnn_pkg", "cudnn_dev_pkg", "cudnn_prefix", "cudnn_contains", "python", "uv_version", "uv_sha256",
     "packages", "pypi_index", "torch_index", "stack_pyproject", "lock_sha256", "packages_fingerprint",
 )

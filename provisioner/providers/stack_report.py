@@ -28,7 +28,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 REPORT_RE = re.compile(r"TRAINVM_REPORT=([A-Za-z0-9+/=_-]+)")
-STATUS_RE = re.compile(r"^(ready|running:[\w.-]+|failed:[\w.-]+:\d*)$")
+STATUS_RE = re.compile(r"^(ready|rehearsed|running:[\w.-]+|failed:[\w.-]+:\d*)$")
 MAX_REPORT_BYTES = 4 * 1024 * 1024  # decoded; a report is a few KiB
 
 
@@ -47,7 +47,7 @@ class Framework(_Part):
     version: str | None = None
     cuda: str | None = None
     cudnn: str | int | None = None  # torch reports 90100; normalised by verify.compare
-    cuda_available: bool = False
+    cuda_available: bool | None = False  # None: not checked (a rehearsal: no GPU)
 
 
 class OsInfo(_Part):
@@ -81,7 +81,7 @@ class StackReport(_Part):
     schema_: Literal[1] = Field(1, alias="schema")
     source: Literal["vm", "local"] = "vm"
     status: str
-    gpus: tuple[Gpu, ...] = ()
+    gpus: tuple[Gpu, ...] | None = ()  # None: not checked (a rehearsal: no GPU; ``not_checked``)
     driver: str | None = None
     cuda_driver_max: str | None = None
     framework: Framework | None = None
@@ -104,6 +104,8 @@ class StackReport(_Part):
     notes: tuple[str, ...] = ()
     container: dict[str, object] | None = None  # stack.container: the image the VM runs (the agent's container-check)
     perf: dict[str, object] | None = None  # the perf probe's result (profile `perf:`), for `verify NAME --perf`
+    #: a rehearsal (status ``rehearsed``): the GPU facts it could not check (``gpus``, ``driver``...) -> why
+    not_checked: dict[str, str] = {}
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
@@ -115,7 +117,7 @@ class StackReport(_Part):
         return value
 
     @property
-    def state(self) -> Literal["ready", "running", "failed"]:
+    def state(self) -> Literal["ready", "rehearsed", "running", "failed"]:
         return self.status.split(":", 1)[0]  # type: ignore[return-value]
 
     @property

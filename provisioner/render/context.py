@@ -111,6 +111,8 @@ def expected_json(loaded: LoadedProfile, target: RenderTarget, data: DataFields)
         "disk_path": disk_path,
         "nvme": data["nvme"],
     }
+    if target.rehearsal:  # the VM's gates judge no GPU fact (provisioner/agent/compare.py ``rehearsal``)
+        expected["rehearsal"] = True
     return json.dumps(expected, sort_keys=True, ensure_ascii=True, separators=(",", ":"))
 
 
@@ -173,6 +175,7 @@ def build_context(loaded: LoadedProfile, target: RenderTarget, facts: Facts | No
         **perf,
         cluster=cluster_context(profile.hardware.nodes, target.cloud, target.instance_type, target.gpu_count),
         image_mode=image_mode,
+        rehearsal=target.rehearsal,
     )
 
 

@@ -60,12 +60,13 @@ def driver_set(os_family: str, modules: str) -> tuple[str, tuple[str, ...]]:
     return "desktop and compute", ("nvidia-open" if modules == "open" else "cuda-drivers",)
 
 
-def _kernel_packages(os_family: str, cloud: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(headers metapackages to install, kernel metapackages to hold) for the cloud's kernel."""
+def _kernel_packages(os_family: str, cloud: str) -> tuple[str, ...]:
+    """The cloud kernel's metapackages, the image's first: held before the driver phase installs the running
+    kernel's headers, and installed (then a reboot) only when the archive has dropped those headers."""
     if os_family == "debian":
-        return ("linux-headers-cloud-amd64",), ("linux-image-cloud-amd64", "linux-headers-cloud-amd64")
+        return ("linux-image-cloud-amd64", "linux-headers-cloud-amd64")
     flavour = CLOUDS[cloud].kernel_flavour
-    return (f"linux-headers-{flavour}",), (f"linux-{flavour}", f"linux-image-{flavour}", f"linux-headers-{flavour}")
+    return (f"linux-{flavour}", f"linux-image-{flavour}", f"linux-headers-{flavour}")
 
 
 def _torch_build(pin: str) -> str | None:
@@ -124,7 +125,6 @@ class DriverFields(TypedDict):
     driver_pkgver: str
     nvswitch: bool
     fabricmanager_pkg: str
-    kernel_headers_meta: tuple[str, ...]
     kernel_hold: tuple[str, ...]
     gpu_name: str
     gpu_count: int
@@ -141,7 +141,7 @@ def driver_fields(stack: Stack, fresh_lock: LockFile | None, target: RenderTarge
         raise RenderError(f"no cuda-keyring checksum for NVIDIA repository {repo!r}")
     os_family = stack.os.split("-")[0]
     branch = int(stack.driver.split(".")[0])
-    headers_meta, kernel_hold = _kernel_packages(os_family, target.cloud)
+    kernel_hold = _kernel_packages(os_family, target.cloud)
     which, pkgs = driver_set(os_family, gpu.modules)
     return DriverFields(
         os_name=stack.os,
@@ -158,7 +158,6 @@ def driver_fields(stack: Stack, fresh_lock: LockFile | None, target: RenderTarge
         driver_pkgver=_locked_driver_version(fresh_lock, stack.driver, pkgs[0]),
         nvswitch=bool(target.nvswitch),
         fabricmanager_pkg=("nvidia-fabricmanager" if branch >= 580 else f"nvidia-fabricmanager-{branch}") if target.nvswitch else "",
-        kernel_headers_meta=headers_meta,
         kernel_hold=kernel_hold,
         gpu_name=gpu.name,
         gpu_count=target.gpu_count,

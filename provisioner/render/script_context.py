@@ -39,6 +39,9 @@ class RenderTarget:
     zone: str | None = None
     local_nvme_gib: int = 0  # local NVMe the shape has (0 = none)
     nvswitch: bool | None = None  # None: derived from the shape (is_nvswitch_shape)
+    #: the machine has no GPU (a rehearsal cloud): gpu_name/gpu_count are the profile's ask, the GPU gate reports
+    #: ``rehearsal: no GPU`` instead of checking (planner/rehearsal.py)
+    rehearsal: bool = False
 
     def __post_init__(self) -> None:
         if self.cloud not in CLOUDS:
@@ -49,19 +52,21 @@ class RenderTarget:
             object.__setattr__(self, "nvswitch", is_nvswitch_shape(self.cloud, self.instance_type, self.gpu_name, self.gpu_count))
 
 
-def target_from_offer(offer: Offer | Shape) -> RenderTarget:
+def target_from_offer(offer: Offer | Shape, rehearse: tuple[str, int] | None = None) -> RenderTarget:
     """The RenderTarget of a catalog ``Offer`` (provisioner.catalog.models), or of a plan candidate's machine
-    (``providers.offer.Shape``: the same fields but the prices)."""
+    (``providers.offer.Shape``: the same fields but the prices); ``rehearse``: (GPU, count) the profile asks for, on an
+    offer of a rehearsal cloud (no GPU: the script is rendered for the asked GPU and rehearsed)."""
     if getattr(offer, "arch", "x86_64") != "x86_64":
         raise RenderError(f"{offer.instance_type} is {offer.arch}; trainvm's startup script supports x86_64 only (cuda-keyring checksums)")
     return RenderTarget(
         cloud=offer.cloud,
         instance_type=offer.instance_type,
-        gpu_name=offer.gpu_name,
-        gpu_count=int(offer.gpu_count),
+        gpu_name=rehearse[0] if rehearse else offer.gpu_name,
+        gpu_count=rehearse[1] if rehearse else int(offer.gpu_count),
         region=offer.region,
         zone=offer.zone,
         local_nvme_gib=int(getattr(offer, "local_nvme_max_gib", 0) or 0),
+        rehearsal=rehearse is not None,
     )
 
 
@@ -85,7 +90,6 @@ class ScriptContext:
     driver_pkg: str  # the first of driver_pkgs (nvidia-driver-cuda, nvidia-open, cuda-drivers): messages, the pin's root
     nvswitch: bool
     fabricmanager_pkg: str  # "" without NVSwitch
-    kernel_headers_meta: tuple[str, ...]
     kernel_hold: tuple[str, ...]
     gpu_name: str
     gpu_count: int
@@ -142,3 +146,5 @@ class ScriptContext:
     #: the startup script's image mode (docs/bake.md): "" (install, the default), "bake" (a builder: install phases,
     #: then clean the disk for capture), "baked" (boot of a baked image: install phases only verify)
     image_mode: str = ""
+    #: no GPU on this machine (``RenderTarget.rehearsal``): the GPU gate reports ``rehearsal: no GPU``, never a pass
+    rehearsal: bool = False

@@ -6,7 +6,8 @@ even where the profile leaves a value open (an unpinned cuDNN, a transitive pack
 report (None: no report yet). Result states, most severe first: ``failed`` (a node's startup script
 failed, or a node is missing), ``drift`` (a node differs from the profile or from the other nodes),
 ``provisioning`` (a node has no report yet, or is still running its script: its status row is *pending*, not
-drift, and the result's message names each such node's phase), ``match``. Every row
+drift, and the result's message names each such node's phase), ``rehearsed`` (a node was rehearsed without a GPU:
+its GPU facts not checked, never a match), ``match``. Every row
 names its node: ``node[NAME].FIELD`` for a node against the profile, ``nodes.FIELD`` for a value the
 nodes disagree on (expected: the value most nodes have; observed: the nodes that differ and theirs).
 """
@@ -16,12 +17,13 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 
+from provisioner.agent.report import REHEARSAL
 from provisioner.providers.stack_report import StackReport
 from provisioner.verify.compare import FieldResult, VerifyResult, compare_records, framework_cuda, report_cudnn
 from provisioner.verify.expect import expected_record
 from provisioner.verify.records import Expectation
 
-_SEVERITY = {"failed": 3, "drift": 2, "provisioning": 1, "match": 0}
+_SEVERITY = {"failed": 4, "drift": 3, "provisioning": 2, "rehearsed": 1, "match": 0}
 
 
 def identity(report: StackReport) -> dict[str, object]:
@@ -38,7 +40,7 @@ def identity(report: StackReport) -> dict[str, object]:
         "os": "-".join(str(x) for x in (report.os.id, report.os.version) if x) if report.os else None,
         "glibc": report.os.glibc if report.os else None,
         "framework": f"{fw.name} {fw.version}" if fw and fw.name else None,
-        "gpus": ", ".join(g.name for g in report.gpus) or None,
+        "gpus": ", ".join(g.name for g in report.gpus or ()) or None,
         "container": (report.container or {}).get("digest") or (report.container or {}).get("image"),
         "profile_hash": report.profile_hash,
     }
@@ -85,8 +87,9 @@ def compare_cluster(profile: Mapping[str, object], reports: Mapping[str, StackRe
         expected = expected or expected_record(profile)
         result = compare_records(expected, report)
         waiting = result.describe() if result.status == "provisioning" else None  # not judged yet: never a DRIFT row
+        unseen = REHEARSAL if result.status == "rehearsed" else None  # not checked: never a DRIFT row, never ready
         fields.append(FieldResult(f"node[{name}].status", "ready", result.describe() if result.status != "match" else "ready",
-                                  result.status == "match", pending=waiting))
+                                  result.status == "match", pending=waiting, not_checked=unseen))
         if waiting:
             pending_msgs.append(f"{name}: " + (f"phase {result.phase}" if result.phase else "no report yet"))
         fields += [FieldResult(f"node[{name}].{f.field}", f.expected, f.observed, f.ok, f.skipped)

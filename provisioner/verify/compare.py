@@ -20,7 +20,7 @@ from provisioner.providers.stack_report import StackReport
 from provisioner.verify.expect import allowed_gpus, expected_record, parse_pin
 from provisioner.verify.records import Expectation
 
-Status = Literal["match", "drift", "provisioning", "failed"]
+Status = Literal["match", "drift", "provisioning", "failed", "rehearsed"]
 
 __all__ = ["GPULESS", "NOMINAL_TOLERANCE", "FieldResult", "Status", "VerifyResult", "allowed_gpus", "compare",
            "compare_records", "framework_cuda", "parse_pin", "report_cudnn"]

@@ -1,5 +1,6 @@
 """Reading the startup script's console protocol from a VM's console output (GCE serial port 1, Azure
-boot diagnostics): ``TRAINVM_STATUS=<running:PHASE|ready|baked|failed:PHASE:LINE>`` (``baked``: a bake builder, docs/bake.md) lines and the script's
+boot diagnostics): ``TRAINVM_STATUS=<running:PHASE|ready|rehearsed|baked|failed:PHASE:LINE>`` (``baked``: a bake builder, docs/bake.md;
+``rehearsed``: a profile rehearsed on a machine without a GPU, ``CloudSpec.rehearsal``) lines and the script's
 log lines ``<ISO time> trainvm <PHASE>: phase start`` / ``phase end: <result>`` (``tv_log``), which
 carry the phase timings. The console may prefix every line (``google_metadata_script_runner[812]:
 startup-script: ``, ``cloud-init[812]: ``), so matches are not anchored. Pure: no cloud calls.
@@ -12,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-STATUS_LINE_RE = re.compile(r"TRAINVM_STATUS=(ready|baked|running:[\w.-]+|failed:[\w.-]+:\d*)")
+STATUS_LINE_RE = re.compile(r"TRAINVM_STATUS=(ready|rehearsed|baked|running:[\w.-]+|failed:[\w.-]+:\d*)")
 LOG_LINE_RE = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d{4}) trainvm ([\w.-]+): (.*)$")
 
 

@@ -75,6 +75,9 @@ class Expectation(_Record):
     sources: tuple[SourceRef, ...] = ()
     stack: ExpectedStack
     hardware: ExpectedHardware
+    #: the machine has no GPU (a rehearsal, ``CloudSpec.rehearsal``): its GPU facts are not checked. The VM's
+    #: expected.json says so (render/context.py); the workstation reads it from the report's ``rehearsed`` status
+    rehearsal: bool = False
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 

@@ -162,3 +162,20 @@ def test_compute_capability_table_agrees_with_the_compat_facts() -> None:
             assert COMPUTE_CAPABILITY.get(canonical_gpu_name(name.replace("-", " ")) if name.startswith("RTX") else name) == gpu.cc_str, name
     for name, spec in known_gpus().items():
         assert COMPUTE_CAPABILITY.get(name) == spec.compute_capability, name
+
+
+def test_a_rehearsals_report_says_its_gpu_facts_were_not_checked(bundle: Path, tmp_path: Path) -> None:
+    """Issue 38: ``report rehearsed`` (a machine without a GPU, CloudSpec.rehearsal): the GPU facts are null and named
+    under ``not_checked``, never an empty GPU list or a false that reads as an observation; verify says rehearsed."""
+    exp = {**expectation(cudnn_profile("9.1.0")), "hash": "h", "data": [], "disk_path": "/", "rehearsal": True}
+    root = machine_root(tmp_path, exp)
+    done = agent(bundle, root, "report", "rehearsed", "--python", SYSTEM_PYTHON)
+    assert done.returncode == 0, done.stderr
+    vm = json.loads(done.stdout)
+    assert vm["status"] == "rehearsed" and vm["gpus"] is None and vm["driver"] is None and vm["cuda_driver_max"] is None
+    assert {k: v for k, v in vm["not_checked"].items() if k != "framework.cuda_available"} == {
+        "gpus": "rehearsal: no GPU", "driver": "rehearsal: no GPU", "cuda_driver_max": "rehearsal: no GPU"}
+    assert ("framework.cuda_available" in vm["not_checked"]) == (vm["framework"] is not None)
+    assert vm["python"] and vm["os"]  # the rest is this machine's, as in any report
+    result = compare(cudnn_profile("9.1.0"), vm)
+    assert result.status != "match" and all(f.not_checked for f in result.fields if f.field in ("stack.driver", "hardware.gpu"))

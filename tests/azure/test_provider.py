@@ -138,6 +138,30 @@ def test_auto_registration_policy_is_not_in_the_pipeline(provider):
                        for p in pipeline._impl_policies)
 
 
+def test_every_management_client_retries_within_the_call_budget():
+    """Each client's RetryPolicy stops retrying once a call has used TRAINVM_API_TIMEOUT (``Settings.call_timeout``):
+    the compute/network/resource clients, the storage client and the authorization client alike."""
+    from azure.core.pipeline.policies import RetryPolicy
+
+    from provisioner.providers.azure.clients import (
+        Settings,
+        StaticTokenCredential,
+        make_authorization_client,
+        make_clients,
+        make_storage_client,
+    )
+
+    settings = Settings(SUB, "", poll_seconds=0.0, op_timeout=1.0, retry_total=2, retry_backoff=0.0, call_timeout=7.0)
+    credential = StaticTokenCredential("token")
+    clients = {**vars(make_clients(settings, credential)),
+               "authorization": make_authorization_client(settings, credential),
+               "storage": make_storage_client(settings, credential)}
+    timeouts = {name: [p.timeout for p in client._client._pipeline._impl_policies  # private: the pipeline's policies
+                       if isinstance(getattr(p, "_policy", p), RetryPolicy)]
+                for name, client in clients.items()}
+    assert timeouts == {name: [7.0] for name in clients}
+
+
 # ---------------------------------------------------------------------------------------------- idempotency
 def test_same_spec_twice_returns_the_existing_vm(emu, provider, t4_spec, t4):
     first = provider.create(t4_spec, t4)

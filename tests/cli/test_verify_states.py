@@ -123,3 +123,19 @@ def test_a_bootstrap_failure_is_named_by_verify(cli, vm, tmp_path, monkeypatch, 
     r = cli("verify", name, "--json")
     doc = r.json()
     assert r.code == 1 and (doc["status"], doc["phase"]) == ("failed", "bootstrap") and why in doc["message"]
+
+
+def test_rehearsed_is_exit_6_with_the_gpu_fields_not_checked(cli, vm) -> None:
+    """Issue 38: a profile rehearsed on a machine without a GPU (CloudSpec.rehearsal) is never a match."""
+    fake, name = vm
+    fake.reports[name] = dict(MATCHING, status="rehearsed", gpus=None, driver=None, cuda_driver_max=None,
+                              framework=dict(MATCHING["framework"], cuda_available=None),
+                              not_checked={"gpus": "rehearsal: no GPU", "driver": "rehearsal: no GPU"})
+    r = cli("verify", name)
+    assert r.code == 6, r.out
+    assert r.out.rstrip().endswith(f"{name}: rehearsed (rehearsal: no GPU: 4 fields not checked; never a match)"), r.out
+    assert "not checked (rehearsal: no GPU)" in r.out and "match\n" not in r.out and "DRIFT" not in r.out
+    doc = cli("verify", name, "--json")
+    assert doc.code == 6 and doc.json()["status"] == "rehearsed"
+    unseen = {f["field"] for f in doc.json()["fields"] if f.get("not_checked")}
+    assert {"status", "stack.driver", "hardware.gpu_count", "hardware.gpu", "stack.framework.gpu"} <= unseen

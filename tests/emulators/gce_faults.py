@@ -13,6 +13,12 @@ HTTP_FAULTS = {
     "invalid_400": (400, "invalid", "global", "{message}", None),
     "quota_403": (403, "quotaExceeded", "usageLimits", "{quota_message}", None),
     "rate_429": (429, "rateLimitExceeded", "usageLimits", "Rate Limit Exceeded", "RESOURCE_EXHAUSTED"),
+    # bulkInsert past the project's limits: "you reached the 20 request per second request limit or you have more
+    # than 10 bulk operations running at the same time. API response fields: HTTP 403 "reason": "rateLimitExceeded"
+    # ... wait until some requests complete and try your request again"
+    # (https://cloud.google.com/compute/docs/troubleshooting/troubleshooting-bulk-vm-creation); domain and message
+    # as the 429's
+    "rate_403": (403, "rateLimitExceeded", "usageLimits", "Rate Limit Exceeded", None),
     "unavailable_503": (503, "backendError", "global", "Internal error. Please try again or contact Google Support. "
                         "(Code: '5C3A1B2D0E4F6')", None),
 }

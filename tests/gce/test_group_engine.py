@@ -11,6 +11,7 @@ import json
 import pytest
 
 from provisioner.providers.base import CapacityError
+from provisioner.providers.gcp.api import GceApi
 from provisioner.providers.gcp.group import (
     GceGroup,
     GroupClients,
@@ -49,7 +50,8 @@ def group(emu) -> GceGroup:
     kw = {"credentials": AnonymousCredentials(), "client_options": {"api_endpoint": emu.url}}
     clients = GroupClients(compute_v1.InstancesClient(**kw), compute_v1.ZoneOperationsClient(**kw),
                            compute_v1.ResourcePoliciesClient(**kw), compute_v1.RegionOperationsClient(**kw))
-    return GceGroup(clients, PROJECT, op_timeout=5, poll=0.01)
+    api = GceApi(project=PROJECT, credentials=AnonymousCredentials(), endpoint=emu.url, retry_base_delay=0)
+    return GceGroup(clients, PROJECT, api=api, op_timeout=5, poll=0.01)
 
 
 @pytest.fixture

@@ -4,11 +4,13 @@ lines per read (google_metadata_script_runner prefixes included), as a VM's seri
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import pytest
 import trainvm_render_support as S
 
+from provisioner.render import render_script
 from tests.helpers import gce_cli_env
 
 T4 = str(S.REPO / "profiles/examples/bert-finetune-t4.yaml")
@@ -20,8 +22,10 @@ def gce_env(monkeypatch, tmp_path):
     yield from gce_cli_env(monkeypatch, tmp_path)
 
 
-def _console(make_harness, **knobs) -> list[str]:
-    run = make_harness(S.render(S.loaded(S.GOLDEN_PROFILE), "gcp").startup_sh, **knobs).run()
+def _console(make_harness, rehearsal: bool = False, **knobs) -> list[str]:
+    lp = S.loaded(S.GOLDEN_PROFILE)
+    target = dataclasses.replace(S.target_for("gcp", lp), rehearsal=rehearsal)  # no cloud rehearses on this branch
+    run = make_harness(render_script(lp, target).startup_sh, **knobs).run()
     lines = [PREFIX + ln + "\n" for ln in run.output.splitlines()]
     return ["".join(lines[i:i + 4]) for i in range(0, len(lines), 4)]
 
@@ -70,3 +74,16 @@ def test_logs_prints_the_console_and_phase_timings(cli, gce_env, make_harness) -
     assert [p["phase"] for p in doc["phases"]][:3] == ["preflight", "driver", "cuda"]
     assert all(p["result"] in ("done", "verified", "skipped") for p in doc["phases"])
     assert cli("logs", "no-such-vm").code == 4
+
+
+def test_up_wait_ready_of_a_rehearsal_says_rehearsed_never_ready_or_match(cli, gce_env, make_harness) -> None:
+    """Issue 38: the console of a script rendered with ``rehearsal`` (a machine without a GPU): the wait shows the
+    final status ``rehearsed`` and verify's judgement of it, exit 6 (docs/spec.md), with the GPU rows not checked."""
+    gce_env.play_serial("wait-vm", _console(make_harness, rehearsal=True))
+    r = cli("up", T4, "--yes", "--name", "wait-vm", "--cloud", "gcp", "--wait-ready")
+    assert r.code == 6, r.err[-3000:]
+    assert "startup script: rehearsed" in r.err and "startup script: ready" not in r.err
+    assert re.search(r"wait-vm: rehearsed \(rehearsal: no GPU: \d fields not checked; never a match\)$", r.out.rstrip()), r.out
+    assert "not checked (rehearsal: no GPU)" in r.out and "DRIFT" not in r.out
+    doc = cli("up", T4, "--yes", "--name", "wait-vm", "--cloud", "gcp", "--wait-ready", "--json")
+    assert doc.code == 6 and doc.json()["status"] == "rehearsed" and doc.json()["verify"]["status"] == "rehearsed"

@@ -28,7 +28,7 @@ NoCloud) under QEMU's TCG and hands it the debian-12 T4 profile's bootstrap for 
     fast);
   * a transient unit started at each boot (``systemd-run`` from bootcmd) waits until the script's status.json says
     ready or failed, prints to the serial console what the booted machine has (``uname -r``, PID 1, the installed
-    linux-headers packages, ``dkms status``, each trainvm unit's ``is-enabled``/``is-active``, the held packages,
+    linux-headers packages, the installed linux-image packages, ``dkms status``, each trainvm unit's ``is-enabled``/``is-active``, the held packages,
     the reboot counter) and powers the VM off (the script may reboot the VM on the way: QEMU boots it again).
 - Nothing else is stubbed: no uname, systemctl, reboot or nvidia-smi shim (the chroot lane's). The driver .debs are
   empty, so no nvidia-smi and no kernel module exist: the startup script's GPU gate must fail there, and not before.
@@ -36,7 +36,9 @@ NoCloud) under QEMU's TCG and hands it the debian-12 T4 profile's bootstrap for 
 Asserted from the serial console (what ``trainvm logs`` reads): the bootstrap's "payload SHA fetched (N bytes) and
 verified"; the phases and their results (``provisioner.verify.console``, the parser of ``trainvm logs``); the final
 status is a failure of the GPU gate (every phase before it verified or done); the booted kernel is the cloud kernel
-and linux-headers-$(uname -r) is what got installed (no generic headers); PID 1 is systemd. Times: boot to the
+and linux-headers-$(uname -r) is what got installed (no generic headers); every boot ran the same kernel and no other
+kernel image is installed (the driver phase holds the image's kernel before installing the headers: ``kernel_kept``);
+PID 1 is systemd. Times: boot to the
 bootstrap's first line, per phase, total; the load average. Logs: $TRAINVM_VM_WORK (default /var/tmp/trainvm-vm-run).
 
     nice -n 10 .venv/bin/python tests/vm/bootlane.py      # root; TRAINVM_VM_TIMEOUT (default 3600 s)
@@ -81,6 +83,7 @@ exec >/dev/ttyS0 2>&1
 echo "{MARK} status=$(cat /var/lib/trainvm/status.json)"
 echo "{MARK} uname=$(uname -r) pid1=$(cat /proc/1/comm)"
 echo "{MARK} headers=$(dpkg-query -W -f='${{Package}} ' 'linux-headers-*' 2>/dev/null)"
+echo "{MARK} images=$(dpkg-query -W -f='${{Status}} ${{Package}}=${{Version}}\\n' 'linux-image-*' 2>/dev/null | awk '$3 == "installed" {{ printf "%s ", $4 }}')"
 echo "{MARK} dkms=$(dkms status 2>&1 | tr '\\n' ';')"
 for u in $(cd /etc/systemd/system && ls -d trainvm-*.service trainvm-*.timer 2>/dev/null); do
   echo "{MARK} unit $u enabled=$(systemctl is-enabled "$u" 2>&1) active=$(systemctl is-active "$u" 2>&1)"
@@ -192,6 +195,16 @@ def at_gpu_gate(final: str, error: str | None) -> bool:
         text in (error or "") for text in ("driver/GPU check", "NVIDIA kernel module is not loaded"))
 
 
+def kernel_kept(booted: list[str], images: str) -> tuple[bool, str]:
+    """Whether every boot (``booted``: each boot's ``uname -r``) ran one kernel and the installed kernel images
+    (``images``: the report's ``NAME=VERSION`` list) are that kernel's and the image metapackage, nothing a next boot
+    would pick instead; and what to say."""
+    kernels = sorted(set(booted))
+    abi = sorted(p.split("=", 1)[0] for p in images.split() if not p.startswith("linux-image-cloud-amd64="))
+    ok = len(kernels) == 1 and abi == [f"linux-image-{kernels[0]}"]
+    return ok, f"every boot ran {', '.join(kernels) or 'no kernel'}; kernel images installed: {images.strip() or 'none'}"
+
+
 def check(cond: bool, what: str, detail: str = "") -> bool:
     log(("ok: " if cond else "FAILED: ") + what + ("" if cond or not detail else f"\n{detail[-3000:]}"))
     return cond
@@ -282,6 +295,8 @@ def judge(console, sha, clock, seconds, events, phase_spans, last_console_report
     ok &= check(f"linux-headers-{kernel}" in headers and not generic,
                 f"the script installed the running kernel's headers, linux-headers-{kernel}, and no generic ones",
                 " ".join(headers))
+    kept, said = kernel_kept([k for k, _ in booted], m.get("images", ""))
+    ok &= check(kept, f"the image's kernel stays the one that boots ({said})")
     ok &= check(pid1 == "systemd", f"PID 1 is systemd ({pid1 or 'no pid1 line'})")
     t = clock.seen
     log("TIMES (host clock, s since QEMU started): " + ", ".join(f"{k} {v:.0f}" for k, v in t.items())

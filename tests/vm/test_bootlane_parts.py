@@ -63,6 +63,21 @@ def test_the_report_lines_are_read_back_from_a_console_with_prefixes() -> None:
     assert m["unit trainvm-idle.timer"] == "enabled=enabled active=active"
 
 
+def test_the_kernel_is_kept_when_every_boot_ran_the_image_kernel_and_no_other_image_is_installed() -> None:
+    assert subprocess.run(["sh", "-n"], input=vm.REPORT, text=True).returncode == 0
+    assert "TRAINVM-VMLANE images=" in vm.REPORT
+    ok, said = vm.kernel_kept(["6.1.0-50-cloud-amd64"] * 3,
+                              "linux-image-6.1.0-50-cloud-amd64=6.1.176-1 linux-image-cloud-amd64=6.1.176-1 ")
+    assert ok and "every boot ran 6.1.0-50-cloud-amd64" in said
+    # issue 38's first boot: the headers' install upgraded the metapackage and installed 6.1.0-57, which booted next
+    assert not vm.kernel_kept(["6.1.0-50-cloud-amd64", "6.1.0-57-cloud-amd64"],
+                              "linux-image-6.1.0-50-cloud-amd64=6.1.176-1 linux-image-6.1.0-57-cloud-amd64=6.1.192-3 "
+                              "linux-image-cloud-amd64=6.1.192-3")[0]
+    assert not vm.kernel_kept(["6.1.0-50-cloud-amd64"],  # installed, not yet booted
+                              "linux-image-6.1.0-50-cloud-amd64=6.1.176-1 linux-image-6.1.0-57-cloud-amd64=6.1.192-3")[0]
+    assert not vm.kernel_kept([], "")[0]
+
+
 def test_the_gpu_gate_is_the_driver_phase_failing_its_own_check_or_its_reboots() -> None:
     spent = "the NVIDIA kernel module is not loaded or is not the installed driver (nvidia-smi: nvidia-smi not found), " \
             "but the reboot limit (2) is reached"

@@ -26,16 +26,19 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar, overload
+from typing import TYPE_CHECKING, TypeVar, cast, overload
 
 from provisioner import settings
 from provisioner.errors import CredentialsError
 from provisioner.providers.aws import errors as errs
-from provisioner.providers.aws.sdk import Session
+from provisioner.providers.aws.sdk import S3, Session, Sts
 from provisioner.providers.base import CapacityError, ProviderError
 from provisioner.providers.host import probe_metadata
 from provisioner.providers.poll import poll
 from provisioner.settings import env_seconds
+
+if TYPE_CHECKING:
+    from provisioner.providers.aws.clients import Ec2, Iam, ServiceQuotas, Ssm, WaiterName
 
 T = TypeVar("T")
 M = TypeVar("M")
@@ -70,7 +73,7 @@ class AwsApi:
         self.call_timeout = env_seconds("TRAINVM_API_TIMEOUT", 30.0)
         self.retry_base_delay = base
         self._warn = warn or _stderr_warning
-        self._clients: dict[tuple[str, str, int], Any] = {}  # boto3's clients: untyped
+        self._clients: dict[tuple[str, str, int], object] = {}  # boto3's clients: untyped (typed by the accessors below)
         self._zones: dict[str, dict[str, str]] = {}
         self.unreachable: list[str] = []
         self.unreachable_why = ""  # the first unreachable region's failure
@@ -104,9 +107,11 @@ class AwsApi:
         except Exception:  # noqa: BLE001 - a key that cannot be read only costs cache hits
             return "-"
 
-    def client(self, service: str, region: str, *, attempts: int = 1) -> Any:
-        """The (cached) client of ``service`` in ``region``; botocore sends each request ``attempts`` times at
-        most (1: ``call`` does the retrying, within the time budget)."""
+    def client(self, service: str, region: str, *, attempts: int = 1) -> object:
+        """The (cached) client of ``service`` in ``region``, untyped; botocore sends each request ``attempts`` times
+        at most (1: ``call`` does the retrying, within the time budget). The provider calls a client through the
+        typed accessors below (``ec2``, ``iam``, ``ssm``, ``service_quotas``, ``s3``, ``sts``: the Protocols of
+        aws/clients.py and aws/sdk.py), the one place each untyped client is cast."""
         key = (service, region if service != "iam" else "us-east-1", attempts)
         with _LOCK:  # boto3 sessions are not thread-safe while they build clients (each_region runs in threads)
             if key not in self._clients:
@@ -126,8 +131,23 @@ class AwsApi:
                 self._clients[key] = self._session.client(service, **kw)
             return self._clients[key]
 
-    def ec2(self, region: str) -> Any:
-        return self.client("ec2", region)
+    def ec2(self, region: str, *, attempts: int = 1) -> Ec2:
+        return cast("Ec2", self.client("ec2", region, attempts=attempts))
+
+    def iam(self) -> Iam:
+        return cast("Iam", self.client("iam", "us-east-1"))  # IAM is global: one client
+
+    def ssm(self, region: str) -> Ssm:
+        return cast("Ssm", self.client("ssm", region))
+
+    def service_quotas(self, region: str) -> ServiceQuotas:
+        return cast("ServiceQuotas", self.client("service-quotas", region))
+
+    def s3(self, region: str) -> S3:
+        return cast(S3, self.client("s3", region))
+
+    def sts(self) -> Sts:
+        return cast(Sts, self.client("sts", "us-east-1"))
 
     @overload
     def call(self, fn: Callable[[], T]) -> T: ...
@@ -211,11 +231,11 @@ class AwsApi:
         return name
 
     # ------------------------------------------------------------------ waiting
-    def wait(self, region: str, waiter: str, instance_id: str | list[str]) -> None:
+    def wait(self, region: str, waiter: WaiterName, instance_id: str | list[str]) -> None:
         """A botocore waiter, bounded by ``op_timeout`` (attempts = timeout / poll interval), on a client that
         retries each poll (``tries``): a throttled poll does not end the wait."""
         attempts = max(2, math.ceil(self.op_timeout / max(self.poll_interval, 1.0)))
-        w = self.client("ec2", region, attempts=self.tries).get_waiter(waiter)
+        w = self.ec2(region, attempts=self.tries).get_waiter(waiter)
         ids = [instance_id] if isinstance(instance_id, str) else instance_id
         self.call(lambda: w.wait(InstanceIds=ids, WaiterConfig={"Delay": self.poll_interval, "MaxAttempts": attempts}))
 

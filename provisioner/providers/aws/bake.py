@@ -31,10 +31,11 @@ import re
 import secrets
 import time
 from functools import partial
-from typing import TYPE_CHECKING, TypedDict, cast
+from typing import cast
 
 from provisioner import settings
 from provisioner.errors import CloudError
+from provisioner.providers.aws.clients import Ec2Image
 from provisioner.providers.aws.params import Filter, Tag
 from provisioner.providers.aws.provider import AwsProvider
 from provisioner.providers.bake_base import BakedImage
@@ -50,9 +51,6 @@ from provisioner.providers.image_identity import (
 from provisioner.providers.offer import Offer
 from provisioner.providers.poll import poll
 
-if TYPE_CHECKING:
-    pass
-
 BUILDER_SHAPE = "m6i.large"
 BUILDER_PRICE_US_EAST_1 = 0.096  # USD/h on-demand, Linux (aws.amazon.com/ec2/pricing/on-demand, 2026-11)
 READY, BROKEN = "available", ("failed", "error", "invalid", "deregistered")
@@ -64,31 +62,10 @@ def image_name(profile_name: str, stack: str) -> str:
     return f"trainvm-{label_value(profile_name)[:60]}-{stack[:10]}-{stamp}-{secrets.token_hex(2)}"
 
 
-class ImageEbs(TypedDict, total=False):
-    SnapshotId: str
-    VolumeSize: int
+class Image(Ec2Image, total=False):
+    """The fields of EC2's ``Image`` (DescribeImages) that trainvm reads (aws/clients.py ``Ec2Image``), and
+    ``_region``: where it was found."""
 
-
-class ImageMapping(TypedDict, total=False):
-    DeviceName: str
-    Ebs: ImageEbs
-
-
-class ImageReason(TypedDict, total=False):
-    Code: str
-    Message: str
-
-
-class Image(TypedDict, total=False):
-    """The fields of EC2's ``Image`` (DescribeImages) that trainvm reads, and ``_region``: where it was found."""
-
-    ImageId: str
-    Name: str
-    State: str
-    StateReason: ImageReason
-    CreationDate: str
-    Tags: list[Tag]
-    BlockDeviceMappings: list[ImageMapping]
     _region: str
 
 

@@ -29,19 +29,19 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Callable, TypedDict, TypeVar, cast
+from typing import TYPE_CHECKING, Callable, TypedDict, TypeVar
 
 from provisioner.providers.aws import group_request as G
 from provisioner.providers.aws import request as R
+from provisioner.providers.aws.clients import PlacementGroup, StateReason
 from provisioner.providers.aws.instances import (
     AwsInstances,
     Instance,
-    StateReason,
     as_instance,
     launch_notes,
     tags_of,
 )
-from provisioner.providers.aws.params import RunInstancesParams, Tag
+from provisioner.providers.aws.params import Filter, RunInstancesParams, Tag
 from provisioner.providers.base import (
     AttemptInProgressError,
     CapacityError,
@@ -68,11 +68,6 @@ U = TypeVar("U")
 #: Per-node calls (rank tags, console reads) in flight at once.
 PARALLEL = 16
 GONE = (None, "shutting-down", "terminated")
-
-
-class PlacementGroup(TypedDict, total=False):  # what trainvm reads of EC2's PlacementGroup (DescribePlacementGroups)
-    GroupName: str
-    Tags: list[Tag]
 
 
 class Made(TypedDict, total=False):  # what one ``create`` attempt made (``_cleanup`` removes exactly that)
@@ -185,7 +180,7 @@ class AwsGroup:
         """The cluster's placement group when it exists and is trainvm's."""
         name = G.placement_group_name(cluster)
         got = self.api.call(lambda: self.api.ec2(region).describe_placement_groups(GroupNames=[name]), missing=None)
-        for g in cast("list[PlacementGroup]", (got or {}).get("PlacementGroups") or []):
+        for g in (got or {}).get("PlacementGroups") or []:
             if _tags(g).get("trainvm-managed") == "true":
                 return dict(g)
         return None
@@ -223,7 +218,7 @@ class AwsGroup:
             return isinstance(exc, InvalidRequestError) and "iam" in text and "instance profile" in text
 
         ec2 = self.api.ec2(region)
-        out: dict[str, list[dict[str, object]]] = poll(
+        out = poll(
             lambda: self.api.call(lambda: ec2.run_instances(**params)), deadline=time.monotonic() + min(60.0, self.api.op_timeout),
             transient=iam_lag, tries=None, backoff=max(self.api.poll_interval / 2, 0.01), timed_out=lambda last: last)
         return [as_instance(i, region) for i in out["Instances"]]
@@ -305,7 +300,7 @@ class AwsGroup:
     def write_node_list(self, region: str, nodes: list[Instance]) -> None:
         """``trainvm-cluster`` (the private IPs, rank order) on every node: the same tags, one CreateTags."""
         items = node_list_metadata([i["PrivateIpAddress"] for i in nodes], METADATA_VALUE_LIMIT["aws"])
-        tags = [{"Key": k, "Value": v} for k, v in items.items()]
+        tags: list[Tag] = [{"Key": k, "Value": v} for k, v in items.items()]
         ids = [i["InstanceId"] for i in nodes]
         self.api.call(lambda: self.api.ec2(region).create_tags(Resources=ids, Tags=tags))
 
@@ -365,7 +360,7 @@ class AwsGroup:
     def _live(self, region: str, ids: list[str]) -> list[str]:
         """Those of ``ids`` that exist and are not terminated (one DescribeInstances: an ``instance-id`` filter,
         which, unlike ``InstanceIds``, does not fail on an unknown id)."""
-        ec2, filters = self.api.ec2(region), [{"Name": "instance-id", "Values": ids}]
+        ec2, filters = self.api.ec2(region), [Filter(Name="instance-id", Values=ids)]
         pages = self.api.call(lambda: list(ec2.get_paginator("describe_instances").paginate(Filters=filters)))
         return [i["InstanceId"] for page in pages for r in page.get("Reservations") or [] for i in r.get("Instances") or []
                 if i["State"]["Name"] != "terminated"]

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import builtins
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable
 from datetime import datetime
 from typing import TYPE_CHECKING, Required, TypedDict, cast
 
 from provisioner.providers.aws import request as R
+from provisioner.providers.aws.clients import DescribeInstancesResult, Ec2Instance
 from provisioner.providers.aws.group_request import GROUP_TAG, NODES_TAG, rank_of
-from provisioner.providers.aws.params import Tag
+from provisioner.providers.aws.params import Filter
 from provisioner.providers.base import ConflictError, InstanceRecord, LaunchSpec, costs_from_labels, price_from_labels
 from provisioner.providers.stack_report import StackReport, last_console_report
 from provisioner.providers.store import PAYLOAD_LABEL
@@ -33,36 +34,11 @@ STATES = {"pending": "PROVISIONING", "running": "RUNNING", "stopping": "STOPPING
 SSH_USER = {"ubuntu-22.04": "ubuntu", "ubuntu-24.04": "ubuntu", "debian-12": "admin"}
 
 
-class InstanceState(TypedDict):
-    Name: str
+class Instance(Ec2Instance, total=False):
+    """The fields of EC2's ``Instance`` (DescribeInstances, RunInstances) that trainvm reads (aws/clients.py
+    ``Ec2Instance``), and ``_region``."""
 
-
-class Placement(TypedDict, total=False):
-    AvailabilityZone: str
-
-
-class StateReason(TypedDict, total=False):
-    Code: str
-    Message: str
-
-
-class Instance(TypedDict, total=False):
-    """The fields of EC2's ``Instance`` (DescribeInstances, RunInstances) that trainvm reads, and ``_region``."""
-
-    InstanceId: Required[str]
-    State: Required[InstanceState]
     _region: Required[str]  # trainvm's: the region it was found in
-    Tags: list[Tag]
-    Placement: Placement
-    InstanceType: str
-    LaunchTime: datetime | str  # botocore parses it into a datetime
-    StateTransitionReason: str
-    StateReason: StateReason
-    PublicIpAddress: str
-    PrivateIpAddress: str
-    ImageId: str
-    InstanceLifecycle: str  # "spot" for a spot instance; absent on demand
-    AmiLaunchIndex: int
 
 
 class ClusterFields(TypedDict, total=False):
@@ -71,16 +47,15 @@ class ClusterFields(TypedDict, total=False):
     nodes: int
 
 
-def as_instance(raw: Mapping[str, object], region: str) -> Instance:
-    """A boto3 instance dict, with the region it was found in: the one cast from EC2's untyped answer."""
+def as_instance(raw: Ec2Instance, region: str) -> Instance:
+    """An instance of EC2's answer, with the region it was found in."""
     return cast(Instance, {**raw, "_region": region})
 
 
-def instances_of(pages: builtins.list[Mapping[str, object]], region: str) -> builtins.list[Instance]:
+def instances_of(pages: Iterable[DescribeInstancesResult], region: str) -> builtins.list[Instance]:
     """The instances of ``DescribeInstances`` pages (their reservations' instances)."""
-    reservations = [r for page in pages for r in cast("list[Mapping[str, object]]", page.get("Reservations") or [])]
-    return [as_instance(i, region) for r in reservations for i in cast("list[Mapping[str, object]]",
-                                                                        r.get("Instances") or [])]
+    return [as_instance(i, region) for page in pages for r in page.get("Reservations") or []
+            for i in r.get("Instances") or []]
 
 
 def tags_of(inst: Instance) -> dict[str, str]:
@@ -108,7 +83,7 @@ class AwsInstances:
 
     def live(self, region: str, name: str | None = None, *, managed: bool = True) -> builtins.list[Instance]:
         """The live instances (of ``name``: tagged ``Name`` or ``trainvm-group`` = name) in ``region``, rank order."""
-        filters = [{"Name": "instance-state-name", "Values": LIVE_STATES}]
+        filters: builtins.list[Filter] = [{"Name": "instance-state-name", "Values": LIVE_STATES}]
         if name is not None:  # any tag of that value; narrowed to Name / trainvm-group below
             filters.append({"Name": "tag-value", "Values": [name]})
         if managed:

@@ -41,7 +41,7 @@ import io
 from collections import defaultdict
 from dataclasses import replace
 from datetime import datetime
-from typing import IO, TYPE_CHECKING, cast
+from typing import IO, TYPE_CHECKING
 
 from provisioner import settings
 from provisioner.errors import CloudError, CredentialsError
@@ -157,7 +157,7 @@ def _pick(cands: list[tuple[float, str]], what: str, ambiguous: list[str]) -> tu
 def ec2_client(region: str) -> Ec2Prices | None:
     """An EC2 client with the user's credentials (boto3's default chain), or None when there are none."""
     try:
-        return cast(Ec2Prices, AwsApi(regions=[region]).ec2(region))
+        return AwsApi(regions=[region]).ec2(region)  # clients.Ec2 has Ec2Prices' operations
     except (CredentialsError, AwsCredentialsError):
         return None
 

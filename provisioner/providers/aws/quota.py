@@ -40,9 +40,11 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, TypedDict
+from typing import TYPE_CHECKING
 
+from provisioner.providers.aws.clients import ErrorReason, ServiceQuota
 from provisioner.providers.aws.errors import error_code
+from provisioner.providers.aws.params import Filter
 from provisioner.providers.aws.provider import AwsProvider
 from provisioner.providers.quota_records import QuotaNeed, QuotaReading, QuotaShape, Usage
 
@@ -101,18 +103,6 @@ def _name(code: str) -> str:
     return code
 
 
-class ErrorReason(TypedDict, total=False):
-    ErrorCode: str
-    ErrorMessage: str
-
-
-class ServiceQuota(TypedDict, total=False):
-    """The fields of Service Quotas' ``ServiceQuota`` that trainvm reads (GetServiceQuota, GetAWSDefaultServiceQuota)."""
-
-    Value: float | None
-    ErrorReason: ErrorReason
-
-
 class AwsQuotas:
     cloud = "aws"
     source = "AWS Service Quotas GetServiceQuota + EC2 DescribeInstances"
@@ -145,7 +135,7 @@ class AwsQuotas:
 
     # ------------------------------------------------------------------ the reads
     def _limit(self, region: str, code: str) -> float:
-        sq = self.api.client("service-quotas", region)
+        sq = self.api.service_quotas(region)
 
         def applied() -> ServiceQuota | None:
             try:
@@ -170,7 +160,7 @@ class AwsQuotas:
     def _used(self, region: str, code: str) -> float:
         if region not in self._running:
             ec2 = self.api.ec2(region)
-            filters = [{"Name": "instance-state-name", "Values": USED_STATES}]
+            filters: list[Filter] = [{"Name": "instance-state-name", "Values": USED_STATES}]
             pages = self.api.call(lambda: list(ec2.get_paginator("describe_instances").paginate(Filters=filters)))
             self._running[region] = [(i["InstanceType"], i.get("InstanceLifecycle") == "spot")
                                      for page in pages for r in page.get("Reservations") or []

@@ -8,21 +8,17 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from functools import partial
-from typing import TYPE_CHECKING, Required, TypedDict, cast
+from typing import TYPE_CHECKING
 
 from provisioner import settings
 from provisioner.providers.aws import request as R
-from provisioner.providers.aws.params import IpPermission
+from provisioner.providers.aws.clients import SecurityGroup
+from provisioner.providers.aws.params import IpPermission, Tag, TagSpecification
 from provisioner.providers.base import InvalidRequestError, LaunchSpec, ProviderError
 from provisioner.providers.ssh_key import read_public_key
 
 if TYPE_CHECKING:
     from provisioner.providers.aws.api import AwsApi
-
-
-class SecurityGroup(TypedDict, total=False):
-    GroupId: Required[str]
-    IpPermissions: list[IpPermission]
 
 
 class AwsResources:
@@ -53,7 +49,7 @@ class AwsResources:
         """The AMI id the OS's public SSM parameter points to now, and its root device name (cached)."""
         if (region, os_name) not in self._amis:
             param = R.AMI_PARAMETERS[os_name]
-            got = self.api.call(lambda: self.api.client("ssm", region).get_parameter(Name=param), missing=None)
+            got = self.api.call(lambda: self.api.ssm(region).get_parameter(Name=param), missing=None)
             if got is None:
                 raise InvalidRequestError(f"the SSM parameter {param} ({os_name}) does not exist in {region}", code="AMI")
             image_id = got["Parameter"]["Value"]
@@ -70,7 +66,7 @@ class AwsResources:
             Filters=[{"Name": "group-name", "Values": [R.security_group_name(name)]},
                      {"Name": "tag:trainvm-managed", "Values": ["true"]}]))
         groups = got.get("SecurityGroups") or []
-        return cast(SecurityGroup, groups[0]) if groups else None
+        return groups[0] if groups else None
 
     def ensure_security_group(self, region: str, spec: LaunchSpec) -> tuple[str, bool]:
         """(the VM's security group id, whether this call created it). Its one ingress rule is converged."""
@@ -82,14 +78,14 @@ class AwsResources:
                 raise InvalidRequestError(f"{region} has no default VPC; trainvm launches into the default VPC",
                                           code="NoDefaultVpc")
             params = R.security_group_params(spec, vpcs[0]["VpcId"])
-            gid = self.api.call(lambda: ec2.create_security_group(**params), exists=None)
-            if gid is None:
+            made = self.api.call(lambda: ec2.create_security_group(**params), exists=None)
+            if made is None:
                 group = self.find_security_group(region, spec.name)
                 if group is None:
                     raise ProviderError(f"security group {params['GroupName']} exists in {region} and is not trainvm's",
                                         code="InvalidGroup.Duplicate")
             else:
-                created, group = True, SecurityGroup(GroupId=gid["GroupId"], IpPermissions=[])
+                created, group = True, SecurityGroup(GroupId=made["GroupId"], IpPermissions=[])
         gid = group["GroupId"]
         want = R.ssh_ingress(spec.ssh_from)
         have = group.get("IpPermissions") or []
@@ -115,7 +111,8 @@ class AwsResources:
         if key is None:
             return None
         ec2 = self.api.ec2(region)
-        tags = [{"ResourceType": "key-pair", "Tags": [{"Key": k, "Value": v} for k, v in sorted(spec.labels.items())]}]
+        tags: list[TagSpecification] = [{"ResourceType": "key-pair", "Tags": [{"Key": k, "Value": v}
+                                                                            for k, v in sorted(spec.labels.items())]}]
         self.api.call(lambda: ec2.import_key_pair(KeyName=spec.name, PublicKeyMaterial=key.encode(), TagSpecifications=tags),
                   exists=None)
         return spec.name
@@ -134,8 +131,8 @@ class AwsResources:
         policy = R.role_policy(spec, region)
         if policy is None:
             return None
-        iam, name = self.api.client("iam", region), R.role_name(spec.name)
-        tags = [{"Key": k, "Value": v} for k, v in sorted(spec.labels.items())]
+        iam, name = self.api.iam(), R.role_name(spec.name)
+        tags: list[Tag] = [{"Key": k, "Value": v} for k, v in sorted(spec.labels.items())]
         self.api.call(lambda: iam.create_role(RoleName=name, AssumeRolePolicyDocument=json.dumps(R.ASSUME_ROLE_POLICY),
                                           Description=f"trainvm {spec.name}", Tags=tags), exists=None)
         self.api.call(lambda: iam.put_role_policy(RoleName=name, PolicyName="trainvm", PolicyDocument=json.dumps(policy)))
@@ -148,7 +145,7 @@ class AwsResources:
 
     def delete_instance_profile(self, name: str) -> bool:
         """Remove the VM's instance profile and role (each step tolerates 'already gone')."""
-        iam, role = self.api.client("iam", "us-east-1"), R.role_name(name)
+        iam, role = self.api.iam(), R.role_name(name)
         got = self.api.call(lambda: iam.get_instance_profile(InstanceProfileName=role), missing=None)
         if got is not None:
             tags = {t["Key"]: t["Value"] for t in got["InstanceProfile"].get("Tags") or []}

@@ -29,9 +29,9 @@ import hashlib
 import re
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
-from provisioner.providers.aws.sdk import S3, CreateBucketConfiguration, Sts
+from provisioner.providers.aws.sdk import S3, CreateBucketConfiguration
 from provisioner.providers.base import ConflictError, InvalidRequestError
 from provisioner.providers.store import EXPIRE_DAYS, PAYLOAD_PREFIX, REFRESH_DAYS, PayloadRef, payload_key
 
@@ -76,7 +76,7 @@ class S3PayloadStore:
     # ------------------------------------------------------------------ names
     def account(self) -> str:
         if self._account is None:
-            sts = cast(Sts, self.api.client("sts", "us-east-1"))
+            sts = self.api.sts()
             self._account = str(self.api.call(lambda: sts.get_caller_identity())["Account"])
         return self._account
 
@@ -87,7 +87,7 @@ class S3PayloadStore:
         return payload_url(self.bucket(region), region, key, self.api.endpoint)
 
     def _s3(self, region: str) -> S3:
-        return cast(S3, self.api.client("s3", region))
+        return self.api.s3(region)
 
     # ------------------------------------------------------------------ the bucket
     def ensure_bucket(self, region: str) -> str:

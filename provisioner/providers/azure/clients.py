@@ -130,9 +130,11 @@ class _PolicyKwargs(ClientKwargs, total=False):
     user_agent: str
 
 
-def policies(credential: TokenCredential, moniker: str, call_timeout: float = 30.0,
+def policies(credential: TokenCredential, moniker: str, call_timeout: float,
              **client_kw: Unpack[ClientKwargs]) -> list[object]:
-    """The generated clients' default pipeline, in their order, without the auto-registration policy (A8)."""
+    """The generated clients' default pipeline, in their order, without the auto-registration policy (A8); its
+    RetryPolicy stops once a call has used ``call_timeout`` (``Settings.call_timeout``: no default, so that no client
+    is built without it)."""
     from azure.core.pipeline import policies as p
     from azure.mgmt.core.policies import ARMChallengeAuthenticationPolicy, ARMHttpLoggingPolicy
 
@@ -184,7 +186,8 @@ def make_authorization_client(settings: Settings, credential: TokenCredential) -
     import azure.mgmt.authorization as authorization
 
     kw = _client_kwargs(settings)
-    pipeline = policies(credential, f"mgmt-authorization/{getattr(authorization, '__version__', '')}", **kw)
+    pipeline = policies(credential, f"mgmt-authorization/{getattr(authorization, '__version__', '')}",
+                        settings.call_timeout, **kw)
     return cast("Authorization", authorization.AuthorizationManagementClient(
         credential, settings.subscription_id, policies=pipeline, **kw))
 

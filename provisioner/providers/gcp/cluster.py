@@ -54,7 +54,7 @@ class GceClusters:
     def group(self) -> GceGroup:
         api = self.gce.clients()
         return GceGroup(GroupClients(api.instances, api.zone_ops, api.policies, api.region_ops), api.project,
-                        op_timeout=self.op_timeout, poll=max(0.05, self.gce.poll_interval))
+                        api=self.gce, op_timeout=self.op_timeout, poll=max(0.05, self.gce.poll_interval))
 
     # ------------------------------------------------------------------ reading
     def nodes(self, name: str) -> builtins.list[Instance]:

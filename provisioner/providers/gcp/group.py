@@ -10,6 +10,11 @@ StaleRequest, and the caller sends again with a new id (providers/gcp/create.py)
 All or nothing: GCE deletes what it created when minCount is not reached; when fewer than N exist anyway (a
 partial success), or any later step fails, this engine deletes the nodes that exist and the policy before it
 raises, so nothing half-created is left. Waits are bounded (providers/poll.py, tenacity); the SDK is imported lazily.
+
+Every SDK call (the policy, the bulkInsert, the reads, the metadata and labels, the operation waits, the deletes)
+goes through ``GceApi.call``, as a single VM's do: retried while transient (429 and 403 ``rateLimitExceeded``, which
+is also GCE's answer to an 11th bulk operation running at once, 5xx that are not stock-outs, connection errors)
+within ``TRAINVM_API_TIMEOUT``, each request bounded by ``GceApi.http_timeout``; what is left is classified.
 The create transaction calls it for ``LaunchSpec.nodes`` > 1 (providers/gcp/create.py; docs/spec.md "Multi-node clusters").
 """
 
@@ -26,6 +31,7 @@ from typing import TYPE_CHECKING, TypeVar
 from provisioner.providers.base import CapacityError, ProviderError
 from provisioner.providers.cluster_env import node_list_metadata
 from provisioner.providers.gcp import errors as errs
+from provisioner.providers.gcp.api import WAIT_HTTP_TIMEOUT, GceApi
 from provisioner.providers.gcp.request import fit_name
 from provisioner.providers.gcp.rest_types import BulkBody, InstanceBody, PolicyBody
 from provisioner.providers.poll import poll as poll_until  # `poll` is the engine's interval attribute
@@ -123,13 +129,15 @@ class GroupClients:
 
 
 class GceGroup:
-    def __init__(self, clients: GroupClients, project: str, *, op_timeout: float = 600.0, poll: float = 2.0) -> None:
+    def __init__(self, clients: GroupClients, project: str, *, api: GceApi, op_timeout: float = 600.0,
+                 poll: float = 2.0) -> None:
         self.c, self.project, self.op_timeout, self.poll = clients, project, op_timeout, poll
+        self.api, self.timeout = api, api.http_timeout  # the retried call and each request's timeout
 
     # ------------------------------------------------------------------ waits
     def _wait(self, op: Operation, zone: str | None = None, region: str | None = None) -> Operation:
         """Poll ``op`` until DONE, bounded by ``op_timeout`` (providers/poll.py: between polls 0.2 s doubling up to
-        ``poll``; each poll is the long-polling ``operations.wait``). Failures of the wait call propagate at once."""
+        ``poll``; each poll is the long-polling ``operations.wait``, through ``GceApi.call``)."""
         from google.cloud import compute_v1
 
         done = compute_v1.Operation.Status.DONE
@@ -138,10 +146,13 @@ class GceGroup:
         def check() -> Operation:
             cur = ops[0]
             if cur.status != done:
+                name = cur.name
                 if zone:
-                    cur = self.c.zone_operations.wait(project=self.project, zone=zone, operation=cur.name)
+                    cur = self._sdk(lambda: self.c.zone_operations.wait(
+                        project=self.project, zone=zone, operation=name, retry=None, timeout=WAIT_HTTP_TIMEOUT))
                 else:
-                    cur = self.c.region_operations.wait(project=self.project, region=region, operation=cur.name)
+                    cur = self._sdk(lambda: self.c.region_operations.wait(
+                        project=self.project, region=region, operation=name, retry=None, timeout=WAIT_HTTP_TIMEOUT))
                 ops[0] = cur
             return cur
 
@@ -156,13 +167,8 @@ class GceGroup:
                     timed_out=timed_out, interval=pause)
 
     def _sdk(self, fn: Callable[[], T]) -> T:
-        try:
-            return fn()
-        except Exception as exc:  # noqa: BLE001 - classified
-            f = errs.from_exception(exc)
-            if f.kind == "other":
-                raise
-            raise errs.classify(f) from exc
+        """``fn()`` through ``GceApi.call``: retried while transient, then classified."""
+        return self.api.call(fn)
 
     # ------------------------------------------------------------------ create
     def create(self, cluster: str, zone: str, instance: InstanceBody, nodes: int, *, compact: bool,
@@ -177,8 +183,8 @@ class GceGroup:
         link = None
         if compact:
             body = compute_v1.ResourcePolicy.from_json(json.dumps(policy_body(cluster, region)))
-            made = self._sdk(lambda: self.c.resource_policies.insert_unary(project=self.project, region=region,
-                                                                            resource_policy_resource=body))
+            made = self._sdk(lambda: self.c.resource_policies.insert_unary(
+                project=self.project, region=region, resource_policy_resource=body, retry=None, timeout=self.timeout))
             self._raise_op(self._wait(made, region=region))
             link = f"projects/{self.project}/regions/{region}/resourcePolicies/{policy_name(cluster)}"
         accepted = False  # GCE took the bulkInsert: from then on the nodes of these names are this call's
@@ -189,7 +195,8 @@ class GceGroup:
             req = compute_v1.BulkInsertInstanceRequest(project=self.project, zone=zone,
                                                        bulk_insert_instance_resource_resource=res,
                                                        **({"request_id": request_id} if request_id else {}))
-            sent: Operation = self._sdk(lambda: self.c.instances.bulk_insert_unary(request=req))
+            sent: Operation = self._sdk(  # the requestId makes a retry safe: GCE answers it with the first's operation
+                lambda: self.c.instances.bulk_insert_unary(request=req, retry=None, timeout=self.timeout))
             if sent.status == compute_v1.Operation.Status.DONE and (
                     errs.from_operation(sent) is not None or not all(self._exists(zone, n) for n in names)):
                 raise StaleRequest(sent.name)  # not accepted: nothing of this request is ours to delete
@@ -217,18 +224,16 @@ class GceGroup:
         raise errs.classify(f)
 
     def _exists(self, zone: str, name: str) -> bool:
-        from google.api_core.exceptions import NotFound
+        return self._find(zone, name) is not None
 
-        def get() -> Instance | None:
-            try:
-                return self.c.instances.get(project=self.project, zone=zone, instance=name)
-            except NotFound:
-                return None
-
-        return self._sdk(get) is not None
+    def _find(self, zone: str, name: str) -> Instance | None:
+        found: Instance | None = self.api.call(lambda: self.c.instances.get(
+            project=self.project, zone=zone, instance=name, retry=None, timeout=self.timeout), missing=None)
+        return found
 
     def _get(self, zone: str, name: str) -> Instance:
-        return self._sdk(lambda: self.c.instances.get(project=self.project, zone=zone, instance=name))
+        return self._sdk(lambda: self.c.instances.get(project=self.project, zone=zone, instance=name, retry=None,
+                                                      timeout=self.timeout))
 
     def write_node_list(self, zone: str, nodes: list[Instance]) -> None:
         """``trainvm-cluster`` (the nodes' private IPs, rank order) into every node's metadata, and each node's rank
@@ -244,9 +249,11 @@ class GceGroup:
             labels = compute_v1.InstancesSetLabelsRequest(label_fingerprint=node.label_fingerprint,
                                                           labels={**dict(node.labels), RANK_LABEL: str(rank)})
             ops = [self._sdk(lambda: self.c.instances.set_metadata_unary(
-                       project=self.project, zone=zone, instance=node.name, metadata_resource=md)),
+                       project=self.project, zone=zone, instance=node.name, metadata_resource=md, retry=None,
+                       timeout=self.timeout)),
                    self._sdk(lambda: self.c.instances.set_labels_unary(
-                       project=self.project, zone=zone, instance=node.name, instances_set_labels_request_resource=labels))]
+                       project=self.project, zone=zone, instance=node.name, instances_set_labels_request_resource=labels,
+                       retry=None, timeout=self.timeout))]
             for op in ops:
                 self._raise_op(self._wait(op, zone=zone))
 
@@ -263,23 +270,20 @@ class GceGroup:
     def delete(self, cluster: str, zone: str, nodes: int, *, compact: bool) -> None:
         """Delete every node of ``cluster`` that exists, then its placement policy (idempotent). An instance of a
         node's name that does not carry ``trainvm-cluster=cluster`` (another VM of that name) is never touched."""
-        from google.api_core.exceptions import NotFound
-
         def one(name: str) -> None:
-            try:
-                inst = self.c.instances.get(project=self.project, zone=zone, instance=name)
-                if dict(inst.labels).get(CLUSTER_LABEL) != cluster:
-                    return
-                op = self.c.instances.delete_unary(project=self.project, zone=zone, instance=name)
-            except NotFound:
+            inst = self._find(zone, name)
+            if inst is None or dict(inst.labels).get(CLUSTER_LABEL) != cluster:
                 return
-            self._wait(op, zone=zone)
+            op: Operation | None = self.api.call(lambda: self.c.instances.delete_unary(
+                project=self.project, zone=zone, instance=name, retry=None, timeout=self.timeout), missing=None)
+            if op is not None:
+                self._wait(op, zone=zone)
 
         self._each(one, node_names(cluster, nodes))
         if compact:
             region = zone.rsplit("-", 1)[0]
-            try:
-                op = self.c.resource_policies.delete_unary(project=self.project, region=region, resource_policy=policy_name(cluster))
-            except NotFound:
-                return
-            self._raise_op(self._wait(op, region=region))
+            gone: Operation | None = self.api.call(lambda: self.c.resource_policies.delete_unary(
+                project=self.project, region=region, resource_policy=policy_name(cluster), retry=None,
+                timeout=self.timeout), missing=None)
+            if gone is not None:
+                self._raise_op(self._wait(gone, region=region))

@@ -26,7 +26,7 @@ def guest_report(gce: GceApi, zone: str, name: str) -> StackReport | None:
     return decode_report(got.variable_value) if got is not None else None
 
 
-STATUS_RE = re.compile(r"ready|running:[\w.-]+|failed:[\w.-]+:\d*")
+STATUS_RE = re.compile(r"ready|rehearsed|running:[\w.-]+|failed:[\w.-]+:\d*")
 
 
 def guest_status(gce: GceApi, zone: str, name: str) -> str | None:

@@ -28,7 +28,7 @@ TV_DRIVER_PKGVERS=( '' )
 TV_MODULES='open'
 TV_NVSWITCH=0
 TV_FM_PKG=''
-TV_KERNEL_HEADERS_META=( 'linux-headers-gcp' )
+TV_REHEARSAL=0  # no GPU here: the profile is rehearsed (GPU gate: rehearsal: no GPU; final status rehearsed)
 TV_KERNEL_HOLD=( 'linux-gcp' 'linux-image-gcp' 'linux-headers-gcp' )
 TV_UV_VERSION='0.13.9'
 TV_UV_URL='https://files.pythonhosted.org/packages/3d/aa/26d64642d808de4a652579ef950d7cd2d37f080a8babf9c67c6b75fc4c3f/uv-0.13.9-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl'
@@ -72,7 +72,7 @@ TV_ON_MAX_RUN='stop'
 TV_MAX_RUN_SECONDS=0
 TV_SHUTDOWN_DOES='stop'
 TV_MAX_REBOOTS=2
-TV_EXPECTED='{"cloud":"gcp","data":[{"dest":"/mnt/data/glue","stage":"/mnt/data/glue"}],"disk_path":"/mnt/data","driver":"550.127.05","env":{"CUBLAS_WORKSPACE_CONFIG":":4096:8","PYTHONHASHSEED":"0"},"hardware":{"gpu":["T4"],"gpu_count":1,"local_nvme":false,"min_gpu_memory_gib":null,"min_memory_gib":30.0,"min_vcpus":8},"hash":"8e6b75dc3316d4dc813d4abe1c94392c0a81828f91b31bc24f06bc7e3a02ae33","nvme":"none","profile":"bert-finetune","schema":"trainvm.expect/1","sources":[],"stack":{"container":null,"cuda":"12.4","cuda_toolkit":false,"cudnn":"9.1.0","driver":"550.127.05","framework":{"gpu":true,"name":"torch","version":"2.4.1+cu124"},"lock":[],"os":"ubuntu-22.04","packages":[["torch","2.4.1+cu124"],["transformers","4.44.2"],["datasets","2.21.0"],["accelerate","0.34.2"]],"python":"3.11.9"},"tolerance":0.92}'
+TV_EXPECTED='{"cloud":"gcp","data":[{"dest":"/mnt/data/glue","stage":"/mnt/data/glue"}],"disk_path":"/mnt/data","driver":"550.127.05","env":{"CUBLAS_WORKSPACE_CONFIG":":4096:8","PYTHONHASHSEED":"0"},"hardware":{"gpu":["T4"],"gpu_count":1,"local_nvme":false,"min_gpu_memory_gib":null,"min_memory_gib":30.0,"min_vcpus":8},"hash":"8e6b75dc3316d4dc813d4abe1c94392c0a81828f91b31bc24f06bc7e3a02ae33","nvme":"none","profile":"bert-finetune","rehearsal":false,"schema":"trainvm.expect/1","sources":[],"stack":{"container":null,"cuda":"12.4","cuda_toolkit":false,"cudnn":"9.1.0","driver":"550.127.05","framework":{"gpu":true,"name":"torch","version":"2.4.1+cu124"},"lock":[],"os":"ubuntu-22.04","packages":[["torch","2.4.1+cu124"],["transformers","4.44.2"],["datasets","2.21.0"],["accelerate","0.34.2"]],"python":"3.11.9"},"tolerance":0.92}'
 TV_LOCK=''
 TV_PERF_BUDGET=0
 
@@ -921,10 +921,17 @@ tv_kernel_prepare() {  # headers for the running kernel (DKMS); kernel packages 
     printf '%s\n' "$kver" >"$TV_STATE/kernel-moved"
     tv_reboot "$LINENO" "linux-headers-$kver is not in the archive; booting ${TV_KERNEL_HOLD[0]}"
   fi
-  # Without dkms's recommended packages: they are the generic kernel's headers (linux-headers-amd64 |
-  # linux-headers-generic), not held, so a later `apt upgrade` would make DKMS build for a kernel the VM never runs.
-  tv_apt install --no-install-recommends "linux-headers-$kver" "${TV_KERNEL_HEADERS_META[@]}" dkms
-  tv_hold_installed "linux-image-$kver" "linux-headers-$kver" "linux-modules-$kver" "${TV_KERNEL_HOLD[@]}"
+  # The kernel that boots stays the running one: its image and the kernel metapackages are held BEFORE the
+  # install. apt >= 2.5.2 upgrades every installed binary of a source package it installs one of
+  # (APT::Get::Upgrade-By-Source-Package): the headers metapackage (Debian: linux-signed-amd64, Ubuntu:
+  # linux-meta-<flavour>, the image metapackage's source) at the archive's newest would bring the image
+  # metapackage and a newer kernel, which the next boot picks while DKMS built for this one. Only the running
+  # kernel's headers are installed, no headers metapackage (it names the newest kernel's headers: a DKMS build
+  # for a kernel the VM does not run). Without dkms's recommended packages: they are the generic kernel's
+  # headers (linux-headers-amd64 | linux-headers-generic), for the same reason.
+  tv_hold_installed "linux-image-$kver" "linux-modules-$kver" "${TV_KERNEL_HOLD[@]}"
+  tv_apt install --no-install-recommends "linux-headers-$kver" dkms
+  tv_hold_installed "linux-headers-$kver"
   tv_mark kernel
 }
 
@@ -1541,7 +1548,7 @@ tv_main() {
   [ "$TV_PERF_BUDGET" = 0 ] || tv_phase perf phase_perf
   TV_PHASE=report
   tv_run_complete
-  tv_finish ready
+  if [ "$TV_REHEARSAL" = 1 ]; then tv_finish rehearsed; else tv_finish ready; fi
 }
 
 # The whole script is parsed before anything runs (bash reads functions completely), so replacing
