@@ -27,7 +27,8 @@ if TYPE_CHECKING:
     from provisioner.catalog.models import Offer
     from provisioner.profile import LoadedProfile
     from provisioner.providers.bake_base import BakedImage
-    from provisioner.providers.base import LaunchSpec, Provider
+    from provisioner.providers.base import Provider
+    from provisioner.providers.offer import Shape
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,7 @@ class BakedChoice:
         return f"baked image not used: {self.reason}; the startup script installs the stack"
 
 
-def offer_stack(loaded: LoadedProfile, offer: Offer) -> tuple[str, str]:
+def offer_stack(loaded: LoadedProfile, offer: Offer | Shape) -> tuple[str, str]:
     """(stack hash, lock sha256) the profile's install phases have on ``offer``: pure and offline, from the record's
     install phases alone (render/context.py ``stack_fields``): nothing is rendered."""
     from provisioner.render.context import stack_fields, target_from_offer  # lazy: startup
@@ -89,14 +90,15 @@ class BakedImages:
         #: (its summary, then the attempt), and an offer's stack is computed once (``offer_stack``)
         self._chosen: dict[tuple[str, str, str, str], BakedChoice | None] = {}
 
-    def choose(self, offer: Offer) -> BakedChoice | None:
-        """None: ``offer``'s cloud cannot bake (nothing to say); else the image to boot or why not."""
+    def choose(self, offer: Offer | Shape) -> BakedChoice | None:
+        """None: ``offer``'s cloud cannot bake (nothing to say); else the image to boot or why not. Only the machine is
+        read (``up`` passes its candidates' ``Shape``)."""
         where = (offer.cloud, offer.region, offer.zone or "", offer.instance_type)
         if where not in self._chosen:
             self._chosen[where] = self._choose(offer)
         return self._chosen[where]
 
-    def _choose(self, offer: Offer) -> BakedChoice | None:
+    def _choose(self, offer: Offer | Shape) -> BakedChoice | None:
         cloud = offer.cloud
         if cloud not in bakers() or cloud not in self.providers:
             return None
@@ -131,12 +133,3 @@ class BakedImages:
         if near:
             return BakedChoice(cloud, reason=f"{near[0].name} is not this stack: {mismatch(near[0].labels, want)}")
         return BakedChoice(cloud, reason=f"no baked image for this stack on {cloud} (`trainvm bake` makes one)")
-
-    @staticmethod
-    def apply(spec: LaunchSpec, choice: BakedChoice | None) -> LaunchSpec:
-        """``spec`` booting ``choice``'s image (labelled with its name), or ``spec`` as it is."""
-        if choice is None or choice.image is None:
-            return spec
-
-        return dataclasses.replace(spec, boot_image=choice.image.ref,
-                                   labels={**spec.labels, "trainvm-baked": label_value(choice.image.name)})

@@ -27,6 +27,7 @@ from provisioner import hooks
 from provisioner.catalog.disks import HOURS_PER_MONTH, DiskPrices
 from provisioner.catalog.models import Offer
 from provisioner.errors import InvalidRequestError
+from provisioner.providers.offer import Shape
 from provisioner.providers.registry import cloud
 
 __all__ = ["CostPart", "Cost", "cost_of", "HOURS_PER_MONTH"]
@@ -88,6 +89,13 @@ class Cost:
     def unknown(self) -> tuple[str, ...]:
         return tuple(f"{p.what} ({p.source})" for p in self.parts if p.hourly is None)
 
+    def with_compute(self, instance_type: str, hourly: float | None, *, spot: bool, source: str, nodes: int) -> Cost:
+        """This cost with its compute part priced at ``hourly`` for ``nodes`` nodes: what ``cost_of`` gives for the
+        same machine and disks (the planner prices a machine's disks once, then each candidate's compute)."""
+        compute = CostPart("compute", f"{instance_type}{' spot' if spot else ''}", hourly, False, source)
+        return Cost(nodes=nodes, parts=(compute, *(p for p in self.parts if p.what != "compute")),
+                    stopped_note=self.stopped_note)
+
     def total(self, per_node: float | None) -> float | None:
         return None if per_node is None else round(per_node * self.nodes, 6)
 
@@ -124,7 +132,7 @@ def _hourly(monthly: float) -> float:
     return monthly / HOURS_PER_MONTH
 
 
-def _boot_disk_name(offer: Offer, disk_type: str) -> str:
+def _boot_disk_name(offer: Offer | Shape, disk_type: str) -> str:
     """The cloud's own disk name for a profile disk type (a cloud may narrow it per machine family:
     its ``family_disk_map`` hook, provisioner/hooks/)."""
     spec, disk_map = cloud(offer.cloud), hooks.of(offer.cloud).family_disk_map
@@ -132,7 +140,7 @@ def _boot_disk_name(offer: Offer, disk_type: str) -> str:
     return (family_map if family_map is not None else spec.disk_types).get(disk_type, "")
 
 
-def _local_disks(offer: Offer, gib: int) -> tuple[int, int] | None:
+def _local_disks(offer: Offer | Shape, gib: int) -> tuple[int, int] | None:
     """(disks, GiB each) the cloud attaches for ``gib`` of scratch; None: the machine type brings its own
     (whether its price includes them is not in the table)."""
     facts = hooks.of(offer.cloud).local_ssd  # not the request builder: plan prices every offer, and imports neither
@@ -149,12 +157,15 @@ def _local_disks(offer: Offer, gib: int) -> tuple[int, int] | None:
         return None
 
 
-def cost_of(offer: Offer, *, disk_prices: DiskPrices, boot_disk_type: str, boot_disk_gib: int,
+def cost_of(offer: Offer | Shape, *, disk_prices: DiskPrices, boot_disk_type: str, boot_disk_gib: int,
             local_nvme_gib: int = 0, nodes: int = 1, spot: bool = False,
             compute_hourly: float | None = None, compute_source: str = "catalog") -> Cost:
     """The hourly cost of ``offer`` with the request's disks. ``compute_hourly`` overrides the offer's price
-    (status: the price recorded on the VM); else the price that applies (spot when ``spot`` and known)."""
+    (status: the price recorded on the VM; the planner: the price that applies to a candidate, whose machine
+    ``offer`` is then, a ``Shape``); else the offer's price that applies (spot when ``spot`` and known)."""
     if compute_hourly is None:
+        if not isinstance(offer, Offer):
+            raise TypeError("cost_of: a Shape has no price of its own; pass compute_hourly")
         p = offer.price(spot)
         compute_hourly = offer.price_hourly if p is None else p
     parts = [CostPart("compute", f"{offer.instance_type}{' spot' if spot else ''}", compute_hourly, False,
@@ -188,16 +199,17 @@ def cost_of(offer: Offer, *, disk_prices: DiskPrices, boot_disk_type: str, boot_
     return Cost(nodes=nodes, parts=tuple(parts), stopped_note=cloud(offer.cloud).lifecycle.kept_billing)
 
 
-def disk_key(offer: Offer, local_nvme_gib: int) -> tuple[str, str, str, str]:
+def disk_key(offer: Offer | Shape, local_nvme_gib: int) -> tuple[str, str, str, str]:
     """What the price of a request's disks on ``offer`` depends on: cloud, region, family (and the shape when local
     scratch is asked for)."""
     return offer.cloud, offer.region, offer.family, offer.instance_type if local_nvme_gib else ""
 
 
-def disks_running_hourly(offers: Iterable[Offer], *, disk_prices: DiskPrices, boot_disk_type: str, boot_disk_gib: int,
+def disks_running_hourly(offers: Iterable[Offer | Shape], *, disk_prices: DiskPrices, boot_disk_type: str, boot_disk_gib: int,
                          local_nvme_gib: int = 0) -> dict[tuple[str, str, str, str], float]:
     """``disk_key`` -> the known hourly price of the disks per node (``cost_of(...).running_hourly_known`` with no
-    compute), once per key among ``offers``: the planner's running prices (planner/core.py ``running_prices``)."""
+    compute), once per key among ``offers`` (offers, or their machines: the planner passes one ``Shape`` per key): the
+    planner's running prices (planner/core.py ``running_prices``)."""
     out: dict[tuple[str, str, str, str], float] = {}
     for o in offers:
         k = disk_key(o, local_nvme_gib)

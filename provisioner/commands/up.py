@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, NotRequired, TypedDict, Unpack
@@ -23,11 +22,11 @@ from provisioner.planner.explain import no_offer_message
 from provisioner.planner.from_profile import Overrides, make_plan
 from provisioner.profile import load_profile
 from provisioner.profile.fields import check_cidr
-from provisioner.providers.access import plan_secret_warnings
+from provisioner.providers.access import secret_warnings
 from provisioner.providers.base import InstanceRecord, Provider, vm_name
 from provisioner.providers.capabilities import Preflighter, PreflightResult
 from provisioner.providers.lifecycle import allocated_while_stopped
-from provisioner.providers.offer import Offer
+from provisioner.providers.registry import provisionable_clouds
 from provisioner.provision.failover import IN_PROGRESS, find_existing, finish_existing, provision
 from provisioner.provision.launch import launch_spec, stage
 from provisioner.provision.progress import Progress
@@ -37,6 +36,7 @@ from provisioner.settings import env_seconds
 
 if TYPE_CHECKING:
     from provisioner.bake.use import BakedChoice
+    from provisioner.planner.core import Candidate
     from provisioner.profile.model import Profile
     from provisioner.providers.base import LaunchSpec
     from provisioner.providers.store import PayloadRef
@@ -83,29 +83,30 @@ def _run_up(path: Path, leaves: Leaves, *, name: str | None, yes: bool, wait_rea
             raise InputError(f"--ssh-from: {exc}") from None
     loaded = load_profile(path, frozen=frozen or None)
     nodes = loaded.profile.hardware.nodes  # > 1: the planner keeps only clouds with a group engine (reason `cluster`)
-    require_pinned_image(loaded)
+    require_pinned_image(loaded.profile.stack.container, loaded.resolved.image, loaded.where)
 
     lock_notes = lock_gate(loaded, frozen=frozen)
     planned = make_plan(loaded, Overrides(tuple(clouds or ()) or None, tuple(regions or ()) or None, spot))
     plan, catalog = planned.plan, planned.catalog
     if plan.chosen is None:
         raise NoFeasibleOfferError(no_offer_message(plan, catalog))
-    offers = [o for o in (plan.chosen, *plan.failover) if o.provisionable]
-    planned_clouds = list(dict.fromkeys(o.cloud for o in offers))
+    creatable = set(provisionable_clouds())  # the registry's fact, asked once (not of each offer)
+    tried = [c for c in plan.candidates if c.offer.cloud in creatable]  # the offers `up` may try, with their figures
+    planned_clouds = list(dict.fromkeys(c.offer.cloud for c in tried))
     # Every cloud with credentials, not only the planned ones: one VM per name across clouds.
     providers, skipped = _providers([*planned_clouds, *provider_clouds()])
     err = stderr_console()
 
     warnings = [m.render() for m in loaded.warnings if m.level == "warning"] + list(plan.warnings) + lock_notes
-    warnings += plan_secret_warnings(loaded, plan)
+    warnings += secret_warnings(loaded.secret_refs, loaded.profile.data, [(c.offer.cloud, c.offer.region) for c in tried])
     if not json_out:
         for w in warnings:
             notice("warning", w)
     for s in skipped:
         if s["cloud"] in planned_clouds:
             notice("note", f"skipping {s['cloud']}: {s['reason']}")
-    offers = [o for o in offers if o.cloud in providers]
-    if not offers:
+    tried = [c for c in tried if c.offer.cloud in providers]
+    if not tried:
         raise CloudError("no cloud with usable credentials among the planned offers", hint=_cred_hint())
     vm = vm_name(loaded.profile.name, loaded.hash, name)
 
@@ -114,18 +115,14 @@ def _run_up(path: Path, leaves: Leaves, *, name: str | None, yes: bool, wait_rea
     baked = BakedImages(loaded, providers)  # a matching baked image per offer (docs/bake.md), looked up once per stack
     choices: list[BakedChoice | None] = []  # the BakedChoice of each attempt, in order
 
-    # Plan.price, asked of the offer (a C partial: failover calls no stage back for it)
-    price_of = functools.partial(Offer.price_that_applies, spot=plan.request.spot)
-
-    def staged_spec(offer: Offer) -> LaunchSpec:  # render this offer's payload once, stage it, and the bootstrap that fetches it
-        choice = baked.choose(offer)
-        rendered = render_for_offer(loaded, offer, choice.image_mode if choice else "")  # the render stage, once
-        ref = stage(rendered, offer, providers[offer.cloud])
+    def staged_spec(c: Candidate) -> LaunchSpec:  # render this offer's payload once, stage it, and the bootstrap that fetches it
+        choice = baked.choose(c.shape)
+        rendered = render_for_offer(loaded, c.shape, choice.image_mode if choice else "")  # the render stage, once
+        ref = stage(rendered, c.shape, providers[c.shape.cloud])
         staged.append(ref)
         choices.append(choice)
-        spec = launch_spec(loaded, offer, name=name, ssh_from=ssh_from, rendered=rendered, ref=ref,
-                           spot=plan.request.spot, cost=plan.cost(offer))
-        return baked.apply(spec, choice)
+        return launch_spec(loaded, c.offer, name=name, ssh_from=ssh_from, rendered=rendered, ref=ref,
+                           spot=plan.request.spot, cost=c.cost, price=c.price, baked=choice.image if choice else None)
 
     leaves.name = vm
     existing = find_existing(vm, list(providers), providers.__getitem__, loaded.hash)
@@ -135,7 +132,7 @@ def _run_up(path: Path, leaves: Leaves, *, name: str | None, yes: bool, wait_rea
         err.print(f"{vm} already exists on {existing.cloud} ({existing.zone or existing.region}) for this profile; not creating another")
         if existing.state in IN_PROGRESS:
             err.print(f"{vm} is {existing.state}: waiting for that create to finish")
-            existing = finish_existing(existing, offers, staged_spec, providers.__getitem__)
+            existing = finish_existing(existing, tried, staged_spec, providers.__getitem__)
         existing = leaves.record = _started_if_stopped(providers[existing.cloud], existing, start, json_out)
         members = _members(providers[existing.cloud], existing)
         if wait_ready:  # as for a new VM: the startup script's report, verified (same exit codes)
@@ -149,7 +146,7 @@ def _run_up(path: Path, leaves: Leaves, *, name: str | None, yes: bool, wait_rea
         warnings.append(second)
         if not json_out:
             notice("warning", second)
-    first = offers[0]
+    first = tried[0]
     use_spot = plan.request.spot
 
     def quota_warning(text: str) -> None:  # a quota read that failed: `up` goes on as without the check
@@ -158,13 +155,13 @@ def _run_up(path: Path, leaves: Leaves, *, name: str | None, yes: bool, wait_rea
             notice("warning", text)
 
     quota = Preflight(providers, spot=use_spot, nodes=nodes, warn=quota_warning)
-    checked = _preflight(providers, offers, loaded.profile, vm)  # a refusal stops here: nothing created yet
+    checked = _preflight(providers, tried, loaded.profile, vm)  # a refusal stops here: nothing created yet
     for c in checked:
         if c["status"] != "ok" and not json_out:
             notice("warning", f"{c['cloud']}: {c['message']}")
     summary: UpSummary = {**up_summary(loaded, plan, first, spot=use_spot, ssh_from=ssh_from), "preflight": checked}
-    summary = {**summary, "quota": [quota.check(first).to_json()]}
-    first_choice = baked.choose(first)
+    summary = {**summary, "quota": [quota.check(first.shape).to_json()]}
+    first_choice = baked.choose(first.shape)
     summary = {**summary, "baked_image": first_choice.to_json() if first_choice else None}
     # clouds trainvm provisions on that could not be asked (no credentials): a VM of that name may exist there
     not_checked = [s for s in skipped if s["cloud"] in provider_clouds()]
@@ -177,9 +174,9 @@ def _run_up(path: Path, leaves: Leaves, *, name: str | None, yes: bool, wait_rea
             notice("warning", twin)
     if not yes:
         if not sys.stdin.isatty():
-            what = (f"{nodes} nodes of {first.instance_type} in {first.zone or first.region}, ${plan.price(first):.2f}/h each, "
-                    f"${plan.price(first) * nodes:.2f}/h in all" if nodes > 1
-                    else f"{first.instance_type} in {first.zone or first.region}, ${plan.price(first):.2f}/h")
+            what = (f"{nodes} nodes of {first.shape.instance_type} in {first.shape.location}, ${first.price:.2f}/h each, "
+                    f"${first.price * nodes:.2f}/h in all" if nodes > 1
+                    else f"{first.shape.instance_type} in {first.shape.location}, ${first.price:.2f}/h")
             raise InputError(f"`up` would create {vm} ({what}, failover at most ${plan.failover_bound:.2f}/h"
                              f"{' per node' if nodes > 1 else ''}); pass --yes to confirm when not running interactively")
 
@@ -189,15 +186,15 @@ def _run_up(path: Path, leaves: Leaves, *, name: str | None, yes: bool, wait_rea
             return 1
 
     progress = Progress(enabled=not json_out)
-    tried = 0
+    attempt_no = 0
 
-    def spec_for(offer: Offer) -> LaunchSpec:  # called just before each create: the attempt starts
-        nonlocal tried
-        tried += 1
-        progress.start(f"attempt {tried}: {offer.cloud} {offer.zone or offer.region} {offer.instance_type}")
-        leaves.attempt = (offer, price_of(offer))
-        vm_record.note(vm, offer.cloud, "up")  # before the create: `down` of this name is then "already gone", never "no VM"
-        return staged_spec(offer)
+    def spec_for(c: Candidate) -> LaunchSpec:  # called just before each create: the attempt starts
+        nonlocal attempt_no
+        attempt_no += 1
+        progress.start(f"attempt {attempt_no}: {c.shape.cloud} {c.shape.location} {c.shape.instance_type}")
+        leaves.attempt = (c.offer, c.price)
+        vm_record.note(vm, c.shape.cloud, "up")  # before the create: `down` of this name is then "already gone", never "no VM"
+        return staged_spec(c)
 
     def on_attempt(attempt: Attempt) -> None:
         if attempt.outcome == "no-quota":  # skipped before any create call: no step was started
@@ -208,9 +205,8 @@ def _run_up(path: Path, leaves: Leaves, *, name: str | None, yes: bool, wait_rea
                      "green" if attempt.outcome == "created" else "yellow")
 
     with progress:
-        result = provision(offers, spec_for, providers.__getitem__, on_attempt, max_attempts=max_attempts,
-                           price_of=price_of, bound=plan.failover_bound, name=vm,
-                           preflight=quota.skip_reason)
+        result = provision(tried, spec_for, providers.__getitem__, on_attempt, max_attempts=max_attempts,
+                           bound=plan.failover_bound, name=vm, preflight=lambda c: quota.skip_reason(c.shape))
     record, attempts = result.record, list(result.attempts)
     leaves.record = record
     members = _members(providers[record.cloud], record)
@@ -273,14 +269,14 @@ def _started_if_stopped(provider: Provider, record: InstanceRecord, start: bool,
     return after
 
 
-def _preflight(providers: dict[str, Provider], offers: list[Offer], profile: Profile, vm: str) -> list[PreflightResult]:
+def _preflight(providers: dict[str, Provider], tried: list[Candidate], profile: Profile, vm: str) -> list[PreflightResult]:
     """Each planned cloud's ``preflight(profile, name, regions)`` (optional: a provider without one has nothing to
     check before creating): ``{cloud, status: ok|unchecked, message}``; a refusal raises (exit 3)."""
     out = []
-    for cloud in dict.fromkeys(o.cloud for o in offers):
+    for cloud in dict.fromkeys(c.shape.cloud for c in tried):
         provider = providers[cloud]
         if isinstance(provider, Preflighter):
-            out.append(provider.preflight(profile, vm, [o.region for o in offers if o.cloud == cloud]))
+            out.append(provider.preflight(profile, vm, [c.shape.region for c in tried if c.shape.cloud == cloud]))
     return out
 
 

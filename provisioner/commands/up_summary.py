@@ -13,8 +13,7 @@ from provisioner.providers.registry import ssh_exposure
 from provisioner.providers.store import describe, describe_line
 
 if TYPE_CHECKING:
-    from provisioner.catalog.models import Offer
-    from provisioner.planner.core import Plan
+    from provisioner.planner.core import Candidate, Plan
     from provisioner.profile import LoadedProfile
     from provisioner.providers.base import Provider
     from provisioner.providers.capabilities import PreflightResult
@@ -61,20 +60,23 @@ class UpSummary(TypedDict):
     clouds_not_checked: NotRequired[list[dict[str, str]]]
 
 
-def up_summary(loaded: LoadedProfile, plan: Plan, first: Offer, *, spot: bool, ssh_from: str | None) -> UpSummary:
+def up_summary(loaded: LoadedProfile, plan: Plan, first: Candidate, *, spot: bool, ssh_from: str | None) -> UpSummary:
+    """The summary of trying ``first`` (the plan's first candidate) under ``plan``: the plan's figures, read as fields
+    (``Plan.candidates``, ``Plan.worst_case``: computed once by the planner)."""
     p = loaded.profile
     lc = p.lifecycle
-    price = plan.price(first)
-    cost = plan.cost(first)  # compute + the request's disks, running and stopped (catalog/costs.py)
+    o = first.shape
+    price = first.price
+    cost = first.cost  # compute + the request's disks, running and stopped (catalog/costs.py)
     running = cost.running_hourly_known  # a lower bound when a part's price is unknown (``cost.unknown``)
-    worst = plan.failover_worst_case
+    worst = plan.worst_case
     hours = lc.max_run_hours
     n = p.hardware.nodes  # prices stay per node; run costs are the cluster's (n x price)
     lifecycle = SummaryLifecycle(idle_shutdown_minutes=lc.idle_shutdown_minutes, max_run_hours=hours,
                                  on_idle=lc.on_idle, on_max_run=lc.on_max_run)
     return {
-        "cloud": first.cloud, "location": first.location, "instance_type": first.instance_type,
-        "gpu": f"{first.gpu_count}x {first.gpu_name}", "spot": spot,
+        "cloud": o.cloud, "location": o.location, "instance_type": o.instance_type,
+        "gpu": f"{o.gpu_count}x {o.gpu_name}", "spot": spot,
         "price_hourly": price,
         "nodes": n,
         "cluster_price_hourly": round(price * n, 6),
@@ -89,14 +91,10 @@ def up_summary(loaded: LoadedProfile, plan: Plan, first: Offer, *, spot: bool, s
         "worst_case_run_cost": None if hours is None or worst is None else round(worst * n * hours, 2),
         "lifecycle": lifecycle,
         "idle_gpu_rule": idle_gpu_line(lc),
-        "ssh": ssh_exposure(first.cloud, ssh_from or p.placement.ssh_from),
+        "ssh": ssh_exposure(o.cloud, ssh_from or p.placement.ssh_from),
         "data_sources": [d.source for d in p.data],
-        "payload": payload_where(first),
+        "payload": describe(o.cloud, o.region),
     }
-
-
-def payload_where(offer: Offer) -> dict[str, object]:
-    return describe(offer.cloud, offer.region)
 
 
 def summary_lines(s: UpSummary) -> list[str]:

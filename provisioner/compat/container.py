@@ -18,7 +18,7 @@ Sources are in ``data/containers.yaml`` and cited by every message.
 from __future__ import annotations
 
 import functools
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from packaging.version import Version
 
@@ -28,6 +28,9 @@ from provisioner.compat.rules import gpu_problems as host_problems
 from provisioner.compat.stack import sass_or_ptx_covers
 from provisioner.container import store as image_store  # called through the module: tests count store.image_facts
 from provisioner.messages import Message
+
+if TYPE_CHECKING:  # types only: the profile package imports compat, not the other way round
+    from provisioner.profile.model import Hardware, Stack
 
 RULES = {
     "container-native": "host driver >= the driver of the image's CUDA release (native)",
@@ -157,13 +160,21 @@ def container_gpu_exclusions(stack: Any, facts: Facts | None = None, known: Know
 def check_container_profile(profile: Any, facts: Facts | None = None, known: Known | None = None) -> list[Message]:
     """All messages for a profile with ``stack.container`` (the counterpart of rules.check_profile; ``known``: the
     image's facts and notes from the profile's record)."""
+    return check_container_stack(profile.stack, profile.hardware, facts, known)
+
+
+def check_container_stack(stack: Stack, hardware: Hardware, facts: Facts | None = None, known: Known | None = None) -> list[Message]:
+    """``check_container_profile`` over the parts it reads: the profile's ``stack`` (with ``container``) and
+    ``hardware`` (rules.check_stack's counterpart)."""
+    if stack.container is None:
+        raise ValueError("check_container_stack: the stack has no container (rules.check_stack checks it)")
     facts = facts or load_facts()
-    image, said = known if known is not None else image_store.image_facts(profile.stack.container.image)
+    image, said = known if known is not None else image_store.image_facts(stack.container.image)
     out = list(said)
     if image is not None:
-        out.extend(image_rules(profile.stack, profile.hardware.boot_disk.size_gib, image))
-    table = _gpu_table(profile.stack, image, facts)
-    listed = profile.hardware.gpu_names()
+        out.extend(image_rules(stack, hardware.boot_disk.size_gib, image))
+    table = _gpu_table(stack, image, facts)
+    listed = hardware.gpu_names()
     names = list(listed) if listed is not None else [n for n, g in facts.gpus.items() if g.cloud]
     runnable = [n for n in names if not any(m.level == "error" for m in table[n])]
     warned = False

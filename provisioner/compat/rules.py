@@ -22,7 +22,7 @@ from provisioner.compat.stack import Framework, effective_cuda, frameworks, sass
 from provisioner.messages import Message
 
 if TYPE_CHECKING:  # types only: the profile package imports compat, not the other way round
-    from provisioner.profile.model import Profile, Stack
+    from provisioner.profile.model import Hardware, Profile, Stack
 
 RULES = {
     "cuda-exists": "stack.cuda names a CUDA release that exists",
@@ -240,14 +240,20 @@ def _framework_rules(fw: Framework, ctx: StackContext) -> list[Message]:
 def check_profile(profile: Profile, facts: Facts | None = None, ctx: StackContext | None = None,
                   known: Any = None) -> list[Message]:
     """All compatibility messages for a profile that passed schema validation (``ctx``: its stack context, from the
-    profile's record, when the caller has it)."""
-    if profile.stack.container is not None:
-        from provisioner.compat.container import check_container_profile  # lazy: startup
+    profile's record, when the caller has it): the rules read its stack and hardware (``check_stack``)."""
+    return check_stack(profile.stack, profile.hardware, facts, ctx, known)
 
-        return check_container_profile(profile, facts, known)
-    ctx = ctx or stack_context(profile.stack, facts)
+
+def check_stack(stack: Stack, hw: Hardware, facts: Facts | None = None, ctx: StackContext | None = None,
+                known: Any = None) -> list[Message]:
+    """``check_profile`` over the parts the rules read: the profile's ``stack`` and ``hardware`` (what
+    ``load_profile`` hands them, not the profile)."""
+    if stack.container is not None:
+        from provisioner.compat.container import check_container_stack  # lazy: startup
+
+        return check_container_stack(stack, hw, facts, known)
+    ctx = ctx or stack_context(stack, facts)
     out = _stack_rules(ctx)
-    hw = profile.hardware
     listed = hw.gpu_names()
     if listed is not None:
         problems = {name: gpu_problems(ctx.facts.gpus[name], ctx) for name in listed}

@@ -25,7 +25,9 @@ from provisioner.messages import Message
 from provisioner.wording import duration
 
 if TYPE_CHECKING:
-    from provisioner.profile.loader import LoadedProfile
+    from collections.abc import Callable
+
+    from provisioner.profile.model import Container
 
 PATH = "stack.container.image"
 RESOLVE_ENV = "TRAINVM_RESOLVE_IMAGES"
@@ -179,10 +181,12 @@ def _image_facts(image: str, ref: ImageRef) -> tuple[ImageFacts | None, list[Mes
     return facts, out
 
 
-def require_pinned_image(loaded: LoadedProfile) -> None:
-    """``up`` runs only images pinned by digest (validate only warns): a tag can move between two VMs."""
-    stack, image = loaded.profile.stack, loaded.resolved.image
-    if stack.container is None or image is None or image.digest:
+def require_pinned_image(container: Container | None, image: ImageRef | None,
+                         where: Callable[[tuple[str | int, ...]], tuple[str | None, int | None]]) -> None:
+    """``up`` runs only images pinned by digest (validate only warns): a tag can move between two VMs. ``container``:
+    the profile's ``stack.container``, ``image``: its reference as the record parsed it (``Resolved.image``),
+    ``where``: where a field was written (``LoadedProfile.where``), for the error."""
+    if container is None or image is None or image.digest:
         return
-    file, line = loaded.where(("stack", "container", "image"))  # from the first read of the YAML
-    raise ProfileError([Message(PATH, f"{stack.container.image} has no digest; `up` runs only images pinned as REPO:TAG@sha256:DIGEST (run `trainvm validate --resolve-image` or `trainvm lock` to get it)", file=file, line=line)])
+    file, line = where(("stack", "container", "image"))  # from the first read of the YAML
+    raise ProfileError([Message(PATH, f"{container.image} has no digest; `up` runs only images pinned as REPO:TAG@sha256:DIGEST (run `trainvm validate --resolve-image` or `trainvm lock` to get it)", file=file, line=line)])

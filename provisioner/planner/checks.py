@@ -18,7 +18,7 @@ from provisioner.providers.registry import CLOUD_NAMES
 
 if TYPE_CHECKING:
     from provisioner.catalog.models import Offer
-    from provisioner.planner.core import _Checker
+    from provisioner.planner.checker import Checker as _Checker
     from provisioner.planner.request import PlanRequest
 
 Predicate = Callable[["Offer"], bool]

@@ -13,7 +13,6 @@ import heapq
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import date
-from fnmatch import fnmatchcase
 from itertools import compress, groupby
 from operator import attrgetter, not_
 from typing import Callable, Iterable, NamedTuple, TypedDict
@@ -21,11 +20,14 @@ from typing import Callable, Iterable, NamedTuple, TypedDict
 from provisioner.catalog.costs import Cost, cost_of, disks_running_hourly
 from provisioner.catalog.disks import DiskPrices
 from provisioner.catalog.families import GPU_MEMORY_GIB
-from provisioner.catalog.models import EMBEDDED_STALE_AFTER_DAYS, EXCLUDING_FLAGS, Catalog, Offer
+from provisioner.catalog.models import EMBEDDED_STALE_AFTER_DAYS, Catalog, Offer
 from provisioner.planner import checks as _checks
+from provisioner.planner.checker import Checker as _Checker
+from provisioner.planner.failover_order import failover_bound, failover_order
 from provisioner.planner.rehearsal import Rehearsal, last, rehearsal_of
-from provisioner.planner.request import REASONS, PlanRequest
-from provisioner.providers.registry import cluster_clouds, os_arches, provisionable_clouds, rehearsal_clouds
+from provisioner.planner.request import PlanRequest
+from provisioner.providers.offer import Shape
+from provisioner.providers.registry import rehearsal_clouds
 
 #: A catalog older than its ``stale_after_days`` gets a warning in every plan: 30 days for a refreshed or
 #: TRAINVM_CATALOG catalog, 90 for the embedded snapshot (catalog/models.py says why).
@@ -33,7 +35,6 @@ STALE_AFTER_DAYS = EMBEDDED_STALE_AFTER_DAYS
 #: Near misses kept per reason (the cheapest ones).
 NEAR_MISSES_PER_REASON = 3
 
-_RANK = {r: i for i, r in enumerate(REASONS)}
 
 
 class NearMiss(NamedTuple):
@@ -50,6 +51,18 @@ class BoundDoc(TypedDict):
     basis: str
     premium: float | None  # None: the bound is placement.max_price_per_hour
     worst_case_price_hourly: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One offer ``up`` may try (the chosen one, then the failover order) with the plan's figures for it, computed
+    once by ``plan()``: what the summary, the quota preflight, failover and the launch request read as fields."""
+
+    offer: Offer
+    shape: Shape  # its machine (what the stages below the plan take)
+    price: float  # the price that applies (``Plan.price``: the spot price when spot and known)
+    running: float  # the running price it was ranked by (``Plan.running_price``)
+    cost: Cost  # with the request's disks, running and stopped (``Plan.cost``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,12 +88,20 @@ class Plan:
     #: id(offer) -> (offer, ``cost(offer)``): an offer's cost is computed once per plan (``up`` asks for its first
     #: offer's in the summary and again for the attempt's labels); not an init field, so ``replace`` starts afresh
     _costs: dict[int, tuple[Offer, Cost]] = field(default_factory=dict, init=False, repr=False, compare=False)
+    #: the chosen offer and the failover order with their figures (``plan()`` fills it: () in a Plan made by hand),
+    #: computed under ``figured_for``: a copy with another request (``dataclasses.replace``) computes its own costs
+    candidates: tuple[Candidate, ...] = ()
+    figured_for: PlanRequest | None = field(default=None, repr=False, compare=False)
+    #: the dearest running price failover may end up paying (``failover_worst_case``; filled by ``plan()``)
+    worst_case: float | None = None
 
     @property
     def failover_worst_case(self) -> float | None:
         """The dearest running price that failover may end up paying (the chosen one when there is no failover)."""
         if self.chosen is None:
             return None
+        if self.worst_case is not None and self.figured_for is self.request:
+            return self.worst_case
         return max(self.running_price(o) for o in (self.chosen, *self.failover))
 
     def running_price(self, offer: Offer) -> float:
@@ -114,6 +135,9 @@ class Plan:
 
     def cost(self, offer: Offer) -> Cost:
         """What ``offer`` costs per hour with the request's disks, running and stopped (catalog/costs.py)."""
+        for c in self.candidates if self.figured_for is self.request else ():
+            if c.offer is offer:
+                return c.cost
         hit = self._costs.get(id(offer))
         if hit is not None and hit[0] is offer:
             return hit[1]
@@ -153,8 +177,12 @@ def running_prices(req: PlanRequest, disk_prices: DiskPrices | None,
     catalog/costs.py (``disks_running_hourly``), rather than the planner going back to it offer by offer."""
     table = disk_prices if disk_prices is not None else DiskPrices()
     compute = _price_key(req.spot)
-    memo = disks_running_hourly(offers, disk_prices=table, boot_disk_type=req.boot_disk_type,
-                                boot_disk_gib=req.boot_disk_gib, local_nvme_gib=req.local_nvme_gib)
+    machines: dict[tuple[str, str, str, str], Offer] = {}  # one offer per disk_key: the disks are the machine's
+    for o in offers:
+        machines.setdefault((o.cloud, o.region, o.family, o.instance_type if req.local_nvme_gib else ""), o)
+    memo = disks_running_hourly([shape_of(o) for o in machines.values()], disk_prices=table,
+                                boot_disk_type=req.boot_disk_type, boot_disk_gib=req.boot_disk_gib,
+                                local_nvme_gib=req.local_nvme_gib)
 
     def price(o: Offer) -> float:
         k = (o.cloud, o.region, o.family, o.instance_type if req.local_nvme_gib else "")  # costs.disk_key, inline
@@ -166,6 +194,12 @@ def running_prices(req: PlanRequest, disk_prices: DiskPrices | None,
         return round(compute(o) + d, 6)
 
     return price
+
+
+def shape_of(o: Offer) -> Shape:
+    """The machine of ``o`` (``providers.offer.Shape``): what its disks, quota and render depend on."""
+    return Shape(o.cloud, o.region, o.zone, o.zone or o.region, o.instance_type, o.family, o.gpu_name, o.gpu_count,
+                 o.vcpus, o.local_nvme_max_gib, o.arch)
 
 
 def _price_key(spot: bool) -> Callable[[Offer], float]:
@@ -212,45 +246,6 @@ def _rank(feasible: list[Offer], req: PlanRequest, price: Callable[[Offer], floa
             run.sort(key=tie)
         extend(run)
     return tuple(out)
-
-
-class _Checker:
-    """Precomputed request state shared by the fast loop and ``diagnose``."""
-
-    def __init__(self, req: PlanRequest) -> None:
-        self.req = req
-        self.globs = req.region_globs
-        self.region_ok: dict[str, bool] = {}
-        self.zone_ok: dict[str, bool] = {}
-        self.os_arches = {c: imgs.get(req.os, frozenset()) for c, imgs in os_arches().items()}
-        #: clouds trainvm can create VMs on (the registry), unless the request names them (tests, what-ifs)
-        self.provisionable = frozenset(provisionable_clouds() if req.provisionable_clouds is None else req.provisionable_clouds)
-        self.flag_reasons: dict[tuple[str, ...], tuple[str, ...]] = {}
-        #: for nodes > 1: the clouds whose provider creates clusters (the registry's group_engine)
-        self.cluster = frozenset(cluster_clouds() if req.cluster_clouds is None else req.cluster_clouds)
-        #: the reasons of planner.checks.CHECKS (read now: a check added to the list is seen by plan and diagnose)
-        self.reasons = tuple(c.reason for c in _checks.CHECKS)
-        #: (reason, offer -> fails?) of every check that can fail for this request, in reason order
-        self.checks = tuple(_checks.active(req, self))
-
-    def region_match(self, region: str, zone: str | None) -> bool:
-        ok = self.region_ok.get(region)
-        if ok is None:
-            ok = self.region_ok[region] = any(fnmatchcase(region, g) for g in self.globs or ())
-        if ok or zone is None:
-            return ok
-        zok = self.zone_ok.get(zone)
-        if zok is None:
-            zok = self.zone_ok[zone] = any(fnmatchcase(zone, g) for g in self.globs or ())
-        return zok
-
-    def flag_reasons_of(self, flags: tuple[str, ...]) -> tuple[str, ...]:
-        """Distinct rejection reasons of a flags tuple, latest reason first."""
-        r = self.flag_reasons.get(flags)
-        if r is None:
-            found = {EXCLUDING_FLAGS[f] for f in flags if f in EXCLUDING_FLAGS}
-            r = self.flag_reasons[flags] = tuple(sorted(found, key=_RANK.__getitem__, reverse=True))
-        return r
 
 
 def diagnose(offer: Offer, request: PlanRequest,
@@ -353,6 +348,7 @@ def plan(request: PlanRequest, catalog: Catalog, today: date) -> Plan:
             warnings.append(
                 f"left out cheaper offers whose catalog price is unreliable, e.g. "
                 f"{o.describe(spot)} (flags: {', '.join(o.flags)}); see the catalog README")
+    candidates = _candidates(req, catalog, (chosen, *failover) if chosen else (), running)
     return Plan(
         request=req, chosen=chosen, ranked=ranked, failover=failover,
         rejected={c: {r: rejected[c][r] for r in ck.reasons if r in rejected[c]}
@@ -360,35 +356,23 @@ def plan(request: PlanRequest, catalog: Catalog, today: date) -> Plan:
         near_misses=near_misses, catalog_source=catalog.source, catalog_date=catalog.date,
         catalog_age_days=age, warnings=tuple(warnings), offers_considered=len(catalog.offers),
         cheaper_flagged=cheaper_flagged, failover_bound=bound, catalog_origin=catalog.origin,
-        disk_prices=catalog.disk_prices, running=running)
+        disk_prices=catalog.disk_prices, running=running, candidates=candidates, figured_for=req,
+        worst_case=max(c.running for c in candidates) if candidates else None)
 
 
-def failover_bound(request: PlanRequest, chosen_price: float) -> float:
-    """The most failover may pay per hour: ``max_price_per_hour`` when set, else the chosen price plus
-    ``max_failover_premium`` (default 25 %)."""
-    if request.max_price_per_hour is not None:
-        return request.max_price_per_hour
-    return round(chosen_price * (1 + request.max_failover_premium), 6)
-
-
-def failover_order(chosen: Offer, rest: Iterable[Offer], bound: float | None = None,
-                   price: Callable[[Offer], float] = attrgetter("price_hourly")) -> tuple[Offer, ...]:
-    """What ``up`` tries after ``chosen`` when it is stocked out: only offers with the same GPU model
-    and count priced at most ``bound`` (None: no price bound), in this order (rank order inside each
-    group): the same instance type in other zones of the region, the same instance type in the
-    cloud's other regions, equivalent shapes (other instance types) in the same region, then in
-    other regions, then the other clouds. Never another GPU, never a dearer offer than the bound."""
-    groups: tuple[list[Offer], ...] = ([], [], [], [], [])
-    for o in rest:
-        if o.gpu_name != chosen.gpu_name or o.gpu_count != chosen.gpu_count:
-            continue
-        if bound is not None and price(o) > bound:
-            continue
-        if o.cloud != chosen.cloud:
-            g = 4
-        elif o.instance_type == chosen.instance_type:
-            g = 0 if o.region == chosen.region else 1
-        else:
-            g = 2 if o.region == chosen.region else 3
-        groups[g].append(o)
-    return tuple(o for g in groups for o in g)
+def _candidates(req: PlanRequest, catalog: Catalog, tried: tuple[Offer, ...],
+                running: Callable[[Offer], float]) -> tuple[Candidate, ...]:
+    """The figures of the offers ``up`` may try, once: their costs priced together (catalog/costs.py), their machine
+    and prices read from the offer's fields."""
+    compute = _price_key(req.spot)  # Offer.price_that_applies, inline
+    prices = [compute(o) for o in tried]
+    shapes = [shape_of(o) for o in tried]
+    disks: dict[tuple[str, str, str, str], Cost] = {}  # per machine: zones of a region share their disks' prices
+    for s in shapes:
+        k = (s.cloud, s.region, s.family, s.instance_type)
+        if k not in disks:
+            disks[k] = cost_of(s, disk_prices=catalog.disk_prices or DiskPrices(), boot_disk_type=req.boot_disk_type,
+                               boot_disk_gib=req.boot_disk_gib, local_nvme_gib=req.local_nvme_gib, compute_hourly=0.0)
+    costs = [disks[(s.cloud, s.region, s.family, s.instance_type)].with_compute(
+        s.instance_type, p, spot=req.spot, source=catalog.source, nodes=req.nodes) for s, p in zip(shapes, prices)]
+    return tuple(Candidate(o, s, p, running(o), c) for o, s, p, c in zip(tried, shapes, prices, costs))

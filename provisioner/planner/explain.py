@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Iterable, NamedTuple
 
 from provisioner.catalog.models import Catalog, Offer
-from provisioner.planner.core import Plan, _Checker, diagnose, rank_key
+from provisioner.planner.checker import Checker as _Checker
+from provisioner.planner.core import Plan, diagnose, rank_key
 from provisioner.planner.request import PlanRequest
 
 #: Reasons the user cannot relax in the profile: the catalog or trainvm decides them.

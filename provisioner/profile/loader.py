@@ -18,7 +18,7 @@ from pydantic import BaseModel, ValidationError
 
 from provisioner.canonical import canonical_json
 from provisioner.catalog.families import usable_memory_notes
-from provisioner.compat.rules import check_profile
+from provisioner.compat.rules import check_stack
 from provisioner.errors import InputError, ProfileError
 from provisioner.inputfile import read_capped
 from provisioner.lock import lock_path_for
@@ -259,6 +259,8 @@ def load_profile(path: str | Path, *, compat: bool = True, upgrade: bool = False
         schema = [m for m in _schema_messages(exc, doc)
                   if not (secrets and m.path == "stack.env" and "secrets never go into a profile" in m.message)]
         raise ProfileError(schema + secrets + (compat_of_what_parsed(exc, doc, _loc_path) if compat else [])) from None
+    # the record first (the compat rules read its stack context: derived once), then what the loader derives itself
+    record = resolve(profile) if compat else None
     req_path, req_sha, req_errors = _requirements(profile, doc)
     messages: list[Message] = list(req_errors) + list(resolver.messages)
     lock_state, lock_sha = "none", None
@@ -270,12 +272,9 @@ def load_profile(path: str | Path, *, compat: bool = True, upgrade: bool = False
             messages.append(Message("stack.requirements", f"both a hand-written lock ({profile.stack.requirements}) and {lock_path.name} exist; remove one", file=file, line=line))
         lock_sha = file_sha256(lock_path)
         lock_state = "fresh" if lock.inputs_sha256 == inputs_sha256(profile, resolver.inputs()) else "stale"
-    record = None
-    if compat:
-        record = resolve(profile)  # the compat rules read the record's stack context: derived once
-
+    if record is not None:
         known = (record.container_facts, record.container_notes) if record.image is not None else None
-        for m in check_profile(profile, ctx=record.stack, known=known):
+        for m in check_stack(profile.stack, profile.hardware, ctx=record.stack, known=known):
             file, line = doc.where(_split_path(m.path))
             messages.append(m.located(file, line))
     hw = profile.hardware

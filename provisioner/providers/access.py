@@ -13,9 +13,9 @@ The per-cloud facts (native schemes, secret kinds) are ``CloudSpec`` fields in r
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from provisioner.cache import cached
 from provisioner.providers.registry import CLOUDS, native_clouds, provisionable, reads_natively, secret_kind
@@ -81,15 +81,28 @@ def secret_region_warnings(refs: list[tuple[str, str]], offers: list[tuple[str, 
     return out
 
 
+class Credentialed(Protocol):
+    """A data item as ``secret_warnings`` reads it (profile/model.py ``DataItem``)."""
+
+    @property
+    def credential(self) -> str | None: ...
+
+
 def plan_secret_warnings(loaded: Any, plan: Any) -> list[str]:
     """``secret_region_warnings`` for a loaded profile (stack.env and data[].credential) and its plan's offers."""
-    refs = list(loaded.secret_refs) + [(f"data[{i}].credential", d.credential)
-                                       for i, d in enumerate(loaded.profile.data) if d.credential]
     offers = [(o.cloud, o.region) for o in (plan.chosen, *plan.failover) if o is not None]
     # which clouds trainvm can create on is the registry's fact (one look-up per cloud): asking each offer
     # (catalog.models.Offer.provisionable) called up into the catalog once per offer of the plan
     creatable = {cloud for cloud in {c for c, _ in offers} if provisionable(cloud)}
-    return secret_region_warnings(refs, [(c, r) for c, r in offers if c in creatable])
+    return secret_warnings(loaded.secret_refs, loaded.profile.data, [(c, r) for c, r in offers if c in creatable])
+
+
+def secret_warnings(secret_refs: Iterable[tuple[str, str]], data: Iterable[Credentialed],
+                    where: list[tuple[str, str]]) -> list[str]:
+    """``secret_region_warnings`` for a profile's secret references (``LoadedProfile.secret_refs``) and its data items'
+    credentials, on the (cloud, region) pairs ``where`` (the plan's provisionable offers, in order)."""
+    refs = list(secret_refs) + [(f"data[{i}].credential", d.credential) for i, d in enumerate(data) if d.credential]
+    return secret_region_warnings(refs, where)
 
 
 def egress_prices() -> dict[str, dict[str, object]]:

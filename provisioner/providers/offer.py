@@ -12,7 +12,7 @@ from typing import Any
 
 from provisioner.providers.registry import provisionable
 
-__all__ = ["EXCLUDING_FLAGS", "Offer"]
+__all__ = ["EXCLUDING_FLAGS", "Offer", "Shape"]
 
 #: Row flags that keep an offer out of plans, and the rejection reason they are counted under.
 #: Other flags are informational (the row stays plannable).
@@ -105,6 +105,26 @@ class Offer:
         price = "no spot price" if p is None else f"${p:.2f}/h{' spot' if spot else ''}"
         return (f"{self.cloud} {self.location} {self.instance_type} "
                 f"({self.gpu_count}x {self.gpu_name}) {price}")
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """The machine of one offer, without its prices: what the stages below the plan ask of the offer they act on
+    (the quota preflight: what it counts against; the render and the baked-image lookup: the machine the script is
+    made for; the payload store: the region). The planner makes one per offer ``up`` may try
+    (``planner.core.Candidate``) from the offer's fields, so that those stages take the machine, not the catalog row."""
+
+    cloud: str
+    region: str
+    zone: str | None
+    location: str  # the zone, else the region (``Offer.location``)
+    instance_type: str
+    family: str
+    gpu_name: str
+    gpu_count: int
+    vcpus: float
+    local_nvme_max_gib: int
+    arch: str
 
 
 def _num(x: float) -> float | int:

@@ -7,13 +7,30 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
-
-if TYPE_CHECKING:
-    from provisioner.providers.offer import Offer
+from typing import Protocol
 
 GLOBAL = "global"  # the scope of account-wide metrics (GCE GPUS_ALL_REGIONS)
 Usage = Mapping[str, tuple[float, float]]  # metric -> (limit, usage)
+
+
+class QuotaShape(Protocol):
+    """What a quota reader reads of the offer it weighs: the machine (``providers.offer.Shape``, which the plan's
+    candidates carry; an ``Offer`` has the same fields), never its prices."""
+
+    @property
+    def cloud(self) -> str: ...
+    @property
+    def region(self) -> str: ...
+    @property
+    def instance_type(self) -> str: ...
+    @property
+    def family(self) -> str: ...
+    @property
+    def vcpus(self) -> float: ...
+    @property
+    def gpu_name(self) -> str: ...
+    @property
+    def gpu_count(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -73,7 +90,7 @@ class QuotaSource(Protocol):
 
     def read(self, scope: str) -> Usage: ...
 
-    def needs(self, offer: Offer, spot: bool, nodes: int, usage_of: Callable[[str], Usage]) -> list[QuotaNeed]: ...
+    def needs(self, offer: QuotaShape, spot: bool, nodes: int, usage_of: Callable[[str], Usage]) -> list[QuotaNeed]: ...
 
     # optional: ``hint_for(short_readings, region) -> str``, the increase hint naming the quotas and the values that
     # would fit (AWS: the `aws service-quotas request-service-quota-increase` call); else ``increase_hint``

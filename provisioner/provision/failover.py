@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import TypeVar
 
 from provisioner.catalog.models import Offer
 from provisioner.errors import (
@@ -41,9 +42,14 @@ from provisioner.errors import (
     RetryExhaustedError,
     VanishedError,
 )
+from provisioner.planner.core import Candidate
 from provisioner.providers.base import InstanceRecord, LaunchSpec, Provider
 from provisioner.providers.registry import credential_hint
 from provisioner.providers.store import users as payload_users
+
+#: what ``provision`` walks: the plan's candidates (``Plan.candidates``: each offer with the price that applies, what
+#: ``up`` passes) or bare offers (priced by ``price_of``); the callbacks get the items as they were given
+Item = TypeVar("Item", Offer, Candidate)
 
 CLOUD_CAPACITY_LIMIT = 6  # capacity errors in a row in one cloud before its remaining offers are skipped
 
@@ -150,23 +156,27 @@ def find_existing(name: str, clouds: Sequence[str], providers: Callable[[str], P
 IN_PROGRESS = ("PROVISIONING", "STAGING", "CREATING", "UPDATING")  # InstanceRecord.state of a VM still being created
 
 
-def finish_existing(existing: InstanceRecord, offers: Sequence[Offer], spec_for: Callable[[Offer], LaunchSpec],
+def finish_existing(existing: InstanceRecord, offers: Sequence[Item], spec_for: Callable[[Item], LaunchSpec],
                     providers: Callable[[str], Provider]) -> InstanceRecord:
     """A re-run of ``up`` that finds its VM still being created waits for that create to finish (the provider's
     ``create`` adopts a VM of the same name and hash, and waits, bounded, for it), instead of returning at once."""
     if existing.state not in IN_PROGRESS:
         return existing
     where = existing.zone or existing.region
-    offer = next((o for o in offers if o.cloud == existing.cloud and o.location == where
-                  and o.instance_type == existing.instance_type), None)
-    if offer is None:  # not an offer of this plan any more: report it as it is
+    item = next((i for i in offers if (o := _offer(i)).cloud == existing.cloud and (o.zone or o.region) == where
+                 and o.instance_type == existing.instance_type), None)
+    if item is None:  # not an offer of this plan any more: report it as it is
         return existing
-    return providers(existing.cloud).create(spec_for(offer), offer)
+    return providers(existing.cloud).create(spec_for(item), _offer(item))
+
+
+def _offer(item: Offer | Candidate) -> Offer:
+    return item.offer if isinstance(item, Candidate) else item
 
 
 def provision(
-    offers: Sequence[Offer],
-    spec_for: Callable[[Offer], LaunchSpec],
+    offers: Sequence[Item],
+    spec_for: Callable[[Item], LaunchSpec],
     providers: Callable[[str], Provider],
     on_attempt: Callable[[Attempt], None] = lambda a: None,
     max_attempts: int | None = None,
@@ -174,9 +184,10 @@ def provision(
     price_of: Callable[[Offer], float] = _on_demand,
     bound: float | None = None,
     name: str = "the VM",
-    preflight: Callable[[Offer], str | None] | None = None,
+    preflight: Callable[[Item], str | None] | None = None,
 ) -> Provisioned:
-    """Try ``offers`` in order; ``price_of`` is the price that applies (the plan's), ``bound`` the most
+    """Try ``offers`` in order (the plan's candidates, or bare offers); the price that applies is a candidate's
+    (the plan's, computed once), a bare offer's ``price_of``; ``bound`` is the most
     any attempt may cost per hour (offers above it are never tried). ``spec_for`` renders and stages the offer's
     payload: a RenderError there skips that cloud (its script cannot be made for it), a ProviderError (the
     payload store refused) counts as that attempt's failure and skips the cloud's other offers (an auth error stops
@@ -191,7 +202,8 @@ def provision(
     skip_clouds: set[str] = set()
     stocked_out: set[tuple[str, str, str]] = set()  # (cloud, zone or region, gpu): no need to ask again
     capacity_run: dict[str, int] = {}  # cloud -> capacity errors in a row
-    for offer in offers:
+    for item in offers:
+        offer = item.offer if isinstance(item, Candidate) else item
         if max_attempts is not None and sum(a.outcome != "no-quota" for a in attempts) >= max_attempts:
             raise ProvisionError(
                 f"gave up after {len(attempts)} attempt(s) (--max-attempts); {_left_summary(unchecked)}", attempts,
@@ -199,12 +211,12 @@ def provision(
             )
         if offer.cloud in skip_clouds or (offer.cloud, offer.region) in skip_regions:
             continue
-        if (offer.cloud, offer.location, offer.gpu_name) in stocked_out:
+        if (offer.cloud, offer.zone or offer.region, offer.gpu_name) in stocked_out:
             continue
-        price = price_of(offer)
+        price = item.price if isinstance(item, Candidate) else price_of(offer)
         if bound is not None and price > bound:
             continue
-        short = preflight(offer) if preflight is not None else None
+        short = preflight(item) if preflight is not None else None
         if short is not None:  # no headroom there: no create call
             attempts.append(_attempt(offer, "no-quota", "QUOTA_PREFLIGHT", short, price))
             on_attempt(attempts[-1])
@@ -212,7 +224,7 @@ def provision(
             continue
         spec: LaunchSpec | None = None
         try:
-            spec = spec_for(offer)
+            spec = spec_for(item)
             record = providers(offer.cloud).create(spec, offer)
         except RenderError as exc:
             attempt = _attempt(offer, "skipped", "RenderError", f"the startup script cannot be rendered for {offer.cloud}: {exc}", price)
@@ -250,8 +262,8 @@ def provision(
                 else:
                     skip_regions.add((offer.cloud, offer.region))
             elif isinstance(exc, CapacityError):
-                stocked_out.add((offer.cloud, offer.location, offer.gpu_name))
-                if capacity_run[offer.cloud] >= CLOUD_CAPACITY_LIMIT and any(o.cloud != offer.cloud for o in offers):
+                stocked_out.add((offer.cloud, offer.zone or offer.region, offer.gpu_name))
+                if capacity_run[offer.cloud] >= CLOUD_CAPACITY_LIMIT and any(_offer(o).cloud != offer.cloud for o in offers):
                     skip_clouds.add(offer.cloud)  # a cloud-wide stock-out: let the other clouds have a turn
         else:
             attempt = _attempt(offer, "created", None, record.name, price)

@@ -13,15 +13,18 @@ from provisioner.catalog.models import Offer
 from provisioner.catalog.storage import load_catalog
 from provisioner.profile import LoadedProfile
 from provisioner.providers.base import LaunchSpec, Provider, SecretRef, labels_for, vm_name
+from provisioner.providers.image_identity import label_value
+from provisioner.providers.offer import Shape
 from provisioner.providers.store import PayloadRef
 
 if TYPE_CHECKING:
     from provisioner.catalog.costs import Cost
     from provisioner.catalog.disks import DiskPrices
+    from provisioner.providers.bake_base import BakedImage
     from provisioner.render.script import RenderedScript
 
 
-def stage(rendered: RenderedScript, offer: Offer, provider: Provider) -> PayloadRef:
+def stage(rendered: RenderedScript, offer: Offer | Shape, provider: Provider) -> PayloadRef:
     """Stage the payload of ``rendered`` (the render for ``offer``) in the offer's region of the cloud's payload store
     (an upload only when that store does not hold it yet): what ``up`` does once per offer it tries."""
     return provider.payload_store().stage(offer.region, rendered.payload.data, rendered.payload.sha256)
@@ -51,27 +54,33 @@ def resolved_profile_json(loaded: LoadedProfile) -> str:
 
 def launch_spec(loaded: LoadedProfile, offer: Offer, *, rendered: RenderedScript, name: str | None = None,
                 spot: bool | None = None, ssh_from: str | None = None, ref: PayloadRef | None = None,
-                cost: Cost | None = None) -> LaunchSpec:
+                cost: Cost | None = None, price: float | None = None, baked: BakedImage | None = None) -> LaunchSpec:
     """The create request's inputs for ``offer``, rendered for it (``rendered``: render/script.py
     ``render_for_offer``). With ``ref`` (the staged payload, ``stage``) the user data is the bootstrap that fetches
     it; without, the bootstrap ``render``/``plan`` show for review (the store's account part a placeholder), which is
     never sent. ``up`` hands the plan's figures (its request's spot, with the command line's overrides, and ``cost``:
     ``Plan.cost``, over the catalog it ranked with): nothing is derived again here; without a cost (``render``,
     ``bake``) the disks' prices come from the catalog. The price is the offer's that applies (``Plan.price``).
-    ``spot``/``ssh_from``: the command line's overrides, else the profile's record."""
+    ``spot``/``ssh_from``: the command line's overrides, else the profile's record. ``price``: the plan's price that
+    applies (``Candidate.price``), else the offer's. ``baked``: the baked image the VM boots (bake/use.py's choice for
+    this offer), its name on the ``trainvm-baked`` label."""
     p, placement, lifecycle = loaded.profile, loaded.resolved.placement, loaded.resolved.lifecycle
     user_data = rendered.user_data(ref) if ref is not None else rendered.preview()
     if spot is None:
         spot = placement.spot
-    price = offer.price_that_applies(spot)
+    if price is None:
+        price = offer.price_that_applies(spot)
     disks = cost if cost is not None else disk_costs(loaded, offer)
+    labels = labels_for(p.name, loaded.hash, price, rendered.payload.sha256, disks_hourly=disks.disks_hourly,
+                        kept_hourly=disks.stopped_hourly)
+    if baked is not None:
+        labels = {**labels, "trainvm-baked": label_value(baked.name)}
     return LaunchSpec(
         name=vm_name(p.name, loaded.hash, name),
         profile_name=p.name,
         profile_hash=loaded.hash,
         profile_json=resolved_profile_json(loaded),
-        labels=labels_for(p.name, loaded.hash, price, rendered.payload.sha256, disks_hourly=disks.disks_hourly,
-                          kept_hourly=disks.stopped_hourly),
+        labels=labels,
         startup_script=rendered.startup_sh,
         user_data=user_data.text,  # the bootstrap; the request carries it as the cloud wants (registry UserDataFormat)
         os=p.stack.os,
@@ -95,6 +104,7 @@ def launch_spec(loaded: LoadedProfile, offer: Offer, *, rendered: RenderedScript
         image=loaded.resolved.image,
         registry_auth=p.stack.container.registry_auth if p.stack.container is not None else None,
         identity=dict((p.placement.identity or {}).items()),
+        boot_image=baked.ref if baked is not None else None,
     )
 
 

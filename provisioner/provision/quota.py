@@ -34,8 +34,7 @@ from typing import TYPE_CHECKING, Literal
 
 from provisioner import hooks, settings
 from provisioner.cache import cache_dir
-from provisioner.catalog.models import Offer
-from provisioner.providers.quota_records import GLOBAL, QuotaNeed, QuotaReading, QuotaSource, Usage
+from provisioner.providers.quota_records import GLOBAL, QuotaNeed, QuotaReading, QuotaShape, QuotaSource, Usage
 from provisioner.wording import failure_words
 
 if TYPE_CHECKING:
@@ -93,7 +92,8 @@ class Preflight:
     _sources: dict[str, QuotaSource | None] = field(default_factory=dict)
     _reads: dict[tuple[str, str], tuple[Usage, float] | str] = field(default_factory=dict)
 
-    def check(self, offer: Offer) -> QuotaCheck:
+    def check(self, offer: QuotaShape) -> QuotaCheck:
+        """The verdict for ``offer``'s machine (a candidate's ``Shape``, or an ``Offer``: only the machine is read)."""
         key = (offer.cloud, offer.region, offer.instance_type)
         if key not in self.checks:
             self.checks[key] = self._check(offer)
@@ -101,7 +101,7 @@ class Preflight:
                 self.warn(f"{self.checks[key].message()}; `up` tries it as it would without the check")
         return self.checks[key]
 
-    def skip_reason(self, offer: Offer) -> str | None:
+    def skip_reason(self, offer: QuotaShape) -> str | None:
         """The failover hook: why ``offer``'s region has no headroom (None: try it)."""
         check = self.check(offer)
         return check.message() if check.status == "short" else None
@@ -125,7 +125,7 @@ class Preflight:
                 self._reads[key] = failure_words(exc)  # its words: no Python type name, no HTML page
         return self._reads[key]
 
-    def _check(self, offer: Offer) -> QuotaCheck:
+    def _check(self, offer: QuotaShape) -> QuotaCheck:
         base = (offer.cloud, offer.region, offer.instance_type)
         if offer.cloud not in self.providers:
             return QuotaCheck(*base, status="unknown", note="no credentials for this cloud")

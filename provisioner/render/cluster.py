@@ -16,15 +16,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from provisioner.catalog.families import family_of
 from provisioner.errors import RenderError
 from provisioner.providers.cluster_env import META_KEY, node_list_metadata, parse_node_list
 from provisioner.providers.registry import placement
-
-if TYPE_CHECKING:
-    from provisioner.profile.model import Profile
 
 __all__ = ["META_KEY", "ClusterContext", "cluster_context", "node_list_metadata", "parse_node_list"]
 #: torchrun's default --master-port (static rendezvous).
@@ -52,9 +48,9 @@ class ClusterContext:
                 f"WORLD_SIZE={self.nodes * self.nproc_per_node}")
 
 
-def cluster_context(profile: Profile, cloud: str, instance_type: str, gpu_count: int) -> ClusterContext | None:
-    """None for one node; else the rendezvous values of a node of ``instance_type``."""
-    nodes = profile.hardware.nodes
+def cluster_context(nodes: int, cloud: str, instance_type: str, gpu_count: int) -> ClusterContext | None:
+    """None for one node (``nodes``: the profile's ``hardware.nodes``); else the rendezvous values of a node of
+    ``instance_type``."""
     if nodes <= 1:
         return None
 

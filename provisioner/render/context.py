@@ -17,7 +17,15 @@ from provisioner.profile.fields import BUCKET_RES, DANGEROUS_ENV_KEYS, RESERVED_
 from provisioner.providers.lifecycle import guest_shutdown_does, on_vm_max_run_seconds
 from provisioner.render.cluster import cluster_context
 from provisioner.render.data import DataFields, data_fields
-from provisioner.render.install import cuda_fields, driver_fields, python_fields
+from provisioner.render.install import (
+    CudaFields,
+    DriverFields,
+    PythonFields,
+    cuda_fields,
+    driver_fields,
+    python_fields,
+    requirements_lock,
+)
 from provisioner.render.script_context import RenderTarget, ScriptContext
 from provisioner.render.script_context import is_nvswitch_shape as is_nvswitch_shape  # re-exported
 from provisioner.render.script_context import target_from_offer as target_from_offer  # re-exported
@@ -146,8 +154,10 @@ def build_context(loaded: LoadedProfile, target: RenderTarget, facts: Facts | No
     facts = facts or load_facts()
     profile = loaded.profile
     check_renderable(profile)
-    driver, cuda, python = driver_fields(loaded, target, facts), cuda_fields(loaded), python_fields(loaded)
-    data = data_fields(loaded, target)
+    driver, cuda, python, data = _phases(loaded, target, facts)
+    container, perf = _container(loaded, target), _perf_fields(profile)
+    # last: the expectation the ready gate judges by (verify/expect.py), over the record and the data phase
+    expected = expected_json(loaded, target, data)
     return ScriptContext(
         profile_name=profile.name,
         profile_hash=loaded.hash,
@@ -160,13 +170,25 @@ def build_context(loaded: LoadedProfile, target: RenderTarget, facts: Facts | No
         **python,
         **data,
         **lifecycle_fields(lifecycle if lifecycle is not None else profile.lifecycle, target.cloud),
-        expected_json=expected_json(loaded, target, data),
-        container=_container(loaded, target),
-        **_perf_fields(profile),
-        cluster=cluster_context(profile, target.cloud, target.instance_type, target.gpu_count),
+        expected_json=expected,
+        container=container,
+        **perf,
+        cluster=cluster_context(profile.hardware.nodes, target.cloud, target.instance_type, target.gpu_count),
         image_mode=image_mode,
         rehearsal=target.rehearsal,
     )
+
+
+def _phases(loaded: LoadedProfile, target: RenderTarget, facts: Facts) -> tuple[DriverFields, CudaFields, PythonFields, DataFields]:
+    """The install and data phases, each handed its part of the record (render/install.py, render/data.py)."""
+    p, rec = loaded.profile, loaded.resolved
+    fresh = loaded.lock if loaded.lock is not None and loaded.lock_state == "fresh" else None
+    stale = (None if loaded.lock_state == "fresh" else
+             f"{loaded.lock_path} is stale (the profile changed since it was written); run `trainvm lock {loaded.path}`")
+    driver, cuda = driver_fields(p.stack, fresh, target, facts), cuda_fields(p.stack, rec.cuda)  # in the phases' order
+    python = python_fields(p.stack, requirements_lock(loaded.requirements_path, loaded.lock, stale=stale))
+    return (driver, cuda, python, data_fields(p.data, p.stack, p.lifecycle, target, local_nvme_gib=p.hardware.local_nvme_gib,
+                                              actions_used=rec.lifecycle.actions_used, image=rec.image))
 
 
 def stack_fields(loaded: LoadedProfile, target: RenderTarget, facts: Facts | None = None) -> dict[str, object]:
@@ -176,6 +198,5 @@ def stack_fields(loaded: LoadedProfile, target: RenderTarget, facts: Facts | Non
     from provisioner.providers.image_identity import stack_doc  # lazy: startup (`plan --json` renders, never bakes)
 
     check_renderable(loaded.profile)
-    facts = facts or load_facts()
-    return stack_doc({**driver_fields(loaded, target, facts), **cuda_fields(loaded), **python_fields(loaded),
-                      **data_fields(loaded, target)})
+    driver, cuda, python, data = _phases(loaded, target, facts or load_facts())
+    return stack_doc({**driver, **cuda, **python, **data})

@@ -28,13 +28,14 @@ from provisioner.errors import RenderError
 from provisioner.providers.access import data_locality_exclusions
 from provisioner.providers.lifecycle import api_actions, guest_shutdown_does
 from provisioner.providers.registry import CLOUDS
-from provisioner.providers.registry_auth import profile_pull_auth
+from provisioner.providers.registry_auth import pull_auth
 from provisioner.render.shell import template_dir
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from provisioner.container.reference import ImageRef
-    from provisioner.profile import LoadedProfile
-    from provisioner.profile.model import Profile
+    from provisioner.profile.model import DataItem, Lifecycle, Stack
     from provisioner.render.script_context import RenderTarget
 
 #: the schemes copied by trainvm_copy.py with an SDK (every other data scheme is https://, copied by curl)
@@ -67,9 +68,10 @@ class DataTool:
         return f"TRAINVM_LOCK_{self.scheme.upper()}"
 
 
-def data_plans(profile: Profile, scratch: str) -> tuple[DataPlan, ...]:
+def data_plans(items: Sequence[DataItem], scratch: str) -> tuple[DataPlan, ...]:
+    """The staging plan of the profile's data ``items`` (``profile.data``)."""
     plans = []
-    for i, item in enumerate(profile.data):
+    for i, item in enumerate(items):
         stage = item.dest
         if scratch and not (item.dest + "/").startswith(scratch + "/"):
             stage = f"{scratch}/data{i}"
@@ -83,12 +85,12 @@ def data_plans(profile: Profile, scratch: str) -> tuple[DataPlan, ...]:
     return tuple(plans)
 
 
-def unreadable(profile: Profile, cloud: str) -> str:
-    """Why a VM on ``cloud`` cannot read the profile's data ("" when it can)."""
-    return data_locality_exclusions([(d.source, d.credential) for d in profile.data], (cloud,)).get(cloud, "")
+def unreadable(items: Sequence[DataItem], cloud: str) -> str:
+    """Why a VM on ``cloud`` cannot read the profile's data ``items`` ("" when it can)."""
+    return data_locality_exclusions([(d.source, d.credential) for d in items], (cloud,)).get(cloud, "")
 
 
-def vm_api_sdk(profile: Profile, cloud: str, plans: tuple[DataPlan, ...], api_actions: set[str],
+def vm_api_sdk(stack: Stack, cloud: str, plans: tuple[DataPlan, ...], api_actions: set[str],
                image: ImageRef | None) -> str | None:
     """The copy tool whose SDK venv the VM needs for its own API calls with its identity (registry
     ``CloudSpec.vm_api_sdk``; AWS: boto3 of the s3 tool), or None: that tool's data, a ``secret://`` reference to the
@@ -98,8 +100,9 @@ def vm_api_sdk(profile: Profile, cloud: str, plans: tuple[DataPlan, ...], api_ac
     if spec.vm_api_sdk is None:
         return None
 
-    pull = profile_pull_auth(profile, cloud, image)  # stack.container's registry login: a secret, or ECR's GetAuthorizationToken
-    refs = [*profile.stack.env.values(), *(p.credential for p in plans), pull.secret if pull else ""]
+    # stack.container's registry login (a secret, or ECR's GetAuthorizationToken); ``image``: the record's, parsed once
+    pull = pull_auth(cloud, image, stack.container.registry_auth) if stack.container is not None and image is not None else None
+    refs = [*stack.env.values(), *(p.credential for p in plans), pull.secret if pull else ""]
     kinds = tuple(f"secret://{k}/" for k in spec.secret_kinds)
     needed = (any(p.tool == spec.vm_api_sdk for p in plans) or any(isinstance(r, str) and r.startswith(kinds) for r in refs)
               or bool(api_actions) or (pull is not None and pull.method == "identity"))
@@ -161,20 +164,22 @@ class DataFields(TypedDict):
     aws_sdk: bool
 
 
-def data_fields(loaded: LoadedProfile, target: RenderTarget) -> DataFields:
-    """The data tools (and so the stack) follow the profile's lifecycle, whoever watches the VM (see build_context)."""
-    profile = loaded.profile
-    nvme = "required" if profile.hardware.local_nvme_gib > 0 else ("optional" if target.local_nvme_gib > 0 else "none")
-    scratch = _scratch_mount([d.dest for d in profile.data]) if nvme != "none" else ""
-    data = data_plans(profile, scratch)
-    data_unreadable = unreadable(profile, target.cloud)
-    shutdown_does = guest_shutdown_does(target.cloud, profile.lifecycle)
-    used: list[str] = list(loaded.resolved.lifecycle.actions_used)  # the record's lifecycle decisions
-    api_sdk = None if data_unreadable else vm_api_sdk(profile, target.cloud, data, api_actions(used, shutdown_does),
-                                                       loaded.resolved.image)
+def data_fields(items: Sequence[DataItem], stack: Stack, lifecycle: Lifecycle, target: RenderTarget, *,
+                local_nvme_gib: int, actions_used: Sequence[str], image: ImageRef | None) -> DataFields:
+    """The data phase over its parts of the record: the data ``items``, the ``stack`` (env, OS, container), the
+    profile's ``lifecycle`` and the record's lifecycle decisions (``actions_used``), the local NVMe asked for
+    (``hardware.local_nvme_gib``) and the parsed image. The data tools (and so the stack) follow the profile's
+    lifecycle, whoever watches the VM (see build_context)."""
+    nvme = "required" if local_nvme_gib > 0 else ("optional" if target.local_nvme_gib > 0 else "none")
+    scratch = _scratch_mount([d.dest for d in items]) if nvme != "none" else ""
+    data = data_plans(items, scratch)
+    data_unreadable = unreadable(items, target.cloud)
+    shutdown_does = guest_shutdown_does(target.cloud, lifecycle)
+    used: list[str] = list(actions_used)  # the record's lifecycle decisions
+    api_sdk = None if data_unreadable else vm_api_sdk(stack, target.cloud, data, api_actions(used, shutdown_does), image)
     return DataFields(
         data=data,
-        datatools=() if data_unreadable else data_tools(data, profile.stack.os, api_sdk=api_sdk),
+        datatools=() if data_unreadable else data_tools(data, stack.os, api_sdk=api_sdk),
         data_unreadable=data_unreadable,
         nvme=nvme,
         scratch=scratch,

@@ -1,6 +1,6 @@
-"""The install phases' values (preflight, driver, CUDA, Python and packages): one builder per phase over the typed
-record (``LoadedProfile`` and its ``.resolved``), the machine (``RenderTarget``) and the compat facts, each returning
-its ScriptContext fields. ``build_context`` (render/context.py) composes them; so does ``stack_fields``, which a bake's
+"""The install phases' values (preflight, driver, CUDA, Python and packages): one builder per phase over its part of
+the typed record (the profile's stack, the fresh NAME.lock or the requirements' lock, the record's effective CUDA),
+the machine (``RenderTarget``) and the compat facts, each returning its ScriptContext fields. ``build_context`` (render/context.py) composes them; so does ``stack_fields``, which a bake's
 identity reads without rendering anything."""
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from provisioner.providers.registry import CLOUDS
 
 if TYPE_CHECKING:
     from provisioner.compat.facts import Facts
-    from provisioner.profile import LoadedProfile
+    from provisioner.lock.model import LockFile
+    from provisioner.profile.model import Stack
     from provisioner.render.script_context import RenderTarget
 
 # cuda-keyring_1.1-1_all.deb per NVIDIA repository (x86_64). Sources: NVIDIA repo Packages files;
@@ -99,12 +100,12 @@ def _torch_index(pins: tuple[str, ...]) -> str:
     return TORCH_INDEX.format(label=labels.pop()) if labels else ""
 
 
-def _locked_driver_version(loaded: LoadedProfile, package: str) -> str:
-    """The exact apt version of ``package`` a fresh NAME.lock recorded for the profile's driver, or ""."""
-    lock = getattr(loaded, "lock", None)
-    if lock is None or loaded.lock_state != "fresh" or lock.driver.version != loaded.profile.stack.driver:
+def _locked_driver_version(fresh: LockFile | None, driver: str, package: str) -> str:
+    """The exact apt version of ``package`` a fresh NAME.lock (``fresh``; None: none, or stale) recorded for the
+    profile's ``driver``, or ""."""
+    if fresh is None or fresh.driver.version != driver:
         return ""
-    return str(lock.driver.packages.get(package, ""))
+    return str(fresh.driver.packages.get(package, ""))
 
 
 class DriverFields(TypedDict):
@@ -129,8 +130,9 @@ class DriverFields(TypedDict):
     gpu_count: int
 
 
-def driver_fields(loaded: LoadedProfile, target: RenderTarget, facts: Facts) -> DriverFields:
-    stack = loaded.profile.stack
+def driver_fields(stack: Stack, fresh_lock: LockFile | None, target: RenderTarget, facts: Facts) -> DriverFields:
+    """The driver phase over its parts: the profile's ``stack``, its NAME.lock when fresh (the driver packages'
+    exact versions), the machine and the compat facts."""
     gpu = facts.gpus.get(facts.canonical_gpu(target.gpu_name) or "")
     if gpu is None or gpu.vendor != "nvidia" or not gpu.modules:
         raise RenderError(f"cannot render a CUDA startup script for GPU {target.gpu_name!r} (not an NVIDIA data-center GPU)")
@@ -151,9 +153,9 @@ def driver_fields(loaded: LoadedProfile, target: RenderTarget, facts: Facts) -> 
         modules=gpu.modules,
         driver_pkg=pkgs[0],
         driver_pkgs=pkgs,
-        driver_pkgvers=tuple(_locked_driver_version(loaded, p) for p in pkgs),
+        driver_pkgvers=tuple(_locked_driver_version(fresh_lock, stack.driver, p) for p in pkgs),
         driver_set=which,
-        driver_pkgver=_locked_driver_version(loaded, pkgs[0]),
+        driver_pkgver=_locked_driver_version(fresh_lock, stack.driver, pkgs[0]),
         nvswitch=bool(target.nvswitch),
         fabricmanager_pkg=("nvidia-fabricmanager" if branch >= 580 else f"nvidia-fabricmanager-{branch}") if target.nvswitch else "",
         kernel_hold=kernel_hold,
@@ -174,9 +176,10 @@ class CudaFields(TypedDict):
     cudnn_contains: str
 
 
-def cuda_fields(loaded: LoadedProfile) -> CudaFields:
-    stack = loaded.profile.stack
-    cuda = loaded.resolved.cuda or ""  # the record's effective CUDA (compat.stack.effective_cuda), derived once
+def cuda_fields(stack: Stack, effective_cuda: str | None) -> CudaFields:
+    """The CUDA phase: the ``stack`` and the record's effective CUDA (``Resolved.cuda``,
+    compat.stack.effective_cuda: derived once)."""
+    cuda = effective_cuda or ""
     toolkit_pkg = cudnn_pkg = cudnn_dev = cudnn_prefix = cudnn_contains = ""
     if stack.cuda_toolkit:
         if not cuda:
@@ -210,30 +213,31 @@ class PythonFields(TypedDict):
     packages_fingerprint: str
 
 
-def _lock(loaded: LoadedProfile) -> tuple[str, str]:
-    """(the lock's text, its sha256): stack.requirements' file, else a fresh NAME.lock's packages, else ("", "")."""
-    if loaded.requirements_path is not None:
-        raw = Path(loaded.requirements_path).read_bytes()
+def requirements_lock(requirements_path: Path | str | None, lock: LockFile | None, *, stale: str | None) -> tuple[str, str]:
+    """(the lock's text, its sha256): stack.requirements' file (``requirements_path``), else a fresh NAME.lock's
+    packages (``lock``; ``stale``: why it may not be used, or None when it is fresh), else ("", "")."""
+    if requirements_path is not None:
+        raw = Path(requirements_path).read_bytes()
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError:
-            raise RenderError(f"{loaded.requirements_path}: the lock file is not UTF-8 text") from None
+            raise RenderError(f"{requirements_path}: the lock file is not UTF-8 text") from None
         if "\x00" in text:
-            raise RenderError(f"{loaded.requirements_path}: the lock file contains NUL bytes")
+            raise RenderError(f"{requirements_path}: the lock file contains NUL bytes")
         return text, hashlib.sha256(raw).hexdigest()
-    if loaded.lock is not None:
-        if loaded.lock_state != "fresh":
-            raise RenderError(f"{loaded.lock_path} is stale (the profile changed since it was written); run `trainvm lock {loaded.path}`")
-        if loaded.lock.packages:  # a container stack's lock pins the image, not Python packages
-            text = loaded.lock.requirements_text()
+    if lock is not None:
+        if stale is not None:
+            raise RenderError(stale)
+        if lock.packages:  # a container stack's lock pins the image, not Python packages
+            text = lock.requirements_text()
             return text, hashlib.sha256(text.encode()).hexdigest()
     return "", ""
 
 
-def python_fields(loaded: LoadedProfile) -> PythonFields:
-    stack = loaded.profile.stack
+def python_fields(stack: Stack, locked: tuple[str, str]) -> PythonFields:
+    """The Python and packages phases: the ``stack``'s pins and the lock (``requirements_lock``: text, sha256)."""
     pins = tuple(stack.packages)
-    lock_text, lock_sha = _lock(loaded)
+    lock_text, lock_sha = locked
     torch_index = _torch_index(pins)
     fingerprint = hashlib.sha256(json.dumps([pins, lock_sha, torch_index, stack.python]).encode()).hexdigest()
     return PythonFields(

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from provisioner.compat.facts import Facts
     from provisioner.profile import LoadedProfile
     from provisioner.profile.model import Lifecycle
-    from provisioner.providers.offer import Offer
+    from provisioner.providers.offer import Offer, Shape
 from provisioner.render.shell import template_env
 
 SCRIPT_PATH = "/usr/local/sbin/trainvm-provision"
@@ -87,7 +87,7 @@ def render_script(loaded: LoadedProfile, target: RenderTarget, *, facts: Facts |
                           driver={"version": ctx.driver, "set": ctx.driver_set, "packages": list(ctx.driver_pkgs)})
 
 
-def render_for_offer(loaded: LoadedProfile, offer: Offer, image_mode: str = "") -> RenderedScript:
+def render_for_offer(loaded: LoadedProfile, offer: Offer | Shape, image_mode: str = "") -> RenderedScript:
     """The render for one of the plan's offers (its cloud, region and shape): what ``up`` does once per offer it
     tries, before the provision stage stages the payload (provision/launch.py ``stage``) and builds the request."""
     rehearse = rehearsed_gpu(loaded) if offer.cloud in rehearsal_clouds() else None

@@ -14,6 +14,7 @@ from provisioner.render.data import DataPlan, DataTool
 
 if TYPE_CHECKING:
     from provisioner.catalog.models import Offer
+    from provisioner.providers.offer import Shape
     from provisioner.render.cluster import ClusterContext
     from provisioner.render.container import ContainerContext
 
@@ -51,9 +52,10 @@ class RenderTarget:
             object.__setattr__(self, "nvswitch", is_nvswitch_shape(self.cloud, self.instance_type, self.gpu_name, self.gpu_count))
 
 
-def target_from_offer(offer: Offer, rehearse: tuple[str, int] | None = None) -> RenderTarget:
-    """The RenderTarget of a catalog ``Offer`` (provisioner.catalog.models); ``rehearse``: (GPU, count) the profile
-    asks for, on an offer of a rehearsal cloud (no GPU: the script is rendered for the asked GPU and rehearsed)."""
+def target_from_offer(offer: Offer | Shape, rehearse: tuple[str, int] | None = None) -> RenderTarget:
+    """The RenderTarget of a catalog ``Offer`` (provisioner.catalog.models), or of a plan candidate's machine
+    (``providers.offer.Shape``: the same fields but the prices); ``rehearse``: (GPU, count) the profile asks for, on an
+    offer of a rehearsal cloud (no GPU: the script is rendered for the asked GPU and rehearsed)."""
     if getattr(offer, "arch", "x86_64") != "x86_64":
         raise RenderError(f"{offer.instance_type} is {offer.arch}; trainvm's startup script supports x86_64 only (cuda-keyring checksums)")
     return RenderTarget(

@@ -68,7 +68,7 @@ def test_up_of_a_cluster_never_picks_a_cloud_without_a_group_engine(cli, write_y
     from provisioner.providers import registry
 
     monkeypatch.setattr(registry, "cluster_clouds", lambda: ())
-    monkeypatch.setattr("provisioner.planner.core.cluster_clouds", lambda: ())
+    monkeypatch.setattr("provisioner.planner.checker.cluster_clouds", lambda: ())  # the request state (planner/checker.py)
     r = cli("up", str(_profile(write_yaml, "T4", nodes=2)), "--yes")
     assert r.code != 0 and "cluster" in r.err
     assert all(not fake.vms for fake in clouds.values())

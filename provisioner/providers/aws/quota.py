@@ -46,8 +46,7 @@ from provisioner.providers.aws.clients import ErrorReason, ServiceQuota
 from provisioner.providers.aws.errors import error_code
 from provisioner.providers.aws.params import Filter
 from provisioner.providers.aws.provider import AwsProvider
-from provisioner.providers.offer import Offer
-from provisioner.providers.quota_records import QuotaNeed, QuotaReading, Usage
+from provisioner.providers.quota_records import QuotaNeed, QuotaReading, QuotaShape, Usage
 
 if TYPE_CHECKING:
     from provisioner.providers.aws.api import AwsApi
@@ -118,7 +117,7 @@ class AwsQuotas:
         region, code = scope.split("/", 1)
         return {code: (self._limit(region, code), self._used(region, code))}
 
-    def needs(self, offer: Offer, spot: bool, nodes: int, usage_of: Callable[[str], Usage]) -> list[QuotaNeed]:
+    def needs(self, offer: QuotaShape, spot: bool, nodes: int, usage_of: Callable[[str], Usage]) -> list[QuotaNeed]:
         klass = quota_class(offer.instance_type)
         if klass is None:
             return []

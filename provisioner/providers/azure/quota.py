@@ -26,8 +26,7 @@ from itertools import combinations
 
 from provisioner.providers.azure.api import AzureApi
 from provisioner.providers.azure.provider import AzureProvider
-from provisioner.providers.offer import Offer
-from provisioner.providers.quota_records import QuotaNeed, Usage
+from provisioner.providers.quota_records import QuotaNeed, QuotaShape, Usage
 
 FAMILY_QUOTA = {
     "NC": "standardNCFamily", "NCv3": "standardNCSv3Family", "NCasT4_v3": "standardNCASv3_T4Family",
@@ -61,7 +60,7 @@ def _size_keys(size: str) -> set[str]:
     return {f"{letters}{f}{a}{b}".lower() for f in variants for a, b in ((accel, version), (version, accel))}
 
 
-def family_usage_name(offer: Offer, listed: Iterable[str]) -> str | None:
+def family_usage_name(offer: QuotaShape, listed: Iterable[str]) -> str | None:
     """The usage name (Azure's own spelling, from ``listed``) of the family ``offer``'s size counts against, or None
     when it cannot be named: the table's name where the location lists it, else the one listed name the size's
     name maps to (none or several: None)."""
@@ -89,7 +88,7 @@ class AzureQuotas:
         # name.value is required by the REST API (the SDK annotates it optional)
         return {u.name.value: (float(u.limit), float(u.current_value)) for u in items if u.name.value is not None}
 
-    def needs(self, offer: Offer, spot: bool, nodes: int, usage_of: Callable[[str], Usage]) -> list[QuotaNeed]:
+    def needs(self, offer: QuotaShape, spot: bool, nodes: int, usage_of: Callable[[str], Usage]) -> list[QuotaNeed]:
         vcpus = offer.vcpus * nodes
         listed = {name.lower(): name for name in usage_of(offer.region)}
 

@@ -20,8 +20,7 @@ from typing import TYPE_CHECKING
 from provisioner.providers.base import Provider
 from provisioner.providers.gcp.api import GceApi
 from provisioner.providers.gcp.provider import GcpProvider
-from provisioner.providers.offer import Offer
-from provisioner.providers.quota_records import GLOBAL, QuotaNeed, Usage
+from provisioner.providers.quota_records import GLOBAL, QuotaNeed, QuotaShape, Usage
 
 if TYPE_CHECKING:
     from google.cloud.compute_v1 import RegionsClient
@@ -55,7 +54,7 @@ class GceQuotas:
             got = gce.call(lambda: regions.get(project=api.project, region=scope, retry=None, timeout=gce.http_timeout))
         return {q.metric: (float(q.limit), float(q.usage)) for q in got.quotas}
 
-    def needs(self, offer: Offer, spot: bool, nodes: int, usage_of: Callable[[str], Usage]) -> list[QuotaNeed]:
+    def needs(self, offer: QuotaShape, spot: bool, nodes: int, usage_of: Callable[[str], Usage]) -> list[QuotaNeed]:
         region = usage_of(offer.region)
         out = []
         model = GPU_METRIC.get(offer.gpu_name)
