@@ -213,3 +213,42 @@ def _spec():  # type: ignore[no-untyped-def]
     from tests.local.test_local_provider import spec
 
     return spec()
+
+
+@needs_qemu_img
+def test_run_bake_on_local_captures_the_builder_and_records_the_image(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """``trainvm bake --cloud local`` through bake/run.py: the provider's create (here: the builder's overlay and a
+    console that says ``baked``, instead of a QEMU boot), the wait, the stop, the capture with the real qemu-img, the
+    builder deleted, the record of bakes written; then ``up``'s lookup finds the image."""
+    from provisioner.bake import records, run
+
+    loaded = exact_local_profile()
+    base = tmp_path / "ubuntu.qcow2"
+    qemu("qemu-img", "create", "-f", "qcow2", str(base), "64M")
+    root = tmp_path / "local"
+    monkeypatch.setenv("TRAINVM_LOCAL_IMAGE_UBUNTU_22_04", str(base))
+    monkeypatch.setenv("TRAINVM_LOCAL_DIR", str(root))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(run, "load_profile", lambda path: loaded)
+    made: list[str] = []
+
+    def create(self: LocalProvider, spec, offer):  # type: ignore[no-untyped-def]
+        made.append(spec.name)
+        assert spec.boot_image is None and spec.labels["trainvm-role"] == "builder"
+        record = builder(self.root, base, spec.name)
+        (self.root / spec.name / "console.log").write_text("TRAINVM_STATUS=running:driver\nTRAINVM_STATUS=baked\n")
+        return record
+
+    monkeypatch.setattr(LocalProvider, "create", create)
+    assert run.run_bake(TF, cloud="local", region=None, json_out=True) == 0
+    doc = json.loads(capsys.readouterr().out)
+    image = doc["image"]
+    assert doc["baked"] and image["cloud"] == "local" and Path(image["ref"]).is_file()
+    assert not (root / made[0]).exists()  # the builder was deleted
+    assert [r["name"] for r in records.load() if r["cloud"] == "local"] == [image["name"]]  # plan's offline record
+    choice = use.BakedImages(loaded, {"local": LocalProvider(root)}).choose(host.host_offers()[0])
+    assert choice is not None and choice.image is not None and choice.image.name == image["name"]
+    # a second bake of the same stack reuses it
+    assert run.run_bake(TF, cloud="local", region=None, json_out=True) == 0
+    assert json.loads(capsys.readouterr().out)["reused"] and len(made) == 1
