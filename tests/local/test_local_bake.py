@@ -162,7 +162,7 @@ def test_bake_and_up_on_local_agree_on_the_rehearsed_stack(tmp_path: Path, monke
     """The builder renders the stack ``up`` renders on this machine (the profile's GPU, rehearsed), so ``up``'s
     lookup finds what the bake made."""
     from provisioner.render.context import build_context
-    from provisioner.render.script import render_for_offer, rehearsed_gpu
+    from provisioner.render.script import rehearsed_gpu, render_for_offer
     from provisioner.render.script_context import target_from_offer
 
     loaded = exact_local_profile()
