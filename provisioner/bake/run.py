@@ -38,6 +38,7 @@ from provisioner.profile import load_profile
 from provisioner.providers.base import labels_for, vm_name
 from provisioner.providers.image_identity import identity_of
 from provisioner.providers.lifecycle import describe as lifecycle_describe
+from provisioner.providers.registry import rehearsal_clouds
 from provisioner.provision.launch import launch_spec, locked_images
 from provisioner.wording import duration
 
@@ -115,14 +116,19 @@ def plan_bake(loaded: LoadedProfile, baker: Baker, cloud: str, region: str | Non
         is_nvswitch_shape,
         render_script,
     )
+    from provisioner.render.script import rehearsed_gpu  # lazy: startup (plan loads bake.run; render pulls in jinja2)
 
     planned = make_plan(loaded, Overrides((cloud,), (region,) if region else None, None))
     offer = planned.plan.chosen
     if offer is None:
         raise NoFeasibleOfferError(no_offer_message(planned.plan, planned.catalog))
-    target = RenderTarget(cloud, baker.builder_shape, offer.gpu_name, offer.gpu_count, offer.region, offer.zone,
-                          nvswitch=is_nvswitch_shape(cloud, offer.instance_type, offer.gpu_name, offer.gpu_count),
-                          local_nvme_gib=int(getattr(offer, "local_nvme_max_gib", 0) or 0))  # the GPU VM's: mdadm
+    # a cloud without a GPU (a rehearsal, planner/rehearsal.py) bakes the stack `up` renders there: the profile's GPU's
+    rehearse = rehearsed_gpu(loaded) if cloud in rehearsal_clouds() else None
+    gpu, count = rehearse or (offer.gpu_name, offer.gpu_count)
+    target = RenderTarget(cloud, baker.builder_shape, gpu, count, offer.region, offer.zone,
+                          nvswitch=is_nvswitch_shape(cloud, offer.instance_type, gpu, count),
+                          local_nvme_gib=int(getattr(offer, "local_nvme_max_gib", 0) or 0),  # the GPU VM's: mdadm
+                          rehearsal=rehearse is not None)
     limit = builder_limit_hours(settings.seconds("TRAINVM_BAKE_TIMEOUT", 5400.0))
     # the builder's watchdog and max-run timer follow the builder's lifecycle (its own limit), not the profile's;
     # everything else (the data tools a baked VM's own lifecycle calls need, hence the stack identity) the profile's

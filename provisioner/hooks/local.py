@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from provisioner.hooks.own import own_provider
 from provisioner.providers.hook_types import CloudHooks
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
+    from provisioner.providers.bake_base import Baker
     from provisioner.providers.base import LaunchSpec, Provider
     from provisioner.providers.offer import Offer
 
@@ -25,6 +27,13 @@ def request_preview(spec: LaunchSpec, offer: Offer) -> dict[str, object]:
     return request_preview(spec, offer)
 
 
+def baker(provider: Provider) -> Baker:
+    from provisioner.providers.local.bake import LocalBaker  # lazy: startup (cloud code only when asked)
+    from provisioner.providers.local.provider import LocalProvider  # lazy: startup (cloud code only when asked)
+
+    return LocalBaker(own_provider(provider, LocalProvider))
+
+
 def host_offers() -> tuple[Offer, ...]:
     from provisioner.providers.local.host import host_offers  # lazy: startup (cloud code only when asked)
 
@@ -37,5 +46,5 @@ def family_of(instance_type: str) -> str:
     return family_of(instance_type)
 
 
-HOOKS = CloudHooks(name="local", request_preview=request_preview, provider=provider, host_offers=host_offers,
+HOOKS = CloudHooks(name="local", request_preview=request_preview, provider=provider, baker=baker, host_offers=host_offers,
                    family_of=family_of)

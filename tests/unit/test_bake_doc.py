@@ -8,7 +8,7 @@ import re
 from provisioner.hooks import bakers
 from tests.helpers import REPO
 
-DISPLAY = {"gcp": "GCE", "aws": "AWS", "azure": "Azure"}
+DISPLAY = {"gcp": "GCE", "aws": "AWS", "azure": "Azure", "local": "The local cloud"}
 
 
 def test_bake_md_names_every_cloud_with_a_baker_and_never_says_one_cannot_bake():

@@ -29,7 +29,7 @@ def test_the_hooks_table_has_every_cloud_of_the_registry_in_its_order() -> None:
     assert all(h.name == n for n, h in HOOKS.items())
     # a provider hook exactly where the cloud's data says trainvm provisions there
     assert {n for n, h in HOOKS.items() if h.provider is not None} == {n for n, c in CLOUDS.items() if c.provisionable}
-    assert bakers() == ("gcp", "azure", "aws") and priced_clouds() == ("gcp", "azure", "aws")
+    assert bakers() == ("gcp", "azure", "aws", "local") and priced_clouds() == ("gcp", "azure", "aws")
 
 
 def test_the_identity_check_is_the_cloud_s_hook() -> None:

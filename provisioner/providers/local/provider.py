@@ -36,6 +36,8 @@ TOOLS = {"qemu-system-x86_64": "qemu-system-x86", "qemu-img": "qemu-utils", "gen
 #: the official cloud images' default user (Debian's and Ubuntu's cloud-init configuration)
 SSH_USERS = {"debian": "debian", "ubuntu": "ubuntu"}
 NAME_RE = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
+#: the local cloud's own folders beside the VMs' (the payload store, the baked images): never a VM's name
+RESERVED = frozenset({"store", "images"})
 HOSTFWD = re.compile(r"hostfwd=tcp:127\.0\.0\.1:\d+-:22")
 
 
@@ -53,7 +55,7 @@ class LocalProvider:
         self.python = python or sys.executable
 
     def _files(self, name: str) -> VmFiles:
-        if not NAME_RE.fullmatch(name) or name == "store":
+        if not NAME_RE.fullmatch(name) or name in RESERVED:
             raise InvalidRequestError(f"{name!r} is not a local VM name (lower-case letters, digits and '-')")
         return VmFiles(self.root / name)
 
