@@ -173,3 +173,17 @@ def test_plan_on_local_prices_this_machine_at_zero_and_says_what_the_store_keeps
     gcp = json.loads(_trainvm(tmp_path, "plan", profile, "--json").stdout)
     assert gcp["payload"]["expires_days"] == 30 and gcp["payload"]["cost_monthly_at_most"] > 0
     assert "unknown" not in json.dumps(gcp["estimate"]["cost"]["unknown"])
+
+
+def test_a_cluster_is_not_rehearsed_on_local_yet_and_the_plan_says_why(tmp_path: Path) -> None:
+    """hardware.nodes > 1: the local CloudSpec has no group engine (``group_engine=False``), so the planner's
+    ``cluster`` check (not a rehearsed one) rejects the offer, and the near miss says what to change."""
+    assert not CLOUDS["local"].group_engine
+    profile = tmp_path / "two.yaml"
+    profile.write_text((HERE / "fixtures" / "t4-rehearsal.yaml").read_text().replace("  gpu: T4\n", "  gpu: T4\n  nodes: 2\n"))
+    out = _trainvm(tmp_path, "plan", str(profile), "--cloud", "local")
+    text = out.stdout + out.stderr
+    assert "no feasible offer" in text and "local: cluster 1" in text
+    assert "trainvm cannot create 2-node clusters on local yet (hardware.nodes: 1 for one VM)" in text
+    doc = json.loads(_trainvm(tmp_path, "plan", str(profile), "--cloud", "local", "--json").stdout)
+    assert doc["chosen"] is None and doc["rejected"]["local"] == {"cluster": 1}
