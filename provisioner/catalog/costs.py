@@ -9,6 +9,8 @@ attaches (the catalog's disk prices, ``disks.csv``). Pure and offline; imports n
   while stopped: trainvm stops GCE VMs with ``discardLocalSsd=true`` and GCE charges only for Local SSD data
   that a stop preserves (gcloud compute instances stop reference: "Preserving the Local SSD disk data incurs
   costs"); AWS instance store and Azure's local NVMe are lost on stop and are part of the instance price.
+* A cloud whose VMs run on the machine running trainvm (``CloudSpec.on_host``: the local cloud) bills nothing: its
+  compute and disks are priced at 0, with those words as the source.
 * An unknown price is unknown (None), never 0: a part the table does not price makes the totals unknown and
   is named in ``unknown``; ``running_hourly_known`` is then the lower bound of what is known.
 * Monthly prices become hourly at 730 h a month (the clouds' own convention).
@@ -56,6 +58,7 @@ class Cost:
     nodes: int
     parts: tuple[CostPart, ...]
     stopped_note: str = ""  # what else keeps billing while stopped, in the registry's words
+    on_host: str = ""  # why nothing bills: the VM runs on this machine (CloudSpec.on_host's words)
 
     def _sum(self, parts: list[CostPart]) -> float | None:
         if any(p.hourly is None for p in parts):
@@ -117,7 +120,7 @@ class Cost:
         each = f" for {n} nodes" if n > 1 else ""
         comp, disks = self.compute_hourly, self.disks_hourly
         split = f"compute {money(comp)} + disks {money(disks)}" + (" per node" if n > 1 else "")
-        running = (f"running {money(run)}/h{each} ({split})" if run is not None else
+        running = (f"running {money(run)}/h{each} ({self.on_host or split})" if run is not None else
                    f"running unknown (at least {money(self.running_hourly_known * n)}/h{each}; "
                    f"not priced: {'; '.join(self.unknown)})")
         stopped = f"stopped {money(stop)}/h{each}" if stop is not None else "stopped unknown/h"
@@ -168,10 +171,16 @@ def cost_of(offer: Offer | Shape, *, disk_prices: DiskPrices, boot_disk_type: st
             raise TypeError("cost_of: a Shape has no price of its own; pass compute_hourly")
         p = offer.price(spot)
         compute_hourly = offer.price_hourly if p is None else p
+    spec = cloud(offer.cloud)
     parts = [CostPart("compute", f"{offer.instance_type}{' spot' if spot else ''}", compute_hourly, False,
-                      compute_source)]
+                      spec.on_host or compute_source)]
     name = _boot_disk_name(offer, boot_disk_type)
     detail = f"{boot_disk_gib} GiB {boot_disk_type}" + (f" ({name})" if name else "")
+    if spec.on_host is not None:  # this machine's own disk: priced at 0, saying whose
+        parts.append(CostPart("boot disk", detail, 0.0, True, spec.on_host))
+        if local_nvme_gib > 0:
+            parts.append(CostPart("local SSD", f"{local_nvme_gib} GiB local NVMe", 0.0, False, spec.on_host))
+        return Cost(nodes=nodes, parts=tuple(parts), stopped_note=spec.lifecycle.kept_billing, on_host=spec.on_host)
     q = disk_prices.quote(offer.cloud, offer.region, boot_disk_type, boot_disk_gib)
     if name.startswith("hyperdisk"):
         parts.append(CostPart("boot disk", detail, None, True, f"{name} is not in the disk price table"))
@@ -196,7 +205,7 @@ def cost_of(offer: Offer | Shape, *, disk_prices: DiskPrices, boot_disk_type: st
         else:
             parts.append(CostPart("local SSD", detail, _hourly(lq.monthly) * count, False,
                                   f"{lq.tier.source} ({lq.tier.fetched_at.isoformat()})"))
-    return Cost(nodes=nodes, parts=tuple(parts), stopped_note=cloud(offer.cloud).lifecycle.kept_billing)
+    return Cost(nodes=nodes, parts=tuple(parts), stopped_note=spec.lifecycle.kept_billing)
 
 
 def disk_key(offer: Offer | Shape, local_nvme_gib: int) -> tuple[str, str, str, str]:

@@ -1,8 +1,9 @@
 """Rehearsals: a cloud without a GPU (``CloudSpec.rehearsal``: this machine's QEMU VM) is offered for a profile
 that asks for one as a rehearsal, never as a pass. On such a cloud the checks marked ``rehearsed`` in
-planner/checks.py (the GPU's name, memory, count and stack, the host size the GPUs set, the region, spot) are not
-gates; the plan says which of them the offer does not meet (``not_checked``) and why it is offered at all. A
-rehearsal offer ranks after every offer that can pass (``last``), and failover never reaches it (another GPU).
+planner/checks.py (the GPU's name, memory, count and stack, the host size the GPUs set, the local NVMe size, the
+region, spot) are not gates; the plan says which of them the offer does not meet (``not_checked``) and why it is
+offered at all. A rehearsal offer ranks after every offer that can pass (``last``), and failover never reaches it
+(another GPU).
 
 The planner asks the cloud table's field, never a cloud's name."""
 

@@ -40,6 +40,11 @@ class PayloadStoreFacts:
     access: str
     #: the metadata server the VM asks for its identity's token or credentials
     metadata_url: str
+    #: a lifecycle rule removes objects ``providers/store.EXPIRE_DAYS`` after their last upload (the clouds'
+    #: object stores); False: nothing expires, ``down`` of the last VM that names an object removes it
+    expires: bool = True
+    #: the store bills its space (``describe`` bounds it); False: a folder on the machine running trainvm, no bill
+    billed: bool = True
 
 
 @dataclass(frozen=True)
@@ -173,6 +178,10 @@ class CloudSpec:
     registry_login: RegistryLogin | None = None
     #: an example ``placement.identity`` value for this cloud (the profile reference's example; with identity_check)
     identity_example: str | None = None
+    #: the VM runs on the machine running trainvm: its CPUs, memory and disks (files) are that machine's own and
+    #: bill nothing, so the plan prices compute and disks at 0 with these words as the source; None: the cloud bills
+    #: them (compute: the catalog or the cloud's price source; disks: catalog/data/disks.csv)
+    on_host: str | None = None
     #: the expected time to ready from a public report (issue #28), cold vs baked; None: no published figure
     #: (``plan`` says unknown, never guesses)
     ready_estimate: ReadyEstimate | None = None

@@ -236,6 +236,8 @@ CLOUDS: Mapping[str, CloudSpec] = MappingProxyType({c.name: c for c in (
             access="served only to the VM whose record names the object, through its own QEMU guestfwd channel "
                    "(no credential in user data)",
             metadata_url="http://10.0.2.100",
+            expires=False,  # providers/local/store.py: no lifecycle rule; `down` releases what no other VM names
+            billed=False,
         ),
         kernel_flavour="generic",
         os_images=MappingProxyType({
@@ -246,6 +248,8 @@ CLOUDS: Mapping[str, CloudSpec] = MappingProxyType({c.name: c for c in (
         os_arches=_x86(*OS_NAMES),
         # the boot disk is a qcow2 overlay in the VM's folder, whatever the profile's type
         disk_types=MappingProxyType({"standard": "qcow2", "balanced": "qcow2", "ssd": "qcow2"}),
+        # QEMU on this machine; the boot disk overlay and the NVMe devices are files in the VM's folder (request.py)
+        on_host="this machine's own CPUs, memory and disk: no bill",
         native_schemes=frozenset(),
         secret_kinds=frozenset(),
         secret_refs=(),

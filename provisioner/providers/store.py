@@ -107,17 +107,24 @@ def describe(cloud: str, region: str, size: int | None = None) -> dict[str, obje
     """Where ``up`` stages the payload on ``cloud`` in ``region``, who reads it and what it costs, for ``plan``
     and the ``up`` summary (offline: the account part of the store's name is a placeholder)."""
     facts = CLOUDS[cloud].payload
-    bound = None if size is None else MAX_STORAGE_USD_PER_GB_MONTH * size / 1e9
+    bound = 0.0 if not facts.billed else None if size is None else MAX_STORAGE_USD_PER_GB_MONTH * size / 1e9
+    kept = (f"removed by `trainvm down` when no other VM uses it, else after {EXPIRE_DAYS} days; the store is kept"
+            if facts.expires else "kept until `trainvm down` of the last VM that uses it (nothing expires)")
     return {
         "store": facts.title, "where": facts.name.format(region=region), "access": facts.access,
-        "size_bytes": size, "cost_monthly_at_most": bound, "expires_days": EXPIRE_DAYS,
-        "kept": f"removed by `trainvm down` when no other VM uses it, else after {EXPIRE_DAYS} days; the store is kept",
+        "size_bytes": size, "cost_monthly_at_most": bound, "expires_days": EXPIRE_DAYS if facts.expires else None,
+        "kept": kept,
     }
 
 
 def describe_line(d: dict[str, object]) -> str:
     size = d.get("size_bytes")
     bound = d.get("cost_monthly_at_most")
-    cost = (f"{size / 1e6:.2f} MB, at most ${bound:.4f}/month" if isinstance(size, int) and isinstance(bound, float)
-            else "a few hundred KB, under $0.001/month")
+    size_text = f"{size / 1e6:.2f} MB" if isinstance(size, int) else "a few hundred KB"
+    if bound == 0.0:  # a store that bills nothing (a folder on this machine)
+        cost = f"{size_text}, no bill"
+    elif isinstance(size, int) and isinstance(bound, float):
+        cost = f"{size_text}, at most ${bound:.4f}/month"
+    else:
+        cost = "a few hundred KB, under $0.001/month"
     return f"private {d['store']} {d['where']} ({cost}), read with the VM's identity; {d['kept']}"

@@ -118,3 +118,72 @@ def test_plan_says_rehearsal_in_its_text_and_json(tmp_path: Path) -> None:
     # without --cloud local the profile's own clouds: no rehearsal, nothing of the host read
     doc = json.loads(_trainvm(tmp_path, "plan", profile, "--json").stdout)
     assert doc["chosen"]["cloud"] == "gcp" and "rehearsal" not in doc
+
+
+def test_local_nvme_is_what_this_machine_can_back_and_a_larger_ask_is_rehearsed_on_thin_devices(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TRAINVM_LOCAL_DIR", str(tmp_path / "not" / "made" / "yet"))
+    free = host.free_gib(tmp_path)
+    (o,) = host.host_offers(cpu_count=2, meminfo=MEMINFO, machine="x86_64")
+    assert o.local_nvme_max_gib == free  # the file system of the local cloud's folder (its nearest existing parent)
+    small = host.host_offers(cpu_count=2, meminfo=MEMINFO, machine="x86_64", disk_free_gib=100)[0]
+    req = PlanRequest(gpu_names=frozenset({"T4"}), min_vcpus=2, min_memory_gib=4, clouds=("local",),
+                      provisionable_clouds=PROV, local_nvme_gib=100)
+    r = plan(req, catalog([small]), TODAY).rehearsal(small)
+    assert r is not None and "local_nvme" not in r.not_checked  # 100 GiB free backs it
+    p = plan(replace(req, local_nvme_gib=750, clouds=("local", "gcp")),
+             catalog([small, replace(T4, local_nvme_max_gib=0)]), TODAY)
+    r = p.rehearsal(small)
+    assert p.chosen is small and r is not None and r.not_checked == ("gpu_name", "gpu_count", "local_nvme")
+    assert p.rejected == {"gcp": {"local_nvme": 1}}  # still a gate on every cloud that can pass
+
+
+def test_plan_local_nvme_on_local(tmp_path: Path) -> None:
+    profile = tmp_path / "nvme.yaml"
+    profile.write_text((HERE / "fixtures" / "t4-rehearsal.yaml").read_text().replace(
+        "  gpu: T4\n", "  gpu: T4\n  local_nvme_gib: 750\n"))
+    doc = json.loads(_trainvm(tmp_path, "plan", str(profile), "--cloud", "local", "--json").stdout)
+    assert doc["chosen"]["cloud"] == "local"
+    parts = {p["what"]: p for p in doc["estimate"]["cost"]["parts"]}
+    assert parts["local SSD"] == {"what": "local SSD", "detail": "750 GiB local NVMe", "hourly": 0.0,
+                                  "kept_when_stopped": False,
+                                  "source": "this machine's own CPUs, memory and disk: no bill"}
+
+
+def test_plan_on_local_prices_this_machine_at_zero_and_says_what_the_store_keeps(tmp_path: Path) -> None:
+    """Issue 38: the boot disk is a file on this machine (not "unknown"), and the local store has no lifecycle rule
+    (no "30 days"): both words come from the local CloudSpec (on_host, payload.expires/billed)."""
+    profile = str(HERE / "fixtures" / "t4-rehearsal.yaml")
+    out = _trainvm(tmp_path, "plan", profile, "--cloud", "local")
+    assert out.returncode == 0, out.stderr
+    cost = next(line for line in out.stdout.splitlines() if line.startswith("cost: "))
+    assert cost.startswith("cost: running $0.000/h (this machine's own CPUs, memory and disk: no bill); stopped $0.000/h")
+    assert "unknown" not in cost
+    payload = next(line for line in out.stdout.splitlines() if line.startswith("payload: "))
+    assert "no bill" in payload and "kept until `trainvm down` of the last VM that uses it (nothing expires)" in payload
+    assert "days" not in payload and "$0.0" not in payload
+    doc = json.loads(_trainvm(tmp_path, "plan", profile, "--cloud", "local", "--json").stdout)
+    est = doc["estimate"]["cost"]
+    assert est["unknown"] == [] and est["running_hourly"] == 0.0 and est["stopped_hourly"] == 0.0
+    assert {p["what"]: p["source"] for p in est["parts"]} == {
+        "compute": "this machine's own CPUs, memory and disk: no bill",  # not the price catalog: a host fact
+        "boot disk": "this machine's own CPUs, memory and disk: no bill"}
+    assert doc["payload"]["expires_days"] is None and doc["payload"]["cost_monthly_at_most"] == 0.0
+    # a cloud's store keeps its lifecycle rule and its bound
+    gcp = json.loads(_trainvm(tmp_path, "plan", profile, "--json").stdout)
+    assert gcp["payload"]["expires_days"] == 30 and gcp["payload"]["cost_monthly_at_most"] > 0
+    assert "unknown" not in json.dumps(gcp["estimate"]["cost"]["unknown"])
+
+
+def test_a_cluster_is_not_rehearsed_on_local_yet_and_the_plan_says_why(tmp_path: Path) -> None:
+    """hardware.nodes > 1: the local CloudSpec has no group engine (``group_engine=False``), so the planner's
+    ``cluster`` check (not a rehearsed one) rejects the offer, and the near miss says what to change."""
+    assert not CLOUDS["local"].group_engine
+    profile = tmp_path / "two.yaml"
+    profile.write_text((HERE / "fixtures" / "t4-rehearsal.yaml").read_text().replace("  gpu: T4\n", "  gpu: T4\n  nodes: 2\n"))
+    out = _trainvm(tmp_path, "plan", str(profile), "--cloud", "local")
+    text = out.stdout + out.stderr
+    assert "no feasible offer" in text and "local: cluster 1" in text
+    assert "trainvm cannot create 2-node clusters on local yet (hardware.nodes: 1 for one VM)" in text
+    doc = json.loads(_trainvm(tmp_path, "plan", str(profile), "--cloud", "local", "--json").stdout)
+    assert doc["chosen"] is None and doc["rejected"]["local"] == {"cluster": 1}

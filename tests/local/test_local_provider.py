@@ -5,14 +5,17 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 
+from provisioner.commands.down import release_payload
 from provisioner.errors import ConflictError, InvalidRequestError
 from provisioner.hooks import HOOKS
 from provisioner.providers.base import LaunchSpec
 from provisioner.providers.local import host, vms
+from provisioner.providers.local import provider as provider_module
 from provisioner.providers.local.provider import LocalProvider
 from provisioner.providers.local.request import VmFiles
 from provisioner.providers.local.store import LocalStore
@@ -86,3 +89,75 @@ def test_the_payload_store_is_content_addressed(tmp_path: Path) -> None:
 def test_the_provider_hook_builds_the_local_provider() -> None:
     hook = HOOKS["local"].provider
     assert hook is not None and isinstance(hook(), LocalProvider)
+
+
+QEMU_IMG = shutil.which("qemu-img") is not None and shutil.which("qemu-io") is not None
+
+
+def _qemu_io(path: Path, command: str) -> bool:
+    """``qemu-io -c COMMAND``: True when it succeeded (a ``read -P`` whose pattern differs exits 1)."""
+    done = subprocess.run(["qemu-io", "-f", "qcow2", "-c", command, str(path)], capture_output=True, text=True,
+                          check=False)
+    return done.returncode == 0 and "failed" not in (done.stdout + done.stderr).lower()
+
+
+@pytest.mark.skipif(not QEMU_IMG or shutil.which("genisoimage") is None,
+                    reason="qemu-img/qemu-io (Debian qemu-utils) or genisoimage missing")
+def test_local_nvme_devices_are_made_at_create_blank_after_a_stop_and_gone_with_down(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Real qemu-img and genisoimage; only QEMU itself is not started (the VM lane boots it: tests/vm/)."""
+    base = tmp_path / "base.qcow2"
+    subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", str(base), "1G"], check=True)
+    monkeypatch.setenv("TRAINVM_LOCAL_IMAGE_DEBIAN_12", str(base))
+    monkeypatch.setenv("TRAINVM_SSH_PUBLIC_KEY", "")
+    started: list[list[str]] = []
+    real_run = provider_module._run
+
+    def run(argv: list[str]) -> None:
+        if argv[0] == "qemu-system-x86_64":
+            started.append(argv)  # no QEMU: the VM reads as STOPPED, which is all start() needs
+        else:
+            real_run(argv)
+
+    monkeypatch.setattr(provider_module, "_run", run)
+    provider = LocalProvider(tmp_path / "local")
+    files = VmFiles(tmp_path / "local" / "tv-a")
+    provider.create(spec(local_nvme_gib=750), OFFER)
+    for i in range(2):  # two 375 GiB devices, thin: nothing written yet
+        info = json.loads(subprocess.run(["qemu-img", "info", "--output=json", str(files.nvme(i))],
+                                         capture_output=True, text=True, check=True).stdout)
+        assert info["virtual-size"] == 375 * 2**30 and info["format"] == "qcow2" and info["actual-size"] < 2**20
+    assert "serial=trainvm-nvme1" in " ".join(started[0])
+    assert _qemu_io(files.nvme(0), "write -P 0xab 0 64k")  # the guest's scratch data
+    assert _qemu_io(files.nvme(0), "read -P 0xab 0 64k") and not _qemu_io(files.nvme(0), "read -P 0 0 64k")
+    provider.stop("tv-a")  # the data is discarded, as GCE's stop discards Local SSD data
+    assert not files.nvme(0).exists() and not files.nvme(1).exists() and files.disk.is_file()
+    provider.start("tv-a")
+    def disks(argv: list[str]) -> list[str]:
+        return [argv[i + 1] for i, a in enumerate(argv) if a in ("-drive", "-device")]
+
+    assert len(started) == 2 and disks(started[1]) == disks(started[0])  # the same devices
+    assert _qemu_io(files.nvme(0), "read -P 0 0 64k") and _qemu_io(files.nvme(1), "read -P 0 0 64k")  # blank again
+    assert _qemu_io(files.nvme(0), "write -P 0xcd 0 64k")  # then a poweroff inside the guest: start blanks it too
+    provider.start("tv-a")
+    assert _qemu_io(files.nvme(0), "read -P 0 0 64k")
+    assert provider.delete("tv-a") and not files.root.exists()
+
+
+def test_the_local_store_keeps_a_payload_until_down_of_the_last_vm_that_names_it(tmp_path: Path) -> None:
+    """What `plan --cloud local` says of the store ("kept until `trainvm down` of the last VM that uses it"), through
+    down's own release (commands/down.py ``release_payload``): a stopped VM naming it keeps it too."""
+    data = b"payload"
+    sha = hashlib.sha256(data).hexdigest()
+    provider = LocalProvider(tmp_path)
+    provider.payload_store().stage("this-machine", data, sha)
+    for name in ("tv-a", "tv-b"):
+        files = VmFiles(tmp_path / name)
+        files.root.mkdir()
+        vms.save(files, {"profile": "p", "hash": "ab" * 32, "payload": sha[:16], "ssh_user": "debian"})
+    rec_a, rec_b = provider.find("tv-a"), provider.find("tv-b")
+    assert rec_a is not None and rec_b is not None and rec_a.payload == sha[:16]
+    assert release_payload(provider, rec_a, "tv-a")["state"] == "kept"  # tv-b (stopped) still names it
+    assert provider.delete("tv-a") and provider.payload_store().stored("this-machine") == [sha]
+    assert release_payload(provider, rec_b, "tv-b")["state"] == "released"
+    assert provider.payload_store().stored("this-machine") == []

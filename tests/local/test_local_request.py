@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from fnmatch import fnmatch
 from pathlib import Path
 
 import pytest
@@ -105,3 +106,48 @@ def test_render_previews_the_local_request_for_a_rehearsal(tmp_path: Path) -> No
     assert "rehearsal: no GPU" in script and "modinfo -F vermagic nvidia" in script  # the gate, rehearsed
     user_data = (tmp_path / "r" / "user-data").read_text()
     assert "http://10.0.2.100/" in user_data  # the payload comes from this VM's endpoint: no credential in it
+
+
+def test_local_nvme_is_split_as_gce_attaches_local_ssd() -> None:
+    assert request.nvme_sizes(0) == ()
+    assert request.nvme_sizes(100) == (100,)  # one device of the size asked
+    assert request.nvme_sizes(375) == (375,)
+    assert request.nvme_sizes(750) == (375, 375)  # two: the startup script's RAID0 path (mdadm)
+    assert request.nvme_sizes(800) == (267, 267, 267)  # equal members, together at least the size asked
+    assert request.nvme_sizes(3000) == (375,) * 8  # an a2-ultragpu-8g's 8 x 375 GiB
+    for gib in (1, 374, 376, 1000, 9000):
+        sizes = request.nvme_sizes(gib)
+        assert len(set(sizes)) == 1 and sum(sizes) >= gib and max(sizes) <= request.NVME_DEVICE_GIB
+        assert sum(sizes) - gib < len(sizes)  # rounding only
+    files = VmFiles(Path("/state/tv-a"))
+    assert request.nvme_argv(files, (375, 375)) == [
+        ["qemu-img", "create", "-f", "qcow2", "/state/tv-a/nvme0.qcow2", "375G"],
+        ["qemu-img", "create", "-f", "qcow2", "/state/tv-a/nvme1.qcow2", "375G"]]
+
+
+def test_local_nvme_devices_are_qemu_nvme_controllers_the_local_entry_matches() -> None:
+    files = VmFiles(Path("/state/tv-a"))
+    argv = request.qemu_argv(spec(local_nvme_gib=750), OFFER, files, ssh_port=2222, accel="tcg", python="py")
+    drives = [argv[i + 1] for i, a in enumerate(argv) if a == "-drive"]
+    assert drives[2:] == ["file=/state/tv-a/nvme0.qcow2,if=none,id=nvme0,format=qcow2,discard=unmap",
+                          "file=/state/tv-a/nvme1.qcow2,if=none,id=nvme1,format=qcow2,discard=unmap"]
+    devices = [argv[i + 1] for i, a in enumerate(argv) if a == "-device"]
+    assert devices[:2] == ["nvme,drive=nvme0,serial=trainvm-nvme0", "nvme,drive=nvme1,serial=trainvm-nvme1"]
+    assert all(len(request.nvme_serial(i)) <= 20 for i in range(100))  # the NVMe serial number field
+    plain = request.qemu_argv(spec(), OFFER, files, ssh_port=1, accel="tcg", python="py")
+    assert not [a for a in plain if "nvme" in a]  # none asked: none made
+    # udev (60-persistent-storage.rules) names a QEMU NVMe namespace nvme-<model>_<serial>[_<nsid>], spaces as "_";
+    # QEMU's default model is "QEMU NVMe Ctrl": the local entry's candidates glob must match that name
+    entry = (REPO / "templates" / "entry" / "_local.sh.j2").read_text()
+    glob = entry.split("tv_nvme_candidates()", 1)[1].split('/dev/disk/by-id/', 1)[1].split(";", 1)[0].strip()
+    for i in range(2):
+        name = f"nvme-{'QEMU NVMe Ctrl'.replace(' ', '_')}_{request.nvme_serial(i)}"
+        assert fnmatch(name, glob) and fnmatch(f"{name}_1", glob), glob
+
+
+def test_render_previews_the_local_nvme_devices(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("TRAINVM_LOCAL_DIR", str(tmp_path))
+    assert "local_nvme" not in request.request_preview(spec(), OFFER)
+    doc = request.request_preview(spec(local_nvme_gib=750), OFFER)["local_nvme"]
+    assert isinstance(doc, dict) and doc["devices_gib"] == [375, 375]
+    assert doc["serials"] == ["trainvm-nvme0", "trainvm-nvme1"] and "blank again at every start" in str(doc["kept"])

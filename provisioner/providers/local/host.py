@@ -5,15 +5,20 @@ published on a date, this is what the machine running trainvm has now.
 The rule: as many vCPUs as the host has (``os.cpu_count()``), at most ``MAX_VCPUS``; half the host's memory
 (``MemTotal`` of /proc/meminfo), rounded down to 0.5 GiB, at least 1 GiB and at most ``MAX_MEMORY_GIB``: the other
 half stays with the host (QEMU itself, the page cache of the disk overlay, the user's own work). Price 0, no GPU,
-region ``this-machine``. Pure apart from the two reads, which the caller may hand in (tests)."""
+region ``this-machine``. Local NVMe: up to the GiB free on the file system of the local cloud's folder, where the
+virtual NVMe devices' files grow (providers/local/request.py); a profile that asks for more is still rehearsed on
+thin devices of the size it asks, and the plan says the size was not checked (planner/checks.py). Pure apart from
+the three reads, which the caller may hand in (tests)."""
 
 from __future__ import annotations
 
 import math
 import os
 import platform
+import shutil
 from pathlib import Path
 
+from provisioner.providers.local.request import state_dir
 from provisioner.providers.offer import Offer
 
 MEMINFO = Path("/proc/meminfo")
@@ -50,19 +55,29 @@ def family_of(instance_type: str) -> str:
     return FAMILY if instance_type.startswith(f"{FAMILY}-") else instance_type
 
 
+def free_gib(path: Path) -> int:
+    """Whole GiB free on the file system that holds ``path`` (its nearest existing folder)."""
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return int(shutil.disk_usage(path).free // 2**30)
+
+
 def instance_type(vcpus: int, memory_gib: float) -> str:
     return f"qemu-{vcpus}vcpu-{memory_gib:g}gib"
 
 
-def host_offers(*, cpu_count: int | None = None, meminfo: str | None = None, machine: str | None = None
-                ) -> tuple[Offer, ...]:
-    """This machine's one offer (``cpu_count``, ``meminfo``, ``machine``: read from the host when None)."""
+def host_offers(*, cpu_count: int | None = None, meminfo: str | None = None, machine: str | None = None,
+                disk_free_gib: int | None = None) -> tuple[Offer, ...]:
+    """This machine's one offer (``cpu_count``, ``meminfo``, ``machine``, ``disk_free_gib``: read from the host when
+    None)."""
     cpus = cpu_count if cpu_count is not None else (os.cpu_count() or 1)
     text = meminfo if meminfo is not None else MEMINFO.read_text()
     vcpus, memory = vm_size(cpus, mem_total_gib(text))
     name = (machine or platform.machine()).lower()
     arch = ARCHES.get(name, name)
+    if disk_free_gib is None:
+        disk_free_gib = free_gib(state_dir())
     return (Offer(cloud="local", instance_type=instance_type(vcpus, memory), family=FAMILY, gpu_name=NO_GPU,
                   gpu_count=0, gpu_memory_gib=0.0, vcpus=float(vcpus), memory_gib=memory, region=REGION, zone=None,
                   price_hourly=0.0, spot_price_hourly=None, gpu_attach="bundled",
-                  disk_types=("standard", "balanced", "ssd"), local_nvme_max_gib=0, arch=arch),)
+                  disk_types=("standard", "balanced", "ssd"), local_nvme_max_gib=max(0, disk_free_gib), arch=arch),)

@@ -113,6 +113,9 @@ class LocalProvider:
         (files.root / "objects").write_text(f"{spec.payload.key}\n" if spec.payload else "")
         _run(request.seed_argv(files.seed, files.seed_dir))
         _run(request.overlay_argv(base, files.disk, spec.boot_disk_gib))
+        nvme = request.nvme_sizes(spec.local_nvme_gib)
+        for argv in request.nvme_argv(files, nvme):
+            _run(argv)
         port = free_port()
         argv = request.qemu_argv(spec, offer, files, ssh_port=port, accel=request.accelerator(), python=self.python)
         family = spec.os.split("-")[0]
@@ -120,12 +123,14 @@ class LocalProvider:
                          "created": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), "base": base,
                          "os": spec.os, "ssh_user": SSH_USERS.get(family, family), "ssh_port": port,
                          "owner": owner_label(), "payload": spec.payload.sha256[:16] if spec.payload else None,
-                         "trainvm-profile": spec.profile_json, "labels": spec.labels, "qemu": argv})
+                         "trainvm-profile": spec.profile_json, "labels": spec.labels, "qemu": argv,
+                         "nvme_gib": list(nvme)})
         _run(argv)
 
     def stop(self, name: str, *, wait: bool = True) -> InstanceRecord | None:
         """ACPI power-off through QMP; after ``TRAINVM_LOCAL_STOP_SECONDS`` without the guest going down, a hard
-        power-off (QMP ``quit``, then SIGKILL). The disk stays."""
+        power-off (QMP ``quit``, then SIGKILL). The boot disk stays; the local NVMe devices' data is discarded (their
+        files removed: ``start`` makes them blank again), as GCE's stop discards Local SSD data."""
         vm = self._vm(name)
         if vm is None:
             return None
@@ -136,14 +141,21 @@ class LocalProvider:
                 pass  # the bound below powers it off
             if not _gone(vm.files, settings.seconds("TRAINVM_LOCAL_STOP_SECONDS", 120.0)):
                 _kill(vm.files)
+        if vms.pid_of(vm.files) is None:
+            for i in range(len(vm.nvme_gib)):
+                vm.files.nvme(i).unlink(missing_ok=True)
         return vms.record(vm)
 
     def start(self, name: str, *, wait: bool = True) -> InstanceRecord | None:
-        """Boot the same disk with the same seed (cloud-init sees the same instance: nothing runs twice)."""
+        """Boot the same disk with the same seed (cloud-init sees the same instance: nothing runs twice), with blank
+        local NVMe devices of the same sizes (whether ``stop`` or a poweroff inside the guest stopped it: a cloud's
+        local SSDs come back empty after a stop)."""
         vm = self._vm(name)
         if vm is None:
             return None
         if vms.pid_of(vm.files) is None:
+            for argv in request.nvme_argv(vm.files, vm.nvme_gib):
+                _run(argv)
             port = free_port()
             argv = [HOSTFWD.sub(f"hostfwd=tcp:127.0.0.1:{port}-:22", a) for a in vm.argv]
             vms.save(vm.files, {**vm.doc, "ssh_port": port, "qemu": argv})

@@ -15,6 +15,17 @@ Decisions (QEMU's option reference: https://www.qemu.org/docs/master/system/invo
   SATA CD-ROM would not be seen. The seed is an ISO 9660 volume labelled ``cidata`` holding ``user-data`` (the
   bootstrap, as on every cloud) and ``meta-data`` (instance id and host name): cloud-init's NoCloud datasource
   (https://cloudinit.readthedocs.io/en/latest/reference/datasources/nocloud.html), made with genisoimage.
+- Local NVMe (``hardware.local_nvme_gib``): virtual NVMe controllers, one per device
+  (https://www.qemu.org/docs/master/system/devices/nvme.html: ``-drive file=...,if=none,id=ID`` and
+  ``-device nvme,serial=...,drive=ID``), each backed by a sparse qcow2 in the VM's folder (``nvmeN.qcow2``, space
+  taken as the guest writes; ``discard=unmap`` gives back what the guest discards). Split as GCE attaches Local SSD:
+  one device per started 375 GiB (``NVME_DEVICE_GIB``), equal sizes (RAID0 stripes over the smallest member) adding
+  up to at least the size asked, so a profile above 375 GiB runs the startup script's RAID0 path (mdadm) as on GCE.
+  Serials ``trainvm-nvmeN``: the guest's udev names them ``/dev/disk/by-id/nvme-QEMU_NVMe_Ctrl_trainvm-nvmeN``
+  (QEMU's default model string is ``QEMU NVMe Ctrl``; systemd's 60-persistent-storage.rules joins model and
+  serial), which the local entry's ``tv_nvme_candidates`` (templates/entry/_local.sh.j2) matches. Their data does
+  not survive a stop: ``start`` makes them blank again, as GCE discards Local SSD data on stop (and AWS instance
+  store and Azure's local NVMe lose theirs), so a rehearsal runs the script's re-staging path; a reboot keeps it.
 - ``-serial file:console.log``: the serial console, what ``logs`` reads.
 - Network: user networking (no root, no bridge). ``hostfwd=tcp:127.0.0.1:PORT-:22`` is ``ssh`` (this machine only);
   ``guestfwd=tcp:10.0.2.100:80-cmd:PYTHON -m provisioner.providers.local.endpoint VMDIR``: QEMU spawns the command
@@ -31,6 +42,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,6 +59,8 @@ ENDPOINT_ADDR = "10.0.2.100"
 ENDPOINT_PORT = 80
 ACCELERATORS = ("tcg", "kvm")
 SEED_VOLUME = "cidata"
+#: one virtual NVMe device per started 375 GiB: GCE's Local SSD disk size (providers/gcp/families.py)
+NVME_DEVICE_GIB = 375
 
 
 @dataclass(frozen=True)
@@ -66,6 +80,9 @@ class VmFiles:
     @property
     def seed_dir(self) -> Path:
         return self.root / "seed"
+
+    def nvme(self, index: int) -> Path:
+        return self.root / f"nvme{index}.qcow2"
 
     @property
     def console(self) -> Path:
@@ -115,6 +132,25 @@ def overlay_argv(base: str, disk: Path | str, size_gib: int) -> list[str]:
     return ["qemu-img", "create", "-f", "qcow2", "-b", str(base), "-F", "qcow2", str(disk), f"{size_gib}G"]
 
 
+def nvme_sizes(gib: int) -> tuple[int, ...]:
+    """The GiB of each virtual NVMe device for ``local_nvme_gib`` = ``gib``: ``ceil(gib / 375)`` devices of equal
+    size, together at least ``gib`` (none for 0)."""
+    if gib <= 0:
+        return ()
+    count = math.ceil(gib / NVME_DEVICE_GIB)
+    return (math.ceil(gib / count),) * count
+
+
+def nvme_serial(index: int) -> str:
+    """The serial of NVMe device ``index`` (at most 20 characters: the NVMe Identify Controller field)."""
+    return f"trainvm-nvme{index}"
+
+
+def nvme_argv(files: VmFiles, sizes: tuple[int, ...]) -> list[list[str]]:
+    """The ``qemu-img`` commands that make the NVMe devices blank (a new sparse qcow2 replaces an old one)."""
+    return [["qemu-img", "create", "-f", "qcow2", str(files.nvme(i)), f"{gib}G"] for i, gib in enumerate(sizes)]
+
+
 def meta_data(spec: LaunchSpec, public_key: str | None = None) -> str:
     """NoCloud ``meta-data``: the instance id (a new one per VM: cloud-init runs its per-instance modules once for
     it), the host name and the user's SSH public key (``public-keys``: the default user's authorized key; a public
@@ -160,6 +196,7 @@ def qemu_argv(spec: LaunchSpec, offer: Offer, files: VmFiles, *, ssh_port: int |
         "-smp", str(vcpus), "-m", f"{memory_mib}M",
         "-drive", f"file={_opt(str(files.disk))},if=virtio,format=qcow2",
         "-drive", f"file={_opt(str(files.seed))},if=virtio,format=raw,readonly=on",
+        *_nvme_options(files, len(nvme_sizes(spec.local_nvme_gib))),
         "-netdev", netdev, "-device", "virtio-net-pci,netdev=net0",
         "-serial", f"file:{files.console}",
         "-qmp", f"unix:{_opt(str(files.qmp))},server=on,wait=off",
@@ -168,12 +205,25 @@ def qemu_argv(spec: LaunchSpec, offer: Offer, files: VmFiles, *, ssh_port: int |
     ]
 
 
+def _nvme_options(files: VmFiles, count: int) -> list[str]:
+    out: list[str] = []
+    for i in range(count):
+        out += ["-drive", f"file={_opt(str(files.nvme(i)))},if=none,id=nvme{i},format=qcow2,discard=unmap",
+                "-device", f"nvme,drive=nvme{i},serial={nvme_serial(i)}"]
+    return out
+
+
 def request_preview(spec: LaunchSpec, offer: Offer) -> dict[str, object]:
     """What ``up`` would run for ``spec`` on ``offer``, offline: the overlay, the seed and QEMU's command line (the
     port, the interpreter and an unset base image as placeholders)."""
     files = VmFiles(state_dir() / spec.name)
     base = base_image(spec) or f"<the file ${base_setting(spec.os)} names>"
     seed = seed_files(spec)
+    sizes = nvme_sizes(spec.local_nvme_gib)
+    nvme: dict[str, object] = {"devices_gib": list(sizes), "serials": [nvme_serial(i) for i in range(len(sizes))],
+                               "commands": nvme_argv(files, sizes),
+                               "kept": "over a reboot; blank again at every start (data lost on stop, as on a cloud's local SSDs); "
+                                       "removed by down"}
     return {
         "vm_dir": str(files.root),
         "accelerator": accelerator(),
@@ -181,5 +231,6 @@ def request_preview(spec: LaunchSpec, offer: Offer) -> dict[str, object]:
         "seed": {"format": "cloud-init NoCloud, ISO 9660 volume cidata (no size limit of an API)",
                  "files": {n: {"bytes": len(b), "sha256": hashlib.sha256(b).hexdigest()} for n, b in seed.items()},
                  "command": seed_argv(files.seed, files.seed_dir)},
+        **({"local_nvme": nvme} if sizes else {}),
         "qemu": qemu_argv(spec, offer, files, ssh_port="<a free port>", accel=accelerator(), python="<python>"),
     }

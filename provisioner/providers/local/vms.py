@@ -37,6 +37,12 @@ class LocalVm:
         return [str(a) for a in value] if isinstance(value, list) else []
 
     @property
+    def nvme_gib(self) -> tuple[int, ...]:
+        """The sizes of its local NVMe devices (none for a VM made without)."""
+        value = self.doc.get("nvme_gib")
+        return tuple(v for v in value if isinstance(v, int)) if isinstance(value, list) else ()
+
+    @property
     def ssh_port(self) -> int:
         value = self.doc.get("ssh_port")
         return value if isinstance(value, int) else 0
