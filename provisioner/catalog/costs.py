@@ -95,9 +95,9 @@ class Cost:
     def with_compute(self, instance_type: str, hourly: float | None, *, spot: bool, source: str, nodes: int) -> Cost:
         """This cost with its compute part priced at ``hourly`` for ``nodes`` nodes: what ``cost_of`` gives for the
         same machine and disks (the planner prices a machine's disks once, then each candidate's compute)."""
-        compute = CostPart("compute", f"{instance_type}{' spot' if spot else ''}", hourly, False, source)
+        compute = CostPart("compute", f"{instance_type}{' spot' if spot else ''}", hourly, False, self.on_host or source)
         return Cost(nodes=nodes, parts=(compute, *(p for p in self.parts if p.what != "compute")),
-                    stopped_note=self.stopped_note)
+                    stopped_note=self.stopped_note, on_host=self.on_host)
 
     def total(self, per_node: float | None) -> float | None:
         return None if per_node is None else round(per_node * self.nodes, 6)

@@ -201,7 +201,7 @@ def test_up_finds_the_baked_image_and_boots_it_as_the_overlays_base(tmp_path: Pa
     (folder / "trainvm-tf-1.json").write_text(json.dumps({"labels": bp.identity.labels("tf-resnet50"), "created": "2026-12-07T20:00:00Z"}))
     found = use.BakedImages(loaded, {"local": provider}).choose(bp.offer)
     assert found is not None and found.image is not None and found.image.ref == str(folder / "trainvm-tf-1.qcow2")
-    spec = use.BakedImages.apply(_spec(), found)
+    spec = dataclasses.replace(_spec(), boot_image=found.image.ref)  # what launch_spec(baked=found.image) sets
     assert request.base_image(spec) == str(folder / "trainvm-tf-1.qcow2")
     assert request.overlay_argv(request.base_image(spec) or "", "disk.qcow2", 50)[5] == str(folder / "trainvm-tf-1.qcow2")
     base.write_bytes(b"a newer base in its place")  # the OS base changed: the image is not this base's any more
