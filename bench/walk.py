@@ -109,6 +109,9 @@ CARRIED: dict[str, tuple[str, ...]] = {
     "offer": ("provisioner.providers.offer:Offer", "provisioner.catalog.models:Offer"),
     "context": ("provisioner.render.script_context:ScriptContext", "provisioner.render.context:ScriptContext"),
     "spec": ("provisioner.providers.base:LaunchSpec",),
+    # the plan's per-offer record (h-walk, 2026-12-07): one of the offers up may try with the figures the planner
+    # computed for it; it carries the chosen/failover offer, so a call that receives it is on the walk
+    "candidate": ("provisioner.planner.core:Candidate",),
 }
 #: what builds (part of) a render context: build_context, and stack_fields (the install phases' part, a bake's
 #: identity); driver_fields / data_fields: the install and data phases both compose

@@ -9,11 +9,11 @@ from provisioner.planner.core import (
     NearMiss,
     Plan,
     diagnose,
+    failover_order,
     plan,
     rank_key,
 )
 from provisioner.planner.explain import Relaxation, closest_offers, no_offer_message, reason_text
-from provisioner.planner.failover_order import failover_order
 from provisioner.planner.request import REASONS, PlanRequest, request_with
 
 __all__ = [

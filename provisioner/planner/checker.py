@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from fnmatch import fnmatchcase
 
-from provisioner.catalog.models import EXCLUDING_FLAGS
+from provisioner.catalog.models import EXCLUDING_FLAGS, Offer
 from provisioner.planner import checks as _checks
 from provisioner.planner.request import REASONS, PlanRequest
 from provisioner.providers.registry import cluster_clouds, os_arches, provisionable_clouds
@@ -53,3 +53,9 @@ class Checker:
         return r
 
 
+def diagnose(offer: Offer, request: PlanRequest,
+             _checker: Checker | None = None) -> tuple[str, ...]:
+    """Every reason ``offer`` fails ``request``, in reason order (empty: feasible): the checks of
+    ``planner.checks.CHECKS``, the same list ``plan`` applies."""
+    ck = _checker or Checker(request)
+    return tuple(r for r, fails in ck.checks if fails(offer))

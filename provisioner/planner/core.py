@@ -23,7 +23,7 @@ from provisioner.catalog.families import GPU_MEMORY_GIB
 from provisioner.catalog.models import EMBEDDED_STALE_AFTER_DAYS, Catalog, Offer
 from provisioner.planner import checks as _checks
 from provisioner.planner.checker import Checker as _Checker
-from provisioner.planner.failover_order import failover_bound, failover_order
+from provisioner.planner.checker import diagnose as diagnose
 from provisioner.planner.rehearsal import Rehearsal, last, rehearsal_of
 from provisioner.planner.request import PlanRequest
 from provisioner.providers.offer import Shape
@@ -34,7 +34,6 @@ from provisioner.providers.registry import rehearsal_clouds
 STALE_AFTER_DAYS = EMBEDDED_STALE_AFTER_DAYS
 #: Near misses kept per reason (the cheapest ones).
 NEAR_MISSES_PER_REASON = 3
-
 
 
 class NearMiss(NamedTuple):
@@ -248,14 +247,6 @@ def _rank(feasible: list[Offer], req: PlanRequest, price: Callable[[Offer], floa
     return tuple(out)
 
 
-def diagnose(offer: Offer, request: PlanRequest,
-             _checker: _Checker | None = None) -> tuple[str, ...]:
-    """Every reason ``offer`` fails ``request``, in reason order (empty: feasible): the checks of
-    ``planner.checks.CHECKS``, the same list ``plan`` applies."""
-    ck = _checker or _Checker(request)
-    return tuple(r for r, fails in ck.checks if fails(offer))
-
-
 def _sieve(offers: tuple[Offer, ...], checks: tuple[tuple[str, Callable[[Offer], bool]], ...]
            ) -> tuple[list[Offer], dict[str, dict[str, int]], dict[str, list[Offer]]]:
     """One pass per check over the offers still in question, in reason order: the feasible offers, the count of
@@ -376,3 +367,34 @@ def _candidates(req: PlanRequest, catalog: Catalog, tried: tuple[Offer, ...],
     costs = [disks[(s.cloud, s.region, s.family, s.instance_type)].with_compute(
         s.instance_type, p, spot=req.spot, source=catalog.source, nodes=req.nodes) for s, p in zip(shapes, prices)]
     return tuple(Candidate(o, s, p, running(o), c) for o, s, p, c in zip(tried, shapes, prices, costs))
+
+
+def failover_bound(request: PlanRequest, chosen_price: float) -> float:
+    """The most failover may pay per hour: ``max_price_per_hour`` when set, else the chosen price plus
+    ``max_failover_premium`` (default 25 %)."""
+    if request.max_price_per_hour is not None:
+        return request.max_price_per_hour
+    return round(chosen_price * (1 + request.max_failover_premium), 6)
+
+
+def failover_order(chosen: Offer, rest: Iterable[Offer], bound: float | None = None,
+                   price: Callable[[Offer], float] = attrgetter("price_hourly")) -> tuple[Offer, ...]:
+    """What ``up`` tries after ``chosen`` when it is stocked out: only offers with the same GPU model
+    and count priced at most ``bound`` (None: no price bound), in this order (rank order inside each
+    group): the same instance type in other zones of the region, the same instance type in the
+    cloud's other regions, equivalent shapes (other instance types) in the same region, then in
+    other regions, then the other clouds. Never another GPU, never a dearer offer than the bound."""
+    groups: tuple[list[Offer], ...] = ([], [], [], [], [])
+    for o in rest:
+        if o.gpu_name != chosen.gpu_name or o.gpu_count != chosen.gpu_count:
+            continue
+        if bound is not None and price(o) > bound:
+            continue
+        if o.cloud != chosen.cloud:
+            g = 4
+        elif o.instance_type == chosen.instance_type:
+            g = 0 if o.region == chosen.region else 1
+        else:
+            g = 2 if o.region == chosen.region else 3
+        groups[g].append(o)
+    return tuple(o for g in groups for o in g)
