@@ -18,6 +18,7 @@ from provisioner.commands import vm_record
 from provisioner.commands.clouds import check_name, locate_one, providers_for
 from provisioner.errors import CloudError, InputError, NotFoundError, ProviderError
 from provisioner.output import emit_json, stdout_console
+from provisioner.providers.registry import cloud
 from provisioner.providers.store import EXPIRE_DAYS
 from provisioner.providers.store import users as payload_users
 
@@ -152,8 +153,10 @@ def release_payload(provider: Provider, record: InstanceRecord, name: str) -> di
         store = provider.payload_store()
         released = [s for s in store.stored(record.region) if s.startswith(prefix) and store.release(record.region, s)]
     except ProviderError as exc:
-        return {"state": "error", "sha256": prefix,
-                "message": f"could not be removed ({exc}); the store's lifecycle rule deletes it within {EXPIRE_DAYS} days"}
+        facts = cloud(record.cloud).payload
+        after = (f"the store's lifecycle rule deletes it within {EXPIRE_DAYS} days" if facts.expires else
+                 f"nothing removes it on its own ({facts.title}): remove it by hand")
+        return {"state": "error", "sha256": prefix, "message": f"could not be removed ({exc}); {after}"}
     if not released:
         return {"state": "gone", "sha256": prefix, "message": "already gone from the store"}
     return {"state": "released", "sha256": prefix, "message": "removed from the store"}

@@ -161,3 +161,27 @@ def test_the_local_store_keeps_a_payload_until_down_of_the_last_vm_that_names_it
     assert provider.delete("tv-a") and provider.payload_store().stored("this-machine") == [sha]
     assert release_payload(provider, rec_b, "tv-b")["state"] == "released"
     assert provider.payload_store().stored("this-machine") == []
+
+
+def test_a_payload_the_local_store_cannot_remove_is_reported_as_staying_there(tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """down never fails on the store, and on local it does not promise the clouds' 30-day lifecycle rule: nothing
+    expires there (PayloadStoreFacts.expires=False). An OS error other than "not there" is the store's error."""
+    data = b"payload"
+    sha = hashlib.sha256(data).hexdigest()
+    provider = LocalProvider(tmp_path)
+    provider.payload_store().stage("this-machine", data, sha)
+    files = VmFiles(tmp_path / "tv-a")
+    files.root.mkdir()
+    vms.save(files, {"profile": "p", "hash": "ab" * 32, "payload": sha[:16], "ssh_user": "debian"})
+    rec = provider.find("tv-a")
+    assert rec is not None
+
+    def refuse(self: Path, missing_ok: bool = False) -> None:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(Path, "unlink", refuse)
+    out = release_payload(provider, rec, "tv-a")
+    assert out["state"] == "error"
+    assert "Permission denied" in str(out["message"]) and "30 days" not in str(out["message"])
+    assert "nothing removes it on its own" in str(out["message"])

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from provisioner.errors import ProviderError
 from provisioner.providers.store import PAYLOAD_PREFIX, PayloadRef, payload_key
 
 URL = "http://10.0.2.100/{key}"
@@ -30,10 +31,13 @@ class LocalStore:
                           uploaded=uploaded)
 
     def release(self, region: str, sha256: str) -> bool:
+        path = self.folder / payload_key(sha256)
         try:
-            (self.folder / payload_key(sha256)).unlink()
+            path.unlink()
         except FileNotFoundError:
             return False
+        except OSError as exc:  # the store contract's error: down reports it and goes on
+            raise ProviderError(f"could not remove {path}: {exc.strerror or exc}") from exc
         return True
 
     def stored(self, region: str) -> list[str]:
