@@ -185,3 +185,22 @@ def test_a_payload_the_local_store_cannot_remove_is_reported_as_staying_there(tm
     assert out["state"] == "error"
     assert "Permission denied" in str(out["message"]) and "30 days" not in str(out["message"])
     assert "nothing removes it on its own" in str(out["message"])
+
+
+@pytest.mark.skipif(not QEMU_IMG or shutil.which("genisoimage") is None,
+                    reason="qemu-img (Debian qemu-utils) or genisoimage missing")
+def test_a_boot_disk_smaller_than_the_base_image_is_refused_not_cut_short(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """qemu-img makes an overlay smaller than its backing file without a word (qemu-img 7.2): the guest would see a
+    disk cut short. The provider refuses it before anything is made, as GCE refuses a disk smaller than its image."""
+    base = tmp_path / "base.qcow2"
+    subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", str(base), "3G"], check=True)
+    monkeypatch.setenv("TRAINVM_LOCAL_IMAGE_DEBIAN_12", str(base))
+    monkeypatch.setenv("TRAINVM_SSH_PUBLIC_KEY", "")
+    monkeypatch.setattr(provider_module, "_run", lambda argv: None if argv[0] == "qemu-system-x86_64" else subprocess.run(argv, check=True))
+    provider = LocalProvider(tmp_path / "local")
+    with pytest.raises(InvalidRequestError, match=r"boot disk \(2 GiB\) is smaller than the base image's disk \(3\.0 GiB"):
+        provider.create(spec(boot_disk_gib=2), OFFER)
+    assert not (tmp_path / "local" / "tv-a").exists()
+    provider.create(spec(name="tv-b", boot_disk_gib=3), OFFER)  # as large as the base: made
+    assert (tmp_path / "local" / "tv-b" / "disk.qcow2").is_file()

@@ -112,6 +112,9 @@ class LocalProvider:
             (files.seed_dir / name).write_bytes(data)
         (files.root / "objects").write_text(f"{spec.payload.key}\n" if spec.payload else "")
         _run(request.seed_argv(files.seed, files.seed_dir))
+        too_small = request.boot_disk_too_small(base, _virtual_bytes(base), spec.boot_disk_gib)
+        if too_small:
+            raise InvalidRequestError(too_small)
         _run(request.overlay_argv(base, files.disk, spec.boot_disk_gib))
         nvme = request.nvme_sizes(spec.local_nvme_gib)
         for argv in request.nvme_argv(files, nvme):
@@ -230,6 +233,18 @@ def _run(argv: builtins.list[str]) -> None:
     if done.returncode != 0:
         why = (done.stderr.strip().splitlines() or ["no message"])[-1]
         raise ProviderError(f"{argv[0]} exited {done.returncode}: {why}")
+
+
+def _virtual_bytes(base: str) -> int:
+    """The disk size a qcow2 image gives its guest (``qemu-img info``'s ``virtual-size``)."""
+    try:
+        done = subprocess.run(request.base_info_argv(base), capture_output=True, text=True, timeout=60, check=False)
+        size = json.loads(done.stdout)["virtual-size"] if done.returncode == 0 else None
+    except (OSError, subprocess.TimeoutExpired, ValueError, KeyError, TypeError) as exc:
+        raise ProviderError(f"qemu-img info {base} failed: {exc}") from None
+    if not isinstance(size, int):
+        raise InvalidRequestError(f"{base} is not a qcow2 image qemu-img can read: {done.stderr.strip()[-300:]}")
+    return size
 
 
 def _gone(files: VmFiles, seconds: float) -> bool:

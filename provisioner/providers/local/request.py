@@ -132,6 +132,20 @@ def overlay_argv(base: str, disk: Path | str, size_gib: int) -> list[str]:
     return ["qemu-img", "create", "-f", "qcow2", "-b", str(base), "-F", "qcow2", str(disk), f"{size_gib}G"]
 
 
+def base_info_argv(base: str) -> list[str]:
+    return ["qemu-img", "info", "--output=json", "-f", "qcow2", str(base)]
+
+
+def boot_disk_too_small(base: str, base_virtual_bytes: int, size_gib: int) -> str | None:
+    """Why a boot disk of ``size_gib`` cannot be made on ``base`` (None: it can). ``qemu-img create -b BASE ... SIZE``
+    makes an overlay smaller than its backing file without a word (qemu-img 7.2), and the guest then sees a disk cut
+    short; the clouds refuse it instead (GCE: a disk smaller than its image is an invalid request)."""
+    if size_gib * 2**30 >= base_virtual_bytes:
+        return None
+    return (f"the profile's boot disk ({size_gib} GiB) is smaller than the base image's disk "
+            f"({base_virtual_bytes / 2**30:.1f} GiB, {base}): raise hardware.boot_disk.size_gib")
+
+
 def nvme_sizes(gib: int) -> tuple[int, ...]:
     """The GiB of each virtual NVMe device for ``local_nvme_gib`` = ``gib``: ``ceil(gib / 375)`` devices of equal
     size, together at least ``gib`` (none for 0)."""
