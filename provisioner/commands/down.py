@@ -18,7 +18,7 @@ from provisioner.commands import vm_record
 from provisioner.commands.clouds import check_name, locate_one, providers_for
 from provisioner.errors import CloudError, InputError, NotFoundError
 from provisioner.output import emit_json, stdout_console
-from provisioner.providers.store import release_payload
+from provisioner.providers.store import release_payload as release_payload  # its old home: callers import it here
 
 if TYPE_CHECKING:
     from provisioner.providers.base import InstanceRecord, Provider

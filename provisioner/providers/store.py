@@ -28,7 +28,7 @@ from provisioner.errors import CloudError
 from provisioner.providers.registry import CLOUDS
 
 if TYPE_CHECKING:
-    from provisioner.providers.base import InstanceRecord
+    from provisioner.providers.base import InstanceRecord, Provider
 
 #: the object-store lifecycle rule: payload objects are deleted this many days after their last upload
 EXPIRE_DAYS = 30
@@ -102,7 +102,7 @@ def users(provider: Any, region: str, sha256: str, mine: set[str] | frozenset[st
                               if r.payload == prefix and r.region == region and (r.cluster or r.name) not in mine))
 
 
-def release(provider: Any, cloud: str, region: str, sha256: str | None, mine: set[str] | frozenset[str]) -> dict[str, object]:
+def release(provider: Provider, cloud: str, region: str, sha256: str | None, mine: set[str] | frozenset[str]) -> dict[str, object]:
     """Delete the payload object of ``sha256`` (its ``PAYLOAD_LABEL`` prefix) from ``provider``'s store in ``region``
     when no trainvm VM of that store other than those named in ``mine`` carries its label: what ``down`` does for
     the VM it deleted and ``bake`` for its builder. Never raises a cloud error: it is reported (``state``: none,
@@ -127,7 +127,7 @@ def release(provider: Any, cloud: str, region: str, sha256: str | None, mine: se
     return {"state": "released", "sha256": prefix, "message": "removed from the store"}
 
 
-def release_payload(provider: Any, record: InstanceRecord, name: str) -> dict[str, object]:
+def release_payload(provider: Provider, record: InstanceRecord, name: str) -> dict[str, object]:
     """``release`` of the payload ``record`` (a VM ``down`` deleted, called ``name``) was created with, leaving
     out the VM itself and its cluster."""
     return release(provider, record.cloud, record.region, record.payload, {name, record.cluster or name})
