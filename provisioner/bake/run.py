@@ -39,6 +39,7 @@ from provisioner.providers.base import labels_for, vm_name
 from provisioner.providers.image_identity import identity_of
 from provisioner.providers.lifecycle import describe as lifecycle_describe
 from provisioner.providers.registry import rehearsal_clouds
+from provisioner.providers.store import release
 from provisioner.provision.launch import launch_spec, locked_images
 from provisioner.wording import duration
 
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
     from provisioner.providers.bake_base import BakedImage, Baker
     from provisioner.providers.base import Provider
     from provisioner.providers.image_identity import ImageIdentity
+    from provisioner.providers.store import PayloadRef
     from provisioner.render.script import RenderedScript
 
 #: what the builder's own limit adds to TRAINVM_BAKE_TIMEOUT (trainvm's wait for ``baked``, counted from the create;
@@ -253,11 +255,14 @@ def run_bake(path: Path, *, cloud: str, region: str | None, json_out: bool) -> i
             provider.stop(record.name, wait=True)
             image = baker.capture(record, bp.identity, p.name, regions=bp.regions)
     finally:
-        _delete_builder(provider, name, say)
+        payload = _release_payload(provider, cloud, ref, name, deleted=_delete_builder(provider, name, say))
+        if payload["state"] != "none":
+            say(f"payload {payload['sha256'] or ''}: {payload['message']}")
     seconds = round(time.monotonic() - t0, 1)
     _record(image)
     if json_out:
-        emit_json({"image": _image_doc(image), "baked": True, "reused": False, "seconds": seconds, "builder": name})
+        emit_json({"image": _image_doc(image), "baked": True, "reused": False, "seconds": seconds, "builder": name,
+                   "payload": payload})
     else:
         say(f"baked {image.name} (family {image.family}) in {seconds:g} s; the builder {name} was deleted")
         print(image.name)
@@ -270,16 +275,28 @@ def _record(image: BakedImage) -> None:
         notice("note", f"could not write the local record of bakes ({records.path()}); `plan` will not know of {image.name}")
 
 
-def _delete_builder(provider: Provider, name: str, say: Callable[[str], object]) -> None:
-    """Delete the builder and its disks, whatever happened; say so, or say what is left and how to delete it."""
+def _delete_builder(provider: Provider, name: str, say: Callable[[str], object]) -> bool:
+    """Delete the builder and its disks, whatever happened; say so, or say what is left and how to delete it. False
+    when it could not be deleted."""
     try:
         gone = provider.delete(name, wait=True)
     except BaseException as exc:  # noqa: BLE001 - reported, then the original outcome propagates
 
         stderr_console().print(f"the builder {name} could not be deleted ({exc}); delete it: trainvm down {name} --yes")
-        return
+        return False
     if gone:
         say(f"deleted the builder {name} and its disk")
+    return True
+
+
+def _release_payload(provider: Provider, cloud: str, ref: PayloadRef, name: str, *, deleted: bool) -> dict[str, object]:
+    """The builder's payload, released as ``down`` releases a VM's (providers/store.py ``release``: only when no
+    other VM names it; a store error is reported, never raised). A builder that could not be deleted keeps it:
+    its ``trainvm down`` releases it."""
+    if not deleted:
+        return {"state": "kept", "sha256": ref.sha256[:16], "users": [name],
+                "message": f"kept: the builder {name} still names it (`trainvm down {name} --yes` removes both)"}
+    return release(provider, cloud, ref.region, ref.sha256, {name})
 
 
 def _image_doc(image: BakedImage) -> dict[str, object]:

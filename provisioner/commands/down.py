@@ -3,7 +3,7 @@ exit 0, when this machine's record (commands/vm_record.py) has the name or lefto
 cloud has and trainvm never made here is exit 4, naming the live VMs it resembles). For a cluster: every node, its
 placement resources and its firewall rules / network resources (the provider's ``delete``), and how many nodes.
 Several VMs of one name (EC2 keeps no name unique): every one is deleted and reported, and `down` fails (exit 3)
-naming those that remain. The payload object it was created with (providers/store.py) goes too, unless another VM of that store still
+naming those that remain. The payload object it was created with goes too (providers/store.py ``release_payload``, as ``bake`` releases its builder's), unless another VM of that store still
 uses it (the ``trainvm-payload`` label); the store itself is kept."""
 
 from __future__ import annotations
@@ -16,11 +16,9 @@ import typer
 
 from provisioner.commands import vm_record
 from provisioner.commands.clouds import check_name, locate_one, providers_for
-from provisioner.errors import CloudError, InputError, NotFoundError, ProviderError
+from provisioner.errors import CloudError, InputError, NotFoundError
 from provisioner.output import emit_json, stdout_console
-from provisioner.providers.registry import cloud
-from provisioner.providers.store import EXPIRE_DAYS
-from provisioner.providers.store import users as payload_users
+from provisioner.providers.store import release_payload as release_payload  # its old home: callers import it here
 
 if TYPE_CHECKING:
     from provisioner.providers.base import InstanceRecord, Provider
@@ -136,27 +134,3 @@ def _delete_twins(provider: Provider, name: str, twins: list[InstanceRecord]) ->
             break
         left = now
     return left
-
-
-def release_payload(provider: Provider, record: InstanceRecord, name: str) -> dict[str, object]:
-    """Delete the payload object ``record`` was created with when no other trainvm VM of that store (same cloud
-    and region) carries its ``trainvm-payload`` label. Never fails ``down``: a store error is reported, and the
-    store's lifecycle rule removes the object after providers/store.EXPIRE_DAYS anyway."""
-    prefix = record.payload
-    if not prefix:
-        return {"state": "none", "sha256": None, "message": "no payload label (a VM of an older trainvm)"}
-    try:
-        users = payload_users(provider, record.region, prefix, {name, record.cluster or name})
-        if users:
-            return {"state": "kept", "sha256": prefix, "users": users,
-                    "message": f"kept: {len(users)} other VM(s) use it ({', '.join(users[:3])})"}
-        store = provider.payload_store()
-        released = [s for s in store.stored(record.region) if s.startswith(prefix) and store.release(record.region, s)]
-    except ProviderError as exc:
-        facts = cloud(record.cloud).payload
-        after = (f"the store's lifecycle rule deletes it within {EXPIRE_DAYS} days" if facts.expires else
-                 f"nothing removes it on its own ({facts.title}): remove it by hand")
-        return {"state": "error", "sha256": prefix, "message": f"could not be removed ({exc}); {after}"}
-    if not released:
-        return {"state": "gone", "sha256": prefix, "message": "already gone from the store"}
-    return {"state": "released", "sha256": prefix, "message": "removed from the store"}

@@ -45,6 +45,8 @@ class PayloadStoreFacts:
     expires: bool = True
     #: the store bills its space (``describe`` bounds it); False: a folder on the machine running trainvm, no bill
     billed: bool = True
+    #: how the VM reads the object, in words, for the payload line of ``plan`` and the ``up`` summary
+    reads: str = "read with the VM's identity"
 
 
 @dataclass(frozen=True)

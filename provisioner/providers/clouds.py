@@ -238,6 +238,7 @@ CLOUDS: Mapping[str, CloudSpec] = MappingProxyType({c.name: c for c in (
             metadata_url="http://10.0.2.100",
             expires=False,  # providers/local/store.py: no lifecycle rule; `down` releases what no other VM names
             billed=False,
+            reads="read by the VM through its own endpoint (its QEMU guestfwd channel, no credential)",
         ),
         kernel_flavour="generic",
         os_images=MappingProxyType({

@@ -14,17 +14,21 @@ object in the cloud's own object store, private, read by the VM with its own ide
 Objects are content-addressed (``payload_key``), so staging the same payload again uploads nothing and many
 VMs share one object. A lifecycle rule on the store removes objects ``EXPIRE_DAYS`` after their last upload;
 ``stage`` uploads again an object older than ``REFRESH_DAYS`` so that a VM being created never meets an
-object about to expire. ``trainvm down`` removes the object when no other trainvm VM of that store uses it
-(the ``trainvm-payload`` label); a failed ``up`` attempt removes only an object it created (``refreshed`` is not)
+object about to expire. ``trainvm down`` (and ``bake``, for its builder's) removes the object when no other trainvm
+VM of that store uses it (the ``trainvm-payload`` label; ``release``); a failed ``up`` attempt removes only an object it created (``refreshed`` is not)
 that no VM carries the label of. A VM keeps its verified copy on its boot disk: a restart fetches nothing.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
+from provisioner.errors import CloudError
 from provisioner.providers.registry import CLOUDS
+
+if TYPE_CHECKING:
+    from provisioner.providers.base import InstanceRecord, Provider
 
 #: the object-store lifecycle rule: payload objects are deleted this many days after their last upload
 EXPIRE_DAYS = 30
@@ -98,6 +102,40 @@ def users(provider: Any, region: str, sha256: str, mine: set[str] | frozenset[st
                               if r.payload == prefix and r.region == region and (r.cluster or r.name) not in mine))
 
 
+def release(provider: Provider, cloud: str, region: str, sha256: str | None, mine: set[str] | frozenset[str]) -> dict[str, object]:
+    """Delete the payload object of ``sha256`` (its ``PAYLOAD_LABEL`` prefix) from ``provider``'s store in ``region``
+    when no trainvm VM of that store other than those named in ``mine`` carries its label: what ``down`` does for
+    the VM it deleted and ``bake`` for its builder. Never raises a cloud error: it is reported (``state``: none,
+    kept, released, gone or error; ``message`` says what happened, and what removes the object after an error)."""
+    prefix = (sha256 or "")[:16]
+    if not prefix:
+        return {"state": "none", "sha256": None, "message": "no payload label (a VM of an older trainvm)"}
+    try:
+        others = users(provider, region, prefix, mine)
+        if others:
+            return {"state": "kept", "sha256": prefix, "users": others,
+                    "message": f"kept: {len(others)} other VM(s) use it ({', '.join(others[:3])})"}
+        store = provider.payload_store()
+        released = [s for s in store.stored(region) if s.startswith(prefix) and store.release(region, s)]
+    except CloudError as exc:
+        facts = CLOUDS[cloud].payload
+        after = (f"the store's lifecycle rule deletes it within {EXPIRE_DAYS} days" if facts.expires else
+                 f"nothing removes it on its own ({facts.title}): remove it by hand")
+        return {"state": "error", "sha256": prefix, "message": f"could not be removed ({exc}); {after}"}
+    if not released:
+        return {"state": "gone", "sha256": prefix, "message": "already gone from the store"}
+    return {"state": "released", "sha256": prefix, "message": "removed from the store"}
+
+
+def release_payload(provider: Provider, record: InstanceRecord, name: str) -> dict[str, object]:
+    """``release`` of the payload ``record`` (a VM ``down`` deleted, called ``name``) was created with, leaving
+    out the VM itself and its cluster."""
+    return release(provider, record.cloud, record.region, record.payload, {name, record.cluster or name})
+
+
+#: how a cloud's VM reads its payload (PayloadStoreFacts.reads' default), for a description that does not say
+CLOUD_READS = "read with the VM's identity"
+
 #: no object store lists a price above this per GB-month for its standard class (GCS, S3 and Blob hot tiers are
 #: about $0.02); the cost line is an upper bound from it, not a price quote
 MAX_STORAGE_USD_PER_GB_MONTH = 0.5
@@ -111,7 +149,7 @@ def describe(cloud: str, region: str, size: int | None = None) -> dict[str, obje
     kept = (f"removed by `trainvm down` when no other VM uses it, else after {EXPIRE_DAYS} days; the store is kept"
             if facts.expires else "kept until `trainvm down` of the last VM that uses it (nothing expires)")
     return {
-        "store": facts.title, "where": facts.name.format(region=region), "access": facts.access,
+        "store": facts.title, "where": facts.name.format(region=region), "access": facts.access, "reads": facts.reads,
         "size_bytes": size, "cost_monthly_at_most": bound, "expires_days": EXPIRE_DAYS if facts.expires else None,
         "kept": kept,
     }
@@ -127,4 +165,4 @@ def describe_line(d: dict[str, object]) -> str:
         cost = f"{size_text}, at most ${bound:.4f}/month"
     else:
         cost = "a few hundred KB, under $0.001/month"
-    return f"private {d['store']} {d['where']} ({cost}), read with the VM's identity; {d['kept']}"
+    return f"private {d['store']} {d['where']} ({cost}), {d.get('reads') or CLOUD_READS}; {d['kept']}"

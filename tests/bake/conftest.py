@@ -20,3 +20,25 @@ def _no_record_of_bakes_leaks() -> Iterator[None]:
         path.unlink(missing_ok=True)
     else:
         path.write_bytes(before)
+
+
+@pytest.fixture
+def read_before_release(monkeypatch: pytest.MonkeyPatch):
+    """A bake releases its builder's payload from the store as it ends (providers/store.py ``release``, as ``down``
+    does); a test that checks what the builder was given reads the object just before that: ``read_before_release(
+    read)`` makes bake call ``read(sha256)`` first and returns the list its answers go to."""
+    from provisioner.bake import run
+
+    real = run.release
+
+    def install(read):
+        seen: list[object] = []
+
+        def reading_first(provider, cloud, region, sha256, mine):
+            seen.append(read(sha256))
+            return real(provider, cloud, region, sha256, mine)
+
+        monkeypatch.setattr(run, "release", reading_first)
+        return seen
+
+    return install

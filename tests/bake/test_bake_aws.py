@@ -318,21 +318,26 @@ def _payload_config(body: bytes) -> dict[str, str]:
 
 
 def test_the_builder_terminates_itself_after_the_bake_timeout_plus_the_margin(cli, aws, profile, builder, plant,
-                                                                               monkeypatch):
+                                                                               monkeypatch, read_before_release):
     """EC2 has no run limit of its own: a builder whose ``trainvm`` was killed outright ends through the max-run timer
     of its payload (TRAINVM_BAKE_TIMEOUT + BUILDER_LIMIT_MARGIN_S, delete), a guest shutdown that the create request's
     InstanceInitiatedShutdownBehavior=terminate makes a terminate, its root volume with it (DeleteOnTermination).
     The payload is read from the S3 bucket (moto) the builder's bootstrap fetches it from. Not modelled: EC2 acting on
     the shutdown behaviour (the timer and the shutdown run in tests/render/test_bake_limit.py's stub harness)."""
     import base64
+    import hashlib
     import re
 
     from provisioner.bake.run import BUILDER_LIMIT_MARGIN_S
 
     monkeypatch.setenv("TRAINVM_BAKE_TIMEOUT", "3600")
     plant(builder, _console("packages"))
+    s3 = aws.client("s3", "us-east-1", direct=True)
+    seen = read_before_release(lambda sha: s3.get_object(  # the bake releases it as it ends: read before that
+        Bucket="trainvm-123456789012-us-east-1", Key=f"payloads/{sha}.tar.gz")["Body"].read())
     r = cli("bake", str(profile), "--cloud", "aws", "--json")
     assert r.code == 0, r.err[-3000:]
+    assert r.json()["payload"]["state"] == "released"
     [run] = aws.faults.calls("RunInstances")
     assert run.params["InstanceInitiatedShutdownBehavior"] == "terminate"
     roots = [v for k, v in run.params.items() if k.endswith(".Ebs.DeleteOnTermination")]
@@ -340,8 +345,8 @@ def test_the_builder_terminates_itself_after_the_bake_timeout_plus_the_margin(cl
     boot = base64.b64decode(run.params["UserData"]).decode()
     m = re.search(r"^TV_SHA256='([0-9a-f]{64})'$", boot, re.M)
     assert m, boot[:2000]
-    body = aws.client("s3", "us-east-1", direct=True).get_object(
-        Bucket="trainvm-123456789012-us-east-1", Key=f"payloads/{m.group(1)}.tar.gz")["Body"].read()
+    [body] = seen
+    assert hashlib.sha256(body).hexdigest() == m.group(1)
     cfg = _payload_config(body)
     assert (cfg["TV_MAX_RUN_SECONDS"], cfg["TV_ON_MAX_RUN"], cfg["TV_SHUTDOWN_DOES"], cfg["TV_IDLE_MINUTES"]) == (
         str(3600 + int(BUILDER_LIMIT_MARGIN_S)), "delete", "delete", "0")

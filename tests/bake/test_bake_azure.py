@@ -286,7 +286,8 @@ def test_up_with_a_version_of_another_stack_installs_as_usual_and_says_why(cli, 
     assert vm_put.body["properties"]["storageProfile"]["imageReference"]["publisher"] == "Canonical"
 
 
-def test_the_builder_deletes_its_group_after_the_bake_timeout_plus_the_margin(cli, arm, env, profile, builder):
+def test_the_builder_deletes_its_group_after_the_bake_timeout_plus_the_margin(cli, arm, env, profile, builder,
+                                                                            read_before_release):
     """Azure has no run limit of its own, and a guest shutdown leaves a VM "Stopped" and billing: a builder whose
     ``trainvm`` was killed outright deletes its own resource group through ARM at the max-run deadline of its payload
     (TRAINVM_BAKE_TIMEOUT + BUILDER_LIMIT_MARGIN_S, delete), with the user-assigned identity ``up`` makes for it, granted
@@ -301,19 +302,26 @@ def test_the_builder_deletes_its_group_after_the_bake_timeout_plus_the_margin(cl
     from tests.emulators.arm_roles import BUILT_IN_ROLES
 
     env.setenv("TRAINVM_BAKE_TIMEOUT", "3600")
+
+    def read(sha: str) -> bytes:  # the bake releases the payload as it ends: read it before that, where the VM would
+        [put] = arm.calls("PUT", f"/virtualMachines/{builder}$")
+        url = re.search(r"https://[^\s'\"]+\.tar\.gz", _custom_data(put))
+        assert url and sha in url.group(0), _custom_data(put)[:2000]
+        account, container, key = re.fullmatch(r"https://[^/]+/([^/]+)/([^/]+)/(.+)", url.group(0)).groups()
+        return azurite_server.shared().service(account, arm.ca_path).get_blob_client(container, key).download_blob().readall()
+
+    seen = read_before_release(read)
     r = cli("bake", str(profile), "--cloud", "azure", "--json")
     assert r.code == 0, r.err[-3000:]
+    assert r.json()["payload"]["state"] == "released"
     [vm_put] = arm.calls("PUT", f"/virtualMachines/{builder}$")
     assert vm_put.body["identity"]["type"] == "UserAssigned"  # its own identity, granted before the builder exists
     group = f"/resourceGroups/trainvm-{builder}".lower()
     grants = [c for c in arm.calls("PUT", "/providers/Microsoft.Authorization/roleAssignments/")
               if c.path.lower().split("/providers/microsoft.authorization/")[0].endswith(group)]
     assert [BUILT_IN_ROLES[g.body["properties"]["roleDefinitionId"].rsplit("/", 1)[-1].lower()] for g in grants] == ["Contributor"]
-    url = re.search(r"https://[^\s'\"]+\.tar\.gz", _custom_data(vm_put))
-    assert url, _custom_data(vm_put)[:2000]
-    account, container, key = re.fullmatch(r"https://[^/]+/([^/]+)/([^/]+)/(.+)", url.group(0)).groups()
-    blob = azurite_server.shared().service(account, arm.ca_path).get_blob_client(container, key)
-    with tarfile.open(fileobj=io.BytesIO(blob.download_blob().readall()), mode="r:gz") as tar:
+    [body] = seen
+    with tarfile.open(fileobj=io.BytesIO(body), mode="r:gz") as tar:
         member = tar.extractfile("startup.sh")
         assert member is not None
         script = member.read().decode()

@@ -7,6 +7,7 @@ tests/render/test_bake_modes.py. Not modelled: image creation time, storage bill
 from __future__ import annotations
 
 import dataclasses
+import os
 import types
 
 import pytest
@@ -41,6 +42,37 @@ def gce(monkeypatch, tmp_path):
 def builder():
     loaded = load_profile(TF)
     return builder_name(vm_name(loaded.profile.name, loaded.hash))
+
+
+def _payloads_in_gcs(prefix: str) -> list[str]:
+    """The payload objects in the GCS emulator's buckets whose sha256 starts with ``prefix`` (the builder's
+    ``trainvm-payload`` label), read with the storage SDK, not through trainvm's store."""
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import storage
+
+    gcs = storage.Client(project="e2e-proj", credentials=AnonymousCredentials(),
+                         client_options={"api_endpoint": os.environ["TRAINVM_GCS_ENDPOINT"]})
+    return [f"{b.name}/{o.name}" for b in gcs.list_buckets() for o in gcs.list_blobs(b.name, prefix=f"payloads/{prefix}")]
+
+
+def test_bake_removes_its_builders_payload_from_the_store(cli, gce, builder):
+    """No VM but the builder names the payload it was staged for: the bake releases it as ``down`` would, and says so;
+    a failed bake too."""
+    gce.play_serial(builder, _console("driver", "bake-clean"))
+    r = cli("bake", str(TF), "--cloud", "gcp", "--json")
+    assert r.code == 0, r.err[-3000:]
+    label = gce.calls("instances.insert")[0].body["labels"]["trainvm-payload"]
+    assert r.json()["payload"] == {"state": "released", "sha256": label, "message": "removed from the store"}
+    assert _payloads_in_gcs(label) == []
+
+
+def test_a_failed_bake_removes_its_builders_payload_too(cli, gce, builder):
+    gce.play_serial(builder, [LOG.format(i=0, phase="driver", msg="phase start") + "TRAINVM_STATUS=failed:driver:212\n"])
+    r = cli("bake", str(TF), "--cloud", "gcp")
+    assert r.code == 1
+    label = gce.calls("instances.insert")[0].body["labels"]["trainvm-payload"]
+    assert f"payload {label}: removed from the store" in r.err
+    assert _payloads_in_gcs(label) == []
 
 
 def test_bake_creates_a_labelled_image_in_the_profiles_family_and_deletes_the_builder(cli, gce, builder):

@@ -246,9 +246,44 @@ def test_run_bake_on_local_captures_the_builder_and_records_the_image(tmp_path: 
     image = doc["image"]
     assert doc["baked"] and image["cloud"] == "local" and Path(image["ref"]).is_file()
     assert not (root / made[0]).exists()  # the builder was deleted
+    # and its payload with it: nothing expires in the local store, and no other VM names it
+    assert doc["payload"]["state"] == "released" and list((root / "store" / "payloads").iterdir()) == []
     assert [r["name"] for r in records.load() if r["cloud"] == "local"] == [image["name"]]  # plan's offline record
     choice = use.BakedImages(loaded, {"local": LocalProvider(root)}).choose(host.host_offers()[0])
     assert choice is not None and choice.image is not None and choice.image.name == image["name"]
     # a second bake of the same stack reuses it
     assert run.run_bake(TF, cloud="local", region=None, json_out=True) == 0
     assert json.loads(capsys.readouterr().out)["reused"] and len(made) == 1
+
+
+@needs_qemu_img
+def test_run_bake_on_local_keeps_the_builders_payload_while_another_vm_names_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The builder's payload is released as ``down`` releases a VM's (providers/store.py ``release``): a VM of the
+    store that carries its ``trainvm-payload`` label keeps it, and the bake says which."""
+    from provisioner.bake import run
+
+    loaded = exact_local_profile()
+    base = tmp_path / "ubuntu.qcow2"
+    qemu("qemu-img", "create", "-f", "qcow2", str(base), "64M")
+    root = tmp_path / "local"
+    monkeypatch.setenv("TRAINVM_LOCAL_IMAGE_UBUNTU_22_04", str(base))
+    monkeypatch.setenv("TRAINVM_LOCAL_DIR", str(root))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(run, "load_profile", lambda path: loaded)
+
+    def create(self: LocalProvider, spec, offer):  # type: ignore[no-untyped-def]
+        record = builder(self.root, base, spec.name)
+        (self.root / spec.name / "console.log").write_text("TRAINVM_STATUS=baked\n")
+        other = VmFiles(self.root / "tv-other")  # a stopped VM created with the same payload
+        other.root.mkdir()
+        vms.save(other, {"profile": "tf", "hash": "ab" * 32, "payload": spec.payload.sha256[:16], "ssh_user": "debian"})
+        return record
+
+    monkeypatch.setattr(LocalProvider, "create", create)
+    assert run.run_bake(TF, cloud="local", region=None, json_out=True) == 0
+    payload = json.loads(capsys.readouterr().out)["payload"]
+    assert payload["state"] == "kept" and payload["users"] == ["tv-other"]
+    assert len(list((root / "store" / "payloads").iterdir())) == 1
+    assert run.run_bake(TF, cloud="local", region=None, json_out=False) == 0  # reused: nothing staged or said
+    assert "payload" not in capsys.readouterr().err

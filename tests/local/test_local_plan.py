@@ -187,3 +187,18 @@ def test_a_cluster_is_not_rehearsed_on_local_yet_and_the_plan_says_why(tmp_path:
     assert "trainvm cannot create 2-node clusters on local yet (hardware.nodes: 1 for one VM)" in text
     doc = json.loads(_trainvm(tmp_path, "plan", str(profile), "--cloud", "local", "--json").stdout)
     assert doc["chosen"] is None and doc["rejected"]["local"] == {"cluster": 1}
+
+
+def test_plan_on_local_says_the_vm_reads_its_payload_through_its_own_endpoint(tmp_path: Path) -> None:
+    """The payload line's "how the VM reads it" is the cloud's fact (PayloadStoreFacts.reads): a local VM has no
+    cloud identity, it reads the object through its own endpoint (providers/local/endpoint.py); a cloud's VM reads it
+    with its identity."""
+    profile = str(HERE / "fixtures" / "t4-rehearsal.yaml")
+    out = _trainvm(tmp_path, "plan", profile, "--cloud", "local")
+    assert out.returncode == 0, out.stderr
+    payload = next(line for line in out.stdout.splitlines() if line.startswith("payload: "))
+    assert "identity" not in payload and "through its own endpoint (its QEMU guestfwd channel" in payload
+    doc = json.loads(_trainvm(tmp_path, "plan", profile, "--cloud", "local", "--json").stdout)
+    assert doc["payload"]["reads"] == CLOUDS["local"].payload.reads
+    gcp = _trainvm(tmp_path, "plan", profile)
+    assert "read with the VM's identity" in next(line for line in gcp.stdout.splitlines() if line.startswith("payload: "))

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from provisioner.commands.down import release_payload
-from provisioner.errors import ConflictError, InvalidRequestError
+from provisioner.errors import ConflictError, CredentialsError, InvalidRequestError
 from provisioner.hooks import HOOKS
 from provisioner.providers.base import LaunchSpec
 from provisioner.providers.local import host, vms
@@ -204,3 +204,27 @@ def test_a_boot_disk_smaller_than_the_base_image_is_refused_not_cut_short(
     assert not (tmp_path / "local" / "tv-a").exists()
     provider.create(spec(name="tv-b", boot_disk_gib=3), OFFER)  # as large as the base: made
     assert (tmp_path / "local" / "tv-b" / "disk.qcow2").is_file()
+
+
+def test_a_listing_error_while_releasing_a_payload_is_reported_not_raised(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The one release (providers/store.py, used by ``down`` and ``bake``) never fails the command: a cloud error of
+    any kind while it asks which VMs name the payload (credentials expired mid-command, not only the store's
+    ProviderError) is reported, and the object stays."""
+    data = b"payload"
+    sha = hashlib.sha256(data).hexdigest()
+    provider = LocalProvider(tmp_path)
+    provider.payload_store().stage("this-machine", data, sha)
+    files = VmFiles(tmp_path / "tv-a")
+    files.root.mkdir()
+    vms.save(files, {"profile": "p", "hash": "ab" * 32, "payload": sha[:16], "ssh_user": "debian"})
+    rec = provider.find("tv-a")
+    assert rec is not None
+
+    def refuse(self: LocalProvider) -> list[object]:
+        raise CredentialsError("the session expired")
+
+    monkeypatch.setattr(LocalProvider, "list", refuse)
+    out = release_payload(provider, rec, "tv-a")
+    assert out["state"] == "error" and "the session expired" in str(out["message"])
+    assert provider.payload_store().stored("this-machine") == [sha]
