@@ -139,7 +139,7 @@ class StackReport(_Part):
 
 #: what an unreadable report's error suggests (the VM wrote it; nothing here can repair it)
 UNREADABLE_HINT = ("the VM wrote a stack report this trainvm cannot read (an agent of another trainvm version, a "
-                   "truncated write or a hand edit): `trainvm logs NAME` shows the provisioning log, and "
+                   "truncated write or a hand edit): `trainvm logs NAME` shows what the VM wrote, and "
                    "`trainvm down NAME --yes` then `trainvm up` makes a VM whose report this trainvm reads")
 _MAX_ERRORS, _MAX_TEXT = 5, 160
 
@@ -179,7 +179,7 @@ def validate_report(doc: Mapping[str, object], where: str = "the stack report") 
 def _candidates(text: str) -> Iterable[bytes | str]:
     """The bytes ``text`` may encode (as written, base64, url-safe base64; gunzipped), or why a try failed."""
     text = text.strip()
-    if text.startswith("{"):
+    if text[:1] in ("{", "[", '"'):  # JSON as written (an array or a string is named as such, not as bad base64)
         yield text.encode()
     for decoder in (base64.b64decode, base64.urlsafe_b64decode):
         try:
