@@ -3,8 +3,10 @@
 Two writers produce it, with one probe (``provisioner.agent``): the VM's startup script (``python3 -m provisioner.agent report STATUS``,
 ``source: "vm"``) and the local probe (``provisioner.probe.report.probe``, ``source: "local"``). Readers
 get it from a GCE guest attribute or serial console line, an Azure Run Command or boot-diagnostics
-log, or a file; whatever the channel, the text goes through :func:`decode_report` (JSON, or base64 --
-standard or url-safe -- of JSON or of gzip'd JSON) and :class:`StackReport` validates it. A
+log, or a file; whatever the channel, the text goes through :func:`read_report` (JSON, or base64 --
+standard or url-safe -- of JSON or of gzip'd JSON) and :class:`StackReport` validates it. A report that is there but
+cannot be read is ``ReportUnreadableError`` (exit 3) naming the channel and each bad field, never "no report yet";
+:func:`decode_report` is the lenient form (None) for probing text that may hold anything. A
 ``tests/verify/test_report_contract.py`` test feeds both writers' output through the decoder.
 
 ``status`` is the startup script's console protocol: ``running:PHASE``, ``ready`` or
