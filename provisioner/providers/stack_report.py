@@ -207,7 +207,14 @@ def read_report(value: str | bytes | Mapping[str, object] | None, where: str = "
         return None
     if isinstance(value, Mapping):
         return validate_report(value, where)
-    text = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+    doc = _document(value.decode("utf-8", "replace") if isinstance(value, bytes) else value)
+    if isinstance(doc, str):
+        raise ReportUnreadableError(f"{where} is unreadable: {doc}", hint=UNREADABLE_HINT)
+    return validate_report(doc, where)
+
+
+def _document(text: str) -> dict[str, object] | str:
+    """The JSON object ``text`` encodes, or why it encodes none."""
     why = None
     for raw in _candidates(text):
         if isinstance(raw, str):
@@ -218,14 +225,14 @@ def read_report(value: str | bytes | Mapping[str, object] | None, where: str = "
             continue
         try:
             doc = json.loads(raw)
-        except (ValueError, UnicodeDecodeError) as exc:
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:  # RecursionError: deeply nested brackets
             why = why or f"not JSON ({_clean(str(exc))})"
             continue
         if not isinstance(doc, dict):
             why = why or f"a JSON {_json_kind(doc)}, not an object"
             continue
-        return validate_report(doc, where)
-    raise ReportUnreadableError(f"{where} is unreadable: {why or 'empty'}", hint=UNREADABLE_HINT)
+        return doc
+    return why or "empty"
 
 
 def _json_kind(doc: object) -> str:
@@ -243,10 +250,12 @@ def decode_report(value: str | bytes | Mapping[str, object] | None) -> StackRepo
 
 
 def last_console_report(text: str | None, where: str = "the console") -> StackReport | None:
-    """The report of the last ``TRAINVM_REPORT=<base64>`` line of a console log; None when there is no such line.
-    The last line is the VM's newest word: when it cannot be read, that is :class:`ReportUnreadableError`, not an
-    older line's report (a stale ``running:PHASE`` would read as "provisioning" for ever)."""
-    last = None
-    for m in REPORT_RE.finditer(text or ""):
-        last = m.group(1)
-    return None if last is None else read_report(last, f"the last TRAINVM_REPORT line of {where}")
+    """The report of the last ``TRAINVM_REPORT=<base64>`` line of a console log that decodes to a JSON object; None
+    when there is none. A serial console garbles lines (a line that is not base64 of JSON is noise, skipped), but the
+    last object is the VM's newest word: when it fails schema 1 that is :class:`ReportUnreadableError`, not an older
+    line's report (a stale ``running:PHASE`` would read as "provisioning" for ever)."""
+    for line in reversed(REPORT_RE.findall(text or "")):
+        doc = _document(line)
+        if isinstance(doc, dict):
+            return validate_report(doc, f"the last TRAINVM_REPORT line of {where}")
+    return None

@@ -34,6 +34,7 @@ def _b64(doc: object) -> str:
     (_b64(dict(GOOD, surprise=1)), "surprise: Extra inputs are not permitted"),  # a writer field this model lacks
     (_b64(dict(GOOD, status="done")), "status: Value error, not a startup-script status: 'done'"),
     ("e30=", "status: Field required"),  # {}
+    ("[" * 200_000, "not JSON (maximum recursion depth"),  # not a RecursionError traceback
     (base64.b64encode(gzip.compress(b"x" * 5_000_000)).decode(), "over 4 MiB decoded"),  # not read whole
     (base64.b64encode(b"\x1f\x8b\x08\x00garbage").decode(), "gzip stream that does not decompress"),
 ])
@@ -79,6 +80,9 @@ def test_the_console_s_last_report_line_decides() -> None:
     with pytest.raises(ReportUnreadableError, match=r"^the last TRAINVM_REPORT line of vm-1's console .*driver: "):
         last_console_report(f"boot\n{running}\n{bad}\n", "vm-1's console")
     report = last_console_report(f"{bad}\n{running}\n")
+    assert report is not None and report.state == "running"
+    garbled = "TRAINVM_REPORT=e30K-garbled"  # a console garbles lines: one that is not base64 of JSON is noise
+    report = last_console_report(f"{running}\n{garbled}\n")
     assert report is not None and report.state == "running"
     assert last_console_report("boot\nno report yet\n") is None
 
