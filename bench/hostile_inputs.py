@@ -8,7 +8,8 @@ Each hostile input must end in under 2 s with exit 1 or 2 and no traceback. On t
 wall time grows with the load average (printed); CPU time (user + sys of the process) is the figure that
 compares across loads. Cases: the profile corpus of tests/profile/test_hostile_files.py through `validate`;
 a 50 MB profile; lock files next to a good profile through `plan` (sparse 2 GiB, FIFO, /dev/zero, symlink
-loop, 50 MB); VM names with a slash, ESC codes or 10,000 characters through `down`/`status` (no cloud:
+loop, 50 MB); a report through `diff` that is not JSON, an array, truncated, a field of the wrong type, a million
+nested brackets, 50 MB, a FIFO or /dev/zero (issue 37); VM names with a slash, ESC codes or 10,000 characters through `down`/`status` (no cloud:
 they must be refused before any cloud call).
 """
 
@@ -79,6 +80,28 @@ def lock_case(tmp: Path, kind: str) -> Path:
     return profile
 
 
+REPORT = REPO / "tests" / "fixtures" / "probe" / "report-vm-t4.json"
+DIFF_KINDS = ("not_json", "array", "wrong_type", "truncated", "nested_1m", "big_50mb", "fifo", "dev_zero")
+
+
+def diff_case(tmp: Path, kind: str) -> list[str]:
+    """`diff` of the fixture report against a hostile JSON file (issue 37: a clear error, bounded time and memory)."""
+    d = _fresh(tmp, f"diff-{kind}")
+    p = d / "report.json"
+    good = REPORT.read_text()
+    if kind == "fifo":
+        os.mkfifo(p)
+    elif kind == "dev_zero":
+        p.symlink_to("/dev/zero")
+    else:
+        p.write_text({"not_json": "TRAINVM_REPORT=garbage", "array": "[1, 2, 3]", "truncated": good[: len(good) // 2],
+                      "wrong_type": good.replace('"driver": "', '"driver": 550, "x_was": "', 1),
+                      "nested_1m": "[" * 1_000_000,
+                      "big_50mb": '{"schema": 1, "status": "ready", "packages": {' + ", ".join(
+                          f'"p{i}": "1.0"' for i in range(2_800_000)) + "}}"}[kind])
+    return ["diff", str(REPORT), str(p)]
+
+
 def main() -> None:
     load = os.getloadavg()
     print(f"hostile inputs, {os.cpu_count()} CPUs, Python {sys.version.split()[0]}, load average "
@@ -96,6 +119,8 @@ def main() -> None:
     rows.append(("validate: 50 MB profile", big_50mb))
     for kind in ("sparse_2g", "fifo", "dev_zero", "symlink_loop", "big_50mb"):
         rows.append((f"plan: lock file {kind}", lambda tmp, k=kind: ["plan", str(lock_case(tmp, k))]))
+    for kind in DIFF_KINDS:
+        rows.append((f"diff: report {kind}", lambda tmp, k=kind: diff_case(tmp, k)))
     rows += [("down: name 'a/b'", lambda tmp: ["down", "a/b", "--yes"]),
              ("down: name with ESC codes", lambda tmp: ["down", "x\x1b[2J\x07", "--yes"]),
              ("status: 10,000-character name", lambda tmp: ["status", "a" * 10_000])]

@@ -86,6 +86,14 @@ class Aborted(TrainvmError):
     exit_code = EXIT_INTERRUPTED
 
 
+class ReportUnreadableError(TrainvmError):
+    """A VM's stack report exists but cannot be read (not JSON, not an object, a field that fails schema 1: an
+    older agent, a truncated write, a hand edit): exit 3, like a stored profile that cannot be read -- never
+    "provisioning", never judged. The message names the channel and each bad field with pydantic's reason."""
+
+    exit_code = EXIT_CLOUD
+
+
 class NotReadyError(TrainvmError):
     """The VM is still provisioning (e.g. ``--wait-ready`` timed out): exit 5."""
 

@@ -29,8 +29,8 @@ from provisioner.providers.base import (
     costs_from_labels,
     price_from_labels,
 )
+from provisioner.providers.stack_report import StackReport, read_report
 from provisioner.providers.store import PAYLOAD_LABEL, PayloadRef, payload_key
-from provisioner.verify.report import StackReport, decode_report
 
 STOPPED = "TERMINATED"
 
@@ -185,7 +185,7 @@ class FakeProvider:
 
     def read_cluster_reports(self, name: str) -> dict[str, StackReport | None]:
         with self.lock:
-            return {r.name: decode_report(self.reports.get(r.name)) for r in self._nodes(name)}
+            return {r.name: read_report(self.reports.get(r.name)) for r in self._nodes(name)}
 
     def list(self) -> list[InstanceRecord]:
         with self.lock:
@@ -231,7 +231,7 @@ class FakeProvider:
             rec = self._lookup(name)
             if rec is None:
                 return None, None
-            return decode_report(self.reports.get(rec.name)), self.profiles.get(rec.name)
+            return read_report(self.reports.get(rec.name)), self.profiles.get(rec.name)
 
     def ssh_argv(self, record: InstanceRecord, command: list[str]) -> list[str]:
         return ["ssh", f"fake@{record.ip}", *(["--", *command] if command else [])]

@@ -8,12 +8,14 @@ from pathlib import Path
 
 from provisioner.commands.lock import lock_captured
 from provisioner.commands.verify import _print_verify
-from provisioner.errors import InputError
+from provisioner.errors import InputError, ReportUnreadableError
+from provisioner.inputfile import read_capped
 from provisioner.output import emit_json, notice, stderr_console, stdout_console, write_output
 from provisioner.probe import report as probe_report  # called through the module: tests patch probe_report.probe
 from provisioner.probe.capture import build_profile, comment_block, to_yaml
 from provisioner.probe.python_env import user_python
 from provisioner.profile import load_profile
+from provisioner.providers.stack_report import MAX_REPORT_BYTES, validate_report
 from provisioner.verify.compare import compare
 from provisioner.verify.diff import diff, is_report
 
@@ -58,11 +60,10 @@ def run_verify_local(path: Path, *, python: str | None, json_out: bool) -> int:
 def load_any(path: Path) -> dict[str, object]:
     """A profile (YAML, with extends resolved), a report (JSON) or a profile as JSON."""
     if path.suffix == ".json":
+        raw = read_capped(path, MAX_REPORT_BYTES, "JSON document")  # a regular file, bounded before it is read
         try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise InputError(f"{path}: no such file") from None
-        except (OSError, ValueError) as exc:
+            doc = json.loads(raw)
+        except (ValueError, RecursionError) as exc:  # RecursionError: thousands of nested brackets
             raise InputError(f"{path}: not a JSON document ({exc})") from None
         if not isinstance(doc, dict):
             raise InputError(f"{path}: expected a JSON object (a profile or a report)")
@@ -71,6 +72,12 @@ def load_any(path: Path) -> dict[str, object]:
                              "a stack report (schema 1) has it as an object {name: version}",
                              hint="diff a report this trainvm's agent wrote (/var/lib/trainvm/report.json on the VM), "
                                   "or make `packages` an object such as {\"torch\": \"2.4.1\"}")
+        if is_report(doc):  # judged as schema 1, as `verify` reads it: a field of the wrong type is named, not diffed
+            try:
+                validate_report(doc, f"{path}")
+            except ReportUnreadableError as exc:
+                raise InputError(str(exc), hint="diff a report this trainvm's agent wrote "
+                                                "(/var/lib/trainvm/report.json on the VM)") from None
         return doc
 
     return load_profile(path, compat=False).profile.model_dump(mode="json", exclude={"extends"})

@@ -4,8 +4,9 @@ States (JSON ``status``) and exit codes: ``match`` 0; ``drift`` 1; ``failed`` 1 
 failed: phase, line and its message); ``provisioning`` 5 (no report yet, or ``running:PHASE``: "provisioning (phase P)", no table and no drift
 rows; a cluster's nodes still provisioning are "pending" rows, never DRIFT); ``rehearsed`` 6 (a profile rehearsed on a machine without a GPU, ``CloudSpec.rehearsal``:
 every phase ran, nothing drifted, and the GPU facts are "not checked" rows: never a match). A VM
-whose stored profile cannot be read is an error (exit 3), never a match; ``--profile FILE`` verifies
-against a local profile instead."""
+whose stored profile cannot be read is an error (exit 3), never a match; so is a report that is there but cannot be
+read (``ReportUnreadableError`` from the provider's strict reader, naming the channel and each bad field), never
+"provisioning"; ``--profile FILE`` verifies against a local profile instead."""
 
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Mapping
 
 from provisioner.agent.report import REHEARSAL
-from provisioner.providers.stack_report import StackReport
+from provisioner.providers.stack_report import StackReport, validate_report
 from provisioner.verify.compare import FieldResult, VerifyResult, compare_records, framework_cuda, report_cudnn
 from provisioner.verify.expect import expected_record
 from provisioner.verify.records import Expectation
@@ -83,7 +83,7 @@ def compare_cluster(profile: Mapping[str, object], reports: Mapping[str, StackRe
     idents: dict[str, dict[str, object]] = {}
     expected: Expectation | None = None  # one typed expectation, built once, every node judged against it
     for name, raw in reports.items():
-        report = raw if raw is None or isinstance(raw, StackReport) else StackReport.model_validate(dict(raw))
+        report = raw if raw is None or isinstance(raw, StackReport) else validate_report(raw, f"the stack report of node {name}")
         expected = expected or expected_record(profile)
         result = compare_records(expected, report)
         waiting = result.describe() if result.status == "provisioning" else None  # not judged yet: never a DRIFT row

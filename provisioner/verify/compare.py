@@ -16,7 +16,7 @@ from typing import Literal
 from provisioner.agent.compare import GPULESS, FieldResult, VerifyResult, framework_cuda, report_cudnn
 from provisioner.agent.compare import compare as judge
 from provisioner.compat.facts import NOMINAL_TOLERANCE
-from provisioner.providers.stack_report import StackReport
+from provisioner.providers.stack_report import StackReport, validate_report
 from provisioner.verify.expect import allowed_gpus, expected_record, parse_pin
 from provisioner.verify.records import Expectation
 
@@ -27,10 +27,11 @@ __all__ = ["GPULESS", "NOMINAL_TOLERANCE", "FieldResult", "Status", "VerifyResul
 
 
 def compare(profile: Mapping[str, object], report: StackReport | Mapping[str, object] | None) -> VerifyResult:
-    """Judge a report against a resolved profile (the profile model's ``model_dump()``)."""
+    """Judge a report against a resolved profile (the profile model's ``model_dump()``). A report mapping that
+    fails schema 1 is ``ReportUnreadableError`` (exit 3) naming each bad field, never a raw ValidationError."""
     expected = expected_record(profile)
     if report is not None and not isinstance(report, StackReport):
-        report = StackReport.model_validate(dict(report))
+        report = validate_report(report)
     return compare_records(expected, report)
 
 

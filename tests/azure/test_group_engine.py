@@ -117,11 +117,13 @@ def test_read_cluster_reports_in_rank_order(emu, provider, t4_spec, offers):
     provider.create(spec, offers[("eastus", A100)])
     rg = names(spec.name).rg
     for k in (0, 1, 3):  # node 2 has no report yet
-        report = json.dumps({"schema": 1, "node": k})
+        report = json.dumps({"schema": 1, "status": "ready", "driver": f"550.127.0{k}"})  # a schema-1 report: one
+        # that is not (the old {"schema": 1, "node": k}) is ReportUnreadableError now, not None (issue 37)
         emu.set_run_command_output(rg, f"{spec.name}_{k}", base64.b64encode(gzip.compress(report.encode())).decode())
     reports = provider.read_cluster_reports(spec.name)
     assert list(reports) == [f"{spec.name}-{k}" for k in range(4)]
     assert reports[f"{spec.name}-2"] is None
+    assert [r.driver if r else None for r in reports.values()] == ["550.127.00", "550.127.01", None, "550.127.03"]
     ran = sorted(c["vm"] for c in emu.run_commands)
     assert ran == [f"{spec.name}_{k}" for k in range(4)]
     _, profile = provider.read_report(spec.name)

@@ -122,6 +122,24 @@ def test_up_wait_ready_verifies(cli, clouds) -> None:
     assert r.json()["status"] == "match"
 
 
+def test_up_wait_ready_names_a_malformed_report_instead_of_waiting_it_out(cli, clouds) -> None:
+    """Issue 37: a report that is there but malformed ends the wait at once with exit 3 naming the field; it used to
+    read as "no report yet" until the timeout (exit 5, "provisioning")."""
+    fake = clouds["gcp"]
+    original = fake.create
+
+    def create(spec, offer):
+        rec = original(spec, offer)
+        fake.reports[spec.name] = dict(REPORT, driver=550)  # an older agent's number where schema 1 has a string
+        return rec
+
+    fake.create = create
+    r = cli("up", T4, "--yes", "--wait-ready", "--ready-timeout", "2")
+    assert r.code == 3, r.out + r.err
+    assert "driver: Input should be a string" in r.err and "Traceback" not in r.err, r.err
+    assert "timed out" not in r.out + r.err and "gave up waiting" not in r.err
+
+
 def test_up_wait_ready_looks_again_while_the_script_runs(cli, clouds) -> None:
     """A report still "running" is not the end: the wait looks again until the script has finished."""
     fake = clouds["gcp"]

@@ -3,7 +3,11 @@ internal error (70) or a traceback."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
+
+from tests.helpers import REPO
 
 BASE = 'hardware: {gpu: T4}\nstack: {os: ubuntu-22.04, driver: "550.127.05", cuda: "12.4", python: "3.11.9", packages: [torch==2.4.1+cu124]}\n'
 HUGE_HEX, HUGE_OCT = "0x" + "f" * 5000, "0o" + "7" * 6000  # > 4,300 decimal digits each
@@ -178,3 +182,38 @@ def test_a_section_of_the_wrong_kind_names_no_model_class(cli, write_yaml) -> No
     assert "hardware: Input should be a mapping (got a list: ['a'])" in r.err
     assert "lifecycle.max_run_hours: Input should be a number (got a string: 'abc')" in r.err
     assert "instance of" not in r.err and "Hardware" not in r.err and "unable to parse" not in r.err
+
+
+DIFF_REPORT = REPO / "tests" / "fixtures" / "probe" / "report-vm-t4.json"
+
+
+@pytest.mark.parametrize(("kind", "said"), [
+    ("not_json", "not a JSON document (Expecting value: line 1 column 1"),
+    ("array", "expected a JSON object (a profile or a report)"),
+    ("truncated", "not a JSON document ("),
+    ("wrong_type", "is not a stack report this trainvm reads (schema 1): driver: Input should be a string"),
+    ("nested", "not a JSON document (maximum recursion depth"),
+    ("sparse_50mb", "is 52428800 bytes; a JSON document may be at most 4194304 bytes"),
+    ("fifo", "is a FIFO (named pipe), not a regular file"),
+    ("dev_zero", "is a character device, not a regular file"),
+])
+def test_diff_of_a_hostile_report_is_a_clear_input_error(cli, tmp_path, kind, said) -> None:
+    """Issue 37: `diff PROFILE report.json` with a malformed report is exit 2 naming why, in bounded time and memory
+    (a 50 MB file is refused by its size before it is read, a FIFO or /dev/zero is never read; the old code read
+    them whole, or waited on the FIFO for ever, and diffed a wrongly typed field as if it were a value)."""
+    p = tmp_path / "report.json"
+    good = DIFF_REPORT.read_text()
+    if kind == "sparse_50mb":
+        with open(p, "wb") as f:
+            f.truncate(50 * 1024 * 1024)
+    elif kind == "fifo":
+        os.mkfifo(p)
+    elif kind == "dev_zero":
+        p.symlink_to("/dev/zero")
+    else:
+        p.write_text({"not_json": "TRAINVM_REPORT=garbage", "array": "[1, 2, 3]", "truncated": good[: len(good) // 2],
+                      "wrong_type": good.replace('"driver": "550.127.05"', '"driver": 550', 1),
+                      "nested": "[" * 100_000}[kind])
+    r = cli("diff", str(DIFF_REPORT), str(p))
+    assert r.code == 2, r.out + r.err
+    assert said in r.err and "Traceback" not in r.err, r.err

@@ -139,3 +139,26 @@ def test_rehearsed_is_exit_6_with_the_gpu_fields_not_checked(cli, vm) -> None:
     assert doc.code == 6 and doc.json()["status"] == "rehearsed"
     unseen = {f["field"] for f in doc.json()["fields"] if f.get("not_checked")}
     assert {"status", "stack.driver", "hardware.gpu_count", "hardware.gpu", "stack.framework.gpu"} <= unseen
+
+
+@pytest.mark.parametrize("json_out", [False, True])
+def test_a_malformed_report_is_an_error_naming_the_field_not_provisioning(cli, vm, json_out) -> None:
+    """Issue 37: a report that is there but fails schema 1 (an older agent, a hand edit) is exit 3 naming the field
+    and pydantic's reason; it used to decode to None and read as "provisioning" (exit 5) for ever."""
+    fake, name = vm
+    fake.reports[name] = dict(MATCHING, gpus=[{"name": "Tesla T4", "memory_mib": "lots"}])
+    r = cli("verify", name, *(["--json"] if json_out else []))
+    assert r.code == 3, r.out + r.err
+    assert "provisioning" not in r.out + r.err and "Traceback" not in r.err
+    assert "gpus.0.memory_mib: Input should be a valid integer" in r.err, r.err
+    if json_out:
+        doc = r.json()["error"]
+        assert doc["exit_code"] == 3 and doc["type"] == "ReportUnreadableError" and "trainvm logs" in doc["hint"]
+
+
+def test_a_truncated_report_is_an_error_naming_the_json_position(cli, vm) -> None:
+    fake, name = vm
+    fake.reports[name] = json.dumps(MATCHING)[:300]  # a truncated write
+    r = cli("verify", name)
+    assert r.code == 3 and "not JSON (" in r.err and "line 1 column" in r.err, r.err
+    assert "provisioning" not in r.out + r.err and "Traceback" not in r.err

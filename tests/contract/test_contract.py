@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from provisioner.errors import ReportUnreadableError
 from provisioner.providers.base import ConflictError, InstanceRecord, ProviderError
 from provisioner.verify.report import decode_report
 from tests.contract.harness import REPORT, CloudHarness
@@ -105,6 +106,18 @@ def test_read_report(cloud: CloudHarness) -> None:
     assert report == decode_report(REPORT) and report is not None and report.driver == "550.127.05"
     assert profile == json.loads(spec.profile_json)
     assert cloud.provider.read_report("trainvm-nope-00000000") == (None, None)
+
+
+def test_a_malformed_report_is_named_not_missing(cloud: CloudHarness) -> None:
+    """Issue 37: a report that is there but fails schema 1 (an older agent, a hand edit) is ReportUnreadableError
+    naming the VM's channel and the field, through each cloud's real channel (GCE guest attribute, Azure Run
+    Command, EC2 console output); it used to read as None, "no report yet"."""
+    spec = cloud.spec()
+    rec = cloud.provider.create(spec, cloud.offers[0])
+    cloud.put_report(rec, dict(REPORT, gpus=[{"name": "Tesla T4", "memory_mib": "lots"}]))
+    with pytest.raises(ReportUnreadableError, match=r"gpus\.0\.memory_mib: Input should be a valid integer") as err:
+        cloud.twin().read_report(spec.name)
+    assert err.value.exit_code == 3
 
 
 def test_stop_then_start(cloud: CloudHarness) -> None:

@@ -127,7 +127,7 @@ class AwsInstances:
         return str((got or {}).get("Output") or "")  # botocore base64-decodes GetConsoleOutput's Output itself
 
     def report(self, inst: Instance) -> StackReport | None:
-        return last_console_report(self.console_text(inst))
+        return last_console_report(self.console_text(inst), f"{inst['InstanceId']}'s console output")
 
     def record(self, inst: Instance, *, notes: builtins.list[str] | None = None, existing: bool = False) -> InstanceRecord:
         tags = tags_of(inst)

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
+from provisioner.providers import stack_report
 from provisioner.providers.azure import group_request as G
 from provisioner.providers.azure import request as R
 from provisioner.providers.azure.api import AzureApi, wire
@@ -37,7 +38,7 @@ from provisioner.providers.base import (
 )
 from provisioner.providers.cluster_env import META_KEY, node_list_metadata
 from provisioner.providers.registry import METADATA_VALUE_LIMIT
-from provisioner.providers.stack_report import StackReport, decode_report
+from provisioner.providers.stack_report import StackReport
 from provisioner.providers.store import PAYLOAD_LABEL
 
 PARALLEL = 16
@@ -142,7 +143,8 @@ def read_cluster_reports(api: AzureApi, name: str) -> dict[str, StackReport | No
         except ProviderError:  # not running, agent not ready, busy: no report yet
             return None
         message = "".join((s.get("message") or "") for s in result.get("value") or [])
-        return decode_report(R.run_command_stdout(message))
+        return stack_report.read_report(R.run_command_stdout(message),
+                                        f"the stack report of {name} instance {iid} (Run Command)")
 
     reports = _each(one, instances)
     return {G.node_name(name, rank): rep for rank, rep in enumerate(reports)}

@@ -57,7 +57,7 @@ from provisioner.providers.base import ConflictError, InstanceRecord, LaunchSpec
 from provisioner.providers.capabilities import ClusterReader, ImagePinner, Preflighter, PreflightResult
 from provisioner.providers.offer import Offer
 from provisioner.providers.ssh_key import SSH_KEY_FILES, read_public_key
-from provisioner.providers.stack_report import StackReport, decode_report, last_console_report
+from provisioner.providers.stack_report import StackReport, last_console_report, read_report
 
 if TYPE_CHECKING:
     from azure.core.credentials import TokenCredential
@@ -194,10 +194,10 @@ class AzureProvider(ImagePinner, Preflighter, ClusterReader):
         except ProviderError:  # not running, agent not ready, busy...: the serial log may still have it
             return None
         message = "".join((s.get("message") or "") for s in result.get("value") or [])
-        return decode_report(R.run_command_stdout(message))
+        return read_report(R.run_command_stdout(message), f"the stack report of {n.vm} (Run Command)")
 
     def _serial_report(self, n: R.Names) -> StackReport | None:
-        return last_console_report(self._serial_log(n))
+        return last_console_report(self._serial_log(n), f"{n.vm}'s boot diagnostics log")
 
     def live_status(self, record: InstanceRecord) -> str | None:
         return None  # no channel besides the console (CloudSpec.live_status)

@@ -9,7 +9,7 @@ from functools import partial
 
 from provisioner.providers.base import ProviderError
 from provisioner.providers.gcp.api import GceApi
-from provisioner.providers.stack_report import StackReport, decode_report, last_console_report
+from provisioner.providers.stack_report import StackReport, last_console_report, read_report
 
 MAX_SERIAL_PAGES = 64
 
@@ -23,7 +23,9 @@ def guest_report(gce: GceApi, zone: str, name: str) -> StackReport | None:
                          missing=None)
     except ProviderError:  # not enabled (400), no permission (403): the console still has the report
         return None
-    return decode_report(got.variable_value) if got is not None else None
+    if got is None:
+        return None
+    return read_report(got.variable_value, f"the stack report of {name} (guest attribute trainvm/report)")
 
 
 STATUS_RE = re.compile(r"ready|rehearsed|running:[\w.-]+|failed:[\w.-]+:\d*")
@@ -64,5 +66,5 @@ def serial_text(gce: GceApi, zone: str, name: str, start: int = 0) -> tuple[str,
 
 
 def serial_report(gce: GceApi, zone: str, name: str) -> StackReport | None:
-    """The last decodable ``TRAINVM_REPORT=<base64>`` on serial port 1."""
-    return last_console_report(serial_text(gce, zone, name)[0])
+    """The last ``TRAINVM_REPORT=<base64>`` on serial port 1 (ReportUnreadableError when it cannot be read)."""
+    return last_console_report(serial_text(gce, zone, name)[0], f"{name}'s serial port 1")

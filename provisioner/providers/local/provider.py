@@ -197,7 +197,7 @@ class LocalProvider:
             profile = json.loads(vm.text("trainvm-profile") or "null")
         except ValueError:
             profile = None
-        return last_console_report(text[0] if text else None), profile if isinstance(profile, dict) else None
+        return last_console_report(text[0] if text else None, f"{name}'s console"), profile if isinstance(profile, dict) else None
 
     def ssh_argv(self, record: InstanceRecord, command: builtins.list[str]) -> builtins.list[str]:
         vm = self._vm(record.name)
