@@ -61,14 +61,17 @@ def tolerance(klass: str, cv_a: float, cv_b: float) -> float:
 
 
 def judge(a: float, b: float, tol: float, higher_is_better: bool = True) -> tuple[str, float]:
-    """("match" | "worse" | "better", b/a)."""
+    """("match" | "worse" | "better", b/a). The band is a factor, the same both ways: B is worse when it is more than
+    ``1 + tol`` times slower than A, better when more than ``1 + tol`` times faster. (A band of +-tol on b/a - 1
+    could not say "worse" of a higher-is-better metric once a noisy run made tol >= 1: a machine 100x slower was a
+    match, seen on a loaded CI machine.)"""
     if a <= 0:
         return ("match" if b <= 0 else "better"), float("inf")
     ratio = b / a
-    change = ratio - 1 if higher_is_better else 1 - ratio
-    if change < -tol:
+    gain = ratio if higher_is_better else (1 / ratio if ratio > 0 else float("inf"))
+    if gain < 1 / (1 + tol):
         return "worse", ratio
-    if change > tol:
+    if gain > 1 + tol:
         return "better", ratio
     return "match", ratio
 

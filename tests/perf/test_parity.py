@@ -165,3 +165,16 @@ def test_parity_rejects_a_non_perf_document(cli, tmp_path) -> None:
     (tmp_path / "r.json").write_text(json.dumps({"schema": 1, "gpus": []}))
     r = cli("parity", str(tmp_path / "r.json"), str(tmp_path / "r.json"))
     assert r.code == 2 and "trainvm.perf/1" in r.err and "Traceback" not in r.err
+
+
+@pytest.mark.parametrize("higher_is_better", [True, False])
+def test_a_noisy_run_never_makes_a_machine_100x_slower_a_match(higher_is_better: bool) -> None:
+    """On a loaded machine a run's cv of 0.4 makes the tolerance 1.2 (3 x cv): a band of +-tol on b/a - 1 could then
+    never say "worse" of a higher-is-better metric (b/a - 1 >= -1), and `verify --local --perf` against a baseline
+    100x faster said "match" on the CI machine. The band is a factor both ways."""
+    tol = tolerance("cpu", 0.01, 0.4)
+    assert tol == pytest.approx(1.2)
+    slow, fast = (0.01, 100.0) if higher_is_better else (100.0, 0.01)
+    assert judge(1.0, slow, tol, higher_is_better)[0] == "worse"
+    assert judge(1.0, fast, tol, higher_is_better)[0] == "better"
+    assert judge(1.0, 1.5 if higher_is_better else 1 / 1.5, tol, higher_is_better)[0] == "match"  # inside 2.2x
