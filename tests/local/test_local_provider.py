@@ -13,7 +13,7 @@ import pytest
 from provisioner.commands.down import release_payload
 from provisioner.errors import ConflictError, CredentialsError, InvalidRequestError
 from provisioner.hooks import HOOKS
-from provisioner.providers.base import LaunchSpec
+from provisioner.providers.base import InstanceRecord, LaunchSpec
 from provisioner.providers.local import host, vms
 from provisioner.providers.local import provider as provider_module
 from provisioner.providers.local.provider import LocalProvider
@@ -167,15 +167,7 @@ def test_a_payload_the_local_store_cannot_remove_is_reported_as_staying_there(tm
                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """down never fails on the store, and on local it does not promise the clouds' 30-day lifecycle rule: nothing
     expires there (PayloadStoreFacts.expires=False). An OS error other than "not there" is the store's error."""
-    data = b"payload"
-    sha = hashlib.sha256(data).hexdigest()
-    provider = LocalProvider(tmp_path)
-    provider.payload_store().stage("this-machine", data, sha)
-    files = VmFiles(tmp_path / "tv-a")
-    files.root.mkdir()
-    vms.save(files, {"profile": "p", "hash": "ab" * 32, "payload": sha[:16], "ssh_user": "debian"})
-    rec = provider.find("tv-a")
-    assert rec is not None
+    provider, rec = _one_vm_naming_a_payload(tmp_path)
 
     def refuse(self: Path, missing_ok: bool = False) -> None:
         raise PermissionError(13, "Permission denied")
@@ -211,15 +203,7 @@ def test_a_listing_error_while_releasing_a_payload_is_reported_not_raised(tmp_pa
     """The one release (providers/store.py, used by ``down`` and ``bake``) never fails the command: a cloud error of
     any kind while it asks which VMs name the payload (credentials expired mid-command, not only the store's
     ProviderError) is reported, and the object stays."""
-    data = b"payload"
-    sha = hashlib.sha256(data).hexdigest()
-    provider = LocalProvider(tmp_path)
-    provider.payload_store().stage("this-machine", data, sha)
-    files = VmFiles(tmp_path / "tv-a")
-    files.root.mkdir()
-    vms.save(files, {"profile": "p", "hash": "ab" * 32, "payload": sha[:16], "ssh_user": "debian"})
-    rec = provider.find("tv-a")
-    assert rec is not None
+    provider, rec = _one_vm_naming_a_payload(tmp_path)
 
     def refuse(self: LocalProvider) -> list[object]:
         raise CredentialsError("the session expired")
@@ -227,4 +211,18 @@ def test_a_listing_error_while_releasing_a_payload_is_reported_not_raised(tmp_pa
     monkeypatch.setattr(LocalProvider, "list", refuse)
     out = release_payload(provider, rec, "tv-a")
     assert out["state"] == "error" and "the session expired" in str(out["message"])
-    assert provider.payload_store().stored("this-machine") == [sha]
+    assert provider.payload_store().stored("this-machine") == [hashlib.sha256(b"payload").hexdigest()]
+
+
+def _one_vm_naming_a_payload(root: Path) -> tuple[LocalProvider, InstanceRecord]:
+    """A staged payload and a stopped VM ``tv-a`` whose record names it."""
+    data = b"payload"
+    sha = hashlib.sha256(data).hexdigest()
+    provider = LocalProvider(root)
+    provider.payload_store().stage("this-machine", data, sha)
+    files = VmFiles(root / "tv-a")
+    files.root.mkdir()
+    vms.save(files, {"profile": "p", "hash": "ab" * 32, "payload": sha[:16], "ssh_user": "debian"})
+    rec = provider.find("tv-a")
+    assert rec is not None
+    return provider, rec
