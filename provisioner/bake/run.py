@@ -38,7 +38,6 @@ from provisioner.profile import load_profile
 from provisioner.providers.base import labels_for, vm_name
 from provisioner.providers.image_identity import identity_of
 from provisioner.providers.lifecycle import describe as lifecycle_describe
-from provisioner.providers.registry import rehearsal_clouds
 from provisioner.providers.store import release
 from provisioner.provision.launch import launch_spec, locked_images
 from provisioner.wording import duration
@@ -118,14 +117,14 @@ def plan_bake(loaded: LoadedProfile, baker: Baker, cloud: str, region: str | Non
         is_nvswitch_shape,
         render_script,
     )
-    from provisioner.render.script import rehearsed_gpu  # lazy: startup (plan loads bake.run; render pulls in jinja2)
+    from provisioner.render.script import rehearsal_for  # lazy: startup (plan loads bake.run; render pulls in jinja2)
 
     planned = make_plan(loaded, Overrides((cloud,), (region,) if region else None, None))
     offer = planned.plan.chosen
     if offer is None:
         raise NoFeasibleOfferError(no_offer_message(planned.plan, planned.catalog))
     # a cloud without a GPU (a rehearsal, planner/rehearsal.py) bakes the stack `up` renders there: the profile's GPU's
-    rehearse = rehearsed_gpu(loaded) if cloud in rehearsal_clouds() else None
+    rehearse = rehearsal_for(loaded, cloud)
     gpu, count = rehearse or (offer.gpu_name, offer.gpu_count)
     target = RenderTarget(cloud, baker.builder_shape, gpu, count, offer.region, offer.zone,
                           nvswitch=is_nvswitch_shape(cloud, offer.instance_type, gpu, count),

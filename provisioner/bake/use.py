@@ -21,7 +21,6 @@ from provisioner.providers.image_identity import (
     label_value,
     mismatch,
 )
-from provisioner.providers.registry import rehearsal_clouds
 from provisioner.provision.launch import locked_images
 
 if TYPE_CHECKING:
@@ -60,11 +59,10 @@ def offer_stack(loaded: LoadedProfile, offer: Offer | Shape) -> tuple[str, str]:
     """(stack hash, lock sha256) the profile's install phases have on ``offer``: pure and offline, from the record's
     install phases alone (render/context.py ``stack_fields``): nothing is rendered."""
     from provisioner.render.context import stack_fields, target_from_offer  # lazy: startup
-    from provisioner.render.script import rehearsed_gpu  # lazy: startup
+    from provisioner.render.script import rehearsal_for  # lazy: startup
 
     # on a cloud without a GPU (a rehearsal) the install phases are the profile's GPU's, as render_for_offer renders
-    rehearse = rehearsed_gpu(loaded) if offer.cloud in rehearsal_clouds() else None
-    doc = stack_fields(loaded, target_from_offer(offer, rehearse))
+    doc = stack_fields(loaded, target_from_offer(offer, rehearsal_for(loaded, offer.cloud)))
     return doc_hash(doc), str(doc["lock_sha256"])
 
 

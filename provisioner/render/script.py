@@ -90,8 +90,13 @@ def render_script(loaded: LoadedProfile, target: RenderTarget, *, facts: Facts |
 def render_for_offer(loaded: LoadedProfile, offer: Offer | Shape, image_mode: str = "") -> RenderedScript:
     """The render for one of the plan's offers (its cloud, region and shape): what ``up`` does once per offer it
     tries, before the provision stage stages the payload (provision/launch.py ``stage``) and builds the request."""
-    rehearse = rehearsed_gpu(loaded) if offer.cloud in rehearsal_clouds() else None
-    return render_script(loaded, target_from_offer(offer, rehearse), image_mode=image_mode)
+    return render_script(loaded, target_from_offer(offer, rehearsal_for(loaded, offer.cloud)), image_mode=image_mode)
+
+
+def rehearsal_for(loaded: LoadedProfile, cloud: str) -> tuple[str, int] | None:
+    """(GPU, count) the profile is rehearsed with on ``cloud`` (``rehearsed_gpu``), None on a cloud with GPUs: what
+    ``render_for_offer``, ``bake`` and bake/use.py's ``offer_stack`` render for, so the three agree."""
+    return rehearsed_gpu(loaded) if cloud in rehearsal_clouds() else None
 
 
 def rehearsed_gpu(loaded: LoadedProfile) -> tuple[str, int]:
