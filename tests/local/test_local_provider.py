@@ -20,6 +20,7 @@ from provisioner.providers.local.provider import LocalProvider
 from provisioner.providers.local.request import VmFiles
 from provisioner.providers.local.store import LocalStore
 from provisioner.providers.store import payload_key
+from tests.helpers import REPO
 
 OFFER = host.host_offers(cpu_count=1, meminfo="MemTotal: 2097152 kB\n", machine="x86_64")[0]
 
@@ -226,3 +227,15 @@ def _one_vm_naming_a_payload(root: Path) -> tuple[LocalProvider, InstanceRecord]
     rec = provider.find("tv-a")
     assert rec is not None
     return provider, rec
+
+
+def test_the_report_is_read_where_the_vm_publishes_it_then_from_the_console(tmp_path: Path) -> None:
+    """The startup script publishes its report through the VM's endpoint (``tv_publish report``: VMDIR/status/report,
+    templates/entry/_local.sh.j2), as GCE's guest attribute; the console's last TRAINVM_REPORT line is the fallback."""
+    provider, _ = _one_vm_naming_a_payload(tmp_path)
+    assert provider.read_report("tv-a")[0] is None  # nothing published, no console yet
+    status = tmp_path / "tv-a" / "status"
+    status.mkdir()
+    (status / "report").write_bytes((REPO / "tests/fixtures/probe/report-vm-t4.json").read_bytes())
+    report = provider.read_report("tv-a")[0]
+    assert report is not None and report.driver == json.loads((status / "report").read_text())["driver"]

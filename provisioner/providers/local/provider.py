@@ -29,7 +29,7 @@ from provisioner.providers.local.request import VmFiles
 from provisioner.providers.local.store import LocalStore
 from provisioner.providers.offer import Offer
 from provisioner.providers.ssh_key import read_public_key
-from provisioner.providers.stack_report import StackReport, last_console_report
+from provisioner.providers.stack_report import StackReport, last_console_report, read_report
 
 #: tool -> the Debian package that has it
 TOOLS = {"qemu-system-x86_64": "qemu-system-x86", "qemu-img": "qemu-utils", "genisoimage": "genisoimage"}
@@ -178,26 +178,22 @@ class LocalProvider:
 
     def console(self, name: str, start: int = 0) -> tuple[str, int] | None:
         vm = self._vm(name)
-        if vm is None:
-            return None
-        try:
-            with vm.files.console.open("rb") as f:
-                f.seek(start)
-                data = f.read()
-        except FileNotFoundError:
-            return "", start
-        return data.decode("utf-8", "replace"), start + len(data)
+        return None if vm is None else _read_from(vm.files.console, start)
 
     def read_report(self, name: str) -> tuple[StackReport | None, dict[str, object] | None]:
+        """The report the VM published through its endpoint (``tv_publish report``: ``status/report``, as GCE's
+        guest attribute), else the last one on its console (as GCE's serial port)."""
         vm = self._vm(name)
         if vm is None:
             return None, None
-        text = self.console(name)
+        published = _read_from(vm.files.root / "status" / "report", 0)[0]
+        report = (read_report(published, f"the stack report of {name} (its endpoint's status/report)")
+                  or last_console_report(_read_from(vm.files.console, 0)[0], f"{name}'s console"))
         try:
             profile = json.loads(vm.text("trainvm-profile") or "null")
         except ValueError:
             profile = None
-        return last_console_report(text[0] if text else None, f"{name}'s console"), profile if isinstance(profile, dict) else None
+        return report, profile if isinstance(profile, dict) else None
 
     def ssh_argv(self, record: InstanceRecord, command: builtins.list[str]) -> builtins.list[str]:
         vm = self._vm(record.name)
@@ -233,6 +229,17 @@ def _run(argv: builtins.list[str]) -> None:
     if done.returncode != 0:
         why = (done.stderr.strip().splitlines() or ["no message"])[-1]
         raise ProviderError(f"{argv[0]} exited {done.returncode}: {why}")
+
+
+def _read_from(path: Path, start: int) -> tuple[str, int]:
+    """The text of ``path`` from byte ``start`` and where it ends ("" when the file is not there yet)."""
+    try:
+        with path.open("rb") as f:
+            f.seek(start)
+            data = f.read()
+    except FileNotFoundError:
+        return "", start
+    return data.decode("utf-8", "replace"), start + len(data)
 
 
 def _virtual_bytes(base: str) -> int:
