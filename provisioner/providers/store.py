@@ -133,9 +133,6 @@ def release_payload(provider: Provider, record: InstanceRecord, name: str) -> di
     return release(provider, record.cloud, record.region, record.payload, {name, record.cluster or name})
 
 
-#: how a cloud's VM reads its payload (PayloadStoreFacts.reads' default), for a description that does not say
-CLOUD_READS = "read with the VM's identity"
-
 #: no object store lists a price above this per GB-month for its standard class (GCS, S3 and Blob hot tiers are
 #: about $0.02); the cost line is an upper bound from it, not a price quote
 MAX_STORAGE_USD_PER_GB_MONTH = 0.5
@@ -165,4 +162,4 @@ def describe_line(d: dict[str, object]) -> str:
         cost = f"{size_text}, at most ${bound:.4f}/month"
     else:
         cost = "a few hundred KB, under $0.001/month"
-    return f"private {d['store']} {d['where']} ({cost}), {d.get('reads') or CLOUD_READS}; {d['kept']}"
+    return f"private {d['store']} {d['where']} ({cost}), {d['reads']}; {d['kept']}"
