@@ -71,3 +71,15 @@ def test_qemu_runs_it_as_a_command_on_the_connection(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-m", "provisioner.providers.local.endpoint", str(vm)],
                          input=f"GET /{KEY} HTTP/1.1\r\n\r\n".encode(), capture_output=True, cwd=REPO, check=True)
     assert out.stdout.startswith(b"HTTP/1.1 200 OK\r\n") and out.stdout.endswith(BODY)
+
+
+def test_every_request_is_a_line_of_the_vm_s_access_log(tmp_path: Path) -> None:
+    """What the VM read, as a cloud's storage access log says it: after a start the log shows no second GET of the
+    payload (tests/vm/locallane.py reads it so)."""
+    vm = _vm(tmp_path, "a", [KEY])
+    ask(vm, f"GET /{KEY} HTTP/1.1\r\n\r\n".encode())
+    ask(vm, f"GET /{OTHER} HTTP/1.1\r\n\r\n".encode())
+    ask(vm, b"PUT /status/status HTTP/1.1\r\nContent-Length: 5\r\n\r\nready")
+    ask(vm, b"garbage\r\n\r\n")
+    lines = [line.split(" ", 1)[1] for line in (vm / "access.log").read_text().splitlines()]
+    assert lines == [f"GET /{KEY} 200 {len(BODY)}", f"GET /{OTHER} 403 0", "PUT /status/status 204 5", "- /- 400 0"]

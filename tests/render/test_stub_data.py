@@ -205,10 +205,11 @@ def test_unreadable_credential_fails_the_data_phase_with_the_reference(make_harn
 def test_source_the_cloud_cannot_read_stops_at_preflight_before_installing_anything(make_harness):
     h = make_harness(render([{"source": "gs://corpus-bkt/glue/", "dest": "/mnt/data/glue"}], "azure"), cloud="azure")
     run = h.run()
-    assert re.fullmatch(r"failed:data:\d+", run.status) and run.statuses[0] == "running:preflight"
+    # the watchdog is armed first (a failed VM stops when idle), then preflight fails before anything is installed
+    assert re.fullmatch(r"failed:data:\d+", run.status) and run.statuses[:2] == ["running:watchdog", "running:preflight"]
     assert "is read natively only on gcp; a VM on azure needs data[].credential" in run.report["error"]
     assert run.installs() == [] and not run.named("sdk")
-    assert set(run.report["phases"]) == {"preflight"}
+    assert set(run.report["phases"]) == {"watchdog", "preflight"}
 
 
 def test_short_object_fails_after_retries(make_harness):

@@ -485,3 +485,20 @@ def test_a_stalled_trainvm_job_does_not_keep_the_vm_but_cpu_load_and_sessions_do
     h.path("/proc/loadavg").write_text("1.45 1.20 0.90 2/311 4242\n")
     check(h, **job)
     assert not h.path("/run/trainvm/idle-since").exists()  # a CPU-bound phase (data loading) is busy
+
+
+@pytest.mark.parametrize("cloud", ["gcp", "azure", "aws"])
+def test_a_vm_whose_provisioning_failed_is_stopped_when_idle(make_harness, cloud):
+    """Money: the watchdog is armed before anything can fail. A startup script that fails (here: the driver the VM
+    loads is not the pinned one) leaves the idle timer enabled, and once the failed run no longer holds the lock an
+    idle check stops the VM the way its cloud ends billing; before, the watchdog phase came last, so a failed GPU VM
+    billed until someone ran `down`."""
+    h = make_harness(script(cloud), cloud=cloud, STUB_LOADED_DRIVER="550.90.07")
+    run = h.run()
+    assert re.fullmatch(r"failed:driver:\d+", run.status), run.output[-2000:]
+    assert run.report["phases"]["watchdog"]["status"] in ("done", "verified")
+    assert "IDLE_MINUTES=60" in h.path("/etc/trainvm/watchdog.conf").read_text()
+    assert h.path("/etc/systemd/system/trainvm-idle.timer").exists()
+    out, log = go_idle(h)
+    assert "idle for 61 minutes" in out.stdout, out.stdout
+    assert "poweroff" in log or "deallocate" in log or "StopInstances" in log, log

@@ -41,7 +41,7 @@ def test_up_wait_ready_shows_each_phase_then_verifies(cli, gce_env, make_harness
     assert r.out.rstrip().endswith("wait-vm: match")
     # the order the phases arrived in is the script's order
     starts = re.findall(r"^phase (\w+) \.\.\.$", r.err, re.M)
-    assert starts[:3] == ["preflight", "driver", "cuda"]
+    assert starts[:4] == ["watchdog", "preflight", "driver", "cuda"]  # the watchdog first: a failed VM stops when idle
 
 
 def test_up_wait_ready_failed_phase_says_where(cli, gce_env, make_harness) -> None:
@@ -71,7 +71,7 @@ def test_logs_prints_the_console_and_phase_timings(cli, gce_env, make_harness) -
     assert "TRAINVM_STATUS=ready" in r.out and "trainvm driver: phase start" in r.out
     doc = cli("logs", "wait-vm", "--json").json()
     assert doc["status"] == "ready"
-    assert [p["phase"] for p in doc["phases"]][:3] == ["preflight", "driver", "cuda"]
+    assert [p["phase"] for p in doc["phases"]][:4] == ["watchdog", "preflight", "driver", "cuda"]
     assert all(p["result"] in ("done", "verified", "skipped") for p in doc["phases"])
     assert cli("logs", "no-such-vm").code == 4
 

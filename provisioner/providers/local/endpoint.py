@@ -10,13 +10,17 @@ data; a tampered payload is refused by the bootstrap's sha256 check, as on every
 
 ``PUT /status/KEY`` keeps the body (at most ``MAX_PUT`` bytes) as ``VMDIR/status/KEY``: what the startup script
 publishes (``tv_publish``: status, report), read by ``status`` / ``up --wait-ready`` like GCE's guest attributes.
-Stdlib only: it runs once per connection."""
+
+Every request answered is one line of ``VMDIR/access.log`` (UTC time, method, path, status, bytes sent or kept), as
+a cloud's storage access log says what a VM read: after ``start`` or a reboot it shows that the payload was not
+fetched again. Stdlib only: it runs once per connection."""
 
 from __future__ import annotations
 
 import os
 import re
 import sys
+import time
 from pathlib import Path
 from typing import BinaryIO
 
@@ -70,11 +74,26 @@ def _read_head(rfile: BinaryIO) -> tuple[str, str, dict[str, str]] | None:
 
 
 def serve(vmdir: Path, rfile: BinaryIO, wfile: BinaryIO) -> int:
-    """Answer one request read from ``rfile`` on ``wfile``; the HTTP status answered."""
+    """Answer one request read from ``rfile`` on ``wfile`` and log it (``VMDIR/access.log``); the HTTP status
+    answered."""
     head = _read_head(rfile)
+    method, path = (head[0], head[1].split("?", 1)[0].lstrip("/")) if head else ("-", "-")
+    code, size = _serve(vmdir, head, rfile, wfile)
+    line = f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {method} /{path} {code} {size}\n"
+    try:
+        with (vmdir / "access.log").open("a", encoding="ascii", errors="replace") as log:
+            log.write(line)
+    except OSError:
+        pass  # the VM's folder is being removed (down): nothing to keep the line in
+    return code
+
+
+def _serve(vmdir: Path, head: tuple[str, str, dict[str, str]] | None, rfile: BinaryIO,
+           wfile: BinaryIO) -> tuple[int, int]:
+    """(status, bytes sent or kept) of one request."""
     if head is None:
         _answer(wfile, 400)
-        return 400
+        return 400, 0
     method, target, headers = head
     path = target.split("?", 1)[0].lstrip("/")
     if method == "GET" and OBJECT_KEY.fullmatch(path):
@@ -87,17 +106,17 @@ def serve(vmdir: Path, rfile: BinaryIO, wfile: BinaryIO) -> int:
                 code = 404
             else:
                 _answer(wfile, 200, body, "application/gzip")
-                return 200
+                return 200, len(body)
         _answer(wfile, code)
-        return code
+        return code, 0
     if method == "PUT" and path.startswith("status/") and STATUS_KEY.fullmatch(path[len("status/"):]):
         length = headers.get("content-length", "")
         if not length.isdigit():
             _answer(wfile, 400)
-            return 400
+            return 400, 0
         if int(length) > MAX_PUT:
             _answer(wfile, 413)
-            return 413
+            return 413, 0
         body = rfile.read(int(length))
         folder = vmdir / "status"
         folder.mkdir(exist_ok=True)
@@ -105,10 +124,10 @@ def serve(vmdir: Path, rfile: BinaryIO, wfile: BinaryIO) -> int:
         tmp.write_bytes(body)
         os.replace(tmp, folder / path[len("status/"):])
         _answer(wfile, 204)
-        return 204
+        return 204, len(body)
     code = 405 if method not in ("GET", "PUT") else 403 if method == "GET" else 404
     _answer(wfile, code)
-    return code
+    return code, 0
 
 
 def main(argv: list[str]) -> int:

@@ -1185,7 +1185,7 @@ phase_data() {
   if [ "$TV_NVME" != none ]; then tv_nvme_mount; fi
   for i in "${!TV_DATA_SRC[@]}"; do tv_stage "$i"; done
 }
-# ---- phase 8: lifecycle. trainvm-lifecycle ACTION EVENT stops (or deletes) the VM the way this
+# ---- the first phase: lifecycle (armed before anything can fail). trainvm-lifecycle ACTION EVENT stops (or deletes) the VM the way this
 # cloud bills for it (see the file). The idle watchdog runs it with TV_ON_IDLE after TV_IDLE_MINUTES
 # without GPU use, sessions, jobs or CPU load (a timer checks every minute, AccuracySec=1s: systemd's default of 1 min
 # let checks come up to 2 min apart, so a 5-minute limit stopped the VM after 6; now the check that acts comes
@@ -1399,6 +1399,7 @@ tv_finish() {  # tv_finish STATUS: the run's final status, report and cloud chan
 
 tv_main() {
   tv_start
+  tv_phase watchdog phase_watchdog  # first: a VM whose provisioning fails then stops when idle instead of billing on
   tv_phase preflight phase_preflight
   tv_phase driver phase_driver
   tv_phase cuda phase_cuda
@@ -1406,7 +1407,6 @@ tv_main() {
   tv_phase packages phase_packages
   tv_phase env phase_env
   tv_phase data phase_data
-  tv_phase watchdog phase_watchdog
   [ "$TV_PERF_BUDGET" = 0 ] || tv_phase perf phase_perf
   TV_PHASE=report
   tv_run_complete
