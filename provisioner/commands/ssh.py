@@ -52,8 +52,8 @@ def run_ssh(name: str, command: list[str], cloud: str | None = None, node: int |
     argv = provider.ssh_argv(record, list(command))
     if shutil.which(argv[0]) is None:
         raise InputError(f"`{argv[0]}` is not on PATH; trainvm ssh runs: {' '.join(argv)}")
-    if probe > 0 and not port_open(record.ip, 22, probe):
-        raise SshClosedError(f"SSH (tcp:22) on {name} ({record.ip}) did not answer within {probe:g} s",
+    if probe > 0 and not port_open(record.ip, record.ssh_port, probe):
+        raise SshClosedError(f"SSH (tcp:{record.ssh_port}) on {name} ({record.ip}) did not answer within {probe:g} s",
                              hint=provider.open_ssh_hint(record))
     _exec(argv)
     return 0

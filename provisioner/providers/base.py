@@ -163,6 +163,8 @@ class InstanceRecord:
     ssh_command: str | None = None
     #: the login user for SSH (None: the provider's default)
     ssh_user: str | None = None
+    #: the TCP port SSH answers on at ``ip`` (the local cloud forwards a port of 127.0.0.1 to the VM's 22)
+    ssh_port: int = 22
     #: what ``up`` must tell about this VM (who can SSH in, a role it could not be given...)
     notes: tuple[str, ...] = ()
     #: ``create`` found this VM already there with the same profile hash and returned it (nothing was created)

@@ -239,3 +239,28 @@ def test_the_report_is_read_where_the_vm_publishes_it_then_from_the_console(tmp_
     (status / "report").write_bytes((REPO / "tests/fixtures/probe/report-vm-t4.json").read_bytes())
     report = provider.read_report("tv-a")[0]
     assert report is not None and report.driver == json.loads((status / "report").read_text())["driver"]
+
+
+def test_ssh_probes_the_forwarded_port_not_22(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`trainvm ssh` first checks that SSH answers (TRAINVM_SSH_PROBE_SECONDS): on local that is the port QEMU
+    forwards from 127.0.0.1, not 22 (seen in tests/vm/locallane.py: "SSH (tcp:22) ... did not answer" while the
+    VM's sshd answered on its forwarded port)."""
+    import socket
+
+    from provisioner.commands import ssh as ssh_command
+
+    files = VmFiles(tmp_path / "tv-a")
+    files.root.mkdir()
+    with socket.socket() as listener:  # the VM's forwarded port, answering
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        port = listener.getsockname()[1]
+        vms.save(files, {"profile": "p", "hash": "ab" * 32, "instance_type": OFFER.instance_type, "ssh_user": "debian",
+                         "ssh_port": port, "trainvm-profile": "{}"})
+        monkeypatch.setattr(vms, "state", lambda files: "RUNNING")
+        monkeypatch.setattr(ssh_command, "providers_for", lambda cloud: {"local": LocalProvider(tmp_path)})
+        ran: list[list[str]] = []
+        monkeypatch.setattr(ssh_command, "_exec", ran.append)
+        monkeypatch.setattr(shutil, "which", lambda tool: f"/usr/bin/{tool}")
+        assert ssh_command.run_ssh("tv-a", ["true"], cloud="local") == 0
+    assert ran and ran[0][:3] == ["ssh", "-p", str(port)]

@@ -90,5 +90,5 @@ def record(vm: LocalVm) -> InstanceRecord:
         state=st, profile=vm.text("profile"), hash=vm.text("hash"), price_hourly=0.0, created=vm.text("created"),
         ip="127.0.0.1" if st == "RUNNING" else None, image=vm.text("base"),
         ssh_command=f"ssh -p {port} {vm.text('ssh_user')}@127.0.0.1" if st == "RUNNING" else None,
-        ssh_user=vm.text("ssh_user"), owner=vm.text("owner"), payload=vm.text("payload"), disks_hourly=0.0,
+        ssh_user=vm.text("ssh_user"), ssh_port=port, owner=vm.text("owner"), payload=vm.text("payload"), disks_hourly=0.0,
         kept_hourly=0.0)
