@@ -1190,7 +1190,8 @@ phase_data() {
 # let checks come up to 2 min apart, so a 5-minute limit stopped the VM after 6; now the check that acts comes
 # 300-305 s after the first idle one, at most 1 s late per minute of the limit; a process holding the GPU
 # below TV_GPU_IDLE_UTIL % for TV_GPU_IDLE_MINUTES stops counting as GPU use); where the cloud does not
-# enforce max_run_hours itself, a timer runs it with TV_ON_MAX_RUN TV_MAX_RUN_SECONDS after boot ----
+# enforce max_run_hours itself, a timer runs it with TV_ON_MAX_RUN TV_MAX_RUN_SECONDS after boot. What either does
+# is printed on the serial console too (`trainvm logs` says why a VM stopped itself; a busy check prints nothing) ----
 phase_watchdog() {
   if [ "$TV_IDLE_MINUTES" -eq 0 ]; then systemctl disable --now trainvm-idle.timer >/dev/null 2>&1 || true; fi
   if [ "$TV_MAX_RUN_SECONDS" -eq 0 ]; then systemctl disable --now trainvm-max-run.timer >/dev/null 2>&1 || true; fi
@@ -1355,6 +1356,7 @@ Description=trainvm idle watchdog (one check)
 [Service]
 Type=oneshot
 ExecStart=/usr/local/sbin/trainvm-idle-watchdog
+StandardOutput=journal+console
 TRAINVM_UNIT
     tv_write_file "$TV_ROOT/etc/systemd/system/trainvm-idle.timer" 0644 <<'TRAINVM_UNIT'
 [Unit]
@@ -1371,7 +1373,7 @@ TRAINVM_UNIT
   fi
   if [ "$TV_MAX_RUN_SECONDS" -gt 0 ]; then
     enable+=(trainvm-max-run.timer)
-    printf '[Service]\nType=oneshot\nExecStart=/usr/local/sbin/trainvm-lifecycle %s max-run\nRestart=on-failure\nRestartSec=60\n' \
+    printf '[Service]\nType=oneshot\nExecStart=/usr/local/sbin/trainvm-lifecycle %s max-run\nRestart=on-failure\nRestartSec=60\nStandardOutput=journal+console\n' \
       "$TV_ON_MAX_RUN" | tv_write_file "$TV_ROOT/etc/systemd/system/trainvm-max-run.service" 0644
     printf '[Timer]\nOnBootSec=%ds\nAccuracySec=1min\n\n[Install]\nWantedBy=timers.target\n' \
       "$TV_MAX_RUN_SECONDS" | tv_write_file "$TV_ROOT/etc/systemd/system/trainvm-max-run.timer" 0644
