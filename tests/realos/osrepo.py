@@ -77,15 +77,15 @@ def build(www: Path, versions: list[str], log) -> Repo:
 
 
 class _Server:
-    def __init__(self, www: Path, tls: Path) -> None:
+    def __init__(self, www: Path, tls: Path, ca=None, host: str = "127.0.0.1") -> None:  # noqa: ANN001 - a trustme.CA
         import trustme
 
-        ca = trustme.CA()
+        ca = ca or trustme.CA()
         self.ca_pem = ca.cert_pem.bytes()
         ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         ca.issue_cert("developer.download.nvidia.com").configure_cert(ctx)
         handler = lambda *a, **kw: _Quiet(*a, directory=str(www), **kw)  # noqa: E731
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 443), handler)
+        self.httpd = http.server.ThreadingHTTPServer((host, 443), handler)
         self.seen: list[str] = []  # every path asked for (the bake scenario counts what a baked boot downloads)
         self.httpd.seen = self.seen  # type: ignore[attr-defined]
         self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True, do_handshake_on_connect=False)  # handshake in the request thread
@@ -104,5 +104,6 @@ class _Quiet(http.server.SimpleHTTPRequestHandler):
         pass
 
 
-def serve(www: Path, tls: Path) -> _Server:
-    return _Server(www, tls)
+def serve(www: Path, tls: Path, ca=None, host: str = "127.0.0.1") -> _Server:  # noqa: ANN001 - a trustme.CA
+    """The repository on ``host``:443 (``ca``: a lane's own CA, kept across runs; else a new one)."""
+    return _Server(www, tls, ca, host)

@@ -113,8 +113,44 @@ def build(cache: Path | None = None, log: Callable[[str], None] = print) -> Path
     if problems := missing():
         raise SystemExit("the VM lane needs: " + "; ".join(problems))
     cache.mkdir(parents=True, exist_ok=True)
-    root = _rootfs(cache, log)
+    _disk(_rootfs(cache, log), image, log)
+    return image
+
+
+def derive(name: str, files: dict[str, bytes], cache: Path | None = None, log: Callable[[str], None] = print) -> Path:
+    """The base image with ``files`` (path -> bytes) added and the CA store renewed (``update-ca-certificates`` in
+    the root filesystem), built once per content key: a lane's own changes to the image (its CAs, host names and unit
+    drop-ins), made before the first boot instead of by user data, so the user data stays the product's own."""
+    cache = cache or cache_dir()
+    key = hashlib.sha256(repr((KEY, sorted(files.items()))).encode()).hexdigest()[:16]
+    image = cache / f"debian-12-trainvm-{name}-{key}.qcow2"
+    if image.exists():
+        return image
+    if problems := missing():
+        raise SystemExit("the VM lane needs: " + "; ".join(problems))
+    cache.mkdir(parents=True, exist_ok=True)
+    base = _rootfs(cache, log)
     with tempfile.TemporaryDirectory(dir=cache) as tmp:
+        work = Path(tmp)
+        for d in ("upper", "wd", "root"):
+            (work / d).mkdir()
+        root = work / "root"
+        sh("mount", "-t", "overlay", "overlay", "-o", f"lowerdir={base},upperdir={work / 'upper'},workdir={work / 'wd'}",
+           root)
+        try:
+            for rel, data in files.items():
+                (root / rel).parent.mkdir(parents=True, exist_ok=True)
+                (root / rel).write_bytes(data)
+            sh("chroot", root, "update-ca-certificates", stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            _disk(root, image, log)
+        finally:
+            sh("umount", root)
+    return image
+
+
+def _disk(root: Path, image: Path, log: Callable[[str], None]) -> None:
+    """The qcow2 ``image`` of one bootable MBR disk holding ``root`` (EXTLINUX)."""
+    with tempfile.TemporaryDirectory(dir=image.parent) as tmp:
         raw, mnt = Path(tmp) / "disk.raw", Path(tmp) / "mnt"
         offset = 1024 * 1024
         with raw.open("wb") as fh:
@@ -136,7 +172,6 @@ def build(cache: Path | None = None, log: Callable[[str], None] = print) -> Path
         log(f"qcow2 {image}")
         sh("qemu-img", "convert", "-q", "-c", "-O", "qcow2", raw, image.with_suffix(".part"))
         image.with_suffix(".part").rename(image)
-    return image
 
 
 @dataclass(frozen=True)
