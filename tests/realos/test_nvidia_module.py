@@ -156,3 +156,37 @@ def test_osrepo_puts_the_real_package_in_place_of_the_empty_one(tmp_path):
     stanzas = {(m["Package"], m["Version"]): m for m in map(nm.parse_control, re.split(r"\n\n+", packages)) if m}
     assert stanzas["nvidia-kernel-dkms", "550.163.01-1"]["Installed-Size"] == "71212"
     assert "Installed-Size" not in stanzas["nvidia-kernel-open-dkms", "550.163.01-1"]  # the others stay empty
+
+
+def test_module_lane_profile_renders_the_proprietary_driver_set_at_the_module_source_version(tmp_path):
+    """The module lane's V100 profile (modulelane.render) installs nvidia-kernel-dkms, the package that carries the
+    real module, at the module source's version (a template or compat change that breaks the lane fails here)."""
+    import modulelane
+
+    script = modulelane.render(tmp_path, "3.11.7", "ab" * 32).startup_sh
+    assert "TV_DRIVER_PKGS=( 'nvidia-driver-cuda' 'nvidia-kernel-dkms' )" in script
+    assert f"TV_DRIVER='{nm.DRIVER}'" in script and "TV_MODULES='proprietary'" in script
+    assert re.search(r"^TV_KEYRING_SHA256=(ab)+$", script, re.M)
+
+
+def test_dkms_status_lines_are_read_per_kernel():
+    import modulelane
+
+    status = ("nvidia-current/550.163.01, 6.1.0-50-cloud-amd64, x86_64: installed\n"
+              "nvidia-current/550.163.01, 6.1.0-57-amd64, x86_64: built\n"
+              "other/1.0: added\n")
+    assert modulelane.dkms_states(status) == {
+        ("nvidia-current", "550.163.01", "6.1.0-50-cloud-amd64"): "installed",
+        ("nvidia-current", "550.163.01", "6.1.0-57-amd64"): "built"}
+
+
+def test_dkms_build_time_is_the_postinst_of_the_package_in_dpkg_log():
+    import modulelane
+
+    log = ("2026-12-07 22:30:01 configure dkms:all 3.0.10-8+deb12u1 <none>\n"
+           "2026-12-07 22:30:02 status installed dkms:all 3.0.10-8+deb12u1\n"
+           "2026-12-07 22:30:05 configure nvidia-kernel-dkms:amd64 550.163.01-1 <none>\n"
+           "2026-12-07 22:30:05 status half-configured nvidia-kernel-dkms:amd64 550.163.01-1\n"
+           "2026-12-07 22:34:17 status installed nvidia-kernel-dkms:amd64 550.163.01-1\n")
+    assert modulelane.configure_seconds(log, "nvidia-kernel-dkms") == 252.0
+    assert modulelane.configure_seconds(log, "nvidia-driver-cuda") is None
