@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import http.server
 import os
+import shutil
 import ssl
 import subprocess
 import tempfile
@@ -42,13 +43,25 @@ def _deb(out: Path, control: dict[str, str], files: dict[str, bytes] | None = No
                        stdout=subprocess.DEVNULL)
 
 
-def build(www: Path, versions: list[str], log) -> Repo:
+def build(www: Path, versions: list[str], log, real: dict[tuple[str, str], Path] | None = None) -> Repo:
+    """The repository for ``versions`` (and fakerepo.NEWER_DRIVER): an empty .deb per stanza, except the (name,
+    version) pairs of ``real``, which are that .deb file (nvidia_module.py: NVIDIA's real module source repacked
+    under the stanza; dpkg-scanpackages indexes its own control)."""
     root = www / REPO_PATH
     root.mkdir(parents=True)
     stanzas = [st for st in fakerepo.nvidia_stanzas(versions) if st["Package"] != "cuda-keyring"]
     log(f"fake NVIDIA repository: {len(stanzas)} packages ({', '.join(versions)} and {fakerepo.NEWER_DRIVER})")
+    real = real or {}
+    unknown = set(real) - {(st["Package"], st["Version"]) for st in stanzas}
+    if unknown:
+        raise ValueError(f"not in the fake repository: {sorted(unknown)}")
     for st in stanzas:
-        _deb(root / f"{st['Package']}_{st['Version']}_{st.get('Architecture', 'amd64')}.deb", st)
+        out = root / f"{st['Package']}_{st['Version']}_{st.get('Architecture', 'amd64')}.deb"
+        if (st["Package"], st["Version"]) in real:
+            shutil.copy(real[st["Package"], st["Version"]], out)
+            log(f"fake NVIDIA repository: {out.name} is {real[st['Package'], st['Version']].name} (real content)")
+        else:
+            _deb(out, st)
     gnupg = www.parent / "gnupg"
     gnupg.mkdir(mode=0o700)
     env = {**os.environ, "GNUPGHOME": str(gnupg)}

@@ -193,7 +193,7 @@ exit 0
 echo "reboot $*" >>/var/log/trainvm-stub.log
 """,
     "usr/local/bin/nvidia-smi": """#!/bin/bash
-# test-os stub: one T4 on driver {driver}, only once the driver package is installed. Answers what the agent
+# test-os stub: one {gpu} on driver {driver}, only once the driver package is installed. Answers what the agent
 # (provisioner/agent/gpu.py) and the script ask: --query-gpu=FIELDS (CSV, the fields in the order asked) and -q -x
 dpkg-query -W -f='${Status}' nvidia-smi 2>/dev/null | grep -q 'ok installed' || { echo "NVIDIA-SMI has failed"; exit 9; }
 query=""
@@ -205,7 +205,7 @@ if [ -n "$query" ]; then
   IFS=, read -ra fields <<<"$query"
   for f in "${fields[@]}"; do
     case $f in
-      name) v="Tesla T4" ;; memory.total) v=15360 ;; driver_version) v={driver} ;; compute_cap) v=7.5 ;;
+      name) v="{gpu_name}" ;; memory.total) v={gpu_mib} ;; driver_version) v={driver} ;; compute_cap) v={gpu_cc} ;;
       pci.bus_id) v=00000000:00:04.0 ;; utilization.gpu) v=0 ;; *) v="[N/A]" ;;
     esac
     row+="${row:+, }$v"
@@ -219,8 +219,8 @@ elif [ "${xml:-}" = 1 ]; then
   <cuda_version>12.4</cuda_version>
   <attached_gpus>1</attached_gpus>
   <gpu id="00000000:00:04.0">
-    <product_name>Tesla T4</product_name>
-    <fb_memory_usage><total>15360 MiB</total></fb_memory_usage>
+    <product_name>{gpu_name}</product_name>
+    <fb_memory_usage><total>{gpu_mib} MiB</total></fb_memory_usage>
   </gpu>
 </nvidia_smi_log>
 XML
@@ -229,9 +229,20 @@ else
 fi
 """,
 }
+# the stubs' GPU: nvidia-smi's name, memory (MiB) and compute capability, and whether the driver's kernel modules are
+# the open ones (/proc/driver/nvidia/version says which)
+STUB_GPUS = {"T4": ("Tesla T4", "15360", "7.5", True), "V100": ("Tesla V100-SXM2-16GB", "16384", "7.0", False)}
 
 
-def vm_environment(root: Path, work: Path, repo, server, pydist: PyDist | None, driver: str, loop: str | None) -> None:
+def stub_text(text: str, driver: str, gpu: str) -> str:
+    name, mib, cc, _ = STUB_GPUS[gpu]
+    for key, value in (("{driver}", driver), ("{gpu_name}", name), ("{gpu_mib}", mib), ("{gpu_cc}", cc), ("{gpu}", gpu)):
+        text = text.replace(key, value)
+    return text
+
+
+def vm_environment(root: Path, work: Path, repo, server, pydist: PyDist | None, driver: str, loop: str | None,
+                   gpu: str = "T4") -> None:
     """Per-run: API filesystems, the loopback NVIDIA host and its CA, stubs, uv's Python list (none when ``pydist``
     is None: a baked boot must not download a Python), and the loop device as GCE's local SSD 0
     (/dev/disk/by-id/google-local-nvme-ssd-0). Runs again on a root that had it (a baked image's)."""
@@ -242,8 +253,8 @@ def vm_environment(root: Path, work: Path, repo, server, pydist: PyDist | None, 
     proc_driver = root / "proc/driver"
     sh("mount", "-t", "tmpfs", "tmpfs", str(proc_driver))
     (proc_driver / "nvidia").mkdir()
-    (proc_driver / "nvidia/version").write_text(
-        f"NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  {driver}  Release Build  (test-os)\n")
+    kind = "Open Kernel Module for x86_64" if STUB_GPUS[gpu][3] else "x86_64 Kernel Module"
+    (proc_driver / "nvidia/version").write_text(f"NVRM version: NVIDIA UNIX {kind}  {driver}  Release Build  (test-os)\n")
     shutil.copy("/etc/resolv.conf", root / "etc/resolv.conf")
     hosts = "127.0.0.1 developer.download.nvidia.com\n127.0.0.1 metadata.google.internal\n"
     if hosts not in (root / "etc/hosts").read_text():
@@ -258,7 +269,7 @@ def vm_environment(root: Path, work: Path, repo, server, pydist: PyDist | None, 
     for rel, text in STUBS.items():
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text.replace("{driver}", driver))
+        path.write_text(stub_text(text, driver, gpu))
         path.chmod(0o755)
     if pydist is None:
         return

@@ -185,14 +185,17 @@ def test_fake_nvidia_repository_is_signed_for_the_key_its_cuda_keyring_carries(b
     assert "evil" not in gone.stdout
 
 
-def test_nvidia_smi_stub_answers_what_the_agent_asks(tmp_path):
-    """The lane's nvidia-smi (osroot.STUBS) parsed by the agent's own parsers: the CSV query in the agent's field
-    order and ``-q -x`` (a stub that answered only an older field order left the VM without GPUs: the gate rebooted)."""
+@pytest.mark.parametrize(("gpu", "seen", "model"), [("T4", ("Tesla T4", 15360, "7.5"), "T4"),
+                                                    ("V100", ("Tesla V100-SXM2-16GB", 16384, "7.0"), "V100")])
+def test_nvidia_smi_stub_answers_what_the_agent_asks(tmp_path, gpu, seen, model):
+    """The lane's nvidia-smi (osroot.STUBS, for the chroot lane's T4 and the module lane's V100) parsed by the agent's
+    own parsers: the CSV query in the agent's field order and ``-q -x`` (a stub that answered only an older field order
+    left the VM without GPUs: the gate rebooted); the name is the model the profile asks for."""
     import osroot
 
-    from provisioner.agent.gpu import SMI_CSV_ARGS, parse_smi_csv, parse_smi_xml
+    from provisioner.agent.gpu import SMI_CSV_ARGS, canonical_gpu_name, parse_smi_csv, parse_smi_xml
 
-    (tmp_path / "nvidia-smi").write_text(osroot.STUBS["usr/local/bin/nvidia-smi"].replace("{driver}", lane.DRIVER))
+    (tmp_path / "nvidia-smi").write_text(osroot.stub_text(osroot.STUBS["usr/local/bin/nvidia-smi"], lane.DRIVER, gpu))
     (tmp_path / "dpkg-query").write_text("#!/bin/bash\necho 'install ok installed'\n")
     (tmp_path / "dpkg-query").chmod(0o755)
     env = {"PATH": f"{tmp_path}:/usr/bin:/bin"}
@@ -202,7 +205,8 @@ def test_nvidia_smi_stub_answers_what_the_agent_asks(tmp_path):
                               check=True).stdout
 
     gpus, driver = parse_smi_csv(smi(*SMI_CSV_ARGS))
-    assert [(g.name, g.memory_mib, g.compute_capability) for g in gpus] == [("Tesla T4", 15360, "7.5")]
+    assert [(g.name, g.memory_mib, g.compute_capability) for g in gpus] == [seen]
+    assert canonical_gpu_name(seen[0], seen[1]) == model
     assert driver == lane.DRIVER
     xml_gpus, xml_driver, cuda = parse_smi_xml(smi("-q", "-x"))
     assert (xml_gpus, xml_driver, cuda) == (gpus, lane.DRIVER, "12.4")

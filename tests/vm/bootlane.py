@@ -43,6 +43,16 @@ bootstrap's first line, per phase, total; the load average. Logs: $TRAINVM_VM_WO
 
     nice -n 10 .venv/bin/python tests/vm/bootlane.py      # root; TRAINVM_VM_TIMEOUT (default 3600 s)
     TRAINVM_VM_STOP_AT=verified ... bootlane.py           # only up to the bootstrap's "fetched and verified"
+    TRAINVM_VM_MODULE=1 ... bootlane.py                   # the real kernel module (`make test-vm-boot-module`)
+
+With TRAINVM_VM_MODULE=1 (`make test-vm-boot-module`) the profile is the module lane's (tests/realos/modulelane.py: a
+V100, proprietary modules, at driver 550.163.01) and the fake repository's nvidia-kernel-dkms is Debian's real one
+(tests/realos/nvidia_module.py): DKMS compiles NVIDIA's module on the booted cloud kernel, under TCG. Asserted besides
+the above: the report's ``dkms status`` lists nvidia-current/550.163.01 installed for the booted kernel and
+``modinfo -F vermagic nvidia-current`` (the booted kernel's modules, the real ``uname -r``) starts with that kernel's
+release; the GPU gate still fails (no GPU, and no module named ``nvidia``: nvidia-kernel-support, which maps it to
+nvidia-current for modprobe, is empty here). Under TCG the DKMS build alone is expected to take tens of minutes (154 s
+natively on this 2-core machine): raise TRAINVM_VM_TIMEOUT, or stop early with TRAINVM_VM_STOP_AT=driver.
 """
 
 from __future__ import annotations
@@ -85,6 +95,7 @@ echo "{MARK} uname=$(uname -r) pid1=$(cat /proc/1/comm)"
 echo "{MARK} headers=$(dpkg-query -W -f='${{Status}} ${{Package}}\\n' 'linux-headers-*' 2>/dev/null | awk '$3 == "installed" {{ printf "%s ", $4 }}')"
 echo "{MARK} images=$(dpkg-query -W -f='${{Status}} ${{Package}}=${{Version}}\\n' 'linux-image-*' 2>/dev/null | awk '$3 == "installed" {{ printf "%s ", $4 }}')"
 echo "{MARK} dkms=$(dkms status 2>&1 | tr '\\n' ';')"
+echo "{MARK} vermagic=$(modinfo -F vermagic nvidia-current 2>&1 | head -n 1)"
 for u in $(cd /etc/systemd/system && ls -d trainvm-*.service trainvm-*.timer 2>/dev/null); do
   echo "{MARK} unit $u enabled=$(systemctl is-enabled "$u" 2>&1) active=$(systemctl is-active "$u" 2>&1)"
 done
@@ -205,6 +216,13 @@ def kernel_kept(booted: list[str], images: str) -> tuple[bool, str]:
     return ok, f"every boot ran {', '.join(kernels) or 'no kernel'}; kernel images installed: {images.strip() or 'none'}"
 
 
+def module_built(m: dict[str, str], kernel: str, driver: str) -> tuple[bool, bool]:
+    """(``dkms status`` lists nvidia-current/DRIVER installed for ``kernel``, the booted kernel's nvidia-current
+    module has ``kernel``'s vermagic), from the report's marks."""
+    dkms = f"nvidia-current/{driver}, {kernel}, x86_64: installed" in m.get("dkms", "").split(";")
+    return dkms, bool(kernel) and m.get("vermagic", "").split(" ")[0] == kernel
+
+
 def check(cond: bool, what: str, detail: str = "") -> bool:
     log(("ok: " if cond else "FAILED: ") + what + ("" if cond or not detail else f"\n{detail[-3000:]}"))
     return cond
@@ -227,12 +245,25 @@ def main() -> int:
     os_cache = Path(os.environ.get("TRAINVM_OS_CACHE", "/var/cache/trainvm-os"))
     os_cache.mkdir(parents=True, exist_ok=True)
     pydist = osroot.python_dist(os_cache, log)
-    repo = osrepo.build(work / "www", [lane.DRIVER], log)
+    module = os.environ.get("TRAINVM_VM_MODULE") == "1"
+    if module:  # the real nvidia-kernel-dkms and the module lane's V100 profile at its version
+        import modulelane
+        import nvidia_module
+
+        driver = nvidia_module.DRIVER
+        stanza, deb = nvidia_module.repacked(os_cache, nvidia_module.fetch(os_cache, log), driver, log)
+        repo = osrepo.build(work / "www", [driver], log, {(stanza["Package"], stanza["Version"]): deb})
+    else:
+        driver = lane.DRIVER
+        repo = osrepo.build(work / "www", [driver], log)
     (work / "www/trainvm-lane/pbs").mkdir(parents=True)
     shutil.copy(pydist.tarball, work / "www/trainvm-lane/pbs" / pydist.tarball.name)
     server = osrepo.serve(work / "www", work / "tls")
     cas = [server.ca_pem] + [p.read_bytes() for p in sorted(Path("/usr/local/share/ca-certificates").glob("*.crt"))]
-    rendered = lane.render(work, pydist.version, False, repo.keyring_sha256)
+    if module:
+        rendered = modulelane.render(work, pydist.version, repo.keyring_sha256)
+    else:
+        rendered = lane.render(work, pydist.version, False, repo.keyring_sha256)
     sha = rendered.payload.sha256
     timeout = float(os.environ.get("TRAINVM_VM_TIMEOUT", "3600"))  # 1800 s saw only the first reboot (RESULTS.md)
     with GcsEmulator() as gcs:
@@ -257,10 +288,12 @@ def main() -> int:
     (work / "console.log").write_text(console)
     log(f"VM exited rc {b.rc} after {b.seconds:.0f} s; load average {load0[0]:.1f} -> {load1[0]:.1f} "
         f"(15 min {load1[2]:.1f}); console {work / 'console.log'}; metadata asked {len(md.seen)} times")
-    return judge(console, sha, clock, b.seconds, events, phase_spans, last_console_report, md.seen, t_start)
+    return judge(console, sha, clock, b.seconds, events, phase_spans, last_console_report, md.seen, t_start,
+                 driver if module else None)
 
 
-def judge(console, sha, clock, seconds, events, phase_spans, last_console_report, md_seen, t_start) -> int:  # noqa: ANN001
+def judge(console, sha, clock, seconds, events, phase_spans, last_console_report, md_seen, t_start,  # noqa: ANN001
+          module_driver=None) -> int:  # noqa: ANN001
     """The lane's assertions on the console, and the times."""
     ok = True
     says = "\n".join(oslane.bootstrap_says(re.sub(r"^.*?(?=trainvm bootstrap: )", "", console, flags=re.M)))
@@ -302,6 +335,10 @@ def judge(console, sha, clock, seconds, events, phase_spans, last_console_report
     kept, said = kernel_kept([k for k, _ in booted], m.get("images", ""))
     ok &= check(kept, f"the image's kernel stays the one that boots ({said})")
     ok &= check(pid1 == "systemd", f"PID 1 is systemd ({pid1 or 'no pid1 line'})")
+    if module_driver:
+        dkms, magic = module_built(m, kernel, module_driver)
+        ok &= check(dkms, f"dkms status: nvidia-current/{module_driver} installed for {kernel}", m.get("dkms", ""))
+        ok &= check(magic, f"modinfo -F vermagic nvidia-current names the booted kernel ({m.get('vermagic', '')})")
     t = clock.seen
     log("TIMES (host clock, s since QEMU started): " + ", ".join(f"{k} {v:.0f}" for k, v in t.items())
         + f"; VM ran {seconds:.0f}; lane total {time.monotonic() - t_start:.0f}")

@@ -85,3 +85,19 @@ def test_the_gpu_gate_is_the_driver_phase_failing_its_own_check_or_its_reboots()
     assert vm.at_gpu_gate("failed:driver:130", "driver/GPU check on n1-standard-8 (expected driver 550.127.05): no GPU")
     assert not vm.at_gpu_gate("failed:driver:44", "nvidia-driver-cuda 550.127.05 is not in NVIDIA's repository")
     assert not vm.at_gpu_gate("running:driver", None)
+
+
+def test_module_built_reads_dkms_status_and_vermagic_for_the_booted_kernel() -> None:
+    """TRAINVM_VM_MODULE=1: the report's dkms and vermagic marks, as the REPORT script prints them, judged for the
+    booted kernel (another kernel's build, or a module that is not there, does not count)."""
+    kver = "6.1.0-50-cloud-amd64"
+    console = "\n".join([
+        f"[  1.0] {vm.MARK} dkms=nvidia-current/550.163.01, {kver}, x86_64: installed;",
+        f"[  1.1] {vm.MARK} vermagic={kver} SMP preempt mod_unload modversions"])
+    m = vm.marks(console)
+    assert vm.module_built(m, kver, "550.163.01") == (True, True)
+    assert vm.module_built(m, "6.1.0-57-cloud-amd64", "550.163.01") == (False, False)
+    assert vm.module_built(m, kver, "550.127.05") == (False, True)
+    missing = vm.marks(f"{vm.MARK} dkms=;\n{vm.MARK} vermagic=modinfo: ERROR: Module nvidia-current not found.")
+    assert vm.module_built(missing, kver, "550.163.01") == (False, False)
+    assert 'vermagic=$(modinfo -F vermagic nvidia-current' in vm.REPORT
