@@ -91,3 +91,13 @@ def test_a_container_profile_is_rehearsed_without_handing_the_container_a_gpu(ma
     verdict = compare(lp.profile.model_dump(mode="json"), run.report)
     assert verdict.status == "rehearsed", [f for f in verdict.fields if f.drifted]
     assert next(f for f in verdict.fields if f.field == "stack.container.gpu").not_checked == "rehearsal: no GPU"
+
+
+def test_a_module_debian_names_nvidia_current_is_found(make_harness) -> None:
+    """Debian's packaging of the driver (the replica's real nvidia-kernel-dkms 550.163.01) installs the module as
+    nvidia-current.ko (loaded as `nvidia` through modprobe install lines, which modinfo does not follow): the rehearsal
+    gate finds it under that name too (tests/realos/modulelane.py saw `modinfo nvidia` answer "not found")."""
+    h = make_harness(script(), STUB_MODULE_NAME="nvidia-current")
+    run = h.run()
+    assert run.status == "rehearsed", run.output[-3000:]
+    assert run.lines("modinfo") == ["modinfo -F vermagic nvidia", "modinfo -F vermagic nvidia-current"]
