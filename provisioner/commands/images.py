@@ -73,6 +73,8 @@ def image_line(d: ImageDoc) -> str:
     age = f"{d['age_days']:g} days old" if d["age_days"] is not None else "age unknown"
     cost = d["storage"]["monthly"]
     month = f"${cost:.2f}/month stored" if cost is not None else "storage $/month unknown"
+    if cost == 0 and d["storage"]["source"]:  # an image on this machine (CloudSpec.on_host): say whose disk
+        month += f" ({d['storage']['source']})"
     return (f"{d['name']}  {d['cloud']}  profile {d['profile'] or '?'}  stack {d['stack'] or '?'}  {size}  {age}  "
             f"stored in {', '.join(d['regions']) or '?'}  {month}  {d['status']}")
 

@@ -75,3 +75,13 @@ def test_monthly_cost_is_size_times_the_image_price_times_the_copies(tmp_path):
     assert monthly_cost(unsized, prices)["monthly"] is None
     other = DiskPrices([DiskPrice("aws", "*", "image", None, "gib", 0.05, "s", date(2026, 11, 27))])
     assert monthly_cost(image, other)["monthly"] is None
+
+
+def test_an_image_on_this_machine_costs_nothing_and_says_whose_disk(tmp_path):
+    """A local-cloud image is a qcow2 file on this machine (providers/local/bake.py): $0/month with the on_host words,
+    not "unknown" (the catalog has no row for local, and never will: nothing bills)."""
+    prices = DiskPrices([])
+    image = BakedImage(name="x", cloud="local", ref="/var/x.qcow2", labels={}, size_gib=0.9, regions=("this-machine",))
+    doc = monthly_cost(image, prices)
+    assert doc["monthly"] == 0.0 and doc["price_gib_month"] == 0.0 and "no bill" in str(doc["source"])
+    assert monthly_cost(BakedImage(name="x", cloud="gcp", ref="r", labels={}, size_gib=1.0), prices)["monthly"] is None
