@@ -84,12 +84,15 @@ PYTHON = str(REPO / ".venv/bin/python")
 LAUNCHER = ("import os, sys; from provisioner.render import install; "
             "install.KEYRING_SHA256['debian12'] = os.environ['TRAINVM_LANE_KEYRING_SHA256']; "
             "from provisioner.console import entry; sys.argv[0] = 'trainvm'; sys.exit(entry())")
-NAME, TAMPERED = "lane-rehearsal", "lane-tampered"
+NAME, TAMPERED, BAKED = "lane-rehearsal", "lane-tampered", "lane-baked"
+#: TRAINVM_VM_BAKE=1 (implies the module): lock, bake --cloud local, then up on the baked image with the replica
+#: repository down (``bake_scenario``)
+BAKE = os.environ.get("TRAINVM_VM_BAKE") == "1"
 #: TRAINVM_VM_MODULE=1: the replica's real nvidia-kernel-dkms (tests/realos/nvidia_module.py, Debian's R550 source)
 #: and a V100 profile at its version (proprietary modules: render/install.py driver_set), so DKMS compiles NVIDIA's
 #: module on the booted kernel and the rehearsal can pass its gate (``rehearsed``); else a T4 at lane.DRIVER on the
 #: empty replica, whose rehearsal must fail at the gate
-MODULE = os.environ.get("TRAINVM_VM_MODULE") == "1"
+MODULE = os.environ.get("TRAINVM_VM_MODULE") == "1" or BAKE
 PROFILE = """name: local-lane
 hardware: {{gpu: {gpu}, gpu_count: 1}}
 stack:
@@ -251,13 +254,16 @@ def main() -> int:  # noqa: PLR0915 - one scenario, read top to bottom
     server = osrepo.serve(work / "www", work / "tls", ca, repo_host)
     env = {**os.environ, "TRAINVM_LOCAL_DIR": str(work / "local"), "TRAINVM_LOCAL_IMAGE_DEBIAN_12": str(base),
            "TRAINVM_LOCAL_ACCEL": "tcg", "NO_COLOR": "1", "COLUMNS": "200", "TRAINVM_NO_CACHE": "1",
-           "TRAINVM_LANE_KEYRING_SHA256": repo.keyring_sha256, **ssh_agent(work)}
+           "TRAINVM_LANE_KEYRING_SHA256": repo.keyring_sha256, "XDG_CACHE_HOME": str(work / "cache"),
+           "XDG_STATE_HOME": str(work / "state"), **ssh_agent(work)}
     profile = work / "local-lane.yaml"
     profile.write_text(PROFILE.format(gpu="V100" if MODULE else "T4", driver=driver, python=pydist.version))
     try:
+        if BAKE:
+            return bake_scenario(env, profile, server, t_start, work)
         return scenario(env, profile, repo, t_start, work)
     finally:
-        for name in (NAME, TAMPERED):
+        for name in (NAME, TAMPERED, BAKED):
             if vm_dir(env, name).exists():
                 tv(env, "down", name, "--cloud", "local", "--yes")
         server.shutdown()
@@ -370,6 +376,57 @@ def scenario(env: dict[str, str], profile: Path, repo, t_start: float, work: Pat
     log(f"TIMES: up to the final status {cold:.0f} s; idle power-off {idle or 0:.0f} s after up returned; "
         f"start to the final status {again or 0:.0f} s; lane {time.monotonic() - t_start:.0f} s; "
         f"load average {os.getloadavg()[0]:.1f}")
+    log(f"{len(RESULTS) - len(failed)} of {len(RESULTS)} checks passed" + (": FAILED " + "; ".join(failed) if failed else ""))
+    return 1 if failed else 0
+
+
+def bake_scenario(env: dict[str, str], profile: Path, server, t_start: float, work: Path) -> int:  # noqa: ANN001
+    """lock; bake --cloud local (a builder VM runs the bake-mode script: a cold install with the DKMS build, then a
+    qcow2 of its disk); images; plan names the baked image; the replica repository (and the stand-in Python's host)
+    shut down; up on the baked image --wait-ready: rehearsed with nothing installed (every phase verified, no apt
+    download, no uv download on the console); down; images delete; nothing left."""
+    out = tv(env, "lock", str(profile), timeout=600)
+    check(out.returncode == 0, "lock pins the profile (a baked image must be exact)", out.stdout + out.stderr)
+    t0 = time.monotonic()
+    out = tv(env, "bake", str(profile), "--cloud", "local", "--json", timeout=7200)
+    baked_s = time.monotonic() - t0
+    (work / "bake.out").write_text(out.stdout + out.stderr)
+    try:
+        doc = json.loads(out.stdout)
+    except ValueError:
+        doc = {}
+    image_name = str((doc.get("image") or {}).get("name") or "")
+    check(out.returncode == 0 and bool(image_name), f"bake --cloud local made {image_name or 'no image'} in {baked_s:.0f} s",
+          out.stdout[-2500:] + out.stderr[-2500:])
+    out = tv(env, "images", "--cloud", "local")
+    check(out.returncode == 0 and bool(image_name) and image_name in out.stdout, "images --cloud local lists it",
+          out.stdout + out.stderr)
+    out = tv(env, "plan", str(profile), "--cloud", "local")
+    check(bool(image_name) and f"baked image: {image_name}" in out.stdout, "plan names the baked image", out.stdout)
+    server.shutdown()
+    log("the replica NVIDIA repository and the stand-in Python's host are down")
+    t0 = time.monotonic()
+    out = tv(env, "up", str(profile), "--cloud", "local", "--yes", "--name", BAKED, "--wait-ready", "--ready-timeout",
+             "2400", timeout=3000)
+    warm = time.monotonic() - t0
+    console = (vm_dir(env, BAKED) / "console.log").read_text(errors="replace")
+    (work / "console-baked.log").write_text(console)
+    status = final_status(env, BAKED)
+    check(status == "rehearsed", f"up on the baked image: rehearsed in {warm:.0f} s (cold: bake above)",
+          out.stdout + out.stderr + console[-2500:])
+    out = tv(env, "logs", BAKED, "--cloud", "local", "--json")
+    phases = {p["phase"]: p["result"] for p in json.loads(out.stdout or "{}").get("phases", [])}
+    downloads = [line for line in console.splitlines() if re.search(r"\b(Get|Hit):\d+ |Downloading |Downloaded ", line)]
+    check(bool(phases) and all(r in ("verified", "skipped") for r in phases.values()) and not downloads,
+          f"nothing installed or downloaded on the baked image ({phases})", "\n".join(downloads[:20]))
+    out = tv(env, "down", BAKED, "--cloud", "local", "--yes")
+    check(out.returncode == 0 and not vm_dir(env, BAKED).exists(), "down removes the VM", out.stdout + out.stderr)
+    out = tv(env, "images", "delete", image_name, "--cloud", "local")
+    check(out.returncode == 0, f"images delete {image_name}", out.stdout + out.stderr)
+    left = [p for p in (Path(env["TRAINVM_LOCAL_DIR"]) / "store").rglob("*") if p.is_file()]
+    check(not left, "no payload object is left in the local store", " ".join(map(str, left)))
+    failed = [w for ok, w in RESULTS if not ok]
+    log(f"TIMES: bake {baked_s:.0f} s; up on the baked image to rehearsed {warm:.0f} s; lane {time.monotonic() - t_start:.0f} s")
     log(f"{len(RESULTS) - len(failed)} of {len(RESULTS)} checks passed" + (": FAILED " + "; ".join(failed) if failed else ""))
     return 1 if failed else 0
 
