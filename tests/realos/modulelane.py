@@ -185,9 +185,7 @@ def main() -> int:
     work.mkdir(parents=True)
     base, _ = osroot.base_rootfs(cache, log)
     pydist = osroot.python_dist(cache, log)
-    deb = nvidia_module.fetch(cache, log)
-    stanza, replica = nvidia_module.repacked(cache, deb, DRIVER, log)
-    repo = osrepo.build(work / "www", [DRIVER], log, {(stanza["Package"], stanza["Version"]): replica})
+    _, repo = nvidia_module.replica_repository(work / "www", cache, log)
     server = osrepo.serve(work / "www", work / "tls")
     sub = work / "gcp"
     sub.mkdir()

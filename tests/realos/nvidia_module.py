@@ -173,3 +173,12 @@ def repacked(cache: Path, deb: Path, version: str, log) -> tuple[dict[str, str],
         log(f"repacked {deb.name} as {stanza['Package']} {stanza['Version']}: {out}")
     return stanza, out
 
+
+
+def replica_repository(www: Path, cache: Path, log):  # noqa: ANN201 - (DRIVER, osrepo.Repo)
+    """(DRIVER, the replica repository built in ``www`` at DRIVER with the real nvidia-kernel-dkms in place of the
+    empty one): what the module lanes serve (make test-os-module, test-vm-boot-module, test-vm-local-module)."""
+    import osrepo
+
+    stanza, deb = repacked(cache, fetch(cache, log), DRIVER, log)
+    return DRIVER, osrepo.build(www, [DRIVER], log, {(stanza["Package"], stanza["Version"]): deb})

@@ -108,13 +108,19 @@ def build(cache: Path | None = None, log: Callable[[str], None] = print) -> Path
     """The lane's base image (qcow2), built once per content key."""
     cache = cache or cache_dir()
     image = cache / f"debian-12-trainvm-lane-{KEY}.qcow2"
+    if _needed(image):
+        _disk(_rootfs(cache, log), image, log)
+    return image
+
+
+def _needed(image: Path) -> bool:
+    """Whether ``image`` must be built (then this machine can: else SystemExit naming what it lacks)."""
     if image.exists():
-        return image
+        return False
     if problems := missing():
         raise SystemExit("the VM lane needs: " + "; ".join(problems))
-    cache.mkdir(parents=True, exist_ok=True)
-    _disk(_rootfs(cache, log), image, log)
-    return image
+    image.parent.mkdir(parents=True, exist_ok=True)
+    return True
 
 
 def derive(name: str, files: dict[str, bytes], cache: Path | None = None, log: Callable[[str], None] = print) -> Path:
@@ -124,11 +130,8 @@ def derive(name: str, files: dict[str, bytes], cache: Path | None = None, log: C
     cache = cache or cache_dir()
     key = hashlib.sha256(repr((KEY, sorted(files.items()))).encode()).hexdigest()[:16]
     image = cache / f"debian-12-trainvm-{name}-{key}.qcow2"
-    if image.exists():
+    if not _needed(image):
         return image
-    if problems := missing():
-        raise SystemExit("the VM lane needs: " + "; ".join(problems))
-    cache.mkdir(parents=True, exist_ok=True)
     base = _rootfs(cache, log)
     with tempfile.TemporaryDirectory(dir=cache) as tmp:
         work = Path(tmp)

@@ -243,12 +243,9 @@ def main() -> int:  # noqa: PLR0915 - one scenario, read top to bottom
     if MODULE:
         import nvidia_module
 
-        driver = nvidia_module.DRIVER
-        stanza, deb = nvidia_module.repacked(os_cache, nvidia_module.fetch(os_cache, log), driver, log)
-        repo = osrepo.build(work / "www", [driver], log, {(stanza["Package"], stanza["Version"]): deb})
+        driver, repo = nvidia_module.replica_repository(work / "www", os_cache, log)
     else:
-        driver = lane.DRIVER
-        repo = osrepo.build(work / "www", [driver], log)
+        driver, repo = lane.DRIVER, osrepo.build(work / "www", [lane.DRIVER], log)
     (work / "www/trainvm-lane/pbs").mkdir(parents=True)
     shutil.copy(pydist.tarball, work / "www/trainvm-lane/pbs" / pydist.tarball.name)
     server = osrepo.serve(work / "www", work / "tls", ca, repo_host)
