@@ -140,7 +140,17 @@ class AwsResources:
         roles = [] if made is not None else (self.api.call(
             lambda: iam.get_instance_profile(InstanceProfileName=name))["InstanceProfile"].get("Roles") or [])
         if not any(r.get("RoleName") == name for r in roles):
-            self.api.call(lambda: iam.add_role_to_instance_profile(InstanceProfileName=name, RoleName=name), exists=None)
+            try:
+                self.api.call(lambda: iam.add_role_to_instance_profile(InstanceProfileName=name, RoleName=name),
+                              exists=None)
+            except ProviderError:
+                # another `up` of this name attached it between the read and the add: a profile holds one role, so
+                # IAM answers LimitExceeded ("Cannot exceed quota for InstanceSessionsPerInstanceProfile: 1";
+                # https://docs.aws.amazon.com/IAM/latest/APIReference/API_AddRoleToInstanceProfile.html). Ours
+                # when the profile now holds our role; anything else is the error it was
+                now = self.api.call(lambda: iam.get_instance_profile(InstanceProfileName=name))
+                if not any(r.get("RoleName") == name for r in now["InstanceProfile"].get("Roles") or []):
+                    raise
         return name
 
     def delete_instance_profile(self, name: str) -> bool:
