@@ -223,14 +223,7 @@ def test_run_bake_on_local_captures_the_builder_and_records_the_image(tmp_path: 
     builder deleted, the record of bakes written; then ``up``'s lookup finds the image."""
     from provisioner.bake import records, run
 
-    loaded = exact_local_profile()
-    base = tmp_path / "ubuntu.qcow2"
-    qemu("qemu-img", "create", "-f", "qcow2", str(base), "64M")
-    root = tmp_path / "local"
-    monkeypatch.setenv("TRAINVM_LOCAL_IMAGE_UBUNTU_22_04", str(base))
-    monkeypatch.setenv("TRAINVM_LOCAL_DIR", str(root))
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    monkeypatch.setattr(run, "load_profile", lambda path: loaded)
+    loaded, base, root = _bake_setup(tmp_path, monkeypatch, run)
     made: list[str] = []
 
     def create(self: LocalProvider, spec, offer):  # type: ignore[no-untyped-def]
@@ -263,14 +256,7 @@ def test_run_bake_on_local_keeps_the_builders_payload_while_another_vm_names_it(
     store that carries its ``trainvm-payload`` label keeps it, and the bake says which."""
     from provisioner.bake import run
 
-    loaded = exact_local_profile()
-    base = tmp_path / "ubuntu.qcow2"
-    qemu("qemu-img", "create", "-f", "qcow2", str(base), "64M")
-    root = tmp_path / "local"
-    monkeypatch.setenv("TRAINVM_LOCAL_IMAGE_UBUNTU_22_04", str(base))
-    monkeypatch.setenv("TRAINVM_LOCAL_DIR", str(root))
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    monkeypatch.setattr(run, "load_profile", lambda path: loaded)
+    loaded, base, root = _bake_setup(tmp_path, monkeypatch, run)
 
     def create(self: LocalProvider, spec, offer):  # type: ignore[no-untyped-def]
         record = builder(self.root, base, spec.name)
@@ -287,3 +273,17 @@ def test_run_bake_on_local_keeps_the_builders_payload_while_another_vm_names_it(
     assert len(list((root / "store" / "payloads").iterdir())) == 1
     assert run.run_bake(TF, cloud="local", region=None, json_out=False) == 0  # reused: nothing staged or said
     assert "payload" not in capsys.readouterr().err
+
+
+def _bake_setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run):  # noqa: ANN001, ANN202 - bake/run.py
+    """(the exact local profile, a 64M base image, the local cloud's folder), with the settings pointing at them and
+    bake/run.py loading that profile."""
+    loaded = exact_local_profile()
+    base = tmp_path / "ubuntu.qcow2"
+    qemu("qemu-img", "create", "-f", "qcow2", str(base), "64M")
+    root = tmp_path / "local"
+    monkeypatch.setenv("TRAINVM_LOCAL_IMAGE_UBUNTU_22_04", str(base))
+    monkeypatch.setenv("TRAINVM_LOCAL_DIR", str(root))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(run, "load_profile", lambda path: loaded)
+    return loaded, base, root

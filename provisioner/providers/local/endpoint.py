@@ -78,7 +78,7 @@ def serve(vmdir: Path, rfile: BinaryIO, wfile: BinaryIO) -> int:
     answered."""
     head = _read_head(rfile)
     method, path = (head[0], head[1].split("?", 1)[0].lstrip("/")) if head else ("-", "-")
-    code, size = _serve(vmdir, head, rfile, wfile)
+    code, size = _serve(vmdir, method, path, head[2], rfile, wfile) if head else _bad(wfile)
     line = f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {method} /{path} {code} {size}\n"
     try:
         with (vmdir / "access.log").open("a", encoding="ascii", errors="replace") as log:
@@ -88,14 +88,14 @@ def serve(vmdir: Path, rfile: BinaryIO, wfile: BinaryIO) -> int:
     return code
 
 
-def _serve(vmdir: Path, head: tuple[str, str, dict[str, str]] | None, rfile: BinaryIO,
+def _bad(wfile: BinaryIO) -> tuple[int, int]:
+    _answer(wfile, 400)
+    return 400, 0
+
+
+def _serve(vmdir: Path, method: str, path: str, headers: dict[str, str], rfile: BinaryIO,
            wfile: BinaryIO) -> tuple[int, int]:
-    """(status, bytes sent or kept) of one request."""
-    if head is None:
-        _answer(wfile, 400)
-        return 400, 0
-    method, target, headers = head
-    path = target.split("?", 1)[0].lstrip("/")
+    """(status, bytes sent or kept) of one request for ``path`` (its target without the query and leading /)."""
     if method == "GET" and OBJECT_KEY.fullmatch(path):
         if path not in allowed(vmdir):
             code = 403  # another VM's object, or none this VM's record names: never served, never said to exist
